@@ -1,0 +1,832 @@
+/**
+ * `struct rdma_cm_id` and its calls (rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route,
+ * rdma_create_qp, rdma_connect, rdma_listen, rdma_accept, rdma_reject, rdma_disconnect,
+ * rdma_destroy_id, rdma_migrate_id, rdma_set_option, rdma_get_request) over the software iWARP
+ * device.
+ *
+ * Two modes, as librdmacm: an id created on an {@link EventChannel} reports outcomes as events
+ * (the promise a call returns only means "started"); an id created with `channel = null` is
+ * synchronous: each call awaits its own event and rejects with an errno-coded {@link RdmaError}
+ * (REJECTED → ECONNREFUSED, status s → errno |s|), like `ucma_complete()`.
+ *
+ * State machine: the kernel's cm_id states (cma_priv.h), changed only through {@link CmId.setState}.
+ */
+import net from 'node:net';
+import { RdmaError, err } from '../errors.js';
+import type { ErrnoCode } from '../errno.js';
+import { trace, tracing } from '../trace.js';
+import { findDeviceByAddress, type Device } from '../verbs/device.js';
+import type { Context } from '../verbs/context.js';
+import type { Pd } from '../verbs/pd.js';
+import type { Cq } from '../verbs/cq.js';
+import type { CompChannel } from '../verbs/comp-channel.js';
+import type { Qp } from '../verbs/qp.js';
+import { QpState, QpType, type QpCap } from '../verbs/types.js';
+import { Cep, MAX_IRD_ORD, type MpaResult } from '../transport/iwarp/cep.js';
+import { Llp } from '../transport/iwarp/llp.js';
+import { IwarpQp, type LlpDownInfo } from '../transport/iwarp/iwarp-qp.js';
+import { EventChannel } from './event-channel.js';
+import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
+import { ipFamily, isAny, routeSource, unmapV4, type SockAddr } from './addr.js';
+
+/** `enum rdma_port_space`. */
+export enum PortSpace {
+  IPOIB = 0x0002,
+  TCP = 0x0106,
+  UDP = 0x0111,
+  IB = 0x013f,
+}
+
+/** cm_id states (the kernel's `enum rdma_cm_state`). */
+export enum CmState {
+  IDLE = 'IDLE',
+  ADDR_QUERY = 'ADDR_QUERY',
+  ADDR_RESOLVED = 'ADDR_RESOLVED',
+  ROUTE_QUERY = 'ROUTE_QUERY',
+  ROUTE_RESOLVED = 'ROUTE_RESOLVED',
+  CONNECT = 'CONNECT',
+  DISCONNECT = 'DISCONNECT',
+  ADDR_BOUND = 'ADDR_BOUND',
+  LISTEN = 'LISTEN',
+  DEVICE_REMOVAL = 'DEVICE_REMOVAL',
+  DESTROYING = 'DESTROYING',
+}
+
+/** rdma_set_option levels and names. */
+export const RdmaOption = {
+  LEVEL_ID: 0,
+  LEVEL_IB: 1,
+  ID_TOS: 0,
+  ID_REUSEADDR: 1,
+  ID_AFONLY: 2,
+  ID_ACK_TIMEOUT: 3,
+  IB_PATH: 1,
+} as const;
+
+/** QP attributes for {@link CmId.createQp} (`struct ibv_qp_init_attr`). */
+export interface CmQpInitAttr {
+  sendCq?: Cq;
+  recvCq?: Cq;
+  cap?: Partial<QpCap>;
+  qpType?: QpType;
+  sqSigAll?: boolean;
+  qpContext?: unknown;
+}
+
+/** Private data limit on iWARP (256-byte MPA limit minus the 4-byte IRD/ORD word). */
+export const IWARP_MAX_PRIVATE_DATA = 252;
+
+/** Grace before a non-P2P responder sends its first FPDU without having received one (ms). */
+const HOLD_GRACE_MS = Number(process.env['RDMACM_IWARP_HOLD_MS'] ?? 200);
+/** Request peer-to-peer mode (RFC 6581 RTR) as initiator. */
+const P2P = process.env['RDMACM_IWARP_P2P'] !== '0';
+/** Ask for MPA CRC as initiator (siw default: off). */
+const WANT_CRC = process.env['RDMACM_IWARP_CRC'] === '1';
+
+const defaultPds = new WeakMap<Context, Pd>();
+/** In-process port reservations, to report EADDRINUSE at bind time like the kernel. */
+const boundPorts = new Map<string, CmId>();
+let idSeq = 0;
+
+/** Synchronous calls wait on these outcomes (and reject on the error ones). */
+const ERROR_EVENTS = new Set([
+  CmEventType.ADDR_ERROR,
+  CmEventType.ROUTE_ERROR,
+  CmEventType.CONNECT_ERROR,
+  CmEventType.UNREACHABLE,
+  CmEventType.REJECTED,
+  CmEventType.DEVICE_REMOVAL,
+]);
+
+/**
+ * An RDMA CM identifier. Create with {@link createId}.
+ */
+export class CmId {
+  /** Event channel (a private one in synchronous mode). */
+  channel: EventChannel;
+  /** The user's context pointer. */
+  context: unknown;
+  readonly ps: PortSpace;
+  readonly qpType: QpType;
+  /** The device context once bound/resolved (`id->verbs`). */
+  verbs: Context | null = null;
+  pd: Pd | null = null;
+  qp: Qp | null = null;
+  sendCq: Cq | null = null;
+  recvCq: Cq | null = null;
+  sendCqChannel: CompChannel | null = null;
+  recvCqChannel: CompChannel | null = null;
+  /** Synchronous mode: the last event, acknowledged by the next call. */
+  event: CmEvent | null = null;
+  /** Port number (always 1 on the software device) once bound. */
+  portNum = 0;
+  private _state: CmState = CmState.IDLE;
+  private src: SockAddr | null = null;
+  private dst: SockAddr | null = null;
+  private readonly seq = ++idSeq;
+  private sync: boolean;
+  private cep: Cep | null = null;
+  private server: net.Server | null = null;
+  private reqParam: EventConnParam | null = null;
+  private unacked = 0;
+  private ackWaiters: (() => void)[] = [];
+  private _destroyed = false;
+  private connected = false;
+  private ownsQpResources = false;
+  private reservedKey: string | null = null;
+  private options = { tos: -1, reuseAddr: false, afOnly: false, ackTimeout: -1 };
+
+  /** @internal Use {@link createId}. */
+  constructor(channel: EventChannel | null, context: unknown, ps: PortSpace) {
+    if (ps !== PortSpace.TCP && ps !== PortSpace.IB && ps !== PortSpace.UDP && ps !== PortSpace.IPOIB) throw err('EINVAL', 'rdma_create_id', `port space ${ps}`);
+    this.sync = channel === null;
+    this.channel = channel ?? new EventChannel(true);
+    this.channel._ids.add(this);
+    this.context = context;
+    this.ps = ps;
+    this.qpType = ps === PortSpace.UDP || ps === PortSpace.IPOIB ? QpType.UD : QpType.RC;
+  }
+
+  /** Current state. */
+  get state(): CmState {
+    return this._state;
+  }
+  /** Whether rdma_destroy_id was called. */
+  get destroyed(): boolean {
+    return this._destroyed;
+  }
+  /** rdma_get_local_addr(). */
+  get localAddr(): SockAddr | null {
+    return this.src;
+  }
+  /** rdma_get_peer_addr(). */
+  get peerAddr(): SockAddr | null {
+    return this.dst;
+  }
+  /** rdma_get_src_port() (host byte order here; 0 if unbound). */
+  get srcPort(): number {
+    return this.src?.port ?? 0;
+  }
+  /** rdma_get_dst_port(). */
+  get dstPort(): number {
+    return this.dst?.port ?? 0;
+  }
+  /** Whether the id is synchronous (created without a channel). */
+  get isSync(): boolean {
+    return this.sync;
+  }
+
+  private tag(): string {
+    return `ID[${this.seq}]`;
+  }
+
+  private setState(to: CmState, why: string): void {
+    if (tracing('cm')) trace('cm', this.tag(), `${this._state} -> ${to} (${why})`);
+    this._state = to;
+  }
+
+  private checkAlive(op: string): void {
+    if (this._destroyed) throw err('EINVAL', op, 'id destroyed');
+  }
+
+  // -- events -------------------------------------------------------------------------------------
+
+  private post(type: CmEventType, status = 0, conn?: Partial<EventConnParam>, listenId: CmId | null = null, on: EventChannel = this.channel): void {
+    if (this._destroyed) return;
+    const id: CmId = this;
+    let acked = false;
+    this.unacked++;
+    const ev: CmEvent = {
+      id,
+      listenId,
+      event: type,
+      status,
+      param: { conn: { privateData: new Uint8Array(0), responderResources: 0, initiatorDepth: 0, flowControl: 0, retryCount: 0, rnrRetryCount: 0, srq: 0, qpNum: 0, ...conn } },
+      ack(): void {
+        if (acked) throw err('EINVAL', 'rdma_ack_cm_event', 'event already acknowledged');
+        acked = true;
+        id.eventAcked();
+      },
+    };
+    if (tracing('cm')) trace('cm', this.tag(), `event ${rdmaEventStr(type)} status ${status}`);
+    on._post(ev);
+  }
+
+  private eventAcked(): void {
+    this.unacked--;
+    if (this.unacked <= 0) for (const w of this.ackWaiters.splice(0)) w();
+  }
+
+  /**
+   * Synchronous mode: acknowledge the previous event, wait for the next one of this id and map
+   * an error event to an RdmaError (ucma_complete()).
+   */
+  private async complete(op: string): Promise<CmEvent> {
+    if (this.event) {
+      const e = this.event;
+      this.event = null;
+      e.ack();
+    }
+    const ev = await this.channel.getEvent();
+    this.event = ev;
+    if (ev.event === CmEventType.REJECTED) throw new RdmaError('ECONNREFUSED', { op, detail: `${rdmaEventStr(ev.event)} status ${ev.status}` });
+    if (ev.status !== 0 || ERROR_EVENTS.has(ev.event)) {
+      throw RdmaError.fromErrno(ev.status === 0 ? 5 : Math.abs(ev.status), { op, detail: rdmaEventStr(ev.event) });
+    }
+    return ev;
+  }
+
+  // -- address ------------------------------------------------------------------------------------
+
+  /**
+   * rdma_bind_addr(). Binding to a specific local IP also binds the id to its device; port 0
+   * picks one when connecting or listening. EADDRNOTAVAIL for a non-local address,
+   * EADDRINUSE for a port another id holds, EINVAL when not IDLE.
+   */
+  bindAddr(addr: SockAddr): void {
+    const op = 'rdma_bind_addr';
+    this.checkAlive(op);
+    if (this._state !== CmState.IDLE) throw err('EINVAL', op, `state ${this._state}`);
+    const fam = ipFamily(addr.address, op);
+    if (!Number.isInteger(addr.port) || addr.port < 0 || addr.port > 65535) throw err('EINVAL', op, `port ${addr.port}`);
+    let dev: Device | undefined;
+    if (!isAny(addr.address)) {
+      dev = findDeviceByAddress(addr.address);
+      if (!dev) throw err('EADDRNOTAVAIL', op, addr.address);
+    }
+    if (addr.port !== 0) {
+      const key = `${this.ps}:${addr.port}`;
+      const holder = boundPorts.get(key);
+      if (holder && !holder._destroyed && !(this.options.reuseAddr && holder.options.reuseAddr)) throw err('EADDRINUSE', op, `port ${addr.port}`);
+      boundPorts.set(key, this);
+      this.reservedKey = key;
+    }
+    this.src = { address: addr.address, port: addr.port, family: fam === 6 ? 'IPv6' : 'IPv4' };
+    if (dev) {
+      this.verbs = dev.open();
+      this.portNum = 1;
+    }
+    this.setState(CmState.ADDR_BOUND, 'bind');
+  }
+
+  /**
+   * rdma_resolve_addr(): find the local device and source address for `dst` (binding first if
+   * `src` is given or the id is unbound). Event: ADDR_RESOLVED, or ADDR_ERROR with a negative
+   * errno status (-ENETUNREACH, -ENODEV, -ETIMEDOUT).
+   */
+  async resolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs = 2000): Promise<void> {
+    const op = 'rdma_resolve_addr';
+    this.checkAlive(op);
+    const dfam = ipFamily(dst.address, op);
+    if (this._state === CmState.IDLE) {
+      if (src) this.bindAddr(src);
+      else this.src = { address: dfam === 6 ? '::' : '0.0.0.0', port: 0, family: dfam === 6 ? 'IPv6' : 'IPv4' };
+    } else if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
+    const sfam = ipFamily((this.src as SockAddr).address, op);
+    if (sfam !== dfam && !isAny((this.src as SockAddr).address)) throw err('EINVAL', op, 'source and destination families differ');
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw err('EINVAL', op, `timeout ${timeoutMs}`);
+    this.setState(CmState.ADDR_QUERY, 'resolve_addr');
+    this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
+    const work = async (): Promise<void> => {
+      let status = 0;
+      try {
+        const s = this.src as SockAddr;
+        const from = isAny(s.address) ? await routeSource(dst.address, dfam) : s.address;
+        const dev = findDeviceByAddress(from);
+        if (!dev) status = -19;
+        else {
+          this.verbs = dev.open();
+          this.portNum = 1;
+          this.src = { address: unmapV4(from) === from ? from : from, port: s.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
+        }
+      } catch (e) {
+        const c = (e as NodeJS.ErrnoException).code;
+        status = c === 'ENETUNREACH' ? -101 : c === 'EHOSTUNREACH' ? -113 : -110;
+      }
+      if (this._destroyed || this._state !== CmState.ADDR_QUERY) return;
+      if (status === 0) {
+        this.setState(CmState.ADDR_RESOLVED, 'address resolved');
+        this.post(CmEventType.ADDR_RESOLVED);
+      } else {
+        this.setState(CmState.ADDR_BOUND, 'address error');
+        this.post(CmEventType.ADDR_ERROR, status);
+      }
+    };
+    setImmediate(() => void work());
+    if (this.sync) await this.complete(op);
+  }
+
+  /**
+   * rdma_resolve_route(). On iWARP the route is the IP route already found: ROUTE_RESOLVED
+   * follows at once. EINVAL unless ADDR_RESOLVED.
+   */
+  async resolveRoute(timeoutMs = 2000): Promise<void> {
+    const op = 'rdma_resolve_route';
+    this.checkAlive(op);
+    if (this._state !== CmState.ADDR_RESOLVED) throw err('EINVAL', op, `state ${this._state}`);
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw err('EINVAL', op, `timeout ${timeoutMs}`);
+    this.setState(CmState.ROUTE_QUERY, 'resolve_route');
+    setImmediate(() => {
+      if (this._destroyed || this._state !== CmState.ROUTE_QUERY) return;
+      this.setState(CmState.ROUTE_RESOLVED, 'route resolved');
+      this.post(CmEventType.ROUTE_RESOLVED);
+    });
+    if (this.sync) await this.complete(op);
+  }
+
+  // -- QP -----------------------------------------------------------------------------------------
+
+  /**
+   * rdma_create_qp(): a QP on the id's device, in the default PD when `pd` is null; CQs (with
+   * completion channels) are created when not given, sized max_send_wr/max_recv_wr. RC QPs end
+   * in INIT. EINVAL if the id has no device or already a QP; EOPNOTSUPP for UD on iWARP (siw).
+   */
+  createQp(pd: Pd | null, attr: CmQpInitAttr = {}): Qp {
+    const op = 'rdma_create_qp';
+    this.checkAlive(op);
+    if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
+    if (this.qp) throw err('EINVAL', op, 'id already has a QP');
+    const ctx = this.verbs;
+    if (pd && pd.context !== ctx) throw err('EINVAL', op, 'PD of another device');
+    const qpType = attr.qpType ?? this.qpType;
+    if (qpType !== QpType.RC) throw err('EOPNOTSUPP', op, 'iWARP supports RC QPs only');
+    let thePd = pd;
+    if (!thePd) {
+      thePd = defaultPds.get(ctx) ?? ctx.allocPd();
+      defaultPds.set(ctx, thePd);
+    }
+    const cap = { maxSendWr: 1, maxRecvWr: 1, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0, ...attr.cap };
+    let sendCq = attr.sendCq;
+    let recvCq = attr.recvCq;
+    const made: { cq: Cq; ch: CompChannel }[] = [];
+    if (!sendCq) {
+      const ch = ctx.createCompChannel();
+      sendCq = ctx.createCq(Math.max(cap.maxSendWr, 1), ch);
+      made.push({ cq: sendCq, ch });
+      this.sendCqChannel = ch;
+    }
+    if (!recvCq) {
+      const ch = ctx.createCompChannel();
+      recvCq = ctx.createCq(Math.max(cap.maxRecvWr, 1), ch);
+      made.push({ cq: recvCq, ch });
+      this.recvCqChannel = ch;
+    }
+    let qp: Qp;
+    try {
+      const init = { qpType, sendCq, recvCq, cap, sqSigAll: attr.sqSigAll ?? false, qpContext: attr.qpContext };
+      qp = thePd.createQp(init) as Qp;
+    } catch (e) {
+      for (const m of made) {
+        m.cq.destroy();
+        m.ch.destroy();
+      }
+      this.sendCqChannel = null;
+      this.recvCqChannel = null;
+      throw e;
+    }
+    qp.modify({ qpState: QpState.INIT });
+    this.ownsQpResources = made.length > 0;
+    this.pd = thePd;
+    this.qp = qp;
+    this.sendCq = sendCq;
+    this.recvCq = recvCq;
+    return qp;
+  }
+
+  /** rdma_destroy_qp(): destroy the QP and the CQs/channels rdma_create_qp made. */
+  destroyQp(): void {
+    const qp = this.qp;
+    if (!qp) return;
+    this.qp = null;
+    try {
+      qp.destroy();
+    } catch {
+      /* already destroyed by the user */
+    }
+    if (this.ownsQpResources) {
+      for (const [cq, ch] of [
+        [this.sendCq, this.sendCqChannel],
+        [this.recvCq, this.recvCqChannel],
+      ] as const) {
+        if (cq && ch) {
+          try {
+            cq.destroy();
+            ch.destroy();
+          } catch {
+            /* the user still holds events; leave them */
+          }
+        }
+      }
+    }
+    this.sendCqChannel = this.recvCqChannel = null;
+    this.sendCq = this.recvCq = null;
+  }
+
+  private qpFor(param: ConnParam | undefined, op: string): IwarpQp {
+    if (this.qp) return this.qp as IwarpQp;
+    if (param?.qpNum !== undefined && this.verbs) {
+      const q = this.verbs._qps.get(param.qpNum);
+      if (q) return q as unknown as IwarpQp;
+    }
+    throw err('EINVAL', op, 'no QP (iWARP needs a QP to connect)');
+  }
+
+  private rdLimits(param: ConnParam | undefined, op: string, dflt: { ird: number; ord: number }): { ird: number; ord: number } {
+    const max = this.verbs?.queryDevice().maxQpRdAtom ?? MAX_IRD_ORD;
+    const pick = (v: number | undefined, d: number, what: string): number => {
+      if (v === undefined || v === 0xff) return Math.min(d, max);
+      if (!Number.isInteger(v) || v < 0 || v > max) throw err('EINVAL', op, `${what} ${v} exceeds the device maximum ${max}`);
+      return v;
+    };
+    return { ird: pick(param?.responderResources, dflt.ird, 'responder_resources'), ord: pick(param?.initiatorDepth, dflt.ord, 'initiator_depth') };
+  }
+
+  private checkPrivateData(pd: Uint8Array | undefined, op: string): Uint8Array {
+    if (!pd) return new Uint8Array(0);
+    if (pd.length > IWARP_MAX_PRIVATE_DATA) throw err('EINVAL', op, `private data ${pd.length} > ${IWARP_MAX_PRIVATE_DATA} bytes`);
+    return pd;
+  }
+
+  // -- active side --------------------------------------------------------------------------------
+
+  /**
+   * rdma_connect(): TCP connection + MPA Request carrying `param.privateData`; the QP moves to
+   * RTS when the Reply arrives. Events: ESTABLISHED; REJECTED (status -ECONNREFUSED: nobody
+   * listening, or the peer rejected — private data attached); UNREACHABLE (-ETIMEDOUT);
+   * CONNECT_ERROR otherwise. EINVAL unless ROUTE_RESOLVED, or with no QP.
+   */
+  async connect(param?: ConnParam): Promise<void> {
+    const op = 'rdma_connect';
+    this.checkAlive(op);
+    if (this._state !== CmState.ROUTE_RESOLVED) throw err('EINVAL', op, `state ${this._state}`);
+    const qp = this.qpFor(param, op);
+    const pdata = this.checkPrivateData(param?.privateData, op);
+    const max = this.verbs?.queryDevice().maxQpRdAtom ?? MAX_IRD_ORD;
+    const { ird, ord } = this.rdLimits(param, op, { ird: max, ord: max });
+    const src = this.src as SockAddr;
+    const dst = this.dst as SockAddr;
+    this.setState(CmState.CONNECT, 'connect');
+    const opts: { host: string; port: number; localAddress?: string; localPort?: number } = { host: dst.address, port: dst.port };
+    opts.localAddress = src.address;
+    if (src.port) opts.localPort = src.port;
+    const cep = Cep.connect(opts, { ird, ord, privateData: pdata, crc: WANT_CRC, p2p: P2P });
+    this.cep = cep;
+    cep.onEvent = (ev) => {
+      if (this._destroyed) return;
+      switch (ev.type) {
+        case 'reply': {
+          this.cep = null;
+          const r = ev.result;
+          const llp = cep.llp;
+          this.src = { address: unmapV4(llp.localAddress ?? src.address), port: llp.localPort ?? src.port, family: src.family ?? 'IPv4' };
+          this.establish(qp, llp, r, true);
+          this.post(CmEventType.ESTABLISHED, 0, { privateData: r.privateData, responderResources: r.ird, initiatorDepth: r.ord });
+          return;
+        }
+        case 'rejected':
+          this.cep = null;
+          this.setState(CmState.ROUTE_RESOLVED, 'rejected');
+          if (qp.state !== QpState.RESET) qp.modify({ qpState: QpState.ERR });
+          this.post(CmEventType.REJECTED, ev.status, { privateData: ev.privateData });
+          return;
+        case 'failed': {
+          this.cep = null;
+          this.setState(CmState.ROUTE_RESOLVED, 'connect failed');
+          if (qp.state !== QpState.RESET) qp.modify({ qpState: QpState.ERR });
+          const t = ev.status === -111 || ev.status === -104 ? CmEventType.REJECTED : ev.status === -110 ? CmEventType.UNREACHABLE : CmEventType.CONNECT_ERROR;
+          this.post(t, ev.status);
+          return;
+        }
+        default:
+          return;
+      }
+    };
+    if (this.sync) await this.complete(op);
+  }
+
+  /** Hand the negotiated connection to the QP and watch for its end. */
+  private establish(qp: IwarpQp, llp: Llp, r: MpaResult, active: boolean, onFirst?: () => void): void {
+    qp.ird = r.ird;
+    qp.ord = r.ord;
+    qp.onLlpDown = (info) => this.llpDown(info);
+    if (qp.state === QpState.INIT) qp.modify({ qpState: QpState.RTR });
+    const mtu = this.verbs?.device.info.mtu ?? 1500;
+    const v6 = (llp.localAddress ?? '').includes(':') && !(llp.localAddress ?? '').startsWith('::ffff:');
+    const fpduMax = Math.min(mtu - (v6 ? 60 : 40) - 12, 65535 + 6) & ~7;
+    const p: import('../transport/iwarp/iwarp-qp.js').LlpParams = {
+      crc: r.crc,
+      fpduMax,
+      holdTx: !active && !r.p2p,
+      holdGraceMs: HOLD_GRACE_MS,
+    };
+    if (active && r.rtr) p.rtr = r.rtr;
+    if (onFirst) p.onFirstFpdu = onFirst;
+    this.connected = true;
+    qp.attachLlp(llp, p, r.leftover);
+  }
+
+  private llpDown(info: LlpDownInfo): void {
+    if (!this.connected) return;
+    this.connected = false;
+    if (this._state === CmState.CONNECT) this.setState(CmState.DISCONNECT, info.byPeer ? 'peer closed' : 'disconnect');
+    if (this.awaitingEstablish) {
+      // A P2P accept that never saw the RTR.
+      this.awaitingEstablish = false;
+      this.post(CmEventType.CONNECT_ERROR, -104);
+      return;
+    }
+    this.post(CmEventType.DISCONNECTED, 0);
+  }
+  private awaitingEstablish = false;
+
+  // -- passive side -------------------------------------------------------------------------------
+
+  /**
+   * rdma_listen(): accept connections on the bound address (wildcard: every device). Resolves
+   * once listening; EADDRINUSE if the TCP port is taken, EINVAL unless bound or idle.
+   */
+  async listen(backlog = 0): Promise<void> {
+    const op = 'rdma_listen';
+    this.checkAlive(op);
+    if (this._state === CmState.IDLE) this.bindAddr({ address: '0.0.0.0', port: 0 });
+    if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
+    if (this.ps !== PortSpace.TCP && this.ps !== PortSpace.IB) throw err('EOPNOTSUPP', op, 'iWARP listens in the TCP port space only');
+    const src = this.src as SockAddr;
+    const server = net.createServer({ noDelay: true });
+    this.server = server;
+    server.on('connection', (sock) => this.incoming(sock));
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', (e: NodeJS.ErrnoException) => {
+        this.server = null;
+        const code = (e.code ?? 'EIO') as ErrnoCode;
+        reject(e.code === 'EADDRINUSE' || e.code === 'EADDRNOTAVAIL' || e.code === 'EACCES' ? err(code, op, `${src.address}:${src.port}`) : new RdmaError('EIO', { op, cause: e }));
+      });
+      const lo: net.ListenOptions = { port: src.port, backlog: Math.max(backlog, 1) };
+      if (!(src.address === '::' && !this.options.afOnly)) lo.host = src.address;
+      if (src.address === '::') lo.ipv6Only = this.options.afOnly;
+      server.listen(lo, () => resolve());
+    });
+    server.on('error', () => {});
+    const a = server.address();
+    if (a && typeof a === 'object') this.src = { address: src.address, port: a.port, family: src.family ?? 'IPv4' };
+    if (!this.reservedKey) {
+      this.reservedKey = `${this.ps}:${this.src?.port}`;
+      boundPorts.set(this.reservedKey, this);
+    }
+    this.setState(CmState.LISTEN, 'listen');
+  }
+
+  private incoming(sock: net.Socket): void {
+    if (this._destroyed || this._state !== CmState.LISTEN) {
+      sock.destroy();
+      return;
+    }
+    const cep = Cep.accepted(Llp.accepted(sock));
+    cep.onEvent = (ev) => {
+      if (ev.type !== 'request') return;
+      if (this._destroyed) {
+        cep.close(false);
+        return;
+      }
+      const f = ev.frame;
+      const local = unmapV4(sock.localAddress ?? '');
+      const dev = findDeviceByAddress(local);
+      if (!dev) {
+        cep.close(false);
+        return;
+      }
+      const child = new CmId(this.sync ? null : this.channel, this.context, this.ps);
+      child.verbs = dev.open();
+      child.portNum = 1;
+      child.src = { address: local, port: sock.localPort ?? 0, family: local.includes(':') ? 'IPv6' : 'IPv4' };
+      const remote = unmapV4(sock.remoteAddress ?? '');
+      child.dst = { address: remote, port: sock.remotePort ?? 0, family: remote.includes(':') ? 'IPv6' : 'IPv4' };
+      child.cep = cep;
+      child.setState(CmState.CONNECT, 'connect request');
+      // The requester's IRD/ORD seen from our side: its ORD is what we must answer (our
+      // responder resources), its IRD bounds our initiator depth (cma.c iw handler).
+      const conn: EventConnParam = {
+        privateData: f.privateData,
+        responderResources: f.enhanced ? (f.ord ?? 0) : 1,
+        initiatorDepth: f.enhanced ? (f.ird ?? 0) : 1,
+        flowControl: 0,
+        retryCount: 0,
+        rnrRetryCount: 0,
+        srq: 0,
+        qpNum: 0,
+      };
+      child.reqParam = conn;
+      cep.onEvent = (e2) => {
+        if (e2.type === 'failed' && !child._destroyed && child._state === CmState.CONNECT && !child.connected) {
+          // The requester went away before accept/reject.
+          child.cep = null;
+        }
+      };
+      child.post(CmEventType.CONNECT_REQUEST, 0, conn, this, this.channel);
+    };
+  }
+
+  /**
+   * rdma_get_request(): synchronous listeners only (EINVAL otherwise): wait for the next
+   * CONNECT_REQUEST and return its new (synchronous) id.
+   */
+  async getRequest(): Promise<CmId> {
+    const op = 'rdma_get_request';
+    this.checkAlive(op);
+    if (!this.sync || this._state !== CmState.LISTEN) throw err('EINVAL', op);
+    if (this.event) {
+      const e = this.event;
+      this.event = null;
+      e.ack();
+    }
+    const ev = await this.channel.getEvent();
+    if (ev.event === CmEventType.REJECTED) {
+      ev.ack();
+      throw err('ECONNREFUSED', op);
+    }
+    if (ev.status !== 0) {
+      ev.ack();
+      throw RdmaError.fromErrno(ev.status, { op });
+    }
+    if (ev.event !== CmEventType.CONNECT_REQUEST) {
+      ev.ack();
+      throw err('EINVAL', op, rdmaEventStr(ev.event));
+    }
+    ev.id.event = ev;
+    return ev.id;
+  }
+
+  /**
+   * rdma_accept(): on the id of a CONNECT_REQUEST. Sends the MPA Reply (IRD/ORD negotiated as
+   * siw does), moves the QP to RTS. ESTABLISHED follows (after the initiator's RTR in P2P mode).
+   * `param` omitted: the requester's values within device limits.
+   */
+  async accept(param?: ConnParam): Promise<void> {
+    const op = 'rdma_accept';
+    this.checkAlive(op);
+    const cep = this.cep;
+    if (this._state !== CmState.CONNECT || !cep || this.connected) throw err('EINVAL', op, 'no pending connect request');
+    const qp = this.qpFor(param, op);
+    const pdata = this.checkPrivateData(param?.privateData, op);
+    const req = this.reqParam as EventConnParam;
+    const { ird, ord } = this.rdLimits(param, op, { ird: req.responderResources, ord: req.initiatorDepth });
+    if (cep.state !== 'RECVD_MPAREQ') {
+      this.cep = null;
+      throw err('ECONNRESET', op, 'the requester closed the connection');
+    }
+    const r = cep.accept(ird, ord, pdata);
+    this.cep = null;
+    const onFirst = r.p2p
+      ? () => {
+          if (!this.awaitingEstablish) return;
+          this.awaitingEstablish = false;
+          this.post(CmEventType.ESTABLISHED, 0, { responderResources: r.ird, initiatorDepth: r.ord });
+        }
+      : undefined;
+    this.awaitingEstablish = r.p2p;
+    this.establish(qp, cep.llp, r, false, onFirst);
+    if (!r.p2p) this.post(CmEventType.ESTABLISHED, 0, { responderResources: r.ird, initiatorDepth: r.ord });
+    if (this.sync) await this.complete(op);
+  }
+
+  /** rdma_reject(): refuse a connect request; the requester gets REJECTED with `privateData`. */
+  reject(privateData?: Uint8Array): void {
+    const op = 'rdma_reject';
+    this.checkAlive(op);
+    const pd = this.checkPrivateData(privateData, op);
+    const cep = this.cep;
+    if (this._state !== CmState.CONNECT || !cep) throw err('EINVAL', op, 'no pending connect request');
+    this.cep = null;
+    cep.reject(pd);
+    this.setState(CmState.DISCONNECT, 'rejected');
+  }
+
+  /**
+   * rdma_disconnect(): graceful close (queued sends go out, then TCP FIN); the QP goes to ERR and
+   * its outstanding WRs flush. DISCONNECTED is reported on both sides. A second call, or one after
+   * the peer disconnected, does nothing.
+   */
+  async disconnect(): Promise<void> {
+    const op = 'rdma_disconnect';
+    this.checkAlive(op);
+    if (this._state !== CmState.CONNECT && this._state !== CmState.DISCONNECT) throw err('EINVAL', op, `state ${this._state}`);
+    if (this.connected && this.qp) {
+      (this.qp as IwarpQp).disconnect();
+      if (this.sync) await this.complete(op);
+      return;
+    }
+    if (this.cep) {
+      this.cep.close(true);
+      this.cep = null;
+    }
+    if (this.sync && this.event?.event !== CmEventType.DISCONNECTED) {
+      // Already disconnected by the peer: the DISCONNECTED event may be queued.
+      if (this.channel.pending > 0) await this.complete(op);
+    }
+  }
+
+  /**
+   * rdma_destroy_id(): releases the id. Resolves once every event already reported for the id is
+   * acknowledged (librdmacm blocks the same way). Destroy the QP first (rdma_destroy_qp).
+   */
+  async destroy(): Promise<void> {
+    if (this._destroyed) throw err('EINVAL', 'rdma_destroy_id', 'already destroyed');
+    if (this.event) {
+      const e = this.event;
+      this.event = null;
+      e.ack();
+    }
+    this.setState(CmState.DESTROYING, 'destroy');
+    this._destroyed = true;
+    if (this.reservedKey && boundPorts.get(this.reservedKey) === this) boundPorts.delete(this.reservedKey);
+    if (this.server) {
+      this.server.close();
+      this.server = null;
+    }
+    if (this.cep) {
+      this.cep.close(false);
+      this.cep = null;
+    }
+    if (this.connected && this.qp) {
+      this.connected = false;
+      (this.qp as IwarpQp).abort();
+    }
+    if (this.sync) this.channel._dropEventsOf(this);
+    if (this.unacked > 0) await new Promise<void>((r) => this.ackWaiters.push(r));
+    this.channel._ids.delete(this);
+    if (this.sync) this.channel.destroy();
+  }
+
+  /**
+   * rdma_migrate_id(): move the id and its queued events to `channel`; `null` makes it
+   * synchronous. EINVAL if it is already synchronous and `channel` is null.
+   */
+  async migrate(channel: EventChannel | null): Promise<void> {
+    const op = 'rdma_migrate_id';
+    this.checkAlive(op);
+    if (channel === null && this.sync) throw err('EINVAL', op, 'already synchronous');
+    const target = channel ?? new EventChannel(true);
+    const moved = this.channel._takeEventsOf(this);
+    this.channel._ids.delete(this);
+    const old = this.channel;
+    this.channel = target;
+    target._ids.add(this);
+    this.sync = channel === null;
+    for (const e of moved) target._post(e);
+    if (old._sync && old._ids.size === 0) old.destroy();
+  }
+
+  /**
+   * rdma_set_option(). ID level: TOS (recorded; applied to the TCP socket's traffic class is not
+   * possible from Node), REUSEADDR and AFONLY (before bind, else EINVAL), ACK_TIMEOUT (recorded;
+   * TCP retransmission governs iWARP). Unknown options: ENOSYS.
+   */
+  setOption(level: number, name: number, value: number): void {
+    const op = 'rdma_set_option';
+    this.checkAlive(op);
+    if (!Number.isInteger(value)) throw err('EINVAL', op, 'value');
+    if (level === RdmaOption.LEVEL_ID) {
+      switch (name) {
+        case RdmaOption.ID_TOS:
+          if (value < 0 || value > 255) throw err('EINVAL', op, 'tos');
+          this.options.tos = value;
+          return;
+        case RdmaOption.ID_REUSEADDR:
+          if (this._state !== CmState.IDLE) throw err('EINVAL', op, 'REUSEADDR after bind');
+          this.options.reuseAddr = value !== 0;
+          return;
+        case RdmaOption.ID_AFONLY:
+          if (this._state !== CmState.IDLE) throw err('EINVAL', op, 'AFONLY after bind');
+          this.options.afOnly = value !== 0;
+          return;
+        case RdmaOption.ID_ACK_TIMEOUT:
+          if (value < 0 || value > 31) throw err('EINVAL', op, 'ack timeout');
+          this.options.ackTimeout = value;
+          return;
+        default:
+          throw err('ENOSYS', op, `option ${name}`);
+      }
+    }
+    if (level === RdmaOption.LEVEL_IB) throw err('EOPNOTSUPP', op, 'IB options on iWARP');
+    throw err('ENOSYS', op, `level ${level}`);
+  }
+
+  /** Recorded type of service (-1 when unset). */
+  get tos(): number {
+    return this.options.tos;
+  }
+  /** Recorded ACK timeout exponent (-1 when unset). */
+  get ackTimeout(): number {
+    return this.options.ackTimeout;
+  }
+}
+
+/**
+ * rdma_create_id(channel, context, ps). `channel === null` makes a synchronous id.
+ * Port spaces: TCP (RC) is what iWARP supports; UDP/IPOIB ids can be created but cannot make
+ * QPs on iWARP (EOPNOTSUPP, as siw).
+ */
+export function createId(channel: EventChannel | null, context: unknown = null, ps: PortSpace = PortSpace.TCP): CmId {
+  if (channel?.isDestroyed) throw err('EINVAL', 'rdma_create_id', 'channel destroyed');
+  return new CmId(channel, context, ps);
+}

@@ -1,0 +1,123 @@
+/**
+ * `struct rdma_event_channel`: the queue of CM events of the ids created on it. Read with
+ * {@link EventChannel.getEvent} (rdma_get_cm_event) or `for await (const ev of channel)`; every
+ * event must be acknowledged (`ev.ack()`), and destroying an id waits for its events' acks, as
+ * librdmacm does.
+ */
+import { RdmaError, err } from '../errors.js';
+import type { CmEvent } from './events.js';
+import type { CmId } from './cm-id.js';
+
+/** rdma_create_event_channel(). */
+export class EventChannel implements AsyncIterable<CmEvent> {
+  private readonly queue: CmEvent[] = [];
+  private readonly waiters: { resolve: (e: CmEvent) => void; reject: (e: Error) => void; cleanup: () => void }[] = [];
+  private destroyed = false;
+  /** Ids created on (or migrated to) this channel. */
+  readonly _ids = new Set<CmId>();
+  /** Set for the private channel of a synchronous id. */
+  readonly _sync: boolean;
+
+  constructor(sync = false) {
+    this._sync = sync;
+  }
+
+  /** Events queued and not yet retrieved. */
+  get pending(): number {
+    return this.queue.length;
+  }
+
+  /** Internal: queue an event (the CM layer). */
+  _post(ev: CmEvent): void {
+    if (this.destroyed) return;
+    const w = this.waiters.shift();
+    if (w) {
+      w.cleanup();
+      w.resolve(ev);
+    } else this.queue.push(ev);
+  }
+
+  /** Internal: move the queued events of `id` to another channel (rdma_migrate_id). */
+  _takeEventsOf(id: CmId): CmEvent[] {
+    const out: CmEvent[] = [];
+    for (let i = 0; i < this.queue.length; ) {
+      const e = this.queue[i] as CmEvent;
+      if (e.id === id) {
+        out.push(e);
+        this.queue.splice(i, 1);
+      } else i++;
+    }
+    return out;
+  }
+
+  /** Internal: drop queued events of a destroyed id. */
+  _dropEventsOf(id: CmId): void {
+    for (const e of this._takeEventsOf(id)) e.ack();
+  }
+
+  /**
+   * rdma_get_cm_event(): the next event, waiting for one. `signal` aborts the wait (the promise
+   * rejects with the signal's reason). Rejects with EBADF once the channel is destroyed.
+   */
+  getEvent(signal?: AbortSignal): Promise<CmEvent> {
+    if (this.destroyed) return Promise.reject(err('EBADF', 'rdma_get_cm_event', 'channel destroyed'));
+    const e = this.queue.shift();
+    if (e) return Promise.resolve(e);
+    if (signal?.aborted) return Promise.reject(signal.reason);
+    return new Promise<CmEvent>((resolve, reject) => {
+      const onAbort = (): void => {
+        const i = this.waiters.indexOf(w);
+        if (i >= 0) this.waiters.splice(i, 1);
+        reject(signal?.reason);
+      };
+      const w = { resolve, reject, cleanup: () => signal?.removeEventListener('abort', onAbort) };
+      signal?.addEventListener('abort', onAbort, { once: true });
+      this.waiters.push(w);
+    });
+  }
+
+  /** Non-blocking rdma_get_cm_event (O_NONBLOCK fd): the next event or EAGAIN. */
+  tryGetEvent(): CmEvent {
+    const e = this.queue.shift();
+    if (!e) throw err('EAGAIN', 'rdma_get_cm_event');
+    return e;
+  }
+
+  /** Async iteration over events; ends when the channel is destroyed. */
+  async *[Symbol.asyncIterator](): AsyncIterator<CmEvent> {
+    for (;;) {
+      let e: CmEvent;
+      try {
+        e = await this.getEvent();
+      } catch (x) {
+        if (x instanceof RdmaError && x.code === 'EBADF') return;
+        throw x;
+      }
+      yield e;
+    }
+  }
+
+  /**
+   * rdma_destroy_event_channel(). EBUSY while ids still use it (librdmacm requires them to be
+   * destroyed first). Pending waiters reject with EBADF.
+   */
+  destroy(): void {
+    if (this.destroyed) return;
+    for (const id of this._ids) if (!id.destroyed) throw err('EBUSY', 'rdma_destroy_event_channel', 'ids still use the channel');
+    this.destroyed = true;
+    for (const w of this.waiters.splice(0)) {
+      w.cleanup();
+      w.reject(err('EBADF', 'rdma_get_cm_event', 'channel destroyed'));
+    }
+    this.queue.length = 0;
+  }
+
+  get isDestroyed(): boolean {
+    return this.destroyed;
+  }
+}
+
+/** rdma_create_event_channel(). */
+export function createEventChannel(): EventChannel {
+  return new EventChannel();
+}

@@ -1,0 +1,80 @@
+/**
+ * rdma_cm event types, names and payloads (`enum rdma_cm_event_type`, `struct rdma_cm_event`),
+ * with librdmacm's numeric values and `rdma_event_str()` texts.
+ */
+import type { CmId } from './cm-id.js';
+
+/** `enum rdma_cm_event_type`. */
+export enum CmEventType {
+  ADDR_RESOLVED = 0,
+  ADDR_ERROR = 1,
+  ROUTE_RESOLVED = 2,
+  ROUTE_ERROR = 3,
+  CONNECT_REQUEST = 4,
+  CONNECT_RESPONSE = 5,
+  CONNECT_ERROR = 6,
+  UNREACHABLE = 7,
+  REJECTED = 8,
+  ESTABLISHED = 9,
+  DISCONNECTED = 10,
+  DEVICE_REMOVAL = 11,
+  MULTICAST_JOIN = 12,
+  MULTICAST_ERROR = 13,
+  ADDR_CHANGE = 14,
+  TIMEWAIT_EXIT = 15,
+  ADDRINFO_RESOLVED = 16,
+  ADDRINFO_ERROR = 17,
+  USER = 18,
+  INTERNAL = 19,
+}
+
+/**
+ * `rdma_event_str()`: `"RDMA_CM_EVENT_<NAME>"` for 0..17 and `"UNKNOWN EVENT"` otherwise —
+ * including USER and INTERNAL, exactly as librdmacm (a quirk kept for output compatibility).
+ */
+export function rdmaEventStr(ev: CmEventType | number): string {
+  if (Number.isInteger(ev) && ev >= 0 && ev <= CmEventType.ADDRINFO_ERROR) return `RDMA_CM_EVENT_${CmEventType[ev]}`;
+  return 'UNKNOWN EVENT';
+}
+
+/** `struct rdma_conn_param`. Omitted fields take librdmacm's defaults. */
+export interface ConnParam {
+  /** Private data for the peer (iWARP: ≤ 252 bytes with the MPA v2 IRD/ORD word). */
+  privateData?: Uint8Array;
+  /** Inbound RDMA Reads this side accepts (IRD); 0xFF = device maximum. */
+  responderResources?: number;
+  /** Outbound RDMA Reads this side issues (ORD); 0xFF = device maximum. */
+  initiatorDepth?: number;
+  flowControl?: number;
+  retryCount?: number;
+  rnrRetryCount?: number;
+  srq?: number;
+  /** QP number of a QP the application created itself (when no QP is attached to the id). */
+  qpNum?: number;
+}
+
+/** The connection parameters carried by an event (what the peer sent, in our perspective). */
+export interface EventConnParam {
+  privateData: Uint8Array;
+  responderResources: number;
+  initiatorDepth: number;
+  flowControl: number;
+  retryCount: number;
+  rnrRetryCount: number;
+  srq: number;
+  qpNum: number;
+}
+
+/** `struct rdma_cm_event`. Acknowledge every event once, with {@link CmEvent.ack}. */
+export interface CmEvent {
+  /** The id the event is for (CONNECT_REQUEST: the new id). */
+  readonly id: CmId;
+  /** CONNECT_REQUEST: the listening id. */
+  readonly listenId: CmId | null;
+  readonly event: CmEventType;
+  /** 0, or a negative errno / transport status (e.g. REJECTED on iWARP: -111). */
+  readonly status: number;
+  readonly param: { conn: EventConnParam };
+  /** rdma_ack_cm_event(). Throws EINVAL if already acknowledged. */
+  ack(): void;
+}

@@ -1,0 +1,9 @@
+/**
+ * The rdma_cm API: event channels, cm_ids, address helpers and event types.
+ * @packageDocumentation
+ */
+import '../transport/iwarp/provider.js';
+export { EventChannel, createEventChannel } from './event-channel.js';
+export { CmId, CmState, PortSpace, RdmaOption, createId, IWARP_MAX_PRIVATE_DATA, type CmQpInitAttr } from './cm-id.js';
+export { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
+export { getaddrinfo, gaiStrerror, GaiError, RAI, type SockAddr, type RdmaAddrinfo, type RdmaAddrinfoHints } from './addr.js';

@@ -1,0 +1,84 @@
+/**
+ * Linux errno names and numbers (x86-64/generic values) and their strerror() texts, as glibc
+ * prints them. Every error this package raises carries one of these, so users can match on
+ * `err.code` exactly as they would on a Node `SystemError` or on librdmacm's `errno`.
+ */
+
+/** errno name → [number, strerror text]. */
+const TABLE = {
+  EPERM: [1, 'Operation not permitted'],
+  ENOENT: [2, 'No such file or directory'],
+  EINTR: [4, 'Interrupted system call'],
+  EIO: [5, 'Input/output error'],
+  ENXIO: [6, 'No such device or address'],
+  E2BIG: [7, 'Argument list too long'],
+  EBADF: [9, 'Bad file descriptor'],
+  EAGAIN: [11, 'Resource temporarily unavailable'],
+  ENOMEM: [12, 'Cannot allocate memory'],
+  EACCES: [13, 'Permission denied'],
+  EFAULT: [14, 'Bad address'],
+  EBUSY: [16, 'Device or resource busy'],
+  EEXIST: [17, 'File exists'],
+  ENODEV: [19, 'No such device'],
+  EINVAL: [22, 'Invalid argument'],
+  ENOSPC: [28, 'No space left on device'],
+  EPIPE: [32, 'Broken pipe'],
+  ERANGE: [34, 'Numerical result out of range'],
+  ENOSYS: [38, 'Function not implemented'],
+  ENODATA: [61, 'No data available'],
+  ETIME: [62, 'Timer expired'],
+  EPROTO: [71, 'Protocol error'],
+  EBADMSG: [74, 'Bad message'],
+  EOVERFLOW: [75, 'Value too large for defined data type'],
+  EMSGSIZE: [90, 'Message too long'],
+  EPROTONOSUPPORT: [93, 'Protocol not supported'],
+  EOPNOTSUPP: [95, 'Operation not supported'],
+  EAFNOSUPPORT: [97, 'Address family not supported by protocol'],
+  EADDRINUSE: [98, 'Address already in use'],
+  EADDRNOTAVAIL: [99, 'Cannot assign requested address'],
+  ENETDOWN: [100, 'Network is down'],
+  ENETUNREACH: [101, 'Network is unreachable'],
+  ECONNABORTED: [103, 'Software caused connection abort'],
+  ECONNRESET: [104, 'Connection reset by peer'],
+  ENOBUFS: [105, 'No buffer space available'],
+  EISCONN: [106, 'Transport endpoint is already connected'],
+  ENOTCONN: [107, 'Transport endpoint is not connected'],
+  ESHUTDOWN: [108, 'Cannot send after transport endpoint shutdown'],
+  ETIMEDOUT: [110, 'Connection timed out'],
+  ECONNREFUSED: [111, 'Connection refused'],
+  EHOSTDOWN: [112, 'Host is down'],
+  EHOSTUNREACH: [113, 'No route to host'],
+  EALREADY: [114, 'Operation already in progress'],
+  EINPROGRESS: [115, 'Operation now in progress'],
+  ECANCELED: [125, 'Operation canceled'],
+} as const satisfies Record<string, readonly [number, string]>;
+
+/** An errno name this package uses, e.g. `'EINVAL'`. */
+export type ErrnoCode = keyof typeof TABLE;
+
+/** `ENOTSUP` is the same number as `EOPNOTSUPP` on Linux. */
+export const ENOTSUP = TABLE.EOPNOTSUPP[0];
+
+const BY_NUMBER = new Map<number, ErrnoCode>();
+for (const [name, [num]] of Object.entries(TABLE)) BY_NUMBER.set(num, name as ErrnoCode);
+
+/** errno number for a name (`errnoOf('EINVAL') === 22`). */
+export function errnoOf(code: ErrnoCode): number {
+  return TABLE[code][0];
+}
+
+/** errno name for a number, or `undefined` if it is not one this package knows. */
+export function codeOf(errno: number): ErrnoCode | undefined {
+  return BY_NUMBER.get(Math.abs(errno));
+}
+
+/** glibc's strerror() text for an errno number (`Unknown error N` otherwise). */
+export function strerror(errno: number): string {
+  const code = BY_NUMBER.get(Math.abs(errno));
+  return code ? TABLE[code][1] : `Unknown error ${errno}`;
+}
+
+/** Errno numbers by name, for callers that want constants (`Errno.EINVAL === 22`). */
+export const Errno: { readonly [K in ErrnoCode]: number } = Object.freeze(
+  Object.fromEntries(Object.entries(TABLE).map(([k, v]) => [k, v[0]])) as { [K in ErrnoCode]: number },
+);

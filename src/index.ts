@@ -1,0 +1,19 @@
+/**
+ * rdmacm: the RDMA connection manager (librdmacm), verbs and the librdmacm tools in TypeScript,
+ * over a software iWARP device that speaks Linux siw's wire protocol (MPA/DDP/RDMAP over TCP).
+ *
+ * ```ts
+ * import { createId, PortSpace, getDeviceList } from 'rdmacm';
+ * const id = createId(null, null, PortSpace.TCP);            // synchronous id
+ * await id.resolveAddr(null, { address: '127.0.0.1', port: 7174 });
+ * await id.resolveRoute();
+ * id.createQp(null, { cap: { maxSendWr: 16, maxRecvWr: 16 } });
+ * await id.connect({ responderResources: 1, initiatorDepth: 1 });
+ * ```
+ * @packageDocumentation
+ */
+import './transport/iwarp/provider.js';
+export * from './verbs/index.js';
+export * from './cm/index.js';
+export { RdmaError, PostError, TerminateError, type RdmaErrorOptions } from './errors.js';
+export { Errno, errnoOf, strerror, type ErrnoCode } from './errno.js';

@@ -1,0 +1,384 @@
+/**
+ * The iWARP connection endpoint (siw_cm.c's role): TCP connection plus the MPA start-frame
+ * exchange (RFC 5044 §7.1, RFC 6581), then hand-off of the connection to a QP.
+ *
+ * Active side: TCP connect → send MPA Request (rev 2, enhanced IRD/ORD word, P2P with Write and
+ * Read RTR offered) → wait ≤10 s for the Reply → negotiate CRC (on iff the Reply's C bit), IRD/ORD,
+ * RTR → hand off. Nothing is sent behind the Request until the Reply is in (siw rejects extra
+ * bytes behind a start frame).
+ * Passive side: wait ≤5 s for the Request (then close, as siw) → validate (markers/bad key/
+ * revision/oversized private data: drop or reject as siw does) → report to the CM → accept (Reply
+ * echoing rev/C/enhanced, one RTR type if P2P) or reject (Reply with R and private data).
+ *
+ * Every socket callback is turned into one call of {@link Cep.handle} with a typed work item, so
+ * the endpoint's state changes in one place (siw's CM work queue).
+ */
+import { TerminateError } from '../../errors.js';
+import { decodeMpaStartFrame, encodeMpaStartFrame, validateMpaRequest, type MpaStartFrame } from '../../wire/index.js';
+import { Llp } from './llp.js';
+import { trace, tracing } from '../../trace.js';
+
+/** MPA Reply wait (siw: 10 s, constant named MPAREQ_TIMEOUT). */
+export const MPA_REPLY_TIMEOUT_MS = 10_000;
+/** MPA Request wait on an accepted connection (siw: 5 s). */
+export const MPA_REQUEST_TIMEOUT_MS = 5_000;
+/** siw's hard maximum IRD/ORD. */
+export const MAX_IRD_ORD = 128;
+
+/** CEP states (siw's SIW_EPSTATE_*). */
+export enum CepState {
+  CONNECTING = 'CONNECTING',
+  AWAIT_MPAREP = 'AWAIT_MPAREP',
+  AWAIT_MPAREQ = 'AWAIT_MPAREQ',
+  RECVD_MPAREQ = 'RECVD_MPAREQ',
+  RDMA_MODE = 'RDMA_MODE',
+  CLOSED = 'CLOSED',
+}
+
+/** What the active side offers. */
+export interface MpaOffer {
+  ird: number;
+  ord: number;
+  privateData: Uint8Array;
+  /** Ask for MPA CRC (siw default: no). */
+  crc: boolean;
+  /** Request peer-to-peer mode with an RTR (default: yes). */
+  p2p: boolean;
+}
+
+/** Result of a successful negotiation, for the QP hand-off. */
+export interface MpaResult {
+  crc: boolean;
+  /** Our IRD and ORD after negotiation. */
+  ird: number;
+  ord: number;
+  /** Active side: the RTR to send; passive side: whether one is expected. */
+  rtr: 'write' | 'read' | null;
+  p2p: boolean;
+  /** The peer's private data (user bytes). */
+  privateData: Uint8Array;
+  /** Bytes read past the start frame. */
+  leftover: Buffer;
+}
+
+/** Events a CEP reports to the CM. */
+export type CepEvent =
+  | { type: 'reply'; result: MpaResult }
+  | { type: 'rejected'; privateData: Uint8Array; status: number }
+  | { type: 'request'; frame: MpaStartFrame }
+  | { type: 'failed'; status: number; reason: string };
+
+/** Work items (socket callbacks and timers become one of these). */
+type Work =
+  | { w: 'connected' }
+  | { w: 'bytes'; buf: Buffer; start: number; end: number }
+  | { w: 'closed'; err: Error | undefined }
+  | { w: 'timeout' };
+
+let cepIds = 0;
+
+/** One endpoint: a TCP connection during the MPA exchange. */
+export class Cep {
+  readonly id = ++cepIds;
+  readonly llp: Llp;
+  state: CepState;
+  /** Receives the endpoint's events. */
+  onEvent: (ev: CepEvent) => void = () => {};
+  private acc: Buffer = Buffer.alloc(0);
+  private timer: NodeJS.Timeout | null = null;
+  private offer: MpaOffer | null = null;
+  private request: MpaStartFrame | null = null;
+
+  private constructor(llp: Llp, state: CepState) {
+    this.llp = llp;
+    this.state = state;
+    llp.onClose = (err) => this.handle({ w: 'closed', err });
+    llp.setConsumer((buf, start, end) => this.handle({ w: 'bytes', buf, start, end }));
+  }
+
+  /** Active open: connect and send the MPA Request. */
+  static connect(opts: { host: string; port: number; localAddress?: string; localPort?: number }, offer: MpaOffer): Cep {
+    let cep: Cep | null = null;
+    const llp = Llp.connect(opts, () => cep?.handle({ w: 'connected' }));
+    cep = new Cep(llp, CepState.CONNECTING);
+    cep.offer = offer;
+    return cep;
+  }
+
+  /** Passive open on an accepted TCP connection: wait for the MPA Request. */
+  static accepted(llp: Llp): Cep {
+    const cep = new Cep(llp, CepState.AWAIT_MPAREQ);
+    cep.arm(MPA_REQUEST_TIMEOUT_MS);
+    return cep;
+  }
+
+  private arm(ms: number): void {
+    this.timer = setTimeout(() => this.handle({ w: 'timeout' }), ms);
+    this.timer.unref();
+  }
+  private disarm(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private trace(msg: string): void {
+    if (tracing('mpa')) trace('mpa', `CEP[${this.id}]`, `${this.state}: ${msg}`);
+  }
+
+  /** The one place the endpoint's state changes. */
+  private handle(work: Work): void {
+    switch (this.state) {
+      case CepState.CONNECTING:
+        if (work.w === 'connected') {
+          const o = this.offer as MpaOffer;
+          const f: MpaStartFrame = {
+            type: 'request',
+            markers: false,
+            crc: o.crc,
+            reject: false,
+            enhanced: true,
+            rev: 2,
+            ird: o.ird,
+            ord: o.ord,
+            p2p: o.p2p,
+            rtrSend: false,
+            rtrWrite: o.p2p,
+            rtrRead: o.p2p,
+            privateData: o.privateData,
+          };
+          this.llp.write(encodeMpaStartFrame(f));
+          this.state = CepState.AWAIT_MPAREP;
+          this.arm(MPA_REPLY_TIMEOUT_MS);
+          this.trace('MPA Request sent');
+        } else if (work.w === 'closed') {
+          this.fail(errnoStatus(work.err), `connect: ${work.err?.message ?? 'closed'}`);
+        }
+        return;
+      case CepState.AWAIT_MPAREP:
+        if (work.w === 'bytes') this.gotReplyBytes(work.buf, work.start, work.end);
+        else if (work.w === 'timeout') {
+          this.fail(-110, 'no MPA Reply within 10 s');
+          this.llp.abort();
+        } else if (work.w === 'closed') this.fail(work.err ? errnoStatus(work.err) : -104, 'connection closed before the MPA Reply');
+        return;
+      case CepState.AWAIT_MPAREQ:
+        if (work.w === 'bytes') this.gotRequestBytes(work.buf, work.start, work.end);
+        else if (work.w === 'timeout') {
+          this.trace('no MPA Request within 5 s: closing');
+          this.close(true);
+        } else if (work.w === 'closed') this.close(false);
+        return;
+      case CepState.RECVD_MPAREQ:
+        // RFC 5044: the initiator sends nothing until it has the Reply; bytes now are a protocol error.
+        if (work.w === 'bytes') {
+          this.trace('data before the MPA Reply: closing');
+          this.fail(-71, 'peer sent data before the MPA Reply');
+          this.llp.abort();
+        } else if (work.w === 'closed') this.fail(-104, 'peer closed while the request was pending');
+        return;
+      default:
+        return;
+    }
+  }
+
+  private accumulate(buf: Buffer, start: number, end: number): Buffer {
+    const piece = buf.subarray(start, end);
+    this.acc = this.acc.length === 0 ? Buffer.from(piece) : Buffer.concat([this.acc, piece]);
+    return this.acc;
+  }
+
+  private gotReplyBytes(buf: Buffer, start: number, end: number): void {
+    const acc = this.accumulate(buf, start, end);
+    let d;
+    try {
+      d = decodeMpaStartFrame(acc, 'reply');
+    } catch (e) {
+      // Bad key / revision: TERMINATE LLP/MPA/0x04 would follow in siw; we just fail and close.
+      this.fail(-71, `bad MPA Reply: ${(e as Error).message}`);
+      this.llp.abort();
+      return;
+    }
+    if ('needMore' in d) return;
+    this.disarm();
+    const f = d.frame;
+    const leftover = Buffer.from(acc.subarray(d.length));
+    this.acc = Buffer.alloc(0);
+    const o = this.offer as MpaOffer;
+    this.trace(`MPA Reply rev ${f.rev} flags crc=${f.crc} reject=${f.reject} enhanced=${f.enhanced} ird=${f.ird} ord=${f.ord} p2p=${f.p2p}`);
+    if (f.reject) {
+      this.state = CepState.CLOSED;
+      this.onEvent({ type: 'rejected', privateData: f.privateData, status: -111 });
+      this.llp.end();
+      return;
+    }
+    if (f.markers) return this.refuse('peer wants markers');
+    if (!f.enhanced || f.rev !== 2) return this.refuse('reply to an enhanced request must be rev 2 enhanced');
+    let ird = Math.min(f.ord ?? 0, MAX_IRD_ORD);
+    let ord = Math.min(f.ird ?? 0, MAX_IRD_ORD);
+    if ((f.ord ?? 0) > MAX_IRD_ORD) return this.refuse('reply ORD exceeds our maximum IRD');
+    // Relaxed negotiation (siw): keep what we offered when the peer allows more.
+    ird = Math.max(ird, 0);
+    ord = Math.min(Math.max(ord, 0), Math.max(o.ord, 0)) || ord;
+    let rtr: 'write' | 'read' | null = null;
+    if (o.p2p && f.p2p) {
+      if (f.rtrWrite) rtr = 'write';
+      else if (f.rtrRead) rtr = 'read';
+      else return this.refuse('no matching RTR');
+    }
+    this.state = CepState.RDMA_MODE;
+    this.llp.onClose = null;
+    this.llp.setConsumer(null);
+    this.onEvent({ type: 'reply', result: { crc: f.crc, ird, ord, rtr, p2p: rtr !== null, privateData: f.privateData, leftover } });
+  }
+
+  private refuse(why: string): void {
+    this.fail(-71, why);
+    this.llp.abort();
+  }
+
+  private gotRequestBytes(buf: Buffer, start: number, end: number): void {
+    const acc = this.accumulate(buf, start, end);
+    let d;
+    try {
+      d = decodeMpaStartFrame(acc, 'request');
+    } catch (e) {
+      this.trace(`bad MPA Request (${(e as Error).message}): dropping`);
+      this.close(true);
+      return;
+    }
+    if ('needMore' in d) return;
+    this.disarm();
+    if (d.length < acc.length) {
+      // siw: bytes queued behind the start frame are a protocol error.
+      this.trace('data behind the MPA Request: dropping');
+      this.close(true);
+      return;
+    }
+    this.acc = Buffer.alloc(0);
+    const f = d.frame;
+    const verdict = validateMpaRequest(f);
+    this.request = f;
+    if (verdict.action === 'reject') {
+      this.trace(`MPA Request refused (${verdict.reason}): replying with reject`);
+      this.sendRejectFrame(new Uint8Array(0));
+      return;
+    }
+    this.state = CepState.RECVD_MPAREQ;
+    this.trace(`MPA Request rev ${f.rev} crc=${f.crc} ird=${f.ird} ord=${f.ord} p2p=${f.p2p} pd ${f.privateData.length} bytes`);
+    this.onEvent({ type: 'request', frame: f });
+  }
+
+  /** The request as received (passive side). */
+  get peerRequest(): MpaStartFrame | null {
+    return this.request;
+  }
+
+  /**
+   * Passive accept: compute the final IRD/ORD as siw does, send the Reply echoing the request's
+   * rev/C/enhanced bits, and return the negotiated parameters for the QP hand-off.
+   */
+  accept(ulpIrd: number, ulpOrd: number, privateData: Uint8Array): MpaResult {
+    const req = this.request;
+    if (!req || this.state !== CepState.RECVD_MPAREQ) throw new TerminateError(2, 0, 0x05, 'accept without a pending request');
+    let ird = ulpIrd;
+    let ord = ulpOrd;
+    let rtr: 'write' | 'read' | null = null;
+    if (req.enhanced) {
+      const peerIrd = Math.min(req.ird ?? 0, MAX_IRD_ORD);
+      const peerOrd = Math.min(req.ord ?? 0, MAX_IRD_ORD);
+      if (ord > peerIrd) ord = peerIrd;
+      if (ird < peerOrd) ird = peerOrd;
+      if (req.p2p) rtr = req.rtrWrite ? 'write' : req.rtrRead ? 'read' : 'write';
+    }
+    const rep: MpaStartFrame = {
+      type: 'reply',
+      markers: false,
+      crc: req.crc,
+      reject: false,
+      enhanced: req.enhanced,
+      rev: req.rev,
+      privateData,
+    };
+    if (req.enhanced) {
+      rep.ird = ird;
+      rep.ord = ord;
+      rep.p2p = rtr !== null;
+      rep.rtrSend = false;
+      rep.rtrWrite = rtr === 'write';
+      rep.rtrRead = rtr === 'read';
+    }
+    this.llp.write(encodeMpaStartFrame(rep));
+    this.state = CepState.RDMA_MODE;
+    this.llp.onClose = null;
+    this.llp.setConsumer(null);
+    this.trace(`MPA Reply sent ird=${ird} ord=${ord} rtr=${rtr}`);
+    return { crc: req.crc, ird, ord, rtr, p2p: rtr !== null, privateData: req.privateData, leftover: Buffer.alloc(0) };
+  }
+
+  /** Passive reject: Reply with R set and the private data (request rev ≥ 1), then close. */
+  reject(privateData: Uint8Array): void {
+    if (this.state !== CepState.RECVD_MPAREQ) return;
+    this.sendRejectFrame(privateData);
+  }
+
+  private sendRejectFrame(privateData: Uint8Array): void {
+    const req = this.request;
+    const rep: MpaStartFrame = {
+      type: 'reply',
+      markers: false,
+      crc: false,
+      reject: true,
+      enhanced: req?.enhanced ?? false,
+      rev: req?.rev ?? 1,
+      privateData,
+    };
+    if (rep.enhanced) {
+      rep.ird = 0;
+      rep.ord = 0;
+      rep.p2p = false;
+    }
+    this.llp.write(encodeMpaStartFrame(rep));
+    this.close(true);
+  }
+
+  private fail(status: number, reason: string): void {
+    if (this.state === CepState.CLOSED) return;
+    this.disarm();
+    this.trace(`failed: ${reason}`);
+    this.state = CepState.CLOSED;
+    this.onEvent({ type: 'failed', status, reason });
+  }
+
+  /** Close the endpoint (graceful FIN or not). */
+  close(graceful: boolean): void {
+    this.disarm();
+    const was = this.state;
+    this.state = CepState.CLOSED;
+    if (graceful) this.llp.end();
+    else this.llp.abort();
+    if (was === CepState.RECVD_MPAREQ) this.onEvent({ type: 'failed', status: -104, reason: 'closed' });
+  }
+}
+
+/** Map a socket error to a negative errno status (as the kernel reports in CM events). */
+export function errnoStatus(e: Error | undefined): number {
+  const code = (e as NodeJS.ErrnoException | undefined)?.code;
+  switch (code) {
+    case 'ECONNREFUSED':
+      return -111;
+    case 'ETIMEDOUT':
+      return -110;
+    case 'ECONNRESET':
+      return -104;
+    case 'EHOSTUNREACH':
+      return -113;
+    case 'ENETUNREACH':
+      return -101;
+    case 'EADDRINUSE':
+      return -98;
+    case 'EADDRNOTAVAIL':
+      return -99;
+    default:
+      return e ? -5 : -104;
+  }
+}

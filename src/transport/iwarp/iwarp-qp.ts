@@ -1,0 +1,331 @@
+/**
+ * The software iWARP QP (siw's role split: this file = siw_qp.c + the verbs entry points; TX in
+ * qp-tx.ts, RX in qp-rx.ts). The connection manager attaches an LLP (a TCP connection whose MPA
+ * handshake is done) with {@link IwarpQp.attachLlp}; from then on FPDUs flow until the QP leaves
+ * RTS. Errors: a receive-side violation sends one TERMINATE (first error wins) and closes the
+ * connection; the QP goes to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.
+ */
+import { TerminateError } from '../../errors.js';
+import { FpduDecoder, decodeTerminate, termName } from '../../wire/index.js';
+import type { Context } from '../../verbs/context.js';
+import type { Pd } from '../../verbs/pd.js';
+import type { QpInitAttr } from '../../verbs/provider.js';
+import { Qp, type RqWqe, type SqWqe } from '../../verbs/qp.js';
+import { AsyncEventType, QpState, WcStatus, WrOpcode, type QpCap, type SendWr, type Sge } from '../../verbs/types.js';
+import { localSgeTarget, remoteTarget as mrRemoteTarget, invalidateMr } from './mem.js';
+import { Llp } from './llp.js';
+import { QpTx } from './qp-tx.js';
+import { QpRx } from './qp-rx.js';
+import { trace, tracing } from '../../trace.js';
+
+/** Negotiated connection parameters handed over by the CM after MPA. */
+export interface LlpParams {
+  crc: boolean;
+  /** Largest FPDU to send (from the path MTU/MSS). */
+  fpduMax: number;
+  /** Hold TX until the peer's first FPDU (or the grace timer): non-P2P responder. */
+  holdTx: boolean;
+  /** Grace period after which a held TX is released anyway (ms). */
+  holdGraceMs: number;
+  /** Initiator in P2P mode: send this RTR first. */
+  rtr?: 'write' | 'read';
+  /** Called on the first inbound FPDU. */
+  onFirstFpdu?: () => void;
+}
+
+/** Why the connection under a QP ended, reported to the CM. */
+export interface LlpDownInfo {
+  /** The peer closed (FIN/RST) rather than us. */
+  byPeer: boolean;
+  /** A TERMINATE was sent or received. */
+  terminate?: TerminateError;
+  error?: Error;
+}
+
+/** An RC QP on the software iWARP device. */
+export class IwarpQp extends Qp {
+  readonly tx: QpTx;
+  rx: QpRx;
+  llp: Llp | null = null;
+  private decoder: FpduDecoder | null = null;
+  /** The CM's hook: the connection is gone. */
+  onLlpDown: ((info: LlpDownInfo) => void) | null = null;
+  private terminated = false;
+  private holdTimer: NodeJS.Timeout | null = null;
+
+  constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
+    super(context, pd, qpNum, init, cap);
+    this.tx = new QpTx(this);
+    this.rx = new QpRx(this);
+  }
+
+  // -- connection ---------------------------------------------------------------------------
+
+  /**
+   * Start RDMA mode over `llp` (the CM calls this once MPA is negotiated, with the QP in RTR or
+   * RTS). `leftover`: bytes already read past the MPA frame.
+   */
+  attachLlp(llp: Llp, p: LlpParams, leftover?: Buffer): void {
+    this.llp = llp;
+    this.terminated = false;
+    this.tx.attach(llp, p.crc, p.fpduMax);
+    this.rx = new QpRx(this);
+    const dec = new FpduDecoder(this.rx, { crc: p.crc });
+    this.decoder = dec;
+    this.rx.onFirstFpdu = () => {
+      this.releaseHold();
+      p.onFirstFpdu?.();
+    };
+    if (p.holdTx) {
+      this.tx.held = true;
+      this.holdTimer = setTimeout(() => this.releaseHold(), p.holdGraceMs);
+      this.holdTimer.unref();
+    }
+    llp.onClose = (e, byPeer) => this.llpClosed(e, byPeer);
+    llp.setConsumer((buf, start, end) => {
+      if (this.decoder !== dec) return;
+      try {
+        dec.push(buf, start, end);
+      } catch (e) {
+        this.protocolError(e);
+      }
+    });
+    if (this._state !== QpState.RTS) this._transition(QpState.RTS, 'connection established');
+    if (p.rtr) this.tx.sendRtr(p.rtr);
+    if (leftover && leftover.length > 0) {
+      try {
+        dec.push(leftover, 0, leftover.length);
+      } catch (e) {
+        this.protocolError(e);
+      }
+    }
+    this.tx.kick();
+  }
+
+  private releaseHold(): void {
+    if (this.holdTimer) clearTimeout(this.holdTimer);
+    this.holdTimer = null;
+    if (this.tx.held) {
+      this.tx.held = false;
+      this.tx.kick();
+    }
+  }
+
+  /** A receive-side violation: TERMINATE (first error wins), close, QP to ERR. */
+  protocolError(e: unknown): void {
+    const t = e instanceof TerminateError ? e : new TerminateError(0, 0, 0xff, `internal error: ${(e as Error)?.message ?? e}`);
+    if (this.terminated) return;
+    this.terminated = true;
+    if (tracing('qp')) trace('qp', this.tag, `sending TERMINATE: ${t.message}`);
+    this.decoder = null;
+    this.tx.sendTerminate({ layer: t.layer, etype: t.etype, ecode: t.ecode, header: t.header });
+    const fatal = t.layer === 0 && t.etype === 1 ? AsyncEventType.QP_ACCESS_ERR : t.layer === 1 && t.etype === 1 ? AsyncEventType.QP_ACCESS_ERR : AsyncEventType.QP_FATAL;
+    this.raiseAsync(fatal);
+    this.down({ byPeer: false, terminate: t }, true);
+  }
+
+  /** The peer sent a TERMINATE: fail the WR it concerns, then tear down. */
+  peerTerminated(payload: Buffer): void {
+    let t: TerminateError;
+    try {
+      const d = decodeTerminate(payload);
+      t = new TerminateError(d.layer, d.etype, d.ecode, `peer TERMINATE: ${termName(d.layer, d.etype, d.ecode)}`);
+    } catch {
+      t = new TerminateError(0, 0, 0xff, 'peer TERMINATE (undecodable)');
+    }
+    if (tracing('qp')) trace('qp', this.tag, t.message);
+    this.terminated = true;
+    this.decoder = null;
+    const head = this.tx.orq.shift();
+    if (head) {
+      const st = t.layer === 2 ? WcStatus.REM_OP_ERR : t.etype === 1 || t.layer === 1 ? WcStatus.REM_ACCESS_ERR : WcStatus.REM_OP_ERR;
+      this.completeSend(head, st, true);
+    }
+    this.raiseAsync(t.layer === 0 && t.etype === 1 ? AsyncEventType.QP_ACCESS_ERR : AsyncEventType.QP_FATAL);
+    this.down({ byPeer: true, terminate: t }, true);
+  }
+
+  private llpClosed(e: Error | undefined, byPeer: boolean): void {
+    if (this.llp === null) return;
+    const info: LlpDownInfo = { byPeer };
+    if (e) info.error = e;
+    this.down(info, false);
+  }
+
+  /** Leave RDMA mode: QP to ERR (flush), connection closed, CM told once. */
+  private down(info: LlpDownInfo, closeLlp: boolean): void {
+    const llp = this.llp;
+    if (!llp) return;
+    this.llp = null;
+    this.decoder = null;
+    if (this.holdTimer) clearTimeout(this.holdTimer);
+    this.holdTimer = null;
+    llp.onClose = null;
+    if (closeLlp) llp.end();
+    this.tx.llp = null;
+    if (this._state !== QpState.ERR && this._state !== QpState.RESET) this._transition(QpState.ERR, info.terminate ? 'terminate' : info.byPeer ? 'peer closed' : 'closed');
+    const cb = this.onLlpDown;
+    this.onLlpDown = null;
+    cb?.(info);
+  }
+
+  /** Graceful disconnect (rdma_disconnect): pending TX is sent, then FIN; QP to ERR. */
+  disconnect(): void {
+    this.down({ byPeer: false }, true);
+  }
+
+  /** Abortive disconnect. */
+  abort(): void {
+    const llp = this.llp;
+    this.down({ byPeer: false }, false);
+    llp?.abort();
+  }
+
+  // -- Qp hooks ----------------------------------------------------------------------------------
+
+  protected override _modifyState(to: QpState): void {
+    if (to === QpState.ERR && this.llp) {
+      // User moved the QP to ERR: flush and close the connection (iw_cm does the same).
+      this.down({ byPeer: false }, true);
+      return;
+    }
+    this._transition(to, 'modify_qp');
+  }
+
+  protected _stateChanged(_from: QpState, to: QpState): void {
+    if (to === QpState.ERR || to === QpState.RESET) {
+      this.tx.orq.length = 0;
+      this.tx.reset();
+    }
+    if (to === QpState.RTS) this.tx.kick();
+  }
+
+  protected _sqKick(): void {
+    this.tx.kick();
+  }
+
+  protected _destroyed(): void {
+    if (this.llp) this.abort();
+  }
+
+  protected override flush(): void {
+    // Outstanding reads first (they were posted before anything still in the SQ).
+    const orq = this.tx.orq.splice(0);
+    for (const w of orq) this.completeSend(w, WcStatus.WR_FLUSH_ERR, true);
+    super.flush();
+  }
+
+  protected _checkSendWr(wr: SendWr): string | null {
+    if (wr.sgList.length > this.cap.maxSendSge) return `${wr.sgList.length} SGEs > max_send_sge ${this.cap.maxSendSge}`;
+    for (const s of wr.sgList) if (!validSgeShape(s)) return 'malformed SGE';
+    switch (wr.opcode) {
+      case WrOpcode.SEND:
+        return null;
+      case WrOpcode.SEND_WITH_INV:
+        return wr.invalidateRkey === undefined ? 'SEND_WITH_INV without invalidate_rkey' : null;
+      case WrOpcode.RDMA_WRITE:
+        return wr.rdma ? checkRemote(wr.rdma) : 'RDMA_WRITE without rdma.remoteAddr/rkey';
+      case WrOpcode.RDMA_READ:
+        if (!wr.rdma) return 'RDMA_READ without rdma.remoteAddr/rkey';
+        // siw: one SGE for the read sink.
+        if (wr.sgList.length !== 1) return 'RDMA_READ needs exactly one SGE (siw max_sge_rd = 1)';
+        return checkRemote(wr.rdma);
+      default:
+        return `opcode ${WrOpcode[wr.opcode] ?? wr.opcode} not supported on iWARP`;
+    }
+  }
+
+  protected _copyInline(sgList: readonly Sge[], length: number): Buffer | string {
+    const out = Buffer.allocUnsafe(length);
+    let at = 0;
+    for (const s of sgList) {
+      if (s.length === 0) continue;
+      const r = localSgeTarget(this.context, this.pd, s, 0, s.length, false);
+      if (typeof r === 'number') return `inline SGE lkey ${s.lkey}: invalid`;
+      r.buf.copy(out, at, r.off, r.off + s.length);
+      at += s.length;
+    }
+    return out;
+  }
+
+  // -- helpers for TX/RX ----------------------------------------------------------------------
+
+  /** The TX path may run (RTS with a connection, not errored). */
+  txAllowed(): boolean {
+    return this._state === QpState.RTS && this.llp !== null && !this.terminated;
+  }
+  /** Oldest WQE not yet transmitted. */
+  sqHead(): SqWqe | undefined {
+    return this.sq[0];
+  }
+  sqShift(): void {
+    this.sq.shift();
+  }
+  /** A WQE is done (handed to TCP, or its Read Response arrived). */
+  sqDone(w: SqWqe, status: WcStatus = WcStatus.SUCCESS): void {
+    this.completeSend(w, status);
+  }
+  /** A WQE failed locally: complete it with `status`, QP to ERR. */
+  sqFail(w: SqWqe, status: WcStatus, why: string): void {
+    const i = this.sq.indexOf(w);
+    if (i >= 0) this.sq.splice(i, 1);
+    if (tracing('qp')) trace('qp', this.tag, `WR failed: ${why}`);
+    this.completeSend(w, status, true);
+    this.protocolError(new TerminateError(0, 0, 0xff, why));
+  }
+  /** Resolve a WQE's SGEs to memory pieces; on a bad SGE the WQE fails with LOC_PROT_ERR. */
+  gather(w: SqWqe): { bufs: Buffer[]; offs: number[]; lens: number[] } | null {
+    if (w.inline) return { bufs: [w.inline], offs: [0], lens: [w.inline.length] };
+    const bufs: Buffer[] = [];
+    const offs: number[] = [];
+    const lens: number[] = [];
+    for (const s of w.sgList) {
+      if (s.length === 0) continue;
+      const r = localSgeTarget(this.context, this.pd, s, 0, s.length, false);
+      if (typeof r === 'number') {
+        this.sqFail(w, WcStatus.LOC_PROT_ERR, `SGE lkey ${s.lkey} addr ${s.addr} len ${s.length} invalid`);
+        return null;
+      }
+      bufs.push(r.buf);
+      offs.push(r.off);
+      lens.push(s.length);
+    }
+    return { bufs, offs, lens };
+  }
+  /** Local placement target inside SGE `s` at `off` for `len` bytes (LOCAL_WRITE required). */
+  localTarget(s: Sge, off: number, len: number): { buf: Buffer; off: number } | number {
+    return localSgeTarget(this.context, this.pd, s, off, len, true);
+  }
+  /** Remote access to our memory: returns the target or a TERMINATE ecode. */
+  remoteTarget(stag: number, to: number, len: number, access: number): { buf: Buffer; off: number } | number {
+    return mrRemoteTarget(this.context, this.pd, stag, to, len, access);
+  }
+  /** Next posted receive. */
+  rqTake(): RqWqe | undefined {
+    return this.rq.shift();
+  }
+  rxRecvDone(w: RqWqe, len: number, flags: number, inv: number, solicited: boolean): void {
+    this.completeRecv(w, WcStatus.SUCCESS, len, flags, inv, solicited);
+  }
+  rxLocalError(w: RqWqe, status: WcStatus): void {
+    this.completeRecv(w, status, 0, 0, 0);
+    this.protocolError(new TerminateError(0, 0, 0xff, 'receive buffer no longer valid'));
+  }
+  invalidateStag(stag: number): boolean {
+    return invalidateMr(this.context, this.pd, stag);
+  }
+  /** Send WRs in flight (counted against max_send_wr). */
+  protected override _inflight(): number {
+    return this.tx.orq.length + this.tx.pendingCb;
+  }
+}
+
+function validSgeShape(s: Sge): boolean {
+  return Number.isSafeInteger(s.addr) && s.addr >= 0 && Number.isInteger(s.length) && s.length >= 0 && s.length <= 0x7fffffff && Number.isInteger(s.lkey);
+}
+
+function checkRemote(r: { remoteAddr: number; rkey: number }): string | null {
+  if (!Number.isSafeInteger(r.remoteAddr) || r.remoteAddr < 0) return 'bad remote address';
+  if (!Number.isInteger(r.rkey) || r.rkey < 0 || r.rkey > 0xffffffff) return 'bad rkey';
+  return null;
+}

@@ -1,0 +1,185 @@
+/**
+ * The lower-layer protocol adaptor: one TCP connection (`net.Socket`) as the iWARP stack sees it.
+ * Reading: every received byte is handed, in order, to the current consumer (the MPA handshake,
+ * then the QP's receive path) as a view that is only valid during the call — sockets we create
+ * read into one reused buffer (`onread`), so the consumer copies what it keeps (straight into the
+ * destination memory region). Writing: batched with cork/uncork, backpressure reported to the TX
+ * path through {@link Llp.onDrain}.
+ */
+import net from 'node:net';
+import { trace, tracing } from '../../trace.js';
+
+/** Receives stream bytes `[start, end)` of `buf`; the view is valid only during the call. */
+export type LlpConsumer = (buf: Buffer, start: number, end: number) => void;
+
+/** Size of the reused receive buffer of sockets we create (one read). */
+const READ_BUF = 256 * 1024;
+
+let llpIds = 0;
+
+/** One TCP connection under an iWARP endpoint. */
+export class Llp {
+  readonly socket: net.Socket;
+  readonly id = ++llpIds;
+  /** Called when the write side can take more after a write returned false. */
+  onDrain: (() => void) | null = null;
+  /** Called once when the connection is gone: `err` undefined for a clean FIN from the peer. */
+  onClose: ((err: Error | undefined, byPeer: boolean) => void) | null = null;
+  private consumer: LlpConsumer | null = null;
+  private closed = false;
+  private peerEnded = false;
+  private localEnded = false;
+  /** Bytes that arrived while no consumer was set. */
+  private stash: Buffer[] = [];
+  private lastError: Error | undefined;
+
+  private constructor(socket: net.Socket) {
+    this.socket = socket;
+    socket.setNoDelay(true);
+    socket.on('drain', () => this.onDrain?.());
+    socket.on('end', () => {
+      this.peerEnded = true;
+      if (tracing('llp')) trace('llp', `LLP[${this.id}]`, 'peer FIN');
+      // Half-close is not part of iWARP: a FIN ends the connection (siw releases the socket).
+      this.finish(undefined, true);
+    });
+    socket.on('error', (e) => {
+      this.lastError = e;
+      if (tracing('llp')) trace('llp', `LLP[${this.id}]`, `error ${e.message}`);
+    });
+    socket.on('close', () => this.finish(this.lastError, !this.localEnded));
+  }
+
+  /** Wrap an accepted socket (reads come as 'data' events). */
+  static accepted(socket: net.Socket): Llp {
+    const l = new Llp(socket);
+    socket.on('data', (chunk: Buffer) => l.deliver(chunk, 0, chunk.length));
+    return l;
+  }
+
+  /**
+   * Open a TCP connection to `host:port` (from `localAddress:localPort` when given), reading into
+   * one reused buffer. `onConnect` runs once connected; errors arrive through {@link onClose}.
+   */
+  static connect(opts: { host: string; port: number; localAddress?: string; localPort?: number; family?: number }, onConnect: () => void): Llp {
+    const buf = Buffer.allocUnsafe(READ_BUF);
+    let self: Llp | null = null;
+    const o: net.NetConnectOpts & { onread: { buffer: Buffer; callback: (n: number, b: Buffer) => boolean } } = {
+      host: opts.host,
+      port: opts.port,
+      noDelay: true,
+      onread: {
+        buffer: buf,
+        callback: (n: number, b: Buffer): boolean => {
+          self?.deliver(b, 0, n);
+          return true;
+        },
+      },
+    };
+    if (opts.localAddress !== undefined) o.localAddress = opts.localAddress;
+    if (opts.localPort !== undefined && opts.localPort !== 0) o.localPort = opts.localPort;
+    if (opts.family !== undefined) o.family = opts.family;
+    const sock = net.connect(o);
+    self = new Llp(sock);
+    sock.once('connect', onConnect);
+    return self;
+  }
+
+  /** Local and remote addresses of the connection. */
+  get localAddress(): string | undefined {
+    return this.socket.localAddress;
+  }
+  get localPort(): number | undefined {
+    return this.socket.localPort;
+  }
+  get remoteAddress(): string | undefined {
+    return this.socket.remoteAddress;
+  }
+  get remotePort(): number | undefined {
+    return this.socket.remotePort;
+  }
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  /** Route received bytes to `c` from now on (bytes received meanwhile are delivered first). */
+  setConsumer(c: LlpConsumer | null): void {
+    this.consumer = c;
+    if (c) {
+      while (this.stash.length > 0 && this.consumer === c) {
+        const b = this.stash.shift() as Buffer;
+        c(b, 0, b.length);
+      }
+    }
+  }
+
+  /** Hand bytes that were read ahead by the previous consumer back for the next one. */
+  unshift(buf: Buffer): void {
+    if (buf.length > 0) this.stash.unshift(buf);
+  }
+
+  private deliver(buf: Buffer, start: number, end: number): void {
+    if (this.closed) return;
+    const c = this.consumer;
+    if (c) c(buf, start, end);
+    else this.stash.push(Buffer.from(buf.subarray(start, end)));
+  }
+
+  /** Write bytes; returns false when the caller should wait for {@link onDrain}. */
+  write(buf: Uint8Array, cb?: (err?: Error | null) => void): boolean {
+    if (this.closed || this.localEnded) {
+      cb?.(new Error('connection closed'));
+      return false;
+    }
+    return this.socket.write(buf, cb);
+  }
+
+  /** Whether the socket's write buffer is above its high-water mark. */
+  get needDrain(): boolean {
+    return this.socket.writableNeedDrain;
+  }
+
+  cork(): void {
+    this.socket.cork();
+  }
+  uncork(): void {
+    this.socket.uncork();
+  }
+
+  /** Graceful close: everything written so far is sent, then FIN. */
+  end(): void {
+    if (this.localEnded || this.closed) return;
+    this.localEnded = true;
+    this.socket.end();
+    // A peer that never answers the FIN must not keep us open forever.
+    const t = setTimeout(() => this.socket.destroy(), 3000);
+    t.unref();
+  }
+
+  /** Abortive close (RST when unread data is pending, as Linux close() does). */
+  abort(): void {
+    this.localEnded = true;
+    this.socket.destroy();
+  }
+
+  private finish(e: Error | undefined, byPeer: boolean): void {
+    if (this.closed) {
+      return;
+    }
+    if (!this.socket.destroyed && !(this.peerEnded && !this.localEnded)) {
+      // 'end' from the peer while we still write: close our side too.
+    }
+    this.closed = true;
+    this.consumer = null;
+    this.stash = [];
+    if (!this.socket.destroyed) {
+      this.localEnded = true;
+      this.socket.end();
+      const t = setTimeout(() => this.socket.destroy(), 1000);
+      t.unref();
+    }
+    const cb = this.onClose;
+    this.onClose = null;
+    cb?.(e, byPeer);
+  }
+}

@@ -1,0 +1,72 @@
+/**
+ * The software iWARP provider ("siw"): one device per network interface that has an address,
+ * named `siw_<ifname>` (Linux names siw devices by `rdma link add NAME type siw netdev IF`; we fix
+ * the name to the interface so scripts can predict it). Unlike Linux siw, loopback works:
+ * `siw_lo` carries 127.0.0.1 and ::1 (Linux siw refuses the loopback netdev).
+ */
+import { err } from '../../errors.js';
+import { registerProvider, type QpInitAttr, type VerbsProvider } from '../../verbs/provider.js';
+import { netdevs, guidFromMac, guidFromName, type DeviceInfo } from '../../verbs/device.js';
+import type { Context } from '../../verbs/context.js';
+import type { Pd } from '../../verbs/pd.js';
+import { QpType, TransportType, type QpCap } from '../../verbs/types.js';
+import { IwarpQp } from './iwarp-qp.js';
+
+/** Provider name, as rdma-core's `siw` provider. */
+export const SIW_PROVIDER = 'siw';
+
+let cache: { at: number; list: DeviceInfo[] } | null = null;
+/** Interfaces are re-read at most this often (ms): device lists are asked for on every resolve. */
+const CACHE_MS = 1000;
+
+function listDevices(): DeviceInfo[] {
+  const now = Date.now();
+  if (cache && now - cache.at < CACHE_MS) return cache.list;
+  const list: DeviceInfo[] = [];
+  for (const nd of netdevs()) {
+    const info: DeviceInfo = {
+      name: `siw_${nd.name}`,
+      provider: SIW_PROVIDER,
+      transport: TransportType.IWARP,
+      ifname: nd.name,
+      addresses: nd.addresses,
+      nodeGuid: nd.loopback ? guidFromName(nd.name) : guidFromMac(nd.mac),
+      mtu: nd.mtu,
+      mac: nd.mac,
+    };
+    list.push(info);
+  }
+  cache = { at: now, list };
+  return list;
+}
+
+function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): IwarpQp {
+  if (attr.qpType !== QpType.RC) throw err('EOPNOTSUPP', 'ibv_create_qp', 'siw supports RC QPs only');
+  if (attr.srq !== undefined) throw err('EOPNOTSUPP', 'ibv_create_qp', 'SRQ not supported yet');
+  const dev = ctx.queryDevice();
+  const c = attr.cap;
+  const cap: QpCap = {
+    maxSendWr: Math.max(c.maxSendWr ?? 1, 1),
+    maxRecvWr: Math.max(c.maxRecvWr ?? 1, 1),
+    maxSendSge: Math.max(c.maxSendSge ?? 1, 1),
+    maxRecvSge: Math.max(c.maxRecvSge ?? 1, 1),
+    maxInlineData: Math.max(c.maxInlineData ?? 0, 0),
+  };
+  if (cap.maxSendWr > dev.maxQpWr || cap.maxRecvWr > dev.maxQpWr) throw err('EINVAL', 'ibv_create_qp', 'queue depth above max_qp_wr');
+  if (cap.maxSendSge > dev.maxSge || cap.maxRecvSge > dev.maxSge) throw err('EINVAL', 'ibv_create_qp', 'SGEs above max_sge');
+  if (cap.maxInlineData > SIW_MAX_INLINE) throw err('EINVAL', 'ibv_create_qp', `max_inline_data above ${SIW_MAX_INLINE}`);
+  // siw reports the inline capacity it supports whatever was asked for.
+  cap.maxInlineData = Math.max(cap.maxInlineData, SIW_MAX_INLINE);
+  return new IwarpQp(ctx, pd, ctx._allocQpNum(), attr, cap);
+}
+
+/** siw's max inline data (SIW_MAX_INLINE = sizeof(struct siw_sge) * (SIW_MAX_SGE - 1)). */
+export const SIW_MAX_INLINE = 16 * 5;
+
+const provider: VerbsProvider = { name: SIW_PROVIDER, listDevices, createQp };
+
+/** Register the siw provider (idempotent; done when this module is imported). */
+export function registerSiw(): void {
+  registerProvider(provider);
+}
+registerSiw();

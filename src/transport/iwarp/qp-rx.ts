@@ -1,0 +1,279 @@
+/**
+ * iWARP receive path (the role of siw_qp_rx.c): the FPDU decoder's sink. Every header is checked
+ * against the QP's state before a byte of its payload is placed: tagged segments (RDMA Write,
+ * Read Response) go straight into the target memory region, untagged Sends into the posted
+ * receive buffers, Read Requests are queued for the TX path. A violation throws a
+ * {@link TerminateError}; the QP then sends a TERMINATE and closes (first error wins).
+ * Nothing is ever written outside a registered region: the bounds check precedes placement.
+ */
+import { TerminateError } from '../../errors.js';
+import { RdmapOpcode, DdpQn, type FpduHeader, type FpduSink } from '../../wire/index.js';
+import { ddpTaggedEcode, rdmapProtEcode } from './mem.js';
+import { Access, WcFlags, WcStatus, type Sge } from '../../verbs/types.js';
+import type { RqWqe, SqWqe } from '../../verbs/qp.js';
+import type { IwarpQp } from './iwarp-qp.js';
+import { hex } from './qp-tx.js';
+import { trace, tracing } from '../../trace.js';
+
+// TERMINATE codes (RFC 5040 §7.2, RFC 5041 §7.2, wire.md §3.5).
+const L_RDMAP = 0;
+const L_DDP = 1;
+const L_LLP = 2;
+const DDP_ET_TAGGED = 1;
+const DDP_ET_UNTAGGED = 2;
+const RDMAP_ET_PROT = 1;
+const RDMAP_ET_OP = 2;
+
+/** Receive state of one connection. */
+export class QpRx implements FpduSink {
+  /** Set on the first complete FPDU (releases a held TX, completes a P2P accept). */
+  onFirstFpdu: (() => void) | null = null;
+  private seenFirst = false;
+  // Destination of the current FPDU's payload.
+  private dst: Buffer | null = null;
+  private dstOff = 0;
+  // Untagged (Send) message in progress.
+  private rqe: RqWqe | null = null;
+  private rqeSge = 0;
+  private rqeSgeOff = 0;
+  private placed = 0;
+  private expectSendMsn = 1;
+  private expectReadMsn = 1;
+  // Tagged message in progress: the next segment must continue it.
+  private tagStag = 0;
+  private tagNextTo = 0;
+  private tagOpen = false;
+  // Read Response in progress (the head of the ORQ).
+  private readPlaced = 0;
+  // Terminate payload.
+  private term: Buffer | null = null;
+  private termLen = 0;
+  private kind: 0 | 1 | 2 | 3 | 4 = 0; // 0 none, 1 tagged place, 2 untagged place, 3 discard, 4 terminate
+
+  constructor(private readonly qp: IwarpQp) {}
+
+  onHeader(h: FpduHeader): void {
+    switch (h.opcode) {
+      case RdmapOpcode.WRITE:
+        return this.hdrWrite(h);
+      case RdmapOpcode.READ_RESP:
+        return this.hdrReadResp(h);
+      case RdmapOpcode.SEND:
+      case RdmapOpcode.SEND_SE:
+      case RdmapOpcode.SEND_INV:
+      case RdmapOpcode.SEND_SE_INV:
+        return this.hdrSend(h);
+      case RdmapOpcode.READ_REQ:
+        return this.hdrReadReq(h);
+      case RdmapOpcode.TERMINATE:
+        if (h.qn !== DdpQn.TERM) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, 'TERMINATE on wrong queue', h.raw);
+        this.kind = 4;
+        this.term = Buffer.alloc(Math.min(h.payloadLen, 128));
+        this.termLen = 0;
+        return;
+      default:
+        throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x06, `unexpected opcode ${h.opcode}`, h.raw);
+    }
+  }
+
+  private hdrWrite(h: FpduHeader): void {
+    const qp = this.qp;
+    if (this.tagOpen && (h.stag !== this.tagStag || h.to !== this.tagNextTo)) {
+      throw new TerminateError(L_DDP, DDP_ET_TAGGED, h.stag !== this.tagStag ? 0x00 : 0x01, 'tagged segment does not continue its message', h.raw);
+    }
+    if (h.payloadLen === 0) {
+      // A zero-length Write (the RFC 6581 RTR, siw uses STag 1) is accepted with any STag.
+      this.kind = 3;
+      this.tagOpen = !h.last;
+      if (this.tagOpen) {
+        this.tagStag = h.stag;
+        this.tagNextTo = h.to;
+      }
+      return;
+    }
+    const r = qp.remoteTarget(h.stag, h.to, h.payloadLen, Access.REMOTE_WRITE);
+    if (typeof r === 'number') throw new TerminateError(L_DDP, DDP_ET_TAGGED, ddpTaggedEcode(r), `RDMA Write to ${hex(h.stag)}@${h.to.toString(16)}+${h.payloadLen} refused`, h.raw);
+    this.dst = r.buf;
+    this.dstOff = r.off;
+    this.kind = 1;
+    this.tagOpen = !h.last;
+    this.tagStag = h.stag;
+    this.tagNextTo = h.to + h.payloadLen;
+  }
+
+  private hdrReadResp(h: FpduHeader): void {
+    const qp = this.qp;
+    const tx = qp.tx;
+    if (tx.rtrReadPending && tx.orq.length === 0) {
+      // Response to our zero-length Read RTR.
+      if (h.payloadLen !== 0 || !h.last) throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x01, 'bad RTR read response', h.raw);
+      tx.rtrReadPending = false;
+      this.kind = 3;
+      return;
+    }
+    const w = tx.orq[0];
+    if (!w) throw new TerminateError(L_DDP, 0, 0, 'Read Response without an outstanding Read', h.raw);
+    const s = w.sgList[0] as Sge;
+    if (h.stag !== s.lkey) throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x00, 'Read Response STag mismatch', h.raw);
+    if (h.to !== s.addr + this.readPlaced || this.readPlaced + h.payloadLen > s.length) {
+      throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x01, 'Read Response outside the requested sink', h.raw);
+    }
+    if (h.last && this.readPlaced + h.payloadLen !== s.length) {
+      throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x01, 'Read Response shorter than requested', h.raw);
+    }
+    if (h.payloadLen > 0) {
+      const r = qp.localTarget(s, this.readPlaced, h.payloadLen);
+      if (typeof r === 'number') throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x00, 'Read sink no longer valid', h.raw);
+      this.dst = r.buf;
+      this.dstOff = r.off;
+      this.kind = 1;
+    } else this.kind = 3;
+  }
+
+  private hdrSend(h: FpduHeader): void {
+    if (h.qn !== DdpQn.SEND) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, `Send on queue ${h.qn}`, h.raw);
+    if (h.msn !== this.expectSendMsn) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x03, `Send MSN ${h.msn}, expected ${this.expectSendMsn}`, h.raw);
+    if (h.mo !== this.placed) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x04, `Send MO ${h.mo}, expected ${this.placed}`, h.raw);
+    if (this.rqe === null) {
+      const r = this.qp.rqTake();
+      if (!r) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x02, 'Send with no receive posted', h.raw);
+      this.rqe = r;
+      this.rqeSge = 0;
+      this.rqeSgeOff = 0;
+    }
+    if (this.placed + h.payloadLen > this.rqe.length) {
+      throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x02, `Send of ${this.placed + h.payloadLen}+ bytes into a ${this.rqe.length}-byte receive`, h.raw);
+    }
+    this.kind = 2;
+  }
+
+  private hdrReadReq(h: FpduHeader): void {
+    const qp = this.qp;
+    if (h.qn !== DdpQn.READ) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, `Read Request on queue ${h.qn}`, h.raw);
+    if (h.msn !== this.expectReadMsn) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x03, `Read Request MSN ${h.msn}, expected ${this.expectReadMsn}`, h.raw);
+    this.expectReadMsn = (this.expectReadMsn + 1) >>> 0;
+    if (h.readSize === 0) {
+      // Zero-length read (an RTR): answered with a zero-length response, any STag.
+      qp.tx.irq.push({ sinkStag: h.sinkStag, sinkTo: h.sinkTo, size: 0, srcStag: h.srcStag, srcTo: h.srcTo, buf: EMPTY, off: 0 });
+      this.kind = 3;
+      return;
+    }
+    if (qp.tx.irq.length >= Math.max(qp.ird, 0) || qp.ird === 0) {
+      throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x07, `more than IRD ${qp.ird} outstanding Read Requests`, h.raw);
+    }
+    const r = qp.remoteTarget(h.srcStag, h.srcTo, h.readSize, Access.REMOTE_READ);
+    if (typeof r === 'number') {
+      // RDMAP remote protection error with the Read Request header attached (siw).
+      throw new TerminateError(L_RDMAP, RDMAP_ET_PROT, rdmapProtEcode(r), `RDMA Read of ${hex(h.srcStag)}@${h.srcTo.toString(16)}+${h.readSize} refused`, h.raw);
+    }
+    qp.tx.irq.push({ sinkStag: h.sinkStag, sinkTo: h.sinkTo, size: h.readSize, srcStag: h.srcStag, srcTo: h.srcTo, buf: r.buf, off: r.off });
+    this.kind = 3;
+  }
+
+  onPayload(src: Uint8Array, start: number, end: number): void {
+    const n = end - start;
+    switch (this.kind) {
+      case 1: {
+        Buffer.prototype.copy.call(src, this.dst as Buffer, this.dstOff, start, end);
+        this.dstOff += n;
+        return;
+      }
+      case 2: {
+        const w = this.rqe as RqWqe;
+        let at = start;
+        while (at < end) {
+          const s = w.sgList[this.rqeSge] as Sge;
+          const room = s.length - this.rqeSgeOff;
+          if (room === 0) {
+            this.rqeSge++;
+            this.rqeSgeOff = 0;
+            continue;
+          }
+          const k = Math.min(room, end - at);
+          const r = this.qp.localTarget(s, this.rqeSgeOff, k);
+          if (typeof r === 'number') {
+            this.qp.rxLocalError(w, WcStatus.LOC_PROT_ERR);
+            this.kind = 3;
+            return;
+          }
+          Buffer.prototype.copy.call(src, r.buf, r.off, at, at + k);
+          at += k;
+          this.rqeSgeOff += k;
+        }
+        this.placed += n;
+        return;
+      }
+      case 4: {
+        const t = this.term as Buffer;
+        const k = Math.min(n, t.length - this.termLen);
+        if (k > 0) Buffer.prototype.copy.call(src, t, this.termLen, start, start + k);
+        this.termLen += k;
+        return;
+      }
+      default:
+        return;
+    }
+  }
+
+  onEnd(h: FpduHeader, crcOk: boolean): void {
+    if (!crcOk) throw new TerminateError(L_LLP, 0, 0x02, 'MPA CRC error', h.raw);
+    if (!this.seenFirst) {
+      this.seenFirst = true;
+      const f = this.onFirstFpdu;
+      this.onFirstFpdu = null;
+      f?.();
+    }
+    const qp = this.qp;
+    switch (h.opcode) {
+      case RdmapOpcode.SEND:
+      case RdmapOpcode.SEND_SE:
+      case RdmapOpcode.SEND_INV:
+      case RdmapOpcode.SEND_SE_INV: {
+        if (this.kind !== 2) break;
+        if (!h.last) break;
+        const w = this.rqe as RqWqe;
+        const len = this.placed;
+        this.rqe = null;
+        this.placed = 0;
+        this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
+        let flags = 0;
+        let inv = 0;
+        if (h.opcode === RdmapOpcode.SEND_INV || h.opcode === RdmapOpcode.SEND_SE_INV) {
+          if (!qp.invalidateStag(h.invStag)) {
+            throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x09, `STag ${hex(h.invStag)} cannot be invalidated`, h.raw);
+          }
+          flags |= WcFlags.WITH_INV;
+          inv = h.invStag;
+        }
+        const se = h.opcode === RdmapOpcode.SEND_SE || h.opcode === RdmapOpcode.SEND_SE_INV;
+        qp.rxRecvDone(w, len, flags, inv, se);
+        if (tracing('rx')) trace('rx', qp.tag, `SEND ${len} bytes msn ${h.msn}`);
+        break;
+      }
+      case RdmapOpcode.READ_RESP: {
+        if (this.kind === 3 && qp.tx.orq.length === 0) break; // RTR response
+        this.readPlaced += h.payloadLen;
+        if (h.last) {
+          this.readPlaced = 0;
+          const w = qp.tx.orq.shift() as SqWqe;
+          qp.sqDone(w);
+          if (tracing('rx')) trace('rx', qp.tag, `READ_RESP complete ${w.length} bytes`);
+          qp.tx.kick();
+        }
+        break;
+      }
+      case RdmapOpcode.READ_REQ:
+        qp.tx.kick();
+        break;
+      case RdmapOpcode.TERMINATE:
+        qp.peerTerminated((this.term as Buffer).subarray(0, this.termLen));
+        break;
+      default:
+        break;
+    }
+    this.kind = 0;
+    this.dst = null;
+  }
+}
+
+const EMPTY = Buffer.alloc(0);

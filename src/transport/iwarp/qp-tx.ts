@@ -1,0 +1,329 @@
+/**
+ * iWARP transmit path (the role of siw_qp_tx.c): turns send-queue WQEs and inbound Read Requests
+ * into FPDUs on the LLP. One message's segments are always written back to back (siw requires
+ * it). Payload is segmented so each FPDU fits one MSS. Small messages are built in one buffer
+ * (one copy, completed at once); large ones are written zero-copy as views of the registered
+ * memory and completed when TCP has taken them (the write callback), so the user may not reuse
+ * the buffer before its completion, exactly as with ibverbs.
+ */
+import {
+  RdmapOpcode,
+  IWARP_OPCODES,
+  DdpQn,
+  fpduPad,
+  crc32c,
+  encodeTerminate,
+  writeTaggedHdr,
+  writeUntaggedHdr,
+  writeReadRequest,
+  type TerminateSpec,
+  type IwarpOpcodeInfo,
+} from '../../wire/index.js';
+import { WcStatus, WrOpcode, type Sge } from '../../verbs/types.js';
+import type { SqWqe } from '../../verbs/qp.js';
+import type { Llp } from './llp.js';
+import type { IwarpQp } from './iwarp-qp.js';
+import { trace, tracing } from '../../trace.js';
+
+/** Messages at or above this size go zero-copy (views of the MR + write callback). */
+const ZERO_COPY_MIN = 32 * 1024;
+const PAD = Buffer.alloc(4);
+
+/** An inbound RDMA Read Request waiting to be answered (siw's IRQ entry). */
+export interface IrqEntry {
+  sinkStag: number;
+  sinkTo: number;
+  size: number;
+  srcStag: number;
+  srcTo: number;
+  /** Resolved source memory (validated when the request arrived). */
+  buf: Buffer;
+  off: number;
+}
+
+/** A payload source: pieces of registered memory (or one inline buffer). */
+interface Pieces {
+  bufs: Buffer[];
+  offs: number[];
+  lens: number[];
+}
+
+/** Per-connection transmit state. */
+export class QpTx {
+  llp: Llp | null = null;
+  crc = false;
+  /** Largest FPDU (bytes on the wire, multiple of 8), from the MSS. */
+  fpduMax = 1448 & ~7;
+  /** Hold all FPDUs until released (responder before the initiator's first FPDU). */
+  held = false;
+  /** Outstanding outbound Read Requests, oldest first (siw's ORQ). */
+  readonly orq: SqWqe[] = [];
+  /** Inbound Read Requests to answer, oldest first (siw's IRQ). */
+  readonly irq: IrqEntry[] = [];
+  /** WQEs handed to TCP zero-copy, waiting for the write callback to complete. */
+  pendingCb = 0;
+  private sendMsn = 0;
+  private readMsn = 0;
+  private termMsn = 0;
+  private kicking = false;
+  private waitingDrain = false;
+  private readonly hdr = Buffer.alloc(64);
+
+  constructor(private readonly qp: IwarpQp) {}
+
+  /** Bind to a connection. */
+  attach(llp: Llp, crc: boolean, fpduMax: number): void {
+    this.llp = llp;
+    this.crc = crc;
+    this.fpduMax = Math.max(64, fpduMax & ~7);
+    llp.onDrain = () => {
+      this.waitingDrain = false;
+      this.kick();
+    };
+  }
+
+  /** Transmit whatever is ready: read responses first, then the send queue in order. */
+  kick(): void {
+    const llp = this.llp;
+    if (!llp || this.held || this.kicking || this.waitingDrain || llp.isClosed) return;
+    this.kicking = true;
+    llp.cork();
+    try {
+      for (;;) {
+        if (!this.qp.txAllowed()) break;
+        if (llp.needDrain) {
+          this.waitingDrain = true;
+          break;
+        }
+        const rr = this.irq.shift();
+        if (rr) {
+          this.sendReadResponse(llp, rr);
+          continue;
+        }
+        const w = this.qp.sqHead();
+        if (!w) break;
+        if (w.opcode === WrOpcode.RDMA_READ) {
+          if (this.orq.length >= this.qp.ord && this.qp.ord > 0) break; // ORD reached: wait for a response
+          if (this.qp.ord === 0) {
+            this.qp.sqFail(w, WcStatus.LOC_QP_OP_ERR, 'RDMA Read with ORD 0');
+            break;
+          }
+        }
+        if (w.flags & 1 /* FENCE */ && this.orq.length > 0) break;
+        if (!this.sendWqe(llp, w)) break;
+      }
+    } finally {
+      llp.uncork();
+      this.kicking = false;
+    }
+  }
+
+  /** Build and write every FPDU of one WQE; false when the QP failed. */
+  private sendWqe(llp: Llp, w: SqWqe): boolean {
+    const qp = this.qp;
+    switch (w.opcode) {
+      case WrOpcode.RDMA_READ: {
+        const s = w.sgList[0] as Sge;
+        this.qp.sqShift();
+        this.orq.push(w);
+        this.readMsn = (this.readMsn + 1) >>> 0;
+        const h = this.hdr;
+        const len = writeReadRequest(h, 0, this.readMsn, s.lkey, s.addr, s.length, w.rkey, w.remoteAddr);
+        this.writeSmall(llp, h, len, null, 0);
+        if (tracing('tx')) trace('tx', qp.tag, `READ_REQ msn ${this.readMsn} size ${s.length} src ${hex(w.rkey)}@${w.remoteAddr.toString(16)}`);
+        return true;
+      }
+      case WrOpcode.RDMA_WRITE:
+      case WrOpcode.SEND:
+      case WrOpcode.SEND_WITH_INV: {
+        const pieces = qp.gather(w);
+        if (!pieces) return false;
+        qp.sqShift();
+        let op: RdmapOpcode;
+        let msn = 0;
+        if (w.opcode === WrOpcode.RDMA_WRITE) op = RdmapOpcode.WRITE;
+        else {
+          const se = (w.flags & 4) /* SOLICITED */ !== 0;
+          if (w.opcode === WrOpcode.SEND_WITH_INV) op = se ? RdmapOpcode.SEND_SE_INV : RdmapOpcode.SEND_INV;
+          else op = se ? RdmapOpcode.SEND_SE : RdmapOpcode.SEND;
+          this.sendMsn = (this.sendMsn + 1) >>> 0;
+          msn = this.sendMsn;
+        }
+        const zc = w.length >= ZERO_COPY_MIN && w.inline === null;
+        if (zc) this.pendingCb++;
+        this.sendMessage(llp, op, w, msn, pieces, zc);
+        if (!zc) qp.sqDone(w);
+        return true;
+      }
+      default:
+        qp.sqFail(w, WcStatus.LOC_QP_OP_ERR, `opcode ${w.opcode} not supported`);
+        return false;
+    }
+  }
+
+  /**
+   * Segment one message into FPDUs. Tagged (Write): STag = rkey, TO advancing; untagged (Send):
+   * QN 0, the MSN, MO advancing. `zc`: payload written as views and `w` completed on the write
+   * callback of the last FPDU.
+   */
+  private sendMessage(llp: Llp, op: RdmapOpcode, w: SqWqe, msn: number, p: Pieces, zc: boolean): void {
+    const info = IWARP_OPCODES[op] as IwarpOpcodeInfo;
+    const hdrLen = info.hdrLen;
+    const maxPayload = (this.fpduMax - hdrLen - 4) & ~3;
+    const total = w.length;
+    let sent = 0;
+    let pi = 0;
+    let poff = 0;
+    do {
+      const n = Math.min(maxPayload, total - sent);
+      const last = sent + n >= total;
+      const h = this.hdr;
+      if (info.tagged) writeTaggedHdr(h, 0, op, last, w.rkey, w.remoteAddr + sent, n);
+      else writeUntaggedHdr(h, 0, op, last, w.invalidateRkey, DdpQn.SEND, msn, sent, n);
+      if (!zc) {
+        // One buffer: header + payload + pad + CRC.
+        const pad = fpduPad(hdrLen - 2 + n);
+        const f = Buffer.allocUnsafe(hdrLen + n + pad + 4);
+        h.copy(f, 0, 0, hdrLen);
+        let at = hdrLen;
+        let need = n;
+        while (need > 0) {
+          const avail = (p.lens[pi] as number) - poff;
+          const k = avail < need ? avail : need;
+          (p.bufs[pi] as Buffer).copy(f, at, (p.offs[pi] as number) + poff, (p.offs[pi] as number) + poff + k);
+          at += k;
+          need -= k;
+          poff += k;
+          if (poff === p.lens[pi]) {
+            pi++;
+            poff = 0;
+          }
+        }
+        f.fill(0, at, at + pad + 4);
+        if (this.crc) f.writeUInt32LE(crc32c(f.subarray(0, at + pad)), at + pad);
+        llp.write(f);
+      } else {
+        const pad = fpduPad(hdrLen - 2 + n);
+        const hb = Buffer.allocUnsafe(hdrLen);
+        h.copy(hb, 0, 0, hdrLen);
+        let c = this.crc ? crc32c(hb) : 0;
+        llp.write(hb);
+        let need = n;
+        while (need > 0) {
+          const avail = (p.lens[pi] as number) - poff;
+          const k = avail < need ? avail : need;
+          const start = (p.offs[pi] as number) + poff;
+          const v = (p.bufs[pi] as Buffer).subarray(start, start + k);
+          if (this.crc) c = crc32c(v, c);
+          llp.write(v);
+          need -= k;
+          poff += k;
+          if (poff === p.lens[pi]) {
+            pi++;
+            poff = 0;
+          }
+        }
+        const t = Buffer.allocUnsafe(pad + 4);
+        t.fill(0, 0, pad);
+        if (this.crc) {
+          if (pad > 0) c = crc32c(PAD.subarray(0, pad), c);
+          t.writeUInt32LE(c, pad);
+        } else t.fill(0, pad);
+        if (last) llp.write(t, (e) => this.zcDone(w, e));
+        else llp.write(t);
+      }
+      sent += n;
+    } while (sent < total);
+    if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`}${zc ? ' (zero-copy)' : ''}`);
+  }
+
+  private zcDone(w: SqWqe, e: Error | null | undefined): void {
+    this.pendingCb--;
+    this.qp.sqDone(w, e ? WcStatus.WR_FLUSH_ERR : WcStatus.SUCCESS);
+  }
+
+  /** Answer one inbound Read Request with tagged Read Response segments. */
+  private sendReadResponse(llp: Llp, rr: IrqEntry): void {
+    const info = IWARP_OPCODES[RdmapOpcode.READ_RESP] as IwarpOpcodeInfo;
+    const maxPayload = (this.fpduMax - info.hdrLen - 4) & ~3;
+    let sent = 0;
+    do {
+      const n = Math.min(maxPayload, rr.size - sent);
+      const last = sent + n >= rr.size;
+      const h = this.hdr;
+      const hdrLen = writeTaggedHdr(h, 0, RdmapOpcode.READ_RESP, last, rr.sinkStag, rr.sinkTo + sent, n);
+      this.writeSmall(llp, h, hdrLen, rr.buf, rr.off + sent, n);
+      sent += n;
+    } while (sent < rr.size);
+    if (tracing('tx')) trace('tx', this.qp.tag, `READ_RESP ${rr.size} bytes to ${hex(rr.sinkStag)}`);
+  }
+
+  /**
+   * Write one FPDU whose header is in `h[0, hdrLen)` and payload (if any) is `src[off, off+n)`:
+   * copied into one buffer when small, header + view + trailer otherwise. (Read responses are
+   * answered from the responder's memory at once, like siw; the peer's MR stays registered.)
+   */
+  private writeSmall(llp: Llp, h: Buffer, hdrLen: number, src: Buffer | null, off: number, n = 0): void {
+    const pad = fpduPad(hdrLen - 2 + n);
+    if (n < ZERO_COPY_MIN || !src) {
+      const f = Buffer.allocUnsafe(hdrLen + n + pad + 4);
+      h.copy(f, 0, 0, hdrLen);
+      if (src && n > 0) src.copy(f, hdrLen, off, off + n);
+      f.fill(0, hdrLen + n);
+      if (this.crc) f.writeUInt32LE(crc32c(f.subarray(0, hdrLen + n + pad)), hdrLen + n + pad);
+      llp.write(f);
+      return;
+    }
+    const hb = Buffer.allocUnsafe(hdrLen);
+    h.copy(hb, 0, 0, hdrLen);
+    const v = src.subarray(off, off + n);
+    const t = Buffer.alloc(pad + 4);
+    if (this.crc) {
+      let c = crc32c(hb);
+      c = crc32c(v, c);
+      if (pad) c = crc32c(t.subarray(0, pad), c);
+      t.writeUInt32LE(c, pad);
+    }
+    llp.write(hb);
+    llp.write(v);
+    llp.write(t);
+  }
+
+  /** The RFC 6581 RTR as the initiator: a zero-length RDMA Write (STag 1, as siw) or Read. */
+  sendRtr(kind: 'write' | 'read'): void {
+    const llp = this.llp;
+    if (!llp) return;
+    const h = this.hdr;
+    let len: number;
+    if (kind === 'write') {
+      len = writeTaggedHdr(h, 0, RdmapOpcode.WRITE, true, 1, 0, 0);
+    } else {
+      this.readMsn = (this.readMsn + 1) >>> 0;
+      this.rtrReadPending = true;
+      len = writeReadRequest(h, 0, this.readMsn, 0, 0, 0, 1, 0);
+    }
+    this.writeSmall(llp, h, len, null, 0);
+  }
+  /** A zero-length Read RTR is outstanding (its response is consumed by the RX path). */
+  rtrReadPending = false;
+
+  /** Send a TERMINATE (best effort) describing `t`. */
+  sendTerminate(t: TerminateSpec): void {
+    const llp = this.llp;
+    if (!llp || llp.isClosed) return;
+    this.termMsn = (this.termMsn + 1) >>> 0;
+    llp.write(encodeTerminate(t, { crc: this.crc, msn: this.termMsn }));
+  }
+
+  /** Drop per-connection state (QP to ERR or destroyed). */
+  reset(): void {
+    this.irq.length = 0;
+    this.held = false;
+  }
+}
+
+/** STag as siw prints it. */
+export function hex(n: number): string {
+  return '0x' + (n >>> 0).toString(16).padStart(8, '0');
+}
+

@@ -1,0 +1,119 @@
+/**
+ * An unbounded FIFO of items with promise-based consumers: the shape of a kernel event file
+ * (`ibv_get_cq_event`, `ibv_get_async_event`, `rdma_get_cm_event`) without a file descriptor.
+ *
+ * Items queue while nobody waits; waiters queue while no item is available; each item goes to
+ * exactly one consumer, oldest waiter first. A consumer can give up with an `AbortSignal`: its
+ * promise then rejects with an {@link RdmaError} whose `code` is `'ECANCELED'` and whose `cause`
+ * is the signal's reason. {@link AsyncQueue.close} ends the queue: pending and later `shift()`s
+ * resolve to `undefined`.
+ */
+import { RdmaError } from '../errors.js';
+import { Ring } from './ring.js';
+
+interface Waiter<T> {
+  resolve(v: T | undefined): void;
+  reject(e: unknown): void;
+  signal: AbortSignal | undefined;
+  onAbort: (() => void) | undefined;
+}
+
+/** Build the error an aborted wait rejects with (`code === 'ECANCELED'`, `cause` = signal reason). */
+export function abortError(op: string, signal: AbortSignal): RdmaError {
+  return new RdmaError('ECANCELED', { op, detail: 'aborted', cause: signal.reason });
+}
+
+/** See the module comment. `T` excludes `undefined`, which `shift()` uses for "closed". */
+export class AsyncQueue<T extends object> {
+  private readonly _items = new Ring<T>(Infinity);
+  private readonly _waiters = new Ring<Waiter<T>>(Infinity, 4);
+  private _closed = false;
+
+  /**
+   * @param _onDeliver called synchronously each time an item is handed to a consumer (by `shift`,
+   *   `tryShift` or a `push` that finds a waiter) — the moment ibverbs counts an event as reported.
+   */
+  constructor(private readonly _onDeliver?: (item: T) => void) {}
+
+  /** Items queued and not yet delivered. */
+  get length(): number {
+    return this._items.length;
+  }
+
+  /** Consumers currently waiting. */
+  get waiting(): number {
+    return this._waiters.length;
+  }
+
+  /** True after {@link close}. */
+  get closed(): boolean {
+    return this._closed;
+  }
+
+  /** Queue an item, or hand it to the oldest waiter. Returns false (item dropped) once closed. */
+  push(item: T): boolean {
+    if (this._closed) return false;
+    const w = this._waiters.shift();
+    if (w === undefined) {
+      this._items.push(item);
+      return true;
+    }
+    this._unlisten(w);
+    this._onDeliver?.(item);
+    w.resolve(item);
+    return true;
+  }
+
+  /** Take the oldest queued item without waiting (`undefined` if none). */
+  tryShift(): T | undefined {
+    const item = this._items.shift();
+    if (item !== undefined) this._onDeliver?.(item);
+    return item;
+  }
+
+  /**
+   * Wait for the next item. Resolves to `undefined` if the queue is (or gets) closed.
+   * @param signal aborting it rejects the promise with `ECANCELED` (also if already aborted).
+   * @param op operation name used in the abort error (`'ibv_get_cq_event'`).
+   */
+  shift(signal?: AbortSignal, op = 'shift'): Promise<T | undefined> {
+    const item = this.tryShift();
+    if (item !== undefined) return Promise.resolve(item);
+    if (this._closed) return Promise.resolve(undefined);
+    if (signal?.aborted) return Promise.reject(abortError(op, signal));
+    return new Promise<T | undefined>((resolve, reject) => {
+      const w: Waiter<T> = { resolve, reject, signal, onAbort: undefined };
+      if (signal) {
+        w.onAbort = () => {
+          this._waiters.removeIf((x) => x === w);
+          reject(abortError(op, signal));
+        };
+        signal.addEventListener('abort', w.onAbort, { once: true });
+      }
+      this._waiters.push(w);
+    });
+  }
+
+  /**
+   * Drop queued (undelivered) items matching `pred`, e.g. the events of a destroyed object.
+   * @returns how many were dropped.
+   */
+  remove(pred: (item: T) => boolean): number {
+    return this._items.removeIf(pred);
+  }
+
+  /** Close: drop queued items, resolve every waiter with `undefined`, refuse later pushes. */
+  close(): void {
+    if (this._closed) return;
+    this._closed = true;
+    this._items.clear();
+    for (let w = this._waiters.shift(); w !== undefined; w = this._waiters.shift()) {
+      this._unlisten(w);
+      w.resolve(undefined);
+    }
+  }
+
+  private _unlisten(w: Waiter<T>): void {
+    if (w.signal && w.onAbort) w.signal.removeEventListener('abort', w.onAbort);
+  }
+}

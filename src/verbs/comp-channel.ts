@@ -1,0 +1,109 @@
+/**
+ * Completion event channel (`ibv_create_comp_channel`, `ibv_get_cq_event`,
+ * `ibv_destroy_comp_channel`) — without a file descriptor: reading is a promise.
+ *
+ * A CQ created on a channel and armed with `cq.reqNotify()` puts one event (the CQ itself) on
+ * the channel when its next (or next solicited) completion arrives. Events queue while nobody
+ * reads. Each event read must be acknowledged with `cq.ackEvents(n)` before the CQ can be
+ * destroyed. Typical loop, as in ibverbs:
+ *
+ * ```ts
+ * cq.reqNotify();
+ * for await (const c of channel) {     // or: const c = await channel.getCqEvent();
+ *   c.ackEvents(1);
+ *   c.reqNotify();                     // re-arm first, then drain, so nothing is missed
+ *   for (const wc of c.poll(16)) ...
+ * }
+ * ```
+ *
+ * Aborting a read (`getCqEvent(signal)`) rejects it with an {@link RdmaError} whose `code` is
+ * `'ECANCELED'` (errno style, like every error here; the signal's reason is the `cause`).
+ */
+import { err } from '../errors.js';
+import { AsyncQueue } from '../util/async-queue.js';
+import type { Context } from './context.js';
+import type { Cq } from './cq.js';
+
+/** `struct ibv_comp_channel`. Create with `Context.createCompChannel()`. */
+export class CompChannel implements AsyncIterable<Cq> {
+  /** The owning device context. */
+  readonly context: Context;
+  /** @internal CQs created on this channel and not destroyed. */
+  readonly _cqs = new Set<Cq>();
+  private readonly _q = new AsyncQueue<Cq>((cq) => cq._eventReported());
+  private _destroyed = false;
+
+  /** @internal Use `Context.createCompChannel()`. */
+  constructor(context: Context) {
+    this.context = context;
+  }
+
+  /** True after {@link destroy}. */
+  get destroyed(): boolean {
+    return this._destroyed;
+  }
+
+  /** Events queued and not yet read. */
+  get pending(): number {
+    return this._q.length;
+  }
+
+  /**
+   * `ibv_get_cq_event()`: wait for the next completion event and return its CQ. The event counts
+   * as reported; acknowledge it with `cq.ackEvents()`.
+   * @param signal abort the wait: the promise rejects with RdmaError ECANCELED.
+   * @throws RdmaError EBADF if the channel is (or gets) destroyed.
+   */
+  async getCqEvent(signal?: AbortSignal): Promise<Cq> {
+    if (this._destroyed) throw err('EBADF', 'ibv_get_cq_event', 'channel destroyed');
+    const cq = await this._q.shift(signal, 'ibv_get_cq_event');
+    if (cq === undefined) throw err('EBADF', 'ibv_get_cq_event', 'channel destroyed');
+    return cq;
+  }
+
+  /**
+   * Non-blocking `ibv_get_cq_event()` (an `O_NONBLOCK` channel fd): the CQ of the next queued
+   * event, or `undefined` (EAGAIN) if none.
+   * @throws RdmaError EBADF if the channel is destroyed.
+   */
+  tryGetCqEvent(): Cq | undefined {
+    if (this._destroyed) throw err('EBADF', 'ibv_get_cq_event', 'channel destroyed');
+    return this._q.tryShift();
+  }
+
+  /**
+   * `ibv_destroy_comp_channel()`. Pending reads resolve (async iteration ends) or reject with
+   * EBADF (`getCqEvent`).
+   * @throws RdmaError EBUSY while CQs created on it still exist; EINVAL if already destroyed.
+   */
+  destroy(): void {
+    if (this._destroyed) throw err('EINVAL', 'ibv_destroy_comp_channel', 'already destroyed');
+    if (this._cqs.size > 0) throw err('EBUSY', 'ibv_destroy_comp_channel', `${this._cqs.size} CQ(s) still use it`);
+    this._destroyed = true;
+    this._q.close();
+    this.context._compChannelDestroyed(this);
+  }
+
+  /**
+   * Iterate over completion events (each yields the CQ, already counted as reported: ack it).
+   * Ends when the channel is destroyed. Breaking out of the loop does not destroy the channel.
+   */
+  async *[Symbol.asyncIterator](): AsyncGenerator<Cq, void, undefined> {
+    for (;;) {
+      if (this._destroyed) return;
+      const cq = await this._q.shift(undefined, 'ibv_get_cq_event');
+      if (cq === undefined) return;
+      yield cq;
+    }
+  }
+
+  /** @internal A CQ's armed notification fired. */
+  _enqueue(cq: Cq): void {
+    this._q.push(cq);
+  }
+
+  /** @internal Drop the unread events of a CQ being destroyed. */
+  _purge(cq: Cq): void {
+    this._q.remove((c) => c === cq);
+  }
+}

@@ -1,0 +1,203 @@
+/**
+ * Device context (`struct ibv_context`): `ibv_query_device`, `ibv_query_port`, `ibv_alloc_pd`,
+ * `ibv_create_comp_channel`, `ibv_create_cq`, `ibv_get_async_event` / `ibv_ack_async_event`,
+ * plus the device-wide tables the transport uses: the MR (STag) table and the QP table.
+ *
+ * One context per device per process (`Device.open()` returns a singleton), so the MR and QP
+ * tables are device-wide as in siw (`siw_device.mem_xa`, `qp_xa`).
+ *
+ * QP numbers start at 1, as siw's (`xa_alloc` on an XA_FLAGS_ALLOC1 array), but count upwards
+ * instead of taking the lowest free number, so a destroyed QP's number is not reused at once (a
+ * completion of the old QP still in a CQ cannot be mistaken for the new one). A QP is live while
+ * it is in `ctx._qps`; its number is free again once it leaves that map.
+ */
+import { availableParallelism } from 'node:os';
+import { err } from '../errors.js';
+import { AsyncEventQueue } from './async-event.js';
+import type { AsyncEvent } from './async-event.js';
+import { CompChannel } from './comp-channel.js';
+import { Cq } from './cq.js';
+import type { Device, DeviceAttr, PortAttr } from './device.js';
+import { MrTable } from './mr.js';
+import { Pd } from './pd.js';
+import type { QpLike } from './provider.js';
+
+/** Largest QP number (24 bits, as IB QPNs) before numbering wraps to 1. */
+const MAX_QP_NUM = 0xff_ffff;
+
+/** `struct ibv_context`. Obtain with `Device.open()`. */
+export class Context {
+  /** The device. */
+  readonly device: Device;
+  /** `num_comp_vectors` (siw: the number of CPUs). */
+  readonly numCompVectors: number;
+  /** @internal The device attributes (frozen; `queryDevice()` returns copies). */
+  readonly _attr: Readonly<DeviceAttr>;
+  /** @internal The device-wide MR table: `ctx._mrs.lookup(stag)`. */
+  readonly _mrs = new MrTable();
+  /** @internal Live QPs by QP number (maintained by `Pd.createQp` / `Pd._releaseQp`). */
+  readonly _qps = new Map<number, QpLike>();
+  /** @internal The async event queue. */
+  readonly _async = new AsyncEventQueue();
+  private _pdCount = 0;
+  private _cqCount = 0;
+  private _nextPdHandle = 1;
+  private _nextCqHandle = 1;
+  private readonly _channels = new Set<CompChannel>();
+  private _qpNumNext = 1;
+  /** QP numbers handed out by `_allocQpNum` whose QP is not registered in `_qps` yet. */
+  private readonly _qpNumPending = new Set<number>();
+
+  /** @internal Use `Device.open()`. */
+  constructor(device: Device) {
+    this.device = device;
+    this._attr = Object.freeze(device._deviceAttr());
+    let cpus = 1;
+    try {
+      cpus = availableParallelism();
+    } catch {
+      cpus = 1;
+    }
+    this.numCompVectors = Math.max(1, cpus);
+  }
+
+  /** `ibv_query_device()`: the device attributes (a fresh copy). */
+  queryDevice(): DeviceAttr {
+    return { ...this._attr };
+  }
+
+  /**
+   * `ibv_query_port()`. siw devices have one port (1), always ACTIVE, Ethernet link layer, IB MTU
+   * enum from the interface MTU.
+   * @throws RdmaError EINVAL for any port number but 1.
+   */
+  queryPort(portNum = 1): PortAttr {
+    if (portNum !== 1) throw err('EINVAL', 'ibv_query_port', `port ${String(portNum)}`);
+    return this.device._portAttr();
+  }
+
+  /**
+   * `ibv_alloc_pd()`.
+   * @throws RdmaError ENOMEM beyond `maxPd` PDs.
+   */
+  allocPd(): Pd {
+    if (this._pdCount >= this._attr.maxPd) throw err('ENOMEM', 'ibv_alloc_pd', `more than ${this._attr.maxPd} PDs`);
+    this._pdCount++;
+    return new Pd(this, this._nextPdHandle++);
+  }
+
+  /** `ibv_create_comp_channel()`. */
+  createCompChannel(): CompChannel {
+    const ch = new CompChannel(this);
+    this._channels.add(ch);
+    return ch;
+  }
+
+  /**
+   * `ibv_create_cq()`.
+   * @param cqe minimum number of entries, 1..maxCqe (rounded up to a power of two).
+   * @param channel completion channel for notifications (same context).
+   * @param compVector 0..numCompVectors-1 (no effect in this implementation).
+   * @param cqContext opaque user value (`cq_context`).
+   * @throws RdmaError EINVAL (cqe out of range, bad channel or vector); ENOMEM beyond `maxCq`.
+   */
+  createCq(cqe: number, channel?: CompChannel, compVector = 0, cqContext?: unknown): Cq {
+    const op = 'ibv_create_cq';
+    if (!Number.isInteger(cqe) || cqe < 1 || cqe > this._attr.maxCqe) {
+      throw err('EINVAL', op, `cqe ${String(cqe)} (device max ${this._attr.maxCqe})`);
+    }
+    if (channel !== undefined) {
+      if (!(channel instanceof CompChannel) || channel.context !== this) throw err('EINVAL', op, 'channel of another device');
+      if (channel.destroyed) throw err('EINVAL', op, 'channel destroyed');
+    }
+    if (!Number.isInteger(compVector) || compVector < 0 || compVector >= this.numCompVectors) {
+      throw err('EINVAL', op, `comp_vector ${String(compVector)}`);
+    }
+    if (this._cqCount >= this._attr.maxCq) throw err('ENOMEM', op, `more than ${this._attr.maxCq} CQs`);
+    this._cqCount++;
+    const cq = new Cq(this, cqe, channel, compVector, cqContext, this._nextCqHandle++);
+    channel?._cqs.add(cq);
+    return cq;
+  }
+
+  /**
+   * `ibv_get_async_event()`: the next async event, waiting if none is queued.
+   * @throws RdmaError ECANCELED when `signal` aborts.
+   */
+  getAsyncEvent(signal?: AbortSignal): Promise<AsyncEvent> {
+    return this._async.get(signal);
+  }
+
+  /** Non-blocking `ibv_get_async_event()`: the next queued event or `undefined`. */
+  tryGetAsyncEvent(): AsyncEvent | undefined {
+    return this._async.tryGet();
+  }
+
+  /**
+   * `ibv_ack_async_event()`.
+   * @throws RdmaError EINVAL if the event was not read from this context or is already acked.
+   */
+  ackAsyncEvent(ev: AsyncEvent): void {
+    this._async.ack(ev);
+  }
+
+  /**
+   * `ibv_close_device()`: a no-op. The context is a per-process singleton kept open for the
+   * life of the process (as librdmacm keeps its devices open); its objects stay valid.
+   */
+  close(): void {
+    // Intentionally empty: see the doc comment.
+  }
+
+  /** @internal Raise an async event (transport/CQ side). */
+  _raiseAsyncEvent(ev: AsyncEvent): void {
+    this._async.raise(ev);
+  }
+
+  /**
+   * @internal Allocate a QP number for a new QP: numbers count up from 1 (wrapping at 2^24) and
+   * skip those in use — in {@link _qps} or handed out and not yet registered. A number becomes
+   * free again when its QP leaves `_qps`.
+   * @throws RdmaError ENOMEM beyond `maxQp` live QPs.
+   */
+  _allocQpNum(): number {
+    if (this._qps.size + this._qpNumPending.size >= this._attr.maxQp) {
+      throw err('ENOMEM', 'ibv_create_qp', `more than ${this._attr.maxQp} QPs`);
+    }
+    let n = this._qpNumNext;
+    while (this._qps.has(n) || this._qpNumPending.has(n)) n = n >= MAX_QP_NUM ? 1 : n + 1;
+    this._qpNumNext = n >= MAX_QP_NUM ? 1 : n + 1;
+    this._qpNumPending.add(n);
+    return n;
+  }
+
+  /** @internal `Pd.createQp` is done with the numbers allocated during the provider call. */
+  _qpNumSettled(): void {
+    this._qpNumPending.clear();
+  }
+
+  /** @internal Events read for `obj` (a QP, CQ or SRQ) and not yet acknowledged. */
+  _unackedAsyncEvents(obj: object): number {
+    return this._async.unacked(obj);
+  }
+
+  /** @internal Drop unread async events of a destroyed object. */
+  _purgeAsyncEvents(obj: object): void {
+    this._async.purge(obj);
+  }
+
+  /** @internal */
+  _pdDeallocated(_pd: Pd): void {
+    this._pdCount--;
+  }
+
+  /** @internal */
+  _cqDestroyed(_cq: Cq): void {
+    this._cqCount--;
+  }
+
+  /** @internal */
+  _compChannelDestroyed(ch: CompChannel): void {
+    this._channels.delete(ch);
+  }
+}

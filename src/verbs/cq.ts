@@ -1,0 +1,244 @@
+/**
+ * Completion queue (`ibv_create_cq`, `ibv_poll_cq`, `ibv_req_notify_cq`, `ibv_ack_cq_events`,
+ * `ibv_destroy_cq`), after siw_cq.c / siw_qp.c's `siw_sqe_complete()`.
+ *
+ * - Size: the requested `cqe` (1..maxCqe) is rounded up to a power of two, as siw does; `cqe`
+ *   reports the actual size.
+ * - Polling returns the `Wc` objects the transport pushed (not copies), oldest first.
+ * - Notification is one-shot: `reqNotify()` arms the CQ; the next completion pushed after that
+ *   (with `solicitedOnly`, the next one the transport flags as solicited) disarms it and puts
+ *   one event on the completion channel. Arming never fires for completions already queued
+ *   (ibverbs and siw: only new CQEs notify), so re-arm *before* the final poll.
+ * - Overflow: a push into a full CQ loses that completion, raises the async event CQ_ERR and
+ *   calls {@link Cq.onOverflow} (the transport moves the QPs using the CQ to the error state).
+ *   The CQ then stays in error (IB spec: a CQ overrun is a CQ catastrophic error) — every later
+ *   push fails and is dropped; queued completions can still be polled; only destroying the CQ
+ *   clears it. (siw itself only drops the one CQE and keeps accepting once there is room.)
+ */
+import { err } from '../errors.js';
+import { trace, tracing } from '../trace.js';
+import { Ring, nextPow2 } from '../util/ring.js';
+import { AsyncEventType } from './types.js';
+import type { Wc } from './types.js';
+import type { CompChannel } from './comp-channel.js';
+import type { Context } from './context.js';
+import type { QpLike } from './provider.js';
+
+/** Arming state (siw_notify_flags without the MISSED_EVENTS bit). */
+const enum Arm {
+  NONE = 0,
+  SOLICITED = 1,
+  NEXT = 2,
+}
+
+/** `struct ibv_cq`. Create with `Context.createCq()`. */
+export class Cq {
+  /** The owning device context. */
+  readonly context: Context;
+  /** The completion channel events go to (`undefined`: no events are delivered). */
+  readonly channel: CompChannel | undefined;
+  /** `comp_vector` given at creation. */
+  readonly compVector: number;
+  /** `cq_context`: the opaque user value given at creation. */
+  readonly cqContext: unknown;
+  /** Actual number of CQEs (the request rounded up to a power of two). */
+  readonly cqe: number;
+  /** Per-context CQ number (`handle`), for traces. */
+  readonly handle: number;
+  /**
+   * Called once, synchronously, when the CQ overflows (after CQ_ERR is raised). The transport
+   * sets it to move the QPs in {@link Cq.qps} to the error state.
+   */
+  onOverflow: ((cq: Cq) => void) | undefined = undefined;
+  /** @internal QPs using this CQ (send or receive). */
+  readonly _qps = new Set<QpLike>();
+  private readonly _ring: Ring<Wc>;
+  private _arm: Arm = Arm.NONE;
+  private _destroyed = false;
+  private _overflowed = false;
+  private _eventsReported = 0;
+  private _eventsAcked = 0;
+
+  /** @internal Use `Context.createCq()`, which validates the arguments. */
+  constructor(context: Context, cqe: number, channel: CompChannel | undefined, compVector: number, cqContext: unknown, handle: number) {
+    this.context = context;
+    this.channel = channel;
+    this.compVector = compVector;
+    this.cqContext = cqContext;
+    this.cqe = nextPow2(cqe);
+    this.handle = handle;
+    this._ring = new Ring<Wc>(this.cqe, 64);
+  }
+
+  /** @internal Number of completions queued (`cq_put - cq_get`). */
+  get _count(): number {
+    return this._ring.length;
+  }
+
+  /** Completions queued and not yet polled. */
+  get pending(): number {
+    return this._ring.length;
+  }
+
+  /** True once the CQ has overflowed (CQ_ERR raised; further completions are dropped). */
+  get overflowed(): boolean {
+    return this._overflowed;
+  }
+
+  /** True after {@link destroy}. */
+  get destroyed(): boolean {
+    return this._destroyed;
+  }
+
+  /** QPs currently using this CQ. */
+  get qps(): ReadonlySet<QpLike> {
+    return this._qps;
+  }
+
+  /** `comp_events_completed`: events acknowledged so far. */
+  get compEventsCompleted(): number {
+    return this._eventsAcked;
+  }
+
+  /** Events read from the channel and not yet acknowledged. */
+  get unackedEvents(): number {
+    return this._eventsReported - this._eventsAcked;
+  }
+
+  /**
+   * `ibv_poll_cq()`: remove and return up to `max` completions, oldest first (an empty array if
+   * none).
+   * @throws RdmaError EINVAL if `max` is not a non-negative integer or the CQ is destroyed.
+   */
+  poll(max = 1): Wc[] {
+    this._checkPoll(max);
+    const out: Wc[] = [];
+    for (let k = 0; k < max; k++) {
+      const wc = this._ring.shift();
+      if (wc === undefined) break;
+      out.push(wc);
+    }
+    return out;
+  }
+
+  /**
+   * Allocation-free `ibv_poll_cq()`: store up to `max` completions in `out[0..n)` and return
+   * `n`. Elements of `out` past `n` are left untouched.
+   * @throws RdmaError EINVAL if `max` is not a non-negative integer, or the CQ is destroyed.
+   */
+  pollInto(out: Wc[], max: number = out.length): number {
+    this._checkPoll(max);
+    let n = 0;
+    while (n < max) {
+      const wc = this._ring.shift();
+      if (wc === undefined) break;
+      out[n++] = wc;
+    }
+    return n;
+  }
+
+  /**
+   * `ibv_req_notify_cq()`: arm the CQ for one event on its channel — on the next completion, or
+   * with `solicitedOnly` on the next solicited one. Completions already queued do not fire.
+   * Arming for "next" while armed for "solicited" upgrades; arming for "solicited" while armed
+   * for "next" keeps "next" (the more inclusive request wins, as in rxe).
+   * @throws RdmaError EINVAL if the CQ is destroyed.
+   */
+  reqNotify(solicitedOnly = false): void {
+    if (this._destroyed) throw err('EINVAL', 'ibv_req_notify_cq', 'CQ destroyed');
+    const want = solicitedOnly ? Arm.SOLICITED : Arm.NEXT;
+    if (want > this._arm) this._arm = want;
+  }
+
+  /** True while armed (a notification is requested and has not fired yet). */
+  get armed(): boolean {
+    return this._arm !== Arm.NONE;
+  }
+
+  /**
+   * `ibv_ack_cq_events()`: acknowledge `n` events read from the channel for this CQ.
+   * @throws RdmaError EINVAL if `n` is not a non-negative integer or exceeds the unacknowledged
+   *   events (ibverbs does not check; acknowledging events never read is a bug).
+   */
+  ackEvents(n: number): void {
+    if (!Number.isInteger(n) || n < 0) throw err('EINVAL', 'ibv_ack_cq_events', `nevents ${n}`);
+    if (n > this._eventsReported - this._eventsAcked) {
+      throw err('EINVAL', 'ibv_ack_cq_events', `${n} > ${this._eventsReported - this._eventsAcked} unacknowledged`);
+    }
+    this._eventsAcked += n;
+  }
+
+  /**
+   * `ibv_destroy_cq()`. Queued completions and unread channel events are discarded.
+   * @throws RdmaError EBUSY while QPs use the CQ, while channel events read for it are not
+   *   acknowledged, or while async events read for it are not acknowledged; EINVAL if already
+   *   destroyed.
+   */
+  destroy(): void {
+    if (this._destroyed) throw err('EINVAL', 'ibv_destroy_cq', 'already destroyed');
+    if (this._qps.size > 0) throw err('EBUSY', 'ibv_destroy_cq', `${this._qps.size} QP(s) still attached`);
+    if (this._eventsReported !== this._eventsAcked) {
+      throw err('EBUSY', 'ibv_destroy_cq', `${this._eventsReported - this._eventsAcked} completion event(s) not acknowledged`);
+    }
+    if (this.context._async.unacked(this) > 0) throw err('EBUSY', 'ibv_destroy_cq', 'async event(s) not acknowledged');
+    this._destroyed = true;
+    this._arm = Arm.NONE;
+    this._ring.clear();
+    this.onOverflow = undefined;
+    if (this.channel) {
+      this.channel._purge(this);
+      this.channel._cqs.delete(this);
+    }
+    this.context._async.purge(this);
+    this.context._cqDestroyed(this);
+  }
+
+  /**
+   * @internal Transport side: queue a completion (the object is stored, not copied: do not
+   * reuse it). `solicited` marks a completion that satisfies a solicited-only arming (the
+   * transport decides: e.g. a receive completion of a message with the SE bit).
+   * @returns false if the completion was lost: CQ full (overflow: CQ_ERR is raised and
+   *   {@link onOverflow} called), already overflowed, or destroyed.
+   */
+  _push(wc: Wc, solicited: boolean): boolean {
+    if (this._destroyed || this._overflowed) return false;
+    if (!this._ring.push(wc)) {
+      this._overflow();
+      return false;
+    }
+    const arm = this._arm;
+    if (arm === Arm.NEXT || (arm === Arm.SOLICITED && solicited)) {
+      this._arm = Arm.NONE;
+      if (this.channel !== undefined && !this.channel.destroyed) this.channel._enqueue(this);
+    }
+    return true;
+  }
+
+  /** @internal A QP starts using this CQ. */
+  _attachQp(qp: QpLike): void {
+    this._qps.add(qp);
+  }
+
+  /** @internal A QP stops using this CQ. */
+  _detachQp(qp: QpLike): void {
+    this._qps.delete(qp);
+  }
+
+  /** @internal The channel handed one of this CQ's events to a reader. */
+  _eventReported(): void {
+    this._eventsReported++;
+  }
+
+  private _overflow(): void {
+    this._overflowed = true;
+    this._arm = Arm.NONE;
+    if (tracing('cq')) trace('cq', `CQ[${this.handle}]`, `overflow: ${this.cqe} CQEs queued, completion lost, CQ in error`);
+    this.context._raiseAsyncEvent({ type: AsyncEventType.CQ_ERR, cq: this });
+    this.onOverflow?.(this);
+  }
+
+  private _checkPoll(max: number): void {
+    if (this._destroyed) throw err('EINVAL', 'ibv_poll_cq', 'CQ destroyed');
+    if (!Number.isInteger(max) || max < 0) throw err('EINVAL', 'ibv_poll_cq', `num_entries ${max}`);
+  }
+}

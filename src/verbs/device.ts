@@ -1,0 +1,574 @@
+/**
+ * RDMA devices: `ibv_get_device_list`, `ibv_open_device`, device and port attributes, and the
+ * network-interface listing a software provider builds its devices from.
+ *
+ * Devices come from the registered providers (see provider.ts). `Device` objects are cached by
+ * name, and each device has one per-process `Context` (librdmacm opens every device once and
+ * keeps it open; so do we).
+ */
+import { readFileSync } from 'node:fs';
+import { networkInterfaces } from 'node:os';
+import { err } from '../errors.js';
+import { ipKey, isLoopbackIp } from '../util/ip.js';
+import { Context } from './context.js';
+import { listProviders } from './provider.js';
+import { TransportType } from './types.js';
+
+/** One interface address of a device (a subset of Node's `os.NetworkInterfaceInfo`). */
+export interface DeviceAddress {
+  address: string;
+  family: 'IPv4' | 'IPv6';
+  netmask: string;
+  /** IPv6 scope (interface index) for link-local addresses. */
+  scopeid?: number;
+}
+
+/** What a provider reports for each device it offers ({@link VerbsProvider.listDevices}). */
+export interface DeviceInfo {
+  /** Device name, unique across providers, e.g. `'siw_lo'`, `'siw_eth0'`. */
+  name: string;
+  /** The provider's name (`'siw'`). */
+  provider: string;
+  /** `transport_type`. */
+  transport: TransportType;
+  /** The network interface the device is bound to (`iw_ifname`). */
+  ifname: string;
+  /** The interface's addresses. */
+  addresses: DeviceAddress[];
+  /** `node_guid` as the 64-bit big-endian value ibv_devinfo prints (see {@link guidFromMac}). */
+  nodeGuid: bigint;
+  /** The interface MTU in bytes (port `active_mtu` is derived from it). */
+  mtu: number;
+  /** Interface MAC (`aa:bb:cc:dd:ee:ff`); used for `sys_image_guid`. Optional. */
+  mac?: string;
+  /** Overrides of the default (siw) device attributes; for other devices and for tests. */
+  caps?: Partial<DeviceAttr>;
+}
+
+/** A network interface as seen by {@link netdevs}. */
+export interface NetdevInfo {
+  /** Interface name (`'lo'`, `'eth0'`). */
+  name: string;
+  /** MAC address, `'00:00:00:00:00:00'` for loopback. */
+  mac: string;
+  /** MTU from `/sys/class/net/<if>/mtu`; else 65536 for loopback and 1500 otherwise. */
+  mtu: number;
+  /** True for the loopback interface (Node's `internal`). */
+  loopback: boolean;
+  /** Addresses, in `os.networkInterfaces()` order. */
+  addresses: DeviceAddress[];
+}
+
+/**
+ * List the network interfaces that have at least one address, with MAC and MTU, for providers
+ * that build one device per interface (siw's `siw_newlink` per netdev). Interfaces without an
+ * address (down) are not listed, as `os.networkInterfaces()` omits them.
+ */
+export function netdevs(): NetdevInfo[] {
+  const out: NetdevInfo[] = [];
+  for (const [name, infos] of Object.entries(networkInterfaces())) {
+    if (!infos || infos.length === 0) continue;
+    const loopback = infos.some((i) => i.internal);
+    const addresses: DeviceAddress[] = [];
+    let mac = '00:00:00:00:00:00';
+    for (const i of infos) {
+      const fam = i.family as unknown;
+      const family: 'IPv4' | 'IPv6' = fam === 'IPv6' || fam === 6 ? 'IPv6' : 'IPv4';
+      const a: DeviceAddress = { address: i.address, family, netmask: i.netmask };
+      if (family === 'IPv6' && 'scopeid' in i && typeof i.scopeid === 'number') a.scopeid = i.scopeid;
+      addresses.push(a);
+      if (i.mac && i.mac !== '00:00:00:00:00:00') mac = i.mac;
+    }
+    out.push({ name, mac, mtu: readMtu(name, loopback), loopback, addresses });
+  }
+  return out;
+}
+
+function readMtu(ifname: string, loopback: boolean): number {
+  const fallback = loopback ? 65536 : 1500;
+  if (ifname.includes('/') || ifname === '.' || ifname === '..') return fallback;
+  try {
+    const v = Number(readFileSync(`/sys/class/net/${ifname}/mtu`, 'utf8').trim());
+    return Number.isInteger(v) && v > 0 ? v : fallback;
+  } catch {
+    return fallback;
+  }
+}
+
+/** Parse `aa:bb:cc:dd:ee:ff` (or `-` separated) into 6 bytes; `undefined` if malformed. */
+function macBytes(mac: string): number[] | undefined {
+  const parts = mac.split(/[:-]/);
+  if (parts.length !== 6 || !parts.every((p) => /^[0-9a-fA-F]{1,2}$/.test(p))) return undefined;
+  return parts.map((p) => parseInt(p, 16));
+}
+
+function bytesToBigint(b: readonly number[]): bigint {
+  let v = 0n;
+  for (const x of b) v = (v << 8n) | BigInt(x & 0xff);
+  return v;
+}
+
+/**
+ * siw's `node_guid` for an Ethernet interface: the MAC in the first six bytes, then two zero
+ * bytes (siw_device_create copies `dev_addr` into the start of the GUID).
+ * @throws RdmaError EINVAL for a malformed MAC.
+ */
+export function guidFromMac(mac: string): bigint {
+  const b = macBytes(mac);
+  if (!b) throw err('EINVAL', 'guidFromMac', `bad MAC '${mac}'`);
+  return bytesToBigint([...b, 0, 0]);
+}
+
+/**
+ * siw's `node_guid` for the loopback interface (which has no MAC): the first (up to) six bytes
+ * of the device name, zero padded, so the GUID is non-zero as the CM expects.
+ */
+export function guidFromName(name: string): bigint {
+  const b: number[] = [];
+  for (let k = 0; k < 8; k++) b.push(k < 6 && k < name.length ? name.charCodeAt(k) & 0xff : 0);
+  return bytesToBigint(b);
+}
+
+/** Modified EUI-64 from a MAC (`addrconf_addr_eui48`): siw's `sys_image_guid`. */
+export function eui64FromMac(mac: string): bigint {
+  const b = macBytes(mac) ?? [0, 0, 0, 0, 0, 0];
+  return bytesToBigint([(b[0] ?? 0) ^ 2, b[1] ?? 0, b[2] ?? 0, 0xff, 0xfe, b[3] ?? 0, b[4] ?? 0, b[5] ?? 0]);
+}
+
+/** Format a GUID the way ibv_devinfo does: `xxxx:xxxx:xxxx:xxxx`. */
+export function formatGuid(guid: bigint): string {
+  const h = BigInt.asUintN(64, guid).toString(16).padStart(16, '0');
+  return `${h.slice(0, 4)}:${h.slice(4, 8)}:${h.slice(8, 12)}:${h.slice(12, 16)}`;
+}
+
+/** `enum ibv_node_type`. */
+export enum NodeType {
+  UNKNOWN = -1,
+  CA = 1,
+  SWITCH = 2,
+  ROUTER = 3,
+  RNIC = 4,
+  USNIC = 5,
+  USNIC_UDP = 6,
+}
+
+/** `ibv_node_type_str()`. */
+export function nodeTypeStr(t: NodeType): string {
+  return NODE_TYPE_STR[t] ?? 'unknown';
+}
+
+const NODE_TYPE_STR: Record<number, string> = {
+  1: 'InfiniBand channel adapter',
+  2: 'InfiniBand switch',
+  3: 'InfiniBand router',
+  4: 'iWARP NIC',
+  5: 'usNIC',
+  6: 'usNIC UDP',
+};
+
+/** `enum ibv_port_state`. */
+export enum PortState {
+  NOP = 0,
+  DOWN = 1,
+  INIT = 2,
+  ARMED = 3,
+  ACTIVE = 4,
+  ACTIVE_DEFER = 5,
+}
+
+/** `ibv_port_state_str()`. */
+export function portStateStr(s: PortState): string {
+  return PORT_STATE_STR[s] ?? 'unknown';
+}
+
+const PORT_STATE_STR: Record<number, string> = {
+  0: 'no state change (NOP)',
+  1: 'down',
+  2: 'init',
+  3: 'armed',
+  4: 'active',
+  5: 'active defer',
+};
+
+/** `enum ibv_mtu`. */
+export enum Mtu {
+  MTU_256 = 1,
+  MTU_512 = 2,
+  MTU_1024 = 3,
+  MTU_2048 = 4,
+  MTU_4096 = 5,
+}
+
+/** The kernel's `ib_mtu_int_to_enum()`: the largest IB MTU not above `bytes` (minimum 256). */
+export function mtuToEnum(bytes: number): Mtu {
+  if (bytes >= 4096) return Mtu.MTU_4096;
+  if (bytes >= 2048) return Mtu.MTU_2048;
+  if (bytes >= 1024) return Mtu.MTU_1024;
+  if (bytes >= 512) return Mtu.MTU_512;
+  return Mtu.MTU_256;
+}
+
+/** `ibv_mtu_to_num()`: 256 << (mtu - 1), or -1 for a bad value. */
+export function mtuEnumToBytes(m: Mtu): number {
+  return Number.isInteger(m) && m >= 1 && m <= 5 ? 256 << (m - 1) : -1;
+}
+
+/** Port `link_layer` values (`IBV_LINK_LAYER_*`). */
+export enum LinkLayer {
+  UNSPECIFIED = 0,
+  INFINIBAND = 1,
+  ETHERNET = 2,
+}
+
+/** `enum ibv_atomic_cap`. */
+export enum AtomicCap {
+  NONE = 0,
+  HCA = 1,
+  GLOB = 2,
+}
+
+/** `IBV_DEVICE_MEM_MGT_EXTENSIONS`, the one `device_cap_flags` bit siw reports. */
+export const DEVICE_MEM_MGT_EXTENSIONS = 1 << 21;
+
+/** Port capability bits siw reports: `IB_PORT_CM_SUP | IB_PORT_DEVICE_MGMT_SUP`. */
+export const PORT_CAP_CM_SUP = 1 << 16;
+/** See {@link PORT_CAP_CM_SUP}. */
+export const PORT_CAP_DEVICE_MGMT_SUP = 1 << 19;
+
+/**
+ * `struct ibv_device_attr` (field names camelCased; 64-bit fields are bigints), plus
+ * `maxInlineData`, which ibverbs does not report but every QP creation is checked against.
+ */
+export interface DeviceAttr {
+  /** `fw_ver` (siw: empty). */
+  fwVer: string;
+  nodeGuid: bigint;
+  sysImageGuid: bigint;
+  maxMrSize: bigint;
+  pageSizeCap: bigint;
+  vendorId: number;
+  vendorPartId: number;
+  hwVer: number;
+  maxQp: number;
+  maxQpWr: number;
+  deviceCapFlags: number;
+  maxSge: number;
+  maxSgeRd: number;
+  maxCq: number;
+  maxCqe: number;
+  maxMr: number;
+  maxPd: number;
+  /** Max outstanding RDMA Reads per QP as target (siw: ORD max, 128). */
+  maxQpRdAtom: number;
+  maxEeRdAtom: number;
+  maxResRdAtom: number;
+  /** Max outstanding RDMA Reads per QP as initiator (siw: IRD max, 128). */
+  maxQpInitRdAtom: number;
+  maxEeInitRdAtom: number;
+  atomicCap: AtomicCap;
+  maxEe: number;
+  maxRdd: number;
+  maxMw: number;
+  maxRawIpv6Qp: number;
+  maxRawEthyQp: number;
+  maxMcastGrp: number;
+  maxMcastQpAttach: number;
+  maxTotalMcastQpAttach: number;
+  maxAh: number;
+  maxFmr: number;
+  maxMapPerFmr: number;
+  maxSrq: number;
+  maxSrqWr: number;
+  maxSrqSge: number;
+  maxPkeys: number;
+  localCaAckDelay: number;
+  physPortCnt: number;
+  /** Not in ibverbs: the largest `cap.maxInlineData` a QP may ask for (siw: SIW_MAX_INLINE). */
+  maxInlineData: number;
+}
+
+/**
+ * Linux siw's compile-time limits (siw.h, include/uapi/rdma/siw-abi.h): SIW_MAX_QP = 100K,
+ * SIW_MAX_QP_WR = 32K, SIW_MAX_ORD_QP = SIW_MAX_IRD_QP = 128, SIW_MAX_SGE = 6,
+ * SIW_MAX_SGE_RD = 1, SIW_MAX_CQ = 100K, SIW_MAX_CQE = 100 * SIW_MAX_QP_WR,
+ * SIW_MAX_MR = 10 * SIW_MAX_QP, SIW_MAX_PD = SIW_MAX_QP, SIW_MAX_MW = 0,
+ * SIW_MAX_SRQ = SIW_MAX_QP, SIW_MAX_SRQ_WR = 10 * SIW_MAX_QP_WR,
+ * SIW_MAX_INLINE = sizeof(struct siw_sge) * (SIW_MAX_SGE - 1) = 80.
+ */
+export const SIW_LIMITS = Object.freeze({
+  maxQp: 1024 * 100,
+  maxQpWr: 1024 * 32,
+  maxOrd: 128,
+  maxIrd: 128,
+  maxSge: 6,
+  maxSgeRd: 1,
+  maxCq: 1024 * 100,
+  maxCqe: 1024 * 32 * 100,
+  maxMr: 1024 * 100 * 10,
+  maxPd: 1024 * 100,
+  maxMw: 0,
+  maxSrq: 1024 * 100,
+  maxSrqWr: 1024 * 32 * 10,
+  maxInline: 16 * 5,
+  /** SIW_VENDOR_ID: ASCII 'bmt'. */
+  vendorId: 0x626d74,
+});
+
+/** `struct ibv_port_attr` (field names camelCased). */
+export interface PortAttr {
+  state: PortState;
+  maxMtu: Mtu;
+  activeMtu: Mtu;
+  gidTblLen: number;
+  portCapFlags: number;
+  maxMsgSz: number;
+  badPkeyCntr: number;
+  qkeyViolCntr: number;
+  pkeyTblLen: number;
+  lid: number;
+  smLid: number;
+  lmc: number;
+  maxVlNum: number;
+  smSl: number;
+  subnetTimeout: number;
+  initTypeReply: number;
+  /** `IBV_WIDTH_1X` = 1. */
+  activeWidth: number;
+  /** `IBV_SPEED_SDR` = 1. */
+  activeSpeed: number;
+  /** 5 = LinkUp. */
+  physState: number;
+  linkLayer: LinkLayer;
+  flags: number;
+  portCapFlags2: number;
+}
+
+/**
+ * The attributes `ibv_query_device` returns for a device, as siw_query_device fills them,
+ * overridden by `info.caps`.
+ */
+export function deviceAttrFor(info: DeviceInfo, vendorPartId: number): DeviceAttr {
+  const L = SIW_LIMITS;
+  const mac = info.mac ?? macFromGuid(info.nodeGuid);
+  const base: DeviceAttr = {
+    fwVer: '',
+    nodeGuid: info.nodeGuid,
+    sysImageGuid: eui64FromMac(mac),
+    maxMrSize: 0xffff_ffff_ffff_ffffn,
+    pageSizeCap: 4096n,
+    vendorId: L.vendorId,
+    vendorPartId,
+    hwVer: 0,
+    maxQp: L.maxQp,
+    maxQpWr: L.maxQpWr,
+    deviceCapFlags: DEVICE_MEM_MGT_EXTENSIONS,
+    maxSge: L.maxSge,
+    maxSgeRd: L.maxSgeRd,
+    maxCq: L.maxCq,
+    maxCqe: L.maxCqe,
+    maxMr: L.maxMr,
+    maxPd: L.maxPd,
+    maxQpRdAtom: L.maxOrd,
+    maxEeRdAtom: 0,
+    maxResRdAtom: L.maxQp * L.maxIrd,
+    maxQpInitRdAtom: L.maxIrd,
+    maxEeInitRdAtom: 0,
+    atomicCap: AtomicCap.NONE,
+    maxEe: 0,
+    maxRdd: 0,
+    maxMw: L.maxMw,
+    maxRawIpv6Qp: 0,
+    maxRawEthyQp: 0,
+    maxMcastGrp: 0,
+    maxMcastQpAttach: 0,
+    maxTotalMcastQpAttach: 0,
+    maxAh: 0,
+    maxFmr: 0,
+    maxMapPerFmr: 0,
+    maxSrq: L.maxSrq,
+    maxSrqWr: L.maxSrqWr,
+    maxSrqSge: L.maxSge,
+    maxPkeys: 0,
+    localCaAckDelay: 0,
+    physPortCnt: 1,
+    maxInlineData: L.maxInline,
+  };
+  return { ...base, ...(info.caps ?? {}) };
+}
+
+/** The MAC siw put in the top six bytes of a node GUID. */
+function macFromGuid(guid: bigint): string {
+  const b: string[] = [];
+  for (let k = 0; k < 6; k++) b.push(Number((guid >> BigInt(56 - 8 * k)) & 0xffn).toString(16).padStart(2, '0'));
+  return b.join(':');
+}
+
+/** The attributes `ibv_query_port` returns for port 1 (siw_query_port). */
+export function portAttrFor(info: DeviceInfo): PortAttr {
+  const mtu = mtuToEnum(info.mtu);
+  return {
+    state: PortState.ACTIVE,
+    maxMtu: mtu,
+    activeMtu: mtu,
+    gidTblLen: 1,
+    portCapFlags: PORT_CAP_CM_SUP | PORT_CAP_DEVICE_MGMT_SUP,
+    maxMsgSz: 0xffffffff,
+    badPkeyCntr: 0,
+    qkeyViolCntr: 0,
+    pkeyTblLen: 0,
+    lid: 0,
+    smLid: 0,
+    lmc: 0,
+    maxVlNum: 0,
+    smSl: 0,
+    subnetTimeout: 0,
+    initTypeReply: 0,
+    activeWidth: 1,
+    activeSpeed: 1,
+    physState: 5,
+    linkLayer: LinkLayer.ETHERNET,
+    flags: 0,
+    portCapFlags2: 0,
+  };
+}
+
+let nextVendorPartId = 1;
+
+/**
+ * `struct ibv_device`: one RDMA device offered by a provider. Obtain with {@link getDeviceList};
+ * the same object is returned for the same device name every time.
+ */
+export class Device {
+  /** `name`, e.g. `'siw_lo'`. */
+  readonly name: string;
+  /** siw numbers its devices from 1 in registration order (`vendor_part_id`). */
+  readonly vendorPartId: number;
+  private _info: DeviceInfo;
+  private _ctx: Context | undefined;
+
+  /** @internal Created by {@link getDeviceList}. */
+  constructor(info: DeviceInfo) {
+    this.name = info.name;
+    this._info = info;
+    this.vendorPartId = nextVendorPartId++;
+  }
+
+  /** The provider's latest description of this device. */
+  get info(): Readonly<DeviceInfo> {
+    return this._info;
+  }
+
+  /** The provider name (`'siw'`). */
+  get provider(): string {
+    return this._info.provider;
+  }
+
+  /** `transport_type`. */
+  get transportType(): TransportType {
+    return this._info.transport;
+  }
+
+  /** `node_type`: RNIC for iWARP, CA for InfiniBand/RoCE. */
+  get nodeType(): NodeType {
+    switch (this._info.transport) {
+      case TransportType.IWARP:
+        return NodeType.RNIC;
+      case TransportType.IB:
+        return NodeType.CA;
+      case TransportType.USNIC:
+        return NodeType.USNIC;
+      case TransportType.USNIC_UDP:
+        return NodeType.USNIC_UDP;
+      default:
+        return NodeType.UNKNOWN;
+    }
+  }
+
+  /** The bound network interface. */
+  get ifname(): string {
+    return this._info.ifname;
+  }
+
+  /** `ibv_get_device_guid()`: the node GUID. */
+  get guid(): bigint {
+    return this._info.nodeGuid;
+  }
+
+  /**
+   * `ibv_open_device()`. Returns the per-process singleton context of this device (created on
+   * first call); `Context.close()` does not close it.
+   */
+  open(): Context {
+    if (this._ctx === undefined) this._ctx = new Context(this);
+    return this._ctx;
+  }
+
+  /** @internal The attributes `ibv_query_device` reports (see {@link deviceAttrFor}). */
+  _deviceAttr(): DeviceAttr {
+    return deviceAttrFor(this._info, this.vendorPartId);
+  }
+
+  /** @internal The attributes `ibv_query_port` reports for port 1 (see {@link portAttrFor}). */
+  _portAttr(): PortAttr {
+    return portAttrFor(this._info);
+  }
+
+  /** @internal The provider re-listed the device (addresses may have changed). */
+  _update(info: DeviceInfo): void {
+    this._info = info;
+  }
+}
+
+const devices = new Map<string, Device>();
+
+/**
+ * `ibv_get_device_list()`: one {@link Device} per device of every registered provider, in
+ * provider registration order. Device objects are cached by name. A device name already used
+ * by another provider's device is skipped.
+ * @throws RdmaError EINVAL if a provider returns a malformed device description.
+ */
+export function getDeviceList(): Device[] {
+  const out: Device[] = [];
+  for (const p of listProviders()) {
+    for (const info of p.listDevices()) {
+      if (typeof info !== 'object' || info === null || typeof info.name !== 'string' || info.name === '') {
+        throw err('EINVAL', 'ibv_get_device_list', `provider '${p.name}': bad device description`);
+      }
+      if (info.provider !== p.name || !Array.isArray(info.addresses) || typeof info.nodeGuid !== 'bigint') {
+        throw err('EINVAL', 'ibv_get_device_list', `provider '${p.name}': bad device '${info.name}'`);
+      }
+      let dev = devices.get(info.name);
+      if (dev === undefined) {
+        dev = new Device(info);
+        devices.set(info.name, dev);
+      } else if (dev.provider !== p.name) {
+        continue;
+      } else {
+        dev._update(info);
+      }
+      if (!out.includes(dev)) out.push(dev);
+    }
+  }
+  return out;
+}
+
+/**
+ * The device owning interface address `ip` (exact match after normalization: IPv4-mapped IPv6
+ * `::ffff:a.b.c.d` matches `a.b.c.d`, IPv6 zones are ignored). A loopback address (127/8,
+ * `::1`) that no device owns exactly maps to the device holding any loopback address.
+ * @returns `undefined` if no device matches or `ip` is not an IP address (wildcards included).
+ */
+export function findDeviceByAddress(ip: string): Device | undefined {
+  const key = ipKey(ip);
+  if (key === undefined) return undefined;
+  const list = getDeviceList();
+  for (const dev of list) {
+    for (const a of dev.info.addresses) if (ipKey(a.address) === key) return dev;
+  }
+  if (isLoopbackIp(key)) {
+    for (const dev of list) {
+      for (const a of dev.info.addresses) if (isLoopbackIp(a.address)) return dev;
+    }
+  }
+  return undefined;
+}

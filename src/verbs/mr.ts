@@ -1,0 +1,305 @@
+/**
+ * Memory regions (`ibv_reg_mr`, `ibv_dereg_mr`) and the access checks the transport runs on
+ * every local SGE and every tagged (remote) access, after siw_mem.c.
+ *
+ * STags (siw layout, wire.md §1.7): `stag = (index << 8) | key`, lkey == rkey == stag. The
+ * 24-bit index selects a slot of the context's {@link MrTable} (index 0 is never used, so STag 0
+ * is never issued); the 8-bit key is incremented every time a slot is reused, so a stale STag of
+ * a deregistered MR does not match the new MR in the same slot (for 255 reuses).
+ *
+ * Addresses: JavaScript has no pointers, so each MR gets a synthetic, page-aligned virtual
+ * address (its iova) from a per-context bump allocator starting at {@link MR_VA_BASE}, with an
+ * unmapped guard page after every MR; or the caller picks one (`ibv_reg_mr_iova`). SGE `addr`
+ * and RDMA `remoteAddr` values are addresses in that space; `mr.buf[addr - mr.addr]` is the
+ * byte. All addresses and lengths are JS numbers below 2^53.
+ *
+ * ## Check functions and their return protocol
+ *
+ * {@link mrOffset}, {@link localSgeOffset} and {@link remoteAccessOffset} return, on success,
+ * the byte offset into `mr.buf` (>= 0) and allocate nothing; on failure a negative
+ * {@link MrCheck} code, numbered like siw's `enum siw_access_state` (negated):
+ *
+ * | code | value | meaning | local WC status | remote (DDP tagged) error |
+ * |---|---|---|---|---|
+ * | INVALID_STAG | -1 | no MR with this exact STag (unknown index, key mismatch, deregistered, invalidated, memory detached) | LOC_PROT_ERR | invalid STag |
+ * | BOUNDS | -2 | `[addr, addr+len)` not inside the MR, or addr/len not a safe non-negative integer | LOC_PROT_ERR | base or bounds violation |
+ * | ACCESS | -3 | MR lacks a required access right | LOC_PROT_ERR (LOC_ACCESS_ERR) | access rights violation |
+ * | PD_MISMATCH | -4 | MR belongs to another PD than the QP | LOC_PROT_ERR | STag not associated with RDMAP stream |
+ *
+ * Checks run in siw_check_mem()'s order: STag valid, PD, access rights, bounds.
+ * Zero-length accesses: {@link localSgeOffset} and {@link remoteAccessOffset} accept any
+ * zero-length access without looking at the STag and return 0 (siw skips zero-length SGEs in
+ * siw_check_sgl_tx() and does not check the STag of a zero-length WRITE in siw_proc_write());
+ * the 0 must not be used to index anything. {@link mrOffset} is strict: a zero-length access
+ * must still name a valid MR and lie within `[addr, addr+length]`.
+ */
+import { err } from '../errors.js';
+import { trace, tracing } from '../trace.js';
+import { Access } from './types.js';
+import type { Sge } from './types.js';
+import type { Context } from './context.js';
+import type { Pd } from './pd.js';
+
+/** First synthetic MR address (256 MiB; addresses below it are never valid). */
+export const MR_VA_BASE = 0x1000_0000;
+/** Page size of the synthetic address space (and `page_size_cap`). */
+export const MR_PAGE_SIZE = 4096;
+/** Largest STag index (24 bits). */
+export const MAX_STAG_INDEX = 0xff_ffff;
+
+/** All `enum ibv_access_flags` bits this package knows. */
+export const ACCESS_ALL =
+  Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC | Access.MW_BIND | Access.ZERO_BASED;
+
+/**
+ * The rights siw enforces (`IWARP_ACCESS_MASK`): local write, remote write, remote read. Local
+ * read is always allowed; remote atomics are not supported (atomic_cap 0) and never granted.
+ */
+export const IWARP_ACCESS_MASK = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ;
+
+/** Negative results of the MR checks (see the module comment for the mapping). */
+export enum MrCheck {
+  INVALID_STAG = -1,
+  BOUNDS = -2,
+  ACCESS = -3,
+  PD_MISMATCH = -4,
+}
+
+/** Human-readable text of a check result (`'ok'` for offsets >= 0). */
+export function mrCheckStr(code: number): string {
+  if (code >= 0) return 'ok';
+  return MR_CHECK_STR[code] ?? `unknown MR check result ${code}`;
+}
+
+const MR_CHECK_STR: Record<number, string> = {
+  [MrCheck.INVALID_STAG]: 'invalid STag',
+  [MrCheck.BOUNDS]: 'base or bounds violation',
+  [MrCheck.ACCESS]: 'access rights violation',
+  [MrCheck.PD_MISMATCH]: 'protection domain mismatch',
+};
+
+/** Format an STag as traces print it: `0x0000a100`. */
+export function stagStr(stag: number): string {
+  return `0x${(stag >>> 0).toString(16).padStart(8, '0')}`;
+}
+
+/** `struct ibv_mr`. Create with `Pd.regMr()`. */
+export class Mr {
+  /** The owning device context. */
+  readonly context: Context;
+  /** The protection domain. */
+  readonly pd: Pd;
+  /** A view of the registered memory (never a copy): byte `i` is at address `addr + i`. */
+  readonly buf: Uint8Array;
+  /** The MR's (synthetic or caller-given) virtual address, the iova. */
+  readonly addr: number;
+  /** Length in bytes. */
+  readonly length: number;
+  /** The access flags requested at registration (`enum ibv_access_flags` bits). */
+  readonly access: number;
+  /** Local key (= the STag). */
+  readonly lkey: number;
+  /** Remote key (= the STag). */
+  readonly rkey: number;
+  /** `handle`: the STag index. */
+  readonly handle: number;
+  /** @internal The rights enforced: `access & IWARP_ACCESS_MASK`. */
+  readonly _perms: number;
+  /** @internal False once deregistered or invalidated. */
+  _stagValid = true;
+  private _registered = true;
+
+  /** @internal Use `Pd.regMr()`. */
+  constructor(pd: Pd, buf: Uint8Array, addr: number, access: number, stag: number) {
+    this.context = pd.context;
+    this.pd = pd;
+    this.buf = buf;
+    this.addr = addr;
+    this.length = buf.byteLength;
+    this.access = access;
+    this.lkey = stag;
+    this.rkey = stag;
+    this.handle = stag >>> 8;
+    this._perms = access & IWARP_ACCESS_MASK;
+  }
+
+  /** True until {@link dereg}. */
+  get registered(): boolean {
+    return this._registered;
+  }
+
+  /** False once deregistered or its STag invalidated (then every access check fails). */
+  get stagValid(): boolean {
+    return this._stagValid;
+  }
+
+  /**
+   * `ibv_dereg_mr()`. The STag becomes invalid at once: remote accesses get an invalid-STag
+   * error, local SGEs using it a protection error. (Work requests already in progress that hold
+   * an offset keep using the memory until their current segment ends.)
+   * @throws RdmaError EINVAL if already deregistered.
+   */
+  dereg(): void {
+    if (!this._registered) throw err('EINVAL', 'ibv_dereg_mr', 'MR already deregistered');
+    this._registered = false;
+    this._stagValid = false;
+    this.context._mrs._remove(this);
+    this.pd._mrCount--;
+    if (tracing('mr')) trace('mr', `MR[${stagStr(this.lkey)}]`, 'dereg');
+  }
+}
+
+/**
+ * The device-wide MR table (`siw_device.mem_xa`) and synthetic address allocator of a context.
+ * Freed slots are reused most-recently-freed first, each reuse with the next key.
+ */
+export class MrTable {
+  /**
+   * The MR found by the last {@link localSgeOffset} call (`undefined` for a zero-length SGE or
+   * an unknown STag). Read it right after a successful call to get the MR without allocating.
+   */
+  last: Mr | undefined = undefined;
+  private readonly _slots: (Mr | undefined)[] = [undefined];
+  /** Key last used by each slot (parallel to `_slots`). */
+  private readonly _keys: number[] = [0];
+  private readonly _free: number[] = [];
+  private _size = 0;
+  private _nextVa = MR_VA_BASE;
+
+  /** Number of registered MRs. */
+  get size(): number {
+    return this._size;
+  }
+
+  /**
+   * The registered MR whose STag is exactly `stag` (index and key), else `undefined`. Returns
+   * MRs whose STag was invalidated too (the checks report those as INVALID_STAG).
+   */
+  lookup(stag: number): Mr | undefined {
+    const mr = this._slots[stag >>> 8];
+    return mr !== undefined && mr.lkey === stag ? mr : undefined;
+  }
+
+  /**
+   * @internal Reserve a slot and return its new STag.
+   * @throws RdmaError ENOMEM when all 2^24-1 indices are in use.
+   */
+  _allocStag(): number {
+    let index = this._free.pop();
+    let key: number;
+    if (index !== undefined) {
+      key = ((this._keys[index] ?? 0) + 1) & 0xff;
+    } else {
+      index = this._slots.length;
+      if (index > MAX_STAG_INDEX) throw err('ENOMEM', 'ibv_reg_mr', 'STag index space exhausted');
+      this._slots.push(undefined);
+      this._keys.push(0);
+      key = 0;
+    }
+    this._keys[index] = key;
+    return ((index << 8) | key) >>> 0;
+  }
+
+  /** @internal Return a slot reserved by {@link _allocStag} that ended up unused. */
+  _releaseStag(stag: number): void {
+    const index = stag >>> 8;
+    if (this._slots[index] === undefined && index > 0 && index < this._slots.length) this._free.push(index);
+  }
+
+  /** @internal Publish a new MR in its reserved slot. */
+  _insert(mr: Mr): void {
+    this._slots[mr.handle] = mr;
+    this._size++;
+  }
+
+  /** @internal Remove a deregistered MR; its slot becomes reusable. */
+  _remove(mr: Mr): void {
+    if (this._slots[mr.handle] !== mr) return;
+    this._slots[mr.handle] = undefined;
+    this._free.push(mr.handle);
+    this._size--;
+    if (this.last === mr) this.last = undefined;
+  }
+
+  /**
+   * @internal Allocate `length` bytes of synthetic address space: page aligned, followed by a
+   * guard page, never reused.
+   * @throws RdmaError ENOMEM if the 2^53 address space is exhausted.
+   */
+  _allocVa(length: number): number {
+    const addr = this._nextVa;
+    const end = addr + length;
+    const next = Math.ceil(end / MR_PAGE_SIZE) * MR_PAGE_SIZE + MR_PAGE_SIZE;
+    if (!Number.isSafeInteger(next)) throw err('ENOMEM', 'ibv_reg_mr', 'synthetic address space exhausted');
+    this._nextVa = next;
+    return addr;
+  }
+}
+
+/**
+ * Check an access of `len` bytes at address `addr` against `mr` (siw_check_mem): STag valid,
+ * same PD, every bit of `access` granted, `[addr, addr+len)` inside `[mr.addr, mr.addr+mr.length)`
+ * (overflow-safe; non-safe-integer or negative values fail with BOUNDS). Strict for zero length.
+ * @param access required rights: 0 for a local read, `Access.LOCAL_WRITE`, `Access.REMOTE_READ`,
+ *   `Access.REMOTE_WRITE`.
+ * @returns offset into `mr.buf` (>= 0), or a negative {@link MrCheck}.
+ */
+export function mrOffset(mr: Mr, pd: Pd, addr: number, len: number, access: number): number {
+  if (!mr._stagValid || mr.buf.byteLength !== mr.length) return MrCheck.INVALID_STAG;
+  if (mr.pd !== pd) return MrCheck.PD_MISMATCH;
+  if ((mr._perms & access) !== access) return MrCheck.ACCESS;
+  if (!Number.isSafeInteger(addr) || !Number.isSafeInteger(len) || len < 0) return MrCheck.BOUNDS;
+  const off = addr - mr.addr;
+  if (off < 0 || len > mr.length || off > mr.length - len) return MrCheck.BOUNDS;
+  return off;
+}
+
+/**
+ * Check a local SGE of a work request on a QP of `pd` (siw_check_sge): the lkey must name a
+ * registered, valid MR of `pd` covering `[sge.addr, sge.addr + sge.length)`, granting
+ * LOCAL_WRITE when `needLocalWrite` (receive buffers, RDMA Read sinks). The MR found is left
+ * in `ctx._mrs.last`. A zero-length SGE is accepted without looking at the lkey (returns 0,
+ * `last` = undefined).
+ * @returns offset into `ctx._mrs.last.buf` (>= 0), or a negative {@link MrCheck}.
+ */
+export function localSgeOffset(ctx: Context, pd: Pd, sge: Sge, needLocalWrite: boolean): number {
+  const table = ctx._mrs;
+  if (sge.length === 0) {
+    table.last = undefined;
+    return 0;
+  }
+  const mr = table.lookup(sge.lkey);
+  table.last = mr;
+  if (mr === undefined) return MrCheck.INVALID_STAG;
+  return mrOffset(mr, pd, sge.addr, sge.length, needLocalWrite ? Access.LOCAL_WRITE : 0);
+}
+
+/**
+ * Check a remote (tagged) access — the target of an RDMA Write, the source of an RDMA Read —
+ * on a QP of `pd`: `mr` (from `ctx._mrs.lookup(stag)`, possibly cached by the caller across
+ * DDP segments) must exist and carry exactly `stag` (a key mismatch is an invalid STag), then
+ * {@link mrOffset}. A zero-length access is accepted without any check (returns 0).
+ * @param to tagged offset: an address in the MR's address space.
+ * @param access `Access.REMOTE_WRITE` or `Access.REMOTE_READ`.
+ * @returns offset into `mr.buf` (>= 0), or a negative {@link MrCheck}.
+ */
+export function remoteAccessOffset(mr: Mr | undefined, pd: Pd, stag: number, to: number, len: number, access: number): number {
+  if (len === 0) return 0;
+  if (mr === undefined || mr.rkey !== stag) return MrCheck.INVALID_STAG;
+  return mrOffset(mr, pd, to, len, access);
+}
+
+/**
+ * Invalidate an STag (Local Invalidate, Send with Invalidate; siw_invalidate_stag): the MR
+ * stays registered but every later check on it fails with INVALID_STAG. Invalidating an already
+ * invalid STag succeeds, per the verbs definition.
+ * @returns 0, or MrCheck.INVALID_STAG (no MR with that exact STag), MrCheck.PD_MISMATCH.
+ */
+export function invalidateStag(ctx: Context, pd: Pd, stag: number): number {
+  const mr = ctx._mrs.lookup(stag);
+  if (mr === undefined) return MrCheck.INVALID_STAG;
+  if (mr.pd !== pd) return MrCheck.PD_MISMATCH;
+  mr._stagValid = false;
+  if (tracing('mr')) trace('mr', `MR[${stagStr(stag)}]`, 'invalidated');
+  return 0;
+}

@@ -1,0 +1,211 @@
+/**
+ * Protection domain (`ibv_alloc_pd`, `ibv_dealloc_pd`) and the calls that create objects in it:
+ * `ibv_reg_mr` / `ibv_reg_mr_iova` and `ibv_create_qp` (delegated to the device's provider).
+ */
+import { err } from '../errors.js';
+import { trace, tracing } from '../trace.js';
+import { Cq } from './cq.js';
+import { ACCESS_ALL, Mr, stagStr } from './mr.js';
+import { getProvider } from './provider.js';
+import type { QpInitAttr, QpLike } from './provider.js';
+import { Access, QpType } from './types.js';
+import type { QpCap } from './types.js';
+import type { Context } from './context.js';
+
+/** Memory `Pd.regMr()` accepts: any ArrayBuffer view (Buffer, Uint8Array ...) or a whole buffer. */
+export type MrMemory = ArrayBufferView | ArrayBuffer | SharedArrayBuffer;
+
+interface QpRecord {
+  sendCq: Cq;
+  recvCq: Cq;
+}
+
+/** `struct ibv_pd`. Create with `Context.allocPd()`. */
+export class Pd {
+  /** The owning device context. */
+  readonly context: Context;
+  /** `handle`: per-context PD number. */
+  readonly handle: number;
+  /** @internal Registered MRs of this PD. */
+  _mrCount = 0;
+  /** @internal QPs of this PD, with the CQs they are attached to. */
+  readonly _qps = new Map<QpLike, QpRecord>();
+  private _deallocated = false;
+
+  /** @internal Use `Context.allocPd()`. */
+  constructor(context: Context, handle: number) {
+    this.context = context;
+    this.handle = handle;
+  }
+
+  /** True after {@link dealloc}. */
+  get deallocated(): boolean {
+    return this._deallocated;
+  }
+
+  /**
+   * `ibv_reg_mr()` / `ibv_reg_mr_iova()`: register `mem` (not copied: `mr.buf` is a view of it).
+   * @param mem the memory; a view registers exactly its bytes. Resizable or growable buffers are
+   *   refused (they could shrink under the MR).
+   * @param access bitwise OR of `Access` flags. REMOTE_WRITE or REMOTE_ATOMIC require
+   *   LOCAL_WRITE (as ibverbs). REMOTE_ATOMIC and MW_BIND are accepted but not granted (siw
+   *   has neither atomics nor memory windows). ZERO_BASED: the iova defaults to 0.
+   * @param iova the MR's address (`ibv_reg_mr_iova`); by default a fresh, page-aligned synthetic
+   *   address unique in the context. A safe non-negative integer with `iova + length < 2^53`.
+   * @throws RdmaError EINVAL (bad memory, zero length — as siw —, bad access flags, bad iova,
+   *   PD deallocated); ENOMEM (more than `maxMr` MRs, STag or address space exhausted).
+   */
+  regMr(mem: MrMemory, access: number, iova?: number): Mr {
+    const op = iova === undefined ? 'ibv_reg_mr' : 'ibv_reg_mr_iova';
+    if (this._deallocated) throw err('EINVAL', op, 'PD deallocated');
+    if (!Number.isInteger(access) || access < 0 || (access & ~ACCESS_ALL) !== 0) {
+      throw err('EINVAL', op, `access flags ${String(access)}`);
+    }
+    if ((access & (Access.REMOTE_WRITE | Access.REMOTE_ATOMIC)) !== 0 && (access & Access.LOCAL_WRITE) === 0) {
+      throw err('EINVAL', op, 'remote write/atomic access requires local write');
+    }
+    const buf = toView(mem, op);
+    const len = buf.byteLength;
+    if (len === 0) throw err('EINVAL', op, 'zero length');
+    if (iova !== undefined && (!Number.isSafeInteger(iova) || iova < 0 || len > Number.MAX_SAFE_INTEGER - iova)) {
+      throw err('EINVAL', op, `iova ${String(iova)}`);
+    }
+    const ctx = this.context;
+    if (ctx._mrs.size >= ctx._attr.maxMr) throw err('ENOMEM', op, `more than ${ctx._attr.maxMr} MRs`);
+    const addr = iova ?? ((access & Access.ZERO_BASED) !== 0 ? 0 : ctx._mrs._allocVa(len));
+    const stag = ctx._mrs._allocStag();
+    const mr = new Mr(this, buf, addr, access, stag);
+    ctx._mrs._insert(mr);
+    this._mrCount++;
+    if (tracing('mr')) {
+      trace('mr', `MR[${stagStr(stag)}]`, `reg PD[${this.handle}] addr 0x${addr.toString(16)} len ${len} access 0x${access.toString(16)}`);
+    }
+    return mr;
+  }
+
+  /**
+   * `ibv_create_qp()`: check `attr` against the device limits, then let the device's provider
+   * create the QP, and register it (context QP table, this PD, both CQs).
+   * @throws RdmaError EINVAL (bad QP type, CQ missing, destroyed or of another context, a `cap`
+   *   field negative, non-integer or above the device limit — maxQpWr, maxSge, maxInlineData —,
+   *   PD deallocated); ENODEV (the device's provider is no longer registered); whatever the
+   *   provider throws (EOPNOTSUPP for QP types it lacks, ENOMEM ...).
+   */
+  createQp(attr: QpInitAttr): QpLike {
+    const op = 'ibv_create_qp';
+    if (this._deallocated) throw err('EINVAL', op, 'PD deallocated');
+    if (typeof attr !== 'object' || attr === null) throw err('EINVAL', op, 'no init attributes');
+    if (QpType[attr.qpType] === undefined || typeof attr.qpType !== 'number') {
+      throw err('EINVAL', op, `qp_type ${String(attr.qpType)}`);
+    }
+    this._checkCq(attr.sendCq, 'send_cq');
+    this._checkCq(attr.recvCq, 'recv_cq');
+    this._checkCap(attr.cap);
+    const ctx = this.context;
+    const provider = getProvider(ctx.device.provider);
+    if (provider === undefined) throw err('ENODEV', op, `provider '${ctx.device.provider}' not registered`);
+    let qp: QpLike;
+    try {
+      qp = provider.createQp(ctx, this, attr);
+    } finally {
+      ctx._qpNumSettled();
+    }
+    if (typeof qp !== 'object' || qp === null || !Number.isInteger(qp.qpNum) || ctx._qps.has(qp.qpNum)) {
+      throw err('EIO', op, `provider '${provider.name}' returned a bad QP`);
+    }
+    ctx._qps.set(qp.qpNum, qp);
+    this._qps.set(qp, { sendCq: attr.sendCq, recvCq: attr.recvCq });
+    attr.sendCq._attachQp(qp);
+    attr.recvCq._attachQp(qp);
+    if (tracing('qp')) trace('qp', `QP[${qp.qpNum}]`, `created on PD[${this.handle}] ${ctx.device.name}`);
+    return qp;
+  }
+
+  /**
+   * @internal For the provider's QP `destroy()`: unregister it — remove it from the context's
+   * QP table (which frees its number), detach it from its CQs and this PD, drop its unread async
+   * events. Idempotent. (A QP that instead removes itself from `ctx._qps` and detaches from its
+   * CQs is also fine: the PD then forgets it lazily.)
+   */
+  _releaseQp(qp: QpLike): void {
+    const ctx = this.context;
+    if (ctx._qps.get(qp.qpNum) === qp) ctx._qps.delete(qp.qpNum);
+    const rec = this._qps.get(qp);
+    if (rec === undefined) return;
+    this._qps.delete(qp);
+    rec.sendCq._detachQp(qp);
+    rec.recvCq._detachQp(qp);
+    ctx._async.purge(qp);
+  }
+
+  /** Number of live QPs of this PD (QPs still in the context's QP table). */
+  get qpCount(): number {
+    this._sweepQps();
+    return this._qps.size;
+  }
+
+  /** Forget QPs that left the context's QP table (destroyed without `_releaseQp`). */
+  private _sweepQps(): void {
+    const live = this.context._qps;
+    for (const qp of this._qps.keys()) if (live.get(qp.qpNum) !== qp) this._releaseQp(qp);
+  }
+
+  /**
+   * `ibv_dealloc_pd()`.
+   * @throws RdmaError EBUSY while MRs or QPs of this PD exist; EINVAL if already deallocated.
+   */
+  dealloc(): void {
+    if (this._deallocated) throw err('EINVAL', 'ibv_dealloc_pd', 'already deallocated');
+    this._sweepQps();
+    if (this._mrCount > 0 || this._qps.size > 0) {
+      throw err('EBUSY', 'ibv_dealloc_pd', `${this._mrCount} MR(s) and ${this._qps.size} QP(s) still use it`);
+    }
+    this._deallocated = true;
+    this.context._pdDeallocated(this);
+  }
+
+  private _checkCq(cq: unknown, name: string): void {
+    if (!(cq instanceof Cq)) throw err('EINVAL', 'ibv_create_qp', `${name} is not a CQ`);
+    if (cq.context !== this.context) throw err('EINVAL', 'ibv_create_qp', `${name} belongs to another device`);
+    if (cq.destroyed) throw err('EINVAL', 'ibv_create_qp', `${name} destroyed`);
+  }
+
+  private _checkCap(cap: Partial<QpCap> | undefined): void {
+    if (typeof cap !== 'object' || cap === null) throw err('EINVAL', 'ibv_create_qp', 'no cap');
+    const a = this.context._attr;
+    const limits: [keyof QpCap, number][] = [
+      ['maxSendWr', a.maxQpWr],
+      ['maxRecvWr', a.maxQpWr],
+      ['maxSendSge', a.maxSge],
+      ['maxRecvSge', a.maxSge],
+      ['maxInlineData', a.maxInlineData],
+    ];
+    for (const [k, max] of limits) {
+      const v = cap[k];
+      if (v === undefined) continue;
+      if (!Number.isInteger(v) || v < 0 || v > max) {
+        throw err('EINVAL', 'ibv_create_qp', `cap.${k} ${String(v)} (device max ${max})`);
+      }
+    }
+  }
+}
+
+/** A Uint8Array over exactly the bytes of `mem`. */
+function toView(mem: MrMemory, op: string): Uint8Array {
+  let buffer: ArrayBufferLike;
+  let offset = 0;
+  let length: number;
+  if (ArrayBuffer.isView(mem)) {
+    buffer = mem.buffer;
+    offset = mem.byteOffset;
+    length = mem.byteLength;
+  } else if (mem instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && mem instanceof SharedArrayBuffer)) {
+    buffer = mem;
+    length = mem.byteLength;
+  } else {
+    throw err('EINVAL', op, 'memory must be an ArrayBuffer, SharedArrayBuffer or ArrayBuffer view');
+  }
+  const flags = buffer as { resizable?: boolean; growable?: boolean };
+  if (flags.resizable === true || flags.growable === true) throw err('EINVAL', op, 'resizable/growable buffers cannot be registered');
+  return new Uint8Array(buffer, offset, length);
+}

@@ -1,0 +1,107 @@
+/**
+ * The provider registry, after rdma-core's `verbs_register_driver()`: the verbs layer must not
+ * import a transport, so each transport (the software iWARP device, later others) registers a
+ * {@link VerbsProvider} when its module is loaded. The verbs objects (devices, contexts, PDs,
+ * MRs, CQs, completion channels) are transport-neutral and live here; the QP, whose data path is
+ * the transport, is created by the provider.
+ */
+import { err } from '../errors.js';
+import type { QpCap, QpType } from './types.js';
+import type { Context } from './context.js';
+import type { Cq } from './cq.js';
+import type { DeviceInfo } from './device.js';
+import type { Pd } from './pd.js';
+
+/**
+ * `struct ibv_qp_init_attr` as handed to {@link VerbsProvider.createQp} by `Pd.createQp`
+ * (already checked against the device limits; CQs belong to the same context and are alive).
+ */
+export interface QpInitAttr {
+  /** `qp_type`. */
+  qpType: QpType;
+  /** CQ for send (and RDMA Read/Write) completions. */
+  sendCq: Cq;
+  /** CQ for receive completions. */
+  recvCq: Cq;
+  /** Shared receive queue (passed through to the provider; not interpreted by the verbs layer). */
+  srq?: unknown;
+  /** Requested queue sizes; missing fields are the provider's defaults. */
+  cap: Partial<QpCap>;
+  /** `sq_sig_all`: every send WR generates a completion. */
+  sqSigAll?: boolean;
+  /** `qp_context`: an opaque user value, returned unchanged. */
+  qpContext?: unknown;
+}
+
+/**
+ * The minimum the verbs layer needs from a QP object. The provider's QP must, in `destroy()`,
+ * call `pd._releaseQp(this)` (which detaches it from its CQs, from the PD and from the
+ * context's QP table, and frees its QP number).
+ */
+export interface QpLike {
+  /** `qp_num`, allocated with `Context._allocQpNum()`. */
+  readonly qpNum: number;
+  /** `ibv_destroy_qp`. */
+  destroy(): void;
+}
+
+/**
+ * A transport's entry points (cf. rdma-core `struct verbs_device_ops` + the QP part of
+ * `struct verbs_context_ops`).
+ */
+export interface VerbsProvider {
+  /** Provider name, e.g. `'siw'`. Devices name it in {@link DeviceInfo.provider}. */
+  readonly name: string;
+  /** The devices this provider currently offers; called by `getDeviceList()` every time. */
+  listDevices(): DeviceInfo[];
+  /**
+   * `ibv_create_qp` for a device of this provider. Must obtain its QP number from
+   * `ctx._allocQpNum()`; if it throws after that, the number is released by the caller.
+   * Registration in `ctx._qps`, `pd` and the CQs is done by `Pd.createQp` once this returns.
+   * @throws RdmaError (EINVAL, EOPNOTSUPP, ENOMEM ...) as ibverbs would.
+   */
+  createQp(ctx: Context, pd: Pd, attr: QpInitAttr): QpLike;
+}
+
+const providers = new Map<string, VerbsProvider>();
+
+/**
+ * Register a provider (rdma-core `verbs_register_driver`). Registering the same object again is
+ * a no-op.
+ * @throws RdmaError EINVAL if `p` is not a provider; EEXIST if another provider has that name.
+ */
+export function registerProvider(p: VerbsProvider): void {
+  if (
+    typeof p !== 'object' ||
+    p === null ||
+    typeof p.name !== 'string' ||
+    p.name === '' ||
+    typeof p.listDevices !== 'function' ||
+    typeof p.createQp !== 'function'
+  ) {
+    throw err('EINVAL', 'registerProvider', 'not a VerbsProvider');
+  }
+  const old = providers.get(p.name);
+  if (old === p) return;
+  if (old !== undefined) throw err('EEXIST', 'registerProvider', `provider '${p.name}' already registered`);
+  providers.set(p.name, p);
+}
+
+/**
+ * Remove a provider (its devices disappear from `getDeviceList()`; already opened contexts stay
+ * usable except for `createQp`, which then fails with ENODEV). Mainly for tests.
+ * @returns true if a provider of that name was registered.
+ */
+export function unregisterProvider(name: string): boolean {
+  return providers.delete(name);
+}
+
+/** The provider registered under `name`, if any. */
+export function getProvider(name: string): VerbsProvider | undefined {
+  return providers.get(name);
+}
+
+/** All registered providers, in registration order. */
+export function listProviders(): VerbsProvider[] {
+  return [...providers.values()];
+}

@@ -1,0 +1,226 @@
+/**
+ * Incremental, I/O-free FPDU decoder for the byte stream that follows the MPA start frames
+ * (RFC 5044 §4; wire.md §1.5–1.8, §2, §3). Style point 4: a receive state machine
+ * GET_HDR -> DATA -> TRAILER like siw_qp_rx.c `siw_tcp_rx_data()`, fed arbitrary chunks, because
+ * TCP segmentation bears no relation to FPDU boundaries (wire.md §1.6).
+ *
+ * The decoder places nothing. It hands the sink each header, then every payload piece as a view
+ * into the chunk being pushed, then the trailer verdict, so the caller can copy payload straight
+ * into the target memory region (no intermediate copy). Per FPDU it copies only the header
+ * (<= 48 bytes) and the pad + trailer (<= 7 bytes), and allocates nothing.
+ *
+ * @module
+ */
+import type { FpduHeader } from './fpdu.js';
+import { checkFpduCtrl, createFpduHeader, parseFpduHeader } from './fpdu.js';
+import { crc32cRange } from './crc32c.js';
+import { MPA_CRC_LEN, fpduPad, readCrcLE } from './mpa.js';
+import { FPDU_MAX_HDR_LEN, FPDU_MIN_HDR_LEN, READ_REQ_HDR_LEN, SEND_HDR_LEN, TAGGED_HDR_LEN } from './rdmap.js';
+
+/**
+ * Receiver of decoded FPDUs. Calls for one FPDU always come in the order
+ * `onHeader`, `onPayload`* (in stream order, covering exactly `payloadLen` bytes; none when it is
+ * 0), `onEnd`. If any of them throws, the decoder becomes `'dead'` and rethrows.
+ */
+export interface FpduSink {
+  /**
+   * The header is complete and valid. `h` is the decoder's reused header object. Throw a
+   * `TerminateError` to reject the segment (e.g. unknown STag, bad MSN).
+   */
+  onHeader(h: FpduHeader): void;
+  /**
+   * The next in-order payload bytes `src[start, end)`: a view into the chunk passed to `push`,
+   * valid only during this call (copy out of it, never keep it). With CRC on, the bytes are
+   * delivered *before* the trailer is checked: see `onEnd`.
+   */
+  onPayload(src: Uint8Array, start: number, end: number): void;
+  /**
+   * Pad and trailer read. `crcOk` is false when CRC is on and the trailer does not match (the
+   * FPDU is corrupt: TERMINATE LLP / MPA / 0x02 and drop, wire.md §1.8); always true when CRC is
+   * off (the trailer is then not checked, RFC 5044 §4.5).
+   */
+  onEnd(h: FpduHeader, crcOk: boolean): void;
+}
+
+/** Options of {@link FpduDecoder}. */
+export interface FpduDecoderOptions {
+  /** Whether MPA CRC was negotiated: check every trailer (wire.md §1.3 "CRC is on iff ..."). */
+  crc: boolean;
+}
+
+/** Receive state: header, payload, pad + trailer, or stopped for good. */
+export type FpduDecoderState = 'hdr' | 'payload' | 'trailer' | 'dead';
+
+const S_HDR = 0;
+const S_PAYLOAD = 1;
+const S_TRAILER = 2;
+const S_DEAD = 3;
+const STATE_NAMES: readonly FpduDecoderState[] = ['hdr', 'payload', 'trailer', 'dead'];
+
+/**
+ * The incremental FPDU decoder. One per connection and direction, created after the MPA
+ * handshake (push the bytes that followed the peer's start frame first).
+ *
+ * Errors: a malformed header (see `checkFpduCtrl` / `parseFpduHeader` in fpdu.ts) makes `push`
+ * throw a `TerminateError` carrying the TERMINATE layer/etype/ecode and a copy of the header bytes
+ * read; a sink exception propagates the same way. Either way the decoder is then `'dead'`: later
+ * `push` calls return without consuming anything (stray socket data after a protocol error is
+ * ignored, never re-reported). {@link stop} kills it deliberately, e.g. after a TERMINATE arrived.
+ */
+export class FpduDecoder {
+  /** The header object handed to the sink, overwritten for every FPDU. */
+  readonly header: FpduHeader;
+  private readonly sink: FpduSink;
+  private readonly crcOn: boolean;
+  /** Header bytes of the current FPDU (backing store of `header.raw`). */
+  private readonly hbuf = new Uint8Array(FPDU_MAX_HDR_LEN);
+  private readonly raw16: Uint8Array;
+  private readonly raw20: Uint8Array;
+  private readonly raw24: Uint8Array;
+  private readonly raw48: Uint8Array;
+  /** Pad + CRC bytes of the current FPDU. */
+  private readonly tbuf = new Uint8Array(8);
+  private st = S_HDR;
+  /** Bytes collected of the current header or trailer. */
+  private have = 0;
+  /** Bytes wanted of the current header (16, then the opcode's length) or trailer (pad + 4). */
+  private need = FPDU_MIN_HDR_LEN;
+  /** Payload bytes still to come. */
+  private rem = 0;
+  private pad = 0;
+  private crc = 0;
+  private nFpdus = 0;
+  private nBytes = 0;
+
+  constructor(sink: FpduSink, opts: FpduDecoderOptions) {
+    this.sink = sink;
+    this.crcOn = opts.crc;
+    this.header = createFpduHeader();
+    this.raw16 = this.hbuf.subarray(0, TAGGED_HDR_LEN);
+    this.raw20 = this.hbuf.subarray(0, SEND_HDR_LEN);
+    this.raw24 = this.hbuf.subarray(0, 24);
+    this.raw48 = this.hbuf.subarray(0, READ_REQ_HDR_LEN);
+  }
+
+  /** Current receive state. */
+  get state(): FpduDecoderState {
+    return STATE_NAMES[this.st]!;
+  }
+
+  /** FPDUs completed so far (trailer read). */
+  get fpdus(): number {
+    return this.nFpdus;
+  }
+
+  /** Bytes consumed so far. */
+  get bytes(): number {
+    return this.nBytes;
+  }
+
+  /** Stop for good: state `'dead'`, further input ignored. Safe to call from inside the sink. */
+  stop(): void {
+    this.st = S_DEAD;
+  }
+
+  /**
+   * Feed the next bytes of the stream, `chunk[start, end)`. Decodes as far as the bytes go and
+   * calls the sink synchronously; partial headers/trailers are kept (copied) for the next call,
+   * partial payloads are delivered as they come.
+   *
+   * @throws TerminateError on a malformed header (the decoder is then dead), or whatever the sink
+   *   throws.
+   */
+  push(chunk: Uint8Array, start = 0, end: number = chunk.length): void {
+    if (this.st === S_DEAD) return;
+    let p = start;
+    this.nBytes += end - start;
+    try {
+      while (p < end) {
+        const st = this.st;
+        if (st === S_PAYLOAD) {
+          let n = end - p;
+          if (n > this.rem) n = this.rem;
+          const q = p + n;
+          if (this.crcOn) this.crc = crc32cRange(chunk, p, q, this.crc);
+          this.rem -= n;
+          if (this.rem === 0) this.enterTrailer();
+          this.sink.onPayload(chunk, p, q);
+          p = q;
+        } else if (st === S_HDR) {
+          // Copy header bytes (at most 48 per FPDU) into the decoder's own buffer, then parse there.
+          const hb = this.hbuf;
+          let have = this.have;
+          let n = this.need - have;
+          if (n > end - p) n = end - p;
+          for (let i = 0; i < n; i++) hb[have + i] = chunk[p + i]!;
+          have += n;
+          p += n;
+          this.have = have;
+          if (have < this.need) break;
+          if (have === FPDU_MIN_HDR_LEN) {
+            const hdrLen = checkFpduCtrl(hb, 0, FPDU_MIN_HDR_LEN);
+            if (hdrLen > FPDU_MIN_HDR_LEN) {
+              this.need = hdrLen;
+              continue;
+            }
+          }
+          this.headerDone();
+        } else if (st === S_TRAILER) {
+          const tb = this.tbuf;
+          let have = this.have;
+          let n = this.need - have;
+          if (n > end - p) n = end - p;
+          for (let i = 0; i < n; i++) tb[have + i] = chunk[p + i]!;
+          have += n;
+          p += n;
+          this.have = have;
+          if (have < this.need) break;
+          this.trailerDone();
+        } else {
+          break; // stopped from inside the sink
+        }
+      }
+    } catch (e) {
+      this.st = S_DEAD;
+      throw e;
+    }
+  }
+
+  /** All `need` header bytes are in `hbuf`: parse, validate, hand to the sink. */
+  private headerDone(): void {
+    const hdrLen = this.need;
+    const h = this.header;
+    parseFpduHeader(h, this.hbuf, 0, hdrLen);
+    h.raw = hdrLen === TAGGED_HDR_LEN ? this.raw16 : hdrLen === SEND_HDR_LEN ? this.raw20 : hdrLen === 24 ? this.raw24 : this.raw48;
+    if (this.crcOn) this.crc = crc32cRange(this.hbuf, 0, hdrLen, 0);
+    this.pad = fpduPad(h.ulpduLen);
+    if (h.payloadLen > 0) {
+      this.st = S_PAYLOAD;
+      this.rem = h.payloadLen;
+    } else {
+      this.enterTrailer();
+    }
+    this.sink.onHeader(h);
+  }
+
+  private enterTrailer(): void {
+    this.st = S_TRAILER;
+    this.have = 0;
+    this.need = this.pad + MPA_CRC_LEN;
+  }
+
+  /** Pad + CRC complete: verify (CRC on) and close the FPDU. */
+  private trailerDone(): void {
+    let ok = true;
+    if (this.crcOn) {
+      const pad = this.pad;
+      const c = pad === 0 ? this.crc : crc32cRange(this.tbuf, 0, pad, this.crc);
+      ok = c === readCrcLE(this.tbuf, pad);
+    }
+    this.st = S_HDR;
+    this.have = 0;
+    this.need = FPDU_MIN_HDR_LEN;
+    this.nFpdus++;
+    this.sink.onEnd(this.header, ok);
+  }
+}
