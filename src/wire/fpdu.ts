@@ -17,6 +17,7 @@
  */
 import { TerminateError, TermLayer } from '../errors.js';
 import { crc32cRange } from './crc32c.js';
+import { copyOf } from './bytes.js';
 import {
   DDP_ECODE_CATASTROPHIC,
   DDP_TAGGED_HDR_LEN,
@@ -264,7 +265,7 @@ export function writeReadRequest(
 // ---- validation (RX) ---------------------------------------------------------------------------
 
 function termErr(layer: number, etype: number, ecode: number, msg: string, b: Uint8Array, o: number, n: number) {
-  return new TerminateError(layer, etype, ecode, msg, b.slice(o, o + n));
+  return new TerminateError(layer, etype, ecode, msg, copyOf(b, o, o + n));
 }
 
 /**
@@ -404,7 +405,7 @@ export function decodeFpduHeader(buf: Uint8Array, off = 0): FpduHeader | null {
   if (avail < hdrLen) return null;
   const h = new Header();
   parseFpduHeader(h, buf, off, hdrLen);
-  h.raw = buf.slice(off, off + hdrLen);
+  h.raw = copyOf(buf, off, off + hdrLen);
   return h;
 }
 

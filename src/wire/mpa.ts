@@ -12,6 +12,7 @@
  */
 import { TerminateError, TermLayer } from '../errors.js';
 import { crc32cRange } from './crc32c.js';
+import { copyOf } from './bytes.js';
 
 // ---- start frame constants ----------------------------------------------------------------------
 
@@ -240,7 +241,7 @@ export function decodeMpaStartFrame(buf: Uint8Array, expect: 'request' | 'reply'
     frame.rtrRead = (lo & MpaV2.RTR_READ) !== 0;
     pd += MPA_V2_WORD_LEN;
   }
-  frame.privateData = buf.slice(pd, length);
+  frame.privateData = copyOf(buf, pd, length);
   return { frame, length };
 }
 

@@ -19,6 +19,7 @@
 import { TermLayer } from '../errors.js';
 import { DDP_TAGGED_HDR_LEN, DDP_UNTAGGED_HDR_LEN, DdpCtrl, DdpEtype, DdpQn } from './ddp.js';
 import { crc32cRange } from './crc32c.js';
+import { copyOf } from './bytes.js';
 import { LLP_ETYPE_MPA, MPA_LEN_FIELD, fpduPad, writeFpduTrailer } from './mpa.js';
 import { RDMAP_READ_REQ_LEN, RdmapEtype, RdmapOpcode, TERMINATE_HDR_LEN } from './rdmap.js';
 import { writeUntaggedHdr } from './fpdu.js';
@@ -198,7 +199,7 @@ export function decodeTerminate(buf: Uint8Array, off = 0, end: number = buf.leng
         m: (b2 & SiwTermFlag.M) !== 0,
         d: (b2 & SiwTermFlag.D) !== 0,
         r: (b2 & SiwTermFlag.R) !== 0,
-        raw: buf.slice(off, off + TERM_CTRL_LEN),
+        raw: copyOf(buf, off, off + TERM_CTRL_LEN),
         siwLayout: true,
         ambiguous: false,
       }
@@ -209,7 +210,7 @@ export function decodeTerminate(buf: Uint8Array, off = 0, end: number = buf.leng
         m: (b2 & TermFlag.M) !== 0,
         d: (b2 & TermFlag.D) !== 0,
         r: (b2 & TermFlag.R) !== 0,
-        raw: buf.slice(off, off + TERM_CTRL_LEN),
+        raw: copyOf(buf, off, off + TERM_CTRL_LEN),
         siwLayout: false,
         ambiguous: rfcOk && siwOk && !same,
       };
@@ -218,9 +219,9 @@ export function decodeTerminate(buf: Uint8Array, off = 0, end: number = buf.leng
     const ddpLen = (buf[o + 2]! & DdpCtrl.TAGGED) !== 0 ? DDP_TAGGED_HDR_LEN : DDP_UNTAGGED_HDR_LEN;
     if (end - o >= MPA_LEN_FIELD + ddpLen) {
       info.ddpSegLen = (buf[o]! << 8) | buf[o + 1]!;
-      info.ddpHeader = buf.slice(o + MPA_LEN_FIELD, o + MPA_LEN_FIELD + ddpLen);
+      info.ddpHeader = copyOf(buf, o + MPA_LEN_FIELD, o + MPA_LEN_FIELD + ddpLen);
       o += MPA_LEN_FIELD + ddpLen;
-      if (end - o >= RDMAP_READ_REQ_LEN) info.rdmapHeader = buf.slice(o, o + RDMAP_READ_REQ_LEN);
+      if (end - o >= RDMAP_READ_REQ_LEN) info.rdmapHeader = copyOf(buf, o, o + RDMAP_READ_REQ_LEN);
     }
   }
   return info;

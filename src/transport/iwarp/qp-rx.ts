@@ -263,7 +263,9 @@ export class QpRx implements FpduSink {
         break;
       }
       case RdmapOpcode.READ_REQ:
-        qp.tx.kick();
+        // Answered after the whole received chunk is processed (siw's TX runs apart from RX), so
+        // a burst of Read Requests beyond the IRD is seen as such.
+        qp.tx.kickSoon();
         break;
       case RdmapOpcode.TERMINATE:
         qp.peerTerminated((this.term as Buffer).subarray(0, this.termLen));

@@ -82,6 +82,17 @@ export class QpTx {
     };
   }
 
+  private kickQueued = false;
+  /** Kick once the current receive processing is over (a microtask later). */
+  kickSoon(): void {
+    if (this.kickQueued) return;
+    this.kickQueued = true;
+    queueMicrotask(() => {
+      this.kickQueued = false;
+      this.kick();
+    });
+  }
+
   /** Transmit whatever is ready: read responses first, then the send queue in order. */
   kick(): void {
     const llp = this.llp;

@@ -1,0 +1,450 @@
+/**
+ * Helpers shared by the command-line tools (the role of rdma-core's `librdmacm/examples/common.c`
+ * and `common.h`, plus the C runtime pieces the tools lean on: getopt(3), atoi(3), perror(3),
+ * exit(3) and sem_t).
+ *
+ * Output discipline: every line goes through {@link out} / {@link errOut}, which write to the
+ * process streams in call order. {@link exit} waits until both streams have handed everything to
+ * the OS before the process ends, and silences any later write — like C's `exit()`, which flushes
+ * stdio and stops the other threads, so nothing printed before it is lost and nothing after it
+ * appears.
+ */
+import { basename as pathBasename } from 'node:path';
+import {
+  GaiError,
+  RdmaError,
+  createEventChannel,
+  gaiStrerror,
+  getDeviceList,
+  getaddrinfo,
+  strerror,
+  type EventChannel,
+  type SockAddr,
+} from '../index.js';
+
+// -- output and process exit ----------------------------------------------------------------------
+
+let exiting = false;
+
+/** True once {@link exit} was called: output is dropped from then on. */
+export function isExiting(): boolean {
+  return exiting;
+}
+
+/** Write to stdout (printf). A string is written as UTF-8; pass a Buffer for raw bytes. */
+export function out(data: string | Uint8Array): void {
+  if (exiting) return;
+  process.stdout.write(data);
+}
+
+/** Write to stderr (fprintf(stderr, ...)). */
+export function errOut(data: string | Uint8Array): void {
+  if (exiting) return;
+  process.stderr.write(data);
+}
+
+/** Resolve once `stream` has no buffered data left (or it is gone). */
+function drained(stream: NodeJS.WriteStream): Promise<void> {
+  return new Promise((resolve) => {
+    if (stream.destroyed || stream.writableLength === 0) {
+      resolve();
+      return;
+    }
+    const done = (): void => {
+      stream.off('drain', check);
+      stream.off('error', done);
+      stream.off('close', done);
+      resolve();
+    };
+    const check = (): void => {
+      if (stream.writableLength === 0) done();
+    };
+    stream.on('drain', check);
+    stream.once('error', done);
+    stream.once('close', done);
+  });
+}
+
+/**
+ * C's `exit(code)`: the status is `code & 0xff` (so -1 → 255, -2 → 254). Flushes stdout and
+ * stderr first, then ends the process; every later {@link out}/{@link errOut} is dropped.
+ * Calling it again does nothing (the first status wins).
+ */
+export function exit(code: number): void {
+  if (exiting) return;
+  exiting = true;
+  const status = code & 0xff;
+  process.exitCode = status;
+  const guard = setTimeout(() => process.exit(status), 5000);
+  void Promise.all([drained(process.stdout), drained(process.stderr)]).then(() => {
+    clearTimeout(guard);
+    process.exit(status);
+  });
+}
+
+/**
+ * Catch anything unexpected: print one line (`<prog>: <message>`) on stderr and exit non-zero
+ * (status 1), instead of a stack trace.
+ */
+export function installTopLevelHandlers(prog: string): void {
+  const die = (e: unknown): void => {
+    if (exiting) return;
+    const msg = e instanceof Error ? e.message : String(e);
+    process.stderr.write(`${prog}: unexpected error: ${msg.split('\n')[0]}\n`);
+    exit(1);
+  };
+  process.on('uncaughtException', die);
+  process.on('unhandledRejection', die);
+  // A closed stdout/stderr (e.g. `rping ... | head`) must not turn into an uncaught EPIPE.
+  process.stdout.on('error', () => {});
+  process.stderr.on('error', () => {});
+}
+
+/** The program name for messages (`basename(argv[0])`). */
+export function basename(p: string): string {
+  return pathBasename(p);
+}
+
+// -- errno helpers --------------------------------------------------------------------------------
+
+/** The positive errno number an error carries (RdmaError, Node SystemError), else EIO (5). */
+export function errnoFrom(e: unknown): number {
+  if (e instanceof RdmaError) return e.errno;
+  const n = (e as { errno?: unknown } | null)?.errno;
+  if (typeof n === 'number' && Number.isInteger(n) && n !== 0) return Math.abs(n);
+  return 5;
+}
+
+/** perror(3): `<prefix>: <strerror(errno)>` on stderr. */
+export function perror(prefix: string, e: unknown): void {
+  errOut(`${prefix}: ${strerror(errnoFrom(e))}\n`);
+}
+
+// -- numbers --------------------------------------------------------------------------------------
+
+/**
+ * atoi(3) as glibc implements it, `(int) strtol(s, NULL, 10)`: leading white space, an optional
+ * sign, then decimal digits up to the first non-digit; no digits gives 0. Out-of-range values
+ * saturate at the 64-bit long limits and are then truncated to 32 bits (so "99999999999" gives
+ * 1215752191 and a huge value gives -1).
+ */
+export function atoi(s: string): number {
+  const m = /^[ \t\n\v\f\r]*([+-]?)(\d+)/.exec(s);
+  if (!m) return 0;
+  let v = BigInt(m[2] as string);
+  if (m[1] === '-') v = -v;
+  const LONG_MAX = (1n << 63n) - 1n;
+  const LONG_MIN = -(1n << 63n);
+  if (v > LONG_MAX) v = LONG_MAX;
+  if (v < LONG_MIN) v = LONG_MIN;
+  return Number(BigInt.asIntN(32, v));
+}
+
+/**
+ * common.c `size_str()`: a byte count with k/m/g suffixes (powers of 1024); one decimal digit is
+ * shown when the integer part is below 10 and the digit is non-zero (1536 → "1.5k", 4096 → "4k",
+ * 1000 → "1000").
+ */
+export function sizeStr(size: number): string {
+  let base = 1;
+  let mag = '';
+  if (size >= 2 ** 30) {
+    base = 2 ** 30;
+    mag = 'g';
+  } else if (size >= 2 ** 20) {
+    base = 2 ** 20;
+    mag = 'm';
+  } else if (size >= 2 ** 10) {
+    base = 2 ** 10;
+    mag = 'k';
+  }
+  const whole = Math.trunc(size / base);
+  let fraction = 0;
+  if (whole < 10) fraction = Math.trunc(((size % base) * 10) / base);
+  return fraction ? `${whole}.${fraction}${mag}` : `${whole}${mag}`;
+}
+
+/** common.c `cnt_str()`: decimal units b/m/k (10^9, 10^6, 10^3), integer division. */
+export function cntStr(cnt: number): string {
+  if (cnt >= 1_000_000_000) return `${Math.trunc(cnt / 1_000_000_000)}b`;
+  if (cnt >= 1_000_000) return `${Math.trunc(cnt / 1_000_000)}m`;
+  if (cnt >= 1000) return `${Math.trunc(cnt / 1000)}k`;
+  return `${cnt}`;
+}
+
+/** common.c `size_to_count()`: default iteration count for a transfer size. */
+export function sizeToCount(size: number): number {
+  if (size >= 1 << 20) return 100;
+  if (size >= 1 << 16) return 1000;
+  if (size >= 1 << 10) return 10000;
+  return 100000;
+}
+
+/**
+ * The running byte pattern of common.c `format_buf()` / `verify_buf()`: 0, 1, ..., 255, 0, ...
+ * continuing across calls. Keep one instance per direction (the C code uses static counters).
+ */
+export class BytePattern {
+  private fmtNext = 0;
+  private verifyNext = 0;
+  private verified = 0;
+
+  /** Fill `buf` with the next bytes of the pattern. */
+  format(buf: Uint8Array): void {
+    for (let i = 0; i < buf.length; i++) {
+      buf[i] = this.fmtNext;
+      this.fmtNext = (this.fmtNext + 1) & 0xff;
+    }
+  }
+
+  /**
+   * Check `buf` against the pattern. On the first mismatch prints
+   * `data verification failed byte <n>` (stdout; n = running byte index) and returns -1.
+   */
+  verify(buf: Uint8Array): number {
+    for (let i = 0; i < buf.length; i++, this.verified++) {
+      if (buf[i] !== this.verifyNext) {
+        out(`data verification failed byte ${this.verified}\n`);
+        return -1;
+      }
+      this.verifyNext = (this.verifyNext + 1) & 0xff;
+    }
+    return 0;
+  }
+}
+
+// -- getopt ---------------------------------------------------------------------------------------
+
+/** One option returned by {@link Getopt.next}. */
+export interface GetoptItem {
+  /** The option character; `'?'` for an unknown option or a missing argument (`':'` for a
+   *  missing argument when the option string starts with `':'`); `'\x01'` for a non-option
+   *  argument in return-in-order mode (option string starting with `'-'`). */
+  opt: string;
+  /** The option's argument (`optarg`), when it takes one. */
+  optarg?: string;
+  /** For `'?'`/`':'`: the offending option character (`optopt`). */
+  optopt?: string;
+}
+
+/**
+ * getopt(3) with glibc's semantics for short options, always with `opterr = 0` (nothing is
+ * printed; the caller reports errors):
+ * - grouped flags (`-vVd`), attached (`-S64`) or separate (`-S 64`) arguments;
+ * - `--` ends the options; a lone `-` is a non-option argument;
+ * - non-option arguments are skipped and collected in {@link operands} (GNU permutation), unless
+ *   the option string starts with `'+'` or `POSIXLY_CORRECT` is set (stop at the first one), or it
+ *   starts with `'-'` (they are returned in order as option `'\x01'`);
+ * - `--name` is not a long option here: it parses as the short option `'-'`, which is unknown.
+ */
+export class Getopt {
+  /** Non-option arguments, in order (complete once {@link next} returned null). */
+  readonly operands: string[] = [];
+  private readonly args: readonly string[];
+  private readonly spec: string;
+  private readonly mode: 'permute' | 'stop' | 'inorder';
+  private readonly colon: boolean;
+  private idx = 0;
+  private pos = 0;
+
+  /** @param args the arguments without the program name (`process.argv.slice(2)`). */
+  constructor(args: readonly string[], optstring: string) {
+    this.args = args;
+    let s = optstring;
+    let mode: 'permute' | 'stop' | 'inorder' = process.env['POSIXLY_CORRECT'] !== undefined ? 'stop' : 'permute';
+    if (s.startsWith('+')) {
+      mode = 'stop';
+      s = s.slice(1);
+    } else if (s.startsWith('-')) {
+      mode = 'inorder';
+      s = s.slice(1);
+    }
+    this.mode = mode;
+    this.colon = s.startsWith(':');
+    this.spec = this.colon ? s.slice(1) : s;
+  }
+
+  /** Index of the next argument to look at (`optind`, 0-based without the program name). */
+  get optind(): number {
+    return this.idx;
+  }
+
+  /** The next option, or null when the options are exhausted. */
+  next(): GetoptItem | null {
+    for (;;) {
+      if (this.pos === 0) {
+        const a = this.args[this.idx];
+        if (a === undefined) return null;
+        if (a === '--') {
+          this.idx++;
+          this.operands.push(...this.args.slice(this.idx));
+          this.idx = this.args.length;
+          return null;
+        }
+        if (a.length < 2 || a[0] !== '-') {
+          if (this.mode === 'stop') {
+            this.operands.push(...this.args.slice(this.idx));
+            this.idx = this.args.length;
+            return null;
+          }
+          this.idx++;
+          if (this.mode === 'inorder') return { opt: '\x01', optarg: a };
+          this.operands.push(a);
+          continue;
+        }
+        this.pos = 1;
+      }
+      const arg = this.args[this.idx] as string;
+      const c = arg[this.pos] as string;
+      this.pos++;
+      const at = c === ':' || c === ';' ? -1 : this.spec.indexOf(c);
+      const atEnd = this.pos >= arg.length;
+      if (at < 0) {
+        if (atEnd) this.advance();
+        return { opt: '?', optopt: c };
+      }
+      if (this.spec[at + 1] !== ':') {
+        if (atEnd) this.advance();
+        return { opt: c };
+      }
+      const optional = this.spec[at + 2] === ':';
+      if (!atEnd) {
+        const optarg = arg.slice(this.pos);
+        this.advance();
+        return { opt: c, optarg };
+      }
+      this.advance();
+      if (optional) return { opt: c };
+      const nextArg = this.args[this.idx];
+      if (nextArg === undefined) return { opt: this.colon ? ':' : '?', optopt: c };
+      this.idx++;
+      return { opt: c, optarg: nextArg };
+    }
+  }
+
+  private advance(): void {
+    this.idx++;
+    this.pos = 0;
+  }
+}
+
+// -- addresses ------------------------------------------------------------------------------------
+
+/** A resolved host: the first getaddrinfo answer (`struct sockaddr_in`/`sockaddr_in6`). */
+export interface HostAddr {
+  address: string;
+  family: 'IPv4' | 'IPv6';
+}
+
+/**
+ * getaddrinfo(name, NULL, NULL, ...) keeping only the first answer, as the tools do. IP literals
+ * (IPv6 with a `%scope` too) are taken as they are; names go through the resolver.
+ * @throws GaiError with glibc's EAI code (`-2` EAI_NONAME for an unknown or empty name).
+ */
+export async function resolveHost(name: string): Promise<HostAddr> {
+  if (name === '') throw new GaiError(-2, 'EAI_NONAME', gaiStrerror(-2));
+  const r = await getaddrinfo(name, null, {});
+  const a = r.dstAddr;
+  if (!a || !a.address) throw new GaiError(-2, 'EAI_NONAME', gaiStrerror(-2));
+  return { address: a.address, family: a.family ?? (a.address.includes(':') ? 'IPv6' : 'IPv4') };
+}
+
+/** The EAI code of a resolver failure (GaiError), else -1 (EAI_BADFLAGS, as glibc reports -1). */
+export function eaiOf(e: unknown): number {
+  return e instanceof GaiError ? e.eai : -1;
+}
+
+/** `gai_strerror()` text for the error of {@link resolveHost}. */
+export function gaiMessage(e: unknown): string {
+  return e instanceof GaiError ? e.message : gaiStrerror(-1);
+}
+
+/** A socket address from a host and a port. */
+export function sockAddr(host: HostAddr, port: number): SockAddr {
+  return { address: host.address, port, family: host.family };
+}
+
+/** The wildcard address of a family (`0.0.0.0` / `::`). */
+export function anyAddr(family: 'IPv4' | 'IPv6' = 'IPv4'): HostAddr {
+  return { address: family === 'IPv6' ? '::' : '0.0.0.0', family };
+}
+
+// -- CM helpers -----------------------------------------------------------------------------------
+
+/**
+ * common.c `create_first_event_channel()`: an event channel, or null after printing
+ * `No RDMA devices were detected` (no device: ENODEV) or
+ * `failed to create RDMA CM event channel: <strerror>`. The errno is in `result.errno`.
+ */
+export function createFirstEventChannel(): { channel: EventChannel | null; errno: number } {
+  let ndev = 0;
+  try {
+    ndev = getDeviceList().length;
+  } catch (e) {
+    perror('failed to create RDMA CM event channel', e);
+    return { channel: null, errno: errnoFrom(e) };
+  }
+  if (ndev === 0) {
+    errOut('No RDMA devices were detected\n');
+    return { channel: null, errno: 19 };
+  }
+  try {
+    return { channel: createEventChannel(), errno: 0 };
+  } catch (e) {
+    perror('failed to create RDMA CM event channel', e);
+    return { channel: null, errno: errnoFrom(e) };
+  }
+}
+
+// -- threads ------------------------------------------------------------------------------------
+
+/**
+ * A counting semaphore (`sem_t`): {@link post} increments, {@link wait} resolves once it can
+ * decrement. Waiters are served in FIFO order.
+ */
+export class Semaphore {
+  private count: number;
+  private readonly waiters: (() => void)[] = [];
+
+  constructor(initial = 0) {
+    this.count = initial;
+  }
+
+  /** sem_post(). */
+  post(): void {
+    const w = this.waiters.shift();
+    if (w) w();
+    else this.count++;
+  }
+
+  /** sem_wait(). */
+  wait(): Promise<void> {
+    if (this.count > 0) {
+      this.count--;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => this.waiters.push(resolve));
+  }
+
+  /** Current value (sem_getvalue). */
+  get value(): number {
+    return this.count;
+  }
+}
+
+const objIds = new WeakMap<object, number>();
+let nextObjId = 1;
+
+/**
+ * Stands in for `%p` in debug output: a stable per-process id for an object, printed like a
+ * pointer (`0x1`, `0x2`, ...). Pointers have no meaning here; ids at least tell objects apart.
+ */
+export function objId(o: object | null | undefined): string {
+  if (!o) return '(nil)';
+  let n = objIds.get(o);
+  if (n === undefined) {
+    n = nextObjId++;
+    objIds.set(o, n);
+  }
+  return `0x${n.toString(16)}`;
+}

@@ -1,0 +1,341 @@
+// A hostile or broken iWARP peer, played by a raw TCP socket that speaks hand-built MPA frames and
+// FPDUs, against our passive side. Every violation must end in a TERMINATE with the right
+// layer/etype/ecode (wire.md §1.8) or a clean close — never a crash, a hang, or a byte written
+// outside a registered region.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { createId, PortSpace, Access, WcStatus, QpState, CmEventType } from '../../../dist/index.js';
+import { encodeMpaStartFrame, decodeMpaStartFrame, encodeFpdu, decodeTerminateFpdu, RdmapOpcode } from '../../../dist/wire/index.js';
+
+const PAGE = 4096;
+
+/** A listener (sync id) whose accepted connection has a QP with `recvs` receives posted and an MR. */
+async function server({ recvs = 1, access = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ, ird = 2 } = {}) {
+  const listen = createId(null, null, PortSpace.TCP);
+  listen.bindAddr({ address: '127.0.0.1', port: 0 });
+  await listen.listen(4);
+  const port = listen.srcPort;
+  // Guard bytes around the registered region must never change.
+  const backing = Buffer.alloc(3 * PAGE, 0xee);
+  const region = backing.subarray(PAGE, 2 * PAGE);
+  region.fill(0);
+  const state = { listen, port, backing, region, child: null, mr: null, qp: null };
+  state.ready = (async () => {
+    const child = await listen.getRequest();
+    const qp = child.createQp(null, { cap: { maxSendWr: 8, maxRecvWr: 8 } });
+    const mr = child.pd.regMr(region, access);
+    for (let i = 0; i < recvs; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
+    await child.accept({ responderResources: ird, initiatorDepth: 2 });
+    Object.assign(state, { child, qp, mr });
+    return state;
+  })();
+  return state;
+}
+
+/** A raw initiator: connects, sends an MPA Request (rev 2, enhanced, P2P Write RTR), reads the Reply. */
+async function rawClient(port, { crc = false, p2p = true, ird = 4, ord = 4 } = {}) {
+  const sock = net.connect({ host: '127.0.0.1', port });
+  await new Promise((r, j) => sock.once('connect', r).once('error', j));
+  const chunks = [];
+  let ended = false;
+  sock.on('data', (d) => chunks.push(d));
+  sock.on('close', () => (ended = true));
+  sock.on('error', () => {});
+  sock.write(encodeMpaStartFrame({ type: 'request', markers: false, crc, reject: false, enhanced: true, rev: 2, ird, ord, p2p, rtrSend: false, rtrWrite: p2p, rtrRead: false, privateData: new Uint8Array(0) }));
+  const all = () => Buffer.concat(chunks);
+  const until = async (pred, ms = 3000) => {
+    const t0 = Date.now();
+    while (!pred()) {
+      if (Date.now() - t0 > ms) throw new Error('timeout waiting for the peer');
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  };
+  await until(() => all().length >= 24);
+  const rep = decodeMpaStartFrame(all(), 'reply');
+  assert.ok('frame' in rep, 'got an MPA Reply');
+  const after = () => all().subarray(rep.length);
+  return { sock, reply: rep.frame, after, until, isClosed: () => ended, send: (b) => sock.write(b) };
+}
+
+async function expectTerminate(c, layer, etype, ecode) {
+  await c.until(() => c.after().length >= 28 || c.isClosed());
+  const bytes = c.after();
+  assert.ok(bytes.length >= 28, `expected a TERMINATE, got ${bytes.length} bytes then close`);
+  const t = decodeTerminateFpdu(bytes, 0);
+  assert.deepEqual([t.layer, t.etype, t.ecode], [layer, etype, ecode], 'TERMINATE layer/etype/ecode');
+  await c.until(() => c.isClosed());
+}
+
+async function teardown(s) {
+  if (s.child) {
+    s.child.destroyQp();
+    await s.child.destroy();
+  }
+  await s.listen.destroy();
+}
+
+function guardsIntact(s) {
+  const b = s.backing;
+  for (const [from, to] of [[0, PAGE], [2 * PAGE, 3 * PAGE]]) {
+    for (let i = from; i < to; i++) if (b[i] !== 0xee) return false;
+  }
+  return true;
+}
+
+const rtr = () => encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: 1, to: 0 });
+
+test('MPA Reply echoes the request and negotiates P2P Write RTR and IRD/ORD', async () => {
+  const s = await server({ ird: 2 });
+  const c = await rawClient(s.port, { ird: 4, ord: 3 });
+  assert.equal(c.reply.rev, 2);
+  assert.equal(c.reply.enhanced, true);
+  assert.equal(c.reply.crc, false);
+  assert.equal(c.reply.p2p, true);
+  assert.equal(c.reply.rtrWrite, true);
+  // Responder IRD raised to the initiator's ORD (3); ORD clamped to the initiator's IRD (4) — siw rules.
+  assert.equal(c.reply.ird, 3);
+  assert.equal(c.reply.ord, 2);
+  c.send(rtr());
+  await s.ready;
+  c.sock.destroy();
+  await teardown(s);
+});
+
+test('RDMA Write to an unknown STag: TERMINATE DDP/tagged/0x00, memory untouched', async () => {
+  const s = await server();
+  const c = await rawClient(s.port);
+  c.send(rtr());
+  await s.ready;
+  c.send(encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: (s.mr.rkey ^ 0x100) >>> 0, to: s.mr.addr }, Buffer.alloc(32, 0x41)));
+  await expectTerminate(c, 1, 1, 0x00);
+  assert.ok(s.region.every((b) => b === 0));
+  assert.ok(guardsIntact(s));
+  await teardown(s);
+});
+
+test('RDMA Write past the end of the region: TERMINATE DDP/tagged/0x01, guard bytes intact', async () => {
+  const s = await server();
+  const c = await rawClient(s.port);
+  c.send(rtr());
+  await s.ready;
+  c.send(encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: s.mr.rkey, to: s.mr.addr + PAGE - 16 }, Buffer.alloc(32, 0x42)));
+  await expectTerminate(c, 1, 1, 0x01);
+  assert.ok(s.region.every((b) => b === 0));
+  assert.ok(guardsIntact(s));
+  await teardown(s);
+});
+
+test('RDMA Write below the region start (TO underflow) is refused', async () => {
+  const s = await server();
+  const c = await rawClient(s.port);
+  c.send(rtr());
+  await s.ready;
+  c.send(encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: s.mr.rkey, to: s.mr.addr - 8 }, Buffer.alloc(16, 0x43)));
+  await expectTerminate(c, 1, 1, 0x01);
+  assert.ok(guardsIntact(s));
+  await teardown(s);
+});
+
+test('RDMA Write without REMOTE_WRITE access: TERMINATE, nothing placed', async () => {
+  const s = await server({ access: Access.LOCAL_WRITE | Access.REMOTE_READ });
+  const c = await rawClient(s.port);
+  c.send(rtr());
+  await s.ready;
+  c.send(encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: s.mr.rkey, to: s.mr.addr }, Buffer.alloc(16, 0x44)));
+  await expectTerminate(c, 1, 1, 0x00);
+  assert.ok(s.region.every((b) => b === 0));
+  await teardown(s);
+});
+
+test('a valid RDMA Write lands exactly in place', async () => {
+  const s = await server();
+  const c = await rawClient(s.port);
+  c.send(rtr());
+  await s.ready;
+  c.send(encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: s.mr.rkey, to: s.mr.addr + 100 }, Buffer.from('placed')));
+  // A Read Request of those bytes back proves the placement over the wire.
+  c.send(encodeFpdu({ opcode: RdmapOpcode.READ_REQ, msn: 1, sinkStag: 0x1234, sinkTo: 0, readSize: 6, srcStag: s.mr.rkey, srcTo: s.mr.addr + 100 }));
+  await c.until(() => c.after().length >= 16 + 6);
+  const resp = c.after();
+  assert.equal(resp[3] & 0x0f, RdmapOpcode.READ_RESP);
+  assert.equal(resp.readUInt32BE(4), 0x1234);
+  assert.equal(resp.subarray(16, 22).toString(), 'placed');
+  assert.equal(s.region.subarray(100, 106).toString(), 'placed');
+  c.sock.destroy();
+  await teardown(s);
+});
+
+test('more Read Requests than the negotiated IRD: TERMINATE RDMAP/remote op/0x07', async () => {
+  const s = await server({ ird: 1 });
+  const c = await rawClient(s.port, { ord: 1 });
+  assert.equal(c.reply.ird, 1);
+  c.send(rtr());
+  await s.ready;
+  // Three reads in one burst while the first is still queued (no read response sent yet: held TX).
+  const rr = (msn) => encodeFpdu({ opcode: RdmapOpcode.READ_REQ, msn, sinkStag: 9, sinkTo: 0, readSize: 8, srcStag: s.mr.rkey, srcTo: s.mr.addr });
+  c.send(Buffer.concat([rr(1), rr(2), rr(3)]));
+  await c.until(() => c.isClosed());
+  const bytes = c.after();
+  // Skip the read responses that went out before the overflow was seen; the last FPDU is the TERMINATE.
+  let off = 0;
+  let term = null;
+  while (off + 2 <= bytes.length) {
+    const ulpdu = bytes.readUInt16BE(off);
+    const len = 2 + ulpdu + ((4 - ((ulpdu + 2) % 4)) % 4) + 4;
+    if ((bytes[off + 3] & 0x0f) === RdmapOpcode.TERMINATE) term = decodeTerminateFpdu(bytes, off);
+    off += len;
+  }
+  assert.ok(term, 'a TERMINATE was sent');
+  assert.deepEqual([term.layer, term.etype, term.ecode], [0, 2, 0x07]);
+  await teardown(s);
+});
+
+test('Read Request of a region without REMOTE_READ: TERMINATE RDMAP/remote protection', async () => {
+  const s = await server({ access: Access.LOCAL_WRITE | Access.REMOTE_WRITE });
+  const c = await rawClient(s.port);
+  c.send(rtr());
+  await s.ready;
+  c.send(encodeFpdu({ opcode: RdmapOpcode.READ_REQ, msn: 1, sinkStag: 9, sinkTo: 0, readSize: 8, srcStag: s.mr.rkey, srcTo: s.mr.addr }));
+  await expectTerminate(c, 0, 1, 0x02);
+  await teardown(s);
+});
+
+test('Send with no receive posted: TERMINATE DDP/untagged/0x02, receive queue flushed', async () => {
+  const s = await server({ recvs: 1 });
+  const c = await rawClient(s.port);
+  c.send(rtr());
+  await s.ready;
+  c.send(encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 1 }, Buffer.from('one')));
+  c.send(encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 2 }, Buffer.from('two')));
+  await expectTerminate(c, 1, 2, 0x02);
+  const wc = s.child.recvCq.poll(4);
+  assert.equal(wc.length, 1);
+  assert.equal(wc[0].status, WcStatus.SUCCESS);
+  assert.equal(wc[0].byteLen, 3);
+  assert.equal(s.qp.state, QpState.ERR);
+  await teardown(s);
+});
+
+test('Send larger than the posted receive: TERMINATE, nothing beyond the buffer', async () => {
+  const s = await server({ recvs: 1 });
+  const c = await rawClient(s.port);
+  c.send(rtr());
+  await s.ready;
+  c.send(encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 1 }, Buffer.alloc(100, 0x45)));
+  await expectTerminate(c, 1, 2, 0x02);
+  assert.ok(s.region.every((b) => b === 0));
+  await teardown(s);
+});
+
+test('Send with a wrong MSN: TERMINATE DDP/untagged/0x03', async () => {
+  const s = await server({ recvs: 2 });
+  const c = await rawClient(s.port);
+  c.send(rtr());
+  await s.ready;
+  c.send(encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 5 }, Buffer.from('x')));
+  await expectTerminate(c, 1, 2, 0x03);
+  await teardown(s);
+});
+
+test('RDMAP opcode 8 (RFC 7306) and a bad DDP version are refused with TERMINATE', async () => {
+  for (const [bytes, code] of [
+    [Buffer.from('000e c148 00000001 0000000000000000 00000000'.replace(/ /g, ''), 'hex'), [0, 2, 0x06]],
+    [Buffer.from('000e c240 00000001 0000000000000000 00000000'.replace(/ /g, ''), 'hex'), [1, 1, 0x04]],
+  ]) {
+    const s = await server();
+    const c = await rawClient(s.port);
+    c.send(rtr());
+    await s.ready;
+    c.send(bytes);
+    await expectTerminate(c, ...code);
+    await teardown(s);
+  }
+});
+
+test('CRC negotiated and a corrupted FPDU: TERMINATE LLP/MPA/0x02', async () => {
+  const s = await server({ recvs: 2 });
+  const c = await rawClient(s.port, { crc: true });
+  assert.equal(c.reply.crc, true, 'reply echoes C');
+  c.send(encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: 1, to: 0 }, undefined, { crc: true }));
+  await s.ready;
+  const good = encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 1 }, Buffer.from('ok'), { crc: true });
+  c.send(good);
+  const bad = encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 2 }, Buffer.from('no'), { crc: true });
+  bad[21] ^= 0xff;
+  c.send(bad);
+  await expectTerminate(c, 2, 0, 0x02);
+  const wc = s.child.recvCq.poll(4);
+  assert.equal(wc[0].status, WcStatus.SUCCESS);
+  await teardown(s);
+});
+
+test('garbage instead of an MPA Request: closed without a CONNECT_REQUEST', async () => {
+  const listen = createId(null, null, PortSpace.TCP);
+  listen.bindAddr({ address: '127.0.0.1', port: 0 });
+  await listen.listen(1);
+  const sock = net.connect({ host: '127.0.0.1', port: listen.srcPort });
+  sock.on('error', () => {});
+  await new Promise((r) => sock.once('connect', r));
+  sock.write(Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n'));
+  await new Promise((r) => sock.once('close', r));
+  assert.equal(listen.channel.pending, 0, 'no event reached the listener');
+  await listen.destroy();
+});
+
+test('MPA Request asking for markers gets a reject reply', async () => {
+  const listen = createId(null, null, PortSpace.TCP);
+  listen.bindAddr({ address: '127.0.0.1', port: 0 });
+  await listen.listen(1);
+  const sock = net.connect({ host: '127.0.0.1', port: listen.srcPort });
+  sock.on('error', () => {});
+  await new Promise((r) => sock.once('connect', r));
+  const got = [];
+  sock.on('data', (d) => got.push(d));
+  sock.write(encodeMpaStartFrame({ type: 'request', markers: true, crc: false, reject: false, enhanced: false, rev: 1, privateData: new Uint8Array(0) }));
+  await new Promise((r) => sock.once('close', r));
+  const rep = decodeMpaStartFrame(Buffer.concat(got), 'reply');
+  assert.ok('frame' in rep);
+  assert.equal(rep.frame.reject, true);
+  assert.equal(rep.frame.markers, false);
+  assert.equal(listen.channel.pending, 0);
+  await listen.destroy();
+});
+
+test('random corruption of a valid stream never crashes or hangs the receiver', async () => {
+  let seed = 12345;
+  const rnd = (n) => ((seed = (seed * 1103515245 + 12345) >>> 0) % n);
+  for (let round = 0; round < 12; round++) {
+    const s = await server({ recvs: 4 });
+    const c = await rawClient(s.port);
+    c.send(rtr());
+    await s.ready;
+    const stream = Buffer.concat([
+      encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 1 }, Buffer.from('abc')),
+      encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: s.mr.rkey, to: s.mr.addr + 8 }, Buffer.alloc(40, 7)),
+      encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 2 }, Buffer.from('defg')),
+    ]);
+    for (let k = 0; k < 3; k++) stream[rnd(stream.length)] ^= 1 << rnd(8);
+    c.send(stream);
+    // The peer keeps the connection open; our side either consumed it all or terminated.
+    await new Promise((r) => setTimeout(r, 30));
+    assert.ok(guardsIntact(s), `round ${round}: guard bytes intact`);
+    c.sock.destroy();
+    await teardown(s);
+  }
+});
+
+test('peer closing the TCP connection: DISCONNECTED, posted receives flushed', async () => {
+  const s = await server({ recvs: 3 });
+  const c = await rawClient(s.port);
+  c.send(rtr());
+  await s.ready;
+  c.sock.end();
+  const ev = await s.child.channel.getEvent();
+  assert.equal(ev.event, CmEventType.DISCONNECTED);
+  ev.ack();
+  const wc = s.child.recvCq.poll(8);
+  assert.equal(wc.length, 3);
+  assert.ok(wc.every((w) => w.status === WcStatus.WR_FLUSH_ERR));
+  await teardown(s);
+});
