@@ -346,7 +346,29 @@ export async function resolveHost(name: string): Promise<HostAddr> {
   const r = await getaddrinfo(name, null, {});
   const a = r.dstAddr;
   if (!a || !a.address) throw new GaiError(-2, 'EAI_NONAME', gaiStrerror(-2));
-  return { address: a.address, family: a.family ?? (a.address.includes(':') ? 'IPv6' : 'IPv4') };
+  return { address: canonicalIp(a.address), family: a.family ?? (a.address.includes(':') ? 'IPv6' : 'IPv4') };
+}
+
+/**
+ * The canonical text of an IPv6 literal (`::0` → `::`, `0:0::1` → `::1`), so that spellings of
+ * the same address compare equal (the wildcard `-a ::0` in particular). Anything else, and
+ * literals with a `%scope`, are returned unchanged.
+ */
+export function canonicalIp(address: string): string {
+  if (!address.includes(':') || address.includes('%')) return address;
+  try {
+    const h = new URL(`http://[${address}]/`).hostname;
+    if (!h.startsWith('[') || !h.endsWith(']')) return address;
+    const c = h.slice(1, -1);
+    // Keep IPv4-mapped addresses in their dotted form (::ffff:127.0.0.1).
+    const m = /^::ffff:([0-9a-f]{1,4}):([0-9a-f]{1,4})$/.exec(c);
+    if (!m) return c;
+    const hi = parseInt(m[1] as string, 16);
+    const lo = parseInt(m[2] as string, 16);
+    return `::ffff:${hi >> 8}.${hi & 0xff}.${lo >> 8}.${lo & 0xff}`;
+  } catch {
+    return address;
+  }
 }
 
 /** The EAI code of a resolver failure (GaiError), else -1 (EAI_BADFLAGS, as glibc reports -1). */

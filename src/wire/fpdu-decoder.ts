@@ -15,7 +15,14 @@ import type { FpduHeader } from './fpdu.js';
 import { checkFpduCtrl, createFpduHeader, parseFpduHeader } from './fpdu.js';
 import { crc32cRange } from './crc32c.js';
 import { MPA_CRC_LEN, fpduPad, readCrcLE } from './mpa.js';
-import { FPDU_MAX_HDR_LEN, FPDU_MIN_HDR_LEN, READ_REQ_HDR_LEN, SEND_HDR_LEN, TAGGED_HDR_LEN } from './rdmap.js';
+import {
+  FPDU_MAX_HDR_LEN,
+  FPDU_MIN_HDR_LEN,
+  READ_REQ_HDR_LEN,
+  SEND_HDR_LEN,
+  TAGGED_HDR_LEN,
+  TERMINATE_HDR_LEN,
+} from './rdmap.js';
 
 /**
  * Receiver of decoded FPDUs. Calls for one FPDU always come in the order
@@ -98,7 +105,7 @@ export class FpduDecoder {
     this.header = createFpduHeader();
     this.raw16 = this.hbuf.subarray(0, TAGGED_HDR_LEN);
     this.raw20 = this.hbuf.subarray(0, SEND_HDR_LEN);
-    this.raw24 = this.hbuf.subarray(0, 24);
+    this.raw24 = this.hbuf.subarray(0, TERMINATE_HDR_LEN);
     this.raw48 = this.hbuf.subarray(0, READ_REQ_HDR_LEN);
   }
 
@@ -128,9 +135,12 @@ export class FpduDecoder {
    * partial payloads are delivered as they come.
    *
    * @throws TerminateError on a malformed header (the decoder is then dead), or whatever the sink
-   *   throws.
+   *   throws; RangeError if `[start, end)` is not inside `chunk` (decoder state unchanged).
    */
   push(chunk: Uint8Array, start = 0, end: number = chunk.length): void {
+    if (!(start >= 0 && start <= end && end <= chunk.length)) {
+      throw new RangeError(`push range [${start}, ${end}) outside a chunk of ${chunk.length} bytes`);
+    }
     if (this.st === S_DEAD) return;
     let p = start;
     this.nBytes += end - start;
@@ -191,7 +201,14 @@ export class FpduDecoder {
     const hdrLen = this.need;
     const h = this.header;
     parseFpduHeader(h, this.hbuf, 0, hdrLen);
-    h.raw = hdrLen === TAGGED_HDR_LEN ? this.raw16 : hdrLen === SEND_HDR_LEN ? this.raw20 : hdrLen === 24 ? this.raw24 : this.raw48;
+    h.raw =
+      hdrLen === TAGGED_HDR_LEN
+        ? this.raw16
+        : hdrLen === SEND_HDR_LEN
+          ? this.raw20
+          : hdrLen === TERMINATE_HDR_LEN
+            ? this.raw24
+            : this.raw48;
     if (this.crcOn) this.crc = crc32cRange(this.hbuf, 0, hdrLen, 0);
     this.pad = fpduPad(h.ulpduLen);
     if (h.payloadLen > 0) {

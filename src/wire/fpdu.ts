@@ -298,19 +298,20 @@ export function checkFpduCtrl(b: Uint8Array, o: number, n: number): number {
     );
   }
   if (rdmap >>> 6 !== RDMAP_VERSION) {
-    throw termErr(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.VERSION, `RDMAP version ${rdmap >>> 6}`, b, o, n);
+    const why = `RDMAP version ${rdmap >>> 6}`;
+    throw termErr(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.VERSION, why, b, o, n);
   }
   const op = rdmap & 0x0f;
   if (op > RDMAP_OPCODE_MAX) {
-    throw termErr(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.UNEXPECTED_OPCODE, `RDMAP opcode ${op}`, b, o, n);
+    const why = `RDMAP opcode ${op}`;
+    throw termErr(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.UNEXPECTED_OPCODE, why, b, o, n);
   }
   const info = IWARP_OPCODES[op]!;
   const tagged = (ddp & DdpCtrl.TAGGED) !== 0;
   if (tagged !== info.tagged) {
-    if (tagged) {
-      throw termErr(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.INVALID_STAG, `tagged segment with opcode ${info.name}`, b, o, n);
-    }
-    throw termErr(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, `untagged segment with opcode ${info.name}`, b, o, n);
+    const why = `${tagged ? 'tagged' : 'untagged'} segment with opcode ${info.name}`;
+    if (tagged) throw termErr(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.INVALID_STAG, why, b, o, n);
+    throw termErr(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, why, b, o, n);
   }
   const ulpdu = (b[o]! << 8) | b[o + 1]!;
   if (ulpdu + MPA_LEN_FIELD < info.hdrLen) {
@@ -362,8 +363,10 @@ export function parseFpduHeader(h: FpduHeader, b: Uint8Array, o: number, hdrLen:
     h.qn = get32(b, o + 8);
     h.msn = get32(b, o + 12);
     h.mo = get32(b, o + 16);
-    if (h.qn !== IWARP_OPCODES[op]!.qn) {
-      throw termErr(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, `QN ${h.qn} for ${IWARP_OPCODES[op]!.name}`, b, o, hdrLen);
+    const info = IWARP_OPCODES[op]!;
+    if (h.qn !== info.qn) {
+      const why = `QN ${h.qn} for ${info.name}`;
+      throw termErr(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, why, b, o, hdrLen);
     }
   }
   if (op === RdmapOpcode.READ_REQ) {
@@ -463,7 +466,8 @@ export function encodeFpdu(f: FpduFields, payload: Uint8Array = EMPTY, opts: { c
   if (info.tagged) {
     hdrEnd = writeTaggedHdr(out, 0, op, last, f.stag ?? 0, f.to ?? 0, payload.length);
   } else if (op === RdmapOpcode.READ_REQ) {
-    hdrEnd = writeReadRequest(out, 0, f.msn ?? 1, f.sinkStag ?? 0, f.sinkTo ?? 0, f.readSize ?? 0, f.srcStag ?? 0, f.srcTo ?? 0);
+    const { sinkStag = 0, sinkTo = 0, readSize = 0, srcStag = 0, srcTo = 0 } = f;
+    hdrEnd = writeReadRequest(out, 0, f.msn ?? 1, sinkStag, sinkTo, readSize, srcStag, srcTo);
     if (!last) out[2] = out[2]! & ~DdpCtrl.LAST;
     if (f.qn !== undefined) put32(out, 8, f.qn);
     if (f.mo !== undefined) put32(out, 16, f.mo);

@@ -56,7 +56,7 @@ export {
   validateMpaRequest,
   writeFpduTrailer,
 } from './mpa.js';
-export type { MpaDecodeResult, MpaReplyVerdict, MpaRequestVerdict, MpaRtr, MpaStartFrame } from './mpa.js';
+export type { MpaDecodeResult, MpaReplyVerdict, MpaRequestVerdict, MpaStartFrame } from './mpa.js';
 
 export {
   DDP_ECODE_CATASTROPHIC,
@@ -121,6 +121,7 @@ export {
   TermFlag,
   decodeTerminate,
   decodeTerminateFpdu,
+  decodeTerminateMessage,
   encodeTerminate,
   isValidTermCode,
   termName,

@@ -247,9 +247,6 @@ export function decodeMpaStartFrame(buf: Uint8Array, expect: 'request' | 'reply'
 
 // ---- acceptance rules ---------------------------------------------------------------------------
 
-/** Zero-length RTR message kinds of RFC 6581 (wire.md §1.2). */
-export type MpaRtr = 'write' | 'read' | 'send';
-
 /** Verdict of {@link validateMpaRequest}. */
 export type MpaRequestVerdict =
   | {
@@ -366,6 +363,9 @@ export const MPA_CRC_LEN = 4;
 /** Largest ULPDU: ULPDU_Length is 16 bits (wire.md §1.5). */
 export const MPA_MAX_ULPDU = 0xffff;
 
+/** Zero bytes that pad an FPDU; private, never handed out, so never written. */
+const ZERO_PAD = new Uint8Array(4);
+
 /** Pad bytes after the ULPDU so that 2 + ULPDU + pad is a multiple of 4 (RFC 5044 §4.1). */
 export function fpduPad(ulpduLen: number): number {
   return -(ulpduLen + MPA_LEN_FIELD) & 3;
@@ -417,6 +417,3 @@ function writeU32LE(buf: Uint8Array, off: number, v: number): void {
   buf[off + 2] = (v >>> 16) & 0xff;
   buf[off + 3] = v >>> 24;
 }
-
-/** Zero bytes that pad an FPDU, read-only by convention (never handed out). */
-const ZERO_PAD = new Uint8Array(4);

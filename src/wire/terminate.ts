@@ -246,6 +246,24 @@ export function decodeTerminateFpdu(fpdu: Uint8Array, off = 0): TerminateInfo & 
   return Object.assign(info, { qn: u32(off + 8), msn: u32(off + 12), mo: u32(off + 16) });
 }
 
+/**
+ * Decode a Terminate as the FPDU decoder delivers it: `raw` is the 24-byte `FpduHeader.raw` of
+ * the Terminate FPDU (its control word is the last 4 header bytes) and `attached` the payload
+ * bytes collected from `onPayload` (the attachments, possibly empty). Same result as
+ * {@link decodeTerminateFpdu} on the whole FPDU.
+ *
+ * @throws RangeError if `raw` is not a Terminate FPDU header.
+ */
+export function decodeTerminateMessage(
+  raw: Uint8Array,
+  attached: Uint8Array = new Uint8Array(0),
+): TerminateInfo & { msn: number; qn: number; mo: number } {
+  const whole = new Uint8Array(raw.length + attached.length);
+  whole.set(raw, 0);
+  whole.set(attached, raw.length);
+  return decodeTerminateFpdu(whole);
+}
+
 // ---- names --------------------------------------------------------------------------------------
 
 const LAYER_NAMES = ['RDMAP', 'DDP', 'LLP'];
@@ -264,7 +282,13 @@ const RDMAP_ECODES: Record<number, string> = {
   0x09: 'STag cannot be invalidated',
   0xff: 'unspecified error',
 };
-const DDP_TAGGED_ECODES = ['invalid STag', 'base or bounds violation', 'STag not associated with DDP stream', 'TO wrap', 'invalid DDP version'];
+const DDP_TAGGED_ECODES = [
+  'invalid STag',
+  'base or bounds violation',
+  'STag not associated with DDP stream',
+  'TO wrap',
+  'invalid DDP version',
+];
 const DDP_UNTAGGED_ECODES = [
   '',
   'invalid QN',

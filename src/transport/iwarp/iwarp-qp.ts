@@ -6,7 +6,7 @@
  * connection; the QP goes to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.
  */
 import { TerminateError } from '../../errors.js';
-import { FpduDecoder, decodeTerminate, termName } from '../../wire/index.js';
+import { FpduDecoder, decodeTerminateMessage, termName } from '../../wire/index.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { QpInitAttr } from '../../verbs/provider.js';
@@ -125,10 +125,10 @@ export class IwarpQp extends Qp {
   }
 
   /** The peer sent a TERMINATE: fail the WR it concerns, then tear down. */
-  peerTerminated(payload: Buffer): void {
+  peerTerminated(header: Buffer, attached: Buffer): void {
     let t: TerminateError;
     try {
-      const d = decodeTerminate(payload);
+      const d = decodeTerminateMessage(header, attached);
       t = new TerminateError(d.layer, d.etype, d.ecode, `peer TERMINATE: ${termName(d.layer, d.etype, d.ecode)}`);
     } catch {
       t = new TerminateError(0, 0, 0xff, 'peer TERMINATE (undecodable)');

@@ -47,6 +47,7 @@ export class QpRx implements FpduSink {
   private readPlaced = 0;
   // Terminate payload.
   private term: Buffer | null = null;
+  private termHdr: Buffer | null = null;
   private termLen = 0;
   private kind: 0 | 1 | 2 | 3 | 4 = 0; // 0 none, 1 tagged place, 2 untagged place, 3 discard, 4 terminate
 
@@ -68,6 +69,7 @@ export class QpRx implements FpduSink {
       case RdmapOpcode.TERMINATE:
         if (h.qn !== DdpQn.TERM) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, 'TERMINATE on wrong queue', h.raw);
         this.kind = 4;
+        this.termHdr = Buffer.from(h.raw);
         this.term = Buffer.alloc(Math.min(h.payloadLen, 128));
         this.termLen = 0;
         return;
@@ -268,7 +270,7 @@ export class QpRx implements FpduSink {
         qp.tx.kickSoon();
         break;
       case RdmapOpcode.TERMINATE:
-        qp.peerTerminated((this.term as Buffer).subarray(0, this.termLen));
+        qp.peerTerminated(this.termHdr as Buffer, (this.term as Buffer).subarray(0, this.termLen));
         break;
       default:
         break;

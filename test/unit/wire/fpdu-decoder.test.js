@@ -268,3 +268,43 @@ test('ULPDU of 65535 bytes (largest FPDU) in odd chunks', () => {
   assert.equal(recs[0].crcOk, true);
   assert.deepEqual(recs[0].payload, payload);
 });
+
+test('push validates its range and leaves the decoder untouched on a bad one', () => {
+  const sink = new RecordingSink();
+  const dec = new FpduDecoder(sink, { crc: true });
+  assert.throws(() => dec.push(SEND_HELLO, 0, SEND_HELLO.length + 1), RangeError);
+  assert.throws(() => dec.push(SEND_HELLO, 5, 4), RangeError);
+  assert.throws(() => dec.push(SEND_HELLO, -1), RangeError);
+  assert.equal(dec.state, 'hdr');
+  dec.push(SEND_HELLO, 0, 0);
+  dec.push(SEND_HELLO);
+  assert.equal(sink.records.length, 1);
+});
+
+test('fuzz: random byte flips give FPDUs, crcOk=false or a TerminateError, never another exception (time-boxed)', () => {
+  const rnd = prng(424242);
+  const deadline = Date.now() + 1500;
+  let runs = 0;
+  let terminated = 0;
+  let badCrc = 0;
+  while (Date.now() < deadline || runs < 50) {
+    const crc = runs % 2 === 0;
+    const { bytes } = genStream(rnd, { crc, maxMessages: 6, maxLen: 3000 });
+    const bad = Buffer.from(bytes);
+    const flips = 1 + Math.floor(rnd() * 4);
+    for (let i = 0; i < flips; i++) bad[Math.floor(rnd() * bad.length)] ^= 1 + Math.floor(rnd() * 255);
+    const sink = new RecordingSink();
+    const dec = new FpduDecoder(sink, { crc });
+    try {
+      for (const [s, e] of randomSplits(rnd)(bad.length)) dec.push(bad, s, e);
+    } catch (e) {
+      assert.ok(e instanceof TerminateError, `run ${runs}: ${e && e.stack}`);
+      assert.ok(e.header instanceof Uint8Array && e.header.length >= 16);
+      assert.equal(dec.state, 'dead');
+      terminated++;
+    }
+    badCrc += sink.records.filter((r) => !r.crcOk).length;
+    runs++;
+  }
+  assert.ok(terminated > 0 && badCrc > 0, `${runs} runs, ${terminated} terminated, ${badCrc} CRC failures`);
+});

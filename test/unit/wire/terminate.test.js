@@ -8,6 +8,7 @@ import {
   decodeFpduHeader,
   decodeTerminate,
   decodeTerminateFpdu,
+  decodeTerminateMessage,
   encodeFpdu,
   encodeTerminate,
   fpduCrc,
@@ -154,4 +155,21 @@ test('termName', () => {
   assert.equal(termName(0, 0, 0xff), 'RDMAP/local catastrophic: unspecified error');
   assert.equal(termName(7, 9, 0x42), 'layer 7/etype 9: ecode 0x42');
   assert.equal(termName(1, 2, 0), 'DDP/untagged buffer: ecode 0x00');
+});
+
+test('decodeTerminateMessage: control word from the decoder header, attachments from the payload', () => {
+  const rreq = encodeFpdu({ opcode: 1, msn: 2, srcStag: 0xbad });
+  const t = encodeTerminate({ layer: 0, etype: 1, ecode: 0, header: decodeFpduHeader(rreq).raw }, { crc: true, msn: 1 });
+  const sink = new RecordingSink();
+  const dec = new FpduDecoder(sink, { crc: true });
+  for (let i = 0; i < t.length; i++) dec.push(t, i, i + 1);
+  const [rec] = sink.records;
+  assert.equal(rec.crcOk, true);
+  assert.equal(rec.payloadLen, 48);
+  const d = decodeTerminateMessage(rec.raw, rec.payload);
+  assert.deepEqual(d, decodeTerminateFpdu(t));
+  assert.deepEqual([d.layer, d.etype, d.ecode, d.m, d.d, d.r, d.msn], [0, 1, 0, true, true, true, 1]);
+  assert.deepEqual(d.rdmapHeader, new Uint8Array(rreq.subarray(20, 48)));
+  const bare = decodeTerminateMessage(decodeFpduHeader(encodeTerminate({ layer: 2, etype: 0, ecode: 1 }, { crc: false })).raw);
+  assert.deepEqual([bare.layer, bare.ecode, bare.ddpHeader], [2, 1, undefined]);
 });
