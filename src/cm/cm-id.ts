@@ -552,7 +552,7 @@ export class CmId {
     if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
     if (this.ps !== PortSpace.TCP && this.ps !== PortSpace.IB) throw err('EOPNOTSUPP', op, 'iWARP listens in the TCP port space only');
     const src = this.src as SockAddr;
-    const server = net.createServer({ noDelay: true });
+    const server = net.createServer({ noDelay: true, pauseOnConnect: true });
     this.server = server;
     server.on('connection', (sock) => this.incoming(sock));
     await new Promise<void>((resolve, reject) => {
@@ -581,7 +581,9 @@ export class CmId {
       sock.destroy();
       return;
     }
-    const cep = Cep.accepted(Llp.accepted(sock));
+    const llp = Llp.accepted(sock);
+    const cep = Cep.accepted(llp);
+    const ts = llp.socket;
     cep.onEvent = (ev) => {
       if (ev.type !== 'request') return;
       if (this._destroyed) {
@@ -589,7 +591,7 @@ export class CmId {
         return;
       }
       const f = ev.frame;
-      const local = unmapV4(sock.localAddress ?? '');
+      const local = unmapV4(ts.localAddress ?? '');
       const dev = findDeviceByAddress(local);
       if (!dev) {
         cep.close(false);
@@ -598,9 +600,9 @@ export class CmId {
       const child = new CmId(this.sync ? null : this.channel, this.context, this.ps);
       child.verbs = dev.open();
       child.portNum = 1;
-      child.src = { address: local, port: sock.localPort ?? 0, family: local.includes(':') ? 'IPv6' : 'IPv4' };
-      const remote = unmapV4(sock.remoteAddress ?? '');
-      child.dst = { address: remote, port: sock.remotePort ?? 0, family: remote.includes(':') ? 'IPv6' : 'IPv4' };
+      child.src = { address: local, port: ts.localPort ?? 0, family: local.includes(':') ? 'IPv6' : 'IPv4' };
+      const remote = unmapV4(ts.remoteAddress ?? '');
+      child.dst = { address: remote, port: ts.remotePort ?? 0, family: remote.includes(':') ? 'IPv6' : 'IPv4' };
       child.cep = cep;
       child.setState(CmState.CONNECT, 'connect request');
       // The requester's IRD/ORD seen from our side: its ORD is what we must answer (our

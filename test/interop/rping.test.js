@@ -13,6 +13,7 @@
 //   RPING_SERVER_READY  how to tell our server listens: listen (default: a TCP listener on the
 //                       port in the namespace) | output:REGEX (its stdout/stderr) | delay:SECONDS
 //   RPING_TIMEOUT_SEC   deadline of one host-side rping run (default 90)
+//   RPING_SCENARIOS     only these scenario numbers, e.g. "0,3" (default: all; same in A and B)
 // scripts/refvm/vm-rping.sh stands in for our rping with the kernel's in a second VM, to prove
 // this harness without our tool (see test/interop/NOTES.md).
 import test from 'node:test';
@@ -20,7 +21,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP } from './lib/refvm.js';
-import { rpingStdout, assertRpingStdout, RPING_DEFAULT_PORT } from './lib/rping-pattern.js';
+import { rpingStdout, assertRpingStdout, unexpectedStderr, RPING_DEFAULT_PORT } from './lib/rping-pattern.js';
 
 const HOST_CMD = process.env.RPING_HOST_CMD
   ? process.env.RPING_HOST_CMD.trim().split(/\s+/)
@@ -38,6 +39,8 @@ const SCENARIOS = [
   { title: 'default size, -C 60 -v (the start letter wraps)', count: 60, verbose: true },
   { title: 'default size and port, -C 10 -V only (no output)', count: 10, verbose: false, defaultPort: true },
 ];
+const ONLY = process.env.RPING_SCENARIOS ? new Set(process.env.RPING_SCENARIOS.split(',').map(Number)) : null;
+const RUN = SCENARIOS.map((s, i) => [i, s]).filter(([i]) => !ONLY || ONLY.has(i));
 const portOf = (s, base, i) => (s.defaultPort ? RPING_DEFAULT_PORT : base + i);
 /** rping options after -s/-c and -a ADDR, in the order the brief's examples use. */
 function rpingArgs(s, port) {
@@ -66,7 +69,7 @@ function requireHostCmd(t) {
 const A_BASE = 7200;
 const jobA = `
 mark ready
-${SCENARIOS.map((s, i) => {
+${RUN.map(([i, s]) => {
   const p = portOf(s, A_BASE, i);
   return `
 gstart srv-${i} 300 rping -s -a $REFVM_IP ${rpingArgs(s, p).join(' ')}; sp=$GPID
@@ -83,7 +86,7 @@ gwait srv-${i} $sp`;
 test('interop A: kernel rping -s (guest, siw) <- our rping -c (host)', async (t) => {
   if (!(await requireRefvm(t)) || !requireHostCmd(t)) return;
   const res = await withGuest({ name: 'rping-kernel-server', rdma: 'siw', job: jobA, timeoutSec: 1050 }, async (ctx) => {
-    for (const [i, s] of SCENARIOS.entries()) {
+    for (const [i, s] of RUN) {
       const port = portOf(s, A_BASE, i);
       await t.test(`A${i}: ${s.title}`, async (tt) => {
         let r;
@@ -103,6 +106,7 @@ test('interop A: kernel rping -s (guest, siw) <- our rping -c (host)', async (t)
         assert.equal(g.rc, 0, `kernel rping server failed\n${both}`);
         assertRpingStdout(r.stdout, expectOut(s, 'client'), 'our rping -c (data the kernel server wrote back)');
         assertRpingStdout(g.out, expectOut(s, 'server'), 'kernel rping -s (data it read from our client)');
+        assert.deepEqual(unexpectedStderr(g.err, 'server'), [], `kernel rping -s printed what a clean run does not\n${both}`);
       });
     }
   });
@@ -114,7 +118,7 @@ test('interop A: kernel rping -s (guest, siw) <- our rping -c (host)', async (t)
 const B_BASE = 7210;
 const jobB = `
 mark ready
-${SCENARIOS.map((s, i) => `
+${RUN.map(([i, s]) => `
 if waitfile $H/go-${i} 300; then
   gtool cli-${i} 240 rping -c -a ${HOST_ADDR} ${rpingArgs(s, portOf(s, B_BASE, i)).join(' ')}
 else glog "cli-${i}: no go from the host"; putrc cli-${i} 254; fi`).join('\n')}
@@ -140,7 +144,7 @@ async function serverReady(srv, port) {
 test('interop B: our rping -s (host) <- kernel rping -c (guest, siw)', async (t) => {
   if (!(await requireRefvm(t)) || !requireHostCmd(t)) return;
   const res = await withGuest({ name: 'rping-kernel-client', rdma: 'siw', job: jobB, timeoutSec: 1050 }, async (ctx) => {
-    for (const [i, s] of SCENARIOS.entries()) {
+    for (const [i, s] of RUN) {
       const port = portOf(s, B_BASE, i);
       await t.test(`B${i}: ${s.title}`, async (tt) => {
         const args = ['-s', '-a', HOST_ADDR, ...rpingArgs(s, port)];
@@ -166,6 +170,7 @@ test('interop B: our rping -s (host) <- kernel rping -c (guest, siw)', async (t)
         assert.equal(r.code, 0, `our rping server failed\n${both}`);
         assertRpingStdout(g.out, expectOut(s, 'client'), 'kernel rping -c (data our server wrote back)');
         assertRpingStdout(r.stdout, expectOut(s, 'server'), 'our rping -s (data it read from the kernel client)');
+        assert.deepEqual(unexpectedStderr(g.err, 'client'), [], `kernel rping -c printed what a clean run does not\n${both}`);
       });
     }
   });

@@ -13,7 +13,7 @@ import { trace, tracing } from '../../trace.js';
 export type LlpConsumer = (buf: Buffer, start: number, end: number) => void;
 
 /** Size of the reused receive buffer of sockets we create (one read). */
-const READ_BUF = 256 * 1024;
+const READ_BUF = 1024 * 1024;
 
 let llpIds = 0;
 
@@ -52,6 +52,29 @@ export class Llp {
 
   /** Wrap an accepted socket (reads come as 'data' events). */
   static accepted(socket: net.Socket): Llp {
+    // A server socket accepted paused (`pauseOnConnect`) is re-wrapped so that it, too, reads
+    // into one reused buffer: net.Server has no `onread` option of its own.
+    const handle = (socket as unknown as { _handle?: unknown })._handle;
+    if (socket.isPaused() && handle) {
+      let self: Llp | null = null;
+      const buf = Buffer.allocUnsafe(READ_BUF);
+      const opts = {
+        handle,
+        onread: {
+          buffer: buf,
+          callback: (n: number, b: Buffer): boolean => {
+            self?.deliver(b, 0, n);
+            return true;
+          },
+        },
+      } as unknown as net.SocketConstructorOpts;
+      (socket as unknown as { _handle: unknown })._handle = null;
+      const s = new net.Socket(opts);
+      s.setNoDelay(true);
+      self = new Llp(s);
+      s.resume();
+      return self;
+    }
     const l = new Llp(socket);
     socket.on('data', (chunk: Buffer) => l.deliver(chunk, 0, chunk.length));
     return l;

@@ -94,6 +94,18 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
   process.on(sig, () => { cleanupAll(); process.exit(130); });
 }
 
+// Each process runs under a small bash watchdog: should this node process die without its
+// exit handler (SIGKILL, a runner's timeout), the watchdog ends the process tree within a
+// second, so no VM outlives the test that started it (an orphan would hold the tap device).
+// The wrapper exits with the child's status.
+const WATCHDOG = `p=$1; shift; "$@" & c=$!
+tree() { local k; for k in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$k"; done; echo "$1"; }
+while kill -0 "$c" 2>/dev/null; do
+  if ! kill -0 "$p" 2>/dev/null; then kill -TERM $(tree "$c") 2>/dev/null; sleep 3; kill -KILL $(tree "$c") 2>/dev/null; break; fi
+  sleep 0.2
+done
+wait "$c"`;
+
 /**
  * Start a process with a deadline. Returns {pid, done, kill, output}; `done` resolves to
  * {code, signal, stdout, stderr, timedOut, ms} and never rejects (a failure to start is
@@ -103,7 +115,8 @@ export function startProcess(cmd, args, { timeoutMs = 120_000, env, cwd, label }
   const t0 = Date.now();
   const out = [], err = [];
   let timedOut = false;
-  const child = spawn(cmd, args, { env: { ...process.env, ...env }, cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn('bash', ['-c', WATCHDOG, 'interop-watchdog', String(process.pid), cmd, ...args],
+    { env: { ...process.env, ...env }, cwd, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
   if (child.pid) live.add(child.pid);
   child.stdout.on('data', (b) => out.push(b));
   child.stderr.on('data', (b) => err.push(b));

@@ -49,3 +49,17 @@ export function assertRpingStdout(actual, expected, what) {
       `  (got ${a.length - 1} lines / ${actual.length} bytes, expected ${e.length - 1} lines / ${expected.length} bytes)`);
   }
 }
+
+// rping's exit status is weak evidence: rping_test_client/server end with
+// `return (cb->state == DISCONNECTED) ? 0 : ret;`, so a run cut short by a disconnect still
+// exits 0 (seen: a client stuck on "wait for RDMA_WRITE_ADV state 10" exited 0 once its peer
+// died). What the kernel's rping prints on stderr in a clean run, per role; any other line
+// means the run did not go as it should.
+const CLEAN_STDERR = {
+  client: ['client DISCONNECT EVENT...'],
+  server: ['server DISCONNECT EVENT...', 'wait for RDMA_READ_ADV state 10'],
+};
+/** Lines of a kernel rping's stderr that a clean run does not print. */
+export function unexpectedStderr(stderr, role) {
+  return stderr.split('\n').filter((l) => l.trim() && !CLEAN_STDERR[role].includes(l));
+}
