@@ -86,15 +86,42 @@ export class CompChannel implements AsyncIterable<Cq> {
 
   /**
    * Iterate over completion events (each yields the CQ, already counted as reported: ack it).
-   * Ends when the channel is destroyed. Breaking out of the loop does not destroy the channel.
+   * Ends when the channel is destroyed. Leaving the loop (`break`, `return()`, even while a
+   * read is pending) does not destroy the channel and does not consume an event.
    */
-  async *[Symbol.asyncIterator](): AsyncGenerator<Cq, void, undefined> {
-    for (;;) {
-      if (this._destroyed) return;
-      const cq = await this._q.shift(undefined, 'ibv_get_cq_event');
-      if (cq === undefined) return;
-      yield cq;
-    }
+  [Symbol.asyncIterator](): AsyncIterableIterator<Cq> {
+    let ended = false;
+    let pending: AbortController | undefined;
+    const done: IteratorReturnResult<undefined> = { done: true, value: undefined };
+    const it: AsyncIterableIterator<Cq> = {
+      next: async (): Promise<IteratorResult<Cq>> => {
+        if (ended || this._destroyed) return done;
+        const ac = new AbortController();
+        pending = ac;
+        try {
+          const cq = await this._q.shift(ac.signal, 'ibv_get_cq_event');
+          if (cq === undefined) {
+            ended = true;
+            return done;
+          }
+          return { done: false, value: cq };
+        } catch (e) {
+          if (ended) return done; // the pending read was cancelled by return()
+          throw e;
+        } finally {
+          if (pending === ac) pending = undefined;
+        }
+      },
+      return: async (): Promise<IteratorResult<Cq>> => {
+        ended = true;
+        pending?.abort();
+        return done;
+      },
+      [Symbol.asyncIterator]() {
+        return it;
+      },
+    };
+    return it;
   }
 
   /** @internal A CQ's armed notification fired. */

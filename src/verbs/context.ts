@@ -96,27 +96,28 @@ export class Context {
   /**
    * `ibv_create_cq()`.
    * @param cqe minimum number of entries, 1..maxCqe (rounded up to a power of two).
-   * @param channel completion channel for notifications (same context).
+   * @param channel completion channel for notifications (same context); `null`/`undefined`: none.
    * @param compVector 0..numCompVectors-1 (no effect in this implementation).
    * @param cqContext opaque user value (`cq_context`).
    * @throws RdmaError EINVAL (cqe out of range, bad channel or vector); ENOMEM beyond `maxCq`.
    */
-  createCq(cqe: number, channel?: CompChannel, compVector = 0, cqContext?: unknown): Cq {
+  createCq(cqe: number, channel?: CompChannel | null, compVector = 0, cqContext?: unknown): Cq {
     const op = 'ibv_create_cq';
+    const ch = channel ?? undefined;
     if (!Number.isInteger(cqe) || cqe < 1 || cqe > this._attr.maxCqe) {
       throw err('EINVAL', op, `cqe ${String(cqe)} (device max ${this._attr.maxCqe})`);
     }
-    if (channel !== undefined) {
-      if (!(channel instanceof CompChannel) || channel.context !== this) throw err('EINVAL', op, 'channel of another device');
-      if (channel.destroyed) throw err('EINVAL', op, 'channel destroyed');
+    if (ch !== undefined) {
+      if (!(ch instanceof CompChannel) || ch.context !== this) throw err('EINVAL', op, 'channel of another device');
+      if (ch.destroyed) throw err('EINVAL', op, 'channel destroyed');
     }
     if (!Number.isInteger(compVector) || compVector < 0 || compVector >= this.numCompVectors) {
       throw err('EINVAL', op, `comp_vector ${String(compVector)}`);
     }
     if (this._cqCount >= this._attr.maxCq) throw err('ENOMEM', op, `more than ${this._attr.maxCq} CQs`);
     this._cqCount++;
-    const cq = new Cq(this, cqe, channel, compVector, cqContext, this._nextCqHandle++);
-    channel?._cqs.add(cq);
+    const cq = new Cq(this, cqe, ch, compVector, cqContext, this._nextCqHandle++);
+    ch?._cqs.add(cq);
     return cq;
   }
 

@@ -242,46 +242,83 @@ export const PORT_CAP_DEVICE_MGMT_SUP = 1 << 19;
 export interface DeviceAttr {
   /** `fw_ver` (siw: empty). */
   fwVer: string;
+  /** `node_guid`: node GUID (siw: MAC, or device name for loopback). */
   nodeGuid: bigint;
+  /** `sys_image_guid`: system image GUID (siw: modified EUI-64 of the MAC). */
   sysImageGuid: bigint;
+  /** `max_mr_size`: largest MR (siw: ~0). */
   maxMrSize: bigint;
+  /** `page_size_cap`: supported page sizes (siw: PAGE_SIZE). */
   pageSizeCap: bigint;
+  /** `vendor_id`: siw: 0x626d74, ASCII "bmt". */
   vendorId: number;
+  /** `vendor_part_id`: siw: device number, from 1. */
   vendorPartId: number;
+  /** `hw_ver`. */
   hwVer: number;
+  /** `max_qp`: max QPs. */
   maxQp: number;
+  /** `max_qp_wr`: max WRs per send/receive queue. */
   maxQpWr: number;
+  /** `device_cap_flags`: `IBV_DEVICE_*` bits (siw: MEM_MGT_EXTENSIONS). */
   deviceCapFlags: number;
+  /** `max_sge`: max SGEs per WR. */
   maxSge: number;
+  /** `max_sge_rd`: max SGEs of an RDMA Read sink (iWARP: 1). */
   maxSgeRd: number;
+  /** `max_cq`: max CQs. */
   maxCq: number;
+  /** `max_cqe`: max CQEs per CQ. */
   maxCqe: number;
+  /** `max_mr`: max MRs. */
   maxMr: number;
+  /** `max_pd`: max PDs. */
   maxPd: number;
   /** Max outstanding RDMA Reads per QP as target (siw: ORD max, 128). */
   maxQpRdAtom: number;
+  /** `max_ee_rd_atom`. */
   maxEeRdAtom: number;
+  /** `max_res_rd_atom`: total RDMA Read resources (maxQp * IRD). */
   maxResRdAtom: number;
   /** Max outstanding RDMA Reads per QP as initiator (siw: IRD max, 128). */
   maxQpInitRdAtom: number;
+  /** `max_ee_init_rd_atom`. */
   maxEeInitRdAtom: number;
+  /** `atomic_cap`: atomic support (siw: none). */
   atomicCap: AtomicCap;
+  /** `max_ee`. */
   maxEe: number;
+  /** `max_rdd`. */
   maxRdd: number;
+  /** `max_mw`: max memory windows (siw: 0). */
   maxMw: number;
+  /** `max_raw_ipv6_qp`. */
   maxRawIpv6Qp: number;
+  /** `max_raw_ethy_qp`. */
   maxRawEthyQp: number;
+  /** `max_mcast_grp`. */
   maxMcastGrp: number;
+  /** `max_mcast_qp_attach`. */
   maxMcastQpAttach: number;
+  /** `max_total_mcast_qp_attach`. */
   maxTotalMcastQpAttach: number;
+  /** `max_ah`. */
   maxAh: number;
+  /** `max_fmr`. */
   maxFmr: number;
+  /** `max_map_per_fmr`. */
   maxMapPerFmr: number;
+  /** `max_srq`: max SRQs. */
   maxSrq: number;
+  /** `max_srq_wr`: max WRs per SRQ. */
   maxSrqWr: number;
+  /** `max_srq_sge`: max SGEs per SRQ WR. */
   maxSrqSge: number;
+  /** `max_pkeys`. */
   maxPkeys: number;
+  /** `local_ca_ack_delay`. */
   localCaAckDelay: number;
+  /** `phys_port_cnt`: number of ports (1). */
   physPortCnt: number;
   /** Not in ibverbs: the largest `cap.maxInlineData` a QP may ask for (siw: SIW_MAX_INLINE). */
   maxInlineData: number;
@@ -316,21 +353,37 @@ export const SIW_LIMITS = Object.freeze({
 
 /** `struct ibv_port_attr` (field names camelCased). */
 export interface PortAttr {
+  /** `state`: port state (siw: ACTIVE). */
   state: PortState;
+  /** `max_mtu`: largest IB MTU enum. */
   maxMtu: Mtu;
+  /** `active_mtu`: IB MTU enum of the interface MTU. */
   activeMtu: Mtu;
+  /** `gid_tbl_len`: GID table size (1: the MAC-based GID). */
   gidTblLen: number;
+  /** `port_cap_flags`: `IBV_PORT_*_SUP` bits. */
   portCapFlags: number;
+  /** `max_msg_sz`: largest message (2^32-1). */
   maxMsgSz: number;
+  /** `bad_pkey_cntr`. */
   badPkeyCntr: number;
+  /** `qkey_viol_cntr`. */
   qkeyViolCntr: number;
+  /** `pkey_tbl_len`: P_Key table size (iWARP: 0). */
   pkeyTblLen: number;
+  /** `lid`: LID (iWARP: 0). */
   lid: number;
+  /** `sm_lid`. */
   smLid: number;
+  /** `lmc`. */
   lmc: number;
+  /** `max_vl_num`. */
   maxVlNum: number;
+  /** `sm_sl`. */
   smSl: number;
+  /** `subnet_timeout`. */
   subnetTimeout: number;
+  /** `init_type_reply`. */
   initTypeReply: number;
   /** `IBV_WIDTH_1X` = 1. */
   activeWidth: number;
@@ -338,8 +391,11 @@ export interface PortAttr {
   activeSpeed: number;
   /** 5 = LinkUp. */
   physState: number;
+  /** `link_layer`: ETHERNET for iWARP. */
   linkLayer: LinkLayer;
+  /** `flags`. */
   flags: number;
+  /** `port_cap_flags2`. */
   portCapFlags2: number;
 }
 

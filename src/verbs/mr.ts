@@ -200,12 +200,6 @@ export class MrTable {
     return ((index << 8) | key) >>> 0;
   }
 
-  /** @internal Return a slot reserved by {@link _allocStag} that ended up unused. */
-  _releaseStag(stag: number): void {
-    const index = stag >>> 8;
-    if (this._slots[index] === undefined && index > 0 && index < this._slots.length) this._free.push(index);
-  }
-
   /** @internal Publish a new MR in its reserved slot. */
   _insert(mr: Mr): void {
     this._slots[mr.handle] = mr;

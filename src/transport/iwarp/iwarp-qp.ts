@@ -9,6 +9,7 @@ import { TerminateError } from '../../errors.js';
 import { FpduDecoder, decodeTerminateMessage, termName } from '../../wire/index.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
+import type { Cq } from '../../verbs/cq.js';
 import type { QpInitAttr } from '../../verbs/provider.js';
 import { Qp, type RqWqe, type SqWqe } from '../../verbs/qp.js';
 import { AsyncEventType, QpState, WcStatus, WrOpcode, type QpCap, type SendWr, type Sge } from '../../verbs/types.js';
@@ -57,6 +58,7 @@ export class IwarpQp extends Qp {
     super(context, pd, qpNum, init, cap);
     this.tx = new QpTx(this);
     this.rx = new QpRx(this);
+    for (const cq of [init.sendCq, init.recvCq]) if (!cq.onOverflow) cq.onOverflow = cqOverflowed;
   }
 
   // -- connection ---------------------------------------------------------------------------
@@ -314,9 +316,24 @@ export class IwarpQp extends Qp {
   invalidateStag(stag: number): boolean {
     return invalidateMr(this.context, this.pd, stag);
   }
+  /** Raise QP_FATAL (used when its CQ overflows). */
+  raiseFatal(): void {
+    this.raiseAsync(AsyncEventType.QP_FATAL);
+  }
+
   /** Send WRs in flight (counted against max_send_wr). */
   protected override _inflight(): number {
     return this.tx.orq.length + this.tx.pendingCb;
+  }
+}
+
+/** A CQ overflowed (CQ_ERR already raised): every QP using it is fatally broken (IB spec 11.6.2). */
+function cqOverflowed(cq: Cq): void {
+  for (const qp of cq.qps) {
+    if (qp instanceof IwarpQp && qp.state !== QpState.ERR && qp.state !== QpState.RESET) {
+      qp.raiseFatal();
+      qp.modify({ qpState: QpState.ERR });
+    }
   }
 }
 

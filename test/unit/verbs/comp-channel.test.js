@@ -239,3 +239,28 @@ test('async events: wait, abort, ack, unknown types', async () => {
   ctx.ackAsyncEvent(port);
   cq.destroy();
 });
+
+test('returning from the iterator while a read is pending does not consume an event', async () => {
+  const ctx = dev(LO).open();
+  const ch = ctx.createCompChannel();
+  const cq = ctx.createCq(4, ch);
+  const it = ch[Symbol.asyncIterator]();
+  const next = it.next();
+  await tick();
+  assert.deepEqual(await it.return(), { done: true, value: undefined });
+  assert.deepEqual(await next, { done: true, value: undefined });
+  assert.deepEqual(await it.next(), { done: true, value: undefined });
+  cq.reqNotify();
+  cq._push(wc(1), false);
+  assert.equal(ch.pending, 1, 'the event stayed on the channel');
+  assert.equal(cq.unackedEvents, 0);
+  assert.equal(ch.tryGetCqEvent(), cq);
+  cq.ackEvents(1);
+  cq.poll(4);
+  cq.destroy();
+  // createCq accepts null for "no channel"
+  const plain = ctx.createCq(1, null);
+  assert.equal(plain.channel, undefined);
+  plain.destroy();
+  ch.destroy();
+});

@@ -236,3 +236,35 @@ test('CQ overflow raises CQ_ERR and does not crash the data path', async () => {
   void a;
   await close();
 });
+
+test('a send CQ overflowing on the data path moves its QP to ERR with QP_FATAL', async () => {
+  const listen = createId(null, null, PortSpace.TCP);
+  listen.bindAddr({ address: '127.0.0.1', port: 0 });
+  await listen.listen(1);
+  const srv = (async () => {
+    const child = await listen.getRequest();
+    child.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 8 } });
+    const m = child.pd.regMr(Buffer.alloc(64), Access.LOCAL_WRITE);
+    for (let i = 0; i < 8; i++) child.qp.postRecv({ wrId: i, sgList: sg(m) });
+    await child.accept();
+    return child;
+  })();
+  const a = createId(null, null, PortSpace.TCP);
+  await a.resolveAddr(null, { address: '127.0.0.1', port: listen.srcPort });
+  await a.resolveRoute();
+  const tiny = a.verbs.createCq(1);
+  a.createQp(null, { sendCq: tiny, cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  await a.connect();
+  const b = await srv;
+  const m = a.pd.regMr(Buffer.alloc(8), 0);
+  for (let i = 0; i < 3; i++) a.qp.postSend({ wrId: i, opcode: WrOpcode.SEND, sgList: sg(m), sendFlags: SendFlags.SIGNALED });
+  await asyncEvent(a.verbs, AsyncEventType.CQ_ERR, tiny);
+  await asyncEvent(a.verbs, AsyncEventType.QP_FATAL, a.qp);
+  assert.equal(a.qp.state, QpState.ERR);
+  a.destroyQp();
+  tiny.destroy();
+  await a.destroy();
+  b.destroyQp();
+  await b.destroy();
+  await listen.destroy();
+});
