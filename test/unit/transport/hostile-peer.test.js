@@ -339,3 +339,56 @@ test('peer closing the TCP connection: DISCONNECTED, posted receives flushed', a
   assert.ok(wc.every((w) => w.status === WcStatus.WR_FLUSH_ERR));
   await teardown(s);
 });
+
+test('MPA Request with PD_Length above 256 is dropped silently (siw)', async () => {
+  const listen = createId(null, null, PortSpace.TCP);
+  listen.bindAddr({ address: '127.0.0.1', port: 0 });
+  await listen.listen(1);
+  const sock = net.connect({ host: '127.0.0.1', port: listen.srcPort });
+  sock.on('error', () => {});
+  await new Promise((r) => sock.once('connect', r));
+  const got = [];
+  sock.on('data', (d) => got.push(d));
+  const hdr = Buffer.from('MPA ID Req Frame\x10\x02\x01\x2c', 'latin1'); // PD_Length 300
+  sock.write(Buffer.concat([hdr, Buffer.alloc(300)]));
+  await new Promise((r) => sock.once('close', r));
+  assert.equal(Buffer.concat(got).length, 0, 'no reply');
+  assert.equal(listen.channel.pending, 0);
+  await listen.destroy();
+});
+
+test('MPA rev 1 initiator (no enhanced word, no P2P): accepted, we stay silent until its first FPDU', async () => {
+  const listen = createId(null, null, PortSpace.TCP);
+  listen.bindAddr({ address: '127.0.0.1', port: 0 });
+  await listen.listen(1);
+  const sock = net.connect({ host: '127.0.0.1', port: listen.srcPort });
+  sock.on('error', () => {});
+  await new Promise((r) => sock.once('connect', r));
+  const got = [];
+  sock.on('data', (d) => got.push(d));
+  sock.write(encodeMpaStartFrame({ type: 'request', markers: false, crc: false, reject: false, enhanced: false, rev: 1, privateData: Buffer.from('v1') }));
+  const child = await listen.getRequest();
+  assert.equal(Buffer.from(child.event.param.conn.privateData).toString(), 'v1');
+  const qp = child.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  const m = child.pd.regMr(Buffer.from('server-first'), Access.LOCAL_WRITE);
+  const r = child.pd.regMr(Buffer.alloc(16), Access.LOCAL_WRITE);
+  qp.postRecv({ wrId: 1, sgList: [{ addr: r.addr, length: r.length, lkey: r.lkey }] });
+  await child.accept();
+  qp.postSend({ wrId: 2, opcode: 2 /* SEND */, sgList: [{ addr: m.addr, length: 12, lkey: m.lkey }] });
+  await new Promise((r) => setTimeout(r, 50));
+  const rep = decodeMpaStartFrame(Buffer.concat(got), 'reply');
+  assert.ok('frame' in rep);
+  assert.equal(rep.frame.rev, 1);
+  assert.equal(rep.frame.enhanced, false);
+  assert.equal(Buffer.concat(got).length, rep.length, 'nothing behind the MPA Reply before the initiator speaks');
+  sock.write(encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 1 }, Buffer.from('hi')));
+  const t0 = Date.now();
+  while (Buffer.concat(got).length < rep.length + 36 && Date.now() - t0 < 2000) await new Promise((r) => setTimeout(r, 5));
+  const after = Buffer.concat(got).subarray(rep.length);
+  assert.equal(after[3] & 0x0f, RdmapOpcode.SEND);
+  assert.equal(after.subarray(20, 32).toString(), 'server-first');
+  sock.destroy();
+  child.destroyQp();
+  await child.destroy();
+  await listen.destroy();
+});
