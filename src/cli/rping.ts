@@ -194,7 +194,9 @@ function cloneCb(l: Cb): Cb {
 
 /** The shared state, read fresh (other tasks change it while we wait). */
 const stateOf = (cb: Cb): TestState => cb.state;
-const hex = (v: number | bigint): string => (typeof v === 'bigint' ? v : BigInt(v >>> 0)).toString(16);
+/** `%x` / `%PRIx64`. */
+const hex = (v: number | bigint): string =>
+  (typeof v === 'bigint' ? v : BigInt(Number.isSafeInteger(v) && v >= 0 ? v : v >>> 0)).toString(16);
 /** `%d` of a 32-bit value. */
 const int32 = (v: number): number => v | 0;
 /** `%s` of a C string: the bytes up to the first NUL. */

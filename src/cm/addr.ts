@@ -6,6 +6,7 @@ import dgram from 'node:dgram';
 import dns from 'node:dns';
 import net from 'node:net';
 import { err } from '../errors.js';
+import { ipKey, isLoopbackIp } from '../util/ip.js';
 
 /** A socket address (`struct sockaddr_in`/`sockaddr_in6`), Node style. */
 export interface SockAddr {
@@ -24,13 +25,13 @@ export function ipFamily(address: string, op: string): 4 | 6 {
 
 /** Whether an address is the wildcard (0.0.0.0 or ::). */
 export function isAny(address: string): boolean {
-  return address === '0.0.0.0' || address === '::' || address === '0:0:0:0:0:0:0:0';
+  const k = ipKey(address);
+  return k === '0.0.0.0' || k === '0:0:0:0:0:0:0:0';
 }
 
 /** Loopback check (127/8, ::1, ::ffff:127.x). */
 export function isLoopback(address: string): boolean {
-  const a = address.startsWith('::ffff:') ? address.slice(7) : address;
-  return a.startsWith('127.') || a === '::1';
+  return isLoopbackIp(ipKey(address) ?? address);
 }
 
 /** Strip an IPv4-mapped prefix (`::ffff:1.2.3.4` → `1.2.3.4`). */
@@ -139,6 +140,7 @@ export async function getaddrinfo(node: string | null, service: string | number 
   let address: string;
   let canon: string | null = null;
   let family: 4 | 6;
+  if (node === '') throw new GaiError(-2, 'EAI_NONAME', gaiStrerror(-2));
   if (node === null) {
     family = hints.family === 'IPv6' ? 6 : 4;
     address = passive ? (family === 6 ? '::' : '0.0.0.0') : family === 6 ? '::1' : '127.0.0.1';

@@ -479,7 +479,7 @@ export class CmId {
           const r = ev.result;
           const llp = cep.llp;
           this.src = { address: unmapV4(llp.localAddress ?? src.address), port: llp.localPort ?? src.port, family: src.family ?? 'IPv4' };
-          this.establish(qp, llp, r, true);
+          this.goLive(qp, llp, r, true);
           this.post(CmEventType.ESTABLISHED, 0, { privateData: r.privateData, responderResources: r.ird, initiatorDepth: r.ord });
           return;
         }
@@ -505,7 +505,8 @@ export class CmId {
   }
 
   /** Hand the negotiated connection to the QP and watch for its end. */
-  private establish(qp: IwarpQp, llp: Llp, r: MpaResult, active: boolean, onFirst?: () => void): void {
+  private goLive(qp: IwarpQp, llp: Llp, r: MpaResult, active: boolean, onFirst?: () => void): void {
+    this.connQp = qp;
     qp.ird = r.ird;
     qp.ord = r.ord;
     qp.onLlpDown = (info) => this.llpDown(info);
@@ -538,6 +539,8 @@ export class CmId {
     this.post(CmEventType.DISCONNECTED, 0);
   }
   private awaitingEstablish = false;
+  /** The QP carrying the connection (the id's own, or one the application created: `qpNum`). */
+  private connQp: IwarpQp | null = null;
 
   // -- passive side -------------------------------------------------------------------------------
 
@@ -686,9 +689,35 @@ export class CmId {
         }
       : undefined;
     this.awaitingEstablish = r.p2p;
-    this.establish(qp, cep.llp, r, false, onFirst);
+    this.goLive(qp, cep.llp, r, false, onFirst);
     if (!r.p2p) this.post(CmEventType.ESTABLISHED, 0, { responderResources: r.ird, initiatorDepth: r.ord });
     if (this.sync) await this.complete(op);
+  }
+
+  /**
+   * rdma_establish(): IB/RoCE only (it sends the RTU after CONNECT_RESPONSE). iWARP connections
+   * are established by rdma_connect itself, so the kernel refuses it there: EINVAL.
+   */
+  establish(): void {
+    this.checkAlive('rdma_establish');
+    throw err('EINVAL', 'rdma_establish', 'not used on iWARP');
+  }
+
+  /**
+   * rdma_init_qp_attr(): the attributes to move an application-created QP to `state`. On iWARP
+   * the CM drives RTR/RTS itself, so only INIT carries attributes (access flags); the mask is 0
+   * for the other states, as the iWARP kernel path returns.
+   */
+  initQpAttr(state: QpState): { attr: { qpState: QpState; qpAccessFlags?: number; portNum?: number }; mask: number } {
+    const op = 'rdma_init_qp_attr';
+    this.checkAlive(op);
+    if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
+    if (state === QpState.INIT) {
+      // IB_QP_STATE | IB_QP_ACCESS_FLAGS | IB_QP_PORT (+ PKEY_INDEX is IB only).
+      return { attr: { qpState: state, qpAccessFlags: 0x7, portNum: this.portNum || 1 }, mask: 1 | 8 | 32 };
+    }
+    if (state === QpState.RTR || state === QpState.RTS) return { attr: { qpState: state }, mask: 0 };
+    throw err('EINVAL', op, `state ${state}`);
   }
 
   /** rdma_reject(): refuse a connect request; the requester gets REJECTED with `privateData`. */
@@ -712,8 +741,8 @@ export class CmId {
     const op = 'rdma_disconnect';
     this.checkAlive(op);
     if (this._state !== CmState.CONNECT && this._state !== CmState.DISCONNECT) throw err('EINVAL', op, `state ${this._state}`);
-    if (this.connected && this.qp) {
-      (this.qp as IwarpQp).disconnect();
+    if (this.connected && this.connQp) {
+      this.connQp.disconnect();
       if (this.sync) await this.complete(op);
       return;
     }
@@ -749,10 +778,11 @@ export class CmId {
       this.cep.close(false);
       this.cep = null;
     }
-    if (this.connected && this.qp) {
+    if (this.connected && this.connQp) {
       this.connected = false;
-      (this.qp as IwarpQp).abort();
+      this.connQp.abort();
     }
+    this.connQp = null;
     if (this.sync) this.channel._dropEventsOf(this);
     if (this.unacked > 0) await new Promise<void>((r) => this.ackWaiters.push(r));
     this.channel._ids.delete(this);

@@ -11,6 +11,7 @@ import type { QpInitAttr, QpLike } from './provider.js';
 import { Access, QpType } from './types.js';
 import type { QpCap } from './types.js';
 import type { Context } from './context.js';
+import type { Qp } from './qp.js';
 
 /** Memory `Pd.regMr()` accepts: any ArrayBuffer view (Buffer, Uint8Array ...) or a whole buffer. */
 export type MrMemory = ArrayBufferView | ArrayBuffer | SharedArrayBuffer;
@@ -91,7 +92,7 @@ export class Pd {
    *   PD deallocated); ENODEV (the device's provider is no longer registered); whatever the
    *   provider throws (EOPNOTSUPP for QP types it lacks, ENOMEM ...).
    */
-  createQp(attr: QpInitAttr): QpLike {
+  createQp(attr: QpInitAttr): Qp {
     const op = 'ibv_create_qp';
     if (this._deallocated) throw err('EINVAL', op, 'PD deallocated');
     if (typeof attr !== 'object' || attr === null) throw err('EINVAL', op, 'no init attributes');
@@ -118,7 +119,7 @@ export class Pd {
     attr.sendCq._attachQp(qp);
     attr.recvCq._attachQp(qp);
     if (tracing('qp')) trace('qp', `QP[${qp.qpNum}]`, `created on PD[${this.handle}] ${ctx.device.name}`);
-    return qp;
+    return qp as Qp;
   }
 
   /**

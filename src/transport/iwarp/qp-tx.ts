@@ -135,6 +135,12 @@ export class QpTx {
     switch (w.opcode) {
       case WrOpcode.RDMA_READ: {
         const s = w.sgList[0] as Sge;
+        // The sink must be writable local memory before the request goes out (siw checks the
+        // SGE when it processes the WQE: a bad one completes with LOC_PROT_ERR).
+        if (typeof qp.localTarget(s, 0, s.length) === 'number') {
+          qp.sqFail(w, WcStatus.LOC_PROT_ERR, `RDMA Read sink lkey ${s.lkey} addr ${s.addr} len ${s.length} invalid`);
+          return false;
+        }
         this.qp.sqShift();
         this.orq.push(w);
         this.readMsn = (this.readMsn + 1) >>> 0;

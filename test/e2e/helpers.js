@@ -1,0 +1,155 @@
+// Shared helpers for the two-process CLI tests: spawn a tool with a deadline (killed on hang),
+// pick free ports, wait until a server listens, and the expected output of rping's -v.
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const REPO_ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const RPING = join(REPO_ROOT, 'dist', 'cli', 'rping.js');
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * Start `node <script> ...args`. Returns a handle: `stdout()`/`stderr()` (output so far), `kill()`,
+ * and `done`, a promise of `{ code, signal, stdout, stderr, timedOut, ms }`. The process is
+ * SIGKILLed when it outlives `timeoutMs` (then `timedOut` is true).
+ */
+export function startCli(script, args, { timeoutMs = 20_000, env } = {}) {
+  const t0 = Date.now();
+  const child = spawn(process.execPath, [script, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
+  const out = [];
+  const err = [];
+  child.stdout.on('data', (b) => out.push(b));
+  child.stderr.on('data', (b) => err.push(b));
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    child.kill('SIGKILL');
+  }, timeoutMs);
+  const stdout = () => Buffer.concat(out).toString('latin1');
+  const stderr = () => Buffer.concat(err).toString('latin1');
+  const done = new Promise((resolve) => {
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout: stdout(), stderr: stderr(), timedOut, ms: Date.now() - t0 });
+    });
+  });
+  return {
+    child,
+    done,
+    stdout,
+    stderr,
+    kill: (sig = 'SIGTERM') => {
+      if (child.exitCode === null && child.signalCode === null) child.kill(sig);
+    },
+  };
+}
+
+/** Run to completion (see {@link startCli}). */
+export function runCli(script, args, opts) {
+  return startCli(script, args, opts).done;
+}
+
+/** A short description of a finished run, for assertion messages. */
+export function describeRun(what, r) {
+  const clip = (s) => (s.length > 2000 ? `${s.slice(0, 2000)}…(${s.length} bytes)` : s);
+  return `${what}: exit ${r.code}${r.signal ? ` signal ${r.signal}` : ''}${r.timedOut ? ' TIMED OUT' : ''} in ${r.ms} ms\n` +
+    `  stderr: ${JSON.stringify(clip(r.stderr))}\n  stdout: ${JSON.stringify(clip(r.stdout))}`;
+}
+
+const handedOut = new Set();
+
+/** Whether `port` can be bound on the wildcard address (both families). */
+function canBind(port) {
+  return new Promise((resolve) => {
+    const s = net.createServer();
+    s.once('error', () => resolve(false));
+    s.listen({ port, host: '::', ipv6Only: false, exclusive: true }, () => s.close(() => resolve(true)));
+  });
+}
+
+/**
+ * A TCP port nobody listens on, from 20000-31999 (below Linux's ephemeral range), not handed out
+ * before by this process. Test files run in parallel processes, so the start is random.
+ */
+export async function freePort() {
+  for (let i = 0; i < 200; i++) {
+    const p = 20000 + Math.floor(Math.random() * 12000);
+    if (handedOut.has(p)) continue;
+    if (await canBind(p)) {
+      handedOut.add(p);
+      return p;
+    }
+  }
+  throw new Error('no free port found');
+}
+
+function listeningIn(file, port) {
+  let text;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch {
+    return null;
+  }
+  const hex = port.toString(16).toUpperCase().padStart(4, '0');
+  return text.split('\n').some((l) => {
+    const f = l.trim().split(/\s+/);
+    return f[1]?.endsWith(`:${hex}`) && f[3] === '0A';
+  });
+}
+
+/**
+ * Resolve once something listens on TCP `port` (read from /proc/net/tcp{,6}, so no connection is
+ * made to the server), or reject after `timeoutMs` or when `exited` resolves first. Without /proc
+ * it just waits a second.
+ */
+export async function waitListening(port, { timeoutMs = 10_000, exited } = {}) {
+  let gone = false;
+  exited?.then(() => {
+    gone = true;
+  });
+  const t0 = Date.now();
+  while (Date.now() - t0 < timeoutMs) {
+    if (gone) throw new Error(`the server exited before listening on ${port}`);
+    const v4 = listeningIn('/proc/net/tcp', port);
+    const v6 = listeningIn('/proc/net/tcp6', port);
+    if (v4 === null && v6 === null) {
+      await sleep(1000);
+      return;
+    }
+    if (v4 || v6) return;
+    await sleep(25);
+  }
+  throw new Error(`nothing listens on ${port} after ${timeoutMs} ms`);
+}
+
+// ---- rping's data pattern (rping.c rping_test_client, as documented in spec/tools.md B.1) ------
+
+/**
+ * The text of ping `n` with buffer `size`: "rdma-ping-<n>: " then letters from 'A' + n mod 58,
+ * incrementing and wrapping after 'z' back to 'A', filling the buffer; the last byte is the NUL,
+ * so the text is size-1 characters.
+ */
+export function rpingText(n, size = 64) {
+  const head = `rdma-ping-${n}: `;
+  let s = head.slice(0, size - 1);
+  let c = 65 + (n % 58);
+  while (s.length < size - 1) {
+    s += String.fromCharCode(c);
+    c = c === 122 ? 65 : c + 1;
+  }
+  return s;
+}
+
+/** The stdout of `rping -v` for `count` pings: "ping data: ..." (client) or "server ping data: ...". */
+export function rpingLines({ count, size = 64, role = 'client' }) {
+  const prefix = role === 'server' ? 'server ping data: ' : 'ping data: ';
+  let s = '';
+  for (let n = 0; n < count; n++) s += `${prefix}${rpingText(n, size)}\n`;
+  return s;
+}
