@@ -52,6 +52,7 @@ export class IwarpQp extends Qp {
   /** The CM's hook: the connection is gone. */
   onLlpDown: ((info: LlpDownInfo) => void) | null = null;
   private terminated = false;
+  private readonly scratch: { bufs: Buffer[]; offs: number[]; lens: number[] } = { bufs: [], offs: [], lens: [] };
   private holdTimer: NodeJS.Timeout | null = null;
 
   constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
@@ -277,10 +278,16 @@ export class IwarpQp extends Qp {
   }
   /** Resolve a WQE's SGEs to memory pieces; on a bad SGE the WQE fails with LOC_PROT_ERR. */
   gather(w: SqWqe): { bufs: Buffer[]; offs: number[]; lens: number[] } | null {
-    if (w.inline) return { bufs: [w.inline], offs: [0], lens: [w.inline.length] };
-    const bufs: Buffer[] = [];
-    const offs: number[] = [];
-    const lens: number[] = [];
+    // One scratch set per QP: the TX path consumes it before the next gather.
+    const g = this.scratch;
+    const { bufs, offs, lens } = g;
+    bufs.length = offs.length = lens.length = 0;
+    if (w.inline) {
+      bufs.push(w.inline);
+      offs.push(0);
+      lens.push(w.inline.length);
+      return g;
+    }
     for (const s of w.sgList) {
       if (s.length === 0) continue;
       const r = localSgeTarget(this.context, this.pd, s, 0, s.length, false);
@@ -292,7 +299,7 @@ export class IwarpQp extends Qp {
       offs.push(r.off);
       lens.push(s.length);
     }
-    return { bufs, offs, lens };
+    return g;
   }
   /** Local placement target inside SGE `s` at `off` for `len` bytes (LOCAL_WRITE required). */
   localTarget(s: Sge, off: number, len: number): { buf: Buffer; off: number } | number {

@@ -154,6 +154,11 @@ export class Llp {
       cb?.(new Error('connection closed'));
       return false;
     }
+    if (this.batching === 1) this.batching = 1.5;
+    else if (this.batching === 1.5) {
+      this.socket.cork();
+      this.batching = 2;
+    }
     return this.socket.write(buf, cb);
   }
 
@@ -162,12 +167,20 @@ export class Llp {
     return this.socket.writableNeedDrain;
   }
 
-  cork(): void {
-    this.socket.cork();
+  /**
+   * Start a batch: the first write goes straight to the socket (a lone small message pays no
+   * buffering), later ones are corked and leave as one writev at {@link endBatch}.
+   */
+  beginBatch(): void {
+    this.batching = 1;
   }
-  uncork(): void {
-    this.socket.uncork();
+  /** End a batch started with {@link beginBatch}. */
+  endBatch(): void {
+    if (this.batching === 2) this.socket.uncork();
+    this.batching = 0;
   }
+  /** 0: not batching; 1: batching, nothing written yet; 2: corked. */
+  private batching: 0 | 1 | 1.5 | 2 = 0;
 
   /** Graceful close: everything written so far is sent, then FIN. */
   end(): void {

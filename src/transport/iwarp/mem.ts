@@ -4,7 +4,8 @@
  * error code siw sends (wire.md §1.8). Results live in one scratch object, valid until the next
  * call (no allocation per FPDU).
  */
-import { MrCheck, localSgeOffset, remoteAccessOffset, invalidateStag } from '../../verbs/mr.js';
+import { MrCheck, mrOffset, remoteAccessOffset, invalidateStag } from '../../verbs/mr.js';
+import { Access } from '../../verbs/types.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { Sge } from '../../verbs/types.js';
@@ -39,10 +40,10 @@ export function localSgeTarget(ctx: Context, pd: Pd, s: Sge, off: number, len: n
     scratch.off = 0;
     return scratch;
   }
-  const r = localSgeOffset(ctx, pd, { addr: s.addr + off, length: len, lkey: s.lkey }, needWrite);
-  if (r < 0) return r;
-  const mr = ctx._mrs.last;
+  const mr = ctx._mrs.lookup(s.lkey);
   if (!mr) return MrCheck.INVALID_STAG;
+  const r = mrOffset(mr, pd, s.addr + off, len, needWrite ? Access.LOCAL_WRITE : 0);
+  if (r < 0) return r;
   scratch.buf = asBuffer(mr.buf);
   scratch.off = r;
   return scratch;

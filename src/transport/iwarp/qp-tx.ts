@@ -48,6 +48,21 @@ interface Pieces {
   lens: number[];
 }
 
+/** Copy `n` bytes; a plain loop beats Buffer#copy's native call for the small ones. */
+function copySmall(src: Buffer, so: number, dst: Buffer, d: number, n: number): void {
+  if (n > 48) {
+    src.copy(dst, d, so, so + n);
+    return;
+  }
+  for (let i = 0; i < n; i++) dst[d + i] = src[so + i] as number;
+}
+
+/** Zero the pad and the (CRC-off) trailer behind the payload ending at `at`. */
+function zeroTail(f: Buffer, at: number, pad: number): void {
+  for (let i = 0; i < pad; i++) f[at + i] = 0;
+  f.writeUInt32LE(0, at + pad);
+}
+
 /** Per-connection transmit state. */
 export class QpTx {
   llp: Llp | null = null;
@@ -98,7 +113,7 @@ export class QpTx {
     const llp = this.llp;
     if (!llp || this.held || this.kicking || this.waitingDrain || llp.isClosed) return;
     this.kicking = true;
-    llp.cork();
+    llp.beginBatch();
     try {
       for (;;) {
         if (!this.qp.txAllowed()) break;
@@ -124,7 +139,7 @@ export class QpTx {
         if (!this.sendWqe(llp, w)) break;
       }
     } finally {
-      llp.uncork();
+      llp.endBatch();
       this.kicking = false;
     }
   }
@@ -194,20 +209,19 @@ export class QpTx {
     do {
       const n = Math.min(maxPayload, total - sent);
       const last = sent + n >= total;
-      const h = this.hdr;
+      const h = zc ? this.hdr : Buffer.allocUnsafe(hdrLen + n + fpduPad(hdrLen - 2 + n) + 4);
       if (info.tagged) writeTaggedHdr(h, 0, op, last, w.rkey, w.remoteAddr + sent, n);
       else writeUntaggedHdr(h, 0, op, last, w.invalidateRkey, DdpQn.SEND, msn, sent, n);
       if (!zc) {
         // One buffer: header + payload + pad + CRC.
         const pad = fpduPad(hdrLen - 2 + n);
-        const f = Buffer.allocUnsafe(hdrLen + n + pad + 4);
-        h.copy(f, 0, 0, hdrLen);
+        const f = h;
         let at = hdrLen;
         let need = n;
         while (need > 0) {
           const avail = (p.lens[pi] as number) - poff;
           const k = avail < need ? avail : need;
-          (p.bufs[pi] as Buffer).copy(f, at, (p.offs[pi] as number) + poff, (p.offs[pi] as number) + poff + k);
+          copySmall(p.bufs[pi] as Buffer, (p.offs[pi] as number) + poff, f, at, k);
           at += k;
           need -= k;
           poff += k;
@@ -216,7 +230,7 @@ export class QpTx {
             poff = 0;
           }
         }
-        f.fill(0, at, at + pad + 4);
+        zeroTail(f, at, pad);
         if (this.crc) f.writeUInt32LE(crc32c(f.subarray(0, at + pad)), at + pad);
         llp.write(f);
       } else {
