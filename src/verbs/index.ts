@@ -3,7 +3,6 @@
  * and channels, queue pairs, async events.
  * @packageDocumentation
  */
-import '../transport/iwarp/provider.js';
 export * from './types.js';
 export {
   getDeviceList,
