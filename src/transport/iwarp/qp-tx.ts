@@ -27,7 +27,6 @@ import { trace, tracing } from '../../trace.js';
 
 /** Messages at or above this size go zero-copy (views of the MR + write callback). */
 const ZERO_COPY_MIN = 32 * 1024;
-const PAD = Buffer.alloc(4);
 
 /** An inbound RDMA Read Request waiting to be answered (siw's IRQ entry). */
 export interface IrqEntry {
@@ -199,6 +198,7 @@ export class QpTx {
    * callback of the last FPDU.
    */
   private sendMessage(llp: Llp, op: RdmapOpcode, w: SqWqe, msn: number, p: Pieces, zc: boolean): void {
+    if (zc) return this.sendMessageZc(llp, op, w, msn, p);
     const info = IWARP_OPCODES[op] as IwarpOpcodeInfo;
     const hdrLen = info.hdrLen;
     const maxPayload = (this.fpduMax - hdrLen - 4) & ~3;
@@ -209,10 +209,10 @@ export class QpTx {
     do {
       const n = Math.min(maxPayload, total - sent);
       const last = sent + n >= total;
-      const h = zc ? this.hdr : Buffer.allocUnsafe(hdrLen + n + fpduPad(hdrLen - 2 + n) + 4);
+      const h = Buffer.allocUnsafe(hdrLen + n + fpduPad(hdrLen - 2 + n) + 4);
       if (info.tagged) writeTaggedHdr(h, 0, op, last, w.rkey, w.remoteAddr + sent, n);
       else writeUntaggedHdr(h, 0, op, last, w.invalidateRkey, DdpQn.SEND, msn, sent, n);
-      if (!zc) {
+      {
         // One buffer: header + payload + pad + CRC.
         const pad = fpduPad(hdrLen - 2 + n);
         const f = h;
@@ -233,39 +233,65 @@ export class QpTx {
         zeroTail(f, at, pad);
         if (this.crc) f.writeUInt32LE(crc32c(f.subarray(0, at + pad)), at + pad);
         llp.write(f);
-      } else {
-        const pad = fpduPad(hdrLen - 2 + n);
-        const hb = Buffer.allocUnsafe(hdrLen);
-        h.copy(hb, 0, 0, hdrLen);
-        let c = this.crc ? crc32c(hb) : 0;
-        llp.write(hb);
-        let need = n;
-        while (need > 0) {
-          const avail = (p.lens[pi] as number) - poff;
-          const k = avail < need ? avail : need;
-          const start = (p.offs[pi] as number) + poff;
-          const v = (p.bufs[pi] as Buffer).subarray(start, start + k);
-          if (this.crc) c = crc32c(v, c);
-          llp.write(v);
-          need -= k;
-          poff += k;
-          if (poff === p.lens[pi]) {
-            pi++;
-            poff = 0;
-          }
-        }
-        const t = Buffer.allocUnsafe(pad + 4);
-        t.fill(0, 0, pad);
-        if (this.crc) {
-          if (pad > 0) c = crc32c(PAD.subarray(0, pad), c);
-          t.writeUInt32LE(c, pad);
-        } else t.fill(0, pad);
-        if (last) llp.write(t, (e) => this.zcDone(w, e));
-        else llp.write(t);
       }
       sent += n;
     } while (sent < total);
     if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`}${zc ? ' (zero-copy)' : ''}`);
+  }
+
+  /**
+   * Zero-copy segmentation: the payload goes out as views of the registered memory. The small
+   * pieces between two payloads — the trailer of one FPDU and the header of the next — share one
+   * buffer, and all of them are cut from one allocation per message, so an FPDU costs two iovecs.
+   * The WQE completes on the write callback of the last trailer.
+   */
+  private sendMessageZc(llp: Llp, op: RdmapOpcode, w: SqWqe, msn: number, p: Pieces): void {
+    const info = IWARP_OPCODES[op] as IwarpOpcodeInfo;
+    const hdrLen = info.hdrLen;
+    const maxPayload = (this.fpduMax - hdrLen - 4) & ~3;
+    const total = w.length;
+    const nf = Math.max(1, Math.ceil(total / maxPayload));
+    // Each glue piece: trailer (pad ≤ 3 + CRC 4) + header; the first has no trailer, the last no header.
+    const meta = Buffer.allocUnsafe(nf * (hdrLen + 8) + 8);
+    let mo = 0; // where the current glue piece starts in `meta`
+    let me = 0; // where it ends
+    let sent = 0;
+    let pi = 0;
+    let poff = 0;
+    let c = 0;
+    for (let f = 0; f < nf; f++) {
+      const n = Math.min(maxPayload, total - sent);
+      const last = f === nf - 1;
+      const hs = me;
+      if (info.tagged) me = writeTaggedHdr(meta, hs, op, last, w.rkey, w.remoteAddr + sent, n);
+      else me = writeUntaggedHdr(meta, hs, op, last, w.invalidateRkey, DdpQn.SEND, msn, sent, n);
+      if (this.crc) c = crc32c(meta.subarray(hs, me));
+      llp.write(meta.subarray(mo, me));
+      let need = n;
+      while (need > 0) {
+        const avail = (p.lens[pi] as number) - poff;
+        const k = avail < need ? avail : need;
+        const st = (p.offs[pi] as number) + poff;
+        const v = (p.bufs[pi] as Buffer).subarray(st, st + k);
+        if (this.crc) c = crc32c(v, c);
+        llp.write(v);
+        need -= k;
+        poff += k;
+        if (poff === p.lens[pi]) {
+          pi++;
+          poff = 0;
+        }
+      }
+      const pad = fpduPad(hdrLen - 2 + n);
+      mo = me;
+      for (let i = 0; i < pad; i++) meta[me + i] = 0;
+      if (this.crc && pad > 0) c = crc32c(meta.subarray(me, me + pad), c);
+      meta.writeUInt32LE(this.crc ? c : 0, me + pad);
+      me += pad + 4;
+      sent += n;
+    }
+    llp.write(meta.subarray(mo, me), (e) => this.zcDone(w, e));
+    if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`} (zero-copy, ${nf} FPDUs)`);
   }
 
   private zcDone(w: SqWqe, e: Error | null | undefined): void {
