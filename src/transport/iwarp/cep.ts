@@ -14,12 +14,12 @@
  * the endpoint's state changes in one place (siw's CM work queue).
  */
 import { TerminateError } from '../../errors.js';
-import { decodeMpaStartFrame, encodeMpaStartFrame, validateMpaRequest, type MpaStartFrame } from '../../wire/index.js';
+import { decodeMpaStartFrame, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/index.js';
 import { Llp } from './llp.js';
 import { trace, tracing } from '../../trace.js';
 
 /** MPA Reply wait (siw: 10 s, constant named MPAREQ_TIMEOUT). */
-export const MPA_REPLY_TIMEOUT_MS = 10_000;
+export const MPA_REPLY_TIMEOUT_MS = Number(process.env["RDMACM_MPA_REPLY_TIMEOUT_MS"] ?? 10_000);
 /** MPA Request wait on an accepted connection (siw: 5 s). */
 export const MPA_REQUEST_TIMEOUT_MS = 5_000;
 /** siw's hard maximum IRD/ORD. */
@@ -88,6 +88,8 @@ export class Cep {
   private timer: NodeJS.Timeout | null = null;
   private offer: MpaOffer | null = null;
   private request: MpaStartFrame | null = null;
+  private sentRequest: MpaStartFrame | null = null;
+  private requestRtr: 'write' | 'read' | null = null;
 
   private constructor(llp: Llp, state: CepState) {
     this.llp = llp;
@@ -147,6 +149,7 @@ export class Cep {
             privateData: o.privateData,
           };
           this.llp.write(encodeMpaStartFrame(f));
+          this.sentRequest = f;
           this.state = CepState.AWAIT_MPAREP;
           this.arm(MPA_REPLY_TIMEOUT_MS);
           this.trace('MPA Request sent');
@@ -205,35 +208,28 @@ export class Cep {
     this.acc = Buffer.alloc(0);
     const o = this.offer as MpaOffer;
     this.trace(`MPA Reply rev ${f.rev} flags crc=${f.crc} reject=${f.reject} enhanced=${f.enhanced} ird=${f.ird} ord=${f.ord} p2p=${f.p2p}`);
-    if (f.reject) {
+    const v = validateMpaReply(f, this.sentRequest as MpaStartFrame, { maxIrd: MAX_IRD_ORD });
+    if (v.action === 'rejected') {
       this.state = CepState.CLOSED;
       this.onEvent({ type: 'rejected', privateData: f.privateData, status: -111 });
       this.llp.end();
       return;
     }
-    if (f.markers) return this.refuse('peer wants markers');
-    if (!f.enhanced || f.rev !== 2) return this.refuse('reply to an enhanced request must be rev 2 enhanced');
-    let ird = Math.min(f.ord ?? 0, MAX_IRD_ORD);
-    let ord = Math.min(f.ird ?? 0, MAX_IRD_ORD);
-    if ((f.ord ?? 0) > MAX_IRD_ORD) return this.refuse('reply ORD exceeds our maximum IRD');
-    // Relaxed negotiation (siw): keep what we offered when the peer allows more.
-    ird = Math.max(ird, 0);
-    ord = Math.min(Math.max(ord, 0), Math.max(o.ord, 0)) || ord;
-    let rtr: 'write' | 'read' | null = null;
-    if (o.p2p && f.p2p) {
-      if (f.rtrWrite) rtr = 'write';
-      else if (f.rtrRead) rtr = 'read';
-      else return this.refuse('no matching RTR');
+    if (v.action === 'fail') {
+      // siw sends a TERMINATE (LLP/MPA) for insufficient IRD and no matching RTR, else just closes.
+      if (v.terminate) this.llp.write(encodeTerminate(v.terminate, { crc: f.crc }));
+      this.fail(-71, v.reason);
+      if (v.terminate) this.llp.end();
+      else this.llp.abort();
+      return;
     }
+    const ird = v.ird ?? o.ird;
+    const ord = Math.min(v.ord ?? o.ord, MAX_IRD_ORD);
+    const rtr = v.rtr;
     this.state = CepState.RDMA_MODE;
     this.llp.onClose = null;
     this.llp.setConsumer(null);
-    this.onEvent({ type: 'reply', result: { crc: f.crc, ird, ord, rtr, p2p: rtr !== null, privateData: f.privateData, leftover } });
-  }
-
-  private refuse(why: string): void {
-    this.fail(-71, why);
-    this.llp.abort();
+    this.onEvent({ type: 'reply', result: { crc: v.crc, ird, ord, rtr, p2p: rtr !== null, privateData: f.privateData, leftover } });
   }
 
   private gotRequestBytes(buf: Buffer, start: number, end: number): void {
@@ -263,6 +259,7 @@ export class Cep {
       this.sendRejectFrame(new Uint8Array(0));
       return;
     }
+    this.requestRtr = verdict.rtr;
     this.state = CepState.RECVD_MPAREQ;
     this.trace(`MPA Request rev ${f.rev} crc=${f.crc} ird=${f.ird} ord=${f.ord} p2p=${f.p2p} pd ${f.privateData.length} bytes`);
     this.onEvent({ type: 'request', frame: f });
@@ -288,7 +285,7 @@ export class Cep {
       const peerOrd = Math.min(req.ord ?? 0, MAX_IRD_ORD);
       if (ord > peerIrd) ord = peerIrd;
       if (ird < peerOrd) ird = peerOrd;
-      if (req.p2p) rtr = req.rtrWrite ? 'write' : req.rtrRead ? 'read' : 'write';
+      rtr = this.requestRtr;
     }
     const rep: MpaStartFrame = {
       type: 'reply',
