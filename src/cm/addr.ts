@@ -4,9 +4,10 @@
  */
 import dgram from 'node:dgram';
 import dns from 'node:dns';
+import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import { err } from '../errors.js';
-import { ipKey, isLoopbackIp } from '../util/ip.js';
+import { formatIpv4, ipKey, isLoopbackIp, parseIpv4 } from '../util/ip.js';
 
 /** A socket address (`struct sockaddr_in`/`sockaddr_in6`), Node style. */
 export interface SockAddr {
@@ -63,6 +64,108 @@ export function routeSource(dst: string, family: 4 | 6): Promise<string> {
       }
     });
   });
+}
+
+/** Where {@link resolveNeighbor} reads the kernel's tables, and how it makes the kernel ARP. */
+export interface NeighborSource {
+  /** `/proc/net/route` (IPv4 routes, hex little-endian words). */
+  routeFile?: string;
+  /** `/proc/net/arp` (IPv4 neighbour table). */
+  arpFile?: string;
+  /** Make the kernel resolve the next hop (default: an empty UDP datagram to `dst` port 9, discard). */
+  trigger?: (dst: string) => void;
+  /** Poll interval of the neighbour table (ms). */
+  pollMs?: number;
+}
+
+/** `struct rtentry` flag: the route goes through a gateway. */
+const RTF_GATEWAY = 0x2;
+/** ARP entry flags: completed / permanent. */
+const ATF_COM = 0x2;
+const ATF_PERM = 0x4;
+
+/** The IPv4 next hop for `dst` from a /proc/net/route text (longest prefix wins), or null. */
+export function nextHopV4(routeText: string, dst: string): string | null {
+  const d = parseIpv4(dst);
+  if (d === undefined) return null;
+  let best: { mask: number; hop: string } | null = null;
+  for (const line of routeText.split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f.length < 8) continue;
+    const le = (h: string | undefined): number => {
+      const v = parseInt(h ?? '', 16) >>> 0;
+      return (((v & 0xff) << 24) | (((v >>> 8) & 0xff) << 16) | (((v >>> 16) & 0xff) << 8) | (v >>> 24)) >>> 0;
+    };
+    const net4 = le(f[1]);
+    const gw = le(f[2]);
+    const flags = parseInt(f[3] ?? '0', 16);
+    const mask = le(f[7]);
+    if (((d & mask) >>> 0) !== net4) continue;
+    if (best && popcount(best.mask) >= popcount(mask)) continue;
+    const hop = flags & RTF_GATEWAY ? formatIpv4(gw) : dst;
+    best = { mask, hop };
+  }
+  return best?.hop ?? null;
+}
+
+function popcount(v: number): number {
+  let n = 0;
+  for (let x = v >>> 0; x; x >>>= 1) n += x & 1;
+  return n;
+}
+
+/** Whether `ip` has a completed (or permanent) entry in a /proc/net/arp text. */
+export function arpComplete(arpText: string, ip: string): boolean {
+  for (const line of arpText.split('\n').slice(1)) {
+    const f = line.trim().split(/\s+/);
+    if (f[0] === ip) return (parseInt(f[2] ?? '0', 16) & (ATF_COM | ATF_PERM)) !== 0;
+  }
+  return false;
+}
+
+/**
+ * The neighbour resolution rdma_resolve_addr waits for (the kernel's addr_resolve: the next
+ * hop's hardware address): 0 once the next hop of `dst` has a completed ARP entry, -110
+ * (-ETIMEDOUT, the status of ADDR_ERROR) when it has none after `timeoutMs`. IPv4 on Linux only
+ * (it reads /proc/net/route and /proc/net/arp); anything else, or a table that cannot be read,
+ * counts as resolved. Loopback and local destinations need no neighbour and are not asked about.
+ */
+export async function resolveNeighbor(dst: string, timeoutMs: number, src: NeighborSource = {}): Promise<number> {
+  const ip = unmapV4(dst);
+  if (!net.isIPv4(ip)) return 0;
+  let routeText: string;
+  try {
+    routeText = await readFile(src.routeFile ?? '/proc/net/route', 'latin1');
+  } catch {
+    return 0;
+  }
+  const hop = nextHopV4(routeText, ip);
+  if (hop === null) return 0;
+  const arpFile = src.arpFile ?? '/proc/net/arp';
+  const complete = async (): Promise<boolean | null> => {
+    try {
+      return arpComplete(await readFile(arpFile, 'latin1'), hop);
+    } catch {
+      return null;
+    }
+  };
+  const first = await complete();
+  if (first === null || first) return 0;
+  (src.trigger ?? udpNudge)(ip);
+  const until = Date.now() + timeoutMs;
+  const every = src.pollMs ?? 50;
+  while (Date.now() < until) {
+    await new Promise((r) => setTimeout(r, Math.min(every, Math.max(until - Date.now(), 1))));
+    if ((await complete()) !== false) return 0;
+  }
+  return -110;
+}
+
+/** One empty datagram to the discard port: the kernel resolves the next hop to send it. */
+function udpNudge(dst: string): void {
+  const s = dgram.createSocket('udp4');
+  s.on('error', () => s.close());
+  s.send(Buffer.alloc(0), 9, dst, () => s.close());
 }
 
 /** `rdma_addrinfo` flags (RAI_*). */

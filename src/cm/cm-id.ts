@@ -22,12 +22,12 @@ import type { Cq } from '../verbs/cq.js';
 import type { CompChannel } from '../verbs/comp-channel.js';
 import type { Qp } from '../verbs/qp.js';
 import { QpState, QpType, type QpCap } from '../verbs/types.js';
-import { Cep, MAX_IRD_ORD, type MpaResult } from '../transport/iwarp/cep.js';
+import { Cep, CepState, MAX_IRD_ORD, type MpaResult } from '../transport/iwarp/cep.js';
 import { Llp } from '../transport/iwarp/llp.js';
 import { IwarpQp, type LlpDownInfo } from '../transport/iwarp/iwarp-qp.js';
 import { EventChannel } from './event-channel.js';
 import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
-import { ipFamily, isAny, routeSource, unmapV4, type SockAddr } from './addr.js';
+import { ipFamily, isAny, isLoopback, resolveNeighbor, routeSource, unmapV4, type SockAddr } from './addr.js';
 
 /** `enum rdma_port_space`. */
 export enum PortSpace {
@@ -73,6 +73,12 @@ export interface CmQpInitAttr {
   qpContext?: unknown;
 }
 
+/**
+ * The listen backlog the kernel uses when rdma_listen gets 0, a negative value or more than this
+ * (ucma.c `max_backlog`, net/rdma_ucm/max_backlog, default 1024).
+ */
+export const MAX_BACKLOG = 1024;
+
 /** Private data limit on iWARP (256-byte MPA limit minus the 4-byte IRD/ORD word). */
 export const IWARP_MAX_PRIVATE_DATA = 252;
 
@@ -84,6 +90,17 @@ const P2P = process.env['RDMACM_IWARP_P2P'] !== '0';
 const WANT_CRC = process.env['RDMACM_IWARP_CRC'] === '1';
 
 const defaultPds = new WeakMap<Context, Pd>();
+/** max_qp_rd_atom per device context (asked on every connect/accept; the attributes are fixed). */
+const maxRdAtom = new WeakMap<Context, number>();
+function deviceMaxRd(ctx: Context | null): number {
+  if (!ctx) return MAX_IRD_ORD;
+  let v = maxRdAtom.get(ctx);
+  if (v === undefined) {
+    v = ctx.queryDevice().maxQpRdAtom;
+    maxRdAtom.set(ctx, v);
+  }
+  return v;
+}
 /** In-process port reservations, to report EADDRINUSE at bind time like the kernel. */
 const boundPorts = new Map<string, CmId>();
 let idSeq = 0;
@@ -128,13 +145,23 @@ export class CmId {
   private cep: Cep | null = null;
   private server: net.Server | null = null;
   private reqParam: EventConnParam | null = null;
+  /** Events posted for this id and not acknowledged (queued or handed out). */
   private unacked = 0;
+  /** Events handed to the application (rdma_get_cm_event) and not acknowledged. */
+  private reportedUnacked = 0;
   private ackWaiters: (() => void)[] = [];
   private _destroyed = false;
   private connected = false;
   private ownsQpResources = false;
   private reservedKey: string | null = null;
+  /** Bound by the application (rdma_bind_addr, or a source given to rdma_resolve_addr). */
+  private boundExplicitly = false;
   private options = { tos: -1, reuseAddr: false, afOnly: false, ackTimeout: -1 };
+  /**
+   * @internal rdma_create_ep on a passive id: the QP attributes (and PD) rdma_get_request uses to
+   * create the QP of each new connection.
+   */
+  _epQpInitAttr: CmQpInitAttr | null = null;
 
   /** @internal Use {@link createId}. */
   constructor(channel: EventChannel | null, context: unknown, ps: PortSpace) {
@@ -195,8 +222,9 @@ export class CmId {
     if (this._destroyed) return;
     const id: CmId = this;
     let acked = false;
+    let wasReported = false;
     this.unacked++;
-    const ev: CmEvent = {
+    const ev: CmEvent & { _report: () => void } = {
       id,
       listenId,
       event: type,
@@ -205,16 +233,27 @@ export class CmId {
       ack(): void {
         if (acked) throw err('EINVAL', 'rdma_ack_cm_event', 'event already acknowledged');
         acked = true;
-        id.eventAcked();
+        id.eventAcked(wasReported);
+      },
+      _report(): void {
+        if (wasReported) return;
+        wasReported = true;
+        id.reportedUnacked++;
       },
     };
     if (tracing('cm')) trace('cm', this.tag(), `event ${rdmaEventStr(type)} status ${status}`);
     on._post(ev);
   }
 
-  private eventAcked(): void {
+  private eventAcked(wasReported: boolean): void {
     this.unacked--;
-    if (this.unacked <= 0) for (const w of this.ackWaiters.splice(0)) w();
+    if (wasReported) this.reportedUnacked--;
+    for (const w of this.ackWaiters.splice(0)) w();
+  }
+
+  /** Resolve once `done()` holds; re-checked after every acknowledgement of this id's events. */
+  private async waitAcks(done: () => boolean): Promise<void> {
+    while (!done()) await new Promise<void>((r) => this.ackWaiters.push(r));
   }
 
   /**
@@ -262,6 +301,7 @@ export class CmId {
       this.reservedKey = key;
     }
     this.src = { address: addr.address, port: addr.port, family: fam === 6 ? 'IPv6' : 'IPv4' };
+    this.boundExplicitly = true;
     if (dev) {
       this.verbs = dev.open();
       this.portNum = 1;
@@ -271,8 +311,11 @@ export class CmId {
 
   /**
    * rdma_resolve_addr(): find the local device and source address for `dst` (binding first if
-   * `src` is given or the id is unbound). Event: ADDR_RESOLVED, or ADDR_ERROR with a negative
-   * errno status (-ENETUNREACH, -ENODEV, -ETIMEDOUT).
+   * `src` is given or the id is unbound). No route to `dst`: the call itself fails
+   * (ENETUNREACH), as the kernel's synchronous route lookup does. Then the next hop's link
+   * address is waited for (IPv4: the ARP table) up to `timeoutMs`.
+   * Event: ADDR_RESOLVED, or ADDR_ERROR with a negative
+   * errno status (-ENODEV: no device owns the source; -ETIMEDOUT: no ARP answer).
    */
   async resolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs = 2000): Promise<void> {
     const op = 'rdma_resolve_addr';
@@ -287,21 +330,27 @@ export class CmId {
     if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw err('EINVAL', op, `timeout ${timeoutMs}`);
     this.setState(CmState.ADDR_QUERY, 'resolve_addr');
     this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
+    // The route lookup is synchronous in the kernel (rdma_resolve_ip): no route to the
+    // destination fails the call itself (ENETUNREACH/EHOSTUNREACH), no event follows.
+    const s = this.src as SockAddr;
+    let from: string;
+    try {
+      from = isAny(s.address) ? await routeSource(dst.address, dfam) : s.address;
+    } catch (e) {
+      if ((this._state as CmState) === CmState.ADDR_QUERY) this.setState(CmState.ADDR_BOUND, 'no route');
+      const c = (e as NodeJS.ErrnoException).code;
+      throw err(c === 'ENETUNREACH' || c === 'EHOSTUNREACH' || c === 'EADDRNOTAVAIL' ? c : 'ENETUNREACH', op, `${dst.address}: ${(e as Error).message}`);
+    }
     const work = async (): Promise<void> => {
       let status = 0;
-      try {
-        const s = this.src as SockAddr;
-        const from = isAny(s.address) ? await routeSource(dst.address, dfam) : s.address;
-        const dev = findDeviceByAddress(from);
-        if (!dev) status = -19;
-        else {
-          this.verbs = dev.open();
-          this.portNum = 1;
-          this.src = { address: unmapV4(from) === from ? from : from, port: s.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
-        }
-      } catch (e) {
-        const c = (e as NodeJS.ErrnoException).code;
-        status = c === 'ENETUNREACH' ? -101 : c === 'EHOSTUNREACH' ? -113 : -110;
+      const dev = findDeviceByAddress(from);
+      if (!dev) status = -19;
+      else {
+        this.verbs = dev.open();
+        this.portNum = 1;
+        this.src = { address: from, port: s.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
+        // The next hop's link address (ARP): -ETIMEDOUT when nobody answers within the timeout.
+        if (!isLoopback(dst.address) && !isAny(dst.address) && !findDeviceByAddress(dst.address)) status = await resolveNeighbor(dst.address, timeoutMs);
       }
       if (this._destroyed || this._state !== CmState.ADDR_QUERY) return;
       if (status === 0) {
@@ -432,7 +481,7 @@ export class CmId {
   }
 
   private rdLimits(param: ConnParam | undefined, op: string, dflt: { ird: number; ord: number }): { ird: number; ord: number } {
-    const max = this.verbs?.queryDevice().maxQpRdAtom ?? MAX_IRD_ORD;
+    const max = deviceMaxRd(this.verbs);
     const pick = (v: number | undefined, d: number, what: string): number => {
       if (v === undefined || v === 0xff) return Math.min(d, max);
       if (!Number.isInteger(v) || v < 0 || v > max) throw err('EINVAL', op, `${what} ${v} exceeds the device maximum ${max}`);
@@ -461,14 +510,20 @@ export class CmId {
     if (this._state !== CmState.ROUTE_RESOLVED) throw err('EINVAL', op, `state ${this._state}`);
     const qp = this.qpFor(param, op);
     const pdata = this.checkPrivateData(param?.privateData, op);
-    const max = this.verbs?.queryDevice().maxQpRdAtom ?? MAX_IRD_ORD;
+    const max = deviceMaxRd(this.verbs);
     const { ird, ord } = this.rdLimits(param, op, { ird: max, ord: max });
     const src = this.src as SockAddr;
     const dst = this.dst as SockAddr;
     this.setState(CmState.CONNECT, 'connect');
     const opts: { host: string; port: number; localAddress?: string; localPort?: number } = { host: dst.address, port: dst.port };
-    opts.localAddress = src.address;
-    if (src.port) opts.localPort = src.port;
+    // Bind the TCP socket only to what the application bound: a source picked by route lookup is
+    // the one the kernel picks for the connect anyway, and an explicit bind() before connect()
+    // makes the kernel search the port space (slow with thousands of connections).
+    if (this.boundExplicitly && !isAny(src.address)) opts.localAddress = src.address;
+    if (src.port) {
+      opts.localPort = src.port;
+      opts.localAddress ??= src.address;
+    }
     const cep = Cep.connect(opts, { ird, ord, privateData: pdata, crc: WANT_CRC, p2p: P2P });
     this.cep = cep;
     cep.onEvent = (ev) => {
@@ -564,7 +619,7 @@ export class CmId {
         const code = (e.code ?? 'EIO') as ErrnoCode;
         reject(e.code === 'EADDRINUSE' || e.code === 'EADDRNOTAVAIL' || e.code === 'EACCES' ? err(code, op, `${src.address}:${src.port}`) : new RdmaError('EIO', { op, cause: e }));
       });
-      const lo: net.ListenOptions = { port: src.port, backlog: Math.max(backlog, 1) };
+      const lo: net.ListenOptions = { port: src.port, backlog: backlog > 0 && backlog < MAX_BACKLOG ? backlog : MAX_BACKLOG };
       if (!(src.address === '::' && !this.options.afOnly)) lo.host = src.address;
       if (src.address === '::') lo.ipv6Only = this.options.afOnly;
       server.listen(lo, () => resolve());
@@ -645,20 +700,32 @@ export class CmId {
       e.ack();
     }
     const ev = await this.channel.getEvent();
+    // As librdmacm: an event that is not a usable request stays in listen->event (acknowledged
+    // by the next call or by rdma_destroy_id).
     if (ev.event === CmEventType.REJECTED) {
-      ev.ack();
+      this.event = ev;
       throw err('ECONNREFUSED', op);
     }
     if (ev.status !== 0) {
-      ev.ack();
-      throw RdmaError.fromErrno(ev.status, { op });
+      this.event = ev;
+      throw RdmaError.fromErrno(Math.abs(ev.status), { op });
     }
     if (ev.event !== CmEventType.CONNECT_REQUEST) {
-      ev.ack();
+      this.event = ev;
       throw err('EINVAL', op, rdmaEventStr(ev.event));
     }
-    ev.id.event = ev;
-    return ev.id;
+    const child = ev.id;
+    if (this._epQpInitAttr) {
+      // rdma_create_ep saved the QP attributes: the new id gets its QP now, in the listener's PD.
+      try {
+        child.createQp(this.pd, { ...this._epQpInitAttr, cap: { ...this._epQpInitAttr.cap } });
+      } catch (e) {
+        this.event = ev;
+        throw e;
+      }
+    }
+    child.event = ev;
+    return child;
   }
 
   /**
@@ -767,6 +834,7 @@ export class CmId {
       this.event = null;
       e.ack();
     }
+    const wasListening = this._state === CmState.LISTEN;
     this.setState(CmState.DESTROYING, 'destroy');
     this._destroyed = true;
     if (this.reservedKey && boundPorts.get(this.reservedKey) === this) boundPorts.delete(this.reservedKey);
@@ -775,7 +843,10 @@ export class CmId {
       this.server = null;
     }
     if (this.cep) {
-      this.cep.close(false);
+      // A connect request never accepted: iw_cm rejects it on destroy (the peer gets REJECTED);
+      // an active connect in progress is aborted.
+      if (this.cep.state === CepState.RECVD_MPAREQ) this.cep.reject(new Uint8Array(0));
+      else this.cep.close(false);
       this.cep = null;
     }
     if (this.connected && this.connQp) {
@@ -783,8 +854,17 @@ export class CmId {
       this.connQp.abort();
     }
     this.connQp = null;
-    if (this.sync) this.channel._dropEventsOf(this);
-    if (this.unacked > 0) await new Promise<void>((r) => this.ackWaiters.push(r));
+    // The kernel drops the events not yet retrieved (ucma_cleanup_ctx_events); a listener's
+    // queued connect requests go with it, their new ids destroyed (the requesters are rejected).
+    this.channel._dropEventsOf(this);
+    if (wasListening) {
+      for (const e of this.channel._takeWhere((x) => x.listenId === this && x.event === CmEventType.CONNECT_REQUEST)) {
+        e.ack();
+        void e.id.destroy().catch(() => {});
+      }
+    }
+    // rdma_destroy_id blocks until every event reported for the id is acknowledged.
+    await this.waitAcks(() => this.unacked <= 0);
     this.channel._ids.delete(this);
     if (this.sync) this.channel.destroy();
   }
@@ -797,6 +877,12 @@ export class CmId {
     const op = 'rdma_migrate_id';
     this.checkAlive(op);
     if (channel === null && this.sync) throw err('EINVAL', op, 'already synchronous');
+    if (channel?.isDestroyed) throw err('EINVAL', op, 'channel destroyed');
+    if (this.sync && this.event) {
+      const e = this.event;
+      this.event = null;
+      e.ack();
+    }
     const target = channel ?? new EventChannel(true);
     const moved = this.channel._takeEventsOf(this);
     this.channel._ids.delete(this);
@@ -806,6 +892,8 @@ export class CmId {
     this.sync = channel === null;
     for (const e of moved) target._post(e);
     if (old._sync && old._ids.size === 0) old.destroy();
+    // librdmacm blocks until the events already reported on the old channel are acknowledged.
+    await this.waitAcks(() => this.reportedUnacked <= 0);
   }
 
   /**
@@ -832,7 +920,9 @@ export class CmId {
           this.options.afOnly = value !== 0;
           return;
         case RdmaOption.ID_ACK_TIMEOUT:
-          if (value < 0 || value > 31) throw err('EINVAL', op, 'ack timeout');
+          // A u8, stored as given (rdma_set_ack_timeout); only RC ids take it.
+          if (value < 0 || value > 255) throw err('EINVAL', op, 'ack timeout');
+          if (this.qpType !== QpType.RC) throw err('EINVAL', op, 'ack timeout on a non-RC id');
           this.options.ackTimeout = value;
           return;
         default:

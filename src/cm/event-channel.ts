@@ -8,6 +8,15 @@ import { RdmaError, err } from '../errors.js';
 import type { CmEvent } from './events.js';
 import type { CmId } from './cm-id.js';
 
+/** An event as the CM builds it: `_report` runs when the channel hands it to the application. */
+type ReportableEvent = CmEvent & { _report?: () => void };
+
+/** The event handed to the application counts as reported (rdma_get_cm_event returned it). */
+function reported(e: CmEvent): CmEvent {
+  (e as ReportableEvent)._report?.();
+  return e;
+}
+
 /** rdma_create_event_channel(). */
 export class EventChannel implements AsyncIterable<CmEvent> {
   private readonly queue: CmEvent[] = [];
@@ -33,20 +42,25 @@ export class EventChannel implements AsyncIterable<CmEvent> {
     const w = this.waiters.shift();
     if (w) {
       w.cleanup();
-      w.resolve(ev);
+      w.resolve(reported(ev));
     } else this.queue.push(ev);
   }
 
   /** Internal: move the queued events of `id` to another channel (rdma_migrate_id). */
   _takeEventsOf(id: CmId): CmEvent[] {
+    return this._takeWhere((e) => e.id === id);
+  }
+
+  /** Internal: remove and return the queued (not yet retrieved) events matching `pred`, in order. */
+  _takeWhere(pred: (e: CmEvent) => boolean): CmEvent[] {
     const out: CmEvent[] = [];
-    for (let i = 0; i < this.queue.length; ) {
+    let j = 0;
+    for (let i = 0; i < this.queue.length; i++) {
       const e = this.queue[i] as CmEvent;
-      if (e.id === id) {
-        out.push(e);
-        this.queue.splice(i, 1);
-      } else i++;
+      if (pred(e)) out.push(e);
+      else this.queue[j++] = e;
     }
+    this.queue.length = j;
     return out;
   }
 
@@ -62,7 +76,7 @@ export class EventChannel implements AsyncIterable<CmEvent> {
   getEvent(signal?: AbortSignal): Promise<CmEvent> {
     if (this.destroyed) return Promise.reject(err('EBADF', 'rdma_get_cm_event', 'channel destroyed'));
     const e = this.queue.shift();
-    if (e) return Promise.resolve(e);
+    if (e) return Promise.resolve(reported(e));
     if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise<CmEvent>((resolve, reject) => {
       const onAbort = (): void => {
@@ -80,7 +94,7 @@ export class EventChannel implements AsyncIterable<CmEvent> {
   tryGetEvent(): CmEvent {
     const e = this.queue.shift();
     if (!e) throw err('EAGAIN', 'rdma_get_cm_event');
-    return e;
+    return reported(e);
   }
 
   /** Async iteration over events; ends when the channel is destroyed. */
