@@ -12,6 +12,7 @@
 import { basename as pathBasename } from 'node:path';
 import {
   GaiError,
+  RAI,
   RdmaError,
   createEventChannel,
   gaiStrerror,
@@ -19,6 +20,8 @@ import {
   getaddrinfo,
   strerror,
   type EventChannel,
+  type RdmaAddrinfo,
+  type RdmaAddrinfoHints,
   type SockAddr,
 } from '../index.js';
 
@@ -469,4 +472,91 @@ export function objId(o: object | null | undefined): string {
     objIds.set(o, n);
   }
   return `0x${n.toString(16)}`;
+}
+
+// -- C library pieces used by the rdma_cm example tools ------------------------------------------
+
+/**
+ * strtoul(3) with glibc's rules, as an unsigned 64-bit value: leading white space, an optional
+ * sign (a minus negates modulo 2^64), then digits in `base` (0: `0x`/`0X` prefix → 16, leading
+ * `0` → 8, else 10); parsing stops at the first invalid character; no digits gives 0; overflow
+ * saturates at 2^64-1. Cast with {@link u8}/{@link u32} as the C code does.
+ */
+export function strtoul(s: string, base = 0): bigint {
+  const m = /^[ \t\n\v\f\r]*([+-]?)(.*)$/s.exec(s) as RegExpExecArray;
+  const neg = m[1] === '-';
+  let rest = m[2] as string;
+  let b = base;
+  if ((b === 0 || b === 16) && /^0[xX][0-9a-fA-F]/.test(rest)) {
+    rest = rest.slice(2);
+    b = 16;
+  } else if (b === 0) b = rest.startsWith('0') ? 8 : 10;
+  let v = 0n;
+  let any = false;
+  const max = (1n << 64n) - 1n;
+  let overflow = false;
+  for (const ch of rest) {
+    const d = parseInt(ch, 36);
+    if (Number.isNaN(d) || d >= b) break;
+    any = true;
+    v = v * BigInt(b) + BigInt(d);
+    if (v > max) overflow = true;
+  }
+  if (!any) return 0n;
+  if (overflow) return max;
+  return neg ? BigInt.asUintN(64, -v) : v;
+}
+
+/** `(uint8_t) value`. */
+export function u8(v: bigint | number): number {
+  return Number(BigInt.asUintN(8, BigInt(v)));
+}
+
+/** `(uint32_t) value`. */
+export function u32(v: bigint | number): number {
+  return Number(BigInt.asUintN(32, BigInt(v)));
+}
+
+/**
+ * The message glibc's getopt prints (opterr = 1) for an unknown option or a missing argument:
+ * `<prog>: invalid option -- 'x'` / `<prog>: option requires an argument -- 'x'` (stderr).
+ */
+export function getoptComplaint(prog: string, item: GetoptItem, optstring: string): void {
+  const c = item.optopt ?? '?';
+  const i = optstring.indexOf(c);
+  if (i >= 0 && c !== ':' && optstring[i + 1] === ':') errOut(`${prog}: option requires an argument -- '${c}'\n`);
+  else errOut(`${prog}: invalid option -- '${c}'\n`);
+}
+
+/**
+ * common.c `get_rdma_addr()`: passive (`hints.flags & RAI.PASSIVE`) resolves `src`; active
+ * resolves `src` first as a passive address (its result becomes the source) and then `dst`.
+ * Failure prints `rdma_getaddrinfo error: <gai_strerror>` (stdout) and returns the EAI code
+ * (or -1 for an errno-style failure), as `rdma_getaddrinfo` does.
+ */
+export async function getRdmaAddr(
+  src: string | null,
+  dst: string | null,
+  port: string,
+  hints: RdmaAddrinfoHints,
+): Promise<{ ret: number; rai: RdmaAddrinfo | null }> {
+  let ret = 0;
+  let rai: RdmaAddrinfo | null = null;
+  try {
+    if ((hints.flags ?? 0) & RAI.PASSIVE) {
+      rai = await getaddrinfo(src, port, hints);
+    } else {
+      const h: RdmaAddrinfoHints = { ...hints };
+      if (src) {
+        const res = await getaddrinfo(src, null, { ...h, flags: (h.flags ?? 0) | RAI.PASSIVE });
+        if (res.srcAddr) h.srcAddr = res.srcAddr;
+      }
+      rai = await getaddrinfo(dst, port, h);
+    }
+  } catch (e) {
+    ret = eaiOf(e);
+    rai = null;
+  }
+  if (ret) out(`rdma_getaddrinfo error: ${gaiStrerror(ret)}\n`);
+  return { ret, rai };
 }
