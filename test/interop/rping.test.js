@@ -56,6 +56,14 @@ const hostDesc = (r) => `host: ${HOST_CMD.join(' ')} -> exit ${r.code}${r.signal
 const GUEST_RC = { 124: ' (TIMED OUT: killed by timeout)', 143: ' (killed: SIGTERM)', 253: ' (not run: our server was not up)', 254: ' (not run: no go from the host)' };
 const guestDesc = (g, what) => `guest ${what}: exit ${g.rc}${GUEST_RC[g.rc] || ''}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out, 4)}`;
 
+/** Keep our side's output next to the guest's, in the job folder. */
+function saveHost(ctx, name, r) {
+  if (!r) return;
+  ctx.touch(`${name}.out`, r.stdout);
+  ctx.touch(`${name}.err`, r.stderr);
+  ctx.touch(`${name}.rc`, `${r.code}${r.timedOut ? ' timed out' : ''}\n`);
+}
+
 /** Skip loudly when our rping is not built (the default command) — never pass silently. */
 function requireHostCmd(t) {
   if (process.env.RPING_HOST_CMD || existsSync(HOST_CMD[1])) return true;
@@ -82,6 +90,7 @@ g=0; while kill -0 $sp 2>/dev/null; do
 done
 gwait srv-${i} $sp`;
 }).join('\n')}
+true
 `;
 
 test('interop A: kernel rping -s (guest, siw) <- our rping -c (host)', async (t) => {
@@ -99,6 +108,7 @@ test('interop A: kernel rping -s (guest, siw) <- our rping -c (host)', async (t)
         } finally {
           ctx.touch(`hdone-${i}`);
         }
+        saveHost(ctx, `host-cli-${i}`, r);
         await ctx.waitFile(`srv-${i}.rc`, 60_000);
         const g = ctx.result(`srv-${i}`);
         const both = `${hostDesc(r)}\n${guestDesc(g, 'kernel rping -s')}`;
@@ -123,6 +133,7 @@ ${RUN.map(([i, s]) => `
 if ! waitfile $H/go-${i} 300; then glog "cli-${i}: no go from the host"; putrc cli-${i} 254
 elif [ "$(cat $H/go-${i})" = skip ]; then glog "cli-${i}: not run, the host's server is not up"; putrc cli-${i} 253
 else gtool cli-${i} ${HOST_TIMEOUT_MS / 1000} rping -c -a ${HOST_ADDR} ${rpingArgs(s, portOf(s, B_BASE, i)).join(' ')}; fi`).join('\n')}
+true
 `;
 
 async function serverReady(srv, port) {
@@ -166,11 +177,12 @@ test('interop B: our rping -s (host) <- kernel rping -c (guest, siw)', async (t)
           r = await Promise.race([srv.done, sleep(20_000).then(() => null)]);
           if (!r) { killed = true; await srv.kill(); r = await srv.done; }
         }
+        saveHost(ctx, `host-srv-${i}`, r);
         const g = ctx.result(`cli-${i}`);
-        const both = `${hostDesc(r)}\n  our server ${up}${killed ? '; still running 20 s after the kernel client ended: killed' : ''}\n${guestDesc(g, 'kernel rping -c')}`;
+        const both = `${hostDesc(r)}\n  our server: ${up}${killed ? '; still running 20 s after the kernel client ended: killed' : ''}\n${guestDesc(g, 'kernel rping -c')}`;
         tt.diagnostic(`our server ${r.ms} ms; kernel client exit ${g.rc}`);
-        assert.equal(g.rc, 0, `kernel rping client failed\n${both}`);
         assert.equal(r.code, 0, `our rping server failed\n${both}`);
+        assert.equal(g.rc, 0, `kernel rping client failed\n${both}`);
         assertRpingStdout(g.out, expectOut(s, 'client'), 'kernel rping -c (data our server wrote back)');
         assertRpingStdout(r.stdout, expectOut(s, 'server'), 'our rping -s (data it read from the kernel client)');
         assert.deepEqual(unexpectedStderr(g.err, 'client'), [], `kernel rping -c printed what a clean run does not\n${both}`);

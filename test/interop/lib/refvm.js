@@ -45,8 +45,8 @@ function which(cmd) {
 
 /** Loud notice on stderr (node --test shows a test file's stderr as `# ...` lines). */
 export function banner(text) {
-  const bar = '#'.repeat(78);
-  process.stderr.write(`\n${bar}\n${text.split('\n').map((l) => `## ${l}`).join('\n')}\n${bar}\n\n`);
+  const bar = '!'.repeat(78); // not '#': the TAP reporter escapes it
+  process.stderr.write(`\n${bar}\n${text.split('\n').map((l) => `!! ${l}`).join('\n')}\n${bar}\n\n`);
 }
 
 // ------------------------------------------------------------------------------ processes
@@ -185,14 +185,14 @@ async function tryBuild() {
   let reason = null;
   const other = buildRunning();
   if (other) {
-    log(`another refvm-build.sh is running (pid ${other}); waiting for it (up to 25 min) instead of starting a second build`);
+    log(`another refvm-build.sh is running (pid ${other}); waiting for it (up to 18 min) instead of starting a second build`);
     const t0 = Date.now();
-    while (buildRunning() && Date.now() - t0 < 25 * 60_000) await sleep(5000);
+    while (buildRunning() && Date.now() - t0 < 18 * 60_000) await sleep(5000);
     reason = imageMissing() ? `the concurrent image build (pid ${other}) finished without an image: ${imageMissing()}` : null;
   } else {
     const logFile = join(tmpdir(), `rdmacm-refvm-build-${process.ppid}.log`);
     log(`REFVM_BUILD=1 and the image is missing: running ${REFVM_HOME}/refvm-build.sh --reuse (≈4-5 min; log ${logFile})`);
-    const r = await run(join(REFVM_HOME, 'refvm-build.sh'), ['--reuse'], { timeoutMs: 30 * 60_000 });
+    const r = await run(join(REFVM_HOME, 'refvm-build.sh'), ['--reuse'], { timeoutMs: 18 * 60_000 }); // under the 20-min test timeout
     writeFileSync(logFile, r.stdout + r.stderr);
     const tail = (r.stdout + r.stderr).trim().split('\n').slice(-8).join('\n');
     if (r.code !== 0) reason = `refvm-build.sh --reuse failed (exit ${r.code}${r.timedOut ? ', timed out' : ''}); log ${logFile}; last lines:\n${tail}`;
@@ -278,12 +278,13 @@ export async function withGuest(opts, fn) {
   writeFileSync(file('.job-src.sh'), src);
 
   const t0 = Date.now();
-  let vmProc, exitInfo, bootMs;
+  let vmProc, exitInfo, bootMs, tBoot;
   // A tap carries one VM at a time: if someone else's VM holds rvtap<vm>, qemu fails with
   // "Device or resource busy"; wait and retry for up to 5 minutes.
   for (let attempt = 1; ; attempt++) {
     for (const f of ['ready', 'done', 'rc', 'job.rc', 'console.log']) { try { renameSync(file(f), file(`${f}.attempt${attempt - 1}`)); } catch { /* none */ } }
     exitInfo = null;
+    tBoot = Date.now();
     const args = ['--net', 'tap', '--vm', String(vm), '--rdma', rdma, '--job', jobDir, '--timeout', String(timeoutSec), '-f', file('.job-src.sh')];
     if (cpus) args.push('--cpus', String(cpus));
     if (mem) args.push('--mem', String(mem));
@@ -293,7 +294,7 @@ export async function withGuest(opts, fn) {
     // wait for `ready`, or the VM's end
     const deadline = Date.now() + bootTimeoutSec * 1000;
     while (!existsSync(file('ready')) && !exitInfo && Date.now() < deadline) await sleep(200);
-    if (existsSync(file('ready'))) { bootMs = Date.now() - t0; break; }
+    if (existsSync(file('ready'))) { bootMs = Date.now() - tBoot; break; }
     if (!exitInfo) {
       await vmProc.kill();
       await vmProc.done;
@@ -327,7 +328,7 @@ export async function withGuest(opts, fn) {
         await sleep(150);
       }
     },
-    touch: (n, content = '') => writeFileSync(file(n), content),
+    touch: (n, content = '') => writeFileSync(file(n), content, 'latin1'),
     read: (n) => readText(file(n)),
     /** {rc, out, err} of a guest gtool/gstart NAME (rc null if not finished). */
     result: (n) => {
