@@ -989,28 +989,8 @@ async function rpingRunServer(cb: Cb): Promise<number> {
   }
   const child = cb.childCmId as CmId;
 
-  ret = setupQp(cb, child);
-  if (ret) {
-    errOut(`setup_qp failed: ${ret}\n`);
-    return ret;
-  }
-
-  ret = setupBuffers(cb);
-  if (ret) {
-    errOut(`rping_setup_buffers failed: ${ret}\n`);
-    freeQp(cb);
-    return ret;
-  }
-
-  ret = postRecv(cb);
-  if (ret) {
-    errOut(`ibv_post_recv failed: ${ret}\n`);
-    freeBuffers(cb);
-    freeQp(cb);
-    return ret;
-  }
-
-  startCqThread(cb);
+  ret = setupConnection(cb, child);
+  if (ret) return ret;
 
   ret = await rpingAccept(cb);
   if (ret) {
@@ -1163,24 +1143,23 @@ async function rpingBindClient(cb: Cb): Promise<number> {
   return 0;
 }
 
-async function rpingRunClient(cb: Cb): Promise<number> {
-  const id = cb.cmId as CmId;
-  let ret = await rpingBindClient(cb);
-  if (ret) return ret;
-
-  ret = setupQp(cb, id);
+/**
+ * The per-connection setup both sides share (rping.c repeats it in the server and the client):
+ * QP, buffers, the first receive, the CQ thread. Prints rping's message and undoes what was done
+ * on failure.
+ */
+function setupConnection(cb: Cb, id: CmId): number {
+  let ret = setupQp(cb, id);
   if (ret) {
     errOut(`setup_qp failed: ${ret}\n`);
     return ret;
   }
-
   ret = setupBuffers(cb);
   if (ret) {
     errOut(`rping_setup_buffers failed: ${ret}\n`);
     freeQp(cb);
     return ret;
   }
-
   ret = postRecv(cb);
   if (ret) {
     errOut(`ibv_post_recv failed: ${ret}\n`);
@@ -1188,8 +1167,17 @@ async function rpingRunClient(cb: Cb): Promise<number> {
     freeQp(cb);
     return ret;
   }
-
   startCqThread(cb);
+  return 0;
+}
+
+async function rpingRunClient(cb: Cb): Promise<number> {
+  const id = cb.cmId as CmId;
+  let ret = await rpingBindClient(cb);
+  if (ret) return ret;
+
+  ret = setupConnection(cb, id);
+  if (ret) return ret;
 
   ret = await rpingConnectClient(cb);
   if (ret) {

@@ -83,6 +83,19 @@ function guardsIntact(s) {
   return true;
 }
 
+/** A sync listener on an ephemeral loopback port and a raw TCP socket connected to it. */
+async function listenerAndRawSocket() {
+  const listen = createId(null, null, PortSpace.TCP);
+  listen.bindAddr({ address: '127.0.0.1', port: 0 });
+  await listen.listen(1);
+  const sock = net.connect({ host: '127.0.0.1', port: listen.srcPort });
+  sock.on('error', () => {});
+  await new Promise((r) => sock.once('connect', r));
+  const got = [];
+  sock.on('data', (d) => got.push(d));
+  return { listen, sock, got };
+}
+
 const rtr = () => encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: 1, to: 0 });
 
 test('MPA Reply echoes the request and negotiates P2P Write RTR and IRD/ORD', async () => {
@@ -271,12 +284,7 @@ test('CRC negotiated and a corrupted FPDU: TERMINATE LLP/MPA/0x02', async () => 
 });
 
 test('garbage instead of an MPA Request: closed without a CONNECT_REQUEST', async () => {
-  const listen = createId(null, null, PortSpace.TCP);
-  listen.bindAddr({ address: '127.0.0.1', port: 0 });
-  await listen.listen(1);
-  const sock = net.connect({ host: '127.0.0.1', port: listen.srcPort });
-  sock.on('error', () => {});
-  await new Promise((r) => sock.once('connect', r));
+  const { listen, sock, got } = await listenerAndRawSocket();
   sock.write(Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n'));
   await new Promise((r) => sock.once('close', r));
   assert.equal(listen.channel.pending, 0, 'no event reached the listener');
@@ -284,14 +292,7 @@ test('garbage instead of an MPA Request: closed without a CONNECT_REQUEST', asyn
 });
 
 test('MPA Request asking for markers gets a reject reply', async () => {
-  const listen = createId(null, null, PortSpace.TCP);
-  listen.bindAddr({ address: '127.0.0.1', port: 0 });
-  await listen.listen(1);
-  const sock = net.connect({ host: '127.0.0.1', port: listen.srcPort });
-  sock.on('error', () => {});
-  await new Promise((r) => sock.once('connect', r));
-  const got = [];
-  sock.on('data', (d) => got.push(d));
+  const { listen, sock, got } = await listenerAndRawSocket();
   sock.write(encodeMpaStartFrame({ type: 'request', markers: true, crc: false, reject: false, enhanced: false, rev: 1, privateData: new Uint8Array(0) }));
   await new Promise((r) => sock.once('close', r));
   const rep = decodeMpaStartFrame(Buffer.concat(got), 'reply');
@@ -341,14 +342,7 @@ test('peer closing the TCP connection: DISCONNECTED, posted receives flushed', a
 });
 
 test('MPA Request with PD_Length above 256 is dropped silently (siw)', async () => {
-  const listen = createId(null, null, PortSpace.TCP);
-  listen.bindAddr({ address: '127.0.0.1', port: 0 });
-  await listen.listen(1);
-  const sock = net.connect({ host: '127.0.0.1', port: listen.srcPort });
-  sock.on('error', () => {});
-  await new Promise((r) => sock.once('connect', r));
-  const got = [];
-  sock.on('data', (d) => got.push(d));
+  const { listen, sock, got } = await listenerAndRawSocket();
   const hdr = Buffer.from('MPA ID Req Frame\x10\x02\x01\x2c', 'latin1'); // PD_Length 300
   sock.write(Buffer.concat([hdr, Buffer.alloc(300)]));
   await new Promise((r) => sock.once('close', r));
@@ -358,14 +352,7 @@ test('MPA Request with PD_Length above 256 is dropped silently (siw)', async () 
 });
 
 test('MPA rev 1 initiator (no enhanced word, no P2P): accepted, we stay silent until its first FPDU', async () => {
-  const listen = createId(null, null, PortSpace.TCP);
-  listen.bindAddr({ address: '127.0.0.1', port: 0 });
-  await listen.listen(1);
-  const sock = net.connect({ host: '127.0.0.1', port: listen.srcPort });
-  sock.on('error', () => {});
-  await new Promise((r) => sock.once('connect', r));
-  const got = [];
-  sock.on('data', (d) => got.push(d));
+  const { listen, sock, got } = await listenerAndRawSocket();
   sock.write(encodeMpaStartFrame({ type: 'request', markers: false, crc: false, reject: false, enhanced: false, rev: 1, privateData: Buffer.from('v1') }));
   const child = await listen.getRequest();
   assert.equal(Buffer.from(child.event.param.conn.privateData).toString(), 'v1');
