@@ -1,0 +1,1052 @@
+#!/usr/bin/env node
+/**
+ * rstream: streaming over RDMA ping-pong test — a port of rdma-core's
+ * `librdmacm/examples/rstream.c` onto this package's rsockets (same options, defaults, test
+ * series, table and exit codes), with `-T s` running the same test over plain TCP sockets
+ * (Node's `net`), and `--json` printing one JSON object per result row instead of the table.
+ *
+ * The C tool is one thread of blocking or busy-polling socket calls. Here the calls are the
+ * same (rsend/rrecv or send/recv through {@link Sock}, non-blocking underneath), and where the
+ * C code would spin or block on a socket that cannot move, this code awaits its readiness
+ * (rpoll) — the same sequence of transfers, without burning the CPU the event loop needs.
+ */
+import net from 'node:net';
+import { fork, type ChildProcess } from 'node:child_process';
+import { once } from 'node:events';
+import {
+  RsConn,
+  RsListener,
+  RS_EAGAIN,
+  POLLERR,
+  POLLHUP,
+  POLLIN,
+  POLLOUT,
+  SHUT_RDWR,
+  SOL_SOCKET,
+  SOL_RDMA,
+  IPPROTO_TCP,
+  SO_SNDBUF,
+  SO_RCVBUF,
+  SO_REUSEADDR,
+  SO_KEEPALIVE,
+  SO_ERROR,
+  TCP_NODELAY,
+  TCP_KEEPIDLE,
+  RDMA_INLINE,
+  MSG_DONTWAIT,
+  MSG_WAITALL,
+} from '../rsocket/index.js';
+import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, strerror, type SockAddr } from '../index.js';
+import { BytePattern, Getopt, basename, atoi, cntStr, errOut, exit, installTopLevelHandlers, out, sizeStr, sizeToCount, eaiOf, gaiMessage } from './common.js';
+
+// -- the test table (rstream.c test_size[]) ---------------------------------------------------------
+
+/** {size, option}: option 0 sizes run by default, option 1 only with `-S all`. */
+export const TEST_SIZES: readonly { size: number; option: number }[] = (() => {
+  const t: { size: number; option: number }[] = [{ size: 1 << 6, option: 0 }];
+  for (let s = 7; s <= 22; s++) {
+    const opt = s === 12 || s === 16 || s === 20 ? 0 : 1;
+    t.push({ size: 1 << s, option: opt });
+    t.push({ size: (1 << s) + (1 << (s - 1)), option: 1 });
+  }
+  return t;
+})();
+
+const EAGAIN = errnoOf('EAGAIN');
+
+/**
+ * `RSTREAM_COUNT_DIVISOR=n` divides the default series' iteration/transfer counts (tests only;
+ * the C tool has no such knob and the default is 1).
+ */
+const COUNT_DIVISOR = Math.max(1, Math.trunc(Number(process.env['RSTREAM_COUNT_DIVISOR'] ?? 1)) || 1);
+/** size_to_count() of the default series, divided by {@link COUNT_DIVISOR}. */
+export function seriesCount(size: number): number {
+  return Math.max(1, Math.trunc(sizeToCount(size) / COUNT_DIVISOR));
+}
+
+// -- printf pieces ------------------------------------------------------------------------------
+
+/** printf `%.<d>f` with glibc's rounding (exact value, ties to even) and inf/nan spellings. */
+export function fmtF(x: number, d: number): string {
+  if (Number.isNaN(x)) return '-nan';
+  if (!Number.isFinite(x)) return x > 0 ? 'inf' : '-inf';
+  const exact = Math.abs(x).toFixed(Math.min(100, d + 30));
+  const cut = exact.indexOf('.') + 1 + d;
+  const rest = exact.slice(cut);
+  let s = x.toFixed(d);
+  if (/^50*$/.test(rest)) {
+    // An exact tie: round half to even, as glibc does.
+    const head = exact.slice(0, cut);
+    const lastDigit = Number(head.replace('.', '').slice(-1));
+    const down = (x < 0 ? '-' : '') + (head.endsWith('.') ? head.slice(0, -1) : head);
+    if (lastDigit % 2 === 0) s = down;
+  }
+  if (s === '-0' || /^-0\.0*$/.test(s)) s = s.slice(1);
+  return s;
+}
+
+/** `%-<w>s`. */
+function left(s: string, w: number): string {
+  return s.padEnd(w);
+}
+/** `%<w>s`. */
+function right(s: string, w: number): string {
+  return s.padStart(w);
+}
+
+/** The table header line. */
+export const HEADER = `${left('name', 10)}${left('bytes', 8)}${left('xfers', 8)}${left('iters', 8)}${left('total', 8)}${right('time', 8)} ${right('Gb/sec', 10)}${right('usec/xfer', 13)}\n`;
+
+/** One measured test. */
+export interface PerfRow {
+  name: string;
+  transferSize: number;
+  transferCount: number;
+  iterations: number;
+  /** Elapsed microseconds (an integer, as gettimeofday differences are). */
+  usec: number;
+}
+
+/** show_perf(): the row text, with the C code's float arithmetic. */
+export function formatRow(r: PerfRow): string {
+  const usec = Math.fround(r.usec);
+  const bytes = r.iterations * r.transferCount * r.transferSize * 2;
+  const secs = usec / 1000000;
+  const gbps = (bytes * 8) / (1000 * usec);
+  const per = Math.fround(Math.fround(usec / r.iterations) / (r.transferCount * 2));
+  return (
+    left(r.name.slice(0, 9), 10) +
+    left(sizeStr(r.transferSize), 8) +
+    left(cntStr(r.transferCount), 8) +
+    left(cntStr(r.iterations), 8) +
+    left(sizeStr(bytes), 8) +
+    `${right(fmtF(secs, 2), 8)}s${right(fmtF(gbps, 2), 10)}${right(fmtF(per, 2), 11)}\n`
+  );
+}
+
+/** The `--json` object of a row. */
+export function jsonRow(r: PerfRow, extra: Record<string, unknown>): string {
+  const usec = Math.fround(r.usec);
+  const bytes = r.iterations * r.transferCount * r.transferSize * 2;
+  const round = (v: number): number | null => (Number.isFinite(v) ? Math.round(v * 1e4) / 1e4 : null);
+  return (
+    JSON.stringify({
+      name: r.name,
+      bytes: r.transferSize,
+      xfers: r.transferCount,
+      iters: r.iterations,
+      total: bytes,
+      usec: r.usec,
+      time_s: round(usec / 1e6),
+      gbps: round((bytes * 8) / (1000 * usec)),
+      usec_per_xfer: round(Math.fround(Math.fround(usec / r.iterations) / (r.transferCount * 2))),
+      ...extra,
+    }) + '\n'
+  );
+}
+
+// -- the socket layer (common.h's rs_* macros: rsocket or plain socket) ---------------------------
+
+/** What the test loop needs of a connected socket, rsocket or TCP. */
+export interface Sock {
+  /** send(): bytes taken (> 0) or -1 with {@link errno}. */
+  send(buf: Buffer, off: number, len: number, flags: number): number;
+  /** recv(): bytes (> 0), 0 at EOF, or -1 with {@link errno}. */
+  recv(buf: Buffer, off: number, len: number, flags: number): number;
+  /** poll() this socket: revents (0 on timeout). */
+  poll(events: number, timeoutMs: number): Promise<number>;
+  setsockopt(level: number, name: number, value: number): number;
+  getsockopt(level: number, name: number): number | null;
+  shutdown(how: number): Promise<void>;
+  close(): Promise<void>;
+  errno: number;
+}
+
+/** An rsocket. */
+class RsSock implements Sock {
+  errno = 0;
+  constructor(readonly conn: RsConn) {}
+  send(buf: Buffer, off: number, len: number): number {
+    try {
+      const n = this.conn.send(buf, off, len);
+      if (n === RS_EAGAIN) {
+        this.errno = EAGAIN;
+        return -1;
+      }
+      return n;
+    } catch (e) {
+      this.errno = e instanceof RdmaError ? e.errno : 5;
+      return -1;
+    }
+  }
+  recv(buf: Buffer, off: number, len: number): number {
+    try {
+      const n = this.conn.recv(buf, off, len);
+      if (n === RS_EAGAIN) {
+        this.errno = EAGAIN;
+        return -1;
+      }
+      return n;
+    } catch (e) {
+      this.errno = e instanceof RdmaError ? e.errno : 5;
+      return -1;
+    }
+  }
+  poll(events: number, timeoutMs: number): Promise<number> {
+    return this.conn.poll(events, timeoutMs);
+  }
+  setsockopt(level: number, name: number, value: number): number {
+    return rsSetsockopt(this.conn, level, name, value, (e) => (this.errno = e));
+  }
+  getsockopt(level: number, name: number): number | null {
+    try {
+      return this.conn.getsockopt(level, name);
+    } catch (e) {
+      this.errno = e instanceof RdmaError ? e.errno : 5;
+      return null;
+    }
+  }
+  async shutdown(how: number): Promise<void> {
+    await this.conn.shutdown(how).catch(() => {});
+  }
+  close(): Promise<void> {
+    return this.conn.close();
+  }
+}
+
+function rsSetsockopt(t: RsConn | RsListener, level: number, name: number, value: number, setErrno: (e: number) => void): number {
+  try {
+    t.setsockopt(level, name, value);
+    return 0;
+  } catch (e) {
+    setErrno(e instanceof RdmaError ? e.errno : 5);
+    return -1;
+  }
+}
+
+/** A TCP socket (`-T s`), with the kernel's socket buffers modelled on Node's streams. */
+export class NetSock implements Sock {
+  errno = 0;
+  private readonly q: Buffer[] = [];
+  private qoff = 0;
+  private queued = 0;
+  private eof = false;
+  private err: number | null = null;
+  private waiters: (() => void)[] = [];
+  private sndbuf = 2 * 212992;
+  private rcvbuf = 2 * 131072;
+  private keepIdle = 7200;
+  private keepalive = false;
+  private nodelay = false;
+  private paused = false;
+
+  constructor(readonly sock: net.Socket) {
+    sock.on('data', (d: Buffer) => {
+      this.q.push(d);
+      this.queued += d.length;
+      if (this.queued >= this.rcvbuf && !this.paused) {
+        this.paused = true;
+        sock.pause();
+      }
+      this.wake();
+    });
+    sock.on('end', () => {
+      this.eof = true;
+      this.wake();
+    });
+    sock.on('error', (e: NodeJS.ErrnoException) => {
+      this.err = e.errno !== undefined ? Math.abs(e.errno) : errnoOf('ECONNRESET');
+      this.wake();
+    });
+    sock.on('close', () => {
+      this.eof = true;
+      this.wake();
+    });
+    sock.on('drain', () => this.wake());
+  }
+  private wake(): void {
+    for (const w of this.waiters.splice(0)) w();
+  }
+  private ready(events: number): number {
+    let r = 0;
+    if (events & POLLIN && (this.queued > 0 || this.eof || this.err !== null)) r |= POLLIN;
+    if (events & POLLOUT && this.sock.writableLength < this.sndbuf && !this.sock.destroyed) r |= POLLOUT;
+    if (this.err !== null) r |= POLLERR;
+    if (this.eof && this.sock.destroyed) r |= POLLHUP;
+    return r;
+  }
+  send(buf: Buffer, off: number, len: number): number {
+    if (this.err !== null) {
+      this.errno = this.err;
+      return -1;
+    }
+    if (this.sock.destroyed || !this.sock.writable) {
+      this.errno = errnoOf('EPIPE');
+      return -1;
+    }
+    const room = this.sndbuf - this.sock.writableLength;
+    if (room <= 0) {
+      this.errno = EAGAIN;
+      return -1;
+    }
+    const n = Math.min(room, len);
+    this.sock.write(Buffer.from(buf.subarray(off, off + n)));
+    return n;
+  }
+  recv(buf: Buffer, off: number, len: number): number {
+    if (this.queued === 0) {
+      if (this.err !== null) {
+        this.errno = this.err;
+        return -1;
+      }
+      if (this.eof) return 0;
+      this.errno = EAGAIN;
+      return -1;
+    }
+    let at = off;
+    let left = len;
+    while (left > 0 && this.q.length > 0) {
+      const b = this.q[0] as Buffer;
+      const k = Math.min(left, b.length - this.qoff);
+      b.copy(buf, at, this.qoff, this.qoff + k);
+      at += k;
+      left -= k;
+      this.qoff += k;
+      if (this.qoff === b.length) {
+        this.q.shift();
+        this.qoff = 0;
+      }
+    }
+    const n = len - left;
+    this.queued -= n;
+    if (this.paused && this.queued < this.rcvbuf) {
+      this.paused = false;
+      this.sock.resume();
+    }
+    return n;
+  }
+  poll(events: number, timeoutMs: number): Promise<number> {
+    const r = this.ready(events);
+    if (r !== 0 || timeoutMs === 0) return Promise.resolve(r);
+    return new Promise<number>((resolve) => {
+      let timer: NodeJS.Timeout | null = null;
+      const check = (): void => {
+        const v = this.ready(events);
+        if (v !== 0) {
+          if (timer) clearTimeout(timer);
+          resolve(v);
+        } else this.waiters.push(check);
+      };
+      if (timeoutMs > 0) {
+        timer = setTimeout(() => {
+          const i = this.waiters.indexOf(check);
+          if (i >= 0) this.waiters.splice(i, 1);
+          resolve(0);
+        }, timeoutMs);
+      }
+      this.waiters.push(check);
+    });
+  }
+  setsockopt(level: number, name: number, value: number): number {
+    if (level === SOL_SOCKET && name === SO_SNDBUF) this.sndbuf = Math.max(4608, 2 * value);
+    else if (level === SOL_SOCKET && name === SO_RCVBUF) this.rcvbuf = Math.max(2304, 2 * value);
+    else if (level === IPPROTO_TCP && name === TCP_NODELAY) {
+      this.nodelay = value !== 0;
+      this.sock.setNoDelay(this.nodelay);
+    } else if (level === SOL_SOCKET && name === SO_KEEPALIVE) {
+      this.keepalive = value !== 0;
+      this.sock.setKeepAlive(this.keepalive, this.keepIdle * 1000);
+    } else if (level === IPPROTO_TCP && name === TCP_KEEPIDLE) {
+      if (value <= 0) {
+        this.errno = errnoOf('EINVAL');
+        return -1;
+      }
+      this.keepIdle = value;
+      if (this.keepalive) this.sock.setKeepAlive(true, value * 1000);
+    }
+    return 0;
+  }
+  getsockopt(level: number, name: number): number | null {
+    if (level === SOL_SOCKET && name === SO_KEEPALIVE) return this.keepalive ? 1 : 0;
+    if (level === IPPROTO_TCP && name === TCP_KEEPIDLE) return this.keepIdle;
+    if (level === SOL_SOCKET && name === SO_ERROR) return 0;
+    if (level === SOL_SOCKET && name === SO_SNDBUF) return this.sndbuf;
+    if (level === SOL_SOCKET && name === SO_RCVBUF) return this.rcvbuf;
+    return 0;
+  }
+  async shutdown(): Promise<void> {
+    if (!this.sock.destroyed && this.sock.writable) this.sock.end();
+  }
+  async close(): Promise<void> {
+    const s = this.sock;
+    if (s.destroyed) return;
+    if (s.writable) s.end();
+    // close(2) hands what is queued to the kernel: wait for our queue to be written, then go.
+    if (s.writableLength > 0 && !s.writableFinished) await Promise.race([once(s, 'finish'), once(s, 'close'), once(s, 'error')]).catch(() => {});
+    s.destroy();
+  }
+}
+
+/** The options a listening socket keeps (for -T s the listener is a net.Server). */
+class NetListener {
+  errno = 0;
+  private readonly conns: net.Socket[] = [];
+  private waiters: (() => void)[] = [];
+  keepalive = false;
+  keepIdle = 7200;
+  opts = new Map<string, number>();
+  constructor(readonly server: net.Server) {
+    server.on('connection', (s) => {
+      this.conns.push(s);
+      for (const w of this.waiters.splice(0)) w();
+    });
+  }
+  async accept(): Promise<net.Socket> {
+    for (;;) {
+      const s = this.conns.shift();
+      if (s) return s;
+      await new Promise<void>((r) => this.waiters.push(r));
+    }
+  }
+  setsockopt(level: number, name: number, value: number): number {
+    if (level === SOL_SOCKET && name === SO_KEEPALIVE) this.keepalive = value !== 0;
+    else if (level === IPPROTO_TCP && name === TCP_KEEPIDLE) {
+      if (value <= 0) {
+        this.errno = errnoOf('EINVAL');
+        return -1;
+      }
+      this.keepIdle = value;
+    } else this.opts.set(`${level}:${name}`, value);
+    return 0;
+  }
+  getsockopt(level: number, name: number): number {
+    if (level === SOL_SOCKET && name === SO_KEEPALIVE) return this.keepalive ? 1 : 0;
+    if (level === IPPROTO_TCP && name === TCP_KEEPIDLE) return this.keepIdle;
+    return this.opts.get(`${level}:${name}`) ?? 0;
+  }
+}
+
+// -- the program ------------------------------------------------------------------------------
+
+const enum Opt {
+  MIXED = 0,
+  LATENCY = 1,
+  BANDWIDTH = 2,
+}
+
+/** Everything rstream.c keeps in globals. */
+class Rstream {
+  useRs = true;
+  useAsync = false;
+  useRgai = false;
+  verify = false;
+  flags = MSG_DONTWAIT;
+  pollTimeout = 0;
+  custom = false;
+  useFork = false;
+  optimization: Opt = Opt.MIXED;
+  sizeOption = 0;
+  iterations = 1;
+  transferSize = 1000;
+  transferCount = 1000;
+  bufferSize = 0;
+  inlineSize = 64;
+  testName = 'custom';
+  port = '7471';
+  keepalive = 0;
+  dstAddr: string | null = null;
+  srcAddr: string | null = null;
+  numericHost = false;
+  gidFormat = false;
+  json = false;
+  buf = Buffer.alloc(0);
+  pattern = new BytePattern();
+  rs: Sock | null = null;
+  lrs: RsListener | NetListener | null = null;
+  /** -T f, server side: the child handling the current connection. */
+  forkChild: ChildProcess | null = null;
+  /** This process is a -T f child: the connection was handed to us. */
+  forkedChild = false;
+  // --- output
+  showPerf(usec: number): void {
+    const row: PerfRow = { name: this.testName, transferSize: this.transferSize, transferCount: this.transferCount, iterations: this.iterations, usec };
+    if (this.json) out(jsonRow(row, { role: this.dstAddr ? 'client' : 'server', transport: this.useRs ? 'rsocket' : 'socket', tool: 'rstream' }));
+    else out(formatRow(row));
+  }
+  initLatencyTest(size: number): void {
+    this.testName = `${sizeStr(size)}_lat`;
+    this.transferCount = 1;
+    this.transferSize = size;
+    this.iterations = seriesCount(size);
+  }
+  initBandwidthTest(size: number): void {
+    this.testName = `${sizeStr(size)}_bw`;
+    this.iterations = 1;
+    this.transferSize = size;
+    this.transferCount = seriesCount(size);
+  }
+
+  /** common.c do_poll(): 0 when ready, else the POLLERR/POLLHUP bits (or the error). */
+  async doPoll(s: Sock, events: number): Promise<number> {
+    for (;;) {
+      const r = await s.poll(events, this.pollTimeout === 0 ? -1 : this.pollTimeout);
+      if (r !== 0) return r & (POLLERR | POLLHUP);
+    }
+  }
+
+  async sendXfer(size: number): Promise<number> {
+    const s = this.rs as Sock;
+    const buf = this.buf;
+    if (this.verify) this.pattern.format(buf.subarray(0, size));
+    for (let offset = 0; offset < size; ) {
+      if (this.useAsync) {
+        const r = await this.doPoll(s, POLLOUT);
+        if (r) return r;
+      }
+      const ret = s.send(buf, offset, size - offset, this.flags);
+      if (ret > 0) offset += ret;
+      else if (s.errno !== EAGAIN) {
+        perrorN('rsend', s.errno);
+        return ret;
+      } else if (!this.useAsync) await s.poll(POLLOUT, -1);
+    }
+    return 0;
+  }
+
+  async recvXfer(size: number): Promise<number> {
+    const s = this.rs as Sock;
+    const buf = this.buf;
+    for (let offset = 0; offset < size; ) {
+      if (this.useAsync) {
+        const r = await this.doPoll(s, POLLIN);
+        if (r) return r;
+      }
+      const ret = s.recv(buf, offset, size - offset, this.flags);
+      if (ret > 0) offset += ret;
+      else if (ret === 0) {
+        // rstream.c would spin on the stale errno at end of stream; report it instead.
+        perrorN('rrecv', errnoOf('ECONNRESET'));
+        return -1;
+      } else if (s.errno !== EAGAIN) {
+        perrorN('rrecv', s.errno);
+        return ret;
+      } else if (!this.useAsync) await s.poll(POLLIN, -1);
+    }
+    if (this.verify) {
+      const r = this.pattern.verify(buf.subarray(0, size));
+      if (r) return r;
+    }
+    return 0;
+  }
+
+  async syncTest(): Promise<number> {
+    const ret = this.dstAddr ? await this.sendXfer(16) : await this.recvXfer(16);
+    if (ret) return ret;
+    return this.dstAddr ? this.recvXfer(16) : this.sendXfer(16);
+  }
+
+  async runTest(): Promise<number> {
+    let ret = await this.syncTest();
+    if (ret) return ret;
+    const t0 = process.hrtime.bigint();
+    for (let i = 0; i < this.iterations; i++) {
+      for (let t = 0; t < this.transferCount; t++) {
+        ret = this.dstAddr ? await this.sendXfer(this.transferSize) : await this.recvXfer(this.transferSize);
+        if (ret) return ret;
+      }
+      for (let t = 0; t < this.transferCount; t++) {
+        ret = this.dstAddr ? await this.recvXfer(this.transferSize) : await this.sendXfer(this.transferSize);
+        if (ret) return ret;
+      }
+    }
+    const usec = Number((process.hrtime.bigint() - t0) / 1000n);
+    this.showPerf(usec);
+    return 0;
+  }
+
+  setKeepalive(fd: Sock | RsListener | NetListener): void {
+    const set = (level: number, name: number, v: number): number =>
+      fd instanceof RsListener ? rsSetsockopt(fd, level, name, v, (e) => (lastErrno = e)) : withErrno(fd, fd.setsockopt(level, name, v));
+    if (set(SOL_SOCKET, SO_KEEPALIVE, 1)) {
+      perrorN('rsetsockopt SO_KEEPALIVE', lastErrno);
+      return;
+    }
+    if (set(IPPROTO_TCP, TCP_KEEPIDLE, this.keepalive)) perrorN('rsetsockopt TCP_KEEPIDLE', lastErrno);
+    const get = (level: number, name: number): number | null => {
+      try {
+        return fd.getsockopt(level, name);
+      } catch {
+        return null;
+      }
+    };
+    const ka = get(SOL_SOCKET, SO_KEEPALIVE);
+    if (ka !== null) out(`Keepalive: ${ka ? 'ON' : 'OFF'}\n`);
+    const idle = get(IPPROTO_TCP, TCP_KEEPIDLE);
+    if (idle !== null) out(`  time: ${idle}\n`);
+  }
+
+  /** set_options(): buffer sizes, TCP_NODELAY, non-blocking, inline size, keepalive. */
+  setOptions(fd: Sock | RsListener | NetListener): void {
+    const set = (level: number, name: number, v: number): void => {
+      if (fd instanceof RsListener) rsSetsockopt(fd, level, name, v, () => {});
+      else fd.setsockopt(level, name, v);
+    };
+    const b = this.bufferSize ? this.bufferSize : 1 << 19;
+    set(SOL_SOCKET, SO_SNDBUF, b);
+    set(SOL_SOCKET, SO_RCVBUF, b);
+    set(IPPROTO_TCP, TCP_NODELAY, 1);
+    if (this.useRs) {
+      if (this.optimization === Opt.LATENCY) set(SOL_RDMA, RDMA_INLINE, this.inlineSize);
+      else if (this.optimization === Opt.BANDWIDTH) set(SOL_RDMA, RDMA_INLINE, 0);
+    }
+    if (this.keepalive) this.setKeepalive(fd);
+  }
+
+  /** getaddrinfo() as rstream calls it (AI_PASSIVE for binding), or rdma_getaddrinfo (-T r / -f gid). */
+  async resolve(node: string | null, passive: boolean): Promise<SockAddr> {
+    if (this.gidFormat) throw new GaiErr(-6);
+    const hints: { flags: number } = { flags: (passive ? RAI.PASSIVE : 0) | (this.numericHost ? RAI.NUMERICHOST : 0) };
+    const r = await getaddrinfo(node, this.port, hints);
+    const a = passive ? r.srcAddr : r.dstAddr;
+    if (!a) throw new GaiErr(-2);
+    return a;
+  }
+
+  async serverListen(): Promise<number> {
+    let addr: SockAddr;
+    try {
+      addr = await this.resolve(this.srcAddr, true);
+    } catch (e) {
+      out(`getaddrinfo: ${gaiText(e)}\n`);
+      return gaiCode(e);
+    }
+    if (this.useRs) {
+      if (getDeviceList().length === 0) {
+        errOut('No RDMA devices were detected\n');
+        return -1;
+      }
+      const l = new RsListener();
+      try {
+        l.setsockopt(SOL_SOCKET, SO_REUSEADDR, 1);
+      } catch (e) {
+        perror('rsetsockopt SO_REUSEADDR', e);
+        return -1;
+      }
+      try {
+        l.bind(addr);
+      } catch (e) {
+        perror('rbind', e);
+        return -1;
+      }
+      try {
+        await l.listen(1);
+      } catch (e) {
+        perror('rlisten', e);
+        await l.close();
+        return -1;
+      }
+      this.lrs = l;
+      return 0;
+    }
+    const server = net.createServer({ pauseOnConnect: this.useFork, noDelay: true });
+    const l = new NetListener(server);
+    const ok = await new Promise<NodeJS.ErrnoException | null>((resolve) => {
+      server.once('error', (e: NodeJS.ErrnoException) => resolve(e));
+      server.listen({ host: addr.address, port: addr.port, backlog: 1, exclusive: true }, () => resolve(null));
+    });
+    if (ok) {
+      perrorN(ok.syscall === 'listen' ? 'rlisten' : 'rbind', ok.errno !== undefined ? Math.abs(ok.errno) : 5);
+      return -1;
+    }
+    server.on('error', () => {});
+    this.lrs = l;
+    return 0;
+  }
+
+  async serverConnect(): Promise<number> {
+    const l = this.lrs as RsListener | NetListener;
+    this.setOptions(l);
+    if (l instanceof RsListener) {
+      if (this.useAsync) {
+        while (l.pending === 0) await l.poll(POLLIN, -1);
+      }
+      try {
+        const c = await l.accept();
+        this.rs = new RsSock(c);
+      } catch (e) {
+        perror('raccept', e);
+        return -1;
+      }
+      this.setOptions(this.rs);
+      return 0;
+    }
+    const s = await l.accept();
+    if (this.useFork) {
+      this.forkChild = this.forkFor(s);
+      return 0;
+    }
+    s.setNoDelay(true);
+    this.rs = new NetSock(s);
+    this.setOptions(this.rs);
+    return 0;
+  }
+
+  /** -T f: hand the accepted socket to a child process that runs the tests on it. */
+  private forkFor(s: net.Socket): ChildProcess {
+    const phase = this.custom ? 'custom' : this.optimization === Opt.LATENCY ? 'latency' : 'bandwidth';
+    const child = fork(process.argv[1] as string, process.argv.slice(2), {
+      env: { ...process.env, RSTREAM_FORK_CHILD: phase },
+      stdio: ['inherit', 'inherit', 'inherit', 'ipc'],
+    });
+    child.once('message', () => {
+      child.send('conn', s);
+    });
+    return child;
+  }
+
+  async clientConnect(): Promise<number> {
+    let dst: SockAddr;
+    try {
+      dst = await this.resolve(this.dstAddr, false);
+    } catch (e) {
+      out(`getaddrinfo: ${gaiText(e)}\n`);
+      return gaiCode(e);
+    }
+    let src: SockAddr | null = null;
+    if (this.srcAddr) {
+      try {
+        src = await this.resolve(this.srcAddr, true);
+      } catch (e) {
+        out(`getaddrinfo src_addr: ${gaiText(e)}\n`);
+        return gaiCode(e);
+      }
+    }
+    const nonblock = (this.flags & MSG_DONTWAIT) !== 0;
+    if (this.useRs) {
+      if (getDeviceList().length === 0) {
+        errOut('No RDMA devices were detected\n');
+        return -1;
+      }
+      const c = new RsConn();
+      const s = new RsSock(c);
+      this.rs = s;
+      this.setOptions(s);
+      if (src) {
+        try {
+          c.bind(src);
+        } catch (e) {
+          perror('rbind', e);
+          await c.close();
+          return -1;
+        }
+      }
+      try {
+        await c.connect(dst);
+      } catch (e) {
+        const en = e instanceof RdmaError ? e.errno : 5;
+        await c.close();
+        if (nonblock) {
+          // rconnect returned EINPROGRESS; rpoll then reports POLLOUT|POLLERR with errno set.
+          perrorN('rpoll', en);
+          return POLLERR;
+        }
+        perrorN('rconnect', en);
+        return -1;
+      }
+      return 0;
+    }
+    const opts: net.NetConnectOpts = { host: dst.address, port: dst.port };
+    if (src) {
+      opts.localAddress = src.address;
+      opts.localPort = src.port;
+    }
+    const sock = net.connect(opts);
+    const fail = await new Promise<NodeJS.ErrnoException | null>((resolve) => {
+      sock.once('connect', () => resolve(null));
+      sock.once('error', (e: NodeJS.ErrnoException) => resolve(e));
+    });
+    if (fail) {
+      sock.destroy();
+      if (nonblock) {
+        // connect() said EINPROGRESS; poll() then reports POLLERR|POLLHUP and errno is unchanged.
+        perrorN('rpoll', errnoOf('EINPROGRESS'));
+        return POLLERR | POLLHUP;
+      }
+      perrorN(fail.syscall === 'bind' ? 'rbind' : 'rconnect', fail.errno !== undefined ? Math.abs(fail.errno) : 5);
+      return -1;
+    }
+    const s = new NetSock(sock);
+    this.rs = s;
+    this.setOptions(s);
+    return 0;
+  }
+
+  async closeRs(): Promise<void> {
+    const s = this.rs;
+    this.rs = null;
+    if (!s) return;
+    await s.shutdown(SHUT_RDWR);
+    await s.close();
+  }
+
+  async waitFork(): Promise<void> {
+    const c = this.forkChild;
+    this.forkChild = null;
+    if (c && c.exitCode === null && c.signalCode === null) await once(c, 'exit');
+  }
+
+  async run(): Promise<number> {
+    let ret = 0;
+    this.buf = Buffer.alloc(!this.custom ? (TEST_SIZES[TEST_SIZES.length - 1] as { size: number }).size : Math.max(this.transferSize, 16));
+    if (!this.dstAddr) {
+      ret = await this.serverListen();
+      if (ret) return ret;
+    }
+    if (!this.json) out(HEADER);
+    if (!this.custom) {
+      this.optimization = Opt.LATENCY;
+      ret = this.dstAddr ? await this.clientConnect() : await this.serverConnect();
+      if (ret) return ret;
+      if (!this.forkChild) {
+        for (const t of TEST_SIZES) {
+          if (t.option > this.sizeOption) continue;
+          this.initLatencyTest(t.size);
+          await this.runTest();
+        }
+      }
+      if (this.forkChild) await this.waitFork();
+      else await this.closeRs();
+      this.optimization = Opt.BANDWIDTH;
+      ret = this.dstAddr ? await this.clientConnect() : await this.serverConnect();
+      if (ret) return ret;
+      if (!this.forkChild) {
+        for (const t of TEST_SIZES) {
+          if (t.option > this.sizeOption) continue;
+          this.initBandwidthTest(t.size);
+          await this.runTest();
+        }
+      }
+    } else {
+      ret = this.dstAddr ? await this.clientConnect() : await this.serverConnect();
+      if (ret) return ret;
+      if (!this.forkChild) ret = await this.runTest();
+    }
+    if (this.forkChild) await this.waitFork();
+    else await this.closeRs();
+    return ret;
+  }
+
+  /** -T f child: take the connection from the parent and run the phase's tests on it. */
+  async runForked(phase: string): Promise<number> {
+    this.forkedChild = true;
+    this.buf = Buffer.alloc(!this.custom ? (TEST_SIZES[TEST_SIZES.length - 1] as { size: number }).size : Math.max(this.transferSize, 16));
+    const sock = await new Promise<net.Socket>((resolve) => {
+      process.on('message', (_m, handle) => resolve(handle as net.Socket));
+      process.send?.('ready');
+    });
+    sock.setNoDelay(true);
+    this.rs = new NetSock(sock);
+    sock.resume();
+    let ret = 0;
+    if (phase === 'custom') {
+      this.optimization = Opt.MIXED;
+      this.setOptions(this.rs);
+      ret = await this.runTest();
+    } else {
+      const lat = phase === 'latency';
+      this.optimization = lat ? Opt.LATENCY : Opt.BANDWIDTH;
+      this.setOptions(this.rs);
+      for (const t of TEST_SIZES) {
+        if (t.option > this.sizeOption) continue;
+        if (lat) this.initLatencyTest(t.size);
+        else this.initBandwidthTest(t.size);
+        await this.runTest();
+      }
+    }
+    await this.closeRs();
+    process.disconnect?.();
+    return ret;
+  }
+
+  /** set_test_opt(). */
+  setTestOpt(arg: string): boolean {
+    if (arg.length === 1) {
+      switch (arg) {
+        case 's':
+          this.useRs = false;
+          return true;
+        case 'a':
+          this.useAsync = true;
+          return true;
+        case 'b':
+          this.flags = (this.flags & ~MSG_DONTWAIT) | MSG_WAITALL;
+          return true;
+        case 'f':
+          this.useFork = true;
+          this.useRs = false;
+          return true;
+        case 'n':
+          this.flags |= MSG_DONTWAIT;
+          return true;
+        case 'r':
+          this.useRgai = true;
+          return true;
+        case 'v':
+          this.verify = true;
+          return true;
+        default:
+          return false;
+      }
+    }
+    const pre = (word: string, n: number): boolean => arg.length >= n && arg.slice(0, n).toLowerCase() === word.slice(0, n);
+    if (pre('socket', 6)) this.useRs = false;
+    else if (pre('async', 5)) this.useAsync = true;
+    else if (pre('block', 5)) this.flags = (this.flags & ~MSG_DONTWAIT) | MSG_WAITALL;
+    else if (pre('nonblock', 8)) this.flags |= MSG_DONTWAIT;
+    else if (pre('resolve', 7)) this.useRgai = true;
+    else if (pre('verify', 6)) this.verify = true;
+    else if (pre('fork', 4)) {
+      this.useFork = true;
+      this.useRs = false;
+    } else return false;
+    return true;
+  }
+}
+
+let lastErrno = 0;
+function withErrno(fd: { errno: number }, r: number): number {
+  if (r) lastErrno = fd.errno;
+  return r;
+}
+
+/** A resolver failure carrying its EAI code. */
+class GaiErr extends Error {
+  constructor(readonly eai: number) {
+    super(`EAI ${eai}`);
+  }
+}
+function gaiText(e: unknown): string {
+  if (e instanceof GaiErr) return e.eai === -6 ? 'ai_family not supported' : 'Name or service not known';
+  return gaiMessage(e);
+}
+function gaiCode(e: unknown): number {
+  if (e instanceof GaiErr) return e.eai;
+  return eaiOf(e);
+}
+
+function perrorN(prefix: string, errno: number): void {
+  errOut(`${prefix}: ${strerror(errno)}\n`);
+}
+function perror(prefix: string, e: unknown): void {
+  perrorN(prefix, e instanceof RdmaError ? e.errno : 5);
+}
+
+/** The usage text (stdout), as rstream.c prints it. */
+export function usage(prog: string): string {
+  return [
+    `usage: ${prog}`,
+    '\t[-s server_address]',
+    '\t[-b bind_address]',
+    '\t[-f address_format]',
+    '\t    name, ip, ipv6, or gid',
+    '\t[-B buffer_size]',
+    '\t[-i inline_size]',
+    '\t[-I iterations]',
+    '\t[-C transfer_count]',
+    '\t[-S transfer_size or all]',
+    '\t[-p port_number]',
+    '\t[-k keepalive_time]',
+    '\t[-T test_option]',
+    '\t    s|sockets - use standard tcp/ip sockets',
+    '\t    a|async - asynchronous operation (use poll)',
+    '\t    b|blocking - use blocking calls',
+    '\t    f|fork - fork server processing',
+    '\t    n|nonblocking - use nonblocking calls',
+    '\t    r|resolve - use rdma cm to resolve address',
+    '\t    v|verify - verify data',
+    '',
+  ].join('\n');
+}
+
+/** argv[0] as the C tool prints it: the command's name. */
+function progName(): string {
+  return basename(process.argv[1] ?? 'rstream').replace(/\.js$/, '');
+}
+
+async function main(argv: readonly string[]): Promise<number> {
+  const r = new Rstream();
+  const args = argv.filter((a) => {
+    if (a === '--json') {
+      r.json = true;
+      return false;
+    }
+    return true;
+  });
+  const g = new Getopt(args, 's:b:f:B:i:I:C:S:p:k:T:');
+  for (let it = g.next(); it; it = g.next()) {
+    const a = it.optarg ?? '';
+    switch (it.opt) {
+      case 's':
+        r.dstAddr = a;
+        break;
+      case 'b':
+        r.srcAddr = a;
+        break;
+      case 'f':
+        if (a.slice(0, 2).toLowerCase() === 'ip') r.numericHost = true;
+        else if (a.slice(0, 3).toLowerCase() === 'gid') {
+          r.gidFormat = true;
+          r.useRgai = true;
+        } else errOut('Warning: unknown address format\n');
+        break;
+      case 'B':
+        r.bufferSize = atoi(a);
+        break;
+      case 'i':
+        r.inlineSize = atoi(a);
+        break;
+      case 'I':
+        r.custom = true;
+        r.iterations = atoi(a);
+        break;
+      case 'C':
+        r.custom = true;
+        r.transferCount = atoi(a);
+        break;
+      case 'S':
+        if (a.slice(0, 3).toLowerCase() === 'all') r.sizeOption = 1;
+        else {
+          r.custom = true;
+          r.transferSize = atoi(a);
+        }
+        break;
+      case 'p':
+        r.port = a;
+        break;
+      case 'k':
+        r.keepalive = atoi(a);
+        break;
+      case 'T':
+        if (r.setTestOpt(a)) break;
+        // an invalid test option prints the usage, as an unknown option does
+        out(usage(progName()));
+        return 1;
+      default:
+        out(usage(progName()));
+        return 1;
+    }
+  }
+  if (!(r.flags & MSG_DONTWAIT)) r.pollTimeout = -1;
+  const forkPhase = process.env['RSTREAM_FORK_CHILD'];
+  if (forkPhase) return r.runForked(forkPhase);
+  return r.run();
+}
+
+installTopLevelHandlers('rstream');
+main(process.argv.slice(2)).then(
+  (code) => exit(code),
+  (e: unknown) => {
+    errOut(`rstream: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
+    exit(1);
+  },
+);

@@ -1,0 +1,1733 @@
+/**
+ * One stream rsocket (rsocket.c's `struct rsocket` for SOCK_STREAM): an RC QP over rdma_cm, the
+ * send and receive buffers, credits, the target SGL and iomap tables, and the protocol of
+ * protocol.ts on top. The API is rsocket's, made non-blocking and promise-shaped for Node:
+ *
+ * - {@link RsConn.connect} / {@link RsListener.accept} (listener.ts) establish the connection;
+ * - {@link RsConn.send} / {@link RsConn.recv} never block: they return a byte count, or
+ *   {@link RS_EAGAIN} when nothing can move now; {@link RsConn.poll} waits for readiness (rpoll);
+ * - {@link RsConn.shutdown} / {@link RsConn.close} are rshutdown / rclose;
+ * - {@link RsConn.setsockopt} / {@link RsConn.getsockopt}, {@link RsConn.riomap},
+ *   {@link RsConn.riowrite}.
+ *
+ * Progress: rsocket.c polls its CQ from inside every call; here a completion channel task runs
+ * {@link RsConn.progress} whenever completions arrive, and the calls also poll when they would
+ * otherwise have to wait. {@link RsConn.onNotify} is called after every progress step (the
+ * Duplex face and the poll waiters hang off it).
+ *
+ * iWARP has no RDMA Write with Immediate, so every connection runs in rsocket.c's
+ * RS_OPT_MSG_SEND mode: each 32-bit message is a 4-byte inline SEND in our (little-endian) byte
+ * order, and data / SGL / iomap updates are a plain RDMA WRITE followed by that SEND.
+ */
+import {
+  CmEventType,
+  PortSpace,
+  RdmaOption,
+  createEventChannel,
+  createId,
+  rdmaEventStr,
+  type CmEvent,
+  type CmId,
+  type ConnParam,
+  type EventChannel,
+  type SockAddr,
+} from '../cm/index.js';
+import {
+  Access,
+  SendFlags,
+  TransportType,
+  WcStatus,
+  WrOpcode,
+  getDeviceList,
+  type CompChannel,
+  type Cq,
+  type Mr,
+  type Qp,
+  type SendWr,
+  type Sge,
+  type Wc,
+} from '../verbs/index.js';
+import { RdmaError } from '../errors.js';
+import { errnoOf, type ErrnoCode } from '../errno.js';
+import {
+  HOST_IS_BIG_ENDIAN,
+  RS_CONN_DATA_SIZE,
+  RS_CONN_FLAG_IOMAP,
+  RS_CONN_FLAG_NET,
+  RS_CONN_VERSION,
+  RS_IOMAP_SIZE,
+  RS_MAX_TRANSFER,
+  RS_MSG_SIZE,
+  RS_OLAP_START_SIZE,
+  RS_QP_CTRL_SIZE,
+  RS_QP_MAX_SIZE,
+  RS_QP_MIN_SIZE,
+  RS_SGE_SIZE,
+  RS_SGL_SIZE,
+  RS_SNDLOWAT,
+  RsCtrl,
+  RsOp,
+  decodeConnData,
+  decodeMsg,
+  encodeConnData,
+  encodeIomap,
+  encodeMsg,
+  encodeSge,
+  roundIomapSize,
+  rsMsgData,
+  rsMsgOp,
+  rsMsgSet,
+  rsMsgStr,
+  scaleToValue,
+  seqDiff16,
+  valueToScale,
+  type RsConnData,
+} from './protocol.js';
+import {
+  IPPROTO_IPV6,
+  IPPROTO_TCP,
+  IPV6_V6ONLY,
+  POLLERR,
+  POLLHUP,
+  POLLIN,
+  POLLOUT,
+  PROT_WRITE,
+  RDMA_INLINE,
+  RDMA_IOMAPSIZE,
+  RDMA_ROUTE,
+  RDMA_RQSIZE,
+  RDMA_SQSIZE,
+  RS_DEFAULTS,
+  SHUT_RD,
+  SHUT_RDWR,
+  SHUT_WR,
+  SOL_RDMA,
+  SOL_SOCKET,
+  SO_BROADCAST,
+  SO_ERROR,
+  SO_KEEPALIVE,
+  SO_LINGER,
+  SO_OOBINLINE,
+  SO_RCVBUF,
+  SO_REUSEADDR,
+  SO_SNDBUF,
+  TCP_KEEPCNT,
+  TCP_KEEPIDLE,
+  TCP_KEEPINTVL,
+  TCP_MAXSEG,
+  TCP_NODELAY,
+  MSG_PEEK,
+} from './options.js';
+import { RS_TRACE, RsState, describeState, rsTrace } from './state.js';
+
+/** What {@link RsConn.send} / {@link RsConn.recv} return when nothing can move now (-EAGAIN). */
+export const RS_EAGAIN = -11;
+
+/** Send work request ids: the 32-bit message, plus this flag on the SEND of RS_OPT_MSG_SEND. */
+const WR_MSG_SEND = 2 ** 32;
+/** Receive work request ids: this flag plus the message slot. */
+const WR_RECV = 2 ** 40;
+/**
+ * Receives posted beyond the advertised credits. Credits bound the DATA messages in flight;
+ * SGL and CTRL messages are not credited (rsocket relies on RNR retry, which iWARP lacks), so
+ * a few spare receives absorb a burst of them. Invisible on the wire.
+ */
+/**
+ * Largest chunk of one send call. rsocket.c stops doubling at RS_MAX_TRANSFER (64 KiB); the
+ * chunk size is the sender's choice (the receiver only sees the length in the DATA message), and
+ * larger writes mean fewer TCP writes for the software device, so ours keep doubling up to this.
+ */
+const MAX_XFER = Number(process.env['RS_MAXXFER'] ?? 512 * 1024);
+const EXTRA_RECVS = 2 * RS_QP_CTRL_SIZE + 2;
+/** Default keepalive interval when TCP_KEEPIDLE is not set (Linux tcp_keepalive_time). */
+const KEEPALIVE_DEFAULT_S = 7200;
+
+let connSeq = 0;
+
+/** Buffer and queue sizes, inherited by accepted sockets from their listener (rs_alloc). */
+export interface RsConfig {
+  /** Send buffer bytes (SO_SNDBUF value × 2). */
+  sbufSize: number;
+  /** Receive buffer bytes (SO_RCVBUF value × 2); the peer sees two halves. */
+  rbufSize: number;
+  /** Inline data limit (RDMA_INLINE); raised to 4 on iWARP, capped at the device limit. */
+  sqInline: number;
+  /** Send queue size (RDMA_SQSIZE). */
+  sqSize: number;
+  /** Receive queue size and receive credits (RDMA_RQSIZE). */
+  rqSize: number;
+  /** iomap table entries the peer may fill (RDMA_IOMAPSIZE, rounded). */
+  targetIomapSize: number;
+}
+
+/** The library defaults as an {@link RsConfig}. */
+export function defaultConfig(): RsConfig {
+  return {
+    sbufSize: RS_DEFAULTS.wmem,
+    rbufSize: RS_DEFAULTS.mem,
+    sqInline: RS_DEFAULTS.inline,
+    sqSize: RS_DEFAULTS.sqSize,
+    rqSize: RS_DEFAULTS.rqSize,
+    targetIomapSize: RS_DEFAULTS.iomapSize,
+  };
+}
+
+/** A value for {@link RsConn.setsockopt}: an integer, a boolean, or SO_LINGER's struct. */
+export type SockOptValue = number | boolean | { onoff: boolean; linger: number };
+
+/** One local riomap registration (`struct rs_iomap_mr`). */
+interface IomapMr {
+  offset: number;
+  mr: Mr | null;
+  buf: Uint8Array | null;
+  /** Index in the peer-visible table, or -1 for a local (PROT_NONE) mapping. */
+  index: number;
+}
+
+interface Waiter {
+  events: number;
+  resolve: (revents: number) => void;
+  timer: NodeJS.Timeout | null;
+}
+
+/** An rsocket error: an {@link RdmaError} whose `op` is the rsocket call. */
+function rsErr(code: ErrnoCode, op: string, detail?: string): RdmaError {
+  return new RdmaError(code, detail === undefined ? { op } : { op, detail });
+}
+
+/**
+ * A stream rsocket. Create with `new RsConn()` then {@link connect}, or get one from
+ * {@link RsListener.accept}.
+ */
+export class RsConn {
+  /** Trace tag `RS[n]`. */
+  readonly tag = `RS[${++connSeq}]`;
+  /** Sizes; change them with {@link setsockopt} before connecting. */
+  readonly cfg: RsConfig;
+  /** Called after every progress step (data arrived, credits, state change). */
+  onNotify: (() => void) | null = null;
+
+  private _state: number = RsState.init;
+  /** SO_ERROR (errno number), cleared when read. */
+  private soError = 0;
+  /** The error reported once queued data is read (ECONNRESET, EIO, EPROTO ...). */
+  private _error: RdmaError | null = null;
+  private soOpts = 0;
+  private tcpOpts = 0;
+  private ipv6Opts = 0;
+  private keepaliveTime = 0;
+  private keepaliveTimer: NodeJS.Timeout | null = null;
+
+  // rdma_cm / verbs objects
+  /** @internal The cm_id (null before connect/bind). */
+  _id: CmId | null = null;
+  private ch: EventChannel | null = null;
+  private compCh: CompChannel | null = null;
+  private cq: Cq | null = null;
+  private qp: Qp | null = null;
+  private cqDead = false;
+  private closed = false;
+  private closing: Promise<void> | null = null;
+  private disconnectRequested = false;
+
+  // buffers
+  private sbuf = Buffer.alloc(0);
+  private smr: Mr | null = null;
+  private sbufPos = 0;
+  private sbufBytesAvail = 0;
+  private scratch = Buffer.alloc(0);
+  private scratchMr: Mr | null = null;
+  private scratchSlot = 0;
+  private scratchSlotSize = 0;
+  private scratchSlots = 0;
+  private rbuf = Buffer.alloc(0);
+  private rmr: Mr | null = null;
+  private msgBuf = Buffer.alloc(0);
+  private msgMr: Mr | null = null;
+  private tgtBuf = Buffer.alloc(0);
+  private tgtMr: Mr | null = null;
+  private tgtView = new DataView(new ArrayBuffer(0));
+
+  // protocol counters (rsocket.c names)
+  private ctrlSeqno = 0;
+  private ctrlMaxSeqno = RS_QP_CTRL_SIZE;
+  private sseqNo = 0;
+  private sseqComp = 0;
+  private rseqNo = 0;
+  private rseqComp = 0;
+  private remoteSge = 0;
+  private remoteSgl = { addr: 0, key: 0, length: 0 };
+  private remoteIomap = { addr: 0, key: 0, length: 0 };
+  private targetSge = 0;
+  private rbufBytesAvail = 0;
+  private rbufFreeOffset = 0;
+  private rbufOffset = 0;
+  private sqeAvail = 0;
+  private peerBigEndian = false;
+  /** We write SGEs/iomaps byte-swapped (the peer is big-endian): RS_OPT_SWAP_SGL. */
+  private swapSgl = false;
+
+  // received DATA messages not yet consumed (rmsg ring), and their total
+  private rmsg = new Int32Array(1);
+  private rmsgHead = 0;
+  private rmsgTail = 0;
+  private rmsgCount = 0;
+  private queued = 0;
+
+  // checks of the peer's behaviour (not in rsocket.c, which trusts its peer)
+  /** Credit-consuming messages received (16-bit sequence). */
+  private rcvdSeq = 0;
+  /** The credit limit we last granted (16-bit). */
+  private grantSeq = 0;
+  /** Receive-buffer bytes advertised to the peer and not yet filled. */
+  private window = 0;
+
+  // iomap
+  private remoteIomappings: IomapMr[] = [];
+  private iomapList: IomapMr[] = [];
+  private iomapQueue: IomapMr[] = [];
+  private iomapPending = false;
+
+  // progress bookkeeping
+  private inPump = false;
+  private pumpAgain = false;
+  private notifying = false;
+  private notifyAgain = false;
+  private notifyQueued = false;
+  private waiters: Waiter[] = [];
+  private condWaiters: { cond: () => boolean; resolve: () => void }[] = [];
+  private recvWrs: { wrId: number; sgList: Sge[] }[] = [];
+  private readonly wcs: Wc[] = [];
+  /** Work requests queued for the next post: RDMA WRITEs, then the message SENDs. */
+  private readonly posts: SendWr[] = [];
+  private readonly msgPosts: SendWr[] = [];
+
+  constructor(cfg?: Partial<RsConfig>) {
+    this.cfg = { ...defaultConfig(), ...cfg };
+  }
+
+  // -- state ---------------------------------------------------------------------------------
+
+  /** The rsocket state bitmask ({@link RsState}). */
+  get state(): number {
+    return this._state;
+  }
+
+  private setState(s: number, why: string): void {
+    if (s === this._state) return;
+    if (RS_TRACE) rsTrace(this.tag, `${describeState(this._state)} -> ${describeState(s)} (${why})`);
+    this._state = s;
+  }
+
+  /** The sticky error (once the connection failed), else null. */
+  get error(): RdmaError | null {
+    return this._error;
+  }
+
+  /** Connected in both or one direction (the data path is up). */
+  get connected(): boolean {
+    return (this._state & RsState.connected) !== 0;
+  }
+
+  /** The local address (rgetsockname). */
+  get localAddress(): SockAddr | null {
+    return this._id?.localAddr ?? null;
+  }
+
+  /** The peer's address (rgetpeername). */
+  get remoteAddress(): SockAddr | null {
+    return this._id?.peerAddr ?? null;
+  }
+
+  /** Bytes received and not yet read. */
+  get readableLength(): number {
+    return this.queued;
+  }
+
+  /** True once the read side has ended: no queued data and no more can come. */
+  get readEnded(): boolean {
+    return this.queued === 0 && (this._state & RsState.readable) === 0 && (this._state & RsState.opening) === 0;
+  }
+
+  /** rs_can_send (RS_OPT_MSG_SEND form). */
+  canSend(): boolean {
+    return (
+      this.sqeAvail >= 2 &&
+      this.sbufBytesAvail >= RS_SNDLOWAT &&
+      this.sseqNo !== this.sseqComp &&
+      this.tgtLen(this.targetSge) !== 0 &&
+      (this._state & RsState.connected) !== 0
+    );
+  }
+
+  private ctrlAvail(): boolean {
+    return this.ctrlSeqno !== this.ctrlMaxSeqno;
+  }
+
+  /** rs_2ctrl_avail: two control slots free (MSG_SEND credit updates need a WRITE and a SEND). */
+  private ctrl2Avail(): boolean {
+    return this.ctrlSeqno + 1 - this.ctrlMaxSeqno < 0;
+  }
+
+  /** rs_conn_all_sends_done. */
+  private allSendsDone(): boolean {
+    return this.ctrlMaxSeqno - this.ctrlSeqno + this.sqeAvail === this.cfg.sqSize || (this._state & RsState.connected) === 0;
+  }
+
+  // -- options -------------------------------------------------------------------------------
+
+  /**
+   * rsetsockopt(). SOL_SOCKET: SO_REUSEADDR, SO_SNDBUF/SO_RCVBUF (value doubled, before the
+   * buffers exist; the send buffer is at least 4096), SO_KEEPALIVE, SO_LINGER and SO_OOBINLINE
+   * (flags). IPPROTO_TCP: TCP_NODELAY (flag), TCP_KEEPIDLE (> 0), TCP_KEEPCNT/TCP_KEEPINTVL/
+   * TCP_MAXSEG (accepted, ignored). IPPROTO_IPV6: IPV6_V6ONLY. SOL_RDMA (before connecting, else
+   * EINVAL): RDMA_SQSIZE, RDMA_RQSIZE, RDMA_INLINE, RDMA_IOMAPSIZE. Anything else: ENOTSUP.
+   */
+  setsockopt(level: number, name: number, value: SockOptValue): void {
+    applySockopt(this, level, name, value);
+  }
+
+  /** @internal Option plumbing shared with the listener. */
+  _setFlag(level: number, name: number, on: boolean): void {
+    const bit = 2 ** name;
+    const upd = (v: number): number => (on ? v | bit : v & ~bit) >>> 0;
+    if (level === SOL_SOCKET) this.soOpts = upd(this.soOpts);
+    else if (level === IPPROTO_TCP) this.tcpOpts = upd(this.tcpOpts);
+    else if (level === IPPROTO_IPV6) this.ipv6Opts = upd(this.ipv6Opts);
+  }
+
+  /** @internal Whether buffers were created (SO_SNDBUF/SO_RCVBUF no longer apply). */
+  get _hasBuffers(): boolean {
+    return this.smr !== null;
+  }
+
+  /** @internal */
+  _setKeepalive(on: boolean): void {
+    if (on) {
+      this._setFlag(SOL_SOCKET, SO_KEEPALIVE, true);
+      if (!this.keepaliveTime) this.keepaliveTime = KEEPALIVE_DEFAULT_S;
+      this.armKeepalive();
+    } else {
+      this._setFlag(SOL_SOCKET, SO_KEEPALIVE, false);
+      if (this.keepaliveTimer) clearInterval(this.keepaliveTimer);
+      this.keepaliveTimer = null;
+    }
+  }
+
+  /** @internal */
+  _setKeepIdle(secs: number): void {
+    this.keepaliveTime = secs;
+    if (this.keepaliveTimer) this.armKeepalive();
+  }
+
+  /** @internal */
+  _ensureId(): CmId {
+    if (!this._id) {
+      this.ch = createEventChannel();
+      this._id = createId(this.ch, this, PortSpace.TCP);
+    }
+    return this._id;
+  }
+
+  /**
+   * rgetsockopt(). Returns the value as a number (booleans as 0/1); SO_ERROR returns and
+   * clears the pending error. ENOTSUP for anything rsocket does not answer.
+   */
+  getsockopt(level: number, name: number): number {
+    const bit = (v: number): number => ((v >>> name) & 1);
+    if (level === SOL_SOCKET) {
+      switch (name) {
+        case SO_REUSEADDR:
+        case SO_KEEPALIVE:
+        case SO_OOBINLINE:
+          return bit(this.soOpts);
+        case SO_RCVBUF:
+          return this.cfg.rbufSize;
+        case SO_SNDBUF:
+          return this.cfg.sbufSize;
+        case SO_LINGER:
+          return bit(this.soOpts) ? 0 : 1;
+        case SO_ERROR: {
+          const e = this.soError;
+          this.soError = 0;
+          return e;
+        }
+        default:
+          throw rsErr('EOPNOTSUPP', 'rgetsockopt');
+      }
+    }
+    if (level === IPPROTO_TCP) {
+      switch (name) {
+        case TCP_KEEPCNT:
+        case TCP_KEEPINTVL:
+          return 1;
+        case TCP_KEEPIDLE:
+          return this.keepaliveTime;
+        case TCP_NODELAY:
+          return bit(this.tcpOpts);
+        case TCP_MAXSEG:
+          return 2048;
+        default:
+          throw rsErr('EOPNOTSUPP', 'rgetsockopt');
+      }
+    }
+    if (level === IPPROTO_IPV6 && name === IPV6_V6ONLY) return bit(this.ipv6Opts);
+    if (level === SOL_RDMA) {
+      switch (name) {
+        case RDMA_SQSIZE:
+          return this.cfg.sqSize;
+        case RDMA_RQSIZE:
+          return this.cfg.rqSize;
+        case RDMA_INLINE:
+          return this.cfg.sqInline;
+        case RDMA_IOMAPSIZE:
+          return this.cfg.targetIomapSize;
+        default:
+          throw rsErr('EOPNOTSUPP', 'rgetsockopt');
+      }
+    }
+    throw rsErr('EOPNOTSUPP', 'rgetsockopt');
+  }
+
+  // -- connection establishment -----------------------------------------------------------------
+
+  /** rbind(): bind the cm_id to a local address (port 0 picks one at connect). */
+  bind(addr: SockAddr): void {
+    if (this._state !== RsState.init) throw rsErr('EINVAL', 'rbind', describeState(this._state));
+    const id = this._ensureId();
+    try {
+      id.bindAddr(addr);
+    } catch (e) {
+      throw e instanceof RdmaError ? new RdmaError(e.code, { op: 'rbind', cause: e }) : e;
+    }
+    this.setState(RsState.bound, 'bind');
+  }
+
+  /**
+   * rconnect(): resolve the address and route (1 s each, as rsocket.c), create the QP and
+   * buffers, connect with our rs_conn_data, check and store the peer's. Rejects with the errno
+   * of the failure (ECONNREFUSED, ETIMEDOUT, ENOTSUP for a peer speaking another version ...);
+   * the socket is then in the connect_error state and SO_ERROR holds the errno.
+   */
+  async connect(dst: SockAddr): Promise<void> {
+    const op = 'rconnect';
+    if (this._state & RsState.opening) throw rsErr('EALREADY', op);
+    if (this._state & RsState.connected || this._state & RsState.disconnected) throw rsErr('EISCONN', op);
+    if (this._state !== RsState.init && this._state !== RsState.bound) throw rsErr('EINVAL', op, describeState(this._state));
+    noDevices(op);
+    const id = this._ensureId();
+    const ch = this.ch as EventChannel;
+    try {
+      this.setState(RsState.resolvingAddr, 'connect');
+      await id.resolveAddr(null, dst, 1000);
+      await this.expectEvent(ch, CmEventType.ADDR_RESOLVED, op);
+      this.setState(RsState.resolvingRoute, 'address resolved');
+      await id.resolveRoute(1000);
+      await this.expectEvent(ch, CmEventType.ROUTE_RESOLVED, op);
+      this.setState(RsState.connecting, 'route resolved');
+      this.createEp(op);
+      const param: ConnParam = {
+        privateData: this.formatConnData(),
+        flowControl: 1,
+        retryCount: 7,
+        rnrRetryCount: 7,
+        responderResources: 0,
+        // rsocket.c: "work-around: iWarp issues RDMA read during connection"
+        initiatorDepth: 1,
+      };
+      await id.connect(param);
+      const ev = await this.expectEvent(ch, CmEventType.ESTABLISHED, op, false);
+      const cd = decodeConnData(ev.param.conn.privateData);
+      ev.ack();
+      if (typeof cd === 'string') throw rsErr(cd === 'version' ? 'EOPNOTSUPP' : 'EPROTO', op, `peer connection data: ${cd}`);
+      this.saveConnData(cd, op);
+      this.established('connected');
+    } catch (e) {
+      const re = e instanceof RdmaError ? new RdmaError(e.code, { op, cause: e }) : rsErr('EIO', op, String(e));
+      this.soError = re.errno;
+      this.setState(RsState.connectError, re.message);
+      if (this._id && this.qp) void this._id.disconnect().catch(() => {});
+      throw re;
+    }
+  }
+
+  /** Wait for the next CM event of the setup phase; map error events like ucma_complete(). */
+  private async expectEvent(ch: EventChannel, want: CmEventType, op: string, ack = true): Promise<CmEvent> {
+    const ev = await ch.getEvent();
+    if (ev.event === want && ev.status === 0) {
+      if (ack) ev.ack();
+      return ev;
+    }
+    const st = ev.status;
+    const what = rdmaEventStr(ev.event);
+    ev.ack();
+    if (ev.event === CmEventType.REJECTED) throw rsErr('ECONNREFUSED', op, what);
+    if (ev.event === CmEventType.UNREACHABLE) throw rsErr('ETIMEDOUT', op, what);
+    throw st !== 0 ? RdmaError.fromErrno(Math.abs(st), { op, detail: what }) : rsErr('EIO', op, what);
+  }
+
+  /**
+   * @internal The passive side (raccept): take over the id of a CONNECT_REQUEST, build the
+   * endpoint, answer with our connection data and wait for ESTABLISHED.
+   */
+  async _acceptRequest(ev: CmEvent): Promise<void> {
+    const op = 'raccept';
+    const id = ev.id;
+    this._id = id;
+    id.context = this;
+    // The request's data is all we need from the event: acknowledge it (rdma_migrate_id waits
+    // for the acknowledgement of events already handed out), then move the id to its own channel.
+    const req = { ...ev.param.conn };
+    ev.ack();
+    this.ch = createEventChannel();
+    try {
+      await id.migrate(this.ch);
+      const cd = decodeConnData(req.privateData);
+      if (typeof cd === 'string') throw rsErr(cd === 'version' ? 'EOPNOTSUPP' : 'EPROTO', op, `peer connection data: ${cd}`);
+      this.setState(RsState.accepting, 'connect request');
+      this.createEp(op);
+      this.saveConnData(cd, op);
+      const param: ConnParam = {
+        privateData: this.formatConnData(),
+        responderResources: req.responderResources,
+        initiatorDepth: req.initiatorDepth,
+        flowControl: req.flowControl,
+        retryCount: req.retryCount,
+        rnrRetryCount: req.rnrRetryCount,
+      };
+      await id.accept(param);
+      await this.expectEvent(this.ch, CmEventType.ESTABLISHED, op);
+      this.established('accepted');
+    } catch (e) {
+      const re = e instanceof RdmaError ? new RdmaError(e.code, { op, cause: e }) : rsErr('EIO', op, String(e));
+      if (this._state === RsState.init) {
+        // Refused before anything was built: tell the requester (rdma_reject).
+        try {
+          id.reject();
+        } catch {
+          /* the requester is gone */
+        }
+      }
+      this.setState(RsState.connectError, re.message);
+      await this.teardown();
+      throw re;
+    }
+  }
+
+  private established(why: string): void {
+    this.setState(RsState.connectRdwr, why);
+    void this.cmLoop();
+    void this.cqLoop();
+    if (this.soOpts & (1 << SO_KEEPALIVE)) this.armKeepalive();
+    this.progress();
+  }
+
+  /** rs_create_ep: QP sizes, CQ, QP, buffers, all receives posted. */
+  private createEp(op: string): void {
+    const id = this._id as CmId;
+    const ctx = id.verbs;
+    if (!ctx) throw rsErr('ENODEV', op, 'no device');
+    if (ctx.device.transportType !== TransportType.IWARP) {
+      throw rsErr('EOPNOTSUPP', op, 'only iWARP devices (RS_OPT_MSG_SEND) are supported');
+    }
+    const dev = ctx.queryDevice();
+    const cfg = this.cfg;
+    const maxSize = Math.min(dev.maxQpWr, RS_QP_MAX_SIZE);
+    cfg.sqSize = Math.max(RS_QP_MIN_SIZE, Math.min(cfg.sqSize, maxSize));
+    cfg.rqSize = Math.max(RS_QP_MIN_SIZE, Math.min(cfg.rqSize, maxSize));
+    // RS_OPT_MSG_SEND needs inline sends of the 4-byte messages (rdma-core fc82b150b); a larger
+    // request is capped at what the device can do.
+    cfg.sqInline = Math.min(Math.max(cfg.sqInline, RS_MSG_SIZE), dev.maxInlineData);
+    const nrecv = cfg.rqSize + EXTRA_RECVS;
+    const compCh = ctx.createCompChannel();
+    const cq = ctx.createCq(cfg.sqSize + nrecv, compCh);
+    this.compCh = compCh;
+    this.cq = cq;
+    this.qp = id.createQp(null, {
+      sendCq: cq,
+      recvCq: cq,
+      sqSigAll: true,
+      cap: { maxSendWr: cfg.sqSize, maxRecvWr: nrecv, maxSendSge: 2, maxRecvSge: 1, maxInlineData: cfg.sqInline },
+      qpContext: this,
+    });
+    cfg.sqInline = this.qp.cap.maxInlineData;
+    cq.reqNotify();
+    this.initBufs(nrecv);
+    for (let i = 0; i < nrecv; i++) this.recvWrs.push(this.recvWr(i));
+    this.qp.postRecv(this.recvWrs);
+  }
+
+  /** rs_init_bufs. */
+  private initBufs(nrecv: number): void {
+    const pd = (this._id as CmId).pd;
+    if (!pd) throw rsErr('EINVAL', 'rsocket', 'no PD');
+    const cfg = this.cfg;
+    // Send buffer plus RS_QP_CTRL_SIZE control slots for SGEs written without inline.
+    this.sbuf = Buffer.alloc(cfg.sbufSize + RS_SGE_SIZE * RS_QP_CTRL_SIZE);
+    this.smr = pd.regMr(this.sbuf, Access.LOCAL_WRITE);
+    this.sbufPos = 0;
+    this.sbufBytesAvail = cfg.sbufSize;
+    this.scratchSlotSize = Math.max(RS_IOMAP_SIZE, (cfg.sqInline + 7) & ~7);
+    this.scratchSlots = cfg.sqSize;
+    this.scratch = Buffer.alloc(this.scratchSlotSize * this.scratchSlots);
+    this.scratchMr = pd.regMr(this.scratch, 0);
+    this.tgtBuf = Buffer.alloc(RS_SGE_SIZE * RS_SGL_SIZE + RS_IOMAP_SIZE * cfg.targetIomapSize);
+    this.tgtMr = pd.regMr(this.tgtBuf, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+    this.tgtView = new DataView(this.tgtBuf.buffer, this.tgtBuf.byteOffset, this.tgtBuf.byteLength);
+    this.rbuf = Buffer.alloc(cfg.rbufSize);
+    this.rmr = pd.regMr(this.rbuf, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+    this.msgBuf = Buffer.alloc(RS_MSG_SIZE * nrecv);
+    this.msgMr = pd.regMr(this.msgBuf, Access.LOCAL_WRITE);
+    this.rmsg = new Int32Array(nrecv + 1);
+    this.rbufFreeOffset = cfg.rbufSize >> 1;
+    this.rbufBytesAvail = cfg.rbufSize >> 1;
+    this.sqeAvail = cfg.sqSize - this.ctrlMaxSeqno;
+    this.rseqComp = cfg.rqSize >> 1;
+    this.grantSeq = cfg.rqSize & 0xffff;
+    this.window = cfg.rbufSize >> 1;
+  }
+
+  private recvWr(slot: number): { wrId: number; sgList: Sge[] } {
+    const m = this.msgMr as Mr;
+    return { wrId: WR_RECV + slot, sgList: [{ addr: m.addr + slot * RS_MSG_SIZE, length: RS_MSG_SIZE, lkey: m.lkey }] };
+  }
+
+  /** rs_format_conn_data. */
+  private formatConnData(): Uint8Array {
+    const cfg = this.cfg;
+    const tgt = this.tgtMr as Mr;
+    const r = this.rmr as Mr;
+    return encodeConnData({
+      version: RS_CONN_VERSION,
+      flags: RS_CONN_FLAG_IOMAP | (HOST_IS_BIG_ENDIAN ? RS_CONN_FLAG_NET : 0),
+      credits: cfg.rqSize,
+      targetIomapSize: valueToScale(cfg.targetIomapSize, 8) & 0xff,
+      targetSgl: { addr: tgt.addr, key: tgt.rkey, length: RS_SGL_SIZE },
+      dataBuf: { addr: r.addr, key: r.rkey, length: cfg.rbufSize >> 1 },
+    });
+  }
+
+  /** rs_save_conn_data (with sanity checks a hostile peer could otherwise abuse). */
+  private saveConnData(c: RsConnData, op: string): void {
+    if (c.targetSgl.length < 1 || c.targetSgl.length > 0xffff) throw rsErr('EPROTO', op, `peer target SGL of ${c.targetSgl.length} entries`);
+    if (c.dataBuf.length === 0) throw rsErr('EPROTO', op, 'peer advertises an empty receive buffer');
+    this.remoteSgl = { addr: c.targetSgl.addr, key: c.targetSgl.key, length: c.targetSgl.length };
+    this.remoteSge = 1;
+    this.peerBigEndian = (c.flags & RS_CONN_FLAG_NET) !== 0;
+    this.swapSgl = this.peerBigEndian !== HOST_IS_BIG_ENDIAN;
+    if (c.flags & RS_CONN_FLAG_IOMAP) {
+      this.remoteIomap = {
+        addr: c.targetSgl.addr + RS_SGE_SIZE * c.targetSgl.length,
+        length: scaleToValue(c.targetIomapSize, 8),
+        key: c.targetSgl.key,
+      };
+    }
+    this.setTgt(0, c.dataBuf.addr, c.dataBuf.key, c.dataBuf.length);
+    this.sseqComp = c.credits;
+  }
+
+  // target SGL accessors (native byte order; the peer writes them so)
+  private tgtAddr(i: number): number {
+    return this.tgtView.getUint32(i * RS_SGE_SIZE, true) + this.tgtView.getUint32(i * RS_SGE_SIZE + 4, true) * 2 ** 32;
+  }
+  private tgtKey(i: number): number {
+    return this.tgtView.getUint32(i * RS_SGE_SIZE + 8, true);
+  }
+  private tgtLen(i: number): number {
+    if (this.tgtView.byteLength === 0) return 0;
+    return this.tgtView.getUint32(i * RS_SGE_SIZE + 12, true);
+  }
+  private setTgt(i: number, addr: number, key: number, length: number): void {
+    const o = i * RS_SGE_SIZE;
+    this.tgtView.setUint32(o, addr % 2 ** 32, true);
+    this.tgtView.setUint32(o + 4, Math.floor(addr / 2 ** 32), true);
+    this.tgtView.setUint32(o + 8, key >>> 0, true);
+    this.tgtView.setUint32(o + 12, length >>> 0, true);
+  }
+
+  // -- progress ------------------------------------------------------------------------------
+
+  /** Completion-channel task: every CQ event runs {@link progress}. */
+  private async cqLoop(): Promise<void> {
+    const ch = this.compCh;
+    const cq = this.cq;
+    if (!ch || !cq) return;
+    for (;;) {
+      try {
+        await ch.getCqEvent();
+      } catch {
+        return;
+      }
+      if (this.cqDead) return;
+      cq.ackEvents(1);
+      cq.reqNotify();
+      this.progress();
+    }
+  }
+
+  /** CM event task after establishment: DISCONNECTED and device removal. */
+  private async cmLoop(): Promise<void> {
+    const ch = this.ch;
+    if (!ch) return;
+    for (;;) {
+      let ev: CmEvent;
+      try {
+        ev = await ch.getEvent();
+      } catch {
+        return;
+      }
+      const type = ev.event;
+      ev.ack();
+      if (this.closed) continue;
+      if (type === CmEventType.DISCONNECTED || type === CmEventType.DEVICE_REMOVAL) this.peerGone(type);
+    }
+  }
+
+  /** The connection under us is gone (TCP closed): drain what arrived, then judge. */
+  private peerGone(type: CmEventType): void {
+    this.pump();
+    if (this._state & RsState.connected && !this.disconnectRequested) {
+      // A peer closes after an rsocket DISCONNECT; without one, data may have been lost.
+      this.fail('ECONNRESET', type === CmEventType.DEVICE_REMOVAL ? 'device removed' : 'the peer closed the connection without an rsocket DISCONNECT');
+    } else if (this._state & RsState.connected) {
+      this.setState(RsState.disconnected, 'connection closed');
+    }
+    this.notify();
+  }
+
+  /**
+   * Process completions and credits, then tell the owner ({@link onNotify}) and the poll
+   * waiters. Safe to call at any time.
+   */
+  progress(): void {
+    this.pump();
+    this.notify();
+  }
+
+  /** rs_process_cq without waiting: credits, poll, credits. */
+  private pump(): void {
+    if (this.inPump) {
+      this.pumpAgain = true;
+      return;
+    }
+    this.inPump = true;
+    try {
+      do {
+        this.pumpAgain = false;
+        this.updateCredits();
+        this.pollCq();
+        this.updateCredits();
+      } while (this.pumpAgain);
+    } finally {
+      this.inPump = false;
+    }
+  }
+
+  private notifySoon(): void {
+    if (this.notifyQueued) return;
+    this.notifyQueued = true;
+    queueMicrotask(() => {
+      this.notifyQueued = false;
+      this.notify();
+    });
+  }
+
+  private notify(): void {
+    if (this.notifying) {
+      this.notifyAgain = true;
+      return;
+    }
+    this.notifying = true;
+    try {
+      do {
+        this.notifyAgain = false;
+        this.onNotify?.();
+        if (this.waiters.length > 0) this.checkWaiters();
+        if (this.condWaiters.length > 0) {
+          for (const w of this.condWaiters.splice(0)) {
+            if (w.cond() || this.closed) w.resolve();
+            else this.condWaiters.push(w);
+          }
+        }
+      } while (this.notifyAgain);
+    } finally {
+      this.notifying = false;
+    }
+  }
+
+  private pollCq(): void {
+    const cq = this.cq;
+    if (!cq || this.cqDead) return;
+    const wcs = this.wcs;
+    let any = false;
+    for (;;) {
+      const n = cq.pollInto(wcs, 32);
+      for (let i = 0; i < n; i++) {
+        const wc = wcs[i] as Wc;
+        const id = Number(wc.wrId);
+        if (id >= WR_RECV) this.recvDone(wc, id - WR_RECV);
+        else this.sendDone(wc, id);
+      }
+      if (n > 0) any = true;
+      if (n < 32) break;
+    }
+    this.flushPosts();
+    if (any && !this.notifying) this.notifySoon();
+  }
+
+  /** A send completion (rs_poll_cq's send branch). */
+  private sendDone(wc: Wc, id: number): void {
+    const msg = id % WR_MSG_SEND;
+    const msgSend = id >= WR_MSG_SEND;
+    switch (rsMsgOp(msg)) {
+      case RsOp.SGL:
+        this.ctrlMaxSeqno++;
+        break;
+      case RsOp.CTRL:
+        this.ctrlMaxSeqno++;
+        if (rsMsgData(msg) === RsCtrl.DISCONNECT && !msgSend && this._state & RsState.connected) {
+          this.setState(RsState.disconnected, 'DISCONNECT sent');
+        }
+        break;
+      case RsOp.IOMAP_SGL:
+        this.sqeAvail++;
+        if (!msgSend) this.sbufBytesAvail += RS_IOMAP_SIZE;
+        break;
+      default:
+        this.sqeAvail++;
+        this.sbufBytesAvail += rsMsgData(msg);
+        break;
+    }
+    if (wc.status !== WcStatus.SUCCESS && this._state & RsState.connected) {
+      this.fail('EIO', `send completion status ${wc.status}`);
+    }
+  }
+
+  /** A receive completion: one 4-byte message (rs_poll_cq's receive branch). */
+  private recvDone(wc: Wc, slot: number): void {
+    if (wc.status !== WcStatus.SUCCESS) return;
+    if (this._state & RsState.error) return;
+    if (wc.byteLen !== RS_MSG_SIZE) {
+      this.fail('EPROTO', `a ${wc.byteLen}-byte message (rsocket messages are ${RS_MSG_SIZE} bytes)`);
+      return;
+    }
+    const msg = decodeMsg(this.msgBuf, slot * RS_MSG_SIZE, this.peerBigEndian);
+    if (RS_TRACE) rsTrace(this.tag, `recv ${rsMsgStr(msg)}`);
+    const data = rsMsgData(msg);
+    switch (rsMsgOp(msg)) {
+      case RsOp.SGL:
+        this.sseqComp = data & 0xffff;
+        break;
+      case RsOp.IOMAP_SGL:
+        if (!this.takeCredit('IOMAP_SGL')) return;
+        if (data >= this.cfg.targetIomapSize) {
+          this.fail('EPROTO', `IOMAP_SGL for entry ${data} of a ${this.cfg.targetIomapSize}-entry table`);
+          return;
+        }
+        break;
+      case RsOp.CTRL:
+        if (data === RsCtrl.DISCONNECT) {
+          this.setState(RsState.disconnected, 'DISCONNECT received');
+        } else if (data === RsCtrl.SHUTDOWN) {
+          if (this._state & RsState.writable) this.setState(this._state & ~RsState.readable, 'SHUTDOWN received');
+          else this.setState(RsState.disconnected, 'SHUTDOWN received');
+        } else if (data !== RsCtrl.KEEPALIVE) {
+          this.fail('EPROTO', `unknown control message ${data}`);
+          return;
+        }
+        break;
+      case RsOp.DATA: {
+        if (!this.takeCredit('DATA')) return;
+        if (data > this.window) {
+          this.fail('EPROTO', `${data} bytes of data with ${this.window} bytes of receive buffer advertised`);
+          return;
+        }
+        this.window -= data;
+        this.rmsg[this.rmsgTail] = data;
+        if (++this.rmsgTail === this.rmsg.length) this.rmsgTail = 0;
+        this.rmsgCount++;
+        this.queued += data;
+        break;
+      }
+      default:
+        this.fail('EPROTO', `unknown message type ${rsMsgOp(msg)} (0x${msg.toString(16).padStart(8, '0')})`);
+        return;
+    }
+    if (this._state & RsState.connected && this.qp) this.qp.postRecv(this.recvWrs[slot] as { wrId: number; sgList: Sge[] });
+  }
+
+  /** A credit-consuming message arrived: it must be within what we granted. */
+  private takeCredit(what: string): boolean {
+    if (seqDiff16(this.grantSeq, this.rcvdSeq) <= 0) {
+      this.fail('EPROTO', `${what} message beyond the ${this.cfg.rqSize} credits granted`);
+      return false;
+    }
+    this.rcvdSeq = (this.rcvdSeq + 1) & 0xffff;
+    return true;
+  }
+
+  /** Fatal error: remember it (SO_ERROR), stop the data path, close the connection. */
+  private fail(code: ErrnoCode, detail: string): void {
+    if (this._state & RsState.error || this.closed) return;
+    this._error = rsErr(code, 'rsocket', detail);
+    this.soError = errnoOf(code);
+    this.setState(RsState.error, detail);
+    this.disconnectRequested = true;
+    const id = this._id;
+    if (id) void id.disconnect().catch(() => {});
+    this.notifySoon();
+  }
+
+  // -- credits -------------------------------------------------------------------------------
+
+  /** rs_update_credits: rs_give_credits → rs_send_credits. */
+  private updateCredits(): void {
+    const half = this.cfg.rbufSize >> 1;
+    if (
+      (this.rbufBytesAvail >= half || seqDiff16(this.rseqNo, this.rseqComp) >= 0) &&
+      this.ctrl2Avail() &&
+      this._state & RsState.connected &&
+      this.qp
+    ) {
+      this.sendCredits();
+    }
+  }
+
+  private sendCredits(): void {
+    const cfg = this.cfg;
+    const half = cfg.rbufSize >> 1;
+    this.ctrlSeqno++;
+    this.rseqComp = (this.rseqNo + (cfg.rqSize >> 1)) & 0xffff;
+    const limit = this.rseqNo + cfg.rqSize;
+    this.grantSeq = limit & 0xffff;
+    const msg = rsMsgSet(RsOp.SGL, limit);
+    if (this.rbufBytesAvail >= half) {
+      this.ctrlSeqno++;
+      const r = this.rmr as Mr;
+      const sge = { addr: r.addr + this.rbufFreeOffset, key: r.rkey, length: half };
+      let sg: Sge;
+      let flags = 0;
+      if (cfg.sqInline >= RS_SGE_SIZE) {
+        sg = this.scratchSge(RS_SGE_SIZE);
+        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.scratch, sg.addr - (this.scratchMr as Mr).addr);
+        flags = SendFlags.INLINE;
+      } else {
+        const off = cfg.sbufSize + RS_SGE_SIZE * (this.ctrlSeqno & (RS_QP_CTRL_SIZE - 1));
+        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.sbuf, off);
+        const s = this.smr as Mr;
+        sg = { addr: s.addr + off, length: RS_SGE_SIZE, lkey: s.lkey };
+      }
+      if (RS_TRACE) rsTrace(this.tag, `send SGL ${limit & 0xffff} + SGE ${sge.addr.toString(16)}+${half} -> slot ${this.remoteSge}`);
+      this.queueWriteMsg([sg], msg, flags, this.remoteSgl.addr + this.remoteSge * RS_SGE_SIZE, this.remoteSgl.key);
+      this.window += half;
+      this.rbufBytesAvail -= half;
+      this.rbufFreeOffset += half;
+      if (this.rbufFreeOffset >= cfg.rbufSize) this.rbufFreeOffset = 0;
+      if (++this.remoteSge === this.remoteSgl.length) this.remoteSge = 0;
+    } else {
+      if (RS_TRACE) rsTrace(this.tag, `send SGL ${limit & 0xffff}`);
+      this.queueMsg(msg);
+    }
+    this.flushPosts();
+  }
+
+  // -- posting -------------------------------------------------------------------------------
+
+  /** A scratch slot of `len` bytes for inline payloads (copied by the QP at post time). */
+  private scratchSge(len: number): Sge {
+    const m = this.scratchMr as Mr;
+    const off = this.scratchSlot * this.scratchSlotSize;
+    if (++this.scratchSlot === this.scratchSlots) this.scratchSlot = 0;
+    return { addr: m.addr + off, length: len, lkey: m.lkey };
+  }
+
+  /** The 4-byte SEND carrying `msg` in our byte order (rs_post_msg in MSG_SEND mode). */
+  private msgWr(wrId: number, msg: number): SendWr {
+    const sg = this.scratchSge(RS_MSG_SIZE);
+    encodeMsg(msg, HOST_IS_BIG_ENDIAN, this.scratch, sg.addr - (this.scratchMr as Mr).addr);
+    return { wrId, opcode: WrOpcode.SEND, sgList: [sg], sendFlags: SendFlags.INLINE };
+  }
+
+  /** rs_post_msg. */
+  private queueMsg(msg: number): void {
+    this.msgPosts.push(this.msgWr(msg, msg));
+  }
+
+  /** rs_post_write_msg: an RDMA WRITE, then the SEND with the message. */
+  private queueWriteMsg(sgl: Sge[], msg: number, flags: number, addr: number, rkey: number): void {
+    this.posts.push({ wrId: msg, opcode: WrOpcode.RDMA_WRITE, sgList: sgl, sendFlags: flags, rdma: { remoteAddr: addr, rkey } });
+    this.msgPosts.push(this.msgWr(rsMsgSet(rsMsgOp(msg), 0) + WR_MSG_SEND, msg));
+  }
+
+  /**
+   * Post everything queued in one ibv_post_send: the RDMA WRITEs of the batch first, then the
+   * messages, in order. Each message still follows its own write, as the protocol requires;
+   * batching the small SENDs behind the large WRITEs lets the QP hand them to TCP together.
+   */
+  private flushPosts(): void {
+    const p = this.posts;
+    const m = this.msgPosts;
+    if (p.length === 0 && m.length === 0) return;
+    const qp = this.qp;
+    const list = p.length === 0 ? m.splice(0) : m.length === 0 ? p.splice(0) : p.splice(0).concat(m.splice(0));
+    if (!qp) return;
+    try {
+      qp.postSend(list);
+    } catch (e) {
+      this.fail('EIO', `ibv_post_send: ${(e as Error).message}`);
+    }
+  }
+
+  /** Copy `len` bytes into the send buffer ring; the SGEs that name them (1, or 2 on wrap). */
+  private stage(src: Uint8Array, off: number, len: number): Sge[] {
+    const s = this.smr as Mr;
+    const size = this.cfg.sbufSize;
+    const left = size - this.sbufPos;
+    if (len <= left) {
+      this.sbuf.set(src.subarray(off, off + len), this.sbufPos);
+      const sg = { addr: s.addr + this.sbufPos, length: len, lkey: s.lkey };
+      this.sbufPos = len < left ? this.sbufPos + len : 0;
+      return [sg];
+    }
+    this.sbuf.set(src.subarray(off, off + left), this.sbufPos);
+    this.sbuf.set(src.subarray(off + left, off + len), 0);
+    const a = { addr: s.addr + this.sbufPos, length: left, lkey: s.lkey };
+    const b = { addr: s.addr, length: len - left, lkey: s.lkey };
+    this.sbufPos = len - left;
+    return [a, b];
+  }
+
+  /** The payload SGEs of a write: inline from scratch, else staged in the send buffer. */
+  private payload(src: Uint8Array, off: number, len: number): { sgl: Sge[]; flags: number } {
+    if (len <= this.cfg.sqInline) {
+      const sg = this.scratchSge(len);
+      this.scratch.set(src.subarray(off, off + len), sg.addr - (this.scratchMr as Mr).addr);
+      return { sgl: [sg], flags: SendFlags.INLINE };
+    }
+    return { sgl: this.stage(src, off, len), flags: 0 };
+  }
+
+  /** rs_write_data. */
+  private writeData(src: Uint8Array, off: number, len: number): void {
+    this.sseqNo = (this.sseqNo + 1) & 0xffff;
+    this.sqeAvail -= 2;
+    this.sbufBytesAvail -= len;
+    const ts = this.targetSge;
+    const addr = this.tgtAddr(ts);
+    const rkey = this.tgtKey(ts);
+    const tlen = this.tgtLen(ts);
+    this.setTgt(ts, addr + len, rkey, tlen - len);
+    if (tlen - len === 0 && ++this.targetSge === RS_SGL_SIZE) this.targetSge = 0;
+    const p = this.payload(src, off, len);
+    if (!Number.isSafeInteger(addr)) {
+      this.fail('EPROTO', 'the peer wrote an unusable target SGE');
+      return;
+    }
+    this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.DATA, len), p.flags, addr, rkey);
+  }
+
+  // -- data ----------------------------------------------------------------------------------
+
+  private checkSend(op: string): void {
+    if (this._error) throw this._error;
+    const s = this._state;
+    if (s & RsState.opening) throw rsErr('EAGAIN', op);
+    if (!(s & RsState.connected)) throw rsErr(s & RsState.disconnected ? 'ECONNRESET' : 'ENOTCONN', op);
+    if (!(s & RsState.writable)) throw rsErr('ECONNRESET', op, 'not writable');
+  }
+
+  /**
+   * rsend(): copy up to `len` bytes of `src[off..]` into the send buffer and post them. Chunks
+   * start at 2 KiB and double up to 64 KiB (`ramp`, as rsocket.c; without it every chunk is up
+   * to 64 KiB). Returns the bytes taken (> 0), or {@link RS_EAGAIN} when no credits, send
+   * queue or buffer space are available now. Throws ECONNRESET once the peer disconnected or
+   * the write side is shut down, or the connection's error.
+   */
+  send(src: Uint8Array, off = 0, len = src.length - off, ramp = true): number {
+    this.checkSend('rsend');
+    if (len === 0) return 0;
+    if (this.iomapPending) {
+      const r = this.sendIomaps();
+      if (r !== 0) return r;
+    }
+    let olen = ramp ? RS_OLAP_START_SIZE : MAX_XFER;
+    let done = 0;
+    while (done < len) {
+      if (!this.canSend()) {
+        this.flushPosts();
+        this.pump();
+        if (!this.canSend()) break;
+      }
+      if (!(this._state & RsState.writable)) break;
+      const left = len - done;
+      let xfer: number;
+      if (olen < left) {
+        xfer = olen;
+        if (olen < MAX_XFER) olen <<= 1;
+      } else xfer = left;
+      if (xfer > this.sbufBytesAvail) xfer = this.sbufBytesAvail;
+      const tl = this.tgtLen(this.targetSge);
+      if (xfer > tl) xfer = tl;
+      this.writeData(src, off + done, xfer);
+      done += xfer;
+    }
+    this.flushPosts();
+    if (done > 0) return done;
+    if (this._error) throw this._error;
+    if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');
+    return RS_EAGAIN;
+  }
+
+  /**
+   * rrecv(): copy up to `len` received bytes into `dst[off..]`. Returns the count (> 0), 0 at
+   * end of stream (the peer shut down its write side or disconnected, and everything queued was
+   * read), or {@link RS_EAGAIN}. With MSG_PEEK the data stays queued. After a connection error
+   * the queued data is still returned first, then the error is thrown.
+   */
+  recv(dst: Uint8Array, off = 0, len = dst.length - off, flags = 0): number {
+    const s = this._state;
+    if (s & RsState.opening) return RS_EAGAIN;
+    if (s === RsState.init || s & RsState.listening || s & RsState.connectError) throw rsErr('ENOTCONN', 'rrecv');
+    if (this.rmsgCount === 0) {
+      this.pump();
+      if (this.rmsgCount === 0) {
+        if (this._error) throw this._error;
+        if (!(this._state & RsState.readable)) return 0;
+        return RS_EAGAIN;
+      }
+    }
+    if (len === 0) return 0;
+    if (flags & MSG_PEEK) return this.peek(dst, off, len);
+    const n = this.consume(dst, off, len);
+    this.updateCredits();
+    return n;
+  }
+
+  /** Take up to `max` queued bytes as a new Buffer (null if none): the Duplex read path. */
+  readChunk(max: number): Buffer | null {
+    if (this.rmsgCount === 0) this.pump();
+    const n = Math.min(max, this.queued);
+    if (n === 0) return null;
+    const out = Buffer.allocUnsafe(n);
+    this.consume(out, 0, n);
+    this.updateCredits();
+    return out;
+  }
+
+  /** The rrecv copy loop: consume messages (rseq_no++ per finished one), free buffer space. */
+  private consume(dst: Uint8Array, off: number, len: number): number {
+    const size = this.cfg.rbufSize;
+    let left = len;
+    let at = off;
+    while (left > 0 && this.rmsgCount > 0) {
+      const m = this.rmsg[this.rmsgHead] as number;
+      let rsize: number;
+      if (left < m) {
+        rsize = left;
+        this.rmsg[this.rmsgHead] = m - left;
+      } else {
+        rsize = m;
+        this.rseqNo = (this.rseqNo + 1) & 0xffff;
+        if (++this.rmsgHead === this.rmsg.length) this.rmsgHead = 0;
+        this.rmsgCount--;
+      }
+      this.queued -= rsize;
+      left -= rsize;
+      const end = size - this.rbufOffset;
+      if (rsize > end) {
+        this.rbuf.copy(dst, at, this.rbufOffset, size);
+        at += end;
+        rsize -= end;
+        this.rbufOffset = 0;
+        this.rbufBytesAvail += end;
+      }
+      this.rbuf.copy(dst, at, this.rbufOffset, this.rbufOffset + rsize);
+      at += rsize;
+      this.rbufOffset += rsize;
+      this.rbufBytesAvail += rsize;
+    }
+    return len - left;
+  }
+
+  private peek(dst: Uint8Array, off: number, len: number): number {
+    const size = this.cfg.rbufSize;
+    let head = this.rmsgHead;
+    let count = this.rmsgCount;
+    let ro = this.rbufOffset;
+    let left = len;
+    let at = off;
+    while (left > 0 && count > 0) {
+      const m = this.rmsg[head] as number;
+      let rsize = left < m ? left : m;
+      if (left >= m) {
+        if (++head === this.rmsg.length) head = 0;
+        count--;
+      }
+      left -= rsize;
+      const end = size - ro;
+      if (rsize > end) {
+        this.rbuf.copy(dst, at, ro, size);
+        at += end;
+        rsize -= end;
+        ro = 0;
+      }
+      this.rbuf.copy(dst, at, ro, ro + rsize);
+      at += rsize;
+      ro += rsize;
+    }
+    return len - left;
+  }
+
+  // -- poll ----------------------------------------------------------------------------------
+
+  /** rs_poll_rs for a stream socket: the revents of `events` now. */
+  pollEvents(events: number): number {
+    const s = this._state;
+    if (s & RsState.opening) return 0;
+    if (s === RsState.connectError) return (events & (POLLIN | POLLOUT)) | POLLERR;
+    if (!(s & (RsState.connected | RsState.disconnected | RsState.error))) return 0;
+    let r = 0;
+    if (events & POLLIN && (this.rmsgCount > 0 || !(s & RsState.readable))) r |= POLLIN;
+    if (events & POLLOUT && this.canSend()) r |= POLLOUT;
+    if (!(s & RsState.connected)) r |= s & RsState.disconnected ? POLLHUP : POLLERR;
+    return r;
+  }
+
+  /**
+   * rpoll() on this socket: resolves with the revents once any of `events` (POLLIN, POLLOUT) is
+   * ready, or POLLHUP/POLLERR; with 0 after `timeoutMs` (negative: no timeout; 0: check once).
+   */
+  poll(events: number, timeoutMs = -1): Promise<number> {
+    this.pump();
+    const now = this.pollEvents(events);
+    if (now !== 0 || timeoutMs === 0) return Promise.resolve(now);
+    return new Promise<number>((resolve) => {
+      const w: Waiter = { events, resolve, timer: null };
+      if (timeoutMs > 0) {
+        w.timer = setTimeout(() => {
+          const i = this.waiters.indexOf(w);
+          if (i >= 0) this.waiters.splice(i, 1);
+          resolve(0);
+        }, timeoutMs);
+      }
+      this.waiters.push(w);
+    });
+  }
+
+  private checkWaiters(): void {
+    const ws = this.waiters;
+    for (let i = 0; i < ws.length; ) {
+      const w = ws[i] as Waiter;
+      const r = this.pollEvents(w.events);
+      if (r !== 0 || this.closed) {
+        ws.splice(i, 1);
+        if (w.timer) clearTimeout(w.timer);
+        w.resolve(r);
+      } else i++;
+    }
+  }
+
+  // -- shutdown / close ----------------------------------------------------------------------
+
+  /**
+   * rshutdown(). SHUT_WR sends SHUTDOWN (or DISCONNECT when the read side is already shut),
+   * SHUT_RD only shuts reading (DISCONNECT when writing is shut too), SHUT_RDWR sends
+   * DISCONNECT. Everything sent before is delivered first; resolves once our sends are done.
+   */
+  async shutdown(how: number): Promise<void> {
+    if (how !== SHUT_RD && how !== SHUT_WR && how !== SHUT_RDWR) throw rsErr('EINVAL', 'rshutdown', `how ${how}`);
+    if (this._state & RsState.connected) {
+      let ctrl: RsCtrl;
+      if (how === SHUT_RDWR) {
+        ctrl = RsCtrl.DISCONNECT;
+        this.setState(this._state & ~(RsState.readable | RsState.writable), 'shutdown(RDWR)');
+      } else if (how === SHUT_WR) {
+        this.setState(this._state & ~RsState.writable, 'shutdown(WR)');
+        ctrl = this._state & RsState.readable ? RsCtrl.SHUTDOWN : RsCtrl.DISCONNECT;
+      } else {
+        this.setState(this._state & ~RsState.readable, 'shutdown(RD)');
+        if (this._state & RsState.writable) {
+          this.notify();
+          return;
+        }
+        ctrl = RsCtrl.DISCONNECT;
+      }
+      if (!this.ctrlAvail()) await this.until(() => this.ctrlAvail() || !(this._state & RsState.connected));
+      if (this._state & RsState.connected && this.ctrlAvail()) {
+        this.ctrlSeqno++;
+        if (RS_TRACE) rsTrace(this.tag, `send CTRL ${RsCtrl[ctrl]}`);
+        this.queueMsg(rsMsgSet(RsOp.CTRL, ctrl));
+        this.flushPosts();
+        this.pump();
+      }
+    }
+    if (this._state & RsState.connected) await this.until(() => this.allSendsDone());
+    this.notify();
+  }
+
+  /** Wait (through progress steps: completions arrive as CQ events) until `cond` holds or the socket is closed. */
+  private until(cond: () => boolean): Promise<void> {
+    this.pump();
+    if (cond() || this.closed) return Promise.resolve();
+    return new Promise<void>((resolve) => this.condWaiters.push({ cond, resolve }));
+  }
+
+  /**
+   * rclose(): a graceful rshutdown(SHUT_RDWR) if still connected, then the connection is closed
+   * (queued sends go out, then FIN) and every resource is released. Idempotent.
+   */
+  close(): Promise<void> {
+    if (!this.closing) this.closing = this.doClose();
+    return this.closing;
+  }
+
+  private async doClose(): Promise<void> {
+    if (this._state & RsState.connected && !(this._state & RsState.error)) {
+      try {
+        await this.shutdown(SHUT_RDWR);
+      } catch {
+        /* best effort */
+      }
+    }
+    await this.teardown();
+  }
+
+  /** Abortive close: no DISCONNECT, the connection is closed at once. */
+  destroy(): Promise<void> {
+    if (!this.closing) this.closing = this.teardown();
+    return this.closing;
+  }
+
+  private async teardown(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.disconnectRequested = true;
+    if (this.keepaliveTimer) clearInterval(this.keepaliveTimer);
+    this.keepaliveTimer = null;
+    const id = this._id;
+    if (id && !id.destroyed) {
+      try {
+        if (this.qp) await id.disconnect();
+      } catch {
+        /* not connected */
+      }
+    }
+    this.cqDead = true;
+    if (id && !id.destroyed) {
+      try {
+        id.destroyQp();
+      } catch {
+        /* gone */
+      }
+    }
+    this.qp = null;
+    if (this.cq) {
+      try {
+        const un = this.cq.unackedEvents;
+        if (un > 0) this.cq.ackEvents(un);
+        this.cq.destroy();
+      } catch {
+        /* leave it to the GC */
+      }
+    }
+    try {
+      this.compCh?.destroy();
+    } catch {
+      /* still has a CQ */
+    }
+    for (const mr of [this.smr, this.scratchMr, this.rmr, this.msgMr, this.tgtMr]) {
+      if (mr?.registered) mr.dereg();
+    }
+    for (const m of [...this.iomapList, ...this.iomapQueue]) if (m.mr?.registered) m.mr.dereg();
+    if (id && !id.destroyed) {
+      // Events nobody will read (no CM task runs before establishment) must not block destroy.
+      const ch = this.ch;
+      while (ch && !ch.isDestroyed && ch.pending > 0) ch.tryGetEvent().ack();
+      try {
+        await id.destroy();
+      } catch {
+        /* already */
+      }
+    }
+    try {
+      this.ch?.destroy();
+    } catch {
+      /* ids left */
+    }
+    if (this._state & RsState.connected) this.setState(RsState.disconnected, 'closed');
+    this.notify();
+    for (const w of this.waiters.splice(0)) {
+      if (w.timer) clearTimeout(w.timer);
+      w.resolve(POLLHUP);
+    }
+    for (const w of this.condWaiters.splice(0)) w.resolve();
+  }
+
+  /** Whether {@link close} or {@link destroy} ran. */
+  get isClosed(): boolean {
+    return this.closed;
+  }
+
+  // -- keepalive -----------------------------------------------------------------------------
+
+  private armKeepalive(): void {
+    if (this.keepaliveTimer) clearInterval(this.keepaliveTimer);
+    this.keepaliveTimer = null;
+    if (!(this.soOpts & (1 << SO_KEEPALIVE)) || !this.qp) return;
+    const t = setInterval(() => this.keepalive(), Math.max(1, this.keepaliveTime) * 1000);
+    t.unref();
+    this.keepaliveTimer = t;
+  }
+
+  /** A zero-length RDMA WRITE (rsocket.c's keepalive): fails, and fails the socket, if the peer is gone. */
+  private keepalive(): void {
+    if (!this.ctrlAvail() || !(this._state & RsState.connected) || !this.qp) return;
+    this.ctrlSeqno++;
+    this.posts.push({ wrId: rsMsgSet(RsOp.CTRL, RsCtrl.KEEPALIVE), opcode: WrOpcode.RDMA_WRITE, sgList: [], rdma: { remoteAddr: 0, rkey: 0 } });
+    this.flushPosts();
+    this.progress();
+  }
+
+  // -- iomap ---------------------------------------------------------------------------------
+
+  /**
+   * riomap(): register `buf` for the peer to riowrite into (PROT_WRITE) at `offset` (-1: use the
+   * buffer's address). The entry is sent to the peer before the next send/riowrite. Returns the
+   * offset. EINVAL before connecting or for other protections, ENOMEM when the peer's table
+   * (its RDMA_IOMAPSIZE) is full.
+   */
+  riomap(buf: Uint8Array, prot: number, offset: number): number {
+    const pd = this._id?.pd;
+    if (!pd || prot & ~PROT_WRITE) throw rsErr('EINVAL', 'riomap');
+    let iomr: IomapMr | undefined;
+    if (prot & PROT_WRITE) {
+      if (this.remoteIomappings.length === 0) {
+        for (let i = 0; i < this.remoteIomap.length; i++) this.remoteIomappings.push({ offset: 0, mr: null, buf: null, index: i });
+      }
+      iomr = this.remoteIomappings.find((m) => m.mr === null);
+    } else iomr = { offset: 0, mr: null, buf: null, index: -1 };
+    if (!iomr) throw rsErr('ENOMEM', 'riomap', 'the peer iomap table is full');
+    const mr = pd.regMr(buf, Access.LOCAL_WRITE | (prot & PROT_WRITE ? Access.REMOTE_WRITE : 0));
+    iomr.mr = mr;
+    iomr.buf = buf;
+    iomr.offset = offset === -1 ? mr.addr : offset;
+    if (iomr.index >= 0) {
+      this.iomapQueue.push(iomr);
+      this.iomapPending = true;
+    } else this.iomapList.push(iomr);
+    return iomr.offset;
+  }
+
+  /** riounmap(): release the mapping of exactly `buf` (same memory and length). EINVAL if none. */
+  riounmap(buf: Uint8Array): void {
+    for (const list of [this.iomapList, this.iomapQueue]) {
+      const i = list.findIndex((m) => m.buf !== null && m.buf.buffer === buf.buffer && m.buf.byteOffset === buf.byteOffset && m.buf.byteLength === buf.byteLength);
+      if (i >= 0) {
+        const m = list[i] as IomapMr;
+        list.splice(i, 1);
+        if (m.mr?.registered) m.mr.dereg();
+        m.mr = null;
+        m.buf = null;
+        this.iomapPending = this.iomapQueue.length > 0;
+        return;
+      }
+    }
+    throw rsErr('EINVAL', 'riounmap');
+  }
+
+  /** rs_send_iomaps: write queued iomap entries into the peer's table. 0, or RS_EAGAIN. */
+  private sendIomaps(): number {
+    while (this.iomapQueue.length > 0) {
+      if (!this.canSend()) {
+        this.flushPosts();
+        this.pump();
+        if (!this.canSend()) {
+          if (this._error) throw this._error;
+          if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');
+          return RS_EAGAIN;
+        }
+      }
+      const m = this.iomapQueue[0] as IomapMr;
+      const mr = m.mr as Mr;
+      const entry = encodeIomap({ offset: m.offset, sge: { addr: mr.addr, key: mr.rkey, length: mr.length } }, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN);
+      this.sseqNo = (this.sseqNo + 1) & 0xffff;
+      this.sqeAvail -= 2;
+      this.sbufBytesAvail -= RS_IOMAP_SIZE;
+      const p = this.payload(entry, 0, RS_IOMAP_SIZE);
+      if (RS_TRACE) rsTrace(this.tag, `send IOMAP_SGL ${m.index} offset ${m.offset}`);
+      this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.IOMAP_SGL, m.index), p.flags, this.remoteIomap.addr + m.index * RS_IOMAP_SIZE, this.remoteIomap.key);
+      this.iomapQueue.shift();
+      this.iomapList.push(m);
+    }
+    this.flushPosts();
+    this.iomapPending = false;
+    return 0;
+  }
+
+  /** The entry of our target iomap table covering `offset` (written there by the peer). */
+  private findIomap(offset: number): { offset: number; addr: number; key: number; length: number } | null {
+    const base = RS_SGE_SIZE * RS_SGL_SIZE;
+    const v = this.tgtView;
+    for (let i = 0; i < this.cfg.targetIomapSize; i++) {
+      const o = base + i * RS_IOMAP_SIZE;
+      const eoff = v.getUint32(o, true) + v.getUint32(o + 4, true) * 2 ** 32;
+      const addr = v.getUint32(o + 8, true) + v.getUint32(o + 12, true) * 2 ** 32;
+      const key = v.getUint32(o + 16, true);
+      const length = v.getUint32(o + 20, true);
+      if (offset >= eoff && offset < eoff + length) return { offset: eoff, addr, key, length };
+    }
+    return null;
+  }
+
+  /**
+   * riowrite(): RDMA-write `count` bytes of `src[off..]` into the peer's mapping at `offset`
+   * (no message, no credit: the peer is not told). Returns bytes written (> 0), 0 when no
+   * peer mapping covers `offset`, or {@link RS_EAGAIN}.
+   */
+  riowrite(src: Uint8Array, off: number, count: number, offset: number): number {
+    this.checkSend('riowrite');
+    if (this.iomapPending) {
+      const r = this.sendIomaps();
+      if (r !== 0) return r;
+    }
+    let iom: { offset: number; addr: number; key: number; length: number } | null = null;
+    let olen = RS_OLAP_START_SIZE;
+    let done = 0;
+    while (done < count) {
+      const at = offset + done;
+      if (!iom || at > iom.offset + iom.length) {
+        iom = this.findIomap(at);
+        if (!iom) break;
+      }
+      if (!this.canSend()) {
+        this.flushPosts();
+        this.pump();
+        if (!this.canSend()) break;
+      }
+      const left = count - done;
+      let xfer: number;
+      if (olen < left) {
+        xfer = olen;
+        if (olen < RS_MAX_TRANSFER) olen <<= 1;
+      } else xfer = left;
+      if (xfer > this.sbufBytesAvail) xfer = this.sbufBytesAvail;
+      if (xfer > iom.offset + iom.length - at) xfer = iom.offset + iom.length - at;
+      // rs_write_direct
+      this.sqeAvail--;
+      this.sbufBytesAvail -= xfer;
+      const p = this.payload(src, off + done, xfer);
+      this.posts.push({
+        wrId: rsMsgSet(RsOp.WRITE, xfer),
+        opcode: WrOpcode.RDMA_WRITE,
+        sgList: p.sgl,
+        sendFlags: p.flags,
+        rdma: { remoteAddr: iom.addr + at - iom.offset, rkey: iom.key },
+      });
+      done += xfer;
+    }
+    this.flushPosts();
+    if (done > 0 || !iom) return done;
+    if (this._error) throw this._error;
+    if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'riowrite');
+    return RS_EAGAIN;
+  }
+}
+
+/** ENODEV when there is no RDMA device at all (rsocket() fails the same way). */
+export function noDevices(op: string): void {
+  if (getDeviceList().length === 0) throw rsErr('ENODEV', op, 'No RDMA devices were detected');
+}
+
+/** Shared by {@link RsConn.setsockopt} and the listener's. */
+export function applySockopt(
+  t: { cfg: RsConfig; state: number; _setFlag(level: number, name: number, on: boolean): void; _hasBuffers: boolean; _ensureId(): CmId; _setKeepalive?(on: boolean): void; _setKeepIdle?(s: number): void },
+  level: number,
+  name: number,
+  value: SockOptValue,
+): void {
+  const op = 'rsetsockopt';
+  const num = typeof value === 'number' ? value : typeof value === 'boolean' ? (value ? 1 : 0) : value.onoff ? 1 : 0;
+  if (level === SOL_SOCKET) {
+    switch (name) {
+      case SO_REUSEADDR:
+        try {
+          t._ensureId().setOption(RdmaOption.LEVEL_ID, RdmaOption.ID_REUSEADDR, num ? 1 : 0);
+        } catch (e) {
+          // rsocket.c ignores ENOSYS (and late IB sets); anything else is reported.
+          if (!(e instanceof RdmaError && e.code === 'ENOSYS')) throw e instanceof RdmaError ? new RdmaError(e.code, { op, cause: e }) : e;
+        }
+        t._setFlag(level, name, num !== 0);
+        return;
+      case SO_RCVBUF:
+        if (!t._hasBuffers) t.cfg.rbufSize = (num >>> 0) * 2;
+        return;
+      case SO_SNDBUF:
+        if (!t._hasBuffers) t.cfg.sbufSize = (num >>> 0) * 2;
+        if (t.cfg.sbufSize < RS_SNDLOWAT) t.cfg.sbufSize = RS_SNDLOWAT << 1;
+        return;
+      case SO_LINGER:
+        // Inverted so that the default (0) means "on", as rsocket.c stores it.
+        t._setFlag(level, name, num === 0);
+        return;
+      case SO_KEEPALIVE:
+        if (t._setKeepalive) t._setKeepalive(num !== 0);
+        else t._setFlag(level, name, num !== 0);
+        return;
+      case SO_OOBINLINE:
+        t._setFlag(level, name, num !== 0);
+        return;
+      case SO_BROADCAST:
+      default:
+        throw rsErr('EOPNOTSUPP', op);
+    }
+  }
+  if (level === IPPROTO_TCP) {
+    switch (name) {
+      case TCP_KEEPCNT:
+      case TCP_KEEPINTVL:
+      case TCP_MAXSEG:
+        return;
+      case TCP_KEEPIDLE:
+        if (num <= 0) throw rsErr('EINVAL', op, 'TCP_KEEPIDLE');
+        t._setKeepIdle?.(num);
+        return;
+      case TCP_NODELAY:
+        t._setFlag(level, name, num !== 0);
+        return;
+      default:
+        throw rsErr('EOPNOTSUPP', op);
+    }
+  }
+  if (level === IPPROTO_IPV6) {
+    if (name !== IPV6_V6ONLY) throw rsErr('EOPNOTSUPP', op);
+    t._ensureId().setOption(RdmaOption.LEVEL_ID, RdmaOption.ID_AFONLY, num ? 1 : 0);
+    t._setFlag(level, name, num !== 0);
+    return;
+  }
+  if (level === SOL_RDMA) {
+    if (t.state >= RsState.opening) throw rsErr('EINVAL', op, 'SOL_RDMA options must be set before connecting');
+    const v = Math.min(num >>> 0, RS_QP_MAX_SIZE);
+    switch (name) {
+      case RDMA_SQSIZE:
+        t.cfg.sqSize = v;
+        return;
+      case RDMA_RQSIZE:
+        t.cfg.rqSize = v;
+        return;
+      case RDMA_INLINE:
+        t.cfg.sqInline = v;
+        return;
+      case RDMA_IOMAPSIZE:
+        t.cfg.targetIomapSize = roundIomapSize(num);
+        return;
+      case RDMA_ROUTE:
+        // Path records are an InfiniBand concept; an iWARP route is the IP route.
+        return;
+      default:
+        throw rsErr('EOPNOTSUPP', op);
+    }
+  }
+  throw rsErr('EOPNOTSUPP', op);
+}
+
+export { RS_CONN_DATA_SIZE };

@@ -1,0 +1,24 @@
+/**
+ * rsockets: librdmacm's socket protocol over RDMA (wire-compatible with `rsocket.c`), over the
+ * software iWARP device.
+ *
+ * Node face: {@link RSocket} (a `stream.Duplex` like `net.Socket`), {@link createServer} /
+ * {@link connect} like `node:net`. rsocket face: {@link RsConn} / {@link RsListener} with
+ * non-blocking `send`/`recv`/`poll`, `shutdown`, `setsockopt`, `riomap`/`riowrite`.
+ *
+ * ```ts
+ * import { createServer, connect } from 'rdmacm/rsocket';
+ * createServer((s) => s.pipe(s)).listen(7471);
+ * const c = connect(7471, '127.0.0.1', () => c.end('hello'));
+ * c.on('data', (d) => console.log(d.toString()));
+ * ```
+ * @packageDocumentation
+ */
+import '../cm/index.js';
+export { RSocket, connect, createConnection, configFrom, type RSocketOptions, type RSocketConnectOptions } from './socket.js';
+export { RServer, createServer, type RServerListenOptions } from './server.js';
+export { RsConn, RS_EAGAIN, defaultConfig, type RsConfig, type SockOptValue } from './conn.js';
+export { RsListener } from './listener.js';
+export { RsState, describeState } from './state.js';
+export * from './options.js';
+export * as protocol from './protocol.js';

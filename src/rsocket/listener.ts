@@ -1,0 +1,211 @@
+/**
+ * A listening stream rsocket (rlisten / raccept): an rdma_cm id listening in the TCP port space,
+ * with connect requests queued until {@link RsListener.accept} takes them. Accepted sockets
+ * inherit the listener's buffer and queue sizes, inline size and iomap size (rs_alloc), so set
+ * those on the listener before accepting.
+ */
+import { CmEventType, PortSpace, createEventChannel, createId, type CmEvent, type CmId, type EventChannel, type SockAddr } from '../cm/index.js';
+import { RdmaError } from '../errors.js';
+import { RsConn, applySockopt, defaultConfig, noDevices, type RsConfig, type SockOptValue } from './conn.js';
+import { IPPROTO_IPV6, IPPROTO_TCP, POLLIN, SOL_RDMA, SOL_SOCKET, SO_ERROR, SO_RCVBUF, SO_SNDBUF, RDMA_INLINE, RDMA_IOMAPSIZE, RDMA_RQSIZE, RDMA_SQSIZE, TCP_KEEPIDLE } from './options.js';
+import { RsState } from './state.js';
+
+/** A listening rsocket. */
+export class RsListener {
+  /** Sizes handed to accepted sockets. */
+  readonly cfg: RsConfig;
+  private _state: number = RsState.init;
+  private id: CmId | null = null;
+  private ch: EventChannel | null = null;
+  private readonly requests: CmEvent[] = [];
+  private readonly waiters: { resolve: () => void }[] = [];
+  private opts = [0, 0, 0];
+  private keepIdle = 0;
+  private closed = false;
+  private loop: Promise<void> | null = null;
+
+  constructor(cfg?: Partial<RsConfig>) {
+    this.cfg = { ...defaultConfig(), ...cfg };
+  }
+
+  /** The rsocket state ({@link RsState}). */
+  get state(): number {
+    return this._state;
+  }
+
+  /** rsetsockopt() on the listener (values are inherited by accepted sockets where rsocket.c does). */
+  setsockopt(level: number, name: number, value: SockOptValue): void {
+    applySockopt(this, level, name, value);
+  }
+
+  /** rgetsockopt() on the listener. */
+  getsockopt(level: number, name: number): number {
+    if (level === SOL_SOCKET && name === SO_RCVBUF) return this.cfg.rbufSize;
+    if (level === SOL_SOCKET && name === SO_SNDBUF) return this.cfg.sbufSize;
+    if (level === SOL_SOCKET && name === SO_ERROR) return 0;
+    if (level === IPPROTO_TCP && name === TCP_KEEPIDLE) return this.keepIdle;
+    if (level === SOL_RDMA) {
+      if (name === RDMA_SQSIZE) return this.cfg.sqSize;
+      if (name === RDMA_RQSIZE) return this.cfg.rqSize;
+      if (name === RDMA_INLINE) return this.cfg.sqInline;
+      if (name === RDMA_IOMAPSIZE) return this.cfg.targetIomapSize;
+    }
+    const i = level === SOL_SOCKET ? 0 : level === IPPROTO_TCP ? 1 : level === IPPROTO_IPV6 ? 2 : -1;
+    if (i < 0) throw new RdmaError('EOPNOTSUPP', { op: 'rgetsockopt' });
+    return ((this.opts[i] as number) >>> name) & 1;
+  }
+
+  /** @internal */
+  _setFlag(level: number, name: number, on: boolean): void {
+    const i = level === SOL_SOCKET ? 0 : level === IPPROTO_TCP ? 1 : 2;
+    const bit = 2 ** name;
+    this.opts[i] = (on ? (this.opts[i] as number) | bit : (this.opts[i] as number) & ~bit) >>> 0;
+  }
+  /** @internal */
+  get _hasBuffers(): boolean {
+    return false;
+  }
+  /** @internal */
+  _setKeepIdle(s: number): void {
+    this.keepIdle = s;
+  }
+  /** @internal */
+  _ensureId(): CmId {
+    if (!this.id) {
+      this.ch = createEventChannel();
+      this.id = createId(this.ch, this, PortSpace.TCP);
+    }
+    return this.id;
+  }
+
+  /** rbind(). */
+  bind(addr: SockAddr): void {
+    if (this._state !== RsState.init) throw new RdmaError('EINVAL', { op: 'rbind' });
+    noDevices('rbind');
+    const id = this._ensureId();
+    try {
+      id.bindAddr(addr);
+    } catch (e) {
+      throw e instanceof RdmaError ? new RdmaError(e.code, { op: 'rbind', cause: e }) : e;
+    }
+    this._state = RsState.bound;
+  }
+
+  /** rlisten(): start accepting connect requests (binds to the wildcard, port 0, if unbound). */
+  async listen(backlog = 1): Promise<void> {
+    if (this._state === RsState.listening) return;
+    if (this._state === RsState.init) this.bind({ address: '0.0.0.0', port: 0 });
+    const id = this.id as CmId;
+    try {
+      await id.listen(backlog);
+    } catch (e) {
+      throw e instanceof RdmaError ? new RdmaError(e.code, { op: 'rlisten', cause: e }) : e;
+    }
+    this._state = RsState.listening;
+    this.loop = this.run();
+  }
+
+  /** The bound address (after listen: with the port chosen). */
+  get localAddress(): SockAddr | null {
+    return this.id?.localAddr ?? null;
+  }
+
+  private async run(): Promise<void> {
+    const ch = this.ch as EventChannel;
+    for (;;) {
+      let ev: CmEvent;
+      try {
+        ev = await ch.getEvent();
+      } catch {
+        return;
+      }
+      if (ev.event === CmEventType.CONNECT_REQUEST && !this.closed) {
+        this.requests.push(ev);
+        const w = this.waiters.shift();
+        w?.resolve();
+      } else {
+        ev.ack();
+        if (ev.event === CmEventType.CONNECT_REQUEST) rejectQuietly(ev);
+      }
+    }
+  }
+
+  /** Connect requests waiting to be accepted (rpoll POLLIN on a listener). */
+  get pending(): number {
+    return this.requests.length;
+  }
+
+  /** rpoll() on a listener: POLLIN once a connect request waits. */
+  async poll(events: number, timeoutMs = -1): Promise<number> {
+    if (this.requests.length > 0 || !(events & POLLIN)) return events & POLLIN && this.requests.length > 0 ? POLLIN : 0;
+    if (timeoutMs === 0) return 0;
+    await new Promise<void>((resolve) => {
+      const w = { resolve };
+      this.waiters.push(w);
+      if (timeoutMs > 0) {
+        setTimeout(() => {
+          const i = this.waiters.indexOf(w);
+          if (i >= 0) this.waiters.splice(i, 1);
+          resolve();
+        }, timeoutMs).unref();
+      }
+    });
+    return this.requests.length > 0 ? POLLIN : 0;
+  }
+
+  /**
+   * raccept(): the next connection, established. Waits for a request; rejects when the listener
+   * closes (EBADF), or with the request's own failure — ENOTSUP for a peer of another rsocket
+   * version, as rsocket.c (the request is refused and the listener stays usable).
+   */
+  async accept(): Promise<RsConn> {
+    if (this._state !== RsState.listening) throw new RdmaError('EBADF', { op: 'raccept', detail: 'not listening' });
+    for (;;) {
+      const ev = this.requests.shift();
+      if (ev) {
+        const c = new RsConn({ ...this.cfg });
+        await c._acceptRequest(ev);
+        return c;
+      }
+      if (this.closed) throw new RdmaError('EBADF', { op: 'raccept', detail: 'listener closed' });
+      await new Promise<void>((resolve) => this.waiters.push({ resolve }));
+    }
+  }
+
+  /** rclose() of a listener: stop listening; queued requests are refused. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    for (const w of this.waiters.splice(0)) w.resolve();
+    for (const ev of this.requests.splice(0)) {
+      rejectQuietly(ev);
+      ev.ack();
+      try {
+        await ev.id.destroy();
+      } catch {
+        /* gone */
+      }
+    }
+    if (this.id && !this.id.destroyed) {
+      try {
+        await this.id.destroy();
+      } catch {
+        /* already */
+      }
+    }
+    try {
+      this.ch?.destroy();
+    } catch {
+      /* children still on it */
+    }
+    await this.loop;
+  }
+}
+
+function rejectQuietly(ev: CmEvent): void {
+  try {
+    ev.id.reject();
+  } catch {
+    /* the requester is gone */
+  }
+}

@@ -1,0 +1,342 @@
+/**
+ * The Node face of a stream rsocket: {@link RSocket} is a `stream.Duplex` shaped like
+ * `net.Socket` — `connect()`, `'connect'`/`'ready'`, backpressure both ways, half-close
+ * (`end()` is rshutdown(SHUT_WR): the peer reads everything written before it, then EOF),
+ * `allowHalfOpen`, `destroy()`, errors as `'error'` events — so `pipeline(file, rsocket)` and
+ * `for await (const chunk of rsocket)` work as with TCP.
+ *
+ * Flow control is rsocket's own: a write completes once its bytes are in the send buffer and
+ * posted (credits permitting); reads pull bytes out of the receive buffer only as fast as the
+ * consumer takes them, so a slow reader stops the writer through the credits, end to end.
+ */
+import { Duplex } from 'node:stream';
+import { isIP } from 'node:net';
+import { lookup } from 'node:dns/promises';
+import { RdmaError } from '../errors.js';
+import { RsConn, RS_EAGAIN, type RsConfig } from './conn.js';
+import { SHUT_WR, SOL_SOCKET, SO_KEEPALIVE, IPPROTO_TCP, TCP_KEEPIDLE, TCP_NODELAY } from './options.js';
+import { RsState } from './state.js';
+
+/** Options of {@link RSocket} (beside Duplex's own). */
+export interface RSocketOptions {
+  /** As `net.Socket`: keep the write side open after the peer ended (default false). */
+  allowHalfOpen?: boolean;
+  /** Send buffer bytes (rsocket: SO_SNDBUF × 2). Default 128 KiB. */
+  sendBufferSize?: number;
+  /** Receive buffer bytes (SO_RCVBUF × 2). Default 128 KiB. */
+  receiveBufferSize?: number;
+  /** RDMA_SQSIZE (default 384). */
+  sqSize?: number;
+  /** RDMA_RQSIZE: receive credits (default 384). */
+  rqSize?: number;
+  /** RDMA_INLINE (default 64). */
+  inlineSize?: number;
+  /** RDMA_IOMAPSIZE: iomap entries the peer may use (default 0). */
+  iomapSize?: number;
+  /** Duplex highWaterMark of both sides (default Node's). */
+  highWaterMark?: number;
+  /** @internal An established connection to wrap (RServer). */
+  conn?: RsConn;
+}
+
+/** `connect()` options, as `net.connect`. */
+export interface RSocketConnectOptions {
+  port: number;
+  host?: string;
+  localAddress?: string;
+  localPort?: number;
+  family?: 4 | 6 | 0;
+}
+
+/** Map the public options to an rsocket configuration. */
+export function configFrom(o: RSocketOptions): Partial<RsConfig> {
+  const c: Partial<RsConfig> = {};
+  if (o.sendBufferSize !== undefined) c.sbufSize = Math.max(4096, o.sendBufferSize);
+  if (o.receiveBufferSize !== undefined) c.rbufSize = o.receiveBufferSize & ~1;
+  if (o.sqSize !== undefined) c.sqSize = o.sqSize;
+  if (o.rqSize !== undefined) c.rqSize = o.rqSize;
+  if (o.inlineSize !== undefined) c.sqInline = o.inlineSize;
+  if (o.iomapSize !== undefined) c.targetIomapSize = o.iomapSize;
+  return c;
+}
+
+/** Largest Buffer handed to push() at once. */
+const READ_CHUNK = 256 * 1024;
+
+/** A stream rsocket as a Duplex. */
+export class RSocket extends Duplex {
+  /** The rsocket underneath (riomap/riowrite, rsetsockopt ...). */
+  readonly conn: RsConn;
+  /** Bytes received / written so far (as net.Socket). */
+  bytesRead = 0;
+  private written = 0;
+  private _connecting = false;
+  private reading = false;
+  private readonly wq: { buf: Uint8Array; off: number }[] = [];
+  private wcb: ((err?: Error | null) => void) | null = null;
+  private ended = false;
+  private pendingFinal: (() => void) | null = null;
+
+  constructor(options: RSocketOptions = {}) {
+    const dopts: import('node:stream').DuplexOptions = { allowHalfOpen: options.allowHalfOpen ?? false, emitClose: true, autoDestroy: true, decodeStrings: true };
+    if (options.highWaterMark !== undefined) dopts.highWaterMark = options.highWaterMark;
+    super(dopts);
+    this.conn = options.conn ?? new RsConn(configFrom(options));
+    this.conn.onNotify = () => this.onConn();
+    if (options.conn) this.onConn();
+  }
+
+  // -- net.Socket-like properties -----------------------------------------------------------
+
+  /** True while connect() is in progress. */
+  get connecting(): boolean {
+    return this._connecting;
+  }
+  /** True until connected (net.Socket's `pending`). */
+  get pending(): boolean {
+    return !(this.conn.state & (RsState.connected | RsState.disconnected));
+  }
+  /** `'opening' | 'open' | 'readOnly' | 'writeOnly' | 'closed'`, as net.Socket. */
+  get readyState(): string {
+    if (this._connecting) return 'opening';
+    const s = this.conn.state;
+    const r = this.readable && !!(s & RsState.readable);
+    const w = this.writable && !!(s & RsState.writable);
+    if (r && w) return 'open';
+    if (r) return 'readOnly';
+    if (w) return 'writeOnly';
+    return 'closed';
+  }
+  get remoteAddress(): string | undefined {
+    return this.conn.remoteAddress?.address;
+  }
+  get remotePort(): number | undefined {
+    return this.conn.remoteAddress?.port;
+  }
+  get remoteFamily(): string | undefined {
+    const a = this.conn.remoteAddress;
+    return a ? (a.family ?? (a.address.includes(':') ? 'IPv6' : 'IPv4')) : undefined;
+  }
+  get localAddress(): string | undefined {
+    return this.conn.localAddress?.address;
+  }
+  get localPort(): number | undefined {
+    return this.conn.localAddress?.port;
+  }
+  /** Bytes accepted for sending (net.Socket's `bytesWritten`). */
+  get bytesWritten(): number {
+    return this.written;
+  }
+  /** `{ address, family, port }` of the local end. */
+  address(): { address: string; family: string; port: number } | Record<string, never> {
+    const a = this.conn.localAddress;
+    if (!a) return {};
+    return { address: a.address, family: a.family ?? (a.address.includes(':') ? 'IPv6' : 'IPv4'), port: a.port };
+  }
+
+  /** TCP_NODELAY (rsocket records the flag; messages are never delayed). */
+  setNoDelay(noDelay = true): this {
+    this.conn.setsockopt(IPPROTO_TCP, TCP_NODELAY, noDelay);
+    return this;
+  }
+
+  /** SO_KEEPALIVE (+ TCP_KEEPIDLE from `initialDelay` ms): a zero-length write every interval. */
+  setKeepAlive(enable = false, initialDelay = 0): this {
+    if (initialDelay > 0) this.conn.setsockopt(IPPROTO_TCP, TCP_KEEPIDLE, Math.max(1, Math.round(initialDelay / 1000)));
+    this.conn.setsockopt(SOL_SOCKET, SO_KEEPALIVE, enable);
+    return this;
+  }
+
+  /** No-op for compatibility (the event loop is not held by an idle rsocket's resources). */
+  ref(): this {
+    return this;
+  }
+  unref(): this {
+    return this;
+  }
+
+  // -- connect -------------------------------------------------------------------------------
+
+  /**
+   * Connect to `port`/`host` (default host `localhost`), as `net.Socket.connect`. Emits
+   * `'connect'` and `'ready'`, or `'error'` (ECONNREFUSED ...).
+   */
+  connect(options: RSocketConnectOptions, listener?: () => void): this;
+  connect(port: number, host?: string, listener?: () => void): this;
+  connect(port: number, listener?: () => void): this;
+  connect(a: number | RSocketConnectOptions, b?: string | (() => void), c?: () => void): this {
+    let opts: RSocketConnectOptions;
+    let cb: (() => void) | undefined;
+    if (typeof a === 'object') {
+      opts = a;
+      cb = typeof b === 'function' ? b : undefined;
+    } else {
+      opts = { port: a };
+      if (typeof b === 'string') {
+        opts.host = b;
+        cb = c;
+      } else cb = b;
+    }
+    if (cb) this.once('connect', cb);
+    this._connecting = true;
+    void this.doConnect(opts);
+    return this;
+  }
+
+  private async doConnect(o: RSocketConnectOptions): Promise<void> {
+    try {
+      const host = o.host ?? 'localhost';
+      let address = host;
+      if (!isIP(host)) address = (await lookup(host, o.family ? { family: o.family } : {})).address;
+      if (o.localAddress !== undefined || o.localPort !== undefined) {
+        this.conn.bind({ address: o.localAddress ?? (address.includes(':') ? '::' : '0.0.0.0'), port: o.localPort ?? 0 });
+      }
+      await this.conn.connect({ address, port: o.port });
+    } catch (e) {
+      this._connecting = false;
+      this.destroy(e as Error);
+      return;
+    }
+    this._connecting = false;
+    if (this.destroyed) {
+      void this.conn.destroy();
+      return;
+    }
+    this.emit('connect');
+    this.emit('ready');
+    this.onConn();
+  }
+
+  // -- Duplex --------------------------------------------------------------------------------
+
+  /** Everything the connection might have changed: data, credits, end of stream, errors. */
+  private onConn(): void {
+    if (this.destroyed) return;
+    if (this.reading) this.pull();
+    if (this.wq.length > 0) this.flush();
+    if (this.pendingFinal && this.conn.connected) {
+      const f = this.pendingFinal;
+      this.pendingFinal = null;
+      f();
+    }
+    // An error with nobody reading or writing still surfaces once the read side is drained.
+    const e = this.conn.error;
+    if (e && this.conn.readableLength === 0 && !this.reading && this.wq.length === 0 && this.readableFlowing !== false) this.destroy(e);
+  }
+
+  override _read(): void {
+    this.reading = true;
+    this.pull();
+  }
+
+  private pull(): void {
+    const c = this.conn;
+    if (c.state & RsState.opening || this._connecting) return;
+    while (this.reading) {
+      let chunk: Buffer | null;
+      try {
+        chunk = c.readChunk(READ_CHUNK);
+      } catch (e) {
+        this.destroy(e as Error);
+        return;
+      }
+      if (chunk) {
+        this.bytesRead += chunk.length;
+        this.reading = this.push(chunk);
+        continue;
+      }
+      if (c.error) {
+        this.reading = false;
+        this.destroy(c.error);
+        return;
+      }
+      if (c.readEnded && !this.ended) {
+        this.ended = true;
+        this.reading = false;
+        this.push(null);
+      }
+      return;
+    }
+  }
+
+  override _writev(chunks: { chunk: unknown; encoding: BufferEncoding }[], cb: (err?: Error | null) => void): void {
+    for (const c of chunks) this.wq.push({ buf: c.chunk as Uint8Array, off: 0 });
+    this.wcb = cb;
+    this.flush();
+  }
+
+  override _write(chunk: unknown, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
+    this.wq.push({ buf: chunk as Uint8Array, off: 0 });
+    this.wcb = cb;
+    this.flush();
+  }
+
+  private flush(): void {
+    const c = this.conn;
+    if (this._connecting || c.state & RsState.opening || c.state === RsState.init) return;
+    try {
+      while (this.wq.length > 0) {
+        const w = this.wq[0] as { buf: Uint8Array; off: number };
+        const left = w.buf.length - w.off;
+        if (left === 0) {
+          this.wq.shift();
+          continue;
+        }
+        const n = c.send(w.buf, w.off, left, false);
+        if (n === RS_EAGAIN) return;
+        w.off += n;
+        this.written += n;
+      }
+    } catch (e) {
+      this.wq.length = 0;
+      const cb = this.wcb;
+      this.wcb = null;
+      if (cb) cb(e as Error);
+      else this.destroy(e as Error);
+      return;
+    }
+    const cb = this.wcb;
+    this.wcb = null;
+    cb?.();
+  }
+
+  override _final(cb: (err?: Error | null) => void): void {
+    const go = (): void => {
+      if (this.conn.state & RsState.writable) {
+        this.conn.shutdown(SHUT_WR).then(
+          () => cb(),
+          (e: Error) => cb(e),
+        );
+      } else cb();
+    };
+    if (this._connecting || this.conn.state & RsState.opening) this.pendingFinal = go;
+    else go();
+  }
+
+  override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
+    this.reading = false;
+    const c = this.conn;
+    const e = err ?? null;
+    const done = (): void => cb(e);
+    // destroy(err) aborts; a plain destroy() is a graceful rclose.
+    const p = e && !(e instanceof RdmaError && e === c.error) ? c.destroy() : c.close();
+    p.then(done, done);
+  }
+}
+
+/** `net.connect()` for rsockets. */
+export function connect(options: RSocketConnectOptions & RSocketOptions, listener?: () => void): RSocket;
+export function connect(port: number, host?: string, listener?: () => void): RSocket;
+export function connect(port: number, listener?: () => void): RSocket;
+export function connect(a: number | (RSocketConnectOptions & RSocketOptions), b?: string | (() => void), c?: () => void): RSocket {
+  if (typeof a === 'object') {
+    const s = new RSocket(a);
+    return s.connect(a, typeof b === 'function' ? b : undefined);
+  }
+  const s = new RSocket();
+  if (typeof b === 'string') return s.connect(a, b, c);
+  return s.connect(a, b);
+}
+
+/** Alias of {@link connect}, as `net.createConnection`. */
+export const createConnection = connect;

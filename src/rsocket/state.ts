@@ -1,0 +1,63 @@
+/**
+ * rsocket states (rsocket.c `enum rs_state`): a bitmask ordered passive < connecting <
+ * connected < disconnected, where "connected" carries the readable/writable halves.
+ *
+ * ```
+ *  init ─bind→ bound ─listen→ listening
+ *    └──────connect→ resolving_addr → resolving_route → connecting ─┐
+ *  (listener) accept → accepting ──────────────────────────────────┴→ connected|readable|writable
+ *  connected: SHUT_WR / peer SHUTDOWN clear writable / readable;
+ *             DISCONNECT (sent and completed, or received) → disconnected;
+ *             a failed send / protocol violation → error
+ * ```
+ * Every change goes through {@link describeState} in traces (`RDMA_TRACE=rs`).
+ */
+
+export const RsState = {
+  init: 0,
+  bound: 0x0001,
+  listening: 0x0002,
+  opening: 0x0004,
+  resolvingAddr: 0x0004 | 0x0010,
+  resolvingRoute: 0x0004 | 0x0020,
+  connecting: 0x0004 | 0x0040,
+  accepting: 0x0004 | 0x0080,
+  connected: 0x0100,
+  writable: 0x0200,
+  readable: 0x0400,
+  connectRdwr: 0x0100 | 0x0400 | 0x0200,
+  connectError: 0x0800,
+  disconnected: 0x1000,
+  error: 0x2000,
+} as const;
+
+/** Trace text of a state value: `connected|readable|writable`, `disconnected`. */
+export function describeState(s: number): string {
+  if (s === 0) return 'init';
+  const parts: string[] = [];
+  if (s & RsState.opening) {
+    if ((s & 0xf0) === 0x10) parts.push('resolving_addr');
+    else if ((s & 0xf0) === 0x20) parts.push('resolving_route');
+    else if ((s & 0xf0) === 0x40) parts.push('connecting');
+    else if ((s & 0xf0) === 0x80) parts.push('accepting');
+    else parts.push('opening');
+  }
+  if (s & RsState.bound) parts.push('bound');
+  if (s & RsState.listening) parts.push('listening');
+  if (s & RsState.connected) parts.push('connected');
+  if (s & RsState.readable) parts.push('readable');
+  if (s & RsState.writable) parts.push('writable');
+  if (s & RsState.connectError) parts.push('connect_error');
+  if (s & RsState.disconnected) parts.push('disconnected');
+  if (s & RsState.error) parts.push('error');
+  return parts.join('|');
+}
+
+const spec = (process.env['RDMA_TRACE'] ?? '').split(',').map((x) => x.trim());
+/** `RDMA_TRACE=rs` (or `all`, minus `-rs`): rsocket state changes and protocol messages. */
+export const RS_TRACE = (spec.includes('rs') || spec.includes('all')) && !spec.includes('-rs');
+
+/** Write one `[rdma:rs] RS[n] ...` trace line (callers check {@link RS_TRACE} first). */
+export function rsTrace(tag: string, msg: string): void {
+  process.stderr.write(`[rdma:rs] ${tag} ${msg}\n`);
+}
