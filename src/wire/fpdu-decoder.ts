@@ -124,6 +124,45 @@ export class FpduDecoder {
     return this.nBytes;
   }
 
+  /** Payload bytes still to come in the current FPDU (0 outside the payload state). */
+  get payloadRemaining(): number {
+    return this.st === S_PAYLOAD ? this.rem : 0;
+  }
+
+  /**
+   * How many bytes the next read should take so that it ends on a boundary that lets the payload
+   * after it be read in place: the rest of the payload, the rest of the header, or the rest of the
+   * trailer plus a tagged header (16 bytes).
+   */
+  get bytesToBoundary(): number {
+    switch (this.st) {
+      case S_PAYLOAD:
+        return this.rem;
+      case S_HDR:
+        return this.need - this.have;
+      case S_TRAILER:
+        return this.need - this.have + FPDU_MIN_HDR_LEN;
+      default:
+        return 0;
+    }
+  }
+
+  /**
+   * Account for `n` payload bytes of the current FPDU that the caller received straight into their
+   * destination, `buf[start, start + n)` (a socket read into the target memory region): the CRC
+   * (when on) covers them there; the sink's `onPayload` is not called for them.
+   * @throws RangeError unless in the payload state with at least `n` bytes to come.
+   */
+  placed(buf: Uint8Array, start: number, n: number): void {
+    if (this.st !== S_PAYLOAD || n > this.rem || n < 0 || start < 0 || start + n > buf.length) {
+      throw new RangeError(`placed(${n}) outside the current payload (${this.payloadRemaining} to come)`);
+    }
+    if (this.crcOn) this.crc = crc32cRange(buf, start, start + n, this.crc);
+    this.nBytes += n;
+    this.rem -= n;
+    if (this.rem === 0) this.enterTrailer();
+  }
+
   /** Stop for good: state `'dead'`, further input ignored. Safe to call from inside the sink. */
   stop(): void {
     this.st = S_DEAD;

@@ -85,6 +85,17 @@ export class IwarpQp extends Qp {
       this.holdTimer.unref();
     }
     llp.onClose = (e, byPeer) => this.llpClosed(e, byPeer);
+    // Direct placement: large tagged payloads are read by the socket straight into the MR.
+    llp.readTarget = () => (this.decoder === dec ? this.rx.readTarget(dec) : null);
+    llp.onPlaced = (view, n) => {
+      if (this.decoder !== dec) return;
+      try {
+        dec.placed(view, 0, n);
+        this.rx.placedDirect(n);
+      } catch (e) {
+        this.protocolError(e);
+      }
+    };
     llp.setConsumer((buf, start, end) => {
       if (this.decoder !== dec) return;
       try {

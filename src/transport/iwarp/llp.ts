@@ -17,6 +17,28 @@ const READ_BUF = 1024 * 1024;
 
 let llpIds = 0;
 
+/**
+ * The `onread` option of a socket we read ourselves: a buffer function, so that each read can
+ * land where {@link Llp.nextReadBuffer} says (the shared buffer, or a view of a memory region).
+ */
+function reader(): { buf: Buffer; onread: { buffer: () => Buffer; callback: (n: number, b: Buffer) => boolean }; bind(l: Llp): void } {
+  const buf = Buffer.allocUnsafe(READ_BUF);
+  let self: Llp | null = null;
+  return {
+    buf,
+    onread: {
+      buffer: () => (self ? self.nextReadBuffer() : buf),
+      callback: (n, b) => {
+        self?.readDone(b, n);
+        return true;
+      },
+    },
+    bind(l) {
+      self = l;
+    },
+  };
+}
+
 /** One TCP connection under an iWARP endpoint. */
 export class Llp {
   readonly socket: net.Socket;
@@ -33,8 +55,21 @@ export class Llp {
   private stash: Buffer[] = [];
   private lastError: Error | undefined;
 
-  private constructor(socket: net.Socket) {
+  /** The shared read buffer (null: 'data' events). */
+  private readonly readBuf: Buffer | null;
+  private readonly small = Buffer.allocUnsafeSlow(16 * 1024);
+  /**
+   * Direct placement (set by the QP in RDMA mode): where the next read should land. Return a view
+   * of the target memory to read payload straight into it, a byte count to read just that much
+   * into the shared buffer (so a read stops at a payload boundary), or null for a full read.
+   */
+  readTarget: (() => Buffer | number | null) | null = null;
+  /** A read landed in a view `readTarget` returned: `n` bytes at its start. */
+  onPlaced: ((view: Buffer, n: number) => void) | null = null;
+
+  private constructor(socket: net.Socket, readBuf: Buffer | null = null) {
     this.socket = socket;
+    this.readBuf = readBuf;
     socket.setNoDelay(true);
     socket.on('drain', () => this.onDrain?.());
     socket.on('end', () => {
@@ -56,22 +91,13 @@ export class Llp {
     // into one reused buffer: net.Server has no `onread` option of its own.
     const handle = (socket as unknown as { _handle?: unknown })._handle;
     if (socket.isPaused() && handle) {
-      let self: Llp | null = null;
-      const buf = Buffer.allocUnsafe(READ_BUF);
-      const opts = {
-        handle,
-        onread: {
-          buffer: buf,
-          callback: (n: number, b: Buffer): boolean => {
-            self?.deliver(b, 0, n);
-            return true;
-          },
-        },
-      } as unknown as net.SocketConstructorOpts;
+      const r = reader();
+      const opts = { handle, onread: r.onread } as unknown as net.SocketConstructorOpts;
       (socket as unknown as { _handle: unknown })._handle = null;
       const s = new net.Socket(opts);
       s.setNoDelay(true);
-      self = new Llp(s);
+      const self = new Llp(s, r.buf);
+      r.bind(self);
       s.resume();
       return self;
     }
@@ -85,27 +111,36 @@ export class Llp {
    * one reused buffer. `onConnect` runs once connected; errors arrive through {@link onClose}.
    */
   static connect(opts: { host: string; port: number; localAddress?: string; localPort?: number; family?: number }, onConnect: () => void): Llp {
-    const buf = Buffer.allocUnsafe(READ_BUF);
-    let self: Llp | null = null;
-    const o: net.NetConnectOpts & { onread: { buffer: Buffer; callback: (n: number, b: Buffer) => boolean } } = {
+    const r = reader();
+    const o: net.NetConnectOpts & { onread: ReturnType<typeof reader>['onread'] } = {
       host: opts.host,
       port: opts.port,
       noDelay: true,
-      onread: {
-        buffer: buf,
-        callback: (n: number, b: Buffer): boolean => {
-          self?.deliver(b, 0, n);
-          return true;
-        },
-      },
+      onread: r.onread,
     };
     if (opts.localAddress !== undefined) o.localAddress = opts.localAddress;
     if (opts.localPort !== undefined && opts.localPort !== 0) o.localPort = opts.localPort;
     if (opts.family !== undefined) o.family = opts.family;
     const sock = net.connect(o);
-    self = new Llp(sock);
+    const self = new Llp(sock, r.buf);
+    r.bind(self);
     sock.once('connect', onConnect);
     return self;
+  }
+
+  /** The buffer the next read goes into (the `onread` buffer function). */
+  nextReadBuffer(): Buffer {
+    const buf = this.readBuf as Buffer;
+    const t = this.readTarget?.() ?? null;
+    if (t === null) return buf;
+    if (typeof t === 'number') return t > 0 && t <= this.small.length ? this.small.subarray(0, t) : buf;
+    return t;
+  }
+
+  /** A read of `n` bytes completed into `b`. */
+  readDone(b: Buffer, n: number): void {
+    if (b === this.readBuf || b.buffer === this.small.buffer) this.deliver(b, 0, n);
+    else if (!this.closed) this.onPlaced?.(b, n);
   }
 
   /** Local and remote addresses of the connection. */
