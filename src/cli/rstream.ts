@@ -13,6 +13,8 @@
 import net from 'node:net';
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { realpathSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import {
   RsConn,
   RsListener,
@@ -1042,11 +1044,24 @@ async function main(argv: readonly string[]): Promise<number> {
   return r.run();
 }
 
-installTopLevelHandlers('rstream');
-main(process.argv.slice(2)).then(
-  (code) => exit(code),
-  (e: unknown) => {
-    errOut(`rstream: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-    exit(1);
-  },
-);
+/** Whether this module is the program (riostream imports the table helpers from it). */
+function isMain(): boolean {
+  const a = process.argv[1];
+  if (!a) return false;
+  try {
+    return realpathSync(a) === fileURLToPath(import.meta.url);
+  } catch {
+    return false;
+  }
+}
+
+if (isMain()) {
+  installTopLevelHandlers('rstream');
+  main(process.argv.slice(2)).then(
+    (code) => exit(code),
+    (e: unknown) => {
+      errOut(`rstream: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
+      exit(1);
+    },
+  );
+}

@@ -12,7 +12,6 @@
 import { Duplex } from 'node:stream';
 import { isIP } from 'node:net';
 import { lookup } from 'node:dns/promises';
-import { RdmaError } from '../errors.js';
 import { RsConn, RS_EAGAIN, type RsConfig } from './conn.js';
 import { SHUT_WR, SOL_SOCKET, SO_KEEPALIVE, IPPROTO_TCP, TCP_KEEPIDLE, TCP_NODELAY } from './options.js';
 import { RsState } from './state.js';
@@ -72,6 +71,7 @@ export class RSocket extends Duplex {
   private written = 0;
   private _connecting = false;
   private reading = false;
+  private pulling = false;
   private readonly wq: { buf: Uint8Array; off: number }[] = [];
   private wcb: ((err?: Error | null) => void) | null = null;
   private ended = false;
@@ -213,6 +213,13 @@ export class RSocket extends Duplex {
   private onConn(): void {
     if (this.destroyed) return;
     if (this.reading) this.pull();
+    else if (!this.ended && this.conn.readEnded && !this.conn.error) {
+      // End of stream with everything already handed to the stream: end it even if nobody asks
+      // for more (net.Socket does the same at EOF), so a socket that is never read still closes.
+      this.ended = true;
+      this.push(null);
+      this.read(0);
+    }
     if (this.wq.length > 0) this.flush();
     if (this.pendingFinal && this.conn.connected) {
       const f = this.pendingFinal;
@@ -229,7 +236,22 @@ export class RSocket extends Duplex {
     this.pull();
   }
 
+  /**
+   * Push what the receive buffer holds while the stream wants more. Not re-entrant: a push may
+   * run the consumer, which may read and so call _read() again before push() returns — that
+   * call only re-arms {@link reading}, which a full buffer (push() false) must not clear.
+   */
   private pull(): void {
+    if (this.pulling) return;
+    this.pulling = true;
+    try {
+      this.pullLoop();
+    } finally {
+      this.pulling = false;
+    }
+  }
+
+  private pullLoop(): void {
     const c = this.conn;
     if (c.state & RsState.opening || this._connecting) return;
     while (this.reading) {
@@ -242,7 +264,8 @@ export class RSocket extends Duplex {
       }
       if (chunk) {
         this.bytesRead += chunk.length;
-        this.reading = this.push(chunk);
+        this.reading = false;
+        if (this.push(chunk)) this.reading = true;
         continue;
       }
       if (c.error) {
@@ -318,9 +341,9 @@ export class RSocket extends Duplex {
     const c = this.conn;
     const e = err ?? null;
     const done = (): void => cb(e);
-    // destroy(err) aborts; a plain destroy() is a graceful rclose.
-    const p = e && !(e instanceof RdmaError && e === c.error) ? c.destroy() : c.close();
-    p.then(done, done);
+    // As close(2) under net.Socket.destroy(): the peer sees an orderly end (rclose sends the
+    // rsocket DISCONNECT) whether or not a local error is reported.
+    c.close().then(done, done);
   }
 }
 
