@@ -7,6 +7,7 @@
  * not queued; a failed WR completes with a {@link WcStatus}; wire errors live in the transport.
  */
 import { PostError, err } from '../errors.js';
+import { Ring } from '../util/ring.js';
 import { trace, tracing } from '../trace.js';
 import type { Context } from './context.js';
 import type { Cq } from './cq.js';
@@ -112,6 +113,8 @@ export interface SqWqe {
   invalidateRkey: number;
   /** Transport progress: bytes already handed to the wire. */
   sent: number;
+  /** The SGE list is a private copy (inline data copied too). */
+  detached: boolean;
 }
 
 /** A queued receive work request. */
@@ -147,10 +150,10 @@ export abstract class Qp {
   ord = 0;
   ird = 0;
   protected _state: QpState = QpState.RESET;
-  /** Send queue: posted, not yet completed. Index 0 is the oldest. */
-  protected readonly sq: SqWqe[] = [];
+  /** Send queue: posted, not yet handed to the transport. Oldest first. */
+  protected readonly sq = new Ring<SqWqe>(Infinity);
   /** Receive queue: posted, not yet consumed. */
-  protected readonly rq: RqWqe[] = [];
+  protected readonly rq = new Ring<RqWqe>(Infinity);
   protected destroyed = false;
   /** Trace prefix, `QP[n]`. */
   readonly tag: string;
@@ -224,8 +227,8 @@ export abstract class Qp {
     if (tracing('qp')) trace('qp', this.tag, `${from} -> ${to} (${reason})`);
     if (to === QpState.ERR) this.flush();
     else if (to === QpState.RESET) {
-      this.sq.length = 0;
-      this.rq.length = 0;
+      this.sq.clear();
+      this.rq.clear();
     }
     this._stateChanged(from, to, reason);
   }
@@ -263,38 +266,27 @@ export abstract class Qp {
         throw new PostError('EINVAL', op, i, bad);
       }
       const flags = wr.sendFlags ?? 0;
-      let inline: Buffer | null = null;
       let length = 0;
-      const sgList: Sge[] = new Array(wr.sgList.length);
-      for (let j = 0; j < wr.sgList.length; j++) {
-        const s = wr.sgList[j] as Sge;
-        sgList[j] = { addr: s.addr, length: s.length, lkey: s.lkey };
-        length += s.length;
+      for (let j = 0; j < wr.sgList.length; j++) length += (wr.sgList[j] as Sge).length;
+      if (flags & SendFlags.INLINE && wr.opcode !== WrOpcode.RDMA_READ && length > this.cap.maxInlineData) {
+        this.kickIf(queued);
+        throw new PostError('EINVAL', op, i, `inline ${length} > max_inline_data ${this.cap.maxInlineData}`);
       }
-      if (flags & SendFlags.INLINE && wr.opcode !== WrOpcode.RDMA_READ) {
-        if (length > this.cap.maxInlineData) {
-          this.kickIf(queued);
-          throw new PostError('EINVAL', op, i, `inline ${length} > max_inline_data ${this.cap.maxInlineData}`);
-        }
-        const copied = this._copyInline(sgList, length);
-        if (typeof copied === 'string') {
-          this.kickIf(queued);
-          throw new PostError('EINVAL', op, i, copied);
-        }
-        inline = copied;
-      }
+      // The caller's SGE list is used as is while postSend runs; whatever is still queued when it
+      // returns gets private copies (see detachQueued) — most WRs are on the wire by then.
       this.sq.push({
         wrId: wr.wrId,
         opcode: wr.opcode,
-        sgList,
+        sgList: wr.sgList as Sge[],
         flags,
         signaled: this.sqSigAll || (flags & SendFlags.SIGNALED) !== 0,
         length,
-        inline,
+        inline: null,
         remoteAddr: wr.rdma?.remoteAddr ?? 0,
         rkey: wr.rdma?.rkey ?? 0,
         invalidateRkey: wr.invalidateRkey ?? 0,
         sent: 0,
+        detached: false,
       });
       queued++;
     }
@@ -305,6 +297,26 @@ export abstract class Qp {
     if (queued === 0) return;
     if (this._state === QpState.ERR) this.flush();
     else this._sqKick();
+    this.detachQueued();
+  }
+
+  /**
+   * ibverbs semantics for WRs that stay queued after post_send returns: the caller may reuse its
+   * WR and SGE objects at once, and the buffers of INLINE ones too. Give those WRs private copies
+   * of their SGE lists and copy their inline data now. (A WR the transport has already taken is
+   * not in the queue; the transport copies what it keeps, e.g. a Read's sink SGE.)
+   */
+  private detachQueued(): void {
+    for (const w of this.sq) {
+      if (w.detached) continue;
+      w.detached = true;
+      w.sgList = w.sgList.map((s) => ({ addr: s.addr, length: s.length, lkey: s.lkey }));
+      if (w.flags & SendFlags.INLINE && w.opcode !== WrOpcode.RDMA_READ) {
+        const copied = this._copyInline(w.sgList, w.length);
+        // A bad SGE surfaces when the WR is processed (LOC_PROT_ERR), as for non-inline WRs.
+        if (typeof copied !== 'string') w.inline = copied;
+      }
+    }
   }
 
   /** Send WRs taken off the queue but not yet completed (counted against max_send_wr). */
@@ -344,12 +356,11 @@ export abstract class Qp {
 
   /** Complete every queued WR with WR_FLUSH_ERR (send queue first, then receive queue). */
   protected flush(): void {
-    while (this.sq.length > 0) {
-      const w = this.sq.shift() as SqWqe;
+    for (let w = this.sq.shift(); w !== undefined; w = this.sq.shift()) {
       this._flushedSend(w);
       this.completeSend(w, WcStatus.WR_FLUSH_ERR, true);
     }
-    while (this.rq.length > 0) this.completeRecv(this.rq.shift() as RqWqe, WcStatus.WR_FLUSH_ERR, 0, 0, 0);
+    for (let r = this.rq.shift(); r !== undefined; r = this.rq.shift()) this.completeRecv(r, WcStatus.WR_FLUSH_ERR, 0, 0, 0);
   }
 
   /** Transport hook: a send WQE is being flushed (drop per-WQE transport state). */
@@ -392,8 +403,8 @@ export abstract class Qp {
     if (this.destroyed) throw err('EINVAL', 'ibv_destroy_qp', 'already destroyed');
     this.destroyed = true;
     this._destroyed();
-    this.sq.length = 0;
-    this.rq.length = 0;
+    this.sq.clear();
+    this.rq.clear();
     this._state = QpState.RESET;
     this.pd._releaseQp(this);
   }

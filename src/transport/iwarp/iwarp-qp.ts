@@ -270,7 +270,7 @@ export class IwarpQp extends Qp {
   }
   /** Oldest WQE not yet transmitted. */
   sqHead(): SqWqe | undefined {
-    return this.sq[0];
+    return this.sq.peek();
   }
   sqShift(): void {
     this.sq.shift();
@@ -281,8 +281,7 @@ export class IwarpQp extends Qp {
   }
   /** A WQE failed locally: complete it with `status`, QP to ERR. */
   sqFail(w: SqWqe, status: WcStatus, why: string): void {
-    const i = this.sq.indexOf(w);
-    if (i >= 0) this.sq.splice(i, 1);
+    this.sq.removeIf((x) => x === w);
     if (tracing('qp')) trace('qp', this.tag, `WR failed: ${why}`);
     this.completeSend(w, status, true);
     this.protocolError(new TerminateError(0, 0, 0xff, why));
@@ -290,15 +289,16 @@ export class IwarpQp extends Qp {
   /** Resolve a WQE's SGEs to memory pieces; on a bad SGE the WQE fails with LOC_PROT_ERR. */
   gather(w: SqWqe): { bufs: Buffer[]; offs: number[]; lens: number[] } | null {
     // One scratch set per QP: the TX path consumes it before the next gather.
+    // Entries past the ones written stay stale: the TX path walks them by byte count only.
     const g = this.scratch;
     const { bufs, offs, lens } = g;
-    bufs.length = offs.length = lens.length = 0;
     if (w.inline) {
-      bufs.push(w.inline);
-      offs.push(0);
-      lens.push(w.inline.length);
+      bufs[0] = w.inline;
+      offs[0] = 0;
+      lens[0] = w.inline.length;
       return g;
     }
+    let k = 0;
     for (const s of w.sgList) {
       if (s.length === 0) continue;
       const r = localSgeTarget(this.context, this.pd, s, 0, s.length, false);
@@ -306,9 +306,10 @@ export class IwarpQp extends Qp {
         this.sqFail(w, WcStatus.LOC_PROT_ERR, `SGE lkey ${s.lkey} addr ${s.addr} len ${s.length} invalid`);
         return null;
       }
-      bufs.push(r.buf);
-      offs.push(r.off);
-      lens.push(s.length);
+      bufs[k] = r.buf;
+      offs[k] = r.off;
+      lens[k] = s.length;
+      k++;
     }
     return g;
   }

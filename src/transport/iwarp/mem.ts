@@ -67,6 +67,18 @@ export function remoteTarget(ctx: Context, pd: Pd, stag: number, to: number, len
   return scratch;
 }
 
+/**
+ * Copy `src[so, so + n)` to `dst[d ...]`. Small copies use a plain loop: Buffer#copy costs a
+ * typed-array allocation and a native call, more than the copy itself below ~128 bytes.
+ */
+export function copyBytes(src: Uint8Array, so: number, dst: Uint8Array, d: number, n: number): void {
+  if (n > 128) {
+    dst.set(src.subarray(so, so + n), d);
+    return;
+  }
+  for (let i = 0; i < n; i++) dst[d + i] = src[so + i] as number;
+}
+
 /** DDP tagged-buffer ecode for a failed remote Write/Read Response placement (siw). */
 export function ddpTaggedEcode(check: number): number {
   switch (check) {

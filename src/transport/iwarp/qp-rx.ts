@@ -8,7 +8,7 @@
  */
 import { TerminateError } from '../../errors.js';
 import { RdmapOpcode, DdpQn, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/index.js';
-import { ddpTaggedEcode, rdmapProtEcode } from './mem.js';
+import { copyBytes, ddpTaggedEcode, rdmapProtEcode } from './mem.js';
 import { Access, WcFlags, WcStatus, type Sge } from '../../verbs/types.js';
 import type { RqWqe, SqWqe } from '../../verbs/qp.js';
 import type { IwarpQp } from './iwarp-qp.js';
@@ -201,7 +201,7 @@ export class QpRx implements FpduSink {
     const n = end - start;
     switch (this.kind) {
       case 1: {
-        Buffer.prototype.copy.call(src, this.dst as Buffer, this.dstOff, start, end);
+        copyBytes(src, start, this.dst as Buffer, this.dstOff, n);
         this.dstOff += n;
         return;
       }
@@ -223,7 +223,7 @@ export class QpRx implements FpduSink {
             this.kind = 3;
             return;
           }
-          Buffer.prototype.copy.call(src, r.buf, r.off, at, at + k);
+          copyBytes(src, at, r.buf, r.off, k);
           at += k;
           this.rqeSgeOff += k;
         }
@@ -233,7 +233,7 @@ export class QpRx implements FpduSink {
       case 4: {
         const t = this.term as Buffer;
         const k = Math.min(n, t.length - this.termLen);
-        if (k > 0) Buffer.prototype.copy.call(src, t, this.termLen, start, start + k);
+        if (k > 0) copyBytes(src, start, t, this.termLen, k);
         this.termLen += k;
         return;
       }

@@ -23,6 +23,7 @@ import { WcStatus, WrOpcode, type Sge } from '../../verbs/types.js';
 import type { SqWqe } from '../../verbs/qp.js';
 import type { Llp } from './llp.js';
 import type { IwarpQp } from './iwarp-qp.js';
+import { copyBytes } from './mem.js';
 import { trace, tracing } from '../../trace.js';
 
 /** Messages at or above this size go zero-copy (views of the MR + write callback). */
@@ -45,15 +46,6 @@ interface Pieces {
   bufs: Buffer[];
   offs: number[];
   lens: number[];
-}
-
-/** Copy `n` bytes; a plain loop beats Buffer#copy's native call for the small ones. */
-function copySmall(src: Buffer, so: number, dst: Buffer, d: number, n: number): void {
-  if (n > 48) {
-    src.copy(dst, d, so, so + n);
-    return;
-  }
-  for (let i = 0; i < n; i++) dst[d + i] = src[so + i] as number;
 }
 
 /** Zero the pad and the (CRC-off) trailer behind the payload ending at `at`. */
@@ -156,6 +148,8 @@ export class QpTx {
           return false;
         }
         this.qp.sqShift();
+        // The sink is needed until the response is in: keep a private copy of the SGE.
+        if (!w.detached) w.sgList = [{ addr: s.addr, length: s.length, lkey: s.lkey }];
         this.orq.push(w);
         this.readMsn = (this.readMsn + 1) >>> 0;
         const h = this.hdr;
@@ -221,7 +215,7 @@ export class QpTx {
         while (need > 0) {
           const avail = (p.lens[pi] as number) - poff;
           const k = avail < need ? avail : need;
-          copySmall(p.bufs[pi] as Buffer, (p.offs[pi] as number) + poff, f, at, k);
+          copyBytes(p.bufs[pi] as Buffer, (p.offs[pi] as number) + poff, f, at, k);
           at += k;
           need -= k;
           poff += k;

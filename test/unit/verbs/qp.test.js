@@ -268,3 +268,27 @@ test('a send CQ overflowing on the data path moves its QP to ERR with QP_FATAL',
   await b.destroy();
   await listen.destroy();
 });
+
+test('a WR still queued when postSend returns keeps its own SGEs and inline data (fenced behind a Read)', async () => {
+  const { a, b, close } = await pair();
+  const target = b.pd.regMr(Buffer.alloc(1 << 20, 1), Access.LOCAL_WRITE | Access.REMOTE_READ);
+  const dst = b.pd.regMr(Buffer.alloc(64), Access.LOCAL_WRITE);
+  b.qp.postRecv({ wrId: 'r', sgList: sg(dst) });
+  const sink = a.pd.regMr(Buffer.alloc(1 << 20), Access.LOCAL_WRITE);
+  const payload = Buffer.from('fenced-inline');
+  const src = a.pd.regMr(payload, 0);
+  const sgl = [{ addr: src.addr, length: payload.length, lkey: src.lkey }];
+  a.qp.postSend([
+    { wrId: 'read', opcode: WrOpcode.RDMA_READ, sgList: sg(sink), sendFlags: SendFlags.SIGNALED, rdma: { remoteAddr: target.addr, rkey: target.rkey } },
+    { wrId: 'send', opcode: WrOpcode.SEND, sgList: sgl, sendFlags: SendFlags.SIGNALED | SendFlags.INLINE | SendFlags.FENCE },
+  ]);
+  assert.equal(a.qp.sqDepth, 1, 'the fenced send is still queued');
+  payload.fill(0x5a); // inline: the buffer may be reused at once
+  sgl[0].length = 1; // and the SGE objects too
+  const [r] = await reap(b.recvCq, 1);
+  assert.equal(r.byteLen, 13);
+  assert.equal(Buffer.from(dst.buf.subarray(0, 13)).toString(), 'fenced-inline');
+  const wc = await reap(a.sendCq, 2);
+  assert.deepEqual(wc.map((w) => [w.wrId, w.status]), [['read', WcStatus.SUCCESS], ['send', WcStatus.SUCCESS]]);
+  await close();
+});
