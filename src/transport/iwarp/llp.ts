@@ -49,7 +49,6 @@ export class Llp {
   onClose: ((err: Error | undefined, byPeer: boolean) => void) | null = null;
   private consumer: LlpConsumer | null = null;
   private closed = false;
-  private peerEnded = false;
   private localEnded = false;
   /** Bytes that arrived while no consumer was set. */
   private stash: Buffer[] = [];
@@ -73,7 +72,6 @@ export class Llp {
     socket.setNoDelay(true);
     socket.on('drain', () => this.onDrain?.());
     socket.on('end', () => {
-      this.peerEnded = true;
       if (tracing('llp')) trace('llp', `LLP[${this.id}]`, 'peer FIN');
       // Half-close is not part of iWARP: a FIN ends the connection (siw releases the socket).
       this.finish(undefined, true);
@@ -233,13 +231,9 @@ export class Llp {
     this.socket.destroy();
   }
 
+  /** The connection is over (peer FIN, error or close): close our side too, tell the owner once. */
   private finish(e: Error | undefined, byPeer: boolean): void {
-    if (this.closed) {
-      return;
-    }
-    if (!this.socket.destroyed && !(this.peerEnded && !this.localEnded)) {
-      // 'end' from the peer while we still write: close our side too.
-    }
+    if (this.closed) return;
     this.closed = true;
     this.consumer = null;
     this.stash = [];
