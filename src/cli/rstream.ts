@@ -241,6 +241,7 @@ export class NetSock implements Sock {
   private keepalive = false;
   private nodelay = false;
   private paused = false;
+  private shutWr = false;
 
   constructor(readonly sock: net.Socket) {
     sock.on('data', (d: Buffer) => {
@@ -274,7 +275,8 @@ export class NetSock implements Sock {
     if (events & POLLIN && (this.queued > 0 || this.eof || this.err !== null)) r |= POLLIN;
     if (events & POLLOUT && this.sock.writableLength < this.sndbuf && !this.sock.destroyed) r |= POLLOUT;
     if (this.err !== null) r |= POLLERR;
-    if (this.eof && this.sock.destroyed) r |= POLLHUP;
+    // poll(2) reports POLLHUP for TCP only once both directions are shut down.
+    if (this.eof && this.shutWr) r |= POLLHUP;
     return r;
   }
   send(buf: Buffer, off: number, len: number): number {
@@ -377,6 +379,7 @@ export class NetSock implements Sock {
     return 0;
   }
   async shutdown(): Promise<void> {
+    this.shutWr = true;
     if (!this.sock.destroyed && this.sock.writable) this.sock.end();
   }
   async close(): Promise<void> {
@@ -650,7 +653,8 @@ class Rstream {
       this.lrs = l;
       return 0;
     }
-    const server = net.createServer({ pauseOnConnect: this.useFork, noDelay: true });
+    // A socket stays half open after the peer's FIN, as a C socket does until close().
+    const server = net.createServer({ pauseOnConnect: this.useFork, noDelay: true, allowHalfOpen: true });
     const l = new NetListener(server);
     const ok = await new Promise<NodeJS.ErrnoException | null>((resolve) => {
       server.once('error', (e: NodeJS.ErrnoException) => resolve(e));
@@ -757,7 +761,7 @@ class Rstream {
       }
       return 0;
     }
-    const opts: net.NetConnectOpts = { host: dst.address, port: dst.port };
+    const opts: net.NetConnectOpts = { host: dst.address, port: dst.port, allowHalfOpen: true };
     if (src) {
       opts.localAddress = src.address;
       opts.localPort = src.port;

@@ -226,9 +226,14 @@ export class RSocket extends Duplex {
       this.pendingFinal = null;
       f();
     }
-    // An error with nobody reading or writing still surfaces once the read side is drained.
     const e = this.conn.error;
-    if (e && this.conn.readableLength === 0 && !this.reading && this.wq.length === 0 && this.readableFlowing !== false) this.destroy(e);
+    if (e && !this.destroyed) {
+      // A peer breaking the protocol: stop at once (what it sent before was delivered if read).
+      if (e.code === 'EPROTO' && !this.reading) this.destroy(e);
+      // Otherwise (the peer vanished, a failed send) the error follows the data already received,
+      // and surfaces even with nobody reading or writing once that data is gone.
+      else if (this.conn.readableLength === 0 && !this.reading && this.wq.length === 0 && this.readableFlowing !== false) this.destroy(e);
+    }
   }
 
   override _read(): void {

@@ -1,0 +1,97 @@
+// riostream end to end: two processes on loopback, riomap/riowrite over rsockets on the soft
+// iWARP device (spec/tools.md B.3): table format, -T v, the default series, --json, usage.
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { REPO_ROOT, startCli, runCli, freePort, waitListening, describeRun } from './helpers.js';
+import { sizeStr, cntStr } from '../../dist/cli/common.js';
+
+const RIOSTREAM = join(REPO_ROOT, 'dist', 'cli', 'riostream.js');
+const opts = { skip: existsSync(RIOSTREAM) ? false : `${RIOSTREAM} is missing: run npm run build`, timeout: 60_000 };
+
+const HEADER = 'name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer';
+
+/** The exact first 42 columns of a row, then the shape of %8.2fs%10.2f%11.2f. */
+function rowRe(name, size, xfers, iters) {
+  const head = name.padEnd(10) + sizeStr(size).padEnd(8) + cntStr(xfers).padEnd(8) + cntStr(iters).padEnd(8) + sizeStr(iters * xfers * size * 2).padEnd(8);
+  const esc = head.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  return new RegExp(`^${esc}[ \\d]{4}\\d\\.\\d\\ds[ \\d]{6}\\d\\.\\d\\d[ \\d]{7}\\d\\.\\d\\d$`);
+}
+
+function assertTable(stdout, rows, who) {
+  const lines = stdout.replace(/\n$/, '').split('\n');
+  assert.equal(lines[0], HEADER, `${who}: header`);
+  assert.equal(lines.length, rows.length + 1, `${who}: ${rows.length} rows expected\n${stdout}`);
+  rows.forEach((r, i) => assert.match(lines[i + 1], rowRe(...r), `${who}: row ${i + 1}`));
+}
+
+async function pair(tool, args, { env, timeoutMs = 50_000 } = {}) {
+  const port = await freePort();
+  const srv = startCli(tool, ['-p', String(port), ...args], { timeoutMs, env });
+  try {
+    await waitListening(port, { exited: srv.done });
+    const cli = await runCli(tool, ['-s', '127.0.0.1', '-p', String(port), ...args], { timeoutMs, env });
+    const s = await srv.done;
+    return { cli, srv: s, both: `${describeRun('client', cli)}\n${describeRun('server', s)}` };
+  } finally {
+    srv.kill('SIGKILL');
+  }
+}
+
+function assertOk(r) {
+  assert.equal(r.cli.code, 0, r.both);
+  assert.equal(r.srv.code, 0, r.both);
+  assert.equal(r.cli.stderr, '', r.both);
+  assert.equal(r.srv.stderr, '', r.both);
+}
+
+test('custom 64 B x 50 x 10 -T v: the poll byte protocol, one row each side', opts, async () => {
+  const r = await pair(RIOSTREAM, ['-S', '64', '-C', '50', '-I', '10', '-T', 'v']);
+  assertOk(r);
+  assertTable(r.cli.stdout, [['custom', 64, 50, 10]], 'client');
+  assertTable(r.srv.stdout, [['custom', 64, 50, 10]], 'server');
+});
+
+test('1 MiB riowrites -T v -T b (chunked RDMA WRITEs into the peer mapping)', opts, async () => {
+  const r = await pair(RIOSTREAM, ['-S', '1048576', '-C', '4', '-I', '3', '-T', 'v', '-T', 'b']);
+  assertOk(r);
+  assertTable(r.cli.stdout, [['custom', 1 << 20, 4, 3]], 'client');
+});
+
+test('default series (counts / 1000) -T v: eight rows, a new mapping per test', opts, async () => {
+  const r = await pair(RIOSTREAM, ['-T', 'v'], { env: { RSTREAM_COUNT_DIVISOR: '1000' } });
+  assertOk(r);
+  const rows = [
+    ['64_lat', 64, 1, 100],
+    ['4k_lat', 4096, 1, 10],
+    ['64k_lat', 65536, 1, 1],
+    ['1m_lat', 1 << 20, 1, 1],
+    ['64_bw', 64, 100, 1],
+    ['4k_bw', 4096, 10, 1],
+    ['64k_bw', 65536, 1, 1],
+    ['1m_bw', 1 << 20, 1, 1],
+  ];
+  assertTable(r.cli.stdout, rows, 'client');
+  assertTable(r.srv.stdout, rows, 'server');
+});
+
+test('--json -T a: one object per row', opts, async () => {
+  const r = await pair(RIOSTREAM, ['-S', '4096', '-C', '10', '-T', 'a', '--json']);
+  assertOk(r);
+  const o = JSON.parse(r.cli.stdout.trim());
+  assert.equal(o.name, 'custom');
+  assert.equal(o.bytes, 4096);
+  assert.equal(o.xfers, 10);
+  assert.equal(o.tool, 'riostream');
+});
+
+test('usage: rstream-only -T letters are refused (s, f, r), exit 1', opts, async () => {
+  for (const args of [['-T', 's'], ['-T', 'f'], ['-k', '1']]) {
+    const r = await runCli(RIOSTREAM, args, { timeoutMs: 10_000 });
+    assert.equal(r.code, 1, describeRun(args.join(' '), r));
+    assert.match(r.stdout, /^usage: riostream\n/);
+    assert.equal(r.stdout.split('\n').length, 17);
+    assert.ok(!r.stdout.includes(HEADER));
+  }
+});

@@ -1,0 +1,176 @@
+// rstream end to end: server and client as two processes on loopback, over rsockets on the soft
+// iWARP device and (-T s) over plain TCP. Checks the table (exact header, exact name/size/count
+// columns, figures shaped as printf's %8.2fs%10.2f%11.2f), -T v, the default series, --json,
+// usage and error exits (spec/tools.md B.2).
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { join } from 'node:path';
+import { REPO_ROOT, startCli, runCli, freePort, waitListening, describeRun } from './helpers.js';
+import { sizeStr, cntStr } from '../../dist/cli/common.js';
+
+const RSTREAM = join(REPO_ROOT, 'dist', 'cli', 'rstream.js');
+const opts = { skip: existsSync(RSTREAM) ? false : `${RSTREAM} is missing: run npm run build`, timeout: 60_000 };
+
+const HEADER = 'name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer';
+
+/** The exact first 42 columns of a row, then the shape of the three figures. */
+function rowRe(name, size, xfers, iters) {
+  const head = name.padEnd(10) + sizeStr(size).padEnd(8) + cntStr(xfers).padEnd(8) + cntStr(iters).padEnd(8) + sizeStr(iters * xfers * size * 2).padEnd(8);
+  const esc = head.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+  // %8.2fs%10.2f%11.2f: 4, 6 and 7 characters before the last integer digit
+  return new RegExp(`^${esc}[ \\d]{4}\\d\\.\\d\\ds[ \\d]{6}\\d\\.\\d\\d[ \\d]{7}\\d\\.\\d\\d$`);
+}
+
+/** The rows a run must print: [name, size, xfers, iters]. */
+function assertTable(stdout, rows, who) {
+  const lines = stdout.replace(/\n$/, '').split('\n');
+  assert.equal(lines[0], HEADER, `${who}: header`);
+  assert.equal(lines.length, rows.length + 1, `${who}: ${rows.length} rows expected\n${stdout}`);
+  rows.forEach((r, i) => assert.match(lines[i + 1], rowRe(...r), `${who}: row ${i + 1}`));
+}
+
+/** Run a server and a client with the same test options; both results. */
+async function pair(tool, args, { serverArgs = [], clientArgs = [], host = '127.0.0.1', env, timeoutMs = 50_000 } = {}) {
+  const port = await freePort();
+  const srv = startCli(tool, ['-p', String(port), ...args, ...serverArgs], { timeoutMs, env });
+  try {
+    await waitListening(port, { exited: srv.done });
+    const cli = await runCli(tool, ['-s', host, '-p', String(port), ...args, ...clientArgs], { timeoutMs, env });
+    const s = await srv.done;
+    return { cli, srv: s, both: `${describeRun('client', cli)}\n${describeRun('server', s)}` };
+  } finally {
+    srv.kill('SIGKILL');
+  }
+}
+
+function assertOk(r) {
+  assert.equal(r.cli.code, 0, r.both);
+  assert.equal(r.srv.code, 0, r.both);
+  assert.equal(r.cli.stderr, '', r.both);
+  assert.equal(r.srv.stderr, '', r.both);
+}
+
+for (const [label, extra] of [
+  ['rsocket', []],
+  ['-T s (TCP)', ['-T', 's']],
+]) {
+  test(`${label}: custom 64 B x 100 x 10, -T v: one row on each side`, opts, async () => {
+    const r = await pair(RSTREAM, ['-S', '64', '-C', '100', '-I', '10', '-T', 'v', ...extra]);
+    assertOk(r);
+    assertTable(r.cli.stdout, [['custom', 64, 100, 10]], 'client');
+    assertTable(r.srv.stdout, [['custom', 64, 100, 10]], 'server');
+  });
+
+  test(`${label}: default series (counts / 1000), -T v: latency then bandwidth rows, reconnecting between`, opts, async () => {
+    const r = await pair(RSTREAM, ['-T', 'v', ...extra], { env: { RSTREAM_COUNT_DIVISOR: '1000' } });
+    assertOk(r);
+    const rows = [
+      ['64_lat', 64, 1, 100],
+      ['4k_lat', 4096, 1, 10],
+      ['64k_lat', 65536, 1, 1],
+      ['1m_lat', 1 << 20, 1, 1],
+      ['64_bw', 64, 100, 1],
+      ['4k_bw', 4096, 10, 1],
+      ['64k_bw', 65536, 1, 1],
+      ['1m_bw', 1 << 20, 1, 1],
+    ];
+    assertTable(r.cli.stdout, rows, 'client');
+    assertTable(r.srv.stdout, rows, 'server');
+  });
+}
+
+test('rsocket: 1 MiB transfers (chunks, credit updates, both buffer halves) with -T v', opts, async () => {
+  const r = await pair(RSTREAM, ['-S', '1048576', '-C', '8', '-I', '2', '-T', 'v']);
+  assertOk(r);
+  assertTable(r.cli.stdout, [['custom', 1 << 20, 8, 2]], 'client');
+});
+
+test('rsocket: -B 4096 (8 KiB buffers) -T n -T v: many SGE rotations and credit updates', opts, async () => {
+  const r = await pair(RSTREAM, ['-B', '4096', '-S', '65536', '-C', '20', '-T', 'n', '-T', 'verify']);
+  assertOk(r);
+  assertTable(r.srv.stdout, [['custom', 65536, 20, 1]], 'server');
+});
+
+test('-T a (poll before every call), over rsockets and over TCP', opts, async () => {
+  // Over rsockets, as rsocket.c, a poll that sees the server's DISCONNECT reports POLLHUP even
+  // with data queued; the client receives last, so only the server's row is certain there.
+  const r = await pair(RSTREAM, ['-S', '4096', '-C', '20', '-I', '2', '-T', 'a', '-T', 'v']);
+  assert.equal(r.srv.code, 0, r.both);
+  assertTable(r.srv.stdout, [['custom', 4096, 20, 2]], 'server');
+  assert.ok(r.cli.code === 0 || r.cli.code === 16, r.both);
+  const s = await pair(RSTREAM, ['-S', '4096', '-C', '20', '-I', '2', '-T', 'a', '-T', 'v', '-T', 's']);
+  assertOk(s);
+  assertTable(s.cli.stdout, [['custom', 4096, 20, 2]], 'client');
+});
+
+test('rsocket: -T b (blocking), IPv6 ::1, odd size 1000 x 300', opts, async () => {
+  const r = await pair(RSTREAM, ['-C', '300', '-T', 'b', '-T', 'v'], { host: '::1', serverArgs: ['-b', '::1'] });
+  assertOk(r);
+  assertTable(r.cli.stdout, [['custom', 1000, 300, 1]], 'client');
+});
+
+test('--json: one object per row, no header; the table columns as numbers', opts, async () => {
+  const r = await pair(RSTREAM, ['-S', '4096', '-C', '10', '-I', '3', '--json']);
+  assertOk(r);
+  for (const [out, role] of [
+    [r.cli.stdout, 'client'],
+    [r.srv.stdout, 'server'],
+  ]) {
+    const lines = out.trim().split('\n');
+    assert.equal(lines.length, 1, out);
+    const o = JSON.parse(lines[0]);
+    assert.equal(o.name, 'custom');
+    assert.equal(o.bytes, 4096);
+    assert.equal(o.xfers, 10);
+    assert.equal(o.iters, 3);
+    assert.equal(o.total, 4096 * 10 * 3 * 2);
+    assert.equal(o.role, role);
+    assert.equal(o.transport, 'rsocket');
+    for (const k of ['time_s', 'gbps', 'usec_per_xfer', 'usec']) assert.equal(typeof o[k], 'number', k);
+  }
+});
+
+test('-T f (fork, sockets): the server hands each connection to a child process', opts, async () => {
+  const r = await pair(RSTREAM, ['-S', '2048', '-C', '20', '-I', '2', '-T', 'v'], { serverArgs: ['-T', 'f'], clientArgs: ['-T', 's'] });
+  assertOk(r);
+  assertTable(r.srv.stdout, [['custom', 2048, 20, 2]], 'server (child rows)');
+});
+
+test('-k 5: keepalive reported on each socket (server: listener and connection)', opts, async () => {
+  const r = await pair(RSTREAM, ['-S', '64', '-C', '2', '-k', '5']);
+  assertOk(r);
+  const ka = 'Keepalive: ON\n  time: 5\n';
+  assert.ok(r.cli.stdout.startsWith(`${HEADER}\n${ka}`), r.cli.stdout);
+  assert.ok(r.srv.stdout.startsWith(`${HEADER}\n${ka}${ka}`), r.srv.stdout);
+});
+
+test('usage: an unknown option or -T letter prints the usage on stdout, exit 1', opts, async () => {
+  for (const args of [['-x'], ['-T', 'q'], ['-T', 'zebra'], ['-S']]) {
+    const r = await runCli(RSTREAM, args, { timeoutMs: 10_000 });
+    assert.equal(r.code, 1, describeRun(args.join(' '), r));
+    assert.match(r.stdout, /^usage: rstream\n\t\[-s server_address\]\n/);
+    assert.match(r.stdout, /\t    v\|verify - verify data\n$/);
+    assert.equal(r.stdout.split('\n').length, 21);
+  }
+});
+
+test('no server: rsocket "rpoll: Connection refused" exit 8; -T b "rconnect: ..." 255; -T s exit 24', opts, async () => {
+  const port = String(await freePort());
+  const a = await runCli(RSTREAM, ['-s', '127.0.0.1', '-p', port, '-C', '1'], { timeoutMs: 20_000 });
+  assert.equal(a.code, 8, describeRun('default', a));
+  assert.equal(a.stderr, 'rpoll: Connection refused\n');
+  assert.equal(a.stdout, `${HEADER}\n`);
+  const b = await runCli(RSTREAM, ['-s', '127.0.0.1', '-p', port, '-C', '1', '-T', 'b'], { timeoutMs: 20_000 });
+  assert.equal(b.code, 255, describeRun('-T b', b));
+  assert.equal(b.stderr, 'rconnect: Connection refused\n');
+  const s = await runCli(RSTREAM, ['-s', '127.0.0.1', '-p', port, '-C', '1', '-T', 's'], { timeoutMs: 20_000 });
+  assert.equal(s.code, 24, describeRun('-T s', s));
+  assert.equal(s.stderr, 'rpoll: Operation now in progress\n');
+});
+
+test('bad address: "getaddrinfo: Name or service not known" on stdout, exit 254', opts, async () => {
+  const r = await runCli(RSTREAM, ['-s', 'no-such-host.invalid', '-f', 'ip', '-C', '1'], { timeoutMs: 20_000 });
+  assert.equal(r.code, 254, describeRun('client', r));
+  assert.equal(r.stdout, `${HEADER}\ngetaddrinfo: Name or service not known\n`);
+});
