@@ -53,7 +53,13 @@ export function routeSource(dst: string, family: 4 | 6): Promise<string> {
       s.close();
       reject(e);
     });
-    s.connect(9, dst, () => {
+    s.connect(9, dst, (e?: Error) => {
+      if (e) {
+        // No route: the socket stays unconnected (its address would read 0.0.0.0).
+        s.close();
+        reject(e);
+        return;
+      }
       try {
         const a = s.address().address;
         s.close();

@@ -15,7 +15,7 @@ import net from 'node:net';
 import { RdmaError, err } from '../errors.js';
 import type { ErrnoCode } from '../errno.js';
 import { trace, tracing } from '../trace.js';
-import { findDeviceByAddress, type Device } from '../verbs/device.js';
+import { findDeviceByAddress as lookupDevice, type Device } from '../verbs/device.js';
 import type { Context } from '../verbs/context.js';
 import type { Pd } from '../verbs/pd.js';
 import type { Cq } from '../verbs/cq.js';
@@ -90,6 +90,23 @@ const P2P = process.env['RDMACM_IWARP_P2P'] !== '0';
 const WANT_CRC = process.env['RDMACM_IWARP_CRC'] === '1';
 
 const defaultPds = new WeakMap<Context, Pd>();
+
+/**
+ * The device owning a local address, remembered for as long as the provider keeps its device
+ * list (1 s): every resolve, bind and incoming connection asks, and the full lookup normalises
+ * every address of every device.
+ */
+const DEVICE_CACHE_MS = 1000;
+const deviceCache = new Map<string, { dev: Device | undefined; at: number }>();
+function findDeviceByAddress(ip: string): Device | undefined {
+  const now = Date.now();
+  const hit = deviceCache.get(ip);
+  if (hit && now - hit.at < DEVICE_CACHE_MS) return hit.dev;
+  const dev = lookupDevice(ip);
+  if (deviceCache.size > 256) deviceCache.clear();
+  deviceCache.set(ip, { dev, at: now });
+  return dev;
+}
 /** max_qp_rd_atom per device context (asked on every connect/accept; the attributes are fixed). */
 const maxRdAtom = new WeakMap<Context, number>();
 function deviceMaxRd(ctx: Context | null): number {
