@@ -1,0 +1,208 @@
+// Connection-setup rate and memory of the CM, measured in one run on this machine:
+//
+//  1. our cmtime (server -L and client as two processes on 127.0.0.1, -c N): connects/s from the
+//     "full connect" row of the client's "Connect (N) QPs test" table;
+//  2. plain Node TCP beside it, same machine, same run: a server process and a client that
+//     (a) connects N sockets at once and closes them (the shape of cmtime's table) and
+//     (b) loops connect → close one at a time; plus cmtime's own socket baseline (-S);
+//  3. memory: 10,000 connect/disconnect cycles through one listener in one process, RSS (after a
+//     forced GC) before and after.
+//
+//   node bench/cmtime.js            (npm run build first)
+//   BENCH_CM_CONNS=1000 BENCH_CM_CYCLES=10000 BENCH_CM_ROUNDS=3 node bench/cmtime.js
+//
+// Numbers are noisy (two processes on a small machine): compare within one run. cmtime ends
+// with status 1 on iWARP (its "no QPs" run needs IB's CONNECT_RESPONSE, see docs/man/cmtime.1.md);
+// the table used here is printed before that.
+import { spawn } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import net from 'node:net';
+import { fileURLToPath } from 'node:url';
+
+const CMTIME = fileURLToPath(new URL('../dist/cli/cmtime.js', import.meta.url));
+const INDEX = fileURLToPath(new URL('../dist/index.js', import.meta.url));
+const CONNS = Number(process.env.BENCH_CM_CONNS ?? 1000);
+const CYCLES = Number(process.env.BENCH_CM_CYCLES ?? 10_000);
+const ROUNDS = Number(process.env.BENCH_CM_ROUNDS ?? 3);
+let nextPort = 23000 + (process.pid % 5000);
+
+function run(args, { timeoutMs = 180_000 } = {}) {
+  return new Promise((resolve) => {
+    const c = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    c.stdout.on('data', (d) => (out += d));
+    c.stderr.on('data', (d) => (err += d));
+    const t = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
+    c.on('close', (code) => {
+      clearTimeout(t);
+      resolve({ code, out, err });
+    });
+  });
+}
+
+/** The rows of the first table after `heading` in cmtime's output: { step: { total, usPerConn, ... } }. */
+function table(text, heading) {
+  const at = text.indexOf(heading);
+  if (at < 0) return null;
+  const rows = {};
+  for (const line of text.slice(at).split('\n').slice(1)) {
+    const m = /^(.{13})\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)$/.exec(line);
+    if (!m) {
+      if (Object.keys(rows).length) break;
+      continue;
+    }
+    rows[m[1].trim()] = { avg: +m[2], total: +m[3], usPerConn: +m[4], sum: +m[5], max: +m[6], min: +m[7] };
+  }
+  return rows;
+}
+
+async function cmtimePair(extra) {
+  const port = nextPort++;
+  const common = ['-b', '127.0.0.1', '-C', '127.0.0.1', '-p', String(port), '-c', String(CONNS), ...extra];
+  const srv = run([CMTIME, ...common, '-L']);
+  await new Promise((r) => setTimeout(r, 300));
+  const cli = await run([CMTIME, ...common]);
+  const s = await srv;
+  return { cli, srv: s };
+}
+
+async function cmtimeRate() {
+  const { cli, srv } = await cmtimePair([]);
+  const t = table(cli.out, `Connect (${CONNS}) QPs test`);
+  const st = table(srv.out, `Accept (${CONNS}) QPs test`);
+  if (!t) throw new Error(`cmtime client printed no table (exit ${cli.code}):\n${cli.out}\n${cli.err}`);
+  return { rate: CONNS / (t['full connect'].total / 1e6), full: t['full connect'].total, cm: t['cm connect'].total, srvCm: st?.['cm connect']?.total };
+}
+
+async function cmtimeSocketBaseline() {
+  const { cli } = await cmtimePair(['-S']);
+  const t = table(cli.out, 'Client baseline socket results:');
+  return t ? CONNS / (t['full connect'].total / 1e6) : NaN;
+}
+
+/** A plain Node TCP server in its own process. */
+async function tcpServer() {
+  const src = `const net=require('net');const s=net.createServer({noDelay:true},(c)=>{c.on('error',()=>{});c.on('end',()=>c.end());});` +
+    `s.listen({port:0,host:'127.0.0.1',backlog:1024},()=>process.stdout.write(s.address().port+'\\n'));`;
+  const child = spawn(process.execPath, ['-e', src], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const port = Number(await new Promise((r) => child.stdout.once('data', (d) => r(String(d).trim()))));
+  return { port, close: () => child.kill() };
+}
+
+const connectOne = (port) =>
+  new Promise((resolve, reject) => {
+    const s = net.connect({ port, host: '127.0.0.1', noDelay: true }, () => resolve(s));
+    s.once('error', reject);
+  });
+const closeOne = (s) =>
+  new Promise((resolve) => {
+    s.once('close', resolve);
+    s.end();
+  });
+
+async function tcpConcurrent(port) {
+  const t0 = performance.now();
+  const socks = await Promise.all(Array.from({ length: CONNS }, () => connectOne(port)));
+  const t1 = performance.now();
+  await Promise.all(socks.map(closeOne));
+  return CONNS / ((t1 - t0) / 1000);
+}
+
+async function tcpLoop(port) {
+  const t0 = performance.now();
+  for (let i = 0; i < CONNS; i++) await closeOne(await connectOne(port));
+  return CONNS / ((performance.now() - t0) / 1000);
+}
+
+// -- memory: a child with --expose-gc runs the cycles ---------------------------------------------
+
+const RSS_CHILD = `
+const { createId, createEventChannel, PortSpace, CmEventType: E } = await import(${JSON.stringify(INDEX)});
+const CYCLES = ${CYCLES}, BATCH = 100;
+const sch = createEventChannel();
+const listen = createId(sch, null, PortSpace.TCP);
+listen.bindAddr({ address: '127.0.0.1', port: 0 });
+await listen.listen(0);
+(async () => {
+  for await (const ev of sch) {
+    const id = ev.id, t = ev.event;
+    ev.ack();
+    if (t === E.CONNECT_REQUEST) { id.createQp(null, { cap: { maxSendWr: 1, maxRecvWr: 1 } }); await id.accept(); }
+    else if (t === E.DISCONNECTED) { id.destroyQp(); await id.destroy(); }
+  }
+})();
+const cch = createEventChannel();
+async function batch(n) {
+  const ids = [];
+  for (let i = 0; i < n; i++) { const id = createId(cch, i, PortSpace.TCP); ids.push(id); await id.resolveAddr(null, { address: '127.0.0.1', port: listen.srcPort }); }
+  let est = 0;
+  while (est < n) {
+    const ev = await cch.getEvent(); const id = ev.id, t = ev.event; ev.ack();
+    if (t === E.ADDR_RESOLVED) await id.resolveRoute();
+    else if (t === E.ROUTE_RESOLVED) { id.createQp(null, { cap: { maxSendWr: 1, maxRecvWr: 1 } }); await id.connect(); }
+    else if (t === E.ESTABLISHED) est++;
+    else throw new Error('event ' + t + ' status ' + ev.status);
+  }
+  for (const id of ids) await id.disconnect();
+  let d = 0;
+  while (d < n) { const ev = await cch.getEvent(); if (ev.event === E.DISCONNECTED) d++; ev.ack(); }
+  for (const id of ids) { id.destroyQp(); await id.destroy(); }
+}
+const settle = async () => { for (let i = 0; i < 4; i++) { await new Promise((r) => setTimeout(r, 250)); gc(); } return process.memoryUsage(); };
+for (let i = 0; i < 500; i += BATCH) await batch(BATCH);
+const before = await settle();
+const t0 = performance.now();
+for (let i = 0; i < CYCLES; i += BATCH) await batch(Math.min(BATCH, CYCLES - i));
+const secs = (performance.now() - t0) / 1000;
+const after = await settle();
+process.stdout.write(JSON.stringify({ before, after, secs }));
+process.exit(0);
+`;
+
+async function rss() {
+  const r = await run(['--expose-gc', '--input-type=module', '-e', RSS_CHILD], { timeoutMs: 600_000 });
+  if (r.code !== 0) throw new Error(`memory run failed (${r.code}): ${r.err}`);
+  return JSON.parse(r.out);
+}
+
+// -- main ----------------------------------------------------------------------------------------
+
+if (!existsSync(CMTIME)) {
+  console.error(`${CMTIME} is missing: npm run build`);
+  process.exit(1);
+}
+const mb = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
+const best = (xs) => Math.max(...xs);
+console.log(`connection setup: ${CONNS} connections per run, best of ${ROUNDS} runs (loopback, this machine)`);
+
+const cm = [];
+for (let i = 0; i < ROUNDS; i++) cm.push(await cmtimeRate());
+const sockBase = [];
+for (let i = 0; i < ROUNDS; i++) sockBase.push(await cmtimeSocketBaseline());
+const srv = await tcpServer();
+const conc = [];
+const loop = [];
+try {
+  for (let i = 0; i < ROUNDS; i++) {
+    conc.push(await tcpConcurrent(srv.port));
+    loop.push(await tcpLoop(srv.port));
+  }
+} finally {
+  srv.close();
+}
+const rate = best(cm.map((x) => x.rate));
+const fmt = (x) => `${x.toFixed(0).padStart(7)} /s`;
+console.log(`  cmtime (RDMA CM, QPs)           ${fmt(rate)}   runs: ${cm.map((x) => x.rate.toFixed(0)).join(', ')}; cm connect ${cm.map((x) => (x.cm / 1000).toFixed(0)).join(', ')} ms`);
+console.log(`  cmtime -S (its socket baseline)  ${fmt(best(sockBase))}   runs: ${sockBase.map((x) => x.toFixed(0)).join(', ')}`);
+console.log(`  Node TCP, ${CONNS} at once + close   ${fmt(best(conc))}   runs: ${conc.map((x) => x.toFixed(0)).join(', ')}`);
+console.log(`  Node TCP, connect+close loop     ${fmt(best(loop))}   runs: ${loop.map((x) => x.toFixed(0)).join(', ')}`);
+console.log(`  ratio cmtime / TCP at once: ${(rate / best(conc)).toFixed(2)}   / TCP loop: ${(rate / best(loop)).toFixed(2)}   (targets: >= 5000/s, >= 0.5x)`);
+
+if (CYCLES > 0) {
+  const m = await rss();
+  console.log(`memory: ${CYCLES} connect/disconnect cycles (batches of 100, one process, after GC) in ${m.secs.toFixed(1)} s (${(CYCLES / m.secs).toFixed(0)} cycles/s)`);
+  console.log(`  rss       ${mb(m.before.rss)} -> ${mb(m.after.rss)}  (${m.after.rss >= m.before.rss ? '+' : ''}${mb(m.after.rss - m.before.rss)})`);
+  console.log(`  heapUsed  ${mb(m.before.heapUsed)} -> ${mb(m.after.heapUsed)}`);
+  console.log(`  external  ${mb(m.before.external)} -> ${mb(m.after.external)}`);
+}
