@@ -56,7 +56,6 @@ import {
   RS_CONN_FLAG_NET,
   RS_CONN_VERSION,
   RS_IOMAP_SIZE,
-  RS_MAX_TRANSFER,
   RS_MSG_SIZE,
   RS_OLAP_START_SIZE,
   RS_QP_CTRL_SIZE,
@@ -133,11 +132,15 @@ const WR_RECV = 2 ** 40;
  * a few spare receives absorb a burst of them. Invisible on the wire.
  */
 /**
- * Largest chunk of one send call. rsocket.c stops doubling at RS_MAX_TRANSFER (64 KiB); the
- * chunk size is the sender's choice (the receiver only sees the length in the DATA message), and
- * larger writes mean fewer TCP writes for the software device, so ours keep doubling up to this.
+ * Largest chunk (one RDMA WRITE + its DATA message) of a send call. rsocket.c starts each call at
+ * 2 KiB and doubles up to RS_MAX_TRANSFER (64 KiB), overlapping the first small write with the
+ * copy of the rest. The chunk size is the sender's choice — the receiver only sees the length in
+ * the DATA message, and each chunk stays within one target SGE either way — and over the software
+ * device every work request costs TCP writes, so ours send up to 512 KiB per chunk from the start.
+ * `RDMACM_RS_MAX_XFER=<bytes>` and `RDMACM_RS_RAMP=1` restore rsocket.c's behaviour.
  */
-const MAX_XFER = Number(process.env['RS_MAXXFER'] ?? 512 * 1024);
+const MAX_XFER = Math.max(RS_SNDLOWAT, Number(process.env['RDMACM_RS_MAX_XFER'] ?? 512 * 1024) || 512 * 1024);
+const RAMP = process.env['RDMACM_RS_RAMP'] === '1';
 const EXTRA_RECVS = 2 * RS_QP_CTRL_SIZE + 2;
 /** Default keepalive interval when TCP_KEEPIDLE is not set (Linux tcp_keepalive_time). */
 const KEEPALIVE_DEFAULT_S = 7200;
@@ -1137,13 +1140,13 @@ export class RsConn {
   }
 
   /**
-   * rsend(): copy up to `len` bytes of `src[off..]` into the send buffer and post them. Chunks
-   * start at 2 KiB and double up to 64 KiB (`ramp`, as rsocket.c; without it every chunk is up
-   * to 64 KiB). Returns the bytes taken (> 0), or {@link RS_EAGAIN} when no credits, send
+   * rsend(): copy up to `len` bytes of `src[off..]` into the send buffer and post them, in chunks
+   * of up to 512 KiB (with `ramp`, as rsocket.c: 2 KiB doubling up to the maximum), each limited by
+   * the free send buffer and the current target SGE. Returns the bytes taken (> 0), or {@link RS_EAGAIN} when no credits, send
    * queue or buffer space are available now. Throws ECONNRESET once the peer disconnected or
    * the write side is shut down, or the connection's error.
    */
-  send(src: Uint8Array, off = 0, len = src.length - off, ramp = true): number {
+  send(src: Uint8Array, off = 0, len = src.length - off, ramp = RAMP): number {
     this.checkSend('rsend');
     if (len === 0) return 0;
     if (this.iomapPending) {
@@ -1591,7 +1594,7 @@ export class RsConn {
       if (r !== 0) return r;
     }
     let iom: { offset: number; addr: number; key: number; length: number } | null = null;
-    let olen = RS_OLAP_START_SIZE;
+    let olen = RAMP ? RS_OLAP_START_SIZE : MAX_XFER;
     let done = 0;
     while (done < count) {
       const at = offset + done;
@@ -1608,7 +1611,7 @@ export class RsConn {
       let xfer: number;
       if (olen < left) {
         xfer = olen;
-        if (olen < RS_MAX_TRANSFER) olen <<= 1;
+        if (olen < MAX_XFER) olen <<= 1;
       } else xfer = left;
       if (xfer > this.sbufBytesAvail) xfer = this.sbufBytesAvail;
       if (xfer > iom.offset + iom.length - at) xfer = iom.offset + iom.length - at;
