@@ -51,7 +51,6 @@ import { RdmaError } from '../errors.js';
 import { errnoOf, type ErrnoCode } from '../errno.js';
 import {
   HOST_IS_BIG_ENDIAN,
-  RS_CONN_DATA_SIZE,
   RS_CONN_FLAG_IOMAP,
   RS_CONN_FLAG_NET,
   RS_CONN_VERSION,
@@ -1733,4 +1732,3 @@ export function applySockopt(
   throw rsErr('EOPNOTSUPP', op);
 }
 
-export { RS_CONN_DATA_SIZE };

@@ -76,6 +76,8 @@ export class RSocket extends Duplex {
   private wcb: ((err?: Error | null) => void) | null = null;
   private ended = false;
   private pendingFinal: (() => void) | null = null;
+  private idleMs = 0;
+  private idleTimer: NodeJS.Timeout | null = null;
 
   constructor(options: RSocketOptions = {}) {
     const dopts: import('node:stream').DuplexOptions = { allowHalfOpen: options.allowHalfOpen ?? false, emitClose: true, autoDestroy: true, decodeStrings: true };
@@ -145,6 +147,32 @@ export class RSocket extends Duplex {
     if (initialDelay > 0) this.conn.setsockopt(IPPROTO_TCP, TCP_KEEPIDLE, Math.max(1, Math.round(initialDelay / 1000)));
     this.conn.setsockopt(SOL_SOCKET, SO_KEEPALIVE, enable);
     return this;
+  }
+
+  /**
+   * As `net.Socket.setTimeout`: emit `'timeout'` after `ms` without data in or out (0 disables);
+   * the socket stays open — the listener decides.
+   */
+  setTimeout(ms: number, cb?: () => void): this {
+    if (cb) this.once('timeout', cb);
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = null;
+    this.idleMs = ms > 0 ? ms : 0;
+    this.touch();
+    return this;
+  }
+
+  /** Restart the idle timer (activity). */
+  private touch(): void {
+    if (!this.idleMs || this.destroyed) return;
+    if (this.idleTimer) this.idleTimer.refresh();
+    else {
+      this.idleTimer = setTimeout(() => {
+        this.idleTimer = null;
+        if (!this.destroyed) this.emit('timeout');
+      }, this.idleMs);
+      this.idleTimer.unref();
+    }
   }
 
   /** No-op for compatibility (the event loop is not held by an idle rsocket's resources). */
@@ -269,6 +297,7 @@ export class RSocket extends Duplex {
       }
       if (chunk) {
         this.bytesRead += chunk.length;
+        if (this.idleMs) this.touch();
         this.reading = false;
         if (this.push(chunk)) this.reading = true;
         continue;
@@ -314,6 +343,7 @@ export class RSocket extends Duplex {
         if (n === RS_EAGAIN) return;
         w.off += n;
         this.written += n;
+        if (this.idleMs) this.touch();
       }
     } catch (e) {
       this.wq.length = 0;
@@ -343,6 +373,8 @@ export class RSocket extends Duplex {
 
   override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
     this.reading = false;
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = null;
     const c = this.conn;
     const e = err ?? null;
     const done = (): void => cb(e);

@@ -277,6 +277,23 @@ for (const X of TRANSPORTS) {
     assert.equal(e.code, 'ECONNREFUSED');
   });
 
+  test(`[${X.name}] setTimeout(): 'timeout' after idle time, the socket stays usable`, T, async () => {
+    const server = X.createServer({}, (s) => s.pipe(s));
+    const port = await listen(server);
+    const c = X.connect(port);
+    await once(c, 'connect');
+    const t0 = Date.now();
+    c.setTimeout(150);
+    await once(c, 'timeout');
+    assert.ok(Date.now() - t0 >= 140, 'not before the idle time');
+    assert.equal(c.destroyed, false);
+    c.setTimeout(0);
+    const got = collect(c);
+    c.end('still here');
+    assert.equal((await got).toString(), 'still here');
+    await new Promise((r) => server.close(r));
+  });
+
   test(`[${X.name}] counters and addresses: bytesWritten, bytesRead, remotePort, localAddress`, T, async () => {
     const server = X.createServer({}, (s) => s.pipe(s));
     const port = await listen(server);
