@@ -993,14 +993,7 @@ async function rpingRunServer(cb: Cb): Promise<number> {
   if (ret) return ret;
 
   ret = await rpingAccept(cb);
-  if (ret) {
-    errOut(`connect error ${ret}\n`);
-    // rping.c frees the resources with the CQ thread still running; stop it first.
-    await cancelCqThread(cb);
-    freeBuffers(cb);
-    freeQp(cb);
-    return ret;
-  }
+  if (ret) return connectFailed(cb, ret);
 
   ret = await rpingTestServer(cb);
   if (ret) errOut(`rping server failed: ${ret}\n`);
@@ -1144,6 +1137,19 @@ async function rpingBindClient(cb: Cb): Promise<number> {
 }
 
 /**
+ * `connect error N` and the undoing of {@link setupConnection}. rping.c frees with the CQ thread
+ * still running (server) or joins it (client) — a join that never returns when the connection
+ * stays up (`-q`) — so the CQ task is cancelled first.
+ */
+async function connectFailed(cb: Cb, ret: number): Promise<number> {
+  errOut(`connect error ${ret}\n`);
+  await cancelCqThread(cb);
+  freeBuffers(cb);
+  freeQp(cb);
+  return ret;
+}
+
+/**
  * The per-connection setup both sides share (rping.c repeats it in the server and the client):
  * QP, buffers, the first receive, the CQ thread. Prints rping's message and undoes what was done
  * on failure.
@@ -1180,15 +1186,7 @@ async function rpingRunClient(cb: Cb): Promise<number> {
   if (ret) return ret;
 
   ret = await rpingConnectClient(cb);
-  if (ret) {
-    errOut(`connect error ${ret}\n`);
-    // rping.c joins the CQ thread here; with a connection that stays up (the -q case) that
-    // join never returns. Cancel it instead.
-    await cancelCqThread(cb);
-    freeBuffers(cb);
-    freeQp(cb);
-    return ret;
-  }
+  if (ret) return connectFailed(cb, ret);
 
   ret = await rpingTestClient(cb);
   if (ret) errOut(`rping client failed: ${ret}\n`);
