@@ -303,6 +303,9 @@ export class RsConn {
   /** Work requests queued for the next post: RDMA WRITEs, then the message SENDs. */
   private readonly posts: SendWr[] = [];
   private readonly msgPosts: SendWr[] = [];
+  /** A data write being coalesced (see writeData). */
+  private pend: { sgl: Sge[]; len: number; addr: number; rkey: number; tsge: number } | null = null;
+  private pendQueued = false;
 
   constructor(cfg?: Partial<RsConfig>) {
     this.cfg = { ...defaultConfig(), ...cfg };
@@ -813,6 +816,7 @@ export class RsConn {
       return;
     }
     this.inPump = true;
+    this.flushPending();
     try {
       do {
         this.pumpAgain = false;
@@ -1052,6 +1056,7 @@ export class RsConn {
 
   /** rs_post_msg. */
   private queueMsg(msg: number): void {
+    this.flushPending();
     this.msgPosts.push(this.msgWr(msg, msg));
   }
 
@@ -1109,23 +1114,71 @@ export class RsConn {
     return { sgl: this.stage(src, off, len), flags: 0 };
   }
 
-  /** rs_write_data. */
+  /**
+   * rs_write_data, with coalescing: a chunk that continues the previous one — same target SGE,
+   * next address there and next bytes of the send buffer — is merged into it until the chunk is
+   * posted (in the next event-loop turn, or as soon as anything must follow it or anyone waits
+   * or polls: every wait goes through pump(), which posts it). One
+   * RDMA WRITE and one DATA message then carry what several send calls wrote; the receiver sees
+   * only a longer DATA message within the SGE it advertised. Credits and send WQEs are taken when
+   * a chunk starts. Inline-sized chunks are never merged (and post what is pending first, to
+   * keep DATA messages in data order).
+   */
   private writeData(src: Uint8Array, off: number, len: number): void {
-    this.sseqNo = (this.sseqNo + 1) & 0xffff;
-    this.sqeAvail -= 2;
-    this.sbufBytesAvail -= len;
     const ts = this.targetSge;
     const addr = this.tgtAddr(ts);
     const rkey = this.tgtKey(ts);
     const tlen = this.tgtLen(ts);
-    this.setTgt(ts, addr + len, rkey, tlen - len);
-    if (tlen - len === 0 && ++this.targetSge === RS_SGL_SIZE) this.targetSge = 0;
-    const p = this.payload(src, off, len);
     if (!Number.isSafeInteger(addr)) {
       this.fail('EPROTO', 'the peer wrote an unusable target SGE');
       return;
     }
-    this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.DATA, len), p.flags, addr, rkey);
+    this.sbufBytesAvail -= len;
+    this.setTgt(ts, addr + len, rkey, tlen - len);
+    const exhausted = tlen - len === 0;
+    if (exhausted && ++this.targetSge === RS_SGL_SIZE) this.targetSge = 0;
+    if (len <= this.cfg.sqInline) {
+      this.flushPending();
+      this.sseqNo = (this.sseqNo + 1) & 0xffff;
+      this.sqeAvail -= 2;
+      const p = this.payload(src, off, len);
+      this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.DATA, len), p.flags, addr, rkey);
+      return;
+    }
+    const sgl = this.stage(src, off, len);
+    const p = this.pend;
+    if (p && p.tsge === ts && p.addr + p.len === addr && p.rkey === rkey && sgl.length === 1 && p.len + len <= MAX_XFER) {
+      const last = p.sgl[p.sgl.length - 1] as Sge;
+      const next = sgl[0] as Sge;
+      if (last.addr + last.length === next.addr) {
+        last.length += len;
+        p.len += len;
+        if (exhausted) this.flushPending();
+        return;
+      }
+    }
+    this.flushPending();
+    this.sseqNo = (this.sseqNo + 1) & 0xffff;
+    this.sqeAvail -= 2;
+    this.pend = { sgl, len, addr, rkey, tsge: ts };
+    if (exhausted) this.flushPending();
+    else if (!this.pendQueued) {
+      this.pendQueued = true;
+      setImmediate(() => {
+        this.pendQueued = false;
+        this.flushPending();
+        this.flushPosts();
+      });
+    }
+  }
+
+  /** Queue the pending (coalesced) data write and its DATA message. */
+  private flushPending(): void {
+    const p = this.pend;
+    if (!p) return;
+    this.pend = null;
+    if (!(this._state & RsState.connected)) return;
+    this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.DATA, p.len), 0, p.addr, p.rkey);
   }
 
   // -- data ----------------------------------------------------------------------------------
@@ -1539,6 +1592,7 @@ export class RsConn {
 
   /** rs_send_iomaps: write queued iomap entries into the peer's table. 0, or RS_EAGAIN. */
   private sendIomaps(): number {
+    this.flushPending();
     while (this.iomapQueue.length > 0) {
       if (!this.canSend()) {
         this.flushPosts();
@@ -1588,6 +1642,7 @@ export class RsConn {
    */
   riowrite(src: Uint8Array, off: number, count: number, offset: number): number {
     this.checkSend('riowrite');
+    this.flushPending();
     if (this.iomapPending) {
       const r = this.sendIomaps();
       if (r !== 0) return r;
