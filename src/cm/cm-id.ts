@@ -84,6 +84,11 @@ export const IWARP_MAX_PRIVATE_DATA = 252;
 
 /** Grace before a non-P2P responder sends its first FPDU without having received one (ms). */
 const HOLD_GRACE_MS = Number(process.env['RDMACM_IWARP_HOLD_MS'] ?? 200);
+/**
+ * How long after our Write RTR, with nothing received from the peer, one more zero-length Write
+ * is sent (ms; 0: never). Works around Linux siw's P2P responder race, see {@link CmId.goLive}.
+ */
+const RTR_NUDGE_MS = Number(process.env['RDMACM_IWARP_RTR_NUDGE_MS'] ?? 50);
 /** Request peer-to-peer mode (RFC 6581 RTR) as initiator. */
 const P2P = process.env['RDMACM_IWARP_P2P'] !== '0';
 /** Ask for MPA CRC as initiator (siw default: off). */
@@ -593,7 +598,27 @@ export class CmId {
       holdGraceMs: HOLD_GRACE_MS,
     };
     if (active && r.rtr) p.rtr = r.rtr;
-    if (onFirst) p.onFirstFpdu = onFirst;
+    let nudge: NodeJS.Timeout | null = null;
+    if (active && r.rtr === 'write' && RTR_NUDGE_MS > 0) {
+      // Linux siw as a P2P responder installs its RTR reader only after sending the MPA Reply
+      // (siw_accept: siw_send_mpareqrep, then siw_sk_assign_rtr_upcalls): an RTR landing in
+      // between sits unread until more bytes arrive, and the responder never reports
+      // ESTABLISHED (seen with kernel 6.1 under emulation: `cm_llp_data_ready: cep state 7`).
+      // If the peer has sent nothing a moment after our RTR and we have nothing queued, one more
+      // zero-length RDMA Write (no placement, no completion) makes siw read the socket again.
+      nudge = setTimeout(() => {
+        nudge = null;
+        if (qp.llp === llp && !llp.isClosed && qp.sqDepth === 0 && qp.tx.pendingCb === 0) qp.tx.sendRtr('write');
+      }, RTR_NUDGE_MS);
+      nudge.unref();
+    }
+    if (onFirst || nudge) {
+      p.onFirstFpdu = () => {
+        if (nudge) clearTimeout(nudge);
+        nudge = null;
+        onFirst?.();
+      };
+    }
     this.connected = true;
     qp.attachLlp(llp, p, r.leftover);
   }
