@@ -5,8 +5,8 @@
 //  2. plain Node TCP beside it, same machine, same run: a server process and a client that
 //     (a) connects N sockets at once and closes them (the shape of cmtime's table) and
 //     (b) loops connect → close one at a time; plus cmtime's own socket baseline (-S);
-//  3. memory: 10,000 connect/disconnect cycles through one listener in one process, RSS (after a
-//     forced GC) before and after.
+//  3. memory: 10,000 connect/disconnect cycles through one listener in one process (after 2,000
+//     warm-up cycles), RSS after a forced GC before, during and after.
 //
 //   node bench/cmtime.js            (npm run build first)
 //   BENCH_CM_CONNS=1000 BENCH_CM_CYCLES=10000 BENCH_CM_ROUNDS=3 node bench/cmtime.js
@@ -150,13 +150,19 @@ async function batch(n) {
   for (const id of ids) { id.destroyQp(); await id.destroy(); }
 }
 const settle = async () => { for (let i = 0; i < 4; i++) { await new Promise((r) => setTimeout(r, 250)); gc(); } return process.memoryUsage(); };
-for (let i = 0; i < 500; i += BATCH) await batch(BATCH);
+// Warm up (JIT, pools, allocator arenas) before the first sample.
+for (let i = 0; i < 2000; i += BATCH) await batch(BATCH);
 const before = await settle();
-const t0 = performance.now();
-for (let i = 0; i < CYCLES; i += BATCH) await batch(Math.min(BATCH, CYCLES - i));
-const secs = (performance.now() - t0) / 1000;
+const samples = [];
+let secs = 0;
+for (let i = 0; i < CYCLES; i += BATCH) {
+  const t0 = performance.now();
+  await batch(Math.min(BATCH, CYCLES - i));
+  secs += (performance.now() - t0) / 1000;
+  if ((i + BATCH) % Math.max(BATCH, Math.floor(CYCLES / 4 / BATCH) * BATCH) === 0 && i + BATCH < CYCLES) samples.push([i + BATCH, (await settle()).rss]);
+}
 const after = await settle();
-process.stdout.write(JSON.stringify({ before, after, secs }));
+process.stdout.write(JSON.stringify({ before, after, secs, samples }));
 process.exit(0);
 `;
 
@@ -202,7 +208,7 @@ console.log(`  ratio cmtime / TCP at once: ${(rate / best(conc)).toFixed(2)}   /
 if (CYCLES > 0) {
   const m = await rss();
   console.log(`memory: ${CYCLES} connect/disconnect cycles (batches of 100, one process, after GC) in ${m.secs.toFixed(1)} s (${(CYCLES / m.secs).toFixed(0)} cycles/s)`);
-  console.log(`  rss       ${mb(m.before.rss)} -> ${mb(m.after.rss)}  (${m.after.rss >= m.before.rss ? '+' : ''}${mb(m.after.rss - m.before.rss)})`);
+  console.log(`  rss       ${mb(m.before.rss)} -> ${mb(m.after.rss)}  (${m.after.rss >= m.before.rss ? '+' : ''}${mb(m.after.rss - m.before.rss)}; after ${m.samples.map(([n, r]) => `${n}: ${mb(r)}`).join(', ')})`);
   console.log(`  heapUsed  ${mb(m.before.heapUsed)} -> ${mb(m.after.heapUsed)}`);
   console.log(`  external  ${mb(m.before.external)} -> ${mb(m.after.external)}`);
 }
