@@ -80,7 +80,7 @@ export interface NeighborSource {
   arpFile?: string;
   /** Make the kernel resolve the next hop (default: an empty UDP datagram to `dst` port 9, discard). */
   trigger?: (dst: string) => void;
-  /** Poll interval of the neighbour table (ms). */
+  /** Longest poll interval of the neighbour table (ms; polling starts at 2 ms and doubles). */
   pollMs?: number;
 }
 
@@ -159,10 +159,13 @@ export async function resolveNeighbor(dst: string, timeoutMs: number, src: Neigh
   if (first === null || first) return 0;
   (src.trigger ?? udpNudge)(ip);
   const until = Date.now() + timeoutMs;
+  // An answer usually comes within a round trip: look again soon, then less and less often.
   const every = src.pollMs ?? 50;
+  let wait = Math.min(2, every);
   while (Date.now() < until) {
-    await new Promise((r) => setTimeout(r, Math.min(every, Math.max(until - Date.now(), 1))));
+    await new Promise((r) => setTimeout(r, Math.min(wait, Math.max(until - Date.now(), 1))));
     if ((await complete()) !== false) return 0;
+    wait = Math.min(wait * 2, every);
   }
   return -110;
 }
