@@ -20,9 +20,13 @@ import { RsState } from './state.js';
 export interface RSocketOptions {
   /** As `net.Socket`: keep the write side open after the peer ended (default false). */
   allowHalfOpen?: boolean;
-  /** Send buffer bytes (rsocket: SO_SNDBUF × 2). Default 128 KiB. */
+  /**
+   * Send buffer bytes (rsocket: SO_SNDBUF × 2). Default 1 MiB for RSocket (librdmacm's rsocket
+   * default, kept by {@link RsConn}, is 128 KiB: a window too small for the software device to
+   * stream — 1.5 Gb/s against 3 Gb/s with 1 MiB and 4.6 Gb/s with 4 MiB on loopback).
+   */
   sendBufferSize?: number;
-  /** Receive buffer bytes (SO_RCVBUF × 2). Default 128 KiB. */
+  /** Receive buffer bytes (SO_RCVBUF × 2; the peer may fill half of it at a time). Default 1 MiB. */
   receiveBufferSize?: number;
   /** RDMA_SQSIZE (default 384). */
   sqSize?: number;
@@ -50,14 +54,17 @@ export interface RSocketConnectOptions {
 /** Map the public options to an rsocket configuration. */
 export function configFrom(o: RSocketOptions): Partial<RsConfig> {
   const c: Partial<RsConfig> = {};
-  if (o.sendBufferSize !== undefined) c.sbufSize = Math.max(4096, o.sendBufferSize);
-  if (o.receiveBufferSize !== undefined) c.rbufSize = o.receiveBufferSize & ~1;
+  c.sbufSize = Math.max(4096, o.sendBufferSize ?? DEFAULT_BUFFER);
+  c.rbufSize = Math.max(4096, o.receiveBufferSize ?? DEFAULT_BUFFER) & ~1;
   if (o.sqSize !== undefined) c.sqSize = o.sqSize;
   if (o.rqSize !== undefined) c.rqSize = o.rqSize;
   if (o.inlineSize !== undefined) c.sqInline = o.inlineSize;
   if (o.iomapSize !== undefined) c.targetIomapSize = o.iomapSize;
   return c;
 }
+
+/** Default send and receive buffer of the Node face. */
+const DEFAULT_BUFFER = 1 << 20;
 
 /** Largest Buffer handed to push() at once. */
 const READ_CHUNK = 256 * 1024;
