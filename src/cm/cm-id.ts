@@ -578,6 +578,14 @@ export class CmId {
           return;
       }
     };
+    const tcp = await cep.tcpConnected;
+    if (tcp !== 0) {
+      // The TCP connect failed: rdma_connect itself fails with that errno (siw connects inside
+      // the call), the id is back in ROUTE_RESOLVED and no event follows.
+      if (this.cep === cep) this.cep = null;
+      if (!this._destroyed) this.setState(CmState.ROUTE_RESOLVED, 'connect failed');
+      throw RdmaError.fromErrno(-tcp, { op });
+    }
     if (this.sync) await this.complete(op);
   }
 

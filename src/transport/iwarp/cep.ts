@@ -98,6 +98,10 @@ export class Cep {
     llp.setConsumer((buf, start, end) => this.handle({ w: 'bytes', buf, start, end }));
   }
 
+  private tcpDone: (status: number) => void = () => {};
+  /** Active side: 0 once TCP is connected (the MPA Request is then on its way), or -errno. */
+  readonly tcpConnected: Promise<number> = new Promise((r) => (this.tcpDone = r));
+
   /** Active open: connect and send the MPA Request. */
   static connect(opts: { host: string; port: number; localAddress?: string; localPort?: number }, offer: MpaOffer): Cep {
     let cep: Cep | null = null;
@@ -153,8 +157,13 @@ export class Cep {
           this.state = CepState.AWAIT_MPAREP;
           this.arm(MPA_REPLY_TIMEOUT_MS);
           this.trace('MPA Request sent');
+          this.tcpDone(0);
         } else if (work.w === 'closed') {
-          this.fail(errnoStatus(work.err), `connect: ${work.err?.message ?? 'closed'}`);
+          // Linux siw connects TCP inside rdma_connect: a refused or failed connect is the
+          // call's own error, not an event (measured against the kernel).
+          this.state = CepState.CLOSED;
+          this.trace(`connect failed: ${work.err?.message ?? 'closed'}`);
+          this.tcpDone(errnoStatus(work.err));
         }
         return;
       case CepState.AWAIT_MPAREP:
@@ -211,7 +220,8 @@ export class Cep {
     const v = validateMpaReply(f, this.sentRequest as MpaStartFrame, { maxIrd: MAX_IRD_ORD });
     if (v.action === 'rejected') {
       this.state = CepState.CLOSED;
-      this.onEvent({ type: 'rejected', privateData: f.privateData, status: -111 });
+      // Linux siw reports a peer's MPA reject as REJECTED with -ECONNRESET (measured).
+      this.onEvent({ type: 'rejected', privateData: f.privateData, status: -104 });
       this.llp.end();
       return;
     }

@@ -62,7 +62,7 @@ test('the request we send is siw-shaped: rev 2, enhanced, P2P with Write+Read RT
   assert.equal(seen.rtrWrite, true);
   assert.equal(seen.rtrRead, true);
   assert.equal(Buffer.from(seen.privateData).toString(), 'req');
-  assert.deepEqual([r.event, r.status, r.pd.toString()], [CmEventType.REJECTED, -111, 'no']);
+  assert.deepEqual([r.event, r.status, r.pd.toString()], [CmEventType.REJECTED, -104, 'no']);
   s.close();
 });
 
