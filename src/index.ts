@@ -17,3 +17,5 @@ export * from './verbs/index.js';
 export * from './cm/index.js';
 export { RdmaError, PostError, TerminateError, type RdmaErrorOptions } from './errors.js';
 export { Errno, errnoOf, strerror, type ErrnoCode } from './errno.js';
+/** rsockets: `rsocket.connect()` / `rsocket.createServer()` give Node `Duplex` streams over RDMA. */
+export * as rsocket from './rsocket/index.js';

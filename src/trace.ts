@@ -8,7 +8,7 @@ const enabled = new Set(spec.filter((s) => !s.startsWith('-')));
 const disabled = new Set(spec.filter((s) => s.startsWith('-')).map((s) => s.slice(1)));
 
 /** The tracer names this package uses. */
-export type TraceName = 'cm' | 'qp' | 'mpa' | 'rx' | 'tx' | 'cq' | 'mr' | 'llp' | 'rping';
+export type TraceName = 'cm' | 'qp' | 'mpa' | 'rx' | 'tx' | 'cq' | 'mr' | 'llp' | 'rs' | 'rping';
 
 /** Whether a tracer is on; check before building an expensive message. */
 export function tracing(name: TraceName): boolean {

@@ -202,10 +202,14 @@ export class Llp {
 
   /**
    * Start a batch: the first write goes straight to the socket (a lone small message pays no
-   * buffering), later ones are corked and leave as one writev at {@link endBatch}.
+   * buffering), later ones are corked and leave as one writev at {@link endBatch}; `corkNow`
+   * corks from the first write, when the caller knows several writes follow.
    */
-  beginBatch(): void {
-    this.batching = 1;
+  beginBatch(corkNow = false): void {
+    if (corkNow) {
+      this.socket.cork();
+      this.batching = 2;
+    } else this.batching = 1;
   }
   /** End a batch started with {@link beginBatch}. */
   endBatch(): void {

@@ -104,7 +104,8 @@ export class QpTx {
     const llp = this.llp;
     if (!llp || this.held || this.kicking || this.waitingDrain || llp.isClosed) return;
     this.kicking = true;
-    llp.beginBatch();
+    // Several messages ready (e.g. an rsocket Write + its 4-byte Send): one writev for all.
+    llp.beginBatch(this.irq.length + this.qp.sqDepth > 1);
     try {
       for (;;) {
         if (!this.qp.txAllowed()) break;
