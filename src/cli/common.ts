@@ -560,3 +560,8 @@ export async function getRdmaAddr(
   if (ret) out(`rdma_getaddrinfo error: ${gaiStrerror(ret)}\n`);
   return { ret, rai };
 }
+
+/** argv[0] as the C tools print it: the command's name (`rstream`), without the `.js` of our build. */
+export function progName(fallback: string): string {
+  return basename(process.argv[1] ?? fallback).replace(/\.js$/, '');
+}

@@ -35,7 +35,7 @@ import {
   RsState,
 } from '../rsocket/index.js';
 import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, strerror, type SockAddr } from '../index.js';
-import { BytePattern, Getopt, atoi, basename, eaiOf, errOut, exit, gaiMessage, installTopLevelHandlers, out, sizeStr } from './common.js';
+import { BytePattern, Getopt, atoi, eaiOf, progName, errOut, exit, gaiMessage, installTopLevelHandlers, out, sizeStr } from './common.js';
 import { HEADER, TEST_SIZES, formatRow, jsonRow, seriesCount, type PerfRow } from './rstream.js';
 
 const EAGAIN = errnoOf('EAGAIN');
@@ -480,10 +480,6 @@ export function usage(prog: string): string {
   ].join('\n');
 }
 
-function progName(): string {
-  return basename(process.argv[1] ?? 'riostream').replace(/\.js$/, '');
-}
-
 async function main(argv: readonly string[]): Promise<number> {
   const r = new Riostream();
   const args = argv.filter((a) => {
@@ -534,10 +530,10 @@ async function main(argv: readonly string[]): Promise<number> {
         break;
       case 'T':
         if (r.setTestOpt(a)) break;
-        out(usage(progName()));
+        out(usage(progName('riostream')));
         return 1;
       default:
-        out(usage(progName()));
+        out(usage(progName('riostream')));
         return 1;
     }
   }

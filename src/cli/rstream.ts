@@ -39,7 +39,7 @@ import {
   MSG_WAITALL,
 } from '../rsocket/index.js';
 import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, strerror, type SockAddr } from '../index.js';
-import { BytePattern, Getopt, basename, atoi, cntStr, errOut, exit, installTopLevelHandlers, out, sizeStr, sizeToCount, eaiOf, gaiMessage } from './common.js';
+import { BytePattern, Getopt, atoi, cntStr, progName, errOut, exit, installTopLevelHandlers, out, sizeStr, sizeToCount, eaiOf, gaiMessage } from './common.js';
 
 // -- the test table (rstream.c test_size[]) ---------------------------------------------------------
 
@@ -974,11 +974,6 @@ export function usage(prog: string): string {
   ].join('\n');
 }
 
-/** argv[0] as the C tool prints it: the command's name. */
-function progName(): string {
-  return basename(process.argv[1] ?? 'rstream').replace(/\.js$/, '');
-}
-
 async function main(argv: readonly string[]): Promise<number> {
   const r = new Rstream();
   const args = argv.filter((a) => {
@@ -1035,10 +1030,10 @@ async function main(argv: readonly string[]): Promise<number> {
       case 'T':
         if (r.setTestOpt(a)) break;
         // an invalid test option prints the usage, as an unknown option does
-        out(usage(progName()));
+        out(usage(progName('rstream')));
         return 1;
       default:
-        out(usage(progName()));
+        out(usage(progName('rstream')));
         return 1;
     }
   }
