@@ -7,7 +7,8 @@
  * process streams in call order. {@link exit} waits until both streams have handed everything to
  * the OS before the process ends, and silences any later write — like C's `exit()`, which flushes
  * stdio and stops the other threads, so nothing printed before it is lost and nothing after it
- * appears.
+ * appears. It also waits (3 s at most) for connections closed gracefully to finish sending, as the
+ * kernel does for a C tool's sockets after it exits.
  */
 import { basename as pathBasename } from 'node:path';
 import {
@@ -18,6 +19,7 @@ import {
   gaiStrerror,
   getDeviceList,
   getaddrinfo,
+  settleConnections,
   strerror,
   type EventChannel,
   type RdmaAddrinfo,
@@ -79,7 +81,9 @@ export function exit(code: number): void {
   const status = code & 0xff;
   process.exitCode = status;
   const guard = setTimeout(() => process.exit(status), 5000);
-  void Promise.all([drained(process.stdout), drained(process.stderr)]).then(() => {
+  // Connections we closed must still reach the peer whole (the kernel lingers a closed socket; a
+  // Node process that exits does not): at most 3 s, as our graceful close waits for the peer's FIN.
+  void Promise.all([drained(process.stdout), drained(process.stderr), settleConnections(3000)]).then(() => {
     clearTimeout(guard);
     process.exit(status);
   });

@@ -61,6 +61,11 @@ export interface VerbsProvider {
    * @throws RdmaError (EINVAL, EOPNOTSUPP, ENOMEM ...) as ibverbs would.
    */
   createQp(ctx: Context, pd: Pd, attr: QpInitAttr): QpLike;
+  /**
+   * Resolves once the connections this provider closed gracefully have sent everything they had
+   * queued and closed, or after `timeoutMs`. See {@link settleConnections}.
+   */
+  settle?(timeoutMs: number): Promise<void>;
 }
 
 const providers = new Map<string, VerbsProvider>();
@@ -77,7 +82,8 @@ export function registerProvider(p: VerbsProvider): void {
     typeof p.name !== 'string' ||
     p.name === '' ||
     typeof p.listDevices !== 'function' ||
-    typeof p.createQp !== 'function'
+    typeof p.createQp !== 'function' ||
+    (p.settle !== undefined && typeof p.settle !== 'function')
   ) {
     throw err('EINVAL', 'registerProvider', 'not a VerbsProvider');
   }
@@ -104,4 +110,16 @@ export function getProvider(name: string): VerbsProvider | undefined {
 /** All registered providers, in registration order. */
 export function listProviders(): VerbsProvider[] {
   return [...providers.values()];
+}
+
+/**
+ * Wait until every connection closed gracefully (rdma_disconnect, rclose) has handed all it had
+ * queued to the peer and closed, but at most `timeoutMs`. Call it before `process.exit()`: the
+ * kernel keeps sending what a closed socket still holds after its process exits, Node does not,
+ * so a tool that exits right after rdma_disconnect could otherwise cut off its last messages.
+ * Resolves at once when nothing is pending. A process that ends by itself (no `process.exit`)
+ * does not need it.
+ */
+export async function settleConnections(timeoutMs = 3000): Promise<void> {
+  await Promise.all([...providers.values()].map((p) => p.settle?.(timeoutMs)));
 }

@@ -18,6 +18,39 @@ const READ_BUF = 1024 * 1024;
 let llpIds = 0;
 
 /**
+ * Connections closed on our side whose socket is still flushing or waiting for the peer's FIN.
+ * The kernel keeps sending what a closed socket holds; a Node process that exits drops it (and a
+ * socket closed with the peer's late bytes unread answers with RST, which discards the rest), so
+ * a tool waits for these before it exits: {@link llpsSettled}.
+ */
+const lingering = new Set<Llp>();
+let settleWaiters: (() => void)[] = [];
+
+function lingerDone(l: Llp): void {
+  if (!lingering.delete(l) || lingering.size > 0) return;
+  const w = settleWaiters;
+  settleWaiters = [];
+  for (const f of w) f();
+}
+
+/**
+ * Resolves once every connection ended on our side has sent what it had queued and closed, or
+ * after `timeoutMs` (a peer that never answers our FIN).
+ */
+export function llpsSettled(timeoutMs: number): Promise<void> {
+  if (lingering.size === 0) return Promise.resolve();
+  return new Promise((resolve) => {
+    const t = setTimeout(done, timeoutMs);
+    function done(): void {
+      clearTimeout(t);
+      settleWaiters = settleWaiters.filter((f) => f !== done);
+      resolve();
+    }
+    settleWaiters.push(done);
+  });
+}
+
+/**
  * The `onread` option of a socket we read ourselves: a buffer function, so that each read can
  * land where {@link Llp.nextReadBuffer} says (the shared buffer, or a view of a memory region).
  */
@@ -80,7 +113,10 @@ export class Llp {
       this.lastError = e;
       if (tracing('llp')) trace('llp', `LLP[${this.id}]`, `error ${e.message}`);
     });
-    socket.on('close', () => this.finish(this.lastError, !this.localEnded));
+    socket.on('close', () => {
+      lingerDone(this);
+      this.finish(this.lastError, !this.localEnded);
+    });
   }
 
   /** Wrap an accepted socket (reads come as 'data' events). */
@@ -223,6 +259,7 @@ export class Llp {
   end(): void {
     if (this.localEnded || this.closed) return;
     this.localEnded = true;
+    if (!this.socket.destroyed) lingering.add(this);
     this.socket.end();
     // A peer that never answers the FIN must not keep us open forever.
     const t = setTimeout(() => this.socket.destroy(), 3000);
@@ -243,6 +280,7 @@ export class Llp {
     this.stash = [];
     if (!this.socket.destroyed) {
       this.localEnded = true;
+      lingering.add(this);
       this.socket.end();
       const t = setTimeout(() => this.socket.destroy(), 1000);
       t.unref();
