@@ -85,8 +85,9 @@ export const IWARP_MAX_PRIVATE_DATA = 252;
 /** Grace before a non-P2P responder sends its first FPDU without having received one (ms). */
 const HOLD_GRACE_MS = Number(process.env['RDMACM_IWARP_HOLD_MS'] ?? 200);
 /**
- * How long after our Write RTR, with nothing received from the peer, one more zero-length Write
- * is sent (ms; 0: never). Works around Linux siw's P2P responder race, see {@link CmId.goLive}.
+ * How long after our Write RTR, with nothing received from the peer, another zero-length Write
+ * is sent (ms, then doubling up to 64 times that; 0: never). Works around Linux siw's P2P
+ * responder race, see {@link CmId.goLive}.
  */
 const RTR_NUDGE_MS = Number(process.env['RDMACM_IWARP_RTR_NUDGE_MS'] ?? 50);
 /** Request peer-to-peer mode (RFC 6581 RTR) as initiator. */
@@ -609,15 +610,23 @@ export class CmId {
     let nudge: NodeJS.Timeout | null = null;
     if (active && r.rtr === 'write' && RTR_NUDGE_MS > 0) {
       // Linux siw as a P2P responder installs its RTR reader only after sending the MPA Reply
-      // (siw_accept: siw_send_mpareqrep, then siw_sk_assign_rtr_upcalls): an RTR landing in
-      // between sits unread until more bytes arrive, and the responder never reports
-      // ESTABLISHED (seen with kernel 6.1 under emulation: `cm_llp_data_ready: cep state 7`).
-      // If the peer has sent nothing a moment after our RTR and we have nothing queued, one more
-      // zero-length RDMA Write (no placement, no completion) makes siw read the socket again.
-      nudge = setTimeout(() => {
+      // (siw_accept: siw_send_mpareqrep, then siw_sk_assign_rtr_upcalls): bytes landing in
+      // between sit unread until more bytes arrive, and the responder never reports ESTABLISHED
+      // (seen with kernel 6.1 under emulation: `cm_llp_data_ready: cep state 7`; the gap lasted
+      // over 50 ms there, and destroying such an id later hit the kernel's BUG at iwcm.c:969).
+      // While the peer has sent nothing, another zero-length RDMA Write (no placement, no
+      // completion) makes siw read the socket again: after 50 ms, then doubling, for ~6 s.
+      let wait = RTR_NUDGE_MS;
+      const again = (): void => {
         nudge = null;
-        if (qp.llp === llp && !llp.isClosed && qp.sqDepth === 0 && qp.tx.pendingCb === 0) qp.tx.sendRtr('write');
-      }, RTR_NUDGE_MS);
+        if (qp.llp !== llp || llp.isClosed) return;
+        if (qp.sqDepth === 0 && qp.tx.pendingCb === 0) qp.tx.sendRtr('write');
+        wait *= 2;
+        if (wait > RTR_NUDGE_MS * 64) return;
+        nudge = setTimeout(again, wait);
+        nudge.unref();
+      };
+      nudge = setTimeout(again, wait);
       nudge.unref();
     }
     if (onFirst || nudge) {
