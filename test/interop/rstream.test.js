@@ -36,7 +36,15 @@ const SCENARIOS = [
   { title: '4 KiB, -T v', size: 4096, count: 10, iters: 2, verify: true },
   { title: '64 KiB, -T v', size: 65536, count: 4, iters: 2, verify: true },
   { title: '1 MiB, -T v', size: 1048576, count: 2, iters: 1, verify: true },
-  { title: 'default size (1000) and count, 1 iteration, -T v', count: 1000, verify: true, defaultSize: true },
+  // Against a kernel *server* (direction A) the count is 100 and the buffers 1 MiB, so that the
+  // server's whole reply fits in the credits our client granted at connect and our client sends
+  // nothing while that reply is in flight. Linux siw closes its socket as soon as rstream's
+  // rclose returns — usually with its last messages still in the TCP send queue — and any byte
+  // arriving then (a credit update) makes the kernel answer with RST and drop the rest: the
+  // client never gets its tail. rsocket.c's client sends those credit updates exactly as ours
+  // does; kernel client against kernel server, -C 1000 -T v, failed 7 of 10 runs here the same
+  // way (docs/interop.md). Direction B keeps -C 1000: our server lingers until the client is done.
+  { title: 'default size (1000) and count, 1 iteration, -T v', count: 1000, verify: true, defaultSize: true, kernelServer: { count: 100, buffer: 1048576 } },
   { title: '100 B ping-pong x 50, -T v -T b (blocking)', size: 100, count: 1, iters: 50, verify: true, blocking: true },
   // Not -T a here: with it rsocket.c's own client may end with status 16 (POLLHUP) — its rpoll
   // reports the server's DISCONNECT while the last data is still queued (seen with the kernel's
@@ -45,6 +53,8 @@ const SCENARIOS = [
 ];
 const ONLY = process.env.RSTREAM_SCENARIOS ? new Set(process.env.RSTREAM_SCENARIOS.split(',').map(Number)) : null;
 const RUN = SCENARIOS.map((s, i) => [i, s]).filter(([i]) => !ONLY || ONLY.has(i));
+/** Direction A (kernel server) with its overrides. */
+const RUN_A = RUN.map(([i, s]) => [i, s.kernelServer ? { ...s, ...s.kernelServer, title: `${s.title} (-C ${s.kernelServer.count} -B ${s.kernelServer.buffer} against a kernel server)` } : s]);
 
 function toolArgs(s, port) {
   const a = ['-p', String(port)];
@@ -99,7 +109,7 @@ const portOf = (base, ti, i) => base + ti * 20 + i;
 const A_BASE = 7500;
 const jobA = `
 mark ready
-${TOOL_LIST.map((tool, ti) => RUN.map(([i, s]) => {
+${TOOL_LIST.map((tool, ti) => RUN_A.map(([i, s]) => {
   const p = portOf(A_BASE, ti, i);
   const n = `${tool}-srv-${i}`;
   return `
@@ -118,7 +128,7 @@ test('interop A: kernel rstream/riostream servers (guest, siw) <- our clients (h
   if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
   const res = await withGuest({ name: 'rstream-kernel-server', rdma: 'siw', vm: VM, job: jobA, timeoutSec: 1500 }, async (ctx) => {
     for (const [ti, tool] of TOOL_LIST.entries()) {
-      for (const [i, s] of RUN) {
+      for (const [i, s] of RUN_A) {
         const port = portOf(A_BASE, ti, i);
         await t.test(`A ${tool} ${i}: ${s.title}`, async (tt) => {
           let r;
