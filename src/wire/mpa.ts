@@ -310,6 +310,11 @@ export type MpaReplyVerdict =
       action: 'fail';
       reason: string;
       terminate: TerminateError | undefined;
+      /**
+       * The status Linux siw gives the CM for it (negative errno): -111 (markers asked for) and
+       * -104 (not Rev 2 + Enhanced) arrive as REJECTED, -22 (after a TERMINATE) as CONNECT_ERROR.
+       */
+      status: number;
     };
 
 /**
@@ -325,10 +330,10 @@ export function validateMpaReply(
   opts: { maxIrd?: number } = {},
 ): MpaReplyVerdict {
   if (rep.reject) return { action: 'rejected' };
-  if (rep.markers) return { action: 'fail', reason: 'MPA reply asks for markers', terminate: undefined };
+  if (rep.markers) return { action: 'fail', reason: 'MPA reply asks for markers', terminate: undefined, status: -111 };
   if (!mpaHasV2Word(req)) return { action: 'accept', crc: rep.crc, ird: undefined, ord: undefined, rtr: null };
   if (!mpaHasV2Word(rep) || rep.ird === undefined || rep.ord === undefined) {
-    return { action: 'fail', reason: 'MPA reply to an Enhanced request is not Rev 2 + Enhanced', terminate: undefined };
+    return { action: 'fail', reason: 'MPA reply to an Enhanced request is not Rev 2 + Enhanced', terminate: undefined, status: -104 };
   }
   const maxIrd = opts.maxIrd ?? 128;
   if (rep.ord > maxIrd) {
@@ -336,6 +341,7 @@ export function validateMpaReply(
       action: 'fail',
       reason: `MPA reply ORD ${rep.ord} exceeds our maximum IRD ${maxIrd}`,
       terminate: new TerminateError(TermLayer.LLP, LLP_ETYPE_MPA, MpaEcode.INSUFFICIENT_IRD, 'insufficient IRD'),
+      status: -22,
     };
   }
   let rtr: 'write' | 'read' | null = null;
@@ -347,6 +353,7 @@ export function validateMpaReply(
         action: 'fail',
         reason: 'MPA reply selects no RTR type we offered',
         terminate: new TerminateError(TermLayer.LLP, LLP_ETYPE_MPA, MpaEcode.NO_MATCHING_RTR, 'no matching RTR'),
+        status: -22,
       };
     }
     rtr = write ? 'write' : 'read';

@@ -14,7 +14,7 @@
  * the endpoint's state changes in one place (siw's CM work queue).
  */
 import { TerminateError } from '../../errors.js';
-import { decodeMpaStartFrame, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/index.js';
+import { MPA_KEY_REP, decodeMpaStartFrame, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/index.js';
 import { Llp } from './llp.js';
 import { trace, tracing } from '../../trace.js';
 
@@ -205,9 +205,13 @@ export class Cep {
     try {
       d = decodeMpaStartFrame(acc, 'reply');
     } catch (e) {
-      // Bad key / revision: TERMINATE LLP/MPA/0x04 would follow in siw; we just fail and close.
-      this.fail(-71, `bad MPA Reply: ${(e as Error).message}`);
-      this.llp.abort();
+      // As siw (siw_proc_mpareply): a bad key gets a TERMINATE LLP/MPA/0x04; a revision above 2
+      // or private data over 512 bytes just ends the attempt. Both are CONNECT_ERROR -EINVAL.
+      const badKey = acc.toString('latin1', 0, MPA_KEY_REP.length) !== MPA_KEY_REP;
+      if (badKey && e instanceof TerminateError) this.llp.write(encodeTerminate(e, { crc: false }));
+      this.fail(-22, `bad MPA Reply: ${(e as Error).message}`);
+      if (badKey) this.llp.end();
+      else this.llp.abort();
       return;
     }
     if ('needMore' in d) return;
@@ -228,7 +232,7 @@ export class Cep {
     if (v.action === 'fail') {
       // siw sends a TERMINATE (LLP/MPA) for insufficient IRD and no matching RTR, else just closes.
       if (v.terminate) this.llp.write(encodeTerminate(v.terminate, { crc: f.crc }));
-      this.fail(-71, v.reason);
+      this.fail(v.status, v.reason);
       if (v.terminate) this.llp.end();
       else this.llp.abort();
       return;

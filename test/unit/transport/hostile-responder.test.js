@@ -66,14 +66,41 @@ test('the request we send is siw-shaped: rev 2, enhanced, P2P with Write+Read RT
   s.close();
 });
 
-test('a reply with a bad key: CONNECT_ERROR, connection closed', async () => {
+test('a reply with a bad key: TERMINATE LLP/MPA/0x04, CONNECT_ERROR -EINVAL (as siw)', async () => {
+  let sockRef;
   const s = await rawServer((req, sock) => {
+    sockRef = sock;
     const b = reply(req);
     b[0] = 0x58;
     sock.write(b);
   });
   const r = await connectAndWait(s.port);
-  assert.equal(r.event, CmEventType.CONNECT_ERROR);
+  assert.deepEqual([r.event, r.status], [CmEventType.CONNECT_ERROR, -22]);
+  await new Promise((res) => (sockRef.destroyed ? res() : sockRef.once('close', res)));
+  const all = Buffer.concat(s.got);
+  const req = decodeMpaStartFrame(all, 'request');
+  const t = decodeTerminateFpdu(all, req.length);
+  assert.deepEqual([t.layer, t.etype, t.ecode], [2, 0, 0x04]);
+  s.close();
+});
+
+test('a reply of revision 3: CONNECT_ERROR -EINVAL, no TERMINATE (as siw)', async () => {
+  const s = await rawServer((req, sock) => {
+    const b = reply(req);
+    b[17] = 3; // the revision byte
+    sock.write(b);
+  });
+  const r = await connectAndWait(s.port);
+  assert.deepEqual([r.event, r.status], [CmEventType.CONNECT_ERROR, -22]);
+  const all = Buffer.concat(s.got);
+  assert.equal(all.length, decodeMpaStartFrame(all, 'request').length, 'nothing after our request');
+  s.close();
+});
+
+test('a reply asking for markers: REJECTED -ECONNREFUSED (as siw)', async () => {
+  const s = await rawServer((req, sock) => sock.write(reply(req, { markers: true })));
+  const r = await connectAndWait(s.port);
+  assert.deepEqual([r.event, r.status], [CmEventType.REJECTED, -111]);
   s.close();
 });
 
@@ -84,7 +111,7 @@ test('P2P reply selecting no RTR we offered: TERMINATE LLP/MPA/0x07, CONNECT_ERR
     sock.write(reply(req, { p2p: true, rtrSend: true }));
   });
   const r = await connectAndWait(s.port);
-  assert.equal(r.event, CmEventType.CONNECT_ERROR);
+  assert.deepEqual([r.event, r.status], [CmEventType.CONNECT_ERROR, -22]);
   await new Promise((res) => (sockRef.destroyed ? res() : sockRef.once('close', res)));
   const all = Buffer.concat(s.got);
   const req = decodeMpaStartFrame(all, 'request');
@@ -93,10 +120,10 @@ test('P2P reply selecting no RTR we offered: TERMINATE LLP/MPA/0x07, CONNECT_ERR
   s.close();
 });
 
-test('a non-enhanced reply to our enhanced request: CONNECT_ERROR', async () => {
+test('a non-enhanced reply to our enhanced request: REJECTED -ECONNRESET (as siw)', async () => {
   const s = await rawServer((req, sock) => sock.write(encodeMpaStartFrame({ type: 'reply', markers: false, crc: false, reject: false, enhanced: false, rev: 1, privateData: new Uint8Array(0) })));
   const r = await connectAndWait(s.port);
-  assert.equal(r.event, CmEventType.CONNECT_ERROR);
+  assert.deepEqual([r.event, r.status], [CmEventType.REJECTED, -104]);
   s.close();
 });
 
