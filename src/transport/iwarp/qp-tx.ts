@@ -28,6 +28,18 @@ import { trace, tracing } from '../../trace.js';
 
 /** Messages at or above this size go zero-copy (views of the MR + write callback). */
 const ZERO_COPY_MIN = 32 * 1024;
+/**
+ * Bytes one kick may leave queued in the socket's user-space write buffer before it stops and
+ * waits for 'drain'. Above the stream's 16 KiB high-water mark on purpose: large (zero-copy)
+ * messages are only views, so several go out in one writev instead of one per drain.
+ */
+const TX_BUDGET = 4 * 1024 * 1024;
+/**
+ * Small FPDUs (headers, inline and copied payloads, trailers) are built back to back in a staging
+ * slab and handed to the socket as one write per kick. Regions handed over are never reused (the
+ * socket may still hold them): a full slab is replaced by a new one.
+ */
+const SLAB_SIZE = 64 * 1024;
 
 /** An inbound RDMA Read Request waiting to be answered (siw's IRQ entry). */
 export interface IrqEntry {
@@ -74,6 +86,12 @@ export class QpTx {
   private kicking = false;
   private waitingDrain = false;
   private readonly hdr = Buffer.alloc(64);
+  /** Staging slab: [stageStart, slabPos) is built and not yet written. */
+  private slab = Buffer.allocUnsafeSlow(SLAB_SIZE);
+  private slabPos = 0;
+  private stageStart = 0;
+  /** Writes handed to the LLP in the current kick. */
+  private nWrites = 0;
 
   constructor(private readonly qp: IwarpQp) {}
 
@@ -104,14 +122,20 @@ export class QpTx {
     const llp = this.llp;
     if (!llp || this.held || this.kicking || this.waitingDrain || llp.isClosed) return;
     this.kicking = true;
-    // Several messages ready (e.g. an rsocket Write + its 4-byte Send): one writev for all.
-    llp.beginBatch(this.irq.length + this.qp.sqDepth > 1);
+    this.nWrites = 0;
+    // The first write goes out uncorked (a lone batch of small FPDUs is one write); a zero-copy
+    // message corks from its first piece (see sendMessageZc), later writes cork in the LLP.
+    llp.beginBatch(false);
     try {
       for (;;) {
         if (!this.qp.txAllowed()) break;
-        if (llp.needDrain) {
-          this.waitingDrain = true;
-          break;
+        if (llp.socket.writableLength + (this.slabPos - this.stageStart) >= TX_BUDGET || llp.needDrain) {
+          // Wait for 'drain' (needDrain is set: the buffered bytes exceed the high-water mark).
+          this.flushStage(llp);
+          if (llp.needDrain) {
+            this.waitingDrain = true;
+            break;
+          }
         }
         const rr = this.irq.shift();
         if (rr) {
@@ -131,9 +155,46 @@ export class QpTx {
         if (!this.sendWqe(llp, w)) break;
       }
     } finally {
+      if (this.llp === llp) this.flushStage(llp);
+      else this.dropStage();
       llp.endBatch();
       this.kicking = false;
     }
+  }
+
+  /** Room for `n` bytes at the end of the staging slab: its offset there. */
+  private stageAlloc(llp: Llp, n: number): number {
+    if (this.slabPos + n > this.slab.length) {
+      this.flushStage(llp);
+      this.slab = Buffer.allocUnsafeSlow(Math.max(SLAB_SIZE, n));
+      this.slabPos = 0;
+      this.stageStart = 0;
+    }
+    const at = this.slabPos;
+    this.slabPos += n;
+    return at;
+  }
+
+  /** Hand the staged bytes to the LLP as one write. */
+  private flushStage(llp: Llp): void {
+    if (this.slabPos === this.stageStart) return;
+    const b = this.slab.subarray(this.stageStart, this.slabPos);
+    this.stageStart = this.slabPos;
+    this.nWrites++;
+    llp.write(b);
+  }
+
+  /** Forget staged bytes (the connection went away while building them). */
+  private dropStage(): void {
+    this.stageStart = this.slabPos;
+  }
+
+  /** A write of a piece that is not staged (zero-copy views), in stream order. */
+  private writeDirect(llp: Llp, b: Uint8Array, cb?: (err?: Error | null) => void): void {
+    this.flushStage(llp);
+    if (this.nWrites === 0) llp.beginBatch(true); // several pieces follow: cork from the first
+    this.nWrites++;
+    llp.write(b, cb);
   }
 
   /** Build and write every FPDU of one WQE; false when the QP failed. */
@@ -204,31 +265,28 @@ export class QpTx {
     do {
       const n = Math.min(maxPayload, total - sent);
       const last = sent + n >= total;
-      const h = Buffer.allocUnsafe(hdrLen + n + fpduPad(hdrLen - 2 + n) + 4);
-      if (info.tagged) writeTaggedHdr(h, 0, op, last, w.rkey, w.remoteAddr + sent, n);
-      else writeUntaggedHdr(h, 0, op, last, w.invalidateRkey, DdpQn.SEND, msn, sent, n);
-      {
-        // One buffer: header + payload + pad + CRC.
-        const pad = fpduPad(hdrLen - 2 + n);
-        const f = h;
-        let at = hdrLen;
-        let need = n;
-        while (need > 0) {
-          const avail = (p.lens[pi] as number) - poff;
-          const k = avail < need ? avail : need;
-          copyBytes(p.bufs[pi] as Buffer, (p.offs[pi] as number) + poff, f, at, k);
-          at += k;
-          need -= k;
-          poff += k;
-          if (poff === p.lens[pi]) {
-            pi++;
-            poff = 0;
-          }
+      const pad = fpduPad(hdrLen - 2 + n);
+      // One staged FPDU: header + payload + pad + CRC.
+      const at0 = this.stageAlloc(llp, hdrLen + n + pad + 4);
+      const f = this.slab;
+      if (info.tagged) writeTaggedHdr(f, at0, op, last, w.rkey, w.remoteAddr + sent, n);
+      else writeUntaggedHdr(f, at0, op, last, w.invalidateRkey, DdpQn.SEND, msn, sent, n);
+      let at = at0 + hdrLen;
+      let need = n;
+      while (need > 0) {
+        const avail = (p.lens[pi] as number) - poff;
+        const k = avail < need ? avail : need;
+        copyBytes(p.bufs[pi] as Buffer, (p.offs[pi] as number) + poff, f, at, k);
+        at += k;
+        need -= k;
+        poff += k;
+        if (poff === p.lens[pi]) {
+          pi++;
+          poff = 0;
         }
-        zeroTail(f, at, pad);
-        if (this.crc) f.writeUInt32LE(crc32c(f.subarray(0, at + pad)), at + pad);
-        llp.write(f);
       }
+      zeroTail(f, at, pad);
+      if (this.crc) f.writeUInt32LE(crc32c(f.subarray(at0, at + pad)), at + pad);
       sent += n;
     } while (sent < total);
     if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`}${zc ? ' (zero-copy)' : ''}`);
@@ -261,7 +319,7 @@ export class QpTx {
       if (info.tagged) me = writeTaggedHdr(meta, hs, op, last, w.rkey, w.remoteAddr + sent, n);
       else me = writeUntaggedHdr(meta, hs, op, last, w.invalidateRkey, DdpQn.SEND, msn, sent, n);
       if (this.crc) c = crc32c(meta.subarray(hs, me));
-      llp.write(meta.subarray(mo, me));
+      this.writeDirect(llp, meta.subarray(mo, me));
       let need = n;
       while (need > 0) {
         const avail = (p.lens[pi] as number) - poff;
@@ -269,7 +327,7 @@ export class QpTx {
         const st = (p.offs[pi] as number) + poff;
         const v = (p.bufs[pi] as Buffer).subarray(st, st + k);
         if (this.crc) c = crc32c(v, c);
-        llp.write(v);
+        this.writeDirect(llp, v);
         need -= k;
         poff += k;
         if (poff === p.lens[pi]) {
@@ -285,7 +343,7 @@ export class QpTx {
       me += pad + 4;
       sent += n;
     }
-    llp.write(meta.subarray(mo, me), (e) => this.zcDone(w, e));
+    this.writeDirect(llp, meta.subarray(mo, me), (e) => this.zcDone(w, e));
     if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`} (zero-copy, ${nf} FPDUs)`);
   }
 
@@ -318,12 +376,12 @@ export class QpTx {
   private writeSmall(llp: Llp, h: Buffer, hdrLen: number, src: Buffer | null, off: number, n = 0): void {
     const pad = fpduPad(hdrLen - 2 + n);
     if (n < ZERO_COPY_MIN || !src) {
-      const f = Buffer.allocUnsafe(hdrLen + n + pad + 4);
-      h.copy(f, 0, 0, hdrLen);
-      if (src && n > 0) src.copy(f, hdrLen, off, off + n);
-      f.fill(0, hdrLen + n);
-      if (this.crc) f.writeUInt32LE(crc32c(f.subarray(0, hdrLen + n + pad)), hdrLen + n + pad);
-      llp.write(f);
+      const at = this.stageAlloc(llp, hdrLen + n + pad + 4);
+      const f = this.slab;
+      h.copy(f, at, 0, hdrLen);
+      if (src && n > 0) copyBytes(src, off, f, at + hdrLen, n);
+      zeroTail(f, at + hdrLen + n, pad);
+      if (this.crc) f.writeUInt32LE(crc32c(f.subarray(at, at + hdrLen + n + pad)), at + hdrLen + n + pad);
       return;
     }
     const hb = Buffer.allocUnsafe(hdrLen);
@@ -336,9 +394,9 @@ export class QpTx {
       if (pad) c = crc32c(t.subarray(0, pad), c);
       t.writeUInt32LE(c, pad);
     }
-    llp.write(hb);
-    llp.write(v);
-    llp.write(t);
+    this.writeDirect(llp, hb);
+    this.writeDirect(llp, v);
+    this.writeDirect(llp, t);
   }
 
   /** The RFC 6581 RTR as the initiator: a zero-length RDMA Write (STag 1, as siw) or Read. */
@@ -355,6 +413,7 @@ export class QpTx {
       len = writeReadRequest(h, 0, this.readMsn, 0, 0, 0, 1, 0);
     }
     this.writeSmall(llp, h, len, null, 0);
+    if (!this.kicking) this.flushStage(llp);
   }
   /** A zero-length Read RTR is outstanding (its response is consumed by the RX path). */
   rtrReadPending = false;
@@ -364,12 +423,14 @@ export class QpTx {
     const llp = this.llp;
     if (!llp || llp.isClosed) return;
     this.termMsn = (this.termMsn + 1) >>> 0;
+    this.flushStage(llp); // what was built before the error goes first
     llp.write(encodeTerminate(t, { crc: this.crc, msn: this.termMsn }));
   }
 
   /** Drop per-connection state (QP to ERR or destroyed). */
   reset(): void {
     this.irq.length = 0;
+    this.dropStage();
     this.held = false;
   }
 }
