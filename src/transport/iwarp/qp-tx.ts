@@ -78,8 +78,16 @@ export class QpTx {
   readonly orq: SqWqe[] = [];
   /** Inbound Read Requests to answer, oldest first (siw's IRQ). */
   readonly irq: IrqEntry[] = [];
-  /** WQEs handed to TCP zero-copy, waiting for the write callback to complete. */
-  pendingCb = 0;
+  /**
+   * WQEs handed to TCP and not completed yet, oldest first: zero-copy ones wait for their write
+   * callback, copied ones behind them wait their turn (send completions stay in posting order).
+   */
+  private readonly doneQ: { w: SqWqe; done: boolean; status: WcStatus }[] = [];
+  private doneHead = 0;
+  /** Number of WQEs in {@link doneQ} (counted against max_send_wr). */
+  get pendingCb(): number {
+    return this.doneQ.length - this.doneHead;
+  }
   private sendMsn = 0;
   private readMsn = 0;
   private termMsn = 0;
@@ -92,6 +100,8 @@ export class QpTx {
   private stageStart = 0;
   /** Writes handed to the LLP in the current kick. */
   private nWrites = 0;
+  /** The current (corked) batch holds a zero-copy message. */
+  private zcInBatch = false;
 
   constructor(private readonly qp: IwarpQp) {}
 
@@ -123,14 +133,16 @@ export class QpTx {
     if (!llp || this.held || this.kicking || this.waitingDrain || llp.isClosed) return;
     this.kicking = true;
     this.nWrites = 0;
+    this.zcInBatch = false;
     // The first write goes out uncorked (a lone batch of small FPDUs is one write); a zero-copy
     // message corks from its first piece (see sendMessageZc), later writes cork in the LLP.
     llp.beginBatch(false);
     try {
       for (;;) {
         if (!this.qp.txAllowed()) break;
-        if (llp.socket.writableLength + (this.slabPos - this.stageStart) >= TX_BUDGET || llp.needDrain) {
-          // Wait for 'drain' (needDrain is set: the buffered bytes exceed the high-water mark).
+        if (llp.socket.writableLength + (this.slabPos - this.stageStart) >= TX_BUDGET) {
+          // Enough queued: wait for 'drain' (the buffered bytes are above the high-water mark,
+          // so a write has returned false and 'drain' will come).
           this.flushStage(llp);
           if (llp.needDrain) {
             this.waitingDrain = true;
@@ -237,9 +249,15 @@ export class QpTx {
           msn = this.sendMsn;
         }
         const zc = w.length >= ZERO_COPY_MIN && w.inline === null;
-        if (zc) this.pendingCb++;
-        this.sendMessage(llp, op, w, msn, pieces, zc);
-        if (!zc) qp.sqDone(w);
+        if (zc) {
+          const e = { w, done: false, status: WcStatus.SUCCESS };
+          this.doneQ.push(e);
+          this.sendMessageZc(llp, op, w, msn, pieces, e);
+        } else {
+          this.sendMessage(llp, op, w, msn, pieces);
+          if (this.doneHead === this.doneQ.length) qp.sqDone(w);
+          else this.doneQ.push({ w, done: true, status: WcStatus.SUCCESS });
+        }
         return true;
       }
       default:
@@ -253,8 +271,7 @@ export class QpTx {
    * QN 0, the MSN, MO advancing. `zc`: payload written as views and `w` completed on the write
    * callback of the last FPDU.
    */
-  private sendMessage(llp: Llp, op: RdmapOpcode, w: SqWqe, msn: number, p: Pieces, zc: boolean): void {
-    if (zc) return this.sendMessageZc(llp, op, w, msn, p);
+  private sendMessage(llp: Llp, op: RdmapOpcode, w: SqWqe, msn: number, p: Pieces): void {
     const info = IWARP_OPCODES[op] as IwarpOpcodeInfo;
     const hdrLen = info.hdrLen;
     const maxPayload = (this.fpduMax - hdrLen - 4) & ~3;
@@ -289,7 +306,7 @@ export class QpTx {
       if (this.crc) f.writeUInt32LE(crc32c(f.subarray(at0, at + pad)), at + pad);
       sent += n;
     } while (sent < total);
-    if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`}${zc ? ' (zero-copy)' : ''}`);
+    if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`}`);
   }
 
   /**
@@ -298,13 +315,22 @@ export class QpTx {
    * buffer, and all of them are cut from one allocation per message, so an FPDU costs two iovecs.
    * The WQE completes on the write callback of the last trailer.
    */
-  private sendMessageZc(llp: Llp, op: RdmapOpcode, w: SqWqe, msn: number, p: Pieces): void {
+  private sendMessageZc(llp: Llp, op: RdmapOpcode, w: SqWqe, msn: number, p: Pieces, entry: { done: boolean; status: WcStatus }): void {
     const info = IWARP_OPCODES[op] as IwarpOpcodeInfo;
     const hdrLen = info.hdrLen;
     const maxPayload = (this.fpduMax - hdrLen - 4) & ~3;
     const total = w.length;
     const nf = Math.max(1, Math.ceil(total / maxPayload));
     // Each glue piece: trailer (pad ≤ 3 + CRC 4) + header; the first has no trailer, the last no header.
+    if (this.zcInBatch) {
+      // One writev per zero-copy message (with the small FPDUs that follow it): its completion
+      // (the write callback) then comes as soon as TCP has taken it, not the whole batch.
+      this.flushStage(llp);
+      llp.endBatch();
+      llp.beginBatch(false);
+      this.nWrites = 0;
+    }
+    this.zcInBatch = true;
     const meta = Buffer.allocUnsafe(nf * (hdrLen + 8) + 8);
     let mo = 0; // where the current glue piece starts in `meta`
     let me = 0; // where it ends
@@ -343,13 +369,25 @@ export class QpTx {
       me += pad + 4;
       sent += n;
     }
-    this.writeDirect(llp, meta.subarray(mo, me), (e) => this.zcDone(w, e));
+    this.writeDirect(llp, meta.subarray(mo, me), (e) => this.zcDone(entry, e));
     if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`} (zero-copy, ${nf} FPDUs)`);
   }
 
-  private zcDone(w: SqWqe, e: Error | null | undefined): void {
-    this.pendingCb--;
-    this.qp.sqDone(w, e ? WcStatus.WR_FLUSH_ERR : WcStatus.SUCCESS);
+  private zcDone(entry: { done: boolean; status: WcStatus }, e: Error | null | undefined): void {
+    entry.done = true;
+    entry.status = e ? WcStatus.WR_FLUSH_ERR : WcStatus.SUCCESS;
+    // Complete from the oldest on, as far as everything is done.
+    const q = this.doneQ;
+    while (this.doneHead < q.length) {
+      const h = q[this.doneHead] as { w: SqWqe; done: boolean; status: WcStatus };
+      if (!h.done) break;
+      q[this.doneHead++] = undefined as never;
+      this.qp.sqDone(h.w, h.status);
+    }
+    if (this.doneHead === q.length) {
+      q.length = 0;
+      this.doneHead = 0;
+    }
   }
 
   /** Answer one inbound Read Request with tagged Read Response segments. */
