@@ -806,9 +806,16 @@ export class RsConn {
    * waiters. Safe to call at any time.
    */
   progress(): void {
-    this.pump();
+    // notify() follows at once: completions found by the pump need no queued notification.
+    this.inProgress = true;
+    try {
+      this.pump();
+    } finally {
+      this.inProgress = false;
+    }
     this.notify();
   }
+  private inProgress = false;
 
   /** rs_process_cq without waiting: credits, poll, credits. */
   private pump(): void {
@@ -879,7 +886,7 @@ export class RsConn {
       if (n < 32) break;
     }
     this.flushPosts();
-    if (any && !this.notifying) this.notifySoon();
+    if (any && !this.notifying && !this.inProgress) this.notifySoon();
   }
 
   /** A send completion (rs_poll_cq's send branch). */
