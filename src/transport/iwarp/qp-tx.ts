@@ -268,8 +268,7 @@ export class QpTx {
 
   /**
    * Segment one message into FPDUs. Tagged (Write): STag = rkey, TO advancing; untagged (Send):
-   * QN 0, the MSN, MO advancing. `zc`: payload written as views and `w` completed on the write
-   * callback of the last FPDU.
+   * QN 0, the MSN, MO advancing. The FPDUs are staged (copied) and leave with the kick's write.
    */
   private sendMessage(llp: Llp, op: RdmapOpcode, w: SqWqe, msn: number, p: Pieces): void {
     const info = IWARP_OPCODES[op] as IwarpOpcodeInfo;
