@@ -303,6 +303,7 @@ export class RsConn {
   /** Work requests queued for the next post: RDMA WRITEs, then the message SENDs. */
   private readonly posts: SendWr[] = [];
   private readonly msgPosts: SendWr[] = [];
+  private readonly postList: SendWr[] = [];
   /** A data write being coalesced (see writeData). */
   private pend: { sgl: Sge[]; len: number; addr: number; rkey: number; tsge: number } | null = null;
   private pendQueued = false;
@@ -805,9 +806,16 @@ export class RsConn {
    * waiters. Safe to call at any time.
    */
   progress(): void {
-    this.pump();
+    // notify() follows at once: completions found by the pump need no queued notification.
+    this.inProgress = true;
+    try {
+      this.pump();
+    } finally {
+      this.inProgress = false;
+    }
     this.notify();
   }
+  private inProgress = false;
 
   /** rs_process_cq without waiting: credits, poll, credits. */
   private pump(): void {
@@ -878,7 +886,7 @@ export class RsConn {
       if (n < 32) break;
     }
     this.flushPosts();
-    if (any && !this.notifying) this.notifySoon();
+    if (any && !this.notifying && !this.inProgress) this.notifySoon();
   }
 
   /** A send completion (rs_poll_cq's send branch). */
@@ -1076,12 +1084,23 @@ export class RsConn {
     const m = this.msgPosts;
     if (p.length === 0 && m.length === 0) return;
     const qp = this.qp;
-    const list = p.length === 0 ? m.splice(0) : m.length === 0 ? p.splice(0) : p.splice(0).concat(m.splice(0));
-    if (!qp) return;
+    // One reused list (ibv_post_send copies what it queues): writes first, then the messages.
+    // (A post from inside a post — a completion callback — gets a list of its own.)
+    const list = this.postList.length === 0 ? this.postList : [];
+    for (let i = 0; i < p.length; i++) list.push(p[i] as SendWr);
+    for (let i = 0; i < m.length; i++) list.push(m[i] as SendWr);
+    p.length = 0;
+    m.length = 0;
+    if (!qp) {
+      list.length = 0;
+      return;
+    }
     try {
       qp.postSend(list);
     } catch (e) {
       this.fail('EIO', `ibv_post_send: ${(e as Error).message}`);
+    } finally {
+      list.length = 0;
     }
   }
 

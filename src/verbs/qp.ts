@@ -307,6 +307,7 @@ export abstract class Qp {
    * not in the queue; the transport copies what it keeps, e.g. a Read's sink SGE.)
    */
   private detachQueued(): void {
+    if (this.sq.length === 0) return; // the usual case: the transport took everything
     for (const w of this.sq) {
       if (w.detached) continue;
       w.detached = true;

@@ -28,6 +28,18 @@ import { trace, tracing } from '../../trace.js';
 
 /** Messages at or above this size go zero-copy (views of the MR + write callback). */
 const ZERO_COPY_MIN = 32 * 1024;
+/**
+ * Bytes one kick may leave queued in the socket's user-space write buffer before it stops and
+ * waits for 'drain'. Above the stream's 16 KiB high-water mark on purpose: large (zero-copy)
+ * messages are only views, so several go out in one writev instead of one per drain.
+ */
+const TX_BUDGET = 4 * 1024 * 1024;
+/**
+ * Small FPDUs (headers, inline and copied payloads, trailers) are built back to back in a staging
+ * slab and handed to the socket as one write per kick. Regions handed over are never reused (the
+ * socket may still hold them): a full slab is replaced by a new one.
+ */
+const SLAB_SIZE = 64 * 1024;
 
 /** An inbound RDMA Read Request waiting to be answered (siw's IRQ entry). */
 export interface IrqEntry {
@@ -66,14 +78,30 @@ export class QpTx {
   readonly orq: SqWqe[] = [];
   /** Inbound Read Requests to answer, oldest first (siw's IRQ). */
   readonly irq: IrqEntry[] = [];
-  /** WQEs handed to TCP zero-copy, waiting for the write callback to complete. */
-  pendingCb = 0;
+  /**
+   * WQEs handed to TCP and not completed yet, oldest first: zero-copy ones wait for their write
+   * callback, copied ones behind them wait their turn (send completions stay in posting order).
+   */
+  private readonly doneQ: { w: SqWqe; done: boolean; status: WcStatus }[] = [];
+  private doneHead = 0;
+  /** Number of WQEs in {@link doneQ} (counted against max_send_wr). */
+  get pendingCb(): number {
+    return this.doneQ.length - this.doneHead;
+  }
   private sendMsn = 0;
   private readMsn = 0;
   private termMsn = 0;
   private kicking = false;
   private waitingDrain = false;
   private readonly hdr = Buffer.alloc(64);
+  /** Staging slab: [stageStart, slabPos) is built and not yet written. */
+  private slab = Buffer.allocUnsafeSlow(SLAB_SIZE);
+  private slabPos = 0;
+  private stageStart = 0;
+  /** Writes handed to the LLP in the current kick. */
+  private nWrites = 0;
+  /** The current (corked) batch holds a zero-copy message. */
+  private zcInBatch = false;
 
   constructor(private readonly qp: IwarpQp) {}
 
@@ -104,14 +132,22 @@ export class QpTx {
     const llp = this.llp;
     if (!llp || this.held || this.kicking || this.waitingDrain || llp.isClosed) return;
     this.kicking = true;
-    // Several messages ready (e.g. an rsocket Write + its 4-byte Send): one writev for all.
-    llp.beginBatch(this.irq.length + this.qp.sqDepth > 1);
+    this.nWrites = 0;
+    this.zcInBatch = false;
+    // The first write goes out uncorked (a lone batch of small FPDUs is one write); a zero-copy
+    // message corks from its first piece (see sendMessageZc), later writes cork in the LLP.
+    llp.beginBatch(false);
     try {
       for (;;) {
         if (!this.qp.txAllowed()) break;
-        if (llp.needDrain) {
-          this.waitingDrain = true;
-          break;
+        if (llp.socket.writableLength + (this.slabPos - this.stageStart) >= TX_BUDGET) {
+          // Enough queued: wait for 'drain' (the buffered bytes are above the high-water mark,
+          // so a write has returned false and 'drain' will come).
+          this.flushStage(llp);
+          if (llp.needDrain) {
+            this.waitingDrain = true;
+            break;
+          }
         }
         const rr = this.irq.shift();
         if (rr) {
@@ -131,9 +167,46 @@ export class QpTx {
         if (!this.sendWqe(llp, w)) break;
       }
     } finally {
+      if (this.llp === llp) this.flushStage(llp);
+      else this.dropStage();
       llp.endBatch();
       this.kicking = false;
     }
+  }
+
+  /** Room for `n` bytes at the end of the staging slab: its offset there. */
+  private stageAlloc(llp: Llp, n: number): number {
+    if (this.slabPos + n > this.slab.length) {
+      this.flushStage(llp);
+      this.slab = Buffer.allocUnsafeSlow(Math.max(SLAB_SIZE, n));
+      this.slabPos = 0;
+      this.stageStart = 0;
+    }
+    const at = this.slabPos;
+    this.slabPos += n;
+    return at;
+  }
+
+  /** Hand the staged bytes to the LLP as one write. */
+  private flushStage(llp: Llp): void {
+    if (this.slabPos === this.stageStart) return;
+    const b = this.slab.subarray(this.stageStart, this.slabPos);
+    this.stageStart = this.slabPos;
+    this.nWrites++;
+    llp.write(b);
+  }
+
+  /** Forget staged bytes (the connection went away while building them). */
+  private dropStage(): void {
+    this.stageStart = this.slabPos;
+  }
+
+  /** A write of a piece that is not staged (zero-copy views), in stream order. */
+  private writeDirect(llp: Llp, b: Uint8Array, cb?: (err?: Error | null) => void): void {
+    this.flushStage(llp);
+    if (this.nWrites === 0) llp.beginBatch(true); // several pieces follow: cork from the first
+    this.nWrites++;
+    llp.write(b, cb);
   }
 
   /** Build and write every FPDU of one WQE; false when the QP failed. */
@@ -176,9 +249,15 @@ export class QpTx {
           msn = this.sendMsn;
         }
         const zc = w.length >= ZERO_COPY_MIN && w.inline === null;
-        if (zc) this.pendingCb++;
-        this.sendMessage(llp, op, w, msn, pieces, zc);
-        if (!zc) qp.sqDone(w);
+        if (zc) {
+          const e = { w, done: false, status: WcStatus.SUCCESS };
+          this.doneQ.push(e);
+          this.sendMessageZc(llp, op, w, msn, pieces, e);
+        } else {
+          this.sendMessage(llp, op, w, msn, pieces);
+          if (this.doneHead === this.doneQ.length) qp.sqDone(w);
+          else this.doneQ.push({ w, done: true, status: WcStatus.SUCCESS });
+        }
         return true;
       }
       default:
@@ -189,11 +268,9 @@ export class QpTx {
 
   /**
    * Segment one message into FPDUs. Tagged (Write): STag = rkey, TO advancing; untagged (Send):
-   * QN 0, the MSN, MO advancing. `zc`: payload written as views and `w` completed on the write
-   * callback of the last FPDU.
+   * QN 0, the MSN, MO advancing. The FPDUs are staged (copied) and leave with the kick's write.
    */
-  private sendMessage(llp: Llp, op: RdmapOpcode, w: SqWqe, msn: number, p: Pieces, zc: boolean): void {
-    if (zc) return this.sendMessageZc(llp, op, w, msn, p);
+  private sendMessage(llp: Llp, op: RdmapOpcode, w: SqWqe, msn: number, p: Pieces): void {
     const info = IWARP_OPCODES[op] as IwarpOpcodeInfo;
     const hdrLen = info.hdrLen;
     const maxPayload = (this.fpduMax - hdrLen - 4) & ~3;
@@ -204,34 +281,31 @@ export class QpTx {
     do {
       const n = Math.min(maxPayload, total - sent);
       const last = sent + n >= total;
-      const h = Buffer.allocUnsafe(hdrLen + n + fpduPad(hdrLen - 2 + n) + 4);
-      if (info.tagged) writeTaggedHdr(h, 0, op, last, w.rkey, w.remoteAddr + sent, n);
-      else writeUntaggedHdr(h, 0, op, last, w.invalidateRkey, DdpQn.SEND, msn, sent, n);
-      {
-        // One buffer: header + payload + pad + CRC.
-        const pad = fpduPad(hdrLen - 2 + n);
-        const f = h;
-        let at = hdrLen;
-        let need = n;
-        while (need > 0) {
-          const avail = (p.lens[pi] as number) - poff;
-          const k = avail < need ? avail : need;
-          copyBytes(p.bufs[pi] as Buffer, (p.offs[pi] as number) + poff, f, at, k);
-          at += k;
-          need -= k;
-          poff += k;
-          if (poff === p.lens[pi]) {
-            pi++;
-            poff = 0;
-          }
+      const pad = fpduPad(hdrLen - 2 + n);
+      // One staged FPDU: header + payload + pad + CRC.
+      const at0 = this.stageAlloc(llp, hdrLen + n + pad + 4);
+      const f = this.slab;
+      if (info.tagged) writeTaggedHdr(f, at0, op, last, w.rkey, w.remoteAddr + sent, n);
+      else writeUntaggedHdr(f, at0, op, last, w.invalidateRkey, DdpQn.SEND, msn, sent, n);
+      let at = at0 + hdrLen;
+      let need = n;
+      while (need > 0) {
+        const avail = (p.lens[pi] as number) - poff;
+        const k = avail < need ? avail : need;
+        copyBytes(p.bufs[pi] as Buffer, (p.offs[pi] as number) + poff, f, at, k);
+        at += k;
+        need -= k;
+        poff += k;
+        if (poff === p.lens[pi]) {
+          pi++;
+          poff = 0;
         }
-        zeroTail(f, at, pad);
-        if (this.crc) f.writeUInt32LE(crc32c(f.subarray(0, at + pad)), at + pad);
-        llp.write(f);
       }
+      zeroTail(f, at, pad);
+      if (this.crc) f.writeUInt32LE(crc32c(f.subarray(at0, at + pad)), at + pad);
       sent += n;
     } while (sent < total);
-    if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`}${zc ? ' (zero-copy)' : ''}`);
+    if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`}`);
   }
 
   /**
@@ -240,13 +314,22 @@ export class QpTx {
    * buffer, and all of them are cut from one allocation per message, so an FPDU costs two iovecs.
    * The WQE completes on the write callback of the last trailer.
    */
-  private sendMessageZc(llp: Llp, op: RdmapOpcode, w: SqWqe, msn: number, p: Pieces): void {
+  private sendMessageZc(llp: Llp, op: RdmapOpcode, w: SqWqe, msn: number, p: Pieces, entry: { done: boolean; status: WcStatus }): void {
     const info = IWARP_OPCODES[op] as IwarpOpcodeInfo;
     const hdrLen = info.hdrLen;
     const maxPayload = (this.fpduMax - hdrLen - 4) & ~3;
     const total = w.length;
     const nf = Math.max(1, Math.ceil(total / maxPayload));
     // Each glue piece: trailer (pad ≤ 3 + CRC 4) + header; the first has no trailer, the last no header.
+    if (this.zcInBatch) {
+      // One writev per zero-copy message (with the small FPDUs that follow it): its completion
+      // (the write callback) then comes as soon as TCP has taken it, not the whole batch.
+      this.flushStage(llp);
+      llp.endBatch();
+      llp.beginBatch(false);
+      this.nWrites = 0;
+    }
+    this.zcInBatch = true;
     const meta = Buffer.allocUnsafe(nf * (hdrLen + 8) + 8);
     let mo = 0; // where the current glue piece starts in `meta`
     let me = 0; // where it ends
@@ -261,7 +344,7 @@ export class QpTx {
       if (info.tagged) me = writeTaggedHdr(meta, hs, op, last, w.rkey, w.remoteAddr + sent, n);
       else me = writeUntaggedHdr(meta, hs, op, last, w.invalidateRkey, DdpQn.SEND, msn, sent, n);
       if (this.crc) c = crc32c(meta.subarray(hs, me));
-      llp.write(meta.subarray(mo, me));
+      this.writeDirect(llp, meta.subarray(mo, me));
       let need = n;
       while (need > 0) {
         const avail = (p.lens[pi] as number) - poff;
@@ -269,7 +352,7 @@ export class QpTx {
         const st = (p.offs[pi] as number) + poff;
         const v = (p.bufs[pi] as Buffer).subarray(st, st + k);
         if (this.crc) c = crc32c(v, c);
-        llp.write(v);
+        this.writeDirect(llp, v);
         need -= k;
         poff += k;
         if (poff === p.lens[pi]) {
@@ -285,13 +368,25 @@ export class QpTx {
       me += pad + 4;
       sent += n;
     }
-    llp.write(meta.subarray(mo, me), (e) => this.zcDone(w, e));
+    this.writeDirect(llp, meta.subarray(mo, me), (e) => this.zcDone(entry, e));
     if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`} (zero-copy, ${nf} FPDUs)`);
   }
 
-  private zcDone(w: SqWqe, e: Error | null | undefined): void {
-    this.pendingCb--;
-    this.qp.sqDone(w, e ? WcStatus.WR_FLUSH_ERR : WcStatus.SUCCESS);
+  private zcDone(entry: { done: boolean; status: WcStatus }, e: Error | null | undefined): void {
+    entry.done = true;
+    entry.status = e ? WcStatus.WR_FLUSH_ERR : WcStatus.SUCCESS;
+    // Complete from the oldest on, as far as everything is done.
+    const q = this.doneQ;
+    while (this.doneHead < q.length) {
+      const h = q[this.doneHead] as { w: SqWqe; done: boolean; status: WcStatus };
+      if (!h.done) break;
+      q[this.doneHead++] = undefined as never;
+      this.qp.sqDone(h.w, h.status);
+    }
+    if (this.doneHead === q.length) {
+      q.length = 0;
+      this.doneHead = 0;
+    }
   }
 
   /** Answer one inbound Read Request with tagged Read Response segments. */
@@ -318,12 +413,12 @@ export class QpTx {
   private writeSmall(llp: Llp, h: Buffer, hdrLen: number, src: Buffer | null, off: number, n = 0): void {
     const pad = fpduPad(hdrLen - 2 + n);
     if (n < ZERO_COPY_MIN || !src) {
-      const f = Buffer.allocUnsafe(hdrLen + n + pad + 4);
-      h.copy(f, 0, 0, hdrLen);
-      if (src && n > 0) src.copy(f, hdrLen, off, off + n);
-      f.fill(0, hdrLen + n);
-      if (this.crc) f.writeUInt32LE(crc32c(f.subarray(0, hdrLen + n + pad)), hdrLen + n + pad);
-      llp.write(f);
+      const at = this.stageAlloc(llp, hdrLen + n + pad + 4);
+      const f = this.slab;
+      h.copy(f, at, 0, hdrLen);
+      if (src && n > 0) copyBytes(src, off, f, at + hdrLen, n);
+      zeroTail(f, at + hdrLen + n, pad);
+      if (this.crc) f.writeUInt32LE(crc32c(f.subarray(at, at + hdrLen + n + pad)), at + hdrLen + n + pad);
       return;
     }
     const hb = Buffer.allocUnsafe(hdrLen);
@@ -336,9 +431,9 @@ export class QpTx {
       if (pad) c = crc32c(t.subarray(0, pad), c);
       t.writeUInt32LE(c, pad);
     }
-    llp.write(hb);
-    llp.write(v);
-    llp.write(t);
+    this.writeDirect(llp, hb);
+    this.writeDirect(llp, v);
+    this.writeDirect(llp, t);
   }
 
   /** The RFC 6581 RTR as the initiator: a zero-length RDMA Write (STag 1, as siw) or Read. */
@@ -355,6 +450,7 @@ export class QpTx {
       len = writeReadRequest(h, 0, this.readMsn, 0, 0, 0, 1, 0);
     }
     this.writeSmall(llp, h, len, null, 0);
+    if (!this.kicking) this.flushStage(llp);
   }
   /** A zero-length Read RTR is outstanding (its response is consumed by the RX path). */
   rtrReadPending = false;
@@ -364,12 +460,14 @@ export class QpTx {
     const llp = this.llp;
     if (!llp || llp.isClosed) return;
     this.termMsn = (this.termMsn + 1) >>> 0;
+    this.flushStage(llp); // what was built before the error goes first
     llp.write(encodeTerminate(t, { crc: this.crc, msn: this.termMsn }));
   }
 
   /** Drop per-connection state (QP to ERR or destroyed). */
   reset(): void {
     this.irq.length = 0;
+    this.dropStage();
     this.held = false;
   }
 }
