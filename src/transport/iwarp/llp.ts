@@ -51,23 +51,30 @@ export function llpsSettled(timeoutMs: number): Promise<void> {
 }
 
 /**
- * The `onread` option of a socket we read ourselves: a buffer function, so that each read can
- * land where {@link Llp.nextReadBuffer} says (the shared buffer, or a view of a memory region).
+ * The one receive buffer of every socket we read ourselves, and the small one a read that must
+ * stop at a payload boundary lands in. Sharing them is safe: libuv reads one socket at a time,
+ * and each read is handed to its consumer synchronously, which copies what it keeps (the stash
+ * and the MPA accumulator copy; the QP's decoder copies into the target memory). Allocated on
+ * first use, so that a process that never opens a connection does not pay for them.
  */
-function reader(): { buf: Buffer; onread: { buffer: () => Buffer; callback: (n: number, b: Buffer) => boolean }; bind(l: Llp): void } {
-  const buf = Buffer.allocUnsafe(READ_BUF);
-  let self: Llp | null = null;
+let sharedRead: Buffer | null = null;
+let sharedSmall: Buffer | null = null;
+function readBuffer(): Buffer {
+  return (sharedRead ??= Buffer.allocUnsafeSlow(READ_BUF));
+}
+function smallBuffer(): Buffer {
+  return (sharedSmall ??= Buffer.allocUnsafeSlow(SMALL_BUF));
+}
+/** Size of the shared buffer of reads that stop at a payload boundary. */
+const SMALL_BUF = 16 * 1024;
+
+/** The `onread` option of a socket we read ourselves (see {@link Llp.nextReadBuffer}). */
+function onread(l: { self: Llp | null }): { buffer: () => Buffer; callback: (n: number, b: Buffer) => boolean } {
   return {
-    buf,
-    onread: {
-      buffer: () => (self ? self.nextReadBuffer() : buf),
-      callback: (n, b) => {
-        self?.readDone(b, n);
-        return true;
-      },
-    },
-    bind(l) {
-      self = l;
+    buffer: () => (l.self ? l.self.nextReadBuffer() : readBuffer()),
+    callback: (n, b) => {
+      l.self?.readDone(b, n);
+      return true;
     },
   };
 }
@@ -87,9 +94,8 @@ export class Llp {
   private stash: Buffer[] = [];
   private lastError: Error | undefined;
 
-  /** The shared read buffer (null: 'data' events). */
-  private readonly readBuf: Buffer | null;
-  private readonly small = Buffer.allocUnsafeSlow(16 * 1024);
+  /** The timer that destroys a socket whose peer never answers our FIN. */
+  private lingerTimer: NodeJS.Timeout | null = null;
   /**
    * Direct placement (set by the QP in RDMA mode): where the next read should land. Return a view
    * of the target memory to read payload straight into it, a byte count to read just that much
@@ -99,9 +105,8 @@ export class Llp {
   /** A read landed in a view `readTarget` returned: `n` bytes at its start. */
   onPlaced: ((view: Buffer, n: number) => void) | null = null;
 
-  private constructor(socket: net.Socket, readBuf: Buffer | null = null) {
+  private constructor(socket: net.Socket) {
     this.socket = socket;
-    this.readBuf = readBuf;
     socket.setNoDelay(true);
     socket.on('drain', () => this.onDrain?.());
     socket.on('end', () => {
@@ -114,6 +119,10 @@ export class Llp {
       if (tracing('llp')) trace('llp', `LLP[${this.id}]`, `error ${e.message}`);
     });
     socket.on('close', () => {
+      if (this.lingerTimer) {
+        clearTimeout(this.lingerTimer);
+        this.lingerTimer = null;
+      }
       lingerDone(this);
       this.finish(this.lastError, !this.localEnded);
     });
@@ -125,13 +134,12 @@ export class Llp {
     // into one reused buffer: net.Server has no `onread` option of its own.
     const handle = (socket as unknown as { _handle?: unknown })._handle;
     if (socket.isPaused() && handle) {
-      const r = reader();
-      const opts = { handle, onread: r.onread } as unknown as net.SocketConstructorOpts;
+      const l: { self: Llp | null } = { self: null };
+      const opts = { handle, onread: onread(l) } as unknown as net.SocketConstructorOpts;
       (socket as unknown as { _handle: unknown })._handle = null;
       const s = new net.Socket(opts);
-      s.setNoDelay(true);
-      const self = new Llp(s, r.buf);
-      r.bind(self);
+      const self = new Llp(s);
+      l.self = self;
       s.resume();
       return self;
     }
@@ -145,35 +153,34 @@ export class Llp {
    * one reused buffer. `onConnect` runs once connected; errors arrive through {@link onClose}.
    */
   static connect(opts: { host: string; port: number; localAddress?: string; localPort?: number; family?: number }, onConnect: () => void): Llp {
-    const r = reader();
-    const o: net.NetConnectOpts & { onread: ReturnType<typeof reader>['onread'] } = {
+    const l: { self: Llp | null } = { self: null };
+    const o: net.NetConnectOpts & { onread: ReturnType<typeof onread> } = {
       host: opts.host,
       port: opts.port,
       noDelay: true,
-      onread: r.onread,
+      onread: onread(l),
     };
     if (opts.localAddress !== undefined) o.localAddress = opts.localAddress;
     if (opts.localPort !== undefined && opts.localPort !== 0) o.localPort = opts.localPort;
     if (opts.family !== undefined) o.family = opts.family;
     const sock = net.connect(o);
-    const self = new Llp(sock, r.buf);
-    r.bind(self);
+    const self = new Llp(sock);
+    l.self = self;
     sock.once('connect', onConnect);
     return self;
   }
 
   /** The buffer the next read goes into (the `onread` buffer function). */
   nextReadBuffer(): Buffer {
-    const buf = this.readBuf as Buffer;
-    const t = this.readTarget?.() ?? null;
-    if (t === null) return buf;
-    if (typeof t === 'number') return t > 0 && t <= this.small.length ? this.small.subarray(0, t) : buf;
+    const t = this.readTarget === null ? null : this.readTarget();
+    if (t === null) return readBuffer();
+    if (typeof t === 'number') return t > 0 && t <= SMALL_BUF ? smallBuffer().subarray(0, t) : readBuffer();
     return t;
   }
 
   /** A read of `n` bytes completed into `b`. */
   readDone(b: Buffer, n: number): void {
-    if (b === this.readBuf || b.buffer === this.small.buffer) this.deliver(b, 0, n);
+    if (b === sharedRead || b.buffer === sharedSmall?.buffer) this.deliver(b, 0, n);
     else if (!this.closed) this.onPlaced?.(b, n);
   }
 
@@ -259,12 +266,26 @@ export class Llp {
   end(): void {
     if (this.localEnded || this.closed) return;
     this.localEnded = true;
-    if (!this.socket.destroyed) lingering.add(this);
+    if (this.socket.destroyed) return;
+    lingering.add(this);
     this.socket.end();
     // A peer that never answers the FIN must not keep us open forever.
-    const t = setTimeout(() => this.socket.destroy(), 3000);
-    t.unref();
+    this.armLinger(3000);
   }
+
+  /** Destroy the socket in `ms` at the latest (an earlier deadline already set stays). */
+  private armLinger(ms: number): void {
+    const at = Date.now() + ms;
+    if (this.lingerTimer) {
+      if (this.lingerAt <= at) return;
+      clearTimeout(this.lingerTimer);
+    }
+    const s = this.socket;
+    this.lingerAt = at;
+    this.lingerTimer = setTimeout(() => s.destroy(), ms);
+    this.lingerTimer.unref();
+  }
+  private lingerAt = 0;
 
   /** Abortive close (RST when unread data is pending, as Linux close() does). */
   abort(): void {
@@ -281,9 +302,9 @@ export class Llp {
     if (!this.socket.destroyed) {
       this.localEnded = true;
       lingering.add(this);
-      this.socket.end();
-      const t = setTimeout(() => this.socket.destroy(), 1000);
-      t.unref();
+      // After our own end() the stream is finished already: ending again only builds an error.
+      if (!this.socket.writableEnded) this.socket.end();
+      this.armLinger(1000);
     }
     const cb = this.onClose;
     this.onClose = null;
