@@ -23,7 +23,7 @@ import type { CompChannel } from '../verbs/comp-channel.js';
 import type { Qp } from '../verbs/qp.js';
 import { QpState, QpType, type QpCap } from '../verbs/types.js';
 import { Cep, CepState, MAX_IRD_ORD, type MpaResult } from '../transport/iwarp/cep.js';
-import { Llp } from '../transport/iwarp/llp.js';
+import { Llp, acceptLlps } from '../transport/iwarp/llp.js';
 import { IwarpQp, type LlpDownInfo } from '../transport/iwarp/iwarp-qp.js';
 import { EventChannel } from './event-channel.js';
 import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
@@ -607,7 +607,9 @@ export class CmId {
     };
     if (active && r.rtr) p.rtr = r.rtr;
     let nudge: NodeJS.Timeout | null = null;
-    if (active && r.rtr === 'write' && RTR_NUDGE_MS > 0) {
+    // Linux siw cannot run on the loopback interface: a loopback peer is never the kernel's, and
+    // the nudge would only cost both sides a timer, a write and a read per connection.
+    if (active && r.rtr === 'write' && RTR_NUDGE_MS > 0 && !isLoopback(this.dst?.address ?? '')) {
       // Linux siw as a P2P responder installs its RTR reader only after sending the MPA Reply
       // (siw_accept: siw_send_mpareqrep, then siw_sk_assign_rtr_upcalls): an RTR landing in
       // between sits unread until more bytes arrive, and the responder never reports
@@ -662,7 +664,6 @@ export class CmId {
     const src = this.src as SockAddr;
     const server = net.createServer({ noDelay: true, pauseOnConnect: true });
     this.server = server;
-    server.on('connection', (sock) => this.incoming(sock));
     await new Promise<void>((resolve, reject) => {
       server.once('error', (e: NodeJS.ErrnoException) => {
         this.server = null;
@@ -672,7 +673,10 @@ export class CmId {
       const lo: net.ListenOptions = { port: src.port, backlog: backlog > 0 && backlog < MAX_BACKLOG ? backlog : MAX_BACKLOG };
       if (!(src.address === '::' && !this.options.afOnly)) lo.host = src.address;
       if (src.address === '::') lo.ipv6Only = this.options.afOnly;
-      server.listen(lo, () => resolve());
+      server.listen(lo, () => {
+        acceptLlps(server, (llp) => this.incoming(llp));
+        resolve();
+      });
     });
     server.on('error', () => {});
     const a = server.address();
@@ -684,12 +688,11 @@ export class CmId {
     this.setState(CmState.LISTEN, 'listen');
   }
 
-  private incoming(sock: net.Socket): void {
+  private incoming(llp: Llp): void {
     if (this._destroyed || this._state !== CmState.LISTEN) {
-      sock.destroy();
+      llp.abort();
       return;
     }
-    const llp = Llp.accepted(sock);
     const cep = Cep.accepted(llp);
     const ts = llp.socket;
     cep.onEvent = (ev) => {

@@ -79,6 +79,21 @@ function onread(l: { self: Llp | null }): { buffer: () => Buffer; callback: (n: 
   };
 }
 
+/**
+ * Hand every connection `server` accepts to `onLlp` as an {@link Llp} reading into the shared
+ * buffer. Call in the server's listen callback. The server's handle delivers each accepted TCP
+ * handle straight to us: net.Server would first build a net.Socket of its own that we would only
+ * re-wrap (two sockets per connection; it also counts connections that `close()` then waits
+ * for, which a listener's destroy must not). Falls back to the 'connection' event when the
+ * server's handle is not the one we know.
+ */
+export function acceptLlps(server: net.Server, onLlp: (l: Llp) => void): void {
+  const h = (server as unknown as { _handle?: { onconnection?: unknown } | null })._handle;
+  if (h && typeof h.onconnection === 'function') {
+    h.onconnection = (err: number, handle: unknown) => Llp._onconnection(err, handle, onLlp);
+  } else server.on('connection', (sock: net.Socket) => onLlp(Llp.accepted(sock)));
+}
+
 /** One TCP connection under an iWARP endpoint. */
 export class Llp {
   readonly socket: net.Socket;
@@ -128,24 +143,36 @@ export class Llp {
     });
   }
 
-  /** Wrap an accepted socket (reads come as 'data' events). */
+  /**
+   * Wrap an accepted socket. A socket accepted paused (`pauseOnConnect`) is re-wrapped so that
+   * it, too, reads into the shared buffer (net.Server has no `onread` option); otherwise reads
+   * come as 'data' events. Listeners should use {@link acceptLlps}, which skips the first socket.
+   */
   static accepted(socket: net.Socket): Llp {
-    // A server socket accepted paused (`pauseOnConnect`) is re-wrapped so that it, too, reads
-    // into one reused buffer: net.Server has no `onread` option of its own.
     const handle = (socket as unknown as { _handle?: unknown })._handle;
     if (socket.isPaused() && handle) {
-      const l: { self: Llp | null } = { self: null };
-      const opts = { handle, onread: onread(l) } as unknown as net.SocketConstructorOpts;
       (socket as unknown as { _handle: unknown })._handle = null;
-      const s = new net.Socket(opts);
-      const self = new Llp(s);
-      l.self = self;
-      s.resume();
-      return self;
+      return Llp.fromHandle(handle);
     }
     const l = new Llp(socket);
     socket.on('data', (chunk: Buffer) => l.deliver(chunk, 0, chunk.length));
     return l;
+  }
+
+  /** An LLP on an accepted TCP handle (a libuv stream handle), reading into the shared buffer. */
+  private static fromHandle(handle: unknown): Llp {
+    const l: { self: Llp | null } = { self: null };
+    const s = new net.Socket({ handle, onread: onread(l) } as unknown as net.SocketConstructorOpts);
+    const self = new Llp(s);
+    l.self = self;
+    s.resume();
+    return self;
+  }
+
+  /** @internal {@link acceptLlps}: the accepted handle, or an error number (ignored: as accept(2) retried). */
+  static _onconnection(err: number, handle: unknown, onLlp: (l: Llp) => void): void {
+    if (err || !handle) return;
+    onLlp(Llp.fromHandle(handle));
   }
 
   /**
