@@ -24,15 +24,32 @@ export function ipFamily(address: string, op: string): 4 | 6 {
   throw err('EINVAL', op, `not an IP address: ${address}`);
 }
 
+/**
+ * Answers of {@link isAny} and {@link isLoopback} per address string: every resolve and connect
+ * asks about the same few addresses, and the answer needs a full parse.
+ */
+const addrKinds = new Map<string, number>();
+const ANY = 1;
+const LOOPBACK = 2;
+function addrKind(address: string): number {
+  let k = addrKinds.get(address);
+  if (k === undefined) {
+    const key = ipKey(address);
+    k = (key === '0.0.0.0' || key === '0:0:0:0:0:0:0:0' ? ANY : 0) | (isLoopbackIp(key ?? address) ? LOOPBACK : 0);
+    if (addrKinds.size >= 256) addrKinds.clear();
+    addrKinds.set(address, k);
+  }
+  return k;
+}
+
 /** Whether an address is the wildcard (0.0.0.0 or ::). */
 export function isAny(address: string): boolean {
-  const k = ipKey(address);
-  return k === '0.0.0.0' || k === '0:0:0:0:0:0:0:0';
+  return (addrKind(address) & ANY) !== 0;
 }
 
 /** Loopback check (127/8, ::1, ::ffff:127.x). */
 export function isLoopback(address: string): boolean {
-  return isLoopbackIp(ipKey(address) ?? address);
+  return (addrKind(address) & LOOPBACK) !== 0;
 }
 
 /** Strip an IPv4-mapped prefix (`::ffff:1.2.3.4` → `1.2.3.4`). */

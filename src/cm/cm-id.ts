@@ -23,7 +23,7 @@ import type { CompChannel } from '../verbs/comp-channel.js';
 import type { Qp } from '../verbs/qp.js';
 import { QpState, QpType, type QpCap } from '../verbs/types.js';
 import { Cep, CepState, MAX_IRD_ORD, type MpaResult } from '../transport/iwarp/cep.js';
-import { Llp } from '../transport/iwarp/llp.js';
+import { Llp, acceptLlps } from '../transport/iwarp/llp.js';
 import { IwarpQp, type LlpDownInfo } from '../transport/iwarp/iwarp-qp.js';
 import { EventChannel } from './event-channel.js';
 import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
@@ -86,7 +86,7 @@ export const IWARP_MAX_PRIVATE_DATA = 252;
 const HOLD_GRACE_MS = Number(process.env['RDMACM_IWARP_HOLD_MS'] ?? 200);
 /**
  * How long after our Write RTR, with nothing received from the peer, another zero-length Write
- * is sent (ms, then doubling up to 64 times that; 0: never). Works around Linux siw's P2P
+ * is sent (ms; then after 4, 16 and 64 times that; 0: never). Works around Linux siw's P2P
  * responder race, see {@link CmId.goLive}.
  */
 const RTR_NUDGE_MS = Number(process.env['RDMACM_IWARP_RTR_NUDGE_MS'] ?? 50);
@@ -608,6 +608,8 @@ export class CmId {
     };
     if (active && r.rtr) p.rtr = r.rtr;
     let nudge: NodeJS.Timeout | null = null;
+    // Loopback peers are nudged too: siw attaches to `lo` as well (loopback_enabled), and its
+    // race is a window between two of its own steps, whatever the link.
     if (active && r.rtr === 'write' && RTR_NUDGE_MS > 0) {
       // Linux siw as a P2P responder installs its RTR reader only after sending the MPA Reply
       // (siw_accept: siw_send_mpareqrep, then siw_sk_assign_rtr_upcalls): bytes landing in
@@ -615,13 +617,14 @@ export class CmId {
       // (seen with kernel 6.1 under emulation: `cm_llp_data_ready: cep state 7`; the gap lasted
       // over 50 ms there, and destroying such an id later hit the kernel's BUG at iwcm.c:969).
       // While the peer has sent nothing, another zero-length RDMA Write (no placement, no
-      // completion) makes siw read the socket again: after 50 ms, then doubling, for ~6 s.
+      // completion) makes siw read the socket again: after 50 ms, then 4 times the previous wait
+      // (50, 250, 1050, 4250 ms), so an idle connection costs at most four 20-byte writes.
       let wait = RTR_NUDGE_MS;
       const again = (): void => {
         nudge = null;
         if (qp.llp !== llp || llp.isClosed) return;
         if (qp.sqDepth === 0 && qp.tx.pendingCb === 0) qp.tx.sendRtr('write');
-        wait *= 2;
+        wait *= 4;
         if (wait > RTR_NUDGE_MS * 64) return;
         nudge = setTimeout(again, wait);
         nudge.unref();
@@ -671,7 +674,6 @@ export class CmId {
     const src = this.src as SockAddr;
     const server = net.createServer({ noDelay: true, pauseOnConnect: true });
     this.server = server;
-    server.on('connection', (sock) => this.incoming(sock));
     await new Promise<void>((resolve, reject) => {
       server.once('error', (e: NodeJS.ErrnoException) => {
         this.server = null;
@@ -681,7 +683,10 @@ export class CmId {
       const lo: net.ListenOptions = { port: src.port, backlog: backlog > 0 && backlog < MAX_BACKLOG ? backlog : MAX_BACKLOG };
       if (!(src.address === '::' && !this.options.afOnly)) lo.host = src.address;
       if (src.address === '::') lo.ipv6Only = this.options.afOnly;
-      server.listen(lo, () => resolve());
+      server.listen(lo, () => {
+        acceptLlps(server, (llp) => this.incoming(llp));
+        resolve();
+      });
     });
     server.on('error', () => {});
     const a = server.address();
@@ -693,12 +698,11 @@ export class CmId {
     this.setState(CmState.LISTEN, 'listen');
   }
 
-  private incoming(sock: net.Socket): void {
+  private incoming(llp: Llp): void {
     if (this._destroyed || this._state !== CmState.LISTEN) {
-      sock.destroy();
+      llp.abort();
       return;
     }
-    const llp = Llp.accepted(sock);
     const cep = Cep.accepted(llp);
     const ts = llp.socket;
     cep.onEvent = (ev) => {

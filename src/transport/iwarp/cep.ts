@@ -162,7 +162,7 @@ export class Cep {
           // Linux siw connects TCP inside rdma_connect: a refused or failed connect is the
           // call's own error, not an event (measured against the kernel).
           this.state = CepState.CLOSED;
-          this.trace(`connect failed: ${work.err?.message ?? 'closed'}`);
+          if (tracing('mpa')) this.trace(`connect failed: ${work.err?.message ?? 'closed'}`);
           this.tcpDone(errnoStatus(work.err));
         }
         return;
@@ -220,7 +220,7 @@ export class Cep {
     const leftover = Buffer.from(acc.subarray(d.length));
     this.acc = Buffer.alloc(0);
     const o = this.offer as MpaOffer;
-    this.trace(`MPA Reply rev ${f.rev} flags crc=${f.crc} reject=${f.reject} enhanced=${f.enhanced} ird=${f.ird} ord=${f.ord} p2p=${f.p2p}`);
+    if (tracing('mpa')) this.trace(`MPA Reply rev ${f.rev} flags crc=${f.crc} reject=${f.reject} enhanced=${f.enhanced} ird=${f.ird} ord=${f.ord} p2p=${f.p2p}`);
     const v = validateMpaReply(f, this.sentRequest as MpaStartFrame, { maxIrd: MAX_IRD_ORD });
     if (v.action === 'rejected') {
       this.state = CepState.CLOSED;
@@ -252,7 +252,7 @@ export class Cep {
     try {
       d = decodeMpaStartFrame(acc, 'request');
     } catch (e) {
-      this.trace(`bad MPA Request (${(e as Error).message}): dropping`);
+      if (tracing('mpa')) this.trace(`bad MPA Request (${(e as Error).message}): dropping`);
       this.close(true);
       return;
     }
@@ -269,13 +269,13 @@ export class Cep {
     const verdict = validateMpaRequest(f);
     this.request = f;
     if (verdict.action === 'reject') {
-      this.trace(`MPA Request refused (${verdict.reason}): replying with reject`);
+      if (tracing('mpa')) this.trace(`MPA Request refused (${verdict.reason}): replying with reject`);
       this.sendRejectFrame(new Uint8Array(0));
       return;
     }
     this.requestRtr = verdict.rtr;
     this.state = CepState.RECVD_MPAREQ;
-    this.trace(`MPA Request rev ${f.rev} crc=${f.crc} ird=${f.ird} ord=${f.ord} p2p=${f.p2p} pd ${f.privateData.length} bytes`);
+    if (tracing('mpa')) this.trace(`MPA Request rev ${f.rev} crc=${f.crc} ird=${f.ird} ord=${f.ord} p2p=${f.p2p} pd ${f.privateData.length} bytes`);
     this.onEvent({ type: 'request', frame: f });
   }
 
@@ -322,7 +322,7 @@ export class Cep {
     this.state = CepState.RDMA_MODE;
     this.llp.onClose = null;
     this.llp.setConsumer(null);
-    this.trace(`MPA Reply sent ird=${ird} ord=${ord} rtr=${rtr}`);
+    if (tracing('mpa')) this.trace(`MPA Reply sent ird=${ird} ord=${ord} rtr=${rtr}`);
     return { crc: req.crc, ird, ord, rtr, p2p: rtr !== null, privateData: req.privateData, leftover: Buffer.alloc(0) };
   }
 
@@ -355,7 +355,7 @@ export class Cep {
   private fail(status: number, reason: string): void {
     if (this.state === CepState.CLOSED) return;
     this.disarm();
-    this.trace(`failed: ${reason}`);
+    if (tracing('mpa')) this.trace(`failed: ${reason}`);
     this.state = CepState.CLOSED;
     this.onEvent({ type: 'failed', status, reason });
   }

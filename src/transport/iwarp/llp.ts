@@ -51,25 +51,47 @@ export function llpsSettled(timeoutMs: number): Promise<void> {
 }
 
 /**
- * The `onread` option of a socket we read ourselves: a buffer function, so that each read can
- * land where {@link Llp.nextReadBuffer} says (the shared buffer, or a view of a memory region).
+ * The one receive buffer of every socket we read ourselves, and the small one a read that must
+ * stop at a payload boundary lands in. Sharing them is safe: libuv reads one socket at a time,
+ * and each read is handed to its consumer synchronously, which copies what it keeps (the stash
+ * and the MPA accumulator copy; the QP's decoder copies into the target memory). Allocated on
+ * first use, so that a process that never opens a connection does not pay for them.
  */
-function reader(): { buf: Buffer; onread: { buffer: () => Buffer; callback: (n: number, b: Buffer) => boolean }; bind(l: Llp): void } {
-  const buf = Buffer.allocUnsafe(READ_BUF);
-  let self: Llp | null = null;
+let sharedRead: Buffer | null = null;
+let sharedSmall: Buffer | null = null;
+function readBuffer(): Buffer {
+  return (sharedRead ??= Buffer.allocUnsafeSlow(READ_BUF));
+}
+function smallBuffer(): Buffer {
+  return (sharedSmall ??= Buffer.allocUnsafeSlow(SMALL_BUF));
+}
+/** Size of the shared buffer of reads that stop at a payload boundary. */
+const SMALL_BUF = 16 * 1024;
+
+/** The `onread` option of a socket we read ourselves (see {@link Llp.nextReadBuffer}). */
+function onread(l: { self: Llp | null }): { buffer: () => Buffer; callback: (n: number, b: Buffer) => boolean } {
   return {
-    buf,
-    onread: {
-      buffer: () => (self ? self.nextReadBuffer() : buf),
-      callback: (n, b) => {
-        self?.readDone(b, n);
-        return true;
-      },
-    },
-    bind(l) {
-      self = l;
+    buffer: () => (l.self ? l.self.nextReadBuffer() : readBuffer()),
+    callback: (n, b) => {
+      l.self?.readDone(b, n);
+      return true;
     },
   };
+}
+
+/**
+ * Hand every connection `server` accepts to `onLlp` as an {@link Llp} reading into the shared
+ * buffer. Call in the server's listen callback. The server's handle delivers each accepted TCP
+ * handle straight to us: net.Server would first build a net.Socket of its own that we would only
+ * re-wrap (two sockets per connection; it also counts connections that `close()` then waits
+ * for, which a listener's destroy must not). Falls back to the 'connection' event when the
+ * server's handle is not the one we know.
+ */
+export function acceptLlps(server: net.Server, onLlp: (l: Llp) => void): void {
+  const h = (server as unknown as { _handle?: { onconnection?: unknown } | null })._handle;
+  if (h && typeof h.onconnection === 'function') {
+    h.onconnection = (err: number, handle: unknown) => Llp._onconnection(err, handle, onLlp);
+  } else server.on('connection', (sock: net.Socket) => onLlp(Llp.accepted(sock)));
 }
 
 /** One TCP connection under an iWARP endpoint. */
@@ -87,9 +109,8 @@ export class Llp {
   private stash: Buffer[] = [];
   private lastError: Error | undefined;
 
-  /** The shared read buffer (null: 'data' events). */
-  private readonly readBuf: Buffer | null;
-  private readonly small = Buffer.allocUnsafeSlow(16 * 1024);
+  /** The timer that destroys a socket whose peer never answers our FIN. */
+  private lingerTimer: NodeJS.Timeout | null = null;
   /**
    * Direct placement (set by the QP in RDMA mode): where the next read should land. Return a view
    * of the target memory to read payload straight into it, a byte count to read just that much
@@ -99,9 +120,8 @@ export class Llp {
   /** A read landed in a view `readTarget` returned: `n` bytes at its start. */
   onPlaced: ((view: Buffer, n: number) => void) | null = null;
 
-  private constructor(socket: net.Socket, readBuf: Buffer | null = null) {
+  private constructor(socket: net.Socket) {
     this.socket = socket;
-    this.readBuf = readBuf;
     socket.setNoDelay(true);
     socket.on('drain', () => this.onDrain?.());
     socket.on('end', () => {
@@ -114,30 +134,45 @@ export class Llp {
       if (tracing('llp')) trace('llp', `LLP[${this.id}]`, `error ${e.message}`);
     });
     socket.on('close', () => {
+      if (this.lingerTimer) {
+        clearTimeout(this.lingerTimer);
+        this.lingerTimer = null;
+      }
       lingerDone(this);
       this.finish(this.lastError, !this.localEnded);
     });
   }
 
-  /** Wrap an accepted socket (reads come as 'data' events). */
+  /**
+   * Wrap an accepted socket. A socket accepted paused (`pauseOnConnect`) is re-wrapped so that
+   * it, too, reads into the shared buffer (net.Server has no `onread` option); otherwise reads
+   * come as 'data' events. Listeners should use {@link acceptLlps}, which skips the first socket.
+   */
   static accepted(socket: net.Socket): Llp {
-    // A server socket accepted paused (`pauseOnConnect`) is re-wrapped so that it, too, reads
-    // into one reused buffer: net.Server has no `onread` option of its own.
     const handle = (socket as unknown as { _handle?: unknown })._handle;
     if (socket.isPaused() && handle) {
-      const r = reader();
-      const opts = { handle, onread: r.onread } as unknown as net.SocketConstructorOpts;
       (socket as unknown as { _handle: unknown })._handle = null;
-      const s = new net.Socket(opts);
-      s.setNoDelay(true);
-      const self = new Llp(s, r.buf);
-      r.bind(self);
-      s.resume();
-      return self;
+      return Llp.fromHandle(handle);
     }
     const l = new Llp(socket);
     socket.on('data', (chunk: Buffer) => l.deliver(chunk, 0, chunk.length));
     return l;
+  }
+
+  /** An LLP on an accepted TCP handle (a libuv stream handle), reading into the shared buffer. */
+  private static fromHandle(handle: unknown): Llp {
+    const l: { self: Llp | null } = { self: null };
+    const s = new net.Socket({ handle, onread: onread(l) } as unknown as net.SocketConstructorOpts);
+    const self = new Llp(s);
+    l.self = self;
+    s.resume();
+    return self;
+  }
+
+  /** @internal {@link acceptLlps}: the accepted handle, or an error number (ignored: as accept(2) retried). */
+  static _onconnection(err: number, handle: unknown, onLlp: (l: Llp) => void): void {
+    if (err || !handle) return;
+    onLlp(Llp.fromHandle(handle));
   }
 
   /**
@@ -145,35 +180,34 @@ export class Llp {
    * one reused buffer. `onConnect` runs once connected; errors arrive through {@link onClose}.
    */
   static connect(opts: { host: string; port: number; localAddress?: string; localPort?: number; family?: number }, onConnect: () => void): Llp {
-    const r = reader();
-    const o: net.NetConnectOpts & { onread: ReturnType<typeof reader>['onread'] } = {
+    const l: { self: Llp | null } = { self: null };
+    const o: net.NetConnectOpts & { onread: ReturnType<typeof onread> } = {
       host: opts.host,
       port: opts.port,
       noDelay: true,
-      onread: r.onread,
+      onread: onread(l),
     };
     if (opts.localAddress !== undefined) o.localAddress = opts.localAddress;
     if (opts.localPort !== undefined && opts.localPort !== 0) o.localPort = opts.localPort;
     if (opts.family !== undefined) o.family = opts.family;
     const sock = net.connect(o);
-    const self = new Llp(sock, r.buf);
-    r.bind(self);
+    const self = new Llp(sock);
+    l.self = self;
     sock.once('connect', onConnect);
     return self;
   }
 
   /** The buffer the next read goes into (the `onread` buffer function). */
   nextReadBuffer(): Buffer {
-    const buf = this.readBuf as Buffer;
-    const t = this.readTarget?.() ?? null;
-    if (t === null) return buf;
-    if (typeof t === 'number') return t > 0 && t <= this.small.length ? this.small.subarray(0, t) : buf;
+    const t = this.readTarget === null ? null : this.readTarget();
+    if (t === null) return readBuffer();
+    if (typeof t === 'number') return t > 0 && t <= SMALL_BUF ? smallBuffer().subarray(0, t) : readBuffer();
     return t;
   }
 
   /** A read of `n` bytes completed into `b`. */
   readDone(b: Buffer, n: number): void {
-    if (b === this.readBuf || b.buffer === this.small.buffer) this.deliver(b, 0, n);
+    if (b === sharedRead || b.buffer === sharedSmall?.buffer) this.deliver(b, 0, n);
     else if (!this.closed) this.onPlaced?.(b, n);
   }
 
@@ -259,12 +293,26 @@ export class Llp {
   end(): void {
     if (this.localEnded || this.closed) return;
     this.localEnded = true;
-    if (!this.socket.destroyed) lingering.add(this);
+    if (this.socket.destroyed) return;
+    lingering.add(this);
     this.socket.end();
     // A peer that never answers the FIN must not keep us open forever.
-    const t = setTimeout(() => this.socket.destroy(), 3000);
-    t.unref();
+    this.armLinger(3000);
   }
+
+  /** Destroy the socket in `ms` at the latest (an earlier deadline already set stays). */
+  private armLinger(ms: number): void {
+    const at = Date.now() + ms;
+    if (this.lingerTimer) {
+      if (this.lingerAt <= at) return;
+      clearTimeout(this.lingerTimer);
+    }
+    const s = this.socket;
+    this.lingerAt = at;
+    this.lingerTimer = setTimeout(() => s.destroy(), ms);
+    this.lingerTimer.unref();
+  }
+  private lingerAt = 0;
 
   /** Abortive close (RST when unread data is pending, as Linux close() does). */
   abort(): void {
@@ -281,9 +329,9 @@ export class Llp {
     if (!this.socket.destroyed) {
       this.localEnded = true;
       lingering.add(this);
-      this.socket.end();
-      const t = setTimeout(() => this.socket.destroy(), 1000);
-      t.unref();
+      // After our own end() the stream is finished already: ending again only builds an error.
+      if (!this.socket.writableEnded) this.socket.end();
+      this.armLinger(1000);
     }
     const cb = this.onClose;
     this.onClose = null;
