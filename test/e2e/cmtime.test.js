@@ -5,11 +5,10 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, runCli, freePort, describeRun } from './helpers.js';
+import { REPO_ROOT, startCli, runCli, freePort, describeRun, waitListening } from './helpers.js';
 
 const CMTIME = join(REPO_ROOT, 'dist', 'cli', 'cmtime.js');
 const opts = { skip: existsSync(CMTIME) ? false : `${CMTIME} is missing: run npm run build` };
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const STEPS = ['full connect', 'create id', 'bind addr', 'resolve addr', 'resolve route', 'create qp', 'init qp attr', 'init qp', 'rtr qp attr', 'rtr qp', 'rts qp attr', 'rts qp', 'cm connect', 'establish', 'disconnect', 'destroy id', 'destroy qp'];
 const HEADER = 'step             avg/conn  total(us)    us/conn    sum(us)    max(us)    min(us)';
@@ -39,7 +38,7 @@ async function run(conns, extra = []) {
   const port = await freePort();
   const common = ['-b', '127.0.0.1', '-C', '127.0.0.1', '-p', String(port), '-c', String(conns), ...extra];
   const srv = startCli(CMTIME, [...common, '-L'], { timeoutMs: 60_000 });
-  await sleep(300);
+  await waitListening(port, { exited: srv.done }); // the OOB root's listener
   const cli = await runCli(CMTIME, common, { timeoutMs: 60_000 });
   const s = await srv.done;
   return { cli, srv: s, both: `${describeRun('client', cli)}\n${describeRun('server', s)}` };
@@ -93,7 +92,7 @@ test('usage: -C and -b/-B are required, -P below 2, two listeners only', opts, a
   assert.equal(r.code, 1);
   const port = await freePort();
   const a = startCli(CMTIME, ['-b', '127.0.0.1', '-C', '127.0.0.1', '-p', String(port), '-L']);
-  await sleep(300);
+  await waitListening(port, { exited: a.done });
   const b = await runCli(CMTIME, ['-b', '127.0.0.1', '-C', '127.0.0.1', '-p', String(port), '-L']);
   const ra = await a.done;
   assert.equal(b.stdout, 'cannot have all listeners\n', describeRun('second', b));
