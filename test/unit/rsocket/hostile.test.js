@@ -18,12 +18,14 @@ async function ourServer(opts = {}, { read = true } = {}) {
   const server = rs.createServer(opts, (s) => {
     const rec = { s, data: [], events: [], closed: null };
     rec.closed = new Promise((resolve) => {
-      s.on('data', (d) => rec.data.push(Buffer.from(d)));
+      // Not reading means no 'data' listener at all: one added and then paused still makes the
+      // stream read ahead (resume() schedules a read(0)), so the socket would consume messages
+      // and grant credits behind the test's back.
+      if (read) s.on('data', (d) => rec.data.push(Buffer.from(d)));
       s.on('end', () => rec.events.push('end'));
       s.on('error', (e) => rec.events.push(`error ${e.code}`));
       s.on('close', () => resolve(rec));
     });
-    if (!read) s.pause();
     conns.push(rec);
   });
   server.on('clientError', (e) => clientErrors.push(e));
