@@ -5,7 +5,8 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 
 process.env.RDMACM_MPA_REPLY_TIMEOUT_MS = '300';
-const { createId, createEventChannel, PortSpace, CmEventType } = await import('../../../dist/index.js');
+const { CmEventType } = await import('../../../dist/index.js');
+const { activeConnect } = await import('../lib/rc-pair.js');
 const { encodeMpaStartFrame, decodeMpaStartFrame, decodeTerminateFpdu } = await import('../../../dist/wire/index.js');
 
 /** A raw responder: `answer(requestFrame, socket)` decides what to send back. */
@@ -29,20 +30,10 @@ async function rawServer(answer) {
 }
 
 async function connectAndWait(port) {
-  const ch = createEventChannel();
-  const id = createId(ch, null, PortSpace.TCP);
-  await id.resolveAddr(null, { address: '127.0.0.1', port });
-  (await ch.getEvent()).ack();
-  await id.resolveRoute();
-  (await ch.getEvent()).ack();
-  id.createQp(null, {});
-  await id.connect({ privateData: Buffer.from('req') });
-  const ev = await ch.getEvent(AbortSignal.timeout(5000));
+  const { ev, close } = await activeConnect(port, { privateData: Buffer.from('req') });
   const out = { event: ev.event, status: ev.status, pd: Buffer.from(ev.param.conn.privateData) };
   ev.ack();
-  id.destroyQp();
-  await id.destroy();
-  ch.destroy();
+  await close();
   return out;
 }
 

@@ -6,7 +6,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 
-const { createId, createEventChannel, PortSpace, CmEventType } = await import('../../../dist/index.js');
+const { CmEventType } = await import('../../../dist/index.js');
+const { activeConnect } = await import('../lib/rc-pair.js');
 const { encodeMpaStartFrame, decodeMpaStartFrame, encodeFpdu } = await import('../../../dist/wire/index.js');
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -46,22 +47,12 @@ async function responder() {
 }
 
 async function connect(port) {
-  const ch = createEventChannel();
-  const id = createId(ch, null, PortSpace.TCP);
-  await id.resolveAddr(null, { address: '127.0.0.1', port });
-  (await ch.getEvent()).ack();
-  await id.resolveRoute();
-  (await ch.getEvent()).ack();
-  id.createQp(null, {});
-  await id.connect({});
-  const ev = await ch.getEvent(AbortSignal.timeout(5000));
+  const { id, ev, close } = await activeConnect(port);
   assert.equal(ev.event, CmEventType.ESTABLISHED);
   ev.ack();
   return async () => {
     await id.disconnect().catch(() => {});
-    id.destroyQp();
-    await id.destroy();
-    ch.destroy();
+    await close();
   };
 }
 

@@ -7,6 +7,7 @@ import {
   createId, PortSpace, Access, WrOpcode, SendFlags, WcStatus, WcOpcode, WcFlags, QpState, qpTransitionAllowed,
   PostError, AsyncEventType, getDeviceList,
 } from '../../../dist/index.js';
+import { rcPair, reap } from '../lib/rc-pair.js';
 
 const S = Object.values(QpState);
 
@@ -20,46 +21,7 @@ test('modify_qp transition table (IB spec 10.3.1)', () => {
   }
 });
 
-/** A connected pair of QPs over loopback (sync ids). */
-async function pair({ send = 16, recv = 16, sge = 4, ird = 4, ord = 4 } = {}) {
-  const listen = createId(null, null, PortSpace.TCP);
-  listen.bindAddr({ address: '127.0.0.1', port: 0 });
-  await listen.listen(1);
-  const cap = { maxSendWr: send, maxRecvWr: recv, maxSendSge: sge, maxRecvSge: sge, maxInlineData: 64 };
-  const srv = (async () => {
-    const child = await listen.getRequest();
-    child.createQp(null, { cap });
-    await child.accept({ responderResources: ird, initiatorDepth: ord });
-    return child;
-  })();
-  const a = createId(null, null, PortSpace.TCP);
-  await a.resolveAddr(null, { address: '127.0.0.1', port: listen.srcPort });
-  await a.resolveRoute();
-  a.createQp(null, { cap });
-  await a.connect({ responderResources: ird, initiatorDepth: ord });
-  const b = await srv;
-  const close = async () => {
-    for (const x of [a, b]) {
-      x.destroyQp();
-      await x.destroy();
-    }
-    await listen.destroy();
-  };
-  return { a, b, close };
-}
-
-/** Wait until `n` completions are on `cq` (polling with a deadline). */
-async function reap(cq, n, ms = 5000) {
-  const out = [];
-  const t0 = Date.now();
-  while (out.length < n) {
-    out.push(...cq.poll(n - out.length));
-    if (out.length >= n) break;
-    if (Date.now() - t0 > ms) throw new Error(`only ${out.length}/${n} completions`);
-    await new Promise((r) => setImmediate(r));
-  }
-  return out;
-}
+const pair = rcPair;
 
 /** The next async event of `type` (other tests share the siw_lo context and its event queue). */
 async function asyncEvent(ctx, type, obj, ms = 3000) {
