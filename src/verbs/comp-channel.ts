@@ -124,9 +124,18 @@ export class CompChannel implements AsyncIterable<Cq> {
     return it;
   }
 
+  /**
+   * @internal A synchronous hook run each time an event is queued (after it is queued), for an
+   * owner that drains the channel with {@link tryGetCqEvent} instead of awaiting
+   * {@link getCqEvent} (no promise per event). The hook must not re-enter the transport: it runs
+   * inside the completing operation (schedule the work, e.g. as a microtask).
+   */
+  _onEvent: (() => void) | null = null;
+
   /** @internal A CQ's armed notification fired. */
   _enqueue(cq: Cq): void {
     this._q.push(cq);
+    if (this._onEvent !== null && this._q.length > 0) this._onEvent();
   }
 
   /** @internal Drop the unread events of a CQ being destroyed. */

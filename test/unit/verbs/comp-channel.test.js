@@ -264,3 +264,26 @@ test('returning from the iterator while a read is pending does not consume an ev
   plain.destroy();
   ch.destroy();
 });
+
+test('the internal _onEvent hook runs once per queued event, after it is queued; a waiting reader still gets it', { timeout: 5000 }, async () => {
+  const s = setup();
+  const { ch, cq } = s;
+  const seen = [];
+  ch._onEvent = () => seen.push(ch.pending);
+  cq.reqNotify();
+  cq._push(wc(1), false);
+  assert.deepEqual(seen, [1], 'called with the event already queued');
+  cq._push(wc(2), false);
+  assert.deepEqual(seen, [1], 'not armed: no event, no call');
+  assert.equal(ch.tryGetCqEvent(), cq);
+  cq.ackEvents(1);
+  // A pending getCqEvent() takes the event at once: nothing is queued, the hook is not called.
+  const p = ch.getCqEvent();
+  cq.reqNotify();
+  cq._push(wc(3), false);
+  assert.equal(await p, cq);
+  assert.deepEqual(seen, [1]);
+  cq.ackEvents(1);
+  ch._onEvent = null;
+  teardown(s);
+});
