@@ -36,6 +36,7 @@ export {
   MPA_HDR_LEN,
   MPA_KEY_LEN,
   MPA_KEY_REP,
+  mpaKeyMatches,
   MPA_KEY_REQ,
   MPA_LEN_FIELD,
   MPA_MAX_PD,

@@ -140,6 +140,15 @@ function keyMatches(buf: Uint8Array, key: Uint8Array): boolean {
   return true;
 }
 
+/**
+ * Whether `buf` starts with the key of an MPA Request or Reply: the check of
+ * {@link decodeMpaStartFrame} that a caller may need to tell apart from its other refusals
+ * (siw answers a bad key, and only that, with TERMINATE 0x04).
+ */
+export function mpaKeyMatches(buf: Uint8Array, expect: 'request' | 'reply'): boolean {
+  return buf.length >= MPA_KEY_LEN && keyMatches(buf, expect === 'request' ? KEY_REQ_BYTES : KEY_REP_BYTES);
+}
+
 /** Whether a start frame carries the RFC 6581 IRD/ORD word (siw: Rev 2 and Enhanced). */
 export function mpaHasV2Word(f: Pick<MpaStartFrame, 'enhanced' | 'rev'>): boolean {
   return f.enhanced && f.rev === 2;

@@ -14,7 +14,7 @@
  * the endpoint's state changes in one place (siw's CM work queue).
  */
 import { TerminateError } from '../../errors.js';
-import { MPA_KEY_REP, decodeMpaStartFrame, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/index.js';
+import { decodeMpaStartFrame, mpaKeyMatches, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/index.js';
 import { Llp } from './llp.js';
 import { trace, tracing } from '../../trace.js';
 
@@ -207,7 +207,7 @@ export class Cep {
     } catch (e) {
       // As siw (siw_proc_mpareply): a bad key gets a TERMINATE LLP/MPA/0x04; a revision above 2
       // or private data over 512 bytes just ends the attempt. Both are CONNECT_ERROR -EINVAL.
-      const badKey = acc.toString('latin1', 0, MPA_KEY_REP.length) !== MPA_KEY_REP;
+      const badKey = !mpaKeyMatches(acc, 'reply');
       if (badKey && e instanceof TerminateError) this.llp.write(encodeTerminate(e, { crc: false }));
       this.fail(-22, `bad MPA Reply: ${(e as Error).message}`);
       if (badKey) this.llp.end();

@@ -8,6 +8,7 @@ import {
   MpaFlag,
   decodeMpaStartFrame,
   encodeMpaStartFrame,
+  mpaKeyMatches,
   fpduLength,
   fpduMaxPayload,
   fpduPad,
@@ -248,4 +249,17 @@ test('writeFpduTrailer: zero pad, little-endian CRC over length + ULPDU + pad, o
   out.fill(0xaa, 25);
   assert.equal(writeFpduTrailer(out, 25, 23, null), 7);
   assert.deepEqual(Buffer.from(out.subarray(25)), hex('000000 00000000'));
+});
+
+test('mpaKeyMatches: the Request and Reply keys of spec/wire.md, nothing else', () => {
+  const rep = Buffer.concat([hex(KEY_REP), Buffer.alloc(4)]);
+  const req = Buffer.concat([hex(KEY_REQ), Buffer.alloc(4)]);
+  assert.equal(mpaKeyMatches(rep, 'reply'), true);
+  assert.equal(mpaKeyMatches(req, 'request'), true);
+  assert.equal(mpaKeyMatches(rep, 'request'), false);
+  assert.equal(mpaKeyMatches(req, 'reply'), false);
+  const bad = Buffer.from(rep);
+  bad[15] ^= 1;
+  assert.equal(mpaKeyMatches(bad, 'reply'), false);
+  assert.equal(mpaKeyMatches(hex(KEY_REP).subarray(0, 15), 'reply'), false, 'a short buffer is no match');
 });
