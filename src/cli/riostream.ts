@@ -34,9 +34,9 @@ import {
   MSG_WAITALL,
   RsState,
 } from '../rsocket/index.js';
-import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, strerror, type SockAddr } from '../index.js';
-import { BytePattern, Getopt, atoi, eaiOf, progName, errOut, exit, gaiMessage, installTopLevelHandlers, out, sizeStr } from './common.js';
-import { HEADER, TEST_SIZES, formatRow, jsonRow, seriesCount, type PerfRow } from './rstream.js';
+import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, type SockAddr } from '../index.js';
+import { Getopt, atoi, progName, errOut, exit, installTopLevelHandlers, out } from './common.js';
+import { GaiErr, HEADER, StreamTool, TEST_SIZES, gaiCode, gaiText, perrorN } from './rstream.js';
 
 const EAGAIN = errnoOf('EAGAIN');
 
@@ -46,9 +46,6 @@ const enum Opt {
   BANDWIDTH = 2,
 }
 
-function perrorN(prefix: string, errno: number): void {
-  errOut(`${prefix}: ${strerror(errno)}\n`);
-}
 function errnoOfErr(e: unknown): number {
   return e instanceof RdmaError ? e.errno : 5;
 }
@@ -58,48 +55,14 @@ function turn(): Promise<void> {
   return new Promise((resolve) => setImmediate(resolve));
 }
 
-/** Everything riostream.c keeps in globals. */
-class Riostream {
-  useAsync = false;
-  verify = false;
-  flags = MSG_DONTWAIT;
-  pollTimeout = 0;
-  custom = false;
+/** Everything riostream.c keeps in globals (beyond {@link StreamTool}). */
+class Riostream extends StreamTool {
   optimization: Opt = Opt.MIXED;
-  sizeOption = 0;
-  iterations = 1;
-  transferSize = 1000;
-  transferCount = 1000;
-  bufferSize = 0;
-  inlineSize = 64;
-  testName = 'custom';
-  port = '7471';
-  dstAddr: string | null = null;
-  srcAddr: string | null = null;
-  numericHost = false;
-  gidFormat = false;
-  json = false;
-  buf = Buffer.alloc(0);
-  pattern = new BytePattern();
   rs: RsConn | null = null;
   lrs: RsListener | null = null;
 
-  showPerf(usec: number): void {
-    const row: PerfRow = { name: this.testName, transferSize: this.transferSize, transferCount: this.transferCount, iterations: this.iterations, usec };
-    if (this.json) out(jsonRow(row, { role: this.dstAddr ? 'client' : 'server', transport: 'rsocket-iomap', tool: 'riostream' }));
-    else out(formatRow(row));
-  }
-  initLatencyTest(size: number): void {
-    this.testName = `${sizeStr(size)}_lat`;
-    this.transferCount = 1;
-    this.transferSize = size;
-    this.iterations = seriesCount(size);
-  }
-  initBandwidthTest(size: number): void {
-    this.testName = `${sizeStr(size)}_bw`;
-    this.iterations = 1;
-    this.transferSize = size;
-    this.transferCount = seriesCount(size);
+  protected override perfTags(): { transport: string; tool: string } {
+    return { transport: 'rsocket-iomap', tool: 'riostream' };
   }
 
   async doPoll(events: number): Promise<number> {
@@ -443,19 +406,6 @@ class Riostream {
   }
 }
 
-class GaiErr extends Error {
-  constructor(readonly eai: number) {
-    super(`EAI ${eai}`);
-  }
-}
-function gaiText(e: unknown): string {
-  if (e instanceof GaiErr) return e.eai === -6 ? 'ai_family not supported' : 'Name or service not known';
-  return gaiMessage(e);
-}
-function gaiCode(e: unknown): number {
-  if (e instanceof GaiErr) return e.eai;
-  return eaiOf(e);
-}
 
 /** The usage text (stdout), as riostream.c prints it. */
 export function usage(prog: string): string {

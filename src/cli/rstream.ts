@@ -439,17 +439,16 @@ const enum Opt {
   BANDWIDTH = 2,
 }
 
-/** Everything rstream.c keeps in globals. */
-class Rstream {
-  useRs = true;
+/**
+ * What rstream.c and riostream.c both keep in globals (the same names and defaults in both), and
+ * their shared printing of a result row and setting up of a series test.
+ */
+export abstract class StreamTool {
   useAsync = false;
-  useRgai = false;
   verify = false;
   flags = MSG_DONTWAIT;
   pollTimeout = 0;
   custom = false;
-  useFork = false;
-  optimization: Opt = Opt.MIXED;
   sizeOption = 0;
   iterations = 1;
   transferSize = 1000;
@@ -458,7 +457,6 @@ class Rstream {
   inlineSize = 64;
   testName = 'custom';
   port = '7471';
-  keepalive = 0;
   dstAddr: string | null = null;
   srcAddr: string | null = null;
   numericHost = false;
@@ -466,6 +464,39 @@ class Rstream {
   json = false;
   buf = Buffer.alloc(0);
   pattern = new BytePattern();
+
+  /** The `transport` and `tool` of a `--json` row. */
+  protected abstract perfTags(): { transport: string; tool: string };
+
+  /** show_perf: one table row (or one JSON object with --json). */
+  showPerf(usec: number): void {
+    const row: PerfRow = { name: this.testName, transferSize: this.transferSize, transferCount: this.transferCount, iterations: this.iterations, usec };
+    if (this.json) out(jsonRow(row, { role: this.dstAddr ? 'client' : 'server', ...this.perfTags() }));
+    else out(formatRow(row));
+  }
+  /** init_latency_test. */
+  initLatencyTest(size: number): void {
+    this.testName = `${sizeStr(size)}_lat`;
+    this.transferCount = 1;
+    this.transferSize = size;
+    this.iterations = seriesCount(size);
+  }
+  /** init_bandwidth_test. */
+  initBandwidthTest(size: number): void {
+    this.testName = `${sizeStr(size)}_bw`;
+    this.iterations = 1;
+    this.transferSize = size;
+    this.transferCount = seriesCount(size);
+  }
+}
+
+/** Everything rstream.c keeps in globals (beyond {@link StreamTool}). */
+class Rstream extends StreamTool {
+  useRs = true;
+  useRgai = false;
+  useFork = false;
+  optimization: Opt = Opt.MIXED;
+  keepalive = 0;
   rs: Sock | null = null;
   lrs: RsListener | NetListener | null = null;
   /** -T f, server side: the child handling the current connection. */
@@ -473,22 +504,8 @@ class Rstream {
   /** This process is a -T f child: the connection was handed to us. */
   forkedChild = false;
   // --- output
-  showPerf(usec: number): void {
-    const row: PerfRow = { name: this.testName, transferSize: this.transferSize, transferCount: this.transferCount, iterations: this.iterations, usec };
-    if (this.json) out(jsonRow(row, { role: this.dstAddr ? 'client' : 'server', transport: this.useRs ? 'rsocket' : 'socket', tool: 'rstream' }));
-    else out(formatRow(row));
-  }
-  initLatencyTest(size: number): void {
-    this.testName = `${sizeStr(size)}_lat`;
-    this.transferCount = 1;
-    this.transferSize = size;
-    this.iterations = seriesCount(size);
-  }
-  initBandwidthTest(size: number): void {
-    this.testName = `${sizeStr(size)}_bw`;
-    this.iterations = 1;
-    this.transferSize = size;
-    this.transferCount = seriesCount(size);
+  protected override perfTags(): { transport: string; tool: string } {
+    return { transport: this.useRs ? 'rsocket' : 'socket', tool: 'rstream' };
   }
 
   /** common.c do_poll(): 0 when ready, else the POLLERR/POLLHUP bits (or the error). */
@@ -925,22 +942,23 @@ function withErrno(fd: { errno: number }, r: number): number {
   return r;
 }
 
-/** A resolver failure carrying its EAI code. */
-class GaiErr extends Error {
+/** A resolver failure carrying its EAI code (rstream's and riostream's getaddrinfo paths). */
+export class GaiErr extends Error {
   constructor(readonly eai: number) {
     super(`EAI ${eai}`);
   }
 }
-function gaiText(e: unknown): string {
+export function gaiText(e: unknown): string {
   if (e instanceof GaiErr) return e.eai === -6 ? 'ai_family not supported' : 'Name or service not known';
   return gaiMessage(e);
 }
-function gaiCode(e: unknown): number {
+export function gaiCode(e: unknown): number {
   if (e instanceof GaiErr) return e.eai;
   return eaiOf(e);
 }
 
-function perrorN(prefix: string, errno: number): void {
+/** perror() with an errno value. */
+export function perrorN(prefix: string, errno: number): void {
   errOut(`${prefix}: ${strerror(errno)}\n`);
 }
 function perror(prefix: string, e: unknown): void {
