@@ -179,6 +179,8 @@ export class CmId {
   private reservedKey: string | null = null;
   /** Bound by the application (rdma_bind_addr, or a source given to rdma_resolve_addr). */
   private boundExplicitly = false;
+  /** The explicitly bound source address is the one route lookup picks for `dst` (resolveAddr). */
+  private boundIsRouteSource = false;
   private options = { tos: -1, reuseAddr: false, afOnly: false, ackTimeout: -1 };
   /**
    * @internal rdma_create_ep on a passive id: the QP attributes (and PD) rdma_get_request uses to
@@ -357,8 +359,15 @@ export class CmId {
     // destination fails the call itself (ENETUNREACH/EHOSTUNREACH), no event follows.
     const s = this.src as SockAddr;
     let from: string;
+    this.boundIsRouteSource = false;
     try {
-      from = isAny(s.address) ? await routeSource(dst.address, dfam) : s.address;
+      if (isAny(s.address)) from = await routeSource(dst.address, dfam);
+      else {
+        from = s.address;
+        // A bind() of the address the kernel would pick anyway only costs: it makes the kernel
+        // search the port space, slow with thousands of sockets. rdma_connect skips it then.
+        if (this.boundExplicitly && !s.port) this.boundIsRouteSource = from === dst.address || (await routeSource(dst.address, dfam).catch(() => '')) === from;
+      }
     } catch (e) {
       if ((this._state as CmState) === CmState.ADDR_QUERY) this.setState(CmState.ADDR_BOUND, 'no route');
       const c = (e as NodeJS.ErrnoException).code;
@@ -539,10 +548,11 @@ export class CmId {
     const dst = this.dst as SockAddr;
     this.setState(CmState.CONNECT, 'connect');
     const opts: { host: string; port: number; localAddress?: string; localPort?: number } = { host: dst.address, port: dst.port };
-    // Bind the TCP socket only to what the application bound: a source picked by route lookup is
-    // the one the kernel picks for the connect anyway, and an explicit bind() before connect()
-    // makes the kernel search the port space (slow with thousands of connections).
-    if (this.boundExplicitly && !isAny(src.address)) opts.localAddress = src.address;
+    // Bind the TCP socket only to what the application bound, and not even then when that is the
+    // address route lookup picks: the kernel picks the same source for the connect, and an
+    // explicit bind() before connect() makes it search the port space (slow with thousands of
+    // connections).
+    if (this.boundExplicitly && !isAny(src.address) && !this.boundIsRouteSource) opts.localAddress = src.address;
     if (src.port) {
       opts.localPort = src.port;
       opts.localAddress ??= src.address;

@@ -305,3 +305,36 @@ test('rdma_getaddrinfo: passive/active, numeric, EAI errors', async () => {
   await assert.rejects(getaddrinfo(null, null), { code: 'EINVAL' });
   await assert.rejects(getaddrinfo('name.invalid', '1', { flags: 2 }), (e) => e instanceof GaiError && e.eai === -2);
 });
+
+test('an explicit bind is honoured on connect: 127.0.0.2 stays the source; a bind of the route source keeps it too', async () => {
+  const listen = createId(null, null, PortSpace.TCP);
+  listen.bindAddr({ address: '127.0.0.1', port: 0 });
+  await listen.listen(4);
+  for (const from of ['127.0.0.2', '127.0.0.1']) {
+    const server = (async () => {
+      const child = await listen.getRequest();
+      child.createQp(null, {});
+      await child.accept();
+      return child;
+    })();
+    const id = createId(null, null, PortSpace.TCP);
+    id.bindAddr({ address: from, port: 0 });
+    await id.resolveAddr(null, { address: '127.0.0.1', port: listen.srcPort });
+    await id.resolveRoute();
+    id.createQp(null, {});
+    await id.connect();
+    const child = await server;
+    // Route lookup picks 127.0.0.1 for 127.0.0.1: only the 127.0.0.2 bind needs a bind(2), and
+    // the peer must see it.
+    assert.equal(child.peerAddr.address, from);
+    assert.equal(id.localAddr.address, from);
+    assert.equal(id.localAddr.port, child.peerAddr.port);
+    assert.ok(id.localAddr.port > 0);
+    await id.disconnect();
+    for (const x of [id, child]) {
+      x.destroyQp();
+      await x.destroy();
+    }
+  }
+  await listen.destroy();
+});
