@@ -37,9 +37,13 @@ const TX_BUDGET = 4 * 1024 * 1024;
 /**
  * Small FPDUs (headers, inline and copied payloads, trailers) are built back to back in a staging
  * slab and handed to the socket as one write per kick. Regions handed over are never reused (the
- * socket may still hold them): a full slab is replaced by a new one.
+ * socket may still hold them): a full slab is replaced by a new one. A QP's first slab is small
+ * (most connections carry little: an RTR, a few messages) and each next one four times larger, up
+ * to SLAB_SIZE: thousands of idle QPs then hold kilobytes, not 64 KiB each.
  */
 const SLAB_SIZE = 64 * 1024;
+const FIRST_SLAB = 1024;
+const NO_SLAB = Buffer.alloc(0);
 
 const RESOLVED = Promise.resolve();
 
@@ -97,7 +101,7 @@ export class QpTx {
   private waitingDrain = false;
   private readonly hdr = Buffer.alloc(64);
   /** Staging slab: [stageStart, slabPos) is built and not yet written. */
-  private slab = Buffer.allocUnsafeSlow(SLAB_SIZE);
+  private slab = NO_SLAB;
   private slabPos = 0;
   private stageStart = 0;
   /** Writes handed to the LLP in the current kick. */
@@ -182,7 +186,9 @@ export class QpTx {
   private stageAlloc(llp: Llp, n: number): number {
     if (this.slabPos + n > this.slab.length) {
       this.flushStage(llp);
-      this.slab = Buffer.allocUnsafeSlow(Math.max(SLAB_SIZE, n));
+      const next = this.slab.length === 0 ? FIRST_SLAB : Math.min(SLAB_SIZE, this.slab.length * 4);
+      // Up to 4 KiB comes from Node's shared pool; larger slabs are their own allocation.
+      this.slab = next < n ? Buffer.allocUnsafeSlow(n) : next <= 4096 ? Buffer.allocUnsafe(next) : Buffer.allocUnsafeSlow(next);
       this.slabPos = 0;
       this.stageStart = 0;
     }
