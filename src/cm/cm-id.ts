@@ -11,6 +11,7 @@
  *
  * State machine: the kernel's cm_id states (cma_priv.h), changed only through {@link CmId.setState}.
  */
+import { existsSync } from 'node:fs';
 import net from 'node:net';
 import { RdmaError, err } from '../errors.js';
 import type { ErrnoCode } from '../errno.js';
@@ -90,6 +91,18 @@ const HOLD_GRACE_MS = Number(process.env['RDMACM_IWARP_HOLD_MS'] ?? 200);
  * responder race, see {@link CmId.goLive}.
  */
 const RTR_NUDGE_MS = Number(process.env['RDMACM_IWARP_RTR_NUDGE_MS'] ?? 50);
+let localSiw: boolean | null = null;
+/**
+ * Whether a loopback peer gets the RTR nudges: only a kernel siw can have the race, and a peer
+ * over loopback runs in this very kernel, so only when this kernel has the siw module (or
+ * `RDMACM_IWARP_RTR_NUDGE_LOOPBACK` is 1; 0: never). Spares every connection between two of our
+ * own processes up to four writes and reads.
+ */
+function nudgeLoopback(): boolean {
+  const o = process.env['RDMACM_IWARP_RTR_NUDGE_LOOPBACK'];
+  if (o === '1' || o === '0') return o === '1';
+  return (localSiw ??= existsSync('/sys/module/siw'));
+}
 /** Request peer-to-peer mode (RFC 6581 RTR) as initiator. */
 const P2P = process.env['RDMACM_IWARP_P2P'] !== '0';
 /** Ask for MPA CRC as initiator (siw default: off). */
@@ -618,9 +631,10 @@ export class CmId {
     };
     if (active && r.rtr) p.rtr = r.rtr;
     let nudge: NodeJS.Timeout | null = null;
-    // Loopback peers are nudged too: siw attaches to `lo` as well (loopback_enabled), and its
-    // race is a window between two of its own steps, whatever the link.
-    if (active && r.rtr === 'write' && RTR_NUDGE_MS > 0) {
+    // Peers on this host (loopback or a local address) only when this kernel runs siw: siw
+    // attaches to `lo` as well (loopback_enabled), and its race is a window between two of its
+    // own steps, whatever the link.
+    if (active && r.rtr === 'write' && RTR_NUDGE_MS > 0 && (!this.peerIsLocal() || nudgeLoopback())) {
       // Linux siw as a P2P responder installs its RTR reader only after sending the MPA Reply
       // (siw_accept: siw_send_mpareqrep, then siw_sk_assign_rtr_upcalls): bytes landing in
       // between sit unread until more bytes arrive, and the responder never reports ESTABLISHED
@@ -651,6 +665,12 @@ export class CmId {
     }
     this.connected = true;
     qp.attachLlp(llp, p, r.leftover);
+  }
+
+  /** The peer is this host (loopback or one of our addresses): its stack runs in this kernel. */
+  private peerIsLocal(): boolean {
+    const d = this.dst?.address;
+    return d !== undefined && (isLoopback(d) || findDeviceByAddress(d) !== undefined);
   }
 
   private llpDown(info: LlpDownInfo): void {

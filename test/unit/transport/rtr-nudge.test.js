@@ -5,6 +5,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
+import { existsSync } from 'node:fs';
+
+// The responder here is on loopback, where nudges go only when this kernel runs siw: force them
+// (RDMACM_IWARP_RTR_NUDGE_LOOPBACK is read per connection).
+process.env.RDMACM_IWARP_RTR_NUDGE_LOOPBACK = '1';
 
 const { CmEventType } = await import('../../../dist/index.js');
 const { activeConnect } = await import('../lib/rc-pair.js');
@@ -82,4 +87,22 @@ test('the nudges stop once the responder has sent an FPDU', async () => {
   r.close();
   assert.ok(seen >= 2, `RTR and a nudge before the responder spoke: ${seen}`);
   assert.equal(r.rtrs.length, seen, 'no more nudges after the responder spoke');
+});
+
+test('a peer on this host is not nudged when this kernel has no siw (nor with RDMACM_IWARP_RTR_NUDGE_LOOPBACK=0)', async (t) => {
+  const siw = existsSync('/sys/module/siw');
+  t.diagnostic(`siw module in this kernel: ${siw}`);
+  // The default policy where there is no siw; the explicit off switch where there is.
+  if (siw) process.env.RDMACM_IWARP_RTR_NUDGE_LOOPBACK = '0';
+  else delete process.env.RDMACM_IWARP_RTR_NUDGE_LOOPBACK;
+  try {
+    const r = await responder();
+    const done = await connect(r.port);
+    await sleep(400);
+    await done();
+    r.close();
+    assert.equal(r.rtrs.length, 1, `only the RTR itself: ${r.rtrs.length} zero-length Writes`);
+  } finally {
+    process.env.RDMACM_IWARP_RTR_NUDGE_LOOPBACK = '1';
+  }
 });
