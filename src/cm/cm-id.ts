@@ -99,10 +99,10 @@ let localSiw: boolean | null = null;
  * own processes up to four writes and reads.
  */
 function nudgeLoopback(): boolean {
-  const o = process.env['RDMACM_IWARP_RTR_NUDGE_LOOPBACK'];
-  if (o === '1' || o === '0') return o === '1';
+  if (NUDGE_LOOPBACK === '1' || NUDGE_LOOPBACK === '0') return NUDGE_LOOPBACK === '1';
   return (localSiw ??= existsSync('/sys/module/siw'));
 }
+const NUDGE_LOOPBACK = process.env['RDMACM_IWARP_RTR_NUDGE_LOOPBACK'];
 /** Request peer-to-peer mode (RFC 6581 RTR) as initiator. */
 const P2P = process.env['RDMACM_IWARP_P2P'] !== '0';
 /** Ask for MPA CRC as initiator (siw default: off). */
@@ -126,16 +126,9 @@ function findDeviceByAddress(ip: string): Device | undefined {
   deviceCache.set(ip, { dev, at: now });
   return dev;
 }
-/** max_qp_rd_atom per device context (asked on every connect/accept; the attributes are fixed). */
-const maxRdAtom = new WeakMap<Context, number>();
+/** max_qp_rd_atom of the device (asked on every connect/accept). */
 function deviceMaxRd(ctx: Context | null): number {
-  if (!ctx) return MAX_IRD_ORD;
-  let v = maxRdAtom.get(ctx);
-  if (v === undefined) {
-    v = ctx.queryDevice().maxQpRdAtom;
-    maxRdAtom.set(ctx, v);
-  }
-  return v;
+  return ctx ? ctx._attr.maxQpRdAtom : MAX_IRD_ORD;
 }
 /** In-process port reservations, to report EADDRINUSE at bind time like the kernel. */
 const boundPorts = new Map<string, CmId>();

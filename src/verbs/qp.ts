@@ -212,7 +212,7 @@ export abstract class Qp {
   }
 
   private checkRd(v: number, what: string): void {
-    const max = this.context.queryDevice().maxQpRdAtom;
+    const max = this.context._attr.maxQpRdAtom;
     if (!Number.isInteger(v) || v < 0 || v > max) throw err('EINVAL', 'ibv_modify_qp', `${what} ${v} > ${max}`);
   }
 

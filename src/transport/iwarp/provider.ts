@@ -44,7 +44,7 @@ function listDevices(): DeviceInfo[] {
 function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): IwarpQp {
   if (attr.qpType !== QpType.RC) throw err('EOPNOTSUPP', 'ibv_create_qp', 'siw supports RC QPs only');
   if (attr.srq !== undefined) throw err('EOPNOTSUPP', 'ibv_create_qp', 'SRQ not supported yet');
-  const dev = ctx.queryDevice();
+  const dev = ctx._attr;
   const c = attr.cap;
   const cap: QpCap = {
     maxSendWr: Math.max(c.maxSendWr ?? 1, 1),

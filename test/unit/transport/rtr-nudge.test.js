@@ -6,9 +6,10 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { existsSync } from 'node:fs';
+import { spawn } from 'node:child_process';
 
 // The responder here is on loopback, where nudges go only when this kernel runs siw: force them
-// (RDMACM_IWARP_RTR_NUDGE_LOOPBACK is read per connection).
+// (RDMACM_IWARP_RTR_NUDGE_LOOPBACK is read when the library loads).
 process.env.RDMACM_IWARP_RTR_NUDGE_LOOPBACK = '1';
 
 const { CmEventType } = await import('../../../dist/index.js');
@@ -92,17 +93,22 @@ test('the nudges stop once the responder has sent an FPDU', async () => {
 test('a peer on this host is not nudged when this kernel has no siw (nor with RDMACM_IWARP_RTR_NUDGE_LOOPBACK=0)', async (t) => {
   const siw = existsSync('/sys/module/siw');
   t.diagnostic(`siw module in this kernel: ${siw}`);
-  // The default policy where there is no siw; the explicit off switch where there is.
-  if (siw) process.env.RDMACM_IWARP_RTR_NUDGE_LOOPBACK = '0';
-  else delete process.env.RDMACM_IWARP_RTR_NUDGE_LOOPBACK;
-  try {
-    const r = await responder();
-    const done = await connect(r.port);
-    await sleep(400);
-    await done();
-    r.close();
-    assert.equal(r.rtrs.length, 1, `only the RTR itself: ${r.rtrs.length} zero-length Writes`);
-  } finally {
-    process.env.RDMACM_IWARP_RTR_NUDGE_LOOPBACK = '1';
-  }
+  // The default policy where there is no siw, the explicit off switch where there is: in a child
+  // process, since the library reads the setting when it loads.
+  const env = { ...process.env };
+  if (siw) env.RDMACM_IWARP_RTR_NUDGE_LOOPBACK = '0';
+  else delete env.RDMACM_IWARP_RTR_NUDGE_LOOPBACK;
+  const r = await responder();
+  const lib = new URL('../lib/rc-pair.js', import.meta.url).href;
+  const code = `const { activeConnect } = await import(${JSON.stringify(lib)});
+    const { ev } = await activeConnect(${r.port});
+    ev.ack();
+    setTimeout(() => process.exit(ev.event), 400);`;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', code], { env, stdio: 'inherit' });
+  const kill = setTimeout(() => child.kill('SIGKILL'), 20_000);
+  const status = await new Promise((res) => child.on('exit', res));
+  clearTimeout(kill);
+  r.close();
+  assert.equal(status, CmEventType.ESTABLISHED, 'the child connected');
+  assert.equal(r.rtrs.length, 1, `only the RTR itself: ${r.rtrs.length} zero-length Writes`);
 });
