@@ -26,6 +26,14 @@ async function freePort() {
   return p;
 }
 
+/** A synchronous listener's next request, with a QP, accepted. */
+async function syncAccept(listen) {
+  const child = await listen.getRequest();
+  child.createQp(null, {});
+  await child.accept();
+  return child;
+}
+
 test('rdma_event_str names, including the USER/INTERNAL quirk', () => {
   assert.equal(rdmaEventStr(CmEventType.ESTABLISHED), 'RDMA_CM_EVENT_ESTABLISHED');
   assert.equal(rdmaEventStr(CmEventType.ADDRINFO_ERROR), 'RDMA_CM_EVENT_ADDRINFO_ERROR');
@@ -272,12 +280,7 @@ test('IPv6 loopback connect and a sync accept', async () => {
   const listen = createId(null, null, PortSpace.TCP);
   listen.bindAddr({ address: '::1', port: 0 });
   await listen.listen(1);
-  const server = (async () => {
-    const child = await listen.getRequest();
-    child.createQp(null, {});
-    await child.accept();
-    return child;
-  })();
+  const server = syncAccept(listen);
   const id = createId(null, null, PortSpace.TCP);
   await id.resolveAddr(null, { address: '::1', port: listen.srcPort });
   await id.resolveRoute();
@@ -311,12 +314,7 @@ test('an explicit bind is honoured on connect: 127.0.0.2 stays the source; a bin
   listen.bindAddr({ address: '127.0.0.1', port: 0 });
   await listen.listen(4);
   for (const from of ['127.0.0.2', '127.0.0.1']) {
-    const server = (async () => {
-      const child = await listen.getRequest();
-      child.createQp(null, {});
-      await child.accept();
-      return child;
-    })();
+    const server = syncAccept(listen);
     const id = createId(null, null, PortSpace.TCP);
     id.bindAddr({ address: from, port: 0 });
     await id.resolveAddr(null, { address: '127.0.0.1', port: listen.srcPort });
