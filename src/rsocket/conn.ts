@@ -982,7 +982,10 @@ export class RsConn {
       if (n < 32) break;
     }
     this.flushPosts();
-    if (any && !this.notifying && !this.inProgress) this.notifySoon();
+    // Completions polled from inside a call (rrecv, rpoll, ...) are told to whoever listens, a
+    // microtask later. With no one listening there is nothing to tell: a poll or wait that
+    // starts later looks at the state itself before it waits.
+    if (any && !this.notifying && !this.inProgress && (this.onNotify !== null || this.waiters.length > 0 || this.condWaiters.length > 0)) this.notifySoon();
   }
 
   /** A send completion (rs_poll_cq's send branch). */
@@ -1575,7 +1578,9 @@ export class RsConn {
       const w = ws[i] as Waiter;
       const r = this.pollEvents(w.events);
       if (r !== 0 || this.closed) {
-        ws.splice(i, 1);
+        // Remove in place, order kept (splice would build an array of the removed waiter).
+        for (let j = i + 1; j < ws.length; j++) ws[j - 1] = ws[j] as Waiter;
+        ws.pop();
         if (w.timer) clearTimeout(w.timer);
         w.resolve(r);
       } else i++;

@@ -341,24 +341,29 @@ export abstract class Qp {
    * WR_FLUSH_ERR.
    */
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
-    const list = Array.isArray(wrs) ? (wrs as readonly RecvWr[]) : [wrs as RecvWr];
-    const op = 'ibv_post_recv';
-    for (let i = 0; i < list.length; i++) {
-      const wr = list[i] as RecvWr;
-      if (this.destroyed || this._state === QpState.RESET) throw new PostError('EINVAL', op, i, `QP in state ${this._state}`);
-      if (this.rq.length >= this.cap.maxRecvWr) throw new PostError('ENOMEM', op, i, 'receive queue full');
-      if (wr.sgList.length > this.cap.maxRecvSge) throw new PostError('EINVAL', op, i, 'too many SGEs');
-      let length = 0;
-      const sgList: Sge[] = new Array(wr.sgList.length);
-      for (let j = 0; j < wr.sgList.length; j++) {
-        const s = wr.sgList[j] as Sge;
-        if (!validSge(s)) throw new PostError('EINVAL', op, i, 'bad SGE');
-        sgList[j] = { addr: s.addr, length: s.length, lkey: s.lkey };
-        length += s.length;
-      }
-      this.rq.push({ wrId: wr.wrId, sgList, length });
-    }
+    if (Array.isArray(wrs)) {
+      const list = wrs as readonly RecvWr[];
+      for (let i = 0; i < list.length; i++) this.queueRecv(list[i] as RecvWr, i);
+    } else this.queueRecv(wrs as RecvWr, 0);
     if (this._state === QpState.ERR) this.flush();
+  }
+
+  /** Validate receive WR `i` of an ibv_post_recv and queue a private copy of it. */
+  private queueRecv(wr: RecvWr, i: number): void {
+    const op = 'ibv_post_recv';
+    if (this.destroyed || this._state === QpState.RESET) throw new PostError('EINVAL', op, i, `QP in state ${this._state}`);
+    if (this.rq.length >= this.cap.maxRecvWr) throw new PostError('ENOMEM', op, i, 'receive queue full');
+    const n = wr.sgList.length;
+    if (n > this.cap.maxRecvSge) throw new PostError('EINVAL', op, i, 'too many SGEs');
+    let length = 0;
+    const sgList: Sge[] = [];
+    for (let j = 0; j < n; j++) {
+      const s = wr.sgList[j] as Sge;
+      if (!validSge(s)) throw new PostError('EINVAL', op, i, 'bad SGE');
+      sgList.push({ addr: s.addr, length: s.length, lkey: s.lkey });
+      length += s.length;
+    }
+    this.rq.push({ wrId: wr.wrId, sgList, length });
   }
 
   /** Complete every queued WR with WR_FLUSH_ERR (send queue first, then receive queue). */
