@@ -830,8 +830,10 @@ export class RsConn {
   }
   private setTgt(i: number, addr: number, key: number, length: number): void {
     const o = i * RS_SGE_SIZE;
-    this.tgtView.setUint32(o, addr % 2 ** 32, true);
-    this.tgtView.setUint32(o + 4, Math.floor(addr / 2 ** 32), true);
+    // Low word by subtraction: addr % 2 ** 32 on a double above 2^31 is a slow fmod.
+    const hi = Math.floor(addr / 2 ** 32);
+    this.tgtView.setUint32(o, addr - hi * 2 ** 32, true);
+    this.tgtView.setUint32(o + 4, hi, true);
     this.tgtView.setUint32(o + 8, key >>> 0, true);
     this.tgtView.setUint32(o + 12, length >>> 0, true);
   }
