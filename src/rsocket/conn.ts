@@ -754,13 +754,16 @@ export class RsConn {
     this.scratchSgls = [];
     this.scratchMsgWrs = [];
     this.scratchWriteWrs = [];
+    // Numeric fields start as doubles (wrIds, addresses and keys reach 2^31 and beyond): a field
+    // that starts as a small integer changes representation on the first large value, which
+    // deprecates the object's map and leaves the post path's property loads polymorphic.
     for (let i = 0; i < this.scratchSlots; i++) {
       const sg: Sge = { addr: this.scratchMr.addr + i * this.scratchSlotSize, length: 0, lkey: this.scratchMr.lkey };
       const sgl = [sg];
       this.scratchSges.push(sg);
       this.scratchSgls.push(sgl);
-      this.scratchMsgWrs.push({ wrId: 0, opcode: WrOpcode.SEND, sgList: sgl, sendFlags: SendFlags.INLINE });
-      this.scratchWriteWrs.push({ wrId: 0, opcode: WrOpcode.RDMA_WRITE, sgList: sgl, sendFlags: SendFlags.INLINE, rdma: { remoteAddr: 0, rkey: 0 } });
+      this.scratchMsgWrs.push({ wrId: WR_MSG_SEND, opcode: WrOpcode.SEND, sgList: sgl, sendFlags: SendFlags.INLINE });
+      this.scratchWriteWrs.push({ wrId: WR_MSG_SEND, opcode: WrOpcode.RDMA_WRITE, sgList: sgl, sendFlags: SendFlags.INLINE, rdma: { remoteAddr: 2 ** 32, rkey: 2 ** 32 - 1 } });
     }
     this.tgtBuf = Buffer.alloc(RS_SGE_SIZE * RS_SGL_SIZE + RS_IOMAP_SIZE * cfg.targetIomapSize);
     this.tgtMr = pd.regMr(this.tgtBuf, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
