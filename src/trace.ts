@@ -4,6 +4,8 @@
  */
 const spec = (process.env['RDMA_TRACE'] ?? '').split(',').map((s) => s.trim()).filter(Boolean);
 const all = spec.includes('all');
+/** Some tracer may be on (the data path asks per message: answer without a set lookup). */
+const anyTrace = spec.length > 0;
 const enabled = new Set(spec.filter((s) => !s.startsWith('-')));
 const disabled = new Set(spec.filter((s) => s.startsWith('-')).map((s) => s.slice(1)));
 
@@ -12,7 +14,7 @@ export type TraceName = 'cm' | 'qp' | 'mpa' | 'rx' | 'tx' | 'cq' | 'mr' | 'llp' 
 
 /** Whether a tracer is on; check before building an expensive message. */
 export function tracing(name: TraceName): boolean {
-  return (all || enabled.has(name)) && !disabled.has(name);
+  return anyTrace && (all || enabled.has(name)) && !disabled.has(name);
 }
 
 /** Write one trace line: `[rdma:<name>] <prefix> <msg>`. */

@@ -249,14 +249,20 @@ export abstract class Qp {
     const list = Array.isArray(wrs) ? (wrs as readonly SendWr[]) : [wrs as SendWr];
     const op = 'ibv_post_send';
     let queued = 0;
+    // Nothing runs between the WRs of one call (the transport is kicked after the loop), so the
+    // state and the in-flight count are those of the first WR for every WR.
+    const st = this._state;
+    const stateOk = !this.destroyed && (st === QpState.RTS || st === QpState.SQD || st === QpState.ERR);
+    const room = this.cap.maxSendWr - (stateOk ? this._inflight() : 0);
+    const maxInline = this.cap.maxInlineData;
+    const sigAll = this.sqSigAll;
     for (let i = 0; i < list.length; i++) {
       const wr = list[i] as SendWr;
-      const st = this._state;
-      if (this.destroyed || (st !== QpState.RTS && st !== QpState.SQD && st !== QpState.ERR)) {
+      if (!stateOk) {
         this.kickIf(queued);
         throw new PostError('EINVAL', op, i, `QP in state ${st}`);
       }
-      if (this.sq.length + this._inflight() >= this.cap.maxSendWr) {
+      if (this.sq.length >= room) {
         this.kickIf(queued);
         throw new PostError('ENOMEM', op, i, 'send queue full');
       }
@@ -268,9 +274,9 @@ export abstract class Qp {
       const flags = wr.sendFlags ?? 0;
       let length = 0;
       for (let j = 0; j < wr.sgList.length; j++) length += (wr.sgList[j] as Sge).length;
-      if (flags & SendFlags.INLINE && wr.opcode !== WrOpcode.RDMA_READ && length > this.cap.maxInlineData) {
+      if (flags & SendFlags.INLINE && wr.opcode !== WrOpcode.RDMA_READ && length > maxInline) {
         this.kickIf(queued);
-        throw new PostError('EINVAL', op, i, `inline ${length} > max_inline_data ${this.cap.maxInlineData}`);
+        throw new PostError('EINVAL', op, i, `inline ${length} > max_inline_data ${maxInline}`);
       }
       // The caller's SGE list is used as is while postSend runs; whatever is still queued when it
       // returns gets private copies (see detachQueued) — most WRs are on the wire by then.
@@ -279,7 +285,7 @@ export abstract class Qp {
         opcode: wr.opcode,
         sgList: wr.sgList as Sge[],
         flags,
-        signaled: this.sqSigAll || (flags & SendFlags.SIGNALED) !== 0,
+        signaled: sigAll || (flags & SendFlags.SIGNALED) !== 0,
         length,
         inline: null,
         remoteAddr: wr.rdma?.remoteAddr ?? 0,
@@ -335,24 +341,29 @@ export abstract class Qp {
    * WR_FLUSH_ERR.
    */
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
-    const list = Array.isArray(wrs) ? (wrs as readonly RecvWr[]) : [wrs as RecvWr];
-    const op = 'ibv_post_recv';
-    for (let i = 0; i < list.length; i++) {
-      const wr = list[i] as RecvWr;
-      if (this.destroyed || this._state === QpState.RESET) throw new PostError('EINVAL', op, i, `QP in state ${this._state}`);
-      if (this.rq.length >= this.cap.maxRecvWr) throw new PostError('ENOMEM', op, i, 'receive queue full');
-      if (wr.sgList.length > this.cap.maxRecvSge) throw new PostError('EINVAL', op, i, 'too many SGEs');
-      let length = 0;
-      const sgList: Sge[] = new Array(wr.sgList.length);
-      for (let j = 0; j < wr.sgList.length; j++) {
-        const s = wr.sgList[j] as Sge;
-        if (!validSge(s)) throw new PostError('EINVAL', op, i, 'bad SGE');
-        sgList[j] = { addr: s.addr, length: s.length, lkey: s.lkey };
-        length += s.length;
-      }
-      this.rq.push({ wrId: wr.wrId, sgList, length });
-    }
+    if (Array.isArray(wrs)) {
+      const list = wrs as readonly RecvWr[];
+      for (let i = 0; i < list.length; i++) this.queueRecv(list[i] as RecvWr, i);
+    } else this.queueRecv(wrs as RecvWr, 0);
     if (this._state === QpState.ERR) this.flush();
+  }
+
+  /** Validate receive WR `i` of an ibv_post_recv and queue a private copy of it. */
+  private queueRecv(wr: RecvWr, i: number): void {
+    const op = 'ibv_post_recv';
+    if (this.destroyed || this._state === QpState.RESET) throw new PostError('EINVAL', op, i, `QP in state ${this._state}`);
+    if (this.rq.length >= this.cap.maxRecvWr) throw new PostError('ENOMEM', op, i, 'receive queue full');
+    const n = wr.sgList.length;
+    if (n > this.cap.maxRecvSge) throw new PostError('EINVAL', op, i, 'too many SGEs');
+    let length = 0;
+    const sgList: Sge[] = [];
+    for (let j = 0; j < n; j++) {
+      const s = wr.sgList[j] as Sge;
+      if (!validSge(s)) throw new PostError('EINVAL', op, i, 'bad SGE');
+      sgList.push({ addr: s.addr, length: s.length, lkey: s.lkey });
+      length += s.length;
+    }
+    this.rq.push({ wrId: wr.wrId, sgList, length });
   }
 
   /** Complete every queued WR with WR_FLUSH_ERR (send queue first, then receive queue). */

@@ -16,7 +16,7 @@ import { AsyncEventType, QpState, WcStatus, WrOpcode, type QpCap, type SendWr, t
 import { localSgeTarget, remoteTarget as mrRemoteTarget, invalidateMr } from './mem.js';
 import { Llp } from './llp.js';
 import { QpTx } from './qp-tx.js';
-import { QpRx } from './qp-rx.js';
+import { QpRx, DIRECT_PLACEMENT } from './qp-rx.js';
 import { trace, tracing } from '../../trace.js';
 
 /** Negotiated connection parameters handed over by the CM after MPA. */
@@ -85,8 +85,9 @@ export class IwarpQp extends Qp {
       this.holdTimer.unref();
     }
     llp.onClose = (e, byPeer) => this.llpClosed(e, byPeer);
-    // Direct placement: large tagged payloads are read by the socket straight into the MR.
-    llp.readTarget = () => (this.decoder === dec ? this.rx.readTarget(dec) : null);
+    // Direct placement: large tagged payloads are read by the socket straight into the MR. When
+    // it is off, readTarget would answer null for every read: leave the hook unset.
+    llp.readTarget = DIRECT_PLACEMENT ? () => (this.decoder === dec ? this.rx.readTarget(dec) : null) : null;
     llp.onPlaced = (view, n) => {
       if (this.decoder !== dec) return;
       try {

@@ -312,3 +312,5 @@ const EMPTY = Buffer.alloc(0);
  * (≤ 64 KiB each) cost more CPU than one 1 MiB read plus a memcpy (docs/design/iwarp.md).
  */
 const DIRECT_MIN = process.env['RDMACM_IWARP_DIRECT'] === '1' ? 8192 : Infinity;
+/** Whether reads are ever sized or placed by {@link QpRx.readTarget} (else it always says null). */
+export const DIRECT_PLACEMENT = DIRECT_MIN !== Infinity;
