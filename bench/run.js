@@ -10,7 +10,8 @@ import { createId, PortSpace, Access, WrOpcode, SendFlags } from '../dist/index.
 const PEER = fileURLToPath(new URL('./peer.js', import.meta.url));
 const PP_ITERS = Number(process.env.BENCH_PP_ITERS ?? 20000);
 const BW_BYTES = Number(process.env.BENCH_BW_BYTES ?? 2 ** 31);
-let nextPort = 20000 + (process.pid % 20000);
+// Below the kernel's ephemeral range (32768-60999 by default), where a port may be some connection's.
+let nextPort = 20000 + (process.pid % 10000);
 
 async function withPeer(kind, fn) {
   const port = nextPort++;
