@@ -117,6 +117,7 @@ import {
   MSG_PEEK,
 } from './options.js';
 import { RS_TRACE, RsState, describeState, rsTrace } from './state.js';
+import { copyBytes as copyOut } from '../util/copy.js';
 
 /** What {@link RsConn.send} / {@link RsConn.recv} return when nothing can move now (-EAGAIN). */
 export const RS_EAGAIN = -11;
@@ -157,32 +158,6 @@ let connSeq = 0;
  * more than the work it schedules on the per-message path.
  */
 const RESOLVED = Promise.resolve();
-
-/**
- * Copy `src[so, so + n)` to `dst[d ...]` (one memcpy per contiguous region; small ones as a
- * plain loop, cheaper than Buffer#copy's native call below ~128 bytes).
- */
-function copyOut(src: Uint8Array, so: number, dst: Uint8Array, d: number, n: number): void {
-  if (n > 128) {
-    dst.set(src.subarray(so, so + n), d);
-    return;
-  }
-  // Unrolled by 8: about twice as fast as the plain loop for 16..128 bytes.
-  let i = 0;
-  for (const e8 = n - 8; i <= e8; i += 8) {
-    const a = so + i;
-    const b = d + i;
-    dst[b] = src[a] as number;
-    dst[b + 1] = src[a + 1] as number;
-    dst[b + 2] = src[a + 2] as number;
-    dst[b + 3] = src[a + 3] as number;
-    dst[b + 4] = src[a + 4] as number;
-    dst[b + 5] = src[a + 5] as number;
-    dst[b + 6] = src[a + 6] as number;
-    dst[b + 7] = src[a + 7] as number;
-  }
-  for (; i < n; i++) dst[d + i] = src[so + i] as number;
-}
 
 /** Buffer and queue sizes, inherited by accepted sockets from their listener (rs_alloc). */
 export interface RsConfig {

@@ -8,7 +8,8 @@
  */
 import { TerminateError } from '../../errors.js';
 import { RdmapOpcode, DdpQn, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/index.js';
-import { copyBytes, ddpTaggedEcode, rdmapProtEcode } from './mem.js';
+import { ddpTaggedEcode, rdmapProtEcode } from './mem.js';
+import { copyBytes } from '../../util/copy.js';
 import { Access, WcFlags, WcStatus, type Sge } from '../../verbs/types.js';
 import type { RqWqe, SqWqe } from '../../verbs/qp.js';
 import type { IwarpQp } from './iwarp-qp.js';

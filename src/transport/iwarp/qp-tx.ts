@@ -23,7 +23,7 @@ import { WcStatus, WrOpcode, type Sge } from '../../verbs/types.js';
 import type { SqWqe } from '../../verbs/qp.js';
 import type { Llp } from './llp.js';
 import type { IwarpQp } from './iwarp-qp.js';
-import { copyBytes } from './mem.js';
+import { copyBytes } from '../../util/copy.js';
 import { trace, tracing } from '../../trace.js';
 
 /** Messages at or above this size go zero-copy (views of the MR + write callback). */
