@@ -91,18 +91,19 @@ const HOLD_GRACE_MS = Number(process.env['RDMACM_IWARP_HOLD_MS'] ?? 200);
  * responder race, see {@link CmId.goLive}.
  */
 const RTR_NUDGE_MS = Number(process.env['RDMACM_IWARP_RTR_NUDGE_MS'] ?? 50);
+/** `RDMACM_IWARP_RTR_NUDGE_LOOPBACK`: 1 or 0 overrides {@link nudgeLoopback}'s default. */
+const NUDGE_LOOPBACK = process.env['RDMACM_IWARP_RTR_NUDGE_LOOPBACK'];
 let localSiw: boolean | null = null;
 /**
- * Whether a loopback peer gets the RTR nudges: only a kernel siw can have the race, and a peer
- * over loopback runs in this very kernel, so only when this kernel has the siw module (or
- * `RDMACM_IWARP_RTR_NUDGE_LOOPBACK` is 1; 0: never). Spares every connection between two of our
- * own processes up to four writes and reads.
+ * Whether a peer on this host (loopback or one of our addresses) gets the RTR nudges: only a
+ * kernel siw can have the race, and such a peer runs in this very kernel, so only when this
+ * kernel has the siw module. Spares every connection between two of our own processes up to
+ * four writes and reads.
  */
 function nudgeLoopback(): boolean {
   if (NUDGE_LOOPBACK === '1' || NUDGE_LOOPBACK === '0') return NUDGE_LOOPBACK === '1';
   return (localSiw ??= existsSync('/sys/module/siw'));
 }
-const NUDGE_LOOPBACK = process.env['RDMACM_IWARP_RTR_NUDGE_LOOPBACK'];
 /** Request peer-to-peer mode (RFC 6581 RTR) as initiator. */
 const P2P = process.env['RDMACM_IWARP_P2P'] !== '0';
 /** Ask for MPA CRC as initiator (siw default: off). */
