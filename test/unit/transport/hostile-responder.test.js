@@ -37,6 +37,14 @@ async function connectAndWait(port) {
   return out;
 }
 
+/** Once we closed: layer, etype and ecode of the TERMINATE we sent after our MPA Request. */
+async function terminateAfterRequest(s, sock) {
+  await new Promise((res) => (sock.destroyed ? res() : sock.once('close', res)));
+  const all = Buffer.concat(s.got);
+  const t = decodeTerminateFpdu(all, decodeMpaStartFrame(all, 'request').length);
+  return [t.layer, t.etype, t.ecode];
+}
+
 const reply = (req, extra) => encodeMpaStartFrame({ type: 'reply', markers: false, crc: false, reject: false, enhanced: true, rev: 2, ird: 1, ord: 1, p2p: false, rtrSend: false, rtrWrite: false, rtrRead: false, privateData: new Uint8Array(0), ...extra });
 
 test('the request we send is siw-shaped: rev 2, enhanced, P2P with Write+Read RTR, our private data', async () => {
@@ -67,11 +75,7 @@ test('a reply with a bad key: TERMINATE LLP/MPA/0x04, CONNECT_ERROR -EINVAL (as 
   });
   const r = await connectAndWait(s.port);
   assert.deepEqual([r.event, r.status], [CmEventType.CONNECT_ERROR, -22]);
-  await new Promise((res) => (sockRef.destroyed ? res() : sockRef.once('close', res)));
-  const all = Buffer.concat(s.got);
-  const req = decodeMpaStartFrame(all, 'request');
-  const t = decodeTerminateFpdu(all, req.length);
-  assert.deepEqual([t.layer, t.etype, t.ecode], [2, 0, 0x04]);
+  assert.deepEqual(await terminateAfterRequest(s, sockRef), [2, 0, 0x04]);
   s.close();
 });
 
@@ -103,11 +107,7 @@ test('P2P reply selecting no RTR we offered: TERMINATE LLP/MPA/0x07, CONNECT_ERR
   });
   const r = await connectAndWait(s.port);
   assert.deepEqual([r.event, r.status], [CmEventType.CONNECT_ERROR, -22]);
-  await new Promise((res) => (sockRef.destroyed ? res() : sockRef.once('close', res)));
-  const all = Buffer.concat(s.got);
-  const req = decodeMpaStartFrame(all, 'request');
-  const t = decodeTerminateFpdu(all, req.length);
-  assert.deepEqual([t.layer, t.etype, t.ecode], [2, 0, 0x07]);
+  assert.deepEqual(await terminateAfterRequest(s, sockRef), [2, 0, 0x07]);
   s.close();
 });
 
