@@ -207,11 +207,8 @@ export class Cep {
     } catch (e) {
       // As siw (siw_proc_mpareply): a bad key gets a TERMINATE LLP/MPA/0x04; a revision above 2
       // or private data over 512 bytes just ends the attempt. Both are CONNECT_ERROR -EINVAL.
-      const badKey = !mpaKeyMatches(acc, 'reply');
-      if (badKey && e instanceof TerminateError) this.llp.write(encodeTerminate(e, { crc: false }));
-      this.fail(-22, `bad MPA Reply: ${(e as Error).message}`);
-      if (badKey) this.llp.end();
-      else this.llp.abort();
+      const term = !mpaKeyMatches(acc, 'reply') && e instanceof TerminateError ? e : undefined;
+      this.refuseReply(-22, `bad MPA Reply: ${(e as Error).message}`, term, false);
       return;
     }
     if ('needMore' in d) return;
@@ -231,10 +228,7 @@ export class Cep {
     }
     if (v.action === 'fail') {
       // siw sends a TERMINATE (LLP/MPA) for insufficient IRD and no matching RTR, else just closes.
-      if (v.terminate) this.llp.write(encodeTerminate(v.terminate, { crc: f.crc }));
-      this.fail(v.status, v.reason);
-      if (v.terminate) this.llp.end();
-      else this.llp.abort();
+      this.refuseReply(v.status, v.reason, v.terminate, f.crc);
       return;
     }
     const ird = v.ird ?? o.ird;
@@ -350,6 +344,17 @@ export class Cep {
     }
     this.llp.write(encodeMpaStartFrame(rep));
     this.close(true);
+  }
+
+  /**
+   * Give up on an MPA Reply we refuse: with `term`, siw's TERMINATE goes out first and the
+   * connection closes gracefully behind it; without, it is aborted.
+   */
+  private refuseReply(status: number, reason: string, term: TerminateError | undefined, crc: boolean): void {
+    if (term) this.llp.write(encodeTerminate(term, { crc }));
+    this.fail(status, reason);
+    if (term) this.llp.end();
+    else this.llp.abort();
   }
 
   private fail(status: number, reason: string): void {
