@@ -406,7 +406,6 @@ class Riostream extends StreamTool {
   }
 }
 
-
 /** The usage text (stdout), as riostream.c prints it. */
 export function usage(prog: string): string {
   return [

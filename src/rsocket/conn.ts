@@ -118,6 +118,7 @@ import {
 } from './options.js';
 import { RS_TRACE, RsState, describeState, rsTrace } from './state.js';
 import { copyBytes as copyOut } from '../util/copy.js';
+import { microtask } from '../util/microtask.js';
 
 /** What {@link RsConn.send} / {@link RsConn.recv} return when nothing can move now (-EAGAIN). */
 export const RS_EAGAIN = -11;
@@ -151,13 +152,6 @@ const EXTRA_RECVS = 2 * RS_QP_CTRL_SIZE + 2;
 const KEEPALIVE_DEFAULT_S = 7200;
 
 let connSeq = 0;
-
-/**
- * Microtasks are queued as reactions of this settled promise, not with queueMicrotask(): Node
- * wraps every queueMicrotask callback in an AsyncResource (async_hooks bookkeeping), which costs
- * more than the work it schedules on the per-message path.
- */
-const RESOLVED = Promise.resolve();
 
 /** Buffer and queue sizes, inherited by accepted sockets from their listener (rs_alloc). */
 export interface RsConfig {
@@ -834,7 +828,7 @@ export class RsConn {
   private readonly onCqEvent = (): void => {
     if (this.cqTaskQueued) return;
     this.cqTaskQueued = true;
-    void RESOLVED.then(this.cqTask);
+    microtask(this.cqTask);
   };
   private readonly cqTask = (): void => {
     this.cqTaskQueued = false;
@@ -929,7 +923,7 @@ export class RsConn {
   private notifySoon(): void {
     if (this.notifyQueued) return;
     this.notifyQueued = true;
-    void RESOLVED.then(this.notifyTask);
+    microtask(this.notifyTask);
   }
   private readonly notifyTask = (): void => {
     this.notifyQueued = false;
@@ -1149,6 +1143,14 @@ export class RsConn {
     return sg;
   }
 
+  /** Copy `len` bytes of `src[off..]` into the next scratch slot (its SGE sized to them): the slot. */
+  private scratchCopy(src: Uint8Array, off: number, len: number): number {
+    const i = this.scratchSlot;
+    this.scratchSge(len);
+    copyOut(src, off, this.scratch, i * this.scratchSlotSize, len);
+    return i;
+  }
+
   /** The 4-byte SEND carrying `msg` in our byte order (rs_post_msg in MSG_SEND mode). */
   private msgWr(wrId: number, msg: number): SendWr {
     const i = this.scratchSlot;
@@ -1178,9 +1180,7 @@ export class RsConn {
 
   /** rs_post_write_msg of `len <= sqInline` bytes of `src[off..]`, inline from a scratch slot. */
   private queueInlineWriteMsg(src: Uint8Array, off: number, len: number, msg: number, addr: number, rkey: number): void {
-    const i = this.scratchSlot;
-    this.scratchSge(len);
-    copyOut(src, off, this.scratch, i * this.scratchSlotSize, len);
+    const i = this.scratchCopy(src, off, len);
     const wr = this.scratchWriteWrs[i] as (typeof this.scratchWriteWrs)[number];
     wr.wrId = msg;
     wr.rdma.remoteAddr = addr;
@@ -1249,10 +1249,8 @@ export class RsConn {
   /** The payload SGEs of a write: inline from scratch, else staged in the send buffer. */
   private payload(src: Uint8Array, off: number, len: number): { sgl: Sge[]; flags: number } {
     if (len <= this.cfg.sqInline) {
-      const i = this.scratchSlot;
-      const sg = this.scratchSge(len);
-      copyOut(src, off, this.scratch, i * this.scratchSlotSize, len);
-      return { sgl: [sg], flags: SendFlags.INLINE };
+      const i = this.scratchCopy(src, off, len);
+      return { sgl: [this.scratchSges[i] as Sge], flags: SendFlags.INLINE };
     }
     return { sgl: this.stage(src, off, len), flags: 0 };
   }
@@ -1272,14 +1270,9 @@ export class RsConn {
     const addr = this.tgtAddr(ts);
     const rkey = this.tgtKey(ts);
     const tlen = this.tgtLen(ts);
-    if (!Number.isSafeInteger(addr)) {
-      this.fail('EPROTO', 'the peer wrote an unusable target SGE');
-      return;
-    }
+    if (!this.usableTarget(addr)) return;
     this.sbufBytesAvail -= len;
-    this.setTgt(ts, addr + len, rkey, tlen - len);
-    const exhausted = tlen - len === 0;
-    if (exhausted && ++this.targetSge === RS_SGL_SIZE) this.targetSge = 0;
+    const exhausted = this.takeTarget(ts, addr, rkey, tlen, len);
     if (len <= this.cfg.sqInline) {
       this.flushPending();
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
@@ -1314,6 +1307,24 @@ export class RsConn {
     }
   }
 
+  /** Whether a target address the peer wrote can be used; the socket fails when it cannot. */
+  private usableTarget(addr: number): boolean {
+    if (Number.isSafeInteger(addr)) return true;
+    this.fail('EPROTO', 'the peer wrote an unusable target SGE');
+    return false;
+  }
+
+  /**
+   * Use `len` bytes of target SGE `ts` (at `addr`, `tlen` bytes left): the next write goes behind
+   * them, and to the next SGE once this one is used up. Whether it was.
+   */
+  private takeTarget(ts: number, addr: number, rkey: number, tlen: number, len: number): boolean {
+    this.setTgt(ts, addr + len, rkey, tlen - len);
+    if (tlen - len !== 0) return false;
+    if (++this.targetSge === RS_SGL_SIZE) this.targetSge = 0;
+    return true;
+  }
+
   /** Copy `len` bytes behind the early-staged ones (see {@link early}). */
   private stageEarly(src: Uint8Array, off: number, len: number): void {
     if (this.early === 0) this.earlyPos = this.sbufPos;
@@ -1338,16 +1349,12 @@ export class RsConn {
       if (tlen === 0) break;
       const addr = this.tgtAddr(ts);
       const rkey = this.tgtKey(ts);
-      if (!Number.isSafeInteger(addr)) {
-        this.fail('EPROTO', 'the peer wrote an unusable target SGE');
-        return;
-      }
+      if (!this.usableTarget(addr)) return;
       let len = this.early;
       if (len > tlen) len = tlen;
       if (len > MAX_XFER) len = MAX_XFER;
       if (len > size - this.earlyPos) len = size - this.earlyPos;
-      this.setTgt(ts, addr + len, rkey, tlen - len);
-      if (tlen - len === 0 && ++this.targetSge === RS_SGL_SIZE) this.targetSge = 0;
+      this.takeTarget(ts, addr, rkey, tlen, len);
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
       this.sqeAvail -= 2;
       const sg = { addr: s.addr + this.earlyPos, length: len, lkey: s.lkey };

@@ -24,6 +24,7 @@ import type { SqWqe } from '../../verbs/qp.js';
 import type { Llp } from './llp.js';
 import type { IwarpQp } from './iwarp-qp.js';
 import { copyBytes } from '../../util/copy.js';
+import { microtask } from '../../util/microtask.js';
 import { trace, tracing } from '../../trace.js';
 
 /** Messages at or above this size go zero-copy (views of the MR + write callback). */
@@ -44,8 +45,6 @@ const TX_BUDGET = 4 * 1024 * 1024;
 const SLAB_SIZE = 64 * 1024;
 const FIRST_SLAB = 1024;
 const NO_SLAB = Buffer.alloc(0);
-
-const RESOLVED = Promise.resolve();
 
 /** An inbound RDMA Read Request waiting to be answered (siw's IRQ entry). */
 export interface IrqEntry {
@@ -127,8 +126,7 @@ export class QpTx {
   kickSoon(): void {
     if (this.kickQueued) return;
     this.kickQueued = true;
-    // A promise reaction, not queueMicrotask() (which costs an AsyncResource per call in Node).
-    void RESOLVED.then(this.kickTask);
+    microtask(this.kickTask);
   }
   private readonly kickTask = (): void => {
     this.kickQueued = false;
