@@ -184,15 +184,18 @@ const best = (xs) => Math.max(...xs);
 console.log(`connection setup: ${CONNS} connections per run, best of ${ROUNDS} runs (loopback, this machine)`);
 
 if (ROUNDS > 0) {
+  // Rounds interleave the four measurements: every connection closed here leaves a TIME_WAIT
+  // socket for a minute, and connect(2)'s port search slows as they pile up, so whatever ran
+  // last would be measured on the most crowded port space.
   const cm = [];
-  for (let i = 0; i < ROUNDS; i++) cm.push(await cmtimeRate());
   const sockBase = [];
-  for (let i = 0; i < ROUNDS; i++) sockBase.push(await cmtimeSocketBaseline());
-  const srv = await tcpServer();
   const conc = [];
   const loop = [];
+  const srv = await tcpServer();
   try {
     for (let i = 0; i < ROUNDS; i++) {
+      cm.push(await cmtimeRate());
+      sockBase.push(await cmtimeSocketBaseline());
       conc.push(await tcpConcurrent(srv.port));
       loop.push(await tcpLoop(srv.port));
     }
