@@ -28,7 +28,7 @@ const REPS = Number(process.env.BENCH_REPS ?? 3);
 const LAT_ITERS = Number(process.env.BENCH_LAT_ITERS ?? 100_000);
 const BW64_COUNT = Number(process.env.BENCH_BW64_COUNT ?? 40_000);
 const BW1M_COUNT = Number(process.env.BENCH_BW1M_COUNT ?? 3000);
-/** The short counts of the cold-start rows (0: no cold rows). */
+/** Whether the cold-start rows run (BENCH_COLD=0: no), and their short counts. */
 const COLD = process.env.BENCH_COLD !== '0';
 const COLD_LAT_ITERS = 20_000;
 const COLD_BW64_COUNT = 4000;
