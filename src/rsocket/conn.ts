@@ -1174,7 +1174,12 @@ export class RsConn {
 
   /** rs_post_write_msg: an RDMA WRITE, then the SEND with the message. */
   private queueWriteMsg(sgl: Sge[], msg: number, flags: number, addr: number, rkey: number): void {
-    this.posts[this.nPosts++] = { wrId: msg, opcode: WrOpcode.RDMA_WRITE, sgList: sgl, sendFlags: flags, rdma: { remoteAddr: addr, rkey } };
+    this.addPost({ wrId: msg, opcode: WrOpcode.RDMA_WRITE, sgList: sgl, sendFlags: flags, rdma: { remoteAddr: addr, rkey } });
+    this.queueWriteMsgSend(msg);
+  }
+
+  /** The SEND carrying the message of an RDMA WRITE just queued (its completion id marks it). */
+  private queueWriteMsgSend(msg: number): void {
     this.msgPosts[this.nMsgPosts++] = this.msgWr(rsMsgSet(rsMsgOp(msg), 0) + WR_MSG_SEND, msg);
   }
 
@@ -1185,8 +1190,8 @@ export class RsConn {
     wr.wrId = msg;
     wr.rdma.remoteAddr = addr;
     wr.rdma.rkey = rkey;
-    this.posts[this.nPosts++] = wr;
-    this.msgPosts[this.nMsgPosts++] = this.msgWr(rsMsgSet(rsMsgOp(msg), 0) + WR_MSG_SEND, msg);
+    this.addPost(wr);
+    this.queueWriteMsgSend(msg);
   }
 
   /**
@@ -1323,6 +1328,16 @@ export class RsConn {
     if (tlen - len !== 0) return false;
     if (++this.targetSge === RS_SGL_SIZE) this.targetSge = 0;
     return true;
+  }
+
+  /**
+   * Whether early-staged bytes are still waiting for target space after a pump: iomap writes and
+   * riowrite must not overtake them.
+   */
+  private earlyStillQueued(): boolean {
+    if (this.early === 0) return false;
+    this.pump();
+    return this.early > 0;
   }
 
   /** Copy `len` bytes behind the early-staged ones (see {@link early}). */
@@ -1801,10 +1816,7 @@ export class RsConn {
 
   /** rs_send_iomaps: write queued iomap entries into the peer's table. 0, or RS_EAGAIN. */
   private sendIomaps(): number {
-    if (this.early > 0) {
-      this.pump();
-      if (this.early > 0) return RS_EAGAIN;
-    }
+    if (this.earlyStillQueued()) return RS_EAGAIN;
     this.flushPending();
     while (this.iomapQueue.length > 0) {
       if (!this.canSend()) {
@@ -1855,10 +1867,7 @@ export class RsConn {
    */
   riowrite(src: Uint8Array, off: number, count: number, offset: number): number {
     this.checkSend('riowrite');
-    if (this.early > 0) {
-      this.pump();
-      if (this.early > 0) return RS_EAGAIN;
-    }
+    if (this.earlyStillQueued()) return RS_EAGAIN;
     this.flushPending();
     if (this.iomapPending) {
       const r = this.sendIomaps();
