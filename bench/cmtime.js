@@ -1,15 +1,20 @@
 // Connection-setup rate and memory of the CM, measured in one run on this machine:
 //
 //  1. our cmtime (server -L and client as two processes on 127.0.0.1, -c N): connects/s from the
-//     "full connect" row of the client's "Connect (N) QPs test" table;
-//  2. plain Node TCP beside it, same machine, same run: a server process and a client that
-//     (a) connects N sockets at once and closes them (the shape of cmtime's table) and
-//     (b) loops connect → close one at a time; plus cmtime's own socket baseline (-S);
+//     "full connect" row of the client's "Connect (N) QPs test" table, twice:
+//     - warm (the target row): with `--warmup W` (W untimed connections first, in rounds of N),
+//       so that the timed run measures the connection path once V8 has compiled it;
+//     - cold (no target): rdma-core's warmup of one connection, so that most of the timed run
+//       is interpreted code and the JIT compiling it (about 3,000 connections on this machine);
+//  2. plain Node TCP beside it, same machine, same run, warmed up the same way: a server process
+//     and a client that (a) connects N sockets at once and closes them (the shape of cmtime's
+//     table) and (b) loops connect → close one at a time; plus cmtime's own socket baseline
+//     (-S, with the same --warmup);
 //  3. memory: 10,000 connect/disconnect cycles through one listener in one process (after 2,000
 //     warm-up cycles), RSS after a forced GC before, during and after.
 //
 //   node bench/cmtime.js            (npm run build first)
-//   BENCH_CM_CONNS=1000 BENCH_CM_CYCLES=10000 BENCH_CM_ROUNDS=3 node bench/cmtime.js
+//   BENCH_CM_CONNS=1000 BENCH_CM_WARMUP=4000 BENCH_CM_CYCLES=10000 BENCH_CM_ROUNDS=3 node bench/cmtime.js
 //   (BENCH_CM_ROUNDS=0: the memory run only; BENCH_CM_CYCLES=0: the rates only)
 //
 // Numbers are noisy (two processes on a small machine): compare within one run. cmtime ends
@@ -25,6 +30,7 @@ const INDEX = fileURLToPath(new URL('../dist/index.js', import.meta.url));
 const CONNS = Number(process.env.BENCH_CM_CONNS ?? 1000);
 const CYCLES = Number(process.env.BENCH_CM_CYCLES ?? 10_000);
 const ROUNDS = Number(process.env.BENCH_CM_ROUNDS ?? 3);
+const WARMUP = Number(process.env.BENCH_CM_WARMUP ?? 4000);
 let nextPort = 23000 + (process.pid % 5000);
 
 function run(args, { timeoutMs = 180_000 } = {}) {
@@ -68,8 +74,8 @@ async function cmtimePair(extra) {
   return { cli, srv: s };
 }
 
-async function cmtimeRate() {
-  const { cli, srv } = await cmtimePair([]);
+async function cmtimeRate(extra = []) {
+  const { cli, srv } = await cmtimePair(extra);
   const t = table(cli.out, `Connect (${CONNS}) QPs test`);
   const st = table(srv.out, `Accept (${CONNS}) QPs test`);
   if (!t) throw new Error(`cmtime client printed no table (exit ${cli.code}):\n${cli.out}\n${cli.err}`);
@@ -77,7 +83,7 @@ async function cmtimeRate() {
 }
 
 async function cmtimeSocketBaseline() {
-  const { cli } = await cmtimePair(['-S']);
+  const { cli } = await cmtimePair(['-S', '--warmup', String(WARMUP)]);
   const t = table(cli.out, 'Client baseline socket results:');
   return t ? CONNS / (t['full connect'].total / 1e6) : NaN;
 }
@@ -181,20 +187,25 @@ if (!existsSync(CMTIME)) {
 }
 const mb = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
 const best = (xs) => Math.max(...xs);
-console.log(`connection setup: ${CONNS} connections per run, best of ${ROUNDS} runs (loopback, this machine)`);
+console.log(`connection setup: ${CONNS} connections per run after ${WARMUP} warm-up connections, best of ${ROUNDS} runs (loopback, this machine)`);
 
 if (ROUNDS > 0) {
   // Rounds interleave the four measurements: every connection closed here leaves a TIME_WAIT
   // socket for a minute, and connect(2)'s port search slows as they pile up, so whatever ran
   // last would be measured on the most crowded port space.
   const cm = [];
+  const cold = [];
   const sockBase = [];
   const conc = [];
   const loop = [];
   const srv = await tcpServer();
   try {
+    // The in-process TCP baselines get the same warm-up as cmtime --warmup.
+    for (let n = 0; n < WARMUP; n += CONNS) await tcpConcurrent(srv.port);
+    for (let n = 0; n < WARMUP; n += CONNS) await tcpLoop(srv.port);
     for (let i = 0; i < ROUNDS; i++) {
-      cm.push(await cmtimeRate());
+      cm.push(await cmtimeRate(['--warmup', String(WARMUP)]));
+      cold.push(await cmtimeRate());
       sockBase.push(await cmtimeSocketBaseline());
       conc.push(await tcpConcurrent(srv.port));
       loop.push(await tcpLoop(srv.port));
@@ -204,11 +215,13 @@ if (ROUNDS > 0) {
   }
   const rate = best(cm.map((x) => x.rate));
   const fmt = (x) => `${x.toFixed(0).padStart(7)} /s`;
-  console.log(`  cmtime (RDMA CM, QPs)           ${fmt(rate)}   runs: ${cm.map((x) => x.rate.toFixed(0)).join(', ')}; cm connect ${cm.map((x) => (x.cm / 1000).toFixed(0)).join(', ')} ms`);
+  const runs = (xs) => `runs: ${xs.map((x) => x.rate.toFixed(0)).join(', ')}; cm connect ${xs.map((x) => (x.cm / 1000).toFixed(0)).join(', ')} ms`;
+  console.log(`  cmtime (RDMA CM, QPs), warm       ${fmt(rate)}   ${runs(cm)}`);
   console.log(`  cmtime -S (its socket baseline)  ${fmt(best(sockBase))}   runs: ${sockBase.map((x) => x.toFixed(0)).join(', ')}`);
   console.log(`  Node TCP, ${CONNS} at once + close   ${fmt(best(conc))}   runs: ${conc.map((x) => x.toFixed(0)).join(', ')}`);
   console.log(`  Node TCP, connect+close loop     ${fmt(best(loop))}   runs: ${loop.map((x) => x.toFixed(0)).join(', ')}`);
   console.log(`  ratio cmtime / TCP at once: ${(rate / best(conc)).toFixed(2)}   / TCP loop: ${(rate / best(loop)).toFixed(2)}   (targets: >= 5000/s, >= 0.5x)`);
+  console.log(`  cold: cmtime with rdma-core's 1-connection warmup ${fmt(best(cold.map((x) => x.rate)))}   ${runs(cold)}   (no target)`);
 }
 
 if (CYCLES > 0) {

@@ -135,6 +135,11 @@ let conns: Conn[] = [];
 let connIndex = 0;
 let numConns = 100;
 let numThreads = 1;
+/**
+ * `--warmup N` (this port's): untimed warm-up connections per peer pair before the test, in rounds
+ * of at most `-c`. Unset: rdma-core's warmup, one connection per listener (none for `-S`).
+ */
+let warmup: number | null = null;
 let discEvents = 0;
 let rai: RdmaAddrinfo;
 let channel: EventChannel;
@@ -918,15 +923,28 @@ async function clientConnect(): Promise<void> {
   await destroyIds();
 }
 
+/**
+ * The warmup: `warmup` connections per peer pair, in rounds of at most `-c` each (`perPair` is the
+ * number of pairs this peer is part of). With the default 1 it is one round of one connection per
+ * listener, as in rdma-core. Every peer runs the same rounds (their barriers keep them in step),
+ * so every peer must be given the same `--warmup` and `-c`.
+ */
+async function warmupRounds(perPair: number, round: () => Promise<void>): Promise<void> {
+  const save = numConns;
+  const most = Math.max(save / perPair, 1);
+  for (let left = warmup ?? 1; left > 0; left -= most) {
+    numConns = Math.min(left, most) * perPair;
+    await round();
+  }
+  numConns = save;
+}
+
 async function runClient(): Promise<void> {
   peers[0] = { sa: null, role: Role.CONNECT };
   if (await setupMesh()) die();
 
   out('Client warmup\n');
-  const save = numConns;
-  numConns = numListeners;
-  await clientConnect();
-  numConns = save;
+  await warmupRounds(numListeners, clientConnect);
 
   if (!mimic) out(`Connect (${numConns}) QPs test\n`);
   else {
@@ -952,10 +970,7 @@ async function runServer(): Promise<void> {
   if (await setupMesh()) die();
 
   out('Server warmup\n');
-  const save = numConns;
-  numConns = numPeers - numListeners;
-  await serverConnect();
-  numConns = save;
+  await warmupRounds(numPeers - numListeners, serverConnect);
 
   if (!mimic) out(`Accept (${numConns}) QPs test\n`);
   else {
@@ -977,8 +992,24 @@ async function runServer(): Promise<void> {
 
 // -- socket baseline (-S) -------------------------------------------------------------------------
 
-async function sockServer(): Promise<void> {
-  out('Server baseline socket setup\n');
+/**
+ * The socket baseline's rounds: with `--warmup N`, untimed rounds of at most `-c` sockets (N in
+ * all, nothing printed) before the timed one; rdma-core's baseline has no warmup.
+ */
+async function sockRounds(round: (timed: boolean) => Promise<void>): Promise<void> {
+  const save = numConns;
+  const most = Math.max(save, 1);
+  for (let left = warmup ?? 0; left > 0; left -= most) {
+    numConns = Math.min(left, most);
+    await round(false);
+  }
+  numConns = save;
+  await round(true);
+}
+
+async function sockServer(timed: boolean): Promise<void> {
+  const say = timed ? out : (): void => {};
+  say('Server baseline socket setup\n');
   conns = Array.from({ length: numConns }, newConn);
   const server = net.createServer({ noDelay: true, pauseOnConnect: true });
   await new Promise<void>((resolve) => {
@@ -991,7 +1022,7 @@ async function sockServer(): Promise<void> {
   // The C tool has no barrier here (its client may connect before this listen); one OOB sync
   // makes the client wait for it. Nothing is printed for it.
   await doSync(0);
-  out('Accept sockets\n');
+  say('Accept sockets\n');
   await new Promise<void>((resolve) => {
     let i = 0;
     if (numConns === 0) resolve();
@@ -1007,7 +1038,7 @@ async function sockServer(): Promise<void> {
     });
   });
   endTime(Step.FULL_CONNECT);
-  out('Closing sockets\n');
+  say('Closing sockets\n');
   startTime(Step.DESTROY_ID);
   for (let i = 0; i < numConns; i++) (conns[i] as Conn).sock?.destroy();
   endTime(Step.DESTROY_ID);
@@ -1016,12 +1047,13 @@ async function sockServer(): Promise<void> {
   // accepted them: a last OOB sync keeps it from exiting, and closing the OOB link, before we are
   // done (the C server blocks in accept() and never looks at the OOB link meanwhile).
   await doSync(0);
-  out('Server baseline socket results:\n');
-  showPerf();
+  say('Server baseline socket results:\n');
+  if (timed) showPerf();
 }
 
-async function sockClient(): Promise<void> {
-  out('Client baseline socket setup\n');
+async function sockClient(timed: boolean): Promise<void> {
+  const say = timed ? out : (): void => {};
+  say('Client baseline socket setup\n');
   conns = Array.from({ length: numConns }, newConn);
   let host: string;
   try {
@@ -1032,7 +1064,7 @@ async function sockClient(): Promise<void> {
   }
   const port = Number(oobPort);
   startTime(Step.FULL_CONNECT);
-  out('Creating sockets\n');
+  say('Creating sockets\n');
   startTime(Step.CREATE_ID);
   for (let i = 0; i < numConns; i++) {
     const c = conns[i] as Conn;
@@ -1047,7 +1079,7 @@ async function sockClient(): Promise<void> {
   await completed.atLeast(Step.CREATE_ID, numConns);
   endTime(Step.CREATE_ID);
   await doSync(0);
-  out('Connecting sockets\n');
+  say('Connecting sockets\n');
   startTime(Step.CONNECT);
   for (let i = 0; i < numConns; i++) {
     const c = conns[i] as Conn;
@@ -1074,13 +1106,13 @@ async function sockClient(): Promise<void> {
   await completed.atLeast(Step.CONNECT, numConns);
   endTime(Step.CONNECT);
   endTime(Step.FULL_CONNECT);
-  out('Closing sockets\n');
+  say('Closing sockets\n');
   startTime(Step.DESTROY_ID);
   for (let i = 0; i < numConns; i++) (conns[i] as Conn).sock?.destroy();
   endTime(Step.DESTROY_ID);
   await doSync(0);
-  out('Client baseline socket results:\n');
-  showPerf();
+  say('Client baseline socket results:\n');
+  if (timed) showPerf();
 }
 
 // -- main -----------------------------------------------------------------------------------------
@@ -1116,7 +1148,26 @@ function usage(): number {
 
 async function main(argv: string[]): Promise<number> {
   let socktest = false;
-  const g = new Getopt(argv, OPTSTRING);
+  // `--warmup N` / `--warmup=N` (this port's; the rest is rdma-core's getopt string).
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--') {
+      args.push(...argv.slice(i));
+      break;
+    }
+    if (a !== '--warmup' && !a.startsWith('--warmup=')) {
+      args.push(a);
+      continue;
+    }
+    const v = a === '--warmup' ? argv[++i] : a.slice('--warmup='.length);
+    if (v === undefined || !/^\d+$/.test(v)) {
+      errOut(`${PROG}: --warmup needs a number of connections\n`);
+      return usage();
+    }
+    warmup = Number(v);
+  }
+  const g = new Getopt(args, OPTSTRING);
   for (let it = g.next(); it; it = g.next()) {
     const optarg = it.optarg ?? '';
     switch (it.opt) {
@@ -1191,9 +1242,9 @@ async function main(argv: string[]): Promise<number> {
   if (await setupOob()) return EXIT_FAILURE;
 
   if (role === Role.CONNECT) {
-    if (socktest) await sockClient();
+    if (socktest) await sockRounds(sockClient);
     else await runClient();
-  } else if (socktest) await sockServer();
+  } else if (socktest) await sockRounds(sockServer);
   else await runServer();
 
   cleanupOob();

@@ -80,6 +80,34 @@ test('-S: the socket baseline tables (cm_conn)', opts, async () => {
   assert.equal(r.srv.code, 0, r.both);
 });
 
+test('--warmup 5 -c 2: three untimed rounds (2, 2, 1 connections) before the timed test; -S too', opts, async () => {
+  const r = await run(2, ['--warmup', '5']);
+  const phases = ['\tCreating IDs', '\tBinding addresses', '\tResolving addresses', '\tResolving routes', '\tCreating QPs'];
+  const rest = ['\tModify QPs to INIT', '\tConnecting', '\tDisconnecting', '\tDestroying QPs', '\tDestroying IDs'];
+  const round = [...phases, ...rest];
+  const first = [...phases, '\tAllocating verbs resources', ...rest];
+  const expectStart = ['Client warmup', ...first, ...round, ...round, 'Connect (2) QPs test', ...round].join('\n') + '\n';
+  assert.ok(r.cli.stdout.startsWith(expectStart), r.both);
+  parseTable(r.cli.stdout, 'Connect (2) QPs test', { kind: 'qp', conns: 2 });
+  const srvRound = '\tAccepting\n\tDisconnecting\n';
+  assert.ok(r.srv.stdout.startsWith(`Running as OOB root\nServer warmup\n\tAccepting\n\tAllocating verbs resources\n\tDisconnecting\n${srvRound}${srvRound}Accept (2) QPs test\n${srvRound}`), r.both);
+  parseTable(r.srv.stdout, 'Accept (2) QPs test', { kind: 'qp', conns: 2 });
+
+  const s = await run(2, ['-S', '--warmup=3']);
+  assert.ok(s.cli.stdout.startsWith('Client baseline socket setup\nCreating sockets\nConnecting sockets\nClosing sockets\nClient baseline socket results:\n'), s.both);
+  parseTable(s.cli.stdout, 'Client baseline socket results:', { kind: 'cm', conns: 2 });
+  assert.ok(s.srv.stdout.startsWith('Running as OOB root\nServer baseline socket setup\nAccept sockets\nClosing sockets\nServer baseline socket results:\n'), s.both);
+  assert.equal(s.cli.code, 0, s.both);
+  assert.equal(s.srv.code, 0, s.both);
+
+  for (const bad of [['--warmup'], ['--warmup', 'x'], ['--warmup=-1']]) {
+    const u = await runCli(CMTIME, ['-b', '127.0.0.1', '-C', '127.0.0.1', ...bad]);
+    assert.equal(u.stderr, 'cmtime: --warmup needs a number of connections\n', describeRun(bad.join(' '), u));
+    assert.match(u.stdout, /^usage: cmtime\n/);
+    assert.equal(u.code, 1);
+  }
+});
+
 test('usage: -C and -b/-B are required, -P below 2, two listeners only', opts, async () => {
   for (const args of [['-b', '127.0.0.1'], ['-C', '127.0.0.1'], ['-b', '127.0.0.1', '-C', '127.0.0.1', '-P', '1'], ['-b', '127.0.0.1', '-B', 'lo', '-C', '127.0.0.1']]) {
     const r = await runCli(CMTIME, args);
