@@ -111,7 +111,8 @@ interface Conn {
   qp: Qp | null;
   nextQps: QpState;
   nextStep: Step;
-  times: [number, number][];
+  /** Start and end (µs) of every step: [2 * step] and [2 * step + 1]. */
+  times: Float64Array;
   retries: number;
   serverDisconnected: boolean;
 }
@@ -145,27 +146,27 @@ let rai: RdmaAddrinfo;
 let channel: EventChannel;
 let pd: Pd | null = null;
 let cq: Cq | null = null;
-const times: [number, number][] = newTimes();
+const times = newTimes();
 
-function newTimes(): [number, number][] {
-  return Array.from({ length: Step.CNT }, () => [0, 0] as [number, number]);
+function newTimes(): Float64Array {
+  return new Float64Array(2 * Step.CNT);
 }
 
 /** gettime_us(): microseconds of a monotonic clock (never 0). */
 function gettimeUs(): number {
-  return Number(process.hrtime.bigint() / 1000n);
+  return Math.floor(performance.timeOrigin * 1000 + performance.now() * 1000);
 }
 const startPerf = (c: Conn, s: Step): void => {
-  (c.times[s] as [number, number])[0] = gettimeUs();
+  c.times[2 * s] = gettimeUs();
 };
 const endPerf = (c: Conn, s: Step): void => {
-  (c.times[s] as [number, number])[1] = gettimeUs();
+  c.times[2 * s + 1] = gettimeUs();
 };
 const startTime = (s: Step): void => {
-  (times[s] as [number, number])[0] = gettimeUs();
+  times[2 * s] = gettimeUs();
 };
 const endTime = (s: Step): void => {
-  (times[s] as [number, number])[1] = gettimeUs();
+  times[2 * s + 1] = gettimeUs();
 };
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -256,9 +257,11 @@ function showPerf(): void {
   const sum = new Array<number>(Step.CNT).fill(0);
   for (let i = 0; i < Step.CNT; i++) {
     for (let c = 0; c < numConns; c++) {
-      const t = (conns[c] as Conn).times[i] as [number, number];
-      if (t[0] && t[1]) {
-        const diff = u32(t[1] - t[0]);
+      const t = (conns[c] as Conn).times;
+      const t0 = t[2 * i] as number;
+      const t1 = t[2 * i + 1] as number;
+      if (t0 && t1) {
+        const diff = u32(t1 - t0);
         sum[i] = (sum[i] as number) + diff;
         if (diff > (max[i] as number)) max[i] = diff;
         if (diff < (min[i] as number)) min[i] = diff;
@@ -273,8 +276,7 @@ function showPerf(): void {
   out(`threads        ${u(numThreads)}\n`);
   out('step             avg/conn  total(us)    us/conn    sum(us)    max(us)    min(us)\n');
   for (let i = 0; i < Step.CNT; i++) {
-    const t = times[i] as [number, number];
-    const diff = t[1] - t[0];
+    const diff = (times[2 * i + 1] as number) - (times[2 * i] as number);
     const n = numConns || 1;
     out(
       `${(STEP_STR[i] as string).padEnd(13)}  ${u(Math.trunc(diff / n))} ${u(diff)} ${u(Math.trunc((sum[i] as number) / n))} ` +
@@ -517,7 +519,7 @@ function assignListeners(): void {
 async function resetTest(): Promise<void> {
   connIndex = 0;
   discEvents = 0;
-  for (const t of times) t[0] = t[1] = 0;
+  times.fill(0);
   for (let i = 0; i < numConns; i++) conns[i] = newConn();
   if (role === Role.CONNECT) assignListeners();
   completed.reset();
@@ -669,7 +671,23 @@ async function serverDisconnect(c: Conn): Promise<void> {
   completed.inc(Step.DISCONNECT);
 }
 
-async function cmaHandler(id: CmId, event: CmEvent): Promise<void> {
+/** ADDR_ERROR / ROUTE_ERROR: retry (`-r`) while retries are left, else report and exit. */
+async function retryOrDie(c: Conn, event: CmEvent, retry: () => Promise<void>, what: string): Promise<void> {
+  if (c.retries--) {
+    try {
+      await retry();
+      event.ack();
+      return;
+    } catch {
+      /* reported below */
+    }
+  }
+  out(`${what}, error: ${event.status}\n`);
+  die();
+}
+
+/** One CM event; a promise only when it must be waited for (a retry) before the next one. */
+function cmaHandler(id: CmId, event: CmEvent): Promise<void> | undefined {
   let c = id.context as Conn;
   switch (event.event) {
     case CmEventType.ADDR_RESOLVED:
@@ -703,29 +721,9 @@ async function cmaHandler(id: CmId, event: CmEvent): Promise<void> {
       if (completed.inc(Step.CONNECT) >= numConns - 1) endTime(Step.CONNECT);
       break;
     case CmEventType.ADDR_ERROR:
-      if (c.retries--) {
-        try {
-          await id.resolveAddr(rai.srcAddr, (peers[c.peerId] as PeerInfo).sa as SockAddr, timeoutMs);
-          break;
-        } catch {
-          /* reported below */
-        }
-      }
-      out(`RDMA_CM_EVENT_ADDR_ERROR, error: ${event.status}\n`);
-      die();
-      break;
+      return retryOrDie(c, event, () => id.resolveAddr(rai.srcAddr, (peers[c.peerId] as PeerInfo).sa as SockAddr, timeoutMs), 'RDMA_CM_EVENT_ADDR_ERROR');
     case CmEventType.ROUTE_ERROR:
-      if (c.retries--) {
-        try {
-          await id.resolveRoute(timeoutMs);
-          break;
-        } catch {
-          /* reported below */
-        }
-      }
-      out(`RDMA_CM_EVENT_ROUTE_ERROR, error: ${event.status}\n`);
-      die();
-      break;
+      return retryOrDie(c, event, () => id.resolveRoute(timeoutMs), 'RDMA_CM_EVENT_ROUTE_ERROR');
     case CmEventType.CONNECT_ERROR:
     case CmEventType.UNREACHABLE:
     case CmEventType.REJECTED:
@@ -749,6 +747,7 @@ async function cmaHandler(id: CmId, event: CmEvent): Promise<void> {
       die();
   }
   event.ack();
+  return undefined;
 }
 
 /** The event thread: handle every CM event as it comes. */
@@ -756,12 +755,14 @@ async function processEvents(): Promise<void> {
   for (;;) {
     let ev: CmEvent;
     try {
-      ev = await channel.getEvent();
+      // What is queued is taken without a promise per event.
+      ev = channel.pending > 0 ? channel.tryGetEvent() : await channel.getEvent();
     } catch (e) {
       perror('rdma_get_cm_event', e);
       die();
     }
-    await cmaHandler(ev.id, ev);
+    const wait = cmaHandler(ev.id, ev);
+    if (wait) await wait;
   }
 }
 

@@ -145,6 +145,38 @@ const ERROR_EVENTS = new Set([
   CmEventType.DEVICE_REMOVAL,
 ]);
 
+/** The private data of an event that carries none (a shared empty view: it cannot be written). */
+const NO_PRIVATE_DATA = new Uint8Array(0);
+
+/**
+ * A posted CM event. `_report` runs when the channel hands it to the application
+ * (rdma_get_cm_event); `ack` may be called once.
+ */
+class PostedEvent implements CmEvent {
+  private acked = false;
+  private wasReported = false;
+  constructor(
+    readonly id: CmId,
+    readonly listenId: CmId | null,
+    readonly event: CmEventType,
+    readonly status: number,
+    conn: EventConnParam,
+  ) {
+    this.param = { conn };
+  }
+  readonly param: { conn: EventConnParam };
+  ack(): void {
+    if (this.acked) throw err('EINVAL', 'rdma_ack_cm_event', 'event already acknowledged');
+    this.acked = true;
+    this.id._eventAcked(this.wasReported);
+  }
+  _report(): void {
+    if (this.wasReported) return;
+    this.wasReported = true;
+    this.id._eventReported();
+  }
+}
+
 /**
  * An RDMA CM identifier. Create with {@link createId}.
  */
@@ -252,35 +284,26 @@ export class CmId {
 
   private post(type: CmEventType, status = 0, conn?: Partial<EventConnParam>, listenId: CmId | null = null, on: EventChannel = this.channel): void {
     if (this._destroyed) return;
-    const id: CmId = this;
-    let acked = false;
-    let wasReported = false;
     this.unacked++;
-    const ev: CmEvent & { _report: () => void } = {
-      id,
-      listenId,
-      event: type,
-      status,
-      param: { conn: { privateData: new Uint8Array(0), responderResources: 0, initiatorDepth: 0, flowControl: 0, retryCount: 0, rnrRetryCount: 0, srq: 0, qpNum: 0, ...conn } },
-      ack(): void {
-        if (acked) throw err('EINVAL', 'rdma_ack_cm_event', 'event already acknowledged');
-        acked = true;
-        id.eventAcked(wasReported);
-      },
-      _report(): void {
-        if (wasReported) return;
-        wasReported = true;
-        id.reportedUnacked++;
-      },
-    };
+    const param: EventConnParam = { privateData: NO_PRIVATE_DATA, responderResources: 0, initiatorDepth: 0, flowControl: 0, retryCount: 0, rnrRetryCount: 0, srq: 0, qpNum: 0 };
+    if (conn) Object.assign(param, conn);
     if (tracing('cm')) trace('cm', this.tag(), `event ${rdmaEventStr(type)} status ${status}`);
-    on._post(ev);
+    on._post(new PostedEvent(this, listenId, type, status, param));
   }
 
-  private eventAcked(wasReported: boolean): void {
+  /** @internal An event of this id was acknowledged ({@link PostedEvent.ack}). */
+  _eventAcked(wasReported: boolean): void {
     this.unacked--;
     if (wasReported) this.reportedUnacked--;
-    for (const w of this.ackWaiters.splice(0)) w();
+    if (this.ackWaiters.length === 0) return;
+    const ws = this.ackWaiters;
+    this.ackWaiters = [];
+    for (const w of ws) w();
+  }
+
+  /** @internal An event of this id was handed to the application (rdma_get_cm_event). */
+  _eventReported(): void {
+    this.reportedUnacked++;
   }
 
   /** Resolve once `done()` holds; re-checked after every acknowledgement of this id's events. */
@@ -736,7 +759,11 @@ export class CmId {
         return;
       }
       const f = ev.frame;
-      const local = unmapV4(ts.localAddress ?? '');
+      // Bound to one address, the listener's address and port are the connection's: no
+      // getsockname(2) (the wildcard asks which of ours the peer reached).
+      const ls = this.src as SockAddr;
+      const specific = !isAny(ls.address);
+      const local = unmapV4(specific ? ls.address : (ts.localAddress ?? ''));
       const dev = findDeviceByAddress(local);
       if (!dev) {
         cep.close(false);
@@ -745,7 +772,7 @@ export class CmId {
       const child = new CmId(this.sync ? null : this.channel, this.context, this.ps);
       child.verbs = dev.open();
       child.portNum = 1;
-      child.src = { address: local, port: ts.localPort ?? 0, family: local.includes(':') ? 'IPv6' : 'IPv4' };
+      child.src = { address: local, port: specific ? ls.port : (ts.localPort ?? 0), family: local.includes(':') ? 'IPv6' : 'IPv4' };
       const remote = unmapV4(ts.remoteAddress ?? '');
       child.dst = { address: remote, port: ts.remotePort ?? 0, family: remote.includes(':') ? 'IPv6' : 'IPv4' };
       child.cep = cep;

@@ -20,7 +20,7 @@ function reported(e: CmEvent): CmEvent {
 /** rdma_create_event_channel(). */
 export class EventChannel implements AsyncIterable<CmEvent> {
   private readonly queue: CmEvent[] = [];
-  private readonly waiters: { resolve: (e: CmEvent) => void; reject: (e: Error) => void; cleanup: () => void }[] = [];
+  private readonly waiters: { resolve: (e: CmEvent) => void; reject: (e: Error) => void; cleanup: (() => void) | null }[] = [];
   private destroyed = false;
   /** Ids created on (or migrated to) this channel. */
   readonly _ids = new Set<CmId>();
@@ -41,7 +41,7 @@ export class EventChannel implements AsyncIterable<CmEvent> {
     if (this.destroyed) return;
     const w = this.waiters.shift();
     if (w) {
-      w.cleanup();
+      w.cleanup?.();
       w.resolve(reported(ev));
     } else this.queue.push(ev);
   }
@@ -77,15 +77,16 @@ export class EventChannel implements AsyncIterable<CmEvent> {
     if (this.destroyed) return Promise.reject(err('EBADF', 'rdma_get_cm_event', 'channel destroyed'));
     const e = this.queue.shift();
     if (e) return Promise.resolve(reported(e));
-    if (signal?.aborted) return Promise.reject(signal.reason);
+    if (!signal) return new Promise<CmEvent>((resolve, reject) => void this.waiters.push({ resolve, reject, cleanup: null }));
+    if (signal.aborted) return Promise.reject(signal.reason);
     return new Promise<CmEvent>((resolve, reject) => {
       const onAbort = (): void => {
         const i = this.waiters.indexOf(w);
         if (i >= 0) this.waiters.splice(i, 1);
-        reject(signal?.reason);
+        reject(signal.reason);
       };
-      const w = { resolve, reject, cleanup: () => signal?.removeEventListener('abort', onAbort) };
-      signal?.addEventListener('abort', onAbort, { once: true });
+      const w = { resolve, reject, cleanup: () => signal.removeEventListener('abort', onAbort) };
+      signal.addEventListener('abort', onAbort, { once: true });
       this.waiters.push(w);
     });
   }
@@ -120,7 +121,7 @@ export class EventChannel implements AsyncIterable<CmEvent> {
     for (const id of this._ids) if (!id.destroyed) throw err('EBUSY', 'rdma_destroy_event_channel', 'ids still use the channel');
     this.destroyed = true;
     for (const w of this.waiters.splice(0)) {
-      w.cleanup();
+      w.cleanup?.();
       w.reject(err('EBADF', 'rdma_get_cm_event', 'channel destroyed'));
     }
     this.queue.length = 0;

@@ -88,9 +88,12 @@ function onread(l: { self: Llp | null }): { buffer: () => Buffer; callback: (n: 
  * server's handle is not the one we know.
  */
 export function acceptLlps(server: net.Server, onLlp: (l: Llp) => void): void {
-  const h = (server as unknown as { _handle?: { onconnection?: unknown } | null })._handle;
+  const h = (server as unknown as { _handle?: { onconnection?: unknown; setNoDelay?: (on: boolean) => number } | null })._handle;
   if (h && typeof h.onconnection === 'function') {
-    h.onconnection = (err: number, handle: unknown) => Llp._onconnection(err, handle, onLlp);
+    // Linux copies TCP_NODELAY from the listening socket to the sockets it accepts: set once
+    // here, it saves a setsockopt per connection.
+    const inherited = process.platform === 'linux' && typeof h.setNoDelay === 'function' && h.setNoDelay(true) === 0;
+    h.onconnection = (err: number, handle: unknown) => Llp._onconnection(err, handle, onLlp, inherited);
   } else server.on('connection', (sock: net.Socket) => onLlp(Llp.accepted(sock)));
 }
 
@@ -120,9 +123,10 @@ export class Llp {
   /** A read landed in a view `readTarget` returned: `n` bytes at its start. */
   onPlaced: ((view: Buffer, n: number) => void) | null = null;
 
-  private constructor(socket: net.Socket) {
+  /** `noDelay`: TCP_NODELAY is set on the socket already (inherited from its listener). */
+  private constructor(socket: net.Socket, noDelay = false) {
     this.socket = socket;
-    socket.setNoDelay(true);
+    if (!noDelay) socket.setNoDelay(true);
     socket.on('drain', () => this.onDrain?.());
     socket.on('end', () => {
       if (tracing('llp')) trace('llp', `LLP[${this.id}]`, 'peer FIN');
@@ -160,19 +164,19 @@ export class Llp {
   }
 
   /** An LLP on an accepted TCP handle (a libuv stream handle), reading into the shared buffer. */
-  private static fromHandle(handle: unknown): Llp {
+  private static fromHandle(handle: unknown, noDelay = false): Llp {
     const l: { self: Llp | null } = { self: null };
     const s = new net.Socket({ handle, onread: onread(l) } as unknown as net.SocketConstructorOpts);
-    const self = new Llp(s);
+    const self = new Llp(s, noDelay);
     l.self = self;
     s.resume();
     return self;
   }
 
   /** @internal {@link acceptLlps}: the accepted handle, or an error number (ignored: as accept(2) retried). */
-  static _onconnection(err: number, handle: unknown, onLlp: (l: Llp) => void): void {
+  static _onconnection(err: number, handle: unknown, onLlp: (l: Llp) => void, noDelay = false): void {
     if (err || !handle) return;
-    onLlp(Llp.fromHandle(handle));
+    onLlp(Llp.fromHandle(handle, noDelay));
   }
 
   /**
