@@ -638,7 +638,9 @@ export class CmId {
     qp.onLlpDown = (info) => this.llpDown(info);
     if (qp.state === QpState.INIT) qp.modify({ qpState: QpState.RTR });
     const mtu = this.verbs?.device.info.mtu ?? 1500;
-    const v6 = (llp.localAddress ?? '').includes(':') && !(llp.localAddress ?? '').startsWith('::ffff:');
+    // Both ends of a TCP connection are of one family; our side is known without a getsockname(2)
+    // (src is unmapped: a v4-mapped local address counts as IPv4, as its MSS does).
+    const v6 = (this.src?.address ?? '').includes(':');
     const fpduMax = Math.min(mtu - (v6 ? 60 : 40) - 12, 65535 + 6) & ~7;
     const p: import('../transport/iwarp/iwarp-qp.js').LlpParams = {
       crc: r.crc,
