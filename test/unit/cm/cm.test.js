@@ -288,6 +288,7 @@ test('IPv6 loopback connect and a sync accept', async () => {
   await id.connect();
   const child = await server;
   assert.equal(child.peerAddr.address, '::1');
+  assert.deepEqual(child.localAddr, { address: '::1', port: listen.srcPort, family: 'IPv6' });
   assert.equal(id.event.event, CmEventType.ESTABLISHED);
   await id.disconnect();
   assert.equal(id.event.event, CmEventType.DISCONNECTED);
@@ -328,6 +329,9 @@ test('an explicit bind is honoured on connect: 127.0.0.2 stays the source; a bin
     assert.equal(id.localAddr.address, from);
     assert.equal(id.localAddr.port, child.peerAddr.port);
     assert.ok(id.localAddr.port > 0);
+    // The accepted side's own address is the listener's (bound to one address).
+    assert.deepEqual(child.localAddr, { address: '127.0.0.1', port: listen.srcPort, family: 'IPv4' });
+    assert.deepEqual(id.peerAddr, child.localAddr);
     await id.disconnect();
     for (const x of [id, child]) {
       x.destroyQp();
@@ -336,3 +340,26 @@ test('an explicit bind is honoured on connect: 127.0.0.2 stays the source; a bin
   }
   await listen.destroy();
 });
+test('a wildcard listener: each connection\'s local address is the one the peer reached', async () => {
+  const listen = createId(null, null, PortSpace.TCP);
+  listen.bindAddr({ address: '0.0.0.0', port: 0 });
+  await listen.listen(4);
+  for (const to of ['127.0.0.2', '127.0.0.1']) {
+    const server = syncAccept(listen);
+    const id = createId(null, null, PortSpace.TCP);
+    await id.resolveAddr(null, { address: to, port: listen.srcPort });
+    await id.resolveRoute();
+    id.createQp(null, {});
+    await id.connect();
+    const child = await server;
+    assert.deepEqual(child.localAddr, { address: to, port: listen.srcPort, family: 'IPv4' });
+    assert.deepEqual(child.peerAddr, id.localAddr);
+    await id.disconnect();
+    for (const x of [id, child]) {
+      x.destroyQp();
+      await x.destroy();
+    }
+  }
+  await listen.destroy();
+});
+
