@@ -34,6 +34,26 @@ async function syncAccept(listen) {
   return child;
 }
 
+/** A synchronous connection to `to` on `listen`'s port (from `bindFrom` when given): { id, child }. */
+async function syncPair(listen, to, bindFrom) {
+  const server = syncAccept(listen);
+  const id = createId(null, null, PortSpace.TCP);
+  if (bindFrom) id.bindAddr({ address: bindFrom, port: 0 });
+  await id.resolveAddr(null, { address: to, port: listen.srcPort });
+  await id.resolveRoute();
+  id.createQp(null, {});
+  await id.connect();
+  return { id, child: await server };
+}
+
+async function closePair({ id, child }) {
+  await id.disconnect();
+  for (const x of [id, child]) {
+    x.destroyQp();
+    await x.destroy();
+  }
+}
+
 test('rdma_event_str names, including the USER/INTERNAL quirk', () => {
   assert.equal(rdmaEventStr(CmEventType.ESTABLISHED), 'RDMA_CM_EVENT_ESTABLISHED');
   assert.equal(rdmaEventStr(CmEventType.ADDRINFO_ERROR), 'RDMA_CM_EVENT_ADDRINFO_ERROR');
@@ -315,14 +335,7 @@ test('an explicit bind is honoured on connect: 127.0.0.2 stays the source; a bin
   listen.bindAddr({ address: '127.0.0.1', port: 0 });
   await listen.listen(4);
   for (const from of ['127.0.0.2', '127.0.0.1']) {
-    const server = syncAccept(listen);
-    const id = createId(null, null, PortSpace.TCP);
-    id.bindAddr({ address: from, port: 0 });
-    await id.resolveAddr(null, { address: '127.0.0.1', port: listen.srcPort });
-    await id.resolveRoute();
-    id.createQp(null, {});
-    await id.connect();
-    const child = await server;
+    const { id, child } = await syncPair(listen, '127.0.0.1', from);
     // Route lookup picks 127.0.0.1 for 127.0.0.1: only the 127.0.0.2 bind needs a bind(2), and
     // the peer must see it.
     assert.equal(child.peerAddr.address, from);
@@ -332,33 +345,20 @@ test('an explicit bind is honoured on connect: 127.0.0.2 stays the source; a bin
     // The accepted side's own address is the listener's (bound to one address).
     assert.deepEqual(child.localAddr, { address: '127.0.0.1', port: listen.srcPort, family: 'IPv4' });
     assert.deepEqual(id.peerAddr, child.localAddr);
-    await id.disconnect();
-    for (const x of [id, child]) {
-      x.destroyQp();
-      await x.destroy();
-    }
+    await closePair({ id, child });
   }
   await listen.destroy();
 });
+
 test('a wildcard listener: each connection\'s local address is the one the peer reached', async () => {
   const listen = createId(null, null, PortSpace.TCP);
   listen.bindAddr({ address: '0.0.0.0', port: 0 });
   await listen.listen(4);
   for (const to of ['127.0.0.2', '127.0.0.1']) {
-    const server = syncAccept(listen);
-    const id = createId(null, null, PortSpace.TCP);
-    await id.resolveAddr(null, { address: to, port: listen.srcPort });
-    await id.resolveRoute();
-    id.createQp(null, {});
-    await id.connect();
-    const child = await server;
+    const { id, child } = await syncPair(listen, to);
     assert.deepEqual(child.localAddr, { address: to, port: listen.srcPort, family: 'IPv4' });
     assert.deepEqual(child.peerAddr, id.localAddr);
-    await id.disconnect();
-    for (const x of [id, child]) {
-      x.destroyQp();
-      await x.destroy();
-    }
+    await closePair({ id, child });
   }
   await listen.destroy();
 });
