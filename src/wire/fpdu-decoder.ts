@@ -63,6 +63,8 @@ const S_PAYLOAD = 1;
 const S_TRAILER = 2;
 const S_DEAD = 3;
 const STATE_NAMES: readonly FpduDecoderState[] = ['hdr', 'payload', 'trailer', 'dead'];
+/** Where the pad + CRC of an FPDU are collected in the decoder's buffer (after the longest header). */
+const TRAILER_AT = FPDU_MAX_HDR_LEN;
 
 /** Copy `n` (a header or trailer's worth: <= 48) bytes; unrolled by 4, the usual counts are 16, 4 and 20. */
 function copySmall(src: Uint8Array, so: number, dst: Uint8Array, d: number, n: number): void {
@@ -91,14 +93,16 @@ export class FpduDecoder {
   readonly header: FpduHeader;
   private readonly sink: FpduSink;
   private readonly crcOn: boolean;
-  /** Header bytes of the current FPDU (backing store of `header.raw`). */
-  private readonly hbuf = new Uint8Array(FPDU_MAX_HDR_LEN);
-  private readonly raw16: Uint8Array;
-  private readonly raw20: Uint8Array;
-  private readonly raw24: Uint8Array;
-  private readonly raw48: Uint8Array;
-  /** Pad + CRC bytes of the current FPDU. */
-  private readonly tbuf = new Uint8Array(8);
+  /**
+   * Header bytes of the current FPDU at [0, 48) (backing store of `header.raw`), its pad + CRC
+   * at [48, 56): one allocation per decoder.
+   */
+  private readonly hbuf = new Uint8Array(FPDU_MAX_HDR_LEN + 8);
+  /** `header.raw` views of `hbuf` by header length (16, 20, 24, 48), made on first use. */
+  private raw16: Uint8Array | null = null;
+  private raw20: Uint8Array | null = null;
+  private raw24: Uint8Array | null = null;
+  private raw48: Uint8Array | null = null;
   private st = S_HDR;
   /** Bytes collected of the current header or trailer. */
   private have = 0;
@@ -115,10 +119,6 @@ export class FpduDecoder {
     this.sink = sink;
     this.crcOn = opts.crc;
     this.header = createFpduHeader();
-    this.raw16 = this.hbuf.subarray(0, TAGGED_HDR_LEN);
-    this.raw20 = this.hbuf.subarray(0, SEND_HDR_LEN);
-    this.raw24 = this.hbuf.subarray(0, TERMINATE_HDR_LEN);
-    this.raw48 = this.hbuf.subarray(0, READ_REQ_HDR_LEN);
   }
 
   /** Current receive state. */
@@ -227,11 +227,10 @@ export class FpduDecoder {
           }
           this.headerDone();
         } else if (st === S_TRAILER) {
-          const tb = this.tbuf;
           let have = this.have;
           let n = this.need - have;
           if (n > end - p) n = end - p;
-          copySmall(chunk, p, tb, have, n);
+          copySmall(chunk, p, this.hbuf, TRAILER_AT + have, n);
           have += n;
           p += n;
           this.have = have;
@@ -252,14 +251,15 @@ export class FpduDecoder {
     const hdrLen = this.need;
     const h = this.header;
     parseFpduHeader(h, this.hbuf, 0, hdrLen);
+    const hb = this.hbuf;
     h.raw =
       hdrLen === TAGGED_HDR_LEN
-        ? this.raw16
+        ? (this.raw16 ??= hb.subarray(0, TAGGED_HDR_LEN))
         : hdrLen === SEND_HDR_LEN
-          ? this.raw20
+          ? (this.raw20 ??= hb.subarray(0, SEND_HDR_LEN))
           : hdrLen === TERMINATE_HDR_LEN
-            ? this.raw24
-            : this.raw48;
+            ? (this.raw24 ??= hb.subarray(0, TERMINATE_HDR_LEN))
+            : (this.raw48 ??= hb.subarray(0, READ_REQ_HDR_LEN));
     if (this.crcOn) this.crc = crc32cRange(this.hbuf, 0, hdrLen, 0);
     this.pad = fpduPad(h.ulpduLen);
     if (h.payloadLen > 0) {
@@ -282,8 +282,8 @@ export class FpduDecoder {
     let ok = true;
     if (this.crcOn) {
       const pad = this.pad;
-      const c = pad === 0 ? this.crc : crc32cRange(this.tbuf, 0, pad, this.crc);
-      ok = c === readCrcLE(this.tbuf, pad);
+      const c = pad === 0 ? this.crc : crc32cRange(this.hbuf, TRAILER_AT, TRAILER_AT + pad, this.crc);
+      ok = c === readCrcLE(this.hbuf, TRAILER_AT + pad);
     }
     this.st = S_HDR;
     this.have = 0;
