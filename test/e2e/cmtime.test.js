@@ -108,6 +108,25 @@ test('--warmup 5 -c 2: three untimed rounds (2, 2, 1 connections) before the tim
   }
 });
 
+test('-P 3 --warmup 3 -c 2: each peer runs the same two warm-up rounds; the listener accepts for both clients', opts, async () => {
+  const port = await freePort();
+  const common = ['-b', '127.0.0.1', '-C', '127.0.0.1', '-p', String(port), '-c', '2', '-P', '3', '--warmup', '3'];
+  const srv = startCli(CMTIME, [...common, '-L'], { timeoutMs: 60_000 });
+  await waitListening(port, { exited: srv.done });
+  const [a, b] = await Promise.all([runCli(CMTIME, common, { timeoutMs: 60_000 }), runCli(CMTIME, common, { timeoutMs: 60_000 })]);
+  const s = await srv.done;
+  const all = [describeRun('client a', a), describeRun('client b', b), describeRun('server', s)].join('\n');
+  for (const c of [a, b]) {
+    // two warm-up rounds (2 + 1 connections) and the test, no no-QPs run with three peers
+    assert.equal(c.stdout.split('\n').filter((l) => l === '\tCreating IDs').length, 3, all);
+    parseTable(c.stdout, 'Connect (2) QPs test', { kind: 'qp', conns: 2 });
+    assert.equal(c.code, 0, all);
+  }
+  assert.equal(s.stdout.split('\n').filter((l) => l === '\tAccepting').length, 3, all);
+  parseTable(s.stdout, 'Accept (4) QPs test', { kind: 'qp', conns: 4 });
+  assert.equal(s.code, 0, all);
+});
+
 test('usage: -C and -b/-B are required, -P below 2, two listeners only', opts, async () => {
   for (const args of [['-b', '127.0.0.1'], ['-C', '127.0.0.1'], ['-b', '127.0.0.1', '-C', '127.0.0.1', '-P', '1'], ['-b', '127.0.0.1', '-B', 'lo', '-C', '127.0.0.1']]) {
     const r = await runCli(CMTIME, args);
