@@ -925,15 +925,16 @@ async function clientConnect(): Promise<void> {
 }
 
 /**
- * The warmup: `warmup` connections per peer pair, in rounds of at most `-c` each (`perPair` is the
- * number of pairs this peer is part of). With the default 1 it is one round of one connection per
- * listener, as in rdma-core. Every peer runs the same rounds (their barriers keep them in step),
- * so every peer must be given the same `--warmup` and `-c`.
+ * The warmup: `warmup` connections per peer pair (`unset` when no --warmup was given), in rounds
+ * of at most `-c` each (`perPair` is the number of pairs this peer is part of). Unset for the RDMA
+ * tests it is one round of one connection per listener, as in rdma-core. Every peer runs the same
+ * rounds (their barriers keep them in step), so every peer must be given the same `--warmup` and
+ * `-c`.
  */
-async function warmupRounds(perPair: number, round: () => Promise<void>): Promise<void> {
+async function warmupRounds(perPair: number, unset: number, round: () => Promise<void>): Promise<void> {
   const save = numConns;
   const most = Math.max(save / perPair, 1);
-  for (let left = warmup ?? 1; left > 0; left -= most) {
+  for (let left = warmup ?? unset; left > 0; left -= most) {
     numConns = Math.min(left, most) * perPair;
     await round();
   }
@@ -945,7 +946,7 @@ async function runClient(): Promise<void> {
   if (await setupMesh()) die();
 
   out('Client warmup\n');
-  await warmupRounds(numListeners, clientConnect);
+  await warmupRounds(numListeners, 1, clientConnect);
 
   if (!mimic) out(`Connect (${numConns}) QPs test\n`);
   else {
@@ -971,7 +972,7 @@ async function runServer(): Promise<void> {
   if (await setupMesh()) die();
 
   out('Server warmup\n');
-  await warmupRounds(numPeers - numListeners, serverConnect);
+  await warmupRounds(numPeers - numListeners, 1, serverConnect);
 
   if (!mimic) out(`Accept (${numConns}) QPs test\n`);
   else {
@@ -994,17 +995,11 @@ async function runServer(): Promise<void> {
 // -- socket baseline (-S) -------------------------------------------------------------------------
 
 /**
- * The socket baseline's rounds: with `--warmup N`, untimed rounds of at most `-c` sockets (N in
- * all, nothing printed) before the timed one; rdma-core's baseline has no warmup.
+ * The socket baseline: with `--warmup N`, untimed rounds (nothing printed) before the timed one;
+ * rdma-core's baseline has no warmup.
  */
 async function sockRounds(round: (timed: boolean) => Promise<void>): Promise<void> {
-  const save = numConns;
-  const most = Math.max(save, 1);
-  for (let left = warmup ?? 0; left > 0; left -= most) {
-    numConns = Math.min(left, most);
-    await round(false);
-  }
-  numConns = save;
+  await warmupRounds(1, 0, () => round(false));
   await round(true);
 }
 
