@@ -250,8 +250,8 @@ export class FpduDecoder {
   private headerDone(): void {
     const hdrLen = this.need;
     const h = this.header;
-    parseFpduHeader(h, this.hbuf, 0, hdrLen);
     const hb = this.hbuf;
+    parseFpduHeader(h, hb, 0, hdrLen);
     h.raw =
       hdrLen === TAGGED_HDR_LEN
         ? (this.raw16 ??= hb.subarray(0, TAGGED_HDR_LEN))
@@ -260,7 +260,7 @@ export class FpduDecoder {
           : hdrLen === TERMINATE_HDR_LEN
             ? (this.raw24 ??= hb.subarray(0, TERMINATE_HDR_LEN))
             : (this.raw48 ??= hb.subarray(0, READ_REQ_HDR_LEN));
-    if (this.crcOn) this.crc = crc32cRange(this.hbuf, 0, hdrLen, 0);
+    if (this.crcOn) this.crc = crc32cRange(hb, 0, hdrLen, 0);
     this.pad = fpduPad(h.ulpduLen);
     if (h.payloadLen > 0) {
       this.st = S_PAYLOAD;
