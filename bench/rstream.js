@@ -7,17 +7,21 @@
 // tests interleaved so that machine noise hits both transports alike. The bandwidth rows are run
 // twice: with rstream's default buffers (-B 512 KiB, so 1 MiB socket buffers) and with -B 4 MiB.
 //
-// Steady state and cold start. rstream has no warm-up phase and every run is a new process, so a
-// short run mostly measures V8 compiling the data path: on this 2-core machine TurboFan's threads
-// take a quarter of the CPU for the first second, and they compete with the two rstream processes.
-// The target rows therefore run long enough (about 4-8 s each) for that to be amortised, as a
-// bandwidth or latency benchmark normally does. The "cold" rows repeat the tests at the short counts
-// (about 0.5-2 s per run) and show what a short-lived transfer sees: more of our code to compile
-// than Node's TCP path has, so a lower ratio. Both are printed; only the steady rows have targets.
+// Steady state and cold start. Every run is a new process, so without a warm-up a run measures
+// V8 compiling the data path as well as the data path: TurboFan spends about 0.9 s of CPU per
+// process on the soft path's code (0.25 s on Node TCP's), and on this 2-core machine its threads
+// compete with the two rstream processes, which already use both cores. Even a 5 s run loses a
+// fifth of its CPU to that. So the target rows first run `--warmup N` untimed messages each way
+// (this port's option; both transports get the same), then the timed test: the compiled path, as
+// a bandwidth or latency benchmark normally measures. C rstream does not JIT and gets no warm-up.
+// The "cold" rows run the short counts without a warm-up (about 0.5-2 s per run) and show what a
+// short-lived transfer sees: more of our code to compile than Node's TCP path has, so a lower
+// ratio. Both are printed; only the steady rows have targets.
 //
 //   node bench/rstream.js                 # after npm run build
 //   BENCH_REPS=5 BENCH_LAT_ITERS=200000 node bench/rstream.js
 //   BENCH_COLD=0 node bench/rstream.js    # steady-state rows only
+//   BENCH_WARMUP=0 node bench/rstream.js  # steady rows without the warm-up
 //   BENCH_JSON=1 node bench/rstream.js    # also one JSON object per figure
 import { spawn, execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -28,6 +32,9 @@ const REPS = Number(process.env.BENCH_REPS ?? 3);
 const LAT_ITERS = Number(process.env.BENCH_LAT_ITERS ?? 100_000);
 const BW64_COUNT = Number(process.env.BENCH_BW64_COUNT ?? 40_000);
 const BW1M_COUNT = Number(process.env.BENCH_BW1M_COUNT ?? 3000);
+/** The steady rows' untimed warm-up messages each way, as a multiple of the timed count. */
+const WARMUP = Number(process.env.BENCH_WARMUP ?? 1);
+const warm = (n) => (WARMUP > 0 ? ['--warmup', String(Math.round(n * WARMUP))] : []);
 /** Whether the cold-start rows run (BENCH_COLD=0: no), and their short counts. */
 const COLD = process.env.BENCH_COLD !== '0';
 const COLD_LAT_ITERS = 20_000;
@@ -89,12 +96,12 @@ async function listening(port, ms = 10_000) {
 
 /**
  * One server+client run; the client's row. `impl`: 'ours' (node dist/cli/rstream.js) or 'c'.
- * Ours is asked for --json; the C table row is parsed.
+ * Ours is asked for --json and given the test's warm-up; the C table row is parsed.
  */
-async function pair(impl, args) {
+async function pair(impl, args, warmup = []) {
   const port = await freePort();
   const [cmd, pre] = impl === 'c' ? [C_RSTREAM, []] : [process.execPath, [RSTREAM]];
-  const json = impl === 'c' ? [] : ['--json'];
+  const json = impl === 'c' ? [] : ['--json', ...warmup];
   const srv = run(cmd, [...pre, '-p', String(port), ...args, ...json], TIMEOUT_MS);
   // A probe connection would be taken as the test's client by a -T s server: wait on /proc.
   await waitProc(port);
@@ -132,11 +139,11 @@ const median = (a) => {
 };
 
 const TESTS = [
-  { name: '64 B latency', args: ['-S', '64', '-C', '1', '-I', String(LAT_ITERS)], metric: 'usecPerXfer', unit: 'usec/xfer', target: '<= 1.3', better: 'lower' },
-  { name: '64 KiB bandwidth', args: ['-S', '65536', '-C', String(BW64_COUNT)], metric: 'gbps', unit: 'Gb/s', target: '>= 0.9', better: 'higher' },
-  { name: '1 MiB bandwidth', args: ['-S', '1048576', '-C', String(BW1M_COUNT)], metric: 'gbps', unit: 'Gb/s', target: '>= 0.9', better: 'higher' },
-  { name: '64 KiB bw, -B 4M', args: ['-S', '65536', '-C', String(BW64_COUNT), '-B', '4194304'], metric: 'gbps', unit: 'Gb/s', target: '>= 0.9', better: 'higher' },
-  { name: '1 MiB bw, -B 4M', args: ['-S', '1048576', '-C', String(BW1M_COUNT), '-B', '4194304'], metric: 'gbps', unit: 'Gb/s', target: '>= 0.9', better: 'higher' },
+  { name: '64 B latency', args: ['-S', '64', '-C', '1', '-I', String(LAT_ITERS)], warmup: warm(LAT_ITERS), metric: 'usecPerXfer', unit: 'usec/xfer', target: '<= 1.3', better: 'lower' },
+  { name: '64 KiB bandwidth', args: ['-S', '65536', '-C', String(BW64_COUNT)], warmup: warm(BW64_COUNT), metric: 'gbps', unit: 'Gb/s', target: '>= 0.9', better: 'higher' },
+  { name: '1 MiB bandwidth', args: ['-S', '1048576', '-C', String(BW1M_COUNT)], warmup: warm(BW1M_COUNT), metric: 'gbps', unit: 'Gb/s', target: '>= 0.9', better: 'higher' },
+  { name: '64 KiB bw, -B 4M', args: ['-S', '65536', '-C', String(BW64_COUNT), '-B', '4194304'], warmup: warm(BW64_COUNT), metric: 'gbps', unit: 'Gb/s', target: '>= 0.9', better: 'higher' },
+  { name: '1 MiB bw, -B 4M', args: ['-S', '1048576', '-C', String(BW1M_COUNT), '-B', '4194304'], warmup: warm(BW1M_COUNT), metric: 'gbps', unit: 'Gb/s', target: '>= 0.9', better: 'higher' },
 ];
 if (COLD) {
   TESTS.push(
@@ -152,15 +159,15 @@ for (const t of TESTS) {
   const tcp = [];
   const c = [];
   for (let r = 0; r < REPS; r++) {
-    soft.push((await pair('ours', t.args))[t.metric]);
-    tcp.push((await pair('ours', [...t.args, '-T', 's']))[t.metric]);
+    soft.push((await pair('ours', t.args, t.warmup))[t.metric]);
+    tcp.push((await pair('ours', [...t.args, '-T', 's'], t.warmup))[t.metric]);
     if (C_RSTREAM) c.push((await pair('c', [...t.args, '-T', 's']))[t.metric]);
   }
   results.push({ ...t, soft: median(soft), tcp: median(tcp), c: c.length ? median(c) : null, runs: { soft, tcp, c } });
 }
 
 const f = (x) => (x === null ? '-' : x.toFixed(2));
-console.log(`rstream bench: ${REPS} run(s) each, median; steady state: -I ${LAT_ITERS} (64 B), -C ${BW64_COUNT} (64 KiB), -C ${BW1M_COUNT} (1 MiB)${COLD ? `; cold: -I ${COLD_LAT_ITERS}, -C ${COLD_BW64_COUNT}, -C ${COLD_BW1M_COUNT}` : ''}; soft = rstream over the soft iWARP device, -T s = our rstream over Node TCP${C_RSTREAM ? `, C -T s = ${C_RSTREAM}` : ' (rdma-core rstream not installed: no C column)'}`);
+console.log(`rstream bench: ${REPS} run(s) each, median; steady state: -I ${LAT_ITERS} (64 B), -C ${BW64_COUNT} (64 KiB), -C ${BW1M_COUNT} (1 MiB)${WARMUP > 0 ? `, each after --warmup ${WARMUP}x that` : ', no warm-up'}${COLD ? `; cold: -I ${COLD_LAT_ITERS}, -C ${COLD_BW64_COUNT}, -C ${COLD_BW1M_COUNT}` : ''}; soft = rstream over the soft iWARP device, -T s = our rstream over Node TCP${C_RSTREAM ? `, C -T s = ${C_RSTREAM}` : ' (rdma-core rstream not installed: no C column)'}`);
 console.log(`${'test'.padEnd(20)}${'unit'.padEnd(11)}${'soft'.padStart(10)}${'-T s'.padStart(10)}${C_RSTREAM ? 'C -T s'.padStart(10) : ''}${'ratio'.padStart(9)}  target`);
 for (const r of results) {
   const ratio = r.soft / r.tcp;

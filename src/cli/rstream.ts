@@ -494,6 +494,8 @@ export abstract class StreamTool {
 class Rstream extends StreamTool {
   useRs = true;
   useRgai = false;
+  /** `--warmup N`: untimed messages each way before every test (0: none, as rstream.c). */
+  warmup = 0;
   useFork = false;
   optimization: Opt = Opt.MIXED;
   keepalive = 0;
@@ -567,8 +569,36 @@ class Rstream extends StreamTool {
     return this.dstAddr ? this.recvXfer(16) : this.sendXfer(16);
   }
 
+  /**
+   * `--warmup N` (this port's): N untimed messages each way before a test, in blocks of the
+   * test's transfer count (the client sends a block, then receives one), so that the timed part
+   * measures the compiled data path rather than V8 compiling it. Both peers must be given the
+   * same N: each side counts the messages it expects.
+   */
+  async warmupXfers(): Promise<number> {
+    const client = this.dstAddr !== null;
+    for (let left = this.warmup; left > 0; ) {
+      const k = Math.min(left, this.transferCount);
+      for (let half = 0; half < 2; half++) {
+        const send = client === (half === 0);
+        for (let t = 0; t < k; t++) {
+          const ret = send ? await this.sendXfer(this.transferSize) : await this.recvXfer(this.transferSize);
+          if (ret) return ret;
+        }
+      }
+      left -= k;
+    }
+    return 0;
+  }
+
   async runTest(): Promise<number> {
-    let ret = await this.syncTest();
+    let ret: number;
+    if (this.warmup > 0) {
+      // The sync's short messages go first, so the warm-up also warms their path.
+      ret = (await this.syncTest()) || (await this.warmupXfers());
+      if (ret) return ret;
+    }
+    ret = await this.syncTest();
     if (ret) return ret;
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < this.iterations; i++) {
@@ -994,13 +1024,26 @@ export function usage(prog: string): string {
 
 async function main(argv: readonly string[]): Promise<number> {
   const r = new Rstream();
-  const args = argv.filter((a) => {
+  // `--json` and `--warmup N` / `--warmup=N` (this port's; the rest is rstream.c's getopt string).
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
     if (a === '--json') {
       r.json = true;
-      return false;
+      continue;
     }
-    return true;
-  });
+    if (a !== '--warmup' && !a.startsWith('--warmup=')) {
+      args.push(a);
+      continue;
+    }
+    const v = a === '--warmup' ? argv[++i] : a.slice('--warmup='.length);
+    if (v === undefined || !/^\d+$/.test(v)) {
+      errOut('rstream: --warmup needs a number of messages\n');
+      out(usage(progName('rstream')));
+      return 1;
+    }
+    r.warmup = Number(v);
+  }
   const g = new Getopt(args, 's:b:f:B:i:I:C:S:p:k:T:');
   for (let it = g.next(); it; it = g.next()) {
     const a = it.optarg ?? '';

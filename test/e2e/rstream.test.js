@@ -131,6 +131,50 @@ test('--json: one object per row, no header; the table columns as numbers', opts
   }
 });
 
+test('--warmup 250 -C 100 -I 2 -T v, rsockets and TCP: untimed messages first, then the same rows', opts, async () => {
+  for (const extra of [[], ['-T', 's']]) {
+    const r = await pair(RSTREAM, ['-S', '1000', '-C', '100', '-I', '2', '-T', 'v', '--warmup', '250', ...extra]);
+    assertOk(r);
+    assertTable(r.cli.stdout, [['custom', 1000, 100, 2]], `client ${extra.join(' ')}`);
+    assertTable(r.srv.stdout, [['custom', 1000, 100, 2]], `server ${extra.join(' ')}`);
+  }
+});
+
+test('--warmup N: the client exchanges a sync and N untimed messages before the sync and the timed test (an echo peer counts the bytes)', opts, async () => {
+  const net = await import('node:net');
+  for (const [warmup, expect] of [
+    [null, 16 + 3 * 10 * 64],
+    ['25', 16 + 25 * 64 + 16 + 3 * 10 * 64],
+    ['--warmup=7', 16 + 7 * 64 + 16 + 3 * 10 * 64],
+  ]) {
+    let got = 0;
+    const server = net.createServer((c) => {
+      c.on('data', (d) => {
+        got += d.length;
+        c.write(d);
+      });
+      c.on('error', () => {});
+    });
+    await new Promise((r) => server.listen(0, '127.0.0.1', r));
+    const port = String(server.address().port);
+    const w = warmup === null ? [] : warmup.startsWith('--') ? [warmup] : ['--warmup', warmup];
+    const r = await runCli(RSTREAM, ['-s', '127.0.0.1', '-p', port, '-T', 's', '-S', '64', '-C', '10', '-I', '3', ...w], { timeoutMs: 20_000 });
+    await new Promise((res) => server.close(res));
+    assert.equal(r.code, 0, describeRun(w.join(' '), r));
+    assertTable(r.stdout, [['custom', 64, 10, 3]], w.join(' '));
+    assert.equal(got, expect, `bytes the echo peer received with ${w.join(' ') || 'no --warmup'}`);
+  }
+});
+
+test('--warmup without a count, or with a bad one: an error and the usage, exit 1', opts, async () => {
+  for (const bad of [['--warmup'], ['--warmup', 'x'], ['--warmup=-1'], ['--warmup', '1e3']]) {
+    const r = await runCli(RSTREAM, bad, { timeoutMs: 10_000 });
+    assert.equal(r.code, 1, describeRun(bad.join(' '), r));
+    assert.equal(r.stderr, 'rstream: --warmup needs a number of messages\n', describeRun(bad.join(' '), r));
+    assert.match(r.stdout, /^usage: rstream\n/);
+  }
+});
+
 test('-T f (fork, sockets): the server hands each connection to a child process', opts, async () => {
   const r = await pair(RSTREAM, ['-S', '2048', '-C', '20', '-I', '2', '-T', 'v'], { serverArgs: ['-T', 'f'], clientArgs: ['-T', 's'] });
   assertOk(r);
