@@ -36,7 +36,7 @@ import {
 } from '../rsocket/index.js';
 import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, type SockAddr } from '../index.js';
 import { Getopt, atoi, progName, errOut, exit, installTopLevelHandlers, out } from './common.js';
-import { GaiErr, HEADER, StreamTool, TEST_SIZES, gaiCode, gaiText, perrorN } from './rstream.js';
+import { GaiErr, HEADER, StreamTool, TEST_SIZES, gaiCode, gaiText, perrorN, takeLongOptions } from './rstream.js';
 
 const EAGAIN = errnoOf('EAGAIN');
 
@@ -170,6 +170,29 @@ class Riostream extends StreamTool {
     return this.dstAddr ? this.recvMsg(16) : this.sendMsg(16);
   }
 
+  /**
+   * One iteration of `count` writes each way: the client writes count - 1, then one whose last
+   * byte is `marker`, and waits for the server's writes to set its own last byte to marker + 1;
+   * the server waits for `marker`, then writes back. The caller advances the marker by 2.
+   */
+  async iteration(count: number, marker: number): Promise<number> {
+    const size = this.transferSize;
+    let ret: number;
+    if (!this.dstAddr) {
+      ret = await this.recvXfer(size, marker);
+      if (ret) return ret;
+    }
+    for (let t = 0; t < count - 1; t++) {
+      ret = await this.sendXfer(size);
+      if (ret) return ret;
+    }
+    this.buf[size - 1] = this.dstAddr ? marker : (marker + 1) & 0xff;
+    if (this.verify) this.pattern.format(this.buf.subarray(0, size - 1));
+    ret = await this.sendXfer(size);
+    if (ret || !this.dstAddr) return ret;
+    return this.recvXfer(size, (marker + 1) & 0xff);
+  }
+
   async runTest(): Promise<number> {
     const c = this.rs as RsConn;
     let marker = 0;
@@ -182,35 +205,23 @@ class Riostream extends StreamTool {
       perrorN('riomap', errnoOfErr(e));
       return -1;
     }
-    let ret = await this.syncTest();
+    let ret: number;
+    if (this.warmup > 0) {
+      // `--warmup N`: a sync, then N untimed writes each way in blocks of the transfer count (the
+      // last write of a block carries the marker, as in a timed iteration).
+      ret = await this.syncTest();
+      for (let left = this.warmup; left > 0 && !ret; left -= this.transferCount) {
+        ret = await this.iteration(Math.min(left, this.transferCount), marker);
+        marker = (marker + 2) & 0xff;
+      }
+      if (ret) return ret;
+    }
+    ret = await this.syncTest();
     if (ret) return ret;
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < this.iterations; i++) {
-      if (this.dstAddr) {
-        for (let t = 0; t < this.transferCount - 1; t++) {
-          ret = await this.sendXfer(size);
-          if (ret) return ret;
-        }
-        this.buf[size - 1] = marker;
-        marker = (marker + 1) & 0xff;
-        if (this.verify) this.pattern.format(this.buf.subarray(0, size - 1));
-        ret = await this.sendXfer(size);
-        if (ret) return ret;
-        ret = await this.recvXfer(size, marker);
-        marker = (marker + 1) & 0xff;
-      } else {
-        ret = await this.recvXfer(size, marker);
-        marker = (marker + 1) & 0xff;
-        if (ret) return ret;
-        for (let t = 0; t < this.transferCount - 1; t++) {
-          ret = await this.sendXfer(size);
-          if (ret) return ret;
-        }
-        this.buf[size - 1] = marker;
-        marker = (marker + 1) & 0xff;
-        if (this.verify) this.pattern.format(this.buf.subarray(0, size - 1));
-        ret = await this.sendXfer(size);
-      }
+      ret = await this.iteration(this.transferCount, marker);
+      marker = (marker + 2) & 0xff;
       if (ret) return ret;
     }
     const usec = Number((process.hrtime.bigint() - t0) / 1000n);
@@ -431,13 +442,8 @@ export function usage(prog: string): string {
 
 async function main(argv: readonly string[]): Promise<number> {
   const r = new Riostream();
-  const args = argv.filter((a) => {
-    if (a === '--json') {
-      r.json = true;
-      return false;
-    }
-    return true;
-  });
+  const args = takeLongOptions(r, argv, 'riostream', usage);
+  if (!args) return 1;
   const g = new Getopt(args, 's:b:f:B:i:I:C:S:p:T:');
   for (let it = g.next(); it; it = g.next()) {
     const a = it.optarg ?? '';

@@ -462,6 +462,8 @@ export abstract class StreamTool {
   numericHost = false;
   gidFormat = false;
   json = false;
+  /** `--warmup N`: untimed messages each way before every test (0: none, as in rdma-core). */
+  warmup = 0;
   buf = Buffer.alloc(0);
   pattern = new BytePattern();
 
@@ -494,8 +496,6 @@ export abstract class StreamTool {
 class Rstream extends StreamTool {
   useRs = true;
   useRgai = false;
-  /** `--warmup N`: untimed messages each way before every test (0: none, as rstream.c). */
-  warmup = 0;
   useFork = false;
   optimization: Opt = Opt.MIXED;
   keepalive = 0;
@@ -995,6 +995,33 @@ function perror(prefix: string, e: unknown): void {
   perrorN(prefix, e instanceof RdmaError ? e.errno : 5);
 }
 
+/**
+ * Take this port's long options out of `argv`: `--json`, and `--warmup N` / `--warmup=N`. What is
+ * left goes to the tool's getopt string. A bad `--warmup` prints an error and the usage (null).
+ */
+export function takeLongOptions(t: StreamTool, argv: readonly string[], tool: string, usageText: (prog: string) => string): string[] | null {
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--json') {
+      t.json = true;
+      continue;
+    }
+    if (a !== '--warmup' && !a.startsWith('--warmup=')) {
+      args.push(a);
+      continue;
+    }
+    const v = a === '--warmup' ? argv[++i] : a.slice('--warmup='.length);
+    if (v === undefined || !/^\d+$/.test(v)) {
+      errOut(`${tool}: --warmup needs a number of messages\n`);
+      out(usageText(progName(tool)));
+      return null;
+    }
+    t.warmup = Number(v);
+  }
+  return args;
+}
+
 /** The usage text (stdout), as rstream.c prints it. */
 export function usage(prog: string): string {
   return [
@@ -1024,26 +1051,8 @@ export function usage(prog: string): string {
 
 async function main(argv: readonly string[]): Promise<number> {
   const r = new Rstream();
-  // `--json` and `--warmup N` / `--warmup=N` (this port's; the rest is rstream.c's getopt string).
-  const args: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    if (a === '--json') {
-      r.json = true;
-      continue;
-    }
-    if (a !== '--warmup' && !a.startsWith('--warmup=')) {
-      args.push(a);
-      continue;
-    }
-    const v = a === '--warmup' ? argv[++i] : a.slice('--warmup='.length);
-    if (v === undefined || !/^\d+$/.test(v)) {
-      errOut('rstream: --warmup needs a number of messages\n');
-      out(usage(progName('rstream')));
-      return 1;
-    }
-    r.warmup = Number(v);
-  }
+  const args = takeLongOptions(r, argv, 'rstream', usage);
+  if (!args) return 1;
   const g = new Getopt(args, 's:b:f:B:i:I:C:S:p:k:T:');
   for (let it = g.next(); it; it = g.next()) {
     const a = it.optarg ?? '';

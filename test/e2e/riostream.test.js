@@ -86,6 +86,22 @@ test('--json -T a: one object per row', opts, async () => {
   assert.equal(o.tool, 'riostream');
 });
 
+test('--warmup 130 -C 50 -I 3 -T v: untimed blocks of 50, 50 and 30 writes each way, then the same row', opts, async () => {
+  const r = await pair(RIOSTREAM, ['-S', '1000', '-C', '50', '-I', '3', '-T', 'v', '--warmup', '130']);
+  assertOk(r);
+  assertTable(r.cli.stdout, [['custom', 1000, 50, 3]], 'client');
+  assertTable(r.srv.stdout, [['custom', 1000, 50, 3]], 'server');
+});
+
+test('--warmup without a count, or with a bad one: an error and the usage, exit 1', opts, async () => {
+  for (const bad of [['--warmup'], ['--warmup=x'], ['--warmup', '-5']]) {
+    const r = await runCli(RIOSTREAM, bad, { timeoutMs: 10_000 });
+    assert.equal(r.code, 1, describeRun(bad.join(' '), r));
+    assert.equal(r.stderr, 'riostream: --warmup needs a number of messages\n', describeRun(bad.join(' '), r));
+    assert.match(r.stdout, /^usage: riostream\n/);
+  }
+});
+
 test('usage: rstream-only -T letters are refused (s, f, r), exit 1', opts, async () => {
   for (const args of [['-T', 's'], ['-T', 'f'], ['-k', '1']]) {
     const r = await runCli(RIOSTREAM, args, { timeoutMs: 10_000 });
