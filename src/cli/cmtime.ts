@@ -45,7 +45,7 @@ import {
   type RdmaAddrinfo,
   type SockAddr,
 } from '../index.js';
-import { Getopt, atoi, createFirstEventChannel, eaiOf, errOut, exit, getoptComplaint, installTopLevelHandlers, out, perror, u32 } from './common.js';
+import { Getopt, atoi, createFirstEventChannel, eaiOf, errOut, exit, getoptComplaint, installTopLevelHandlers, out, perror, takeLongOptions, u32 } from './common.js';
 
 const PROG = 'cmtime';
 const OPTSTRING = 'B:b:C:c:Lm:n:P:p:q:r:St:';
@@ -1145,25 +1145,13 @@ function usage(): number {
 async function main(argv: string[]): Promise<number> {
   let socktest = false;
   // `--warmup N` / `--warmup=N` (this port's; the rest is rdma-core's getopt string).
-  const args: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    if (a === '--') {
-      args.push(...argv.slice(i));
-      break;
-    }
-    if (a !== '--warmup' && !a.startsWith('--warmup=')) {
-      args.push(a);
-      continue;
-    }
-    const v = a === '--warmup' ? argv[++i] : a.slice('--warmup='.length);
-    if (v === undefined || !/^\d+$/.test(v)) {
-      errOut(`${PROG}: --warmup needs a number of connections\n`);
-      return usage();
-    }
-    warmup = Number(v);
+  const long = takeLongOptions(argv, [], ['warmup']);
+  if (long.bad) {
+    errOut(`${PROG}: --warmup needs a number of connections\n`);
+    return usage();
   }
-  const g = new Getopt(args, OPTSTRING);
+  warmup = long.values.get('warmup') ?? null;
+  const g = new Getopt(long.args, OPTSTRING);
   for (let it = g.next(); it; it = g.next()) {
     const optarg = it.optarg ?? '';
     switch (it.opt) {

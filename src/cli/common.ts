@@ -235,6 +235,43 @@ export interface GetoptItem {
 }
 
 /**
+ * Take this port's long options (additions to rdma-core's tools) out of `argv`, before a `--`:
+ * `flags` stand alone (`--json`), `valued` take a number (`--warmup N` or `--warmup=N`). What is
+ * left goes to the tool's getopt string. `bad` names the first valued option without a
+ * non-negative integer.
+ */
+export function takeLongOptions(
+  argv: readonly string[],
+  flags: readonly string[],
+  valued: readonly string[],
+): { args: string[]; flags: Set<string>; values: Map<string, number>; bad: string | null } {
+  const r = { args: [] as string[], flags: new Set<string>(), values: new Map<string, number>(), bad: null as string | null };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--') {
+      r.args.push(...argv.slice(i));
+      break;
+    }
+    const name = a.startsWith('--') ? a.slice(2).split('=', 1)[0] as string : '';
+    if (flags.includes(name) && a === `--${name}`) {
+      r.flags.add(name);
+      continue;
+    }
+    if (!valued.includes(name)) {
+      r.args.push(a);
+      continue;
+    }
+    const v = a === `--${name}` ? argv[++i] : a.slice(name.length + 3);
+    if (v === undefined || !/^\d+$/.test(v)) {
+      r.bad ??= name;
+      continue;
+    }
+    r.values.set(name, Number(v));
+  }
+  return r;
+}
+
+/**
  * getopt(3) with glibc's semantics for short options, always with `opterr = 0` (nothing is
  * printed; the caller reports errors):
  * - grouped flags (`-vVd`), attached (`-S64`) or separate (`-S 64`) arguments;

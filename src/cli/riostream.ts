@@ -36,7 +36,7 @@ import {
 } from '../rsocket/index.js';
 import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, type SockAddr } from '../index.js';
 import { Getopt, atoi, progName, errOut, exit, installTopLevelHandlers, out } from './common.js';
-import { GaiErr, HEADER, StreamTool, TEST_SIZES, gaiCode, gaiText, perrorN, takeLongOptions } from './rstream.js';
+import { GaiErr, HEADER, StreamTool, TEST_SIZES, gaiCode, gaiText, perrorN, streamLongOptions } from './rstream.js';
 
 const EAGAIN = errnoOf('EAGAIN');
 
@@ -442,7 +442,7 @@ export function usage(prog: string): string {
 
 async function main(argv: readonly string[]): Promise<number> {
   const r = new Riostream();
-  const args = takeLongOptions(r, argv, 'riostream', usage);
+  const args = streamLongOptions(r, argv, 'riostream', usage);
   if (!args) return 1;
   const g = new Getopt(args, 's:b:f:B:i:I:C:S:p:T:');
   for (let it = g.next(); it; it = g.next()) {

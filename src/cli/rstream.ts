@@ -39,7 +39,7 @@ import {
   MSG_WAITALL,
 } from '../rsocket/index.js';
 import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, strerror, type SockAddr } from '../index.js';
-import { BytePattern, Getopt, atoi, cntStr, progName, errOut, exit, installTopLevelHandlers, out, sizeStr, sizeToCount, eaiOf, gaiMessage } from './common.js';
+import { BytePattern, Getopt, atoi, cntStr, progName, errOut, exit, installTopLevelHandlers, out, sizeStr, sizeToCount, eaiOf, gaiMessage, takeLongOptions } from './common.js';
 
 // -- the test table (rstream.c test_size[]) ---------------------------------------------------------
 
@@ -996,30 +996,20 @@ function perror(prefix: string, e: unknown): void {
 }
 
 /**
- * Take this port's long options out of `argv`: `--json`, and `--warmup N` / `--warmup=N`. What is
- * left goes to the tool's getopt string. A bad `--warmup` prints an error and the usage (null).
+ * This port's long options of rstream and riostream, `--json` and `--warmup N`, taken out of
+ * `argv`; what is left goes to the tool's getopt string. A bad `--warmup` prints an error and the
+ * usage (null).
  */
-export function takeLongOptions(t: StreamTool, argv: readonly string[], tool: string, usageText: (prog: string) => string): string[] | null {
-  const args: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i] as string;
-    if (a === '--json') {
-      t.json = true;
-      continue;
-    }
-    if (a !== '--warmup' && !a.startsWith('--warmup=')) {
-      args.push(a);
-      continue;
-    }
-    const v = a === '--warmup' ? argv[++i] : a.slice('--warmup='.length);
-    if (v === undefined || !/^\d+$/.test(v)) {
-      errOut(`${tool}: --warmup needs a number of messages\n`);
-      out(usageText(progName(tool)));
-      return null;
-    }
-    t.warmup = Number(v);
+export function streamLongOptions(t: StreamTool, argv: readonly string[], tool: string, usageText: (prog: string) => string): string[] | null {
+  const long = takeLongOptions(argv, ['json'], ['warmup']);
+  if (long.bad) {
+    errOut(`${tool}: --warmup needs a number of messages\n`);
+    out(usageText(progName(tool)));
+    return null;
   }
-  return args;
+  t.json = long.flags.has('json');
+  t.warmup = long.values.get('warmup') ?? 0;
+  return long.args;
 }
 
 /** The usage text (stdout), as rstream.c prints it. */
@@ -1051,7 +1041,7 @@ export function usage(prog: string): string {
 
 async function main(argv: readonly string[]): Promise<number> {
   const r = new Rstream();
-  const args = takeLongOptions(r, argv, 'rstream', usage);
+  const args = streamLongOptions(r, argv, 'rstream', usage);
   if (!args) return 1;
   const g = new Getopt(args, 's:b:f:B:i:I:C:S:p:k:T:');
   for (let it = g.next(); it; it = g.next()) {
