@@ -22,10 +22,19 @@
 //   BENCH_REPS=5 BENCH_LAT_ITERS=200000 node bench/rstream.js
 //   BENCH_COLD=0 node bench/rstream.js    # steady-state rows only
 //   BENCH_WARMUP=0 node bench/rstream.js  # steady rows without the warm-up
-//   BENCH_JSON=1 node bench/rstream.js    # also one JSON object per figure
+//   BENCH_PIN=0 node bench/rstream.js     # let the scheduler place the two processes
+//
+// Pinning. Where taskset(1) exists and there are at least 2 CPUs, every pair (soft, -T s and C
+// alike) runs with the server on the first CPU this process may use and the client on the second,
+// as perftest users pin. On this 2-core machine, unpinned, the scheduler's placement moves single
+// 64 B latency runs by +-15 % and a median of three moved the ratio between 1.02 and 1.28.
+// Pinning helps the soft path more than Node TCP (soft about 35.5 usec/xfer pinned against 39.5
+// unpinned, medians of 6 and 14 runs; Node TCP about 34 either way), so the pinned ratio is the
+// lower one: run with BENCH_PIN=0 to see the unpinned figures.
 import { spawn, execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import net from 'node:net';
+import os from 'node:os';
 
 const RSTREAM = fileURLToPath(new URL('../dist/cli/rstream.js', import.meta.url));
 const REPS = Number(process.env.BENCH_REPS ?? 3);
@@ -62,9 +71,26 @@ function freePort() {
   });
 }
 
-function run(cmd, args, timeoutMs) {
+/** The first two CPUs this process may run on (taskset -cp's list, e.g. `0-3,6`), or null. */
+function pinCpus() {
+  if (process.env.BENCH_PIN === '0' || os.availableParallelism() < 2 || which('taskset') === null) return null;
+  try {
+    const list = execFileSync('taskset', ['-cp', String(process.pid)], { encoding: 'utf8' }).split(':').pop().trim();
+    const cpus = list.split(',').flatMap((r) => {
+      const [a, b = a] = r.split('-').map(Number);
+      return Array.from({ length: b - a + 1 }, (_, i) => a + i);
+    });
+    return cpus.length >= 2 && cpus.every(Number.isInteger) ? cpus.slice(0, 2) : null;
+  } catch {
+    return null;
+  }
+}
+const PIN = pinCpus();
+
+/** Run `cmd`, pinned to CPU PIN[side] when pinning (taskset execs it: the pid, exit and signals are its). */
+function run(cmd, args, timeoutMs, side) {
   return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = PIN ? spawn('taskset', ['-c', String(PIN[side]), cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));
@@ -102,10 +128,10 @@ async function pair(impl, args, warmup = []) {
   const port = await freePort();
   const [cmd, pre] = impl === 'c' ? [C_RSTREAM, []] : [process.execPath, [RSTREAM]];
   const json = impl === 'c' ? [] : ['--json', ...warmup];
-  const srv = run(cmd, [...pre, '-p', String(port), ...args, ...json], TIMEOUT_MS);
+  const srv = run(cmd, [...pre, '-p', String(port), ...args, ...json], TIMEOUT_MS, 0);
   // A probe connection would be taken as the test's client by a -T s server: wait on /proc.
   await waitProc(port);
-  const cli = await run(cmd, [...pre, '-s', '127.0.0.1', '-p', String(port), ...args, ...json], TIMEOUT_MS);
+  const cli = await run(cmd, [...pre, '-s', '127.0.0.1', '-p', String(port), ...args, ...json], TIMEOUT_MS, 1);
   const s = await srv;
   if (cli.code !== 0 || s.code !== 0) throw new Error(`${impl} rstream ${args.join(' ')}: client ${cli.code} server ${s.code}\n${cli.err}${s.err}`);
   if (impl === 'c') {
@@ -167,7 +193,7 @@ for (const t of TESTS) {
 }
 
 const f = (x) => (x === null ? '-' : x.toFixed(2));
-console.log(`rstream bench: ${REPS} run(s) each, median; steady state: -I ${LAT_ITERS} (64 B), -C ${BW64_COUNT} (64 KiB), -C ${BW1M_COUNT} (1 MiB)${WARMUP > 0 ? `, each after --warmup ${WARMUP}x that` : ', no warm-up'}${COLD ? `; cold: -I ${COLD_LAT_ITERS}, -C ${COLD_BW64_COUNT}, -C ${COLD_BW1M_COUNT}` : ''}; soft = rstream over the soft iWARP device, -T s = our rstream over Node TCP${C_RSTREAM ? `, C -T s = ${C_RSTREAM}` : ' (rdma-core rstream not installed: no C column)'}`);
+console.log(`rstream bench: ${REPS} run(s) each, median; steady state: -I ${LAT_ITERS} (64 B), -C ${BW64_COUNT} (64 KiB), -C ${BW1M_COUNT} (1 MiB)${WARMUP > 0 ? `, each after --warmup ${WARMUP}x that` : ', no warm-up'}${PIN ? `; server on CPU ${PIN[0]}, client on CPU ${PIN[1]}` : '; unpinned'}${COLD ? `; cold: -I ${COLD_LAT_ITERS}, -C ${COLD_BW64_COUNT}, -C ${COLD_BW1M_COUNT}` : ''}; soft = rstream over the soft iWARP device, -T s = our rstream over Node TCP${C_RSTREAM ? `, C -T s = ${C_RSTREAM}` : ' (rdma-core rstream not installed: no C column)'}`);
 console.log(`${'test'.padEnd(20)}${'unit'.padEnd(11)}${'soft'.padStart(10)}${'-T s'.padStart(10)}${C_RSTREAM ? 'C -T s'.padStart(10) : ''}${'ratio'.padStart(9)}  target`);
 for (const r of results) {
   const ratio = r.soft / r.tcp;
