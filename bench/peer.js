@@ -30,6 +30,8 @@ if (kind === 'net-pingpong') {
   const server = net.createServer({ pauseOnConnect: true });
   server.on('connection', (sock) => {
     // Re-wrap the handle so that reads go into one reused buffer (onread), as the fast path.
+    // Phases: an 8-byte count, that many bytes, a one-byte answer; the client sends the next
+    // phase's header only after the answer, so a read never spans two phases.
     const s = new net.Socket({ handle: sock._handle, onread: { buffer: buf, callback: (n, b) => {
       let off = 0;
       if (want < 0) {
@@ -37,7 +39,11 @@ if (kind === 'net-pingpong') {
         off = 8;
       }
       total += n - off;
-      if (total >= want) s.write(Buffer.from([1]));
+      if (total >= want) {
+        want = -1;
+        total = 0;
+        s.write(Buffer.from([1]));
+      }
       return true;
     } } });
     s.on('close', () => process.exit(0));
@@ -88,13 +94,26 @@ if (kind === 'net-pingpong') {
     pd.writeBigUInt64BE(BigInt(target.addr), 0);
     pd.writeUInt32BE(target.rkey, 8);
     await child.accept({ privateData: pd });
+    // Answer each of the client's phase-ending Sends (a warm-up phase, then the timed one) until
+    // it disconnects.
     cq.reqNotify();
-    while (cq.poll(1).length === 0) {
-      await ch.getCqEvent();
-      cq.ackEvents(1);
-      cq.reqNotify();
+    for (;;) {
+      const wcs = cq.poll(1);
+      if (wcs.length === 0) {
+        try {
+          await ch.getCqEvent();
+        } catch {
+          break;
+        }
+        cq.ackEvents(1);
+        cq.reqNotify();
+        continue;
+      }
+      if (wcs[0].status !== 0) process.exit(0);
+      qp.postRecv({ wrId: 0, sgList: [{ addr: msg.addr, length: 16, lkey: msg.lkey }] });
+      qp.postSend({ wrId: 1, opcode: WrOpcode.SEND, sgList: [{ addr: msg.addr, length: 1, lkey: msg.lkey }] });
+      child.sendCq.poll(16);
     }
-    qp.postSend({ wrId: 1, opcode: WrOpcode.SEND, sgList: [{ addr: msg.addr, length: 1, lkey: msg.lkey }] });
   }
   child.channel.getEvent().then(() => process.exit(0), () => process.exit(0));
 }

@@ -34,7 +34,7 @@
 import { spawn, execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import net from 'node:net';
-import os from 'node:os';
+import { pinCpus, pinned } from './pin.js';
 
 const RSTREAM = fileURLToPath(new URL('../dist/cli/rstream.js', import.meta.url));
 const REPS = Number(process.env.BENCH_REPS ?? 3);
@@ -71,26 +71,12 @@ function freePort() {
   });
 }
 
-/** The first two CPUs this process may run on (taskset -cp's list, e.g. `0-3,6`), or null. */
-function pinCpus() {
-  if (process.env.BENCH_PIN === '0' || os.availableParallelism() < 2 || which('taskset') === null) return null;
-  try {
-    const list = execFileSync('taskset', ['-cp', String(process.pid)], { encoding: 'utf8' }).split(':').pop().trim();
-    const cpus = list.split(',').flatMap((r) => {
-      const [a, b = a] = r.split('-').map(Number);
-      return Array.from({ length: b - a + 1 }, (_, i) => a + i);
-    });
-    return cpus.length >= 2 && cpus.every(Number.isInteger) ? cpus.slice(0, 2) : null;
-  } catch {
-    return null;
-  }
-}
 const PIN = pinCpus();
 
 /** Run `cmd`, pinned to CPU PIN[side] when pinning (taskset execs it: the pid, exit and signals are its). */
 function run(cmd, args, timeoutMs, side) {
   return new Promise((resolve) => {
-    const child = PIN ? spawn('taskset', ['-c', String(PIN[side]), cmd, ...args], { stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(...pinned(PIN?.[side] ?? null, cmd, args), { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));

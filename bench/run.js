@@ -2,20 +2,28 @@
 // machine (two processes per test, loopback). Prints absolute figures and the ratios the
 // project tracks: RTT(soft)/RTT(net) (target <= 1.15) and BW(soft)/BW(net onread) (target >= 1.0).
 // Numbers are noisy: compare ratios within one run, never absolute times across machines.
+//
+// Each test first runs an untimed warm-up as long as its timed part (BENCH_WARMUP=0: none), so
+// that both sides measure code V8 has compiled; and the bench process and its peer run on one CPU
+// each (bench/pin.js; BENCH_PIN=0: not).
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { createId, PortSpace, Access, WrOpcode, SendFlags } from '../dist/index.js';
+import { pinCpus, pinned, pinSelf } from './pin.js';
 
 const PEER = fileURLToPath(new URL('./peer.js', import.meta.url));
 const PP_ITERS = Number(process.env.BENCH_PP_ITERS ?? 20000);
 const BW_BYTES = Number(process.env.BENCH_BW_BYTES ?? 2 ** 31);
+const WARMUP = process.env.BENCH_WARMUP !== '0';
+const PIN = pinCpus();
+pinSelf(PIN?.[1] ?? null);
 // Below the kernel's ephemeral range (32768-60999 by default), where a port may be some connection's.
 let nextPort = 20000 + (process.pid % 10000);
 
 async function withPeer(kind, fn) {
   const port = nextPort++;
-  const child = spawn(process.execPath, [PEER, kind, String(port)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(...pinned(PIN?.[0] ?? null, process.execPath, [PEER, kind, String(port)]), { stdio: ['ignore', 'pipe', 'inherit'] });
   await new Promise((resolve, reject) => {
     child.stdout.once('data', resolve);
     child.once('exit', (c) => reject(new Error(`${kind} peer exited ${c}`)));
@@ -33,15 +41,16 @@ async function netPingPong(port) {
   const s = net.connect({ port, host: '127.0.0.1', noDelay: true });
   await new Promise((r) => s.once('connect', r));
   const msg = Buffer.alloc(64, 1);
-  let left = PP_ITERS;
+  let left = PP_ITERS + (WARMUP ? PP_ITERS : 0);
   let have = 0;
-  const t0 = process.hrtime.bigint();
+  let t0 = process.hrtime.bigint();
   await new Promise((resolve) => {
     s.on('data', (d) => {
       have += d.length;
       while (have >= 64) {
         have -= 64;
         if (--left === 0) return resolve();
+        if (left === PP_ITERS) t0 = process.hrtime.bigint();
         s.write(msg);
       }
     });
@@ -58,15 +67,20 @@ async function netStream(port) {
   const chunk = Buffer.alloc(1 << 20, 7);
   const hdr = Buffer.alloc(8);
   hdr.writeBigUInt64BE(BigInt(BW_BYTES));
-  const done = new Promise((r) => s.once('data', r));
+  // One phase: a header with the byte count, the bytes, the peer's one-byte answer.
+  const phase = async () => {
+    const done = new Promise((r) => s.once('data', r));
+    s.write(hdr);
+    let sent = 0;
+    while (sent < BW_BYTES) {
+      sent += chunk.length;
+      if (!s.write(chunk)) await new Promise((r) => s.once('drain', r));
+    }
+    await done;
+  };
+  if (WARMUP) await phase();
   const t0 = process.hrtime.bigint();
-  s.write(hdr);
-  let sent = 0;
-  while (sent < BW_BYTES) {
-    sent += chunk.length;
-    if (!s.write(chunk)) await new Promise((r) => s.once('drain', r));
-  }
-  await done;
+  await phase();
   const ns = Number(process.hrtime.bigint() - t0);
   s.destroy();
   return (BW_BYTES / ns); // GB/s
@@ -100,15 +114,18 @@ async function rdmaPingPong(port) {
   const sge = [{ addr: mr.addr, length: 64, lkey: mr.lkey }];
   const rsge = [{ addr: mr.addr + 64, length: 64, lkey: mr.lkey }];
   qp.postRecv({ wrId: 0, sgList: rsge });
-  const t0 = process.hrtime.bigint();
+  const warm = WARMUP ? PP_ITERS : 0;
+  const total = warm + PP_ITERS;
+  let t0 = process.hrtime.bigint();
   qp.postSend({ wrId: 0, opcode: WrOpcode.SEND, sgList: sge, sendFlags: SendFlags.INLINE });
-  for (let done = 0; done < PP_ITERS; ) {
+  for (let done = 0; done < total; ) {
     const wcs = await waitCq(id, id.recvCq, id.recvCqChannel);
     for (const wc of wcs) {
       if (wc.status !== 0) throw new Error(`completion status ${wc.status}`);
       done++;
       qp.postRecv({ wrId: 0, sgList: rsge });
-      if (done < PP_ITERS) qp.postSend({ wrId: 0, opcode: WrOpcode.SEND, sgList: sge, sendFlags: SendFlags.INLINE });
+      if (done === warm) t0 = process.hrtime.bigint();
+      if (done < total) qp.postSend({ wrId: 0, opcode: WrOpcode.SEND, sgList: sge, sendFlags: SendFlags.INLINE });
     }
   }
   const ns = Number(process.hrtime.bigint() - t0);
@@ -127,27 +144,33 @@ async function rdmaWrite(port) {
   const qp = id.qp;
   const src = id.pd.regMr(Buffer.alloc(1 << 20, 9), 0);
   const msg = id.pd.regMr(Buffer.alloc(16), Access.LOCAL_WRITE);
-  qp.postRecv({ wrId: 'fin', sgList: [{ addr: msg.addr, length: 16, lkey: msg.lkey }] });
   const n = Math.ceil(BW_BYTES / (1 << 20));
   const depth = 8;
-  let posted = 0;
-  let completed = 0;
-  const post = () => {
-    qp.postSend({ wrId: posted++, opcode: WrOpcode.RDMA_WRITE, sgList: [{ addr: src.addr, length: 1 << 20, lkey: src.lkey }], sendFlags: SendFlags.SIGNALED, rdma: { remoteAddr: raddr, rkey } });
-  };
-  const t0 = process.hrtime.bigint();
-  while (posted < Math.min(depth, n)) post();
-  while (completed < n) {
-    const wcs = await waitCq(id, id.sendCq, id.sendCqChannel);
-    for (const wc of wcs) {
-      if (wc.status !== 0) throw new Error(`write status ${wc.status}`);
-      completed++;
-      if (posted < n) post();
+  // One phase: n 1 MiB Writes, 8 in flight, then a Send/reply pair (the completion of a Write
+  // means "handed to TCP": the reply proves arrival).
+  const phase = async () => {
+    qp.postRecv({ wrId: 'fin', sgList: [{ addr: msg.addr, length: 16, lkey: msg.lkey }] });
+    let posted = 0;
+    let completed = 0;
+    const post = () => {
+      qp.postSend({ wrId: posted++, opcode: WrOpcode.RDMA_WRITE, sgList: [{ addr: src.addr, length: 1 << 20, lkey: src.lkey }], sendFlags: SendFlags.SIGNALED, rdma: { remoteAddr: raddr, rkey } });
+    };
+    while (posted < Math.min(depth, n)) post();
+    while (completed < n) {
+      const wcs = await waitCq(id, id.sendCq, id.sendCqChannel);
+      for (const wc of wcs) {
+        if (wc.status !== 0) throw new Error(`write status ${wc.status}`);
+        if (wc.wrId === 'fin') continue; // the previous phase's Send
+        completed++;
+        if (posted < n) post();
+      }
     }
-  }
-  // Completion of a Write means "handed to TCP": a final Send/reply pair proves arrival.
-  qp.postSend({ wrId: 'fin', opcode: WrOpcode.SEND, sgList: [{ addr: msg.addr, length: 1, lkey: msg.lkey }], sendFlags: SendFlags.SIGNALED });
-  await waitCq(id, id.recvCq, id.recvCqChannel);
+    qp.postSend({ wrId: 'fin', opcode: WrOpcode.SEND, sgList: [{ addr: msg.addr, length: 1, lkey: msg.lkey }], sendFlags: SendFlags.SIGNALED });
+    await waitCq(id, id.recvCq, id.recvCqChannel);
+  };
+  if (WARMUP) await phase();
+  const t0 = process.hrtime.bigint();
+  await phase();
   const ns = Number(process.hrtime.bigint() - t0);
   await id.disconnect();
   id.destroyQp();
@@ -161,6 +184,7 @@ r.rdmaRtt = await withPeer('rdma-pingpong', rdmaPingPong);
 r.netBw = await withPeer('net-stream', netStream);
 r.rdmaBw = await withPeer('rdma-write', rdmaWrite);
 const f = (x, d = 2) => x.toFixed(d);
+console.log(`verbs bench: ${PP_ITERS} round trips, ${BW_BYTES} bytes${WARMUP ? ', each after as long an untimed warm-up' : ', no warm-up'}${PIN ? `; peer on CPU ${PIN[0]}, this process on CPU ${PIN[1]}` : '; unpinned'}`);
 console.log(`64 B ping-pong RTT   net ${f(r.netRtt, 1)} us   soft-iWARP SEND/RECV ${f(r.rdmaRtt, 1)} us   ratio ${f(r.rdmaRtt / r.netRtt)} (target <= 1.15)`);
 console.log(`1 MiB stream         net(onread) ${f(r.netBw)} GB/s   soft-iWARP RDMA WRITE ${f(r.rdmaBw)} GB/s   ratio ${f(r.rdmaBw / r.netBw)} (target >= 1.0)`);
 if (process.env.BENCH_JSON) console.log(JSON.stringify(r));
