@@ -7,6 +7,21 @@ import { createId, PortSpace, Access, WrOpcode, SendFlags } from '../dist/index.
 const [kind, portArg] = process.argv.slice(2);
 const port = Number(portArg);
 const ready = () => process.stdout.write('ready\n');
+
+/** The next completions of `cq` (armed), waiting on its channel; null once the channel is gone. */
+async function nextWcs(cq, ch, max) {
+  for (;;) {
+    const wcs = cq.poll(max);
+    if (wcs.length) return wcs;
+    try {
+      await ch.getCqEvent();
+    } catch {
+      return null;
+    }
+    cq.ackEvents(1);
+    cq.reqNotify();
+  }
+}
 setTimeout(() => process.exit(3), 120_000).unref();
 
 if (kind === 'net-pingpong') {
@@ -65,18 +80,7 @@ if (kind === 'net-pingpong') {
     for (let i = 0; i < 64; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr + i * 64, length: 64, lkey: mr.lkey }] });
     await child.accept();
     cq.reqNotify();
-    for (;;) {
-      let wcs = cq.poll(16);
-      if (wcs.length === 0) {
-        try {
-          await ch.getCqEvent();
-        } catch {
-          break;
-        }
-        cq.ackEvents(1);
-        cq.reqNotify();
-        wcs = cq.poll(16);
-      }
+    for (let wcs; (wcs = await nextWcs(cq, ch, 16)); ) {
       for (const wc of wcs) {
         if (wc.status !== 0) process.exit(0);
         const i = Number(wc.wrId);
@@ -97,18 +101,7 @@ if (kind === 'net-pingpong') {
     // Answer each of the client's phase-ending Sends (a warm-up phase, then the timed one) until
     // it disconnects.
     cq.reqNotify();
-    for (;;) {
-      const wcs = cq.poll(1);
-      if (wcs.length === 0) {
-        try {
-          await ch.getCqEvent();
-        } catch {
-          break;
-        }
-        cq.ackEvents(1);
-        cq.reqNotify();
-        continue;
-      }
+    for (let wcs; (wcs = await nextWcs(cq, ch, 1)); ) {
       if (wcs[0].status !== 0) process.exit(0);
       qp.postRecv({ wrId: 0, sgList: [{ addr: msg.addr, length: 16, lkey: msg.lkey }] });
       qp.postSend({ wrId: 1, opcode: WrOpcode.SEND, sgList: [{ addr: msg.addr, length: 1, lkey: msg.lkey }] });
