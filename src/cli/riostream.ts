@@ -210,8 +210,9 @@ class Riostream extends StreamTool {
       // `--warmup N`: a sync, then N untimed writes each way in blocks of the transfer count (the
       // last write of a block carries the marker, as in a timed iteration).
       ret = await this.syncTest();
-      for (let left = this.warmup; left > 0 && !ret; left -= this.transferCount) {
-        ret = await this.iteration(Math.min(left, this.transferCount), marker);
+      const block = Math.max(1, this.transferCount); // -C 0 (or below): blocks of one
+      for (let left = this.warmup; left > 0 && !ret; left -= block) {
+        ret = await this.iteration(Math.min(left, block), marker);
         marker = (marker + 2) & 0xff;
       }
       if (ret) return ret;

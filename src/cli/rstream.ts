@@ -577,8 +577,9 @@ class Rstream extends StreamTool {
    */
   async warmupXfers(): Promise<number> {
     const client = this.dstAddr !== null;
+    const block = Math.max(1, this.transferCount); // -C 0 (or below): blocks of one
     for (let left = this.warmup; left > 0; ) {
-      const k = Math.min(left, this.transferCount);
+      const k = Math.min(left, block);
       for (let half = 0; half < 2; half++) {
         const send = client === (half === 0);
         for (let t = 0; t < k; t++) {

@@ -166,6 +166,13 @@ test('--warmup N: the client exchanges a sync and N untimed messages before the 
   }
 });
 
+test('--warmup 5 with -C 0 (no timed transfers): warm-up blocks of one message, no hang', opts, async () => {
+  const r = await pair(RSTREAM, ['-S', '64', '-C', '0', '-I', '2', '--warmup', '5'], { timeoutMs: 20_000 });
+  assertOk(r);
+  // 0 transfers: usec/xfer divides by zero and prints inf, as printf does in rstream.c.
+  assert.match(r.cli.stdout, /^name .*\ncustom    64      0       2       0 .* inf\n$/, r.both);
+});
+
 test('--warmup without a count, or with a bad one: an error and the usage, exit 1', opts, async () => {
   for (const bad of [['--warmup'], ['--warmup', 'x'], ['--warmup=-1'], ['--warmup', '1e3']]) {
     const r = await runCli(RSTREAM, bad, { timeoutMs: 10_000 });
