@@ -205,24 +205,17 @@ class Riostream extends StreamTool {
       perrorN('riomap', errnoOfErr(e));
       return -1;
     }
-    let ret: number;
-    if (this.warmup > 0) {
-      // `--warmup N`: a sync, then N untimed writes each way in blocks of the transfer count (the
-      // last write of a block carries the marker, as in a timed iteration).
-      ret = await this.syncTest();
-      const block = Math.max(1, this.transferCount); // -C 0 (or below): blocks of one
-      for (let left = this.warmup; left > 0 && !ret; left -= block) {
-        ret = await this.iteration(Math.min(left, block), marker);
-        marker = (marker + 2) & 0xff;
-      }
-      if (ret) return ret;
-    }
-    ret = await this.syncTest();
+    // The warm-up's blocks end with a marked write each way, as a timed iteration does.
+    const block = async (k: number): Promise<number> => {
+      const r = await this.iteration(k, marker);
+      marker = (marker + 2) & 0xff;
+      return r;
+    };
+    let ret = (await this.warmupBlocks(block)) || (await this.syncTest());
     if (ret) return ret;
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < this.iterations; i++) {
-      ret = await this.iteration(this.transferCount, marker);
-      marker = (marker + 2) & 0xff;
+      ret = await block(this.transferCount);
       if (ret) return ret;
     }
     const usec = Number((process.hrtime.bigint() - t0) / 1000n);

@@ -469,6 +469,23 @@ export abstract class StreamTool {
 
   /** The `transport` and `tool` of a `--json` row. */
   protected abstract perfTags(): { transport: string; tool: string };
+  /** sync_test(): a 16-byte exchange each way. 0, or what failed. */
+  abstract syncTest(): Promise<number>;
+
+  /**
+   * `--warmup N` (this port's): before a test, a sync (so its short messages are warmed too), then
+   * N untimed messages each way in blocks of the transfer count (of one with `-C 0` or below), each
+   * block run by `block(k)` as a timed iteration of k messages would be. The timed part then
+   * measures the compiled data path rather than V8 compiling it. Both peers must be given the same
+   * N: each side counts the messages it expects. 0, or what failed.
+   */
+  async warmupBlocks(block: (k: number) => Promise<number>): Promise<number> {
+    if (this.warmup <= 0) return 0;
+    let ret = await this.syncTest();
+    const most = Math.max(1, this.transferCount);
+    for (let left = this.warmup; left > 0 && !ret; left -= most) ret = await block(Math.min(left, most));
+    return ret;
+  }
 
   /** show_perf: one table row (or one JSON object with --json). */
   showPerf(usec: number): void {
@@ -569,48 +586,25 @@ class Rstream extends StreamTool {
     return this.dstAddr ? this.recvXfer(16) : this.sendXfer(16);
   }
 
-  /**
-   * `--warmup N` (this port's): N untimed messages each way before a test, in blocks of the
-   * test's transfer count (the client sends a block, then receives one), so that the timed part
-   * measures the compiled data path rather than V8 compiling it. Both peers must be given the
-   * same N: each side counts the messages it expects.
-   */
-  async warmupXfers(): Promise<number> {
-    const client = this.dstAddr !== null;
-    const block = Math.max(1, this.transferCount); // -C 0 (or below): blocks of one
-    for (let left = this.warmup; left > 0; ) {
-      const k = Math.min(left, block);
-      for (let half = 0; half < 2; half++) {
-        const send = client === (half === 0);
-        for (let t = 0; t < k; t++) {
-          const ret = send ? await this.sendXfer(this.transferSize) : await this.recvXfer(this.transferSize);
-          if (ret) return ret;
-        }
+  /** One iteration of `k` messages each way: the client sends k, then receives k; the server the reverse. */
+  async iteration(k: number): Promise<number> {
+    for (let half = 0; half < 2; half++) {
+      const send = (this.dstAddr !== null) === (half === 0);
+      for (let t = 0; t < k; t++) {
+        const ret = send ? await this.sendXfer(this.transferSize) : await this.recvXfer(this.transferSize);
+        if (ret) return ret;
       }
-      left -= k;
     }
     return 0;
   }
 
   async runTest(): Promise<number> {
-    let ret: number;
-    if (this.warmup > 0) {
-      // The sync's short messages go first, so the warm-up also warms their path.
-      ret = (await this.syncTest()) || (await this.warmupXfers());
-      if (ret) return ret;
-    }
-    ret = await this.syncTest();
+    let ret = (await this.warmupBlocks((k) => this.iteration(k))) || (await this.syncTest());
     if (ret) return ret;
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < this.iterations; i++) {
-      for (let t = 0; t < this.transferCount; t++) {
-        ret = this.dstAddr ? await this.sendXfer(this.transferSize) : await this.recvXfer(this.transferSize);
-        if (ret) return ret;
-      }
-      for (let t = 0; t < this.transferCount; t++) {
-        ret = this.dstAddr ? await this.recvXfer(this.transferSize) : await this.sendXfer(this.transferSize);
-        if (ret) return ret;
-      }
+      ret = await this.iteration(this.transferCount);
+      if (ret) return ret;
     }
     const usec = Number((process.hrtime.bigint() - t0) / 1000n);
     this.showPerf(usec);
