@@ -34,7 +34,7 @@
 import { spawn, execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import net from 'node:net';
-import { pinCpus, pinned } from './pin.js';
+import { median, pinCpus, pinned } from './common.js';
 
 const RSTREAM = fileURLToPath(new URL('../dist/cli/rstream.js', import.meta.url));
 const REPS = Number(process.env.BENCH_REPS ?? 3);
@@ -145,10 +145,6 @@ async function waitProc(port) {
   throw new Error(`nothing listens on ${port}`);
 }
 
-const median = (a) => {
-  const s = [...a].sort((x, y) => x - y);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 
 const TESTS = [
   { name: '64 B latency', args: ['-S', '64', '-C', '1', '-I', String(LAT_ITERS)], warmup: warm(LAT_ITERS), metric: 'usecPerXfer', unit: 'usec/xfer', target: '<= 1.3', better: 'lower' },

@@ -5,12 +5,12 @@
 //
 // Each test first runs an untimed warm-up as long as its timed part (BENCH_WARMUP=0: none), so
 // that both sides measure code V8 has compiled; and the bench process and its peer run on one CPU
-// each (bench/pin.js; BENCH_PIN=0: not).
+// each (bench/common.js; BENCH_PIN=0: not).
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { createId, PortSpace, Access, WrOpcode, SendFlags } from '../dist/index.js';
-import { pinCpus, pinned, pinSelf } from './pin.js';
+import { median, pinCpus, pinned, pinSelf } from './common.js';
 
 const PEER = fileURLToPath(new URL('./peer.js', import.meta.url));
 const PP_ITERS = Number(process.env.BENCH_PP_ITERS ?? 20000);
@@ -187,10 +187,6 @@ for (let i = 0; i < REPS; i++) {
   runs.netBw.push(await withPeer('net-stream', netStream));
   runs.rdmaBw.push(await withPeer('rdma-write', rdmaWrite));
 }
-const median = (a) => {
-  const s = [...a].sort((x, y) => x - y);
-  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
-};
 const r = Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, median(v)]));
 const f = (x, d = 2) => x.toFixed(d);
 console.log(`verbs bench: ${REPS} run(s) each, median; ${PP_ITERS} round trips, ${BW_BYTES} bytes${WARMUP ? ', each after as long an untimed warm-up' : ', no warm-up'}${PIN ? `; peer on CPU ${PIN[0]}, this process on CPU ${PIN[1]}` : '; unpinned'}`);

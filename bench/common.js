@@ -1,6 +1,8 @@
-// CPU pinning for the benchmarks: the two processes of a pair on one CPU each, as perftest users
-// pin, so that the scheduler's placement does not move the figures (on this 2-core machine it moved
-// single latency runs by +-15 %). BENCH_PIN=0, a single CPU or no taskset(1): no pinning.
+// What the benchmarks share.
+//
+// CPU pinning: the two processes of a pair on one CPU each, as perftest users pin, so that the
+// scheduler's placement does not move the figures (on this 2-core machine it moved single latency
+// runs by +-15 %). BENCH_PIN=0, a single CPU or no taskset(1): no pinning.
 import { execFileSync } from 'node:child_process';
 import os from 'node:os';
 
@@ -31,4 +33,10 @@ export function pinned(cpu, cmd, args) {
 /** Move this process, all its threads, to `cpu`. */
 export function pinSelf(cpu) {
   if (cpu !== null && cpu !== undefined) taskset(['-a', '-cp', String(cpu), String(process.pid)]);
+}
+
+/** The median of some runs. */
+export function median(a) {
+  const s = [...a].sort((x, y) => x - y);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 }
