@@ -5,6 +5,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
+import net from 'node:net';
 import { join } from 'node:path';
 import { REPO_ROOT, startCli, runCli, freePort, waitListening, describeRun } from './helpers.js';
 import { sizeStr, cntStr } from '../../dist/cli/common.js';
@@ -141,7 +142,6 @@ test('--warmup 250 -C 100 -I 2 -T v, rsockets and TCP: untimed messages first, t
 });
 
 test('--warmup N: the client exchanges a sync and N untimed messages before the sync and the timed test (an echo peer counts the bytes)', opts, async () => {
-  const net = await import('node:net');
   for (const [warmup, expect] of [
     [null, 16 + 3 * 10 * 64],
     ['25', 16 + 25 * 64 + 16 + 3 * 10 * 64],
