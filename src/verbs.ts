@@ -4,5 +4,9 @@
  * @packageDocumentation
  */
 import './transport/iwarp/provider.js';
+import './transport/roce/provider.js';
 export * from './verbs/index.js';
 export { SIW_LIMITS } from './transport/iwarp/attrs.js';
+export { RXE_LIMITS } from './transport/roce/params.js';
+export { roceCounters, rxeDeviceName, RXE_PROVIDER } from './transport/roce/provider.js';
+export { COUNTER_NAMES as ROCE_COUNTER_NAMES, type CounterName as RoceCounterName } from './transport/roce/counters.js';

@@ -2,42 +2,13 @@
  * What the soft RoCE device reports, after Linux rdma_rxe (drivers/infiniband/sw/rxe/rxe_param.h,
  * rxe.c `rxe_init_device_param` / `rxe_init_port_param`, rxe_verbs.c `rxe_query_port`) as of the
  * 6.1 kernels, and the MTU rules of rxe (`eth_mtu_int_to_enum`, `rxe_set_mtu`) and of the
- * connection manager (`iboe_get_mtu`, include/rdma/ib_addr.h).
+ * connection manager (`iboe_get_mtu`, include/rdma/ib_addr.h) are in wire/roce/packet.ts.
  *
  * Where rxe advertises a feature this device does not have yet (atomics and memory windows, which
  * only RC QPs use), the attribute says "none" instead of rxe's value; everything else is rxe's.
  */
 import { AtomicCap, LinkLayer, Mtu, PortState, type DeviceAttr, type PortAttr } from '../../verbs/device.js';
-
-/** UDP destination port of RoCEv2 (IANA "roce", `ROCE_V2_UDP_DPORT`). */
-export const ROCE_V2_UDP_DPORT = 4791;
-
-/** rxe's UDP source port base: `RXE_ROCE_V2_SPORT`, plus a 14-bit hash of the QPN. */
-export const RXE_ROCE_V2_SPORT = 0xc000;
-
-/** `RXE_MAX_HDR_LENGTH`: what rxe subtracts from the netdev MTU for its UD/port MTU (80). */
-export const RXE_MAX_HDR_LENGTH = 80;
-
-/**
- * What `iboe_get_mtu` subtracts from the netdev MTU for the path MTU the CM advertises:
- * GRH 40 + UDP 8 + BTH 12 + XRC ETH 4 + AtomicETH 28 + ICRC 4 = 96.
- */
-export const IBOE_MTU_OVERHEAD = 96;
-
-/** The only P_Key of an rxe port (`IB_DEFAULT_PKEY_FULL`). */
-export const DEFAULT_PKEY = 0xffff;
-
-/** The Q_Key of QP1, the general services (GSI) QP (`IB_QP1_QKEY`). */
-export const GSI_QKEY = 0x80010000;
-
-/** The GSI QP number. */
-export const GSI_QPN = 1;
-
-/** The destination QPN of a multicast packet (`IB_MULTICAST_QPN`). */
-export const MULTICAST_QPN = 0xffffff;
-
-/** Bytes of the network-header area at the head of every UD receive buffer (`sizeof(struct ib_grh)`). */
-export const GRH_BYTES = 40;
+import { rxePortMtu } from '../../wire/roce/index.js';
 
 /** `DEFAULT_MAX_VALUE` of rxe_param.h: 1 << 20. */
 const DEFAULT_MAX_VALUE = 1 << 20;
@@ -122,46 +93,6 @@ export const PhysState = {
   DISABLED: 3,
   LINK_UP: 5,
 } as const;
-
-/**
- * `rxe_mtu_int_to_enum`: the IB MTU enum for a byte count, 0 below 256.
- */
-export function rxeMtuIntToEnum(bytes: number): number {
-  if (bytes < 256) return 0;
-  if (bytes < 512) return Mtu.MTU_256;
-  if (bytes < 1024) return Mtu.MTU_512;
-  if (bytes < 2048) return Mtu.MTU_1024;
-  if (bytes < 4096) return Mtu.MTU_2048;
-  return Mtu.MTU_4096;
-}
-
-/**
- * The port's active MTU as `rxe_set_mtu` computes it from the netdev MTU: the largest IB MTU not
- * above `netdevMtu - 80`, at least 256 (1500 → 1024, 9000 → 4096, loopback 65536 → 4096).
- */
-export function rxeActiveMtu(netdevMtu: number): Mtu {
-  const m = rxeMtuIntToEnum(netdevMtu - RXE_MAX_HDR_LENGTH);
-  return m === 0 ? Mtu.MTU_256 : (Math.min(m, Mtu.MTU_4096) as Mtu);
-}
-
-/** `ib_mtu_enum_to_int`: 256 << (mtu - 1). */
-export function mtuBytes(m: Mtu): number {
-  return 256 << (m - 1);
-}
-
-/**
- * The path MTU the connection manager uses on a RoCE port (`iboe_get_mtu`): the largest IB MTU
- * not above `netdevMtu - 96`; 0 when the netdev MTU is too small for any (under 352 bytes).
- */
-export function iboeGetMtu(netdevMtu: number): Mtu | 0 {
-  const m = netdevMtu - IBOE_MTU_OVERHEAD;
-  if (m >= 4096) return Mtu.MTU_4096;
-  if (m >= 2048) return Mtu.MTU_2048;
-  if (m >= 1024) return Mtu.MTU_1024;
-  if (m >= 512) return Mtu.MTU_512;
-  if (m >= 256) return Mtu.MTU_256;
-  return 0;
-}
 
 /**
  * The modified EUI-64 of a MAC (`addrconf_addr_eui48`): rxe's node GUID and system image GUID,
@@ -255,7 +186,7 @@ export function rxePortAttr(netdevMtu: number, up: boolean, badPkeyCntr: number,
   return {
     state: up ? PortState.ACTIVE : PortState.DOWN,
     maxMtu: Mtu.MTU_4096,
-    activeMtu: rxeActiveMtu(netdevMtu),
+    activeMtu: rxePortMtu(netdevMtu) as Mtu,
     gidTblLen: RXE_LIMITS.gidTblLen,
     portCapFlags: PORT_CAP_CM_SUP,
     maxMsgSz: RXE_LIMITS.maxMsgSz,
@@ -276,21 +207,4 @@ export function rxePortAttr(netdevMtu: number, up: boolean, badPkeyCntr: number,
     flags: 0,
     portCapFlags2: 0,
   };
-}
-
-/**
- * rxe's P_Key match (`pkey_match`): the low 15 bits equal and at least one of the two a full
- * member (bit 15 set).
- */
-export function pkeyMatch(a: number, b: number): boolean {
-  if ((a & 0x7fff) === 0 || (b & 0x7fff) === 0) return false;
-  return (a & 0x7fff) === (b & 0x7fff) && ((a & 0x8000) !== 0 || (b & 0x8000) !== 0);
-}
-
-/**
- * rxe's UDP source port of a QP: 0xC000 + the 14-bit `hash_32(qpn, 14)` (golden-ratio hash).
- */
-export function rxeSourcePort(qpn: number): number {
-  const h = Math.imul(qpn >>> 0, 0x61c88647) >>> 0;
-  return RXE_ROCE_V2_SPORT + (h >>> (32 - 14));
 }

@@ -33,7 +33,7 @@ import net from 'node:net';
 import { err } from '../../errors.js';
 import { trace, tracing } from '../../trace.js';
 import { parseIpv4, parseIpv6, formatIpv4 } from '../../util/ip.js';
-import { ROCE_V2_UDP_DPORT, GSI_QPN, MULTICAST_QPN } from './params.js';
+import { ROCE_V2_UDP_PORT, GSI_QPN, IB_MULTICAST_QPN } from '../../wire/roce/index.js';
 import { formatIpv6 } from './gid.js';
 import { setPmtuProbe } from './sockopt.js';
 
@@ -137,7 +137,7 @@ const agents = new Map<number, PortAgent>();
 /** The UDP port soft RoCE devices use: `RDMACM_ROCE_PORT`, else 4791. */
 export function defaultRocePort(): number {
   const v = Number(process.env['RDMACM_ROCE_PORT'] ?? '');
-  return Number.isInteger(v) && v > 0 && v < 65536 ? v : ROCE_V2_UDP_DPORT;
+  return Number.isInteger(v) && v > 0 && v < 65536 ? v : ROCE_V2_UDP_PORT;
 }
 
 /** The process's agent for UDP port `port`. */
@@ -444,7 +444,7 @@ export class PortAgent {
       return;
     }
     const qpn = bthDestQpn(msg);
-    if (qpn === MULTICAST_QPN || qpn === 0) {
+    if (qpn === IB_MULTICAST_QPN || qpn === 0) {
       sink.rxDatagram(msg, meta);
       return;
     }
