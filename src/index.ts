@@ -14,6 +14,7 @@
  */
 import './transport/iwarp/provider.js';
 export * from './verbs/index.js';
+export { SIW_LIMITS } from './transport/iwarp/attrs.js';
 export * from './cm/index.js';
 export { RdmaError, PostError, TerminateError, type RdmaErrorOptions } from './errors.js';
 export { Errno, errnoOf, strerror, type ErrnoCode } from './errno.js';

@@ -5,3 +5,4 @@
  */
 import './transport/iwarp/provider.js';
 export * from './verbs/index.js';
+export { SIW_LIMITS } from './transport/iwarp/attrs.js';
