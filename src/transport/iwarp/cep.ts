@@ -14,7 +14,7 @@
  * the endpoint's state changes in one place (siw's CM work queue).
  */
 import { TerminateError } from '../../errors.js';
-import { decodeMpaStartFrame, mpaKeyMatches, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/index.js';
+import { decodeMpaStartFrame, mpaKeyMatches, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/iwarp/index.js';
 import { Llp } from './llp.js';
 import { trace, tracing } from '../../trace.js';
 

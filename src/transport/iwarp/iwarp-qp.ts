@@ -6,7 +6,7 @@
  * connection; the QP goes to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.
  */
 import { TerminateError } from '../../errors.js';
-import { FpduDecoder, decodeTerminateMessage, termName } from '../../wire/index.js';
+import { FpduDecoder, decodeTerminateMessage, termName } from '../../wire/iwarp/index.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { Cq } from '../../verbs/cq.js';

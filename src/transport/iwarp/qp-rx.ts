@@ -7,7 +7,7 @@
  * Nothing is ever written outside a registered region: the bounds check precedes placement.
  */
 import { TerminateError } from '../../errors.js';
-import { RdmapOpcode, DdpQn, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/index.js';
+import { RdmapOpcode, DdpQn, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/iwarp/index.js';
 import { ddpTaggedEcode, rdmapProtEcode } from './mem.js';
 import { copyBytes } from '../../util/copy.js';
 import { Access, WcFlags, WcStatus, type Sge } from '../../verbs/types.js';

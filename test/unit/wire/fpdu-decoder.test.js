@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TerminateError } from '../../../dist/errors.js';
 import { FpduDecoder, RdmapOpcode, encodeFpdu } from '../../../dist/wire/index.js';
-import { crc32cBitwise } from '../../../dist/wire/crc32c.js';
+import { crc32cBitwise } from '../../../dist/wire/iwarp/crc32c.js';
 import { FIELDS, MALFORMED, RecordingSink, genStream, isTerm, prng, refDecode } from './fpdu-cases.js';
 
 const hex = (s) => Buffer.from(s.replace(/\s+/g, ''), 'hex');
