@@ -92,7 +92,7 @@ class IwarpEndpoint implements CmEndpoint {
     if (req.bind.address !== undefined) opts.localAddress = req.bind.address;
     if (req.bind.port !== undefined) opts.localPort = req.bind.port;
     const src = req.src;
-    const cep = Cep.connect(opts, { ird: req.responderResources, ord: req.initiatorDepth, privateData: req.privateData, crc: cfg.crc, p2p: cfg.p2p });
+    const cep = Cep.connect(opts, { ird: req.responderResources, ord: req.initiatorDepth, privateData: req.privateData, crc: cfg.crc, p2p: cfg.p2p, replyTimeoutMs: cfg.mpaReplyTimeoutMs });
     this.cep = cep;
     cep.onEvent = (ev) => {
       if (this.dead) return;
@@ -326,7 +326,9 @@ async function listen(host: CmHost, req: ListenRequest): Promise<CmListener> {
 
 /** A TCP connection reached a listener: wait for its MPA Request, then report it. */
 function incoming(host: CmHost, llp: Llp, isClosed: () => boolean): void {
-  const cep = Cep.accepted(llp);
+  // The device is known once the request says which address it reached: the listener's device
+  // (bound to one address) or the defaults set the request timeout.
+  const cep = Cep.accepted(llp, iwarpConfig(host.context?.device.name).mpaRequestTimeoutMs);
   const ts = llp.socket;
   cep.onEvent = (ev) => {
     if (ev.type !== 'request') return;

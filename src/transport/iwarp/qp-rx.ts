@@ -54,12 +54,22 @@ export class QpRx implements FpduSink {
   /** Streaming large tagged messages: size reads so that payloads can be placed directly. */
   private bulk = false; // 0 none, 1 tagged place, 2 untagged place, 3 discard, 4 terminate
 
-  constructor(private readonly qp: IwarpQp) {}
+  /**
+   * Tagged payloads at least this large are read by the socket straight into the target memory
+   * (`directPlacementMin` of the device's configuration; Infinity: never). Off by default: on
+   * this machine two read syscalls per FPDU (≤ 64 KiB each) cost more CPU than one 1 MiB read
+   * plus a memcpy (docs/design/iwarp.md).
+   */
+  readonly directMin: number;
+
+  constructor(private readonly qp: IwarpQp, directMin: number) {
+    this.directMin = directMin;
+  }
 
   onHeader(h: FpduHeader): void {
     // Bulk mode stays on through the short last segment of a large tagged message.
     if (!h.tagged) this.bulk = false;
-    else if (h.payloadLen >= DIRECT_MIN) this.bulk = true;
+    else if (h.payloadLen >= this.directMin) this.bulk = true;
     else if (!this.tagOpen && this.readPlaced === 0) this.bulk = false;
     switch (h.opcode) {
       case RdmapOpcode.WRITE:
@@ -188,7 +198,7 @@ export class QpRx implements FpduSink {
   readTarget(dec: FpduDecoder): Buffer | number | null {
     if (this.kind === 1) {
       const rem = dec.payloadRemaining;
-      if (rem >= DIRECT_MIN) return (this.dst as Buffer).subarray(this.dstOff, this.dstOff + rem);
+      if (rem >= this.directMin) return (this.dst as Buffer).subarray(this.dstOff, this.dstOff + rem);
     }
     return this.bulk ? dec.bytesToBoundary : null;
   }
@@ -307,11 +317,3 @@ export class QpRx implements FpduSink {
 }
 
 const EMPTY = Buffer.alloc(0);
-/**
- * With `RDMACM_IWARP_DIRECT=1`, tagged payloads at least this large are read by the socket
- * straight into the target memory. Off by default: on this machine two read syscalls per FPDU
- * (≤ 64 KiB each) cost more CPU than one 1 MiB read plus a memcpy (docs/design/iwarp.md).
- */
-const DIRECT_MIN = process.env['RDMACM_IWARP_DIRECT'] === '1' ? 8192 : Infinity;
-/** Whether reads are ever sized or placed by {@link QpRx.readTarget} (else it always says null). */
-export const DIRECT_PLACEMENT = DIRECT_MIN !== Infinity;
