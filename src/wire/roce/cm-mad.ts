@@ -244,7 +244,11 @@ export interface CmReq {
   transportType: number;
   /** End-to-end flow control, `[43.7]:1`. */
   e2eFlowControl: boolean;
-  /** Starting PSN, `[44]:24`. */
+  /**
+   * Starting PSN, `[44]:24`: the PSN the sender (active side) expects to **receive** first, i.e.
+   * the passive side's send-queue starting PSN (Linux: active `rq_psn`, passive `sq_psn`; seen in
+   * captures: the passive side's first request carries it).
+   */
   startingPsn: number;
   /** Local CM response timeout code, `[47]:5` (rdma_cm: 20). */
   localCmResponseTimeout: number;
@@ -326,7 +330,10 @@ export interface CmRep {
   vendorId: number;
   /** Local EE context number, `[16]:24`. */
   localEecn: number;
-  /** Starting PSN, `[20]:24`. */
+  /**
+   * Starting PSN, `[20]:24`: the PSN the passive side expects to receive first, i.e. the active
+   * side's send-queue starting PSN.
+   */
   startingPsn: number;
   /** Responder resources, `[24]:8`. */
   responderResources: number;

@@ -79,8 +79,9 @@ export interface MadHeader {
   /** Class-specific word (16 bits; 0 in CM messages). */
   classSpecific: number;
   /**
-   * Transaction ID. Linux's CM puts its MAD agent's id in the upper 32 bits and the sender's
-   * local communication ID in the lower 32; replies reuse the TID of the exchange.
+   * Transaction ID. Linux's CM forms it once per connection from its MAD agent's id (upper 32
+   * bits) and the active side's local communication ID as it sits in memory (lower 32 bits, so
+   * byte-swapped on x86); every message of the connection, both directions, carries it.
    */
   tid: bigint;
   /** Attribute ID (for the CM: the message type, {@link CmAttrId}). */
