@@ -210,7 +210,13 @@ export function parseRocePacket(
   out.end = end;
   out.ipId = -1;
   const len = end - start;
-  if (start < 0 || end > buf.length || len < BTH_LEN + ICRC_LEN) return RoceDrop.TOO_SHORT;
+  if (start < 0 || end > buf.length || len < BTH_LEN + ICRC_LEN) {
+    out.opcode = out.mask = out.destQp = out.psn = out.pkey = out.pad = out.payloadLen = out.icrc = 0;
+    out.info = IB_OPCODES[0]!;
+    out.payloadOff = start;
+    out.se = out.ackReq = out.fecn = out.becn = out.mig = false;
+    return RoceDrop.TOO_SHORT;
+  }
   const op = bthOpcode(buf, start);
   const info = IB_OPCODES[op]!;
   out.opcode = op;
