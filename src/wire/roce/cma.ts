@@ -48,8 +48,16 @@ export function cmaServiceId(ps: number, port: number): bigint {
   return (BigInt(ps >>> 0) << 16n) | BigInt(port & 0xffff);
 }
 
+/** The two halves of an rdma_cm Service ID. */
+export interface CmaServiceIdParts {
+  /** Port space ({@link RdmaPortSpace}), bits 63..16. */
+  ps: number;
+  /** Port, bits 15..0. */
+  port: number;
+}
+
 /** Port space and port of an rdma_cm Service ID (the inverse of {@link cmaServiceId}). */
-export function cmaServiceIdParts(serviceId: bigint): { ps: number; port: number } {
+export function cmaServiceIdParts(serviceId: bigint): CmaServiceIdParts {
   const s = BigInt.asUintN(64, serviceId);
   return { ps: Number(s >> 16n), port: Number(s & 0xffffn) };
 }

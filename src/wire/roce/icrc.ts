@@ -43,6 +43,7 @@
  * @module
  */
 import * as zlib from 'node:zlib';
+import { err } from '../../errors.js';
 import { BTH_LEN, ICRC_LEN } from './opcodes.js';
 
 /** The reflected CRC-32 (IEEE 802.3 / zlib) polynomial. */
@@ -255,7 +256,7 @@ scratch.fill(0xff, 0, 8);
 function checkAddr(h: RoceIpUdpHeaders): void {
   const n = h.family === 4 ? 4 : 16;
   if (h.src.length !== n || h.dst.length !== n) {
-    throw new RangeError(`IPv${h.family} addresses must be ${n} bytes (got ${h.src.length} and ${h.dst.length})`);
+    throw err('EINVAL', 'RoceIpUdpHeaders', `IPv${h.family} addresses must be ${n} bytes (got ${h.src.length} and ${h.dst.length})`);
   }
 }
 

@@ -16,9 +16,9 @@
  */
 import { err } from '../../errors.js';
 import { GSI_QPN } from './bth.js';
-import { GSI_QKEY, readU32, readU64Big, writeU32, writeU64 } from './headers.js';
+import { GSI_QKEY, dethSrcQp, readU32, readU64Big, writeU32, writeU64 } from './headers.js';
 import { type RoceIpUdpHeaders } from './icrc.js';
-import { IbOpcode } from './opcodes.js';
+import { Hdr, IbOpcode } from './opcodes.js';
 import { RoceDrop, RocePacket, encodeRocePacket, parseRocePacket, roceUdpSrcPort, type RoceParseOptions } from './packet.js';
 
 /** Size of every MAD on the wire (IB_MGMT_MAD_SIZE). */
@@ -192,8 +192,23 @@ export interface GsiDatagram {
   pkey: number;
 }
 
+/** Why {@link decodeGsiPacket} refused a packet: a {@link RoceDrop}, or a valid packet that is not a MAD for QP1. */
+export type GsiDrop = RoceDrop | 'not_gsi' | 'bad_mad_length';
+
 /** Result of {@link decodeGsiPacket}: the datagram, or why the packet is not one. */
-export type GsiDecoded = { ok: true; gsi: GsiDatagram } | { ok: false; drop: RoceDrop | 'not_gsi' | 'bad_mad_length' };
+export type GsiDecoded =
+  | {
+      /** A MAD for our GSI QP. */
+      ok: true;
+      /** The datagram. */
+      gsi: GsiDatagram;
+    }
+  | {
+      /** Not a usable GSI datagram. */
+      ok: false;
+      /** Why: a packet drop reason, not addressed to QP1 as a UD send, or not 256 bytes of MAD. */
+      drop: GsiDrop;
+    };
 
 /**
  * Parse a RoCEv2 UDP payload expected to be a MAD for our GSI QP: every {@link parseRocePacket}
@@ -207,6 +222,6 @@ export function decodeGsiPacket(buf: Uint8Array, opts: RoceParseOptions = {}): G
     return { ok: false, drop: 'not_gsi' };
   }
   if (p.payloadLen !== MAD_SIZE) return { ok: false, drop: 'bad_mad_length' };
-  const deth = p.start + 12;
-  return { ok: true, gsi: { mad: p.payload(), srcQp: readU32(buf, deth + 4) & 0xffffff, psn: p.psn, pkey: p.pkey } };
+  const srcQp = dethSrcQp(buf, p.hdrOffset(Hdr.DETH));
+  return { ok: true, gsi: { mad: p.payload(), srcQp, psn: p.psn, pkey: p.pkey } };
 }
