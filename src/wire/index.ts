@@ -14,6 +14,8 @@
  * - {@link FpduDecoder}: incremental FPDU decoder that hands payload views to a sink.
  * - Terminate: {@link encodeTerminate}, {@link decodeTerminate}, {@link termName}.
  *
+ * - `roce`: the RoCEv2 / IB CM codecs (see `wire/roce/index.ts`).
+ *
  * Receive-side protocol errors are thrown as `TerminateError` (from `errors.ts`) carrying the
  * TERMINATE layer / etype / ecode to send.
  *
@@ -22,3 +24,10 @@
 export * from './iwarp/index.js';
 
 export { TermLayer, TerminateError } from '../errors.js';
+
+/**
+ * RoCEv2 (rdma_rxe) and InfiniBand CM codecs, under their own namespace so that their names
+ * (`crc32`, opcode tables, headers) never collide with the iWARP ones: `import { roce } from
+ * 'rdmacm/wire'`.
+ */
+export * as roce from './roce/index.js';
