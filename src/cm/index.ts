@@ -1,5 +1,5 @@
 /**
- * The rdma_cm API: event channels, cm_ids, address helpers and event types.
+ * The rdma_cm API: event channels, cm_ids, address functions and event types.
  * @packageDocumentation
  */
 import '../transport/iwarp/provider.js';

@@ -1,6 +1,6 @@
 /**
  * `rdmacm/wire`: the iWARP wire formats Linux siw speaks, as pure codecs (no sockets, no timers,
- * no QP objects). Facts and byte tables: docs wire.md §1–3, §7; RFC 5040 (RDMAP), RFC 5041 (DDP),
+ * no QP objects). Byte tables and siw's behaviours: docs/design/iwarp-wire.md; RFC 5040 (RDMAP), RFC 5041 (DDP),
  * RFC 5044 (MPA), RFC 6581 (enhanced MPA).
  *
  * - {@link crc32c}: CRC-32C for MPA trailers (native `@node-rs/crc32` when present, else tables).

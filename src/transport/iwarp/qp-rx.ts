@@ -16,7 +16,7 @@ import type { IwarpQp } from './iwarp-qp.js';
 import { hex } from './qp-tx.js';
 import { trace, tracing } from '../../trace.js';
 
-// TERMINATE codes (RFC 5040 §7.2, RFC 5041 §7.2, wire.md §3.5).
+// TERMINATE codes (RFC 5040 §7.2, RFC 5041 §7.2, RFC 5040 §4.8).
 const L_RDMAP = 0;
 const L_DDP = 1;
 const L_LLP = 2;
@@ -309,7 +309,7 @@ export class QpRx implements FpduSink {
 const EMPTY = Buffer.alloc(0);
 /**
  * With `RDMACM_IWARP_DIRECT=1`, tagged payloads at least this large are read by the socket
- * straight into the target memory. Off by default: on this machine two read syscalls per FPDU
+ * straight into the target memory. Off by default: where syscalls are expensive (virtual machines) two reads per FPDU
  * (≤ 64 KiB each) cost more CPU than one 1 MiB read plus a memcpy (docs/design/iwarp.md).
  */
 const DIRECT_MIN = process.env['RDMACM_IWARP_DIRECT'] === '1' ? 8192 : Infinity;

@@ -1,6 +1,6 @@
 // A hostile or broken iWARP peer, played by a raw TCP socket that speaks hand-built MPA frames and
 // FPDUs, against our passive side. Every violation must end in a TERMINATE with the right
-// layer/etype/ecode (wire.md §1.8) or a clean close — never a crash, a hang, or a byte written
+// layer/etype/ecode (siw_qp_rx.c) or a clean close — never a crash, a hang, or a byte written
 // outside a registered region.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

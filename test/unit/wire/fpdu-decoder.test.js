@@ -1,6 +1,6 @@
 // FpduDecoder: chunking by frame, by byte, concatenated and random (seeded), CRC verdicts,
 // malformed headers, sink protocol, zero-copy views; cross-checked against a naive DataView
-// reference decoder (style points 3, 4, 13; wire.md §1.5–1.8).
+// reference decoder.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TerminateError } from '../../../dist/errors.js';
@@ -57,7 +57,7 @@ function strip(records) {
   });
 }
 
-test('§7.1 vectors decode whole and byte by byte, CRC on', () => {
+test('the CRC-32C FPDU vectors decode whole and byte by byte, CRC on', () => {
   for (const chunker of [whole, bytewise]) {
     const recs = decodeWith(VECTORS, true, chunker);
     assert.deepEqual(
