@@ -303,29 +303,6 @@ test('MPA Request asking for markers gets a reject reply', async () => {
   await listen.destroy();
 });
 
-test('random corruption of a valid stream never crashes or hangs the receiver', async () => {
-  let seed = 12345;
-  const rnd = (n) => ((seed = (seed * 1103515245 + 12345) >>> 0) % n);
-  for (let round = 0; round < 12; round++) {
-    const s = await server({ recvs: 4 });
-    const c = await rawClient(s.port);
-    c.send(rtr());
-    await s.ready;
-    const stream = Buffer.concat([
-      encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 1 }, Buffer.from('abc')),
-      encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: s.mr.rkey, to: s.mr.addr + 8 }, Buffer.alloc(40, 7)),
-      encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 2 }, Buffer.from('defg')),
-    ]);
-    for (let k = 0; k < 3; k++) stream[rnd(stream.length)] ^= 1 << rnd(8);
-    c.send(stream);
-    // The peer keeps the connection open; our side either consumed it all or terminated.
-    await new Promise((r) => setTimeout(r, 30));
-    assert.ok(guardsIntact(s), `round ${round}: guard bytes intact`);
-    c.sock.destroy();
-    await teardown(s);
-  }
-});
-
 test('peer closing the TCP connection: DISCONNECTED, posted receives flushed', async () => {
   const s = await server({ recvs: 3 });
   const c = await rawClient(s.port);
