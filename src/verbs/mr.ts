@@ -2,7 +2,7 @@
  * Memory regions (`ibv_reg_mr`, `ibv_dereg_mr`) and the access checks the transport runs on
  * every local SGE and every tagged (remote) access, after siw_mem.c.
  *
- * STags (siw layout, wire.md §1.7): `stag = (index << 8) | key`, lkey == rkey == stag. The
+ * STags (siw layout, siw.h): `stag = (index << 8) | key`, lkey == rkey == stag. The
  * 24-bit index selects a slot of the context's {@link MrTable} (index 0 is never used, so STag 0
  * is never issued); the 8-bit key is incremented every time a slot is reused, so a stale STag of
  * a deregistered MR does not match the new MR in the same slot (for 255 reuses).

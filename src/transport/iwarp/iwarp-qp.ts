@@ -267,7 +267,7 @@ export class IwarpQp extends Qp {
     return out;
   }
 
-  // -- helpers for TX/RX ----------------------------------------------------------------------
+  // -- shared by TX/RX -----------------------------------------------------------------------
 
   /** The TX path may run (RTS with a connection, not errored). */
   txAllowed(): boolean {

@@ -16,7 +16,7 @@ import type { IwarpQp } from './iwarp-qp.js';
 import { hex } from './qp-tx.js';
 import { trace, tracing } from '../../trace.js';
 
-// TERMINATE codes (RFC 5040 §7.2, RFC 5041 §7.2, wire.md §3.5).
+// TERMINATE codes (RFC 5040 §7.2, RFC 5041 §7.2, RFC 5040 §4.8).
 const L_RDMAP = 0;
 const L_DDP = 1;
 const L_LLP = 2;
