@@ -696,15 +696,20 @@ export class CmId {
     if (!this.connected) return;
     this.connected = false;
     if (this._state === CmState.CONNECT) this.setState(CmState.DISCONNECT, info.byPeer ? 'peer closed' : 'disconnect');
-    if (this.awaitingEstablish) {
-      // A P2P accept that never saw the RTR.
-      this.awaitingEstablish = false;
-      this.post(CmEventType.CONNECT_ERROR, -104);
-      return;
-    }
+    // A P2P accept whose connection ended before the RTR: ESTABLISHED, then DISCONNECTED, as the
+    // kernel delivers (siw's RTR reader reports ESTABLISHED on the peer's FIN, then its
+    // peer-close work DISCONNECT and CLOSE; iw_cm promises ESTABLISHED before CLOSE on the
+    // passive side). An error event here would end servers that exit on any CM error (rping).
+    this.flushEstablished();
     this.post(CmEventType.DISCONNECTED, 0);
   }
-  private awaitingEstablish = false;
+  /** Posts the ESTABLISHED of a P2P accept, once: on the first FPDU, or when the connection ends. */
+  private flushEstablished(): void {
+    const f = this.pendingEstablished;
+    this.pendingEstablished = null;
+    f?.();
+  }
+  private pendingEstablished: (() => void) | null = null;
   /** The QP carrying the connection (the id's own, or one the application created: `qpNum`). */
   private connQp: IwarpQp | null = null;
 
@@ -864,16 +869,10 @@ export class CmId {
     }
     const r = cep.accept(ird, ord, pdata);
     this.cep = null;
-    const onFirst = r.p2p
-      ? () => {
-          if (!this.awaitingEstablish) return;
-          this.awaitingEstablish = false;
-          this.post(CmEventType.ESTABLISHED, 0, { responderResources: r.ird, initiatorDepth: r.ord });
-        }
-      : undefined;
-    this.awaitingEstablish = r.p2p;
-    this.goLive(qp, cep.llp, r, false, onFirst);
-    if (!r.p2p) this.post(CmEventType.ESTABLISHED, 0, { responderResources: r.ird, initiatorDepth: r.ord });
+    const established = (): void => this.post(CmEventType.ESTABLISHED, 0, { responderResources: r.ird, initiatorDepth: r.ord });
+    this.pendingEstablished = r.p2p ? established : null;
+    this.goLive(qp, cep.llp, r, false, r.p2p ? () => this.flushEstablished() : undefined);
+    if (!r.p2p) established();
     if (this.sync) await this.complete(op);
   }
 
