@@ -20,8 +20,11 @@ import { trace, tracing } from '../../trace.js';
 
 /** MPA Reply wait (siw: 10 s, constant named MPAREQ_TIMEOUT). */
 export const MPA_REPLY_TIMEOUT_MS = Number(process.env["RDMACM_MPA_REPLY_TIMEOUT_MS"] ?? 10_000);
-/** MPA Request wait on an accepted connection (siw: 5 s). */
-export const MPA_REQUEST_TIMEOUT_MS = 5_000;
+/**
+ * MPA Request wait on an accepted connection (siw: 5 s, MPAREP_TIMEOUT): a connection that has
+ * not sent a whole Request by then is closed, so half-open connections cannot pile up.
+ */
+export const MPA_REQUEST_TIMEOUT_MS = Number(process.env["RDMACM_MPA_REQUEST_TIMEOUT_MS"] ?? 5_000);
 /** siw's hard maximum IRD/ORD. */
 export const MAX_IRD_ORD = 128;
 
@@ -176,7 +179,7 @@ export class Cep {
       case CepState.AWAIT_MPAREQ:
         if (work.w === 'bytes') this.gotRequestBytes(work.buf, work.start, work.end);
         else if (work.w === 'timeout') {
-          this.trace('no MPA Request within 5 s: closing');
+          this.trace(`no MPA Request within ${MPA_REQUEST_TIMEOUT_MS} ms: closing`);
           this.close(true);
         } else if (work.w === 'closed') this.close(false);
         return;
