@@ -7,48 +7,8 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import { createId, createEventChannel, PortSpace, Access, WcStatus, QpState, CmEventType } from '../../../dist/index.js';
 import { encodeMpaStartFrame, decodeMpaStartFrame, encodeFpdu, decodeTerminateFpdu, RdmapOpcode } from '../../../dist/wire/index.js';
-import { rawClient, expectTerminate, rtrWrite as rtr, replyThenClose, garbageForRtr } from '../lib/raw-mpa.js';
-
-const PAGE = 4096;
-
-/** A listener (sync id) whose accepted connection has a QP with `recvs` receives posted and an MR. */
-async function server({ recvs = 1, access = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ, ird = 2 } = {}) {
-  const listen = createId(null, null, PortSpace.TCP);
-  listen.bindAddr({ address: '127.0.0.1', port: 0 });
-  await listen.listen(4);
-  const port = listen.srcPort;
-  // Guard bytes around the registered region must never change.
-  const backing = Buffer.alloc(3 * PAGE, 0xee);
-  const region = backing.subarray(PAGE, 2 * PAGE);
-  region.fill(0);
-  const state = { listen, port, backing, region, child: null, mr: null, qp: null };
-  state.ready = (async () => {
-    const child = await listen.getRequest();
-    const qp = child.createQp(null, { cap: { maxSendWr: 8, maxRecvWr: 8 } });
-    const mr = child.pd.regMr(region, access);
-    for (let i = 0; i < recvs; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
-    await child.accept({ responderResources: ird, initiatorDepth: 2 });
-    Object.assign(state, { child, qp, mr });
-    return state;
-  })();
-  return state;
-}
-
-async function teardown(s) {
-  if (s.child) {
-    s.child.destroyQp();
-    await s.child.destroy();
-  }
-  await s.listen.destroy();
-}
-
-function guardsIntact(s) {
-  const b = s.backing;
-  for (const [from, to] of [[0, PAGE], [2 * PAGE, 3 * PAGE]]) {
-    for (let i = from; i < to; i++) if (b[i] !== 0xee) return false;
-  }
-  return true;
-}
+import { PAGE, server, rawClient, expectTerminate, teardown, guardsIntact, rtr } from '../lib/raw-peer.js';
+import { replyThenClose, garbageForRtr } from '../lib/raw-mpa.js';
 
 /** A sync listener on an ephemeral loopback port and a raw TCP socket connected to it. */
 async function listenerAndRawSocket() {
