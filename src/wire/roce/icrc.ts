@@ -28,6 +28,14 @@
  * cost of one CRC pass; a packet with a corrupted ICRC or body is still caught with probability
  * 1 - 2^-16.
  *
+ * Sending has the mirror problem: the kernel, not the application, picks the IPv4 ID of a UDP
+ * datagram (`ip_select_ident_segs()` in include/net/ip.h). It is 0 only for a DF datagram from an
+ * unconnected socket whose `IP_MTU_DISCOVER` is `IP_PMTUDISC_DO` or `IP_PMTUDISC_PROBE`; with the
+ * default `IP_PMTUDISC_WANT` the socket's packets are marked "may be fragmented locally" and get a
+ * hashed counter value, and a connected socket counts from a random start. An IPv4 sender must
+ * therefore set `IP_PMTUDISC_PROBE` (or `DO`) and compute its ICRCs with ID 0 (the default here),
+ * or rxe drops every packet with a bad ICRC. IPv6 has no ID field.
+ *
  * CRC backends: `zlib.crc32` from `node:zlib` (Node >= 20.15; no I/O) when it exists and passes a
  * self-test, for inputs of {@link CRC32_NATIVE_MIN} bytes or more; otherwise a table-driven
  * TypeScript implementation with the same chaining convention.
@@ -35,6 +43,7 @@
  * @module
  */
 import * as zlib from 'node:zlib';
+import { err } from '../../errors.js';
 import { BTH_LEN, ICRC_LEN } from './opcodes.js';
 
 /** The reflected CRC-32 (IEEE 802.3 / zlib) polynomial. */
@@ -247,7 +256,7 @@ scratch.fill(0xff, 0, 8);
 function checkAddr(h: RoceIpUdpHeaders): void {
   const n = h.family === 4 ? 4 : 16;
   if (h.src.length !== n || h.dst.length !== n) {
-    throw new RangeError(`IPv${h.family} addresses must be ${n} bytes (got ${h.src.length} and ${h.dst.length})`);
+    throw err('EINVAL', 'RoceIpUdpHeaders', `IPv${h.family} addresses must be ${n} bytes (got ${h.src.length} and ${h.dst.length})`);
   }
 }
 

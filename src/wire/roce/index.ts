@@ -22,3 +22,6 @@ export * from './psn.js';
 export * from './headers.js';
 export * from './icrc.js';
 export * from './packet.js';
+export * from './mad.js';
+export * from './cm-mad.js';
+export * from './cma.js';

@@ -70,7 +70,7 @@ import {
   writeIcrcValue,
   type RoceIpUdpHeaders,
 } from './icrc.js';
-import { BTH_LEN, Hdr, IB_OPCODES, ICRC_LEN, IbTransport, OpMask, type IbOpcodeInfo } from './opcodes.js';
+import { BTH_LEN, Hdr, IB_OPCODES, ICRC_LEN, IbTransport, OpMask, type AethSyndrome, type IbOpcodeInfo } from './opcodes.js';
 
 // ---- drop reasons ----------------------------------------------------------------------------
 
@@ -210,7 +210,13 @@ export function parseRocePacket(
   out.end = end;
   out.ipId = -1;
   const len = end - start;
-  if (start < 0 || end > buf.length || len < BTH_LEN + ICRC_LEN) return RoceDrop.TOO_SHORT;
+  if (start < 0 || end > buf.length || len < BTH_LEN + ICRC_LEN) {
+    out.opcode = out.mask = out.destQp = out.psn = out.pkey = out.pad = out.payloadLen = out.icrc = 0;
+    out.info = IB_OPCODES[0]!;
+    out.payloadOff = start;
+    out.se = out.ackReq = out.fecn = out.becn = out.mig = false;
+    return RoceDrop.TOO_SHORT;
+  }
   const op = bthOpcode(buf, start);
   const info = IB_OPCODES[op]!;
   out.opcode = op;
@@ -262,6 +268,53 @@ export function parseRocePacket(
 
 // ---- building ---------------------------------------------------------------------------------
 
+/** RDETH fields. */
+export interface RdethSpec {
+  /** EE context number (24 bits). */
+  eecn: number;
+}
+/** DETH fields. */
+export interface DethSpec {
+  /** Q_Key (GSI: 0x80010000). */
+  qkey: number;
+  /** Source QP number (24 bits). */
+  srcQp: number;
+}
+/** FETH fields. */
+export interface FethSpec {
+  /** Placement type (4 bits). */
+  placementType: number;
+  /** Selectivity level (2 bits). */
+  selectivity: number;
+}
+/** RETH fields. */
+export interface RethSpec {
+  /** Remote virtual address (number below 2^53, or bigint). */
+  va: number | bigint;
+  /** Remote key. */
+  rkey: number;
+  /** DMA length of the whole message. */
+  len: number;
+}
+/** AtomicETH fields. */
+export interface AtmethSpec {
+  /** Remote virtual address (8-byte aligned). */
+  va: number | bigint;
+  /** Remote key. */
+  rkey: number;
+  /** Swap value (compare-and-swap) or addend (fetch-and-add). */
+  swapAdd: bigint;
+  /** Compare value (compare-and-swap). */
+  compare: bigint;
+}
+/** AETH fields. */
+export interface AethSpec {
+  /** Syndrome byte ({@link AethSyndrome}). */
+  syndrome: number;
+  /** Message sequence number (24 bits). */
+  msn: number;
+}
+
 /**
  * Everything in a RoCEv2 packet above UDP, as plain values. Extension headers the opcode does not
  * carry are ignored when encoding and absent when decoding; the ones it carries are required.
@@ -288,17 +341,17 @@ export interface RocePacketSpec {
   /** Transport header version; default 0 (anything else is dropped by rxe). */
   tver?: number;
   /** RDETH (RD opcodes). */
-  rdeth?: { eecn: number };
+  rdeth?: RdethSpec;
   /** DETH (UD and RD requests). */
-  deth?: { qkey: number; srcQp: number };
+  deth?: DethSpec;
   /** FETH (FLUSH). */
-  feth?: { placementType: number; selectivity: number };
+  feth?: FethSpec;
   /** RETH (Write FIRST/ONLY, Read Request, FLUSH, ATOMIC WRITE). */
-  reth?: { va: number | bigint; rkey: number; len: number };
+  reth?: RethSpec;
   /** AtomicETH (compare-swap, fetch-add). */
-  atmeth?: { va: number | bigint; rkey: number; swapAdd: bigint; compare: bigint };
+  atmeth?: AtmethSpec;
   /** AETH (ACK, read response FIRST/LAST/ONLY, atomic ACK). */
-  aeth?: { syndrome: number; msn: number };
+  aeth?: AethSpec;
   /** AtomicAckETH: the original value. */
   atmack?: bigint;
   /** Immediate data (opcodes WITH_IMMEDIATE), the u32 read big-endian from the wire. */

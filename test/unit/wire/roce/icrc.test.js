@@ -173,5 +173,5 @@ test('IP headers: checksum, IPv6 fields, GRH area layout', () => {
   assert.deepEqual([...h6.subarray(0, 8)], [0x6a, 0xbc, 0xde, 0xf1, 0, 108, 17, 9]);
   assert.deepEqual([...h6.subarray(8, 24)], new Array(16).fill(1));
   assert.deepEqual([...h6.subarray(24, 40)], new Array(16).fill(2));
-  assert.throws(() => roce.icrcCompute({ ...net4, src: new Uint8Array(16) }, new Uint8Array(16), 0, 12), RangeError);
+  assert.throws(() => roce.icrcCompute({ ...net4, src: new Uint8Array(16) }, new Uint8Array(16), 0, 12), { code: 'EINVAL' });
 });
