@@ -331,8 +331,18 @@ export class PortAgent {
     sock.on('error', (e) => {
       if (tracing('rx')) trace('rx', `roce:${this.port}`, `socket ${bindIp}: ${e.message}`);
     });
+    const bound = ls;
     sock.bind({ port: this.port, address: bindIp, exclusive: false }, () => {
       if (family === 4 && setPmtuProbe(sock)) this.ipIdZero = true;
+      // Multicast leaves by this address's interface, and loops back to this host's other
+      // receivers; set before any send queued during the bind goes out.
+      try {
+        sock.setMulticastInterface(family === 4 ? key : `::%${zone || 'lo'}`);
+        sock.setMulticastLoopback(true);
+        bound.mcastIf = true;
+      } catch {
+        // an interface without multicast: group sends fail, unicast is unaffected
+      }
     });
     this.applyRef(sock);
   }
@@ -359,16 +369,7 @@ export class PortAgent {
     if (!ls) return false;
     const sock = ls.sock;
     if (multicast) {
-      if (!ls.mcastIf) {
-        ls.mcastIf = true;
-        try {
-          sock.setMulticastInterface(ls.family === 4 ? ls.ip : `::%${ls.ip}`);
-          sock.setMulticastLoopback(true);
-        } catch {
-          // not bound yet: Node applies neither; the kernel default interface is used
-          ls.mcastIf = false;
-        }
-      }
+      if (!ls.mcastIf && sock.listenerCount('listening') === 0) return false;
       if (ls.mcastTtl !== ttl) {
         try {
           sock.setMulticastTTL(ttl);
