@@ -101,3 +101,14 @@ export function isLoopbackIp(s: string): boolean {
   const v4 = parseIpv4(key);
   return v4 !== undefined && v4 >>> 24 === 127;
 }
+
+/** True for the wildcard addresses (0.0.0.0, ::, ::ffff:0.0.0.0). */
+export function isAnyIp(s: string): boolean {
+  const key = ipKey(s);
+  return key === '0.0.0.0' || key === '0:0:0:0:0:0:0:0';
+}
+
+/** Strip an IPv4-mapped prefix (`::ffff:1.2.3.4` → `1.2.3.4`). */
+export function unmapV4(address: string): string {
+  return address.startsWith('::ffff:') && parseIpv4(address.slice(7)) !== undefined ? address.slice(7) : address;
+}

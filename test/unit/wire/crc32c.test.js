@@ -10,7 +10,7 @@ import {
   crc32cJs,
   crc32cNative,
   crc32cRange,
-} from '../../../dist/wire/crc32c.js';
+} from '../../../dist/wire/iwarp/crc32c.js';
 
 const seq = (n, f) => Uint8Array.from({ length: n }, (_, i) => f(i));
 
@@ -100,7 +100,7 @@ test('large buffer: all backends agree (1 MiB)', () => {
 test('RDMA_CRC32C=js forces the table backend', () => {
   const r = spawnSync(
     process.execPath,
-    ['--input-type=module', '-e', "import('./dist/wire/crc32c.js').then(m => console.log(m.crc32cBackend, m.crc32c(new TextEncoder().encode('123456789')).toString(16)))"],
+    ['--input-type=module', '-e', "import('./dist/wire/iwarp/crc32c.js').then(m => console.log(m.crc32cBackend, m.crc32c(new TextEncoder().encode('123456789')).toString(16)))"],
     { env: { ...process.env, RDMA_CRC32C: 'js' }, cwd: new URL('../../../', import.meta.url), encoding: 'utf8' },
   );
   assert.equal(r.status, 0, r.stderr);

@@ -14,7 +14,7 @@ import {
   writeTaggedHdr,
   writeUntaggedHdr,
 } from '../../../dist/wire/index.js';
-import { crc32cBitwise } from '../../../dist/wire/crc32c.js';
+import { crc32cBitwise } from '../../../dist/wire/iwarp/crc32c.js';
 import { MALFORMED } from './fpdu-cases.js';
 
 const hex = (s) => Buffer.from(s.replace(/\s+/g, ''), 'hex');

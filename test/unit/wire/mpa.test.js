@@ -16,8 +16,8 @@ import {
   validateMpaReply,
   validateMpaRequest,
   writeFpduTrailer,
-} from '../../../dist/wire/mpa.js';
-import { crc32c } from '../../../dist/wire/crc32c.js';
+} from '../../../dist/wire/iwarp/mpa.js';
+import { crc32c } from '../../../dist/wire/iwarp/crc32c.js';
 
 const hex = (s) => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 const KEY_REQ = '4d504120 49442052 65712046 72616d65';

@@ -15,9 +15,9 @@
  *
  * @module
  */
-import { TerminateError, TermLayer } from '../errors.js';
+import { TerminateError, TermLayer } from '../../errors.js';
 import { crc32cRange } from './crc32c.js';
-import { copyOf } from './bytes.js';
+import { copyOf } from '../bytes.js';
 import {
   DDP_ECODE_CATASTROPHIC,
   DDP_TAGGED_HDR_LEN,

@@ -16,10 +16,10 @@
  *
  * @module
  */
-import { TermLayer } from '../errors.js';
+import { TermLayer } from '../../errors.js';
 import { DDP_TAGGED_HDR_LEN, DDP_UNTAGGED_HDR_LEN, DdpCtrl, DdpEtype, DdpQn } from './ddp.js';
 import { crc32cRange } from './crc32c.js';
-import { copyOf } from './bytes.js';
+import { copyOf } from '../bytes.js';
 import { LLP_ETYPE_MPA, MPA_LEN_FIELD, fpduPad, writeFpduTrailer } from './mpa.js';
 import { RDMAP_READ_REQ_LEN, RdmapEtype, RdmapOpcode, TERMINATE_HDR_LEN } from './rdmap.js';
 import { writeUntaggedHdr } from './fpdu.js';

@@ -10,9 +10,9 @@
  *
  * @module
  */
-import { TerminateError, TermLayer } from '../errors.js';
+import { TerminateError, TermLayer } from '../../errors.js';
 import { crc32cRange } from './crc32c.js';
-import { copyOf } from './bytes.js';
+import { copyOf } from '../bytes.js';
 
 // ---- start frame constants ----------------------------------------------------------------------
 
