@@ -170,6 +170,12 @@ export class RcCompleter {
       }
       if (psnDiff(e.lastPsn, p) > 0 || psnDiff(req.sentEnd, e.lastPsn) <= 0) break;
       this.completeHead();
+      // Everything before the next WQE is acknowledged, whatever comes next.
+      const after = psnAdd(e.lastPsn, 1);
+      if (psnDiff(after, this.psn) > 0) {
+        this.psn = after;
+        this.progress();
+      }
     }
     const next = psnAdd(p, 1);
     if (psnDiff(next, this.psn) > 0) {

@@ -128,9 +128,11 @@ export class RcRequester {
    * is the one with that PSN, and every later WQE is sent again.
    */
   rewind(psn: number): void {
-    this.psn = psn;
+    const head = this.list.peek();
+    // Nothing before the oldest WQE is outstanding.
+    this.psn = head !== undefined && head.started && psnDiff(psn, head.firstPsn) < 0 ? head.firstPsn : psn;
     this.noAck = 0;
-    this.cur = this.indexOf(psn);
+    this.cur = this.indexOf(this.psn);
   }
 
   /**

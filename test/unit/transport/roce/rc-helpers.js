@@ -77,7 +77,7 @@ export class SimLink {
     this.dropped = 0;
     this.duplicated = 0;
     this.reordered = 0;
-    /** Optional filter: return false to drop a packet (targeted loss). */
+    /** Optional filter `(buf, fromQpn)`: return false to drop a packet (targeted loss). */
     this.filter = null;
     /** Every packet, in order of sending (for assertions): { from, buf }. */
     this.log = [];
@@ -92,7 +92,7 @@ export class SimLink {
   carry(from, to, buf) {
     this.sent++;
     if (this.keepLog) this.log.push({ from: from.qpNum, buf });
-    if (this.filter && !this.filter(buf, from)) {
+    if (this.filter && !this.filter(buf, from.qpNum)) {
       this.dropped++;
       return;
     }
@@ -166,7 +166,21 @@ export function rcPair(opts = {}) {
   };
   connect(a, b, psnA, psnB);
   connect(b, a, psnB, psnA);
+  live.push(a, b);
   return { ctx, pd, a, b, cqA, cqB };
+}
+
+const live = [];
+
+/** Destroy every QP rcPair made (the device's sockets then let the process end). */
+export function destroyPairs() {
+  for (const qp of live.splice(0)) {
+    try {
+      qp.destroy();
+    } catch {
+      // destroyed by the test
+    }
+  }
 }
 
 /** Poll `cq` until it is empty; returns the completions. */
