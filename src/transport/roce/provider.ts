@@ -20,6 +20,7 @@ import { Access, GidType, QpType, TransportType, type QpCap } from '../../verbs/
 import { eui64, guidOf, macToBytes, rxeDeviceAttr, rxePortAttr, RXE_LIMITS } from './params.js';
 import { RoceDevice, roceDevice } from './device.js';
 import { RoceUdQp } from './ud-qp.js';
+import { PortAgent } from './udp.js';
 import { COUNTER_NAMES, type CounterName } from './counters.js';
 import { BTH_DEF_PKEY } from '../../wire/roce/index.js';
 
@@ -128,6 +129,7 @@ const provider: VerbsProvider = {
   createAh,
   attachMcast,
   detachMcast,
+  settle: (timeoutMs) => PortAgent.get().settle(timeoutMs),
 };
 
 /** Register the rxe provider (idempotent; done when this module is imported). */

@@ -21,6 +21,7 @@ import {
   Access,
   WcStatus,
   roceCounters,
+  rawSender,
 } from './roce-helpers.js';
 
 const PEER = fileURLToPath(new URL('./ud-peer.js', import.meta.url));
@@ -74,7 +75,7 @@ test('Linux gives each unicast datagram to exactly one of the sockets sharing th
   socks[1].close();
 });
 
-test('two processes exchange UD datagrams over the shared port (one of them forwards)', async () => {
+test('two processes exchange UD datagrams (each hands its datagrams to the other directly)', async () => {
   const echo = peer('echo', 0x1234, 3);
   const { qpn } = await echo.next();
   // This process binds the port after the peer did, so the kernel hands it the datagrams for
@@ -104,8 +105,11 @@ test('two processes exchange UD datagrams over the shared port (one of them forw
   const res = await echo.next();
   assert.deepEqual(res.got.sort(), ['ping 0', 'ping 1', 'ping 2']);
   const after = roceCounters('rxe_lo');
-  assert.equal(after.fwd_sent - before.fwd_sent + res.counters.fwd_sent, 3 + 0, 'three datagrams crossed processes by forwarding');
+  // Datagrams to another process of this host go straight to its QPN block's Unix socket.
+  assert.equal(after.fwd_sent - before.fwd_sent, 3);
+  assert.equal(after.fwd_rcvd - before.fwd_rcvd, 3);
   assert.equal(res.counters.fwd_rcvd, 3);
+  assert.equal(res.counters.fwd_sent, 3);
   assert.equal(await echo.exited, 0);
   qp.destroy();
 });
@@ -138,4 +142,36 @@ test('a sender and a receiver process, this process idle: delivered whoever bind
   const got = await r.next();
   assert.deepEqual(got.got, ['msg 0', 'msg 1', 'msg 2', 'msg 3']);
   assert.equal(await r.exited, 0);
+});
+
+test('a datagram the kernel hands to the wrong process is forwarded to the QPN owner', async () => {
+  const r = peer('recv', 0x99, 2);
+  const { qpn } = await r.next();
+  // A second process binds the port after the first, so the kernel hands it the datagrams.
+  const other = peer('recv', 0x97, 1);
+  const { qpn: otherQpn } = await other.next();
+  await new Promise((res) => setTimeout(res, 50));
+  const raw = await rawSender();
+  try {
+    await raw.send(raw.ud({ destQp: qpn, qkey: 0x99, payload: Buffer.from('via kernel 0') }));
+    await raw.send(raw.ud({ destQp: qpn, qkey: 0x99, payload: Buffer.from('via kernel 1') }));
+    const got = await r.next();
+    assert.deepEqual(got.got, ['via kernel 0', 'via kernel 1']);
+    assert.equal(got.counters.fwd_rcvd, 2, 'the owner got both from the other process');
+    await raw.send(raw.ud({ destQp: otherQpn, qkey: 0x97, payload: Buffer.from('done') }));
+    const o = await other.next();
+    assert.deepEqual(o.got, ['done']);
+    assert.equal(o.counters.fwd_sent, 2, 'the last-bound process forwarded both');
+  } finally {
+    raw.close();
+  }
+});
+
+test('a sender that exits right after posting still gets its datagram to a process of this host', async () => {
+  const r = peer('recv', 0x98, 1);
+  const { qpn } = await r.next();
+  const s = peer('send1', 0x98, 1, qpn);
+  assert.equal(await s.exited, 0);
+  const got = await r.next();
+  assert.deepEqual(got.got, ['msg 0']);
 });

@@ -3,6 +3,7 @@
 //                                                  (attached to multicast group <group> if
 //                                                  given), print {"got":[...texts]}, exit
 //   node ud-peer.js send <qkey> <count> <qpn|group> send <count> datagrams "msg <i>", exit
+//   node ud-peer.js send1 <qkey> 1 <qpn>           post one send and end at once
 //   node ud-peer.js echo <qkey> <count>             print {"qpn":N}, answer each datagram with
 //                                                  "echo <text>" to its sender (AH from the
 //                                                  GRH area), exit after <count>
@@ -78,6 +79,11 @@ if (mode === 'recv' || mode === 'echo') {
   }
   if (target) qp.detachMcast(gidFromIp(target), 0);
   out({ got, counters: counters() });
+} else if (mode === 'send1') {
+  // post one send and leave at once: no wait for anything
+  const ah = ahTo(pd, ctx.queryGid(1, sgid), sgid);
+  Buffer.from('msg 0').copy(buf, 0);
+  qp.postSend({ wrId: 0, opcode: WrOpcode.SEND, sgList: [{ addr: mr.addr, length: 5, lkey: mr.lkey }], ud: { ah, remoteQpn: Number(target), remoteQkey: qkey } });
 } else if (mode === 'send') {
   const group = target.includes('.');
   const ah = ahTo(pd, group ? gidFromIp(target) : ctx.queryGid(1, sgid), sgid);
