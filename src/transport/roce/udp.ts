@@ -210,6 +210,12 @@ export class PortAgent {
     return this.take(b << QPN_BLOCK_SHIFT);
   }
 
+  /** A QPN block of this process (claimed now if it has none): CM request IDs carry it. */
+  anyBlock(): number {
+    for (const b of this.blocks.keys()) return b;
+    return this.claimBlock();
+  }
+
   /** Give QP number `qpn` back. */
   releaseQpn(qpn: number): void {
     this.qpnsInUse.delete(qpn);
