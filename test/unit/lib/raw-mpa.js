@@ -125,7 +125,7 @@ export async function hugeReads(port, host, { stag = 1, to = 0 } = {}) {
 
 /**
  * Connection attempts a listener must turn away before any CONNECT_REQUEST: bytes that are no
- * MPA Request, a Request with a bad key, one asking for markers (answered with a reject), one
+ * MPA Request, a Request with a bad key or of revision 3, one asking for markers (answered with a reject), one
  * whose PD_Length exceeds 256 (dropped), one with bytes behind it, one cut short by a FIN.
  * Resolves with `{ name, closed, reply }` for each once the listener closed it (or after `ms`).
  */
@@ -133,8 +133,11 @@ export async function junkRequests(port, host, ms = 3000) {
   const req = mpaRequest({ privateData: Buffer.from('junk') });
   const badKey = Buffer.from(req);
   badKey.write('MPA ID Req FrXme', 0, 'latin1');
+  const rev3 = Buffer.from(req);
+  rev3[17] = 3;
   const tries = {
     'not MPA': Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n'),
+    'revision 3': rev3,
     'bad key': badKey,
     markers: encodeMpaStartFrame({ type: 'request', markers: true, crc: false, reject: false, enhanced: false, rev: 1, privateData: new Uint8Array(0) }),
     'PD_Length 300': Buffer.concat([Buffer.from('MPA ID Req Frame\x00\x02\x01\x2c', 'latin1'), Buffer.alloc(300)]),
