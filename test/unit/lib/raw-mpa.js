@@ -83,7 +83,8 @@ export async function requestThenReset(port, host) {
 /** MPA Request, read the Reply, then bytes that are no FPDU instead of the RTR. */
 export async function garbageForRtr(port, host) {
   const c = await rawClient(port, { host });
-  c.send(Buffer.from('\xff\xff\x00\x00garbage where the RTR belongs', 'latin1'));
+  // A whole (bad) header's worth: 0xffff as the MPA length, DDP version 0, then filler.
+  c.send(Buffer.concat([Buffer.from('\xff\xff\x00\x00', 'latin1'), Buffer.alloc(60, 'garbage where the RTR belongs ')]));
   await c.until(() => c.isClosed());
   return c;
 }
