@@ -62,6 +62,27 @@ export async function expectTerminate(c, layer, etype, ecode) {
   await c.until(() => c.isClosed());
 }
 
+/** The first TERMINATE among the FPDUs in `bytes` (MPA-framed, no CRC assumed set), or null. */
+export function terminateIn(bytes) {
+  let off = 0;
+  while (off + 4 <= bytes.length) {
+    const ulpdu = bytes.readUInt16BE(off);
+    const len = 2 + ulpdu + ((4 - ((ulpdu + 2) % 4)) % 4) + 4;
+    if (off + len > bytes.length) return null;
+    if ((bytes[off + 3] & 0x0f) === RdmapOpcode.TERMINATE) return decodeTerminateFpdu(bytes, off);
+    off += len;
+  }
+  return null;
+}
+
+/** Wait until the peer closed; a TERMINATE among what came behind the Reply has these codes. */
+export async function expectTerminateAmong(c, layer, etype, ecode) {
+  await c.until(() => c.isClosed());
+  const t = terminateIn(c.after());
+  assert.ok(t, `no TERMINATE in ${c.after().length} bytes`);
+  assert.deepEqual([t.layer, t.etype, t.ecode], [layer, etype, ecode], 'TERMINATE layer/etype/ecode');
+}
+
 // ---- the hostile peers a listener must survive ------------------------------------------------
 
 /** MPA Request in P2P mode, read the Reply, close (FIN) before the RTR. Resolves with the Reply. */

@@ -7,7 +7,8 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createId, PortSpace, Access, WrOpcode, SendFlags, CmEventType } from '../../../dist/index.js';
 import * as rs from '../../../dist/rsocket/index.js';
-import { rawClient, replyThenClose, junkRequests } from '../lib/raw-mpa.js';
+import { rawClient, replyThenClose, junkRequests, rtrWrite, expectTerminateAmong } from '../lib/raw-mpa.js';
+import { encodeFpdu, RdmapOpcode } from '../../../dist/wire/index.js';
 
 const P = rs.protocol;
 const T = { timeout: 20_000 };
@@ -327,5 +328,32 @@ test('raw peers that leave or stall mid-handshake or send junk do not stop the s
   assert.equal(Buffer.concat(rec.data).toString(), 'still serving');
   assert.deepEqual(serverErrors, []);
   for (const x of [a, b, g, idle]) x.sock.destroy();
+  await srv.close();
+});
+
+test('4 GiB RDMA Reads of the buffers the server advertises (write-only): TERMINATE, the server goes on', T, async () => {
+  const srv = await ourServer();
+  const cd = P.encodeConnData({
+    version: 1,
+    flags: P.RS_CONN_FLAG_IOMAP,
+    credits: 64,
+    targetIomapSize: 0,
+    targetSgl: { addr: 0x10000, key: 0x1234, length: 2 },
+    dataBuf: { addr: 0x20000, key: 0x5678, length: 32768 },
+  });
+  const c = await rawClient(srv.port, { privateData: cd });
+  const theirs = P.decodeConnData(c.reply.privateData);
+  assert.equal(typeof theirs, 'object');
+  c.send(rtrWrite());
+  c.send(encodeFpdu({ opcode: RdmapOpcode.READ_REQ, msn: 1, sinkStag: 0x99, sinkTo: 0, readSize: 0xffffffff, srcStag: theirs.dataBuf.key, srcTo: theirs.dataBuf.addr }));
+  await expectTerminateAmong(c, 0, 1, 0x02); // RDMAP remote protection: access rights (no REMOTE_READ)
+  const rec = await srv.next();
+  await rec.closed;
+  const ok = rs.connect({ port: srv.port, host: '127.0.0.1' });
+  await once(ok, 'connect');
+  ok.end('after');
+  const r2 = await srv.next();
+  await r2.closed;
+  assert.equal(Buffer.concat(r2.data).toString(), 'after');
   await srv.close();
 });
