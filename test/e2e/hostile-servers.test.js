@@ -4,12 +4,13 @@
 // that must still be served, with the server's output and exit status those of a normal run.
 //
 // Servers that serve one connection after another (rping -P) must survive every attack; one-shot
-// servers (rping, rdma_server, rstream, riostream) and ucmatose, which serves exactly -c
-// connections, must survive every attack that never becomes a connection (a peer that completes
-// the handshake is a client to them, as with the kernel).
+// servers (rping, rdma_server, rstream, riostream), ucmatose, which serves exactly -c connections,
+// and cmtime, which counts them, must survive every attack that never becomes a connection (a peer
+// that completes the handshake is a client to them, as with the kernel). The rsocket server's own
+// hostile-peer tests are in test/unit/rsocket/hostile.test.js.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { RPING, REPO_ROOT, startCli, runCli, freePort, waitListening, describeRun, rpingLines } from './helpers.js';
 import { junkRequests, halfOpenFlood, replyThenClose, requestThenReset, garbageForRtr, hugeReads, rawClient, rtrWrite } from '../unit/lib/raw-mpa.js';
@@ -21,7 +22,8 @@ const RDMA_SERVER = tool('rdma_server');
 const RDMA_CLIENT = tool('rdma_client');
 const RSTREAM = tool('rstream');
 const RIOSTREAM = tool('riostream');
-const opts = { skip: [RPING, UCMATOSE, RDMA_SERVER, RSTREAM, RIOSTREAM].every(existsSync) ? false : 'the tools are not built: run npm run build', timeout: 40_000 };
+const CMTIME = tool('cmtime');
+const opts = { skip: [RPING, UCMATOSE, RDMA_SERVER, RSTREAM, RIOSTREAM, CMTIME].every(existsSync) ? false : 'the tools are not built: run npm run build', timeout: 40_000 };
 const HOST = '127.0.0.1';
 
 /** Every junk attempt was closed by the server, the markers request with an MPA reject. */
@@ -164,3 +166,57 @@ for (const [name, exe] of [
     for (const out of [r.cli.stdout, r.srv.stdout]) assert.equal(out.trim().split('\n').length, 2, r.both);
   });
 }
+
+/** TCP ports process `pid` listens on (its socket inodes matched in /proc/net/tcp{,6}). */
+function listeningPorts(pid) {
+  const inodes = new Set();
+  for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+    try {
+      const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+      if (m) inodes.add(m[1]);
+    } catch {
+      /* closed meanwhile */
+    }
+  }
+  const ports = [];
+  for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    for (const l of readFileSync(f, 'utf8').split('\n').slice(1)) {
+      const x = l.trim().split(/\s+/);
+      if (x[3] === '0A' && inodes.has(x[9])) ports.push(parseInt(x[1].split(':').pop(), 16));
+    }
+  }
+  return ports;
+}
+
+test('cmtime: junk and half-open connections at its RDMA listener during a run change nothing', { ...opts, skip: opts.skip || (existsSync('/proc/self/fd') ? false : 'needs /proc') }, async () => {
+  const port = await freePort();
+  const common = ['-b', HOST, '-C', HOST, '-p', String(port), '-c', '50', '--warmup', '1500'];
+  const srv = startCli(CMTIME, [...common, '-L'], { timeoutMs: 30_000 });
+  let flood = null;
+  try {
+    await waitListening(port, { exited: srv.done }); // the OOB root
+    const cli = startCli(CMTIME, common, { timeoutMs: 30_000 });
+    // The RDMA listener opens once the client has joined, on a port of its own.
+    let rdmaPort;
+    const t0 = Date.now();
+    while (!rdmaPort && Date.now() - t0 < 10_000) {
+      rdmaPort = listeningPorts(srv.child.pid).find((p) => p !== port);
+      if (!rdmaPort) await new Promise((r) => setTimeout(r, 5));
+    }
+    assert.ok(rdmaPort, 'the RDMA listener was found');
+    flood = await halfOpenFlood(rdmaPort, HOST, 10);
+    assertTurnedAway(await junkRequests(rdmaPort, HOST), 'cmtime');
+    const c = await cli.done;
+    const s = await srv.done;
+    const both = `${describeRun('client', c)}\n${describeRun('server', s)}`;
+    // A normal run: the QP test completes; the no-QPs run ends as it does on iWARP.
+    assert.match(c.stdout, /\nConnect \(50\) QPs test\n[^]*\nqp_conn {16}50\n/, both);
+    assert.equal(c.stderr, 'rdma_connect: Invalid argument\n', both);
+    assert.equal(c.code, 1, both);
+    assert.match(s.stdout, /\nAccept \(50\) QPs test\n\tAccepting\n\tDisconnecting\nqp_conn {16}50\n[^]*Accept \(50\) test - no QPs\n$/, both);
+    assert.equal(s.code, 1, both);
+  } finally {
+    flood?.destroy();
+    srv.kill('SIGKILL');
+  }
+});
