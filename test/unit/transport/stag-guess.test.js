@@ -114,6 +114,7 @@ test('a second connection on a shared PD cannot find the first one\'s region in 
       const stag = ((((base.own.rkey >>> 8) - d) & 0xffffff) << 8) >>> 0;
       ecodes.push(await probe(s.port, () => ({ stag, to: base.own.addr - d * 2 * PAGE })));
     }
+    assert.equal(new Set(s.conns.map((c) => c.id.pd)).size, 1, 'all connections share one PD');
     assert.deepEqual(new Set(ecodes), new Set([0x00]), 'every guessed STag is unknown (not even the STag was found)');
     assert.ok(victim.mem.every((b) => b === 0x5a), 'the victim region is untouched');
     victimPeer.sock.destroy();
