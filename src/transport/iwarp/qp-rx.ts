@@ -282,20 +282,23 @@ export class QpRx implements FpduSink {
       case RdmapOpcode.SEND_SE_INV: {
         if (this.kind !== 2) break;
         if (!h.last) break;
-        const w = this.rqe as RqWqe;
-        const len = this.placed;
-        this.rqe = null;
-        this.placed = 0;
-        this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
         let flags = 0;
         let inv = 0;
         if (h.opcode === RdmapOpcode.SEND_INV || h.opcode === RdmapOpcode.SEND_SE_INV) {
           if (!qp.invalidateStag(h.invStag)) {
+            // The receive stays in progress: failCurrent() completes it with this status, as
+            // siw_rdmap_complete completes it with REM_INV_REQ_ERR.
+            this.rqeStatus = WcStatus.REM_INV_REQ_ERR;
             throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x09, `STag ${hex(h.invStag)} cannot be invalidated`, h.raw);
           }
           flags |= WcFlags.WITH_INV;
           inv = h.invStag;
         }
+        const w = this.rqe as RqWqe;
+        const len = this.placed;
+        this.rqe = null;
+        this.placed = 0;
+        this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
         const se = h.opcode === RdmapOpcode.SEND_SE || h.opcode === RdmapOpcode.SEND_SE_INV;
         qp.rxRecvDone(w, len, flags, inv, se);
         if (tracing('rx')) trace('rx', qp.tag, `SEND ${len} bytes msn ${h.msn}`);
