@@ -77,10 +77,11 @@ async function rpingAdvertising(port, len) {
   c.sock.destroy();
 }
 
-test('rping -s -P survives every attack: junk, a half-open flood (released after 5 s), handshakes ended before the RTR, garbage RTR, 4 GiB reads', opts, async () => {
+test('rping -s -P survives every attack: junk, a half-open flood (released after 5 s), handshakes ended or stalled before the RTR, garbage RTR, 4 GiB reads', opts, async () => {
   const port = await freePort();
   const srv = startCli(RPING, ['-s', '-P', '-a', HOST, '-p', String(port), '-v'], { timeoutMs: 40_000 });
   let flood = null;
+  let idle = null;
   try {
     await waitListening(port, { exited: srv.done });
     const t0 = Date.now();
@@ -92,6 +93,8 @@ test('rping -s -P survives every attack: junk, a half-open flood (released after
     const reads = await hugeReads(port, HOST);
     assert.ok(reads.after().length >= 28, 'Read Requests of an STag nobody holds end in a TERMINATE');
     await rpingAdvertising(port, 0xffffffff);
+    // One that stays, silent, after our MPA Reply: its connection waits, nobody else does.
+    idle = await rawClient(port, { host: HOST });
     const client = () => runCli(RPING, ['-c', '-a', HOST, '-p', String(port), '-C', '5', '-v', '-V']);
     const [a, b] = await Promise.all([client(), client()]);
     for (const r of [a, b]) {
@@ -109,6 +112,7 @@ test('rping -s -P survives every attack: junk, a half-open flood (released after
     assert.equal(srv.child.exitCode, null);
   } finally {
     flood?.destroy();
+    idle?.sock.destroy();
     srv.kill('SIGTERM');
     const s = await srv.done;
     assert.equal(s.signal, 'SIGTERM', describeRun('server', s));
