@@ -20,7 +20,8 @@ import {
   roceCounters,
 } from './roce-helpers.js';
 import { gidFromIp } from '../../../../dist/transport/roce/gid.js';
-import { QpType, QpState } from './roce-helpers.js';
+import { QpType, QpState, lib } from './roce-helpers.js';
+const { createAhFromWc } = lib;
 
 /** A UD QP in RTS with separate send and receive CQs. */
 function udQpSplit(pd, sendCq, recvCq, qkey, depth) {
@@ -65,10 +66,8 @@ if (mode === 'recv' || mode === 'echo') {
     const text = buf.subarray(256 * i + 40, 256 * i + wc.byteLen).toString();
     got.push(text);
     if (mode === 'echo') {
-      // the reply AH from the received GRH area (ibv_init_ah_from_wc): IPv4 source at bytes 32..35
-      const ip = buf.subarray(256 * i + 20, 256 * i + 40);
-      const src = `${ip[12]}.${ip[13]}.${ip[14]}.${ip[15]}`;
-      const ah = ahTo(pd, gidFromIp(src), sgid);
+      // the reply AH from the completion and the received GRH area (ibv_create_ah_from_wc)
+      const ah = createAhFromWc(pd, wc, buf.subarray(256 * i, 256 * i + 40), 1);
       const at = 256 * (count + 1);
       const reply = Buffer.from(`echo ${text}`);
       reply.copy(buf, at);
