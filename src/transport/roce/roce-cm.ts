@@ -92,12 +92,14 @@ export interface RoceCmConfig {
 }
 
 function envInt(name: string, dflt: number): number {
-  const v = Number(process.env[name] ?? '');
+  const s = process.env[name];
+  if (s === undefined || s.trim() === '') return dflt;
+  const v = Number(s);
   return Number.isInteger(v) && v >= 0 ? v : dflt;
 }
 
 const config: RoceCmConfig = {
-  sidrTimeoutMs: envInt('RDMACM_ROCE_SIDR_TIMEOUT_MS', 4096),
+  sidrTimeoutMs: Math.max(1, envInt('RDMACM_ROCE_SIDR_TIMEOUT_MS', 4096)),
   sidrRetries: envInt('RDMACM_ROCE_SIDR_RETRIES', 15),
 };
 

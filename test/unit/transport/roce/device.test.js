@@ -382,3 +382,8 @@ test('ibv_create_ah_from_wc: the reply AH from the completion and the GRH area (
   reply.destroy();
   ah.destroy();
 });
+
+test('RoCE CM defaults as cma.c: SIDR resend every 4096 ms, 15 resends', () => {
+  assert.equal(process.env.RDMACM_ROCE_SIDR_TIMEOUT_MS, undefined);
+  assert.deepEqual(lib.roceCmConfig(), { sidrTimeoutMs: 4096, sidrRetries: 15 });
+});
