@@ -1,5 +1,5 @@
 /**
- * Small IP address helpers: canonical comparison keys (so `::FFFF:10.0.0.1`, `::ffff:a00:1` and
+ * Small IP address functions: canonical comparison keys (so `::FFFF:10.0.0.1`, `::ffff:a00:1` and
  * `10.0.0.1` compare equal, and `fe80:0::1%eth0` equals `fe80::1`), loopback tests.
  * Pure string/number code, no DNS and no sockets.
  */

@@ -2,7 +2,7 @@
  * `rdmacm/wire`: the wire formats, as pure codecs (no sockets, no timers, no QP objects), one
  * directory per protocol family. iWARP (src/wire/iwarp/, exported here at the top level as
  * before): the formats Linux siw speaks — RFC 5040 (RDMAP), RFC 5041 (DDP), RFC 5044 (MPA),
- * RFC 6581 (enhanced MPA); facts and byte tables in docs/design/iwarp.md.
+ * RFC 6581 (enhanced MPA); byte tables and siw's behaviours in docs/design/iwarp-wire.md.
  *
  * - {@link crc32c}: CRC-32C for MPA trailers (native `@node-rs/crc32` when present, else tables).
  * - MPA start frames: {@link encodeMpaStartFrame}, {@link decodeMpaStartFrame},

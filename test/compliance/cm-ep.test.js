@@ -1,4 +1,4 @@
-// rdma_create_ep / rdma_get_request / rdma_destroy_ep and the rdma_verbs.h helpers, on every
+// rdma_create_ep / rdma_get_request / rdma_destroy_ep and the rdma_verbs.h functions, on every
 // device that connects RDMA_PS_TCP ids (pinned to it): the passive
 // endpoint creates each connection's QP from the saved attributes; registration, posting (with
 // buffer views or MR addresses, inline without an MR), RDMA Read/Write, and waiting for one

@@ -46,8 +46,9 @@ export interface IwarpConfig {
   /** How long the initiator waits for the MPA Reply (ms; siw: 10 s). `RDMACM_MPA_REPLY_TIMEOUT_MS`. */
   mpaReplyTimeoutMs: number;
   /**
-   * How long an accepted connection waits for the whole MPA Request (ms; siw: 5 s,
-   * MPAREP_TIMEOUT), so that half-open connections cannot pile up. `RDMACM_MPA_REQUEST_TIMEOUT_MS`.
+   * How long an accepted connection waits for the MPA Request (ms; siw: 5 s): a connection that
+   * has not sent a whole Request by then is closed, so half-open connections cannot pile up.
+   * `RDMACM_MPA_REQUEST_TIMEOUT_MS`.
    */
   mpaRequestTimeoutMs: number;
   /**

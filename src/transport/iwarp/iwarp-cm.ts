@@ -5,10 +5,10 @@
  * handed to the QP (`IwarpQp.attachLlp`) with the FPDU size of the path, and the QP is in RTS.
  *
  * Events reported to the CM (see `CmUpcall`): ESTABLISHED (active: on the MPA Reply; passive: on
- * accept, or on the initiator's first FPDU in peer-to-peer mode — or when the connection ends
- * before it, followed by DISCONNECTED, as the kernel), REJECTED (the peer's MPA reject -104,
- * markers -111 ...), UNREACHABLE (no Reply in time, -110), CONNECT_ERROR (bad Reply),
- * DISCONNECTED (FIN, RST, TERMINATE or rdma_disconnect). iWARP has no CONNECT_RESPONSE, TIMEWAIT_EXIT, SIDR or multicast.
+ * accept, or on the initiator's first FPDU in peer-to-peer mode), REJECTED (the peer's MPA reject
+ * -104, markers -111 ...), UNREACHABLE (no Reply in time, -110), CONNECT_ERROR (bad Reply),
+ * DISCONNECTED (FIN, RST, TERMINATE or rdma_disconnect; a peer-to-peer accept whose connection
+ * closed before its RTR gets ESTABLISHED first, as from the kernel). iWARP has no CONNECT_RESPONSE, TIMEWAIT_EXIT, SIDR or multicast.
  */
 import net from 'node:net';
 import { RdmaError, err } from '../../errors.js';
@@ -69,7 +69,7 @@ class IwarpEndpoint implements CmEndpoint {
   private qp: IwarpQp | null = null;
   /** The QP has the connection. */
   private connected = false;
-  /** The ESTABLISHED of a peer-to-peer accept, posted once: on the first FPDU or when the connection ends. */
+  /** The ESTABLISHED of a peer-to-peer accept, reported on the initiator's RTR or at the connection's end. */
   private pendingEstablished: (() => void) | null = null;
   private dead = false;
 
@@ -140,7 +140,8 @@ class IwarpEndpoint implements CmEndpoint {
     }
     const r = cep.accept(req.responderResources, req.initiatorDepth, req.privateData);
     this.cep = null;
-    const established = (): void => this.host.upcall({ event: CmEventType.ESTABLISHED, conn: { responderResources: r.ird, initiatorDepth: r.ord } });
+    const conn = { responderResources: r.ird, initiatorDepth: r.ord };
+    const established = (): void => this.host.upcall({ event: CmEventType.ESTABLISHED, conn });
     this.pendingEstablished = r.p2p ? established : null;
     this.goLive(qp, cep.llp, r, false, this.host.localAddr, r.p2p ? () => this.flushEstablished() : undefined);
     if (!r.p2p) established();
@@ -271,7 +272,7 @@ class IwarpEndpoint implements CmEndpoint {
     this.host.upcall({ event: CmEventType.DISCONNECTED, status: 0 });
   }
 
-  /** Posts the ESTABLISHED of a P2P accept, once. */
+  /** Reports the ESTABLISHED of a P2P accept, once: on the first FPDU, or when the connection ends. */
   private flushEstablished(): void {
     const f = this.pendingEstablished;
     this.pendingEstablished = null;

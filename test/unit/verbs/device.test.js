@@ -160,7 +160,7 @@ test('netdevs lists interfaces with MTU and MAC', () => {
   if (lo) assert.ok(lo.addresses.some((a) => a.address === '127.0.0.1' || a.address === '::1'));
 });
 
-test('GUID helpers follow siw', () => {
+test('GUID functions follow siw', () => {
   assert.equal(guidFromMac('52:54:00:12:34:56'), 0x5254_0012_3456_0000n);
   assert.equal(guidFromMac('52-54-00-12-34-56'), 0x5254_0012_3456_0000n);
   assert.throws(() => guidFromMac('52:54:00'), code('EINVAL'));

@@ -1,4 +1,4 @@
-// CRC-32C backends: wire.md §7.1 vectors, zlib-style chaining, agreement between backends.
+// CRC-32C backends: the standard vectors (RFC 3720 §B.4 parameters), zlib-style chaining, agreement between backends.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -14,7 +14,7 @@ import {
 
 const seq = (n, f) => Uint8Array.from({ length: n }, (_, i) => f(i));
 
-/** wire.md §7.1 standard vectors. */
+/** Standard CRC-32C vectors (docs/design/iwarp-wire.md). */
 const VECTORS = [
   ['"123456789"', new TextEncoder().encode('123456789'), 0xe3069283],
   ['32 x 0x00', new Uint8Array(32), 0x8a9136aa],
@@ -49,7 +49,7 @@ test('backend is reported', () => {
 });
 
 for (const [name, fn] of BACKENDS) {
-  test(`${name}: wire.md §7.1 vectors`, () => {
+  test(`${name}: standard vectors`, () => {
     for (const [label, data, want] of VECTORS) {
       assert.equal(fn(data), want, label);
     }
