@@ -72,6 +72,15 @@ export function ipBytes(ip: string, family: 4 | 6): Uint8Array {
 
 const devices = new Map<string, RoceDevice>();
 
+/** The GSI agent every device gets (set by the connection manager module when it loads). */
+let defaultGsi: GsiHandler | null = null;
+
+/** Install the GSI agent of every soft RoCE device of this process, present and future. */
+export function setGsiHandler(h: GsiHandler | null): void {
+  defaultGsi = h;
+  for (const d of devices.values()) d.gsi = h;
+}
+
 /** The soft RoCE device of this process named `name`, if it was opened. */
 export function roceDevice(name: string): RoceDevice | undefined {
   return devices.get(name);
@@ -103,6 +112,7 @@ export class RoceDevice implements RxSink {
     this._info = info;
     this._gids = buildGidTable(info.ifname, info.mac ?? '00:00:00:00:00:00', info.addresses);
     this.agent = agent;
+    this.gsi = defaultGsi;
   }
 
   /** The device of `info` in this process (created on first use). */
@@ -290,6 +300,29 @@ export class RoceDevice implements RxSink {
       if (av.multicast) this.counters.inc(C.sent_mcast_pkts);
     } else this.counters.inc(C.send_err);
     return ok;
+  }
+
+  /**
+   * Send a datagram that is not a QP's (GSI MADs) from local address `src` to `dst`: to its owner
+   * on this host directly when `dst` is this port's, else through the socket.
+   */
+  transmitFrom(buf: Buffer, src: string, dst: string, family: 4 | 6, ttl: number): boolean {
+    this.counters.inc(C.sent_pkts);
+    if (this.ownsIp(dst, family)) {
+      queueMicrotask(() => this.agent.route(this, buf, { family, src, dst, srcPort: this.agent.port, forwarded: false }));
+      return true;
+    }
+    const ok = this.agent.send(buf, buf.length, src, dst, ttl, false);
+    if (!ok) this.counters.inc(C.send_err);
+    return ok;
+  }
+
+  /** The GID table entry of local address `ip`, if it is one of this port's. */
+  gidOfIp(ip: string, family: 4 | 6): GidEntry | undefined {
+    const b = ipBytes(ip, family);
+    return this._gids.find((e) =>
+      family === 4 ? isV4MappedGid(e.gid) && e.gid[12] === b[0] && e.gid[13] === b[1] && e.gid[14] === b[2] && e.gid[15] === b[3] : e.family === 6 && gidEqual(e.gid, b),
+    );
   }
 
   /** {@link RxSink}: a datagram for this device. Never throws. */

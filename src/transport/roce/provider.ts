@@ -21,6 +21,7 @@ import { eui64, guidOf, macToBytes, rxeDeviceAttr, rxePortAttr, RXE_LIMITS } fro
 import { RoceDevice, roceDevice } from './device.js';
 import { RoceUdQp } from './ud-qp.js';
 import { RoceRcQp } from './rc/rc-qp.js';
+import { PortAgent } from './udp.js';
 import { COUNTER_NAMES, type CounterName } from './counters.js';
 import { BTH_DEF_PKEY } from '../../wire/roce/index.js';
 
@@ -129,6 +130,7 @@ const provider: VerbsProvider = {
   createAh,
   attachMcast,
   detachMcast,
+  settle: (timeoutMs) => PortAgent.get().settle(timeoutMs),
 };
 
 /** Register the rxe provider (idempotent; done when this module is imported). */

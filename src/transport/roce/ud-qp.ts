@@ -53,13 +53,15 @@ import type { RxNet } from './recv.js';
 const UD_SEND_ONLY = IbOpcode.UD_SEND_ONLY;
 const UD_SEND_ONLY_IMM = IbOpcode.UD_SEND_ONLY_WITH_IMMEDIATE;
 
-/** Loopback deliveries wait here for a microtask, so a post never re-enters the receive path. */
+/**
+ * Datagrams for this host wait here for a microtask, so a post never re-enters the receive path.
+ */
 const loopback: { dev: RoceDevice; buf: Buffer; src: string; dst: string; family: 4 | 6 }[] = [];
 let loopbackScheduled = false;
 function drainLoopback(): void {
   loopbackScheduled = false;
   const list = loopback.splice(0);
-  for (const l of list) l.dev.rxDatagram(l.buf, { family: l.family, src: l.src, dst: l.dst, srcPort: l.dev.agent.port, forwarded: false });
+  for (const l of list) l.dev.agent.route(l.dev, l.buf, { family: l.family, src: l.src, dst: l.dst, srcPort: l.dev.agent.port, forwarded: false });
 }
 
 /** A UD QP on a soft RoCE device. */
@@ -176,9 +178,10 @@ export class RoceUdQp extends Qp {
     });
     this.psn = (this.psn + 1) & 0xffffff;
     dev.counters.inc(C.rdma_sends);
-    if (!av.multicast && w.remoteQpn !== IB_MULTICAST_QPN && dev.ownsIp(av.dst, av.family) && dev.agent.ownsQpn(w.remoteQpn)) {
-      // rxe_loopback: a packet for this device's own address and a QP of this process skips
-      // the network.
+    if (!av.multicast && w.remoteQpn !== IB_MULTICAST_QPN && dev.ownsIp(av.dst, av.family)) {
+      // rxe_loopback: a packet for this device's own address skips the network; it goes to the
+      // process owning the destination QP (this one, or another over its Unix socket), not to
+      // whichever process the kernel would pick.
       dev.counters.inc(C.sent_pkts);
       loopback.push({ dev, buf, src: av.sgid.ip, dst: av.dst, family: av.family });
       if (!loopbackScheduled) {

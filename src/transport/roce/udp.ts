@@ -210,6 +210,12 @@ export class PortAgent {
     return this.take(b << QPN_BLOCK_SHIFT);
   }
 
+  /** A QPN block of this process (claimed now if it has none): CM request IDs carry it. */
+  anyBlock(): number {
+    for (const b of this.blocks.keys()) return b;
+    return this.claimBlock();
+  }
+
   /** Give QP number `qpn` back. */
   releaseQpn(qpn: number): void {
     this.qpnsInUse.delete(qpn);
@@ -438,8 +444,13 @@ export class PortAgent {
     this.route(sink, msg, meta);
   }
 
-  /** Deliver locally or forward, by destination QPN (and MAD contents for QPN 1). */
-  private route(sink: RxSink, msg: Buffer, meta: RxMeta): void {
+  /**
+   * Deliver a datagram to the process it is for: this one (to `sink`) or, by destination QPN
+   * (and MAD contents for QPN 1), another process of this host. Used for datagrams the kernel
+   * handed to this process and for datagrams this process sends to its own host, which go
+   * straight to their owner instead of through the kernel's choice of socket.
+   */
+  route(sink: RxSink, msg: Buffer, meta: RxMeta): void {
     if (msg.length < 12) {
       sink.rxDatagram(msg, meta); // too short to route: the device drops and counts it
       return;
@@ -554,6 +565,17 @@ export class PortAgent {
     // Copy: the frame buffer is shared with the next frames of the stream.
     const pkt = Buffer.from(f.subarray(FWD_HDR));
     sink.rxDatagram(pkt, { family, src, dst, srcPort, forwarded: true });
+  }
+
+  /**
+   * Resolves once every datagram handed to another process has been written to its Unix socket,
+   * or after `timeoutMs` (for `settleConnections` before `process.exit()`).
+   */
+  async settle(timeoutMs: number): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    while (Date.now() < end && [...this.fwd.values()].some((c) => c.connecting || c.writableLength > 0)) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
   }
 
   /** Close every socket and listener of this agent (tests; a process normally keeps them). */

@@ -358,3 +358,32 @@ test('decoder fuzz: random and mutated datagrams never throw and are each droppe
   }
   assert.equal(sum() - before, N, 'each datagram ends in exactly one counter');
 });
+
+test('ibv_create_ah_from_wc: the reply AH from the completion and the GRH area (IPv4 header at byte 20)', async () => {
+  const a = qp(0x4444);
+  const b = qp(0x4444);
+  const ah = ahTo(pd, myGid, sgid);
+  b.postRecv({ wrId: 'q', sgList: [{ addr: mr.addr + 20000, length: 200, lkey: mr.lkey }] });
+  a.postRecv({ wrId: 'a', sgList: [{ addr: mr.addr + 21000, length: 200, lkey: mr.lkey }] });
+  a.postSend({ wrId: 'x', opcode: WrOpcode.SEND, sgList: [{ addr: mr.addr, length: 4, lkey: mr.lkey }], ud: { ah, remoteQpn: b.qpNum, remoteQkey: 0x4444 } });
+  const [w] = await pollN(cq, 1);
+  const attr = lib.initAhFromWc(ctx, 1, w, buf.subarray(20000, 20040));
+  assert.equal(attr.isGlobal, true);
+  assert.equal(attr.grh.sgidIndex, sgid);
+  assert.deepEqual([...attr.grh.dgid], [...myGid]);
+  assert.equal(attr.grh.hopLimit, 64);
+  const reply = lib.createAhFromWc(pd, w, buf.subarray(20000, 20040), 1);
+  b.postSend({ wrId: 'y', opcode: WrOpcode.SEND, sgList: [{ addr: mr.addr, length: 4, lkey: mr.lkey }], ud: { ah: reply, remoteQpn: w.srcQp, remoteQkey: 0x4444 } });
+  const [r] = await pollN(cq, 1);
+  assert.equal(r.wrId, 'a');
+  assert.equal(r.srcQp, b.qpNum);
+  // an area holding no IP header
+  assert.throws(() => lib.initAhFromWc(ctx, 1, w, new Uint8Array(40)), code('EPROTONOSUPPORT'));
+  reply.destroy();
+  ah.destroy();
+});
+
+test('RoCE CM defaults as cma.c: SIDR resend every 4096 ms, 15 resends', () => {
+  assert.equal(process.env.RDMACM_ROCE_SIDR_TIMEOUT_MS, undefined);
+  assert.deepEqual(lib.roceCmConfig(), { sidrTimeoutMs: 4096, sidrRetries: 15 });
+});

@@ -11,6 +11,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import {
   PORT,
+  lib,
   loDevice,
   v4GidIndex,
   udQp,
@@ -21,6 +22,7 @@ import {
   Access,
   WcStatus,
   roceCounters,
+  rawSender,
 } from './roce-helpers.js';
 
 const PEER = fileURLToPath(new URL('./ud-peer.js', import.meta.url));
@@ -74,7 +76,7 @@ test('Linux gives each unicast datagram to exactly one of the sockets sharing th
   socks[1].close();
 });
 
-test('two processes exchange UD datagrams over the shared port (one of them forwards)', async () => {
+test('two processes exchange UD datagrams (each hands its datagrams to the other directly)', async () => {
   const echo = peer('echo', 0x1234, 3);
   const { qpn } = await echo.next();
   // This process binds the port after the peer did, so the kernel hands it the datagrams for
@@ -104,8 +106,11 @@ test('two processes exchange UD datagrams over the shared port (one of them forw
   const res = await echo.next();
   assert.deepEqual(res.got.sort(), ['ping 0', 'ping 1', 'ping 2']);
   const after = roceCounters('rxe_lo');
-  assert.equal(after.fwd_sent - before.fwd_sent + res.counters.fwd_sent, 3 + 0, 'three datagrams crossed processes by forwarding');
+  // Datagrams to another process of this host go straight to its QPN block's Unix socket.
+  assert.equal(after.fwd_sent - before.fwd_sent, 3);
+  assert.equal(after.fwd_rcvd - before.fwd_rcvd, 3);
   assert.equal(res.counters.fwd_rcvd, 3);
+  assert.equal(res.counters.fwd_sent, 3);
   assert.equal(await echo.exited, 0);
   qp.destroy();
 });
@@ -138,4 +143,77 @@ test('a sender and a receiver process, this process idle: delivered whoever bind
   const got = await r.next();
   assert.deepEqual(got.got, ['msg 0', 'msg 1', 'msg 2', 'msg 3']);
   assert.equal(await r.exited, 0);
+});
+
+test('a datagram the kernel hands to the wrong process is forwarded to the QPN owner', async () => {
+  const r = peer('recv', 0x99, 2);
+  const { qpn } = await r.next();
+  // A second process binds the port after the first, so the kernel hands it the datagrams.
+  const other = peer('recv', 0x97, 1);
+  const { qpn: otherQpn } = await other.next();
+  await new Promise((res) => setTimeout(res, 50));
+  const raw = await rawSender();
+  try {
+    await raw.send(raw.ud({ destQp: qpn, qkey: 0x99, payload: Buffer.from('via kernel 0') }));
+    await raw.send(raw.ud({ destQp: qpn, qkey: 0x99, payload: Buffer.from('via kernel 1') }));
+    const got = await r.next();
+    assert.deepEqual(got.got, ['via kernel 0', 'via kernel 1']);
+    assert.equal(got.counters.fwd_rcvd, 2, 'the owner got both from the other process');
+    await raw.send(raw.ud({ destQp: otherQpn, qkey: 0x97, payload: Buffer.from('done') }));
+    const o = await other.next();
+    assert.deepEqual(o.got, ['done']);
+    assert.equal(o.counters.fwd_sent, 2, 'the last-bound process forwarded both');
+  } finally {
+    raw.close();
+  }
+});
+
+test('a sender that exits right after posting still gets its datagram to a process of this host', async () => {
+  const r = peer('recv', 0x98, 1);
+  const { qpn } = await r.next();
+  const s = peer('send1', 0x98, 1, qpn);
+  assert.equal(await s.exited, 0);
+  const got = await r.next();
+  assert.deepEqual(got.got, ['msg 0']);
+});
+
+test('udaddy-style: SIDR between two processes (service and replies routed by the GSI router), then UD data', async () => {
+  const CM_PEER = fileURLToPath(new URL('./cm-peer.js', import.meta.url));
+  const port = 30000 + (PORT % 20000);
+  const c = spawn(process.execPath, [CM_PEER, port, 2], { env: { ...process.env, RDMACM_ROCE_PORT: String(PORT) }, stdio: ['ignore', 'pipe', 'inherit'] });
+  children.add(c);
+  const lines = createInterface({ input: c.stdout });
+  const it = lines[Symbol.asyncIterator]();
+  assert.deepEqual(JSON.parse((await it.next()).value), { listening: true });
+  const { createEventChannel, createId, PortSpace, CmEventType } = lib;
+  const ch = createEventChannel();
+  const id = createId(ch, null, PortSpace.UDP);
+  await id.resolveAddr(null, { address: '127.0.0.1', port }, 2000);
+  (await ch.getEvent()).ack();
+  await id.resolveRoute(2000);
+  (await ch.getEvent()).ack();
+  const qp = id.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  const pd = qp.pd;
+  const buf = Buffer.alloc(4096);
+  const mr = pd.regMr(buf, Access.LOCAL_WRITE);
+  for (let i = 0; i < 2; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr + 1024 + 512 * i, length: 512, lkey: mr.lkey }] });
+  await id.connect({ privateData: Buffer.from('hi from client') });
+  const est = await ch.getEvent();
+  assert.equal(lib.rdmaEventStr(est.event), 'RDMA_CM_EVENT_ESTABLISHED', `status ${est.status} ${JSON.stringify(roceCounters('rxe_lo'))}`);
+  assert.equal(Buffer.from(est.param.ud.privateData.subarray(0, 14)).toString(), 'hi from server');
+  const ah = pd.createAh(est.param.ud.ahAttr);
+  for (let i = 0; i < 2; i++) {
+    buf.write(`ping ${i}`, 100 * i);
+    qp.postSend({ wrId: `s${i}`, opcode: WrOpcode.SEND, sgList: [{ addr: mr.addr + 100 * i, length: 6, lkey: mr.lkey }], ud: { ah, remoteQpn: est.param.ud.qpNum, remoteQkey: est.param.ud.qkey } });
+  }
+  est.ack();
+  const wcs = await pollN(qp.recvCq, 2, 8000);
+  assert.equal(wcs.length, 2);
+  const texts = wcs.map((w) => buf.subarray(1024 + 512 * Number(w.wrId) + 40, 1024 + 512 * Number(w.wrId) + w.byteLen).toString());
+  assert.deepEqual(texts.sort(), ['echo ping 0', 'echo ping 1']);
+  assert.deepEqual(JSON.parse((await it.next()).value).got.sort(), ['ping 0', 'ping 1']);
+  ah.destroy();
+  id.destroyQp();
+  await id.destroy();
+  ch.destroy();
 });

@@ -3,6 +3,7 @@
 //                                                  (attached to multicast group <group> if
 //                                                  given), print {"got":[...texts]}, exit
 //   node ud-peer.js send <qkey> <count> <qpn|group> send <count> datagrams "msg <i>", exit
+//   node ud-peer.js send1 <qkey> 1 <qpn>           post one send and end at once
 //   node ud-peer.js echo <qkey> <count>             print {"qpn":N}, answer each datagram with
 //                                                  "echo <text>" to its sender (AH from the
 //                                                  GRH area), exit after <count>
@@ -19,7 +20,8 @@ import {
   roceCounters,
 } from './roce-helpers.js';
 import { gidFromIp } from '../../../../dist/transport/roce/gid.js';
-import { QpType, QpState } from './roce-helpers.js';
+import { QpType, QpState, lib } from './roce-helpers.js';
+const { createAhFromWc } = lib;
 
 /** A UD QP in RTS with separate send and receive CQs. */
 function udQpSplit(pd, sendCq, recvCq, qkey, depth) {
@@ -64,10 +66,8 @@ if (mode === 'recv' || mode === 'echo') {
     const text = buf.subarray(256 * i + 40, 256 * i + wc.byteLen).toString();
     got.push(text);
     if (mode === 'echo') {
-      // the reply AH from the received GRH area (ibv_init_ah_from_wc): IPv4 source at bytes 32..35
-      const ip = buf.subarray(256 * i + 20, 256 * i + 40);
-      const src = `${ip[12]}.${ip[13]}.${ip[14]}.${ip[15]}`;
-      const ah = ahTo(pd, gidFromIp(src), sgid);
+      // the reply AH from the completion and the received GRH area (ibv_create_ah_from_wc)
+      const ah = createAhFromWc(pd, wc, buf.subarray(256 * i, 256 * i + 40), 1);
       const at = 256 * (count + 1);
       const reply = Buffer.from(`echo ${text}`);
       reply.copy(buf, at);
@@ -78,6 +78,11 @@ if (mode === 'recv' || mode === 'echo') {
   }
   if (target) qp.detachMcast(gidFromIp(target), 0);
   out({ got, counters: counters() });
+} else if (mode === 'send1') {
+  // post one send and leave at once: no wait for anything
+  const ah = ahTo(pd, ctx.queryGid(1, sgid), sgid);
+  Buffer.from('msg 0').copy(buf, 0);
+  qp.postSend({ wrId: 0, opcode: WrOpcode.SEND, sgList: [{ addr: mr.addr, length: 5, lkey: mr.lkey }], ud: { ah, remoteQpn: Number(target), remoteQkey: qkey } });
 } else if (mode === 'send') {
   const group = target.includes('.');
   const ah = ahTo(pd, group ? gidFromIp(target) : ctx.queryGid(1, sgid), sgid);
