@@ -1563,7 +1563,16 @@ export class RsConn {
     let r = 0;
     if (events & POLLIN && (this.rmsgCount > 0 || !(s & RsState.readable))) r |= POLLIN;
     if (events & POLLOUT && (this.early > 0 ? this.canStageEarly() : this.canSend() || this.canStageEarly())) r |= POLLOUT;
-    if (!(s & RsState.connected)) r |= s & RsState.disconnected ? POLLHUP : POLLERR;
+    if (!(s & RsState.connected)) {
+      // rsocket.c raises POLLHUP as soon as it has processed the peer's DISCONNECT, even with data
+      // that came before it still unread; a caller that treats POLLHUP as the end then loses that
+      // data (rstream -T a: its last receive finds the server's data and DISCONNECT processed
+      // together, and gives up). Here, as TCP ends a stream after its data, a poll for POLLIN
+      // reports the hangup once the data received before it has been read.
+      if (s & RsState.disconnected) {
+        if (!(events & POLLIN && this.rmsgCount > 0)) r |= POLLHUP;
+      } else r |= POLLERR;
+    }
     return r;
   }
 
