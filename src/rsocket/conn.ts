@@ -600,8 +600,8 @@ export class RsConn {
   }
 
   /** Wait for the next CM event of the setup phase; map error events like ucma_complete(). */
-  private async expectEvent(ch: EventChannel, want: CmEventType, op: string, ack = true): Promise<CmEvent> {
-    const ev = await ch.getEvent();
+  private async expectEvent(ch: EventChannel, want: CmEventType, op: string, ack = true, signal?: AbortSignal): Promise<CmEvent> {
+    const ev = await ch.getEvent(signal);
     if (ev.event === want && ev.status === 0) {
       if (ack) ev.ack();
       return ev;
@@ -616,9 +616,10 @@ export class RsConn {
 
   /**
    * @internal The passive side (raccept): take over the id of a CONNECT_REQUEST, build the
-   * endpoint, answer with our connection data and wait for ESTABLISHED.
+   * endpoint, answer with our connection data and wait for ESTABLISHED (abandoned, the endpoint
+   * torn down, when `signal` aborts first).
    */
-  async _acceptRequest(ev: CmEvent): Promise<void> {
+  async _acceptRequest(ev: CmEvent, signal?: AbortSignal): Promise<void> {
     const op = 'raccept';
     const id = ev.id;
     this._id = id;
@@ -644,7 +645,7 @@ export class RsConn {
         rnrRetryCount: req.rnrRetryCount,
       };
       await id.accept(param);
-      await this.expectEvent(this.ch, CmEventType.ESTABLISHED, op);
+      await this.expectEvent(this.ch, CmEventType.ESTABLISHED, op, true, signal);
       this.established('accepted');
     } catch (e) {
       const re = e instanceof RdmaError ? new RdmaError(e.code, { op, cause: e }) : rsErr('EIO', op, String(e));
