@@ -26,7 +26,7 @@ export {
 export { Context } from './context.js';
 export { Pd, type MrMemory } from './pd.js';
 export { Mr, MrCheck, mrCheckStr, stagStr } from './mr.js';
-export { Cq } from './cq.js';
+export { Cq, type CompletionsOptions } from './cq.js';
 export { CompChannel } from './comp-channel.js';
 export { eventTypeStr, type AsyncEvent } from './async-event.js';
 export { Qp, type RecvInfo } from './qp.js';
