@@ -32,5 +32,6 @@ export { eventTypeStr, type AsyncEvent } from './async-event.js';
 export { Qp, type RecvInfo } from './qp.js';
 export { QpAttrMask, MigState, QP_STATE_TABLE, qpTransitionAllowed, modifyQpProblem, qpAttrMaskOf, type QpAttr } from './qp-attr.js';
 export { Ah, type AhAttr, type GlobalRoute } from './ah.js';
+export { initAhFromWc, createAhFromWc, findGidIndex, GRH_AREA_LEN } from './ah-wc.js';
 export { DEFAULT_PKEY } from './context.js';
 export { registerProvider, unregisterProvider, settleConnections, type VerbsProvider, type QpInitAttr, type QpLike } from './provider.js';
