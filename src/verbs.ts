@@ -4,4 +4,5 @@
  * @packageDocumentation
  */
 import './transport/iwarp/provider.js';
+import './native/provider.js';
 export * from './verbs/index.js';

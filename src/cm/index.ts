@@ -3,6 +3,7 @@
  * @packageDocumentation
  */
 import '../transport/iwarp/provider.js';
+import '../native/provider.js';
 export { EventChannel, createEventChannel } from './event-channel.js';
 export { CmId, CmState, PortSpace, RdmaOption, createId, IWARP_MAX_PRIVATE_DATA, type CmQpInitAttr } from './cm-id.js';
 export { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';

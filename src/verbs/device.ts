@@ -11,7 +11,7 @@ import { networkInterfaces } from 'node:os';
 import { err } from '../errors.js';
 import { ipKey, isLoopbackIp } from '../util/ip.js';
 import { Context } from './context.js';
-import { listProviders } from './provider.js';
+import { getProvider, listProviders } from './provider.js';
 import { TransportType } from './types.js';
 
 /** One interface address of a device (a subset of Node's `os.NetworkInterfaceInfo`). */
@@ -555,7 +555,7 @@ export class Device {
    * first call); `Context.close()` does not close it.
    */
   open(): Context {
-    if (this._ctx === undefined) this._ctx = new Context(this);
+    if (this._ctx === undefined) this._ctx = getProvider(this._info.provider)?.openDevice?.(this) ?? new Context(this);
     return this._ctx;
   }
 

@@ -30,4 +30,4 @@ export { Cq } from './cq.js';
 export { CompChannel } from './comp-channel.js';
 export { eventTypeStr, type AsyncEvent } from './async-event.js';
 export { Qp, QpAttrMask, qpTransitionAllowed, type QpAttr } from './qp.js';
-export { registerProvider, unregisterProvider, settleConnections, type VerbsProvider, type QpInitAttr, type QpLike } from './provider.js';
+export { registerProvider, unregisterProvider, settleConnections, backendSelection, type Backend, type VerbsProvider, type QpInitAttr, type QpLike } from './provider.js';

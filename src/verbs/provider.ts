@@ -9,7 +9,7 @@ import { err } from '../errors.js';
 import type { QpCap, QpType } from './types.js';
 import type { Context } from './context.js';
 import type { Cq } from './cq.js';
-import type { DeviceInfo } from './device.js';
+import type { Device, DeviceInfo } from './device.js';
 import type { Pd } from './pd.js';
 
 /**
@@ -55,6 +55,16 @@ export interface VerbsProvider {
   /** The devices this provider currently offers; called by `getDeviceList()` every time. */
   listDevices(): DeviceInfo[];
   /**
+   * True for the provider of the kernel's devices (rdma-core, see src/native/); absent for the
+   * soft devices. `RDMACM_BACKEND` selects between the two kinds (see {@link backendSelection}).
+   */
+  readonly native?: boolean;
+  /**
+   * `ibv_open_device` for a provider whose verbs objects are its own (subclasses of `Context`,
+   * `Pd` ...: the native backend's call into rdma-core). Absent: the transport-neutral `Context`.
+   */
+  openDevice?(dev: Device): Context;
+  /**
    * `ibv_create_qp` for a device of this provider. Must obtain its QP number from
    * `ctx._allocQpNum()`; if it throws after that, the number is released by the caller.
    * Registration in `ctx._qps`, `pd` and the CQs is done by `Pd.createQp` once this returns.
@@ -83,7 +93,8 @@ export function registerProvider(p: VerbsProvider): void {
     p.name === '' ||
     typeof p.listDevices !== 'function' ||
     typeof p.createQp !== 'function' ||
-    (p.settle !== undefined && typeof p.settle !== 'function')
+    (p.settle !== undefined && typeof p.settle !== 'function') ||
+    (p.openDevice !== undefined && typeof p.openDevice !== 'function')
   ) {
     throw err('EINVAL', 'registerProvider', 'not a VerbsProvider');
   }
@@ -107,9 +118,33 @@ export function getProvider(name: string): VerbsProvider | undefined {
   return providers.get(name);
 }
 
-/** All registered providers, in registration order. */
+/** Which devices a process uses: `RDMACM_BACKEND` = `auto` (default), `soft` or `native`. */
+export type Backend = 'auto' | 'soft' | 'native';
+
+const BACKEND: Backend = ((): Backend => {
+  const v = process.env['RDMACM_BACKEND'];
+  return v === 'soft' || v === 'native' ? v : 'auto';
+})();
+
+/**
+ * The backend selection (`RDMACM_BACKEND`, read at start-up): `auto` lists the kernel's RDMA
+ * devices (when the native addon is installed and the kernel has some) before the soft ones,
+ * `soft` only the soft devices, `native` only the kernel's.
+ */
+export function backendSelection(): Backend {
+  return BACKEND;
+}
+
+/**
+ * The registered providers the backend selection admits: native ones first (a kernel device
+ * that owns an address is the one resolution finds, as in librdmacm), then the soft ones, each
+ * group in registration order.
+ */
 export function listProviders(): VerbsProvider[] {
-  return [...providers.values()];
+  const out: VerbsProvider[] = [];
+  if (BACKEND !== 'soft') for (const p of providers.values()) if (p.native === true) out.push(p);
+  if (BACKEND !== 'native') for (const p of providers.values()) if (p.native !== true) out.push(p);
+  return out;
 }
 
 /**
