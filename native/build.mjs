@@ -8,7 +8,8 @@
 // exits 0; the package then runs on its soft devices only.
 //
 // Environment: CC (compiler, default `cc`), RDMACM_NATIVE_BUILD=0 (skip), npm_config_nodedir /
-// NODEDIR (where Node's include/node is), RDMACM_NATIVE_VERBOSE=1 (print the compiler output).
+// NODEDIR (where Node's include/node is), RDMACM_NATIVE_VERBOSE=1 (print the compiler output),
+// RDMACM_NATIVE_OUT (the file to write instead of native/build/rdmacm.node).
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -16,8 +17,8 @@ import { homedir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
-const OUT_DIR = join(HERE, 'build');
-const OUT = join(OUT_DIR, 'rdmacm.node');
+const OUT = process.env.RDMACM_NATIVE_OUT ? resolve(process.env.RDMACM_NATIVE_OUT) : join(HERE, 'build', 'rdmacm.node');
+const OUT_DIR = dirname(OUT);
 const SOURCES = ['addon.c', 'verbs.c', 'cm.c'].map((f) => join(HERE, 'src', f));
 const verbose = process.env.RDMACM_NATIVE_VERBOSE === '1';
 

@@ -162,7 +162,8 @@ void call_js(napi_env env, napi_ref fn, size_t argc, napi_value *argv)
 		return;
 	if (napi_get_reference_value(env, fn, &f) != napi_ok || !f)
 		return;
-	napi_get_undefined(env, &recv);
+	/* napi_make_callback wants an object as `this`. */
+	napi_get_global(env, &recv);
 	napi_status s = napi_make_callback(env, st->actx, recv, f, argc, argv, &res);
 	if (s == napi_pending_exception) {
 		napi_value e;
