@@ -14,12 +14,15 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { err } from '../errors.js';
 import { registerProvider, type QpInitAttr, type VerbsProvider } from '../verbs/provider.js';
-import { netdevs, type DeviceAttr, type DeviceInfo, type Device, type NetdevInfo } from '../verbs/device.js';
+import { netdevs, type DeviceAttr, type DeviceInfo, type Device, type NetdevInfo, type PortAttr } from '../verbs/device.js';
 import type { Context } from '../verbs/context.js';
 import type { Pd } from '../verbs/pd.js';
+import type { Qp } from '../verbs/qp.js';
+import type { AhAttr } from '../verbs/ah.js';
+import { ACCESS_ALL } from '../verbs/mr.js';
 import { TransportType } from '../verbs/types.js';
-import { check, loadBinding, type Handle, type NativeBinding, type NativeDeviceEntry } from './binding.js';
-import { NativeContext, NativePd, NativeQp } from './verbs.js';
+import { AH, check, loadBinding, type Handle, type NativeBinding, type NativeDeviceEntry } from './binding.js';
+import { NativeContext, NativePd, NativeQp, encodeAh, takeAttached, type NativeAhData } from './verbs.js';
 
 /** The provider name native devices carry in `DeviceInfo.provider`. */
 export const NATIVE_PROVIDER = 'rdma-core';
@@ -166,7 +169,82 @@ function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): NativeQp {
   return NativeQp._create(ctx, pd, attr);
 }
 
-const provider: VerbsProvider = { name: NATIVE_PROVIDER, native: true, listDevices, createQp, openDevice };
+/** The addon and context handle of a listed native device (ENODEV once it is gone). */
+function handleOf(info: DeviceInfo, op: string): [NativeBinding, Handle] {
+  const b = loadBinding();
+  const h = ctxHandleOf(info.name);
+  if (b === null || h === undefined) throw err('ENODEV', op, info.name);
+  return [b, h];
+}
+
+function queryDevice(info: DeviceInfo): DeviceAttr {
+  const b = loadBinding();
+  const d = b === null ? undefined : nativeDevices(b).find((x) => x.entry.name === info.name);
+  if (d === undefined) throw err('ENODEV', 'ibv_query_device', info.name);
+  return { ...d.attr };
+}
+
+function queryPort(info: DeviceInfo, portNum: number): PortAttr {
+  const op = 'ibv_query_port';
+  const [b, h] = handleOf(info, op);
+  return check(b.queryPort(h, portNum), op) as unknown as PortAttr;
+}
+
+function queryGid(info: DeviceInfo, portNum: number, index: number): Uint8Array {
+  const op = 'ibv_query_gid';
+  const [b, h] = handleOf(info, op);
+  const out = new Uint8Array(16);
+  check(b.queryGid(h, portNum, index, out), op);
+  return out;
+}
+
+function queryPkey(info: DeviceInfo, portNum: number, index: number): number {
+  const op = 'ibv_query_pkey';
+  const [b, h] = handleOf(info, op);
+  return check(b.queryPkey(h, portNum, index), op);
+}
+
+const ahBuf = new Float64Array(AH.WORDS);
+const ahGid = new Uint8Array(16);
+
+function createAh(ctx: Context, pd: Pd, attr: AhAttr): NativeAhData {
+  const op = 'ibv_create_ah';
+  if (!(ctx instanceof NativeContext) || !(pd instanceof NativePd)) throw err('EINVAL', op, 'PD of another device');
+  const bad = encodeAh(attr, ahBuf, 0, ahGid);
+  if (bad !== null) throw err('EINVAL', op, bad);
+  const [h, index] = check(ctx._b.createAh(pd._h, ahBuf, attr.isGlobal ? ahGid : null), op);
+  return { h, index };
+}
+
+function destroyAh(ctx: Context, data: unknown): void {
+  if (ctx instanceof NativeContext) check(ctx._b.destroyAh((data as NativeAhData).h), 'ibv_destroy_ah');
+}
+
+function mcast(qp: Qp, gid: Uint8Array, lid: number, attach: boolean): void {
+  const op = attach ? 'ibv_attach_mcast' : 'ibv_detach_mcast';
+  if (!(qp instanceof NativeQp)) throw err('EINVAL', op, 'QP of another device');
+  if (attach && takeAttached(qp, gid, lid)) return;
+  const b = qp.context._b;
+  check(attach ? b.attachMcast(qp._h, gid, lid) : b.detachMcast(qp._h, gid, lid), op);
+}
+
+const provider: VerbsProvider = {
+  name: NATIVE_PROVIDER,
+  native: true,
+  listDevices,
+  openDevice,
+  queryDevice,
+  queryPort,
+  queryGid,
+  queryPkey,
+  // The kernel enforces the rights of its MRs; the verbs layer grants what was asked.
+  accessMask: () => ACCESS_ALL,
+  createQp,
+  createAh,
+  destroyAh,
+  attachMcast: (qp, gid, lid) => mcast(qp, gid, lid, true),
+  detachMcast: (qp, gid, lid) => mcast(qp, gid, lid, false),
+};
 
 /** Whether the addon is loaded and rdma-core reports devices (the provider is then registered). */
 export function nativeAvailable(): boolean {
@@ -200,7 +278,11 @@ export function bindingOrThrow(op: string): NativeBinding {
   return b;
 }
 
-/** @internal */
-export { check };
-
-if (existsSync('/sys/class/infiniband') || process.env['RDMACM_NATIVE_PATH']) registerNative();
+/**
+ * Whether the native backend should look for devices at all: the kernel has an RDMA class
+ * (`/sys/class/infiniband`), or an addon was named explicitly (`RDMACM_NATIVE_PATH`). Spares
+ * loading libibverbs, and its provider plug-ins, on machines without RDMA.
+ */
+export function nativeWanted(): boolean {
+  return existsSync('/sys/class/infiniband') || Boolean(process.env['RDMACM_NATIVE_PATH']);
+}

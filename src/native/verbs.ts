@@ -23,10 +23,11 @@ import type { ErrnoCode } from '../errno.js';
 import { CompChannel } from '../verbs/comp-channel.js';
 import { Context } from '../verbs/context.js';
 import { Cq } from '../verbs/cq.js';
-import type { Device, PortAttr } from '../verbs/device.js';
+import type { Device } from '../verbs/device.js';
 import { Mr } from '../verbs/mr.js';
 import { Pd, type MrMemory } from '../verbs/pd.js';
-import { Qp, QpAttrMask, type QpAttr } from '../verbs/qp.js';
+import { Qp } from '../verbs/qp.js';
+import { QpAttrMask, type QpAttr } from '../verbs/qp-attr.js';
 import type { QpInitAttr } from '../verbs/provider.js';
 import { AsyncEventType, QP_STATE_NUM, QpState, QpType, WcFlags, WrOpcode, type QpCap, type RecvWr, type SendWr, type Sge, type Wc, type WrId } from '../verbs/types.js';
 import {
@@ -112,31 +113,6 @@ export class NativeContext extends Context {
     this._h = h;
     contexts.set(this._key, this);
     b.watchAsync(h, this._key);
-  }
-
-  /** `ibv_query_port()`. */
-  override queryPort(portNum = 1): PortAttr {
-    const op = 'ibv_query_port';
-    if (!Number.isInteger(portNum) || portNum < 1 || portNum > this._attr.physPortCnt) throw err('EINVAL', op, `port ${String(portNum)}`);
-    return check(this._b.queryPort(this._h, portNum), op) as unknown as PortAttr;
-  }
-
-  /** `ibv_query_gid()`: 16 bytes. */
-  queryGid(portNum: number, index: number): Uint8Array {
-    const op = 'ibv_query_gid';
-    const port = this.queryPort(portNum);
-    if (!Number.isInteger(index) || index < 0 || index >= port.gidTblLen) throw err('EINVAL', op, `index ${String(index)} (table of ${port.gidTblLen})`);
-    const out = new Uint8Array(16);
-    check(this._b.queryGid(this._h, portNum, index, out), op);
-    return out;
-  }
-
-  /** `ibv_query_pkey()`. */
-  queryPkey(portNum: number, index: number): number {
-    const op = 'ibv_query_pkey';
-    const port = this.queryPort(portNum);
-    if (!Number.isInteger(index) || index < 0 || index >= port.pkeyTblLen) throw err('EINVAL', op, `index ${String(index)} (table of ${port.pkeyTblLen})`);
-    return check(this._b.queryPkey(this._h, portNum, index), op);
   }
 
   /** `ibv_alloc_pd()`. */
@@ -467,6 +443,22 @@ export class NativeCq extends Cq {
   }
 }
 
+/** Multicast groups librdmacm attached a QP to (ucma_process_join), by QP: `gid/lid` keys. */
+const joinedByCm = new WeakMap<NativeQp, Set<string>>();
+const groupKey = (gid: Uint8Array, lid: number): string => `${Buffer.from(gid.buffer, gid.byteOffset, 16).toString('hex')}/${lid}`;
+
+/** @internal librdmacm attached `qp` to a group: the CM's own attach of it is then a no-op. */
+export function markAttached(qp: NativeQp, gid: Uint8Array, lid: number): void {
+  let s = joinedByCm.get(qp);
+  if (s === undefined) joinedByCm.set(qp, (s = new Set()));
+  s.add(groupKey(gid, lid));
+}
+
+/** @internal Take the mark {@link markAttached} left (true: the QP is attached already). */
+export function takeAttached(qp: NativeQp, gid: Uint8Array, lid: number): boolean {
+  return joinedByCm.get(qp)?.delete(groupKey(gid, lid)) === true;
+}
+
 /** @internal How the CM asks for its QP to be made by rdma_create_qp (the init attr → cm_id). */
 export const cmQpRequests = new WeakMap<object, Handle>();
 
@@ -664,7 +656,7 @@ export class NativeQp extends Qp {
     if (!isU32(mask)) throw err('EINVAL', op, 'mask');
     check(this.context._b.queryQp(this._h, mask, qaBuf, qaGid), op);
     const v = qaBuf;
-    const a: QpAttr & { ahAttr?: NativeAhAttr; pathMigState?: number; sqDraining?: boolean } = {
+    const a: QpAttr = {
       qpState: qpStateOfNum(v[QA.STATE] as number),
       curQpState: qpStateOfNum(v[QA.CUR_STATE] as number),
       qpAccessFlags: v[QA.ACCESS] as number,
@@ -681,7 +673,7 @@ export class NativeQp extends Qp {
       maxDestRdAtomic: v[QA.MAX_DEST_RD_ATOMIC] as number,
       minRnrTimer: v[QA.MIN_RNR_TIMER] as number,
       destQpNum: v[QA.DEST_QPN] as number,
-      sqDraining: v[QA.SQ_DRAINING] !== 0,
+      sqDraining: v[QA.SQ_DRAINING] as number,
       cap: { ...this.cap },
       ahAttr: decodeAh(v, QA.AH, qaGid),
     };
@@ -844,26 +836,6 @@ export class NativeQp extends Qp {
       }
       if (bad !== null) throw new PostError('EINVAL', op, i, bad);
     }
-  }
-
-  /** `ibv_attach_mcast()` (UD QPs). */
-  attachMcast(gid: Uint8Array, lid: number): void {
-    this.mcast(gid, lid, true);
-  }
-
-  /** `ibv_detach_mcast()`. */
-  detachMcast(gid: Uint8Array, lid: number): void {
-    this.mcast(gid, lid, false);
-  }
-
-  private mcast(gid: Uint8Array, lid: number, attach: boolean): void {
-    const op = attach ? 'ibv_attach_mcast' : 'ibv_detach_mcast';
-    if (this.destroyed) throw err('EINVAL', op, 'QP destroyed');
-    if (this.qpType !== QpType.UD) throw err('EINVAL', op, 'not a UD QP');
-    if (!(gid instanceof Uint8Array) || gid.length !== 16) throw err('EINVAL', op, 'gid must be 16 bytes');
-    if (!Number.isInteger(lid) || lid < 0 || lid > 0xffff) throw err('EINVAL', op, `lid ${String(lid)}`);
-    const b = this.context._b;
-    check(attach ? b.attachMcast(this._h, gid, lid) : b.detachMcast(this._h, gid, lid), op);
   }
 
   /** `ibv_destroy_qp()`. */

@@ -6,7 +6,7 @@
  * connection; the QP goes to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.
  */
 import { TerminateError } from '../../errors.js';
-import { FpduDecoder, decodeTerminateMessage, termName } from '../../wire/index.js';
+import { FpduDecoder, decodeTerminateMessage, termName } from '../../wire/iwarp/index.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { Cq } from '../../verbs/cq.js';
@@ -16,7 +16,8 @@ import { AsyncEventType, QpState, WcStatus, WrOpcode, type QpCap, type SendWr, t
 import { localSgeTarget, remoteTarget as mrRemoteTarget, invalidateMr } from './mem.js';
 import { Llp } from './llp.js';
 import { QpTx } from './qp-tx.js';
-import { QpRx, DIRECT_PLACEMENT } from './qp-rx.js';
+import { QpRx } from './qp-rx.js';
+import { iwarpConfig } from './config.js';
 import { trace, tracing } from '../../trace.js';
 
 /** Negotiated connection parameters handed over by the CM after MPA. */
@@ -54,11 +55,14 @@ export class IwarpQp extends Qp {
   private terminated = false;
   private readonly scratch: { bufs: Buffer[]; offs: number[]; lens: number[] } = { bufs: [], offs: [], lens: [] };
   private holdTimer: NodeJS.Timeout | null = null;
+  /** The device's direct-placement threshold (configuration, fixed at QP creation). */
+  private readonly directMin: number;
 
   constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
     super(context, pd, qpNum, init, cap);
     this.tx = new QpTx(this);
-    this.rx = new QpRx(this);
+    this.directMin = iwarpConfig(context.device.name).directPlacementMin;
+    this.rx = new QpRx(this, this.directMin);
     for (const cq of [init.sendCq, init.recvCq]) if (!cq.onOverflow) cq.onOverflow = cqOverflowed;
   }
 
@@ -72,7 +76,7 @@ export class IwarpQp extends Qp {
     this.llp = llp;
     this.terminated = false;
     this.tx.attach(llp, p.crc, p.fpduMax);
-    this.rx = new QpRx(this);
+    this.rx = new QpRx(this, this.directMin);
     const dec = new FpduDecoder(this.rx, { crc: p.crc });
     this.decoder = dec;
     this.rx.onFirstFpdu = () => {
@@ -87,14 +91,14 @@ export class IwarpQp extends Qp {
     llp.onClose = (e, byPeer) => this.llpClosed(e, byPeer);
     // Direct placement: large tagged payloads are read by the socket straight into the MR. When
     // it is off, readTarget would answer null for every read: leave the hook unset.
-    llp.readTarget = DIRECT_PLACEMENT ? () => (this.decoder === dec ? this.rx.readTarget(dec) : null) : null;
+    llp.readTarget = this.directMin !== Infinity ? () => (this.decoder === dec ? this.rx.readTarget(dec) : null) : null;
     llp.onPlaced = (view, n) => {
       if (this.decoder !== dec) return;
       try {
         dec.placed(view, 0, n);
         this.rx.placedDirect(n);
       } catch (e) {
-        this.protocolError(e);
+        this.rxError(e);
       }
     };
     llp.setConsumer((buf, start, end) => {
@@ -102,7 +106,7 @@ export class IwarpQp extends Qp {
       try {
         dec.push(buf, start, end);
       } catch (e) {
-        this.protocolError(e);
+        this.rxError(e);
       }
     });
     if (this._state !== QpState.RTS) this._transition(QpState.RTS, 'connection established');
@@ -111,7 +115,7 @@ export class IwarpQp extends Qp {
       try {
         dec.push(leftover, 0, leftover.length);
       } catch (e) {
-        this.protocolError(e);
+        this.rxError(e);
       }
     }
     this.tx.kick();
@@ -124,6 +128,12 @@ export class IwarpQp extends Qp {
       this.tx.held = false;
       this.tx.kick();
     }
+  }
+
+  /** The receive path threw: the message being received fails, then as {@link protocolError}. */
+  private rxError(e: unknown): void {
+    if (!this.terminated) this.rx.failCurrent();
+    this.protocolError(e);
   }
 
   /** A receive-side violation: TERMINATE (first error wins), close, QP to ERR. */
@@ -224,9 +234,15 @@ export class IwarpQp extends Qp {
   }
 
   protected override flush(): void {
-    // Outstanding reads first (they were posted before anything still in the SQ).
+    // Outstanding reads first (they were posted before anything still in the SQ), and the receive
+    // a Send was being placed into before the ones still queued (siw_sq_flush, siw_rq_flush).
     const orq = this.tx.orq.splice(0);
     for (const w of orq) this.completeSend(w, WcStatus.WR_FLUSH_ERR, true);
+    this.rx.flushRecv();
+    // Sends handed to TCP zero-copy complete when the socket is done with their memory (its write
+    // callback, which a closed socket still makes); the WRs queued behind them complete after
+    // them, in posting order.
+    if (this.tx.pendingCb > 0) for (let w = this.sq.shift(); w !== undefined; w = this.sq.shift()) this.tx.completeInTurn(w, WcStatus.WR_FLUSH_ERR);
     super.flush();
   }
 
@@ -263,7 +279,7 @@ export class IwarpQp extends Qp {
     return out;
   }
 
-  // -- helpers for TX/RX ----------------------------------------------------------------------
+  // -- shared by TX/RX -----------------------------------------------------------------------
 
   /** The TX path may run (RTS with a connection, not errored). */
   txAllowed(): boolean {
@@ -278,6 +294,7 @@ export class IwarpQp extends Qp {
   }
   /** A WQE is done (handed to TCP, or its Read Response arrived). */
   sqDone(w: SqWqe, status: WcStatus = WcStatus.SUCCESS): void {
+    if (this.destroyed) return; // a write callback after ibv_destroy_qp: no completions any more
     this.completeSend(w, status);
   }
   /** A WQE failed locally: complete it with `status`, QP to ERR. */
@@ -329,9 +346,9 @@ export class IwarpQp extends Qp {
   rxRecvDone(w: RqWqe, len: number, flags: number, inv: number, solicited: boolean): void {
     this.completeRecv(w, WcStatus.SUCCESS, len, flags, inv, solicited);
   }
-  rxLocalError(w: RqWqe, status: WcStatus): void {
+  /** A receive taken off the RQ for a Send failed or was flushed. */
+  rxRecvFailed(w: RqWqe, status: WcStatus): void {
     this.completeRecv(w, status, 0, 0, 0);
-    this.protocolError(new TerminateError(0, 0, 0xff, 'receive buffer no longer valid'));
   }
   invalidateStag(stag: number): boolean {
     return invalidateMr(this.context, this.pd, stag);

@@ -7,7 +7,7 @@
  * Nothing is ever written outside a registered region: the bounds check precedes placement.
  */
 import { TerminateError } from '../../errors.js';
-import { RdmapOpcode, DdpQn, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/index.js';
+import { RdmapOpcode, DdpQn, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/iwarp/index.js';
 import { ddpTaggedEcode, rdmapProtEcode } from './mem.js';
 import { copyBytes } from '../../util/copy.js';
 import { Access, WcFlags, WcStatus, type Sge } from '../../verbs/types.js';
@@ -16,7 +16,7 @@ import type { IwarpQp } from './iwarp-qp.js';
 import { hex } from './qp-tx.js';
 import { trace, tracing } from '../../trace.js';
 
-// TERMINATE codes (RFC 5040 §7.2, RFC 5041 §7.2, wire.md §3.5).
+// TERMINATE codes (RFC 5040 §7.2, RFC 5041 §7.2, RFC 5040 §4.8).
 const L_RDMAP = 0;
 const L_DDP = 1;
 const L_LLP = 2;
@@ -33,8 +33,13 @@ export class QpRx implements FpduSink {
   // Destination of the current FPDU's payload.
   private dst: Buffer | null = null;
   private dstOff = 0;
-  // Untagged (Send) message in progress.
+  // Untagged (Send) message in progress: the receive it is placed into was taken off the RQ, so
+  // it is this object's to complete — on success, on an error, or when the QP is flushed.
   private rqe: RqWqe | null = null;
+  /** How {@link rqe} completes if the message fails (siw's wqe->wc_status). */
+  private rqeStatus: WcStatus = WcStatus.GENERAL_ERR;
+  /** The FPDU being received is a Send (an error in it fails the receive in progress). */
+  private inSend = false;
   private rqeSge = 0;
   private rqeSgeOff = 0;
   private placed = 0;
@@ -54,12 +59,23 @@ export class QpRx implements FpduSink {
   /** Streaming large tagged messages: size reads so that payloads can be placed directly. */
   private bulk = false; // 0 none, 1 tagged place, 2 untagged place, 3 discard, 4 terminate
 
-  constructor(private readonly qp: IwarpQp) {}
+  /**
+   * Tagged payloads at least this large are read by the socket straight into the target memory
+   * (`directPlacementMin` of the device's configuration; Infinity: never). Off by default: on
+   * this machine two read syscalls per FPDU (≤ 64 KiB each) cost more CPU than one 1 MiB read
+   * plus a memcpy (docs/design/iwarp.md).
+   */
+  readonly directMin: number;
+
+  constructor(private readonly qp: IwarpQp, directMin: number) {
+    this.directMin = directMin;
+  }
 
   onHeader(h: FpduHeader): void {
     // Bulk mode stays on through the short last segment of a large tagged message.
+    this.inSend = false;
     if (!h.tagged) this.bulk = false;
-    else if (h.payloadLen >= DIRECT_MIN) this.bulk = true;
+    else if (h.payloadLen >= this.directMin) this.bulk = true;
     else if (!this.tagOpen && this.readPlaced === 0) this.bulk = false;
     switch (h.opcode) {
       case RdmapOpcode.WRITE:
@@ -140,6 +156,7 @@ export class QpRx implements FpduSink {
   }
 
   private hdrSend(h: FpduHeader): void {
+    this.inSend = true;
     if (h.qn !== DdpQn.SEND) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, `Send on queue ${h.qn}`, h.raw);
     if (h.msn !== this.expectSendMsn) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x03, `Send MSN ${h.msn}, expected ${this.expectSendMsn}`, h.raw);
     if (h.mo !== this.placed) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x04, `Send MO ${h.mo}, expected ${this.placed}`, h.raw);
@@ -147,10 +164,13 @@ export class QpRx implements FpduSink {
       const r = this.qp.rqTake();
       if (!r) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x02, 'Send with no receive posted', h.raw);
       this.rqe = r;
+      this.rqeStatus = WcStatus.GENERAL_ERR;
       this.rqeSge = 0;
       this.rqeSgeOff = 0;
     }
     if (this.placed + h.payloadLen > this.rqe.length) {
+      // The receive is too small for the message: it completes with LOC_LEN_ERR (as siw).
+      this.rqeStatus = WcStatus.LOC_LEN_ERR;
       throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x02, `Send of ${this.placed + h.payloadLen}+ bytes into a ${this.rqe.length}-byte receive`, h.raw);
     }
     this.kind = 2;
@@ -188,7 +208,7 @@ export class QpRx implements FpduSink {
   readTarget(dec: FpduDecoder): Buffer | number | null {
     if (this.kind === 1) {
       const rem = dec.payloadRemaining;
-      if (rem >= DIRECT_MIN) return (this.dst as Buffer).subarray(this.dstOff, this.dstOff + rem);
+      if (rem >= this.directMin) return (this.dst as Buffer).subarray(this.dstOff, this.dstOff + rem);
     }
     return this.bulk ? dec.bytesToBoundary : null;
   }
@@ -220,9 +240,8 @@ export class QpRx implements FpduSink {
           const k = Math.min(room, end - at);
           const r = this.qp.localTarget(s, this.rqeSgeOff, k);
           if (typeof r === 'number') {
-            this.qp.rxLocalError(w, WcStatus.LOC_PROT_ERR);
-            this.kind = 3;
-            return;
+            this.rqeStatus = WcStatus.LOC_PROT_ERR;
+            throw new TerminateError(0, 0, 0xff, 'receive buffer no longer valid');
           }
           copyBytes(src, at, r.buf, r.off, k);
           at += k;
@@ -303,15 +322,33 @@ export class QpRx implements FpduSink {
     }
     this.kind = 0;
     this.dst = null;
+    this.inSend = false;
+  }
+
+  /**
+   * Receiving failed (the decoder threw): if the failing FPDU is a Send, the receive it is placed
+   * into completes now with the message's error status (LOC_LEN_ERR for a receive too small,
+   * LOC_PROT_ERR for a receive buffer gone, GENERAL_ERR otherwise), as siw_rdmap_complete does
+   * on an error. A receive in progress under any other failure is left for {@link flushRecv}.
+   */
+  failCurrent(): void {
+    if (this.inSend) this.endRecv(this.rqeStatus);
+  }
+
+  /** The QP is flushed: the receive in progress completes with WR_FLUSH_ERR (siw_rq_flush). */
+  flushRecv(): void {
+    this.endRecv(WcStatus.WR_FLUSH_ERR);
+  }
+
+  private endRecv(status: WcStatus): void {
+    const w = this.rqe;
+    this.inSend = false;
+    if (w === null) return;
+    this.rqe = null;
+    this.placed = 0;
+    this.kind = 0;
+    this.qp.rxRecvFailed(w, status);
   }
 }
 
 const EMPTY = Buffer.alloc(0);
-/**
- * With `RDMACM_IWARP_DIRECT=1`, tagged payloads at least this large are read by the socket
- * straight into the target memory. Off by default: on this machine two read syscalls per FPDU
- * (≤ 64 KiB each) cost more CPU than one 1 MiB read plus a memcpy (docs/design/iwarp.md).
- */
-const DIRECT_MIN = process.env['RDMACM_IWARP_DIRECT'] === '1' ? 8192 : Infinity;
-/** Whether reads are ever sized or placed by {@link QpRx.readTarget} (else it always says null). */
-export const DIRECT_PLACEMENT = DIRECT_MIN !== Infinity;
