@@ -7,14 +7,17 @@
 // in alternating rounds after a warm-up; prints the median time per round trip of each and the
 // ratio (the target: JS within 2x of C). Without a native device it says so and exits 0.
 //
-// Env: BENCH_NATIVE_ITERS (round trips per round, default 20000), BENCH_NATIVE_ROUNDS (3),
+// Env: BENCH_NATIVE_ITERS (round trips per round, default 20000), BENCH_NATIVE_ROUNDS (5),
+// BENCH_NATIVE_WARMUP (untimed JS round trips first, 10000),
 // BENCH_NATIVE_SIZE (64), BENCH_NATIVE_DEVICE (a device name; default: the first native one),
 // BENCH_JSON=1 (one JSON line instead of the table).
 import { Access, NATIVE_PROVIDER, PortSpace, SendFlags, WrOpcode, createId, getDeviceList, nativeAddonStatus } from '../dist/index.js';
 import { loadBinding } from '../dist/native/binding.js';
 
 const ITERS = Number(process.env.BENCH_NATIVE_ITERS || 20000);
-const ROUNDS = Number(process.env.BENCH_NATIVE_ROUNDS || 3);
+const ROUNDS = Number(process.env.BENCH_NATIVE_ROUNDS || 5);
+/** Untimed JS round trips first: V8 compiles the data path (BENCH_NATIVE_WARMUP). */
+const WARMUP = Number(process.env.BENCH_NATIVE_WARMUP || 10000);
 const SIZE = Number(process.env.BENCH_NATIVE_SIZE || 64);
 const PORT = 7790 + (process.pid % 100);
 
@@ -105,8 +108,8 @@ async function main() {
   const p = await connectPair(dev);
   try {
     // Warm-up: V8 compiles the JS path; both loops touch the same QPs and memory.
-    jsLoop(p, Math.min(ITERS, 5000));
-    cLoop(b, p, Math.min(ITERS, 1000));
+    jsLoop(p, WARMUP);
+    cLoop(b, p, Math.min(WARMUP, 2000));
     const js = [];
     const c = [];
     for (let r = 0; r < ROUNDS; r++) {

@@ -29,6 +29,13 @@ napi_value num(napi_env env, double d)
 	return v;
 }
 
+napi_value int32(napi_env env, int32_t i)
+{
+	napi_value v;
+	napi_create_int32(env, i, &v);
+	return v;
+}
+
 napi_value neg_errno(napi_env env, int e)
 {
 	return num(env, -(double)(e > 0 ? e : EIO));
@@ -140,10 +147,8 @@ napi_value wrap_obj(napi_env env, struct obj *o, uint32_t type, void *ptr)
 /* The wrapped object of `type` behind `v`, or NULL (not one of ours, wrong type, destroyed). */
 void *get_obj(napi_env env, napi_value v, uint32_t type)
 {
-	napi_valuetype t;
 	void *p = NULL;
-	if (napi_typeof(env, v, &t) != napi_ok || t != napi_external)
-		return NULL;
+	/* napi_get_value_external fails (napi_invalid_arg) on anything but an external. */
 	if (napi_get_value_external(env, v, &p) != napi_ok || !p)
 		return NULL;
 	struct obj *o = p;

@@ -62,6 +62,12 @@ struct cmid_obj;
 struct qp_obj {
 	struct obj h;
 	struct cmid_obj *cm; /* the rdma_cm_id that created it (rdma_create_qp), or NULL */
+	struct addon_state *st; /* for the data path: the scratch buffers */
+};
+
+struct cq_obj {
+	struct obj h;
+	struct addon_state *st;
 };
 
 struct cmid_obj {
@@ -132,6 +138,7 @@ struct addon_state *state_of(napi_env env);
 void *get_obj(napi_env env, napi_value v, uint32_t type);
 napi_value wrap_obj(napi_env env, struct obj *o, uint32_t type, void *ptr);
 napi_value num(napi_env env, double d);
+napi_value int32(napi_env env, int32_t i);
 napi_value neg_errno(napi_env env, int e);
 napi_value undef(napi_env env);
 napi_value boolean(napi_env env, bool b);

@@ -433,6 +433,7 @@ static napi_value cm_create_qp(napi_env env, napi_callback_info info)
 	struct qp_obj *o = qp_wrap_new();
 	if (!o)
 		return neg_errno(env, ENOMEM);
+	o->st = state_of(env);
 	errno = 0;
 	if (rdma_create_qp(id, pd->ptr, &a)) {
 		int e = errno;

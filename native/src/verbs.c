@@ -504,9 +504,10 @@ static napi_value create_cq(napi_env env, napi_callback_info info)
 		if (!ch)
 			return neg_errno(env, EINVAL);
 	}
-	struct obj *o = calloc(1, sizeof(*o));
+	struct cq_obj *o = calloc(1, sizeof(*o));
 	if (!o)
 		return neg_errno(env, ENOMEM);
+	o->st = state_of(env);
 	struct ibv_cq *cq = ibv_create_cq(c->ctx, (int)cqe, (void *)(intptr_t)key, ch ? ch->h.ptr : NULL, (int)vec);
 	if (!cq) {
 		int e = errno;
@@ -515,7 +516,7 @@ static napi_value create_cq(napi_env env, napi_callback_info info)
 	}
 	napi_value arr;
 	napi_create_array_with_length(env, 2, &arr);
-	napi_set_element(env, arr, 0, wrap_obj(env, o, T_CQ, cq));
+	napi_set_element(env, arr, 0, wrap_obj(env, &o->h, T_CQ, cq));
 	napi_set_element(env, arr, 1, num(env, cq->cqe));
 	return arr;
 }
@@ -559,16 +560,19 @@ static napi_value ack_cq_events(napi_env env, napi_callback_info info)
 /* pollCq(cq, max) -> n | -errno; completions in the WC scratch, WC_WORDS words each. */
 static napi_value poll_cq(napi_env env, napi_callback_info info)
 {
-	ARGS(2);
-	struct addon_state *st = state_of(env);
-	struct obj *o = get_obj(env, argv[0], T_CQ);
+	size_t argc = 2;
+	napi_value argv[2];
 	uint32_t max;
-	if (!o || !st || !st->wc || !arg_u32(env, argv[1], &max))
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2)
 		return neg_errno(env, EINVAL);
+	struct cq_obj *o = get_obj(env, argv[0], T_CQ);
+	if (!o || !o->st || !o->st->wc || napi_get_value_uint32(env, argv[1], &max) != napi_ok)
+		return neg_errno(env, EINVAL);
+	struct addon_state *st = o->st;
 	if (max > WC_MAX)
 		max = WC_MAX;
 	struct ibv_wc wc[WC_MAX];
-	int n = ibv_poll_cq(o->ptr, (int)max, wc);
+	int n = ibv_poll_cq(o->h.ptr, (int)max, wc);
 	if (n < 0)
 		return neg_errno(env, -n > 0 ? -n : EIO);
 	uint32_t *w = st->wc;
@@ -587,7 +591,7 @@ static napi_value poll_cq(napi_env env, napi_callback_info info)
 		w[10] = (uint32_t)c->pkey_index | ((uint32_t)c->slid << 16);
 		w[11] = (uint32_t)c->sl | ((uint32_t)c->dlid_path_bits << 8);
 	}
-	return num(env, n);
+	return int32(env, n);
 }
 
 /* --- AH table (UD sends name their AH by index in the WR scratch) ---------------------------- */
@@ -813,6 +817,7 @@ static napi_value create_qp(napi_env env, napi_callback_info info)
 	struct qp_obj *o = qp_wrap_new();
 	if (!o)
 		return neg_errno(env, ENOMEM);
+	o->st = state_of(env);
 	struct ibv_qp *qp = ibv_create_qp(pd->ptr, &a);
 	if (!qp) {
 		int e = errno;
@@ -1005,12 +1010,15 @@ static inline bool sges_of(const uint32_t *base, uint32_t first, uint32_t n, str
  */
 static napi_value post_send(napi_env env, napi_callback_info info)
 {
-	ARGS(2);
-	struct addon_state *st = state_of(env);
-	struct qp_obj *o = get_obj(env, argv[0], T_QP);
+	size_t argc = 2;
+	napi_value argv[2];
 	uint32_t n;
-	if (!o || !st || !st->wr || !arg_u32(env, argv[1], &n) || n < 1 || n > WR_MAX)
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2)
 		return neg_errno(env, EINVAL);
+	struct qp_obj *o = get_obj(env, argv[0], T_QP);
+	if (!o || !o->st || !o->st->wr || napi_get_value_uint32(env, argv[1], &n) != napi_ok || n < 1 || n > WR_MAX)
+		return neg_errno(env, EINVAL);
+	struct addon_state *st = o->st;
 	struct ibv_send_wr wrs[WR_MAX];
 	struct ibv_sge sges[SGE_MAX];
 	uint32_t *base = st->wr;
@@ -1055,18 +1063,21 @@ static napi_value post_send(napi_env env, napi_callback_info info)
 		base[WR_STATUS_WORD] = bad ? (uint32_t)(bad - wrs) : 0;
 		return neg_errno(env, r);
 	}
-	return num(env, 0);
+	return int32(env, 0);
 }
 
 /* postRecv(qp, n) -> 0 | -errno, as postSend (WR words: id, num_sge, first SGE). */
 static napi_value post_recv(napi_env env, napi_callback_info info)
 {
-	ARGS(2);
-	struct addon_state *st = state_of(env);
-	struct qp_obj *o = get_obj(env, argv[0], T_QP);
+	size_t argc = 2;
+	napi_value argv[2];
 	uint32_t n;
-	if (!o || !st || !st->wr || !arg_u32(env, argv[1], &n) || n < 1 || n > WR_MAX)
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2)
 		return neg_errno(env, EINVAL);
+	struct qp_obj *o = get_obj(env, argv[0], T_QP);
+	if (!o || !o->st || !o->st->wr || napi_get_value_uint32(env, argv[1], &n) != napi_ok || n < 1 || n > WR_MAX)
+		return neg_errno(env, EINVAL);
+	struct addon_state *st = o->st;
 	struct ibv_recv_wr wrs[WR_MAX];
 	struct ibv_sge sges[SGE_MAX];
 	uint32_t *base = st->wr;
@@ -1088,7 +1099,7 @@ static napi_value post_recv(napi_env env, napi_callback_info info)
 		base[WR_STATUS_WORD] = bad ? (uint32_t)(bad - wrs) : 0;
 		return neg_errno(env, r);
 	}
-	return num(env, 0);
+	return int32(env, 0);
 }
 
 /* --- the C reference loop for `npm run bench` ---------------------------------------------- */

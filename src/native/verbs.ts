@@ -58,6 +58,10 @@ export function newKey(): number {
   return k;
 }
 
+/** The shared scratch buffers (the same object for the process's life once the addon loaded). */
+let scratchCache: ReturnType<typeof scratchBuffers> | null = null;
+const scratch = (): ReturnType<typeof scratchBuffers> => scratchCache ?? (scratchCache = scratchBuffers());
+
 const contexts = new Map<number, NativeContext>();
 const channels = new Map<number, NativeCompChannel>();
 const cqs = new Map<number, NativeCq>();
@@ -346,6 +350,7 @@ export class NativeCq extends Cq {
   _cGot = 0;
   /** @internal Of those, acknowledged in C (ibv_ack_cq_events). */
   private _cAcked = 0;
+  private readonly _b: NativeBinding;
   declare readonly context: NativeContext;
 
   /** @internal Use `ctx.createCq()`. */
@@ -354,6 +359,7 @@ export class NativeCq extends Cq {
     (this as { cqe: number }).cqe = cqe;
     this._h = h;
     this._key = key;
+    this._b = ctx._b;
   }
 
   private checkPoll(max: number): void {
@@ -365,8 +371,8 @@ export class NativeCq extends Cq {
   override poll(max = 1): Wc[] {
     this.checkPoll(max);
     const out: Wc[] = [];
-    const b = this.context._b;
-    const w = scratchBuffers().wc;
+    const b = this._b;
+    const w = scratch().wc;
     while (out.length < max) {
       const n = check(b.pollCq(this._h, Math.min(max - out.length, WC_MAX)), 'ibv_poll_cq');
       for (let i = 0; i < n; i++) {
@@ -384,12 +390,15 @@ export class NativeCq extends Cq {
    * `out[0..n)` (new ones only where `out` has none), and `n` is returned.
    */
   override pollInto(out: Wc[], max: number = out.length): number {
-    this.checkPoll(max);
-    const b = this.context._b;
-    const w = scratchBuffers().wc;
+    if (this.destroyed || !Number.isInteger(max) || max < 0) this.checkPoll(max);
+    const b = this._b;
+    const h = this._h;
+    const w = scratch().wc;
     let total = 0;
     while (total < max) {
-      const n = check(b.pollCq(this._h, Math.min(max - total, WC_MAX)), 'ibv_poll_cq');
+      const want = max - total;
+      const n = b.pollCq(h, want < WC_MAX ? want : WC_MAX);
+      if (n < 0) check(n, 'ibv_poll_cq');
       for (let i = 0; i < n; i++) {
         let wc = out[total] as FullWc | undefined;
         if (typeof wc !== 'object' || wc === null) {
@@ -611,6 +620,10 @@ export class NativeQp extends Qp {
   readonly _h: Handle;
   /** @internal */
   readonly _key: number;
+  /** @internal The addon (the data path's calls). */
+  private readonly _b: NativeBinding;
+  private readonly _maxSendSge: number;
+  private readonly _maxRecvSge: number;
   declare readonly context: NativeContext;
 
   /** @internal Use `pd.createQp()` or `cmId.createQp()`. */
@@ -619,6 +632,9 @@ export class NativeQp extends Qp {
     super(ctx, pd, r[1], init, cap);
     this._h = r[0];
     this._key = key;
+    this._b = ctx._b;
+    this._maxSendSge = Math.min(cap.maxSendSge, SGE_MAX);
+    this._maxRecvSge = Math.min(cap.maxRecvSge, SGE_MAX);
     qps.set(key, this);
   }
 
@@ -742,10 +758,10 @@ export class NativeQp extends Qp {
     const list = wrs as readonly SendWr[];
     const count = many ? list.length : 1;
     if (this.destroyed) throw new PostError('EINVAL', op, 0, 'QP destroyed');
-    const s = scratchBuffers();
+    const s = scratch();
     const w = s.wr;
     const f = s.wrF64;
-    const maxSge = Math.min(this.cap.maxSendSge, SGE_MAX);
+    const maxSge = this._maxSendSge;
     let i = 0;
     while (i < count) {
       const start = i;
@@ -787,7 +803,7 @@ export class NativeQp extends Qp {
         n++;
       }
       if (n > 0) {
-        const rc = this.context._b.postSend(this._h, n);
+        const rc = this._b.postSend(this._h, n);
         if (rc < 0) throw postError(-rc, op, start + (w[WR_STATUS_WORD] as number));
       }
       if (bad !== null) throw new PostError('EINVAL', op, i, bad);
@@ -801,10 +817,10 @@ export class NativeQp extends Qp {
     const list = wrs as readonly RecvWr[];
     const count = many ? list.length : 1;
     if (this.destroyed) throw new PostError('EINVAL', op, 0, 'QP destroyed');
-    const s = scratchBuffers();
+    const s = scratch();
     const w = s.wr;
     const f = s.wrF64;
-    const maxSge = Math.min(this.cap.maxRecvSge, SGE_MAX);
+    const maxSge = this._maxRecvSge;
     let i = 0;
     while (i < count) {
       const start = i;
@@ -831,7 +847,7 @@ export class NativeQp extends Qp {
         n++;
       }
       if (n > 0) {
-        const rc = this.context._b.postRecv(this._h, n);
+        const rc = this._b.postRecv(this._h, n);
         if (rc < 0) throw postError(-rc, op, start + (w[WR_STATUS_WORD] as number));
       }
       if (bad !== null) throw new PostError('EINVAL', op, i, bad);
