@@ -1,10 +1,11 @@
 // The native backend in the reference VM: the addon built on this machine, our tools run inside
 // the guest on the kernel's own RDMA device (through rdma-core's libibverbs and librdmacm), against
 // the kernel's tools on the same device, both directions:
-//   siw boot: rdmacm-devices; rping -V -v at 26 B, 64 B and 4 KiB; ucmatose; rstream (64 B and
-//             4 KiB -T v); a process killed with resources open leaves none in the kernel; the
-//             data-path bench (JS through the addon against the same verbs in a C loop).
-//   rxe boot: rdmacm-devices; rping at 64 B and 4 KiB; ucmatose; the bench.
+//   siw boot: rdmacm-devices; the addon given stale and wrong-kind handles directly; rping -V -v
+//             at 26 B, 64 B and 4 KiB; ucmatose; rstream (64 B and 4 KiB -T v); a process killed
+//             with resources open leaves none in the kernel; the data-path bench (JS through the
+//             addon against the same verbs in a C loop).
+//   rxe boot: the same less rstream, rping at 64 B and 4 KiB.
 // The guest runs everything in one job (one boot per device), writing each side's output and
 // exit status to the job folder; the host then checks them as for the other interop tests: the
 // same stdout lines as rdma-core's tools print, exit 0 both sides.
@@ -91,6 +92,7 @@ function jobFor(dev) {
   return `${PRELUDE}
 mark ready
 gtool devices 60 $OUR/rdmacm-devices.js -j
+gtool misuse 60 $H/node /mnt/src/test/interop/lib/native-misuse.mjs /mnt/src
 ${sc.map((s) => `pair ${s.name} ${s.port} "${s.srv}" "${s.cli}"`).join('\n')}
 # A process that ends with resources open (killed mid-run): the kernel keeps nothing of it.
 gstart leak-srv 120 rping -s -a $IP -p 7799 -C 0; lp=$GPID
@@ -181,6 +183,15 @@ for (const dev of DEVICES) {
       assert.equal(k.transport, dev === 'siw' ? 'iWARP' : 'InfiniBand');
       assert.equal(j.devices[0].device, kernelDev, 'native devices first');
       assert.ok(j.devices.some((d) => d.backend === 'soft' && d.device === 'siw_eth0'), 'soft devices beside it');
+    });
+
+    await t.test('stale and wrong-kind handles given to the addon directly: -EINVAL, no crash', () => {
+      const r = result('misuse');
+      assert.equal(r.rc, 0, desc('native-misuse.mjs', r));
+      const j = JSON.parse(r.out);
+      assert.equal(j.device, kernelDev);
+      assert.ok(j.results.length >= 19);
+      assert.deepEqual(j.results.filter(([, v]) => v !== -22), [], 'every call answered EINVAL');
     });
 
     for (const s of scenarios(dev)) {
