@@ -1,5 +1,5 @@
 /*
- * rdmacm native addon: module setup, handle wrapping, value helpers, libuv polling helpers.
+ * rdmacm native addon: module setup, handle wrapping, N-API value conversions, libuv polling.
  */
 #include "addon.h"
 #include <fcntl.h>

@@ -133,7 +133,7 @@ enum { QA_STATE, QA_CUR_STATE, QA_ACCESS, QA_PKEY_INDEX, QA_PORT, QA_QKEY, QA_PA
        QA_EN_SQD_ASYNC, QA_SQ_DRAINING, QA_MAX_SEND_WR, QA_MAX_RECV_WR, QA_MAX_SEND_SGE, QA_MAX_RECV_SGE,
        QA_MAX_INLINE, QA_PATH_MIG_STATE, QA_AH, QA_WORDS = QA_AH + AH_WORDS };
 
-/* helpers (addon.c) */
+/* shared functions (addon.c) */
 struct addon_state *state_of(napi_env env);
 void *get_obj(napi_env env, napi_value v, uint32_t type);
 napi_value wrap_obj(napi_env env, struct obj *o, uint32_t type, void *ptr);
