@@ -626,7 +626,7 @@ export async function getRdmaAddr(
       rai = await getaddrinfo(src, port, hints);
     } else {
       const h: RdmaAddrinfoHints = { ...hints };
-      if (src) {
+      if (src !== null) {
         const res = await getaddrinfo(src, null, { ...h, flags: (h.flags ?? 0) | RAI.PASSIVE });
         if (res.srcAddr) h.srcAddr = res.srcAddr;
       }

@@ -242,7 +242,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 
 async function run(): Promise<number> {
   out(`mckey: starting ${isSender ? 'client' : 'server'}\n`);
-  if (srcAddr) {
+  if (srcAddr !== null) {
     const r = await getAddr(srcAddr);
     if (r.ret) return r.ret;
     test.src = r.addr;
@@ -371,7 +371,7 @@ async function main(argv: string[]): Promise<number> {
         return usage();
     }
   }
-  if (unmappedAddr && !srcAddr) {
+  if (unmappedAddr && srcAddr === null) {
     out('unmapped multicast address requires binding to source address\n');
     return 1;
   }

@@ -199,7 +199,7 @@ function allocNodes(): number {
   for (let i = 0; i < connections; i++) {
     const node = newUdNode(i);
     test.nodes.push(node);
-    if (dstAddr) {
+    if (dstAddr !== null) {
       try {
         node.cmaId = createId(test.channel, node, hints.portSpace as PortSpace);
       } catch (e) {
@@ -419,7 +419,7 @@ async function main(argv: string[]): Promise<number> {
   test.channel = ch.channel;
   if (allocNodes()) return 1;
   let ret: number;
-  if (dstAddr) ret = await runClient();
+  if (dstAddr !== null) ret = await runClient();
   else {
     hints.flags = (hints.flags ?? 0) | RAI.PASSIVE;
     ret = await runServer();
