@@ -5,7 +5,7 @@
 //     - warm (the target row): with `--warmup W` (W untimed connections first, in rounds of N),
 //       so that the timed run measures the connection path once V8 has compiled it;
 //     - cold (no target): rdma-core's warmup of one connection, so that most of the timed run
-//       is interpreted code and the JIT compiling it (about 3,000 connections on this machine);
+//       is interpreted code and the JIT compiling it (a few thousand connections on a 2-CPU machine);
 //  2. plain Node TCP beside it, same machine, same run, warmed up the same way: a server process
 //     and a client that (a) connects N sockets at once and closes them (the shape of cmtime's
 //     table) and (b) loops connect → close one at a time; plus cmtime's own socket baseline

@@ -12,9 +12,11 @@
  * ```
  * @packageDocumentation
  */
-import './transport/iwarp/provider.js';
+import './transports.js';
 export * from './verbs/index.js';
+export { SIW_LIMITS } from './transport/iwarp/index.js';
 export * from './cm/index.js';
+export { IWARP_MAX_PRIVATE_DATA, configureIwarp, iwarpConfig, type IwarpConfig } from './transport/iwarp/index.js';
 export { RdmaError, PostError, TerminateError, type RdmaErrorOptions } from './errors.js';
 export { Errno, errnoOf, strerror, type ErrnoCode } from './errno.js';
 /** rsockets: `rsocket.connect()` / `rsocket.createServer()` give Node `Duplex` streams over RDMA. */

@@ -3,5 +3,6 @@
  * devices registered), like linking libibverbs with the siw provider installed.
  * @packageDocumentation
  */
-import './transport/iwarp/provider.js';
+import './transports.js';
 export * from './verbs/index.js';
+export { SIW_LIMITS } from './transport/iwarp/index.js';

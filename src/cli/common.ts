@@ -112,7 +112,7 @@ export function basename(p: string): string {
   return pathBasename(p);
 }
 
-// -- errno helpers --------------------------------------------------------------------------------
+// -- errno ----------------------------------------------------------------------------------------
 
 /** The positive errno number an error carries (RdmaError, Node SystemError), else EIO (5). */
 export function errnoFrom(e: unknown): number {
@@ -473,7 +473,7 @@ export function anyAddr(family: 'IPv4' | 'IPv6' = 'IPv4'): HostAddr {
   return { address: family === 'IPv6' ? '::' : '0.0.0.0', family };
 }
 
-// -- CM helpers -----------------------------------------------------------------------------------
+// -- CM calls -------------------------------------------------------------------------------------
 
 /**
  * common.c `create_first_event_channel()`: an event channel, or null after printing

@@ -12,7 +12,7 @@
  * they never come, as mckey does). Then every id leaves the group. Both print `test complete` and
  * `return status N`, where N is the result of the last leave, and exit with N (mod 256).
  */
-import { CmEventType, PortSpace, createId, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr } from '../index.js';
+import { CmEventType, McJoinFlag, PortSpace, createId, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
 import { parseIpv6 } from '../util/ip.js';
 import {
   Getopt,
@@ -29,7 +29,6 @@ import {
   resolveHost,
   inetNtop6,
 } from './common.js';
-import { McJoinFlag, udParamOf, type UdParam } from './ud-contract.js';
 import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from './ud-test.js';
 
 const PROG = 'mckey';
@@ -130,7 +129,7 @@ async function cmaHandler(cmaId: CmId, event: CmEvent): Promise<number> {
       ret = await addrHandler(cmaId.context as UdNode);
       break;
     case CmEventType.MULTICAST_JOIN:
-      ret = joinHandler(cmaId.context as UdNode, udParamOf(event));
+      ret = joinHandler(cmaId.context as UdNode, event.param.ud);
       break;
     case CmEventType.ADDR_ERROR:
     case CmEventType.ROUTE_ERROR:
@@ -153,16 +152,16 @@ let cmaThreadDone: Promise<void> | null = null;
 
 /**
  * mckey.c's `cma_thread`: once joined, keep taking events, reporting MULTICAST_ERROR and
- * ADDR_CHANGE, until the test is over (`stop`).
+ * ADDR_CHANGE, until the test is over (`quit`).
  */
-async function cmaThread(stop: AbortSignal): Promise<void> {
+async function cmaThread(quit: AbortSignal): Promise<void> {
   const ch = test.channel as EventChannel;
   for (;;) {
     let event: CmEvent;
     try {
-      event = await ch.getEvent(stop);
+      event = await ch.getEvent(quit);
     } catch (e) {
-      if (!stop.aborted) perror('rdma_get_cm_event', e);
+      if (!quit.aborted) perror('rdma_get_cm_event', e);
       return;
     }
     if (event.event === CmEventType.MULTICAST_ERROR || event.event === CmEventType.ADDR_CHANGE) {

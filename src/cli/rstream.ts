@@ -1098,7 +1098,7 @@ async function main(argv: readonly string[]): Promise<number> {
   return r.run();
 }
 
-/** Whether this module is the program (riostream imports the table helpers from it). */
+/** Whether this module is the program (riostream imports the table functions from it). */
 function isMain(): boolean {
   const a = process.argv[1];
   if (!a) return false;

@@ -8,9 +8,8 @@
  * (`message_count` send and receive WRs, `sq_sig_all` 0) and one buffer of `message_size` plus the
  * 40-byte GRH area that every UD receive fills first. All receives share that buffer, as in C.
  */
-import { Access, QpType, WrOpcode, SendFlags, strerror, type CmId, type Cq, type Mr, type Pd, type Wc } from '../index.js';
+import { Access, GRH_SIZE, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmId, type Cq, type Mr, type Pd, type Wc } from '../index.js';
 import { errOut, errnoFrom, out, perror, strtoul } from './common.js';
-import { GRH_SIZE, type Ah } from './ud-contract.js';
 
 const ENOMEM = 12;
 const EINVAL = 22;

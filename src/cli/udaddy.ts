@@ -16,7 +16,10 @@ import {
   CmEventType,
   PortSpace,
   RAI,
+  QpAttrMask,
   RdmaOption,
+  GRH_SIZE,
+  createAhFromWc,
   createId,
   rdmaEventStr,
   type CmEvent,
@@ -27,7 +30,6 @@ import {
   type Wc,
 } from '../index.js';
 import { Getopt, atoi, createFirstEventChannel, errOut, errnoFrom, exit, getRdmaAddr, getoptComplaint, installTopLevelHandlers, out, strtoul, u8 } from './common.js';
-import { GRH_SIZE, createAhFromWc, qpQkey, udParamOf } from './ud-contract.js';
 import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from './ud-test.js';
 
 const PROG = 'udaddy';
@@ -140,7 +142,7 @@ async function connectHandler(cmaId: CmId): Promise<number> {
 
 /** ESTABLISHED on the client: the SIDR reply's QP number, Q_Key and address handle. */
 function resolvedHandler(node: UdNode, event: CmEvent): number {
-  const p = udParamOf(event);
+  const p = event.param.ud;
   node.remoteQpn = p.qpNum;
   node.remoteQkey = p.qkey;
   try {
@@ -230,7 +232,7 @@ function createReplyAh(node: UdNode, wc: Wc): number {
   }
   node.remoteQpn = wc.immData >>> 0;
   try {
-    node.remoteQkey = qpQkey(id.qp as NonNullable<CmId['qp']>);
+    node.remoteQkey = (id.qp as NonNullable<CmId['qp']>).query(QpAttrMask.QKEY).qkey ?? 0;
   } catch (e) {
     ud.errno = errnoFrom(e);
     return -1;

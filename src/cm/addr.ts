@@ -7,7 +7,7 @@ import dns from 'node:dns';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import { err } from '../errors.js';
-import { formatIpv4, ipKey, isLoopbackIp, parseIpv4 } from '../util/ip.js';
+import { formatIpv4, ipKey, isLoopbackIp, parseIpv4, unmapV4 } from '../util/ip.js';
 
 /** A socket address (`struct sockaddr_in`/`sockaddr_in6`), Node style. */
 export interface SockAddr {
@@ -52,10 +52,7 @@ export function isLoopback(address: string): boolean {
   return (addrKind(address) & LOOPBACK) !== 0;
 }
 
-/** Strip an IPv4-mapped prefix (`::ffff:1.2.3.4` → `1.2.3.4`). */
-export function unmapV4(address: string): string {
-  return address.startsWith('::ffff:') && net.isIPv4(address.slice(7)) ? address.slice(7) : address;
-}
+export { unmapV4 };
 
 /**
  * The local source address for traffic to `dst`, found the way the kernel would (a connected UDP

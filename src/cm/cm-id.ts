@@ -1,8 +1,13 @@
 /**
  * `struct rdma_cm_id` and its calls (rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route,
  * rdma_create_qp, rdma_connect, rdma_listen, rdma_accept, rdma_reject, rdma_disconnect,
- * rdma_destroy_id, rdma_migrate_id, rdma_set_option, rdma_get_request) over the software iWARP
- * device.
+ * rdma_establish, rdma_init_qp_attr, rdma_join_multicast, rdma_leave_multicast,
+ * rdma_destroy_id, rdma_migrate_id, rdma_set_option, rdma_get_request): the kernel's cma.c role.
+ * What differs per device family — TCP + MPA on iWARP, CM MADs and SIDR on RoCE, a whole native
+ * librdmacm — is the device's CM transport (transport.ts): each call does the generic part here
+ * (checks, id state, addresses, device choice, port reservations, QP creation) and delegates the
+ * rest to the id's endpoint, which reports back through upcalls ({@link CmId.upcall}) that
+ * become events and state changes here.
  *
  * Two modes, as librdmacm: an id created on an {@link EventChannel} reports outcomes as events
  * (the promise a call returns only means "started"); an id created with `channel = null` is
@@ -11,32 +16,25 @@
  *
  * State machine: the kernel's cm_id states (cma_priv.h), changed only through {@link CmId.setState}.
  */
-import { existsSync } from 'node:fs';
-import net from 'node:net';
 import { RdmaError, err } from '../errors.js';
-import type { ErrnoCode } from '../errno.js';
 import { trace, tracing } from '../trace.js';
-import { findDeviceByAddress as lookupDevice, type Device } from '../verbs/device.js';
 import type { Context } from '../verbs/context.js';
+import { getDeviceList, type Device } from '../verbs/device.js';
 import type { Pd } from '../verbs/pd.js';
 import type { Cq } from '../verbs/cq.js';
 import type { CompChannel } from '../verbs/comp-channel.js';
 import type { Qp } from '../verbs/qp.js';
+import type { AhAttr } from '../verbs/ah.js';
+import { QpAttrMask, type QpAttr } from '../verbs/qp-attr.js';
 import { QpState, QpType, type QpCap } from '../verbs/types.js';
-import { Cep, CepState, MAX_IRD_ORD, type MpaResult } from '../transport/iwarp/cep.js';
-import { Llp, acceptLlps } from '../transport/iwarp/llp.js';
-import { IwarpQp, type LlpDownInfo } from '../transport/iwarp/iwarp-qp.js';
 import { EventChannel } from './event-channel.js';
-import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
-import { ipFamily, isAny, isLoopback, resolveNeighbor, routeSource, unmapV4, type SockAddr } from './addr.js';
+import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam, type UdParam } from './events.js';
+import { ipFamily, isAny, isLoopback, resolveNeighbor, routeSource, type SockAddr } from './addr.js';
+import { PortSpace, isPortSpace, qpTypeOfPortSpace } from './port-space.js';
+import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, isLocalAddress, transportOf } from './device-choice.js';
+import { listCmTransports, servesPortSpace, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type IncomingRequest } from './transport.js';
 
-/** `enum rdma_port_space`. */
-export enum PortSpace {
-  IPOIB = 0x0002,
-  TCP = 0x0106,
-  UDP = 0x0111,
-  IB = 0x013f,
-}
+export { PortSpace } from './port-space.js';
 
 /** cm_id states (the kernel's `enum rdma_cm_state`). */
 export enum CmState {
@@ -74,62 +72,48 @@ export interface CmQpInitAttr {
   qpContext?: unknown;
 }
 
+/** QP attributes for {@link CmId.createQp} (`struct ibv_qp_init_attr`). */
+export interface CmQpInitAttr {
+  sendCq?: Cq;
+  recvCq?: Cq;
+  cap?: Partial<QpCap>;
+  /** Default: the id's (UD for UDP/IPOIB port spaces, else RC). */
+  qpType?: QpType;
+  sqSigAll?: boolean;
+  qpContext?: unknown;
+}
+
 /**
  * The listen backlog the kernel uses when rdma_listen gets 0, a negative value or more than this
  * (ucma.c `max_backlog`, net/rdma_ucm/max_backlog, default 1024).
  */
 export const MAX_BACKLOG = 1024;
 
-/** Private data limit on iWARP (256-byte MPA limit minus the 4-byte IRD/ORD word). */
-export const IWARP_MAX_PRIVATE_DATA = 252;
+/** `RDMA_MC_JOIN_FLAG_*` (rdma_cm.h): how an id joins a multicast group. */
+export const McJoinFlag = {
+  FULLMEMBER: 0,
+  SENDONLY_FULLMEMBER: 1,
+} as const;
 
-/** Grace before a non-P2P responder sends its first FPDU without having received one (ms). */
-const HOLD_GRACE_MS = Number(process.env['RDMACM_IWARP_HOLD_MS'] ?? 200);
-/**
- * How long after our Write RTR, with nothing received from the peer, another zero-length Write
- * is sent (ms; then after 4, 16 and 64 times that; 0: never). Works around Linux siw's P2P
- * responder race, see {@link CmId.goLive}.
- */
-const RTR_NUDGE_MS = Number(process.env['RDMACM_IWARP_RTR_NUDGE_MS'] ?? 50);
-/** `RDMACM_IWARP_RTR_NUDGE_LOOPBACK`: 1 or 0 overrides {@link nudgeLoopback}'s default. */
-const NUDGE_LOOPBACK = process.env['RDMACM_IWARP_RTR_NUDGE_LOOPBACK'];
-let localSiw: boolean | null = null;
-/**
- * Whether a peer on this host (loopback or one of our addresses) gets the RTR nudges: only a
- * kernel siw can have the race, and such a peer runs in this very kernel, so only when this
- * kernel has the siw module. Spares every connection between two of our own processes up to
- * four writes and reads.
- */
-function nudgeLoopback(): boolean {
-  if (NUDGE_LOOPBACK === '1' || NUDGE_LOOPBACK === '0') return NUDGE_LOOPBACK === '1';
-  return (localSiw ??= existsSync('/sys/module/siw'));
+/** Options of {@link createId} beyond librdmacm's arguments. */
+export interface CreateIdOptions {
+  /**
+   * Use only this device (by name, as `rdma link` shows it: `siw_lo`, `rxe_eth0`): binding,
+   * resolving and listening pick it or fail. Default: the `RDMACM_DEVICE` environment variable;
+   * when that is unset too, the device owning the address whose CM transport serves the id's
+   * port space.
+   */
+  device?: string;
 }
-/** Request peer-to-peer mode (RFC 6581 RTR) as initiator. */
-const P2P = process.env['RDMACM_IWARP_P2P'] !== '0';
-/** Ask for MPA CRC as initiator (siw default: off). */
-const WANT_CRC = process.env['RDMACM_IWARP_CRC'] === '1';
+
+/** The QP number a multicast destination is addressed with (IB spec 9.8.1: 0xFFFFFF). */
+export const MULTICAST_QPN = 0xffffff;
 
 const defaultPds = new WeakMap<Context, Pd>();
 
-/**
- * The device owning a local address, remembered for as long as the provider keeps its device
- * list (1 s): every resolve, bind and incoming connection asks, and the full lookup normalises
- * every address of every device.
- */
-const DEVICE_CACHE_MS = 1000;
-const deviceCache = new Map<string, { dev: Device | undefined; at: number }>();
-function findDeviceByAddress(ip: string): Device | undefined {
-  const now = Date.now();
-  const hit = deviceCache.get(ip);
-  if (hit && now - hit.at < DEVICE_CACHE_MS) return hit.dev;
-  const dev = lookupDevice(ip);
-  if (deviceCache.size > 256) deviceCache.clear();
-  deviceCache.set(ip, { dev, at: now });
-  return dev;
-}
-/** max_qp_rd_atom of the device (asked on every connect/accept). */
+/** max_qp_rd_atom of the device (asked on every connect/accept); siw's 128 without one. */
 function deviceMaxRd(ctx: Context | null): number {
-  return ctx ? ctx._attr.maxQpRdAtom : MAX_IRD_ORD;
+  return ctx ? ctx._attr.maxQpRdAtom : 128;
 }
 /** In-process port reservations, to report EADDRINUSE at bind time like the kernel. */
 const boundPorts = new Map<string, CmId>();
@@ -148,6 +132,22 @@ const ERROR_EVENTS = new Set([
 /** The private data of an event that carries none (a shared empty view: it cannot be written). */
 const NO_PRIVATE_DATA = new Uint8Array(0);
 
+/** `param.ud` of an event that is not about UD (shared and frozen). */
+const NO_UD_PARAM: UdParam = Object.freeze({
+  privateData: NO_PRIVATE_DATA,
+  ahAttr: Object.freeze({ isGlobal: false, portNum: 0 }) as AhAttr,
+  qpNum: 0,
+  qkey: 0,
+});
+
+/** A multicast group the id joined, for leave and detach. */
+interface McEntry {
+  context: unknown;
+  /** The group's GID and LID once joined (MULTICAST_JOIN), for ibv_detach_mcast. */
+  mgid: Uint8Array | null;
+  mlid: number;
+}
+
 /**
  * A posted CM event. `_report` runs when the channel hands it to the application
  * (rdma_get_cm_event); `ack` may be called once.
@@ -161,10 +161,12 @@ class PostedEvent implements CmEvent {
     readonly event: CmEventType,
     readonly status: number,
     conn: EventConnParam,
+    ud: UdParam,
+    readonly mcContext: unknown,
   ) {
-    this.param = { conn };
+    this.param = { conn, ud };
   }
-  readonly param: { conn: EventConnParam };
+  readonly param: { conn: EventConnParam; ud: UdParam };
   ack(): void {
     if (this.acked) throw err('EINVAL', 'rdma_ack_cm_event', 'event already acknowledged');
     this.acked = true;
@@ -175,6 +177,15 @@ class PostedEvent implements CmEvent {
     this.wasReported = true;
     this.id._eventReported();
   }
+}
+
+/** What {@link CmId.post} may carry besides the event type and status. */
+interface PostExtra {
+  conn?: Partial<EventConnParam> | undefined;
+  ud?: UdParam | undefined;
+  mcContext?: unknown;
+  listenId?: CmId | null;
+  on?: EventChannel;
 }
 
 /**
@@ -197,23 +208,39 @@ export class CmId {
   recvCqChannel: CompChannel | null = null;
   /** Synchronous mode: the last event, acknowledged by the next call. */
   event: CmEvent | null = null;
-  /** Port number (always 1 on the software device) once bound. */
+  /** Port number (always 1 on the software devices) once bound. */
   portNum = 0;
+  /** The device this id is pinned to (createId's `device`, or `RDMACM_DEVICE`), if any. */
+  readonly devicePin: string | undefined;
   private _state: CmState = CmState.IDLE;
   private src: SockAddr | null = null;
   private dst: SockAddr | null = null;
   private readonly seq = ++idSeq;
   private sync: boolean;
-  private cep: Cep | null = null;
-  private server: net.Server | null = null;
-  private reqParam: EventConnParam | null = null;
+  /** The CM transport of the id's device, once known. */
+  private transport: CmTransport | null = null;
+  /** The transport half of this id (the kernel's iw_cm_id / ib_cm_id). */
+  private ep: CmEndpoint | null = null;
+  /** What the transport sees of this id. */
+  private readonly host: CmHost;
+  /** Listening: one listener per transport serving the port space (a wildcard: all of them). */
+  private listeners: CmListener[] = [];
+  /** CONNECT_REQUEST ids: what the requester sent (the defaults of rdma_accept). */
+  private reqParam: Partial<EventConnParam> | null = null;
+  /** rdma_connect was called on this id (it is the active side). */
+  private active = false;
+  /** ESTABLISHED was reported. */
+  private established = false;
+  /** The QP handed to the transport by connect/accept (the id's, or one named by `qpNum`). */
+  private connQp: Qp | null = null;
+  /** Joined multicast groups by address key. */
+  private readonly mcs = new Map<string, McEntry>();
   /** Events posted for this id and not acknowledged (queued or handed out). */
   private unacked = 0;
   /** Events handed to the application (rdma_get_cm_event) and not acknowledged. */
   private reportedUnacked = 0;
   private ackWaiters: (() => void)[] = [];
   private _destroyed = false;
-  private connected = false;
   private ownsQpResources = false;
   private reservedKey: string | null = null;
   /** Bound by the application (rdma_bind_addr, or a source given to rdma_resolve_addr). */
@@ -228,14 +255,17 @@ export class CmId {
   _epQpInitAttr: CmQpInitAttr | null = null;
 
   /** @internal Use {@link createId}. */
-  constructor(channel: EventChannel | null, context: unknown, ps: PortSpace) {
-    if (ps !== PortSpace.TCP && ps !== PortSpace.IB && ps !== PortSpace.UDP && ps !== PortSpace.IPOIB) throw err('EINVAL', 'rdma_create_id', `port space ${ps}`);
+  constructor(channel: EventChannel | null, context: unknown, ps: PortSpace, opts: CreateIdOptions = {}) {
+    if (!isPortSpace(ps)) throw err('EINVAL', 'rdma_create_id', `port space ${ps}`);
+    if (opts.device !== undefined && (typeof opts.device !== 'string' || opts.device === '')) throw err('EINVAL', 'rdma_create_id', 'device must be a device name');
     this.sync = channel === null;
     this.channel = channel ?? new EventChannel(true);
     this.channel._ids.add(this);
     this.context = context;
     this.ps = ps;
-    this.qpType = ps === PortSpace.UDP || ps === PortSpace.IPOIB ? QpType.UD : QpType.RC;
+    this.qpType = qpTypeOfPortSpace(ps);
+    this.devicePin = opts.device ?? defaultDevicePin();
+    this.host = this.makeHost();
   }
 
   /** Current state. */
@@ -280,15 +310,146 @@ export class CmId {
     if (this._destroyed) throw err('EINVAL', op, 'id destroyed');
   }
 
+  // -- the transport seam -------------------------------------------------------------------------
+
+  /** What the transport sees of this id (read live: addresses and device change as it binds). */
+  private makeHost(): CmHost {
+    // eslint-disable-next-line @typescript-eslint/no-this-alias
+    const id = this;
+    return {
+      get tag(): string {
+        return id.tag();
+      },
+      get portSpace(): PortSpace {
+        return id.ps;
+      },
+      get qpType(): QpType {
+        return id.qpType;
+      },
+      get context(): Context | null {
+        return id.verbs;
+      },
+      get portNum(): number {
+        return id.portNum;
+      },
+      get localAddr(): SockAddr | null {
+        return id.src;
+      },
+      get peerAddr(): SockAddr | null {
+        return id.dst;
+      },
+      get options() {
+        return id.options;
+      },
+      deviceFor: (ip: string): Device | undefined => {
+        const t = id.transport;
+        return t ? deviceOfTransport(ip, t, id.devicePin) : undefined;
+      },
+      isLocalAddress: (ip: string): boolean => isLocalAddress(ip),
+      upcall: (ev: CmUpcall): void => id.upcall(ev),
+    };
+  }
+
+  /** Bind the id to `dev`: its context, port and CM transport (and the transport's endpoint). */
+  private useDevice(dev: Device): void {
+    this.verbs = dev.open();
+    this.portNum = 1;
+    const t = transportOf(dev) ?? null;
+    if (t !== this.transport) {
+      this.ep?.destroy();
+      this.ep = null;
+      this.transport = t;
+    }
+    if (t && !this.ep) this.ep = t.createEndpoint(this.host);
+  }
+
+  /** The id's endpoint, or EINVAL/EOPNOTSUPP when it has no device or the device no CM. */
+  private endpoint(op: string): CmEndpoint {
+    if (this.ep) return this.ep;
+    if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
+    throw err('EOPNOTSUPP', op, `no CM transport for ${this.verbs.device.name}`);
+  }
+
+  /**
+   * A transport's report (see `CmUpcall`): turn it into the event and the state change cma.c
+   * makes for it. Ignored once the id is destroyed (a connect request is then refused).
+   */
+  private upcall(ev: CmUpcall): void {
+    if (ev.event === CmEventType.CONNECT_REQUEST) {
+      this.incomingRequest(ev.request);
+      return;
+    }
+    if (this._destroyed) return;
+    const status = ev.status ?? 0;
+    switch (ev.event) {
+      case CmEventType.ESTABLISHED:
+        if (ev.localAddr) this.src = ev.localAddr;
+        this.established = true;
+        break;
+      case CmEventType.REJECTED:
+      case CmEventType.UNREACHABLE:
+      case CmEventType.CONNECT_ERROR:
+        if (this.active && !this.established) {
+          // The connect failed: the id can try again (ROUTE_RESOLVED); librdmacm moves the QP to ERR.
+          this.setState(CmState.ROUTE_RESOLVED, rdmaEventStr(ev.event));
+          const qp = this.connQp;
+          this.connQp = null;
+          if (qp && qp.state !== QpState.RESET && qp.state !== QpState.ERR) qp.modify({ qpState: QpState.ERR });
+        } else if (this._state === CmState.CONNECT) this.setState(CmState.DISCONNECT, rdmaEventStr(ev.event));
+        break;
+      case CmEventType.DISCONNECTED:
+        if (this._state === CmState.CONNECT) this.setState(CmState.DISCONNECT, 'disconnected');
+        break;
+      case CmEventType.MULTICAST_JOIN:
+        if (!this.attachJoined(ev)) return;
+        break;
+      case CmEventType.ADDR_RESOLVED:
+        if (ev.localAddr) this.src = ev.localAddr;
+        if (this._state === CmState.ADDR_QUERY) this.setState(CmState.ADDR_RESOLVED, 'address resolved');
+        break;
+      case CmEventType.ADDR_ERROR:
+        if (this._state === CmState.ADDR_QUERY) this.setState(CmState.ADDR_BOUND, 'address error');
+        break;
+      case CmEventType.ROUTE_RESOLVED:
+        if (this._state === CmState.ROUTE_QUERY) this.setState(CmState.ROUTE_RESOLVED, 'route resolved');
+        break;
+      case CmEventType.ROUTE_ERROR:
+        if (this._state === CmState.ROUTE_QUERY) this.setState(CmState.ADDR_RESOLVED, 'route error');
+        break;
+      default:
+        break;
+    }
+    this.post(ev.event, status, { conn: ev.conn, ud: ev.ud, mcContext: ev.mcContext });
+  }
+
+  /** A listener's transport reports a connect request: a new id takes it (CONNECT_REQUEST). */
+  private incomingRequest(req: IncomingRequest | undefined): void {
+    if (!req) return;
+    if (this._destroyed || this._state !== CmState.LISTEN) {
+      req.refuse();
+      return;
+    }
+    const child = new CmId(this.sync ? null : this.channel, this.context, this.ps, this.devicePin === undefined ? {} : { device: this.devicePin });
+    child.verbs = req.context;
+    child.portNum = req.portNum;
+    child.transport = transportOf(req.context.device) ?? null;
+    child.src = req.local;
+    child.dst = req.remote;
+    child.reqParam = req.conn ?? {};
+    child.setState(CmState.CONNECT, 'connect request');
+    child.ep = req.adopt(child.host);
+    child.post(CmEventType.CONNECT_REQUEST, 0, { conn: req.conn, ud: req.ud, listenId: this, on: this.channel });
+  }
+
   // -- events -------------------------------------------------------------------------------------
 
-  private post(type: CmEventType, status = 0, conn?: Partial<EventConnParam>, listenId: CmId | null = null, on: EventChannel = this.channel): void {
+  private post(type: CmEventType, status = 0, x: PostExtra = {}): void {
     if (this._destroyed) return;
     this.unacked++;
     const param: EventConnParam = { privateData: NO_PRIVATE_DATA, responderResources: 0, initiatorDepth: 0, flowControl: 0, retryCount: 0, rnrRetryCount: 0, srq: 0, qpNum: 0 };
-    if (conn) Object.assign(param, conn);
+    if (x.conn) Object.assign(param, x.conn);
     if (tracing('cm')) trace('cm', this.tag(), `event ${rdmaEventStr(type)} status ${status}`);
-    on._post(new PostedEvent(this, listenId, type, status, param));
+    (x.on ?? this.channel)._post(new PostedEvent(this, x.listenId ?? null, type, status, param, x.ud ?? NO_UD_PARAM, x.mcContext));
   }
 
   /** @internal An event of this id was acknowledged ({@link PostedEvent.ack}). */
@@ -333,9 +494,10 @@ export class CmId {
   // -- address ------------------------------------------------------------------------------------
 
   /**
-   * rdma_bind_addr(). Binding to a specific local IP also binds the id to its device; port 0
-   * picks one when connecting or listening. EADDRNOTAVAIL for a non-local address,
-   * EADDRINUSE for a port another id holds, EINVAL when not IDLE.
+   * rdma_bind_addr(). Binding to a specific local IP also binds the id to its device (the one
+   * whose CM serves the id's port space, or the pinned one); port 0 picks one when connecting
+   * or listening. EADDRNOTAVAIL for an address no (pinned) device owns, EADDRINUSE for a port
+   * another id holds, EINVAL when not IDLE.
    */
   bindAddr(addr: SockAddr): void {
     const op = 'rdma_bind_addr';
@@ -345,8 +507,8 @@ export class CmId {
     if (!Number.isInteger(addr.port) || addr.port < 0 || addr.port > 65535) throw err('EINVAL', op, `port ${addr.port}`);
     let dev: Device | undefined;
     if (!isAny(addr.address)) {
-      dev = findDeviceByAddress(addr.address);
-      if (!dev) throw err('EADDRNOTAVAIL', op, addr.address);
+      dev = chooseDevice(addr.address, this.ps, this.devicePin);
+      if (!dev) throw err('EADDRNOTAVAIL', op, this.devicePin === undefined ? addr.address : `${addr.address} on ${this.devicePin}`);
     }
     if (addr.port !== 0) {
       const key = `${this.ps}:${addr.port}`;
@@ -357,10 +519,8 @@ export class CmId {
     }
     this.src = { address: addr.address, port: addr.port, family: fam === 6 ? 'IPv6' : 'IPv4' };
     this.boundExplicitly = true;
-    if (dev) {
-      this.verbs = dev.open();
-      this.portNum = 1;
-    }
+    if (dev) this.useDevice(dev);
+    this.ep?.bind?.(this.src);
     this.setState(CmState.ADDR_BOUND, 'bind');
   }
 
@@ -370,7 +530,7 @@ export class CmId {
    * (ENETUNREACH), as the kernel's synchronous route lookup does. Then the next hop's link
    * address is waited for (IPv4: the ARP table) up to `timeoutMs`.
    * Event: ADDR_RESOLVED, or ADDR_ERROR with a negative
-   * errno status (-ENODEV: no device owns the source; -ETIMEDOUT: no ARP answer).
+   * errno status (-ENODEV: no (pinned) device owns the source; -ETIMEDOUT: no ARP answer).
    */
   async resolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs = 2000): Promise<void> {
     const op = 'rdma_resolve_addr';
@@ -383,6 +543,19 @@ export class CmId {
     const sfam = ipFamily((this.src as SockAddr).address, op);
     if (sfam !== dfam && !isAny((this.src as SockAddr).address)) throw err('EINVAL', op, 'source and destination families differ');
     if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw err('EINVAL', op, `timeout ${timeoutMs}`);
+    if (this.ep?.resolveAddr) {
+      // The transport resolves by itself (native): it reports ADDR_RESOLVED / ADDR_ERROR.
+      this.setState(CmState.ADDR_QUERY, 'resolve_addr');
+      this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
+      try {
+        await this.ep.resolveAddr(src, dst, timeoutMs);
+      } catch (e) {
+        if ((this._state as CmState) === CmState.ADDR_QUERY) this.setState(CmState.ADDR_BOUND, 'resolve failed');
+        throw e;
+      }
+      if (this.sync) await this.complete(op);
+      return;
+    }
     this.setState(CmState.ADDR_QUERY, 'resolve_addr');
     this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
     // The route lookup is synchronous in the kernel (rdma_resolve_ip): no route to the
@@ -405,14 +578,13 @@ export class CmId {
     }
     const work = async (): Promise<void> => {
       let status = 0;
-      const dev = findDeviceByAddress(from);
+      const dev = chooseDevice(from, this.ps, this.devicePin);
       if (!dev) status = -19;
       else {
-        this.verbs = dev.open();
-        this.portNum = 1;
+        this.useDevice(dev);
         this.src = { address: from, port: s.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
         // The next hop's link address (ARP): -ETIMEDOUT when nobody answers within the timeout.
-        if (!isLoopback(dst.address) && !isAny(dst.address) && !findDeviceByAddress(dst.address)) status = await resolveNeighbor(dst.address, timeoutMs);
+        if (!isLoopback(dst.address) && !isAny(dst.address) && devicesOwning(dst.address).length === 0) status = await resolveNeighbor(dst.address, timeoutMs);
       }
       if (this._destroyed || this._state !== CmState.ADDR_QUERY) return;
       if (status === 0) {
@@ -429,7 +601,8 @@ export class CmId {
 
   /**
    * rdma_resolve_route(). On iWARP the route is the IP route already found: ROUTE_RESOLVED
-   * follows at once. EINVAL unless ADDR_RESOLVED.
+   * follows at once; a transport with path resolution (IB) resolves it first (ROUTE_ERROR with
+   * its status on failure). EINVAL unless ADDR_RESOLVED.
    */
   async resolveRoute(timeoutMs = 2000): Promise<void> {
     const op = 'rdma_resolve_route';
@@ -437,10 +610,20 @@ export class CmId {
     if (this._state !== CmState.ADDR_RESOLVED) throw err('EINVAL', op, `state ${this._state}`);
     if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw err('EINVAL', op, `timeout ${timeoutMs}`);
     this.setState(CmState.ROUTE_QUERY, 'resolve_route');
+    const ep = this.ep;
     setImmediate(() => {
-      if (this._destroyed || this._state !== CmState.ROUTE_QUERY) return;
-      this.setState(CmState.ROUTE_RESOLVED, 'route resolved');
-      this.post(CmEventType.ROUTE_RESOLVED);
+      const done = (status: number): void => {
+        if (this._destroyed || this._state !== CmState.ROUTE_QUERY) return;
+        if (status === 0) {
+          this.setState(CmState.ROUTE_RESOLVED, 'route resolved');
+          this.post(CmEventType.ROUTE_RESOLVED);
+        } else {
+          this.setState(CmState.ADDR_RESOLVED, 'route error');
+          this.post(CmEventType.ROUTE_ERROR, status);
+        }
+      };
+      if (ep?.resolveRoute) ep.resolveRoute(timeoutMs).then(done, (e: unknown) => done(-(e instanceof RdmaError ? e.errno : 5)));
+      else done(0);
     });
     if (this.sync) await this.complete(op);
   }
@@ -449,8 +632,10 @@ export class CmId {
 
   /**
    * rdma_create_qp(): a QP on the id's device, in the default PD when `pd` is null; CQs (with
-   * completion channels) are created when not given, sized max_send_wr/max_recv_wr. RC QPs end
-   * in INIT. EINVAL if the id has no device or already a QP; EOPNOTSUPP for UD on iWARP (siw).
+   * completion channels) are created when not given, sized max_send_wr/max_recv_wr. The QP is
+   * moved to INIT with the attributes rdma_init_qp_attr gives (UD QPs on to RTS, as librdmacm's
+   * `ucma_init_ud_qp`). EINVAL if the id has no device or already a QP; whatever the device's
+   * provider throws (EOPNOTSUPP for UD on iWARP, as siw).
    */
   createQp(pd: Pd | null, attr: CmQpInitAttr = {}): Qp {
     const op = 'rdma_create_qp';
@@ -460,7 +645,6 @@ export class CmId {
     const ctx = this.verbs;
     if (pd && pd.context !== ctx) throw err('EINVAL', op, 'PD of another device');
     const qpType = attr.qpType ?? this.qpType;
-    if (qpType !== QpType.RC) throw err('EOPNOTSUPP', op, 'iWARP supports RC QPs only');
     let thePd = pd;
     if (!thePd) {
       thePd = defaultPds.get(ctx) ?? ctx.allocPd();
@@ -485,7 +669,7 @@ export class CmId {
     let qp: Qp;
     try {
       const init = { qpType, sendCq, recvCq, cap, sqSigAll: attr.sqSigAll ?? false, qpContext: attr.qpContext };
-      qp = thePd.createQp(init) as Qp;
+      qp = this.ep?.createQp ? this.ep.createQp(thePd, init) : (thePd.createQp(init) as Qp);
     } catch (e) {
       for (const m of made) {
         m.cq.destroy();
@@ -495,13 +679,42 @@ export class CmId {
       this.recvCqChannel = null;
       throw e;
     }
-    qp.modify({ qpState: QpState.INIT });
+    try {
+      this.initQp(qp);
+    } catch (e) {
+      qp.destroy();
+      for (const m of made) {
+        m.cq.destroy();
+        m.ch.destroy();
+      }
+      this.sendCqChannel = null;
+      this.recvCqChannel = null;
+      throw e;
+    }
     this.ownsQpResources = made.length > 0;
     this.pd = thePd;
     this.qp = qp;
     this.sendCq = sendCq;
     this.recvCq = recvCq;
     return qp;
+  }
+
+  /**
+   * librdmacm's `ucma_init_conn_qp` / `ucma_init_ud_qp`: INIT with rdma_init_qp_attr's
+   * attributes; a UD QP goes on to RTR and RTS (SQ PSN 0), since nothing else will move it.
+   */
+  private initQp(qp: Qp): void {
+    if (qp.state !== QpState.RESET) return;
+    if (!this.ep) {
+      qp.modify({ qpState: QpState.INIT });
+      return;
+    }
+    const init = this.ep.initQpAttr(QpState.INIT);
+    qp.modify(init.attr, init.mask);
+    if (qp.qpType === QpType.UD) {
+      qp.modify({ qpState: QpState.RTR }, QpAttrMask.STATE);
+      qp.modify({ qpState: QpState.RTS, sqPsn: 0 }, QpAttrMask.STATE | QpAttrMask.SQ_PSN);
+    }
   }
 
   /** rdma_destroy_qp(): destroy the QP and the CQs/channels rdma_create_qp made. */
@@ -533,13 +746,14 @@ export class CmId {
     this.sendCq = this.recvCq = null;
   }
 
-  private qpFor(param: ConnParam | undefined, op: string): IwarpQp {
-    if (this.qp) return this.qp as IwarpQp;
+  /** The QP a connect/accept uses: the id's, or the one `param.qpNum` names (null if neither). */
+  private qpFor(param: ConnParam | undefined): Qp | null {
+    if (this.qp) return this.qp;
     if (param?.qpNum !== undefined && this.verbs) {
       const q = this.verbs._qps.get(param.qpNum);
-      if (q) return q as unknown as IwarpQp;
+      if (q) return q as Qp;
     }
-    throw err('EINVAL', op, 'no QP (iWARP needs a QP to connect)');
+    return null;
   }
 
   private rdLimits(param: ConnParam | undefined, op: string, dflt: { ird: number; ord: number }): { ird: number; ord: number } {
@@ -552,194 +766,91 @@ export class CmId {
     return { ird: pick(param?.responderResources, dflt.ird, 'responder_resources'), ord: pick(param?.initiatorDepth, dflt.ord, 'initiator_depth') };
   }
 
-  private checkPrivateData(pd: Uint8Array | undefined, op: string): Uint8Array {
+  /** Private data within the transport's limit for `kind` (EINVAL beyond it). */
+  private checkPrivateData(pd: Uint8Array | undefined, op: string, kind: 'connect' | 'accept' | 'reject'): Uint8Array {
     if (!pd) return new Uint8Array(0);
-    if (pd.length > IWARP_MAX_PRIVATE_DATA) throw err('EINVAL', op, `private data ${pd.length} > ${IWARP_MAX_PRIVATE_DATA} bytes`);
+    const lim = this.transport?.privateDataLimits;
+    const ud = this.qpType === QpType.UD;
+    const max = lim === undefined ? Infinity : kind === 'reject' ? lim.reject : kind === 'connect' ? (ud ? lim.udConnect : lim.connect) : ud ? lim.udAccept : lim.accept;
+    if (pd.length > max) throw err('EINVAL', op, `private data ${pd.length} > ${max} bytes`);
     return pd;
   }
 
   // -- active side --------------------------------------------------------------------------------
 
   /**
-   * rdma_connect(): TCP connection + MPA Request carrying `param.privateData`; the QP moves to
-   * RTS when the Reply arrives. Events: ESTABLISHED; REJECTED (status -ECONNREFUSED: nobody
-   * listening, or the peer rejected — private data attached); UNREACHABLE (-ETIMEDOUT);
-   * CONNECT_ERROR otherwise. EINVAL unless ROUTE_RESOLVED, or with no QP.
+   * rdma_connect(): start the connection through the device's CM transport (iWARP: TCP
+   * connection + MPA Request carrying `param.privateData`, the QP moves to RTS when the Reply
+   * arrives; IB: REQ, or SIDR REQ on UD ids). Events: ESTABLISHED; REJECTED (iWARP status
+   * -ECONNREFUSED/-ECONNRESET: nobody listening, or the peer rejected — private data attached);
+   * UNREACHABLE (-ETIMEDOUT); CONNECT_ERROR otherwise. EINVAL unless ROUTE_RESOLVED, or with no
+   * QP where the transport needs one; on iWARP a refused TCP connect fails the call itself.
    */
   async connect(param?: ConnParam): Promise<void> {
     const op = 'rdma_connect';
     this.checkAlive(op);
     if (this._state !== CmState.ROUTE_RESOLVED) throw err('EINVAL', op, `state ${this._state}`);
-    const qp = this.qpFor(param, op);
-    const pdata = this.checkPrivateData(param?.privateData, op);
+    const ep = this.endpoint(op);
+    const qp = this.qpFor(param);
+    const pdata = this.checkPrivateData(param?.privateData, op, 'connect');
     const max = deviceMaxRd(this.verbs);
     const { ird, ord } = this.rdLimits(param, op, { ird: max, ord: max });
     const src = this.src as SockAddr;
     const dst = this.dst as SockAddr;
-    this.setState(CmState.CONNECT, 'connect');
-    const opts: { host: string; port: number; localAddress?: string; localPort?: number } = { host: dst.address, port: dst.port };
-    // Bind the TCP socket only to what the application bound, and not even then when that is the
-    // address route lookup picks: the kernel picks the same source for the connect, and an
-    // explicit bind() before connect() makes it search the port space (slow with thousands of
-    // connections).
-    if (this.boundExplicitly && !isAny(src.address) && !this.boundIsRouteSource) opts.localAddress = src.address;
+    // Bind the connection's local end only to what the application bound, and not even then when
+    // that is the address route lookup picks: the kernel picks the same source for the connect,
+    // and an explicit bind() before connect() makes it search the port space (slow with
+    // thousands of connections).
+    const bind: { address?: string; port?: number } = {};
+    if (this.boundExplicitly && !isAny(src.address) && !this.boundIsRouteSource) bind.address = src.address;
     if (src.port) {
-      opts.localPort = src.port;
-      opts.localAddress ??= src.address;
+      bind.port = src.port;
+      bind.address ??= src.address;
     }
-    const cep = Cep.connect(opts, { ird, ord, privateData: pdata, crc: WANT_CRC, p2p: P2P });
-    this.cep = cep;
-    cep.onEvent = (ev) => {
-      if (this._destroyed) return;
-      switch (ev.type) {
-        case 'reply': {
-          this.cep = null;
-          const r = ev.result;
-          const llp = cep.llp;
-          this.src = { address: unmapV4(llp.localAddress ?? src.address), port: llp.localPort ?? src.port, family: src.family ?? 'IPv4' };
-          this.goLive(qp, llp, r, true);
-          this.post(CmEventType.ESTABLISHED, 0, { privateData: r.privateData, responderResources: r.ird, initiatorDepth: r.ord });
-          return;
-        }
-        case 'rejected':
-          this.cep = null;
-          this.setState(CmState.ROUTE_RESOLVED, 'rejected');
-          if (qp.state !== QpState.RESET) qp.modify({ qpState: QpState.ERR });
-          this.post(CmEventType.REJECTED, ev.status, { privateData: ev.privateData });
-          return;
-        case 'failed': {
-          this.cep = null;
-          this.setState(CmState.ROUTE_RESOLVED, 'connect failed');
-          if (qp.state !== QpState.RESET) qp.modify({ qpState: QpState.ERR });
-          const t = ev.status === -111 || ev.status === -104 ? CmEventType.REJECTED : ev.status === -110 ? CmEventType.UNREACHABLE : CmEventType.CONNECT_ERROR;
-          this.post(t, ev.status);
-          return;
-        }
-        default:
-          return;
-      }
-    };
-    const tcp = await cep.tcpConnected;
-    if (tcp !== 0) {
-      // The TCP connect failed: rdma_connect itself fails with that errno (siw connects inside
-      // the call), the id is back in ROUTE_RESOLVED and no event follows.
-      if (this.cep === cep) this.cep = null;
-      if (!this._destroyed) this.setState(CmState.ROUTE_RESOLVED, 'connect failed');
-      throw RdmaError.fromErrno(-tcp, { op });
+    this.setState(CmState.CONNECT, 'connect');
+    this.active = true;
+    this.established = false;
+    this.connQp = qp;
+    try {
+      await ep.connect({ qp, src, dst, bind, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} });
+    } catch (e) {
+      // The call itself failed (no event follows): the id is back in ROUTE_RESOLVED.
+      if (!this._destroyed && (this._state as CmState) === CmState.CONNECT && !this.established) this.setState(CmState.ROUTE_RESOLVED, 'connect failed');
+      this.connQp = null;
+      throw e;
     }
     if (this.sync) await this.complete(op);
   }
 
-  /** Hand the negotiated connection to the QP and watch for its end. */
-  private goLive(qp: IwarpQp, llp: Llp, r: MpaResult, active: boolean, onFirst?: () => void): void {
-    this.connQp = qp;
-    qp.ird = r.ird;
-    qp.ord = r.ord;
-    qp.onLlpDown = (info) => this.llpDown(info);
-    if (qp.state === QpState.INIT) qp.modify({ qpState: QpState.RTR });
-    const mtu = this.verbs?.device.info.mtu ?? 1500;
-    // Both ends of a TCP connection are of one family; our side is known without a getsockname(2)
-    // (src is unmapped: a v4-mapped local address counts as IPv4, as its MSS does).
-    const v6 = (this.src?.address ?? '').includes(':');
-    const fpduMax = Math.min(mtu - (v6 ? 60 : 40) - 12, 65535 + 6) & ~7;
-    const p: import('../transport/iwarp/iwarp-qp.js').LlpParams = {
-      crc: r.crc,
-      fpduMax,
-      holdTx: !active && !r.p2p,
-      holdGraceMs: HOLD_GRACE_MS,
-    };
-    if (active && r.rtr) p.rtr = r.rtr;
-    let nudge: NodeJS.Timeout | null = null;
-    // Peers on this host (loopback or a local address) only when this kernel runs siw: siw
-    // attaches to `lo` as well (loopback_enabled), and its race is a window between two of its
-    // own steps, whatever the link.
-    if (active && r.rtr === 'write' && RTR_NUDGE_MS > 0 && (!this.peerIsLocal() || nudgeLoopback())) {
-      // Linux siw as a P2P responder installs its RTR reader only after sending the MPA Reply
-      // (siw_accept: siw_send_mpareqrep, then siw_sk_assign_rtr_upcalls): bytes landing in
-      // between sit unread until more bytes arrive, and the responder never reports ESTABLISHED
-      // (seen with kernel 6.1 under emulation: `cm_llp_data_ready: cep state 7`; the gap lasted
-      // over 50 ms there, and destroying such an id later hit the kernel's BUG at iwcm.c:969).
-      // While the peer has sent nothing, another zero-length RDMA Write (no placement, no
-      // completion) makes siw read the socket again: after 50 ms, then 4 times the previous wait
-      // (50, 250, 1050, 4250 ms), so an idle connection costs at most four 20-byte writes.
-      let wait = RTR_NUDGE_MS;
-      const again = (): void => {
-        nudge = null;
-        if (qp.llp !== llp || llp.isClosed) return;
-        if (qp.sqDepth === 0 && qp.tx.pendingCb === 0) qp.tx.sendRtr('write');
-        wait *= 4;
-        if (wait > RTR_NUDGE_MS * 64) return;
-        nudge = setTimeout(again, wait);
-        nudge.unref();
-      };
-      nudge = setTimeout(again, wait);
-      nudge.unref();
-    }
-    if (onFirst || nudge) {
-      p.onFirstFpdu = () => {
-        if (nudge) clearTimeout(nudge);
-        nudge = null;
-        onFirst?.();
-      };
-    }
-    this.connected = true;
-    qp.attachLlp(llp, p, r.leftover);
-  }
-
-  /** The peer is this host (loopback or one of our addresses): its stack runs in this kernel. */
-  private peerIsLocal(): boolean {
-    const d = this.dst?.address;
-    return d !== undefined && (isLoopback(d) || findDeviceByAddress(d) !== undefined);
-  }
-
-  private llpDown(info: LlpDownInfo): void {
-    if (!this.connected) return;
-    this.connected = false;
-    if (this._state === CmState.CONNECT) this.setState(CmState.DISCONNECT, info.byPeer ? 'peer closed' : 'disconnect');
-    if (this.awaitingEstablish) {
-      // A P2P accept that never saw the RTR.
-      this.awaitingEstablish = false;
-      this.post(CmEventType.CONNECT_ERROR, -104);
-      return;
-    }
-    this.post(CmEventType.DISCONNECTED, 0);
-  }
-  private awaitingEstablish = false;
-  /** The QP carrying the connection (the id's own, or one the application created: `qpNum`). */
-  private connQp: IwarpQp | null = null;
-
   // -- passive side -------------------------------------------------------------------------------
 
   /**
-   * rdma_listen(): accept connections on the bound address (wildcard: every device). Resolves
-   * once listening; EADDRINUSE if the TCP port is taken, EINVAL unless bound or idle.
+   * rdma_listen(): accept connections on the bound address through the CM transport of its
+   * device, or, bound to a wildcard, through every transport serving the port space (and the
+   * pinned device only). Resolves once listening; EADDRINUSE if the port is taken, EOPNOTSUPP
+   * if no transport serves the port space, EINVAL unless bound or idle.
    */
   async listen(backlog = 0): Promise<void> {
     const op = 'rdma_listen';
     this.checkAlive(op);
     if (this._state === CmState.IDLE) this.bindAddr({ address: '0.0.0.0', port: 0 });
     if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
-    if (this.ps !== PortSpace.TCP && this.ps !== PortSpace.IB) throw err('EOPNOTSUPP', op, 'iWARP listens in the TCP port space only');
-    const src = this.src as SockAddr;
-    const server = net.createServer({ noDelay: true, pauseOnConnect: true });
-    this.server = server;
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', (e: NodeJS.ErrnoException) => {
-        this.server = null;
-        const code = (e.code ?? 'EIO') as ErrnoCode;
-        reject(e.code === 'EADDRINUSE' || e.code === 'EADDRNOTAVAIL' || e.code === 'EACCES' ? err(code, op, `${src.address}:${src.port}`) : new RdmaError('EIO', { op, cause: e }));
-      });
-      const lo: net.ListenOptions = { port: src.port, backlog: backlog > 0 && backlog < MAX_BACKLOG ? backlog : MAX_BACKLOG };
-      if (!(src.address === '::' && !this.options.afOnly)) lo.host = src.address;
-      if (src.address === '::') lo.ipv6Only = this.options.afOnly;
-      server.listen(lo, () => {
-        acceptLlps(server, (llp) => this.incoming(llp));
-        resolve();
-      });
-    });
-    server.on('error', () => {});
-    const a = server.address();
-    if (a && typeof a === 'object') this.src = { address: src.address, port: a.port, family: src.family ?? 'IPv4' };
+    const wanted = this.listenTransports(op);
+    const req = { backlog: backlog > 0 && backlog < MAX_BACKLOG ? backlog : MAX_BACKLOG };
+    const listeners: CmListener[] = [];
+    try {
+      for (const t of wanted) {
+        // The first listener picks the port when bound to 0; the others take the same one.
+        const addr = this.src as SockAddr;
+        const l = t === this.transport && this.ep?.listen ? await this.ep.listen({ addr, ...req }) : await t.listen(this.host, { addr, ...req });
+        listeners.push(l);
+        if (this.src) this.src = { address: this.src.address, port: l.port, family: this.src.family ?? 'IPv4' };
+      }
+    } catch (e) {
+      for (const l of listeners) l.close();
+      throw e;
+    }
+    this.listeners = listeners;
     if (!this.reservedKey) {
       this.reservedKey = `${this.ps}:${this.src?.port}`;
       boundPorts.set(this.reservedKey, this);
@@ -747,59 +858,24 @@ export class CmId {
     this.setState(CmState.LISTEN, 'listen');
   }
 
-  private incoming(llp: Llp): void {
-    if (this._destroyed || this._state !== CmState.LISTEN) {
-      llp.abort();
-      return;
+  /** The CM transports a listen uses (EOPNOTSUPP if none serves the port space). */
+  private listenTransports(op: string): CmTransport[] {
+    if (this.verbs) {
+      const t = this.transport;
+      if (!t) throw err('EOPNOTSUPP', op, `no CM transport for ${this.verbs.device.name}`);
+      if (!servesPortSpace(t, this.ps)) throw err('EOPNOTSUPP', op, `${t.name} does not serve port space 0x${this.ps.toString(16)}`);
+      return [t];
     }
-    const cep = Cep.accepted(llp);
-    const ts = llp.socket;
-    cep.onEvent = (ev) => {
-      if (ev.type !== 'request') return;
-      if (this._destroyed) {
-        cep.close(false);
-        return;
-      }
-      const f = ev.frame;
-      // Bound to one address, the listener's address and port are the connection's: no
-      // getsockname(2) (the wildcard asks which of ours the peer reached).
-      const ls = this.src as SockAddr;
-      const specific = !isAny(ls.address);
-      const local = unmapV4(specific ? ls.address : (ts.localAddress ?? ''));
-      const dev = findDeviceByAddress(local);
-      if (!dev) {
-        cep.close(false);
-        return;
-      }
-      const child = new CmId(this.sync ? null : this.channel, this.context, this.ps);
-      child.verbs = dev.open();
-      child.portNum = 1;
-      child.src = { address: local, port: specific ? ls.port : (ts.localPort ?? 0), family: local.includes(':') ? 'IPv6' : 'IPv4' };
-      const remote = unmapV4(ts.remoteAddress ?? '');
-      child.dst = { address: remote, port: ts.remotePort ?? 0, family: remote.includes(':') ? 'IPv6' : 'IPv4' };
-      child.cep = cep;
-      child.setState(CmState.CONNECT, 'connect request');
-      // The requester's IRD/ORD seen from our side: its ORD is what we must answer (our
-      // responder resources), its IRD bounds our initiator depth (cma.c iw handler).
-      const conn: EventConnParam = {
-        privateData: f.privateData,
-        responderResources: f.enhanced ? (f.ord ?? 0) : 1,
-        initiatorDepth: f.enhanced ? (f.ird ?? 0) : 1,
-        flowControl: 0,
-        retryCount: 0,
-        rnrRetryCount: 0,
-        srq: 0,
-        qpNum: 0,
-      };
-      child.reqParam = conn;
-      cep.onEvent = (e2) => {
-        if (e2.type === 'failed' && !child._destroyed && child._state === CmState.CONNECT && !child.connected) {
-          // The requester went away before accept/reject.
-          child.cep = null;
-        }
-      };
-      child.post(CmEventType.CONNECT_REQUEST, 0, conn, this, this.channel);
-    };
+    let ts = listCmTransports().filter((t) => servesPortSpace(t, this.ps));
+    const pin = this.devicePin;
+    if (pin !== undefined) {
+      const provider = getDeviceList().find((d) => d.name === pin)?.provider;
+      ts = ts.filter((t) => t.provider === provider);
+    }
+    if (ts.length === 0) throw err('EOPNOTSUPP', op, `no CM transport serves port space 0x${this.ps.toString(16)}`);
+    // A wildcard listener's transport (for the id's own calls) is the first one's.
+    this.transport ??= ts[0] ?? null;
+    return ts;
   }
 
   /**
@@ -845,36 +921,22 @@ export class CmId {
   }
 
   /**
-   * rdma_accept(): on the id of a CONNECT_REQUEST. Sends the MPA Reply (IRD/ORD negotiated as
-   * siw does), moves the QP to RTS. ESTABLISHED follows (after the initiator's RTR in P2P mode).
+   * rdma_accept(): on the id of a CONNECT_REQUEST. The transport answers the request (iWARP: MPA
+   * Reply with IRD/ORD negotiated as siw does, the QP to RTS; IB: REP, or SIDR REP on UD ids).
+   * ESTABLISHED follows (iWARP P2P: after the initiator's RTR; IB: after the RTU; none on UD).
    * `param` omitted: the requester's values within device limits.
    */
   async accept(param?: ConnParam): Promise<void> {
     const op = 'rdma_accept';
     this.checkAlive(op);
-    const cep = this.cep;
-    if (this._state !== CmState.CONNECT || !cep || this.connected) throw err('EINVAL', op, 'no pending connect request');
-    const qp = this.qpFor(param, op);
-    const pdata = this.checkPrivateData(param?.privateData, op);
-    const req = this.reqParam as EventConnParam;
-    const { ird, ord } = this.rdLimits(param, op, { ird: req.responderResources, ord: req.initiatorDepth });
-    if (cep.state !== 'RECVD_MPAREQ') {
-      this.cep = null;
-      throw err('ECONNRESET', op, 'the requester closed the connection');
-    }
-    const r = cep.accept(ird, ord, pdata);
-    this.cep = null;
-    const onFirst = r.p2p
-      ? () => {
-          if (!this.awaitingEstablish) return;
-          this.awaitingEstablish = false;
-          this.post(CmEventType.ESTABLISHED, 0, { responderResources: r.ird, initiatorDepth: r.ord });
-        }
-      : undefined;
-    this.awaitingEstablish = r.p2p;
-    this.goLive(qp, cep.llp, r, false, onFirst);
-    if (!r.p2p) this.post(CmEventType.ESTABLISHED, 0, { responderResources: r.ird, initiatorDepth: r.ord });
-    if (this.sync) await this.complete(op);
+    if (this._state !== CmState.CONNECT || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
+    const qp = this.qpFor(param);
+    const pdata = this.checkPrivateData(param?.privateData, op, 'accept');
+    const req = this.reqParam ?? {};
+    const { ird, ord } = this.rdLimits(param, op, { ird: req.responderResources ?? 0, ord: req.initiatorDepth ?? 0 });
+    this.connQp = qp;
+    await this.ep.accept({ qp, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} });
+    if (this.sync && this.qpType !== QpType.UD) await this.complete(op);
   }
 
   /**
@@ -882,61 +944,132 @@ export class CmId {
    * are established by rdma_connect itself, so the kernel refuses it there: EINVAL.
    */
   establish(): void {
-    this.checkAlive('rdma_establish');
-    throw err('EINVAL', 'rdma_establish', 'not used on iWARP');
+    const op = 'rdma_establish';
+    this.checkAlive(op);
+    const ep = this.endpoint(op);
+    if (!ep.establish) throw err('EINVAL', op, 'not used by this transport');
+    ep.establish();
   }
 
   /**
-   * rdma_init_qp_attr(): the attributes to move an application-created QP to `state`. On iWARP
-   * the CM drives RTR/RTS itself, so only INIT carries attributes (access flags); the mask is 0
-   * for the other states, as the iWARP kernel path returns.
+   * rdma_init_qp_attr(): the attributes to move an application-created QP to `state`, from the
+   * transport. On iWARP the CM drives RTR/RTS itself, so only INIT carries attributes (access
+   * flags, port); the mask is 0 for the other states, as the iWARP kernel path returns. On IB:
+   * P_Key index and Q_Key (UD) or access flags at INIT, path, PSNs and QPNs at RTR/RTS.
    */
-  initQpAttr(state: QpState): { attr: { qpState: QpState; qpAccessFlags?: number; portNum?: number }; mask: number } {
+  initQpAttr(state: QpState): { attr: QpAttr; mask: number } {
     const op = 'rdma_init_qp_attr';
     this.checkAlive(op);
     if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
-    if (state === QpState.INIT) {
-      // IB_QP_STATE | IB_QP_ACCESS_FLAGS | IB_QP_PORT (+ PKEY_INDEX is IB only).
-      return { attr: { qpState: state, qpAccessFlags: 0x7, portNum: this.portNum || 1 }, mask: 1 | 8 | 32 };
-    }
-    if (state === QpState.RTR || state === QpState.RTS) return { attr: { qpState: state }, mask: 0 };
-    throw err('EINVAL', op, `state ${state}`);
+    return this.endpoint(op).initQpAttr(state);
   }
 
   /** rdma_reject(): refuse a connect request; the requester gets REJECTED with `privateData`. */
   reject(privateData?: Uint8Array): void {
     const op = 'rdma_reject';
     this.checkAlive(op);
-    const pd = this.checkPrivateData(privateData, op);
-    const cep = this.cep;
-    if (this._state !== CmState.CONNECT || !cep) throw err('EINVAL', op, 'no pending connect request');
-    this.cep = null;
-    cep.reject(pd);
+    const pd = this.checkPrivateData(privateData, op, 'reject');
+    if (this._state !== CmState.CONNECT || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
+    this.ep.reject(pd);
     this.setState(CmState.DISCONNECT, 'rejected');
   }
 
   /**
-   * rdma_disconnect(): graceful close (queued sends go out, then TCP FIN); the QP goes to ERR and
-   * its outstanding WRs flush. DISCONNECTED is reported on both sides. A second call, or one after
-   * the peer disconnected, does nothing.
+   * rdma_disconnect(): graceful close (iWARP: queued sends go out, then TCP FIN); the QP goes to
+   * ERR and its outstanding WRs flush. DISCONNECTED is reported on both sides. A second call, or
+   * one after the peer disconnected, does nothing.
    */
   async disconnect(): Promise<void> {
     const op = 'rdma_disconnect';
     this.checkAlive(op);
     if (this._state !== CmState.CONNECT && this._state !== CmState.DISCONNECT) throw err('EINVAL', op, `state ${this._state}`);
-    if (this.connected && this.connQp) {
-      this.connQp.disconnect();
+    if (this.ep?.disconnect()) {
       if (this.sync) await this.complete(op);
       return;
-    }
-    if (this.cep) {
-      this.cep.close(true);
-      this.cep = null;
     }
     if (this.sync && this.event?.event !== CmEventType.DISCONNECTED) {
       // Already disconnected by the peer: the DISCONNECTED event may be queued.
       if (this.channel.pending > 0) await this.complete(op);
     }
+  }
+
+  // -- multicast ----------------------------------------------------------------------------------
+
+  /**
+   * rdma_join_multicast(): join the group at `addr` as a full member; MULTICAST_JOIN (with the
+   * group's AH attributes, QP number 0xFFFFFF and Q_Key in `param.ud`, and `context` as
+   * `ev.mcContext`) or MULTICAST_ERROR follows, and the id's QP is attached to the group. EINVAL
+   * unless the id is bound to a device (ADDR_BOUND or ADDR_RESOLVED); ENOSYS on a device without
+   * multicast (iWARP, as the kernel); EADDRINUSE if already joined.
+   */
+  async joinMulticast(addr: SockAddr, context?: unknown): Promise<void> {
+    await this.joinMulticastEx({ addr, joinFlags: McJoinFlag.FULLMEMBER, context });
+  }
+
+  /** rdma_join_multicast_ex(): {@link joinMulticast} with `joinFlags` (`McJoinFlag`). */
+  async joinMulticastEx(opts: { addr: SockAddr; joinFlags?: number; context?: unknown }): Promise<void> {
+    const op = 'rdma_join_multicast';
+    this.checkAlive(op);
+    if (this._state !== CmState.ADDR_BOUND && this._state !== CmState.ADDR_RESOLVED) throw err('EINVAL', op, `state ${this._state}`);
+    if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
+    ipFamily(opts.addr.address, op);
+    const flags = opts.joinFlags ?? McJoinFlag.FULLMEMBER;
+    if (flags !== McJoinFlag.FULLMEMBER && flags !== McJoinFlag.SENDONLY_FULLMEMBER) throw err('EINVAL', op, `join flags ${flags}`);
+    const ep = this.endpoint(op);
+    if (!ep.joinMulticast) throw err('ENOSYS', op, `no multicast on ${this.verbs.device.name}`);
+    const key = mcKey(opts.addr.address);
+    if (this.mcs.has(key)) throw err('EADDRINUSE', op, opts.addr.address);
+    this.mcs.set(key, { context: opts.context, mgid: null, mlid: 0 });
+    try {
+      ep.joinMulticast({ addr: { ...opts.addr }, joinFlags: flags, context: opts.context });
+    } catch (e) {
+      this.mcs.delete(key);
+      throw e;
+    }
+    if (this.sync) await this.complete(op);
+  }
+
+  /**
+   * rdma_leave_multicast(): detach the id's QP from the group and leave it. EADDRNOTAVAIL if the
+   * id did not join `addr` (librdmacm).
+   */
+  async leaveMulticast(addr: SockAddr): Promise<void> {
+    const op = 'rdma_leave_multicast';
+    this.checkAlive(op);
+    const key = mcKey(addr.address);
+    const mc = this.mcs.get(key);
+    if (!mc) throw err('EADDRNOTAVAIL', op, addr.address);
+    this.mcs.delete(key);
+    if (this.qp && mc.mgid) {
+      try {
+        this.qp.detachMcast(mc.mgid, mc.mlid);
+      } catch {
+        /* the QP may be gone or never attached */
+      }
+    }
+    this.ep?.leaveMulticast?.({ ...addr });
+  }
+
+  /**
+   * MULTICAST_JOIN arrived: remember the group's GID and attach the id's QP (librdmacm's
+   * `ucma_process_join`). A failed attach turns the event into MULTICAST_ERROR. Returns false
+   * if the event is not to be posted as is.
+   */
+  private attachJoined(ev: CmUpcall): boolean {
+    const grh = ev.ud?.ahAttr.grh;
+    const entry = [...this.mcs.values()].find((m) => m.context === ev.mcContext && m.mgid === null) ?? null;
+    if (entry && grh) {
+      entry.mgid = Uint8Array.from(grh.dgid);
+      entry.mlid = ev.ud?.ahAttr.dlid ?? 0;
+    }
+    if (!this.qp || !grh) return true;
+    try {
+      this.qp.attachMcast(Uint8Array.from(grh.dgid), ev.ud?.ahAttr.dlid ?? 0);
+    } catch (e) {
+      this.post(CmEventType.MULTICAST_ERROR, -(e instanceof RdmaError ? e.errno : 5), { mcContext: ev.mcContext });
+      return false;
+    }
+    return true;
   }
 
   /**
@@ -954,21 +1087,23 @@ export class CmId {
     this.setState(CmState.DESTROYING, 'destroy');
     this._destroyed = true;
     if (this.reservedKey && boundPorts.get(this.reservedKey) === this) boundPorts.delete(this.reservedKey);
-    if (this.server) {
-      this.server.close();
-      this.server = null;
+    for (const l of this.listeners) l.close();
+    this.listeners = [];
+    if (this.qp) {
+      for (const mc of this.mcs.values()) {
+        if (!mc.mgid) continue;
+        try {
+          this.qp.detachMcast(mc.mgid, mc.mlid);
+        } catch {
+          /* already detached */
+        }
+      }
     }
-    if (this.cep) {
-      // A connect request never accepted: iw_cm rejects it on destroy (the peer gets REJECTED);
-      // an active connect in progress is aborted.
-      if (this.cep.state === CepState.RECVD_MPAREQ) this.cep.reject(new Uint8Array(0));
-      else this.cep.close(false);
-      this.cep = null;
-    }
-    if (this.connected && this.connQp) {
-      this.connected = false;
-      this.connQp.abort();
-    }
+    this.mcs.clear();
+    // A connect request never accepted is rejected (iw_cm / ib_cm on destroy); a connection is
+    // aborted; nothing more is reported.
+    this.ep?.destroy();
+    this.ep = null;
     this.connQp = null;
     // The kernel drops the events not yet retrieved (ucma_cleanup_ctx_events); a listener's
     // queued connect requests go with it, their new ids destroyed (the requesters are rejected).
@@ -1015,7 +1150,8 @@ export class CmId {
   /**
    * rdma_set_option(). ID level: TOS (recorded; applied to the TCP socket's traffic class is not
    * possible from Node), REUSEADDR and AFONLY (before bind, else EINVAL), ACK_TIMEOUT (recorded;
-   * TCP retransmission governs iWARP). Unknown options: ENOSYS.
+   * TCP retransmission governs iWARP). IB level: the transport's (EOPNOTSUPP on iWARP). Unknown
+   * options: ENOSYS.
    */
   setOption(level: number, name: number, value: number): void {
     const op = 'rdma_set_option';
@@ -1045,7 +1181,12 @@ export class CmId {
           throw err('ENOSYS', op, `option ${name}`);
       }
     }
-    if (level === RdmaOption.LEVEL_IB) throw err('EOPNOTSUPP', op, 'IB options on iWARP');
+    if (level === RdmaOption.LEVEL_IB) {
+      const set = this.ep?.setIbOption;
+      if (!set) throw err('EOPNOTSUPP', op, 'IB options on this device');
+      set.call(this.ep, name, value);
+      return;
+    }
     throw err('ENOSYS', op, `level ${level}`);
   }
 
@@ -1059,12 +1200,18 @@ export class CmId {
   }
 }
 
+/** The key of a multicast group address (normalised, so `::ffff:a.b.c.d` is `a.b.c.d`). */
+function mcKey(address: string): string {
+  return address.startsWith('::ffff:') ? address.slice(7) : address.toLowerCase();
+}
+
 /**
- * rdma_create_id(channel, context, ps). `channel === null` makes a synchronous id.
- * Port spaces: TCP (RC) is what iWARP supports; UDP/IPOIB ids can be created but cannot make
- * QPs on iWARP (EOPNOTSUPP, as siw).
+ * rdma_create_id(channel, context, ps). `channel === null` makes a synchronous id. Port spaces:
+ * TCP and IB connect RC QPs (iWARP, and RoCE once it serves them), UDP and IPOIB connect UD QPs
+ * (RoCE; on iWARP they cannot make QPs: EOPNOTSUPP, as siw). `opts.device` pins the id to a
+ * device (default: `RDMACM_DEVICE`).
  */
-export function createId(channel: EventChannel | null, context: unknown = null, ps: PortSpace = PortSpace.TCP): CmId {
+export function createId(channel: EventChannel | null, context: unknown = null, ps: PortSpace = PortSpace.TCP, opts: CreateIdOptions = {}): CmId {
   if (channel?.isDestroyed) throw err('EINVAL', 'rdma_create_id', 'channel destroyed');
-  return new CmId(channel, context, ps);
+  return new CmId(channel, context, ps, opts);
 }

@@ -2,6 +2,7 @@
  * rdma_cm event types, names and payloads (`enum rdma_cm_event_type`, `struct rdma_cm_event`),
  * with librdmacm's numeric values and `rdma_event_str()` texts.
  */
+import type { AhAttr } from '../verbs/ah.js';
 import type { CmId } from './cm-id.js';
 
 /** `enum rdma_cm_event_type`. */
@@ -65,6 +66,19 @@ export interface EventConnParam {
   qpNum: number;
 }
 
+/**
+ * `struct rdma_ud_param`: what a UD event carries — CONNECT_REQUEST of a UD id (the SIDR
+ * request's private data), ESTABLISHED of a UD connect (the responder's QP number and Q_Key, and
+ * the address handle attributes to reach it), MULTICAST_JOIN (the group's AH attributes, QP number
+ * 0xFFFFFF and Q_Key).
+ */
+export interface UdParam {
+  privateData: Uint8Array;
+  ahAttr: AhAttr;
+  qpNum: number;
+  qkey: number;
+}
+
 /** `struct rdma_cm_event`. Acknowledge every event once, with {@link CmEvent.ack}. */
 export interface CmEvent {
   /** The id the event is for (CONNECT_REQUEST: the new id). */
@@ -74,7 +88,13 @@ export interface CmEvent {
   readonly event: CmEventType;
   /** 0, or a negative errno / transport status (e.g. REJECTED on iWARP: -111). */
   readonly status: number;
-  readonly param: { conn: EventConnParam };
+  /**
+   * Both views of the event's parameters, as librdmacm's union: `conn` for connected ids, `ud`
+   * for UD ids and multicast; the one that does not apply holds empty defaults.
+   */
+  readonly param: { conn: EventConnParam; ud: UdParam };
+  /** MULTICAST_JOIN / MULTICAST_ERROR: the context given to `joinMulticast` (librdmacm passes it in `param.ud.private_data`). */
+  readonly mcContext?: unknown;
   /** rdma_ack_cm_event(). Throws EINVAL if already acknowledged. */
   ack(): void;
 }

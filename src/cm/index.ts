@@ -1,11 +1,30 @@
 /**
- * The rdma_cm API: event channels, cm_ids, address helpers and event types.
+ * The rdma_cm API: event channels, cm_ids, address helpers and event types, and the CM transport
+ * seam. Loads no transport: the package entry points (`rdmacm`, `rdmacm/cm`) do.
  * @packageDocumentation
  */
-import '../transport/iwarp/provider.js';
 export { EventChannel, createEventChannel } from './event-channel.js';
-export { CmId, CmState, PortSpace, RdmaOption, createId, IWARP_MAX_PRIVATE_DATA, type CmQpInitAttr } from './cm-id.js';
-export { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
+export { CmId, CmState, PortSpace, RdmaOption, createId, McJoinFlag, MULTICAST_QPN, type CmQpInitAttr, type CreateIdOptions } from './cm-id.js';
+export { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam, type UdParam } from './events.js';
+export { RDMA_UDP_QKEY, RDMA_IB_IP_PS_MASK, RDMA_IB_IP_PS_TCP, RDMA_IB_IP_PS_UDP, RDMA_IB_IP_PS_IB, serviceId } from './port-space.js';
+export {
+  registerCmTransport,
+  unregisterCmTransport,
+  getCmTransport,
+  listCmTransports,
+  type CmTransport,
+  type CmEndpoint,
+  type CmHost,
+  type CmUpcall,
+  type CmListener,
+  type IncomingRequest,
+  type ConnectRequest,
+  type AcceptRequest,
+  type ListenRequest,
+  type McJoin,
+  type PrivateDataLimits,
+  type CmIdOptions,
+} from './transport.js';
 export { getaddrinfo, gaiStrerror, GaiError, RAI, type SockAddr, type RdmaAddrinfo, type RdmaAddrinfoHints } from './addr.js';
 export { MAX_BACKLOG } from './cm-id.js';
 export { createEp, destroyEp, EP_RESOLVE_TIMEOUT_MS } from './ep.js';

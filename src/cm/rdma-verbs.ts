@@ -1,5 +1,5 @@
 /**
- * The helpers of librdmacm's `rdma_verbs.h`: memory registration on an id's PD, posting work
+ * The inline functions of librdmacm's `rdma_verbs.h`: memory registration on an id's PD, posting work
  * requests on an id's QP, and waiting for one completion on the CQs rdma_create_qp made.
  *
  * Addresses: C passes pointers; here a buffer address is either a number in the MR's address

@@ -14,7 +14,7 @@
  * ```
  * @packageDocumentation
  */
-import '../cm/index.js';
+import '../transports.js';
 export { RSocket, connect, createConnection, configFrom, type RSocketOptions, type RSocketConnectOptions } from './socket.js';
 export { RServer, createServer, type RServerListenOptions } from './server.js';
 export { RsConn, RS_EAGAIN, defaultConfig, type RsConfig, type SockOptValue } from './conn.js';

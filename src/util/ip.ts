@@ -1,5 +1,5 @@
 /**
- * Small IP address helpers: canonical comparison keys (so `::FFFF:10.0.0.1`, `::ffff:a00:1` and
+ * Small IP address functions: canonical comparison keys (so `::FFFF:10.0.0.1`, `::ffff:a00:1` and
  * `10.0.0.1` compare equal, and `fe80:0::1%eth0` equals `fe80::1`), loopback tests.
  * Pure string/number code, no DNS and no sockets.
  */
@@ -100,4 +100,15 @@ export function isLoopbackIp(s: string): boolean {
   if (key === '0:0:0:0:0:0:0:1') return true;
   const v4 = parseIpv4(key);
   return v4 !== undefined && v4 >>> 24 === 127;
+}
+
+/** True for the wildcard addresses (0.0.0.0, ::, ::ffff:0.0.0.0). */
+export function isAnyIp(s: string): boolean {
+  const key = ipKey(s);
+  return key === '0.0.0.0' || key === '0:0:0:0:0:0:0:0';
+}
+
+/** Strip an IPv4-mapped prefix (`::ffff:1.2.3.4` → `1.2.3.4`). */
+export function unmapV4(address: string): string {
+  return address.startsWith('::ffff:') && parseIpv4(address.slice(7)) !== undefined ? address.slice(7) : address;
 }

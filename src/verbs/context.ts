@@ -17,10 +17,14 @@ import { AsyncEventQueue } from './async-event.js';
 import type { AsyncEvent } from './async-event.js';
 import { CompChannel } from './comp-channel.js';
 import { Cq } from './cq.js';
-import type { Device, DeviceAttr, PortAttr } from './device.js';
+import { LinkLayer, type Device, type DeviceAttr, type PortAttr } from './device.js';
 import { MrTable } from './mr.js';
 import { Pd } from './pd.js';
 import type { QpLike } from './provider.js';
+import { GidType } from './types.js';
+
+/** The default (full-membership) P_Key, IB spec 10.9.1.1. */
+export const DEFAULT_PKEY = 0xffff;
 
 /** Largest QP number (24 bits, as IB QPNs) before numbering wraps to 1. */
 const MAX_QP_NUM = 0xff_ffff;
@@ -33,12 +37,16 @@ export class Context {
   readonly numCompVectors: number;
   /** @internal The device attributes (frozen; `queryDevice()` returns copies). */
   readonly _attr: Readonly<DeviceAttr>;
+  /** @internal The MR access rights the device enforces (the provider's `accessMask`). */
+  readonly _accessMask: number;
   /** @internal The device-wide MR table: `ctx._mrs.lookup(stag)`. */
   readonly _mrs = new MrTable();
   /** @internal Live QPs by QP number (maintained by `Pd.createQp` / `Pd._releaseQp`). */
   readonly _qps = new Map<number, QpLike>();
   /** @internal The async event queue. */
   readonly _async = new AsyncEventQueue();
+  /** @internal Live address handles (all PDs), against `maxAh`. */
+  _ahCount = 0;
   private _pdCount = 0;
   private _cqCount = 0;
   private _nextPdHandle = 1;
@@ -52,6 +60,7 @@ export class Context {
   constructor(device: Device) {
     this.device = device;
     this._attr = Object.freeze(device._deviceAttr());
+    this._accessMask = device._provider('ibv_open_device').accessMask(device.info);
     let cpus = 1;
     try {
       cpus = availableParallelism();
@@ -67,13 +76,56 @@ export class Context {
   }
 
   /**
-   * `ibv_query_port()`. siw devices have one port (1), always ACTIVE, Ethernet link layer, IB MTU
-   * enum from the interface MTU.
-   * @throws RdmaError EINVAL for any port number but 1.
+   * `ibv_query_port()`: the provider's port attributes (siw: one port, always ACTIVE, Ethernet
+   * link layer, IB MTU enum from the interface MTU).
+   * @throws RdmaError EINVAL for a port number outside 1..`physPortCnt`.
    */
   queryPort(portNum = 1): PortAttr {
-    if (portNum !== 1) throw err('EINVAL', 'ibv_query_port', `port ${String(portNum)}`);
-    return this.device._portAttr();
+    this._checkPort(portNum, 'ibv_query_port');
+    return this.device._portAttr(portNum);
+  }
+
+  /**
+   * `ibv_query_gid()`: entry `index` of the port's GID table (16 bytes, a fresh copy). siw: one
+   * entry, the interface MAC zero padded; RoCE: the interface's IP addresses as GIDs.
+   * @throws RdmaError EINVAL for a bad port or an index outside 0..`gidTblLen`-1.
+   */
+  queryGid(portNum: number, index: number): Uint8Array {
+    const op = 'ibv_query_gid';
+    const port = this.queryPort(portNum);
+    if (!Number.isInteger(index) || index < 0 || index >= port.gidTblLen) throw err('EINVAL', op, `index ${String(index)} (table of ${port.gidTblLen})`);
+    return Uint8Array.from(this.device._provider(op).queryGid(this.device.info, portNum, index));
+  }
+
+  /**
+   * `ibv_query_gid_type()`: the type of GID `index` (IB, RoCE v1, RoCE v2).
+   * @throws RdmaError EINVAL as {@link queryGid}.
+   */
+  queryGidType(portNum: number, index: number): GidType {
+    const op = 'ibv_query_gid_type';
+    const port = this.queryPort(portNum);
+    if (!Number.isInteger(index) || index < 0 || index >= port.gidTblLen) throw err('EINVAL', op, `index ${String(index)} (table of ${port.gidTblLen})`);
+    const p = this.device._provider(op);
+    if (p.queryGidType) return p.queryGidType(this.device.info, portNum, index);
+    return port.linkLayer === LinkLayer.INFINIBAND ? GidType.IB : GidType.ROCE_V2;
+  }
+
+  /**
+   * `ibv_query_pkey()`: entry `index` of the port's P_Key table (RoCE: one entry, the default
+   * P_Key 0xFFFF). iWARP devices have no table (`pkeyTblLen` 0): always EINVAL, as siw.
+   * @throws RdmaError EINVAL for a bad port or an index outside 0..`pkeyTblLen`-1.
+   */
+  queryPkey(portNum: number, index: number): number {
+    const op = 'ibv_query_pkey';
+    const port = this.queryPort(portNum);
+    if (!Number.isInteger(index) || index < 0 || index >= port.pkeyTblLen) throw err('EINVAL', op, `index ${String(index)} (table of ${port.pkeyTblLen})`);
+    const p = this.device._provider(op);
+    return p.queryPkey ? p.queryPkey(this.device.info, portNum, index) : DEFAULT_PKEY;
+  }
+
+  /** @internal EINVAL unless `portNum` is one of the device's ports (1..`physPortCnt`). */
+  _checkPort(portNum: number, op: string): void {
+    if (!Number.isInteger(portNum) || portNum < 1 || portNum > this._attr.physPortCnt) throw err('EINVAL', op, `port ${String(portNum)}`);
   }
 
   /**

@@ -11,7 +11,7 @@ import { networkInterfaces } from 'node:os';
 import { err } from '../errors.js';
 import { ipKey, isLoopbackIp } from '../util/ip.js';
 import { Context } from './context.js';
-import { listProviders } from './provider.js';
+import { getProvider, listProviders, type VerbsProvider } from './provider.js';
 import { TransportType } from './types.js';
 
 /** One interface address of a device (a subset of Node's `os.NetworkInterfaceInfo`). */
@@ -41,7 +41,7 @@ export interface DeviceInfo {
   mtu: number;
   /** Interface MAC (`aa:bb:cc:dd:ee:ff`); used for `sys_image_guid`. Optional. */
   mac?: string;
-  /** Overrides of the default (siw) device attributes; for other devices and for tests. */
+  /** Overrides of the provider's default device attributes (for tests, or per-device limits). */
   caps?: Partial<DeviceAttr>;
 }
 
@@ -324,33 +324,6 @@ export interface DeviceAttr {
   maxInlineData: number;
 }
 
-/**
- * Linux siw's compile-time limits (siw.h, include/uapi/rdma/siw-abi.h): SIW_MAX_QP = 100K,
- * SIW_MAX_QP_WR = 32K, SIW_MAX_ORD_QP = SIW_MAX_IRD_QP = 128, SIW_MAX_SGE = 6,
- * SIW_MAX_SGE_RD = 1, SIW_MAX_CQ = 100K, SIW_MAX_CQE = 100 * SIW_MAX_QP_WR,
- * SIW_MAX_MR = 10 * SIW_MAX_QP, SIW_MAX_PD = SIW_MAX_QP, SIW_MAX_MW = 0,
- * SIW_MAX_SRQ = SIW_MAX_QP, SIW_MAX_SRQ_WR = 10 * SIW_MAX_QP_WR,
- * SIW_MAX_INLINE = sizeof(struct siw_sge) * (SIW_MAX_SGE - 1) = 80.
- */
-export const SIW_LIMITS = Object.freeze({
-  maxQp: 1024 * 100,
-  maxQpWr: 1024 * 32,
-  maxOrd: 128,
-  maxIrd: 128,
-  maxSge: 6,
-  maxSgeRd: 1,
-  maxCq: 1024 * 100,
-  maxCqe: 1024 * 32 * 100,
-  maxMr: 1024 * 100 * 10,
-  maxPd: 1024 * 100,
-  maxMw: 0,
-  maxSrq: 1024 * 100,
-  maxSrqWr: 1024 * 32 * 10,
-  maxInline: 16 * 5,
-  /** SIW_VENDOR_ID: ASCII 'bmt'. */
-  vendorId: 0x626d74,
-});
-
 /** `struct ibv_port_attr` (field names camelCased). */
 export interface PortAttr {
   /** `state`: port state (siw: ACTIVE). */
@@ -397,95 +370,6 @@ export interface PortAttr {
   flags: number;
   /** `port_cap_flags2`. */
   portCapFlags2: number;
-}
-
-/**
- * The attributes `ibv_query_device` returns for a device, as siw_query_device fills them,
- * overridden by `info.caps`.
- */
-export function deviceAttrFor(info: DeviceInfo, vendorPartId: number): DeviceAttr {
-  const L = SIW_LIMITS;
-  const mac = info.mac ?? macFromGuid(info.nodeGuid);
-  const base: DeviceAttr = {
-    fwVer: '',
-    nodeGuid: info.nodeGuid,
-    sysImageGuid: eui64FromMac(mac),
-    maxMrSize: 0xffff_ffff_ffff_ffffn,
-    pageSizeCap: 4096n,
-    vendorId: L.vendorId,
-    vendorPartId,
-    hwVer: 0,
-    maxQp: L.maxQp,
-    maxQpWr: L.maxQpWr,
-    deviceCapFlags: DEVICE_MEM_MGT_EXTENSIONS,
-    maxSge: L.maxSge,
-    maxSgeRd: L.maxSgeRd,
-    maxCq: L.maxCq,
-    maxCqe: L.maxCqe,
-    maxMr: L.maxMr,
-    maxPd: L.maxPd,
-    maxQpRdAtom: L.maxOrd,
-    maxEeRdAtom: 0,
-    maxResRdAtom: L.maxQp * L.maxIrd,
-    maxQpInitRdAtom: L.maxIrd,
-    maxEeInitRdAtom: 0,
-    atomicCap: AtomicCap.NONE,
-    maxEe: 0,
-    maxRdd: 0,
-    maxMw: L.maxMw,
-    maxRawIpv6Qp: 0,
-    maxRawEthyQp: 0,
-    maxMcastGrp: 0,
-    maxMcastQpAttach: 0,
-    maxTotalMcastQpAttach: 0,
-    maxAh: 0,
-    maxFmr: 0,
-    maxMapPerFmr: 0,
-    maxSrq: L.maxSrq,
-    maxSrqWr: L.maxSrqWr,
-    maxSrqSge: L.maxSge,
-    maxPkeys: 0,
-    localCaAckDelay: 0,
-    physPortCnt: 1,
-    maxInlineData: L.maxInline,
-  };
-  return { ...base, ...(info.caps ?? {}) };
-}
-
-/** The MAC siw put in the top six bytes of a node GUID. */
-function macFromGuid(guid: bigint): string {
-  const b: string[] = [];
-  for (let k = 0; k < 6; k++) b.push(Number((guid >> BigInt(56 - 8 * k)) & 0xffn).toString(16).padStart(2, '0'));
-  return b.join(':');
-}
-
-/** The attributes `ibv_query_port` returns for port 1 (siw_query_port). */
-export function portAttrFor(info: DeviceInfo): PortAttr {
-  const mtu = mtuToEnum(info.mtu);
-  return {
-    state: PortState.ACTIVE,
-    maxMtu: mtu,
-    activeMtu: mtu,
-    gidTblLen: 1,
-    portCapFlags: PORT_CAP_CM_SUP | PORT_CAP_DEVICE_MGMT_SUP,
-    maxMsgSz: 0xffffffff,
-    badPkeyCntr: 0,
-    qkeyViolCntr: 0,
-    pkeyTblLen: 0,
-    lid: 0,
-    smLid: 0,
-    lmc: 0,
-    maxVlNum: 0,
-    smSl: 0,
-    subnetTimeout: 0,
-    initTypeReply: 0,
-    activeWidth: 1,
-    activeSpeed: 1,
-    physState: 5,
-    linkLayer: LinkLayer.ETHERNET,
-    flags: 0,
-    portCapFlags2: 0,
-  };
 }
 
 let nextVendorPartId = 1;
@@ -559,14 +443,25 @@ export class Device {
     return this._ctx;
   }
 
-  /** @internal The attributes `ibv_query_device` reports (see {@link deviceAttrFor}). */
-  _deviceAttr(): DeviceAttr {
-    return deviceAttrFor(this._info, this.vendorPartId);
+  /**
+   * @internal The device's provider.
+   * @throws RdmaError ENODEV once the provider is unregistered.
+   */
+  _provider(op: string): VerbsProvider {
+    const p = getProvider(this._info.provider);
+    if (p === undefined) throw err('ENODEV', op, `provider '${this._info.provider}' not registered`);
+    return p;
   }
 
-  /** @internal The attributes `ibv_query_port` reports for port 1 (see {@link portAttrFor}). */
-  _portAttr(): PortAttr {
-    return portAttrFor(this._info);
+  /** @internal The attributes `ibv_query_device` reports: the provider's, with `info.caps` over them. */
+  _deviceAttr(): DeviceAttr {
+    const base = this._provider('ibv_open_device').queryDevice(this._info, this.vendorPartId);
+    return { ...base, ...(this._info.caps ?? {}) };
+  }
+
+  /** @internal The attributes `ibv_query_port` reports for `portNum` (already range-checked). */
+  _portAttr(portNum: number): PortAttr {
+    return this._provider('ibv_query_port').queryPort(this._info, portNum);
   }
 
   /** @internal The provider re-listed the device (addresses may have changed). */
@@ -609,22 +504,27 @@ export function getDeviceList(): Device[] {
 }
 
 /**
- * The device owning interface address `ip` (exact match after normalization: IPv4-mapped IPv6
- * `::ffff:a.b.c.d` matches `a.b.c.d`, IPv6 zones are ignored). A loopback address (127/8,
- * `::1`) that no device owns exactly maps to the device holding any loopback address.
+ * Every device owning interface address `ip`, in `getDeviceList()` order (exact match after
+ * normalization: IPv4-mapped IPv6 `::ffff:a.b.c.d` matches `a.b.c.d`, IPv6 zones are ignored).
+ * Several devices own an address when several providers serve one interface (an iWARP and a
+ * RoCE device on `eth0`, as siw and rxe can both be linked to it). A loopback address (127/8,
+ * `::1`) that no device owns exactly maps to the devices holding any loopback address.
+ * @returns an empty list if no device matches or `ip` is not an IP address (wildcards included).
+ */
+export function findDevicesByAddress(ip: string): Device[] {
+  const key = ipKey(ip);
+  if (key === undefined) return [];
+  const list = getDeviceList();
+  const out = list.filter((dev) => dev.info.addresses.some((a) => ipKey(a.address) === key));
+  if (out.length > 0 || !isLoopbackIp(key)) return out;
+  return list.filter((dev) => dev.info.addresses.some((a) => isLoopbackIp(a.address)));
+}
+
+/**
+ * The first device owning interface address `ip` (see {@link findDevicesByAddress}); the CM
+ * chooses among several by port space instead.
  * @returns `undefined` if no device matches or `ip` is not an IP address (wildcards included).
  */
 export function findDeviceByAddress(ip: string): Device | undefined {
-  const key = ipKey(ip);
-  if (key === undefined) return undefined;
-  const list = getDeviceList();
-  for (const dev of list) {
-    for (const a of dev.info.addresses) if (ipKey(a.address) === key) return dev;
-  }
-  if (isLoopbackIp(key)) {
-    for (const dev of list) {
-      for (const a of dev.info.addresses) if (isLoopbackIp(a.address)) return dev;
-    }
-  }
-  return undefined;
+  return findDevicesByAddress(ip)[0];
 }

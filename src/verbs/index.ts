@@ -7,6 +7,7 @@ export * from './types.js';
 export {
   getDeviceList,
   findDeviceByAddress,
+  findDevicesByAddress,
   Device,
   NodeType,
   nodeTypeStr,
@@ -18,7 +19,6 @@ export {
   mtuToEnum,
   mtuEnumToBytes,
   formatGuid,
-  SIW_LIMITS,
   type DeviceAttr,
   type PortAttr,
   type DeviceInfo,
@@ -29,5 +29,9 @@ export { Mr, MrCheck, mrCheckStr, stagStr } from './mr.js';
 export { Cq } from './cq.js';
 export { CompChannel } from './comp-channel.js';
 export { eventTypeStr, type AsyncEvent } from './async-event.js';
-export { Qp, QpAttrMask, qpTransitionAllowed, type QpAttr } from './qp.js';
+export { Qp, type RecvInfo } from './qp.js';
+export { QpAttrMask, MigState, QP_STATE_TABLE, qpTransitionAllowed, modifyQpProblem, qpAttrMaskOf, type QpAttr } from './qp-attr.js';
+export { Ah, type AhAttr, type GlobalRoute } from './ah.js';
+export { initAhFromWc, createAhFromWc, GRH_SIZE } from './ah-from-wc.js';
+export { DEFAULT_PKEY } from './context.js';
 export { registerProvider, unregisterProvider, settleConnections, type VerbsProvider, type QpInitAttr, type QpLike } from './provider.js';

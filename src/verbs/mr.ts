@@ -2,7 +2,7 @@
  * Memory regions (`ibv_reg_mr`, `ibv_dereg_mr`) and the access checks the transport runs on
  * every local SGE and every tagged (remote) access, after siw_mem.c.
  *
- * STags (siw layout, wire.md §1.7): `stag = (index << 8) | key`, lkey == rkey == stag. The
+ * STags (siw layout, siw.h): `stag = (index << 8) | key`, lkey == rkey == stag. The
  * 24-bit index selects a slot of the context's {@link MrTable} (index 0 is never used, so STag 0
  * is never issued); the 8-bit key is incremented every time a slot is reused, so a stale STag of
  * a deregistered MR does not match the new MR in the same slot (for 255 reuses).
@@ -51,12 +51,6 @@ export const MAX_STAG_INDEX = 0xff_ffff;
 export const ACCESS_ALL =
   Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC | Access.MW_BIND | Access.ZERO_BASED;
 
-/**
- * The rights siw enforces (`IWARP_ACCESS_MASK`): local write, remote write, remote read. Local
- * read is always allowed; remote atomics are not supported (atomic_cap 0) and never granted.
- */
-export const IWARP_ACCESS_MASK = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ;
-
 /** Negative results of the MR checks (see the module comment for the mapping). */
 export enum MrCheck {
   INVALID_STAG = -1,
@@ -103,7 +97,10 @@ export class Mr {
   readonly rkey: number;
   /** `handle`: the STag index. */
   readonly handle: number;
-  /** @internal The rights enforced: `access & IWARP_ACCESS_MASK`. */
+  /**
+   * @internal The rights enforced: `access` within the device's access mask (the provider's
+   * `accessMask`; siw: local write, remote write, remote read). Local read is always allowed.
+   */
   readonly _perms: number;
   /** @internal False once deregistered or invalidated. */
   _stagValid = true;
@@ -120,7 +117,7 @@ export class Mr {
     this.lkey = stag;
     this.rkey = stag;
     this.handle = stag >>> 8;
-    this._perms = access & IWARP_ACCESS_MASK;
+    this._perms = access & pd.context._accessMask;
   }
 
   /** True until {@link dereg}. */

@@ -1,12 +1,13 @@
 /**
  * Protection domain (`ibv_alloc_pd`, `ibv_dealloc_pd`) and the calls that create objects in it:
- * `ibv_reg_mr` / `ibv_reg_mr_iova` and `ibv_create_qp` (delegated to the device's provider).
+ * `ibv_reg_mr` / `ibv_reg_mr_iova`, `ibv_create_qp` and `ibv_create_ah` (the last two delegated
+ * to the device's provider).
  */
 import { err } from '../errors.js';
+import { Ah, ahAttrProblem, copyAhAttr, type AhAttr } from './ah.js';
 import { trace, tracing } from '../trace.js';
 import { Cq } from './cq.js';
 import { ACCESS_ALL, Mr, stagStr } from './mr.js';
-import { getProvider } from './provider.js';
 import type { QpInitAttr, QpLike } from './provider.js';
 import { Access, QpType } from './types.js';
 import type { QpCap } from './types.js';
@@ -31,6 +32,9 @@ export class Pd {
   _mrCount = 0;
   /** @internal QPs of this PD, with the CQs they are attached to. */
   readonly _qps = new Map<QpLike, QpRecord>();
+  /** @internal Live address handles of this PD. */
+  readonly _ahs = new Set<Ah>();
+  private _nextAhHandle = 1;
   private _deallocated = false;
 
   /** @internal Use `Context.allocPd()`. */
@@ -103,8 +107,7 @@ export class Pd {
     this._checkCq(attr.recvCq, 'recv_cq');
     this._checkCap(attr.cap);
     const ctx = this.context;
-    const provider = getProvider(ctx.device.provider);
-    if (provider === undefined) throw err('ENODEV', op, `provider '${ctx.device.provider}' not registered`);
+    const provider = ctx.device._provider(op);
     let qp: QpLike;
     try {
       qp = provider.createQp(ctx, this, attr);
@@ -120,6 +123,39 @@ export class Pd {
     attr.recvCq._attachQp(qp);
     if (tracing('qp')) trace('qp', `QP[${qp.qpNum}]`, `created on PD[${this.handle}] ${ctx.device.name}`);
     return qp as Qp;
+  }
+
+  /**
+   * `ibv_create_ah()`: an address handle for UD sends. The attribute shape is checked here;
+   * the device's provider checks it against its ports and GID table.
+   * @throws RdmaError EINVAL (malformed attributes; a bad port, GID index or a missing GRH on a
+   *   RoCE device; PD deallocated); ENOMEM beyond `maxAh`; EOPNOTSUPP on a device without address
+   *   handles (iWARP, as siw).
+   */
+  createAh(attr: AhAttr): Ah {
+    const op = 'ibv_create_ah';
+    if (this._deallocated) throw err('EINVAL', op, 'PD deallocated');
+    const ctx = this.context;
+    const provider = ctx.device._provider(op);
+    if (provider.createAh === undefined) throw err('EOPNOTSUPP', op, `${ctx.device.name} has no address handles`);
+    const bad = ahAttrProblem(attr);
+    if (bad !== null) throw err('EINVAL', op, bad);
+    ctx._checkPort(attr.portNum, op);
+    if (ctx._ahCount >= ctx._attr.maxAh) throw err('ENOMEM', op, `more than ${ctx._attr.maxAh} AHs`);
+    const copy = copyAhAttr(attr);
+    const data = provider.createAh(ctx, this, copy);
+    const ah = new Ah(this, copy, this._nextAhHandle++, data);
+    this._ahs.add(ah);
+    ctx._ahCount++;
+    return ah;
+  }
+
+  /** @internal `Ah.destroy()`: forget it and let the provider release its data. */
+  _ahDestroyed(ah: Ah): void {
+    if (!this._ahs.delete(ah)) return;
+    const ctx = this.context;
+    ctx._ahCount--;
+    ctx.device._provider('ibv_destroy_ah').destroyAh?.(ctx, ah._provider);
   }
 
   /**
@@ -153,7 +189,7 @@ export class Pd {
 
   /**
    * `ibv_dealloc_pd()`.
-   * @throws RdmaError EBUSY while MRs or QPs of this PD exist; EINVAL if already deallocated.
+   * @throws RdmaError EBUSY while MRs, QPs or AHs of this PD exist; EINVAL if already deallocated.
    */
   dealloc(): void {
     if (this._deallocated) throw err('EINVAL', 'ibv_dealloc_pd', 'already deallocated');
@@ -161,6 +197,7 @@ export class Pd {
     if (this._mrCount > 0 || this._qps.size > 0) {
       throw err('EBUSY', 'ibv_dealloc_pd', `${this._mrCount} MR(s) and ${this._qps.size} QP(s) still use it`);
     }
+    if (this._ahs.size > 0) throw err('EBUSY', 'ibv_dealloc_pd', `${this._ahs.size} AH(s) still use it`);
     this._deallocated = true;
     this.context._pdDeallocated(this);
   }

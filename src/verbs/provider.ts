@@ -1,16 +1,20 @@
 /**
  * The provider registry, after rdma-core's `verbs_register_driver()`: the verbs layer must not
- * import a transport, so each transport (the software iWARP device, later others) registers a
- * {@link VerbsProvider} when its module is loaded. The verbs objects (devices, contexts, PDs,
- * MRs, CQs, completion channels) are transport-neutral and live here; the QP, whose data path is
- * the transport, is created by the provider.
+ * import a transport, so each transport (the software iWARP device, the software RoCE device, a
+ * native backend) registers a {@link VerbsProvider} when its module is loaded. The verbs objects
+ * (devices, contexts, PDs, MRs, CQs, completion channels, AHs) are transport-neutral and live
+ * here; what differs per device comes from the provider: device and port attributes, the GID and
+ * P_Key tables, the MR access rights it enforces, QPs (whose data path is the transport),
+ * address handles and multicast attachment.
  */
 import { err } from '../errors.js';
-import type { QpCap, QpType } from './types.js';
+import type { GidType, QpCap, QpType } from './types.js';
+import type { AhAttr } from './ah.js';
 import type { Context } from './context.js';
 import type { Cq } from './cq.js';
-import type { DeviceInfo } from './device.js';
+import type { DeviceAttr, DeviceInfo, PortAttr } from './device.js';
 import type { Pd } from './pd.js';
+import type { Qp } from './qp.js';
 
 /**
  * `struct ibv_qp_init_attr` as handed to {@link VerbsProvider.createQp} by `Pd.createQp`
@@ -46,8 +50,9 @@ export interface QpLike {
 }
 
 /**
- * A transport's entry points (cf. rdma-core `struct verbs_device_ops` + the QP part of
- * `struct verbs_context_ops`).
+ * A transport's entry points (cf. rdma-core `struct verbs_device_ops` + `struct
+ * verbs_context_ops`). The verbs layer validates arguments that do not depend on the device
+ * (shapes, ranges, object ownership) before calling; the provider checks the rest.
  */
 export interface VerbsProvider {
   /** Provider name, e.g. `'siw'`. Devices name it in {@link DeviceInfo.provider}. */
@@ -55,12 +60,51 @@ export interface VerbsProvider {
   /** The devices this provider currently offers; called by `getDeviceList()` every time. */
   listDevices(): DeviceInfo[];
   /**
+   * `ibv_query_device` for a device of this provider (`vendorPartId`: the device's number in
+   * this process, from 1). Called once per device when its context is opened; the result is
+   * frozen and handed out as copies.
+   */
+  queryDevice(info: DeviceInfo, vendorPartId: number): DeviceAttr;
+  /** `ibv_query_port` (`portNum` already checked: 1..`physPortCnt`). */
+  queryPort(info: DeviceInfo, portNum: number): PortAttr;
+  /**
+   * `ibv_query_gid`: GID `index` of the port (16 bytes; `index` already checked against
+   * `gidTblLen`). An unused entry is all zeros, as the kernel reports.
+   */
+  queryGid(info: DeviceInfo, portNum: number, index: number): Uint8Array;
+  /** `ibv_query_gid_type`: the type of GID `index`. Default: IB for InfiniBand link layers, else RoCE v2. */
+  queryGidType?(info: DeviceInfo, portNum: number, index: number): GidType;
+  /** `ibv_query_pkey`: P_Key `index` of the port (`index` already checked against `pkeyTblLen`). */
+  queryPkey?(info: DeviceInfo, portNum: number, index: number): number;
+  /**
+   * The MR access rights the device enforces (`Access` bits; siw: local write, remote write,
+   * remote read). Registration accepts any valid combination; rights outside this mask are not
+   * granted (siw's `IWARP_ACCESS_MASK`; a device with atomics includes REMOTE_ATOMIC).
+   */
+  accessMask(info: DeviceInfo): number;
+  /**
    * `ibv_create_qp` for a device of this provider. Must obtain its QP number from
    * `ctx._allocQpNum()`; if it throws after that, the number is released by the caller.
    * Registration in `ctx._qps`, `pd` and the CQs is done by `Pd.createQp` once this returns.
+   * A provider that cannot serve `attr.qpType` throws EOPNOTSUPP (siw for UD).
    * @throws RdmaError (EINVAL, EOPNOTSUPP, ENOMEM ...) as ibverbs would.
    */
   createQp(ctx: Context, pd: Pd, attr: QpInitAttr): QpLike;
+  /**
+   * `ibv_create_ah`: check `attr` against the device (port, GID index, GRH required on RoCE:
+   * EINVAL) and return what the provider needs to address packets (kept in `ah._provider`).
+   * Absent: the device has no address handles (iWARP), `createAh` fails with EOPNOTSUPP.
+   */
+  createAh?(ctx: Context, pd: Pd, attr: AhAttr): unknown;
+  /** `ibv_destroy_ah`: release what {@link createAh} returned. */
+  destroyAh?(ctx: Context, providerData: unknown): void;
+  /**
+   * `ibv_attach_mcast` for a UD QP of this provider (`gid`: 16 bytes; the verbs layer has
+   * checked the QP type). Absent: EOPNOTSUPP.
+   */
+  attachMcast?(qp: Qp, gid: Uint8Array, lid: number): void;
+  /** `ibv_detach_mcast`. EINVAL if the QP is not attached to the group. */
+  detachMcast?(qp: Qp, gid: Uint8Array, lid: number): void;
   /**
    * Resolves once the connections this provider closed gracefully have sent everything they had
    * queued and closed, or after `timeoutMs`. See {@link settleConnections}.
@@ -69,6 +113,9 @@ export interface VerbsProvider {
 }
 
 const providers = new Map<string, VerbsProvider>();
+
+/** The operations a provider may leave out. */
+const OPTIONAL_OPS = ['queryGidType', 'queryPkey', 'createAh', 'destroyAh', 'attachMcast', 'detachMcast', 'settle'] as const;
 
 /**
  * Register a provider (rdma-core `verbs_register_driver`). Registering the same object again is
@@ -83,7 +130,11 @@ export function registerProvider(p: VerbsProvider): void {
     p.name === '' ||
     typeof p.listDevices !== 'function' ||
     typeof p.createQp !== 'function' ||
-    (p.settle !== undefined && typeof p.settle !== 'function')
+    typeof p.queryDevice !== 'function' ||
+    typeof p.queryPort !== 'function' ||
+    typeof p.queryGid !== 'function' ||
+    typeof p.accessMask !== 'function' ||
+    OPTIONAL_OPS.some((k) => p[k] !== undefined && typeof p[k] !== 'function')
   ) {
     throw err('EINVAL', 'registerProvider', 'not a VerbsProvider');
   }

@@ -1,7 +1,13 @@
 /**
  * The queue pair (`struct ibv_qp`): the verbs state machine, the send and receive queues, posting,
- * completion generation and flushing. Transport providers subclass {@link Qp} and implement the
- * hooks ({@link Qp._sqKick}, {@link Qp._stateChanged}); this file knows nothing of any wire.
+ * completion generation and flushing, for every QP type (RC, UC, UD). Transport providers
+ * subclass {@link Qp} and implement the hooks ({@link Qp._sqKick}, {@link Qp._stateChanged},
+ * {@link Qp._checkSendWr} ...); this file knows nothing of any wire.
+ *
+ * `modify` applies every attribute the mask names. On devices that follow the IB rules (RoCE,
+ * InfiniBand) the mask is checked against the per-QP-type transition table (qp-attr.ts, the
+ * kernel's `ib_modify_qp_is_ok`); on iWARP devices only the state graph is checked and the
+ * IB-only attributes are recorded without effect, as siw does.
  *
  * Three error channels (docs/errors.md): a bad post throws a {@link PostError} naming the first WR
  * not queued; a failed WR completes with a {@link WcStatus}; wire errors live in the transport.
@@ -12,12 +18,15 @@ import { trace, tracing } from '../trace.js';
 import type { Context } from './context.js';
 import type { Cq } from './cq.js';
 import type { Pd } from './pd.js';
-import type { QpInitAttr } from './provider.js';
+import type { QpInitAttr, VerbsProvider } from './provider.js';
+import { Ah, ahAttrProblem, copyAhAttr } from './ah.js';
+import { QpAttrMask, modifyQpProblem, qpAttrMaskOf, qpTransitionAllowed, type QpAttr } from './qp-attr.js';
 import {
   AsyncEventType,
   QpState,
   QpType,
   SendFlags,
+  TransportType,
   WcFlags,
   WcOpcode,
   WcStatus,
@@ -26,76 +35,12 @@ import {
   type RecvWr,
   type SendWr,
   type Sge,
+  type UdDest,
   type Wc,
   type WrId,
 } from './types.js';
 
-/** `enum ibv_qp_attr_mask` bits. */
-export const QpAttrMask = {
-  STATE: 1 << 0,
-  CUR_STATE: 1 << 1,
-  EN_SQD_ASYNC_NOTIFY: 1 << 2,
-  ACCESS_FLAGS: 1 << 3,
-  PKEY_INDEX: 1 << 4,
-  PORT: 1 << 5,
-  QKEY: 1 << 6,
-  AV: 1 << 7,
-  PATH_MTU: 1 << 8,
-  TIMEOUT: 1 << 9,
-  RETRY_CNT: 1 << 10,
-  RNR_RETRY: 1 << 11,
-  RQ_PSN: 1 << 12,
-  MAX_QP_RD_ATOMIC: 1 << 13,
-  ALT_PATH: 1 << 14,
-  MIN_RNR_TIMER: 1 << 15,
-  SQ_PSN: 1 << 16,
-  MAX_DEST_RD_ATOMIC: 1 << 17,
-  PATH_MIG_STATE: 1 << 18,
-  CAP: 1 << 19,
-  DEST_QPN: 1 << 20,
-} as const;
-
-/** `struct ibv_qp_attr` (the fields a software iWARP/RoCE device uses). */
-export interface QpAttr {
-  qpState?: QpState;
-  curQpState?: QpState;
-  qpAccessFlags?: number;
-  pkeyIndex?: number;
-  portNum?: number;
-  qkey?: number;
-  pathMtu?: number;
-  timeout?: number;
-  retryCnt?: number;
-  rnrRetry?: number;
-  rqPsn?: number;
-  sqPsn?: number;
-  /** ORD: outstanding RDMA Reads this QP may issue. */
-  maxRdAtomic?: number;
-  /** IRD: inbound RDMA Reads this QP accepts. */
-  maxDestRdAtomic?: number;
-  minRnrTimer?: number;
-  destQpNum?: number;
-  cap?: QpCap;
-}
-
-/**
- * Legal `modify_qp` state transitions (IB spec 10.3.1, as siw and rxe implement them):
- * any state may go to RESET or ERR; otherwise only the pairs listed here.
- */
-const TRANSITIONS: Readonly<Record<QpState, readonly QpState[]>> = {
-  [QpState.RESET]: [QpState.INIT],
-  [QpState.INIT]: [QpState.INIT, QpState.RTR],
-  [QpState.RTR]: [QpState.RTS],
-  [QpState.RTS]: [QpState.RTS, QpState.SQD],
-  [QpState.SQD]: [QpState.SQD, QpState.RTS],
-  [QpState.SQE]: [QpState.RTS],
-  [QpState.ERR]: [],
-};
-
-/** Whether `from → to` is a legal modify_qp transition. */
-export function qpTransitionAllowed(from: QpState, to: QpState): boolean {
-  return to === QpState.RESET || to === QpState.ERR || TRANSITIONS[from].includes(to);
-}
+export { QpAttrMask, qpTransitionAllowed, type QpAttr } from './qp-attr.js';
 
 /** A queued send work request, as the transport sees it (a private copy of the caller's WR). */
 export interface SqWqe {
@@ -111,6 +56,14 @@ export interface SqWqe {
   remoteAddr: number;
   rkey: number;
   invalidateRkey: number;
+  /** SEND_WITH_IMM / RDMA_WRITE_WITH_IMM: the immediate data (host order u32), else 0. */
+  immData: number;
+  /** UD: the destination's address handle (null on connected QPs). */
+  ah: Ah | null;
+  /** UD: destination QP number. */
+  remoteQpn: number;
+  /** UD: Q_Key to send with (the QP's own when the WR's has bit 31 set, IB spec 10.2.5). */
+  remoteQkey: number;
   /** Transport progress: bytes already handed to the wire. */
   sent: number;
   /** The SGE list is a private copy (inline data copied too). */
@@ -124,11 +77,29 @@ export interface RqWqe {
   length: number;
 }
 
+/**
+ * What a receive completion carries beyond the byte count: the completion opcode (RECV or
+ * RECV_RDMA_WITH_IMM), the immediate data (host order; the transport sets `WcFlags.WITH_IMM`),
+ * and for UD the sender and path fields of `struct ibv_wc`.
+ */
+export interface RecvInfo {
+  opcode?: WcOpcode;
+  immData?: number;
+  srcQp?: number;
+  pkeyIndex?: number;
+  slid?: number;
+  sl?: number;
+  dlidPathBits?: number;
+}
+
+/** How a QP checks `modify`: IB's per-type attribute table, or only the state graph (iWARP). */
+export type ModifyRules = 'ib' | 'iwarp';
+
 let nextQpTrace = 0;
 
 /**
- * The verbs QP. Create with `pd.createQp(attr)` (ibv_create_qp) or `cmId.createQp()`.
- * RC only on iWARP, as siw.
+ * The verbs QP. Create with `pd.createQp(attr)` (ibv_create_qp) or `cmId.createQp()`. Which QP
+ * types a device offers is its provider's choice (siw: RC only, EOPNOTSUPP otherwise).
  */
 export abstract class Qp {
   readonly context: Context;
@@ -157,7 +128,13 @@ export abstract class Qp {
   protected destroyed = false;
   /** Trace prefix, `QP[n]`. */
   readonly tag: string;
-  private readonly attr: QpAttr = {};
+  /**
+   * The attributes set by `modify` (everything but the state, ORD/IRD and cap, which have their
+   * own fields): the transport reads its Q_Key, PSNs, path MTU, destination QPN, AV here.
+   */
+  protected readonly attr: QpAttr = {};
+  /** Which modify rules apply: IB's attribute table, or (iWARP devices) the state graph only. */
+  protected readonly modifyRules: ModifyRules;
 
   protected constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
     this.context = context;
@@ -170,50 +147,137 @@ export abstract class Qp {
     this.qpContext = init.qpContext;
     this.cap = cap;
     this.tag = `QP[${qpNum}]`;
+    this.modifyRules = context.device.transportType === TransportType.IWARP ? 'iwarp' : 'ib';
     nextQpTrace++;
   }
 
-  /** ibv_query_qp: current attributes (state, ORD/IRD, cap). */
-  query(): QpAttr {
-    return { ...this.attr, qpState: this._state, maxRdAtomic: this.ord, maxDestRdAtomic: this.ird, cap: { ...this.cap } };
+  /**
+   * ibv_query_qp: the current attributes (state, ORD/IRD, cap, and everything `modify` set).
+   * `mask` is accepted for ibverbs' signature; every attribute is returned, as the kernel does.
+   */
+  query(_mask?: number): QpAttr {
+    const a: QpAttr = { ...this.attr, qpState: this._state, curQpState: this._state, maxRdAtomic: this.ord, maxDestRdAtomic: this.ird, cap: { ...this.cap } };
+    if (this.attr.ahAttr) a.ahAttr = copyAhAttr(this.attr.ahAttr);
+    if (this.attr.altAhAttr) a.altAhAttr = copyAhAttr(this.attr.altAhAttr);
+    return a;
   }
 
   /**
-   * ibv_modify_qp. Validates the transition (EINVAL for an illegal one, as the kernel does) and
-   * applies the attributes named in `mask` (default: every attribute present in `attr`).
+   * ibv_modify_qp: apply the attributes named in `mask` (default: every attribute present in
+   * `attr`), all or nothing. EINVAL for an illegal state move, for attributes the transition
+   * does not take or lacks (IB rules: the per-QP-type table of qp-attr.ts), for out-of-range
+   * values, and for `cur_qp_state` not matching the QP's state.
    */
   modify(attr: QpAttr, mask?: number): void {
-    if (this.destroyed) throw err('EINVAL', 'ibv_modify_qp', 'QP destroyed');
-    const m = mask ?? maskOf(attr);
-    if (m & QpAttrMask.CUR_STATE && attr.curQpState !== undefined && attr.curQpState !== this._state) {
-      throw err('EINVAL', 'ibv_modify_qp', `cur_qp_state ${attr.curQpState} != ${this._state}`);
+    const op = 'ibv_modify_qp';
+    if (this.destroyed) throw err('EINVAL', op, 'QP destroyed');
+    const m = mask ?? qpAttrMaskOf(attr);
+    const cur = this._state;
+    const next = m & QpAttrMask.STATE && attr.qpState !== undefined ? attr.qpState : cur;
+    if (m & QpAttrMask.CUR_STATE && attr.curQpState !== undefined && attr.curQpState !== cur) {
+      throw err('EINVAL', op, `cur_qp_state ${attr.curQpState} != ${cur}`);
     }
-    if (m & QpAttrMask.MAX_QP_RD_ATOMIC && attr.maxRdAtomic !== undefined) {
-      this.checkRd(attr.maxRdAtomic, 'max_rd_atomic');
-      this.ord = attr.maxRdAtomic;
+    if (this.modifyRules === 'ib') {
+      const bad = modifyQpProblem(cur, next, this.qpType, m) ?? this.attrProblem(attr, m) ?? this._checkModify(attr, m, next);
+      if (bad !== null) throw err('EINVAL', op, bad);
+    } else {
+      if (next !== cur && !qpTransitionAllowed(cur, next)) throw err('EINVAL', op, `illegal transition ${cur} -> ${next}`);
+      const bad = this.rdProblem(attr, m) ?? this._checkModify(attr, m, next);
+      if (bad !== null) throw err('EINVAL', op, bad);
     }
-    if (m & QpAttrMask.MAX_DEST_RD_ATOMIC && attr.maxDestRdAtomic !== undefined) {
-      this.checkRd(attr.maxDestRdAtomic, 'max_dest_rd_atomic');
-      this.ird = attr.maxDestRdAtomic;
+    this.applyAttrs(attr, m);
+    if (next !== cur) this._modifyState(next);
+  }
+
+  /** Record the attributes of `mask` (checked already). */
+  private applyAttrs(a: QpAttr, m: number): void {
+    const M = QpAttrMask;
+    const t = this.attr;
+    if (m & M.MAX_QP_RD_ATOMIC && a.maxRdAtomic !== undefined) this.ord = a.maxRdAtomic;
+    if (m & M.MAX_DEST_RD_ATOMIC && a.maxDestRdAtomic !== undefined) this.ird = a.maxDestRdAtomic;
+    if (m & M.ACCESS_FLAGS && a.qpAccessFlags !== undefined) t.qpAccessFlags = a.qpAccessFlags;
+    if (m & M.PKEY_INDEX && a.pkeyIndex !== undefined) t.pkeyIndex = a.pkeyIndex;
+    if (m & M.PORT && a.portNum !== undefined) t.portNum = a.portNum;
+    if (m & M.QKEY && a.qkey !== undefined) t.qkey = a.qkey >>> 0;
+    if (m & M.AV && a.ahAttr !== undefined) t.ahAttr = copyAhAttr(a.ahAttr);
+    if (m & M.PATH_MTU && a.pathMtu !== undefined) t.pathMtu = a.pathMtu;
+    if (m & M.TIMEOUT && a.timeout !== undefined) t.timeout = a.timeout;
+    if (m & M.RETRY_CNT && a.retryCnt !== undefined) t.retryCnt = a.retryCnt;
+    if (m & M.RNR_RETRY && a.rnrRetry !== undefined) t.rnrRetry = a.rnrRetry;
+    if (m & M.RQ_PSN && a.rqPsn !== undefined) t.rqPsn = a.rqPsn;
+    if (m & M.SQ_PSN && a.sqPsn !== undefined) t.sqPsn = a.sqPsn;
+    if (m & M.MIN_RNR_TIMER && a.minRnrTimer !== undefined) t.minRnrTimer = a.minRnrTimer;
+    if (m & M.DEST_QPN && a.destQpNum !== undefined) t.destQpNum = a.destQpNum;
+    if (m & M.EN_SQD_ASYNC_NOTIFY && a.enSqdAsyncNotify !== undefined) t.enSqdAsyncNotify = a.enSqdAsyncNotify;
+    if (m & M.PATH_MIG_STATE && a.pathMigState !== undefined) t.pathMigState = a.pathMigState;
+    if (m & M.RATE_LIMIT && a.rateLimit !== undefined) t.rateLimit = a.rateLimit;
+    if (m & M.ALT_PATH) {
+      if (a.altAhAttr !== undefined) t.altAhAttr = copyAhAttr(a.altAhAttr);
+      if (a.altPkeyIndex !== undefined) t.altPkeyIndex = a.altPkeyIndex;
+      if (a.altPortNum !== undefined) t.altPortNum = a.altPortNum;
+      if (a.altTimeout !== undefined) t.altTimeout = a.altTimeout;
     }
-    if (m & QpAttrMask.ACCESS_FLAGS && attr.qpAccessFlags !== undefined) this.attr.qpAccessFlags = attr.qpAccessFlags;
-    if (m & QpAttrMask.STATE && attr.qpState !== undefined && attr.qpState !== this._state) {
-      const to = attr.qpState;
-      if (!qpTransitionAllowed(this._state, to)) {
-        throw err('EINVAL', 'ibv_modify_qp', `illegal transition ${this._state} -> ${to}`);
-      }
-      this._modifyState(to);
-    }
+  }
+
+  /** ORD/IRD within the device limits (`max_qp_init_rd_atom` / `max_qp_rd_atom`). */
+  private rdProblem(a: QpAttr, m: number): string | null {
+    const d = this.context._attr;
+    const rd = (v: number | undefined, max: number, what: string): string | null =>
+      v === undefined || (Number.isInteger(v) && v >= 0 && v <= max) ? null : `${what} ${String(v)} > ${max}`;
+    return (
+      (m & QpAttrMask.MAX_QP_RD_ATOMIC ? rd(a.maxRdAtomic, d.maxQpInitRdAtom, 'max_rd_atomic') : null) ??
+      (m & QpAttrMask.MAX_DEST_RD_ATOMIC ? rd(a.maxDestRdAtomic, d.maxQpRdAtom, 'max_dest_rd_atomic') : null)
+    );
+  }
+
+  /** The value checks of IB-rule devices: every attribute of the mask present and in range. */
+  private attrProblem(a: QpAttr, m: number): string | null {
+    const M = QpAttrMask;
+    const ctx = this.context;
+    const need = (bit: number, v: unknown, ok: boolean, what: string): string | null =>
+      !(m & bit) ? null : v === undefined ? `${what} missing` : ok ? null : `${what} ${String(v)}`;
+    const uint = (v: number | undefined, bits: number): boolean => Number.isInteger(v) && (v as number) >= 0 && (v as number) < 2 ** bits;
+    const portOk = (p: number | undefined): boolean => Number.isInteger(p) && (p as number) >= 1 && (p as number) <= ctx._attr.physPortCnt;
+    const pkeyOk = (i: number | undefined, port: number): boolean => Number.isInteger(i) && (i as number) >= 0 && (i as number) < ctx.queryPort(port).pkeyTblLen;
+    const ahBad = (ah: QpAttr['ahAttr'], what: string): string | null => {
+      if (ah === undefined) return `${what} missing`;
+      const p = ahAttrProblem(ah);
+      if (p !== null) return `${what}: ${p}`;
+      return portOk(ah.portNum) ? null : `${what}: port_num ${ah.portNum}`;
+    };
+    const port = m & M.PORT && portOk(a.portNum) ? (a.portNum as number) : (this.attr.portNum ?? 1);
+    return (
+      this.rdProblem(a, m) ??
+      need(M.PORT, a.portNum, portOk(a.portNum), 'port_num') ??
+      need(M.PKEY_INDEX, a.pkeyIndex, pkeyOk(a.pkeyIndex, port), 'pkey_index') ??
+      need(M.QKEY, a.qkey, uint(a.qkey, 32), 'qkey') ??
+      need(M.PATH_MTU, a.pathMtu, uint(a.pathMtu, 3) && (a.pathMtu as number) >= 1 && (a.pathMtu as number) <= 5, 'path_mtu') ??
+      need(M.TIMEOUT, a.timeout, uint(a.timeout, 5), 'timeout') ??
+      need(M.RETRY_CNT, a.retryCnt, uint(a.retryCnt, 3), 'retry_cnt') ??
+      need(M.RNR_RETRY, a.rnrRetry, uint(a.rnrRetry, 3), 'rnr_retry') ??
+      need(M.MIN_RNR_TIMER, a.minRnrTimer, uint(a.minRnrTimer, 5), 'min_rnr_timer') ??
+      need(M.RQ_PSN, a.rqPsn, uint(a.rqPsn, 24), 'rq_psn') ??
+      need(M.SQ_PSN, a.sqPsn, uint(a.sqPsn, 24), 'sq_psn') ??
+      need(M.DEST_QPN, a.destQpNum, uint(a.destQpNum, 24), 'dest_qp_num') ??
+      need(M.ACCESS_FLAGS, a.qpAccessFlags, uint(a.qpAccessFlags, 8), 'qp_access_flags') ??
+      need(M.PATH_MIG_STATE, a.pathMigState, uint(a.pathMigState, 2) && (a.pathMigState as number) <= 2, 'path_mig_state') ??
+      (m & M.AV ? ahBad(a.ahAttr, 'ah_attr') : null) ??
+      (m & M.ALT_PATH && a.altAhAttr !== undefined ? ahBad(a.altAhAttr, 'alt_ah_attr') : null) ??
+      (m & M.CAP ? 'changing cap is not supported' : null)
+    );
+  }
+
+  /**
+   * Transport hook: device-specific checks of a modify (after the generic ones), e.g. a path
+   * MTU above the port's or an AV without GRH on RoCE. Return a reason to refuse (EINVAL).
+   */
+  protected _checkModify(_attr: QpAttr, _mask: number, _next: QpState): string | null {
+    return null;
   }
 
   /** Hook for the transport to veto or act on a user modify (e.g. RTS needs a connection). */
   protected _modifyState(to: QpState): void {
     this._transition(to, 'modify_qp');
-  }
-
-  private checkRd(v: number, what: string): void {
-    const max = this.context._attr.maxQpRdAtom;
-    if (!Number.isInteger(v) || v < 0 || v > max) throw err('EINVAL', 'ibv_modify_qp', `${what} ${v} > ${max}`);
   }
 
   /**
@@ -256,6 +320,7 @@ export abstract class Qp {
     const room = this.cap.maxSendWr - (stateOk ? this._inflight() : 0);
     const maxInline = this.cap.maxInlineData;
     const sigAll = this.sqSigAll;
+    const ud = this.qpType === QpType.UD;
     for (let i = 0; i < list.length; i++) {
       const wr = list[i] as SendWr;
       if (!stateOk) {
@@ -266,7 +331,7 @@ export abstract class Qp {
         this.kickIf(queued);
         throw new PostError('ENOMEM', op, i, 'send queue full');
       }
-      const bad = this._checkSendWr(wr);
+      const bad = (ud && this.udProblem(wr)) || this._checkSendWr(wr);
       if (bad) {
         this.kickIf(queued);
         throw new PostError('EINVAL', op, i, bad);
@@ -291,12 +356,61 @@ export abstract class Qp {
         remoteAddr: wr.rdma?.remoteAddr ?? 0,
         rkey: wr.rdma?.rkey ?? 0,
         invalidateRkey: wr.invalidateRkey ?? 0,
+        immData: wr.immData === undefined ? 0 : wr.immData >>> 0,
+        ah: ud ? (wr.ud as UdDest).ah : null,
+        remoteQpn: ud ? (wr.ud as UdDest).remoteQpn : 0,
+        remoteQkey: ud ? this.udQkey(wr.ud as UdDest) : 0,
         sent: 0,
         detached: false,
       });
       queued++;
     }
     this.kickIf(queued);
+  }
+
+  /** UD send WR checks (IB spec 11.4.1.1): a live AH of this PD, a 24-bit QPN, a Q_Key, SENDs only. */
+  private udProblem(wr: SendWr): string | null {
+    const d = wr.ud;
+    if (d === undefined || d === null) return 'UD send without ud.ah/remoteQpn/remoteQkey';
+    if (!(d.ah instanceof Ah) || d.ah.destroyed) return 'UD send with a destroyed or foreign AH';
+    if (d.ah.pd !== this.pd) return 'UD send with an AH of another PD';
+    if (!Number.isInteger(d.remoteQpn) || d.remoteQpn < 0 || d.remoteQpn > 0xffffff) return `remote_qpn ${String(d.remoteQpn)}`;
+    if (!Number.isInteger(d.remoteQkey) || d.remoteQkey < 0 || d.remoteQkey > 0xffffffff) return `remote_qkey ${String(d.remoteQkey)}`;
+    if (wr.opcode !== WrOpcode.SEND && wr.opcode !== WrOpcode.SEND_WITH_IMM) return `opcode ${WrOpcode[wr.opcode] ?? wr.opcode} on a UD QP`;
+    return null;
+  }
+
+  /** The Q_Key a UD WR sends with: bit 31 set means the QP's own Q_Key (IB spec 10.2.5). */
+  private udQkey(d: UdDest): number {
+    return d.remoteQkey & 0x80000000 ? (this.attr.qkey ?? 0) : d.remoteQkey >>> 0;
+  }
+
+  /**
+   * ibv_attach_mcast: receive the datagrams sent to multicast group `gid` (16 bytes; `lid` 0 on
+   * RoCE). UD QPs only (EINVAL otherwise); EOPNOTSUPP on a device without multicast.
+   */
+  attachMcast(gid: Uint8Array, lid: number): void {
+    const op = 'ibv_attach_mcast';
+    const p = this.mcastProvider(op, gid, lid);
+    if (p.attachMcast === undefined) throw err('EOPNOTSUPP', op, `${this.context.device.name} has no multicast`);
+    p.attachMcast(this, Uint8Array.from(gid), lid);
+  }
+
+  /** ibv_detach_mcast: undo {@link attachMcast}. EINVAL if not attached (the provider says). */
+  detachMcast(gid: Uint8Array, lid: number): void {
+    const op = 'ibv_detach_mcast';
+    const p = this.mcastProvider(op, gid, lid);
+    if (p.detachMcast === undefined) throw err('EOPNOTSUPP', op, `${this.context.device.name} has no multicast`);
+    p.detachMcast(this, Uint8Array.from(gid), lid);
+  }
+
+  /** The checks both multicast calls share; returns the device's provider. */
+  private mcastProvider(op: string, gid: Uint8Array, lid: number): VerbsProvider {
+    if (this.destroyed) throw err('EINVAL', op, 'QP destroyed');
+    if (this.qpType !== QpType.UD) throw err('EINVAL', op, 'multicast needs a UD QP');
+    if (!(gid instanceof Uint8Array) || gid.length !== 16) throw err('EINVAL', op, 'gid must be 16 bytes');
+    if (!Number.isInteger(lid) || lid < 0 || lid > 0xffff) throw err('EINVAL', op, `lid ${String(lid)}`);
+    return this.context.device._provider(op);
   }
 
   private kickIf(queued: number): void {
@@ -390,9 +504,20 @@ export abstract class Qp {
     );
   }
 
-  /** Generate a receive completion. */
-  protected completeRecv(w: RqWqe, status: WcStatus, byteLen: number, flags: number, invalidated: number, solicited = false): void {
-    const wc = makeWc(w.wrId, status, WcOpcode.RECV, status === WcStatus.SUCCESS ? byteLen : 0, this.qpNum, flags, invalidated);
+  /**
+   * Generate a receive completion. `info` carries the immediate data and, on UD, the sender
+   * (srcQp, pkeyIndex ...); `flags` are the `WcFlags` (GRH, WITH_IMM, WITH_INV).
+   */
+  protected completeRecv(w: RqWqe, status: WcStatus, byteLen: number, flags: number, invalidated: number, solicited = false, info?: RecvInfo): void {
+    const wc = makeWc(w.wrId, status, info?.opcode ?? WcOpcode.RECV, status === WcStatus.SUCCESS ? byteLen : 0, this.qpNum, flags, invalidated);
+    if (info !== undefined && status === WcStatus.SUCCESS) {
+      if (flags & WcFlags.WITH_IMM) wc.immData = (info.immData ?? 0) >>> 0;
+      wc.srcQp = info.srcQp ?? 0;
+      wc.pkeyIndex = info.pkeyIndex ?? 0;
+      wc.slid = info.slid ?? 0;
+      wc.sl = info.sl ?? 0;
+      wc.dlidPathBits = info.dlidPathBits ?? 0;
+    }
     this.recvCq._push(wc, solicited);
   }
 
@@ -420,16 +545,6 @@ export abstract class Qp {
     this._state = QpState.RESET;
     this.pd._releaseQp(this);
   }
-}
-
-function maskOf(a: QpAttr): number {
-  let m = 0;
-  if (a.qpState !== undefined) m |= QpAttrMask.STATE;
-  if (a.curQpState !== undefined) m |= QpAttrMask.CUR_STATE;
-  if (a.qpAccessFlags !== undefined) m |= QpAttrMask.ACCESS_FLAGS;
-  if (a.maxRdAtomic !== undefined) m |= QpAttrMask.MAX_QP_RD_ATOMIC;
-  if (a.maxDestRdAtomic !== undefined) m |= QpAttrMask.MAX_DEST_RD_ATOMIC;
-  return m;
 }
 
 /** An SGE is well formed: non-negative safe integers. */
@@ -462,5 +577,20 @@ export function sendWcOpcode(op: WrOpcode): WcOpcode {
 }
 
 function makeWc(wrId: WrId, status: WcStatus, opcode: WcOpcode, byteLen: number, qpNum: number, wcFlags: number, inv: number): Wc {
-  return { wrId, status, opcode, vendorErr: 0, byteLen, qpNum, srcQp: 0, wcFlags, immData: 0, invalidatedRkey: wcFlags & WcFlags.WITH_INV ? inv : 0 };
+  return {
+    wrId,
+    status,
+    opcode,
+    vendorErr: 0,
+    byteLen,
+    qpNum,
+    srcQp: 0,
+    wcFlags,
+    immData: 0,
+    invalidatedRkey: wcFlags & WcFlags.WITH_INV ? inv : 0,
+    pkeyIndex: 0,
+    slid: 0,
+    sl: 0,
+    dlidPathBits: 0,
+  };
 }

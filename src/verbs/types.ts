@@ -3,6 +3,7 @@
  * (`enum ibv_wr_opcode`, `enum ibv_wc_status`, ...), so numbers printed by our tools match
  * rdma-core's (e.g. rping's `cq completion failed status %d`).
  */
+import type { Ah } from './ah.js';
 
 /** `enum ibv_access_flags`. */
 export const Access = {
@@ -157,6 +158,16 @@ export interface Sge {
   lkey: number;
 }
 
+/** The UD part of a send WR (`wr.ud` of `struct ibv_send_wr`): where the datagram goes. */
+export interface UdDest {
+  /** The address handle (`ibv_create_ah`) of the destination port. */
+  ah: Ah;
+  /** `remote_qpn`: the destination QP number (0xFFFFFF for a multicast group). */
+  remoteQpn: number;
+  /** `remote_qkey`: the Q_Key to send with (bit 31 set: use the QP's own Q_Key, as IB 10.2.5). */
+  remoteQkey: number;
+}
+
 /** `struct ibv_send_wr` (one request; post several by passing an array). */
 export interface SendWr {
   wrId: WrId;
@@ -168,8 +179,14 @@ export interface SendWr {
   invalidateRkey?: number;
   /** RDMA Write/Read: remote address and rkey. */
   rdma?: { remoteAddr: number; rkey: number };
-  /** Immediate data (not supported by iWARP, refused with EINVAL there, as siw does). */
+  /**
+   * SEND_WITH_IMM / RDMA_WRITE_WITH_IMM: the immediate data, a u32 in host order as the
+   * application sees it (the wire carries it big-endian). iWARP has none: siw refuses those
+   * opcodes with EINVAL.
+   */
   immData?: number;
+  /** UD QPs only: the destination (required there, ignored on connected QPs). */
+  ud?: UdDest;
 }
 
 /** `struct ibv_recv_wr`. */
@@ -186,11 +203,28 @@ export interface Wc {
   vendorErr: number;
   byteLen: number;
   qpNum: number;
+  /** UD receive: the sender's QP number (0 otherwise). */
   srcQp: number;
   /** Bitwise OR of {@link WcFlags}. */
   wcFlags: number;
+  /** With `WcFlags.WITH_IMM`: the immediate data, host order (0 otherwise). */
   immData: number;
   invalidatedRkey: number;
+  /** UD receive: index of the P_Key the datagram matched (0 otherwise). */
+  pkeyIndex: number;
+  /** UD receive: the sender's LID (0 on RoCE and iWARP). */
+  slid: number;
+  /** UD receive: the service level (0 on RoCE and iWARP). */
+  sl: number;
+  /** UD receive: destination LID path bits (0 on RoCE and iWARP). */
+  dlidPathBits: number;
+}
+
+/** `enum ibv_gid_type` (the type of a GID table entry, as sysfs `gid_attrs/types` reports). */
+export enum GidType {
+  IB = 0,
+  ROCE_V1 = 1,
+  ROCE_V2 = 2,
 }
 
 /** `struct ibv_qp_cap`. */

@@ -1,5 +1,5 @@
 /**
- * Internal byte helpers shared by the wire codecs (not part of the public API).
+ * Internal byte functions shared by the wire codecs (not part of the public API).
  *
  * @module
  */

@@ -1,4 +1,4 @@
-// Shared helpers for the two-process CLI tests: spawn a tool with a deadline (killed on hang),
+// Shared code for the two-process CLI tests: spawn a tool with a deadline (killed on hang),
 // pick free ports, wait until a server listens, and the expected output of rping's -v.
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -128,7 +128,7 @@ export async function waitListening(port, { timeoutMs = 10_000, exited } = {}) {
   throw new Error(`nothing listens on ${port} after ${timeoutMs} ms`);
 }
 
-// ---- rping's data pattern (rping.c rping_test_client, as documented in spec/tools.md B.1) ------
+// ---- rping's data pattern (rping.c rping_test_client; docs/man/rping.1.md) ------
 
 /**
  * The text of ping `n` with buffer `size`: "rdma-ping-<n>: " then letters from 'A' + n mod 58,

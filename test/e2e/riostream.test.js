@@ -1,5 +1,5 @@
 // riostream end to end: two processes on loopback, riomap/riowrite over rsockets on the soft
-// iWARP device (spec/tools.md B.3): table format, -T v, the default series, --json, usage.
+// iWARP device (docs/man/riostream.1.md): table format, -T v, the default series, --json, usage.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';

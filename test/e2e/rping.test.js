@@ -1,6 +1,6 @@
 // rping end to end: our server and client as two processes over the software iWARP device on
 // loopback (127.0.0.1 and ::1). Output lines, exit codes and error texts are rdma-core's
-// (spec/tools.md B.1); the ping data is generated from the documented buffer pattern.
+// (docs/man/rping.1.md); the ping data is generated from the documented buffer pattern.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';

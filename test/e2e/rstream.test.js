@@ -1,7 +1,7 @@
 // rstream end to end: server and client as two processes on loopback, over rsockets on the soft
 // iWARP device and (-T s) over plain TCP. Checks the table (exact header, exact name/size/count
 // columns, figures shaped as printf's %8.2fs%10.2f%11.2f), -T v, the default series, --json,
-// usage and error exits (spec/tools.md B.2).
+// usage and error exits (docs/man/rstream.1.md).
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';

@@ -2,7 +2,7 @@
 // reference VM (siw, tap network) checks that
 //   - the guest reaches the host side (ICMP, and TCP to a listener in the refvm namespace),
 //   - the host side reaches the kernel siw listener of a guest `rping -s` on 10.77.0.2:7174
-//     and gets the kernel's MPA Reply (../shared/refvm/probes/mpa_probe.py, rev 1 and 2),
+//     and gets the kernel's MPA Reply ($REFVM_HOME/probes/mpa_probe.py, rev 1 and 2),
 //   - the kernel's own rping, client and server in the guest, prints exactly the lines that
 //     lib/rping-pattern.js generates (the expectations rping.test.js holds our rping to).
 // When rping.test.js fails, this file tells whether the VM, the network or our tool is at fault.

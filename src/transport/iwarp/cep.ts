@@ -14,14 +14,10 @@
  * the endpoint's state changes in one place (siw's CM work queue).
  */
 import { TerminateError } from '../../errors.js';
-import { decodeMpaStartFrame, mpaKeyMatches, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/index.js';
+import { decodeMpaStartFrame, mpaKeyMatches, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/iwarp/index.js';
 import { Llp } from './llp.js';
 import { trace, tracing } from '../../trace.js';
 
-/** MPA Reply wait (siw: 10 s, constant named MPAREQ_TIMEOUT). */
-export const MPA_REPLY_TIMEOUT_MS = Number(process.env["RDMACM_MPA_REPLY_TIMEOUT_MS"] ?? 10_000);
-/** MPA Request wait on an accepted connection (siw: 5 s). */
-export const MPA_REQUEST_TIMEOUT_MS = 5_000;
 /** siw's hard maximum IRD/ORD. */
 export const MAX_IRD_ORD = 128;
 
@@ -44,6 +40,8 @@ export interface MpaOffer {
   crc: boolean;
   /** Request peer-to-peer mode with an RTR (default: yes). */
   p2p: boolean;
+  /** How long to wait for the MPA Reply (ms; siw: 10 s, MPAREQ_TIMEOUT). */
+  replyTimeoutMs: number;
 }
 
 /** Result of a successful negotiation, for the QP hand-off. */
@@ -90,6 +88,7 @@ export class Cep {
   private request: MpaStartFrame | null = null;
   private sentRequest: MpaStartFrame | null = null;
   private requestRtr: 'write' | 'read' | null = null;
+  private requestTimeoutMs = 0;
 
   private constructor(llp: Llp, state: CepState) {
     this.llp = llp;
@@ -111,10 +110,11 @@ export class Cep {
     return cep;
   }
 
-  /** Passive open on an accepted TCP connection: wait for the MPA Request. */
-  static accepted(llp: Llp): Cep {
+  /** Passive open on an accepted TCP connection: wait for the MPA Request `timeoutMs` (siw: 5 s). */
+  static accepted(llp: Llp, timeoutMs: number): Cep {
     const cep = new Cep(llp, CepState.AWAIT_MPAREQ);
-    cep.arm(MPA_REQUEST_TIMEOUT_MS);
+    cep.requestTimeoutMs = timeoutMs;
+    cep.arm(timeoutMs);
     return cep;
   }
 
@@ -155,7 +155,7 @@ export class Cep {
           this.llp.write(encodeMpaStartFrame(f));
           this.sentRequest = f;
           this.state = CepState.AWAIT_MPAREP;
-          this.arm(MPA_REPLY_TIMEOUT_MS);
+          this.arm(o.replyTimeoutMs);
           this.trace('MPA Request sent');
           this.tcpDone(0);
         } else if (work.w === 'closed') {
@@ -169,14 +169,14 @@ export class Cep {
       case CepState.AWAIT_MPAREP:
         if (work.w === 'bytes') this.gotReplyBytes(work.buf, work.start, work.end);
         else if (work.w === 'timeout') {
-          this.fail(-110, 'no MPA Reply within 10 s');
+          this.fail(-110, `no MPA Reply within ${(this.offer as MpaOffer).replyTimeoutMs} ms`);
           this.llp.abort();
         } else if (work.w === 'closed') this.fail(work.err ? errnoStatus(work.err) : -104, 'connection closed before the MPA Reply');
         return;
       case CepState.AWAIT_MPAREQ:
         if (work.w === 'bytes') this.gotRequestBytes(work.buf, work.start, work.end);
         else if (work.w === 'timeout') {
-          this.trace('no MPA Request within 5 s: closing');
+          this.trace(`no MPA Request within ${this.requestTimeoutMs} ms: closing`);
           this.close(true);
         } else if (work.w === 'closed') this.close(false);
         return;

@@ -6,7 +6,7 @@
  * connection; the QP goes to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.
  */
 import { TerminateError } from '../../errors.js';
-import { FpduDecoder, decodeTerminateMessage, termName } from '../../wire/index.js';
+import { FpduDecoder, decodeTerminateMessage, termName } from '../../wire/iwarp/index.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { Cq } from '../../verbs/cq.js';
@@ -16,7 +16,8 @@ import { AsyncEventType, QpState, WcStatus, WrOpcode, type QpCap, type SendWr, t
 import { localSgeTarget, remoteTarget as mrRemoteTarget, invalidateMr } from './mem.js';
 import { Llp } from './llp.js';
 import { QpTx } from './qp-tx.js';
-import { QpRx, DIRECT_PLACEMENT } from './qp-rx.js';
+import { QpRx } from './qp-rx.js';
+import { iwarpConfig } from './config.js';
 import { trace, tracing } from '../../trace.js';
 
 /** Negotiated connection parameters handed over by the CM after MPA. */
@@ -54,11 +55,14 @@ export class IwarpQp extends Qp {
   private terminated = false;
   private readonly scratch: { bufs: Buffer[]; offs: number[]; lens: number[] } = { bufs: [], offs: [], lens: [] };
   private holdTimer: NodeJS.Timeout | null = null;
+  /** The device's direct-placement threshold (configuration, fixed at QP creation). */
+  private readonly directMin: number;
 
   constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
     super(context, pd, qpNum, init, cap);
     this.tx = new QpTx(this);
-    this.rx = new QpRx(this);
+    this.directMin = iwarpConfig(context.device.name).directPlacementMin;
+    this.rx = new QpRx(this, this.directMin);
     for (const cq of [init.sendCq, init.recvCq]) if (!cq.onOverflow) cq.onOverflow = cqOverflowed;
   }
 
@@ -72,7 +76,7 @@ export class IwarpQp extends Qp {
     this.llp = llp;
     this.terminated = false;
     this.tx.attach(llp, p.crc, p.fpduMax);
-    this.rx = new QpRx(this);
+    this.rx = new QpRx(this, this.directMin);
     const dec = new FpduDecoder(this.rx, { crc: p.crc });
     this.decoder = dec;
     this.rx.onFirstFpdu = () => {
@@ -87,7 +91,7 @@ export class IwarpQp extends Qp {
     llp.onClose = (e, byPeer) => this.llpClosed(e, byPeer);
     // Direct placement: large tagged payloads are read by the socket straight into the MR. When
     // it is off, readTarget would answer null for every read: leave the hook unset.
-    llp.readTarget = DIRECT_PLACEMENT ? () => (this.decoder === dec ? this.rx.readTarget(dec) : null) : null;
+    llp.readTarget = this.directMin !== Infinity ? () => (this.decoder === dec ? this.rx.readTarget(dec) : null) : null;
     llp.onPlaced = (view, n) => {
       if (this.decoder !== dec) return;
       try {
@@ -263,7 +267,7 @@ export class IwarpQp extends Qp {
     return out;
   }
 
-  // -- helpers for TX/RX ----------------------------------------------------------------------
+  // -- shared by TX/RX -----------------------------------------------------------------------
 
   /** The TX path may run (RTS with a connection, not errored). */
   txAllowed(): boolean {

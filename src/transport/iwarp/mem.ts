@@ -1,7 +1,7 @@
 /**
  * Memory lookups for the iWARP data path, on top of the verbs MR checks: resolve an SGE or a
  * remote (STag, TO) access to a Buffer and an offset, and map a failed check to the TERMINATE
- * error code siw sends (wire.md §1.8). Results live in one scratch object, valid until the next
+ * error code siw sends (siw_qp_rx.c). Results live in one scratch object, valid until the next
  * call (no allocation per FPDU).
  */
 import { MrCheck, mrOffset, remoteAccessOffset, invalidateStag } from '../../verbs/mr.js';

@@ -12,6 +12,7 @@ import type { Pd } from '../../verbs/pd.js';
 import { QpType, TransportType, type QpCap } from '../../verbs/types.js';
 import { IwarpQp } from './iwarp-qp.js';
 import { llpsSettled } from './llp.js';
+import { SIW_LIMITS, siwAccessMask, siwDeviceAttr, siwGid, siwPortAttr } from './attrs.js';
 
 /** Provider name, as rdma-core's `siw` provider. */
 export const SIW_PROVIDER = 'siw';
@@ -62,9 +63,18 @@ function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): IwarpQp {
 }
 
 /** siw's max inline data (SIW_MAX_INLINE = sizeof(struct siw_sge) * (SIW_MAX_SGE - 1)). */
-export const SIW_MAX_INLINE = 16 * 5;
+export const SIW_MAX_INLINE = SIW_LIMITS.maxInline;
 
-const provider: VerbsProvider = { name: SIW_PROVIDER, listDevices, createQp, settle: llpsSettled };
+const provider: VerbsProvider = {
+  name: SIW_PROVIDER,
+  listDevices,
+  queryDevice: siwDeviceAttr,
+  queryPort: siwPortAttr,
+  queryGid: siwGid,
+  accessMask: siwAccessMask,
+  createQp,
+  settle: llpsSettled,
+};
 
 /** Register the siw provider (idempotent; done when this module is imported). */
 export function registerSiw(): void {

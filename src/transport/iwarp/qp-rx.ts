@@ -7,7 +7,7 @@
  * Nothing is ever written outside a registered region: the bounds check precedes placement.
  */
 import { TerminateError } from '../../errors.js';
-import { RdmapOpcode, DdpQn, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/index.js';
+import { RdmapOpcode, DdpQn, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/iwarp/index.js';
 import { ddpTaggedEcode, rdmapProtEcode } from './mem.js';
 import { copyBytes } from '../../util/copy.js';
 import { Access, WcFlags, WcStatus, type Sge } from '../../verbs/types.js';
@@ -16,7 +16,7 @@ import type { IwarpQp } from './iwarp-qp.js';
 import { hex } from './qp-tx.js';
 import { trace, tracing } from '../../trace.js';
 
-// TERMINATE codes (RFC 5040 §7.2, RFC 5041 §7.2, wire.md §3.5).
+// TERMINATE codes (RFC 5040 §7.2, RFC 5041 §7.2, RFC 5040 §4.8).
 const L_RDMAP = 0;
 const L_DDP = 1;
 const L_LLP = 2;
@@ -54,12 +54,22 @@ export class QpRx implements FpduSink {
   /** Streaming large tagged messages: size reads so that payloads can be placed directly. */
   private bulk = false; // 0 none, 1 tagged place, 2 untagged place, 3 discard, 4 terminate
 
-  constructor(private readonly qp: IwarpQp) {}
+  /**
+   * Tagged payloads at least this large are read by the socket straight into the target memory
+   * (`directPlacementMin` of the device's configuration; Infinity: never). Off by default: on
+   * this machine two read syscalls per FPDU (≤ 64 KiB each) cost more CPU than one 1 MiB read
+   * plus a memcpy (docs/design/iwarp.md).
+   */
+  readonly directMin: number;
+
+  constructor(private readonly qp: IwarpQp, directMin: number) {
+    this.directMin = directMin;
+  }
 
   onHeader(h: FpduHeader): void {
     // Bulk mode stays on through the short last segment of a large tagged message.
     if (!h.tagged) this.bulk = false;
-    else if (h.payloadLen >= DIRECT_MIN) this.bulk = true;
+    else if (h.payloadLen >= this.directMin) this.bulk = true;
     else if (!this.tagOpen && this.readPlaced === 0) this.bulk = false;
     switch (h.opcode) {
       case RdmapOpcode.WRITE:
@@ -188,7 +198,7 @@ export class QpRx implements FpduSink {
   readTarget(dec: FpduDecoder): Buffer | number | null {
     if (this.kind === 1) {
       const rem = dec.payloadRemaining;
-      if (rem >= DIRECT_MIN) return (this.dst as Buffer).subarray(this.dstOff, this.dstOff + rem);
+      if (rem >= this.directMin) return (this.dst as Buffer).subarray(this.dstOff, this.dstOff + rem);
     }
     return this.bulk ? dec.bytesToBoundary : null;
   }
@@ -307,11 +317,3 @@ export class QpRx implements FpduSink {
 }
 
 const EMPTY = Buffer.alloc(0);
-/**
- * With `RDMACM_IWARP_DIRECT=1`, tagged payloads at least this large are read by the socket
- * straight into the target memory. Off by default: on this machine two read syscalls per FPDU
- * (≤ 64 KiB each) cost more CPU than one 1 MiB read plus a memcpy (docs/design/iwarp.md).
- */
-const DIRECT_MIN = process.env['RDMACM_IWARP_DIRECT'] === '1' ? 8192 : Infinity;
-/** Whether reads are ever sized or placed by {@link QpRx.readTarget} (else it always says null). */
-export const DIRECT_PLACEMENT = DIRECT_MIN !== Infinity;

@@ -18,7 +18,7 @@ import {
   writeReadRequest,
   type TerminateSpec,
   type IwarpOpcodeInfo,
-} from '../../wire/index.js';
+} from '../../wire/iwarp/index.js';
 import { WcStatus, WrOpcode, type Sge } from '../../verbs/types.js';
 import type { SqWqe } from '../../verbs/qp.js';
 import type { Llp } from './llp.js';

@@ -1,5 +1,5 @@
 #!/bin/bash
-# guest-prelude.sh -- helpers prepended to every interop guest job by refvm.js (withGuest).
+# guest-prelude.sh -- shell functions prepended to every interop guest job by refvm.js (withGuest).
 # Runs in the reference VM with cwd = /mnt/host (the job folder, a 9p share of the host).
 H=/mnt/host
 gnow() { date +%T.%N | cut -c1-12; }

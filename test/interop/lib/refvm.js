@@ -1,5 +1,5 @@
 // Interop harness: boot the reference VM (Debian guest with the kernel's siw and rdma-core's
-// real tools, see ../shared/refvm/README.md), run a guest job in it, and run host-side
+// real tools; its scripts live in $REFVM_HOME, see docs/interop.md), run a guest job in it, and run host-side
 // processes against it inside the `refvm` network namespace.
 //
 //   const avail = await refvmAvailable();            // {ok, reason}
@@ -12,7 +12,7 @@
 // the `refvm` namespace, so every host process runs under `ip netns exec refvm`. Nothing else
 // is contacted.
 //
-// Guest side: the job runs after a prelude of helpers (guest-prelude.sh) with cwd = the job
+// Guest side: the job runs after a prelude of shell functions (guest-prelude.sh) with cwd = the job
 // folder (/mnt/host in the guest, a 9p share): whatever it writes there is visible here at
 // once. The job must `mark ready` when it is up. When the job ends the prelude writes job.rc and
 // waits for the host's `done` file; the VM then powers off.

@@ -1,4 +1,4 @@
-// rdma_create_ep / rdma_get_request / rdma_destroy_ep and the rdma_verbs.h helpers: the passive
+// rdma_create_ep / rdma_get_request / rdma_destroy_ep and the rdma_verbs.h functions: the passive
 // endpoint creates each connection's QP from the saved attributes; registration, posting (with
 // buffer views or MR addresses, inline without an MR), RDMA Read/Write, and waiting for one
 // completion through the channels rdma_create_qp made.

@@ -40,7 +40,7 @@ async function ourServer(opts = {}, { read = true } = {}) {
 
 /**
  * A raw rsocket client: rdma_cm connect with hand-made rs_conn_data, receives posted for the
- * server's messages, helpers to post RDMA WRITEs and 4-byte message SENDs as it pleases.
+ * server's messages, functions to post RDMA WRITEs and 4-byte message SENDs as it pleases.
  */
 async function rawPeer(port, { version = 1, credits = 64, rbuf = 65536, connData } = {}) {
   const id = createId(null, null, PortSpace.TCP);

@@ -1,6 +1,6 @@
 // A hostile or broken iWARP peer, played by a raw TCP socket that speaks hand-built MPA frames and
 // FPDUs, against our passive side. Every violation must end in a TERMINATE with the right
-// layer/etype/ecode (wire.md §1.8) or a clean close — never a crash, a hang, or a byte written
+// layer/etype/ecode (siw_qp_rx.c) or a clean close — never a crash, a hang, or a byte written
 // outside a registered region.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -301,29 +301,6 @@ test('MPA Request asking for markers gets a reject reply', async () => {
   assert.equal(rep.frame.markers, false);
   assert.equal(listen.channel.pending, 0);
   await listen.destroy();
-});
-
-test('random corruption of a valid stream never crashes or hangs the receiver', async () => {
-  let seed = 12345;
-  const rnd = (n) => ((seed = (seed * 1103515245 + 12345) >>> 0) % n);
-  for (let round = 0; round < 12; round++) {
-    const s = await server({ recvs: 4 });
-    const c = await rawClient(s.port);
-    c.send(rtr());
-    await s.ready;
-    const stream = Buffer.concat([
-      encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 1 }, Buffer.from('abc')),
-      encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: s.mr.rkey, to: s.mr.addr + 8 }, Buffer.alloc(40, 7)),
-      encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 2 }, Buffer.from('defg')),
-    ]);
-    for (let k = 0; k < 3; k++) stream[rnd(stream.length)] ^= 1 << rnd(8);
-    c.send(stream);
-    // The peer keeps the connection open; our side either consumed it all or terminated.
-    await new Promise((r) => setTimeout(r, 30));
-    assert.ok(guardsIntact(s), `round ${round}: guard bytes intact`);
-    c.sock.destroy();
-    await teardown(s);
-  }
 });
 
 test('peer closing the TCP connection: DISCONNECTED, posted receives flushed', async () => {

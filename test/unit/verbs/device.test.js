@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LO, ETH, SMALL, fake, dev, code } from './fake-provider.js';
+import { LO, ETH, SMALL, fake, dev, code, SIW_QUERIES } from './fake-provider.js';
 import {
   getDeviceList,
   findDeviceByAddress,
@@ -15,11 +15,11 @@ import {
   NodeType,
   PortState,
   LinkLayer,
-  SIW_LIMITS,
   nodeTypeStr,
   portStateStr,
 } from '../../../dist/verbs/device.js';
 import { registerProvider, unregisterProvider, getProvider } from '../../../dist/verbs/provider.js';
+import { SIW_LIMITS } from '../../../dist/transport/iwarp/attrs.js';
 import { TransportType, QpType } from '../../../dist/verbs/types.js';
 
 test('getDeviceList lists the provider devices and caches Device objects', () => {
@@ -160,7 +160,7 @@ test('netdevs lists interfaces with MTU and MAC', () => {
   if (lo) assert.ok(lo.addresses.some((a) => a.address === '127.0.0.1' || a.address === '::1'));
 });
 
-test('GUID helpers follow siw', () => {
+test('GUID functions follow siw', () => {
   assert.equal(guidFromMac('52:54:00:12:34:56'), 0x5254_0012_3456_0000n);
   assert.equal(guidFromMac('52-54-00-12-34-56'), 0x5254_0012_3456_0000n);
   assert.throws(() => guidFromMac('52:54:00'), code('EINVAL'));
@@ -174,11 +174,14 @@ test('GUID helpers follow siw', () => {
 test('provider registry: EEXIST, EINVAL, idempotent re-registration, unregister', () => {
   registerProvider(fake); // same object: no-op
   assert.equal(getProvider('fake'), fake);
-  assert.throws(() => registerProvider({ name: 'fake', listDevices: () => [], createQp() {} }), code('EEXIST'));
+  assert.throws(() => registerProvider({ ...SIW_QUERIES, name: 'fake', listDevices: () => [], createQp() {} }), code('EEXIST'));
   assert.throws(() => registerProvider({ name: 'x' }), code('EINVAL'));
   assert.throws(() => registerProvider(null), code('EINVAL'));
 
+  assert.throws(() => registerProvider({ name: 'noquery', listDevices: () => [], createQp() {} }), code('EINVAL'));
+
   const other = {
+    ...SIW_QUERIES,
     name: 'other',
     listDevices: () => [{ ...LO, name: 'other0', provider: 'other', addresses: [{ address: '203.0.113.1', family: 'IPv4', netmask: '255.255.255.0' }] }],
     createQp: () => assert.fail('not reached'),
@@ -196,14 +199,14 @@ test('provider registry: EEXIST, EINVAL, idempotent re-registration, unregister'
   assert.throws(() => pd.createQp({ qpType: QpType.RC, sendCq: cq, recvCq: cq, cap: {} }), code('ENODEV'));
 
   // a provider with a device name already used by another provider: skipped
-  const dup = { name: 'dup', listDevices: () => [{ ...LO, provider: 'dup' }], createQp() {} };
+  const dup = { ...SIW_QUERIES, name: 'dup', listDevices: () => [{ ...LO, provider: 'dup' }], createQp() {} };
   registerProvider(dup);
   assert.equal(getDeviceList().filter((x) => x.name === 'fake_lo').length, 1);
   assert.equal(dev(LO).provider, 'fake');
   unregisterProvider('dup');
 
   // malformed device descriptions
-  const bad = { name: 'bad', listDevices: () => [{ name: 'b0', provider: 'someone-else', addresses: [], nodeGuid: 1n }], createQp() {} };
+  const bad = { ...SIW_QUERIES, name: 'bad', listDevices: () => [{ name: 'b0', provider: 'someone-else', addresses: [], nodeGuid: 1n }], createQp() {} };
   registerProvider(bad);
   assert.throws(() => getDeviceList(), code('EINVAL'));
   unregisterProvider('bad');

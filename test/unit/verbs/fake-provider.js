@@ -5,6 +5,10 @@ import { registerProvider } from '../../../dist/verbs/provider.js';
 import { getDeviceList } from '../../../dist/verbs/device.js';
 import { TransportType, QpType } from '../../../dist/verbs/types.js';
 import { RdmaError } from '../../../dist/errors.js';
+import { siwDeviceAttr, siwPortAttr, siwGid, siwAccessMask } from '../../../dist/transport/iwarp/attrs.js';
+
+/** The device/port queries of a provider whose devices look like siw's (for fake providers). */
+export const SIW_QUERIES = { queryDevice: siwDeviceAttr, queryPort: siwPortAttr, queryGid: siwGid, accessMask: siwAccessMask };
 
 export class FakeQp {
   constructor(ctx, pd, qpNum, attr) {
@@ -78,6 +82,7 @@ export const fake = {
   /** QP class to create. */
   QpClass: FakeQp,
   created: 0,
+  ...SIW_QUERIES,
   listDevices() {
     return this.devices;
   },
@@ -114,7 +119,7 @@ export function code(c) {
 
 /** A completion for tests. */
 export function wc(id, qpNum = 1) {
-  return { wrId: id, status: 0, opcode: 0, vendorErr: 0, byteLen: 0, qpNum, srcQp: 0, wcFlags: 0, immData: 0, invalidatedRkey: 0 };
+  return { wrId: id, status: 0, opcode: 0, vendorErr: 0, byteLen: 0, qpNum, srcQp: 0, wcFlags: 0, immData: 0, invalidatedRkey: 0, pkeyIndex: 0, slid: 0, sl: 0, dlidPathBits: 0 };
 }
 
 /** Deterministic PRNG (mulberry32). */

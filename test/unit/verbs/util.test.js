@@ -109,7 +109,7 @@ test('AsyncQueue: queueing, waiters, abort, close, remove', async () => {
   assert.equal(q.closed, true);
 });
 
-test('ip helpers: canonical keys and loopback detection', () => {
+test('ip functions: canonical keys and loopback detection', () => {
   assert.equal(parseIpv4('1.2.3.4'), 0x01020304);
   assert.equal(parseIpv4('256.1.1.1'), undefined);
   assert.equal(parseIpv4('1.2.3'), undefined);

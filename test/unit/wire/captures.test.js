@@ -83,7 +83,7 @@ test('D-siw-rping-2vm: MPA rev 2 handshake, then Send / Read / Write FPDUs in rp
     const start = dir === cli ? c.length : s.length;
     const ref = refDecode(dir.bytes.subarray(start), { crc: false });
     assert.deepEqual(ref.map((r) => r.payload), (dir === cli ? c : s).fpdus.map((r) => r.payload));
-    // siw sends a zero CRC field when CRC is off (wire.md §1.5)
+    // siw sends a zero CRC field when CRC is off (RFC 5044 §4)
     let o = start;
     for (const r of ref) {
       o += 2 + r.ulpduLen + ((4 - ((2 + r.ulpduLen) % 4)) % 4);

@@ -1,4 +1,4 @@
-// CRC-32C backends: wire.md §7.1 vectors, zlib-style chaining, agreement between backends.
+// CRC-32C backends: the standard vectors (RFC 3720 §B.4 parameters), zlib-style chaining, agreement between backends.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -10,11 +10,11 @@ import {
   crc32cJs,
   crc32cNative,
   crc32cRange,
-} from '../../../dist/wire/crc32c.js';
+} from '../../../dist/wire/iwarp/crc32c.js';
 
 const seq = (n, f) => Uint8Array.from({ length: n }, (_, i) => f(i));
 
-/** wire.md §7.1 standard vectors. */
+/** Standard CRC-32C vectors (docs/design/iwarp-wire.md). */
 const VECTORS = [
   ['"123456789"', new TextEncoder().encode('123456789'), 0xe3069283],
   ['32 x 0x00', new Uint8Array(32), 0x8a9136aa],
@@ -49,7 +49,7 @@ test('backend is reported', () => {
 });
 
 for (const [name, fn] of BACKENDS) {
-  test(`${name}: wire.md §7.1 vectors`, () => {
+  test(`${name}: standard vectors`, () => {
     for (const [label, data, want] of VECTORS) {
       assert.equal(fn(data), want, label);
     }
@@ -100,7 +100,7 @@ test('large buffer: all backends agree (1 MiB)', () => {
 test('RDMA_CRC32C=js forces the table backend', () => {
   const r = spawnSync(
     process.execPath,
-    ['--input-type=module', '-e', "import('./dist/wire/crc32c.js').then(m => console.log(m.crc32cBackend, m.crc32c(new TextEncoder().encode('123456789')).toString(16)))"],
+    ['--input-type=module', '-e', "import('./dist/wire/iwarp/crc32c.js').then(m => console.log(m.crc32cBackend, m.crc32c(new TextEncoder().encode('123456789')).toString(16)))"],
     { env: { ...process.env, RDMA_CRC32C: 'js' }, cwd: new URL('../../../', import.meta.url), encoding: 'utf8' },
   );
   assert.equal(r.status, 0, r.stderr);

@@ -2,7 +2,7 @@
 import { TerminateError } from '../../../dist/errors.js';
 import { encodeFpdu } from '../../../dist/wire/index.js';
 
-/** Malformed headers and the TERMINATE each must raise (wire.md §1.8; fpdu.ts checkFpduCtrl docs). */
+/** Malformed headers and the TERMINATE each must raise (siw_qp_rx.c; fpdu.ts checkFpduCtrl docs). */
 export const MALFORMED = [
   ['DDP version 0, tagged', () => patch(encodeFpdu({ opcode: 0 }), 2, 0xc0), [1, 1, 0x04], 16],
   ['DDP version 2, tagged', () => patch(encodeFpdu({ opcode: 2 }), 2, 0xc2), [1, 1, 0x04], 16],
@@ -184,7 +184,7 @@ export class RecordingSink {
 }
 
 /**
- * Naive reference decoder (style point 3): whole buffer in, DataView reads, BigInt offsets, the
+ * Naive reference decoder: whole buffer in, DataView reads, BigInt offsets, the
  * bitwise CRC. No validation beyond what is needed to walk the stream.
  */
 export function refDecode(buf, { crc, crcFn }) {

@@ -1,5 +1,5 @@
-// FPDU headers: §7.1 byte vectors, zero-allocation writers, builders, one-shot header decode and
-// every malformed-header TERMINATE (wire.md §1.5, §1.8, §2, §3).
+// FPDU headers: CRC-32C byte vectors (docs/design/iwarp-wire.md), zero-allocation writers, builders, one-shot header decode and
+// every malformed-header TERMINATE (RFC 5044 §4, RFC 5041 §4, RFC 5040 §4; siw_qp_rx.c).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TerminateError } from '../../../dist/errors.js';
@@ -14,12 +14,12 @@ import {
   writeTaggedHdr,
   writeUntaggedHdr,
 } from '../../../dist/wire/index.js';
-import { crc32cBitwise } from '../../../dist/wire/crc32c.js';
+import { crc32cBitwise } from '../../../dist/wire/iwarp/crc32c.js';
 import { MALFORMED } from './fpdu-cases.js';
 
 const hex = (s) => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 
-/** wire.md §7.1 FPDU examples, CRC on. */
+/** FPDU examples with CRC on (docs/design/iwarp-wire.md, CRC-32C vectors). */
 const RTR_WRITE = hex('000e c140 00000001 0000000000000000 ebd34c5f');
 const SEND_HELLO = hex('0017 4143 00000000 00000000 00000001 00000000 68656c6c6f 000000 b990b10c');
 const RTR_READ = hex(
@@ -38,7 +38,7 @@ function term(layer, etype, ecode) {
   };
 }
 
-test('table: header lengths, queues and control templates (wire.md §3.1, §3.2)', () => {
+test('table: header lengths, queues and control templates (RFC 5040 §4.2, siw_qp.c iwarp_pktinfo)', () => {
   const want = [
     ['RDMA Write', 16, true, -1, 0xc140],
     ['RDMA Read Request', 48, false, 1, 0x4141],
@@ -59,7 +59,7 @@ test('table: header lengths, queues and control templates (wire.md §3.1, §3.2)
   assert.ok(Object.isFrozen(IWARP_OPCODES));
 });
 
-test('§7.1 vectors: zero-length Write RTR, Send "hello", zero-length Read Request (CRC on and off)', () => {
+test('vectors: zero-length Write RTR, Send "hello", zero-length Read Request (CRC on and off)', () => {
   const w = encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: 1, to: 0 }, undefined, { crc: true });
   assert.deepEqual(w, RTR_WRITE);
   assert.equal(fpduCrc(w), 0x5f4cd3eb);

@@ -1,4 +1,4 @@
-// MPA start frames (RFC 5044 §7.1, RFC 6581; wire.md §1.1–1.3) and FPDU framing arithmetic (§1.5).
+// MPA start frames (RFC 5044 §7.1, RFC 6581) and FPDU framing arithmetic (RFC 5044 §4).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TerminateError } from '../../../dist/errors.js';
@@ -16,8 +16,8 @@ import {
   validateMpaReply,
   validateMpaRequest,
   writeFpduTrailer,
-} from '../../../dist/wire/mpa.js';
-import { crc32c } from '../../../dist/wire/crc32c.js';
+} from '../../../dist/wire/iwarp/mpa.js';
+import { crc32c } from '../../../dist/wire/iwarp/crc32c.js';
 
 const hex = (s) => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 const KEY_REQ = '4d504120 49442052 65712046 72616d65';
@@ -41,7 +41,7 @@ function v2(over) {
   return frame({ enhanced: true, rev: 2, ird: 0, ord: 0, p2p: false, rtrSend: false, rtrWrite: false, rtrRead: false, ...over });
 }
 
-test('siw default request (wire.md §1.3) decodes and re-encodes byte for byte', () => {
+test('siw default request (siw_cm.c) decodes and re-encodes byte for byte', () => {
   const bytes = hex(`${KEY_REQ} 10 02 0004 0010 0010`);
   assert.equal(bytes.length, 24);
   const r = decodeMpaStartFrame(bytes, 'request');
@@ -88,7 +88,7 @@ test('rev 1 with the Enhanced bit: no IRD/ORD word (siw parses it only in rev 2)
   assert.deepEqual(encodeMpaStartFrame(r.frame), bytes);
 });
 
-test('P2P / RTR bits of the IRD/ORD word (wire.md §1.2)', () => {
+test('P2P / RTR bits of the IRD/ORD word (RFC 6581 §3)', () => {
   const f = v2({ ird: 5, ord: 7, p2p: true, rtrSend: true, rtrWrite: true, rtrRead: true, privateData: new Uint8Array([9]) });
   const bytes = encodeMpaStartFrame(f);
   assert.deepEqual(bytes, hex(`${KEY_REQ} 10 02 0005 c005 c007 09`));
@@ -127,7 +127,7 @@ test('round trip over a table of frames', () => {
   }
 });
 
-test('flag byte layout (wire.md §1.1)', () => {
+test('flag byte layout (RFC 5044 §7.1)', () => {
   const b = encodeMpaStartFrame(frame({ markers: true, crc: true, reject: true, gso: true, rev: 1 }));
   assert.equal(b[16], MpaFlag.MARKERS | MpaFlag.CRC | MpaFlag.REJECT | MpaFlag.GSO_EXP);
   assert.equal(b[16], 0xe8);
@@ -179,7 +179,7 @@ test('returned for the CM to reject: markers, Enhanced rev 2 with PD_Length < 4,
   assert.equal(validateMpaRequest(frame({ reject: true })).action, 'accept');
 });
 
-test('reply validation against the request (siw_proc_mpareply order, wire.md §1.3)', () => {
+test('reply validation against the request (siw_proc_mpareply order, siw_cm.c)', () => {
   const req = v2({ ird: 16, ord: 16 });
   const ok = v2({ type: 'reply', ird: 4, ord: 8, crc: true });
   assert.deepEqual(validateMpaReply(ok, req), { action: 'accept', crc: true, ird: 8, ord: 4, rtr: null });
@@ -219,7 +219,7 @@ test('encoder refuses what cannot go on the wire', () => {
   assert.throws(() => encodeMpaStartFrame(frame({ rev: 256 })), RangeError);
 });
 
-test('FPDU pad / length arithmetic (wire.md §1.5, §1.6)', () => {
+test('FPDU pad / length arithmetic (RFC 5044 §4, siw_qp_tx.c)', () => {
   for (let u = 0; u < 70; u++) {
     const pad = fpduPad(u);
     assert.ok(pad >= 0 && pad <= 3);
@@ -239,7 +239,7 @@ test('FPDU pad / length arithmetic (wire.md §1.5, §1.6)', () => {
 });
 
 test('writeFpduTrailer: zero pad, little-endian CRC over length + ULPDU + pad, or zeros', () => {
-  // Send "hello" from wire.md §7.1
+  // Send "hello" (docs/design/iwarp-wire.md, CRC-32C vectors)
   const body = hex('0017 4143 00000000 00000000 00000001 00000000 68656c6c6f');
   const out = new Uint8Array(32).fill(0xaa);
   out.set(body, 0);
@@ -251,7 +251,7 @@ test('writeFpduTrailer: zero pad, little-endian CRC over length + ULPDU + pad, o
   assert.deepEqual(Buffer.from(out.subarray(25)), hex('000000 00000000'));
 });
 
-test('mpaKeyMatches: the Request and Reply keys of spec/wire.md, nothing else', () => {
+test('mpaKeyMatches: the Request and Reply keys of RFC 5044, nothing else', () => {
   const rep = Buffer.concat([hex(KEY_REP), Buffer.alloc(4)]);
   const req = Buffer.concat([hex(KEY_REQ), Buffer.alloc(4)]);
   assert.equal(mpaKeyMatches(rep, 'reply'), true);

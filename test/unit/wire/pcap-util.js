@@ -116,3 +116,62 @@ export function tcpStreams(path) {
   streams.sort((a, b) => a.first - b.first);
   return streams;
 }
+
+/**
+ * @typedef {{
+ *   index: number, ts: number, family: 4 | 6, ipHeader: Buffer, src: Buffer, dst: Buffer,
+ *   sport: number, dport: number, udpLength: number, udpChecksum: number, payload: Buffer
+ * }} UdpDatagram
+ */
+
+/**
+ * Every UDP datagram of a pcap (Ethernet, optional VLAN tag, IPv4 without fragmentation or IPv6
+ * without extension headers), with its real IP header: what a RoCEv2 ICRC check needs.
+ * @returns {UdpDatagram[]}
+ */
+export function udpDatagrams(path) {
+  /** @type {UdpDatagram[]} */
+  const out = [];
+  readPcap(path).forEach((rec, index) => {
+    const d = rec.data;
+    let o = 12;
+    let type = d.readUInt16BE(o);
+    if (type === 0x8100) {
+      o += 4;
+      type = d.readUInt16BE(o);
+    }
+    o += 2;
+    let family;
+    let ipLen;
+    let u;
+    if (type === 0x0800) {
+      if (d[o + 9] !== 17) return;
+      family = 4;
+      ipLen = (d[o] & 0x0f) * 4;
+      if ((d.readUInt16BE(o + 6) & 0x3fff) !== 0) throw new Error(`record ${index}: IPv4 fragment`);
+      u = o + ipLen;
+    } else if (type === 0x86dd) {
+      if (d[o + 6] !== 17) return;
+      family = 6;
+      ipLen = 40;
+      u = o + 40;
+    } else {
+      return;
+    }
+    const udpLength = d.readUInt16BE(u + 4);
+    out.push({
+      index,
+      ts: rec.ts,
+      family,
+      ipHeader: d.subarray(o, o + ipLen),
+      src: family === 4 ? d.subarray(o + 12, o + 16) : d.subarray(o + 8, o + 24),
+      dst: family === 4 ? d.subarray(o + 16, o + 20) : d.subarray(o + 24, o + 40),
+      sport: d.readUInt16BE(u),
+      dport: d.readUInt16BE(u + 2),
+      udpLength,
+      udpChecksum: d.readUInt16BE(u + 6),
+      payload: d.subarray(u + 8, u + udpLength),
+    });
+  });
+  return out;
+}

@@ -1,5 +1,5 @@
-// TERMINATE: RFC 5040 §4.8 encoding, lenient decoding with siw's swapped layout (wire.md §1.8,
-// §3.5), attachments, names.
+// TERMINATE: RFC 5040 §4.8 encoding, lenient decoding with siw's swapped layout (siw_qp.c),
+//, attachments, names.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { TerminateError } from '../../../dist/errors.js';
@@ -19,7 +19,7 @@ import { RecordingSink } from './fpdu-cases.js';
 
 const hex = (s) => Buffer.from(s.replace(/\s+/g, ''), 'hex');
 
-test('bare TERMINATE: 28 bytes, QN 2, MSN, MO 0, L=1, RFC control word (wire.md §3.5)', () => {
+test('bare TERMINATE: 28 bytes, QN 2, MSN, MO 0, L=1, RFC control word (RFC 5040 §4.8)', () => {
   const t = encodeTerminate({ layer: 2, etype: 0, ecode: 2 }, { crc: false });
   assert.deepEqual(t, hex('0016 4147 00000000 00000002 00000001 00000000 20020000 00000000'));
   const c = encodeTerminate({ layer: 2, etype: 0, ecode: 2 }, { crc: true, msn: 5 });
@@ -86,7 +86,7 @@ test('a TerminateError from the decoder is a TerminateSpec as is', () => {
   assert.equal(encodeTerminate(new TerminateError(0, 2, 6, 'x'), { crc: false }).length, 28);
 });
 
-test("siw's swapped layout: 02 02 01 00 is LLP / MPA / CRC error with M (wire.md §1.8)", () => {
+test("siw's swapped layout: 02 02 01 00 is LLP / MPA / CRC error with M (siw_qp.c)", () => {
   const d = decodeTerminate(hex('02 02 01 00'));
   assert.deepEqual(
     [d.layer, d.etype, d.ecode, d.m, d.d, d.r, d.siwLayout, d.ambiguous],

@@ -1,7 +1,7 @@
 /**
- * CRC-32C (Castagnoli) as used by the MPA FPDU trailer (RFC 5044 §4.5, wire.md §1.5 and §7.1):
+ * CRC-32C (Castagnoli) as used by the MPA FPDU trailer (RFC 5044 §4.5; vectors in docs/design/iwarp-wire.md):
  * reflected polynomial 0x82F63B78, initial register 0xFFFFFFFF, final XOR 0xFFFFFFFF (the iSCSI /
- * SCTP CRC). The value goes on the wire **little-endian** (wire.md §8 item 1).
+ * SCTP CRC). The value goes on the wire **little-endian** (siw_qp_tx.c, siw_qp_rx.c).
  *
  * Every function here follows zlib's chaining convention: the `prev` argument is the *final*
  * (post-XOR) value returned by an earlier call, `0` to start, so
@@ -17,7 +17,7 @@
  */
 import { createRequire } from 'node:module';
 
-/** The reflected CRC-32C polynomial (RFC 3720 §B.4; wire.md §7.1). */
+/** The reflected CRC-32C polynomial (RFC 3720 §B.4). */
 export const CRC32C_POLY = 0x82f63b78;
 
 /** Which implementation {@link crc32c} uses for inputs of {@link CRC32C_NATIVE_MIN} bytes or more. */
@@ -103,7 +103,7 @@ type NativeCrc32c = (input: Uint8Array, initialState?: number | null) => number;
 
 /**
  * Load `@node-rs/crc32` and verify that its `crc32c(input, initialState)` really has zlib chaining
- * semantics and the right vector (wire.md §7.1) before trusting it.
+ * semantics and the right vector (docs/design/iwarp-wire.md) before trusting it.
  */
 function loadNative(): NativeCrc32c | undefined {
   if (process.env['RDMA_CRC32C'] === 'js') return undefined;

@@ -1,12 +1,12 @@
 /**
  * FPDU headers: the MPA length field plus the DDP and RDMAP headers of one iWARP segment
- * (RFC 5044 §4.1, RFC 5041 §4, RFC 5040 §4; wire.md §1.5, §2, §3).
+ * (RFC 5044 §4.1, RFC 5041 §4, RFC 5040 §4).
  *
  * - Zero-allocation header writers for the TX path ({@link writeTaggedHdr},
  *   {@link writeUntaggedHdr}, {@link writeReadRequest}): each fills a caller-owned buffer at an
  *   offset, MPA ULPDU_Length included, and returns the offset just past the header.
  * - Header validation shared by the incremental decoder and {@link decodeFpduHeader}, raising the
- *   TERMINATE codes siw uses (wire.md §1.8).
+ *   TERMINATE codes siw uses (siw_qp_rx.c).
  * - Allocating builders for tests and small control messages ({@link encodeFpdu}).
  *
  * Tagged offsets (TO, sink/source TO) are JS numbers: exact up to 2^53 - 1. On receive, a 64-bit
@@ -15,9 +15,9 @@
  *
  * @module
  */
-import { TerminateError, TermLayer } from '../errors.js';
+import { TerminateError, TermLayer } from '../../errors.js';
 import { crc32cRange } from './crc32c.js';
-import { copyOf } from './bytes.js';
+import { copyOf } from '../bytes.js';
 import {
   DDP_ECODE_CATASTROPHIC,
   DDP_TAGGED_HDR_LEN,
@@ -51,7 +51,7 @@ const TWO_32 = 0x1_0000_0000;
 const HI_SAFE_MAX = 0x1f_ffff;
 
 /**
- * One parsed FPDU header (wire.md §2.2, §2.3, §3.3). Fields that do not apply to the opcode are 0.
+ * One parsed FPDU header (RFC 5041 §4.3, §4.4; RFC 5040 §4.4). Fields that do not apply to the opcode are 0.
  *
  * The {@link FpduDecoder} owns **one** instance and overwrites it for every FPDU: read what you
  * need during `onHeader` / `onEnd` and copy `raw` if you keep it (e.g. for a TERMINATE attachment).
@@ -69,13 +69,13 @@ export interface FpduHeader {
   ddpCtrl: number;
   /** The RDMAP control byte as received (FPDU offset 3). */
   rdmapCtrl: number;
-  /** Header bytes from the FPDU start, MPA length included (16/20/24/48, wire.md §3.2). */
+  /** Header bytes from the FPDU start, MPA length included (16/20/24/48, siw_qp.c iwarp_pktinfo). */
   hdrLen: number;
   /** Tagged: data sink STag. */
   stag: number;
   /** Tagged: tagged offset (or {@link TO_OVERFLOW}). */
   to: number;
-  /** Untagged: RsvdULP2, the STag to invalidate for Send with Invalidate (wire.md §3.4). */
+  /** Untagged: RsvdULP2, the STag to invalidate for Send with Invalidate (RFC 5040, the Invalidate STag field). */
   invStag: number;
   /** Untagged: queue number. */
   qn: number;
@@ -83,7 +83,7 @@ export interface FpduHeader {
   msn: number;
   /** Untagged: message offset of this segment's payload. */
   mo: number;
-  /** Read Request: data sink STag (wire.md §3.3). */
+  /** Read Request: data sink STag (RFC 5040 §4.4). */
   sinkStag: number;
   /** Read Request: data sink TO (or {@link TO_OVERFLOW}). */
   sinkTo: number;
@@ -137,7 +137,7 @@ export function createFpduHeader(): FpduHeader {
   return new Header();
 }
 
-// ---- byte helpers (big-endian unless named otherwise) -----------------------------------------
+// ---- byte access (big-endian unless named otherwise) ------------------------------------------
 
 function put16(b: Uint8Array, o: number, v: number): void {
   b[o] = v >>> 8;
@@ -173,7 +173,7 @@ function ulpduCheck(ulpdu: number): void {
 
 /**
  * Write a tagged FPDU header (Write or Read Response) at `buf[off]`: MPA ULPDU_Length, DDP control
- * (T=1, L, DV=1), RDMAP control (RV=1, opcode), STag, 64-bit TO (RFC 5041 §4.3; wire.md §2.2).
+ * (T=1, L, DV=1), RDMAP control (RV=1, opcode), STag, 64-bit TO (RFC 5041 §4.3).
  * 16 bytes, no allocation.
  *
  * @param opcode {@link RdmapOpcode.WRITE} or {@link RdmapOpcode.READ_RESP} (not checked).
@@ -206,7 +206,7 @@ export function writeTaggedHdr(
 /**
  * Write an untagged FPDU header (Send variants, Terminate, or the first 20 bytes of a Read
  * Request) at `buf[off]`: MPA ULPDU_Length, DDP control (T=0, L, DV=1), RDMAP control, RsvdULP2
- * (`invStag`), QN, MSN, MO (RFC 5041 §4.4; wire.md §2.3). 20 bytes, no allocation.
+ * (`invStag`), QN, MSN, MO (RFC 5041 §4.4). 20 bytes, no allocation.
  *
  * @param ulpBytes bytes of this segment after the 18-byte DDP header: the payload for Sends; the
  *   control word plus attachments for a Terminate; 28 for a Read Request.
@@ -237,7 +237,7 @@ export function writeUntaggedHdr(
 }
 
 /**
- * Write a complete RDMA Read Request header at `buf[off]` (RFC 5040 §4.4; wire.md §3.3): QN 1,
+ * Write a complete RDMA Read Request header at `buf[off]` (RFC 5040 §4.4): QN 1,
  * MO 0, L=1, ULPDU_Length 46, then sink STag/TO, size, source STag/TO. 48 bytes; the request
  * carries no payload, so only the trailer follows.
  *
@@ -269,8 +269,8 @@ function termErr(layer: number, etype: number, ecode: number, msg: string, b: Ui
 }
 
 /**
- * Check the control bytes of the FPDU header at `b[o]` and return its header length (wire.md §1.8,
- * §2, §3), in siw's order (siw_get_hdr), then the checks siw leaves out:
+ * Check the control bytes of the FPDU header at `b[o]` and return its header length (RFC 5041 §4,
+ * RFC 5040 §4), in siw's order (siw_get_hdr), then the checks siw leaves out:
  * 1. DDP version != 1 -> DDP / tagged 0x04, or DDP / untagged 0x06 (by the T bit);
  * 2. RDMAP version != 1 -> RDMAP / remote operation / 0x05;
  * 3. opcode > 7 -> RDMAP / remote operation / 0x06;
@@ -483,7 +483,7 @@ export function encodeFpdu(f: FpduFields, payload: Uint8Array = EMPTY, opts: { c
 
 /**
  * CRC-32C of the FPDU at `buf[off]` as it should appear in its trailer: over the length field,
- * the ULPDU and the pad (RFC 5044 §4.5; wire.md §1.5). Reads ULPDU_Length from the buffer.
+ * the ULPDU and the pad (RFC 5044 §4.5). Reads ULPDU_Length from the buffer.
  */
 export function fpduCrc(buf: Uint8Array, off = 0): number {
   const ulpdu = (buf[off]! << 8) | buf[off + 1]!;

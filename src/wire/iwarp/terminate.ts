@@ -1,5 +1,5 @@
 /**
- * The RDMAP Terminate message (RFC 5040 §4.8; wire.md §3.5 and the siw quirk of §1.8): encoder,
+ * The RDMAP Terminate message (RFC 5040 §4.8): encoder,
  * lenient decoder, and human-readable names for layer / error type / error code.
  *
  * Layout after the untagged DDP header (QN 2, MSN, MO 0, L=1):
@@ -16,10 +16,10 @@
  *
  * @module
  */
-import { TermLayer } from '../errors.js';
+import { TermLayer } from '../../errors.js';
 import { DDP_TAGGED_HDR_LEN, DDP_UNTAGGED_HDR_LEN, DdpCtrl, DdpEtype, DdpQn } from './ddp.js';
 import { crc32cRange } from './crc32c.js';
-import { copyOf } from './bytes.js';
+import { copyOf } from '../bytes.js';
 import { LLP_ETYPE_MPA, MPA_LEN_FIELD, fpduPad, writeFpduTrailer } from './mpa.js';
 import { RDMAP_READ_REQ_LEN, RdmapEtype, RdmapOpcode, TERMINATE_HDR_LEN } from './rdmap.js';
 import { writeUntaggedHdr } from './fpdu.js';
@@ -34,14 +34,14 @@ export const TermFlag = {
   R: 0x20,
 } as const;
 
-/** The same flags where siw on x86 puts them (wire.md §1.8). */
+/** The same flags where siw on x86 puts them (siw_qp.c, C bitfields on a little-endian host). */
 export const SiwTermFlag = {
   M: 0x01,
   D: 0x02,
   R: 0x04,
 } as const;
 
-/** Length of the Terminate control word (wire.md §3.5). */
+/** Length of the Terminate control word (RFC 5040 §4.8). */
 export const TERM_CTRL_LEN = 4;
 
 /** What to report in a Terminate; a `TerminateError` fits as is. */
@@ -73,7 +73,7 @@ export interface TerminateEncodeOptions {
 }
 
 /**
- * Build a complete Terminate FPDU (RFC 5040 §4.8; wire.md §3.5): untagged header QN 2 / MSN / MO 0
+ * Build a complete Terminate FPDU (RFC 5040 §4.8): untagged header QN 2 / MSN / MO 0
  * / L=1, control word, optional attachments, pad, trailer. A bare Terminate is 28 bytes; with a
  * tagged, untagged or Read Request attachment 44, 48 or 76 (no pad needed).
  */
@@ -132,7 +132,7 @@ export interface TerminateInfo {
   r: boolean;
   /** The 4 control bytes exactly as received (a copy). */
   raw: Uint8Array;
-  /** Our guess that the sender used siw's swapped bitfield layout (wire.md §1.8). */
+  /** Our guess that the sender used siw's swapped bitfield layout (docs/design/iwarp-wire.md). */
   siwLayout: boolean;
   /** True when both layouts read as valid and different: RFC 5040's reading was taken. */
   ambiguous: boolean;
@@ -166,7 +166,7 @@ export function isValidTermCode(layer: number, etype: number, ecode: number): bo
 
 /**
  * Decode the Terminate control word at `buf[off]` and any attachment up to `end` (RFC 5040
- * §4.8; wire.md §3.5, §1.8). Lenient: never throws for odd contents, only needs 4 bytes.
+ * §4.8). Lenient: never throws for odd contents, only needs 4 bytes.
  *
  * Layout detection: the RFC reading (layer = high nibble, flags in 0xE0 of byte 2, 0x1F clear)
  * and siw's reading (layer = low nibble, flags in 0x07, 0xF8 clear) are each checked for a valid
@@ -311,7 +311,7 @@ const MPA_ECODES = [
 
 /**
  * Human-readable text for a TERMINATE triple (RFC 5040 §7.2, RFC 5041 §7.2, RFC 5044 §8,
- * RFC 6581 §5; wire.md §3.5), e.g. `termName(2, 0, 2)` = `'LLP/MPA: MPA CRC error'`. Unknown
+ * RFC 6581 §5), e.g. `termName(2, 0, 2)` = `'LLP/MPA: MPA CRC error'`. Unknown
  * values are shown in hex rather than rejected.
  */
 export function termName(layer: number, etype: number, ecode: number): string {

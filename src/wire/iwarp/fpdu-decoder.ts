@@ -1,8 +1,8 @@
 /**
  * Incremental, I/O-free FPDU decoder for the byte stream that follows the MPA start frames
- * (RFC 5044 §4; wire.md §1.5–1.8, §2, §3). Style point 4: a receive state machine
+ * (RFC 5044 §4): a receive state machine
  * GET_HDR -> DATA -> TRAILER like siw_qp_rx.c `siw_tcp_rx_data()`, fed arbitrary chunks, because
- * TCP segmentation bears no relation to FPDU boundaries (wire.md §1.6).
+ * TCP segmentation bears no relation to FPDU boundaries (siw_qp_tx.c).
  *
  * The decoder places nothing. It hands the sink each header, then every payload piece as a view
  * into the chunk being pushed, then the trailer verdict, so the caller can copy payload straight
@@ -43,7 +43,7 @@ export interface FpduSink {
   onPayload(src: Uint8Array, start: number, end: number): void;
   /**
    * Pad and trailer read. `crcOk` is false when CRC is on and the trailer does not match (the
-   * FPDU is corrupt: TERMINATE LLP / MPA / 0x02 and drop, wire.md §1.8); always true when CRC is
+   * FPDU is corrupt: TERMINATE LLP / MPA / 0x02 and drop, siw_qp_rx.c); always true when CRC is
    * off (the trailer is then not checked, RFC 5044 §4.5).
    */
   onEnd(h: FpduHeader, crcOk: boolean): void;
@@ -51,7 +51,7 @@ export interface FpduSink {
 
 /** Options of {@link FpduDecoder}. */
 export interface FpduDecoderOptions {
-  /** Whether MPA CRC was negotiated: check every trailer (wire.md §1.3 "CRC is on iff ..."). */
+  /** Whether MPA CRC was negotiated: check every trailer (siw_cm.c: CRC is on iff the reply has C). */
   crc: boolean;
 }
 

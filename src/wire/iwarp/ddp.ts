@@ -1,5 +1,5 @@
 /**
- * DDP (Direct Data Placement, RFC 5041) as carried in MPA FPDUs (wire.md §2): control-byte masks,
+ * DDP (Direct Data Placement, RFC 5041) as carried in MPA FPDUs (RFC 5041 §4): control-byte masks,
  * header sizes, queue numbers and the DDP TERMINATE error types/codes. Every ULPDU is exactly one
  * DDP segment; its first two bytes are the DDP control byte and the RDMAP control byte.
  *
@@ -9,10 +9,10 @@
  * @module
  */
 
-/** DDP version carried in the DV bits; anything else is rejected (RFC 5041 §4.2; wire.md §2.1). */
+/** DDP version carried in the DV bits; anything else is rejected (RFC 5041 §4.2). */
 export const DDP_VERSION = 1;
 
-/** DDP control byte masks (RFC 5041 §4.2; wire.md §2.1). */
+/** DDP control byte masks (RFC 5041 §4.2). */
 export const DdpCtrl = {
   /** T: tagged buffer model. */
   TAGGED: 0x80,
@@ -24,28 +24,28 @@ export const DdpCtrl = {
   VERSION: 0x03,
 } as const;
 
-/** Tagged DDP header length, control bytes through TO (RFC 5041 §4.3; wire.md §2.2). */
+/** Tagged DDP header length, control bytes through TO (RFC 5041 §4.3). */
 export const DDP_TAGGED_HDR_LEN = 14;
-/** Untagged DDP header length, control bytes through MO (RFC 5041 §4.4; wire.md §2.3). */
+/** Untagged DDP header length, control bytes through MO (RFC 5041 §4.4). */
 export const DDP_UNTAGGED_HDR_LEN = 18;
 
-/** FPDU offsets of the fields shared by both header forms (wire.md §2.2, §2.3). */
+/** FPDU offsets of the fields shared by both header forms (RFC 5041 §4.3, §4.4). */
 export const FPDU_OFF_DDP_CTRL = 2;
-/** FPDU offset of the RDMAP control byte (DDP RsvdULP; wire.md §3.1). */
+/** FPDU offset of the RDMAP control byte (DDP RsvdULP). */
 export const FPDU_OFF_RDMAP_CTRL = 3;
 /** Tagged: STag; untagged: RsvdULP2 (the STag to invalidate for Send-with-Invalidate). */
 export const FPDU_OFF_STAG = 4;
-/** Tagged: 64-bit TO, big-endian (wire.md §2.2). */
+/** Tagged: 64-bit TO, big-endian (RFC 5041 §4.3). */
 export const FPDU_OFF_TO = 8;
-/** Untagged: QN (wire.md §2.3). */
+/** Untagged: QN (RFC 5041 §4.4). */
 export const FPDU_OFF_QN = 8;
-/** Untagged: MSN (wire.md §2.3). */
+/** Untagged: MSN (RFC 5041 §4.4). */
 export const FPDU_OFF_MSN = 12;
-/** Untagged: MO (wire.md §2.3). */
+/** Untagged: MO (RFC 5041 §4.4). */
 export const FPDU_OFF_MO = 16;
 
 /**
- * Untagged queue numbers used by RDMAP (RFC 5040 §5.1; wire.md §2.3). MSN starts at 1 on each
+ * Untagged queue numbers used by RDMAP (RFC 5040 §5.1). MSN starts at 1 on each
  * queue and advances by one per message.
  */
 export const DdpQn = {
@@ -57,7 +57,7 @@ export const DdpQn = {
   TERM: 2,
 } as const;
 
-/** DDP TERMINATE error types (RFC 5041 §7.2; wire.md §3.5). */
+/** DDP TERMINATE error types (RFC 5041 §7.2). */
 export const DdpEtype = {
   CATASTROPHIC: 0,
   TAGGED: 1,
@@ -67,7 +67,7 @@ export const DdpEtype = {
 /** DDP catastrophic error code (etype 0; RFC 5041 §7.2). */
 export const DDP_ECODE_CATASTROPHIC = 0x00;
 
-/** DDP tagged-buffer error codes (etype 1; RFC 5041 §7.2; wire.md §3.5). */
+/** DDP tagged-buffer error codes (etype 1; RFC 5041 §7.2). */
 export const DdpTaggedEcode = {
   INVALID_STAG: 0x00,
   BASE_BOUNDS: 0x01,
@@ -76,7 +76,7 @@ export const DdpTaggedEcode = {
   VERSION: 0x04,
 } as const;
 
-/** DDP untagged-buffer error codes (etype 2; RFC 5041 §7.2; wire.md §3.5). */
+/** DDP untagged-buffer error codes (etype 2; RFC 5041 §7.2). */
 export const DdpUntaggedEcode = {
   INVALID_QN: 0x01,
   INVALID_MSN_NO_BUFFER: 0x02,

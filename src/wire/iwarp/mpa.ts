@@ -1,40 +1,40 @@
 /**
  * MPA (Marker PDU Aligned framing, RFC 5044; enhanced connection setup, RFC 6581) as Linux siw
- * speaks it (wire.md §1): the start frames ("MPA Request" / "MPA Reply") exchanged once per
+ * speaks it (RFC 5044, siw_cm.c): the start frames ("MPA Request" / "MPA Reply") exchanged once per
  * direction at the beginning of the TCP stream, the RFC 6581 IRD/ORD word, the FPDU framing
  * arithmetic (length field, pad, CRC trailer) and the LLP/MPA TERMINATE error codes.
  *
  * Pure: no sockets, no timers. Handshake policy (timeouts, who speaks first, IRD/ORD clamping)
  * belongs to the CM; the two `validate*` functions only apply the per-frame acceptance rules of
- * RFC 5044/6581 as siw applies them (wire.md §1.3).
+ * RFC 5044/6581 as siw applies them (siw_cm.c).
  *
  * @module
  */
-import { TerminateError, TermLayer } from '../errors.js';
+import { TerminateError, TermLayer } from '../../errors.js';
 import { crc32cRange } from './crc32c.js';
-import { copyOf } from './bytes.js';
+import { copyOf } from '../bytes.js';
 
 // ---- start frame constants ----------------------------------------------------------------------
 
-/** Key of an MPA Request frame, 16 ASCII bytes, no NUL (RFC 5044 §7.1; wire.md §1.1). */
+/** Key of an MPA Request frame, 16 ASCII bytes, no NUL (RFC 5044 §7.1). */
 export const MPA_KEY_REQ = 'MPA ID Req Frame';
-/** Key of an MPA Reply frame (RFC 5044 §7.1; wire.md §1.1). */
+/** Key of an MPA Reply frame (RFC 5044 §7.1). */
 export const MPA_KEY_REP = 'MPA ID Rep Frame';
-/** Length of the key field (wire.md §1.1). */
+/** Length of the key field (RFC 5044 §7.1). */
 export const MPA_KEY_LEN = 16;
-/** Length of a start frame header: key 16 + flags 1 + rev 1 + PD_Length 2 (wire.md §1.1). */
+/** Length of a start frame header: key 16 + flags 1 + rev 1 + PD_Length 2 (RFC 5044 §7.1). */
 export const MPA_HDR_LEN = 20;
 /**
  * Largest PD_Length we send or accept: Linux `RDMA_MAX_PRIVATE_DATA`, **including** the 4-byte
- * Enhanced IRD/ORD word (RFC 5044 allows 512; siw drops a connection above 256; wire.md §1.3).
+ * Enhanced IRD/ORD word (RFC 5044 allows 512; siw drops a connection above 256).
  */
 export const MPA_MAX_PD = 256;
 /** Length of the RFC 6581 IRD/ORD word that starts the private data of an Enhanced frame. */
 export const MPA_V2_WORD_LEN = 4;
-/** Highest MPA revision understood: 1 = RFC 5044, 2 = RFC 6581 (wire.md §1.1). */
+/** Highest MPA revision understood: 1 = RFC 5044, 2 = RFC 6581 (RFC 5044 §7.1). */
 export const MPA_REV_MAX = 2;
 
-/** Start frame flag bits, byte 16 (RFC 5044 §7.1, RFC 6581 §3; wire.md §1.1). */
+/** Start frame flag bits, byte 16 (RFC 5044 §7.1, RFC 6581 §3). */
 export const MpaFlag = {
   /** M: markers wanted on the FPDUs the sender of the frame receives. siw refuses it. */
   MARKERS: 0x80,
@@ -44,13 +44,13 @@ export const MpaFlag = {
   REJECT: 0x20,
   /** Enhanced connection establishment (RFC 6581): IRD/ORD word leads the private data. */
   ENHANCED: 0x10,
-  /** siw-private "GSO_EXP" experiment bit, in no RFC; we never send it (wire.md §1.1). */
+  /** siw-private "GSO_EXP" experiment bit, in no RFC; we never send it (siw `iwarp.h`). */
   GSO_EXP: 0x08,
   /** Reserved bits: sent as 0, ignored on receive. */
   RESERVED: 0x07,
 } as const;
 
-/** Bits of the RFC 6581 IRD/ORD word, each applied to its own 16-bit BE half (wire.md §1.2). */
+/** Bits of the RFC 6581 IRD/ORD word, each applied to its own 16-bit BE half (RFC 6581 §3). */
 export const MpaV2 = {
   /** IRD half, A: peer-to-peer (RTR) mode. */
   P2P: 0x8000,
@@ -64,10 +64,10 @@ export const MpaV2 = {
   IRD_ORD_MASK: 0x3fff,
 } as const;
 
-/** LLP TERMINATE error type for MPA (RFC 5044 §8; wire.md §3.5). */
+/** LLP TERMINATE error type for MPA (RFC 5044 §8). */
 export const LLP_ETYPE_MPA = 0;
 
-/** LLP/MPA TERMINATE error codes (RFC 5044 §8, RFC 6581 §5; wire.md §3.5). */
+/** LLP/MPA TERMINATE error codes (RFC 5044 §8, RFC 6581 §5). */
 export const MpaEcode = {
   TCP_LOST: 0x01,
   CRC: 0x02,
@@ -81,9 +81,9 @@ export const MpaEcode = {
 // ---- start frames -------------------------------------------------------------------------------
 
 /**
- * A decoded or to-be-encoded MPA start frame (RFC 5044 §7.1, RFC 6581 §3; wire.md §1.1–1.2).
+ * A decoded or to-be-encoded MPA start frame (RFC 5044 §7.1, RFC 6581 §3).
  *
- * The IRD/ORD word is on the wire iff `enhanced && rev === 2` (siw's rule, wire.md §1.3); then
+ * The IRD/ORD word is on the wire iff `enhanced && rev === 2` (siw's rule, siw_cm.c); then
  * `ird`, `ord`, `p2p`, `rtrSend`, `rtrWrite` and `rtrRead` describe it and `privateData` holds the
  * user bytes that follow it. For any other frame those six fields are absent and `privateData` is
  * the whole PD. A decoded Rev-2 Enhanced frame whose PD_Length is below 4 has the six fields
@@ -104,7 +104,7 @@ export interface MpaStartFrame {
   rev: number;
   /**
    * siw's GSO_EXP bit (0x08). Decoded frames carry `gso: true` only when the peer set it; the CM
-   * echoes it in a reply as siw does (wire.md §1.3). Absent means clear.
+   * echoes it in a reply as siw does (siw_cm.c). Absent means clear.
    */
   gso?: boolean;
   /** IRD of the frame's sender, 0..0x3FFF (enhanced frames). */
@@ -199,15 +199,15 @@ export function encodeMpaStartFrame(f: MpaStartFrame): Buffer {
 }
 
 /**
- * Decode the start frame at the beginning of `buf` (RFC 5044 §7.1; wire.md §1.1–1.3).
+ * Decode the start frame at the beginning of `buf` (RFC 5044 §7.1).
  *
  * Returns `{ needMore: true }` while the 20-byte header or the private data is incomplete (nothing
  * is validated before the header is complete), else the frame and its total `length`
- * (20 + PD_Length). Bytes beyond `length` are not looked at: per wire.md §1.4 the CM decides what
- * data queued behind a start frame means. `privateData` is a copy.
+ * (20 + PD_Length). Bytes beyond `length` are not looked at: the CM decides what data queued behind a
+ * start frame means (siw_cm.c `siw_recv_mpa_rr` drops a connection that sends any). `privateData` is a copy.
  *
  * Thrown, as `TerminateError(LLP, MPA, 0x04 invalid request/reply)` — conditions where siw drops
- * the connection without answering a request (wire.md §1.3) and where no frame can be trusted:
+ * the connection without answering a request (siw_cm.c) and where no frame can be trusted:
  * - key is not the key of `expect` (the other key included),
  * - Rev > 2,
  * - PD_Length > {@link MPA_MAX_PD}.
@@ -268,19 +268,19 @@ export type MpaRequestVerdict =
       rtr: 'write' | 'read' | null;
     }
   | {
-      /** Answer with a reply that has R set (siw clears M in it), then close (wire.md §1.3). */
+      /** Answer with a reply that has R set (siw clears M in it), then close (siw_cm.c). */
       action: 'reject';
       reason: string;
     };
 
 /**
- * Responder-side checks on a decoded MPA Request, in siw's order (siw_proc_mpareq; wire.md §1.3),
+ * Responder-side checks on a decoded MPA Request, in siw's order (siw_proc_mpareq),
  * after the "drop silently" checks that {@link decodeMpaStartFrame} throws for:
  * - Rev 2 + Enhanced with PD_Length < 4 -> reject;
  * - M set -> reject (markers are never supported);
  * - C set and `opts.crcStrict` (siw's non-default `mpa_crc_strict`) -> reject.
  * R in a request is ignored, like siw. With P2P requested, `rtr` is siw's pick: Write if offered,
- * else Read if offered, else Write (never Send, wire.md §1.3).
+ * else Read if offered, else Write (never Send, siw_cm.c).
  */
 export function validateMpaRequest(req: MpaStartFrame, opts: { crcStrict?: boolean } = {}): MpaRequestVerdict {
   const enhanced = mpaHasV2Word(req);
@@ -298,7 +298,7 @@ export function validateMpaRequest(req: MpaStartFrame, opts: { crcStrict?: boole
 export type MpaReplyVerdict =
   | {
       action: 'accept';
-      /** CRC is used iff the reply's C bit is set (siw's default rule, wire.md §1.3). */
+      /** CRC is used iff the reply's C bit is set (siw's default rule, siw_cm.c). */
       crc: boolean;
       /** Enhanced: our IRD becomes the reply's ORD (else undefined: keep the local value). */
       ird: number | undefined;
@@ -328,7 +328,7 @@ export type MpaReplyVerdict =
 
 /**
  * Initiator-side checks on a decoded MPA Reply against the request we sent, in siw's order
- * (siw_proc_mpareply; wire.md §1.3): R -> rejected; M -> fail; request Enhanced but reply not
+ * (siw_proc_mpareply): R -> rejected; M -> fail; request Enhanced but reply not
  * Rev 2 + Enhanced (or missing its IRD/ORD word) -> fail; reply ORD > `opts.maxIrd` (default 128,
  * siw's relaxed negotiation) -> fail with TERMINATE LLP/MPA/0x06; P2P requested with Write/Read RTR
  * and the reply selecting neither -> fail with TERMINATE LLP/MPA/0x07.
@@ -372,11 +372,11 @@ export function validateMpaReply(
 
 // ---- FPDU framing -------------------------------------------------------------------------------
 
-/** Size of the FPDU ULPDU_Length field (RFC 5044 §4.1; wire.md §1.5). */
+/** Size of the FPDU ULPDU_Length field (RFC 5044 §4.1). */
 export const MPA_LEN_FIELD = 2;
-/** Size of the FPDU CRC trailer, present even when CRC is off (wire.md §1.5). */
+/** Size of the FPDU CRC trailer, present even when CRC is off (RFC 5044 §4). */
 export const MPA_CRC_LEN = 4;
-/** Largest ULPDU: ULPDU_Length is 16 bits (wire.md §1.5). */
+/** Largest ULPDU: ULPDU_Length is 16 bits (RFC 5044 §4). */
 export const MPA_MAX_ULPDU = 0xffff;
 
 /** Zero bytes that pad an FPDU; private, never handed out, so never written. */
@@ -387,14 +387,14 @@ export function fpduPad(ulpduLen: number): number {
   return -(ulpduLen + MPA_LEN_FIELD) & 3;
 }
 
-/** Total FPDU bytes on the wire: 2 + ULPDU + pad + 4 (wire.md §1.5); always a multiple of 4. */
+/** Total FPDU bytes on the wire: 2 + ULPDU + pad + 4 (RFC 5044 §4); always a multiple of 4. */
 export function fpduLength(ulpduLen: number): number {
   return (ulpduLen + MPA_LEN_FIELD + 3 + MPA_CRC_LEN) & ~3;
 }
 
 /**
  * Payload bytes that fit in a non-last FPDU of `tcpSegLen` bytes (siw_update_tcpseg /
- * siw_prepare_fpdu; wire.md §1.6): the segment is rounded down to a multiple of 8, then the header
+ * siw_prepare_fpdu): the segment is rounded down to a multiple of 8, then the header
  * (`hdrLen`, counted from the FPDU start) and the CRC are taken off. E.g. MSS 1448: 1428 for
  * Write / Read Response (hdrLen 16), 1424 for Send (hdrLen 20). Never more than the ULPDU limit.
  */
@@ -407,7 +407,7 @@ export function fpduMaxPayload(tcpSegLen: number, hdrLen: number): number {
  * Write the pad (zeros) and the 4-byte trailer of an FPDU whose ULPDU is `ulpduLen` bytes at
  * `buf[off]` (RFC 5044 §4.1, §4.5). `crc` is the running CRC-32C over the length field and the
  * ULPDU (pad excluded: this function folds the zero pad in), or `null` when CRC is off, in which
- * case the trailer is four zero bytes as siw sends it (wire.md §1.5). Returns the bytes written
+ * case the trailer is four zero bytes as siw sends it (RFC 5044 §4). Returns the bytes written
  * (pad + 4).
  */
 export function writeFpduTrailer(buf: Uint8Array, off: number, ulpduLen: number, crc: number | null): number {
@@ -422,7 +422,7 @@ export function writeFpduTrailer(buf: Uint8Array, off: number, ulpduLen: number,
   return pad + MPA_CRC_LEN;
 }
 
-/** Read a CRC trailer value: 4 bytes little-endian (wire.md §7.1). */
+/** Read a CRC trailer value: 4 bytes little-endian (docs/design/iwarp-wire.md). */
 export function readCrcLE(buf: Uint8Array, off: number): number {
   return (buf[off]! | (buf[off + 1]! << 8) | (buf[off + 2]! << 16) | (buf[off + 3]! << 24)) >>> 0;
 }

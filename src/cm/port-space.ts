@@ -1,0 +1,44 @@
+/**
+ * RDMA CM port spaces (`enum rdma_port_space`) and the constants that go with them (rdma_cm.h,
+ * cma.c): which QP type a port space connects, the IB service ID a port becomes on IB/RoCE, the
+ * Q_Key of UD port spaces.
+ */
+import { QpType } from '../verbs/types.js';
+
+/** `enum rdma_port_space`. */
+export enum PortSpace {
+  IPOIB = 0x0002,
+  TCP = 0x0106,
+  UDP = 0x0111,
+  IB = 0x013f,
+}
+
+/** `RDMA_UDP_QKEY`: the Q_Key of RDMA_PS_UDP / RDMA_PS_IPOIB ids and their multicast groups. */
+export const RDMA_UDP_QKEY = 0x01234567;
+
+/**
+ * `RDMA_IB_IP_PS_MASK` and the port-space prefixes of an IB service ID (cma.c): the service ID
+ * of port `p` in port space `ps` is `(ps << 16) | p`, e.g. `0x0000000001060000 | p` for TCP.
+ */
+export const RDMA_IB_IP_PS_MASK = 0xffff_ffff_ffff_0000n;
+/** Service ID prefix of RDMA_PS_TCP. */
+export const RDMA_IB_IP_PS_TCP = 0x0000_0000_0106_0000n;
+/** Service ID prefix of RDMA_PS_UDP. */
+export const RDMA_IB_IP_PS_UDP = 0x0000_0000_0111_0000n;
+/** Service ID prefix of RDMA_PS_IB. */
+export const RDMA_IB_IP_PS_IB = 0x0000_0000_013f_0000n;
+
+/** The IB service ID of `port` in `ps` (cma.c `rdma_get_service_id`). */
+export function serviceId(ps: PortSpace, port: number): bigint {
+  return (BigInt(ps) << 16n) | BigInt(port & 0xffff);
+}
+
+/** Whether `ps` is a valid port space. */
+export function isPortSpace(ps: unknown): ps is PortSpace {
+  return ps === PortSpace.TCP || ps === PortSpace.UDP || ps === PortSpace.IB || ps === PortSpace.IPOIB;
+}
+
+/** The QP type ids of a port space connect (UD for UDP and IPOIB, else RC), as rdma_create_id. */
+export function qpTypeOfPortSpace(ps: PortSpace): QpType {
+  return ps === PortSpace.UDP || ps === PortSpace.IPOIB ? QpType.UD : QpType.RC;
+}
