@@ -2,16 +2,21 @@
  * Memory regions (`ibv_reg_mr`, `ibv_dereg_mr`) and the access checks the transport runs on
  * every local SGE and every tagged (remote) access, after siw_mem.c.
  *
- * STags (siw layout, siw.h): `stag = (index << 8) | key`, lkey == rkey == stag. The
- * 24-bit index selects a slot of the context's {@link MrTable} (index 0 is never used, so STag 0
- * is never issued); the 8-bit key is incremented every time a slot is reused, so a stale STag of
- * a deregistered MR does not match the new MR in the same slot (for 255 reuses).
+ * STags (siw's layout): `stag = (index << 8) | key`, lkey == rkey == stag. Both
+ * parts are drawn at random for every registration (a CSPRNG, see {@link MrTable}): the 24-bit
+ * index among the indices no live MR of the context uses (never 0, so STag 0 is never issued),
+ * the 8-bit key uniformly. Linux siw draws the index at random too (siw_mr_add_mem: a random
+ * starting point for xa_alloc_cyclic) and always uses key 0; a remote peer here has 32 unknown
+ * bits to guess instead of 24. A stale STag of a deregistered MR names a later MR only if both
+ * parts are drawn again (2^-32 per registration).
  *
- * Addresses: JavaScript has no pointers, so each MR gets a synthetic, page-aligned virtual
- * address (its iova) from a per-context bump allocator starting at {@link MR_VA_BASE}, with an
- * unmapped guard page after every MR; or the caller picks one (`ibv_reg_mr_iova`). SGE `addr`
- * and RDMA `remoteAddr` values are addresses in that space; `mr.buf[addr - mr.addr]` is the
- * byte. All addresses and lengths are JS numbers below 2^53.
+ * Addresses: JavaScript has no pointers, so each MR gets a synthetic virtual address (its iova),
+ * drawn at random for every registration: page aligned, in `[MR_VA_BASE, MR_VA_LIMIT)` (2^52
+ * bytes, 40 bits of page number), never overlapping another live MR's range or the unmapped guard
+ * page after it; or the caller picks one (`ibv_reg_mr_iova`, ZERO_BASED). SGE `addr` and RDMA
+ * `remoteAddr` values are addresses in that space; `mr.buf[addr - mr.addr]` is the byte. All
+ * addresses and lengths are JS numbers below 2^53. What protects a region against a remote peer
+ * (rkey, address, PD) is described in docs/security.md.
  *
  * ## Check functions and their return protocol
  *
@@ -33,6 +38,7 @@
  * the 0 must not be used to index anything. {@link mrOffset} is strict: a zero-length access
  * must still name a valid MR and lie within `[addr, addr+length]`.
  */
+import { randomFillSync } from 'node:crypto';
 import { err } from '../errors.js';
 import { trace, tracing } from '../trace.js';
 import { Access } from './types.js';
@@ -40,8 +46,10 @@ import type { Sge } from './types.js';
 import type { Context } from './context.js';
 import type { Pd } from './pd.js';
 
-/** First synthetic MR address (256 MiB; addresses below it are never valid). */
-export const MR_VA_BASE = 0x1000_0000;
+/** Lowest synthetic MR address (4 GiB; addresses below it are never handed out). */
+export const MR_VA_BASE = 2 ** 32;
+/** End of the synthetic address space (exclusive): every synthetic MR lies below 2^52. */
+export const MR_VA_LIMIT = 2 ** 52;
 /** Page size of the synthetic address space (and `page_size_cap`). */
 export const MR_PAGE_SIZE = 4096;
 /** Largest STag index (24 bits). */
@@ -104,6 +112,8 @@ export class Mr {
   readonly _perms: number;
   /** @internal False once deregistered or invalidated. */
   _stagValid = true;
+  /** @internal The address was drawn by the context's {@link MrTable} (freed on dereg). */
+  _vaOwned = false;
   private _registered = true;
 
   /** @internal Use `Pd.regMr()`. */
@@ -147,8 +157,57 @@ export class Mr {
 }
 
 /**
+ * Random 32-bit words from the operating system's CSPRNG (`crypto.randomFillSync`), drawn in
+ * batches so that a registration costs no system call.
+ */
+class RandomPool {
+  private readonly words = new Uint32Array(256);
+  private pos = this.words.length;
+
+  next(): number {
+    if (this.pos === this.words.length) {
+      randomFillSync(this.words);
+      this.pos = 0;
+    }
+    return this.words[this.pos++] as number;
+  }
+
+  /** A uniform integer in `[0, n)`, `n` ≤ 2^52 (rejection sampling, no modulo bias). */
+  below(n: number): number {
+    if (n <= 2 ** 32) {
+      const limit = 2 ** 32 - (2 ** 32 % n);
+      for (;;) {
+        const w = this.next();
+        if (w < limit) return w % n;
+      }
+    }
+    const hiRange = Math.ceil(n / 2 ** 32);
+    for (;;) {
+      const v = this.below(hiRange) * 2 ** 32 + this.next();
+      if (v < n) return v;
+    }
+  }
+}
+
+const random = new RandomPool();
+
+/**
+ * Synthetic address space layout: `[MR_VA_BASE, MR_VA_LIMIT)` cut into slots of 2^28 bytes
+ * (2^24 − 16 slots). A region and its guard page occupy one slot, or several consecutive ones
+ * when larger, and a slot holds at most one region, so live regions never overlap and a free
+ * place is found in a few random draws even with a million MRs (siw's `max_mr`).
+ */
+const VA_SLOT_SHIFT = 28;
+const VA_SLOT = 2 ** VA_SLOT_SHIFT;
+const VA_FIRST_SLOT = MR_VA_BASE / VA_SLOT;
+const VA_SLOTS = MR_VA_LIMIT / VA_SLOT - VA_FIRST_SLOT;
+/** Random draws before a registration gives up (ENOMEM); each misses with probability ≤ fill. */
+const MAX_DRAWS = 256;
+
+/**
  * The device-wide MR table (`siw_device.mem_xa`) and synthetic address allocator of a context.
- * Freed slots are reused most-recently-freed first, each reuse with the next key.
+ * Every STag and every synthetic address is drawn at random (see the module comment); lookups by
+ * STag are one hash-map probe.
  */
 export class MrTable {
   /**
@@ -156,16 +215,18 @@ export class MrTable {
    * an unknown STag). Read it right after a successful call to get the MR without allocating.
    */
   last: Mr | undefined = undefined;
-  private readonly _slots: (Mr | undefined)[] = [undefined];
-  /** Key last used by each slot (parallel to `_slots`). */
-  private readonly _keys: number[] = [0];
-  private readonly _free: number[] = [];
-  private _size = 0;
-  private _nextVa = MR_VA_BASE;
+  /** Live MRs by STag index. */
+  private readonly _byIndex = new Map<number, Mr>();
+  /** The MR the last successful lookup found (a data path mostly touches one MR in a row). */
+  private _hot: Mr | undefined = undefined;
+  /** Index reserved by {@link _allocStag}, not yet published by {@link _insert}. */
+  private _reserved = 0;
+  /** Occupied address slots (slot number → the region's first slot). */
+  private readonly _vaSlots = new Map<number, number>();
 
   /** Number of registered MRs. */
   get size(): number {
-    return this._size;
+    return this._byIndex.size;
   }
 
   /**
@@ -173,57 +234,75 @@ export class MrTable {
    * MRs whose STag was invalidated too (the checks report those as INVALID_STAG).
    */
   lookup(stag: number): Mr | undefined {
-    const mr = this._slots[stag >>> 8];
-    return mr !== undefined && mr.lkey === stag ? mr : undefined;
+    const hot = this._hot;
+    if (hot !== undefined && hot.lkey === stag) return hot;
+    const mr = this._byIndex.get(stag >>> 8);
+    if (mr === undefined || mr.lkey !== stag) return undefined;
+    this._hot = mr;
+    return mr;
   }
 
   /**
-   * @internal Reserve a slot and return its new STag.
-   * @throws RdmaError ENOMEM when all 2^24-1 indices are in use.
+   * @internal Reserve a random unused index and return its new STag (random key).
+   * @throws RdmaError ENOMEM when no free index is found (the table is nearly full).
    */
   _allocStag(): number {
-    let index = this._free.pop();
-    let key: number;
-    if (index !== undefined) {
-      key = ((this._keys[index] ?? 0) + 1) & 0xff;
-    } else {
-      index = this._slots.length;
-      if (index > MAX_STAG_INDEX) throw err('ENOMEM', 'ibv_reg_mr', 'STag index space exhausted');
-      this._slots.push(undefined);
-      this._keys.push(0);
-      key = 0;
+    for (let i = 0; i < MAX_DRAWS; i++) {
+      const w = random.next();
+      const index = w >>> 8;
+      if (index === 0 || index === this._reserved || this._byIndex.has(index)) continue;
+      this._reserved = index;
+      return w >>> 0;
     }
-    this._keys[index] = key;
-    return ((index << 8) | key) >>> 0;
+    throw err('ENOMEM', 'ibv_reg_mr', 'STag index space exhausted');
   }
 
   /** @internal Publish a new MR in its reserved slot. */
   _insert(mr: Mr): void {
-    this._slots[mr.handle] = mr;
-    this._size++;
+    this._byIndex.set(mr.handle, mr);
+    if (this._reserved === mr.handle) this._reserved = 0;
   }
 
-  /** @internal Remove a deregistered MR; its slot becomes reusable. */
+  /** @internal Remove a deregistered MR: its index and synthetic addresses become free. */
   _remove(mr: Mr): void {
-    if (this._slots[mr.handle] !== mr) return;
-    this._slots[mr.handle] = undefined;
-    this._free.push(mr.handle);
-    this._size--;
+    if (this._byIndex.get(mr.handle) !== mr) return;
+    this._byIndex.delete(mr.handle);
+    if (this._hot === mr) this._hot = undefined;
+    if (mr._vaOwned) this._freeVa(mr.addr, mr.length);
     if (this.last === mr) this.last = undefined;
   }
 
   /**
-   * @internal Allocate `length` bytes of synthetic address space: page aligned, followed by a
-   * guard page, never reused.
-   * @throws RdmaError ENOMEM if the 2^53 address space is exhausted.
+   * @internal Allocate `length` bytes of synthetic address space at a random page-aligned
+   * address: the region and the guard page after it lie in slots no other live region uses.
+   * Freed by {@link _remove} (for an MR created with `_vaOwned`).
+   * @throws RdmaError ENOMEM if no free place is found.
    */
   _allocVa(length: number): number {
-    const addr = this._nextVa;
-    const end = addr + length;
-    const next = Math.ceil(end / MR_PAGE_SIZE) * MR_PAGE_SIZE + MR_PAGE_SIZE;
-    if (!Number.isSafeInteger(next)) throw err('ENOMEM', 'ibv_reg_mr', 'synthetic address space exhausted');
-    this._nextVa = next;
-    return addr;
+    const span = Math.ceil(length / MR_PAGE_SIZE) * MR_PAGE_SIZE + MR_PAGE_SIZE;
+    const slots = Math.ceil(span / VA_SLOT);
+    if (slots <= VA_SLOTS) {
+      // Pages of slack in the run of slots: the region starts at a random one of them.
+      const slackPages = (slots * VA_SLOT - span) / MR_PAGE_SIZE + 1;
+      for (let i = 0; i < MAX_DRAWS; i++) {
+        const first = VA_FIRST_SLOT + random.below(VA_SLOTS - slots + 1);
+        if (!this._slotsFree(first, slots)) continue;
+        for (let k = 0; k < slots; k++) this._vaSlots.set(first + k, first);
+        return first * VA_SLOT + random.below(slackPages) * MR_PAGE_SIZE;
+      }
+    }
+    throw err('ENOMEM', 'ibv_reg_mr', 'synthetic address space exhausted');
+  }
+
+  private _slotsFree(first: number, n: number): boolean {
+    for (let k = 0; k < n; k++) if (this._vaSlots.has(first + k)) return false;
+    return true;
+  }
+
+  private _freeVa(addr: number, length: number): void {
+    const first = Math.floor(addr / VA_SLOT);
+    const last = Math.floor((addr + Math.ceil(length / MR_PAGE_SIZE) * MR_PAGE_SIZE + MR_PAGE_SIZE - 1) / VA_SLOT);
+    for (let s = first; s <= last; s++) if (this._vaSlots.get(s) === first) this._vaSlots.delete(s);
   }
 }
 

@@ -55,8 +55,9 @@ export class Pd {
    * @param access bitwise OR of `Access` flags. REMOTE_WRITE or REMOTE_ATOMIC require
    *   LOCAL_WRITE (as ibverbs). REMOTE_ATOMIC and MW_BIND are accepted but not granted (siw
    *   has neither atomics nor memory windows). ZERO_BASED: the iova defaults to 0.
-   * @param iova the MR's address (`ibv_reg_mr_iova`); by default a fresh, page-aligned synthetic
-   *   address unique in the context. A safe non-negative integer with `iova + length < 2^53`.
+   * @param iova the MR's address (`ibv_reg_mr_iova`); by default a random, page-aligned
+   *   synthetic address whose range (and the guard page after it) no other live MR of the
+   *   context overlaps. A safe non-negative integer with `iova + length < 2^53`.
    * @throws RdmaError EINVAL (bad memory, zero length — as siw —, bad access flags, bad iova,
    *   PD deallocated); ENOMEM (more than `maxMr` MRs, STag or address space exhausted).
    */
@@ -77,9 +78,11 @@ export class Pd {
     }
     const ctx = this.context;
     if (ctx._mrs.size >= ctx._attr.maxMr) throw err('ENOMEM', op, `more than ${ctx._attr.maxMr} MRs`);
-    const addr = iova ?? ((access & Access.ZERO_BASED) !== 0 ? 0 : ctx._mrs._allocVa(len));
     const stag = ctx._mrs._allocStag();
+    const drawn = iova === undefined && (access & Access.ZERO_BASED) === 0;
+    const addr = iova ?? (drawn ? ctx._mrs._allocVa(len) : 0);
     const mr = new Mr(this, buf, addr, access, stag);
+    mr._vaOwned = drawn;
     ctx._mrs._insert(mr);
     this._mrCount++;
     if (tracing('mr')) {

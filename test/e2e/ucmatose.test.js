@@ -110,6 +110,38 @@ test('unknown -P/-f values warn on stderr and run with the defaults', opts, asyn
   assert.equal(r.srv.code, 0, r.both);
 });
 
+test('client messages larger than the server\'s receives (-S 1000 against -S 100): both complete, exit 0/0', opts, async () => {
+  // The server's first receive completes with LOC_LEN_ERR, its QP goes to ERR (TERMINATE) and the
+  // other receives are flushed: cmatose.c counts completions whatever their status, so the server
+  // goes on to disconnect and both report status 0.
+  const r = await pair({ server: ['-S', '100', '-C', '10'], client: ['-S', '1000', '-C', '10'], timeoutMs: 30_000 });
+  assertOk(r);
+});
+
+test('client killed while its replies are on the wire: the server completes and exits 0', opts, async () => {
+  // Replies of 8 MB each: when the client dies, the server is in the middle of one of them (the
+  // kernel holds a few MB at most), so a receive is in progress when its QP goes to ERR.
+  const port = await freePort();
+  const size = ['-S', '8000000', '-C', '4'];
+  const srv = startCli(UCMATOSE, ['-p', String(port), ...size], { timeoutMs: 30_000 });
+  try {
+    await waitListening(port, { exited: srv.done });
+    const cli = startCli(UCMATOSE, ['-s', '127.0.0.1', '-p', String(port), ...size], { timeoutMs: 30_000 });
+    const t0 = Date.now();
+    while (!cli.stdout().includes('sending replies\n') && Date.now() - t0 < 20_000) await new Promise((res) => setTimeout(res, 5));
+    cli.kill('SIGKILL');
+    const c = await cli.done;
+    const s = await srv.done;
+    const both = `${describeRun('client', c)}\n${describeRun('server', s)}`;
+    assert.equal(c.signal, 'SIGKILL', both);
+    assert.equal(s.timedOut, false, both);
+    assert.equal(s.stdout, SERVER_OK(), both);
+    assert.equal(s.code, 0, both);
+  } finally {
+    srv.kill('SIGKILL');
+  }
+});
+
 test('nobody listening: failure connecting (rdma_connect fails on siw), return status -1, exit 255', opts, async () => {
   const port = await freePort();
   const r = await runCli(UCMATOSE, ['-s', '127.0.0.1', '-p', String(port)]);

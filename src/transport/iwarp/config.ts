@@ -45,7 +45,11 @@ export interface IwarpConfig {
   rtrNudgeLocal: boolean | 'auto';
   /** How long the initiator waits for the MPA Reply (ms; siw: 10 s). `RDMACM_MPA_REPLY_TIMEOUT_MS`. */
   mpaReplyTimeoutMs: number;
-  /** How long an accepted connection waits for the MPA Request (ms; siw: 5 s). */
+  /**
+   * How long an accepted connection waits for the MPA Request (ms; siw: 5 s): a connection that
+   * has not sent a whole Request by then is closed, so half-open connections cannot pile up.
+   * `RDMACM_MPA_REQUEST_TIMEOUT_MS`.
+   */
   mpaRequestTimeoutMs: number;
   /**
    * Tagged payloads at least this large are read by the socket straight into the target MR
@@ -79,7 +83,7 @@ function fromEnv(): IwarpConfig {
     rtrNudgeMs: envNumber('RDMACM_IWARP_RTR_NUDGE_MS', 50),
     rtrNudgeLocal: nl === '1' ? true : nl === '0' ? false : 'auto',
     mpaReplyTimeoutMs: envNumber('RDMACM_MPA_REPLY_TIMEOUT_MS', 10_000),
-    mpaRequestTimeoutMs: 5_000,
+    mpaRequestTimeoutMs: envNumber('RDMACM_MPA_REQUEST_TIMEOUT_MS', 5_000),
     directPlacementMin: process.env['RDMACM_IWARP_DIRECT'] === '1' ? 8192 : Infinity,
   };
 }

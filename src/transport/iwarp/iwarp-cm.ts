@@ -6,9 +6,9 @@
  *
  * Events reported to the CM (see `CmUpcall`): ESTABLISHED (active: on the MPA Reply; passive: on
  * accept, or on the initiator's first FPDU in peer-to-peer mode), REJECTED (the peer's MPA reject
- * -104, markers -111 ...), UNREACHABLE (no Reply in time, -110), CONNECT_ERROR (bad Reply; a
- * peer-to-peer connection that closed before its RTR), DISCONNECTED (FIN, RST, TERMINATE or
- * rdma_disconnect). iWARP has no CONNECT_RESPONSE, TIMEWAIT_EXIT, SIDR or multicast.
+ * -104, markers -111 ...), UNREACHABLE (no Reply in time, -110), CONNECT_ERROR (bad Reply),
+ * DISCONNECTED (FIN, RST, TERMINATE or rdma_disconnect; a peer-to-peer accept whose connection
+ * closed before its RTR gets ESTABLISHED first, as from the kernel). iWARP has no CONNECT_RESPONSE, TIMEWAIT_EXIT, SIDR or multicast.
  */
 import net from 'node:net';
 import { RdmaError, err } from '../../errors.js';
@@ -69,8 +69,8 @@ class IwarpEndpoint implements CmEndpoint {
   private qp: IwarpQp | null = null;
   /** The QP has the connection. */
   private connected = false;
-  /** A peer-to-peer accept waiting for the initiator's RTR (ESTABLISHED follows it). */
-  private awaitingEstablish = false;
+  /** The ESTABLISHED of a peer-to-peer accept, reported on the initiator's RTR or at the connection's end. */
+  private pendingEstablished: (() => void) | null = null;
   private dead = false;
 
   constructor(private readonly host: CmHost) {}
@@ -140,17 +140,11 @@ class IwarpEndpoint implements CmEndpoint {
     }
     const r = cep.accept(req.responderResources, req.initiatorDepth, req.privateData);
     this.cep = null;
-    const established = { responderResources: r.ird, initiatorDepth: r.ord };
-    const onFirst = r.p2p
-      ? () => {
-          if (!this.awaitingEstablish) return;
-          this.awaitingEstablish = false;
-          this.host.upcall({ event: CmEventType.ESTABLISHED, conn: established });
-        }
-      : undefined;
-    this.awaitingEstablish = r.p2p;
-    this.goLive(qp, cep.llp, r, false, this.host.localAddr, onFirst);
-    if (!r.p2p) this.host.upcall({ event: CmEventType.ESTABLISHED, conn: established });
+    const conn = { responderResources: r.ird, initiatorDepth: r.ord };
+    const established = (): void => this.host.upcall({ event: CmEventType.ESTABLISHED, conn });
+    this.pendingEstablished = r.p2p ? established : null;
+    this.goLive(qp, cep.llp, r, false, this.host.localAddr, r.p2p ? () => this.flushEstablished() : undefined);
+    if (!r.p2p) established();
   }
 
   reject(privateData: Uint8Array): void {
@@ -270,13 +264,19 @@ class IwarpEndpoint implements CmEndpoint {
   private llpDown(_info: LlpDownInfo): void {
     if (!this.connected) return;
     this.connected = false;
-    if (this.awaitingEstablish) {
-      // A P2P accept that never saw the RTR.
-      this.awaitingEstablish = false;
-      this.host.upcall({ event: CmEventType.CONNECT_ERROR, status: -104 });
-      return;
-    }
+    // A P2P accept whose connection ended before the RTR: ESTABLISHED, then DISCONNECTED, as the
+    // kernel delivers (siw's RTR reader reports ESTABLISHED on the peer's FIN, then its
+    // peer-close work DISCONNECT and CLOSE; iw_cm promises ESTABLISHED before CLOSE on the
+    // passive side). An error event here would end servers that exit on any CM error (rping).
+    this.flushEstablished();
     this.host.upcall({ event: CmEventType.DISCONNECTED, status: 0 });
+  }
+
+  /** Reports the ESTABLISHED of a P2P accept, once: on the first FPDU, or when the connection ends. */
+  private flushEstablished(): void {
+    const f = this.pendingEstablished;
+    this.pendingEstablished = null;
+    f?.();
   }
 }
 

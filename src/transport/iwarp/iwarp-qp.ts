@@ -98,7 +98,7 @@ export class IwarpQp extends Qp {
         dec.placed(view, 0, n);
         this.rx.placedDirect(n);
       } catch (e) {
-        this.protocolError(e);
+        this.rxError(e);
       }
     };
     llp.setConsumer((buf, start, end) => {
@@ -106,7 +106,7 @@ export class IwarpQp extends Qp {
       try {
         dec.push(buf, start, end);
       } catch (e) {
-        this.protocolError(e);
+        this.rxError(e);
       }
     });
     if (this._state !== QpState.RTS) this._transition(QpState.RTS, 'connection established');
@@ -115,7 +115,7 @@ export class IwarpQp extends Qp {
       try {
         dec.push(leftover, 0, leftover.length);
       } catch (e) {
-        this.protocolError(e);
+        this.rxError(e);
       }
     }
     this.tx.kick();
@@ -128,6 +128,12 @@ export class IwarpQp extends Qp {
       this.tx.held = false;
       this.tx.kick();
     }
+  }
+
+  /** The receive path threw: the message being received fails, then as {@link protocolError}. */
+  private rxError(e: unknown): void {
+    if (!this.terminated) this.rx.failCurrent();
+    this.protocolError(e);
   }
 
   /** A receive-side violation: TERMINATE (first error wins), close, QP to ERR. */
@@ -228,9 +234,15 @@ export class IwarpQp extends Qp {
   }
 
   protected override flush(): void {
-    // Outstanding reads first (they were posted before anything still in the SQ).
+    // Outstanding reads first (they were posted before anything still in the SQ), and the receive
+    // a Send was being placed into before the ones still queued (siw_sq_flush, siw_rq_flush).
     const orq = this.tx.orq.splice(0);
     for (const w of orq) this.completeSend(w, WcStatus.WR_FLUSH_ERR, true);
+    this.rx.flushRecv();
+    // Sends handed to TCP zero-copy complete when the socket is done with their memory (its write
+    // callback, which a closed socket still makes); the WRs queued behind them complete after
+    // them, in posting order.
+    if (this.tx.pendingCb > 0) for (let w = this.sq.shift(); w !== undefined; w = this.sq.shift()) this.tx.completeInTurn(w, WcStatus.WR_FLUSH_ERR);
     super.flush();
   }
 
@@ -282,6 +294,7 @@ export class IwarpQp extends Qp {
   }
   /** A WQE is done (handed to TCP, or its Read Response arrived). */
   sqDone(w: SqWqe, status: WcStatus = WcStatus.SUCCESS): void {
+    if (this.destroyed) return; // a write callback after ibv_destroy_qp: no completions any more
     this.completeSend(w, status);
   }
   /** A WQE failed locally: complete it with `status`, QP to ERR. */
@@ -333,9 +346,9 @@ export class IwarpQp extends Qp {
   rxRecvDone(w: RqWqe, len: number, flags: number, inv: number, solicited: boolean): void {
     this.completeRecv(w, WcStatus.SUCCESS, len, flags, inv, solicited);
   }
-  rxLocalError(w: RqWqe, status: WcStatus): void {
+  /** A receive taken off the RQ for a Send failed or was flushed. */
+  rxRecvFailed(w: RqWqe, status: WcStatus): void {
     this.completeRecv(w, status, 0, 0, 0);
-    this.protocolError(new TerminateError(0, 0, 0xff, 'receive buffer no longer valid'));
   }
   invalidateStag(stag: number): boolean {
     return invalidateMr(this.context, this.pd, stag);

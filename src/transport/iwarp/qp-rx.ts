@@ -33,8 +33,13 @@ export class QpRx implements FpduSink {
   // Destination of the current FPDU's payload.
   private dst: Buffer | null = null;
   private dstOff = 0;
-  // Untagged (Send) message in progress.
+  // Untagged (Send) message in progress: the receive it is placed into was taken off the RQ, so
+  // it is this object's to complete — on success, on an error, or when the QP is flushed.
   private rqe: RqWqe | null = null;
+  /** How {@link rqe} completes if the message fails (siw's wqe->wc_status). */
+  private rqeStatus: WcStatus = WcStatus.GENERAL_ERR;
+  /** The FPDU being received is a Send (an error in it fails the receive in progress). */
+  private inSend = false;
   private rqeSge = 0;
   private rqeSgeOff = 0;
   private placed = 0;
@@ -68,6 +73,7 @@ export class QpRx implements FpduSink {
 
   onHeader(h: FpduHeader): void {
     // Bulk mode stays on through the short last segment of a large tagged message.
+    this.inSend = false;
     if (!h.tagged) this.bulk = false;
     else if (h.payloadLen >= this.directMin) this.bulk = true;
     else if (!this.tagOpen && this.readPlaced === 0) this.bulk = false;
@@ -150,6 +156,7 @@ export class QpRx implements FpduSink {
   }
 
   private hdrSend(h: FpduHeader): void {
+    this.inSend = true;
     if (h.qn !== DdpQn.SEND) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, `Send on queue ${h.qn}`, h.raw);
     if (h.msn !== this.expectSendMsn) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x03, `Send MSN ${h.msn}, expected ${this.expectSendMsn}`, h.raw);
     if (h.mo !== this.placed) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x04, `Send MO ${h.mo}, expected ${this.placed}`, h.raw);
@@ -157,10 +164,13 @@ export class QpRx implements FpduSink {
       const r = this.qp.rqTake();
       if (!r) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x02, 'Send with no receive posted', h.raw);
       this.rqe = r;
+      this.rqeStatus = WcStatus.GENERAL_ERR;
       this.rqeSge = 0;
       this.rqeSgeOff = 0;
     }
     if (this.placed + h.payloadLen > this.rqe.length) {
+      // The receive is too small for the message: it completes with LOC_LEN_ERR (as siw).
+      this.rqeStatus = WcStatus.LOC_LEN_ERR;
       throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x02, `Send of ${this.placed + h.payloadLen}+ bytes into a ${this.rqe.length}-byte receive`, h.raw);
     }
     this.kind = 2;
@@ -230,9 +240,8 @@ export class QpRx implements FpduSink {
           const k = Math.min(room, end - at);
           const r = this.qp.localTarget(s, this.rqeSgeOff, k);
           if (typeof r === 'number') {
-            this.qp.rxLocalError(w, WcStatus.LOC_PROT_ERR);
-            this.kind = 3;
-            return;
+            this.rqeStatus = WcStatus.LOC_PROT_ERR;
+            throw new TerminateError(0, 0, 0xff, 'receive buffer no longer valid');
           }
           copyBytes(src, at, r.buf, r.off, k);
           at += k;
@@ -269,20 +278,23 @@ export class QpRx implements FpduSink {
       case RdmapOpcode.SEND_SE_INV: {
         if (this.kind !== 2) break;
         if (!h.last) break;
-        const w = this.rqe as RqWqe;
-        const len = this.placed;
-        this.rqe = null;
-        this.placed = 0;
-        this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
         let flags = 0;
         let inv = 0;
         if (h.opcode === RdmapOpcode.SEND_INV || h.opcode === RdmapOpcode.SEND_SE_INV) {
           if (!qp.invalidateStag(h.invStag)) {
+            // The receive stays in progress: failCurrent() completes it with this status, as
+            // siw_rdmap_complete completes it with REM_INV_REQ_ERR.
+            this.rqeStatus = WcStatus.REM_INV_REQ_ERR;
             throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x09, `STag ${hex(h.invStag)} cannot be invalidated`, h.raw);
           }
           flags |= WcFlags.WITH_INV;
           inv = h.invStag;
         }
+        const w = this.rqe as RqWqe;
+        const len = this.placed;
+        this.rqe = null;
+        this.placed = 0;
+        this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
         const se = h.opcode === RdmapOpcode.SEND_SE || h.opcode === RdmapOpcode.SEND_SE_INV;
         qp.rxRecvDone(w, len, flags, inv, se);
         if (tracing('rx')) trace('rx', qp.tag, `SEND ${len} bytes msn ${h.msn}`);
@@ -313,6 +325,32 @@ export class QpRx implements FpduSink {
     }
     this.kind = 0;
     this.dst = null;
+    this.inSend = false;
+  }
+
+  /**
+   * Receiving failed (the decoder threw): if the failing FPDU is a Send, the receive it is placed
+   * into completes now with the message's error status (LOC_LEN_ERR for a receive too small,
+   * LOC_PROT_ERR for a receive buffer gone, GENERAL_ERR otherwise), as siw_rdmap_complete does
+   * on an error. A receive in progress under any other failure is left for {@link flushRecv}.
+   */
+  failCurrent(): void {
+    if (this.inSend) this.endRecv(this.rqeStatus);
+  }
+
+  /** The QP is flushed: the receive in progress completes with WR_FLUSH_ERR (siw_rq_flush). */
+  flushRecv(): void {
+    this.endRecv(WcStatus.WR_FLUSH_ERR);
+  }
+
+  private endRecv(status: WcStatus): void {
+    const w = this.rqe;
+    this.inSend = false;
+    if (w === null) return;
+    this.rqe = null;
+    this.placed = 0;
+    this.kind = 0;
+    this.qp.rxRecvFailed(w, status);
   }
 }
 

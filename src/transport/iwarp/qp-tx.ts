@@ -273,8 +273,7 @@ export class QpTx {
           this.sendMessageZc(llp, op, w, msn, pieces, e);
         } else {
           this.sendMessage(llp, op, w, msn, pieces);
-          if (this.doneHead === this.doneQ.length) qp.sqDone(w);
-          else this.doneQ.push({ w, done: true, status: WcStatus.SUCCESS });
+          this.completeInTurn(w, WcStatus.SUCCESS);
         }
         return true;
       }
@@ -386,13 +385,24 @@ export class QpTx {
       me += pad + 4;
       sent += n;
     }
-    this.writeDirect(llp, meta.subarray(mo, me), (e) => this.zcDone(entry, e));
+    // A write the socket reports done after it was destroyed did not necessarily leave (Node
+    // reports an in-flight write of a destroyed socket as done): that message is flushed.
+    this.writeDirect(llp, meta.subarray(mo, me), (e) => this.zcDone(entry, e || llp.socket.destroyed ? WcStatus.WR_FLUSH_ERR : WcStatus.SUCCESS));
     if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`} (zero-copy, ${nf} FPDUs)`);
   }
 
-  private zcDone(entry: { done: boolean; status: WcStatus }, e: Error | null | undefined): void {
+  /**
+   * Complete `w` with `status` once every WQE handed to TCP before it has completed (at once if
+   * none is pending): keeps send completions in posting order when the QP is flushed.
+   */
+  completeInTurn(w: SqWqe, status: WcStatus): void {
+    if (this.doneHead === this.doneQ.length) this.qp.sqDone(w, status);
+    else this.doneQ.push({ w, done: true, status });
+  }
+
+  private zcDone(entry: { done: boolean; status: WcStatus }, status: WcStatus): void {
     entry.done = true;
-    entry.status = e ? WcStatus.WR_FLUSH_ERR : WcStatus.SUCCESS;
+    entry.status = status;
     // Complete from the oldest on, as far as everything is done.
     const q = this.doneQ;
     while (this.doneHead < q.length) {

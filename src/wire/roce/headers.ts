@@ -42,7 +42,7 @@ const put32 = (b: Uint8Array, o: number, v: number): void => {
 };
 const get24 = (b: Uint8Array, o: number): number => (b[o]! << 16) | (b[o + 1]! << 8) | b[o + 2]!;
 
-/** Read a big-endian u32 (shared helper for the roce codecs). */
+/** Read a big-endian u32. */
 export function readU32(b: Uint8Array, o: number): number {
   return get32(b, o);
 }

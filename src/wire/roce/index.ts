@@ -12,7 +12,7 @@
  *   header writers for the UD GRH area.
  * - Packets: {@link parseRocePacket} (zero-allocation, {@link RoceDrop} reasons),
  *   {@link writeRoceHeaders} / {@link finishRocePacket}, {@link encodeRocePacket} /
- *   {@link decodeRocePacket}, {@link roceUdpSrcPort}, MTU helpers.
+ *   {@link decodeRocePacket}, {@link roceUdpSrcPort}, MTU functions.
  *
  * @packageDocumentation
  */

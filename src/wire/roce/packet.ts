@@ -8,7 +8,7 @@
  * - {@link writeRoceHeaders} + {@link finishRocePacket} build a packet in a caller's buffer;
  *   {@link encodeRocePacket} / {@link decodeRocePacket} are the allocating forms used by tests,
  *   control traffic and tools, and mirror each other ({@link RocePacketSpec}).
- * - {@link roceUdpSrcPort}: the UDP source port rxe uses for a QP; MTU helpers.
+ * - {@link roceUdpSrcPort}: the UDP source port rxe uses for a QP; MTU functions.
  *
  * @module
  */

@@ -5,83 +5,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { createId, PortSpace, Access, WcStatus, QpState, CmEventType } from '../../../dist/index.js';
+import { createId, createEventChannel, PortSpace, Access, WcStatus, QpState, CmEventType } from '../../../dist/index.js';
 import { encodeMpaStartFrame, decodeMpaStartFrame, encodeFpdu, decodeTerminateFpdu, RdmapOpcode } from '../../../dist/wire/index.js';
-
-const PAGE = 4096;
-
-/** A listener (sync id) whose accepted connection has a QP with `recvs` receives posted and an MR. */
-async function server({ recvs = 1, access = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ, ird = 2 } = {}) {
-  const listen = createId(null, null, PortSpace.TCP);
-  listen.bindAddr({ address: '127.0.0.1', port: 0 });
-  await listen.listen(4);
-  const port = listen.srcPort;
-  // Guard bytes around the registered region must never change.
-  const backing = Buffer.alloc(3 * PAGE, 0xee);
-  const region = backing.subarray(PAGE, 2 * PAGE);
-  region.fill(0);
-  const state = { listen, port, backing, region, child: null, mr: null, qp: null };
-  state.ready = (async () => {
-    const child = await listen.getRequest();
-    const qp = child.createQp(null, { cap: { maxSendWr: 8, maxRecvWr: 8 } });
-    const mr = child.pd.regMr(region, access);
-    for (let i = 0; i < recvs; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
-    await child.accept({ responderResources: ird, initiatorDepth: 2 });
-    Object.assign(state, { child, qp, mr });
-    return state;
-  })();
-  return state;
-}
-
-/** A raw initiator: connects, sends an MPA Request (rev 2, enhanced, P2P Write RTR), reads the Reply. */
-async function rawClient(port, { crc = false, p2p = true, ird = 4, ord = 4 } = {}) {
-  const sock = net.connect({ host: '127.0.0.1', port });
-  await new Promise((r, j) => sock.once('connect', r).once('error', j));
-  const chunks = [];
-  let ended = false;
-  sock.on('data', (d) => chunks.push(d));
-  sock.on('close', () => (ended = true));
-  sock.on('error', () => {});
-  sock.write(encodeMpaStartFrame({ type: 'request', markers: false, crc, reject: false, enhanced: true, rev: 2, ird, ord, p2p, rtrSend: false, rtrWrite: p2p, rtrRead: false, privateData: new Uint8Array(0) }));
-  const all = () => Buffer.concat(chunks);
-  const until = async (pred, ms = 3000) => {
-    const t0 = Date.now();
-    while (!pred()) {
-      if (Date.now() - t0 > ms) throw new Error('timeout waiting for the peer');
-      await new Promise((r) => setTimeout(r, 5));
-    }
-  };
-  await until(() => all().length >= 24);
-  const rep = decodeMpaStartFrame(all(), 'reply');
-  assert.ok('frame' in rep, 'got an MPA Reply');
-  const after = () => all().subarray(rep.length);
-  return { sock, reply: rep.frame, after, until, isClosed: () => ended, send: (b) => sock.write(b) };
-}
-
-async function expectTerminate(c, layer, etype, ecode) {
-  await c.until(() => c.after().length >= 28 || c.isClosed());
-  const bytes = c.after();
-  assert.ok(bytes.length >= 28, `expected a TERMINATE, got ${bytes.length} bytes then close`);
-  const t = decodeTerminateFpdu(bytes, 0);
-  assert.deepEqual([t.layer, t.etype, t.ecode], [layer, etype, ecode], 'TERMINATE layer/etype/ecode');
-  await c.until(() => c.isClosed());
-}
-
-async function teardown(s) {
-  if (s.child) {
-    s.child.destroyQp();
-    await s.child.destroy();
-  }
-  await s.listen.destroy();
-}
-
-function guardsIntact(s) {
-  const b = s.backing;
-  for (const [from, to] of [[0, PAGE], [2 * PAGE, 3 * PAGE]]) {
-    for (let i = from; i < to; i++) if (b[i] !== 0xee) return false;
-  }
-  return true;
-}
+import { PAGE, server, rawClient, expectTerminate, teardown, guardsIntact, rtr } from '../lib/raw-peer.js';
+import { replyThenClose, garbageForRtr } from '../lib/raw-mpa.js';
 
 /** A sync listener on an ephemeral loopback port and a raw TCP socket connected to it. */
 async function listenerAndRawSocket() {
@@ -95,8 +22,6 @@ async function listenerAndRawSocket() {
   sock.on('data', (d) => got.push(d));
   return { listen, sock, got };
 }
-
-const rtr = () => encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: 1, to: 0 });
 
 test('MPA Reply echoes the request and negotiates P2P Write RTR and IRD/ORD', async () => {
   const s = await server({ ird: 2 });
@@ -354,5 +279,100 @@ test('MPA rev 1 initiator (no enhanced word, no P2P): accepted, we stay silent u
   sock.destroy();
   child.destroyQp();
   await child.destroy();
+  await listen.destroy();
+});
+
+/**
+ * An async listener that accepts every request (QP with two receives posted) and records each
+ * connection's events; `events(n)` waits for `n` events of the accepted ids.
+ */
+async function asyncAcceptor() {
+  const ch = createEventChannel();
+  const listen = createId(ch, null, PortSpace.TCP);
+  listen.bindAddr({ address: '127.0.0.1', port: 0 });
+  await listen.listen(8);
+  const seen = [];
+  const children = [];
+  const stop = new AbortController();
+  const loop = (async () => {
+    for (;;) {
+      let ev;
+      try {
+        ev = await ch.getEvent(stop.signal);
+      } catch {
+        return;
+      }
+      if (ev.event === CmEventType.CONNECT_REQUEST) {
+        const child = ev.id;
+        children.push(child);
+        const qp = child.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+        const mr = child.pd.regMr(Buffer.alloc(64), Access.LOCAL_WRITE);
+        child.context = { mr };
+        for (let i = 0; i < 2; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr, length: 32, lkey: mr.lkey }] });
+        ev.ack();
+        await child.accept();
+        continue;
+      }
+      seen.push({ id: ev.id, event: ev.event, status: ev.status });
+      ev.ack();
+      if (ev.event === CmEventType.DISCONNECTED) await ev.id.disconnect().catch(() => {});
+    }
+  })();
+  const events = async (n) => {
+    const t0 = Date.now();
+    while (seen.length < n && Date.now() - t0 < 4000) await new Promise((r) => setTimeout(r, 5));
+    return seen.map((e) => [e.event, e.status]);
+  };
+  const close = async () => {
+    stop.abort();
+    await loop;
+    for (const c of children) {
+      c.destroyQp();
+      c.context?.mr.dereg();
+      await c.destroy();
+    }
+    await listen.destroy();
+    ch.destroy();
+  };
+  return { port: listen.srcPort, events, children, close };
+}
+
+test('P2P peer closing after the MPA Reply, before its RTR: ESTABLISHED then DISCONNECTED (as the kernel), receives flushed', async () => {
+  const a = await asyncAcceptor();
+  const rep = await replyThenClose(a.port);
+  assert.equal(rep.p2p, true);
+  assert.deepEqual(await a.events(2), [[CmEventType.ESTABLISHED, 0], [CmEventType.DISCONNECTED, 0]]);
+  const wc = a.children[0].recvCq.poll(4);
+  assert.equal(wc.length, 2);
+  assert.ok(wc.every((w) => w.status === WcStatus.WR_FLUSH_ERR));
+  await a.close();
+});
+
+test('P2P peer resetting after the Reply, or sending garbage for its RTR: ESTABLISHED then DISCONNECTED, never CONNECT_ERROR', async () => {
+  const a = await asyncAcceptor();
+  const c = await rawClient(a.port);
+  c.sock.resetAndDestroy();
+  assert.deepEqual(await a.events(2), [[CmEventType.ESTABLISHED, 0], [CmEventType.DISCONNECTED, 0]]);
+  const g = await garbageForRtr(a.port);
+  assert.ok(decodeTerminateFpdu(g.after(), 0), 'a TERMINATE for the undecodable FPDU');
+  assert.deepEqual((await a.events(4)).slice(2), [[CmEventType.ESTABLISHED, 0], [CmEventType.DISCONNECTED, 0]]);
+  await a.close();
+});
+
+test('sync accept of a P2P peer that closes before its RTR resolves (ESTABLISHED); the next call sees DISCONNECTED', async () => {
+  const listen = createId(null, null, PortSpace.TCP);
+  listen.bindAddr({ address: '127.0.0.1', port: 0 });
+  await listen.listen(1);
+  const p = rawClient(listen.srcPort);
+  const c = await listen.getRequest();
+  c.createQp(null, { cap: { maxSendWr: 1, maxRecvWr: 1 } });
+  const accepted = c.accept();
+  (await p).sock.end();
+  await accepted;
+  assert.equal(c.event.event, CmEventType.ESTABLISHED);
+  await c.disconnect();
+  assert.equal(c.event.event, CmEventType.DISCONNECTED);
+  c.destroyQp();
+  await c.destroy();
   await listen.destroy();
 });

@@ -10,6 +10,7 @@ import {
   invalidateStag,
   stagStr,
   MR_VA_BASE,
+  MR_VA_LIMIT,
   MR_PAGE_SIZE,
 } from '../../../dist/verbs/mr.js';
 import { Access } from '../../../dist/verbs/types.js';
@@ -23,7 +24,7 @@ function setup(info = LO) {
   return { ctx, pd };
 }
 
-test('regMr: a view of the memory, synthetic page-aligned addresses with guard gaps, lkey == rkey', () => {
+test('regMr: a view of the memory, synthetic page-aligned addresses, lkey == rkey', () => {
   const { ctx, pd } = setup();
   const mem = Buffer.alloc(10000);
   const a = pd.regMr(mem, ALL);
@@ -37,7 +38,7 @@ test('regMr: a view of the memory, synthetic page-aligned addresses with guard g
   assert.ok(a.addr >= MR_VA_BASE);
   assert.equal(a.addr % MR_PAGE_SIZE, 0);
   assert.equal(b.addr % MR_PAGE_SIZE, 0);
-  assert.ok(b.addr >= a.addr + a.length + MR_PAGE_SIZE, 'guard gap after each MR');
+  assert.ok(b.addr >= a.addr + a.length + MR_PAGE_SIZE || a.addr >= b.addr + MR_PAGE_SIZE, 'guard page between MRs');
   assert.equal(a.lkey, a.rkey);
   assert.notEqual(a.lkey, 0);
   assert.notEqual(a.lkey, b.lkey);
@@ -121,35 +122,88 @@ test('regMr with iova and ZERO_BASED', () => {
   pd.dealloc();
 });
 
-test('STag = (index << 8) | key; key rotates on every reuse of an index; STag 0 never issued', () => {
+test('STag = (index << 8) | key, both random; STag 0 never issued; a stale STag does not resolve', () => {
   const { ctx, pd } = setup(ETH);
   const mem = new Uint8Array(8);
   const first = pd.regMr(mem, LW);
-  const index = first.lkey >>> 8;
+  assert.equal(first.handle, first.lkey >>> 8);
+  first.dereg();
+  // re-registering the same memory again and again never brings the stale STag back
   const seen = new Set([first.lkey]);
-  let prev = first;
-  for (let k = 0; k < 255; k++) {
-    prev.dereg();
-    const next = pd.regMr(mem, LW);
-    assert.equal(next.lkey >>> 8, index, 'index reused');
-    assert.equal(next.lkey & 0xff, ((prev.lkey & 0xff) + 1) & 0xff, 'key incremented');
-    assert.ok(!seen.has(next.lkey), 'no STag repeats within 256 registrations');
-    assert.notEqual(next.lkey, 0);
-    assert.equal(ctx._mrs.lookup(prev.lkey), undefined, 'stale STag does not resolve');
-    seen.add(next.lkey);
-    prev = next;
+  for (let k = 0; k < 2000; k++) {
+    const m = pd.regMr(mem, LW);
+    assert.ok(!seen.has(m.lkey), 'no STag repeats');
+    assert.notEqual(m.handle, 0);
+    assert.equal(ctx._mrs.lookup(first.lkey), undefined, 'stale STag does not resolve');
+    seen.add(m.lkey);
+    m.dereg();
   }
-  assert.equal(seen.size, 256);
-  // the stale STag of the first registration does not name the current MR
-  assert.equal(localSgeOffset(ctx, pd, { addr: prev.addr, length: 1, lkey: first.lkey }, false) < 0, first.lkey !== prev.lkey);
   // many live MRs: distinct indices, no STag 0, all unsigned 32-bit
   const live = [];
-  for (let k = 0; k < 300; k++) live.push(pd.regMr(mem, LW));
-  const stags = new Set(live.map((m) => m.lkey));
-  assert.equal(stags.size, 300);
-  for (const s of stags) assert.ok(s > 0 && s <= 0xffffffff && Number.isInteger(s));
+  for (let k = 0; k < 3000; k++) live.push(pd.regMr(mem, LW));
+  assert.equal(new Set(live.map((m) => m.handle)).size, live.length, 'distinct indices');
+  for (const m of live) {
+    assert.ok(m.lkey > 0 && m.lkey <= 0xffffffff && Number.isInteger(m.lkey));
+    assert.equal(ctx._mrs.lookup(m.lkey), m);
+  }
   for (const m of live) m.dereg();
-  prev.dereg();
+  assert.equal(ctx._mrs.size, 0);
+  pd.dealloc();
+});
+
+/** How many of `values` have bit `b` set, for each bit below `bits`. */
+function bitCounts(values, bits) {
+  const c = new Array(bits).fill(0);
+  for (const v of values) for (let b = 0; b < bits; b++) if (Math.floor(v / 2 ** b) % 2 === 1) c[b]++;
+  return c;
+}
+
+test('STags and addresses are unpredictable: every bit flips about half the time, no stride', () => {
+  const { pd } = setup(ETH);
+  const N = 2000;
+  const mrs = [];
+  for (let k = 0; k < N; k++) mrs.push(pd.regMr(new Uint8Array(64), LW | RW));
+  const keys = mrs.map((m) => m.lkey & 0xff);
+  const indices = mrs.map((m) => m.handle);
+  const pages = mrs.map((m) => (m.addr - MR_VA_BASE) / MR_PAGE_SIZE);
+  // Each bit of the key (8), the index (24) and the page number (first 36 of its 40) is set in
+  // 30-70 % of the draws (a fair coin leaves that band with probability below 1e-60).
+  for (const [what, vals, bits] of [['key', keys, 8], ['index', indices, 24], ['page', pages, 36]]) {
+    for (const [b, n] of bitCounts(vals, bits).entries()) {
+      assert.ok(n > 0.3 * N && n < 0.7 * N, `${what} bit ${b} set in ${n} of ${N}`);
+    }
+  }
+  // No constant step between consecutive registrations, and no order.
+  const steps = (v) => new Set(v.slice(1).map((x, i) => x - v[i]));
+  assert.ok(steps(mrs.map((m) => m.lkey)).size > N / 2, 'STag steps vary');
+  assert.ok(steps(mrs.map((m) => m.addr)).size > N / 2, 'address steps vary');
+  const ups = mrs.slice(1).filter((m, i) => m.addr > mrs[i].addr).length;
+  assert.ok(ups > 0.3 * N && ups < 0.7 * N, `addresses rise ${ups} times of ${N - 1}`);
+  for (const m of mrs) m.dereg();
+  pd.dealloc();
+});
+
+test('synthetic addresses: page aligned, inside the address space, never overlapping (guard page after each), freed on dereg', () => {
+  const { ctx, pd } = setup(ETH);
+  const sizes = [1, 100, 4095, 4096, 4097, 65536, 1 << 20, (1 << 28) - 4096, 1 << 28, 600 * (1 << 20)];
+  const live = [];
+  for (let round = 0; round < 20; round++) for (const n of sizes) live.push(pd.regMr(new ArrayBuffer(n), LW));
+  const byAddr = [...live].sort((a, b) => a.addr - b.addr);
+  for (const [i, m] of byAddr.entries()) {
+    assert.equal(m.addr % MR_PAGE_SIZE, 0);
+    assert.ok(m.addr >= MR_VA_BASE && m.addr + m.length + MR_PAGE_SIZE <= MR_VA_LIMIT, `0x${m.addr.toString(16)}`);
+    const next = byAddr[i + 1];
+    if (next) assert.ok(m.addr + Math.ceil(m.length / MR_PAGE_SIZE) * MR_PAGE_SIZE + MR_PAGE_SIZE <= next.addr, 'no overlap, guard page between');
+  }
+  assert.ok(ctx._mrs._vaSlots.size >= live.length);
+  for (const m of live) m.dereg();
+  assert.equal(ctx._mrs._vaSlots.size, 0, 'every address slot freed');
+  // caller-chosen addresses take no slot and may overlap anything
+  const a = pd.regMr(new Uint8Array(8), LW, MR_VA_BASE);
+  const z = pd.regMr(new Uint8Array(8), LW | ZERO_BASED);
+  assert.equal(ctx._mrs._vaSlots.size, 0);
+  a.dereg();
+  z.dereg();
   pd.dealloc();
 });
 

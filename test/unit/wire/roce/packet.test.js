@@ -1,5 +1,5 @@
 // RoCEv2 packet build/parse: round trips for every opcode, each drop reason, the parse view
-// offsets, the UDP source port rules and the MTU helpers.
+// offsets, the UDP source port rules and the MTU functions.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { roce } from '../../../../dist/wire/index.js';

@@ -1,4 +1,4 @@
-// Shared helpers of the RoCE wire tests.
+// Shared utilities of the RoCE wire tests: seeded PRNG, hex bytes, random CM messages.
 import { roce } from '../../../../dist/wire/index.js';
 
 /** Small seeded PRNG (xorshift32) so failures reproduce. */
