@@ -8,7 +8,7 @@
  * (`message_count` send and receive WRs, `sq_sig_all` 0) and one buffer of `message_size` plus the
  * 40-byte GRH area that every UD receive fills first. All receives share that buffer, as in C.
  */
-import { Access, GRH_SIZE, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmId, type Cq, type Mr, type Pd, type Wc } from '../index.js';
+import { Access, GRH_AREA_LEN, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmId, type Cq, type Mr, type Pd, type Wc } from '../index.js';
 import { errOut, errnoFrom, out, perror, strtoul } from './common.js';
 
 const ENOMEM = 12;
@@ -81,7 +81,7 @@ export class UdTest {
   createMessage(node: UdNode): number {
     if (!this.messageSize) this.messageCount = 0;
     if (!this.messageCount) return 0;
-    const bytes = this.messageSize + GRH_SIZE;
+    const bytes = this.messageSize + GRH_AREA_LEN;
     if (bytes < 0) {
       // malloc() of a negative size_t fails.
       out('failed message allocation\n');
@@ -172,7 +172,7 @@ export class UdTest {
   postRecvs(node: UdNode): number {
     if (!this.messageCount) return 0;
     const mr = node.mr as Mr;
-    const wr = { wrId: node.id, sgList: [{ addr: mr.addr, length: this.messageSize + GRH_SIZE, lkey: mr.lkey }] };
+    const wr = { wrId: node.id, sgList: [{ addr: mr.addr, length: this.messageSize + GRH_AREA_LEN, lkey: mr.lkey }] };
     for (let i = 0; i < this.messageCount; i++) {
       try {
         node.cmaId?.qp?.postRecv(wr);

@@ -18,7 +18,7 @@ import {
   RAI,
   QpAttrMask,
   RdmaOption,
-  GRH_SIZE,
+  GRH_AREA_LEN,
   createAhFromWc,
   createId,
   rdmaEventStr,
@@ -225,7 +225,7 @@ async function destroyNodes(): Promise<void> {
 function createReplyAh(node: UdNode, wc: Wc): number {
   const id = node.cmaId as CmId;
   try {
-    node.ah = createAhFromWc(node.pd as NonNullable<UdNode['pd']>, wc, (node.mem as Buffer).subarray(0, GRH_SIZE), id.portNum);
+    node.ah = createAhFromWc(node.pd as NonNullable<UdNode['pd']>, wc, (node.mem as Buffer).subarray(0, GRH_AREA_LEN), id.portNum);
   } catch (e) {
     ud.errno = errnoFrom(e);
     return -1;

@@ -312,8 +312,12 @@ export class CmId {
 
   // -- the transport seam -------------------------------------------------------------------------
 
-  /** What the transport sees of this id (read live: addresses and device change as it binds). */
-  private makeHost(): CmHost {
+  /**
+   * What a transport sees of this id (read live: addresses and device change as it binds).
+   * `transport` is the transport it speaks for: the id's own, or (a wildcard listener listening
+   * through several) the one a listener belongs to, so that `deviceFor` places its requests.
+   */
+  private makeHost(transport: () => CmTransport | null = () => this.transport): CmHost {
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const id = this;
     return {
@@ -342,7 +346,7 @@ export class CmId {
         return id.options;
       },
       deviceFor: (ip: string): Device | undefined => {
-        const t = id.transport;
+        const t = transport();
         return t ? deviceOfTransport(ip, t, id.devicePin) : undefined;
       },
       isLocalAddress: (ip: string): boolean => isLocalAddress(ip),
@@ -842,7 +846,7 @@ export class CmId {
       for (const t of wanted) {
         // The first listener picks the port when bound to 0; the others take the same one.
         const addr = this.src as SockAddr;
-        const l = t === this.transport && this.ep?.listen ? await this.ep.listen({ addr, ...req }) : await t.listen(this.host, { addr, ...req });
+        const l = t === this.transport && this.ep?.listen ? await this.ep.listen({ addr, ...req }) : await t.listen(t === this.transport ? this.host : this.makeHost(() => t), { addr, ...req });
         listeners.push(l);
         if (this.src) this.src = { address: this.src.address, port: l.port, family: this.src.family ?? 'IPv4' };
       }

@@ -181,14 +181,18 @@ export class QpRx implements FpduSink {
     if (h.qn !== DdpQn.READ) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, `Read Request on queue ${h.qn}`, h.raw);
     if (h.msn !== this.expectReadMsn) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x03, `Read Request MSN ${h.msn}, expected ${this.expectReadMsn}`, h.raw);
     this.expectReadMsn = (this.expectReadMsn + 1) >>> 0;
+    // Zero-length Reads count against the IRD like any other (siw's IRQ; an initiator's Read RTR
+    // takes one of its ORD), else a peer that reads nothing grows the queue without bound. One
+    // always fits: a Read RTR to a responder with IRD 0.
+    const ird = h.readSize === 0 ? Math.max(qp.ird, 1) : qp.ird;
+    if (ird <= 0 || qp.tx.irq.length >= ird) {
+      throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x07, `more than IRD ${qp.ird} outstanding Read Requests`, h.raw);
+    }
     if (h.readSize === 0) {
       // Zero-length read (an RTR): answered with a zero-length response, any STag.
       qp.tx.irq.push({ sinkStag: h.sinkStag, sinkTo: h.sinkTo, size: 0, srcStag: h.srcStag, srcTo: h.srcTo, buf: EMPTY, off: 0 });
       this.kind = 3;
       return;
-    }
-    if (qp.tx.irq.length >= Math.max(qp.ird, 0) || qp.ird === 0) {
-      throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x07, `more than IRD ${qp.ird} outstanding Read Requests`, h.raw);
     }
     const r = qp.remoteTarget(h.srcStag, h.srcTo, h.readSize, Access.REMOTE_READ);
     if (typeof r === 'number') {
