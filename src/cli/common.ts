@@ -85,10 +85,24 @@ export function exit(code: number): void {
   const guard = setTimeout(() => process.exit(status), 5000);
   // Connections we closed must still reach the peer whole (the kernel lingers a closed socket; a
   // Node process that exits does not): at most 3 s, as our graceful close waits for the peer's FIN.
-  void Promise.all([drained(process.stdout), drained(process.stderr), settleConnections(3000)]).then(() => {
+  // One turn of the event loop first: a datagram a device handed to a UDP socket leaves on the
+  // next tick (dgram's address lookup), which a chain of promises ending here has not reached —
+  // the C tools' sends are on the wire once ibv_post_send returns.
+  const turn = new Promise<void>((r) => setImmediate(r));
+  void Promise.all([turn, drained(process.stdout), drained(process.stderr), settleConnections(3000)]).then(() => {
     clearTimeout(guard);
     process.exit(status);
   });
+}
+
+/**
+ * Keep the process alive until {@link exit}, as a C tool blocked in `rdma_get_cm_event()` or
+ * spinning on `ibv_poll_cq()` stays alive. Node ends a process whose only pending work is a
+ * promise; a UD tool waiting for a request or a datagram may hold no socket that keeps the
+ * event loop running (the RoCE device holds its sockets only while QPs exist).
+ */
+export function holdProcess(): void {
+  setInterval(() => {}, 1 << 30);
 }
 
 /**

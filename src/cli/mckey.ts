@@ -23,6 +23,7 @@ import {
   exit,
   gaiMessage,
   getoptComplaint,
+  holdProcess,
   installTopLevelHandlers,
   out,
   perror,
@@ -396,6 +397,7 @@ async function main(argv: string[]): Promise<number> {
 }
 
 installTopLevelHandlers(PROG);
+holdProcess();
 main(process.argv.slice(2)).then(
   (code) => exit(code),
   (e: unknown) => {

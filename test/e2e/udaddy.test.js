@@ -43,8 +43,9 @@ function udaddy(args, timeoutMs = 60_000) {
   return startCli(UDADDY, args, { timeoutMs, netns: ns.name });
 }
 
-async function pair({ server = [], client = [], addr = '127.0.0.1', timeoutMs = 60_000 }) {
-  const srv = udaddy(server, timeoutMs);
+/** A server (bound to `bind`, or to every address when null) and, once it listens, a client. */
+async function pair({ server = [], client = [], addr = '127.0.0.1', bind = '127.0.0.1', timeoutMs = 60_000 }) {
+  const srv = udaddy([...(bind === null ? [] : ['-b', bind]), ...server], timeoutMs);
   try {
     await listening(srv);
     const cli = await udaddy(['-s', addr, ...client], timeoutMs).done;
@@ -66,6 +67,10 @@ function assertOk(r) {
 
 test('defaults (one path, 10 datagrams of 100 bytes each way): exit 0/0, the lines of udaddy.c', opts, async () => {
   assertOk(await pair({}));
+});
+
+test('a server without -b listens on every address (rdma_getaddrinfo(NULL, "7174") gives 0.0.0.0)', opts, async () => {
+  assertOk(await pair({ bind: null }));
 });
 
 test('-c 8 -C 50: eight paths resolved at once on one channel', opts, async () => {
