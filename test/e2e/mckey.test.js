@@ -68,8 +68,8 @@ test('one sender, two receiver processes on one group: every receiver gets all 1
   }
 });
 
-test('-c 2: two QPs per process join the group; -C 50 -S 4096 (the largest that fits the MTU)', opts, async () => {
-  const args = ['-c', '2', '-C', '50', '-S', '4096'];
+test('-c 2: two QPs per process join the group; -S 4096 (the largest that fits the MTU)', opts, async () => {
+  const args = ['-c', '2', '-C', '10', '-S', '4096'];
   const { s, rr, all } = await group({ recv: args, send: args, joins: 2 });
   assert.equal(s.stdout, SENDER_OK(2), all);
   assert.equal(s.code, 0, all);
@@ -111,16 +111,20 @@ test('a receiver with no sender waits for its datagrams for ever, as mckey does'
   assert.equal(d.timedOut, false);
 });
 
-test('-m 0.0.0.0 and -M 0: RoCE joins no zero group (EINVAL, as rxe); -M never leaves', opts, async () => {
-  let r = await mckey(['-s', '-m', '0.0.0.0']).done;
+test('-m 0.0.0.0: RoCE joins no zero group (rdma_join_multicast fails with EINVAL, as rxe), the leave fails', { skip: ns.skip }, async () => {
+  const r = await mckey(['-s', '-m', '0.0.0.0']).done;
   assert.equal(r.stdout, lines('mckey: starting client', 'mckey: joining', 'test complete', 'return status -1'), describeRun('-m 0.0.0.0', r));
   assert.equal(r.stderr, 'mckey: failure joining: Invalid argument\nmckey: failure leaving: Cannot assign requested address\n', describeRun('-m 0.0.0.0', r));
   assert.equal(r.code, 255);
-  r = await runCli(MCKEY, ['-M', '0', '-b', '127.0.0.1'], { netns: ns.name });
+});
+
+test('-M (AF_IB groups, which RoCE ports refuse): -M 0 EINVAL, another MGID ENOTSUPP (524); -M never leaves', opts, async () => {
+  let r = await runCli(MCKEY, ['-M', '0', '-b', '127.0.0.1'], { netns: ns.name });
   assert.equal(r.stdout, lines('mckey: starting server', 'mckey: joining', 'test complete', 'return status -1'), describeRun('-M 0', r));
   assert.equal(r.stderr, 'mckey: failure joining: Invalid argument\nmckey: resolve addr failure: Invalid argument\n', describeRun('-M 0', r));
   assert.equal(r.code, 255);
   r = await runCli(MCKEY, ['-M', 'ff0e::ffff:239.1.1.1', '-b', '127.0.0.1', '-s'], { netns: ns.name });
+  assert.equal(r.stdout, lines('mckey: starting client', 'mckey: joining', 'test complete', 'return status -1'), describeRun('-M ff0e::', r));
   assert.equal(r.stderr, 'mckey: failure joining: Unknown error 524\nmckey: resolve addr failure: Unknown error 524\n', describeRun('-M ff0e::', r));
   assert.equal(r.code, 255);
 });
