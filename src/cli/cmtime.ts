@@ -124,6 +124,7 @@ interface Conn {
 let oobPort = '7471';
 let ctrlAddr: string | null = null;
 let srcAddr: string | null = null;
+/** `-t` as the C int; rdma_resolve_addr/route carry it as a `__u32` (so -1 is a very long wait). */
 let timeoutMs = 2000;
 let retries = 2;
 let baseQpn = 1000;
@@ -629,7 +630,7 @@ async function resolveAddr(c: Conn): Promise<void> {
   c.retries = retries;
   startPerf(c, Step.RESOLVE_ADDR);
   try {
-    await (c.id as CmId).resolveAddr(rai.srcAddr, (peers[c.peerId] as PeerInfo).sa as SockAddr, timeoutMs);
+    await (c.id as CmId).resolveAddr(rai.srcAddr, (peers[c.peerId] as PeerInfo).sa as SockAddr, u32(timeoutMs));
   } catch (e) {
     perror('rdma_resolve_addr', e);
     die();
@@ -640,7 +641,7 @@ async function resolveRoute(c: Conn): Promise<void> {
   c.retries = retries;
   startPerf(c, Step.RESOLVE_ROUTE);
   try {
-    await (c.id as CmId).resolveRoute(timeoutMs);
+    await (c.id as CmId).resolveRoute(u32(timeoutMs));
   } catch (e) {
     perror('rdma_resolve_route', e);
     die();
@@ -741,9 +742,9 @@ function cmaHandler(id: CmId, event: CmEvent): Promise<void> | undefined {
       if (completed.inc(Step.CONNECT) >= numConns - 1) endTime(Step.CONNECT);
       break;
     case CmEventType.ADDR_ERROR:
-      return retryOrDie(c, event, () => id.resolveAddr(rai.srcAddr, (peers[c.peerId] as PeerInfo).sa as SockAddr, timeoutMs), 'RDMA_CM_EVENT_ADDR_ERROR');
+      return retryOrDie(c, event, () => id.resolveAddr(rai.srcAddr, (peers[c.peerId] as PeerInfo).sa as SockAddr, u32(timeoutMs)), 'RDMA_CM_EVENT_ADDR_ERROR');
     case CmEventType.ROUTE_ERROR:
-      return retryOrDie(c, event, () => id.resolveRoute(timeoutMs), 'RDMA_CM_EVENT_ROUTE_ERROR');
+      return retryOrDie(c, event, () => id.resolveRoute(u32(timeoutMs)), 'RDMA_CM_EVENT_ROUTE_ERROR');
     case CmEventType.CONNECT_ERROR:
     case CmEventType.UNREACHABLE:
     case CmEventType.REJECTED:

@@ -34,4 +34,4 @@ export { QpAttrMask, MigState, QP_STATE_TABLE, qpTransitionAllowed, modifyQpProb
 export { Ah, type AhAttr, type GlobalRoute } from './ah.js';
 export { initAhFromWc, createAhFromWc, findGidIndex, GRH_AREA_LEN } from './ah-wc.js';
 export { DEFAULT_PKEY } from './context.js';
-export { registerProvider, unregisterProvider, settleConnections, type VerbsProvider, type QpInitAttr, type QpLike } from './provider.js';
+export { registerProvider, unregisterProvider, settleConnections, backendSelection, type Backend, type VerbsProvider, type QpInitAttr, type QpLike } from './provider.js';

@@ -157,3 +157,17 @@ test('rdma_server/rdma_client -p: EAI_SERVICE for a non-number ("rdma_getaddrinf
     srv.kill('SIGKILL');
   }
 });
+
+test('cmtime -t -1 is accepted (the timeout goes to the kernel as a __u32: a long wait): the QPs test runs', opts, async () => {
+  const port = String(await freePort());
+  const common = ['-b', '127.0.0.1', '-C', '127.0.0.1', '-p', port, '-c', '2', '-t', '-1'];
+  const root = startCli(CMTIME, [...common, '-L'], { timeoutMs: 30_000 });
+  try {
+    await waitListening(Number(port), { exited: root.done });
+    const leaf = await runCli(CMTIME, common, { timeoutMs: 30_000 });
+    assert.match(leaf.stdout, /^Connect \(2\) QPs test$/m, describeRun('leaf', leaf));
+    assert.doesNotMatch(leaf.stderr, /rdma_resolve_(addr|route)/, describeRun('leaf', leaf));
+  } finally {
+    root.kill('SIGKILL');
+  }
+});
