@@ -36,6 +36,7 @@ const PROG = 'mckey';
 const OPTSTRING = 'm:M:sb:c:C:S:p:ol';
 const ENOMEM = 12;
 const EINVAL = 22;
+const EADDRNOTAVAIL = 99;
 /** The kernel's internal ENOTSUPP, which reaches applications as errno 524. */
 const ENOTSUPP = 524;
 /** `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`. */
@@ -303,7 +304,7 @@ async function run(): Promise<number> {
   for (const node of test.nodes) {
     const dst = test.dst as GroupAddr;
     try {
-      if (dst.kind === 'ib') throw Object.assign(new Error('not joined'), { errno: 99 });
+      if (dst.kind === 'ib') throw Object.assign(new Error('not joined'), { errno: EADDRNOTAVAIL });
       await (node.cmaId as CmId).leaveMulticast(dst.addr);
       ret = 0;
     } catch (e) {
