@@ -50,7 +50,7 @@ function compile(cc, inc, sources, out, libs) {
 
 /** The soft RoCE device's socket option addon (Node's headers only). */
 function buildNetopt(cc, inc) {
-  const out = join(HERE, 'build', 'netopt.node');
+  const out = join(dirname(OUT), 'netopt.node');
   const failed = compile(cc, inc, [join(HERE, 'src', 'netopt.c')], out, []);
   if (failed !== null) {
     note('not built (compile failed); the soft RoCE device cannot reach a kernel rxe over IPv4', 'netopt addon');
