@@ -10,9 +10,9 @@
 //                                                     dgram-echo peer, from a fresh process
 //
 // Each prints one JSON line once ready ({"ready":true}, with "qpn" for the UD modes). A sink
-// prints {"count":N,"secs":S} for each burst (arrivals ended by 150 ms of silence; S from the
-// first to the last arrival). The peer ends when its stdin closes (the bench closes it), or after
-// two minutes whatever happens.
+// prints {"count":N,"secs":S,"cpuUsPerMsg":U} for each burst (arrivals ended by 150 ms of
+// silence; S from the first to the last arrival, U the receiver's CPU time per message). The
+// peer ends when its stdin closes (the bench closes it), or after two minutes whatever happens.
 import dgram from 'node:dgram';
 import { once } from 'node:events';
 
@@ -29,15 +29,22 @@ function burstCounter(extra = () => ({})) {
   let count = 0;
   let first = 0;
   let last = 0;
+  let cpu0 = process.cpuUsage();
   setInterval(() => {
     if (count > 0 && performance.now() - last >= IDLE_MS) {
-      out({ count, secs: count > 1 ? (last - first) / 1000 : 0, ...extra() });
+      // CPU time (user + system) of this process from the first arrival to now, per message:
+      // load from other processes moves it much less than the wall-clock rate.
+      const c = process.cpuUsage(cpu0);
+      out({ count, secs: count > 1 ? (last - first) / 1000 : 0, cpuUsPerMsg: (c.user + c.system) / count, ...extra() });
       count = 0;
     }
   }, 50);
   return () => {
     last = performance.now();
-    if (count++ === 0) first = last;
+    if (count++ === 0) {
+      first = last;
+      cpu0 = process.cpuUsage();
+    }
   };
 }
 

@@ -241,7 +241,8 @@ async function blast(receivers, count, sendBatch) {
   const reports = await phase();
   const rate = reports.reduce((a, r) => a + (r.secs > 0 ? r.count / r.secs : 0), 0);
   const delivered = reports.reduce((a, r) => a + r.count, 0) / (count * receivers.length);
-  return { rate, delivered, reports };
+  const cpu = reports.reduce((a, r) => a + r.cpuUsPerMsg, 0) / reports.length;
+  return { rate, delivered, cpu, reports };
 }
 
 async function dgramBlast(count, size, group, nrecv) {
@@ -369,9 +370,11 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
   const runs = Object.fromEntries(keys.map((k) => [k, []]));
   const lossRuns = { mtuDgram: [], mtuUd: [], mc1Dgram: [], mc1Ud: [], mc2Dgram: [], mc2Ud: [] };
   const reports = {};
+  const cpuRuns = {};
   const push = (k, r) => {
     runs[k].push(r.rate);
     lossRuns[k].push(r.delivered);
+    (cpuRuns[k] ??= []).push(r.cpu);
     (reports[k] ??= []).push(r.reports);
   };
   // An untimed udaddy pair first: the one test whose processes are fresh every run.
@@ -402,13 +405,15 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
   pinSelf(null);
   const m = Object.fromEntries(keys.map((k) => [k, median(runs[k])]));
   const d = Object.fromEntries(Object.keys(lossRuns).map((k) => [k, median(lossRuns[k])]));
+  const c = Object.fromEntries(Object.keys(cpuRuns).map((k) => [k, median(cpuRuns[k])]));
   const pct = (x) => `${fx(100 * x, 0)}%`;
+  const side = (k) => `${kfmt(m[k])} (${pct(d[k])} delivered, rx CPU ${fx(c[k], 1)} us/msg)`;
   log(`roce: soft RoCEv2 rxe_lo (UD) beside Node dgram, loopback; ${reps} round(s), median; ${PP} round trips, ${N} messages of ${MTU} B per blast${WARMUP ? ', each after as long an untimed warm-up' : ', no warm-up'}${PIN ? `; peer on CPU ${PIN[0]}, this process on CPU ${PIN[1]}` : '; unpinned'}; RoCE UDP port ${ROCE_PORT}`);
   const ran = (r, line) => on(r) && log(line);
   ran('pingpong', `64 B ping-pong RTT          UD SEND/RECV ${fx(m.ppUd, 1)} us   Node dgram ${fx(m.ppDgram, 1)} us   UD/dgram ${fx(m.ppUd / m.ppDgram)} (target <= 1.2)`);
-  ran('mtu', `${MTU} B messages/s         UD SEND ${kfmt(m.mtuUd)} (${pct(d.mtuUd)} delivered)   Node dgram ${kfmt(m.mtuDgram)} (${pct(d.mtuDgram)})   UD/dgram ${fx(m.mtuUd / m.mtuDgram)} (target >= 0.8)`);
-  ran('mcast1', `multicast, 1 receiver       UD SEND ${kfmt(m.mc1Ud)} (${pct(d.mc1Ud)} delivered)   Node dgram ${kfmt(m.mc1Dgram)} (${pct(d.mc1Dgram)})   UD/dgram ${fx(m.mc1Ud / m.mc1Dgram)}`);
-  ran('mcast2', `multicast, 2 receivers      UD SEND ${kfmt(m.mc2Ud)} (${pct(d.mc2Ud)} delivered)   Node dgram ${kfmt(m.mc2Dgram)} (${pct(d.mc2Dgram)})   UD/dgram ${fx(m.mc2Ud / m.mc2Dgram)}`);
+  ran('mtu', `${MTU} B messages/s           UD SEND ${side('mtuUd')}   Node dgram ${side('mtuDgram')}   UD/dgram ${fx(m.mtuUd / m.mtuDgram)} (target >= 0.8)`);
+  ran('mcast1', `multicast, 1 receiver       UD SEND ${side('mc1Ud')}   Node dgram ${side('mc1Dgram')}   UD/dgram ${fx(m.mc1Ud / m.mc1Dgram)}`);
+  ran('mcast2', `multicast, 2 receivers      UD SEND ${side('mc2Ud')}   Node dgram ${side('mc2Dgram')}   UD/dgram ${fx(m.mc2Ud / m.mc2Dgram)}`);
   ran('udaddy', `udaddy -c ${CONNS} resolution    udaddy ${fx(m.resUdaddy, 1)} ms   Node dgram ${CONNS} request/replies ${fx(m.resDgram, 1)} ms   udaddy/dgram ${fx(m.resUdaddy / m.resDgram)}`);
   const row = (unit, soft, node, extra) => ({ unit, soft, node, vsNode: soft / node, ...extra });
   const rate = (k, extra) =>
@@ -416,8 +421,9 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
       size: MTU,
       count: N,
       delivered: { soft: d[`${k}Ud`], node: d[`${k}Dgram`] },
+      rxCpuUsPerMsg: { soft: c[`${k}Ud`], node: c[`${k}Dgram`] },
       ...extra,
-      runs: { soft: runs[`${k}Ud`], node: runs[`${k}Dgram`], deliveredSoft: lossRuns[`${k}Ud`], deliveredNode: lossRuns[`${k}Dgram`], receiversSoft: reports[`${k}Ud`], receiversNode: reports[`${k}Dgram`] },
+      runs: { soft: runs[`${k}Ud`], node: runs[`${k}Dgram`], deliveredSoft: lossRuns[`${k}Ud`], deliveredNode: lossRuns[`${k}Dgram`], rxCpuSoft: cpuRuns[`${k}Ud`], rxCpuNode: cpuRuns[`${k}Dgram`], receiversSoft: reports[`${k}Ud`], receiversNode: reports[`${k}Dgram`] },
     });
   const section = { reps, quick, warmup: WARMUP, pinned: PIN, rocePort: ROCE_PORT };
   if (on('pingpong')) section.rtt = row('usec', m.ppUd, m.ppDgram, { size: 64, iters: PP, target: '<= 1.2 x Node dgram', runs: { soft: runs.ppUd, node: runs.ppDgram } });
