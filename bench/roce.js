@@ -172,19 +172,23 @@ async function dgramPingPong(iters) {
   const warm = WARMUP ? iters : 0;
   let left = warm + iters;
   let t0 = process.hrtime.bigint();
+  let cpu0 = process.cpuUsage();
   await new Promise((resolve) => {
     s.on('message', () => {
       if (--left === 0) return resolve();
-      if (left === iters) t0 = process.hrtime.bigint();
+      if (left === iters) {
+        t0 = process.hrtime.bigint();
+        cpu0 = process.cpuUsage();
+      }
       s.send(msg);
     });
-    if (left === iters) t0 = process.hrtime.bigint();
     s.send(msg);
   });
   const ns = Number(process.hrtime.bigint() - t0);
+  const cpu = process.cpuUsage(cpu0);
   s.close();
   await p.stop();
-  return ns / iters / 1000;
+  return { rtt: ns / iters / 1000, cpu: (cpu.user + cpu.system) / iters };
 }
 
 async function udPingPong(iters) {
@@ -199,13 +203,17 @@ async function udPingPong(iters) {
   const warm = WARMUP ? iters : 0;
   const total = warm + iters;
   let t0 = process.hrtime.bigint();
+  let cpu0 = process.cpuUsage();
   u.qp.postSend(send);
   for (let done = 0; done < total; ) {
     for (const wc of await u.recvWcs()) {
       if (wc.status !== WcStatus.SUCCESS) throw new Error(`receive status ${wc.status}`);
       done++;
       u.qp.postRecv({ wrId: 0, sgList: rsge });
-      if (done === warm) t0 = process.hrtime.bigint();
+      if (done === warm) {
+        t0 = process.hrtime.bigint();
+        cpu0 = process.cpuUsage();
+      }
       if (done < total) {
         send.sendFlags = (done & 31) === 0 ? SendFlags.INLINE | SendFlags.SIGNALED : SendFlags.INLINE;
         u.qp.postSend(send);
@@ -214,9 +222,10 @@ async function udPingPong(iters) {
     }
   }
   const ns = Number(process.hrtime.bigint() - t0);
+  const cpu = process.cpuUsage(cpu0);
   u.close();
   await p.stop();
-  return ns / iters / 1000;
+  return { rtt: ns / iters / 1000, cpu: (cpu.user + cpu.system) / iters };
 }
 
 // -- blasts: a sender here, counting receivers in peer processes ------------------------------------
@@ -382,8 +391,10 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
   if (WARMUP && on('udaddy')) await udaddyResolve(CONNS);
   for (let i = 0; i < reps; i++) {
     if (on('pingpong')) {
-      runs.ppDgram.push(await dgramPingPong(PP));
-      runs.ppUd.push(await udPingPong(PP));
+      for (const [k, r] of [['ppDgram', await dgramPingPong(PP)], ['ppUd', await udPingPong(PP)]]) {
+        runs[k].push(r.rtt);
+        (cpuRuns[k] ??= []).push(r.cpu);
+      }
     }
     if (on('mtu')) {
       push('mtuDgram', await dgramBlast(N, MTU, null, 1));
@@ -410,7 +421,7 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
   const side = (k) => `${kfmt(m[k])} (${pct(d[k])} delivered, rx CPU ${fx(c[k], 1)} us/msg)`;
   log(`roce: soft RoCEv2 rxe_lo (UD) beside Node dgram, loopback; ${reps} round(s), median; ${PP} round trips, ${N} messages of ${MTU} B per blast${WARMUP ? ', each after as long an untimed warm-up' : ', no warm-up'}${PIN ? `; peer on CPU ${PIN[0]}, this process on CPU ${PIN[1]}` : '; unpinned'}; RoCE UDP port ${ROCE_PORT}`);
   const ran = (r, line) => on(r) && log(line);
-  ran('pingpong', `64 B ping-pong RTT          UD SEND/RECV ${fx(m.ppUd, 1)} us   Node dgram ${fx(m.ppDgram, 1)} us   UD/dgram ${fx(m.ppUd / m.ppDgram)} (target <= 1.2)`);
+  ran('pingpong', `64 B ping-pong RTT          UD SEND/RECV ${fx(m.ppUd, 1)} us (CPU ${fx(c.ppUd, 1)} us/RT)   Node dgram ${fx(m.ppDgram, 1)} us (CPU ${fx(c.ppDgram, 1)} us/RT)   UD/dgram ${fx(m.ppUd / m.ppDgram)} (target <= 1.2)`);
   ran('mtu', `${MTU} B messages/s           UD SEND ${side('mtuUd')}   Node dgram ${side('mtuDgram')}   UD/dgram ${fx(m.mtuUd / m.mtuDgram)} (target >= 0.8)`);
   ran('mcast1', `multicast, 1 receiver       UD SEND ${side('mc1Ud')}   Node dgram ${side('mc1Dgram')}   UD/dgram ${fx(m.mc1Ud / m.mc1Dgram)}`);
   ran('mcast2', `multicast, 2 receivers      UD SEND ${side('mc2Ud')}   Node dgram ${side('mc2Dgram')}   UD/dgram ${fx(m.mc2Ud / m.mc2Dgram)}`);
@@ -426,7 +437,7 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
       runs: { soft: runs[`${k}Ud`], node: runs[`${k}Dgram`], deliveredSoft: lossRuns[`${k}Ud`], deliveredNode: lossRuns[`${k}Dgram`], rxCpuSoft: cpuRuns[`${k}Ud`], rxCpuNode: cpuRuns[`${k}Dgram`], receiversSoft: reports[`${k}Ud`], receiversNode: reports[`${k}Dgram`] },
     });
   const section = { reps, quick, warmup: WARMUP, pinned: PIN, rocePort: ROCE_PORT };
-  if (on('pingpong')) section.rtt = row('usec', m.ppUd, m.ppDgram, { size: 64, iters: PP, target: '<= 1.2 x Node dgram', runs: { soft: runs.ppUd, node: runs.ppDgram } });
+  if (on('pingpong')) section.rtt = row('usec', m.ppUd, m.ppDgram, { size: 64, iters: PP, target: '<= 1.2 x Node dgram', cpuUsPerRt: { soft: c.ppUd, node: c.ppDgram }, runs: { soft: runs.ppUd, node: runs.ppDgram, cpuSoft: cpuRuns.ppUd, cpuNode: cpuRuns.ppDgram } });
   if (on('mtu')) section.mtuRate = rate('mtu', { receivers: 1, target: '>= 0.8 x Node dgram' });
   if (on('mcast1')) section.mcast1 = rate('mc1', { receivers: 1 });
   if (on('mcast2')) section.mcast2 = rate('mc2', { receivers: 2 });

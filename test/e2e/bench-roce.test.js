@@ -32,7 +32,7 @@ function run(args, timeoutMs = 50_000) {
 const NUM = '\\d+(\\.\\d+)?';
 const SIDE = `\\(\\d+% delivered, rx CPU ${NUM} us/msg\\)`;
 const ROWS = [
-  new RegExp(`^64 B ping-pong RTT +UD SEND/RECV ${NUM} us +Node dgram ${NUM} us +UD/dgram ${NUM} \\(target <= 1\\.2\\)$`, 'm'),
+  new RegExp(`^64 B ping-pong RTT +UD SEND/RECV ${NUM} us \\(CPU ${NUM} us/RT\\) +Node dgram ${NUM} us \\(CPU ${NUM} us/RT\\) +UD/dgram ${NUM} \\(target <= 1\\.2\\)$`, 'm'),
   new RegExp(`^4096 B messages/s +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM} \\(target >= 0\\.8\\)$`, 'm'),
   new RegExp(`^multicast, 1 receiver +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM}$`, 'm'),
   new RegExp(`^multicast, 2 receivers +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM}$`, 'm'),
@@ -69,6 +69,8 @@ test('node bench/roce.js --quick prints every row with its baseline and ratio, a
       assert.equal(row.runs.soft.length, 1, `${k}: one round`);
       assert.equal(row.runs.node.length, 1, `${k}: one round`);
     }
+    positive(s.rtt.cpuUsPerRt.soft, 'rtt.cpuUsPerRt.soft');
+    positive(s.rtt.cpuUsPerRt.node, 'rtt.cpuUsPerRt.node');
     assert.equal(s.mcast1.receivers, 1);
     assert.equal(s.mcast2.receivers, 2);
     assert.equal(s.mtuRate.size, 4096);
