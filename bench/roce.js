@@ -20,6 +20,9 @@
 // Each test first runs an untimed warm-up as long as its timed part (BENCH_WARMUP=0: none); the
 // two processes of a pair run on one CPU each (bench/common.js; BENCH_PIN=0: not). The device
 // uses a private UDP port (RDMACM_ROCE_PORT), so the bench never meets another user of rxe_lo.
+// As a section of a larger bench, run this file as a process of its own (`--json FILE`, then read
+// `sections.roce`) rather than importing roceBench(): the device's UDP port is fixed when the
+// package first opens a RoCE device in a process, so it must be chosen before anything else does.
 // See docs/bench-roce.md for what each row means. Numbers are noisy on a shared machine: compare
 // the ratios of one run, never absolute figures across runs.
 import { spawn } from 'node:child_process';
@@ -29,7 +32,13 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { median, pinCpus, pinned, pinSelf } from './common.js';
+
+// The helpers the bench's scripts share (CPU pinning, medians): bench/lib.js where the bench is
+// split into sections, bench/common.js before that; both export these four.
+const { median, pinCpus, pinned, pinSelf } = await import('./lib.js').catch((e) => {
+  if (e?.code !== 'ERR_MODULE_NOT_FOUND') throw e;
+  return import('./common.js');
+});
 
 const PEER = fileURLToPath(new URL('./roce-peer.js', import.meta.url));
 const UDADDY = fileURLToPath(new URL('../dist/cli/udaddy.js', import.meta.url));
