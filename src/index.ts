@@ -22,3 +22,6 @@ export { RdmaError, PostError, TerminateError, type RdmaErrorOptions } from './e
 export { Errno, errnoOf, strerror, type ErrnoCode } from './errno.js';
 /** rsockets: `rsocket.connect()` / `rsocket.createServer()` give Node `Duplex` streams over RDMA. */
 export * as rsocket from './rsocket/index.js';
+/** The native (rdma-core) backend: whether its addon is loaded, and the name of its provider. */
+export { bindingStatus as nativeAddonStatus, type BindingStatus as NativeAddonStatus } from './native/binding.js';
+export { NATIVE_PROVIDER } from './native/provider.js';

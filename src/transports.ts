@@ -6,3 +6,4 @@
  */
 import './transport/iwarp/index.js';
 import './transport/roce/index.js';
+import './native/index.js';

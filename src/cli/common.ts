@@ -10,6 +10,8 @@
  * appears. It also waits (3 s at most) for connections closed gracefully to finish sending, as the
  * kernel does for a C tool's sockets after it exits.
  */
+import { constants as bufferConstants } from 'node:buffer';
+import os from 'node:os';
 import { basename as pathBasename } from 'node:path';
 import {
   GaiError,
@@ -83,10 +85,24 @@ export function exit(code: number): void {
   const guard = setTimeout(() => process.exit(status), 5000);
   // Connections we closed must still reach the peer whole (the kernel lingers a closed socket; a
   // Node process that exits does not): at most 3 s, as our graceful close waits for the peer's FIN.
-  void Promise.all([drained(process.stdout), drained(process.stderr), settleConnections(3000)]).then(() => {
+  // One turn of the event loop first: a datagram a device handed to a UDP socket leaves on the
+  // next tick (dgram's address lookup), which a chain of promises ending here has not reached —
+  // the C tools' sends are on the wire once ibv_post_send returns.
+  const turn = new Promise<void>((r) => setImmediate(r));
+  void Promise.all([turn, drained(process.stdout), drained(process.stderr), settleConnections(3000)]).then(() => {
     clearTimeout(guard);
     process.exit(status);
   });
+}
+
+/**
+ * Keep the process alive until {@link exit}, as a C tool blocked in `rdma_get_cm_event()` or
+ * spinning on `ibv_poll_cq()` stays alive. Node ends a process whose only pending work is a
+ * promise; a UD tool waiting for a request or a datagram may hold no socket that keeps the
+ * event loop running (the RoCE device holds its sockets only while QPs exist).
+ */
+export function holdProcess(): void {
+  setInterval(() => {}, 1 << 30);
 }
 
 /**
@@ -415,6 +431,44 @@ export function canonicalIp(address: string): string {
   }
 }
 
+/**
+ * inet_ntop(AF_INET6, ...) as glibc formats it: lower-case hex words, the longest run of two or
+ * more zero words (the first of equal runs) as `::`, and the last 32 bits in dotted form for
+ * IPv4-compatible (`::a.b.c.d`) and IPv4-mapped (`::ffff:a.b.c.d`) addresses. Used for GIDs.
+ */
+export function inetNtop6(b: Uint8Array): string {
+  const w: number[] = [];
+  for (let i = 0; i < 8; i++) w.push((((b[2 * i] ?? 0) << 8) | (b[2 * i + 1] ?? 0)) >>> 0);
+  let best = { base: -1, len: 0 };
+  let cur = { base: -1, len: 0 };
+  for (let i = 0; i < 8; i++) {
+    if (w[i] === 0) {
+      if (cur.base === -1) cur = { base: i, len: 1 };
+      else cur.len++;
+    } else if (cur.base !== -1) {
+      if (best.base === -1 || cur.len > best.len) best = cur;
+      cur = { base: -1, len: 0 };
+    }
+  }
+  if (cur.base !== -1 && (best.base === -1 || cur.len > best.len)) best = cur;
+  if (best.base !== -1 && best.len < 2) best = { base: -1, len: 0 };
+  let s = '';
+  for (let i = 0; i < 8; i++) {
+    if (best.base !== -1 && i >= best.base && i < best.base + best.len) {
+      if (i === best.base) s += ':';
+      continue;
+    }
+    if (i !== 0) s += ':';
+    if (i === 6 && best.base === 0 && (best.len === 6 || (best.len === 5 && w[5] === 0xffff))) {
+      s += `${b[12] ?? 0}.${b[13] ?? 0}.${b[14] ?? 0}.${b[15] ?? 0}`;
+      return s;
+    }
+    s += (w[i] as number).toString(16);
+  }
+  if (best.base !== -1 && best.base + best.len === 8) s += ':';
+  return s;
+}
+
 /** The EAI code of a resolver failure (GaiError), else -1 (EAI_BADFLAGS, as glibc reports -1). */
 export function eaiOf(e: unknown): number {
   return e instanceof GaiError ? e.eai : -1;
@@ -548,6 +602,39 @@ export function strtoul(s: string, base = 0): bigint {
   return neg ? BigInt.asUintN(64, -v) : v;
 }
 
+// -- memory allocation ----------------------------------------------------------------------------
+
+/** `(size_t) value` of a C `int`: a negative int is 2^64 + value (far beyond any memory). */
+export function sizeT(v: number): number {
+  return v < 0 ? 2 ** 64 + v : v;
+}
+
+/**
+ * Whether `calloc(nmemb, size)` (or `malloc(nmemb * size)`) succeeds, for `size_t` arguments
+ * (see {@link sizeT}): no larger than this machine's memory — Linux's default overcommit
+ * heuristic refuses a single allocation beyond RAM plus swap — and, for what this process
+ * really allocates, no larger than a Buffer can be.
+ */
+export function cAllocOk(nmemb: number, size: number, buffer = false): boolean {
+  const n = nmemb * size;
+  return n <= os.totalmem() && (!buffer || n <= bufferConstants.MAX_LENGTH);
+}
+
+/**
+ * `malloc(size)` for a C `int` size, as the tools call it: null (the caller prints its C message)
+ * when the allocation fails — a negative size becomes a size_t near 2^64 — else a buffer of that
+ * many bytes, not zeroed (large ones are only reserved until used, as malloc's).
+ */
+export function cMalloc(size: number): Buffer | null {
+  const n = sizeT(size);
+  if (!cAllocOk(1, n, true)) return null;
+  try {
+    return Buffer.allocUnsafeSlow(n);
+  } catch {
+    return null;
+  }
+}
+
 /** `(uint8_t) value`. */
 export function u8(v: bigint | number): number {
   return Number(BigInt.asUintN(8, BigInt(v)));
@@ -588,7 +675,7 @@ export async function getRdmaAddr(
       rai = await getaddrinfo(src, port, hints);
     } else {
       const h: RdmaAddrinfoHints = { ...hints };
-      if (src) {
+      if (src !== null) {
         const res = await getaddrinfo(src, null, { ...h, flags: (h.flags ?? 0) | RAI.PASSIVE });
         if (res.srcAddr) h.srcAddr = res.srcAddr;
       }

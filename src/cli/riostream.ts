@@ -137,8 +137,11 @@ class Riostream extends StreamTool {
       else if (ret === RS_EAGAIN) {
         if (!this.useAsync) await c.poll(POLLOUT, -1);
       } else {
-        // No mapping of the peer covers the offset (yet): let the connection make progress.
-        await c.poll(POLLIN, 10);
+        // No mapping of the peer covers the offset (yet): wait a little for one, or for the
+        // connection to end (the next riowrite then fails). No events asked: a poll for POLLIN
+        // would be ready at once with data queued or the read side shut, and this loop would
+        // then never give the event loop a turn.
+        await c.poll(0, 10);
       }
     }
     return 0;
@@ -349,7 +352,7 @@ class Riostream extends StreamTool {
 
   async run(): Promise<number> {
     let ret = 0;
-    this.buf = Buffer.alloc(!this.custom ? (TEST_SIZES[TEST_SIZES.length - 1] as { size: number }).size : Math.max(this.transferSize, 16));
+    if (!this.allocBuf()) return -1;
     if (!this.dstAddr) {
       ret = await this.serverListen();
       if (ret) return ret;

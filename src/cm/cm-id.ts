@@ -586,9 +586,19 @@ export class CmId {
       if (!dev) status = -19;
       else {
         this.useDevice(dev);
-        this.src = { address: from, port: s.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
+        if (this.ep?.resolveAddr && this._state === CmState.ADDR_QUERY) {
+          // The device's transport resolves by itself (native): now that the route picked its
+          // device, hand it the call; it reports ADDR_RESOLVED / ADDR_ERROR.
+          try {
+            await this.ep.resolveAddr(src, dst, timeoutMs);
+            return;
+          } catch (e) {
+            status = -(e instanceof RdmaError ? e.errno : 5);
+          }
+        }
+        if (status === 0) this.src = { address: from, port: s.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
         // The next hop's link address (ARP): -ETIMEDOUT when nobody answers within the timeout.
-        if (!isLoopback(dst.address) && !isAny(dst.address) && devicesOwning(dst.address).length === 0) status = await resolveNeighbor(dst.address, timeoutMs);
+        if (status === 0 && !isLoopback(dst.address) && !isAny(dst.address) && devicesOwning(dst.address).length === 0) status = await resolveNeighbor(dst.address, timeoutMs);
       }
       if (this._destroyed || this._state !== CmState.ADDR_QUERY) return;
       if (status === 0) {
@@ -871,6 +881,9 @@ export class CmId {
       return [t];
     }
     let ts = listCmTransports().filter((t) => servesPortSpace(t, this.ps));
+    // Two transports that need the same port (the kernel's iWARP and the soft one both listen
+    // on the TCP port): the one that supersedes the other listens alone.
+    ts = ts.filter((t) => !ts.some((o) => o !== t && o.supersedes?.(t) === true));
     const pin = this.devicePin;
     if (pin !== undefined) {
       const provider = getDeviceList().find((d) => d.name === pin)?.provider;

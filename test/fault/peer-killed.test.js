@@ -248,3 +248,28 @@ test('rdma_client: server killed before its reply, the client ends with "end 0"'
     await Promise.all([peer.done, c?.done]);
   }
 });
+
+// ---- riostream: a client running a custom test (-S 100000) against a server running the default
+// series: the server maps a 64-byte buffer, so the client's riowrite reaches the end of that
+// mapping and waits for one covering the rest, which never comes. When the server is killed the
+// client must fail as riowrite does on a dead connection, not wait (or spin) forever.
+
+test('riostream: the default-series server killed under a custom-test client, the client fails riowrite and exits 255', async () => {
+  const port = await freePort();
+  let connectedSince = 0;
+  const r = await killMidway({
+    tool: 'riostream',
+    serverArgs: ['-b', '127.0.0.1', '-p', String(port)],
+    clientArgs: ['-s', '127.0.0.1', '-p', String(port), '-S', '100000', '-C', '1000'],
+    port,
+    victim: 'server',
+    midway: (s, c) => {
+      if (!c.stdout().includes('usec/xfer\n') || !connectedOn(port)) return false;
+      connectedSince ||= Date.now();
+      return Date.now() - connectedSince > 1000; // connected, synced, and writing past the mapping
+    },
+  });
+  assert.equal(r.code, 255, r.what);
+  assert.match(r.stderr, /^riowrite: (Connection reset by peer|Input\/output error|Broken pipe)\n$/, r.what);
+  assert.equal(r.stdout, 'name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer\n', r.what);
+});
