@@ -15,9 +15,13 @@
  * otherwise have to wait. {@link RsConn.onNotify} is called after every progress step (the
  * Duplex face and the poll waiters hang off it).
  *
- * iWARP has no RDMA Write with Immediate, so every connection runs in rsocket.c's
- * RS_OPT_MSG_SEND mode: each 32-bit message is a 4-byte inline SEND in our (little-endian) byte
- * order, and data / SGL / iomap updates are a plain RDMA WRITE followed by that SEND.
+ * The 32-bit messages travel as rsocket.c sends them on the device's transport:
+ * - InfiniBand / RoCE: as the immediate data of an RDMA WRITE WITH IMMEDIATE — alone (a zero-length
+ *   write) or with the data / SGL / iomap update they announce — received into receive WQEs
+ *   without buffers;
+ * - iWARP, which has no immediate data: rsocket.c's RS_OPT_MSG_SEND mode, each message a 4-byte
+ *   inline SEND in our (little-endian) byte order, after a plain RDMA WRITE of what it announces
+ *   (two send WQEs and, for credit updates, two control slots per message).
  */
 import {
   CmEventType,
@@ -36,6 +40,7 @@ import {
   Access,
   SendFlags,
   TransportType,
+  WcFlags,
   WcStatus,
   WrOpcode,
   getDeviceList,
@@ -247,6 +252,10 @@ export class RsConn {
   private scratch = Buffer.alloc(0);
   private scratchMr: Mr | null = null;
   private scratchSlot = 0;
+  /** RS_OPT_MSG_SEND (iWARP): messages are 4-byte SENDs; else RDMA WRITE WITH IMMEDIATE. */
+  private msgSendMode = true;
+  /** Send WQEs one message takes: 2 in RS_OPT_MSG_SEND mode (WRITE + SEND), else 1. */
+  private wqesPerMsg = 2;
   private scratchSlotSize = 0;
   private scratchSlots = 0;
   private rbuf = Buffer.alloc(0);
@@ -324,7 +333,7 @@ export class RsConn {
   private scratchSges: Sge[] = [];
   private scratchSgls: Sge[][] = [];
   private scratchMsgWrs: SendWr[] = [];
-  private scratchWriteWrs: { wrId: number; opcode: WrOpcode; sgList: Sge[]; sendFlags: number; rdma: { remoteAddr: number; rkey: number } }[] = [];
+  private scratchWriteWrs: { wrId: number; opcode: WrOpcode; sgList: Sge[]; sendFlags: number; immData: number; rdma: { remoteAddr: number; rkey: number } }[] = [];
   /** A data write being coalesced (see writeData). */
   private pend: { sgl: Sge[]; len: number; addr: number; rkey: number; tsge: number } | null = null;
   /**
@@ -387,7 +396,7 @@ export class RsConn {
   /** rs_can_send (RS_OPT_MSG_SEND form). */
   canSend(): boolean {
     return (
-      this.sqeAvail >= 2 &&
+      this.sqeAvail >= this.wqesPerMsg &&
       this.sbufBytesAvail >= RS_SNDLOWAT &&
       this.sseqNo !== this.sseqComp &&
       this.tgtLen(this.targetSge) !== 0 &&
@@ -581,7 +590,7 @@ export class RsConn {
         rnrRetryCount: 7,
         responderResources: 0,
         // rsocket.c: "work-around: iWarp issues RDMA read during connection"
-        initiatorDepth: 1,
+        initiatorDepth: this.msgSendMode ? 1 : 0,
       };
       await id.connect(param);
       const ev = await this.expectEvent(ch, CmEventType.ESTABLISHED, op, false);
@@ -676,9 +685,9 @@ export class RsConn {
     const id = this._id as CmId;
     const ctx = id.verbs;
     if (!ctx) throw rsErr('ENODEV', op, 'no device');
-    if (ctx.device.transportType !== TransportType.IWARP) {
-      throw rsErr('EOPNOTSUPP', op, 'only iWARP devices (RS_OPT_MSG_SEND) are supported');
-    }
+    // rs_create_ep: iWARP has no immediate data, so messages are SENDs there.
+    this.msgSendMode = ctx.device.transportType === TransportType.IWARP;
+    this.wqesPerMsg = this.msgSendMode ? 2 : 1;
     const dev = ctx.queryDevice();
     const cfg = this.cfg;
     const maxSize = Math.min(dev.maxQpWr, RS_QP_MAX_SIZE);
@@ -687,7 +696,7 @@ export class RsConn {
     // RS_OPT_MSG_SEND needs inline sends of the 4-byte messages (rdma-core fc82b150b). A request
     // above what the device can do goes to ibv_create_qp as is, which refuses it (EINVAL), as
     // rsocket.c's rs_create_ep does on siw.
-    cfg.sqInline = Math.max(cfg.sqInline, RS_MSG_SIZE);
+    if (this.msgSendMode) cfg.sqInline = Math.max(cfg.sqInline, RS_MSG_SIZE);
     const nrecv = cfg.rqSize + EXTRA_RECVS;
     const compCh = ctx.createCompChannel();
     const cq = ctx.createCq(cfg.sqSize + nrecv, compCh);
@@ -733,8 +742,14 @@ export class RsConn {
       const sgl = [sg];
       this.scratchSges.push(sg);
       this.scratchSgls.push(sgl);
-      this.scratchMsgWrs.push({ wrId: WR_MSG_SEND, opcode: WrOpcode.SEND, sgList: sgl, sendFlags: SendFlags.INLINE });
-      this.scratchWriteWrs.push({ wrId: WR_MSG_SEND, opcode: WrOpcode.RDMA_WRITE, sgList: sgl, sendFlags: SendFlags.INLINE, rdma: { remoteAddr: 2 ** 32, rkey: 2 ** 32 - 1 } });
+      if (this.msgSendMode) {
+        this.scratchMsgWrs.push({ wrId: WR_MSG_SEND, opcode: WrOpcode.SEND, sgList: sgl, sendFlags: SendFlags.INLINE });
+        this.scratchWriteWrs.push({ wrId: WR_MSG_SEND, opcode: WrOpcode.RDMA_WRITE, sgList: sgl, sendFlags: SendFlags.INLINE, immData: 0, rdma: { remoteAddr: 2 ** 32, rkey: 2 ** 32 - 1 } });
+      } else {
+        // rs_post_msg: a zero-length RDMA WRITE WITH IMMEDIATE (no SGE, no target).
+        this.scratchMsgWrs.push({ wrId: WR_MSG_SEND, opcode: WrOpcode.RDMA_WRITE_WITH_IMM, sgList: [], sendFlags: 0, immData: 2 ** 31, rdma: { remoteAddr: 0, rkey: 0 } });
+        this.scratchWriteWrs.push({ wrId: WR_MSG_SEND, opcode: WrOpcode.RDMA_WRITE_WITH_IMM, sgList: sgl, sendFlags: SendFlags.INLINE, immData: 2 ** 31, rdma: { remoteAddr: 2 ** 32, rkey: 2 ** 32 - 1 } });
+      }
     }
     this.tgtBuf = Buffer.alloc(RS_SGE_SIZE * RS_SGL_SIZE + RS_IOMAP_SIZE * cfg.targetIomapSize);
     this.tgtMr = pd.regMr(this.tgtBuf, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
@@ -753,6 +768,8 @@ export class RsConn {
   }
 
   private recvWr(slot: number): { wrId: number; sgList: Sge[] } {
+    // With immediate data the message needs no buffer (rs_post_recv: no SGE).
+    if (!this.msgSendMode) return { wrId: WR_RECV + slot, sgList: [] };
     const m = this.msgMr as Mr;
     return { wrId: WR_RECV + slot, sgList: [{ addr: m.addr + slot * RS_MSG_SIZE, length: RS_MSG_SIZE, lkey: m.lkey }] };
   }
@@ -1010,11 +1027,20 @@ export class RsConn {
   private recvDone(wc: Wc, slot: number): void {
     if (wc.status !== WcStatus.SUCCESS) return;
     if (this._state & RsState.error) return;
-    if (wc.byteLen !== RS_MSG_SIZE) {
-      this.fail('EPROTO', `a ${wc.byteLen}-byte message (rsocket messages are ${RS_MSG_SIZE} bytes)`);
-      return;
+    let msg: number;
+    if (!this.msgSendMode) {
+      if (!(wc.wcFlags & WcFlags.WITH_IMM)) {
+        this.fail('EPROTO', 'a receive completion without immediate data');
+        return;
+      }
+      msg = wc.immData >>> 0;
+    } else {
+      if (wc.byteLen !== RS_MSG_SIZE) {
+        this.fail('EPROTO', `a ${wc.byteLen}-byte message (rsocket messages are ${RS_MSG_SIZE} bytes)`);
+        return;
+      }
+      msg = decodeMsg(this.msgBuf, slot * RS_MSG_SIZE, this.peerBigEndian);
     }
-    const msg = decodeMsg(this.msgBuf, slot * RS_MSG_SIZE, this.peerBigEndian);
     if (RS_TRACE) rsTrace(this.tag, `recv ${rsMsgStr(msg)}`);
     const data = rsMsgData(msg);
     switch (rsMsgOp(msg)) {
@@ -1088,7 +1114,7 @@ export class RsConn {
     const half = this.cfg.rbufSize >> 1;
     if (
       (this.rbufBytesAvail >= half || seqDiff16(this.rseqNo, this.rseqComp) >= 0) &&
-      this.ctrl2Avail() &&
+      (this.msgSendMode ? this.ctrl2Avail() : this.ctrlAvail()) &&
       this._state & RsState.connected &&
       this.qp
     ) {
@@ -1105,7 +1131,8 @@ export class RsConn {
     this.grantSeq = limit & 0xffff;
     const msg = rsMsgSet(RsOp.SGL, limit);
     if (this.rbufBytesAvail >= half) {
-      this.ctrlSeqno++;
+      // RS_OPT_MSG_SEND: the WRITE and the SEND each take a control slot.
+      if (this.msgSendMode) this.ctrlSeqno++;
       const r = this.rmr as Mr;
       const sge = { addr: r.addr + this.rbufFreeOffset, key: r.rkey, length: half };
       let sg: Sge;
@@ -1153,13 +1180,21 @@ export class RsConn {
     return i;
   }
 
-  /** The 4-byte SEND carrying `msg` in our byte order (rs_post_msg in MSG_SEND mode). */
+  /**
+   * The work request carrying `msg` alone (rs_post_msg): a 4-byte SEND in our byte order
+   * (RS_OPT_MSG_SEND), else a zero-length RDMA WRITE WITH IMMEDIATE.
+   */
   private msgWr(wrId: number, msg: number): SendWr {
     const i = this.scratchSlot;
-    this.scratchSge(RS_MSG_SIZE);
-    encodeMsg(msg, HOST_IS_BIG_ENDIAN, this.scratch, i * this.scratchSlotSize);
     const wr = this.scratchMsgWrs[i] as SendWr;
     wr.wrId = wrId;
+    if (this.msgSendMode) {
+      this.scratchSge(RS_MSG_SIZE);
+      encodeMsg(msg, HOST_IS_BIG_ENDIAN, this.scratch, i * this.scratchSlotSize);
+    } else {
+      if (++this.scratchSlot === this.scratchSlots) this.scratchSlot = 0;
+      wr.immData = msg;
+    }
     return wr;
   }
 
@@ -1174,8 +1209,15 @@ export class RsConn {
     this.msgPosts[this.nMsgPosts++] = this.msgWr(msg, msg);
   }
 
-  /** rs_post_write_msg: an RDMA WRITE, then the SEND with the message. */
+  /**
+   * rs_post_write_msg: an RDMA WRITE, then the SEND with the message (RS_OPT_MSG_SEND); else one
+   * RDMA WRITE WITH IMMEDIATE carrying both, in message order.
+   */
   private queueWriteMsg(sgl: Sge[], msg: number, flags: number, addr: number, rkey: number): void {
+    if (!this.msgSendMode) {
+      this.msgPosts[this.nMsgPosts++] = { wrId: msg, opcode: WrOpcode.RDMA_WRITE_WITH_IMM, sgList: sgl, sendFlags: flags, immData: msg, rdma: { remoteAddr: addr, rkey } };
+      return;
+    }
     this.addPost({ wrId: msg, opcode: WrOpcode.RDMA_WRITE, sgList: sgl, sendFlags: flags, rdma: { remoteAddr: addr, rkey } });
     this.queueWriteMsgSend(msg);
   }
@@ -1192,6 +1234,11 @@ export class RsConn {
     wr.wrId = msg;
     wr.rdma.remoteAddr = addr;
     wr.rdma.rkey = rkey;
+    if (!this.msgSendMode) {
+      wr.immData = msg;
+      this.msgPosts[this.nMsgPosts++] = wr;
+      return;
+    }
     this.addPost(wr);
     this.queueWriteMsgSend(msg);
   }
@@ -1283,7 +1330,7 @@ export class RsConn {
     if (len <= this.cfg.sqInline) {
       this.flushPending();
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= 2;
+      this.sqeAvail -= this.wqesPerMsg;
       this.queueInlineWriteMsg(src, off, len, rsMsgSet(RsOp.DATA, len), addr, rkey);
       return;
     }
@@ -1301,7 +1348,7 @@ export class RsConn {
     }
     this.flushPending();
     this.sseqNo = (this.sseqNo + 1) & 0xffff;
-    this.sqeAvail -= 2;
+    this.sqeAvail -= this.wqesPerMsg;
     this.pend = { sgl, len, addr, rkey, tsge: ts };
     if (exhausted) this.flushPending();
     else if (!this.pendQueued) {
@@ -1360,7 +1407,7 @@ export class RsConn {
     if (!s) return;
     const size = this.cfg.sbufSize;
     this.flushPending();
-    while (this.early > 0 && this.sqeAvail >= 2 && this.sseqNo !== this.sseqComp && this._state & RsState.connected) {
+    while (this.early > 0 && this.sqeAvail >= this.wqesPerMsg && this.sseqNo !== this.sseqComp && this._state & RsState.connected) {
       const ts = this.targetSge;
       const tlen = this.tgtLen(ts);
       if (tlen === 0) break;
@@ -1373,7 +1420,7 @@ export class RsConn {
       if (len > size - this.earlyPos) len = size - this.earlyPos;
       this.takeTarget(ts, addr, rkey, tlen, len);
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= 2;
+      this.sqeAvail -= this.wqesPerMsg;
       const sg = { addr: s.addr + this.earlyPos, length: len, lkey: s.lkey };
       this.queueWriteMsg([sg], rsMsgSet(RsOp.DATA, len), 0, addr, rkey);
       this.early -= len;
@@ -1843,7 +1890,7 @@ export class RsConn {
       const mr = m.mr as Mr;
       const entry = encodeIomap({ offset: m.offset, sge: { addr: mr.addr, key: mr.rkey, length: mr.length } }, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN);
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= 2;
+      this.sqeAvail -= this.wqesPerMsg;
       this.sbufBytesAvail -= RS_IOMAP_SIZE;
       const p = this.payload(entry, 0, RS_IOMAP_SIZE);
       if (RS_TRACE) rsTrace(this.tag, `send IOMAP_SGL ${m.index} offset ${m.offset}`);

@@ -72,6 +72,15 @@ export function ipBytes(ip: string, family: 4 | 6): Uint8Array {
 
 const devices = new Map<string, RoceDevice>();
 
+/** Datagrams this process sends to its own host (see {@link RoceDevice.deliverLocal}). */
+const localQueue: { dev: RoceDevice; buf: Buffer; meta: RxMeta }[] = [];
+let localScheduled = false;
+function drainLocal(): void {
+  localScheduled = false;
+  const list = localQueue.splice(0);
+  for (const l of list) l.dev.agent.route(l.dev, l.buf, l.meta);
+}
+
 /** The GSI agent every device gets (set by the connection manager module when it loads). */
 let defaultGsi: GsiHandler | null = null;
 
@@ -307,14 +316,29 @@ export class RoceDevice implements RxSink {
    * on this host directly when `dst` is this port's, else through the socket.
    */
   transmitFrom(buf: Buffer, src: string, dst: string, family: 4 | 6, ttl: number): boolean {
-    this.counters.inc(C.sent_pkts);
     if (this.ownsIp(dst, family)) {
-      queueMicrotask(() => this.agent.route(this, buf, { family, src, dst, srcPort: this.agent.port, forwarded: false }));
+      this.deliverLocal(buf, src, dst, family);
       return true;
     }
+    this.counters.inc(C.sent_pkts);
     const ok = this.agent.send(buf, buf.length, src, dst, ttl, false);
     if (!ok) this.counters.inc(C.send_err);
     return ok;
+  }
+
+  /**
+   * A datagram from this process to an address of this port: to its owner on this host (this
+   * process or another), on the next turn of the event loop. One queue for MADs and connected
+   * QPs' packets keeps their order (an ACK a QP sent before its application disconnected arrives
+   * before the DREQ), and a burst never starves timers and sockets.
+   */
+  deliverLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {
+    this.counters.inc(C.sent_pkts);
+    localQueue.push({ dev: this, buf, meta: { family, src, dst, srcPort: this.agent.port, forwarded: false } });
+    if (!localScheduled) {
+      localScheduled = true;
+      setImmediate(drainLocal);
+    }
   }
 
   /** The GID table entry of local address `ip`, if it is one of this port's. */

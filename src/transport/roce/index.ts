@@ -8,3 +8,5 @@ export { RXE_LIMITS } from './params.js';
 export { COUNTER_NAMES as ROCE_COUNTER_NAMES, type CounterName as RoceCounterName } from './counters.js';
 import './roce-cm.js';
 export { roceCmTransport, configureRoceCm, roceCmConfig, type RoceCmConfig } from './roce-cm.js';
+import './cm-rc.js';
+export { configureRoceRcCm, roceRcCmConfig, type RoceRcCmConfig } from './cm-rc.js';

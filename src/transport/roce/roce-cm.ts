@@ -26,7 +26,7 @@
  */
 import { err } from '../../errors.js';
 import { trace, tracing } from '../../trace.js';
-import { QpState } from '../../verbs/types.js';
+import { QpState, QpType } from '../../verbs/types.js';
 import { QpAttrMask, type QpAttr } from '../../verbs/qp-attr.js';
 import type { AhAttr } from '../../verbs/ah.js';
 import type { Context } from '../../verbs/context.js';
@@ -63,6 +63,7 @@ import {
   MAD_SIZE,
   type CmSidrReq,
   type CmSidrRep,
+  type CmMad,
 } from '../../wire/roce/index.js';
 import { C } from './counters.js';
 import { RoceDevice, ipBytes, roceDevices, setGsiHandler } from './device.js';
@@ -116,22 +117,22 @@ export function roceCmConfig(): RoceCmConfig {
 
 // -- addresses --------------------------------------------------------------------------------
 
-function familyOf(a: SockAddr): 4 | 6 {
+export function familyOf(a: SockAddr): 4 | 6 {
   return a.address.includes(':') ? 6 : 4;
 }
 
-function isAnyAddr(ip: string): boolean {
+export function isAnyAddr(ip: string): boolean {
   return ip === '0.0.0.0' || ip === '::' || ip === '';
 }
 
 /** The soft RoCE device of a context. */
-function devOf(ctx: Context | null, op: string): RoceDevice {
+export function devOf(ctx: Context | null, op: string): RoceDevice {
   if (!ctx || ctx.device.provider !== RXE_PROVIDER) throw err('EINVAL', op, 'id not on a soft RoCE device');
   return RoceDevice.of(ctx.device.info);
 }
 
 /** The address handle attributes from local address `local` to `remote` on `dev`. */
-function ahTo(dev: RoceDevice, local: string, remote: string, family: 4 | 6, tos: number): AhAttr {
+export function ahTo(dev: RoceDevice, local: string, remote: string, family: 4 | 6, tos: number): AhAttr {
   const sg = dev.gidOfIp(local, family) ?? dev.gids.find((e) => e.family === family && e.index > 0) ?? dev.gids[0];
   return {
     isGlobal: true,
@@ -145,13 +146,13 @@ function ahTo(dev: RoceDevice, local: string, remote: string, family: 4 | 6, tos
 let gsiPsn = 0;
 let reqSeq = Math.floor(Math.random() * (1 << REQ_ID_SHIFT));
 
-function newRequestId(agent: PortAgent): number {
+export function newRequestId(agent: PortAgent): number {
   reqSeq = (reqSeq + 1) & ((1 << REQ_ID_SHIFT) - 1);
   return ((agent.anyBlock() << REQ_ID_SHIFT) | reqSeq) >>> 0;
 }
 
 /** Send MAD `mad` from QP1 of `dev` at local address `src` to QP1 at `dst`. */
-function sendMad(dev: RoceDevice, mad: Uint8Array, src: string, dst: string, family: 4 | 6): void {
+export function sendMad(dev: RoceDevice, mad: Uint8Array, src: string, dst: string, family: 4 | 6): void {
   const agent = dev.agent;
   const pkt = encodeGsiPacket(mad, { family, src: ipBytes(src, family), dst: ipBytes(dst, family), sport: agent.port, dport: agent.port }, { psn: gsiPsn });
   gsiPsn = (gsiPsn + 1) & 0xffffff;
@@ -188,7 +189,7 @@ interface PendingRequest {
   lastRep: Uint8Array | null;
 }
 
-interface Listener {
+export interface Listener {
   host: CmHost;
   addr: SockAddr;
   ps: PortSpace;
@@ -197,6 +198,20 @@ interface Listener {
 
 /** Listeners by service ID (hex). */
 const listeners = new Map<string, Listener>();
+
+/** The listener of service ID `sid` in this process, if any. */
+export function findListener(sid: bigint): Listener | undefined {
+  return listeners.get(sidKey(sid));
+}
+
+/**
+ * The connected-mode half of the IB CM (REQ/REP/RTU/DREQ/DREP for RDMA_PS_TCP ids, cm-rc.ts)
+ * plugs in here: it makes the endpoints of connected ids and takes the MADs other than SIDR.
+ */
+export const connectedCm: {
+  createEndpoint: ((host: CmHost) => CmEndpoint) | null;
+  mad: ((dev: RoceDevice, mad: CmMad, meta: RxMeta) => void) | null;
+} = { createEndpoint: null, mad: null };
 /** Active endpoints waiting for a SIDR_REP, by request ID. */
 const waiting = new Map<number, RoceEndpoint>();
 /** Requests received, by `remote/requestId`, to answer duplicates. */
@@ -204,7 +219,7 @@ const received = new Map<string, PendingRequest>();
 /** How long an answered request is remembered for duplicates (ms). */
 const RECEIVED_KEEP_MS = 30_000;
 
-function sidKey(sid: bigint): string {
+export function sidKey(sid: bigint): string {
   return BigInt.asUintN(64, sid).toString(16).padStart(16, '0');
 }
 
@@ -256,7 +271,8 @@ function gsiReceive(buf: Buffer, meta: RxMeta, dev: RoceDevice): void {
     const ep = waiting.get(m.requestId);
     if (ep) ep.sidrReply(m);
     else if (tracing('cm')) trace('cm', dev.name, `SIDR_REP for unknown request 0x${m.requestId.toString(16)}`);
-  } else if (tracing('cm')) trace('cm', dev.name, `${m.kind} ignored: connected ids are not served on RoCE yet`);
+  } else if (connectedCm.mad !== null) connectedCm.mad(dev, mad, meta);
+  else if (tracing('cm')) trace('cm', dev.name, `${m.kind} ignored: connected ids are not served`);
 }
 
 function sidrRequest(dev: RoceDevice, m: CmSidrReq, tid: bigint, meta: RxMeta): void {
@@ -330,7 +346,7 @@ function remember(key: string, req: PendingRequest): void {
 }
 
 /** 16 address bytes, or 4 for IPv4, as a GID. */
-function gidFromBytes(b: Uint8Array): Uint8Array {
+export function gidFromBytes(b: Uint8Array): Uint8Array {
   if (b.length === 16) return Uint8Array.from(b);
   const g = new Uint8Array(16);
   g[10] = 0xff;
@@ -537,9 +553,11 @@ async function listen(host: CmHost, req: ListenRequest): Promise<CmListener> {
 export const roceCmTransport: CmTransport = {
   name: 'ibcm',
   provider: RXE_PROVIDER,
-  portSpaces: [PortSpace.UDP, PortSpace.IPOIB],
+  get portSpaces(): readonly PortSpace[] {
+    return connectedCm.createEndpoint !== null ? [PortSpace.UDP, PortSpace.IPOIB, PortSpace.TCP] : [PortSpace.UDP, PortSpace.IPOIB];
+  },
   privateDataLimits: { connect: REQ_USER_PD, accept: REP_PD, reject: REJ_PD, udConnect: CMA_SIDR_USER_PD, udAccept: SIDR_REP_PD },
-  createEndpoint: (host) => new RoceEndpoint(host),
+  createEndpoint: (host) => (host.qpType !== QpType.UD && connectedCm.createEndpoint !== null ? connectedCm.createEndpoint(host) : new RoceEndpoint(host)),
   listen,
 };
 

@@ -157,6 +157,8 @@ export class PortAgent {
   private readonly locals = new Map<string, LocalSock>();
   private readonly groups = new Map<string, GroupSock>();
   private readonly fwd = new Map<string, net.Socket>();
+  /** Datagrams written to a forwarding connection that is not connected yet. */
+  private readonly early = new Map<net.Socket, { msg: Buffer; meta: RxMeta }[]>();
   private readonly sinksByIp = new Map<string, RxSink>();
   /** Abstract names that refused a connection lately, with the time they may be tried again. */
   private readonly deadNames = new Map<string, number>();
@@ -508,11 +510,19 @@ export class PortAgent {
       const conn = net.connect(name);
       c = conn;
       this.fwd.set(name, conn);
+      // Datagrams written before the connection is up: if nobody listens on the name, they are
+      // delivered here instead (the device drops them, or the CM answers "nobody listens").
+      const early: { msg: Buffer; meta: RxMeta }[] = [];
+      this.early.set(conn, early);
+      conn.once('connect', () => this.early.delete(conn));
       conn.on('error', () => {
         if (this.fwd.get(name) === conn) this.fwd.delete(name);
         if (this.deadNames.size > 4096) this.deadNames.clear();
         this.deadNames.set(name, Date.now() + DEAD_NAME_MS);
         sink.forwarded(false);
+        const back = this.early.get(conn) ?? [];
+        this.early.delete(conn);
+        for (const e of back) sink.rxDatagram(e.msg, e.meta);
       });
       conn.on('close', () => {
         if (this.fwd.get(name) === conn) this.fwd.delete(name);
@@ -530,6 +540,7 @@ export class PortAgent {
     frame.set(this.frameAddrs(meta.src, meta.dst, meta.family), 8);
     msg.copy(frame, 4 + FWD_HDR);
     c.write(frame);
+    this.early.get(c)?.push({ msg, meta });
     sink.forwarded(true);
   }
 

@@ -8,7 +8,7 @@ import type { Context } from '../../../verbs/context.js';
 import type { Pd } from '../../../verbs/pd.js';
 import type { RqWqe, SqWqe, RecvInfo } from '../../../verbs/qp.js';
 import { localSgeOffset } from '../../../verbs/mr.js';
-import type { Sge, WcStatus } from '../../../verbs/types.js';
+import type { AsyncEventType, Sge, WcStatus } from '../../../verbs/types.js';
 import { BthMask, BTH_DEF_PKEY, IB_OPCODES, rocePacketLength } from '../../../wire/roce/index.js';
 import type { RoceCounters } from '../counters.js';
 import type { RcClock } from './clock.js';
@@ -62,6 +62,8 @@ export interface RcCore {
 
   /** The requester may start WQEs (RTS). */
   sendReady(): boolean;
+  /** The next posted send WQE, left on the queue. */
+  sqPeek(): SqWqe | undefined;
   /** Take the next posted send WQE, if any. */
   sqTake(): SqWqe | undefined;
   /** Take the next posted receive WQE, if any. */
@@ -76,8 +78,12 @@ export interface RcCore {
   recvDone(w: RqWqe, status: WcStatus, byteLen: number, flags: number, invalidated: number, solicited: boolean, info?: RecvInfo): void;
   /** Hand a packet (`buf[0, payloadEnd)`, BTH first, space for pad and ICRC after) to the wire. */
   transmit(buf: Buffer, payloadEnd: number): void;
-  /** A fatal error of the QP (IBTA class A/C/J): move it to ERR, which flushes what is left. */
-  fatal(why: string): void;
+  /**
+   * A fatal error of the QP (IBTA class A/C/J): move it to ERR, which flushes what is left, after
+   * raising the affiliated asynchronous event `event` when given (QP_REQ_ERR, QP_ACCESS_ERR,
+   * QP_FATAL).
+   */
+  fatal(why: string, event?: AsyncEventType): void;
   /** The first request arrived while the QP is in RTR (IBTA communication established). */
   commEstablished(): void;
 }

@@ -16,6 +16,7 @@
 import { trace, tracing } from '../../../trace.js';
 import type { Context } from '../../../verbs/context.js';
 import type { Pd } from '../../../verbs/pd.js';
+import type { Cq } from '../../../verbs/cq.js';
 import type { QpInitAttr } from '../../../verbs/provider.js';
 import { Qp, validSge, type RecvInfo, type RqWqe, type SqWqe } from '../../../verbs/qp.js';
 import { QpAttrMask, type QpAttr } from '../../../verbs/qp-attr.js';
@@ -51,14 +52,6 @@ import { RcResponder } from './resp.js';
 /** A link that replaces the device's sockets (tests): gets every packet this QP sends. */
 export type RcLink = (pkt: Buffer) => void;
 
-/** Packets for a QP of this process wait here for the next turn of the event loop. */
-const local: { dev: RoceDevice; buf: Buffer; meta: RxMeta }[] = [];
-let localScheduled = false;
-function drainLocal(): void {
-  localScheduled = false;
-  const list = local.splice(0);
-  for (const l of list) l.dev.rxDatagram(l.buf, l.meta);
-}
 
 /** An RC QP on a soft RoCE device. */
 export class RoceRcQp extends Qp implements RcCore {
@@ -86,6 +79,7 @@ export class RoceRcQp extends Qp implements RcCore {
     this.resp = new RcResponder(this);
     this.req.comp = this.comp;
     this.comp.req = this.req;
+    for (const cq of [init.sendCq, init.recvCq]) if (!cq.onOverflow) cq.onOverflow = cqOverflowed;
   }
 
   // -- RcCore -----------------------------------------------------------------------------------
@@ -117,6 +111,9 @@ export class RoceRcQp extends Qp implements RcCore {
   sendReady(): boolean {
     return this._state === QpState.RTS && !this.destroyed;
   }
+  sqPeek(): SqWqe | undefined {
+    return this.sq.peek();
+  }
   sqTake(): SqWqe | undefined {
     return this.sq.shift();
   }
@@ -135,8 +132,9 @@ export class RoceRcQp extends Qp implements RcCore {
   recvDone(w: RqWqe, status: WcStatus, byteLen: number, flags: number, invalidated: number, solicited: boolean, info?: RecvInfo): void {
     this.completeRecv(w, status, byteLen, flags, invalidated, solicited, info);
   }
-  fatal(why: string): void {
+  fatal(why: string, event?: AsyncEventType): void {
     if (this._state === QpState.ERR || this.destroyed) return;
+    if (event !== undefined) this.raiseAsync(event);
     this._transition(QpState.ERR, why);
   }
   commEstablished(): void {
@@ -159,17 +157,9 @@ export class RoceRcQp extends Qp implements RcCore {
       return;
     }
     const dev = this.dev;
-    if (dev.ownsIp(av.dst, av.family) && dev.agent.ownsQpn(this.destQpn)) {
-      // A QP of this process: straight to the receive path, on the next turn of the event loop.
-      dev.counters.inc(C.sent_pkts);
-      local.push({ dev, buf: pkt, meta: { family: av.family, src: av.sgid.ip, dst: av.dst, srcPort: dev.agent.port, forwarded: false } });
-      if (!localScheduled) {
-        localScheduled = true;
-        setImmediate(drainLocal);
-      }
-      return;
-    }
-    dev.transmit(pkt, len, av);
+    // To this host: straight to the QP's owner, in order with the CM's MADs.
+    if (dev.ownsIp(av.dst, av.family)) dev.deliverLocal(pkt, av.sgid.ip, av.dst, av.family);
+    else dev.transmit(pkt, len, av);
   }
 
   // -- receive path -------------------------------------------------------------------------------
@@ -359,6 +349,11 @@ export class RoceRcQp extends Qp implements RcCore {
     const out = Buffer.allocUnsafe(length);
     return gatherSges(this.context, this.pd, sgList, 0, out, 0, length) ? out : 'inline SGE: invalid lkey or bounds';
   }
+}
+
+/** A CQ overflowed (CQ_ERR already raised): every RC QP using it is fatally broken (IB spec 11.6.2). */
+function cqOverflowed(cq: Cq): void {
+  for (const qp of cq.qps) if (qp instanceof RoceRcQp) qp.fatal('completion queue overflow', AsyncEventType.QP_FATAL);
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {

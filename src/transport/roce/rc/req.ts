@@ -167,33 +167,54 @@ export class RcRequester {
     const comp = this.comp;
     for (;;) {
       if (!core.sendReady() || this.rnrWait) return;
+      if (psnDiff(this.psn, comp.psn) >= MAX_UNACKED_PSNS) return;
       let e = this.list.at(this.cur);
       if (e === undefined) {
-        const w = core.sqTake();
-        if (w === undefined) return;
+        // A WQE leaves the send queue only when it may start (it stays there, with its own copy
+        // of the SGEs, behind a fence, the initiator depth or a local operation's wait).
+        const w = core.sqPeek();
+        if (w === undefined || !this.mayStart(w)) return;
+        core.sqTake();
         e = this.admit(w);
         this.list.push(e);
-      }
-      if (e.kind === WqeKind.LOCAL) {
-        // Local invalidate fence (IBA 10.6.5.1, mandatory in rxe): everything before completes first.
-        if (this.cur !== 0) return;
-        this.local(e);
-        continue;
-      }
-      if (!e.started) {
-        if (e.w.flags & SendFlags.FENCE && this.rdAtomicOut > 0) return;
+        if (e.kind === WqeKind.LOCAL) {
+          this.local(e);
+          continue;
+        }
         if (isRdAtomic(e)) {
           if (core.ord === 0) {
             this.fail(e, WcStatus.LOC_QP_OP_ERR, `${e.kind} with initiator depth 0`);
             return;
           }
-          if (this.rdAtomicOut >= core.ord) return;
+          e.rdAtomic = true;
+          this.rdAtomicOut++;
         }
-        if (e.kind === WqeKind.SEND && this.creditWait) return;
       }
-      if (psnDiff(this.psn, comp.psn) >= MAX_UNACKED_PSNS) return;
       if (!this.sendPacket(e)) return;
     }
+  }
+
+  /** Whether a posted WQE may start now (fence, initiator depth, local operation, credits). */
+  private mayStart(w: SqWqe): boolean {
+    switch (w.opcode) {
+      case WrOpcode.LOCAL_INV:
+        // Local invalidate fence (IBA 10.6.5.1, mandatory in rxe): everything before completes first.
+        return this.list.length === 0;
+      case WrOpcode.RDMA_READ:
+      case WrOpcode.ATOMIC_CMP_AND_SWP:
+      case WrOpcode.ATOMIC_FETCH_AND_ADD:
+        if (this.core.ord > 0 && this.rdAtomicOut >= this.core.ord) return false;
+        break;
+      case WrOpcode.SEND:
+      case WrOpcode.SEND_WITH_IMM:
+      case WrOpcode.SEND_WITH_INV:
+        if (this.creditWait) return false;
+        break;
+      default:
+        break;
+    }
+    // Fence (IBA 10.8.3.3): every earlier READ and atomic completes first.
+    return !(w.flags & SendFlags.FENCE && this.rdAtomicOut > 0);
   }
 
   /** Wrap a WQE taken off the send queue; its SGE list becomes a private copy. */
@@ -265,10 +286,7 @@ export class RcRequester {
       e.started = true;
       e.firstPsn = this.psn;
       e.lastPsn = psnAdd(this.psn, e.npkts - 1);
-      if (isRdAtomic(e)) {
-        e.rdAtomic = true;
-        this.rdAtomicOut++;
-      }
+      core.counters.inc(C.rdma_sends);
     }
     const k = psnDiff(this.psn, e.firstPsn);
     const mtu = core.mtu;

@@ -24,14 +24,16 @@
  * the QP to ERR. MSN counts completed messages; the ACK's credit field is the number of posted
  * receive WQEs (IBTA 9.7.7.2; rxe always says "unknown").
  *
- * Responses leave in PSN order through one queue: a READ's response packets go out in bursts
- * ({@link READ_RESPONSE_BURST}, then other work runs), and an ACK queued behind them waits. ACKs
- * are coalesced: a later ACK replaces one still queued (they acknowledge cumulatively).
+ * Responses leave in PSN order through one queue, as soon as the request is handled: a READ's
+ * response packets go out in bursts ({@link READ_RESPONSE_BURST}, then other work runs), and an
+ * ACK queued behind them waits; a later ACK replaces one still queued (they acknowledge
+ * cumulatively). ACKs answer the packets that ask for one (AckReq: the last packet of each
+ * message, and one in 64 of a long one), so one ACK covers many packets.
  */
 import { trace, tracing } from '../../../trace.js';
 import type { RqWqe } from '../../../verbs/qp.js';
 import { invalidateStag, remoteAccessOffset, type Mr } from '../../../verbs/mr.js';
-import { Access, WcFlags, WcOpcode, WcStatus } from '../../../verbs/types.js';
+import { Access, AsyncEventType, WcFlags, WcOpcode, WcStatus } from '../../../verbs/types.js';
 import {
   AethSyndrome,
   Hdr,
@@ -85,16 +87,24 @@ type Out =
 interface ClassC {
   syndrome: number;
   recvStatus: WcStatus;
+  /** The affiliated asynchronous event of the responder's QP (IBTA 11.6.3). */
+  event: AsyncEventType;
   why: string;
 }
 
 const INVALID = (why: string, recvStatus: WcStatus = WcStatus.REM_INV_REQ_ERR): ClassC => ({
   syndrome: AethSyndrome.NAK_INVALID_REQUEST,
   recvStatus,
+  event: AsyncEventType.QP_REQ_ERR,
   why,
 });
-const ACCESS = (why: string): ClassC => ({ syndrome: AethSyndrome.NAK_REMOTE_ACCESS_ERROR, recvStatus: WcStatus.REM_ACCESS_ERR, why });
-const REMOTE_OP = (why: string): ClassC => ({ syndrome: AethSyndrome.NAK_REMOTE_OPERATIONAL_ERROR, recvStatus: WcStatus.LOC_QP_OP_ERR, why });
+const ACCESS = (why: string): ClassC => ({ syndrome: AethSyndrome.NAK_REMOTE_ACCESS_ERROR, recvStatus: WcStatus.REM_ACCESS_ERR, event: AsyncEventType.QP_ACCESS_ERR, why });
+const REMOTE_OP = (why: string): ClassC => ({
+  syndrome: AethSyndrome.NAK_REMOTE_OPERATIONAL_ERROR,
+  recvStatus: WcStatus.LOC_QP_OP_ERR,
+  event: AsyncEventType.QP_FATAL,
+  why,
+});
 
 /** The responder of one RC QP. */
 export class RcResponder {
@@ -169,17 +179,30 @@ export class RcResponder {
       if (!this.nakSent) {
         this.nakSent = true;
         this.queueAck(this.epsn, AethSyndrome.NAK_PSN_SEQ_ERROR);
+        this.flushNow();
       }
       return;
     }
     if (d < 0) {
       c.inc(C.duplicate_request);
       this.duplicate(p);
+      this.flushNow();
       return;
     }
     this.nakSent = false;
     const err = this.execute(p);
     if (err !== null) this.classC(p.psn, err);
+    else this.flushNow();
+  }
+
+  /**
+   * Send what the request just queued before anything else runs: an ACK leaves before the
+   * application can see (and react to) the completion it follows, as rxe's responder task does.
+   */
+  private flushNow(): void {
+    if (this.outHead >= this.out.length) return;
+    this.drain(READ_RESPONSE_BURST);
+    if (this.out.length > this.outHead && this.drainTimer === null) this.drainTimer = this.core.clock.defer(() => this.onDrain());
   }
 
   // -- new requests ---------------------------------------------------------------------------
@@ -444,7 +467,7 @@ export class RcResponder {
     if (w !== null) core.recvDone(w, e.recvStatus, 0, 0, 0, false);
     this.queue({ kind: 'ack', psn, syndrome: e.syndrome, msn: this.msn, credits: false });
     this.drain(Infinity);
-    core.fatal(e.why);
+    core.fatal(e.why, e.event);
   }
 
   // -- responses ----------------------------------------------------------------------------------
@@ -461,9 +484,9 @@ export class RcResponder {
     this.queue({ kind: 'ack', psn, syndrome, msn: this.msn, credits: isAck });
   }
 
+  /** Queue a response; the request's handler sends it ({@link flushNow}) unless READs are ahead of it. */
   private queue(o: Out): void {
     this.out.push(o);
-    if (this.drainTimer === null) this.drainTimer = this.core.clock.defer(() => this.onDrain());
   }
 
   private onDrain(): void {
@@ -549,7 +572,7 @@ export class RcResponder {
           this.out.length = 0;
           this.outHead = 0;
           this.sendAck(o.psn, AethSyndrome.NAK_REMOTE_ACCESS_ERROR, this.msn);
-          core.fatal('RDMA READ source region went away');
+          core.fatal('RDMA READ source region went away', AsyncEventType.QP_ACCESS_ERR);
           return n;
         }
         buf.set(mr.buf.subarray(off, off + len), hdrAt(op, Hdr.PAYLOAD));

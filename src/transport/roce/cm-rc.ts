@@ -1,0 +1,928 @@
+/**
+ * The connected half of the RoCE CM: the InfiniBand CM (drivers/infiniband/core/cm.c) as rdma_cm
+ * (cma.c) drives it for RDMA_PS_TCP ids over RoCE — REQ, MRA, REJ, REP, RTU, DREQ, DREP MADs on
+ * QP1, with the CMA header in the REQ's private data. It plugs into roce-cm.ts (which owns the GSI
+ * agent, the MAD routing between processes, listeners and SIDR).
+ *
+ * Active side: rdma_connect → REQ (service ID `0x0106 << 16 | port`, the QP number, a random
+ * starting PSN — the PSN this side expects to receive — IRD as responder resources, ORD as
+ * initiator depth, the path: GIDs, flow label from the ports, hop limit 64, the path MTU of the
+ * interface, the local ACK timeout; private data = CMA header + up to 56 bytes), resent every
+ * {@link RoceRcCmConfig.cmTimeoutMs} up to {@link RoceRcCmConfig.cmRetries} times, then
+ * UNREACHABLE -ETIMEDOUT. An MRA stretches the wait by its service timeout. REP → the QP goes
+ * INIT (access flags) → RTR → RTS (`rdma_init_qp_attr`'s values), then RTU and ESTABLISHED with
+ * the REP's private data; without a QP on the id: CONNECT_RESPONSE, and rdma_establish sends the
+ * RTU. A QP transition that fails → REJ "consumer defined" and CONNECT_ERROR. REJ → REJECTED with
+ * the REJ reason as status (8 "invalid service ID" when nobody listens, 28 for rdma_reject) and
+ * its 148 private bytes.
+ *
+ * Passive side: a REQ for a listening service whose CMA header fits the listener (IP version,
+ * bound address) → CONNECT_REQUEST on the listener (the 56 user bytes; the requester's initiator
+ * depth as responder resources and the other way round). No listener → REJ 8; a REQ that does
+ * not fit → REJ 28 as cma; a REQ for a GID that is not ours → REJ 12; beyond the listener's
+ * backlog of unanswered requests → REJ 3 (no resources). rdma_accept → QP to RTR and RTS, REP
+ * (resent until the RTU, then UNREACHABLE -ETIMEDOUT); RTU or the first request on the QP →
+ * ESTABLISHED. rdma_reject → REJ 28 with up to 148 private bytes. A repeated REQ is answered with
+ * an MRA while the application decides, with the REP again after accept, and with REJ 10 (stale)
+ * from TIMEWAIT.
+ *
+ * Disconnect: rdma_disconnect moves the QP to ERR and sends DREQ (with the peer's QPN), resent
+ * until DREP → DISCONNECTED; no DREP → DISCONNECTED -ETIMEDOUT. A DREQ → DISCONNECTED, and the
+ * DREP goes out when the application disconnects or destroys the id (or at once when both sides
+ * disconnected together). Then TIMEWAIT ({@link RoceRcCmConfig.timewaitMs}) and TIMEWAIT_EXIT.
+ * rdma_destroy_id: a pending request is rejected (28), a connection attempt gets REJ 4 (timeout),
+ * an established connection a DREQ.
+ *
+ * Every MAD that fits no connection in the state it needs is dropped and counted
+ * (`rcvd_mad_unroutable_drop`), except a DREQ for an unknown connection, which gets a DREP (cm.c
+ * does so, so the peer stops resending).
+ */
+import { err, RdmaError } from '../../errors.js';
+import { trace, tracing } from '../../trace.js';
+import { QpAttrMask, type QpAttr } from '../../verbs/qp-attr.js';
+import type { Qp } from '../../verbs/qp.js';
+import { Access, QpState, QpType } from '../../verbs/types.js';
+import {
+  CmEventType,
+  PortSpace,
+  serviceId,
+  type AcceptRequest,
+  type CmEndpoint,
+  type CmHost,
+  type ConnectRequest,
+  type EventConnParam,
+} from '../../cm/transport.js';
+import {
+  CmMsgRef,
+  CmRejReason,
+  CmTransportType,
+  CMA_HDR_LEN,
+  CMA_REQ_USER_PD,
+  cmaRoceFlowLabel,
+  cmaServiceIdParts,
+  decodeCmaHeader,
+  emptyCmPath,
+  encodeCmMad,
+  encodeCmaPrivateData,
+  type CmMad,
+  type CmMessage,
+  type CmReq,
+  type CmRep,
+} from '../../wire/roce/index.js';
+import { C } from './counters.js';
+import { RoceDevice, ipBytes } from './device.js';
+import { gidFromIp, ipFromGid } from './gid.js';
+import type { RxMeta } from './udp.js';
+import { RXE_PROVIDER } from './provider.js';
+import { RoceRcQp } from './rc/rc-qp.js';
+import {
+  ahTo,
+  connectedCm,
+  devOf,
+  familyOf,
+  findListener,
+  gidFromBytes,
+  isAnyAddr,
+  newRequestId,
+  sendMad,
+} from './roce-cm.js';
+
+// -- constants and tunables -------------------------------------------------------------------
+
+/** CM response timeout code rdma_cm puts in REQs (cma.c `CMA_CM_RESPONSE_TIMEOUT`). */
+const CM_RESPONSE_TIMEOUT = 20;
+/** Max CM retries code (cma.c `CMA_MAX_CM_RETRIES`). */
+const MAX_CM_RETRIES = 15;
+/** The service timeout of an MRA (cma.c `CMA_CM_MRA_SETTING`, ≈ 68.7 s). */
+const MRA_SERVICE_TIMEOUT = 24;
+/** rxe's `local_ca_ack_delay`, reported as the REP's target ACK delay. */
+const TARGET_ACK_DELAY = 15;
+/** Private data of REP, REJ, RTU, DREQ, DREP. */
+const REP_PD = 196;
+const REJ_PD = 148;
+/** Hop limit of RoCEv2 paths. */
+const HOP_LIMIT = 64;
+/** The agent ID Linux puts in the top of a CM TID (the CM's MAD agent on rxe ports). */
+const TID_AGENT = 2n;
+const ETIMEDOUT = -110;
+
+/** Tunables of the connected CM. */
+export interface RoceRcCmConfig {
+  /**
+   * How long a REQ, REP or DREQ waits for its answer before it is sent again (ms). cm.c for a REQ:
+   * 2 × 2^(packet lifetime − 8) + 2^(remote CM response timeout − 8) = 2 × 256 + 4096 with rdma_cm's
+   * RoCE packet lifetime 16 and response timeout 20.
+   */
+  cmTimeoutMs: number;
+  /** Resends before giving up (cma: 15). */
+  cmRetries: number;
+  /** TIMEWAIT before TIMEWAIT_EXIT (ms): cm.c 2^(ACK timeout − 8). */
+  timewaitMs: number;
+  /**
+   * The local ACK timeout code of the path (QP `timeout`: 4.096 µs × 2^n), carried in the REQ and
+   * used by both QPs: 18 (≈ 1.07 s), what cm.c derives from rdma_cm's RoCE packet lifetime (16)
+   * and rxe's ACK delay (15). RDMA_OPTION_ID_ACK_TIMEOUT overrides it per id.
+   */
+  ackTimeout: number;
+}
+
+function envInt(name: string, dflt: number, max = Number.MAX_SAFE_INTEGER): number {
+  const s = process.env[name];
+  if (s === undefined || s.trim() === '') return dflt;
+  const v = Number(s);
+  return Number.isInteger(v) && v >= 0 && v <= max ? v : dflt;
+}
+
+const config: RoceRcCmConfig = {
+  cmTimeoutMs: Math.max(1, envInt('RDMACM_ROCE_CM_TIMEOUT_MS', 4608)),
+  cmRetries: envInt('RDMACM_ROCE_CM_RETRIES', MAX_CM_RETRIES),
+  timewaitMs: envInt('RDMACM_ROCE_TIMEWAIT_MS', 1024),
+  ackTimeout: envInt('RDMACM_ROCE_ACK_TIMEOUT', 18, 31),
+};
+
+/**
+ * Change the connected CM's tunables (environment defaults: `RDMACM_ROCE_CM_TIMEOUT_MS`,
+ * `RDMACM_ROCE_CM_RETRIES`, `RDMACM_ROCE_TIMEWAIT_MS`, `RDMACM_ROCE_ACK_TIMEOUT`).
+ */
+export function configureRoceRcCm(c: Partial<RoceRcCmConfig>): void {
+  if (c.cmTimeoutMs !== undefined) config.cmTimeoutMs = Math.max(1, Math.floor(c.cmTimeoutMs));
+  if (c.cmRetries !== undefined) config.cmRetries = Math.max(0, Math.floor(c.cmRetries));
+  if (c.timewaitMs !== undefined) config.timewaitMs = Math.max(0, Math.floor(c.timewaitMs));
+  if (c.ackTimeout !== undefined) config.ackTimeout = Math.min(31, Math.max(0, Math.floor(c.ackTimeout)));
+}
+
+/** The connected CM's tunables (a copy). */
+export function roceRcCmConfig(): RoceRcCmConfig {
+  return { ...config };
+}
+
+// -- connection states --------------------------------------------------------------------------
+
+/** The IB CM states of one connection (cm.c `enum ib_cm_state`, the ones RC over RoCE uses). */
+export const RcCmState = {
+  IDLE: 'IDLE',
+  REQ_SENT: 'REQ_SENT',
+  MRA_REQ_RCVD: 'MRA_REQ_RCVD',
+  REP_RCVD: 'REP_RCVD',
+  REQ_RCVD: 'REQ_RCVD',
+  MRA_REQ_SENT: 'MRA_REQ_SENT',
+  REP_SENT: 'REP_SENT',
+  ESTABLISHED: 'ESTABLISHED',
+  DREQ_SENT: 'DREQ_SENT',
+  DREQ_RCVD: 'DREQ_RCVD',
+  TIMEWAIT: 'TIMEWAIT',
+} as const;
+/** One of {@link RcCmState}. */
+export type RcCmState = (typeof RcCmState)[keyof typeof RcCmState];
+
+/** Connections of this process by local communication ID. */
+const conns = new Map<number, RcConn>();
+/** Passive connections by `remote address/remote comm ID` (to recognise a repeated REQ). */
+const byRemote = new Map<string, RcConn>();
+/** Unanswered requests per listener host (backlog). */
+const pendingPerListener = new Map<CmHost, number>();
+
+/** One connection: the IB CM's `cm_id_private`. */
+class RcConn {
+  state: RcCmState = RcCmState.IDLE;
+  localCommId: number;
+  remoteCommId = 0;
+  tid: bigint;
+  remoteQpn = 0;
+  /** The PSN this side expects to receive first (sent as our starting PSN). */
+  rqPsn = Math.floor(Math.random() * 0x1000000);
+  /** The PSN this side sends first (the peer's starting PSN). */
+  sqPsn = 0;
+  pathMtu = 3;
+  ackTimeout = config.ackTimeout;
+  retryCount = 7;
+  rnrRetryCount = 7;
+  /** This side's IRD and ORD. */
+  ird = 0;
+  ord = 0;
+  flowLabel = 0;
+  /** The message resent on timeout, and how often it may still be. */
+  private resend: Uint8Array | null = null;
+  private retriesLeft = 0;
+  private timer: NodeJS.Timeout | null = null;
+  private onGiveUp: (() => void) | null = null;
+  /** The listener this unanswered request counts against. */
+  backlogOf: CmHost | null = null;
+  /** The DREP to resend for a repeated DREQ in TIMEWAIT; the last REP/MRA for a repeated REQ. */
+  lastReply: Uint8Array | null = null;
+
+  constructor(
+    readonly dev: RoceDevice,
+    readonly local: string,
+    readonly remote: string,
+    readonly family: 4 | 6,
+    public ep: RcEndpoint | null,
+    tid?: bigint,
+  ) {
+    this.localCommId = newRequestId(dev.agent);
+    this.tid = tid ?? ((TID_AGENT << 32n) | BigInt(bswap32(this.localCommId)));
+    conns.set(this.localCommId, this);
+  }
+
+  /** The one place the state changes. */
+  setState(to: RcCmState, why: string): void {
+    if (tracing('cm')) trace('cm', `IBCM[0x${this.localCommId.toString(16)}]`, `${this.state} -> ${to} (${why})`);
+    this.state = to;
+  }
+
+  /** Send a message of this connection. */
+  send(msg: CmMessage): Uint8Array {
+    const mad = encodeCmMad(msg, this.tid);
+    sendMad(this.dev, mad, this.local, this.remote, this.family);
+    if (tracing('cm')) trace('cm', `IBCM[0x${this.localCommId.toString(16)}]`, `${msg.kind} -> ${this.remote}`);
+    return mad;
+  }
+
+  /** Send a message and resend it every cmTimeoutMs until {@link stopResend}; then `giveUp`. */
+  sendReliably(msg: CmMessage, giveUp: () => void, firstWaitMs = config.cmTimeoutMs): void {
+    this.stopResend();
+    this.resend = this.send(msg);
+    this.retriesLeft = config.cmRetries;
+    this.onGiveUp = giveUp;
+    this.arm(firstWaitMs);
+  }
+
+  /** Wait `ms` more before the next resend (an MRA). */
+  stretch(ms: number): void {
+    if (this.resend === null) return;
+    this.arm(ms);
+  }
+
+  private arm(ms: number): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.onTimeout(), ms);
+    this.timer.unref();
+  }
+
+  private onTimeout(): void {
+    this.timer = null;
+    if (this.resend === null) return;
+    if (this.retriesLeft <= 0) {
+      const g = this.onGiveUp;
+      this.stopResend();
+      g?.();
+      return;
+    }
+    this.retriesLeft--;
+    sendMad(this.dev, this.resend, this.local, this.remote, this.family);
+    this.arm(config.cmTimeoutMs);
+  }
+
+  stopResend(): void {
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    this.resend = null;
+    this.onGiveUp = null;
+  }
+
+  /** No longer an unanswered request of its listener. */
+  answered(): void {
+    const l = this.backlogOf;
+    if (l === null) return;
+    this.backlogOf = null;
+    const n = (pendingPerListener.get(l) ?? 1) - 1;
+    if (n <= 0) pendingPerListener.delete(l);
+    else pendingPerListener.set(l, n);
+  }
+
+  /** TIMEWAIT, then TIMEWAIT_EXIT to the id (if it still wants it) and the connection is forgotten. */
+  enterTimewait(): void {
+    this.stopResend();
+    this.answered();
+    this.setState(RcCmState.TIMEWAIT, 'timewait');
+    const t = setTimeout(() => {
+      if (this.state !== RcCmState.TIMEWAIT) return;
+      this.forget();
+      const ep = this.ep;
+      this.ep = null;
+      ep?.timewaitExit(this);
+    }, config.timewaitMs);
+    t.unref();
+  }
+
+  /** Drop every reference to this connection. */
+  forget(): void {
+    this.stopResend();
+    this.answered();
+    this.setState(RcCmState.IDLE, 'gone');
+    if (conns.get(this.localCommId) === this) conns.delete(this.localCommId);
+    const k = remoteKey(this.remote, this.remoteCommId);
+    if (byRemote.get(k) === this) byRemote.delete(k);
+  }
+
+  /** REJ this connection's exchange with `reason` (and private data). */
+  reject(reason: number, privateData: Uint8Array = new Uint8Array(0), ref: number = CmMsgRef.REQ, ari: Uint8Array = new Uint8Array(0)): void {
+    this.send({
+      kind: 'REJ',
+      localCommId: this.localCommId,
+      remoteCommId: this.remoteCommId,
+      messageRejected: ref,
+      ariLength: ari.length,
+      reason,
+      ari,
+      privateData,
+    });
+  }
+}
+
+function remoteKey(remote: string, commId: number): string {
+  return `${remote}/${commId}`;
+}
+
+function bswap32(v: number): number {
+  return (((v & 0xff) << 24) | ((v & 0xff00) << 8) | ((v >>> 8) & 0xff00) | (v >>> 24)) >>> 0;
+}
+
+function padded(src: Uint8Array, n: number): Uint8Array {
+  const out = new Uint8Array(n);
+  out.set(src.subarray(0, n));
+  return out;
+}
+
+/** The node GUID of a device (the REQ/REP local CA GUID). */
+function caGuid(dev: RoceDevice): bigint {
+  return dev.info.nodeGuid ?? 0n;
+}
+
+// -- the endpoint of one connected id ------------------------------------------------------------
+
+/** The connected-mode RoCE half of one rdma_cm_id (the kernel's `ib_cm_id` under cma). */
+export class RcEndpoint implements CmEndpoint {
+  conn: RcConn | null = null;
+  private qp: Qp | null = null;
+  /** The REQ this passive endpoint answers. */
+  private req: CmReq | null = null;
+  private dead = false;
+
+  constructor(private readonly host: CmHost) {}
+
+  /** The QP number of the endpoint's QP, if it has one. */
+  qpNum(): number | undefined {
+    return this.qp?.qpNum;
+  }
+
+  private get ackTimeout(): number {
+    const t = this.host.options.ackTimeout;
+    return t >= 0 ? Math.min(31, t) : config.ackTimeout;
+  }
+
+  // -- active side ----------------------------------------------------------------------------
+
+  async connect(req: ConnectRequest): Promise<void> {
+    const op = 'rdma_connect';
+    const dev = devOf(this.host.context, op);
+    const family = familyOf(req.dst);
+    const local = isAnyAddr(req.src.address) ? (this.host.localAddr?.address ?? '') : req.src.address;
+    if (!local || isAnyAddr(local)) throw err('EINVAL', op, 'no local address');
+    const lg = gidFromIp(local);
+    const rg = gidFromIp(req.dst.address);
+    if (!lg || !rg) throw err('EINVAL', op, 'address is not IPv4 or IPv6');
+    const qp = req.qp;
+    if (qp !== null && !(qp instanceof RoceRcQp)) throw err('EINVAL', op, 'the QP is not an RC QP of a soft RoCE device');
+    const qpn = qp?.qpNum ?? req.param.qpNum ?? 0;
+    const c = new RcConn(dev, local, req.dst.address, family, this);
+    this.conn = c;
+    this.qp = qp;
+    c.ird = req.responderResources;
+    c.ord = req.initiatorDepth;
+    c.pathMtu = dev.pathMtu || 1;
+    c.ackTimeout = this.ackTimeout;
+    c.retryCount = Math.min(7, req.param.retryCount ?? 7);
+    c.rnrRetryCount = Math.min(7, req.param.rnrRetryCount ?? 7);
+    const srcPort = req.src.port || this.host.localAddr?.port || 0;
+    c.flowLabel = cmaRoceFlowLabel(srcPort, req.dst.port);
+    const tos = this.host.options.tos;
+    const path = {
+      ...emptyCmPath(),
+      localLid: 0xffff,
+      remoteLid: 0xffff,
+      localGid: lg,
+      remoteGid: rg,
+      flowLabel: c.flowLabel,
+      trafficClass: tos > 0 ? tos : 0,
+      hopLimit: HOP_LIMIT,
+      localAckTimeout: c.ackTimeout,
+    };
+    const pd = encodeCmaPrivateData({ version: 0, ipVersion: family, srcPort, src: ipBytes(local, family), dst: ipBytes(req.dst.address, family) }, req.privateData);
+    const msg: CmReq = {
+      kind: 'REQ',
+      localCommId: c.localCommId,
+      vendorId: 0,
+      serviceId: serviceId(this.host.portSpace, req.dst.port),
+      localCaGuid: caGuid(dev),
+      localQkey: 0,
+      localQpn: qpn,
+      responderResources: c.ird,
+      localEecn: 0,
+      initiatorDepth: c.ord,
+      remoteEecn: 0,
+      remoteCmResponseTimeout: CM_RESPONSE_TIMEOUT,
+      transportType: CmTransportType.RC,
+      e2eFlowControl: (req.param.flowControl ?? 0) !== 0,
+      startingPsn: c.rqPsn,
+      localCmResponseTimeout: CM_RESPONSE_TIMEOUT,
+      retryCount: c.retryCount,
+      pkey: 0xffff,
+      pathMtu: c.pathMtu,
+      rdcExists: false,
+      rnrRetryCount: c.rnrRetryCount,
+      maxCmRetries: MAX_CM_RETRIES,
+      srq: (req.param.srq ?? 0) !== 0,
+      extendedTransportType: 0,
+      primaryPath: path,
+      alternatePath: emptyCmPath(),
+      sapSupported: false,
+      privateData: pd,
+    };
+    dev.activate();
+    c.setState(RcCmState.REQ_SENT, 'connect');
+    c.sendReliably(msg, () => {
+      c.forget();
+      this.upcall({ event: CmEventType.UNREACHABLE, status: ETIMEDOUT });
+    });
+  }
+
+  /** REP for our REQ. */
+  rep(c: RcConn, m: CmRep): void {
+    if (c.state === RcCmState.ESTABLISHED && m.localCommId === c.remoteCommId) {
+      // A repeated REP: our RTU was lost.
+      c.send({ kind: 'RTU', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
+      return;
+    }
+    if (c.state !== RcCmState.REQ_SENT && c.state !== RcCmState.MRA_REQ_RCVD) {
+      c.dev.counters.inc(C.rcvd_mad_unroutable_drop);
+      return;
+    }
+    c.stopResend();
+    c.remoteCommId = m.localCommId;
+    c.remoteQpn = m.localQpn;
+    c.sqPsn = m.startingPsn;
+    // This side's ORD is at most what the responder offers, its IRD what the responder will use.
+    c.ord = m.responderResources;
+    c.ird = m.initiatorDepth;
+    c.rnrRetryCount = m.rnrRetryCount;
+    const conn: Partial<EventConnParam> = {
+      privateData: padded(m.privateData, REP_PD),
+      responderResources: m.initiatorDepth,
+      initiatorDepth: m.responderResources,
+      flowControl: m.e2eFlowControl ? 1 : 0,
+      rnrRetryCount: m.rnrRetryCount,
+      srq: m.srq ? 1 : 0,
+      qpNum: m.localQpn,
+    };
+    if (this.qp === null) {
+      c.setState(RcCmState.REP_RCVD, 'REP, no QP on the id');
+      this.upcall({ event: CmEventType.CONNECT_RESPONSE, conn });
+      return;
+    }
+    try {
+      this.moveQp(this.qp);
+    } catch (e) {
+      c.reject(CmRejReason.CONSUMER_DEFINED, new Uint8Array(0), CmMsgRef.REP);
+      c.enterTimewait();
+      this.upcall({ event: CmEventType.CONNECT_ERROR, status: -(e instanceof RdmaError ? e.errno : 22) });
+      return;
+    }
+    c.send({ kind: 'RTU', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
+    c.setState(RcCmState.ESTABLISHED, 'REP, RTU sent');
+    this.upcall({ event: CmEventType.ESTABLISHED, conn, localAddr: { address: c.local, port: this.host.localAddr?.port ?? 0, family: c.family === 4 ? 'IPv4' : 'IPv6' } });
+  }
+
+  /** rdma_establish after CONNECT_RESPONSE: the RTU. */
+  establish(): void {
+    const c = this.conn;
+    if (c === null || c.state !== RcCmState.REP_RCVD) throw err('EINVAL', 'rdma_establish', `state ${c?.state ?? 'none'}`);
+    c.send({ kind: 'RTU', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
+    c.setState(RcCmState.ESTABLISHED, 'established by the application');
+  }
+
+  mra(c: RcConn, serviceTimeout: number): void {
+    if (c.state === RcCmState.REQ_SENT) c.setState(RcCmState.MRA_REQ_RCVD, 'MRA');
+    else if (c.state !== RcCmState.MRA_REQ_RCVD && c.state !== RcCmState.REP_SENT) return;
+    // cm.c: the answer may take the service timeout plus a packet lifetime longer.
+    c.stretch(2 ** Math.max(serviceTimeout - 8, 0) + 2 ** Math.max(c.ackTimeout - 8, 0));
+  }
+
+  // -- passive side -----------------------------------------------------------------------------
+
+  /** Adopt the connection of a REQ (the new id of CONNECT_REQUEST). */
+  adopt(c: RcConn, req: CmReq): void {
+    this.conn = c;
+    c.ep = this;
+    this.req = req;
+  }
+
+  async accept(a: AcceptRequest): Promise<void> {
+    const op = 'rdma_accept';
+    const c = this.conn;
+    const req = this.req;
+    if (c === null || req === null || (c.state !== RcCmState.REQ_RCVD && c.state !== RcCmState.MRA_REQ_SENT)) throw err('EINVAL', op, 'no request to accept');
+    const qp = a.qp;
+    if (qp !== null && !(qp instanceof RoceRcQp)) throw err('EINVAL', op, 'the QP is not an RC QP of a soft RoCE device');
+    c.ird = a.responderResources;
+    c.ord = a.initiatorDepth;
+    c.rnrRetryCount = Math.min(7, a.param.rnrRetryCount ?? 7);
+    this.qp = qp;
+    if (qp !== null) {
+      try {
+        this.moveQp(qp);
+      } catch (e) {
+        c.reject(CmRejReason.CONSUMER_DEFINED);
+        c.forget();
+        throw e;
+      }
+    }
+    c.answered();
+    const rep: CmRep = {
+      kind: 'REP',
+      localCommId: c.localCommId,
+      remoteCommId: c.remoteCommId,
+      localQkey: 0,
+      localQpn: qp?.qpNum ?? a.param.qpNum ?? 0,
+      vendorId: 0,
+      localEecn: 0,
+      startingPsn: c.rqPsn,
+      responderResources: c.ird,
+      initiatorDepth: c.ord,
+      targetAckDelay: TARGET_ACK_DELAY,
+      failoverAccepted: 0,
+      e2eFlowControl: (a.param.flowControl ?? 0) !== 0,
+      rnrRetryCount: c.rnrRetryCount,
+      srq: (a.param.srq ?? 0) !== 0,
+      localCaGuid: caGuid(c.dev),
+      privateData: a.privateData,
+    };
+    c.setState(RcCmState.REP_SENT, 'accept');
+    if (qp instanceof RoceRcQp) qp.onCommEstablished = () => this.established(c, 'first request on the QP');
+    c.sendReliably(rep, () => {
+      c.forget();
+      this.upcall({ event: CmEventType.UNREACHABLE, status: ETIMEDOUT });
+    });
+    c.lastReply = null;
+  }
+
+  /** RTU (or the first request on the QP): the passive side is established. */
+  established(c: RcConn, why: string): void {
+    if (c.state !== RcCmState.REP_SENT) return;
+    c.stopResend();
+    c.setState(RcCmState.ESTABLISHED, why);
+    if (this.qp instanceof RoceRcQp) this.qp.onCommEstablished = null;
+    this.upcall({ event: CmEventType.ESTABLISHED });
+  }
+
+  reject(privateData: Uint8Array): void {
+    const c = this.conn;
+    if (c === null || (c.state !== RcCmState.REQ_RCVD && c.state !== RcCmState.MRA_REQ_SENT)) throw err('EINVAL', 'rdma_reject', 'no request to reject');
+    if (privateData.length > REJ_PD) throw err('EINVAL', 'rdma_reject', `private data ${privateData.length} > ${REJ_PD}`);
+    c.reject(CmRejReason.CONSUMER_DEFINED, privateData);
+    c.forget();
+    this.conn = null;
+  }
+
+  /** REJ for this connection. */
+  rejected(c: RcConn, reason: number, privateData: Uint8Array): void {
+    const s = c.state;
+    if (s === RcCmState.REQ_SENT || s === RcCmState.MRA_REQ_RCVD || s === RcCmState.REQ_RCVD || s === RcCmState.MRA_REQ_SENT || s === RcCmState.REP_SENT) {
+      if (reason === CmRejReason.STALE_CONN) c.enterTimewait();
+      else c.forget();
+    } else if (s === RcCmState.REP_RCVD || s === RcCmState.DREQ_SENT || s === RcCmState.ESTABLISHED) c.enterTimewait();
+    else {
+      c.dev.counters.inc(C.rcvd_mad_unroutable_drop);
+      return;
+    }
+    this.qpToErr();
+    this.upcall({ event: CmEventType.REJECTED, status: reason, conn: { privateData: padded(privateData, REJ_PD) } });
+  }
+
+  // -- QP ---------------------------------------------------------------------------------------
+
+  /** INIT (access flags) → RTR → RTS with this connection's attributes (librdmacm's ucma_modify_qp_rtr/rts). */
+  private moveQp(qp: Qp): void {
+    for (const s of [QpState.INIT, QpState.RTR, QpState.RTS]) {
+      if (s === QpState.INIT && qp.state !== QpState.INIT) continue;
+      const { attr, mask } = this.initQpAttr(s);
+      qp.modify(attr, mask);
+    }
+  }
+
+  private qpToErr(): void {
+    const qp = this.qp;
+    if (qp !== null && qp.state !== QpState.RESET && qp.state !== QpState.ERR) {
+      try {
+        qp.modify({ qpState: QpState.ERR }, QpAttrMask.STATE);
+      } catch {
+        // destroyed by the application
+      }
+    }
+  }
+
+  initQpAttr(state: QpState): { attr: QpAttr; mask: number } {
+    const M = QpAttrMask;
+    const c = this.conn;
+    switch (state) {
+      case QpState.INIT: {
+        // Before a connection: no remote access (cma_ib_init_qp_attr); then as cm.c: remote
+        // write, plus read and atomics when this side gives responder resources.
+        const access = c === null ? 0 : Access.REMOTE_WRITE | (c.ird > 0 ? Access.REMOTE_READ | Access.REMOTE_ATOMIC : 0);
+        return { attr: { qpState: QpState.INIT, pkeyIndex: 0, portNum: 1, qpAccessFlags: access }, mask: M.STATE | M.PKEY_INDEX | M.PORT | M.ACCESS_FLAGS };
+      }
+      case QpState.RTR: {
+        if (c === null || c.remoteQpn === 0 && c.state !== RcCmState.REQ_RCVD && c.state !== RcCmState.MRA_REQ_SENT && c.state !== RcCmState.REP_RCVD) {
+          throw err('EINVAL', 'rdma_init_qp_attr', 'no connection');
+        }
+        const ah = ahTo(c.dev, c.local, c.remote, c.family, this.host.options.tos);
+        if (ah.grh) ah.grh.flowLabel = c.flowLabel;
+        return {
+          attr: { qpState: QpState.RTR, ahAttr: ah, pathMtu: c.pathMtu, destQpNum: c.remoteQpn, rqPsn: c.rqPsn, maxDestRdAtomic: c.ird, minRnrTimer: 0 },
+          mask: M.STATE | M.AV | M.PATH_MTU | M.DEST_QPN | M.RQ_PSN | M.MAX_DEST_RD_ATOMIC | M.MIN_RNR_TIMER,
+        };
+      }
+      case QpState.RTS: {
+        if (c === null) throw err('EINVAL', 'rdma_init_qp_attr', 'no connection');
+        return {
+          attr: { qpState: QpState.RTS, sqPsn: c.sqPsn, timeout: c.ackTimeout, retryCnt: c.retryCount, rnrRetry: c.rnrRetryCount, maxRdAtomic: c.ord },
+          mask: M.STATE | M.SQ_PSN | M.TIMEOUT | M.RETRY_CNT | M.RNR_RETRY | M.MAX_QP_RD_ATOMIC,
+        };
+      }
+      default:
+        throw err('EINVAL', 'rdma_init_qp_attr', `state ${state}`);
+    }
+  }
+
+  // -- disconnect ---------------------------------------------------------------------------------
+
+  disconnect(): boolean {
+    const c = this.conn;
+    if (c === null) return false;
+    switch (c.state) {
+      case RcCmState.ESTABLISHED:
+        this.qpToErr();
+        c.setState(RcCmState.DREQ_SENT, 'disconnect');
+        c.sendReliably({ kind: 'DREQ', localCommId: c.localCommId, remoteCommId: c.remoteCommId, remoteQpn: c.remoteQpn, privateData: new Uint8Array(0) }, () => {
+          // No DREP: cm.c's DREQ_ERROR, cma reports DISCONNECTED -ETIMEDOUT.
+          c.enterTimewait();
+          this.upcall({ event: CmEventType.DISCONNECTED, status: ETIMEDOUT });
+        });
+        return true;
+      case RcCmState.DREQ_RCVD:
+        this.qpToErr();
+        c.lastReply = c.send({ kind: 'DREP', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
+        c.enterTimewait();
+        return false;
+      case RcCmState.DREQ_SENT:
+        return true;
+      default:
+        this.qpToErr();
+        return false;
+    }
+  }
+
+  /** DREQ for this connection (its QPN checked by the caller). */
+  dreq(c: RcConn): void {
+    switch (c.state) {
+      case RcCmState.ESTABLISHED:
+      case RcCmState.REP_SENT:
+        c.stopResend();
+        c.setState(RcCmState.DREQ_RCVD, 'DREQ');
+        this.upcall({ event: CmEventType.DISCONNECTED });
+        return;
+      case RcCmState.DREQ_SENT:
+        // Both sides disconnected together: answer and finish.
+        c.stopResend();
+        c.lastReply = c.send({ kind: 'DREP', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
+        c.enterTimewait();
+        this.upcall({ event: CmEventType.DISCONNECTED });
+        return;
+      case RcCmState.TIMEWAIT:
+        c.send({ kind: 'DREP', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
+        return;
+      default:
+        c.dev.counters.inc(C.rcvd_mad_unroutable_drop);
+    }
+  }
+
+  /** DREP for our DREQ. */
+  drep(c: RcConn): void {
+    if (c.state !== RcCmState.DREQ_SENT) {
+      c.dev.counters.inc(C.rcvd_mad_unroutable_drop);
+      return;
+    }
+    c.enterTimewait();
+    this.upcall({ event: CmEventType.DISCONNECTED });
+  }
+
+  /** The connection left TIMEWAIT. */
+  timewaitExit(c: RcConn): void {
+    if (this.conn === c) this.conn = null;
+    this.upcall({ event: CmEventType.TIMEWAIT_EXIT });
+  }
+
+  destroy(): void {
+    this.dead = true;
+    const c = this.conn;
+    this.conn = null;
+    if (c === null) return;
+    c.ep = null;
+    switch (c.state) {
+      case RcCmState.REQ_SENT:
+      case RcCmState.MRA_REQ_RCVD:
+        c.reject(CmRejReason.TIMEOUT, new Uint8Array(0), CmMsgRef.REQ);
+        c.forget();
+        break;
+      case RcCmState.REQ_RCVD:
+      case RcCmState.MRA_REQ_SENT:
+      case RcCmState.REP_SENT:
+        c.reject(CmRejReason.CONSUMER_DEFINED, new Uint8Array(0), c.state === RcCmState.REP_SENT ? CmMsgRef.REP : CmMsgRef.REQ);
+        c.forget();
+        break;
+      case RcCmState.REP_RCVD:
+        c.reject(CmRejReason.CONSUMER_DEFINED, new Uint8Array(0), CmMsgRef.REP);
+        c.enterTimewait();
+        break;
+      case RcCmState.ESTABLISHED:
+        c.send({ kind: 'DREQ', localCommId: c.localCommId, remoteCommId: c.remoteCommId, remoteQpn: c.remoteQpn, privateData: new Uint8Array(0) });
+        c.enterTimewait();
+        break;
+      case RcCmState.DREQ_SENT:
+        c.enterTimewait();
+        break;
+      case RcCmState.DREQ_RCVD:
+        c.send({ kind: 'DREP', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
+        c.enterTimewait();
+        break;
+      default:
+        break;
+    }
+    if (this.qp instanceof RoceRcQp) this.qp.onCommEstablished = null;
+  }
+
+  private upcall(ev: Parameters<CmHost['upcall']>[0]): void {
+    if (!this.dead) this.host.upcall(ev);
+  }
+}
+
+// -- incoming MADs ---------------------------------------------------------------------------
+
+function drop(dev: RoceDevice, why: string): void {
+  dev.counters.inc(C.rcvd_mad_unroutable_drop);
+  if (tracing('cm')) trace('cm', dev.name, `MAD dropped: ${why}`);
+}
+
+/** A connected-mode MAD for this process (called by roce-cm.ts's GSI agent). */
+function receive(dev: RoceDevice, mad: CmMad, meta: RxMeta): void {
+  const m = mad.msg;
+  switch (m.kind) {
+    case 'REQ':
+      request(dev, m, mad.hdr.tid, meta);
+      return;
+    case 'DREQ': {
+      const c = conns.get(m.remoteCommId);
+      if (c === undefined || c.remote !== meta.src) {
+        // cm.c answers a DREQ for no connection with a DREP, so the peer stops resending.
+        const drep = encodeCmMad({ kind: 'DREP', localCommId: m.remoteCommId, remoteCommId: m.localCommId, privateData: new Uint8Array(0) }, mad.hdr.tid);
+        sendMad(dev, drep, meta.dst, meta.src, meta.family);
+        return;
+      }
+      if (m.localCommId !== c.remoteCommId) return drop(dev, 'DREQ from another connection');
+      const qpn = c.ep?.qpNum();
+      if (qpn !== undefined && qpn !== m.remoteQpn) return drop(dev, `DREQ for QPN 0x${m.remoteQpn.toString(16)}`);
+      if (c.ep === null) {
+        if (c.state === RcCmState.TIMEWAIT) c.send({ kind: 'DREP', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
+        return;
+      }
+      c.ep.dreq(c);
+      return;
+    }
+    case 'REP':
+    case 'REJ':
+    case 'MRA':
+    case 'RTU':
+    case 'DREP': {
+      const c = conns.get(m.remoteCommId);
+      if (c === undefined || c.remote !== meta.src) return drop(dev, `${m.kind} for unknown connection 0x${m.remoteCommId.toString(16)}`);
+      // Once the peer's ID is known, every message must carry it (REJ to a REQ may not).
+      if (c.remoteCommId !== 0 && m.localCommId !== c.remoteCommId && m.kind !== 'REJ') return drop(dev, `${m.kind} from another connection`);
+      const ep = c.ep;
+      if (ep === null) return drop(dev, `${m.kind} for a connection without an id`);
+      if (m.kind === 'REP') ep.rep(c, m);
+      else if (m.kind === 'REJ') ep.rejected(c, m.reason, m.privateData);
+      else if (m.kind === 'MRA') ep.mra(c, m.serviceTimeout);
+      else if (m.kind === 'RTU') {
+        if (c.state === RcCmState.REP_SENT) ep.established(c, 'RTU');
+        else if (c.state !== RcCmState.ESTABLISHED) drop(dev, `RTU in ${c.state}`);
+      } else ep.drep(c);
+      return;
+    }
+    default:
+      drop(dev, `${m.kind} not handled`);
+  }
+}
+
+/** A REQ: match a listener, or REJ. */
+function request(dev: RoceDevice, m: CmReq, tid: bigint, meta: RxMeta): void {
+  const dup = byRemote.get(remoteKey(meta.src, m.localCommId));
+  if (dup !== undefined) {
+    repeatedRequest(dup);
+    return;
+  }
+  // A connection answers with this side's addresses as the REQ names them.
+  const c = new RcConn(dev, meta.dst, meta.src, meta.family, null, tid);
+  c.remoteCommId = m.localCommId;
+  c.remoteQpn = m.localQpn;
+  c.sqPsn = m.startingPsn;
+  c.retryCount = m.retryCount;
+  c.rnrRetryCount = m.rnrRetryCount;
+  c.ackTimeout = m.primaryPath.localAckTimeout;
+  c.flowLabel = m.primaryPath.flowLabel;
+  const refuse = (reason: number, why: string, ari?: Uint8Array): void => {
+    if (tracing('cm')) trace('cm', dev.name, `REQ from ${meta.src} refused (${reason}): ${why}`);
+    c.reject(reason, new Uint8Array(0), CmMsgRef.REQ, ari);
+    c.forget();
+  };
+  const sid = m.serviceId;
+  const { ps, port } = cmaServiceIdParts(sid);
+  const l = findListener(sid);
+  if (l === undefined || (ps !== PortSpace.TCP && ps !== PortSpace.IB)) return refuse(CmRejReason.INVALID_SERVICE_ID, 'nobody listens');
+  if (!dev.ownsGid(m.primaryPath.remoteGid)) return refuse(CmRejReason.INVALID_GID, 'not a GID of this port', dev.gid(0));
+  if (m.pathMtu < 1 || m.pathMtu > 5) return refuse(CmRejReason.INVALID_MTU, `path MTU ${m.pathMtu}`);
+  let hdr;
+  try {
+    hdr = decodeCmaHeader(m.privateData);
+  } catch {
+    return refuse(CmRejReason.CONSUMER_DEFINED, 'no CMA header');
+  }
+  if (hdr.version !== 0 || m.transportType !== CmTransportType.RC || l.host.qpType !== QpType.RC) return refuse(CmRejReason.CONSUMER_DEFINED, 'not an RC request of rdma_cm');
+  const dstText = ipFromGid(gidFromBytes(hdr.dst)).ip;
+  const la = l.addr.address;
+  const fits = isAnyAddr(la) ? la !== '0.0.0.0' || hdr.ipVersion === 4 : familyOf(l.addr) === hdr.ipVersion && la === dstText;
+  if (!fits) return refuse(CmRejReason.CONSUMER_DEFINED, 'the CMA header does not fit the listener');
+  const ldev = l.host.deviceFor(meta.dst);
+  if (ldev === undefined || ldev.provider !== RXE_PROVIDER) return refuse(CmRejReason.CONSUMER_DEFINED, 'the listener does not serve this device');
+  const backlog = pendingPerListener.get(l.host) ?? 0;
+  if (backlog >= MAX_PENDING) return refuse(CmRejReason.NO_RESOURCES, 'backlog full');
+  c.pathMtu = Math.min(m.pathMtu, dev.pathMtu || m.pathMtu);
+  c.backlogOf = l.host;
+  pendingPerListener.set(l.host, backlog + 1);
+  byRemote.set(remoteKey(meta.src, m.localCommId), c);
+  c.setState(RcCmState.REQ_RCVD, 'REQ');
+  const user = padded(m.privateData.subarray(CMA_HDR_LEN), CMA_REQ_USER_PD);
+  const srcText = ipFromGid(gidFromBytes(hdr.src)).ip;
+  let adopted = false;
+  l.host.upcall({
+    event: CmEventType.CONNECT_REQUEST,
+    request: {
+      context: ldev.open(),
+      portNum: 1,
+      local: { address: meta.dst, port, family: meta.family === 4 ? 'IPv4' : 'IPv6' },
+      remote: { address: srcText, port: hdr.srcPort, family: hdr.ipVersion === 4 ? 'IPv4' : 'IPv6' },
+      conn: {
+        privateData: user,
+        responderResources: m.initiatorDepth,
+        initiatorDepth: m.responderResources,
+        flowControl: m.e2eFlowControl ? 1 : 0,
+        retryCount: m.retryCount,
+        rnrRetryCount: m.rnrRetryCount,
+        srq: m.srq ? 1 : 0,
+        qpNum: m.localQpn,
+      },
+      adopt: (host) => {
+        adopted = true;
+        const ep = new RcEndpoint(host);
+        ep.adopt(c, m);
+        return ep;
+      },
+      refuse: () => {
+        if (!adopted && c.state === RcCmState.REQ_RCVD) refuse(CmRejReason.CONSUMER_DEFINED, 'the listener is gone');
+      },
+    },
+  });
+  if (!adopted && c.state === RcCmState.REQ_RCVD) refuse(CmRejReason.CONSUMER_DEFINED, 'not taken');
+}
+
+/** Unanswered requests a listener may have before new ones are refused (cma's backlog cap). */
+const MAX_PENDING = 1024;
+
+/** The same REQ again (cm.c `cm_dup_req_handler` with rdma_cm's prepared MRA). */
+function repeatedRequest(c: RcConn): void {
+  switch (c.state) {
+    case RcCmState.REQ_RCVD:
+    case RcCmState.MRA_REQ_SENT:
+      if (c.state === RcCmState.REQ_RCVD) c.setState(RcCmState.MRA_REQ_SENT, 'repeated REQ');
+      c.send({ kind: 'MRA', localCommId: c.localCommId, remoteCommId: c.remoteCommId, messageMraed: CmMsgRef.REQ, serviceTimeout: MRA_SERVICE_TIMEOUT, privateData: new Uint8Array(0) });
+      return;
+    case RcCmState.TIMEWAIT:
+      c.reject(CmRejReason.STALE_CONN);
+      return;
+    default:
+      // REP_SENT: the REP is being resent anyway; ESTABLISHED: nothing to do.
+      c.dev.counters.inc(C.rcvd_mad_unroutable_drop);
+  }
+}
+
+connectedCm.createEndpoint = (host) => new RcEndpoint(host);
+connectedCm.mad = receive;
