@@ -35,10 +35,18 @@ export function pinned(cpu, cmd, args) {
   return cpu === null || cpu === undefined ? [cmd, args] : ['taskset', ['-c', String(cpu), cmd, ...args]];
 }
 
-/** Move this process, all its threads, to `cpu`. */
+/** Move this process, all its threads, to `cpu`; null: back to the CPUs it started with. */
 export function pinSelf(cpu) {
   if (cpu !== null && cpu !== undefined) taskset(['-a', '-cp', String(cpu), String(process.pid)]);
+  else if (PIN && START_CPUS) taskset(['-a', '-cp', START_CPUS, String(process.pid)]);
 }
+const START_CPUS = (() => {
+  try {
+    return taskset(['-cp', String(process.pid)]).split(':').pop().trim();
+  } catch {
+    return null;
+  }
+})();
 
 /** The median of some runs (null for none). */
 export function median(a) {

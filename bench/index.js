@@ -1,0 +1,53 @@
+// npm run bench: every section, one after the other, in one run on this machine; the figures of
+// one run are comparable with each other, not with another machine's or another day's.
+//
+//   node bench/index.js [--json FILE] [--only stream,verbs,rping,cm] [--reps N] [--quick]
+//
+// --json FILE  also write the results (every run, medians, ratios, what the machine was) as JSON
+// --only       run only these sections (default: all)
+// --reps N     runs per figure (median; best of N for connection rates); default 3
+// --quick      steady counts scaled to a fifth, no cold rows, no memory run: a smoke test of the
+//              bench itself, not figures to keep
+//
+// See docs/bench.md for what each row means and how to reproduce a run; bench/setup.sh installs
+// the C baselines (rdma-core's rstream, qperf) where apt is available.
+import { writeFileSync } from 'node:fs';
+import { machine } from './lib.js';
+import { streamBench } from './stream.js';
+import { verbsBench } from './verbs.js';
+import { rpingBench } from './rping.js';
+import { cmBench } from './cmtime.js';
+
+const argv = process.argv.slice(2);
+const opt = (name) => {
+  const i = argv.indexOf(name);
+  return i >= 0 ? argv[i + 1] : undefined;
+};
+const json = opt('--json');
+const only = opt('--only')?.split(',') ?? ['stream', 'verbs', 'rping', 'cm'];
+const reps = Number(opt('--reps') ?? process.env.BENCH_REPS ?? 3);
+const quick = argv.includes('--quick');
+for (const a of argv) if (a.startsWith('--') && !['--json', '--only', '--reps', '--quick'].includes(a)) throw new Error(`unknown option ${a}`);
+
+const result = { machine: machine(), started: new Date().toISOString(), reps, quick, sections: {} };
+const t0 = performance.now();
+if (only.includes('stream')) {
+  result.sections.stream = await streamBench({ reps, scale: quick ? 0.2 : 1, cold: !quick });
+  console.log();
+}
+if (only.includes('verbs')) {
+  result.sections.verbs = await verbsBench({ reps });
+  console.log();
+}
+if (only.includes('rping')) {
+  result.sections.rping = await rpingBench({ reps });
+  console.log();
+}
+if (only.includes('cm')) result.sections.cm = await cmBench({ rounds: reps, cycles: quick ? 0 : undefined });
+result.seconds = (performance.now() - t0) / 1000;
+result.machine.loadavgAfter = (await import('node:os')).loadavg();
+if (json) {
+  writeFileSync(json, JSON.stringify(result, null, 2) + '\n');
+  console.log(`\nresults written to ${json}`);
+}
+process.exit(0);
