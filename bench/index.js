@@ -1,7 +1,7 @@
 // npm run bench: every section, one after the other, in one run on this machine; the figures of
 // one run are comparable with each other, not with another machine's or another day's.
 //
-//   node bench/index.js [--json FILE] [--only stream,verbs,rping,cm] [--reps N] [--quick]
+//   node bench/index.js [--json FILE] [--only stream,verbs,rping,cm,native] [--reps N] [--quick]
 //
 // --json FILE  also write the results (every run, medians, ratios, what the machine was) as JSON
 // --only       run only these sections (default: all)
@@ -11,7 +11,9 @@
 //
 // See docs/bench.md for what each row means and how to reproduce a run; bench/setup.sh installs
 // the C baselines (rdma-core's rstream, qperf) where apt is available.
+import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { machine } from './lib.js';
 import { streamBench } from './stream.js';
 import { verbsBench } from './verbs.js';
@@ -24,10 +26,16 @@ const opt = (name) => {
   return i >= 0 ? argv[i + 1] : undefined;
 };
 const json = opt('--json');
-const only = opt('--only')?.split(',') ?? ['stream', 'verbs', 'rping', 'cm'];
+const only = opt('--only')?.split(',') ?? ['stream', 'verbs', 'rping', 'cm', 'native'];
 const reps = Number(opt('--reps') ?? process.env.BENCH_REPS ?? 3);
 const quick = argv.includes('--quick');
 for (const a of argv) if (a.startsWith('--') && !['--json', '--only', '--reps', '--quick'].includes(a)) throw new Error(`unknown option ${a}`);
+
+// The soft devices' sections measure the soft devices, whatever kernel RDMA devices the machine
+// has; the native section (bench/native.js, a kernel device through the addon) gets the
+// environment as it was.
+const backend = process.env.RDMACM_BACKEND;
+process.env.RDMACM_BACKEND = 'soft';
 
 const result = { machine: machine(), started: new Date().toISOString(), reps, quick, sections: {} };
 const t0 = performance.now();
@@ -43,7 +51,25 @@ if (only.includes('rping')) {
   result.sections.rping = await rpingBench({ reps });
   console.log();
 }
-if (only.includes('cm')) result.sections.cm = await cmBench({ rounds: reps, cycles: quick ? 0 : undefined });
+if (only.includes('cm')) {
+  result.sections.cm = await cmBench({ rounds: reps, cycles: quick ? 0 : undefined });
+  console.log();
+}
+if (only.includes('native')) {
+  const env = { ...process.env, BENCH_JSON: '1' };
+  if (backend === undefined) delete env.RDMACM_BACKEND;
+  else env.RDMACM_BACKEND = backend;
+  const r = spawnSync(process.execPath, [fileURLToPath(new URL('./native.js', import.meta.url))], { env, encoding: 'utf8', timeout: 600_000 });
+  const line = (r.stdout ?? '').trim().split('\n').pop() ?? '';
+  if (line.startsWith('{')) {
+    const n = JSON.parse(line);
+    result.sections.native = n;
+    console.log(`native data path on ${n.device}: ${n.size} B SEND/RECV ping-pong, JS through the addon ${(n.jsMedianNs / 1000).toFixed(2)} us, C loop ${(n.cMedianNs / 1000).toFixed(2)} us per round trip; JS/C ${n.ratio.toFixed(2)} (target <= 2)`);
+  } else {
+    result.sections.native = { skipped: line || `exit ${r.status}` };
+    console.log(line || `native data path: bench/native.js exit ${r.status}\n${r.stderr}`);
+  }
+}
 result.seconds = (performance.now() - t0) / 1000;
 result.machine.loadavgAfter = (await import('node:os')).loadavg();
 if (json) {

@@ -5,3 +5,5 @@
  * A new transport adds one line here.
  */
 import './transport/iwarp/index.js';
+import './transport/roce/index.js';
+import './native/index.js';

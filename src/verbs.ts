@@ -6,3 +6,4 @@
 import './transports.js';
 export * from './verbs/index.js';
 export { SIW_LIMITS } from './transport/iwarp/index.js';
+export { RXE_LIMITS, RXE_PROVIDER, rxeDeviceName, roceCounters, ROCE_COUNTER_NAMES, type RoceCounterName, configureRoceCm, roceCmConfig, type RoceCmConfig } from './transport/roce/index.js';

@@ -34,8 +34,10 @@ import {
   RAI,
   createId,
   getaddrinfo,
+  errnoOf,
   gaiStrerror,
   rdmaEventStr,
+  strerror,
   type CmEvent,
   type CmId,
   type Cq,
@@ -45,7 +47,7 @@ import {
   type RdmaAddrinfo,
   type SockAddr,
 } from '../index.js';
-import { Getopt, atoi, createFirstEventChannel, eaiOf, errOut, exit, getoptComplaint, installTopLevelHandlers, out, perror, takeLongOptions, u32 } from './common.js';
+import { Getopt, atoi, cAllocOk, createFirstEventChannel, eaiOf, errOut, exit, getoptComplaint, installTopLevelHandlers, out, perror, sizeT, takeLongOptions, u32 } from './common.js';
 
 const PROG = 'cmtime';
 const OPTSTRING = 'B:b:C:c:Lm:n:P:p:q:r:St:';
@@ -122,6 +124,7 @@ interface Conn {
 let oobPort = '7471';
 let ctrlAddr: string | null = null;
 let srcAddr: string | null = null;
+/** `-t` as the C int; rdma_resolve_addr/route carry it as a `__u32` (so -1 is a very long wait). */
 let timeoutMs = 2000;
 let retries = 2;
 let baseQpn = 1000;
@@ -340,22 +343,28 @@ let isRoot = false;
 let oobRoot: OobSock[] = [];
 let oobUp: OobSock | null = null;
 let closingOob = false;
+/** The OOB port as getaddrinfo made it of `-p` (the socket baseline listens and connects there too). */
+let oobPortNum = 0;
 
-/** oob_try_bind + oob_root_setup / oob_leaf_setup. */
+/**
+ * oob_try_bind + oob_root_setup / oob_leaf_setup (common.c). The root binds the controller address
+ * of any family (AI_PASSIVE); whoever finds it taken (EADDRINUSE, or EADDRNOTAVAIL: not ours)
+ * connects to it as a leaf, over IPv4 only (the leaf's getaddrinfo asks for AF_INET). 0, or the
+ * failure (the caller exits with EXIT_FAILURE); the messages are common.c's.
+ */
 async function setupOob(): Promise<number> {
-  const port = Number(oobPort);
-  let host: string;
+  let bindAddr: SockAddr;
   try {
-    const r = await getaddrinfo(ctrlAddr, oobPort, { family: 'IPv4' });
-    host = (r.dstAddr as SockAddr).address;
+    bindAddr = (await getaddrinfo(ctrlAddr, oobPort, { flags: RAI.PASSIVE })).srcAddr as SockAddr;
   } catch (e) {
     errOut(`getaddrinfo error: ${gaiStrerror(eaiOf(e))}\n`);
     return eaiOf(e);
   }
+  oobPortNum = bindAddr.port;
   const server = net.createServer({ noDelay: true });
-  const bound = await new Promise<string | null>((resolve) => {
-    server.once('error', (e: NodeJS.ErrnoException) => resolve(e.code ?? 'EIO'));
-    server.listen({ host, port, backlog: 1 }, () => resolve(null));
+  const bound = await new Promise<NodeJS.ErrnoException | null>((resolve) => {
+    server.once('error', (e: NodeJS.ErrnoException) => resolve(e));
+    server.listen({ host: bindAddr.address, port: bindAddr.port, backlog: 1 }, () => resolve(null));
   });
   if (bound === null) {
     isRoot = true;
@@ -377,20 +386,27 @@ async function setupOob(): Promise<number> {
     server.close();
     return 0;
   }
-  if (bound !== 'EADDRINUSE' && bound !== 'EADDRNOTAVAIL') {
-    errOut(`unexpected bind error: ${bound}\n`);
-    return -1;
+  if (bound.code !== 'EADDRINUSE' && bound.code !== 'EADDRNOTAVAIL') {
+    const en = bound.errno !== undefined ? Math.abs(bound.errno) : errnoOf('EIO');
+    errOut(`unexpected bind error: ${strerror(en)} (${en})\n`);
+    errOut(`oob_try_bind: ${strerror(en)}\n`);
+    return -en;
   }
+  let host: string;
+  try {
+    host = ((await getaddrinfo(ctrlAddr, oobPort, { family: 'IPv4' })).dstAddr as SockAddr).address;
+  } catch (e) {
+    out(`getaddrinfo error: ${gaiStrerror(eaiOf(e))}\n`);
+    return eaiOf(e);
+  }
+  // A failed connect(2) is only the return value of oob_leaf_setup: nothing is printed.
   return new Promise<number>((resolve) => {
-    const s = net.connect({ host, port, noDelay: true });
+    const s = net.connect({ host, port: oobPortNum, noDelay: true });
     s.once('connect', () => {
       oobUp = new OobSock(s);
       resolve(0);
     });
-    s.once('error', (e) => {
-      perror('connect', e);
-      resolve(-1);
-    });
+    s.once('error', () => resolve(-1));
   });
 }
 
@@ -485,11 +501,16 @@ async function setupMesh(): Promise<number> {
     return -1;
   }
   countListeners();
-  if (role === Role.CONNECT) numConns = numConns * numListeners;
-  else numConns = numConns * (numPeers - numListeners);
+  // uint32_t arithmetic, then conns = calloc(num_conns, sizeof *conns), which may fail.
+  if (role === Role.CONNECT) numConns = Math.imul(numConns, numListeners) >>> 0;
+  else numConns = Math.imul(numConns, numPeers - numListeners) >>> 0;
+  if (!cAllocOk(numConns, CONN_SIZE)) return -errnoOf('ENOMEM');
   conns = Array.from({ length: numConns }, newConn);
   return 0;
 }
+
+/** About sizeof(struct conn) in cmtime.c (a work item, pointers, the per-step times). */
+const CONN_SIZE = 312;
 
 function newConn(): Conn {
   return { id: null, sock: null, peerId: 0, qp: null, nextQps: QpState.INIT, nextStep: Step.INIT_QP_ATTR, times: newTimes(), retries: 0, serverDisconnected: false };
@@ -609,7 +630,7 @@ async function resolveAddr(c: Conn): Promise<void> {
   c.retries = retries;
   startPerf(c, Step.RESOLVE_ADDR);
   try {
-    await (c.id as CmId).resolveAddr(rai.srcAddr, (peers[c.peerId] as PeerInfo).sa as SockAddr, timeoutMs);
+    await (c.id as CmId).resolveAddr(rai.srcAddr, (peers[c.peerId] as PeerInfo).sa as SockAddr, u32(timeoutMs));
   } catch (e) {
     perror('rdma_resolve_addr', e);
     die();
@@ -620,7 +641,7 @@ async function resolveRoute(c: Conn): Promise<void> {
   c.retries = retries;
   startPerf(c, Step.RESOLVE_ROUTE);
   try {
-    await (c.id as CmId).resolveRoute(timeoutMs);
+    await (c.id as CmId).resolveRoute(u32(timeoutMs));
   } catch (e) {
     perror('rdma_resolve_route', e);
     die();
@@ -721,9 +742,9 @@ function cmaHandler(id: CmId, event: CmEvent): Promise<void> | undefined {
       if (completed.inc(Step.CONNECT) >= numConns - 1) endTime(Step.CONNECT);
       break;
     case CmEventType.ADDR_ERROR:
-      return retryOrDie(c, event, () => id.resolveAddr(rai.srcAddr, (peers[c.peerId] as PeerInfo).sa as SockAddr, timeoutMs), 'RDMA_CM_EVENT_ADDR_ERROR');
+      return retryOrDie(c, event, () => id.resolveAddr(rai.srcAddr, (peers[c.peerId] as PeerInfo).sa as SockAddr, u32(timeoutMs)), 'RDMA_CM_EVENT_ADDR_ERROR');
     case CmEventType.ROUTE_ERROR:
-      return retryOrDie(c, event, () => id.resolveRoute(timeoutMs), 'RDMA_CM_EVENT_ROUTE_ERROR');
+      return retryOrDie(c, event, () => id.resolveRoute(u32(timeoutMs)), 'RDMA_CM_EVENT_ROUTE_ERROR');
     case CmEventType.CONNECT_ERROR:
     case CmEventType.UNREACHABLE:
     case CmEventType.REJECTED:
@@ -1013,7 +1034,7 @@ async function sockServer(timed: boolean): Promise<void> {
       perror('bind', e);
       die();
     });
-    server.listen({ host: (rai.srcAddr as SockAddr).address, port: Number(oobPort), backlog: numConns }, () => resolve());
+    server.listen({ host: (rai.srcAddr as SockAddr).address, port: oobPortNum, backlog: numConns }, () => resolve());
   });
   // The C tool has no barrier here (its client may connect before this listen); one OOB sync
   // makes the client wait for it. Nothing is printed for it.
@@ -1058,7 +1079,7 @@ async function sockClient(timed: boolean): Promise<void> {
     perror('getaddrinfo', e);
     die();
   }
-  const port = Number(oobPort);
+  const port = oobPortNum;
   startTime(Step.FULL_CONNECT);
   say('Creating sockets\n');
   startTime(Step.CREATE_ID);
@@ -1221,6 +1242,9 @@ async function main(argv: string[]): Promise<number> {
   void processEvents().catch((e: unknown) => {
     if (!(e instanceof Exiting)) throw e;
   });
+  // peers = calloc(num_peers, ...) and wq_init's calloc(thread_cnt, sizeof(pthread_t)): when
+  // they fail (-P or -n negative or huge), cmtime.c exits with EXIT_FAILURE and says nothing.
+  if (!cAllocOk(numPeers, PEER_INFO_SIZE) || !cAllocOk(sizeT(numThreads), 8)) return EXIT_FAILURE;
   peers = Array.from({ length: numPeers }, () => ({ sa: null, role: Role.CONNECT }));
   wq = new WorkQueue(numThreads);
   if (await setupOob()) return EXIT_FAILURE;

@@ -10,6 +10,8 @@
  * appears. It also waits (3 s at most) for connections closed gracefully to finish sending, as the
  * kernel does for a C tool's sockets after it exits.
  */
+import { constants as bufferConstants } from 'node:buffer';
+import os from 'node:os';
 import { basename as pathBasename } from 'node:path';
 import {
   GaiError,
@@ -546,6 +548,39 @@ export function strtoul(s: string, base = 0): bigint {
   if (!any) return 0n;
   if (overflow) return max;
   return neg ? BigInt.asUintN(64, -v) : v;
+}
+
+// -- memory allocation ----------------------------------------------------------------------------
+
+/** `(size_t) value` of a C `int`: a negative int is 2^64 + value (far beyond any memory). */
+export function sizeT(v: number): number {
+  return v < 0 ? 2 ** 64 + v : v;
+}
+
+/**
+ * Whether `calloc(nmemb, size)` (or `malloc(nmemb * size)`) succeeds, for `size_t` arguments
+ * (see {@link sizeT}): no larger than this machine's memory — Linux's default overcommit
+ * heuristic refuses a single allocation beyond RAM plus swap — and, for what this process
+ * really allocates, no larger than a Buffer can be.
+ */
+export function cAllocOk(nmemb: number, size: number, buffer = false): boolean {
+  const n = nmemb * size;
+  return n <= os.totalmem() && (!buffer || n <= bufferConstants.MAX_LENGTH);
+}
+
+/**
+ * `malloc(size)` for a C `int` size, as the tools call it: null (the caller prints its C message)
+ * when the allocation fails — a negative size becomes a size_t near 2^64 — else a buffer of that
+ * many bytes, not zeroed (large ones are only reserved until used, as malloc's).
+ */
+export function cMalloc(size: number): Buffer | null {
+  const n = sizeT(size);
+  if (!cAllocOk(1, n, true)) return null;
+  try {
+    return Buffer.allocUnsafeSlow(n);
+  } catch {
+    return null;
+  }
 }
 
 /** `(uint8_t) value`. */

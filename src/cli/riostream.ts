@@ -350,7 +350,7 @@ class Riostream extends StreamTool {
 
   async run(): Promise<number> {
     let ret = 0;
-    this.buf = Buffer.alloc(!this.custom ? (TEST_SIZES[TEST_SIZES.length - 1] as { size: number }).size : Math.max(this.transferSize, 16));
+    if (!this.allocBuf()) return -1;
     if (!this.dstAddr) {
       ret = await this.serverListen();
       if (ret) return ret;

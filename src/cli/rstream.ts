@@ -40,7 +40,7 @@ import {
 } from '../rsocket/index.js';
 import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, strerror, type SockAddr } from '../index.js';
 import { NetSock } from './net-sock.js';
-import { BytePattern, Getopt, atoi, cntStr, progName, errOut, exit, installTopLevelHandlers, out, sizeStr, sizeToCount, eaiOf, gaiMessage, takeLongOptions } from './common.js';
+import { BytePattern, Getopt, atoi, cMalloc, cntStr, progName, errOut, exit, installTopLevelHandlers, out, sizeStr, sizeToCount, eaiOf, gaiMessage, takeLongOptions } from './common.js';
 
 // -- the test table (rstream.c test_size[]) ---------------------------------------------------------
 
@@ -301,8 +301,23 @@ export abstract class StreamTool {
   json = false;
   /** `--warmup N`: untimed messages each way before every test (0: none, as in rdma-core). */
   warmup = 0;
-  buf = Buffer.alloc(0);
+  buf: Buffer = Buffer.alloc(0);
   pattern = new BytePattern();
+
+  /**
+   * run()'s `buf = malloc(...)`: the largest size of the series, or the custom transfer size (a
+   * C int: a negative one cannot be allocated). False after `malloc: Cannot allocate memory`.
+   */
+  allocBuf(): boolean {
+    const b = cMalloc(!this.custom ? (TEST_SIZES[TEST_SIZES.length - 1] as { size: number }).size : this.transferSize);
+    if (!b) {
+      perrorN('malloc', errnoOf('ENOMEM'));
+      return false;
+    }
+    // The sync messages are 16 bytes (the C tools read and write past a smaller buffer).
+    this.buf = b.length >= 16 ? b : Buffer.alloc(16);
+    return true;
+  }
 
   /** The `transport` and `tool` of a `--json` row. */
   protected abstract perfTags(): { transport: string; tool: string };
@@ -730,7 +745,7 @@ class Rstream extends StreamTool {
 
   async run(): Promise<number> {
     let ret = 0;
-    this.buf = Buffer.alloc(!this.custom ? (TEST_SIZES[TEST_SIZES.length - 1] as { size: number }).size : Math.max(this.transferSize, 16));
+    if (!this.allocBuf()) return -1;
     if (!this.dstAddr) {
       ret = await this.serverListen();
       if (ret) return ret;
@@ -772,7 +787,7 @@ class Rstream extends StreamTool {
   /** -T f child: take the connection from the parent and run the phase's tests on it. */
   async runForked(phase: string): Promise<number> {
     this.forkedChild = true;
-    this.buf = Buffer.alloc(!this.custom ? (TEST_SIZES[TEST_SIZES.length - 1] as { size: number }).size : Math.max(this.transferSize, 16));
+    if (!this.allocBuf()) return -1;
     const sock = await new Promise<net.Socket>((resolve) => {
       process.on('message', (_m, handle) => resolve(handle as net.Socket));
       process.send?.('ready');

@@ -33,7 +33,7 @@ import {
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
 } from '../index.js';
-import { Getopt, atoi, errOut, errnoFrom, exit, getRdmaAddr, getoptComplaint, installTopLevelHandlers, out, perror, strtoul, u8 } from './common.js';
+import { Getopt, atoi, cMalloc, errOut, errnoFrom, exit, getRdmaAddr, getoptComplaint, installTopLevelHandlers, out, perror, strtoul, u8 } from './common.js';
 
 const PROG = 'ucmatose';
 const OPTSTRING = 's:b:f:P:c:C:S:t:p:a:m';
@@ -91,7 +91,12 @@ const rejected: CmId[] = [];
 function createMessage(node: Node): number {
   if (!messageSize) messageCount = 0;
   if (!messageCount) return 0;
-  node.mem = Buffer.alloc(messageSize);
+  const mem = cMalloc(messageSize); // a negative -S cannot be allocated
+  if (!mem) {
+    out('failed message allocation\n');
+    return -1;
+  }
+  node.mem = mem;
   try {
     node.mr = (node.pd as Pd).regMr(node.mem, Access.LOCAL_WRITE);
   } catch {

@@ -240,6 +240,7 @@ const EAI: Record<string, [number, string]> = {
   EAI_FAIL: [-4, 'Non-recoverable failure in name resolution'],
   EAI_FAMILY: [-6, 'ai_family not supported'],
   EAI_SERVICE: [-8, 'Servname not supported for ai_socktype'],
+  EAI_ADDRFAMILY: [-9, 'Address family for hostname not supported'],
   ENODATA: [-5, 'No address associated with hostname'],
 };
 
@@ -251,6 +252,45 @@ export function gaiStrerror(eai: number): string {
 }
 
 /**
+ * The port of a service string as glibc's getaddrinfo reads it: all of it a decimal number
+ * (strtoul: leading white space and a sign allowed) stored in an int — a number that is negative
+ * there is looked up as a name, anything else is kept to its low 16 bits (htons), so "99999"
+ * is port 34463 —; otherwise a TCP service name from /etc/services. -1: EAI_SERVICE.
+ */
+export async function servicePort(service: string): Promise<number> {
+  if (service === '') return 0; // strtoul stops at once and the end pointer is at the NUL
+  const m = /^[ \t\n\v\f\r]*([+-]?)(\d+)$/.exec(service);
+  if (m) {
+    // strtoul: the value modulo 2^64 (saturating at ULONG_MAX), then the int it is stored in.
+    let v = BigInt(m[2] as string);
+    if (v > 0xffff_ffff_ffff_ffffn) v = 0xffff_ffff_ffff_ffffn;
+    else if (m[1] === '-') v = BigInt.asUintN(64, -v);
+    const num = Number(BigInt.asIntN(32, v));
+    if (num >= 0) return num & 0xffff;
+  }
+  return (await serviceNames()).get(service) ?? -1;
+}
+
+let services: Promise<Map<string, number>> | null = null;
+/** TCP service names and aliases of /etc/services (read once; empty if there is none). */
+function serviceNames(): Promise<Map<string, number>> {
+  services ??= readFile('/etc/services', 'latin1').then(
+    (text) => {
+      const map = new Map<string, number>();
+      for (const line of text.split('\n')) {
+        const f = (line.split('#')[0] as string).trim().split(/\s+/);
+        const pm = /^(\d+)\/tcp$/.exec(f[1] ?? '');
+        if (!pm) continue;
+        for (const name of [f[0] as string, ...f.slice(2)]) if (!map.has(name)) map.set(name, Number(pm[1]));
+      }
+      return map;
+    },
+    () => new Map<string, number>(),
+  );
+  return services;
+}
+
+/**
  * rdma_getaddrinfo(node, service, hints). EINVAL if node and service are both missing; name
  * resolution failures reject with a {@link GaiError} carrying the EAI code.
  */
@@ -259,8 +299,9 @@ export async function getaddrinfo(node: string | null, service: string | number 
   const flags = hints.flags ?? 0;
   let port = 0;
   if (service !== null) {
-    port = typeof service === 'number' ? service : Number(service);
-    if (!Number.isInteger(port) || port < 0 || port > 65535) throw new GaiError(-8, 'EAI_SERVICE', gaiStrerror(-8));
+    const p = typeof service === 'number' ? (Number.isInteger(service) && service >= 0 ? service & 0xffff : -1) : await servicePort(service);
+    if (p < 0) throw new GaiError(-8, 'EAI_SERVICE', gaiStrerror(-8));
+    port = p;
   }
   const passive = (flags & RAI.PASSIVE) !== 0;
   let address: string;
@@ -288,7 +329,8 @@ export async function getaddrinfo(node: string | null, service: string | number 
       throw new GaiError(eai, code, text);
     }
   }
-  if (hints.family && (hints.family === 'IPv6') !== (family === 6)) throw new GaiError(-6, 'EAI_FAMILY', gaiStrerror(-6));
+  // An address of the other family than the hint asks for (glibc: EAI_ADDRFAMILY).
+  if (hints.family && (hints.family === 'IPv6') !== (family === 6)) throw new GaiError(-9, 'EAI_ADDRFAMILY', gaiStrerror(-9));
   const sa: SockAddr = { address, port, family: family === 6 ? 'IPv6' : 'IPv4' };
   return {
     flags,

@@ -312,8 +312,12 @@ export class CmId {
 
   // -- the transport seam -------------------------------------------------------------------------
 
-  /** What the transport sees of this id (read live: addresses and device change as it binds). */
-  private makeHost(): CmHost {
+  /**
+   * What a transport sees of this id (read live: addresses and device change as it binds).
+   * `transport` is the transport it speaks for: the id's own, or (a wildcard listener listening
+   * through several) the one a listener belongs to, so that `deviceFor` places its requests.
+   */
+  private makeHost(transport: () => CmTransport | null = () => this.transport): CmHost {
     // eslint-disable-next-line @typescript-eslint/no-this-alias
     const id = this;
     return {
@@ -342,7 +346,7 @@ export class CmId {
         return id.options;
       },
       deviceFor: (ip: string): Device | undefined => {
-        const t = id.transport;
+        const t = transport();
         return t ? deviceOfTransport(ip, t, id.devicePin) : undefined;
       },
       isLocalAddress: (ip: string): boolean => isLocalAddress(ip),
@@ -582,9 +586,19 @@ export class CmId {
       if (!dev) status = -19;
       else {
         this.useDevice(dev);
-        this.src = { address: from, port: s.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
+        if (this.ep?.resolveAddr && this._state === CmState.ADDR_QUERY) {
+          // The device's transport resolves by itself (native): now that the route picked its
+          // device, hand it the call; it reports ADDR_RESOLVED / ADDR_ERROR.
+          try {
+            await this.ep.resolveAddr(src, dst, timeoutMs);
+            return;
+          } catch (e) {
+            status = -(e instanceof RdmaError ? e.errno : 5);
+          }
+        }
+        if (status === 0) this.src = { address: from, port: s.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
         // The next hop's link address (ARP): -ETIMEDOUT when nobody answers within the timeout.
-        if (!isLoopback(dst.address) && !isAny(dst.address) && devicesOwning(dst.address).length === 0) status = await resolveNeighbor(dst.address, timeoutMs);
+        if (status === 0 && !isLoopback(dst.address) && !isAny(dst.address) && devicesOwning(dst.address).length === 0) status = await resolveNeighbor(dst.address, timeoutMs);
       }
       if (this._destroyed || this._state !== CmState.ADDR_QUERY) return;
       if (status === 0) {
@@ -842,7 +856,7 @@ export class CmId {
       for (const t of wanted) {
         // The first listener picks the port when bound to 0; the others take the same one.
         const addr = this.src as SockAddr;
-        const l = t === this.transport && this.ep?.listen ? await this.ep.listen({ addr, ...req }) : await t.listen(this.host, { addr, ...req });
+        const l = t === this.transport && this.ep?.listen ? await this.ep.listen({ addr, ...req }) : await t.listen(t === this.transport ? this.host : this.makeHost(() => t), { addr, ...req });
         listeners.push(l);
         if (this.src) this.src = { address: this.src.address, port: l.port, family: this.src.family ?? 'IPv4' };
       }
@@ -867,6 +881,9 @@ export class CmId {
       return [t];
     }
     let ts = listCmTransports().filter((t) => servesPortSpace(t, this.ps));
+    // Two transports that need the same port (the kernel's iWARP and the soft one both listen
+    // on the TCP port): the one that supersedes the other listens alone.
+    ts = ts.filter((t) => !ts.some((o) => o !== t && o.supersedes?.(t) === true));
     const pin = this.devicePin;
     if (pin !== undefined) {
       const provider = getDeviceList().find((d) => d.name === pin)?.provider;

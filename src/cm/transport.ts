@@ -21,6 +21,7 @@
  * `<rdma/iw_cm.h>`); it re-exports the CM types they need.
  */
 import { err } from '../errors.js';
+import { getProvider, listProviders } from '../verbs/provider.js';
 import type { Context } from '../verbs/context.js';
 import type { Device } from '../verbs/device.js';
 import type { Pd } from '../verbs/pd.js';
@@ -284,6 +285,12 @@ export interface CmTransport {
   /** The transport half of a new id. */
   createEndpoint(host: CmHost): CmEndpoint;
   /**
+   * Whether a wildcard listener that would listen through both this transport and `other`
+   * listens through this one only, because both need the same port (the kernel's iWARP devices
+   * and the soft ones both listen on the TCP port). Absent: never.
+   */
+  supersedes?(other: CmTransport): boolean;
+  /**
    * rdma_listen: listen on `req.addr` (a wildcard: every device of this transport) and upcall
    * CONNECT_REQUEST to `host` per request. Rejects with EADDRINUSE / EADDRNOTAVAIL / EACCES.
    */
@@ -327,9 +334,16 @@ export function getCmTransport(provider: string): CmTransport | undefined {
   return transports.get(provider);
 }
 
-/** All registered CM transports, in registration order. */
+/**
+ * The registered CM transports, in registration order, less those whose verbs provider the
+ * backend selection (`RDMACM_BACKEND`) hides.
+ */
 export function listCmTransports(): CmTransport[] {
-  return [...transports.values()];
+  const visible = listProviders();
+  return [...transports.values()].filter((t) => {
+    const p = getProvider(t.provider);
+    return p === undefined || visible.includes(p);
+  });
 }
 
 /** Whether `t` serves port space `ps`. */

@@ -600,8 +600,8 @@ export class RsConn {
   }
 
   /** Wait for the next CM event of the setup phase; map error events like ucma_complete(). */
-  private async expectEvent(ch: EventChannel, want: CmEventType, op: string, ack = true): Promise<CmEvent> {
-    const ev = await ch.getEvent();
+  private async expectEvent(ch: EventChannel, want: CmEventType, op: string, ack = true, signal?: AbortSignal): Promise<CmEvent> {
+    const ev = await ch.getEvent(signal);
     if (ev.event === want && ev.status === 0) {
       if (ack) ev.ack();
       return ev;
@@ -616,9 +616,10 @@ export class RsConn {
 
   /**
    * @internal The passive side (raccept): take over the id of a CONNECT_REQUEST, build the
-   * endpoint, answer with our connection data and wait for ESTABLISHED.
+   * endpoint, answer with our connection data and wait for ESTABLISHED (abandoned, the endpoint
+   * torn down, when `signal` aborts first).
    */
-  async _acceptRequest(ev: CmEvent): Promise<void> {
+  async _acceptRequest(ev: CmEvent, signal?: AbortSignal): Promise<void> {
     const op = 'raccept';
     const id = ev.id;
     this._id = id;
@@ -644,7 +645,7 @@ export class RsConn {
         rnrRetryCount: req.rnrRetryCount,
       };
       await id.accept(param);
-      await this.expectEvent(this.ch, CmEventType.ESTABLISHED, op);
+      await this.expectEvent(this.ch, CmEventType.ESTABLISHED, op, true, signal);
       this.established('accepted');
     } catch (e) {
       const re = e instanceof RdmaError ? new RdmaError(e.code, { op, cause: e }) : rsErr('EIO', op, String(e));
@@ -683,9 +684,10 @@ export class RsConn {
     const maxSize = Math.min(dev.maxQpWr, RS_QP_MAX_SIZE);
     cfg.sqSize = Math.max(RS_QP_MIN_SIZE, Math.min(cfg.sqSize, maxSize));
     cfg.rqSize = Math.max(RS_QP_MIN_SIZE, Math.min(cfg.rqSize, maxSize));
-    // RS_OPT_MSG_SEND needs inline sends of the 4-byte messages (rdma-core fc82b150b); a larger
-    // request is capped at what the device can do.
-    cfg.sqInline = Math.min(Math.max(cfg.sqInline, RS_MSG_SIZE), dev.maxInlineData);
+    // RS_OPT_MSG_SEND needs inline sends of the 4-byte messages (rdma-core fc82b150b). A request
+    // above what the device can do goes to ibv_create_qp as is, which refuses it (EINVAL), as
+    // rsocket.c's rs_create_ep does on siw.
+    cfg.sqInline = Math.max(cfg.sqInline, RS_MSG_SIZE);
     const nrecv = cfg.rqSize + EXTRA_RECVS;
     const compCh = ctx.createCompChannel();
     const cq = ctx.createCq(cfg.sqSize + nrecv, compCh);
@@ -711,7 +713,7 @@ export class RsConn {
     if (!pd) throw rsErr('EINVAL', 'rsocket', 'no PD');
     const cfg = this.cfg;
     // Send buffer plus RS_QP_CTRL_SIZE control slots for SGEs written without inline.
-    this.sbuf = Buffer.alloc(cfg.sbufSize + RS_SGE_SIZE * RS_QP_CTRL_SIZE);
+    this.sbuf = rsBuffer(cfg.sbufSize + RS_SGE_SIZE * RS_QP_CTRL_SIZE);
     this.smr = pd.regMr(this.sbuf, Access.LOCAL_WRITE);
     this.sbufPos = 0;
     this.sbufBytesAvail = cfg.sbufSize;
@@ -737,7 +739,7 @@ export class RsConn {
     this.tgtBuf = Buffer.alloc(RS_SGE_SIZE * RS_SGL_SIZE + RS_IOMAP_SIZE * cfg.targetIomapSize);
     this.tgtMr = pd.regMr(this.tgtBuf, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
     this.tgtView = new DataView(this.tgtBuf.buffer, this.tgtBuf.byteOffset, this.tgtBuf.byteLength);
-    this.rbuf = Buffer.alloc(cfg.rbufSize);
+    this.rbuf = rsBuffer(cfg.rbufSize);
     this.rmr = pd.regMr(this.rbuf, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
     this.msgBuf = Buffer.alloc(RS_MSG_SIZE * nrecv);
     this.msgMr = pd.regMr(this.msgBuf, Access.LOCAL_WRITE);
@@ -1563,7 +1565,16 @@ export class RsConn {
     let r = 0;
     if (events & POLLIN && (this.rmsgCount > 0 || !(s & RsState.readable))) r |= POLLIN;
     if (events & POLLOUT && (this.early > 0 ? this.canStageEarly() : this.canSend() || this.canStageEarly())) r |= POLLOUT;
-    if (!(s & RsState.connected)) r |= s & RsState.disconnected ? POLLHUP : POLLERR;
+    if (!(s & RsState.connected)) {
+      // rsocket.c raises POLLHUP as soon as it has processed the peer's DISCONNECT, even with data
+      // that came before it still unread; a caller that treats POLLHUP as the end then loses that
+      // data (rstream -T a: its last receive finds the server's data and DISCONNECT processed
+      // together, and gives up). Here, as TCP ends a stream after its data, a poll for POLLIN
+      // reports the hangup once the data received before it has been read.
+      if (s & RsState.disconnected) {
+        if (!(events & POLLIN && this.rmsgCount > 0)) r |= POLLHUP;
+      } else r |= POLLERR;
+    }
     return r;
   }
 
@@ -1922,6 +1933,24 @@ export function noDevices(op: string): void {
 }
 
 /** Shared by {@link RsConn.setsockopt} and the listener's. */
+/**
+ * The largest send or receive buffer an rsocket allocates. rs_init_bufs allocates and registers
+ * the SO_SNDBUF/SO_RCVBUF sizes (doubled, in 32 bits: up to 4 GiB) and fails with ENOMEM when it
+ * cannot, as happens on an ordinary machine long before that (the pinned memory of an MR is
+ * limited by RLIMIT_MEMLOCK); here anything above 1 GiB is refused the same way.
+ */
+export const RS_MAX_BUFFER = 1 << 30;
+
+/** A zeroed rsocket buffer (rs_init_bufs' calloc), or ENOMEM. */
+function rsBuffer(n: number): Buffer<ArrayBuffer> {
+  if (n > RS_MAX_BUFFER) throw rsErr('ENOMEM', 'rsocket', `a ${n}-byte buffer`);
+  try {
+    return Buffer.alloc(n);
+  } catch (e) {
+    throw new RdmaError('ENOMEM', { op: 'rsocket', detail: `a ${n}-byte buffer`, cause: e });
+  }
+}
+
 export function applySockopt(
   t: { cfg: RsConfig; state: number; _setFlag(level: number, name: number, on: boolean): void; _hasBuffers: boolean; _ensureId(): CmId; _setKeepalive?(on: boolean): void; _setKeepIdle?(s: number): void },
   level: number,
@@ -1941,11 +1970,12 @@ export function applySockopt(
         }
         t._setFlag(level, name, num !== 0);
         return;
+      // The value as a uint32_t, doubled in 32 bits (rsocket.c: `*(uint32_t *)optval << 1`).
       case SO_RCVBUF:
-        if (!t._hasBuffers) t.cfg.rbufSize = (num >>> 0) * 2;
+        if (!t._hasBuffers) t.cfg.rbufSize = ((num >>> 0) * 2) % 2 ** 32;
         return;
       case SO_SNDBUF:
-        if (!t._hasBuffers) t.cfg.sbufSize = (num >>> 0) * 2;
+        if (!t._hasBuffers) t.cfg.sbufSize = ((num >>> 0) * 2) % 2 ** 32;
         if (t.cfg.sbufSize < RS_SNDLOWAT) t.cfg.sbufSize = RS_SNDLOWAT << 1;
         return;
       case SO_LINGER:

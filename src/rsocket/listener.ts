@@ -156,20 +156,29 @@ export class RsListener {
   /**
    * raccept(): the next connection, established. Waits for a request; rejects when the listener
    * closes (EBADF), or with the request's own failure — ENOTSUP for a peer of another rsocket
-   * version, as rsocket.c (the request is refused and the listener stays usable).
+   * version, as rsocket.c (the request is refused and the listener stays usable). Like a blocking
+   * raccept, it waits for that requester to finish its handshake.
    */
   async accept(): Promise<RsConn> {
+    return this._acceptOne(await this._nextRequest());
+  }
+
+  /** @internal The next connect request, waited for; EBADF when not listening or once closed. */
+  async _nextRequest(): Promise<CmEvent> {
     if (this._state !== RsState.listening) throw new RdmaError('EBADF', { op: 'raccept', detail: 'not listening' });
     for (;;) {
       const ev = this.requests.shift();
-      if (ev) {
-        const c = new RsConn({ ...this.cfg });
-        await c._acceptRequest(ev);
-        return c;
-      }
+      if (ev) return ev;
       if (this.closed) throw new RdmaError('EBADF', { op: 'raccept', detail: 'listener closed' });
       await new Promise<void>((resolve) => this.waiters.push({ resolve }));
     }
+  }
+
+  /** @internal Accept one request taken by {@link _nextRequest}: the connection, established. */
+  async _acceptOne(ev: CmEvent, signal?: AbortSignal): Promise<RsConn> {
+    const c = new RsConn({ ...this.cfg });
+    await c._acceptRequest(ev, signal);
+    return c;
   }
 
   /** rclose() of a listener: stop listening; queued requests are refused. */

@@ -8,6 +8,7 @@ import { isIP } from 'node:net';
 import { lookup } from 'node:dns/promises';
 import { RdmaError } from '../errors.js';
 import { RsListener } from './listener.js';
+import type { CmEvent } from '../cm/index.js';
 import { RSocket, configFrom, type RSocketOptions } from './socket.js';
 import { SOL_SOCKET, SO_REUSEADDR } from './options.js';
 
@@ -27,6 +28,8 @@ export class RServer extends EventEmitter {
   private readonly conns = new Set<RSocket>();
   private closing = false;
   private closed = false;
+  /** Aborts the handshakes still in progress when the server closes. */
+  private readonly handshakes = new AbortController();
   private _listening = false;
 
   constructor(options: RSocketOptions = {}, connectionListener?: (s: RSocket) => void) {
@@ -88,27 +91,41 @@ export class RServer extends EventEmitter {
 
   private async acceptLoop(l: RsListener): Promise<void> {
     while (!this.closing) {
-      let c;
+      let ev;
       try {
-        c = await l.accept();
+        ev = await l._nextRequest();
       } catch (e) {
         if (this.closing || (e instanceof RdmaError && e.code === 'EBADF')) return;
-        // One bad request (another protocol version, a requester that went away) does not stop the server.
         this.emit('clientError', e);
         continue;
       }
-      if (this.closing) {
-        void c.close();
-        return;
-      }
-      const s = new RSocket({ ...this.sockOpts, conn: c });
-      this.conns.add(s);
-      s.once('close', () => {
-        this.conns.delete(s);
-        this.maybeClosed();
-      });
-      this.emit('connection', s);
+      // Each request finishes its handshake on its own: a requester that stops half-way (no RTR,
+      // a partial FPDU) holds up nobody else.
+      void this.establish(l, ev);
     }
+  }
+
+  /** Accept one request; 'connection' once established, 'clientError' if it fails. */
+  private async establish(l: RsListener, ev: CmEvent): Promise<void> {
+    let c;
+    try {
+      c = await l._acceptOne(ev, this.handshakes.signal);
+    } catch (e) {
+      // One bad request (another protocol version, a requester that went away) does not stop the server.
+      if (!this.closing) this.emit('clientError', e);
+      return;
+    }
+    if (this.closing) {
+      void c.close();
+      return;
+    }
+    const s = new RSocket({ ...this.sockOpts, conn: c });
+    this.conns.add(s);
+    s.once('close', () => {
+      this.conns.delete(s);
+      this.maybeClosed();
+    });
+    this.emit('connection', s);
   }
 
   /** `{ address, family, port }` while listening, else null. */
@@ -124,6 +141,7 @@ export class RServer extends EventEmitter {
     if (this.closing) return this;
     this.closing = true;
     this._listening = false;
+    this.handshakes.abort();
     const l = this.listener;
     this.listener = null;
     void (l ? l.close() : Promise.resolve()).then(() => this.maybeClosed());

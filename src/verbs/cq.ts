@@ -14,10 +14,14 @@
  *   The CQ then stays in error (IB spec: a CQ overrun is a CQ catastrophic error) — every later
  *   push fails and is dropped; queued completions can still be polled; only destroying the CQ
  *   clears it. (siw itself only drops the one CQE and keeps accepting once there is room.)
+ * - Waiting: {@link Cq.waitForCompletions} and {@link Cq.completions} wait for completions without
+ *   the arm-after-the-fact race (arm, poll, then wait; each event acknowledged), on a CQ with or
+ *   without a completion channel.
  */
 import { err } from '../errors.js';
 import { trace, tracing } from '../trace.js';
 import { Ring, nextPow2 } from '../util/ring.js';
+import { abortError } from '../util/async-queue.js';
 import { AsyncEventType } from './types.js';
 import type { Wc } from './types.js';
 import type { CompChannel } from './comp-channel.js';
@@ -30,6 +34,17 @@ const enum Arm {
   SOLICITED = 1,
   NEXT = 2,
 }
+
+/** Options of {@link Cq.completions}. */
+export interface CompletionsOptions {
+  /** Ends the iteration: the pending `next()` rejects with an RdmaError `ECANCELED`. */
+  signal?: AbortSignal;
+  /** Stop after this many completions (default: no limit). */
+  max?: number;
+}
+
+/** A parked {@link Cq.waitForCompletions} call (it re-checks the CQ when woken). */
+type CqWaiter = () => void;
 
 /** `struct ibv_cq`. Create with `Context.createCq()`. */
 export class Cq {
@@ -58,6 +73,10 @@ export class Cq {
   private _overflowed = false;
   private _eventsReported = 0;
   private _eventsAcked = 0;
+  /** {@link waitForCompletions} callers of a CQ without a channel: woken by the next push. */
+  private _pushWaiters: CqWaiter[] = [];
+  /** {@link waitForCompletions} callers of a CQ with a channel: woken by this CQ's next event. */
+  private _eventWaiters: CqWaiter[] = [];
 
   /** @internal Use `Context.createCq()`, which validates the arguments. */
   constructor(context: Context, cqe: number, channel: CompChannel | undefined, compVector: number, cqContext: unknown, handle: number) {
@@ -185,6 +204,8 @@ export class Cq {
     this._arm = Arm.NONE;
     this._ring.clear();
     this.onOverflow = undefined;
+    this._wake(this._pushWaiters);
+    this._wake(this._eventWaiters);
     if (this.channel) {
       this.channel._purge(this);
       this.channel._cqs.delete(this);
@@ -209,9 +230,107 @@ export class Cq {
     const arm = this._arm;
     if (arm === Arm.NEXT || (arm === Arm.SOLICITED && solicited)) {
       this._arm = Arm.NONE;
-      if (this.channel !== undefined && !this.channel.destroyed) this.channel._enqueue(this);
+      if (this._eventWaiters.length > 0) {
+        // The event goes to the waitForCompletions callers, which read and acknowledge it at once.
+        this._eventsReported++;
+        this._eventsAcked++;
+        this._wake(this._eventWaiters);
+      } else if (this.channel !== undefined && !this.channel.destroyed) this.channel._enqueue(this);
     }
+    if (this._pushWaiters.length > 0) this._wake(this._pushWaiters);
     return true;
+  }
+
+  /**
+   * Wait until completions are queued, and resolve with how many can be polled now (at least 1).
+   * Cannot miss a completion, whenever it arrives: with a completion channel it re-arms the CQ,
+   * polls (counts what is queued), and only then waits for this CQ's event, which it
+   * acknowledges — the `ibv_req_notify_cq` / `ibv_poll_cq` / `ibv_get_cq_event` /
+   * `ibv_ack_cq_events` loop done right; without a channel it waits for the next completion.
+   * Completions queued already resolve it at once. The completions stay queued: poll them.
+   *
+   * With a channel, this CQ's events are consumed here: do not also read them with
+   * `getCqEvent()`. Other CQs' events on a shared channel are left alone.
+   * @param signal abort the wait: rejects with RdmaError `ECANCELED` (the reason as `cause`).
+   * @throws RdmaError EINVAL if the CQ is (or gets) destroyed; EOVERFLOW if it overflowed and
+   *   its queued completions are all polled (no completion can come any more).
+   */
+  async waitForCompletions(signal?: AbortSignal): Promise<number> {
+    const op = 'ibv_get_cq_event';
+    for (;;) {
+      if (this._destroyed) throw err('EINVAL', op, 'CQ destroyed');
+      if (this._ring.length > 0) return this._ring.length;
+      if (this._overflowed) throw err('EOVERFLOW', op, 'the CQ overflowed: no completion can come any more');
+      if (signal?.aborted) throw abortError(op, signal);
+      let list = this._pushWaiters;
+      if (this.channel !== undefined) {
+        // Arm, then poll again: a completion that came before the arm would not raise an event.
+        this.reqNotify();
+        if (this._ring.length > 0) return this._ring.length;
+        list = this._eventWaiters;
+      }
+      await this._waitOn(list, signal, op);
+    }
+  }
+
+  /**
+   * The completions of this CQ as they come, oldest first (each one once; the same `Wc` objects
+   * {@link poll} returns). Waits with {@link waitForCompletions}, so none is missed. Ends after
+   * `max` completions or when the CQ is destroyed; aborting `signal` rejects the pending step with
+   * RdmaError `ECANCELED`. Errors as {@link waitForCompletions}.
+   *
+   * ```ts
+   * for await (const wc of cq.completions({ signal: AbortSignal.timeout(5000) })) {
+   *   if (wc.status !== WcStatus.SUCCESS) throw new Error(`wr ${wc.wrId}: ${wcStatusStr(wc.status)}`);
+   * }
+   * ```
+   * @throws RdmaError EINVAL if `max` is not a non-negative integer (or Infinity).
+   */
+  completions(opts: CompletionsOptions = {}): AsyncIterableIterator<Wc> {
+    const { signal, max = Infinity } = opts;
+    if (max !== Infinity && (!Number.isInteger(max) || max < 0)) throw err('EINVAL', 'ibv_poll_cq', `max ${max}`);
+    return this._completions(signal, max);
+  }
+
+  private async *_completions(signal: AbortSignal | undefined, max: number): AsyncGenerator<Wc, void, undefined> {
+    for (let left = max; left > 0; left--) {
+      if (this._destroyed) return;
+      if (this._ring.length === 0) {
+        try {
+          await this.waitForCompletions(signal);
+        } catch (e) {
+          if (this._destroyed) return;
+          throw e;
+        }
+      }
+      yield this._ring.shift() as Wc;
+    }
+  }
+
+  /** Park on `list` until woken (resolve) or aborted (reject). */
+  private _waitOn(list: CqWaiter[], signal: AbortSignal | undefined, op: string): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let onAbort: (() => void) | undefined;
+      const w: CqWaiter = () => {
+        if (onAbort) signal?.removeEventListener('abort', onAbort);
+        resolve();
+      };
+      if (signal) {
+        onAbort = () => {
+          const i = list.indexOf(w);
+          if (i >= 0) list.splice(i, 1);
+          reject(abortError(op, signal));
+        };
+        signal.addEventListener('abort', onAbort, { once: true });
+      }
+      list.push(w);
+    });
+  }
+
+  /** Wake every waiter parked on `list`. */
+  private _wake(list: CqWaiter[]): void {
+    const ws = list.splice(0);
+    for (const w of ws) w();
   }
 
   /** @internal A QP starts using this CQ. */

@@ -439,7 +439,7 @@ export class Device {
    * first call); `Context.close()` does not close it.
    */
   open(): Context {
-    if (this._ctx === undefined) this._ctx = new Context(this);
+    if (this._ctx === undefined) this._ctx = getProvider(this._info.provider)?.openDevice?.(this) ?? new Context(this);
     return this._ctx;
   }
 

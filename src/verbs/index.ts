@@ -26,11 +26,12 @@ export {
 export { Context } from './context.js';
 export { Pd, type MrMemory } from './pd.js';
 export { Mr, MrCheck, mrCheckStr, stagStr } from './mr.js';
-export { Cq } from './cq.js';
+export { Cq, type CompletionsOptions } from './cq.js';
 export { CompChannel } from './comp-channel.js';
 export { eventTypeStr, type AsyncEvent } from './async-event.js';
 export { Qp, type RecvInfo } from './qp.js';
 export { QpAttrMask, MigState, QP_STATE_TABLE, qpTransitionAllowed, modifyQpProblem, qpAttrMaskOf, type QpAttr } from './qp-attr.js';
 export { Ah, type AhAttr, type GlobalRoute } from './ah.js';
+export { initAhFromWc, createAhFromWc, findGidIndex, GRH_AREA_LEN } from './ah-wc.js';
 export { DEFAULT_PKEY } from './context.js';
-export { registerProvider, unregisterProvider, settleConnections, type VerbsProvider, type QpInitAttr, type QpLike } from './provider.js';
+export { registerProvider, unregisterProvider, settleConnections, backendSelection, type Backend, type VerbsProvider, type QpInitAttr, type QpLike } from './provider.js';

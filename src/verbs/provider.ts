@@ -12,7 +12,7 @@ import type { GidType, QpCap, QpType } from './types.js';
 import type { AhAttr } from './ah.js';
 import type { Context } from './context.js';
 import type { Cq } from './cq.js';
-import type { DeviceAttr, DeviceInfo, PortAttr } from './device.js';
+import type { Device, DeviceAttr, DeviceInfo, PortAttr } from './device.js';
 import type { Pd } from './pd.js';
 import type { Qp } from './qp.js';
 
@@ -59,6 +59,16 @@ export interface VerbsProvider {
   readonly name: string;
   /** The devices this provider currently offers; called by `getDeviceList()` every time. */
   listDevices(): DeviceInfo[];
+  /**
+   * True for the provider of the kernel's devices (rdma-core, see src/native/); absent for the
+   * soft devices. `RDMACM_BACKEND` selects between the two kinds (see {@link backendSelection}).
+   */
+  readonly native?: boolean;
+  /**
+   * `ibv_open_device` for a provider whose verbs objects are its own (subclasses of `Context`,
+   * `Pd` ...: the native backend's call into rdma-core). Absent: the transport-neutral `Context`.
+   */
+  openDevice?(dev: Device): Context;
   /**
    * `ibv_query_device` for a device of this provider (`vendorPartId`: the device's number in
    * this process, from 1). Called once per device when its context is opened; the result is
@@ -115,7 +125,7 @@ export interface VerbsProvider {
 const providers = new Map<string, VerbsProvider>();
 
 /** The operations a provider may leave out. */
-const OPTIONAL_OPS = ['queryGidType', 'queryPkey', 'createAh', 'destroyAh', 'attachMcast', 'detachMcast', 'settle'] as const;
+const OPTIONAL_OPS = ['queryGidType', 'queryPkey', 'createAh', 'destroyAh', 'attachMcast', 'detachMcast', 'settle', 'openDevice'] as const;
 
 /**
  * Register a provider (rdma-core `verbs_register_driver`). Registering the same object again is
@@ -158,9 +168,33 @@ export function getProvider(name: string): VerbsProvider | undefined {
   return providers.get(name);
 }
 
-/** All registered providers, in registration order. */
+/** Which devices a process uses: `RDMACM_BACKEND` = `auto` (default), `soft` or `native`. */
+export type Backend = 'auto' | 'soft' | 'native';
+
+const BACKEND: Backend = ((): Backend => {
+  const v = process.env['RDMACM_BACKEND'];
+  return v === 'soft' || v === 'native' ? v : 'auto';
+})();
+
+/**
+ * The backend selection (`RDMACM_BACKEND`, read at start-up): `auto` lists the kernel's RDMA
+ * devices (when the native addon is installed and the kernel has some) before the soft ones,
+ * `soft` only the soft devices, `native` only the kernel's.
+ */
+export function backendSelection(): Backend {
+  return BACKEND;
+}
+
+/**
+ * The registered providers the backend selection admits: native ones first (a kernel device
+ * that owns an address is the one resolution finds, as in librdmacm), then the soft ones, each
+ * group in registration order.
+ */
 export function listProviders(): VerbsProvider[] {
-  return [...providers.values()];
+  const out: VerbsProvider[] = [];
+  if (BACKEND !== 'soft') for (const p of providers.values()) if (p.native === true) out.push(p);
+  if (BACKEND !== 'native') for (const p of providers.values()) if (p.native !== true) out.push(p);
+  return out;
 }
 
 /**

@@ -22,6 +22,8 @@
  * @packageDocumentation
  */
 export * from './iwarp/index.js';
+/** The iWARP codecs as a namespace too (`import { iwarp } from 'rdmacm/wire'`), beside `roce`. */
+export * as iwarp from './iwarp/index.js';
 
 export { TermLayer, TerminateError } from '../errors.js';
 

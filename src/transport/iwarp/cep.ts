@@ -118,9 +118,22 @@ export class Cep {
     return cep;
   }
 
+  /**
+   * Time out in `ms`. The expiry waits for one pass of socket reads first: Node runs due timers
+   * before it polls sockets, so after this process was busy past the deadline (a saturated CPU, a
+   * long synchronous task) the Request or Reply that came in time is still unread when the timer
+   * fires — it must win, as it does in a kernel, which reads the socket when the bytes arrive.
+   */
   private arm(ms: number): void {
-    this.timer = setTimeout(() => this.handle({ w: 'timeout' }), ms);
-    this.timer.unref();
+    const t = setTimeout(() => {
+      setImmediate(() => {
+        if (this.timer !== t) return; // disarmed meanwhile (the awaited frame was read)
+        this.timer = null;
+        this.handle({ w: 'timeout' });
+      });
+    }, ms);
+    t.unref();
+    this.timer = t;
   }
   private disarm(): void {
     if (this.timer) clearTimeout(this.timer);

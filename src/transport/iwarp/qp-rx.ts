@@ -181,14 +181,18 @@ export class QpRx implements FpduSink {
     if (h.qn !== DdpQn.READ) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, `Read Request on queue ${h.qn}`, h.raw);
     if (h.msn !== this.expectReadMsn) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x03, `Read Request MSN ${h.msn}, expected ${this.expectReadMsn}`, h.raw);
     this.expectReadMsn = (this.expectReadMsn + 1) >>> 0;
+    // Zero-length Reads count against the IRD like any other (siw's IRQ; an initiator's Read RTR
+    // takes one of its ORD), else a peer that reads nothing grows the queue without bound. One
+    // always fits: a Read RTR to a responder with IRD 0.
+    const ird = h.readSize === 0 ? Math.max(qp.ird, 1) : qp.ird;
+    if (ird <= 0 || qp.tx.irq.length >= ird) {
+      throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x07, `more than IRD ${qp.ird} outstanding Read Requests`, h.raw);
+    }
     if (h.readSize === 0) {
       // Zero-length read (an RTR): answered with a zero-length response, any STag.
       qp.tx.irq.push({ sinkStag: h.sinkStag, sinkTo: h.sinkTo, size: 0, srcStag: h.srcStag, srcTo: h.srcTo, buf: EMPTY, off: 0 });
       this.kind = 3;
       return;
-    }
-    if (qp.tx.irq.length >= Math.max(qp.ird, 0) || qp.ird === 0) {
-      throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x07, `more than IRD ${qp.ird} outstanding Read Requests`, h.raw);
     }
     const r = qp.remoteTarget(h.srcStag, h.srcTo, h.readSize, Access.REMOTE_READ);
     if (typeof r === 'number') {
@@ -278,20 +282,23 @@ export class QpRx implements FpduSink {
       case RdmapOpcode.SEND_SE_INV: {
         if (this.kind !== 2) break;
         if (!h.last) break;
-        const w = this.rqe as RqWqe;
-        const len = this.placed;
-        this.rqe = null;
-        this.placed = 0;
-        this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
         let flags = 0;
         let inv = 0;
         if (h.opcode === RdmapOpcode.SEND_INV || h.opcode === RdmapOpcode.SEND_SE_INV) {
           if (!qp.invalidateStag(h.invStag)) {
+            // The receive stays in progress: failCurrent() completes it with this status, as
+            // siw_rdmap_complete completes it with REM_INV_REQ_ERR.
+            this.rqeStatus = WcStatus.REM_INV_REQ_ERR;
             throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x09, `STag ${hex(h.invStag)} cannot be invalidated`, h.raw);
           }
           flags |= WcFlags.WITH_INV;
           inv = h.invStag;
         }
+        const w = this.rqe as RqWqe;
+        const len = this.placed;
+        this.rqe = null;
+        this.placed = 0;
+        this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
         const se = h.opcode === RdmapOpcode.SEND_SE || h.opcode === RdmapOpcode.SEND_SE_INV;
         qp.rxRecvDone(w, len, flags, inv, se);
         if (tracing('rx')) trace('rx', qp.tag, `SEND ${len} bytes msn ${h.msn}`);

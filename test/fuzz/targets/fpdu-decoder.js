@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { TerminateError } from '../../../dist/errors.js';
 import { FpduDecoder } from '../../../dist/wire/index.js';
-import { crc32cBitwise } from '../../../dist/wire/crc32c.js';
+import { crc32cBitwise } from '../../../dist/wire/index.js';
 import { FIELDS, RecordingSink, genStream, refDecode } from '../../unit/wire/fpdu-cases.js';
 import { outcome, assertTermValid, termKey } from '../lib/assert-typed.js';
 import { mutate, splits, hexHead } from '../lib/mutate.js';

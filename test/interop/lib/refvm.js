@@ -17,7 +17,7 @@
 // once. The job must `mark ready` when it is up. When the job ends the prelude writes job.rc and
 // waits for the host's `done` file; the VM then powers off.
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync, mkdirSync, readdirSync, statSync, renameSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync, mkdirSync, readdirSync, statSync, renameSync, linkSync, copyFileSync, chmodSync, rmSync } from 'node:fs';
 import { dirname, join, resolve, delimiter } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { tmpdir } from 'node:os';
@@ -249,14 +249,15 @@ const tail = (s, n = 25) => (s || '').trimEnd().split('\n').slice(-n).join('\n')
 /**
  * Boot a guest, run `job` in it, run `fn(ctx)` on the host meanwhile, shut down.
  * opts: name, job (bash), rdma ('siw'|'rxe'|'siw,rxe'), vm (0|1), timeoutSec (whole VM life),
- *       bootTimeoutSec (until `ready`), cpus, mem.
+ *       bootTimeoutSec (until `ready`), cpus, mem, src (a host folder shared read-only at
+ *       /mnt/src), node (true: this machine's node binary at $H/node in the guest).
  * ctx: jobDir, guestIp, hostIp, hostRun/hostStart (in the netns), waitFile, touch, read, result,
  *      bootMs, log.
  * Resolves to {rc, jobRc, guestLog, consoleLog, jobDir, bootMs, wallMs, value, read}. A throw
  * from fn is rethrown after the VM is down, with the guest log's tail appended.
  */
 export async function withGuest(opts, fn) {
-  const { name = 'job', job, rdma = 'siw', vm = 0, timeoutSec = 900, bootTimeoutSec = 300, cpus, mem } = opts;
+  const { name = 'job', job, rdma = 'siw', vm = 0, timeoutSec = 900, bootTimeoutSec = 300, cpus, mem, src, node } = opts;
   const a = await refvmAvailable();
   if (!a.ok) throw new Error(`reference VM unavailable: ${a.reason}`);
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
@@ -265,7 +266,7 @@ export async function withGuest(opts, fn) {
   const jobDir = join(RUNS_DIR, `interop-${name}-${stamp()}-${process.pid}`);
   mkdirSync(jobDir, { recursive: true });
   const file = (n) => join(jobDir, n);
-  const src = [
+  const jobSrc = [
     GUEST_PRELUDE,
     '(',
     job,
@@ -275,7 +276,12 @@ export async function withGuest(opts, fn) {
     `waitfile "$H/done" ${timeoutSec} || glog "no done file from the host within ${timeoutSec}s"`,
     'exit $JOBRC',
   ].join('\n');
-  writeFileSync(file('.job-src.sh'), src);
+  writeFileSync(file('.job-src.sh'), jobSrc);
+  // `node: true`: this machine's node binary for the guest, at $H/node (a hard link, else a copy).
+  if (node) {
+    try { linkSync(process.execPath, file('node')); } catch { copyFileSync(process.execPath, file('node')); }
+    chmodSync(file('node'), 0o755);
+  }
 
   const t0 = Date.now();
   let vmProc, exitInfo, bootMs, tBoot;
@@ -287,6 +293,7 @@ export async function withGuest(opts, fn) {
     tBoot = Date.now();
     const args = ['--net', 'tap', '--vm', String(vm), '--rdma', rdma, '--job', jobDir, '--timeout', String(timeoutSec), '-f', file('.job-src.sh')];
     if (cpus) args.push('--cpus', String(cpus));
+    if (src) args.push('--src', src);
     if (mem) args.push('--mem', String(mem));
     log(`${name}: booting VM${vm} (rdma ${rdma}, tap, limit ${timeoutSec}s), job folder ${jobDir}`);
     vmProc = startProcess(join(REFVM_HOME, 'refvm-run.sh'), args, { timeoutMs: (timeoutSec + 60) * 1000, label: `refvm-run ${name}` });
@@ -363,6 +370,7 @@ export async function withGuest(opts, fn) {
     jobDir, bootMs, wallMs, value,
     read: (n) => readText(file(n)),
   };
+  if (node) rmSync(file('node'), { force: true });
   log(`${name}: VM down; boot ${(bootMs / 1000).toFixed(1)} s, total ${(wallMs / 1000).toFixed(1)} s, guest rc ${res.rc}`);
   if (failure) {
     failure.message += `\n--- ${name}: guest log tail (${jobDir}) ---\n${tail(res.guestLog, 40)}`;

@@ -427,8 +427,9 @@ test('listen: wildcard uses every transport serving the port space; requests bec
   ch.destroy();
 });
 
+let NT;
 test('a transport that resolves addresses itself reports ADDR_RESOLVED by upcall', async () => {
-  const NT = cmTransport('fake-native', 'fakenative', [PortSpace.TCP], { connect: 56, accept: 196, reject: 148, udConnect: 180, udAccept: 136 }, { resolves: true });
+  NT = cmTransport('fake-native', 'fakenative', [PortSpace.TCP], { connect: 56, accept: 196, reject: 148, udConnect: 180, udAccept: 136 }, { resolves: true });
   const ch = createEventChannel();
   const id = createId(ch, null, PortSpace.TCP, { device: 'fakenative0' });
   id.bindAddr({ address: ADDR, port: 0 });
@@ -443,4 +444,21 @@ test('a transport that resolves addresses itself reports ADDR_RESOLVED by upcall
   assert.equal(id.state, CmState.ADDR_RESOLVED);
   await id.destroy();
   ch.destroy();
+});
+
+test('a wildcard listener served by two transports: one port, each listener places requests on its own devices', async () => {
+  const ln = createId(null, null, PortSpace.TCP);
+  ln.bindAddr({ address: '0.0.0.0', port: 0 });
+  const [iw0, nt0] = [IW.listens.length, NT.listens.length];
+  await ln.listen(0);
+  assert.equal(IW.listens.length, iw0 + 1);
+  assert.equal(NT.listens.length, nt0 + 1);
+  const [a, b] = [IW.listens.at(-1), NT.listens.at(-1)];
+  assert.equal(a.req.backlog, 1024, 'backlog 0 means the kernel maximum');
+  assert.equal(b.req.addr.port, a.port, 'the second transport listens on the port the first picked');
+  assert.equal(ln.localAddr.port, a.port);
+  assert.equal(a.host.deviceFor(ADDR).name, 'fakeiw0');
+  assert.equal(b.host.deviceFor(ADDR).name, 'fakenative0');
+  await ln.destroy();
+  assert.ok(a.closed && b.closed);
 });

@@ -62,6 +62,27 @@ export async function expectTerminate(c, layer, etype, ecode) {
   await c.until(() => c.isClosed());
 }
 
+/** The first TERMINATE among the FPDUs in `bytes` (MPA-framed, no CRC assumed set), or null. */
+export function terminateIn(bytes) {
+  let off = 0;
+  while (off + 4 <= bytes.length) {
+    const ulpdu = bytes.readUInt16BE(off);
+    const len = 2 + ulpdu + ((4 - ((ulpdu + 2) % 4)) % 4) + 4;
+    if (off + len > bytes.length) return null;
+    if ((bytes[off + 3] & 0x0f) === RdmapOpcode.TERMINATE) return decodeTerminateFpdu(bytes, off);
+    off += len;
+  }
+  return null;
+}
+
+/** Wait until the peer closed; a TERMINATE among what came behind the Reply has these codes. */
+export async function expectTerminateAmong(c, layer, etype, ecode) {
+  await c.until(() => c.isClosed());
+  const t = terminateIn(c.after());
+  assert.ok(t, `no TERMINATE in ${c.after().length} bytes`);
+  assert.deepEqual([t.layer, t.etype, t.ecode], [layer, etype, ecode], 'TERMINATE layer/etype/ecode');
+}
+
 // ---- the hostile peers a listener must survive ------------------------------------------------
 
 /** MPA Request in P2P mode, read the Reply, close (FIN) before the RTR. Resolves with the Reply. */
@@ -83,7 +104,8 @@ export async function requestThenReset(port, host) {
 /** MPA Request, read the Reply, then bytes that are no FPDU instead of the RTR. */
 export async function garbageForRtr(port, host) {
   const c = await rawClient(port, { host });
-  c.send(Buffer.from('\xff\xff\x00\x00garbage where the RTR belongs', 'latin1'));
+  // A whole (bad) header's worth: 0xffff as the MPA length, DDP version 0, then filler.
+  c.send(Buffer.concat([Buffer.from('\xff\xff\x00\x00', 'latin1'), Buffer.alloc(60, 'garbage where the RTR belongs ')]));
   await c.until(() => c.isClosed());
   return c;
 }
@@ -121,4 +143,39 @@ export async function hugeReads(port, host, { stag = 1, to = 0 } = {}) {
   c.send(Buffer.concat([rr(1, 0xffffffff), rr(2, 0xffffffff)]));
   await c.until(() => c.isClosed(), 5000);
   return c;
+}
+
+/**
+ * Connection attempts a listener must turn away before any CONNECT_REQUEST: bytes that are no
+ * MPA Request, a Request with a bad key or of revision 3, one asking for markers (answered with a reject), one
+ * whose PD_Length exceeds 256 (dropped), one with bytes behind it, one cut short by a FIN.
+ * Resolves with `{ name, closed, reply }` for each once the listener closed it (or after `ms`).
+ */
+export async function junkRequests(port, host, ms = 3000) {
+  const req = mpaRequest({ privateData: Buffer.from('junk') });
+  const badKey = Buffer.from(req);
+  badKey.write('MPA ID Req FrXme', 0, 'latin1');
+  const rev3 = Buffer.from(req);
+  rev3[17] = 3;
+  const tries = {
+    'not MPA': Buffer.from('GET / HTTP/1.1\r\nHost: x\r\n\r\n'),
+    'revision 3': rev3,
+    'bad key': badKey,
+    markers: encodeMpaStartFrame({ type: 'request', markers: true, crc: false, reject: false, enhanced: false, rev: 1, privateData: new Uint8Array(0) }),
+    'PD_Length 300': Buffer.concat([Buffer.from('MPA ID Req Frame\x00\x02\x01\x2c', 'latin1'), Buffer.alloc(300)]),
+    'bytes behind the Request': Buffer.concat([req, rtrWrite()]),
+    'cut short': req.subarray(0, 18),
+  };
+  return Promise.all(
+    Object.entries(tries).map(async ([name, bytes]) => {
+      const c = await rawSocket(port, host);
+      c.send(bytes);
+      if (name === 'cut short') c.sock.end();
+      await c.until(() => c.isClosed(), ms).catch(() => {});
+      const closed = c.isClosed();
+      c.sock.destroy();
+      const d = c.all().length > 0 ? decodeMpaStartFrame(c.all(), 'reply') : null;
+      return { name, closed, reply: d && 'frame' in d ? d.frame : null };
+    }),
+  );
 }

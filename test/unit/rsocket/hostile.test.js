@@ -7,6 +7,8 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createId, PortSpace, Access, WrOpcode, SendFlags, CmEventType } from '../../../dist/index.js';
 import * as rs from '../../../dist/rsocket/index.js';
+import { rawClient, replyThenClose, junkRequests, rtrWrite, expectTerminateAmong } from '../lib/raw-mpa.js';
+import { encodeFpdu, RdmapOpcode } from '../../../dist/wire/index.js';
 
 const P = rs.protocol;
 const T = { timeout: 20_000 };
@@ -35,7 +37,7 @@ async function ourServer(opts = {}, { read = true } = {}) {
     for (let i = 0; i < 400 && conns.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
     return conns.shift();
   };
-  return { server, port: server.address().port, next, clientErrors, close: () => new Promise((r) => server.close(r)) };
+  return { server, port: server.address().port, next, queued: () => conns.length, clientErrors, close: () => new Promise((r) => server.close(r)) };
 }
 
 /**
@@ -284,5 +286,74 @@ test('a well-behaved raw peer: DATA, SHUTDOWN, then our side answers and disconn
   assert.deepEqual(done.events, ['end']);
   assert.equal(await p.gone(), true, 'our side closed after its DISCONNECT');
   await p.close();
+  await srv.close();
+});
+
+test('raw peers that leave or stall mid-handshake or send junk do not stop the server; a proper client still gets through', T, async () => {
+  const srv = await ourServer();
+  const cd = P.encodeConnData({
+    version: 1,
+    flags: P.RS_CONN_FLAG_IOMAP,
+    credits: 64,
+    targetIomapSize: 0,
+    targetSgl: { addr: 0x10000, key: 0x1234, length: 2 },
+    dataBuf: { addr: 0x20000, key: 0x5678, length: 32768 },
+  });
+  const serverErrors = [];
+  srv.server.on('error', (e) => serverErrors.push(e));
+  // Valid rsocket connection data, then gone before the RTR: by FIN, by RST; a partial FPDU.
+  const a = await rawClient(srv.port, { privateData: cd });
+  a.sock.end();
+  const b = await rawClient(srv.port, { privateData: cd });
+  b.sock.resetAndDestroy();
+  const g = await rawClient(srv.port, { privateData: cd });
+  g.send(Buffer.from('\xff\xff\x00\x00not an FPDU', 'latin1'));
+  // And one that stays, silent, after the Reply: it holds up nobody.
+  const idle = await rawClient(srv.port, { privateData: cd });
+  // No rsocket connection data at all, then gone.
+  await replyThenClose(srv.port, '127.0.0.1');
+  await junkRequests(srv.port, '127.0.0.1');
+  // The three that left each became a socket that closes at once, or a refused request
+  // (clientError: which one depends on whether the peer was gone before the accept).
+  const t0 = Date.now();
+  while (srv.queued() + srv.clientErrors.length < 3 && Date.now() - t0 < 4000) await new Promise((r) => setTimeout(r, 10));
+  assert.equal(srv.queued() + srv.clientErrors.length, 3);
+  while (srv.queued() > 0) await (await srv.next()).closed;
+  assert.ok(srv.clientErrors.some((e) => e.code === 'EPROTO'), 'the request without connection data is refused');
+  const c = rs.connect({ port: srv.port, host: '127.0.0.1' });
+  await once(c, 'connect');
+  c.end('still serving');
+  const rec = await srv.next();
+  await rec.closed;
+  assert.equal(Buffer.concat(rec.data).toString(), 'still serving');
+  assert.deepEqual(serverErrors, []);
+  for (const x of [a, b, g, idle]) x.sock.destroy();
+  await srv.close();
+});
+
+test('4 GiB RDMA Reads of the buffers the server advertises (write-only): TERMINATE, the server goes on', T, async () => {
+  const srv = await ourServer();
+  const cd = P.encodeConnData({
+    version: 1,
+    flags: P.RS_CONN_FLAG_IOMAP,
+    credits: 64,
+    targetIomapSize: 0,
+    targetSgl: { addr: 0x10000, key: 0x1234, length: 2 },
+    dataBuf: { addr: 0x20000, key: 0x5678, length: 32768 },
+  });
+  const c = await rawClient(srv.port, { privateData: cd });
+  const theirs = P.decodeConnData(c.reply.privateData);
+  assert.equal(typeof theirs, 'object');
+  c.send(rtrWrite());
+  c.send(encodeFpdu({ opcode: RdmapOpcode.READ_REQ, msn: 1, sinkStag: 0x99, sinkTo: 0, readSize: 0xffffffff, srcStag: theirs.dataBuf.key, srcTo: theirs.dataBuf.addr }));
+  await expectTerminateAmong(c, 0, 1, 0x02); // RDMAP remote protection: access rights (no REMOTE_READ)
+  const rec = await srv.next();
+  await rec.closed;
+  const ok = rs.connect({ port: srv.port, host: '127.0.0.1' });
+  await once(ok, 'connect');
+  ok.end('after');
+  const r2 = await srv.next();
+  await r2.closed;
+  assert.equal(Buffer.concat(r2.data).toString(), 'after');
   await srv.close();
 });

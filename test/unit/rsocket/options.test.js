@@ -53,10 +53,10 @@ test('flags: TCP_NODELAY, SO_KEEPALIVE with TCP_KEEPIDLE, SO_LINGER; TCP_KEEPIDL
   assert.equal(c.getsockopt(rs.SOL_SOCKET, rs.SO_KEEPALIVE), 0);
 });
 
-test('after connecting: SOL_RDMA is EINVAL, buffer sizes stay; inline 0 raised, 200 capped at 80; accepted sockets inherit', async () => {
+test('after connecting: SOL_RDMA is EINVAL, buffer sizes stay; inline 0 raised, 80 kept; accepted sockets inherit', async () => {
   const l = new RsListener();
   l.setsockopt(rs.SOL_SOCKET, rs.SO_RCVBUF, 32768);
-  l.setsockopt(rs.SOL_RDMA, rs.RDMA_INLINE, 200);
+  l.setsockopt(rs.SOL_RDMA, rs.RDMA_INLINE, 80);
   l.setsockopt(rs.SOL_RDMA, rs.RDMA_RQSIZE, 32);
   l.bind({ address: '127.0.0.1', port: 0 });
   await l.listen(1);
@@ -105,5 +105,35 @@ test('a failed connect leaves SO_ERROR set (read and cleared) and POLLERR', asyn
   assert.equal(await c.poll(rs.POLLOUT, 0), rs.POLLOUT | rs.POLLERR);
   assert.equal(c.getsockopt(rs.SOL_SOCKET, rs.SO_ERROR), 111);
   assert.equal(c.getsockopt(rs.SOL_SOCKET, rs.SO_ERROR), 0);
+  await c.close();
+});
+
+test('RDMA_INLINE above the device limit (80): the QP cannot be created, connect and accept fail EINVAL', async () => {
+  const c = new RsConn();
+  c.setsockopt(rs.SOL_RDMA, rs.RDMA_INLINE, 200);
+  assert.equal(c.getsockopt(rs.SOL_RDMA, rs.RDMA_INLINE), 200);
+  await assert.rejects(c.connect({ address: '127.0.0.1', port: 1 }), { code: 'EINVAL' });
+  await c.close();
+
+  const l = new RsListener();
+  l.setsockopt(rs.SOL_RDMA, rs.RDMA_INLINE, 81);
+  l.bind({ address: '127.0.0.1', port: 0 });
+  await l.listen(1);
+  const accepted = l.accept();
+  const d = new RsConn();
+  const connected = d.connect({ address: '127.0.0.1', port: l.localAddress.port });
+  await assert.rejects(accepted, { code: 'EINVAL' });
+  await assert.rejects(connected, { code: 'ECONNREFUSED' });
+  await d.close();
+  await l.close();
+});
+
+test('SO_SNDBUF/SO_RCVBUF are doubled in 32 bits; buffers above 1 GiB are refused with ENOMEM', async () => {
+  const c = new RsConn();
+  c.setsockopt(rs.SOL_SOCKET, rs.SO_SNDBUF, 3_000_000_000);
+  c.setsockopt(rs.SOL_SOCKET, rs.SO_RCVBUF, -1);
+  assert.equal(c.getsockopt(rs.SOL_SOCKET, rs.SO_SNDBUF), 1_705_032_704, '(uint32_t) 3e9 << 1');
+  assert.equal(c.getsockopt(rs.SOL_SOCKET, rs.SO_RCVBUF), 4_294_967_294, '(uint32_t) -1 << 1');
+  await assert.rejects(c.connect({ address: '127.0.0.1', port: 1 }), { code: 'ENOMEM' });
   await c.close();
 });

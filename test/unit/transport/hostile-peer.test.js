@@ -376,3 +376,27 @@ test('sync accept of a P2P peer that closes before its RTR resolves (ESTABLISHED
   await c.destroy();
   await listen.destroy();
 });
+
+test('a flood of zero-length Read Requests from a peer that reads nothing: the IRD bounds the queue, then TERMINATE RDMAP/remote op/0x07', async () => {
+  const s = await server({ ird: 2 });
+  const c = await rawClient(s.port, { ord: 2 });
+  c.send(rtr());
+  await s.ready;
+  c.sock.pause(); // read nothing: our responses back up in the kernel, then in the TX
+  let msn = 1;
+  let maxQueued = 0;
+  const chunk = () => {
+    const reads = [];
+    for (let i = 0; i < 2000; i++) reads.push(encodeFpdu({ opcode: RdmapOpcode.READ_REQ, msn: msn++, sinkStag: 9, sinkTo: 0, readSize: 0, srcStag: 0, srcTo: 0 }));
+    return Buffer.concat(reads);
+  };
+  while (s.qp.state !== QpState.ERR && msn < 400_000 && !c.isClosed()) {
+    if (!c.sock.write(chunk())) await new Promise((r) => c.sock.once('drain', r));
+    await new Promise((r) => setImmediate(r));
+    maxQueued = Math.max(maxQueued, s.qp.tx.irq.length);
+  }
+  assert.equal(s.qp.state, QpState.ERR, `the connection survived ${msn - 1} Read Requests`);
+  assert.ok(maxQueued <= 2, `${maxQueued} Read Requests queued with IRD 2`);
+  c.sock.destroy();
+  await teardown(s);
+});

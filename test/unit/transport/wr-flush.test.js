@@ -245,3 +245,13 @@ test('a QP destroyed with a large Send in flight produces no completion afterwar
   await sleep(100);
   assert.equal(s.child.sendCq.pending, 0);
 });
+
+test('a Send with Invalidate of an STag that cannot be invalidated: REM_INV_REQ_ERR, TERMINATE RDMAP/remote op/0x09', async (t) => {
+  const s = await serverFor(t, { recvs: 2 });
+  const c = await rawClient(s.port);
+  c.send(rtr());
+  await s.ready;
+  c.send(encodeFpdu({ opcode: RdmapOpcode.SEND_INV, invStag: 0, msn: 1 }, Buffer.alloc(5, 0x49)));
+  await expectTerminate(c, 0, 2, 0x09);
+  exactlyOnce(await recvCompletions(s), [WcStatus.REM_INV_REQ_ERR, WcStatus.WR_FLUSH_ERR]);
+});

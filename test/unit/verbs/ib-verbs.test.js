@@ -9,7 +9,7 @@ import { LO, dev, code } from './fake-provider.js';
 import { registerProvider } from '../../../dist/verbs/provider.js';
 import { getDeviceList as deviceList, LinkLayer, PortState, Mtu, AtomicCap } from '../../../dist/verbs/device.js';
 import { Qp } from '../../../dist/verbs/qp.js';
-import { QpAttrMask, qpAttrMaskOf, modifyQpProblem } from '../../../dist/verbs/qp-attr.js';
+import { QpAttrMask, qpAttrMaskOf, modifyQpProblem, qpTransitionAllowed, QP_STATE_TABLE } from '../../../dist/verbs/qp-attr.js';
 import { Ah } from '../../../dist/verbs/ah.js';
 import { siwDeviceAttr, siwPortAttr } from '../../../dist/transport/iwarp/attrs.js';
 import { TransportType, QpType, QpState, WrOpcode, WcOpcode, WcFlags, WcStatus, GidType, Access } from '../../../dist/verbs/types.js';
@@ -343,4 +343,17 @@ test('MR access rights come from the provider (atomics only where supported)', (
   assert.equal(b.access, atomic, 'the requested rights are reported as given');
   a.dereg();
   b.dereg();
+});
+
+test('the legal state moves (IB spec 10.3.1 graph): qpTransitionAllowed', () => {
+  const legal = new Set(['RESET>INIT', 'INIT>INIT', 'INIT>RTR', 'RTR>RTS', 'RTS>RTS', 'RTS>SQD', 'SQD>SQD', 'SQD>RTS', 'SQE>RTS']);
+  const S = Object.values(QpState);
+  for (const from of S) {
+    for (const to of S) {
+      const want = to === 'RESET' || to === 'ERR' || legal.has(`${from}>${to}`);
+      assert.equal(qpTransitionAllowed(from, to), want, `${from} -> ${to}`);
+      // The IB table allows exactly the same moves (it adds attribute rules).
+      assert.equal(QP_STATE_TABLE[from][to] !== undefined, want, `table ${from} -> ${to}`);
+    }
+  }
 });

@@ -31,3 +31,10 @@ test('wire index exports the documented API', () => {
   assert.deepEqual([wire.TermLayer.RDMAP, wire.TermLayer.DDP, wire.TermLayer.LLP], [0, 1, 2]);
   assert.equal(wire.TO_OVERFLOW, -1);
 });
+
+test('both wire families: iWARP flat and as `iwarp`, RoCE as `roce`', () => {
+  assert.equal(wire.iwarp.encodeMpaStartFrame, wire.encodeMpaStartFrame);
+  assert.equal(wire.iwarp.FpduDecoder, wire.FpduDecoder);
+  assert.equal(typeof wire.roce, 'object');
+  assert.notEqual(wire.roce, null);
+});

@@ -1,6 +1,7 @@
 // The Node face of rsockets (RSocket, a stream.Duplex, and RServer) against net.Socket/net.Server:
-// the same test bodies run on both, so "behaves like TCP" is checked, not asserted: data order
-// and integrity, backpressure, half-close and allowHalfOpen, destroy, errors, pipeline, close.
+// the same test bodies run on net once and on rsockets over every device that connects
+// RDMA_PS_TCP ids (pinned to it), so "behaves like TCP" is checked, not asserted: data order and
+// integrity, backpressure, half-close and allowHalfOpen, destroy, errors, pipeline, close.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
@@ -8,9 +9,10 @@ import { once } from 'node:events';
 import { randomBytes, createHash } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import * as rs from '../../../dist/rsocket/index.js';
+import * as rs from '../../dist/rsocket/index.js';
+import { forEachDevice, Cap } from './lib/devices.js';
 
-const TRANSPORTS = [
+const [NET, RSOCKET] = [
   {
     name: 'net',
     createServer: (opts, cb) => net.createServer(opts, cb),
@@ -52,7 +54,8 @@ async function deadPort() {
   return p;
 }
 
-for (const X of TRANSPORTS) {
+/** The test bodies, for one transport `X`. */
+function suite(X) {
   test(`[${X.name}] echo: bytes arrive intact, in order, across odd chunk sizes`, T, async () => {
     const server = X.createServer({}, (s) => s.pipe(s));
     const port = await listen(server);
@@ -312,3 +315,6 @@ for (const X of TRANSPORTS) {
     await new Promise((r) => server.close(r));
   });
 }
+
+suite(NET);
+forEachDevice([Cap.RC, Cap.CM_TCP], () => suite(RSOCKET));

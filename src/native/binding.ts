@@ -1,0 +1,297 @@
+/**
+ * The native addon's loader and its typed face. The addon (native/build/rdmacm.node, built at
+ * install from native/src/*.c where rdma-core's headers exist) is optional: {@link loadBinding}
+ * returns `null` — and {@link bindingStatus} says why — when it is absent, fails to load (e.g.
+ * libibverbs.so.1 missing at run time), was built for another ABI, or is switched off
+ * (`RDMACM_BACKEND=soft`, or `RDMACM_NATIVE=0`, which also makes tests behave as on a machine
+ * without the headers). `RDMACM_NATIVE_PATH` loads the addon from another file.
+ *
+ * Every addon function returns a negative errno number instead of throwing; {@link check} turns
+ * that into an {@link RdmaError} naming the ibverbs/librdmacm call. The data path shares two
+ * scratch buffers with the addon (no per-call allocation): work requests are encoded into
+ * {@link Scratch.wr} and completions decoded from {@link Scratch.wc}; layouts below, kept in
+ * step with native/src/addon.h.
+ */
+import { createRequire } from 'node:module';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { RdmaError } from '../errors.js';
+
+/** The ABI the JS side speaks (native/src/addon.h `ADDON_ABI`). */
+export const ADDON_ABI = 1;
+
+/** An opaque handle to an rdma-core object (an N-API external). */
+export type Handle = { readonly __native: unique symbol };
+
+/** `deviceList()` entries. */
+export interface NativeDeviceEntry {
+  name: string;
+  ctx: Handle;
+  /** node GUID, 16 hex digits. */
+  guid: string;
+  nodeType: number;
+  transportType: number;
+  /** The context is librdmacm's own (rdma_get_devices): rdma_cm works on it. */
+  cm: boolean;
+}
+
+/** The event object `cmEvent` handlers receive (native/src/cm.c `event_value`). */
+export interface NativeCmEvent {
+  key: number;
+  event: number;
+  status: number;
+  listenKey: number;
+  newId?: Handle;
+  mcKey?: number;
+  conn?: {
+    privateData: Buffer;
+    responderResources: number;
+    initiatorDepth: number;
+    flowControl: number;
+    retryCount: number;
+    rnrRetryCount: number;
+    srq: number;
+    qpNum: number;
+  };
+  ud?: {
+    privateData: Buffer;
+    ahAttr: {
+      dlid: number;
+      sl: number;
+      srcPathBits: number;
+      staticRate: number;
+      isGlobal: boolean;
+      portNum: number;
+      flowLabel: number;
+      sgidIndex: number;
+      hopLimit: number;
+      trafficClass: number;
+      dgid: Buffer;
+    };
+    qpNum: number;
+    qkey: number;
+  };
+}
+
+type R<T> = T | number;
+
+/** The addon's exports. */
+export interface NativeBinding {
+  abi: number;
+  wrScratchBytes: number;
+  wcScratchBytes: number;
+  qaWords: number;
+  ahWords: number;
+  setScratch(wr: ArrayBuffer, wc: ArrayBuffer): number;
+  setHandlers(cq: (chanKey: number, cqKey: number) => void, cm: (ev: NativeCmEvent) => void, async: (ctxKey: number, type: number, kind: number, key: number) => void): number;
+  deviceList(): R<NativeDeviceEntry[]>;
+  queryDevice(ctx: Handle): R<Record<string, number | bigint | string>>;
+  queryPort(ctx: Handle, port: number): R<Record<string, number>>;
+  queryGid(ctx: Handle, port: number, index: number, out: Uint8Array): number;
+  queryPkey(ctx: Handle, port: number, index: number): number;
+  watchAsync(ctx: Handle, key: number): number;
+  allocPd(ctx: Handle): R<Handle>;
+  deallocPd(pd: Handle): number;
+  regMr(pd: Handle, mem: ArrayBufferView | ArrayBuffer | SharedArrayBuffer, access: number, iova: number): R<[Handle, number, number, number, number]>;
+  deregMr(mr: Handle): number;
+  createCompChannel(ctx: Handle, key: number): R<Handle>;
+  compChannelRef(ch: Handle, delta: number): number;
+  destroyCompChannel(ch: Handle): number;
+  createCq(ctx: Handle, cqe: number, ch: Handle | null, vector: number, key: number): R<[Handle, number]>;
+  destroyCq(cq: Handle): number;
+  reqNotifyCq(cq: Handle, solicitedOnly: boolean): number;
+  ackCqEvents(cq: Handle, n: number): number;
+  pollCq(cq: Handle, max: number): number;
+  createAh(pd: Handle, attr: Float64Array, dgid: Uint8Array | null): R<[Handle, number]>;
+  destroyAh(ah: Handle): number;
+  createQp(pd: Handle, sendCq: Handle, recvCq: Handle, qpType: number, sendWr: number, recvWr: number, sendSge: number, recvSge: number, inline: number, sigAll: boolean, key: number): R<QpResult>;
+  modifyQp(qp: Handle, mask: number, attr: Float64Array, dgid: Uint8Array | null): number;
+  queryQp(qp: Handle, mask: number, out: Float64Array, dgid: Uint8Array | null): number;
+  qpState(qp: Handle): number;
+  destroyQp(qp: Handle): number;
+  attachMcast(qp: Handle, gid: Uint8Array, lid: number): number;
+  detachMcast(qp: Handle, gid: Uint8Array, lid: number): number;
+  postSend(qp: Handle, n: number): number;
+  postRecv(qp: Handle, n: number): number;
+  cLoopPingPong(qpA: Handle, cqA: Handle, qpB: Handle, cqB: Handle, args: Float64Array): number;
+  cmInit(): number;
+  cmRef(delta: number): number;
+  cmCreateId(key: number, ps: number): R<Handle>;
+  cmSetKey(id: Handle, key: number): number;
+  cmBind(id: Handle, address: string, port: number, scope: number): number;
+  cmResolveAddr(id: Handle, src: string | null, srcPort: number, srcScope: number, dst: string, dstPort: number, dstScope: number, timeoutMs: number): number;
+  cmResolveRoute(id: Handle, timeoutMs: number): number;
+  cmListen(id: Handle, backlog: number): number;
+  cmConnect(id: Handle, pdata: Uint8Array | null, rr: number, idepth: number, flow: number, retry: number, rnr: number, srq: number, qpNum: number): number;
+  cmAccept(id: Handle, pdata: Uint8Array | null, rr: number, idepth: number, flow: number, retry: number, rnr: number, srq: number, qpNum: number): number;
+  cmReject(id: Handle, pdata: Uint8Array | null): number;
+  cmDisconnect(id: Handle): number;
+  cmEstablish(id: Handle): number;
+  cmDestroyId(id: Handle): number;
+  cmInfo(id: Handle): R<[string | null, number, string, number, string, number]>;
+  cmCreateQp(id: Handle, pd: Handle, sendCq: Handle, recvCq: Handle, qpType: number, sendWr: number, recvWr: number, sendSge: number, recvSge: number, inline: number, sigAll: boolean, key: number): R<QpResult>;
+  cmSetOption(id: Handle, level: number, name: number, value: number): number;
+  cmInitQpAttr(id: Handle, state: number, out: Float64Array, dgid: Uint8Array | null): number;
+  cmJoinMulticast(id: Handle, address: string, port: number, scope: number, key: number, flags: number): number;
+  cmLeaveMulticast(id: Handle, address: string, port: number, scope: number): number;
+}
+
+/** `[qp, qpNum, maxSendWr, maxRecvWr, maxSendSge, maxRecvSge, maxInlineData]`. */
+export type QpResult = [Handle, number, number, number, number, number, number];
+
+// -- scratch layouts (32-bit words) -------------------------------------------------------------
+
+/** Words per work request. */
+export const WR_WORDS = 16;
+/** Work requests per addon call. */
+export const WR_MAX = 32;
+/** Words per SGE: addr (f64), length, lkey. */
+export const SGE_WORDS = 4;
+/** SGEs per addon call. */
+export const SGE_MAX = 256;
+/** First SGE word. */
+export const SGE_BASE = WR_MAX * WR_WORDS;
+/** Word holding the index of the first WR not posted after a failed post. */
+export const WR_STATUS_WORD = SGE_BASE + SGE_MAX * SGE_WORDS;
+/** Work request word offsets. */
+export const W = { ID_LO: 0, ID_HI: 1, OPCODE: 2, FLAGS: 3, NSGE: 4, SGE0: 5, IMM: 6, RKEY: 7, RADDR: 8, INV: 10, QKEY: 11, AH: 12, RQPN: 13 } as const;
+/** Words per completion, completions per call. */
+export const WC_WORDS = 12;
+export const WC_MAX = 64;
+/** `ibv_ah_attr` in a Float64Array (native/src/addon.h AH_*). */
+export const AH = { DLID: 0, SL: 1, SRC_PATH_BITS: 2, STATIC_RATE: 3, IS_GLOBAL: 4, PORT: 5, FLOW_LABEL: 6, SGID_INDEX: 7, HOP_LIMIT: 8, TCLASS: 9, WORDS: 10 } as const;
+/** `ibv_qp_attr` in a Float64Array (native/src/addon.h QA_*). */
+export const QA = {
+  STATE: 0,
+  CUR_STATE: 1,
+  ACCESS: 2,
+  PKEY_INDEX: 3,
+  PORT: 4,
+  QKEY: 5,
+  PATH_MTU: 6,
+  TIMEOUT: 7,
+  RETRY_CNT: 8,
+  RNR_RETRY: 9,
+  RQ_PSN: 10,
+  SQ_PSN: 11,
+  MAX_RD_ATOMIC: 12,
+  MAX_DEST_RD_ATOMIC: 13,
+  MIN_RNR_TIMER: 14,
+  DEST_QPN: 15,
+  EN_SQD_ASYNC: 16,
+  SQ_DRAINING: 17,
+  MAX_SEND_WR: 18,
+  MAX_RECV_WR: 19,
+  MAX_SEND_SGE: 20,
+  MAX_RECV_SGE: 21,
+  MAX_INLINE: 22,
+  PATH_MIG_STATE: 23,
+  AH: 24,
+  WORDS: 24 + 10,
+} as const;
+
+/** The data-path scratch buffers shared with the addon. */
+export interface Scratch {
+  wr: Uint32Array;
+  wrF64: Float64Array;
+  wc: Uint32Array;
+}
+
+/** Why the addon is (not) loaded. */
+export interface BindingStatus {
+  loaded: boolean;
+  /** Empty when loaded; else one line. */
+  reason: string;
+  /** The file tried. */
+  path: string;
+}
+
+/** The addon file this package builds (`native/build/rdmacm.node` next to `dist/`). */
+export function defaultAddonPath(): string {
+  return resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'native', 'build', 'rdmacm.node');
+}
+
+let loaded: NativeBinding | null | undefined;
+let scratch: Scratch | null = null;
+const status: BindingStatus = { loaded: false, reason: 'not tried', path: '' };
+
+/** Handlers the addon calls; the verbs and CM modules fill them in. */
+export const dispatch = {
+  cqEvent: (_chanKey: number, _cqKey: number): void => {},
+  cmEvent: (_ev: NativeCmEvent): void => {},
+  asyncEvent: (_ctxKey: number, _type: number, _kind: number, _key: number): void => {},
+};
+
+/**
+ * Load the addon once. `null` when it is switched off, absent or unusable ({@link bindingStatus}
+ * says why); never throws.
+ */
+export function loadBinding(): NativeBinding | null {
+  if (loaded !== undefined) return loaded;
+  loaded = null;
+  const path = process.env['RDMACM_NATIVE_PATH'] || defaultAddonPath();
+  status.path = path;
+  const backend = process.env['RDMACM_BACKEND'];
+  if (backend === 'soft') {
+    status.reason = 'RDMACM_BACKEND=soft';
+    return null;
+  }
+  if (process.env['RDMACM_NATIVE'] === '0') {
+    status.reason = 'RDMACM_NATIVE=0';
+    return null;
+  }
+  if (!existsSync(path)) {
+    status.reason = `not built (${path} absent: install rdma-core's headers, e.g. apt install libibverbs-dev librdmacm-dev, then npm run build:native)`;
+    return null;
+  }
+  let b: NativeBinding;
+  try {
+    const req = createRequire(import.meta.url);
+    b = req(path) as NativeBinding;
+  } catch (e) {
+    status.reason = `failed to load ${path}: ${(e as Error).message.split('\n')[0] ?? ''}`;
+    return null;
+  }
+  if (typeof b !== 'object' || b === null || b.abi !== ADDON_ABI) {
+    status.reason = `${path} speaks ABI ${String((b as { abi?: unknown } | null)?.abi)}, not ${ADDON_ABI}: rebuild it (npm run build:native)`;
+    return null;
+  }
+  const wrAb = new ArrayBuffer(b.wrScratchBytes);
+  const wcAb = new ArrayBuffer(b.wcScratchBytes);
+  if (b.setScratch(wrAb, wcAb) !== 0 || b.qaWords !== QA.WORDS || b.ahWords !== AH.WORDS || b.wrScratchBytes !== (WR_STATUS_WORD + 4) * 4) {
+    status.reason = `${path}: scratch layout mismatch: rebuild it (npm run build:native)`;
+    return null;
+  }
+  scratch = { wr: new Uint32Array(wrAb), wrF64: new Float64Array(wrAb), wc: new Uint32Array(wcAb) };
+  b.setHandlers(
+    (ch, cq) => dispatch.cqEvent(ch, cq),
+    (ev) => dispatch.cmEvent(ev),
+    (ctx, type, kind, key) => dispatch.asyncEvent(ctx, type, kind, key),
+  );
+  loaded = b;
+  status.loaded = true;
+  status.reason = '';
+  return b;
+}
+
+/** The scratch buffers (after a successful {@link loadBinding}). */
+export function scratchBuffers(): Scratch {
+  if (scratch === null) throw new RdmaError('ENODEV', { op: 'rdmacm native', detail: 'addon not loaded' });
+  return scratch;
+}
+
+/** Why the addon is or is not loaded (calls {@link loadBinding}). */
+export function bindingStatus(): Readonly<BindingStatus> {
+  loadBinding();
+  return { ...status };
+}
+
+/**
+ * An addon result: a negative number is `-errno` and throws an RdmaError naming `op`; anything
+ * else is returned.
+ */
+export function check<T>(r: T | number, op: string, detail?: string): T {
+  if (typeof r === 'number' && r < 0) throw RdmaError.fromErrno(-r, detail === undefined ? { op } : { op, detail });
+  return r as T;
+}

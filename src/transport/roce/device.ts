@@ -1,0 +1,333 @@
+/**
+ * One soft RoCE device in this process: the port of one network interface (rxe's `rxe_dev` +
+ * `rxe_port`). It owns the GID table, the counters, the QP and multicast-group tables the receive
+ * path looks up, and the sockets (through the process's {@link PortAgent}).
+ *
+ * Role split as rxe: the device and recv.ts are rxe_recv.c (checks every packet and finds its
+ * QP), ud-qp.ts holds the requester (rxe_req.c: send queue to packets) and the responder
+ * (rxe_resp.c: packets into receive buffers); a connected QP adds a completer later.
+ */
+import { err } from '../../errors.js';
+import { trace, tracing } from '../../trace.js';
+import type { DeviceInfo } from '../../verbs/device.js';
+import type { AhAttr } from '../../verbs/ah.js';
+import { rxePortMtu, ibMtuToBytes, iboePathMtu } from '../../wire/roce/index.js';
+import { RoceCounters, C } from './counters.js';
+import { buildGidTable, gidEqual, gidKey, ipFromGid, isMulticastGid, isV4MappedGid, type GidEntry } from './gid.js';
+import { PortAgent, type RxMeta, type RxSink } from './udp.js';
+import { parseIpv4, parseIpv6 } from '../../util/ip.js';
+import { rxeReceive } from './recv.js';
+import type { RoceUdQp } from './ud-qp.js';
+
+/** What an address handle resolves to (kept in `ah._provider`). */
+export interface RoceAv {
+  /** Source GID entry (its address is the IP source). */
+  sgid: GidEntry;
+  /** Destination address (dotted quad or IPv6 text) and its 4/16 bytes. */
+  dst: string;
+  dstBytes: Uint8Array;
+  /** Source address bytes. */
+  srcBytes: Uint8Array;
+  family: 4 | 6;
+  /** IPv4 TTL / IPv6 hop limit. */
+  hopLimit: number;
+  /** IPv4 ToS / IPv6 traffic class (not settable from a UDP socket here: recorded only). */
+  trafficClass: number;
+  /** The destination is a multicast group. */
+  multicast: boolean;
+}
+
+/** A handler of the datagrams for QP1 (the CM's GSI agent); returns nothing, never throws. */
+export type GsiHandler = (pkt: Buffer, meta: RxMeta, dev: RoceDevice) => void;
+
+/** IP address bytes (4 for IPv4, 16 for IPv6). */
+export function ipBytes(ip: string, family: 4 | 6): Uint8Array {
+  if (family === 4) {
+    const v = parseIpv4(ip) ?? 0;
+    return Uint8Array.of(v >>> 24, (v >>> 16) & 0xff, (v >>> 8) & 0xff, v & 0xff);
+  }
+  const w = parseIpv6(ip) ?? [];
+  const b = new Uint8Array(16);
+  for (let k = 0; k < 8; k++) {
+    b[2 * k] = (w[k] ?? 0) >>> 8;
+    b[2 * k + 1] = (w[k] ?? 0) & 0xff;
+  }
+  return b;
+}
+
+const devices = new Map<string, RoceDevice>();
+
+/** The GSI agent every device gets (set by the connection manager module when it loads). */
+let defaultGsi: GsiHandler | null = null;
+
+/** Install the GSI agent of every soft RoCE device of this process, present and future. */
+export function setGsiHandler(h: GsiHandler | null): void {
+  defaultGsi = h;
+  for (const d of devices.values()) d.gsi = h;
+}
+
+/** The soft RoCE device of this process named `name`, if it was opened. */
+export function roceDevice(name: string): RoceDevice | undefined {
+  return devices.get(name);
+}
+
+/** All soft RoCE devices opened in this process. */
+export function roceDevices(): RoceDevice[] {
+  return [...devices.values()];
+}
+
+/** A soft RoCE device (one per interface and process). */
+export class RoceDevice implements RxSink {
+  readonly name: string;
+  readonly counters = new RoceCounters();
+  /** The process's agent for the RoCE UDP port. */
+  readonly agent: PortAgent;
+  /** Live QPs of this device by QP number. */
+  readonly qps = new Map<number, RoceUdQp>();
+  /** Multicast groups by GID key: the attached QPs. */
+  readonly mcast = new Map<string, Set<RoceUdQp>>();
+  /** The CM's GSI agent (QP1), when one is loaded. */
+  gsi: GsiHandler | null = null;
+  private _info: DeviceInfo;
+  private _gids: GidEntry[];
+  private active = false;
+
+  private constructor(info: DeviceInfo, agent: PortAgent) {
+    this.name = info.name;
+    this._info = info;
+    this._gids = buildGidTable(info.ifname, info.mac ?? '00:00:00:00:00:00', info.addresses);
+    this.agent = agent;
+    this.gsi = defaultGsi;
+  }
+
+  /** The device of `info` in this process (created on first use). */
+  static of(info: DeviceInfo): RoceDevice {
+    let d = devices.get(info.name);
+    if (d === undefined) {
+      d = new RoceDevice(info, PortAgent.get());
+      devices.set(info.name, d);
+    } else d.update(info);
+    return d;
+  }
+
+  /** The interface description the device was built from. */
+  get info(): DeviceInfo {
+    return this._info;
+  }
+
+  /** The GID table (index order). */
+  get gids(): readonly GidEntry[] {
+    return this._gids;
+  }
+
+  /** The interface changed (addresses, MTU): rebuild the GID table, bind new addresses. */
+  update(info: DeviceInfo): void {
+    this._info = info;
+    this._gids = buildGidTable(info.ifname, info.mac ?? '00:00:00:00:00:00', info.addresses);
+    if (this.active) this.bindAll();
+  }
+
+  /** The port's active MTU (IB enum) and its size in bytes: rxe's UD message limit. */
+  get activeMtu(): number {
+    return rxePortMtu(this._info.mtu);
+  }
+
+  /** Bytes of {@link activeMtu}. */
+  get mtuBytes(): number {
+    return ibMtuToBytes(this.activeMtu);
+  }
+
+  /** The path MTU the connection manager uses over this port (`iboe_get_mtu`), IB enum. */
+  get pathMtu(): number {
+    return iboePathMtu(this._info.mtu);
+  }
+
+  /** Start receiving: bind the RoCE port on every address of the interface. Idempotent. */
+  activate(): void {
+    if (this.active) return;
+    this.active = true;
+    this.bindAll();
+  }
+
+  private bindAll(): void {
+    for (const a of this._info.addresses) {
+      const family = a.family === 'IPv4' ? 4 : 6;
+      const ip = a.address.split('%')[0] ?? a.address;
+      const g = family === 4 ? null : ip.toLowerCase();
+      const linkLocal = g !== null && g.startsWith('fe80:');
+      this.agent.bindLocal(this, ip, family, linkLocal ? this._info.ifname : '');
+    }
+  }
+
+  /** GID `index` (zeros for an unused entry, as the kernel reports). */
+  gid(index: number): Uint8Array {
+    const e = this._gids[index];
+    return e ? Uint8Array.from(e.gid) : new Uint8Array(16);
+  }
+
+  /** Whether `g` is one of this port's GIDs. */
+  ownsGid(g: Uint8Array): boolean {
+    return this._gids.some((e) => gidEqual(e.gid, g));
+  }
+
+  /** Whether IP `ip` (as the UDP layer reports it) is an address of this port. */
+  ownsIp(ip: string, family: 4 | 6): boolean {
+    const b = ipBytes(ip, family);
+    for (const e of this._gids) {
+      if (family === 4 && isV4MappedGid(e.gid) && e.gid[12] === b[0] && e.gid[13] === b[1] && e.gid[14] === b[2] && e.gid[15] === b[3]) return true;
+      if (family === 6 && gidEqual(e.gid, b)) return true;
+    }
+    return false;
+  }
+
+  /**
+   * Resolve an address handle (rxe `rxe_av_chk_attr` / `rxe_av_from_attr`): port 1, a GRH (RoCE
+   * has no LIDs), a source GID that exists, a destination GID of the same IP family.
+   * @throws RdmaError EINVAL otherwise.
+   */
+  resolveAv(attr: AhAttr, op = 'ibv_create_ah'): RoceAv {
+    if (attr.portNum !== 1) throw err('EINVAL', op, `port ${attr.portNum}`);
+    if (!attr.isGlobal || !attr.grh) throw err('EINVAL', op, 'RoCE address handles need a GRH (is_global)');
+    const g = attr.grh;
+    const sgid = this._gids[g.sgidIndex];
+    if (!sgid) throw err('EINVAL', op, `sgid_index ${g.sgidIndex} is not in the GID table`);
+    const dst = ipFromGid(g.dgid);
+    if (dst.family !== sgid.family) throw err('EINVAL', op, `destination GID is IPv${dst.family}, source GID ${g.sgidIndex} IPv${sgid.family}`);
+    if (dst.family === 4 ? g.dgid[12] === 0 && g.dgid[13] === 0 && g.dgid[14] === 0 && g.dgid[15] === 0 : g.dgid.every((x) => x === 0)) {
+      throw err('EINVAL', op, 'destination GID is unspecified');
+    }
+    return {
+      sgid,
+      dst: dst.ip,
+      dstBytes: ipBytes(dst.ip, dst.family),
+      srcBytes: ipBytes(sgid.ip, sgid.family),
+      family: dst.family,
+      hopLimit: g.hopLimit,
+      trafficClass: g.trafficClass,
+      multicast: isMulticastGid(g.dgid),
+    };
+  }
+
+  // -- QPs and groups ---------------------------------------------------------------------------
+
+  /** @internal A QP of this device was created. */
+  _addQp(qp: RoceUdQp): void {
+    this.activate();
+    this.qps.set(qp.qpNum, qp);
+    this.agent.holdQp(1);
+  }
+
+  /** @internal A QP of this device was destroyed (detached from its groups first). */
+  _removeQp(qp: RoceUdQp): void {
+    if (this.qps.get(qp.qpNum) !== qp) return;
+    for (const [k, set] of this.mcast) {
+      if (set.delete(qp) && set.size === 0) this.dropGroup(k);
+    }
+    this.qps.delete(qp.qpNum);
+    this.agent.releaseQpn(qp.qpNum);
+    this.agent.holdQp(-1);
+  }
+
+  /**
+   * `ibv_attach_mcast` (rxe_attach_mcast): the QP receives datagrams sent to `gid`. The first QP
+   * of a group joins the IP group on the interface.
+   * @throws RdmaError EINVAL for a GID that is not multicast or a QP already attached; ENOMEM
+   *   beyond the group and attachment limits.
+   */
+  attach(qp: RoceUdQp, gid: Uint8Array, limits: { maxMcastGrp: number; maxMcastQpAttach: number }): void {
+    const op = 'ibv_attach_mcast';
+    if (!isMulticastGid(gid)) throw err('EINVAL', op, 'not a multicast GID');
+    const key = gidKey(gid);
+    let set = this.mcast.get(key);
+    if (set?.has(qp)) throw err('EINVAL', op, 'QP already attached to this group');
+    if (!set) {
+      if (this.mcast.size >= limits.maxMcastGrp) throw err('ENOMEM', op, 'too many multicast groups');
+      set = new Set();
+      this.mcast.set(key, set);
+      const { ip, family } = ipFromGid(gid);
+      const iface = this._gids.find((e) => e.family === family && e.index > 0) ?? this._gids[0];
+      this.activate();
+      this.agent.joinGroup(this, ip, family, iface?.ip ?? '');
+    }
+    if (set.size >= limits.maxMcastQpAttach) throw err('ENOMEM', op, 'too many QPs attached to this group');
+    set.add(qp);
+    if (tracing('qp')) trace('qp', qp.tag, `attached to ${ipFromGid(gid).ip}`);
+  }
+
+  /**
+   * `ibv_detach_mcast`. The last QP of a group leaves the IP group.
+   * @throws RdmaError EINVAL when the QP is not attached.
+   */
+  detach(qp: RoceUdQp, gid: Uint8Array): void {
+    const key = gidKey(gid);
+    const set = this.mcast.get(key);
+    if (!set || !set.delete(qp)) throw err('EINVAL', 'ibv_detach_mcast', 'QP not attached to this group');
+    if (set.size === 0) this.dropGroup(key);
+  }
+
+  private dropGroup(key: string): void {
+    this.mcast.delete(key);
+    const g = new Uint8Array(16);
+    for (let k = 0; k < 16; k++) g[k] = parseInt(key.slice(2 * k, 2 * k + 2), 16);
+    this.agent.leaveGroup(ipFromGid(g).ip);
+  }
+
+  // -- datagrams ---------------------------------------------------------------------------------
+
+  /**
+   * Send one packet (`buf[0, len)`, ICRC included) from the source GID of `av`.
+   * @returns false when the source address has no socket (the interface lost it).
+   */
+  transmit(buf: Buffer, len: number, av: RoceAv): boolean {
+    const ok = this.agent.send(buf, len, av.sgid.ip, av.dst, av.hopLimit, av.multicast);
+    if (ok) {
+      this.counters.inc(C.sent_pkts);
+      if (av.multicast) this.counters.inc(C.sent_mcast_pkts);
+    } else this.counters.inc(C.send_err);
+    return ok;
+  }
+
+  /**
+   * Send a datagram that is not a QP's (GSI MADs) from local address `src` to `dst`: to its owner
+   * on this host directly when `dst` is this port's, else through the socket.
+   */
+  transmitFrom(buf: Buffer, src: string, dst: string, family: 4 | 6, ttl: number): boolean {
+    this.counters.inc(C.sent_pkts);
+    if (this.ownsIp(dst, family)) {
+      queueMicrotask(() => this.agent.route(this, buf, { family, src, dst, srcPort: this.agent.port, forwarded: false }));
+      return true;
+    }
+    const ok = this.agent.send(buf, buf.length, src, dst, ttl, false);
+    if (!ok) this.counters.inc(C.send_err);
+    return ok;
+  }
+
+  /** The GID table entry of local address `ip`, if it is one of this port's. */
+  gidOfIp(ip: string, family: 4 | 6): GidEntry | undefined {
+    const b = ipBytes(ip, family);
+    return this._gids.find((e) =>
+      family === 4 ? isV4MappedGid(e.gid) && e.gid[12] === b[0] && e.gid[13] === b[1] && e.gid[14] === b[2] && e.gid[15] === b[3] : e.family === 6 && gidEqual(e.gid, b),
+    );
+  }
+
+  /** {@link RxSink}: a datagram for this device. Never throws. */
+  rxDatagram(buf: Buffer, meta: RxMeta): void {
+    try {
+      rxeReceive(this, buf, meta);
+    } catch (e) {
+      // A receive-path bug must not take the process down: count it as a malformed packet.
+      this.counters.inc(C.rcvd_bad_length_drop);
+      if (tracing('rx')) trace('rx', this.name, `receive error: ${(e as Error).stack ?? String(e)}`);
+    }
+  }
+
+  /** {@link RxSink}. */
+  forwarded(ok: boolean): void {
+    this.counters.inc(ok ? C.fwd_sent : C.fwd_failed_drop);
+  }
+
+  /** {@link RxSink}. */
+  forwardIn(): void {
+    this.counters.inc(C.fwd_rcvd);
+  }
+}

@@ -1,0 +1,153 @@
+/**
+ * The soft RoCEv2 provider ("rxe"): one device per network interface that has an address,
+ * loopback included, named `rxe_<ifname>` (`rxe_lo`, `rxe_eth0`), beside the iWARP devices
+ * `siw_<ifname>`. On Linux a user creates an rxe device with
+ * `rdma link add rxe_eth0 type rxe netdev eth0`; here the name is fixed to the interface so
+ * scripts can predict it, and `rdma link` users recognize the `rxe_` prefix.
+ *
+ * What the device reports (`ibv_query_device`, `ibv_query_port`, `ibv_query_gid`) follows rxe
+ * (params.ts, gid.ts); QPs: UD (RC/UC: EOPNOTSUPP for now). Per-device counters:
+ * {@link roceCounters}.
+ */
+import { err } from '../../errors.js';
+import { registerProvider, type QpInitAttr, type VerbsProvider } from '../../verbs/provider.js';
+import { netdevs, type DeviceInfo } from '../../verbs/device.js';
+import type { Context } from '../../verbs/context.js';
+import type { Pd } from '../../verbs/pd.js';
+import type { AhAttr } from '../../verbs/ah.js';
+import type { Qp } from '../../verbs/qp.js';
+import { Access, GidType, QpType, TransportType, type QpCap } from '../../verbs/types.js';
+import { eui64, guidOf, macToBytes, rxeDeviceAttr, rxePortAttr, RXE_LIMITS } from './params.js';
+import { RoceDevice, roceDevice } from './device.js';
+import { RoceUdQp } from './ud-qp.js';
+import { PortAgent } from './udp.js';
+import { COUNTER_NAMES, type CounterName } from './counters.js';
+import { BTH_DEF_PKEY } from '../../wire/roce/index.js';
+
+/** Provider name, as rdma-core's `rxe` provider. */
+export const RXE_PROVIDER = 'rxe';
+
+/** The device name of interface `ifname`. */
+export function rxeDeviceName(ifname: string): string {
+  return `rxe_${ifname}`;
+}
+
+let cache: { at: number; list: DeviceInfo[] } | null = null;
+/** Interfaces are re-read at most this often (ms). */
+const CACHE_MS = 1000;
+
+function listDevices(): DeviceInfo[] {
+  const now = Date.now();
+  if (cache && now - cache.at < CACHE_MS) return cache.list;
+  const list: DeviceInfo[] = [];
+  for (const nd of netdevs()) {
+    list.push({
+      name: rxeDeviceName(nd.name),
+      provider: RXE_PROVIDER,
+      transport: TransportType.IB,
+      ifname: nd.name,
+      addresses: nd.addresses,
+      nodeGuid: guidOf(eui64(macToBytes(nd.mac))),
+      mtu: nd.mtu,
+      mac: nd.mac,
+    });
+  }
+  cache = { at: now, list };
+  for (const info of list) roceDevice(info.name)?.update(info);
+  return list;
+}
+
+function dev(info: DeviceInfo): RoceDevice {
+  return RoceDevice.of(info);
+}
+
+/** Round a queue depth up as rxe's queues do: 2^k - 1 slots usable, at least the request. */
+function rxeQueueDepth(n: number): number {
+  let slots = 1;
+  while (slots < n + 1) slots *= 2;
+  return slots - 1;
+}
+
+function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): RoceUdQp {
+  const op = 'ibv_create_qp';
+  if (attr.qpType !== QpType.UD) throw err('EOPNOTSUPP', op, `${ctx.device.name}: only UD QPs for now`);
+  if (attr.srq !== undefined) throw err('EOPNOTSUPP', op, 'SRQ not supported yet');
+  const c = attr.cap;
+  const sendSge = c.maxSendSge ?? 1;
+  const inline = c.maxInlineData ?? 0;
+  // rxe_qp_init_req: the send WQE holds max(SGEs, inline bytes); both are reported back from it.
+  const wqeSize = Math.max(sendSge * 16, inline);
+  const cap: QpCap = {
+    maxSendWr: rxeQueueDepth(Math.max(c.maxSendWr ?? 1, 1)),
+    maxRecvWr: rxeQueueDepth(Math.max(c.maxRecvWr ?? 1, 1)),
+    maxSendSge: Math.floor(wqeSize / 16),
+    maxRecvSge: c.maxRecvSge ?? 1,
+    maxInlineData: wqeSize,
+  };
+  if (cap.maxSendWr > RXE_LIMITS.maxQpWr || cap.maxRecvWr > RXE_LIMITS.maxQpWr) throw err('EINVAL', op, 'queue depth above max_qp_wr');
+  const d = dev(ctx.device.info);
+  const qpn = d.agent.allocQpn();
+  let qp: RoceUdQp;
+  try {
+    qp = new RoceUdQp(ctx, pd, qpn, attr, cap, d);
+  } catch (e) {
+    d.agent.releaseQpn(qpn);
+    throw e;
+  }
+  d._addQp(qp);
+  return qp;
+}
+
+function createAh(ctx: Context, _pd: Pd, attr: AhAttr): unknown {
+  return dev(ctx.device.info).resolveAv(attr);
+}
+
+function attachMcast(qp: Qp, gid: Uint8Array, _lid: number): void {
+  if (!(qp instanceof RoceUdQp)) throw err('EINVAL', 'ibv_attach_mcast', 'not a QP of this device');
+  const a = qp.context._attr;
+  qp.dev.attach(qp, gid, { maxMcastGrp: a.maxMcastGrp, maxMcastQpAttach: a.maxMcastQpAttach });
+}
+
+function detachMcast(qp: Qp, gid: Uint8Array, _lid: number): void {
+  if (!(qp instanceof RoceUdQp)) throw err('EINVAL', 'ibv_detach_mcast', 'not a QP of this device');
+  qp.dev.detach(qp, gid);
+}
+
+const provider: VerbsProvider = {
+  name: RXE_PROVIDER,
+  listDevices,
+  queryDevice: (info) => ({ ...rxeDeviceAttr(info.nodeGuid), ...(info.caps ?? {}) }),
+  queryPort: (info) => {
+    const d = roceDevice(info.name);
+    return rxePortAttr(info.mtu, true, d?.counters.badPkeyCntr ?? 0, d?.counters.qkeyViolCntr ?? 0);
+  },
+  queryGid: (info, _port, index) => dev(info).gid(index),
+  queryGidType: () => GidType.ROCE_V2,
+  queryPkey: () => BTH_DEF_PKEY,
+  accessMask: () => Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ,
+  createQp,
+  createAh,
+  attachMcast,
+  detachMcast,
+  settle: (timeoutMs) => PortAgent.get().settle(timeoutMs),
+};
+
+/** Register the rxe provider (idempotent; done when this module is imported). */
+export function registerRxe(): void {
+  registerProvider(provider);
+}
+registerRxe();
+
+/**
+ * The counters of soft RoCE device `name` in this process (the equivalent of
+ * `rdma statistic show link <dev>/1`), by name; all zero for a device this process has not used.
+ * @throws RdmaError ENODEV for a name that is no soft RoCE device.
+ */
+export function roceCounters(name: string): Record<CounterName, number> {
+  const d = roceDevice(name);
+  if (d) return d.counters.snapshot();
+  if (!listDevices().some((i) => i.name === name)) throw err('ENODEV', 'rdma statistic', `no soft RoCE device '${name}'`);
+  const out = {} as Record<CounterName, number>;
+  for (const n of COUNTER_NAMES) out[n] = 0;
+  return out;
+}

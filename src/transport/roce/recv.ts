@@ -1,0 +1,195 @@
+/**
+ * The receive path of a soft RoCE device, in the order of rxe_recv.c `rxe_rcv`: length, the
+ * destination must be one of the port's GIDs (or multicast), the header checks of `hdr_check`
+ * (TVer, QPN 0, QP lookup, QP type against the opcode class, QP state, P_Key, Q_Key), the ICRC,
+ * then delivery to one QP or to every QP attached to the group. Each reason to drop has its own
+ * counter (counters.ts); nothing here throws on any input.
+ */
+import { trace, tracing } from '../../trace.js';
+import { QpState } from '../../verbs/types.js';
+import {
+  RocePacket,
+  RoceDrop,
+  parseRocePacket,
+  opcodeFitsQp,
+  icrcSolveIpv4Id,
+  icrcVerify,
+  dethQkey,
+  Hdr,
+  IbTransport,
+  GSI_QPN,
+  IB_MULTICAST_QPN,
+  BTH_DEF_PKEY,
+  type RoceIpUdpHeaders,
+} from '../../wire/roce/index.js';
+import { C } from './counters.js';
+import { gidKey } from './gid.js';
+import { ipBytes, type RoceDevice } from './device.js';
+import type { RxMeta } from './udp.js';
+import type { RoceUdQp } from './ud-qp.js';
+
+/** What the responder needs about the network headers of a delivered packet. */
+export interface RxNet extends RoceIpUdpHeaders {
+  /** The recovered IPv4 identification (0 for IPv6). */
+  ipId: number;
+}
+
+const pkt = new RocePacket();
+
+/** Address bytes by text, so a busy peer's address is parsed once. */
+const addrCache = new Map<string, Uint8Array>();
+function addr(ip: string, family: 4 | 6): Uint8Array {
+  let b = addrCache.get(ip);
+  if (b === undefined) {
+    b = ipBytes(ip, family);
+    if (addrCache.size > 1024) addrCache.clear();
+    addrCache.set(ip, b);
+  }
+  return b;
+}
+
+/** The counter of a header-check drop reason of wire/roce. */
+function dropCounter(d: RoceDrop): number {
+  switch (d) {
+    case RoceDrop.TOO_SHORT:
+      return C.rcvd_truncated_drop;
+    case RoceDrop.TRUNCATED:
+      return C.rcvd_bad_length_drop;
+    case RoceDrop.BAD_TVER:
+      return C.rcvd_bad_version_drop;
+    case RoceDrop.BAD_PAD:
+      return C.rcvd_bad_pad_drop;
+    case RoceDrop.BAD_QPN:
+      return C.rcvd_unknown_qpn_drop;
+    case RoceDrop.ICRC_ERROR:
+      return C.rcvd_icrc_err_drop;
+    default:
+      return C.rcvd_bad_opcode_drop; // BAD_OPCODE, BAD_QP_TYPE
+  }
+}
+
+/** Whether a QP accepts requests: its responder runs from RTR on (rxe `resp.state` READY). */
+function qpReady(qp: RoceUdQp): boolean {
+  const s = qp.state;
+  return s === QpState.RTR || s === QpState.RTS || s === QpState.SQD;
+}
+
+/**
+ * rxe `check_type_state` + `check_keys` for a UD QP: opcode class, state, Q_Key (P_Key was
+ * checked against the port's only P_Key). Counts and returns false on a violation.
+ */
+function qpAccepts(dev: RoceDevice, qp: RoceUdQp, p: RocePacket): boolean {
+  const c = dev.counters;
+  if (!opcodeFitsQp(p.opcode, IbTransport.UD)) {
+    c.inc(C.rcvd_bad_opcode_drop);
+    return false;
+  }
+  if (!qpReady(qp)) {
+    c.inc(C.rcvd_qp_state_drop);
+    return false;
+  }
+  if (dethQkey(p.buf, p.hdrOffset(Hdr.DETH)) !== qp.qkey) {
+    c.badQkey();
+    return false;
+  }
+  return true;
+}
+
+/** Receive one UDP payload for `dev`. */
+export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
+  const c = dev.counters;
+  const multicastDst = meta.dst !== '' && isMulticastIp(meta.dst, meta.family);
+  if (!multicastDst && !dev.ownsIp(meta.dst, meta.family)) {
+    c.inc(C.rcvd_dgid_mismatch_drop);
+    return;
+  }
+  const p = pkt;
+  const drop = parseRocePacket(buf, 0, buf.length, p, { pkey: BTH_DEF_PKEY });
+  if (drop !== null) {
+    if (drop === RoceDrop.BAD_PKEY) c.badPkey();
+    else if (drop === RoceDrop.BAD_QKEY) c.badQkey();
+    else c.inc(dropCounter(drop));
+    if (tracing('rx')) trace('rx', dev.name, `drop ${drop} from ${meta.src}`);
+    return;
+  }
+  const qpn = p.destQp;
+  let qp: RoceUdQp | undefined;
+  let group: Set<RoceUdQp> | undefined;
+  if (qpn === IB_MULTICAST_QPN) {
+    if (!multicastDst) {
+      c.inc(C.rcvd_mcast_no_group_drop);
+      return;
+    }
+    group = dev.mcast.get(gidKey(mcastGid(meta.dst, meta.family)));
+    if (!group || group.size === 0) {
+      c.inc(C.rcvd_mcast_no_group_drop);
+      return;
+    }
+  } else if (qpn === GSI_QPN) {
+    if (dev.gsi === null) {
+      c.inc(C.rcvd_unknown_qpn_drop);
+      return;
+    }
+  } else {
+    qp = dev.qps.get(qpn);
+    if (qp === undefined) {
+      c.inc(C.rcvd_unknown_qpn_drop);
+      if (tracing('rx')) trace('rx', dev.name, `drop unknown QPN 0x${qpn.toString(16)} from ${meta.src}`);
+      return;
+    }
+    if (!qpAccepts(dev, qp, p)) return;
+  }
+  // ICRC over the IP/UDP headers the socket reported (IPv4: identification recovered).
+  const net: RxNet = {
+    family: meta.family,
+    src: addr(meta.src, meta.family),
+    dst: addr(meta.dst, meta.family),
+    sport: meta.srcPort,
+    dport: dev.agent.port,
+    ipId: 0,
+  };
+  if (meta.family === 4) {
+    const id = icrcSolveIpv4Id(net, buf, 0, buf.length);
+    if (id < 0) {
+      c.inc(C.rcvd_icrc_err_drop);
+      return;
+    }
+    net.ipId = id;
+  } else if (!icrcVerify(net, buf, 0, buf.length)) {
+    c.inc(C.rcvd_icrc_err_drop);
+    return;
+  }
+  c.inc(C.rcvd_pkts);
+  if (qp !== undefined) {
+    qp._respond(p, net);
+    return;
+  }
+  if (group !== undefined) {
+    c.inc(C.rcvd_mcast_pkts);
+    // A QP may detach (or be destroyed) while the packet is delivered: iterate over a copy.
+    for (const q of [...group]) {
+      if (qpAccepts(dev, q, p)) q._respond(p, net);
+    }
+    return;
+  }
+  dev.gsi?.(buf, meta, dev);
+}
+
+function isMulticastIp(ip: string, family: 4 | 6): boolean {
+  if (family === 4) {
+    const first = Number(ip.split('.')[0]);
+    return first >= 224 && first <= 239;
+  }
+  return ip.toLowerCase().startsWith('ff');
+}
+
+function mcastGid(ip: string, family: 4 | 6): Uint8Array {
+  const g = new Uint8Array(16);
+  const b = addr(ip, family);
+  if (family === 4) {
+    g[10] = 0xff;
+    g[11] = 0xff;
+    g.set(b, 12);
+  } else g.set(b);
+  return g;
+}

@@ -1,0 +1,73 @@
+/**
+ * IPv4 identification of the datagrams this device sends.
+ *
+ * The RoCEv2 ICRC covers the IPv4 header including its 16-bit identification field, which the
+ * kernel fills in after userspace has handed over the UDP payload. Linux writes 0 there only for
+ * a datagram with DF set from a socket whose path-MTU mode is `IP_PMTUDISC_DO` or
+ * `IP_PMTUDISC_PROBE` (include/net/ip.h `ip_select_ident_segs`); a default UDP socket
+ * (`IP_PMTUDISC_WANT`) gets a hashed, changing identification. Node offers no way to set
+ * `IP_MTU_DISCOVER`, so this module does it through the optional FFI package `koffi`
+ * (`setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_PROBE)` on the socket's descriptor).
+ *
+ * With it, every IPv4 datagram leaves with identification 0 and DF, the values the sender's ICRC
+ * was computed with, so a kernel rxe peer accepts it. Without it the device still works between
+ * processes of this package (receivers recover the identification from the ICRC, see
+ * icrc-ipid.ts) but a kernel rxe peer drops its IPv4 datagrams as ICRC errors.
+ * `RDMACM_ROCE_SOCKOPT=off` disables the call.
+ */
+import { createRequire } from 'node:module';
+import type dgram from 'node:dgram';
+
+const IPPROTO_IP = 0;
+const IP_MTU_DISCOVER = 10;
+const IP_PMTUDISC_PROBE = 3;
+
+type SetSockOpt = (fd: number, level: number, name: number, val: number[], len: number) => number;
+
+let setsockopt: SetSockOpt | null | undefined;
+
+function load(): SetSockOpt | null {
+  if (setsockopt !== undefined) return setsockopt;
+  setsockopt = null;
+  if (process.platform !== 'linux' || process.env['RDMACM_ROCE_SOCKOPT'] === 'off') return null;
+  try {
+    const req = createRequire(import.meta.url);
+    const koffi = req('koffi') as { load(name: string): { func(decl: string): SetSockOpt } };
+    const libc = koffi.load('libc.so.6');
+    setsockopt = libc.func('int setsockopt(int fd, int level, int name, _In_ int *val, uint32_t len)');
+  } catch {
+    setsockopt = null;
+  }
+  return setsockopt;
+}
+
+/** The file descriptor of a bound dgram socket (Node keeps it on an internal handle). */
+function fdOf(sock: dgram.Socket): number {
+  for (const k of Object.getOwnPropertySymbols(sock)) {
+    const st = (sock as unknown as Record<symbol, unknown>)[k] as { handle?: { fd?: unknown } } | undefined;
+    const fd = st?.handle?.fd;
+    if (typeof fd === 'number' && fd >= 0) return fd;
+  }
+  return -1;
+}
+
+/**
+ * Put a bound IPv4 socket in `IP_PMTUDISC_PROBE` mode (DF set, IP identification 0).
+ * @returns whether it worked.
+ */
+export function setPmtuProbe(sock: dgram.Socket): boolean {
+  const f = load();
+  if (!f) return false;
+  const fd = fdOf(sock);
+  if (fd < 0) return false;
+  try {
+    return f(fd, IPPROTO_IP, IP_MTU_DISCOVER, [IP_PMTUDISC_PROBE], 4) === 0;
+  } catch {
+    return false;
+  }
+}
+
+/** Whether the FFI path is available (for the documentation of a device's state). */
+export function pmtuProbeAvailable(): boolean {
+  return load() !== null;
+}

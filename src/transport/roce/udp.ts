@@ -1,0 +1,597 @@
+/**
+ * The UDP side of the soft RoCE device: one {@link PortAgent} per process and RoCE UDP port
+ * (4791 unless configured otherwise), shared by every soft RoCE device of the process.
+ *
+ * Several processes on one host use the same UDP port at once (a kernel rxe peer always sends to
+ * 4791). docs/design/roce.md explains the design; in short:
+ *
+ * - **QPN blocks.** Every process owns blocks of {@link QPN_BLOCK_SIZE} QP numbers. A block is
+ *   claimed by listening on the abstract Unix socket `@rdmacm-roce-<port>-qpn-<block>`: the name
+ *   is unique in the network namespace and goes away with the process, so a crashed process
+ *   leaves nothing behind. Node binds a Unix listener synchronously inside `listen()`, so the
+ *   claim is decided before `ibv_create_qp` returns.
+ * - **Unicast.** Every process binds the port on each local address of its devices with
+ *   SO_REUSEADDR. Linux hands each unicast datagram to one of those sockets (the most recently
+ *   bound one that is still open); whichever process gets a datagram looks at the destination
+ *   QPN and, when the QPN belongs to a block of another process, forwards it over that block's
+ *   Unix socket. The owner then runs every receive check itself. The design does not depend on
+ *   which socket the kernel picks.
+ * - **Multicast.** A process with a QP attached to a group binds a socket to the group address
+ *   and joins the group on the interface: the kernel gives every such socket its own copy, so
+ *   multicast needs no forwarding.
+ * - **GSI (QPN 1).** MADs are routed by content: requests by service ID to the process that
+ *   listens on that service (`@rdmacm-roce-<port>-svc-<service id>`), replies by the block
+ *   number carried in the communication or request ID the requester chose. The router is
+ *   installed by the connection manager part of the transport ({@link PortAgent.gsiRouter}).
+ *
+ * Datagrams handed between processes travel in frames on those Unix sockets:
+ * `u32 length | u8 family | u8 0 | u16 UDP source port | 16 source address | 16 destination
+ * address | the UDP payload`.
+ */
+import dgram from 'node:dgram';
+import net from 'node:net';
+import { err } from '../../errors.js';
+import { trace, tracing } from '../../trace.js';
+import { parseIpv4, parseIpv6, formatIpv4 } from '../../util/ip.js';
+import { ROCE_V2_UDP_PORT, GSI_QPN, IB_MULTICAST_QPN } from '../../wire/roce/index.js';
+import { formatIpv6 } from './gid.js';
+import { setPmtuProbe } from './sockopt.js';
+
+/** QP numbers per block: 1024 (a process claims more blocks when it needs them). */
+export const QPN_BLOCK_SHIFT = 10;
+/** See {@link QPN_BLOCK_SHIFT}. */
+export const QPN_BLOCK_SIZE = 1 << QPN_BLOCK_SHIFT;
+/**
+ * Blocks a process may claim: 1 .. 16382. Block 0 holds the special QPNs 0 and 1; the last block
+ * holds the multicast QPN 0xFFFFFF.
+ */
+export const FIRST_BLOCK = 1;
+/** See {@link FIRST_BLOCK}. */
+export const LAST_BLOCK = (1 << (24 - QPN_BLOCK_SHIFT)) - 2;
+
+/** Bytes of a forwarding frame header after its length word. */
+const FWD_HDR = 36;
+/** How long a Unix name that refused a connection is not tried again (ms). */
+const DEAD_NAME_MS = 1000;
+/** A frame longer than this is a protocol error on the Unix socket (the connection is dropped). */
+const FWD_MAX = 70_000;
+
+/** Where a received datagram came from and went to. */
+export interface RxMeta {
+  /** 4 or 6. */
+  family: 4 | 6;
+  /** Source IP (dotted quad or IPv6 text). */
+  src: string;
+  /** Destination IP: the local address of the socket it arrived on, or the multicast group. */
+  dst: string;
+  /** UDP source port. */
+  srcPort: number;
+  /** Handed over by another process of this host. */
+  forwarded: boolean;
+}
+
+/** What a device offers the agent: its receive path and its addresses. */
+export interface RxSink {
+  /** Device name, for traces. */
+  readonly name: string;
+  /** Receive one UDP payload (the agent has routed it to this process). */
+  rxDatagram(buf: Buffer, meta: RxMeta): void;
+  /** A datagram for this device was forwarded to another process (`ok`) or could not be (`!ok`). */
+  forwarded(ok: boolean): void;
+  /** A datagram forwarded by another process arrived. */
+  forwardIn(): void;
+}
+
+/** Where the GSI router sends a MAD: this process, another process's QPN block, a service name, or nowhere. */
+export type GsiRoute = { to: 'local' } | { to: 'block'; block: number } | { to: 'service'; name: string } | { to: 'drop' };
+
+/** A GSI router: looks at a datagram for QPN 1 (whole UDP payload, BTH first). */
+export type GsiRouter = (pkt: Buffer) => GsiRoute;
+
+interface LocalSock {
+  sock: dgram.Socket;
+  family: 4 | 6;
+  ip: string;
+  sinks: Set<RxSink>;
+  mcastIf: boolean;
+  ttl: number;
+  mcastTtl: number;
+}
+
+interface GroupSock {
+  sock: dgram.Socket;
+  refs: number;
+  sink: RxSink;
+}
+
+/** Read the 24-bit destination QPN of a BTH at the head of `b` (no length check). */
+function bthDestQpn(b: Buffer): number {
+  return ((b[5] ?? 0) << 16) | ((b[6] ?? 0) << 8) | (b[7] ?? 0);
+}
+
+/** 16 bytes of an address (IPv4 in the first four). */
+function addrBytes(ip: string, family: 4 | 6, out: Buffer, off: number): void {
+  out.fill(0, off, off + 16);
+  if (family === 4) {
+    const v = parseIpv4(ip) ?? 0;
+    out.writeUInt32BE(v >>> 0, off);
+    return;
+  }
+  const w = parseIpv6(ip) ?? [];
+  for (let k = 0; k < 8; k++) out.writeUInt16BE(w[k] ?? 0, off + 2 * k);
+}
+
+function addrText(b: Buffer, off: number, family: 4 | 6): string {
+  if (family === 4) return formatIpv4(b.readUInt32BE(off));
+  return formatIpv6(b.subarray(off, off + 16));
+}
+
+/** The key under which a local address is known (IPv6 zone dropped, lower case). */
+function ipKeyOf(ip: string): string {
+  const i = ip.indexOf('%');
+  return (i < 0 ? ip : ip.slice(0, i)).toLowerCase();
+}
+
+const agents = new Map<number, PortAgent>();
+
+/** The UDP port soft RoCE devices use: `RDMACM_ROCE_PORT`, else 4791. */
+export function defaultRocePort(): number {
+  const v = Number(process.env['RDMACM_ROCE_PORT'] ?? '');
+  return Number.isInteger(v) && v > 0 && v < 65536 ? v : ROCE_V2_UDP_PORT;
+}
+
+/** The process's agent for UDP port `port`. */
+export class PortAgent {
+  /** The UDP port (destination port of every datagram sent, and the port bound). */
+  readonly port: number;
+  /** Routes datagrams for QPN 1; by default they stay in this process. */
+  gsiRouter: GsiRouter = () => ({ to: 'local' });
+  /** Whether the sockets send IPv4 datagrams with IP ID 0 (see sockopt.ts). */
+  ipIdZero = false;
+  private readonly blocks = new Map<number, net.Server>();
+  private readonly services = new Map<string, net.Server>();
+  private readonly qpnsInUse = new Set<number>();
+  private nextQpn = 0;
+  private readonly locals = new Map<string, LocalSock>();
+  private readonly groups = new Map<string, GroupSock>();
+  private readonly fwd = new Map<string, net.Socket>();
+  private readonly sinksByIp = new Map<string, RxSink>();
+  /** Abstract names that refused a connection lately, with the time they may be tried again. */
+  private readonly deadNames = new Map<string, number>();
+  /** Live QPs of this process: while there are some, the sockets keep the process alive. */
+  private liveQps = 0;
+
+  private constructor(port: number) {
+    this.port = port;
+  }
+
+  /** The agent of `port` (created on first use). */
+  static get(port = defaultRocePort()): PortAgent {
+    let a = agents.get(port);
+    if (a === undefined) {
+      a = new PortAgent(port);
+      agents.set(port, a);
+    }
+    return a;
+  }
+
+  // -- QPN blocks ----------------------------------------------------------------------------
+
+  /** The abstract socket name of QPN block `block`. */
+  blockName(block: number): string {
+    return `\0rdmacm-roce-${this.port}-qpn-${block}`;
+  }
+
+  /** The abstract socket name of a service directory entry. */
+  serviceName(key: string): string {
+    return `\0rdmacm-roce-${this.port}-svc-${key}`;
+  }
+
+  /** The blocks this process owns. */
+  ownedBlocks(): number[] {
+    return [...this.blocks.keys()];
+  }
+
+  /** Whether QPN `qpn` is in a block of this process. */
+  ownsQpn(qpn: number): boolean {
+    return this.blocks.has(qpn >>> QPN_BLOCK_SHIFT);
+  }
+
+  /**
+   * A free QP number of this process (claiming a block when none has room).
+   * @throws RdmaError ENOMEM when no block can be claimed.
+   */
+  allocQpn(): number {
+    for (const b of this.blocks.keys()) {
+      const n = this.freeIn(b);
+      if (n >= 0) return this.take(n);
+    }
+    const b = this.claimBlock();
+    return this.take(b << QPN_BLOCK_SHIFT);
+  }
+
+  /** A QPN block of this process (claimed now if it has none): CM request IDs carry it. */
+  anyBlock(): number {
+    for (const b of this.blocks.keys()) return b;
+    return this.claimBlock();
+  }
+
+  /** Give QP number `qpn` back. */
+  releaseQpn(qpn: number): void {
+    this.qpnsInUse.delete(qpn);
+  }
+
+  /**
+   * A QP was created (`+1`) or destroyed (`-1`). While QPs exist the UDP sockets hold the event
+   * loop open, as a connection does for iWARP; without any the process may end.
+   */
+  holdQp(delta: 1 | -1): void {
+    const before = this.liveQps;
+    this.liveQps = Math.max(0, before + delta);
+    if ((before === 0) === (this.liveQps === 0)) return;
+    for (const ls of this.locals.values()) this.applyRef(ls.sock);
+    for (const g of this.groups.values()) this.applyRef(g.sock);
+  }
+
+  private applyRef(s: dgram.Socket): void {
+    try {
+      if (this.liveQps > 0) s.ref();
+      else s.unref();
+    } catch {
+      // closed socket
+    }
+  }
+
+  private take(n: number): number {
+    this.qpnsInUse.add(n);
+    this.nextQpn = n + 1;
+    return n;
+  }
+
+  /** The next free QPN of block `b` after the last one handed out (wrapping), or -1. */
+  private freeIn(b: number): number {
+    const base = b << QPN_BLOCK_SHIFT;
+    const start = this.nextQpn >>> QPN_BLOCK_SHIFT === b ? this.nextQpn - base : 0;
+    for (let k = 0; k < QPN_BLOCK_SIZE; k++) {
+      const n = base + ((start + k) % QPN_BLOCK_SIZE);
+      if (!this.qpnsInUse.has(n)) return n;
+    }
+    return -1;
+  }
+
+  /**
+   * Claim a free block: listen on its abstract name, starting at a random block (so processes
+   * starting together rarely try the same one) and going on until one is free.
+   */
+  private claimBlock(): number {
+    const span = LAST_BLOCK - FIRST_BLOCK + 1;
+    const start = Math.floor(Math.random() * span);
+    for (let k = 0; k < span; k++) {
+      const b = FIRST_BLOCK + ((start + k) % span);
+      if (this.blocks.has(b)) continue;
+      const srv = this.listenSync(this.blockName(b));
+      if (srv) {
+        this.blocks.set(b, srv);
+        if (tracing('qp')) trace('qp', `roce:${this.port}`, `claimed QPN block ${b} (0x${(b << QPN_BLOCK_SHIFT).toString(16)}..)`);
+        return b;
+      }
+    }
+    throw err('ENOMEM', 'ibv_create_qp', 'no free QPN block');
+  }
+
+  /** Listen on an abstract name; the server when the name was free, else undefined. */
+  private listenSync(name: string): net.Server | undefined {
+    const srv = net.createServer((c) => this.acceptForward(c));
+    srv.on('error', () => {
+      // A name in use is reported here on the next tick; the caller already saw `listening` false.
+    });
+    srv.listen(name);
+    if (!srv.listening) {
+      srv.close(() => {});
+      return undefined;
+    }
+    srv.unref();
+    return srv;
+  }
+
+  /**
+   * Publish service `key` (a hex service ID, maybe with an address) so GSI requests for it are
+   * forwarded here. Returns false when another process already publishes it.
+   */
+  publishService(key: string): boolean {
+    if (this.services.has(key)) return true;
+    const srv = this.listenSync(this.serviceName(key));
+    if (!srv) return false;
+    this.services.set(key, srv);
+    return true;
+  }
+
+  /** Withdraw a published service. */
+  withdrawService(key: string): void {
+    const srv = this.services.get(key);
+    if (!srv) return;
+    this.services.delete(key);
+    srv.close();
+  }
+
+  // -- sockets ---------------------------------------------------------------------------------
+
+  /**
+   * Receive datagrams for `sink` on local address `ip` (binds the port on it unless this process
+   * already has). Binding happens in the background; a failure is traced, not thrown (the
+   * address may have gone away).
+   */
+  bindLocal(sink: RxSink, ip: string, family: 4 | 6, zone: string): void {
+    const key = ipKeyOf(ip);
+    this.sinksByIp.set(key, sink);
+    let ls = this.locals.get(key);
+    if (ls) {
+      ls.sinks.add(sink);
+      return;
+    }
+    const sock = dgram.createSocket(family === 4 ? { type: 'udp4', reuseAddr: true } : { type: 'udp6', reuseAddr: true, ipv6Only: true });
+    ls = { sock, family, ip: key, sinks: new Set([sink]), mcastIf: false, ttl: 64, mcastTtl: 1 };
+    this.locals.set(key, ls);
+    const bindIp = family === 6 && zone !== '' ? `${key}%${zone}` : key;
+    sock.on('message', (msg, rinfo) => this.onUnicast(msg, rinfo, key, family));
+    sock.on('error', (e) => {
+      if (tracing('rx')) trace('rx', `roce:${this.port}`, `socket ${bindIp}: ${e.message}`);
+    });
+    const bound = ls;
+    sock.bind({ port: this.port, address: bindIp, exclusive: false }, () => {
+      if (family === 4 && setPmtuProbe(sock)) this.ipIdZero = true;
+      // Multicast leaves by this address's interface, and loops back to this host's other
+      // receivers; set before any send queued during the bind goes out.
+      try {
+        sock.setMulticastInterface(family === 4 ? key : `::%${zone || 'lo'}`);
+        sock.setMulticastLoopback(true);
+        bound.mcastIf = true;
+      } catch {
+        // an interface without multicast: group sends fail, unicast is unaffected
+      }
+    });
+    this.applyRef(sock);
+  }
+
+  /** Stop receiving for `sink` (sockets no other device uses are closed). */
+  unbindSink(sink: RxSink): void {
+    for (const [key, ls] of this.locals) {
+      ls.sinks.delete(sink);
+      if (ls.sinks.size === 0) {
+        this.locals.delete(key);
+        ls.sock.close();
+      }
+    }
+    for (const [k, s] of this.sinksByIp) if (s === sink) this.sinksByIp.delete(k);
+  }
+
+  /**
+   * Send one datagram from local address `src` to `dst` (port {@link port}). `ttl` is the IP TTL
+   * / hop limit; for a multicast destination the multicast TTL, on the interface of `src`.
+   * @returns false when `src` is not a bound local address of this process.
+   */
+  send(buf: Buffer, len: number, src: string, dst: string, ttl: number, multicast: boolean): boolean {
+    const ls = this.locals.get(ipKeyOf(src));
+    if (!ls) return false;
+    const sock = ls.sock;
+    if (multicast) {
+      if (!ls.mcastIf && sock.listenerCount('listening') === 0) return false;
+      if (ls.mcastTtl !== ttl) {
+        try {
+          sock.setMulticastTTL(ttl);
+          ls.mcastTtl = ttl;
+        } catch {
+          // before bind: keep the default
+        }
+      }
+    } else if (ls.ttl !== ttl) {
+      try {
+        sock.setTTL(ttl);
+        ls.ttl = ttl;
+      } catch {
+        // before bind: keep the default
+      }
+    }
+    sock.send(buf, 0, len, this.port, dst);
+    return true;
+  }
+
+  /**
+   * Receive the multicast group `group` (dotted quad or IPv6 text) for `sink`, joined on the
+   * interface of local address `ifaceIp`. Reference counted with {@link leaveGroup}.
+   */
+  joinGroup(sink: RxSink, group: string, family: 4 | 6, ifaceIp: string): void {
+    const key = ipKeyOf(group);
+    const g = this.groups.get(key);
+    if (g) {
+      g.refs++;
+      return;
+    }
+    const sock = dgram.createSocket(family === 4 ? { type: 'udp4', reuseAddr: true } : { type: 'udp6', reuseAddr: true, ipv6Only: true });
+    this.groups.set(key, { sock, refs: 1, sink });
+    sock.on('message', (msg, rinfo) => {
+      sink.rxDatagram(msg, { family, src: rinfo.address, dst: key, srcPort: rinfo.port, forwarded: false });
+    });
+    sock.on('error', (e) => {
+      if (tracing('rx')) trace('rx', `roce:${this.port}`, `group ${key}: ${e.message}`);
+    });
+    sock.bind({ port: this.port, address: key, exclusive: false }, () => {
+      try {
+        sock.addMembership(key, family === 4 ? ifaceIp : undefined);
+      } catch (e) {
+        if (tracing('rx')) trace('rx', `roce:${this.port}`, `join ${key}: ${(e as Error).message}`);
+      }
+    });
+    this.applyRef(sock);
+  }
+
+  /** Drop one reference to group `group`; the last one leaves it. */
+  leaveGroup(group: string): void {
+    const key = ipKeyOf(group);
+    const g = this.groups.get(key);
+    if (!g) return;
+    if (--g.refs > 0) return;
+    this.groups.delete(key);
+    g.sock.close();
+  }
+
+  // -- routing -----------------------------------------------------------------------------------
+
+  private onUnicast(msg: Buffer, rinfo: dgram.RemoteInfo, localKey: string, family: 4 | 6): void {
+    const sink = this.sinksByIp.get(localKey);
+    if (!sink) return;
+    const meta: RxMeta = { family, src: ipKeyOf(rinfo.address), dst: localKey, srcPort: rinfo.port, forwarded: false };
+    this.route(sink, msg, meta);
+  }
+
+  /**
+   * Deliver a datagram to the process it is for: this one (to `sink`) or, by destination QPN
+   * (and MAD contents for QPN 1), another process of this host. Used for datagrams the kernel
+   * handed to this process and for datagrams this process sends to its own host, which go
+   * straight to their owner instead of through the kernel's choice of socket.
+   */
+  route(sink: RxSink, msg: Buffer, meta: RxMeta): void {
+    if (msg.length < 12) {
+      sink.rxDatagram(msg, meta); // too short to route: the device drops and counts it
+      return;
+    }
+    const qpn = bthDestQpn(msg);
+    if (qpn === IB_MULTICAST_QPN || qpn === 0) {
+      sink.rxDatagram(msg, meta);
+      return;
+    }
+    if (qpn === GSI_QPN) {
+      let r: GsiRoute;
+      try {
+        r = this.gsiRouter(msg);
+      } catch {
+        r = { to: 'local' };
+      }
+      if (r.to === 'local' || r.to === 'drop') sink.rxDatagram(msg, meta);
+      else if (r.to === 'block') {
+        if (this.blocks.has(r.block)) sink.rxDatagram(msg, meta);
+        else this.forward(sink, this.blockName(r.block), msg, meta);
+      } else if (this.services.has(r.name)) sink.rxDatagram(msg, meta);
+      else this.forward(sink, this.serviceName(r.name), msg, meta);
+      return;
+    }
+    const block = qpn >>> QPN_BLOCK_SHIFT;
+    if (block < FIRST_BLOCK || block > LAST_BLOCK || this.blocks.has(block)) {
+      sink.rxDatagram(msg, meta);
+      return;
+    }
+    this.forward(sink, this.blockName(block), msg, meta);
+  }
+
+  /**
+   * Hand a datagram to the process listening on abstract name `name`. A name nobody listens on
+   * (a QPN block of a process that is gone, or of none) is remembered for a second; datagrams
+   * for it meanwhile stay here and the device drops them as for an unknown QPN.
+   */
+  private forward(sink: RxSink, name: string, msg: Buffer, meta: RxMeta): void {
+    let c = this.fwd.get(name);
+    if (!c) {
+      const dead = this.deadNames.get(name);
+      if (dead !== undefined) {
+        if (Date.now() < dead) {
+          sink.rxDatagram(msg, meta);
+          return;
+        }
+        this.deadNames.delete(name);
+      }
+      const conn = net.connect(name);
+      c = conn;
+      this.fwd.set(name, conn);
+      conn.on('error', () => {
+        if (this.fwd.get(name) === conn) this.fwd.delete(name);
+        if (this.deadNames.size > 4096) this.deadNames.clear();
+        this.deadNames.set(name, Date.now() + DEAD_NAME_MS);
+        sink.forwarded(false);
+      });
+      conn.on('close', () => {
+        if (this.fwd.get(name) === conn) this.fwd.delete(name);
+      });
+      conn.on('data', () => {
+        // nothing flows back
+      });
+      conn.unref();
+    }
+    const frame = Buffer.allocUnsafe(4 + FWD_HDR + msg.length);
+    frame.writeUInt32BE(FWD_HDR + msg.length, 0);
+    frame[4] = meta.family;
+    frame[5] = 0;
+    frame.writeUInt16BE(meta.srcPort, 6);
+    addrBytes(meta.src, meta.family, frame, 8);
+    addrBytes(meta.dst, meta.family, frame, 24);
+    msg.copy(frame, 4 + FWD_HDR);
+    c.write(frame);
+    sink.forwarded(true);
+  }
+
+  /** A connection from another process carrying forwarded datagrams. */
+  private acceptForward(c: net.Socket): void {
+    let pending: Buffer | null = null;
+    c.unref();
+    c.on('error', () => {});
+    c.on('data', (chunk: Buffer) => {
+      let buf = pending ? Buffer.concat([pending, chunk]) : chunk;
+      pending = null;
+      let off = 0;
+      while (buf.length - off >= 4) {
+        const n = buf.readUInt32BE(off);
+        if (n < FWD_HDR || n > FWD_MAX) {
+          c.destroy();
+          return;
+        }
+        if (buf.length - off - 4 < n) break;
+        this.deliverForwarded(buf.subarray(off + 4, off + 4 + n));
+        off += 4 + n;
+      }
+      if (off < buf.length) pending = Buffer.from(buf.subarray(off));
+      buf = Buffer.alloc(0);
+    });
+  }
+
+  private deliverForwarded(f: Buffer): void {
+    const fam = f[0];
+    if (fam !== 4 && fam !== 6) return;
+    const family = fam as 4 | 6;
+    const srcPort = f.readUInt16BE(2);
+    const src = addrText(f, 4, family);
+    const dst = addrText(f, 20, family);
+    const sink = this.sinksByIp.get(dst);
+    if (!sink) return;
+    sink.forwardIn();
+    // Copy: the frame buffer is shared with the next frames of the stream.
+    const pkt = Buffer.from(f.subarray(FWD_HDR));
+    sink.rxDatagram(pkt, { family, src, dst, srcPort, forwarded: true });
+  }
+
+  /**
+   * Resolves once every datagram handed to another process has been written to its Unix socket,
+   * or after `timeoutMs` (for `settleConnections` before `process.exit()`).
+   */
+  async settle(timeoutMs: number): Promise<void> {
+    const end = Date.now() + timeoutMs;
+    while (Date.now() < end && [...this.fwd.values()].some((c) => c.connecting || c.writableLength > 0)) {
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  }
+
+  /** Close every socket and listener of this agent (tests; a process normally keeps them). */
+  close(): void {
+    for (const ls of this.locals.values()) ls.sock.close();
+    for (const g of this.groups.values()) g.sock.close();
+    for (const s of this.blocks.values()) s.close();
+    for (const s of this.services.values()) s.close();
+    for (const c of this.fwd.values()) c.destroy();
+    this.locals.clear();
+    this.groups.clear();
+    this.blocks.clear();
+    this.services.clear();
+    this.fwd.clear();
+    this.sinksByIp.clear();
+    this.qpnsInUse.clear();
+    agents.delete(this.port);
+  }
+}

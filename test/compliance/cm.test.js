@@ -1,0 +1,263 @@
+// rdma_cm on every device that connects RDMA_PS_TCP ids: event order on both sides, private data,
+// IRD/ORD in each side's perspective, data and disconnect, errno mapping of wrong states and bad
+// arguments, acknowledgement rules, event channels, migrate, IPv6, wildcard listeners; async
+// (event channel) and sync (channel = null) modes. Ids are pinned to the device under test.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import {
+  createId, createEventChannel, PortSpace, CmEventType, CmState,
+  Access, WrOpcode, SendFlags, WcStatus, QpState, RdmaOption,
+  getCmTransport,
+} from '../../dist/index.js';
+import { forEachDevice, Cap } from './lib/devices.js';
+
+async function nextEvent(ch, ms = 3000) {
+  const ac = new AbortController();
+  const t = setTimeout(() => ac.abort(new Error('no event within ' + ms + ' ms')), ms);
+  try {
+    return await ch.getEvent(ac.signal);
+  } finally {
+    clearTimeout(t);
+  }
+}
+
+/** A synchronous listener's next request, with a QP, accepted. */
+async function syncAccept(listen) {
+  const child = await listen.getRequest();
+  child.createQp(null, {});
+  await child.accept();
+  return child;
+}
+
+/** A synchronous connection to `to` on `listen`'s port (from `bindFrom` when given): { id, child }. */
+async function syncPair(listen, to, bindFrom) {
+  const server = syncAccept(listen);
+  const id = createId(null, null, PortSpace.TCP);
+  if (bindFrom) id.bindAddr({ address: bindFrom, port: 0 });
+  await id.resolveAddr(null, { address: to, port: listen.srcPort });
+  await id.resolveRoute();
+  id.createQp(null, {});
+  await id.connect();
+  return { id, child: await server };
+}
+
+async function closePair({ id, child }) {
+  await id.disconnect();
+  for (const x of [id, child]) {
+    x.destroyQp();
+    await x.destroy();
+  }
+}
+
+forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
+  test('async mode: full event sequence on both sides, private data both ways, data, disconnect', async () => {
+    const sch = createEventChannel();
+    const cch = createEventChannel();
+    const listen = createId(sch, 'L', PortSpace.TCP);
+    listen.bindAddr({ address: '127.0.0.1', port: 0 });
+    await listen.listen(2);
+    assert.equal(listen.state, CmState.LISTEN);
+    const id = createId(cch, 'C', PortSpace.TCP);
+    await id.resolveAddr(null, { address: '127.0.0.1', port: listen.srcPort }, 2000);
+    let ev = await nextEvent(cch);
+    assert.equal(ev.event, CmEventType.ADDR_RESOLVED);
+    assert.equal(ev.id, id);
+    ev.ack();
+    assert.equal(id.verbs.device.name, d.name, 'the pinned device');
+    await id.resolveRoute(2000);
+    ev = await nextEvent(cch);
+    assert.equal(ev.event, CmEventType.ROUTE_RESOLVED);
+    ev.ack();
+    const qp = id.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+    assert.equal(qp.state, QpState.INIT);
+    await id.connect({ privateData: Buffer.from('hello from client'), responderResources: 2, initiatorDepth: 3 });
+
+    ev = await nextEvent(sch);
+    assert.equal(ev.event, CmEventType.CONNECT_REQUEST);
+    assert.equal(ev.listenId, listen);
+    assert.notEqual(ev.id, listen);
+    assert.equal(ev.id.context, 'L', 'context copied from the listener');
+    assert.equal(Buffer.from(ev.param.conn.privateData).toString(), 'hello from client');
+    // The requester's values in our perspective: its ORD (3) is what we answer, its IRD (2) bounds our ORD.
+    assert.equal(ev.param.conn.responderResources, 3);
+    assert.equal(ev.param.conn.initiatorDepth, 2);
+    const child = ev.id;
+    ev.ack();
+    const sqp = child.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+    const rmr = child.pd.regMr(Buffer.alloc(64), Access.LOCAL_WRITE);
+    sqp.postRecv({ wrId: 'r1', sgList: [{ addr: rmr.addr, length: 64, lkey: rmr.lkey }] });
+    await child.accept({ privateData: Buffer.from('welcome'), responderResources: 3, initiatorDepth: 2 });
+
+    ev = await nextEvent(cch);
+    assert.equal(ev.event, CmEventType.ESTABLISHED);
+    assert.equal(Buffer.from(ev.param.conn.privateData).toString(), 'welcome');
+    ev.ack();
+    ev = await nextEvent(sch);
+    assert.equal(ev.event, CmEventType.ESTABLISHED, 'passive ESTABLISHED (iWARP P2P: after the RTR; IB: on the RTU)');
+    assert.equal(ev.id, child);
+    ev.ack();
+    assert.equal(qp.state, QpState.RTS);
+    assert.equal(sqp.state, QpState.RTS);
+
+    const smr = id.pd.regMr(Buffer.from('ping'), 0);
+    qp.postSend({ wrId: 's1', opcode: WrOpcode.SEND, sgList: [{ addr: smr.addr, length: 4, lkey: smr.lkey }], sendFlags: SendFlags.SIGNALED });
+    const cq = child.recvCq;
+    cq.reqNotify();
+    let wc = cq.poll(1);
+    if (wc.length === 0) {
+      await child.recvCqChannel.getCqEvent();
+      cq.ackEvents(1);
+      wc = cq.poll(1);
+    }
+    assert.equal(wc[0].wrId, 'r1');
+    assert.equal(wc[0].byteLen, 4);
+    assert.equal(Buffer.from(rmr.buf.subarray(0, 4)).toString(), 'ping');
+
+    // Disconnect from the client: DISCONNECTED on both sides, pending receives flushed.
+    sqp.postRecv({ wrId: 'r2', sgList: [{ addr: rmr.addr, length: 64, lkey: rmr.lkey }] });
+    await id.disconnect();
+    ev = await nextEvent(cch);
+    assert.equal(ev.event, CmEventType.DISCONNECTED);
+    ev.ack();
+    ev = await nextEvent(sch);
+    assert.equal(ev.event, CmEventType.DISCONNECTED);
+    assert.equal(ev.id, child);
+    ev.ack();
+    wc = child.recvCq.poll(4);
+    assert.equal(wc.length, 1);
+    assert.equal(wc[0].status, WcStatus.WR_FLUSH_ERR);
+    await child.disconnect(); // after the peer's: a no-op, as librdmacm tolerates
+    for (const x of [id, child]) {
+      x.destroyQp();
+      await x.destroy();
+    }
+    await listen.destroy();
+    sch.destroy();
+    cch.destroy();
+  });
+
+  test('wrong state and bad arguments give errno-style errors', async () => {
+    const id = createId(null, null, PortSpace.TCP);
+    await assert.rejects(id.resolveRoute(), { code: 'EINVAL' });
+    await assert.rejects(id.connect(), { code: 'EINVAL' });
+    await assert.rejects(id.accept(), { code: 'EINVAL' });
+    assert.throws(() => id.createQp(null, {}), { code: 'EINVAL' }, 'no device yet');
+    assert.throws(() => id.bindAddr({ address: '203.0.113.77', port: 0 }), { code: 'EADDRNOTAVAIL' });
+    assert.throws(() => id.bindAddr({ address: 'not-an-ip', port: 0 }), { code: 'EINVAL' });
+    assert.throws(() => id.setOption(RdmaOption.LEVEL_ID, 99, 1), { code: 'ENOSYS' });
+    id.setOption(RdmaOption.LEVEL_ID, RdmaOption.ID_TOS, 16);
+    assert.equal(id.tos, 16);
+    id.bindAddr({ address: '127.0.0.1', port: 0 });
+    assert.throws(() => id.bindAddr({ address: '127.0.0.1', port: 0 }), { code: 'EINVAL' });
+    assert.throws(() => id.setOption(RdmaOption.LEVEL_ID, RdmaOption.ID_REUSEADDR, 1), { code: 'EINVAL' });
+    await id.resolveAddr(null, { address: '127.0.0.1', port: 9 });
+    await id.resolveRoute();
+    id.createQp(null, {});
+    const pdMax = getCmTransport(d.provider).privateDataLimits.connect;
+    await assert.rejects(id.connect({ privateData: Buffer.alloc(pdMax + 1) }), { code: 'EINVAL' }, 'private data over the limit');
+    await assert.rejects(id.connect({ initiatorDepth: id.verbs.queryDevice().maxQpRdAtom + 1 }), { code: 'EINVAL' });
+    assert.throws(() => id.createQp(null, {}), { code: 'EINVAL' }, 'already has a QP');
+    id.destroyQp();
+    await id.destroy();
+    await assert.rejects(id.destroy(), { code: 'EINVAL' });
+    assert.throws(() => createId(null, null, 0x999), { code: 'EINVAL' });
+  });
+
+  test('destroying an id waits until its events are acknowledged', async () => {
+    const ch = createEventChannel();
+    const id = createId(ch, null, PortSpace.TCP);
+    await id.resolveAddr(null, { address: '127.0.0.1', port: 1 });
+    const ev = await nextEvent(ch);
+    let done = false;
+    const p = id.destroy().then(() => (done = true));
+    await new Promise((r) => setTimeout(r, 30));
+    assert.equal(done, false, 'destroy still waiting for the ack');
+    ev.ack();
+    await p;
+    assert.equal(done, true);
+    assert.throws(() => ev.ack(), { code: 'EINVAL' }, 'double ack');
+    ch.destroy();
+  });
+
+  test('event channel: async iteration, abort, EAGAIN when non-blocking, EBUSY destroy', async () => {
+    const ch = createEventChannel();
+    assert.throws(() => ch.tryGetEvent(), { code: 'EAGAIN' });
+    const ac = new AbortController();
+    const p = ch.getEvent(ac.signal);
+    ac.abort(new Error('stop'));
+    await assert.rejects(p, /stop/);
+    const id = createId(ch, null, PortSpace.TCP);
+    assert.throws(() => ch.destroy(), { code: 'EBUSY' });
+    await id.resolveAddr(null, { address: '::1', port: 1 });
+    for await (const ev of ch) {
+      assert.equal(ev.event, CmEventType.ADDR_RESOLVED);
+      assert.equal(id.localAddr.address, '::1');
+      ev.ack();
+      break;
+    }
+    await id.destroy();
+    ch.destroy();
+  });
+
+  test('rdma_migrate_id moves pending events to the new channel', async () => {
+    const a = createEventChannel();
+    const b = createEventChannel();
+    const id = createId(a, null, PortSpace.TCP);
+    await id.resolveAddr(null, { address: '127.0.0.1', port: 1 });
+    await new Promise((r) => setTimeout(r, 20));
+    assert.equal(a.pending, 1);
+    await id.migrate(b);
+    assert.equal(a.pending, 0);
+    const ev = await nextEvent(b);
+    assert.equal(ev.event, CmEventType.ADDR_RESOLVED);
+    ev.ack();
+    await id.destroy();
+    a.destroy();
+    b.destroy();
+  });
+
+  test('IPv6 loopback connect and a sync accept', async () => {
+    const listen = createId(null, null, PortSpace.TCP);
+    listen.bindAddr({ address: '::1', port: 0 });
+    await listen.listen(1);
+    const server = syncAccept(listen);
+    const id = createId(null, null, PortSpace.TCP);
+    await id.resolveAddr(null, { address: '::1', port: listen.srcPort });
+    await id.resolveRoute();
+    id.createQp(null, {});
+    await id.connect();
+    const child = await server;
+    assert.equal(child.peerAddr.address, '::1');
+    assert.deepEqual(child.localAddr, { address: '::1', port: listen.srcPort, family: 'IPv6' });
+    assert.equal(id.event.event, CmEventType.ESTABLISHED);
+    await id.disconnect();
+    assert.equal(id.event.event, CmEventType.DISCONNECTED);
+    for (const x of [id, child]) {
+      x.destroyQp();
+      await x.destroy();
+    }
+    await listen.destroy();
+  });
+
+  test('a port another id holds: EADDRINUSE at bind', async () => {
+    const a = createId(null, null, PortSpace.TCP);
+    a.bindAddr({ address: '127.0.0.1', port: 0 });
+    await a.listen(1);
+    const b = createId(null, null, PortSpace.TCP);
+    assert.throws(() => b.bindAddr({ address: '127.0.0.1', port: a.srcPort }), { code: 'EADDRINUSE' });
+    for (const x of [a, b]) await x.destroy();
+  });
+
+  test('a wildcard listener: each connection\'s local address is the one the peer reached', async () => {
+    const listen = createId(null, null, PortSpace.TCP);
+    listen.bindAddr({ address: '0.0.0.0', port: 0 });
+    await listen.listen(4);
+    for (const to of ['127.0.0.2', '127.0.0.1']) {
+      const { id, child } = await syncPair(listen, to);
+      assert.deepEqual(child.localAddr, { address: to, port: listen.srcPort, family: 'IPv4' });
+      assert.deepEqual(child.peerAddr, id.localAddr);
+      await closePair({ id, child });
+    }
+    await listen.destroy();
+  });
+});
