@@ -68,6 +68,12 @@ export class NetSock {
   private err: number | null = null;
   private shutWr = false;
   private waiters: Waiter[] = [];
+  /** The one untimed poll() a transfer loop has waiting (no Waiter object, no array). */
+  private oneEvents = 0;
+  private oneResolve: ((revents: number) => void) | null = null;
+  private readonly setOne = (resolve: (revents: number) => void): void => {
+    this.oneResolve = resolve;
+  };
 
   // -- send side
   private sndbuf = 2 * 212992;
@@ -89,7 +95,7 @@ export class NetSock {
       this.lent = null;
       this.lentMore = false;
     }
-    if (this.waiters.length > 0) this.wake();
+    if (this.oneResolve !== null || this.waiters.length > 0) this.wake();
   };
 
   private constructor() {}
@@ -134,7 +140,7 @@ export class NetSock {
         ns.readPaused = true;
         s.pause();
       }
-      if (ns.waiters.length > 0) ns.wake();
+      if (ns.oneResolve !== null || ns.waiters.length > 0) ns.wake();
     });
     s.resume();
     return ns;
@@ -165,7 +171,7 @@ export class NetSock {
         break;
       }
     }
-    if (this.waiters.length > 0) this.wake();
+    if (this.oneResolve !== null || this.waiters.length > 0) this.wake();
     if (next >= 0) {
       this.nextSlab = next;
       return true;
@@ -229,6 +235,14 @@ export class NetSock {
   }
 
   private wake(): void {
+    const one = this.oneResolve;
+    if (one !== null) {
+      const r = this.ready(this.oneEvents);
+      if (r !== 0) {
+        this.oneResolve = null;
+        one(r);
+      }
+    }
     const ws = this.waiters;
     for (let i = 0; i < ws.length; ) {
       const w = ws[i] as Waiter;
@@ -349,6 +363,10 @@ export class NetSock {
   poll(events: number, timeoutMs: number): Promise<number> {
     const r = this.ready(events);
     if (r !== 0 || timeoutMs === 0) return Promise.resolve(r);
+    if (timeoutMs < 0 && this.oneResolve === null) {
+      this.oneEvents = events;
+      return new Promise<number>(this.setOne);
+    }
     return new Promise<number>((resolve) => {
       const w: Waiter = { events, resolve, timer: null };
       if (timeoutMs > 0) {
