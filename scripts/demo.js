@@ -1,6 +1,7 @@
-// npm start: run the tools end to end over the software iWARP device on this machine — each as a
-// server and a client process, as a user would run them from two terminals — and show their
-// output. Exits non-zero if any run fails. Every process has a timeout.
+// npm start: run the tools end to end over the software devices on this machine (iWARP for the
+// connected tools, RoCE for udaddy and mckey) — each as a server and a client process, as a user
+// would run them from two terminals — and show their output. Exits non-zero if any run fails.
+// Every process has a timeout.
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath } from 'node:url';
@@ -30,11 +31,11 @@ async function freePort(host) {
 }
 
 /** A server process and, once it listens, a client process; both must exit 0. */
-async function pair(title, name, { host = '127.0.0.1', server, client, clientTool = name }) {
+async function pair(title, name, { host = '127.0.0.1', server, client, clientTool = name, settleMs = 500 }) {
   process.stdout.write(`\n=== ${title}\n`);
   const port = await freePort(host);
   const srv = run(name, server(host, port));
-  await new Promise((r) => setTimeout(r, 500));
+  await new Promise((r) => setTimeout(r, settleMs));
   const cli = await run(clientTool, client(host, port));
   const s = await srv;
   process.stdout.write(`--- client: ${clientTool} ${client(host, port).join(' ')} (exit ${cli.code})\n${cli.out}`);
@@ -51,7 +52,43 @@ const runs = [
   ['riostream over rsockets (riomap/riowrite), verified', 'riostream', { server: (h, p) => ['-b', h, '-p', p, '-S', '4096', '-C', '100', '-I', '5', '-T', 'v'], client: (h, p) => ['-s', h, '-p', p, '-S', '4096', '-C', '100', '-I', '5', '-T', 'v'] }],
 ];
 
+/**
+ * mckey: `receivers` receiver processes join the group first (they print `mckey: joined ...`),
+ * then one sender; all must exit 0. The group traffic stays on the loopback interface.
+ */
+async function mcGroup(title, { receivers, args }) {
+  process.stdout.write(`\n=== ${title}\n`);
+  const recv = [];
+  for (let i = 0; i < receivers; i++) {
+    const p = spawn(process.execPath, [tool('mckey'), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    p.stdout.on('data', (d) => (out += d));
+    p.stderr.on('data', (d) => (out += d));
+    const t = setTimeout(() => p.kill('SIGKILL'), 60_000);
+    const done = new Promise((resolve) => p.on('exit', (code, sig) => (clearTimeout(t), resolve({ code: code ?? (sig === 'SIGKILL' ? 137 : 143), out }))));
+    recv.push({ out: () => out, done, exited: () => p.exitCode !== null || p.signalCode !== null });
+  }
+  const t0 = Date.now();
+  while (recv.some((r) => !r.out().includes('mckey: joined') && !r.exited()) && Date.now() - t0 < 15_000) await new Promise((r) => setTimeout(r, 50));
+  const snd = await run('mckey', [...args, '-s']);
+  process.stdout.write(`--- sender: mckey ${[...args, '-s'].join(' ')} (exit ${snd.code})\n${snd.out}`);
+  let ok = snd.code === 0;
+  for (const [i, r] of recv.entries()) {
+    const res = await r.done;
+    process.stdout.write(`--- receiver ${i + 1}: mckey ${args.join(' ')} (exit ${res.code})\n${res.out}`);
+    ok &&= res.code === 0;
+  }
+  return ok;
+}
+
+const udRuns = [
+  ['udaddy: 4 UD paths (SIDR) x 10 datagrams with immediate data', 'udaddy', { settleMs: 1000, server: (h) => ['-b', h, '-c', '4'], client: (h) => ['-s', h, '-c', '4'] }],
+];
+
 let failed = 0;
 for (const [title, name, opts] of runs) if (!(await pair(title, name, opts))) failed++;
-process.stdout.write(failed ? `\n${failed} run(s) FAILED\n` : `\nall ${runs.length} runs passed\n`);
+for (const [title, name, opts] of udRuns) if (!(await pair(title, name, opts))) failed++;
+if (!(await mcGroup('mckey: one sender, two receivers on group 239.255.0.1', { receivers: 2, args: ['-m', '239.255.0.1', '-b', '127.0.0.1'] }))) failed++;
+const total = runs.length + udRuns.length + 1;
+process.stdout.write(failed ? `\n${failed} run(s) FAILED\n` : `\nall ${total} runs passed\n`);
 process.exitCode = failed ? 1 : 0;

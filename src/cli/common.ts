@@ -85,10 +85,24 @@ export function exit(code: number): void {
   const guard = setTimeout(() => process.exit(status), 5000);
   // Connections we closed must still reach the peer whole (the kernel lingers a closed socket; a
   // Node process that exits does not): at most 3 s, as our graceful close waits for the peer's FIN.
-  void Promise.all([drained(process.stdout), drained(process.stderr), settleConnections(3000)]).then(() => {
+  // One turn of the event loop first: a datagram a device handed to a UDP socket leaves on the
+  // next tick (dgram's address lookup), which a chain of promises ending here has not reached —
+  // the C tools' sends are on the wire once ibv_post_send returns.
+  const turn = new Promise<void>((r) => setImmediate(r));
+  void Promise.all([turn, drained(process.stdout), drained(process.stderr), settleConnections(3000)]).then(() => {
     clearTimeout(guard);
     process.exit(status);
   });
+}
+
+/**
+ * Keep the process alive until {@link exit}, as a C tool blocked in `rdma_get_cm_event()` or
+ * spinning on `ibv_poll_cq()` stays alive. Node ends a process whose only pending work is a
+ * promise; a UD tool waiting for a request or a datagram may hold no socket that keeps the
+ * event loop running (the RoCE device holds its sockets only while QPs exist).
+ */
+export function holdProcess(): void {
+  setInterval(() => {}, 1 << 30);
 }
 
 /**
@@ -417,6 +431,44 @@ export function canonicalIp(address: string): string {
   }
 }
 
+/**
+ * inet_ntop(AF_INET6, ...) as glibc formats it: lower-case hex words, the longest run of two or
+ * more zero words (the first of equal runs) as `::`, and the last 32 bits in dotted form for
+ * IPv4-compatible (`::a.b.c.d`) and IPv4-mapped (`::ffff:a.b.c.d`) addresses. Used for GIDs.
+ */
+export function inetNtop6(b: Uint8Array): string {
+  const w: number[] = [];
+  for (let i = 0; i < 8; i++) w.push((((b[2 * i] ?? 0) << 8) | (b[2 * i + 1] ?? 0)) >>> 0);
+  let best = { base: -1, len: 0 };
+  let cur = { base: -1, len: 0 };
+  for (let i = 0; i < 8; i++) {
+    if (w[i] === 0) {
+      if (cur.base === -1) cur = { base: i, len: 1 };
+      else cur.len++;
+    } else if (cur.base !== -1) {
+      if (best.base === -1 || cur.len > best.len) best = cur;
+      cur = { base: -1, len: 0 };
+    }
+  }
+  if (cur.base !== -1 && (best.base === -1 || cur.len > best.len)) best = cur;
+  if (best.base !== -1 && best.len < 2) best = { base: -1, len: 0 };
+  let s = '';
+  for (let i = 0; i < 8; i++) {
+    if (best.base !== -1 && i >= best.base && i < best.base + best.len) {
+      if (i === best.base) s += ':';
+      continue;
+    }
+    if (i !== 0) s += ':';
+    if (i === 6 && best.base === 0 && (best.len === 6 || (best.len === 5 && w[5] === 0xffff))) {
+      s += `${b[12] ?? 0}.${b[13] ?? 0}.${b[14] ?? 0}.${b[15] ?? 0}`;
+      return s;
+    }
+    s += (w[i] as number).toString(16);
+  }
+  if (best.base !== -1 && best.base + best.len === 8) s += ':';
+  return s;
+}
+
 /** The EAI code of a resolver failure (GaiError), else -1 (EAI_BADFLAGS, as glibc reports -1). */
 export function eaiOf(e: unknown): number {
   return e instanceof GaiError ? e.eai : -1;
@@ -623,7 +675,7 @@ export async function getRdmaAddr(
       rai = await getaddrinfo(src, port, hints);
     } else {
       const h: RdmaAddrinfoHints = { ...hints };
-      if (src) {
+      if (src !== null) {
         const res = await getaddrinfo(src, null, { ...h, flags: (h.flags ?? 0) | RAI.PASSIVE });
         if (res.srcAddr) h.srcAddr = res.srcAddr;
       }

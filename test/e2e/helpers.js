@@ -1,6 +1,6 @@
 // Shared code for the two-process CLI tests: spawn a tool with a deadline (killed on hang),
 // pick free ports, wait until a server listens, and the expected output of rping's -v.
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { dirname, join } from 'node:path';
@@ -12,13 +12,15 @@ export const RPING = join(REPO_ROOT, 'dist', 'cli', 'rping.js');
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
- * Start `node <script> ...args`. Returns a handle: `stdout()`/`stderr()` (output so far), `kill()`,
- * and `done`, a promise of `{ code, signal, stdout, stderr, timedOut, ms }`. The process is
- * SIGKILLed when it outlives `timeoutMs` (then `timedOut` is true).
+ * Start `node <script> ...args` (inside network namespace `netns` when given: `ip netns exec`
+ * replaces itself with node, so the child is the tool). Returns a handle: `stdout()`/`stderr()`
+ * (output so far), `kill()`, and `done`, a promise of `{ code, signal, stdout, stderr, timedOut,
+ * ms }`. The process is SIGKILLed when it outlives `timeoutMs` (then `timedOut` is true).
  */
-export function startCli(script, args, { timeoutMs = 20_000, env } = {}) {
+export function startCli(script, args, { timeoutMs = 20_000, env, netns } = {}) {
   const t0 = Date.now();
-  const child = spawn(process.execPath, [script, ...args], {
+  const [cmd, argv] = netns ? ['ip', ['netns', 'exec', netns, process.execPath, script, ...args]] : [process.execPath, [script, ...args]];
+  const child = spawn(cmd, argv, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },
   });
@@ -60,6 +62,24 @@ export function describeRun(what, r) {
   const clip = (s) => (s.length > 2000 ? `${s.slice(0, 2000)}…(${s.length} bytes)` : s);
   return `${what}: exit ${r.code}${r.signal ? ` signal ${r.signal}` : ''}${r.timedOut ? ' TIMED OUT' : ''} in ${r.ms} ms\n` +
     `  stderr: ${JSON.stringify(clip(r.stderr))}\n  stdout: ${JSON.stringify(clip(r.stdout))}`;
+}
+
+/**
+ * A network namespace of this test process with only its loopback interface, up: `name`, and
+ * `remove()` (run it in `after`). `skip` is a reason when one cannot be made (not root, no `ip`).
+ */
+export function makeNetns(tag) {
+  const name = `rdmacm-${tag}-${process.pid}`;
+  const ip = (...a) => spawnSync('ip', a, { encoding: 'utf8' });
+  const r = ip('netns', 'add', name);
+  if (r.error || r.status !== 0) return { name, skip: `cannot create a network namespace: ${(r.error?.message ?? r.stderr).trim()}`, remove() {} };
+  const up = ip('netns', 'exec', name, 'ip', 'link', 'set', 'lo', 'up');
+  const remove = () => void ip('netns', 'del', name);
+  if (up.status !== 0) {
+    remove();
+    return { name, skip: `cannot bring lo up in ${name}: ${up.stderr.trim()}`, remove() {} };
+  }
+  return { name, skip: false, remove };
 }
 
 const handedOut = new Set();

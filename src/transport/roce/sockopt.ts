@@ -6,39 +6,42 @@
  * a datagram with DF set from a socket whose path-MTU mode is `IP_PMTUDISC_DO` or
  * `IP_PMTUDISC_PROBE` (include/net/ip.h `ip_select_ident_segs`); a default UDP socket
  * (`IP_PMTUDISC_WANT`) gets a hashed, changing identification. Node offers no way to set
- * `IP_MTU_DISCOVER`, so this module does it through the optional FFI package `koffi`
- * (`setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_PROBE)` on the socket's descriptor).
+ * `IP_MTU_DISCOVER`, so this module does it through the package's small native addon
+ * native/build/netopt.node (native/src/netopt.c, built at install wherever a C compiler and
+ * Node's headers exist: `setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_PROBE)` on the
+ * socket's descriptor).
  *
  * With it, every IPv4 datagram leaves with identification 0 and DF, the values the sender's ICRC
  * was computed with, so a kernel rxe peer accepts it. Without it the device still works between
  * processes of this package (receivers recover the identification from the ICRC, see
  * icrc-ipid.ts) but a kernel rxe peer drops its IPv4 datagrams as ICRC errors.
- * `RDMACM_ROCE_SOCKOPT=off` disables the call.
+ * `RDMACM_ROCE_SOCKOPT=off` disables the call; `RDMACM_NETOPT_PATH` loads the addon from another
+ * file.
  */
 import { createRequire } from 'node:module';
+import { dirname, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import type dgram from 'node:dgram';
 
-const IPPROTO_IP = 0;
-const IP_MTU_DISCOVER = 10;
 const IP_PMTUDISC_PROBE = 3;
 
-type SetSockOpt = (fd: number, level: number, name: number, val: number[], len: number) => number;
+type SetMtuDiscover = (fd: number, mode: number) => number;
 
-let setsockopt: SetSockOpt | null | undefined;
+let setMtuDiscover: SetMtuDiscover | null | undefined;
 
-function load(): SetSockOpt | null {
-  if (setsockopt !== undefined) return setsockopt;
-  setsockopt = null;
+function load(): SetMtuDiscover | null {
+  if (setMtuDiscover !== undefined) return setMtuDiscover;
+  setMtuDiscover = null;
   if (process.platform !== 'linux' || process.env['RDMACM_ROCE_SOCKOPT'] === 'off') return null;
+  const file =
+    process.env['RDMACM_NETOPT_PATH'] ?? resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'native', 'build', 'netopt.node');
   try {
-    const req = createRequire(import.meta.url);
-    const koffi = req('koffi') as { load(name: string): { func(decl: string): SetSockOpt } };
-    const libc = koffi.load('libc.so.6');
-    setsockopt = libc.func('int setsockopt(int fd, int level, int name, _In_ int *val, uint32_t len)');
+    const mod = createRequire(import.meta.url)(file) as { setMtuDiscover?: unknown };
+    if (typeof mod.setMtuDiscover === 'function') setMtuDiscover = mod.setMtuDiscover as SetMtuDiscover;
   } catch {
-    setsockopt = null;
+    setMtuDiscover = null;
   }
-  return setsockopt;
+  return setMtuDiscover;
 }
 
 /** The file descriptor of a bound dgram socket (Node keeps it on an internal handle). */
@@ -60,14 +63,10 @@ export function setPmtuProbe(sock: dgram.Socket): boolean {
   if (!f) return false;
   const fd = fdOf(sock);
   if (fd < 0) return false;
-  try {
-    return f(fd, IPPROTO_IP, IP_MTU_DISCOVER, [IP_PMTUDISC_PROBE], 4) === 0;
-  } catch {
-    return false;
-  }
+  return f(fd, IP_PMTUDISC_PROBE) === 0;
 }
 
-/** Whether the FFI path is available (for the documentation of a device's state). */
+/** Whether the addon is available (for the documentation of a device's state). */
 export function pmtuProbeAvailable(): boolean {
   return load() !== null;
 }

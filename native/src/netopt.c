@@ -1,0 +1,42 @@
+/*
+ * netopt.node: the one socket option the soft RoCE device needs and Node cannot set.
+ *
+ * The RoCEv2 ICRC covers the IPv4 identification field, which the kernel fills in after
+ * userspace hands over the datagram. Linux writes 0 there for a DF datagram only when the
+ * socket's path-MTU mode is IP_PMTUDISC_DO or IP_PMTUDISC_PROBE (include/net/ip.h,
+ * ip_select_ident_segs), so the device puts its IPv4 sockets in PROBE mode and computes the ICRC
+ * with identification 0. Needs only Node's headers and a C compiler (no rdma-core).
+ *
+ * setMtuDiscover(fd, mode) -> 0, or a negative errno.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <node_api.h>
+
+static napi_value set_mtu_discover(napi_env env, napi_callback_info info)
+{
+	size_t argc = 2;
+	napi_value argv[2], ret;
+	int32_t fd = -1, mode = -1, rc;
+
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
+	    napi_get_value_int32(env, argv[0], &fd) != napi_ok ||
+	    napi_get_value_int32(env, argv[1], &mode) != napi_ok || fd < 0 || mode < 0) {
+		rc = -EINVAL;
+	} else {
+		rc = setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &mode, sizeof(mode)) ? -errno : 0;
+	}
+	napi_create_int32(env, rc, &ret);
+	return ret;
+}
+
+NAPI_MODULE_INIT()
+{
+	napi_value fn;
+
+	if (napi_create_function(env, "setMtuDiscover", NAPI_AUTO_LENGTH, set_mtu_discover, NULL, &fn) != napi_ok ||
+	    napi_set_named_property(env, exports, "setMtuDiscover", fn) != napi_ok)
+		return NULL;
+	return exports;
+}
