@@ -38,9 +38,9 @@ const IMPLS = [
 ];
 
 function steadyRows(scale) {
-  const lat = Math.round(num('BENCH_LAT_ITERS', 50_000) * scale);
-  const bw64 = Math.round(num('BENCH_BW64_COUNT', 40_000) * scale);
-  const bw1m = Math.round(num('BENCH_BW1M_COUNT', 2500) * scale);
+  const lat = Math.round(num('BENCH_LAT_ITERS', 30_000) * scale);
+  const bw64 = Math.round(num('BENCH_BW64_COUNT', 20_000) * scale);
+  const bw1m = Math.round(num('BENCH_BW1M_COUNT', 1500) * scale);
   const B = ['-B', String(4 << 20)];
   return [
     { id: 'lat64', name: '64 B latency', unit: 'usec/xfer', metric: 'usec_per_xfer', better: 'lower', size: 64, args: ['-S', '64', '-C', '1', '-I', String(lat)], warm: lat },
@@ -138,12 +138,22 @@ async function series(impl, tools) {
   return { rows: Object.fromEntries(rows.map((x) => [x.name, { gbps: x.gbps, usec_per_xfer: x.usec_per_xfer }])), wallMs: r.ms };
 }
 
+/** The median of a[k] / b[k] over the rounds where both were measured (null if none). */
+function roundRatio(a, b) {
+  return median((a ?? []).map((x, k) => (typeof x === 'number' && b[k] ? x / b[k] : null)));
+}
+
 /** The cold rows: a series row set against a steady row. */
 const COLD = [
   { id: 'cold-lat64', name: '64 B latency', series: '64_lat', steady: 'lat64', metric: 'usec_per_xfer', unit: 'usec/xfer', better: 'lower' },
   { id: 'cold-bw64k', name: '64 KiB bandwidth', series: '64k_bw', steady: 'bw64k', metric: 'gbps', unit: 'Gb/s', better: 'higher' },
   { id: 'cold-bw1m', name: '1 MiB bandwidth', series: '1m_bw', steady: 'bw1m', metric: 'gbps', unit: 'Gb/s', better: 'higher' },
 ];
+
+/** A progress line on stderr (the tables go to stdout at the end of the section). */
+function progress(text) {
+  if (process.env.BENCH_QUIET !== '1') process.stderr.write(`  stream: ${text}\n`);
+}
 
 export function streamTools() {
   return { rstream: which('rstream'), qperf: which('qperf') };
@@ -162,8 +172,14 @@ export async function streamBench({ reps = 3, scale = 1, cold = true, only = nul
   const coldRuns = Object.fromEntries(['soft', 'rio', 'tcs', 'node', 'c'].filter((i) => impls.includes(i)).map((i) => [i, []]));
   try {
     for (let k = 0; k < reps; k++) {
-      for (const row of rows) for (const i of impls) runs[row.id][i].push(await once(i, row, tools, qsrv));
-      if (cold) for (const i of Object.keys(coldRuns)) coldRuns[i].push(await series(i, tools));
+      for (const row of rows) {
+        for (const i of impls) runs[row.id][i].push(await once(i, row, tools, qsrv));
+        progress(`round ${k + 1}/${reps}: ${row.name} done`);
+      }
+      if (cold) {
+        for (const i of Object.keys(coldRuns)) coldRuns[i].push(await series(i, tools));
+        progress(`round ${k + 1}/${reps}: one-shot series done`);
+      }
     }
   } finally {
     qsrv?.close();
@@ -171,7 +187,9 @@ export async function streamBench({ reps = 3, scale = 1, cold = true, only = nul
   const result = { tools, reps, steady: [], cold: [] };
   for (const row of rows) {
     const m = Object.fromEntries(impls.map((i) => [i, median(runs[row.id][i])]));
-    const ratio = (x) => (m[x] === null || !m.node ? null : m[x] / m.node);
+    // The median of the rounds' ratios: the runs of one round are back to back, under the same
+    // conditions, so a round slowed down by something else moves both sides of its ratio.
+    const ratio = (x) => roundRatio(runs[row.id][x], runs[row.id].node);
     result.steady.push({
       id: row.id,
       name: row.name,
@@ -187,15 +205,15 @@ export async function streamBench({ reps = 3, scale = 1, cold = true, only = nul
   }
   if (cold) {
     for (const c of COLD) {
-      const steady = result.steady.find((s) => s.id === c.steady);
+      const coldOf = (i) => coldRuns[i].map((x) => x?.rows[c.series]?.[c.metric] ?? null);
       const med = {};
       const vsWarm = {};
       for (const i of Object.keys(coldRuns)) {
-        med[i] = median(coldRuns[i].filter(Boolean).map((s) => s.rows[c.series]?.[c.metric]));
-        const w = steady?.median[i];
-        vsWarm[i] = med[i] === null || !w ? null : med[i] / w;
+        med[i] = median(coldOf(i));
+        // Per round: that round's one-shot run against the same round's steady run.
+        vsWarm[i] = runs[c.steady]?.[i] ? roundRatio(coldOf(i), runs[c.steady][i]) : null;
       }
-      result.cold.push({ id: c.id, name: c.name, series: c.series, unit: c.unit, better: c.better, median: med, vsWarm, vsNodeCold: Object.fromEntries(Object.keys(med).map((i) => [i, med[i] === null || !med.node ? null : med[i] / med.node])), target: c.better === 'lower' ? 'cold <= 1.25 x warm' : 'cold >= warm / 1.25' });
+      result.cold.push({ id: c.id, name: c.name, series: c.series, unit: c.unit, better: c.better, median: med, vsWarm, vsNodeCold: Object.fromEntries(Object.keys(med).map((i) => [i, roundRatio(coldOf(i), coldOf('node'))])), target: c.better === 'lower' ? 'cold <= 1.25 x warm' : 'cold >= warm / 1.25' });
     }
     result.coldWallMs = Object.fromEntries(Object.entries(coldRuns).map(([i, v]) => [i, median(v.filter(Boolean).map((s) => s.wallMs))]));
   }
@@ -209,7 +227,7 @@ function print(r, impls, log) {
   if (!r.tools.rstream) log('  (rdma-core rstream not installed: no C column; bench/setup.sh installs rdmacm-utils)');
   if (!r.tools.qperf) log('  (qperf not installed: no qperf column; bench/setup.sh installs it)');
   const w = 15;
-  log(`${'test'.padEnd(18)}${'unit'.padEnd(10)}${head.map((i) => i.label.padStart(w)).join('')}   ratios to Node net (soft / rio / -T s; C)`);
+  log(`${'test'.padEnd(18)}${'unit'.padEnd(10)}${head.map((i) => i.label.padStart(w)).join('')}   to Node net, median of the rounds' ratios (soft / rio / -T s; C)`);
   for (const s of r.steady) {
     const v = s.vsNode;
     log(`${s.name.padEnd(18)}${s.unit.padEnd(10)}${head.map((i) => fx(s.median[i.id]).padStart(w)).join('')}   ${fx(v.soft)} / ${fx(v.rio)} / ${fx(v.tcs)}; C ${fx(v.c)}   (target ${s.target}, ${s.better} is better)`);
