@@ -57,6 +57,11 @@ function listDevices(): DeviceInfo[] {
   return list;
 }
 
+/** The soft RoCE devices of this host (one per interface with an address). */
+export function rxeDeviceInfos(): readonly DeviceInfo[] {
+  return listDevices();
+}
+
 function dev(info: DeviceInfo): RoceDevice {
   return RoceDevice.of(info);
 }

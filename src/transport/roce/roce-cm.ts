@@ -65,10 +65,10 @@ import {
   type CmSidrRep,
 } from '../../wire/roce/index.js';
 import { C } from './counters.js';
-import { RoceDevice, ipBytes, roceDevices, setGsiHandler } from './device.js';
+import { RoceDevice, ipBytes, setGsiHandler } from './device.js';
 import { gidFromIp, ipFromGid } from './gid.js';
 import { PortAgent, type GsiRoute, type RxMeta } from './udp.js';
-import { RXE_PROVIDER } from './provider.js';
+import { RXE_PROVIDER, rxeDeviceInfos } from './provider.js';
 
 /** SIDR_REP private data (bytes). */
 const SIDR_REP_PD = 136;
@@ -535,8 +535,16 @@ async function listen(host: CmHost, req: ListenRequest): Promise<CmListener> {
   }
   const l: Listener = { host, addr: { ...req.addr }, ps, port };
   listeners.set(key, l);
-  // Start receiving on the devices the listener covers, so requests from other hosts arrive.
-  if (isAnyAddr(req.addr.address)) for (const d of roceDevices()) d.activate();
+  // Start receiving on the devices the listener covers, so requests arrive: from other hosts,
+  // and those other processes of this host hand over (they go to the device of the address they
+  // reached). A wildcard listener covers every soft RoCE device of the host, opened now if this
+  // process has not used it yet (only the pinned one with a pin).
+  if (isAnyAddr(req.addr.address)) {
+    for (const info of rxeDeviceInfos()) {
+      const served = info.addresses.some((a) => host.deviceFor(a.address.split('%')[0] ?? a.address)?.info.name === info.name);
+      if (served) RoceDevice.of(info).activate();
+    }
+  }
   else {
     const d = host.deviceFor(req.addr.address);
     if (d && d.provider === RXE_PROVIDER) RoceDevice.of(d.info).activate();

@@ -155,6 +155,8 @@ export class PortAgent {
   private readonly locals = new Map<string, LocalSock>();
   private readonly groups = new Map<string, GroupSock>();
   private readonly fwd = new Map<string, net.Socket>();
+  /** Datagrams written to a service's connection still being made, taken here if it fails. */
+  private readonly unconfirmed = new Map<net.Socket, [Buffer, RxMeta][]>();
   private readonly sinksByIp = new Map<string, RxSink>();
   /** Abstract names that refused a connection lately, with the time they may be tried again. */
   private readonly deadNames = new Map<string, number>();
@@ -472,7 +474,7 @@ export class PortAgent {
         if (this.blocks.has(r.block)) sink.rxDatagram(msg, meta);
         else this.forward(sink, this.blockName(r.block), msg, meta);
       } else if (this.services.has(r.name)) sink.rxDatagram(msg, meta);
-      else this.forward(sink, this.serviceName(r.name), msg, meta);
+      else this.forward(sink, this.serviceName(r.name), msg, meta, true);
       return;
     }
     const block = qpn >>> QPN_BLOCK_SHIFT;
@@ -485,10 +487,13 @@ export class PortAgent {
 
   /**
    * Hand a datagram to the process listening on abstract name `name`. A name nobody listens on
-   * (a QPN block of a process that is gone, or of none) is remembered for a second; datagrams
-   * for it meanwhile stay here and the device drops them as for an unknown QPN.
+   * (a QPN block of a process that is gone, or of none; a service nobody publishes) is remembered
+   * for a second; datagrams for it meanwhile stay here and this process's device takes them: an
+   * unknown QPN is dropped and counted, a request for an unpublished service is answered by this
+   * process's CM as the kernel's CM answers a request nobody listens for. With `answerHere`, the
+   * datagrams written while the connection was still being made are taken here too when it fails.
    */
-  private forward(sink: RxSink, name: string, msg: Buffer, meta: RxMeta): void {
+  private forward(sink: RxSink, name: string, msg: Buffer, meta: RxMeta, answerHere = false): void {
     let c = this.fwd.get(name);
     if (!c) {
       const dead = this.deadNames.get(name);
@@ -502,11 +507,16 @@ export class PortAgent {
       const conn = net.connect(name);
       c = conn;
       this.fwd.set(name, conn);
+      if (answerHere) this.unconfirmed.set(conn, []);
+      conn.on('connect', () => this.unconfirmed.delete(conn));
       conn.on('error', () => {
         if (this.fwd.get(name) === conn) this.fwd.delete(name);
         if (this.deadNames.size > 4096) this.deadNames.clear();
         this.deadNames.set(name, Date.now() + DEAD_NAME_MS);
         sink.forwarded(false);
+        const back = this.unconfirmed.get(conn);
+        this.unconfirmed.delete(conn);
+        if (back) for (const [m, mm] of back) sink.rxDatagram(m, mm);
       });
       conn.on('close', () => {
         if (this.fwd.get(name) === conn) this.fwd.delete(name);
@@ -524,6 +534,7 @@ export class PortAgent {
     addrBytes(meta.src, meta.family, frame, 8);
     addrBytes(meta.dst, meta.family, frame, 24);
     msg.copy(frame, 4 + FWD_HDR);
+    this.unconfirmed.get(c)?.push([msg, meta]);
     c.write(frame);
     sink.forwarded(true);
   }
@@ -585,6 +596,7 @@ export class PortAgent {
     for (const s of this.blocks.values()) s.close();
     for (const s of this.services.values()) s.close();
     for (const c of this.fwd.values()) c.destroy();
+    this.unconfirmed.clear();
     this.locals.clear();
     this.groups.clear();
     this.blocks.clear();
