@@ -12,7 +12,8 @@
 //
 // Environment: CC (compiler, default `cc`), RDMACM_NATIVE_BUILD=0 (skip), npm_config_nodedir /
 // NODEDIR (where Node's include/node is), RDMACM_NATIVE_VERBOSE=1 (print the compiler output),
-// RDMACM_NATIVE_OUT (the file to write instead of native/build/rdmacm.node).
+// RDMACM_NATIVE_OUT (the file to write instead of native/build/rdmacm.node; netopt.node goes
+// beside it).
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -50,7 +51,7 @@ function compile(cc, inc, sources, out, libs) {
 
 /** The soft RoCE device's socket option addon (Node's headers only). */
 function buildNetopt(cc, inc) {
-  const out = join(HERE, 'build', 'netopt.node');
+  const out = join(dirname(OUT), 'netopt.node');
   const failed = compile(cc, inc, [join(HERE, 'src', 'netopt.c')], out, []);
   if (failed !== null) {
     note('not built (compile failed); the soft RoCE device cannot reach a kernel rxe over IPv4', 'netopt addon');

@@ -100,10 +100,14 @@ test('rdmacm-devices: lists the soft devices and says why the addon is not loade
 test('install script: without rdma-core\'s headers it exits 0 with one line and builds nothing', () => {
   const dir = mkdtempSync(join(tmpdir(), 'rdmacm-build-'));
   try {
-    // A compiler that fails as cc does when libibverbs-dev is not installed.
+    // A compiler that fails as cc does when libibverbs-dev is not installed: the netopt addon
+    // (Node's headers only) builds, the rdma-core one does not.
     const cc = join(dir, 'cc');
     writeFileSync(cc, `#!/bin/sh
 [ "$1" = --version ] && { echo "cc (fake) 1.0"; exit 0; }
+case "$*" in *netopt.c*)
+  while [ $# -gt 0 ]; do [ "$1" = -o ] && { : > "$2"; exit 0; }; shift; done; exit 1;;
+esac
 echo "native/src/addon.h:18:10: fatal error: infiniband/verbs.h: No such file or directory" >&2
 exit 1
 `);
@@ -114,6 +118,8 @@ exit 1
     assert.equal(r.stdout, "rdmacm: native addon not built (rdma-core's headers not found (apt install libibverbs-dev librdmacm-dev)); the soft devices work as ever\n");
     assert.equal(r.stderr, '');
     assert.equal(existsSync(out), false);
+    assert.equal(existsSync(join(dir, 'netopt.node')), true, 'the netopt addon needs no rdma-core');
+    rmSync(join(dir, 'netopt.node'));
     const none = run([BUILD], { CC: join(dir, 'no-cc'), RDMACM_NATIVE_OUT: out });
     assert.equal(none.status, 0);
     assert.match(none.stdout, /^rdmacm: native addon not built \(no C compiler .*\); the soft devices work as ever\n$/);
@@ -121,6 +127,7 @@ exit 1
     assert.equal(off.status, 0);
     assert.equal(off.stdout, 'rdmacm: native addon not built (RDMACM_NATIVE_BUILD=0); the soft devices work as ever\n');
     assert.equal(existsSync(out), false);
+    assert.equal(existsSync(join(dir, 'netopt.node')), false);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
