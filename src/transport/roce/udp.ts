@@ -132,6 +132,15 @@ function ipKeyOf(ip: string): string {
   return (i < 0 ? ip : ip.slice(0, i)).toLowerCase();
 }
 
+/** Datagrams a socket holds that the kernel has not taken yet (a closed socket: none). */
+function sendQueued(s: dgram.Socket): boolean {
+  try {
+    return s.getSendQueueCount() > 0;
+  } catch {
+    return false;
+  }
+}
+
 const agents = new Map<number, PortAgent>();
 
 /** The UDP port soft RoCE devices use: `RDMACM_ROCE_PORT`, else 4791. */
@@ -298,12 +307,14 @@ export class PortAgent {
 
   /**
    * Publish service `key` (a hex service ID, maybe with an address) so GSI requests for it are
-   * forwarded here. Returns false when another process already publishes it.
+   * forwarded here. Returns false when another process already publishes it. The published name
+   * holds the event loop open, as a listening TCP server does, until {@link withdrawService}.
    */
   publishService(key: string): boolean {
     if (this.services.has(key)) return true;
     const srv = this.listenSync(this.serviceName(key));
     if (!srv) return false;
+    srv.ref();
     this.services.set(key, srv);
     return true;
   }
@@ -319,6 +330,18 @@ export class PortAgent {
   // -- sockets ---------------------------------------------------------------------------------
 
   /**
+   * A UDP socket sharing the port (SO_REUSEADDR). Addresses here are always IP literals, so the
+   * socket's lookup answers at once: Node's default (`dns.lookup`) answers an IP literal on the
+   * next tick, which would make every bind and every send wait for it — a process posting a send
+   * and exiting at once would lose the datagram. With it, `bind` completes and `send` reaches the
+   * kernel (libuv sends at once when nothing is queued) before `ibv_post_send` returns.
+   */
+  private socket(family: 4 | 6): dgram.Socket {
+    const lookup = (address: string, _opts: unknown, cb: (e: Error | null, address: string, family: number) => void): void => cb(null, address, family);
+    return dgram.createSocket({ type: family === 4 ? 'udp4' : 'udp6', reuseAddr: true, ipv6Only: family === 6, lookup: lookup as never });
+  }
+
+  /**
    * Receive datagrams for `sink` on local address `ip` (binds the port on it unless this process
    * already has). Binding happens in the background; a failure is traced, not thrown (the
    * address may have gone away).
@@ -331,7 +354,7 @@ export class PortAgent {
       ls.sinks.add(sink);
       return;
     }
-    const sock = dgram.createSocket(family === 4 ? { type: 'udp4', reuseAddr: true } : { type: 'udp6', reuseAddr: true, ipv6Only: true });
+    const sock = this.socket(family);
     ls = { sock, family, ip: key, sinks: new Set([sink]), mcastIf: false, ttl: 64, mcastTtl: 1 };
     this.locals.set(key, ls);
     const bindIp = family === 6 && zone !== '' ? `${key}%${zone}` : key;
@@ -409,7 +432,7 @@ export class PortAgent {
       g.refs++;
       return;
     }
-    const sock = dgram.createSocket(family === 4 ? { type: 'udp4', reuseAddr: true } : { type: 'udp6', reuseAddr: true, ipv6Only: true });
+    const sock = this.socket(family);
     this.groups.set(key, { sock, refs: 1, sink });
     sock.on('message', (msg, rinfo) => {
       sink.rxDatagram(msg, { family, src: rinfo.address, dst: key, srcPort: rinfo.port, forwarded: false });
@@ -579,14 +602,25 @@ export class PortAgent {
   }
 
   /**
-   * Resolves once every datagram handed to another process has been written to its Unix socket,
-   * or after `timeoutMs` (for `settleConnections` before `process.exit()`).
+   * Resolves once every datagram posted so far has left this process, or after `timeoutMs` (for
+   * `settleConnections` before `process.exit()`): first one turn of the event loop (datagrams to
+   * this host's own addresses are handed over in a microtask), then until no UDP socket holds
+   * datagrams the kernel could not take yet and every datagram handed to another process has
+   * been written to its Unix socket. A datagram a UDP socket sent is the kernel's: it survives
+   * the process.
    */
   async settle(timeoutMs: number): Promise<void> {
     const end = Date.now() + timeoutMs;
-    while (Date.now() < end && [...this.fwd.values()].some((c) => c.connecting || c.writableLength > 0)) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await new Promise((r) => setImmediate(r));
+    while (Date.now() < end && this.unsent()) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  /** Whether some datagram is still queued in this process (UDP send queues, forwarding). */
+  private unsent(): boolean {
+    for (const c of this.fwd.values()) if (c.connecting || c.writableLength > 0) return true;
+    for (const ls of this.locals.values()) if (sendQueued(ls.sock)) return true;
+    for (const g of this.groups.values()) if (sendQueued(g.sock)) return true;
+    return false;
   }
 
   /** Close every socket and listener of this agent (tests; a process normally keeps them). */
