@@ -30,6 +30,8 @@
  */
 import dgram from 'node:dgram';
 import net from 'node:net';
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { endianness } from 'node:os';
 import { err } from '../../errors.js';
 import { trace, tracing } from '../../trace.js';
 import { parseIpv4, parseIpv6, formatIpv4 } from '../../util/ip.js';
@@ -142,6 +144,66 @@ function sendQueued(s: dgram.Socket): boolean {
 }
 
 const agents = new Map<number, PortAgent>();
+
+/**
+ * SO_RCVBUF and SO_SNDBUF asked for every RoCE socket: `RDMACM_ROCE_SOCKBUF` bytes, else 4 MiB.
+ * Linux's default (about 208 KiB) holds only some 25 datagrams of 4 KiB: a burst of UD sends
+ * overflows it and the kernel drops the rest. The kernel caps the request at
+ * `net.core.rmem_max` / `wmem_max` (setsockopt SO_RCVBUF / SO_SNDBUF, no error).
+ */
+export function roceSockBufSize(): number {
+  const v = Number(process.env['RDMACM_ROCE_SOCKBUF'] ?? '');
+  return Number.isInteger(v) && v > 0 ? v : 4 << 20;
+}
+
+/**
+ * Datagrams the kernel dropped on this process's UDP sockets of port `port` (receive buffer
+ * full, the "drops" column of /proc/net/udp and udp6), by local address (the address each socket
+ * is bound to: a local address or a group). Sockets are told apart from other processes' by their
+ * inode among this process's descriptors. Empty where /proc cannot be read.
+ */
+function udpDrops(port: number): Map<string, number> {
+  const out = new Map<string, number>();
+  let mine: Set<string>;
+  try {
+    mine = new Set();
+    for (const fd of readdirSync('/proc/self/fd')) {
+      try {
+        const l = readlinkSync(`/proc/self/fd/${fd}`);
+        if (l.startsWith('socket:[')) mine.add(l.slice(8, -1));
+      } catch {
+        // closed meanwhile
+      }
+    }
+  } catch {
+    return out;
+  }
+  const little = endianness() === 'LE';
+  for (const [file, family] of [['/proc/net/udp', 4], ['/proc/net/udp6', 6]] as const) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      const local = f[1];
+      const inode = f[9];
+      const drops = Number(f[12]);
+      if (!local || !inode || !mine.has(inode) || !Number.isFinite(drops)) continue;
+      const [hex, portHex] = local.split(':');
+      if (!hex || parseInt(portHex ?? '', 16) !== port) continue;
+      const b = Buffer.alloc(hex.length / 2);
+      for (let w = 0; w < b.length / 4; w++) {
+        for (let k = 0; k < 4; k++) b[w * 4 + k] = parseInt(hex.slice(w * 8 + (little ? 6 - 2 * k : 2 * k), w * 8 + (little ? 8 - 2 * k : 2 * k + 2)), 16);
+      }
+      const key = addrText(b.length === 4 ? Buffer.concat([b, Buffer.alloc(12)]) : b, 0, family);
+      out.set(key, (out.get(key) ?? 0) + drops);
+    }
+  }
+  return out;
+}
 
 /** The UDP port soft RoCE devices use: `RDMACM_ROCE_PORT`, else 4791. */
 export function defaultRocePort(): number {
@@ -338,7 +400,15 @@ export class PortAgent {
    */
   private socket(family: 4 | 6): dgram.Socket {
     const lookup = (address: string, _opts: unknown, cb: (e: Error | null, address: string, family: number) => void): void => cb(null, address, family);
-    return dgram.createSocket({ type: family === 4 ? 'udp4' : 'udp6', reuseAddr: true, ipv6Only: family === 6, lookup: lookup as never });
+    const size = roceSockBufSize();
+    return dgram.createSocket({
+      type: family === 4 ? 'udp4' : 'udp6',
+      reuseAddr: true,
+      ipv6Only: family === 6,
+      lookup: lookup as never,
+      recvBufferSize: size,
+      sendBufferSize: size,
+    });
   }
 
   /**
@@ -613,6 +683,19 @@ export class PortAgent {
     const end = Date.now() + timeoutMs;
     await new Promise((r) => setImmediate(r));
     while (Date.now() < end && this.unsent()) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  /**
+   * Datagrams the kernel dropped for `sink` because a receive buffer of this process was full
+   * (its unicast sockets and its groups' sockets; see {@link roceSockBufSize}).
+   */
+  socketDrops(sink: RxSink): number {
+    const drops = udpDrops(this.port);
+    if (drops.size === 0) return 0;
+    let n = 0;
+    for (const ls of this.locals.values()) if (ls.sinks.has(sink)) n += drops.get(ls.ip) ?? 0;
+    for (const [key, g] of this.groups) if (g.sink === sink) n += drops.get(key) ?? 0;
+    return n;
   }
 
   /** Whether some datagram is still queued in this process (UDP send queues, forwarding). */
