@@ -137,7 +137,12 @@ class Riostream extends StreamTool {
       else if (ret === RS_EAGAIN) {
         if (!this.useAsync) await c.poll(POLLOUT, -1);
       } else {
-        // No mapping of the peer covers the offset (yet): let the connection make progress.
+        // No mapping of the peer covers the offset (yet): let the connection make progress. A
+        // peer that is gone will never map it: fail as riowrite does on a dead connection.
+        if (!(c.state & RsState.connected) || c.error) {
+          perrorN('riowrite', c.error ? c.error.errno : errnoOf('ECONNRESET'));
+          return -1;
+        }
         await c.poll(POLLIN, 10);
       }
     }
