@@ -7,8 +7,11 @@
  * one is decided as libibverbs does (`get_grh_header_version`): a first nibble other than 6 means
  * IPv4 (when the header at byte 20 says version 4); a first nibble of 6 means IPv6 unless the
  * bytes at 20 form a 20-byte IPv4 header with a valid checksum. The source GID is the GID of the
- * datagram's destination address (`ibv_find_gid_index`, RoCE v2), the destination GID its source
- * address; hop limit and traffic class come from the header (IPv4 TTL and ToS).
+ * datagram's destination address (`ibv_find_gid_index`), the destination GID its source address;
+ * hop limit and traffic class come from the header (IPv4 TTL and ToS). The GID type searched
+ * follows the header: IPv4 is RoCE v2; for IPv6 the next-header field decides, as
+ * `set_ah_attr_by_ipv6` does — UDP (17) RoCE v2, the IB next header 0x1B an IB or RoCE v1 GID
+ * (the kernel's "IB/RoCE v1" type), anything else EPROTONOSUPPORT.
  */
 import { err } from '../errors.js';
 import { Ah, type AhAttr } from './ah.js';
@@ -18,6 +21,11 @@ import { GidType, WcFlags, type Wc } from './types.js';
 
 /** Bytes of the network-header area (`sizeof(struct ibv_grh)`). */
 export const GRH_AREA_LEN = 40;
+
+/** IPv6 next-header values libibverbs tells RoCE v2 from RoCE v1 (and IB) by. */
+const NEXT_HDR_UDP = 17;
+/** The next header of an IB GRH (`IB_NEXT_HDR`), also carried by RoCE v1. */
+const NEXT_HDR_IB = 0x1b;
 
 function ipv4Checksum(b: Uint8Array, off: number): number {
   let sum = 0;
@@ -41,12 +49,17 @@ function grhVersion(g: Uint8Array): number {
 
 /** `ibv_find_gid_index`: the index of `gid` of type `type` in the port's table, or -1. */
 export function findGidIndex(ctx: Context, portNum: number, gid: Uint8Array, type: GidType): number {
+  return findGidIndexOf(ctx, portNum, gid, [type]);
+}
+
+/** {@link findGidIndex} for a GID of any of `types`. */
+function findGidIndexOf(ctx: Context, portNum: number, gid: Uint8Array, types: readonly GidType[]): number {
   const n = ctx.queryPort(portNum).gidTblLen;
   for (let i = 0; i < n; i++) {
     const g = ctx.queryGid(portNum, i);
     let same = true;
     for (let k = 0; k < 16 && same; k++) same = g[k] === gid[k];
-    if (same && ctx.queryGidType(portNum, i) === type) return i;
+    if (same && types.includes(ctx.queryGidType(portNum, i))) return i;
   }
   return -1;
 }
@@ -56,7 +69,8 @@ export function findGidIndex(ctx: Context, portNum: number, gid: Uint8Array, typ
  * `wc` (its receive buffer starting with `grh`, 40 bytes).
  * @throws RdmaError EINVAL when the area holds neither header, the datagram was sent to a
  *   multicast group (libibverbs: no reply AH from a group address), or no GID of the port matches
- *   its destination address; EPROTONOSUPPORT as libibverbs for an unknown header version.
+ *   its destination address; EPROTONOSUPPORT as libibverbs for an unknown header version or an
+ *   IPv6 next header other than UDP and 0x1B.
  */
 export function initAhFromWc(ctx: Context, portNum: number, wc: Wc, grh: Uint8Array): AhAttr {
   const op = 'ibv_init_ah_from_wc';
@@ -81,7 +95,12 @@ export function initAhFromWc(ctx: Context, portNum: number, wc: Wc, grh: Uint8Ar
   }
   if (version === 6) {
     if (grh[24] === 0xff) throw err('EINVAL', op, 'datagram sent to a multicast group');
-    const idx = findGidIndex(ctx, portNum, grh.subarray(24, 40), GidType.ROCE_V2);
+    const next = grh[6];
+    let types: readonly GidType[];
+    if (next === NEXT_HDR_UDP) types = [GidType.ROCE_V2];
+    else if (next === NEXT_HDR_IB) types = [GidType.IB, GidType.ROCE_V1];
+    else throw err('EPROTONOSUPPORT', op, `IPv6 next header ${next ?? 0} is neither UDP (RoCE v2) nor 0x1B (IB, RoCE v1)`);
+    const idx = findGidIndexOf(ctx, portNum, grh.subarray(24, 40), types);
     if (idx < 0) throw err('EINVAL', op, 'no GID of the port matches the destination address');
     const tc = (((grh[0] ?? 0) & 0x0f) << 4) | ((grh[1] ?? 0) >>> 4);
     return { ...attr, isGlobal: true, grh: { dgid: Uint8Array.from(grh.subarray(8, 24)), flowLabel: flow, sgidIndex: idx, hopLimit: grh[7] ?? 0, trafficClass: tc } };
