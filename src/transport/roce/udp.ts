@@ -413,8 +413,8 @@ export class PortAgent {
 
   /**
    * Receive datagrams for `sink` on local address `ip` (binds the port on it unless this process
-   * already has). Binding happens in the background; a failure is traced, not thrown (the
-   * address may have gone away).
+   * already has). The bind completes before this returns (see {@link socket}); a failure is traced,
+   * not thrown (the address may have gone away).
    */
   bindLocal(sink: RxSink, ip: string, family: 4 | 6, zone: string): void {
     const key = ipKeyOf(ip);
