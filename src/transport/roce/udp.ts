@@ -57,6 +57,8 @@ const FWD_HDR = 36;
 const DEAD_NAME_MS = 1000;
 /** A frame longer than this is a protocol error on the Unix socket (the connection is dropped). */
 const FWD_MAX = 70_000;
+/** Entries of each address cache of the forwarding path before it starts over. */
+const ADDR_CACHE_MAX = 1024;
 
 /** Where a received datagram came from and went to. */
 export interface RxMeta {
@@ -233,6 +235,10 @@ export class PortAgent {
   private readonly deadNames = new Map<string, number>();
   /** Live QPs of this process: while there are some, the sockets keep the process alive. */
   private liveQps = 0;
+  /** Frame address bytes by source and destination text ({@link frameAddrs}). */
+  private readonly fwdAddrs = new Map<string, Map<string, Buffer>>();
+  /** IPv4 address texts by value ({@link frameAddrText}). */
+  private readonly v4Text = new Map<number, string>();
 
   private constructor(port: number) {
     this.port = port;
@@ -624,51 +630,110 @@ export class PortAgent {
     frame[4] = meta.family;
     frame[5] = 0;
     frame.writeUInt16BE(meta.srcPort, 6);
-    addrBytes(meta.src, meta.family, frame, 8);
-    addrBytes(meta.dst, meta.family, frame, 24);
+    frame.set(this.frameAddrs(meta.src, meta.dst, meta.family), 8);
     msg.copy(frame, 4 + FWD_HDR);
     this.unconfirmed.get(c)?.push([msg, meta]);
     c.write(frame);
     sink.forwarded(true);
   }
 
-  /** A connection from another process carrying forwarded datagrams. */
+  /**
+   * The 32 address bytes of a forwarding frame from `src` to `dst`, kept per pair so that a busy
+   * pair's addresses are not parsed for every datagram.
+   */
+  private frameAddrs(src: string, dst: string, family: 4 | 6): Buffer {
+    let bySrc = this.fwdAddrs.get(src);
+    if (bySrc === undefined) {
+      if (this.fwdAddrs.size >= ADDR_CACHE_MAX) this.fwdAddrs.clear();
+      bySrc = new Map();
+      this.fwdAddrs.set(src, bySrc);
+    }
+    let b = bySrc.get(dst);
+    if (b === undefined) {
+      b = Buffer.alloc(32);
+      addrBytes(src, family, b, 0);
+      addrBytes(dst, family, b, 16);
+      if (bySrc.size >= ADDR_CACHE_MAX) bySrc.clear();
+      bySrc.set(dst, b);
+    }
+    return b;
+  }
+
+  /**
+   * A connection from another process carrying forwarded datagrams. Frames are delivered from
+   * the chunk they arrived in; only a frame split across chunks is put together in a buffer of
+   * its own (never the whole chunk).
+   */
   private acceptForward(c: net.Socket): void {
     let pending: Buffer | null = null;
     c.unref();
     c.on('error', () => {});
     c.on('data', (chunk: Buffer) => {
-      let buf = pending ? Buffer.concat([pending, chunk]) : chunk;
-      pending = null;
       let off = 0;
-      while (buf.length - off >= 4) {
-        const n = buf.readUInt32BE(off);
+      // First finish the frame an earlier chunk began: its length word, then its bytes.
+      while (pending !== null && off < chunk.length) {
+        let want = 4;
+        if (pending.length >= 4) {
+          const n = pending.readUInt32BE(0);
+          if (n < FWD_HDR || n > FWD_MAX) {
+            c.destroy();
+            return;
+          }
+          want = 4 + n;
+        }
+        const take = Math.min(want - pending.length, chunk.length - off);
+        pending = Buffer.concat([pending, chunk.subarray(off, off + take)]);
+        off += take;
+        if (pending.length >= 4 && pending.length === 4 + pending.readUInt32BE(0)) {
+          const f = pending;
+          pending = null;
+          this.deliverForwarded(f.subarray(4), true);
+        }
+      }
+      while (chunk.length - off >= 4) {
+        const n = chunk.readUInt32BE(off);
         if (n < FWD_HDR || n > FWD_MAX) {
           c.destroy();
           return;
         }
-        if (buf.length - off - 4 < n) break;
-        this.deliverForwarded(buf.subarray(off + 4, off + 4 + n));
+        if (chunk.length - off - 4 < n) break;
+        this.deliverForwarded(chunk.subarray(off + 4, off + 4 + n), false);
         off += 4 + n;
       }
-      if (off < buf.length) pending = Buffer.from(buf.subarray(off));
-      buf = Buffer.alloc(0);
+      if (off < chunk.length) pending = Buffer.from(chunk.subarray(off));
     });
   }
 
-  private deliverForwarded(f: Buffer): void {
+  /** One forwarded frame (after its length word); `own`: `f` is a buffer of its own. */
+  private deliverForwarded(f: Buffer, own: boolean): void {
     const fam = f[0];
     if (fam !== 4 && fam !== 6) return;
     const family = fam as 4 | 6;
     const srcPort = f.readUInt16BE(2);
-    const src = addrText(f, 4, family);
-    const dst = addrText(f, 20, family);
+    const src = this.frameAddrText(f, 4, family);
+    const dst = this.frameAddrText(f, 20, family);
     const sink = this.sinksByIp.get(dst);
     if (!sink) return;
     sink.forwardIn();
-    // Copy: the frame buffer is shared with the next frames of the stream.
-    const pkt = Buffer.from(f.subarray(FWD_HDR));
+    // The receive path reads a data packet while it runs and keeps nothing, so it gets a view of
+    // the chunk; a MAD (QPN 1) may be kept by the connection manager, so it gets its own copy
+    // rather than holding the whole chunk.
+    let pkt = f.subarray(FWD_HDR);
+    if (!own && pkt.length >= 8 && bthDestQpn(pkt) === GSI_QPN) pkt = Buffer.from(pkt);
     sink.rxDatagram(pkt, { family, src, dst, srcPort, forwarded: true });
+  }
+
+  /** The text of a frame's address, IPv4 ones kept by value (a busy peer's is formatted once). */
+  private frameAddrText(b: Buffer, off: number, family: 4 | 6): string {
+    if (family === 6) return addrText(b, off, 6);
+    const v = b.readUInt32BE(off);
+    let t = this.v4Text.get(v);
+    if (t === undefined) {
+      t = formatIpv4(v);
+      if (this.v4Text.size >= ADDR_CACHE_MAX) this.v4Text.clear();
+      this.v4Text.set(v, t);
+    }
+    return t;
   }
 
   /**
