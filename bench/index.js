@@ -1,7 +1,7 @@
 // npm run bench: every section, one after the other, in one run on this machine; the figures of
 // one run are comparable with each other, not with another machine's or another day's.
 //
-//   node bench/index.js [--json FILE] [--only stream,verbs,rping,cm,native] [--reps N] [--quick]
+//   node bench/index.js [--json FILE] [--only stream,verbs,rping,cm,roce,native] [--reps N] [--quick]
 //
 // --json FILE  also write the results (every run, medians, ratios, what the machine was) as JSON
 // --only       run only these sections (default: all)
@@ -12,7 +12,9 @@
 // See docs/bench.md for what each row means and how to reproduce a run; bench/setup.sh installs
 // the C baselines (rdma-core's rstream, qperf) where apt is available.
 import { spawnSync } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { machine } from './lib.js';
 import { streamBench } from './stream.js';
@@ -26,7 +28,9 @@ const opt = (name) => {
   return i >= 0 ? argv[i + 1] : undefined;
 };
 const json = opt('--json');
-const only = opt('--only')?.split(',') ?? ['stream', 'verbs', 'rping', 'cm', 'native'];
+const SECTIONS = ['stream', 'verbs', 'rping', 'cm', 'roce', 'native'];
+const only = opt('--only')?.split(',') ?? SECTIONS;
+for (const s of only) if (!SECTIONS.includes(s)) throw new Error(`unknown section ${s} (sections: ${SECTIONS.join(', ')})`);
 const reps = Number(opt('--reps') ?? process.env.BENCH_REPS ?? 3);
 const quick = argv.includes('--quick');
 for (const a of argv) if (a.startsWith('--') && !['--json', '--only', '--reps', '--quick'].includes(a)) throw new Error(`unknown option ${a}`);
@@ -53,6 +57,20 @@ if (only.includes('rping')) {
 }
 if (only.includes('cm')) {
   result.sections.cm = await cmBench({ rounds: reps, cycles: quick ? 0 : undefined });
+  console.log();
+}
+if (only.includes('roce')) {
+  // A process of its own (bench/roce.js picks the soft RoCE device's UDP port before anything in
+  // its process opens the device); its table goes to our stdout, its JSON into ours.
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rdmacm-bench-'));
+  const file = path.join(dir, 'roce.json');
+  const r = spawnSync(process.execPath, [fileURLToPath(new URL('./roce.js', import.meta.url)), '--json', file, '--reps', String(reps), ...(quick ? ['--quick'] : [])], { stdio: ['ignore', 'inherit', 'inherit'], timeout: 1_800_000 });
+  try {
+    result.sections.roce = JSON.parse(readFileSync(file, 'utf8')).sections.roce;
+  } catch {
+    result.sections.roce = { failed: `bench/roce.js exit ${r.status}` };
+  }
+  rmSync(dir, { recursive: true, force: true });
   console.log();
 }
 if (only.includes('native')) {

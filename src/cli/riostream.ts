@@ -137,8 +137,11 @@ class Riostream extends StreamTool {
       else if (ret === RS_EAGAIN) {
         if (!this.useAsync) await c.poll(POLLOUT, -1);
       } else {
-        // No mapping of the peer covers the offset (yet): let the connection make progress.
-        await c.poll(POLLIN, 10);
+        // No mapping of the peer covers the offset (yet): wait a little for one, or for the
+        // connection to end (the next riowrite then fails). No events asked: a poll for POLLIN
+        // would be ready at once with data queued or the read side shut, and this loop would
+        // then never give the event loop a turn.
+        await c.poll(0, 10);
       }
     }
     return 0;

@@ -1889,7 +1889,9 @@ export class RsConn {
     let done = 0;
     while (done < count) {
       const at = offset + done;
-      if (!iom || at > iom.offset + iom.length) {
+      // A mapping covers [offset, offset + length): at its end the next one is looked up. Going on
+      // with the used-up one would post zero-length writes without end.
+      if (!iom || at >= iom.offset + iom.length) {
         iom = this.findIomap(at);
         if (!iom) break;
       }

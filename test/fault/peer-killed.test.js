@@ -249,47 +249,27 @@ test('rdma_client: server killed before its reply, the client ends with "end 0"'
   }
 });
 
-// ---- riostream against a peer that never riomaps its buffer (another program, or a server
-// running a different test): the client's riowrite finds no mapping and keeps waiting for one;
-// once that peer is killed it must fail as riowrite does on a dead connection, not wait forever.
+// ---- riostream: a client running a custom test (-S 100000) against a server running the default
+// series: the server maps a 64-byte buffer, so the client's riowrite reaches the end of that
+// mapping and waits for one covering the rest, which never comes. When the server is killed the
+// client must fail as riowrite does on a dead connection, not wait (or spin) forever.
 
-const NO_MAP_PEER = `
-const { createServer } = await import(${JSON.stringify(join(REPO_ROOT, 'dist', 'rsocket', 'index.js'))});
-const port = Number(process.argv[1]);
-const srv = createServer({ iomapSize: 1 }, (s) => {
-  let got = 0;
-  s.on('data', (d) => {
-    got += d.length;
-    if (got >= 16 && got - d.length < 16) { s.write(Buffer.alloc(16)); process.stdout.write('synced\\n'); }
-  });
-  s.on('error', () => {});
-});
-srv.listen({ port, host: '127.0.0.1' }, () => process.stdout.write('up\\n'));
-`;
-
-test('riostream: a peer that never maps its buffer is killed, the client fails riowrite and exits 255', async () => {
+test('riostream: the default-series server killed under a custom-test client, the client fails riowrite and exits 255', async () => {
   const port = await freePort();
-  const child = spawn(process.execPath, ['--input-type=module', '-e', NO_MAP_PEER, String(port)], { stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (d) => (out += d));
-  child.stderr.on('data', (d) => (err += d));
-  const peerDone = new Promise((r) => child.on('close', r));
-  let c = null;
-  try {
-    await until(() => out.includes('up\n'), `the peer to listen (${err})`);
-    c = startCli(cli('riostream'), ['-s', '127.0.0.1', '-p', String(port), '-S', '4096', '-C', '10'], { timeoutMs: 30_000 });
-    await until(() => out.includes('synced\n'), `the client to sync (${err})`);
-    await sleep(300); // the client is now in riowrite, waiting for a mapping that never comes
-    child.kill('SIGKILL');
-    const r = await Promise.race([c.done, sleep(SURVIVOR_MS).then(() => null)]);
-    assert.ok(r !== null, `riostream did not end within ${SURVIVOR_MS} ms: ${JSON.stringify(c.stdout())} ${JSON.stringify(c.stderr())}`);
-    const what = describeRun('riostream', r);
-    assert.equal(r.code, 255, what);
-    assert.match(r.stderr, /^riowrite: (Connection reset by peer|Input\/output error|Broken pipe)\n$/, what);
-  } finally {
-    child.kill('SIGKILL');
-    c?.kill('SIGKILL');
-    await Promise.all([peerDone, c?.done]);
-  }
+  let connectedSince = 0;
+  const r = await killMidway({
+    tool: 'riostream',
+    serverArgs: ['-b', '127.0.0.1', '-p', String(port)],
+    clientArgs: ['-s', '127.0.0.1', '-p', String(port), '-S', '100000', '-C', '1000'],
+    port,
+    victim: 'server',
+    midway: (s, c) => {
+      if (!c.stdout().includes('usec/xfer\n') || !connectedOn(port)) return false;
+      connectedSince ||= Date.now();
+      return Date.now() - connectedSince > 1000; // connected, synced, and writing past the mapping
+    },
+  });
+  assert.equal(r.code, 255, r.what);
+  assert.match(r.stderr, /^riowrite: (Connection reset by peer|Input\/output error|Broken pipe)\n$/, r.what);
+  assert.equal(r.stdout, 'name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer\n', r.what);
 });

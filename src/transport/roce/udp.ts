@@ -30,6 +30,8 @@
  */
 import dgram from 'node:dgram';
 import net from 'node:net';
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { endianness } from 'node:os';
 import { err } from '../../errors.js';
 import { trace, tracing } from '../../trace.js';
 import { parseIpv4, parseIpv6, formatIpv4 } from '../../util/ip.js';
@@ -55,6 +57,8 @@ const FWD_HDR = 36;
 const DEAD_NAME_MS = 1000;
 /** A frame longer than this is a protocol error on the Unix socket (the connection is dropped). */
 const FWD_MAX = 70_000;
+/** Entries of each address cache of the forwarding path before it starts over. */
+const ADDR_CACHE_MAX = 1024;
 
 /** Where a received datagram came from and went to. */
 export interface RxMeta {
@@ -132,7 +136,76 @@ function ipKeyOf(ip: string): string {
   return (i < 0 ? ip : ip.slice(0, i)).toLowerCase();
 }
 
+/** Datagrams a socket holds that the kernel has not taken yet (a closed socket: none). */
+function sendQueued(s: dgram.Socket): boolean {
+  try {
+    return s.getSendQueueCount() > 0;
+  } catch {
+    return false;
+  }
+}
+
 const agents = new Map<number, PortAgent>();
+
+/**
+ * SO_RCVBUF and SO_SNDBUF asked for every RoCE socket: `RDMACM_ROCE_SOCKBUF` bytes, else 4 MiB.
+ * Linux's default (about 208 KiB) holds only some 25 datagrams of 4 KiB: a burst of UD sends
+ * overflows it and the kernel drops the rest. The kernel caps the request at
+ * `net.core.rmem_max` / `wmem_max` (setsockopt SO_RCVBUF / SO_SNDBUF, no error).
+ */
+export function roceSockBufSize(): number {
+  const v = Number(process.env['RDMACM_ROCE_SOCKBUF'] ?? '');
+  return Number.isInteger(v) && v > 0 ? v : 4 << 20;
+}
+
+/**
+ * Datagrams the kernel dropped on this process's UDP sockets of port `port` (receive buffer
+ * full, the "drops" column of /proc/net/udp and udp6), by local address (the address each socket
+ * is bound to: a local address or a group). Sockets are told apart from other processes' by their
+ * inode among this process's descriptors. Empty where /proc cannot be read.
+ */
+function udpDrops(port: number): Map<string, number> {
+  const out = new Map<string, number>();
+  let mine: Set<string>;
+  try {
+    mine = new Set();
+    for (const fd of readdirSync('/proc/self/fd')) {
+      try {
+        const l = readlinkSync(`/proc/self/fd/${fd}`);
+        if (l.startsWith('socket:[')) mine.add(l.slice(8, -1));
+      } catch {
+        // closed meanwhile
+      }
+    }
+  } catch {
+    return out;
+  }
+  const little = endianness() === 'LE';
+  for (const [file, family] of [['/proc/net/udp', 4], ['/proc/net/udp6', 6]] as const) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      const local = f[1];
+      const inode = f[9];
+      const drops = Number(f[12]);
+      if (!local || !inode || !mine.has(inode) || !Number.isFinite(drops)) continue;
+      const [hex, portHex] = local.split(':');
+      if (!hex || parseInt(portHex ?? '', 16) !== port) continue;
+      const b = Buffer.alloc(hex.length / 2);
+      for (let w = 0; w < b.length / 4; w++) {
+        for (let k = 0; k < 4; k++) b[w * 4 + k] = parseInt(hex.slice(w * 8 + (little ? 6 - 2 * k : 2 * k), w * 8 + (little ? 8 - 2 * k : 2 * k + 2)), 16);
+      }
+      const key = addrText(b.length === 4 ? Buffer.concat([b, Buffer.alloc(12)]) : b, 0, family);
+      out.set(key, (out.get(key) ?? 0) + drops);
+    }
+  }
+  return out;
+}
 
 /** The UDP port soft RoCE devices use: `RDMACM_ROCE_PORT`, else 4791. */
 export function defaultRocePort(): number {
@@ -155,11 +228,17 @@ export class PortAgent {
   private readonly locals = new Map<string, LocalSock>();
   private readonly groups = new Map<string, GroupSock>();
   private readonly fwd = new Map<string, net.Socket>();
+  /** Datagrams written to a service's connection still being made, taken here if it fails. */
+  private readonly unconfirmed = new Map<net.Socket, [Buffer, RxMeta][]>();
   private readonly sinksByIp = new Map<string, RxSink>();
   /** Abstract names that refused a connection lately, with the time they may be tried again. */
   private readonly deadNames = new Map<string, number>();
   /** Live QPs of this process: while there are some, the sockets keep the process alive. */
   private liveQps = 0;
+  /** Frame address bytes by source and destination text ({@link frameAddrs}). */
+  private readonly fwdAddrs = new Map<string, Map<string, Buffer>>();
+  /** IPv4 address texts by value ({@link frameAddrText}). */
+  private readonly v4Text = new Map<number, string>();
 
   private constructor(port: number) {
     this.port = port;
@@ -296,12 +375,14 @@ export class PortAgent {
 
   /**
    * Publish service `key` (a hex service ID, maybe with an address) so GSI requests for it are
-   * forwarded here. Returns false when another process already publishes it.
+   * forwarded here. Returns false when another process already publishes it. The published name
+   * holds the event loop open, as a listening TCP server does, until {@link withdrawService}.
    */
   publishService(key: string): boolean {
     if (this.services.has(key)) return true;
     const srv = this.listenSync(this.serviceName(key));
     if (!srv) return false;
+    srv.ref();
     this.services.set(key, srv);
     return true;
   }
@@ -317,9 +398,29 @@ export class PortAgent {
   // -- sockets ---------------------------------------------------------------------------------
 
   /**
+   * A UDP socket sharing the port (SO_REUSEADDR). Addresses here are always IP literals, so the
+   * socket's lookup answers at once: Node's default (`dns.lookup`) answers an IP literal on the
+   * next tick, which would make every bind and every send wait for it — a process posting a send
+   * and exiting at once would lose the datagram. With it, `bind` completes and `send` reaches the
+   * kernel (libuv sends at once when nothing is queued) before `ibv_post_send` returns.
+   */
+  private socket(family: 4 | 6): dgram.Socket {
+    const lookup = (address: string, _opts: unknown, cb: (e: Error | null, address: string, family: number) => void): void => cb(null, address, family);
+    const size = roceSockBufSize();
+    return dgram.createSocket({
+      type: family === 4 ? 'udp4' : 'udp6',
+      reuseAddr: true,
+      ipv6Only: family === 6,
+      lookup: lookup as never,
+      recvBufferSize: size,
+      sendBufferSize: size,
+    });
+  }
+
+  /**
    * Receive datagrams for `sink` on local address `ip` (binds the port on it unless this process
-   * already has). Binding happens in the background; a failure is traced, not thrown (the
-   * address may have gone away).
+   * already has). The bind completes before this returns (see {@link socket}); a failure is traced,
+   * not thrown (the address may have gone away).
    */
   bindLocal(sink: RxSink, ip: string, family: 4 | 6, zone: string): void {
     const key = ipKeyOf(ip);
@@ -329,7 +430,7 @@ export class PortAgent {
       ls.sinks.add(sink);
       return;
     }
-    const sock = dgram.createSocket(family === 4 ? { type: 'udp4', reuseAddr: true } : { type: 'udp6', reuseAddr: true, ipv6Only: true });
+    const sock = this.socket(family);
     ls = { sock, family, ip: key, sinks: new Set([sink]), mcastIf: false, ttl: 64, mcastTtl: 1 };
     this.locals.set(key, ls);
     const bindIp = family === 6 && zone !== '' ? `${key}%${zone}` : key;
@@ -407,7 +508,7 @@ export class PortAgent {
       g.refs++;
       return;
     }
-    const sock = dgram.createSocket(family === 4 ? { type: 'udp4', reuseAddr: true } : { type: 'udp6', reuseAddr: true, ipv6Only: true });
+    const sock = this.socket(family);
     this.groups.set(key, { sock, refs: 1, sink });
     sock.on('message', (msg, rinfo) => {
       sink.rxDatagram(msg, { family, src: rinfo.address, dst: key, srcPort: rinfo.port, forwarded: false });
@@ -472,7 +573,7 @@ export class PortAgent {
         if (this.blocks.has(r.block)) sink.rxDatagram(msg, meta);
         else this.forward(sink, this.blockName(r.block), msg, meta);
       } else if (this.services.has(r.name)) sink.rxDatagram(msg, meta);
-      else this.forward(sink, this.serviceName(r.name), msg, meta);
+      else this.forward(sink, this.serviceName(r.name), msg, meta, true);
       return;
     }
     const block = qpn >>> QPN_BLOCK_SHIFT;
@@ -485,10 +586,13 @@ export class PortAgent {
 
   /**
    * Hand a datagram to the process listening on abstract name `name`. A name nobody listens on
-   * (a QPN block of a process that is gone, or of none) is remembered for a second; datagrams
-   * for it meanwhile stay here and the device drops them as for an unknown QPN.
+   * (a QPN block of a process that is gone, or of none; a service nobody publishes) is remembered
+   * for a second; datagrams for it meanwhile stay here and this process's device takes them: an
+   * unknown QPN is dropped and counted, a request for an unpublished service is answered by this
+   * process's CM as the kernel's CM answers a request nobody listens for. With `answerHere`, the
+   * datagrams written while the connection was still being made are taken here too when it fails.
    */
-  private forward(sink: RxSink, name: string, msg: Buffer, meta: RxMeta): void {
+  private forward(sink: RxSink, name: string, msg: Buffer, meta: RxMeta, answerHere = false): void {
     let c = this.fwd.get(name);
     if (!c) {
       const dead = this.deadNames.get(name);
@@ -502,11 +606,16 @@ export class PortAgent {
       const conn = net.connect(name);
       c = conn;
       this.fwd.set(name, conn);
+      if (answerHere) this.unconfirmed.set(conn, []);
+      conn.on('connect', () => this.unconfirmed.delete(conn));
       conn.on('error', () => {
         if (this.fwd.get(name) === conn) this.fwd.delete(name);
         if (this.deadNames.size > 4096) this.deadNames.clear();
         this.deadNames.set(name, Date.now() + DEAD_NAME_MS);
         sink.forwarded(false);
+        const back = this.unconfirmed.get(conn);
+        this.unconfirmed.delete(conn);
+        if (back) for (const [m, mm] of back) sink.rxDatagram(m, mm);
       });
       conn.on('close', () => {
         if (this.fwd.get(name) === conn) this.fwd.delete(name);
@@ -521,61 +630,145 @@ export class PortAgent {
     frame[4] = meta.family;
     frame[5] = 0;
     frame.writeUInt16BE(meta.srcPort, 6);
-    addrBytes(meta.src, meta.family, frame, 8);
-    addrBytes(meta.dst, meta.family, frame, 24);
+    frame.set(this.frameAddrs(meta.src, meta.dst, meta.family), 8);
     msg.copy(frame, 4 + FWD_HDR);
+    this.unconfirmed.get(c)?.push([msg, meta]);
     c.write(frame);
     sink.forwarded(true);
   }
 
-  /** A connection from another process carrying forwarded datagrams. */
+  /**
+   * The 32 address bytes of a forwarding frame from `src` to `dst`, kept per pair so that a busy
+   * pair's addresses are not parsed for every datagram.
+   */
+  private frameAddrs(src: string, dst: string, family: 4 | 6): Buffer {
+    let bySrc = this.fwdAddrs.get(src);
+    if (bySrc === undefined) {
+      if (this.fwdAddrs.size >= ADDR_CACHE_MAX) this.fwdAddrs.clear();
+      bySrc = new Map();
+      this.fwdAddrs.set(src, bySrc);
+    }
+    let b = bySrc.get(dst);
+    if (b === undefined) {
+      b = Buffer.alloc(32);
+      addrBytes(src, family, b, 0);
+      addrBytes(dst, family, b, 16);
+      if (bySrc.size >= ADDR_CACHE_MAX) bySrc.clear();
+      bySrc.set(dst, b);
+    }
+    return b;
+  }
+
+  /**
+   * A connection from another process carrying forwarded datagrams. Frames are delivered from
+   * the chunk they arrived in; only a frame split across chunks is put together in a buffer of
+   * its own (never the whole chunk).
+   */
   private acceptForward(c: net.Socket): void {
     let pending: Buffer | null = null;
     c.unref();
     c.on('error', () => {});
     c.on('data', (chunk: Buffer) => {
-      let buf = pending ? Buffer.concat([pending, chunk]) : chunk;
-      pending = null;
       let off = 0;
-      while (buf.length - off >= 4) {
-        const n = buf.readUInt32BE(off);
+      // First finish the frame an earlier chunk began: its length word, then its bytes.
+      while (pending !== null && off < chunk.length) {
+        let want = 4;
+        if (pending.length >= 4) {
+          const n = pending.readUInt32BE(0);
+          if (n < FWD_HDR || n > FWD_MAX) {
+            c.destroy();
+            return;
+          }
+          want = 4 + n;
+        }
+        const take = Math.min(want - pending.length, chunk.length - off);
+        pending = Buffer.concat([pending, chunk.subarray(off, off + take)]);
+        off += take;
+        if (pending.length >= 4 && pending.length === 4 + pending.readUInt32BE(0)) {
+          const f = pending;
+          pending = null;
+          this.deliverForwarded(f.subarray(4), true);
+        }
+      }
+      while (chunk.length - off >= 4) {
+        const n = chunk.readUInt32BE(off);
         if (n < FWD_HDR || n > FWD_MAX) {
           c.destroy();
           return;
         }
-        if (buf.length - off - 4 < n) break;
-        this.deliverForwarded(buf.subarray(off + 4, off + 4 + n));
+        if (chunk.length - off - 4 < n) break;
+        this.deliverForwarded(chunk.subarray(off + 4, off + 4 + n), false);
         off += 4 + n;
       }
-      if (off < buf.length) pending = Buffer.from(buf.subarray(off));
-      buf = Buffer.alloc(0);
+      if (off < chunk.length) pending = Buffer.from(chunk.subarray(off));
     });
   }
 
-  private deliverForwarded(f: Buffer): void {
+  /** One forwarded frame (after its length word); `own`: `f` is a buffer of its own. */
+  private deliverForwarded(f: Buffer, own: boolean): void {
     const fam = f[0];
     if (fam !== 4 && fam !== 6) return;
     const family = fam as 4 | 6;
     const srcPort = f.readUInt16BE(2);
-    const src = addrText(f, 4, family);
-    const dst = addrText(f, 20, family);
+    const src = this.frameAddrText(f, 4, family);
+    const dst = this.frameAddrText(f, 20, family);
     const sink = this.sinksByIp.get(dst);
     if (!sink) return;
     sink.forwardIn();
-    // Copy: the frame buffer is shared with the next frames of the stream.
-    const pkt = Buffer.from(f.subarray(FWD_HDR));
+    // The receive path reads a data packet while it runs and keeps nothing, so it gets a view of
+    // the chunk; a MAD (QPN 1) may be kept by the connection manager, so it gets its own copy
+    // rather than holding the whole chunk.
+    let pkt = f.subarray(FWD_HDR);
+    if (!own && pkt.length >= 8 && bthDestQpn(pkt) === GSI_QPN) pkt = Buffer.from(pkt);
     sink.rxDatagram(pkt, { family, src, dst, srcPort, forwarded: true });
   }
 
+  /** The text of a frame's address, IPv4 ones kept by value (a busy peer's is formatted once). */
+  private frameAddrText(b: Buffer, off: number, family: 4 | 6): string {
+    if (family === 6) return addrText(b, off, 6);
+    const v = b.readUInt32BE(off);
+    let t = this.v4Text.get(v);
+    if (t === undefined) {
+      t = formatIpv4(v);
+      if (this.v4Text.size >= ADDR_CACHE_MAX) this.v4Text.clear();
+      this.v4Text.set(v, t);
+    }
+    return t;
+  }
+
   /**
-   * Resolves once every datagram handed to another process has been written to its Unix socket,
-   * or after `timeoutMs` (for `settleConnections` before `process.exit()`).
+   * Resolves once every datagram posted so far has left this process, or after `timeoutMs` (for
+   * `settleConnections` before `process.exit()`): first one turn of the event loop (datagrams to
+   * this host's own addresses are handed over in a microtask), then until no UDP socket holds
+   * datagrams the kernel could not take yet and every datagram handed to another process has
+   * been written to its Unix socket. A datagram a UDP socket sent is the kernel's: it survives
+   * the process.
    */
   async settle(timeoutMs: number): Promise<void> {
     const end = Date.now() + timeoutMs;
-    while (Date.now() < end && [...this.fwd.values()].some((c) => c.connecting || c.writableLength > 0)) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await new Promise((r) => setImmediate(r));
+    while (Date.now() < end && this.unsent()) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  /**
+   * Datagrams the kernel dropped for `sink` because a receive buffer of this process was full
+   * (its unicast sockets and its groups' sockets; see {@link roceSockBufSize}).
+   */
+  socketDrops(sink: RxSink): number {
+    const drops = udpDrops(this.port);
+    if (drops.size === 0) return 0;
+    let n = 0;
+    for (const ls of this.locals.values()) if (ls.sinks.has(sink)) n += drops.get(ls.ip) ?? 0;
+    for (const [key, g] of this.groups) if (g.sink === sink) n += drops.get(key) ?? 0;
+    return n;
+  }
+
+  /** Whether some datagram is still queued in this process (UDP send queues, forwarding). */
+  private unsent(): boolean {
+    for (const c of this.fwd.values()) if (c.connecting || c.writableLength > 0) return true;
+    for (const ls of this.locals.values()) if (sendQueued(ls.sock)) return true;
+    for (const g of this.groups.values()) if (sendQueued(g.sock)) return true;
+    return false;
   }
 
   /** Close every socket and listener of this agent (tests; a process normally keeps them). */
@@ -585,6 +778,7 @@ export class PortAgent {
     for (const s of this.blocks.values()) s.close();
     for (const s of this.services.values()) s.close();
     for (const c of this.fwd.values()) c.destroy();
+    this.unconfirmed.clear();
     this.locals.clear();
     this.groups.clear();
     this.blocks.clear();

@@ -1,0 +1,482 @@
+// The RoCE section of `npm run bench`: the soft RoCEv2 device (rxe_lo, UD QPs) beside plain Node
+// `dgram`, measured in the same run on loopback, two processes per test (this process and
+// bench/roce-peer.js; three for the two-receiver multicast row):
+//
+//   64 B ping-pong RTT      UD SEND/RECV against a dgram echo             target <= 1.2 x dgram
+//   UD messages/s at MTU    UD SENDs of the path MTU (4096 B) against     target >= 0.8 x dgram
+//                           a dgram blast of as many bytes
+//   multicast, 1 receiver   UD SENDs to a group (QPN 0xFFFFFF) against a dgram group blast
+//   multicast, 2 receivers  the same, two receiver processes (deliveries/s, both summed)
+//   udaddy -c 100           SIDR resolution of 100 UD ids (our udaddy, server and client),
+//                           beside 100 dgram request/replies at once from a fresh process
+//
+//   node bench/roce.js [--json FILE] [--reps N] [--quick] [--only pingpong,mtu,mcast1,mcast2,udaddy]
+//
+// --json FILE  also write every run, the medians and the ratios as JSON
+// --only       run only these rows (default: all)
+// --reps N     interleaved rounds (each figure the median of its rounds); default 3
+// --quick      short counts and one round: a smoke test of the bench itself, not figures to keep
+//
+// Each test first runs an untimed warm-up as long as its timed part (BENCH_WARMUP=0: none); the
+// two processes of a pair run on one CPU each (bench/common.js; BENCH_PIN=0: not). The device
+// uses a private UDP port (RDMACM_ROCE_PORT), so the bench never meets another user of rxe_lo.
+// As a section of a larger bench, run this file as a process of its own (`--json FILE`, then read
+// `sections.roce`) rather than importing roceBench(): the device's UDP port is fixed when the
+// package first opens a RoCE device in a process, so it must be chosen before anything else does.
+// See docs/bench-roce.md for what each row means. Numbers are noisy on a shared machine: compare
+// the ratios of one run, never absolute figures across runs.
+import { spawn } from 'node:child_process';
+import dgram from 'node:dgram';
+import { once } from 'node:events';
+import { readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { createInterface } from 'node:readline';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+// The helpers the bench's scripts share (CPU pinning, medians): bench/lib.js where the bench is
+// split into sections, bench/common.js before that; both export these four.
+const { median, pinCpus, pinned, pinSelf } = await import('./lib.js').catch((e) => {
+  if (e?.code !== 'ERR_MODULE_NOT_FOUND') throw e;
+  return import('./common.js');
+});
+
+const PEER = fileURLToPath(new URL('./roce-peer.js', import.meta.url));
+const UDADDY = fileURLToPath(new URL('../dist/cli/udaddy.js', import.meta.url));
+const WARMUP = process.env.BENCH_WARMUP !== '0';
+const PIN = pinCpus();
+const QKEY = 0x11111111;
+const MTU = 4096;
+
+/** A UDP port nobody has bound on 127.0.0.1 now, below the kernel's ephemeral range. */
+async function freeUdpPort() {
+  for (;;) {
+    const p = 20000 + Math.floor(Math.random() * 12000);
+    const s = dgram.createSocket('udp4');
+    const ok = await new Promise((r) => {
+      s.once('error', () => r(false));
+      s.bind({ port: p, address: '0.0.0.0', exclusive: true }, () => r(true));
+    });
+    s.close();
+    if (ok) return p;
+  }
+}
+
+// The device's UDP port, private to this run: set before the package is loaded.
+if (!process.env.RDMACM_ROCE_PORT) process.env.RDMACM_ROCE_PORT = String(await freeUdpPort());
+const ROCE_PORT = Number(process.env.RDMACM_ROCE_PORT);
+const { getDeviceList, QpType, QpState, Access, WrOpcode, SendFlags, WcStatus } = await import('../dist/index.js');
+
+/** A peer process on CPU PIN[0]; `next()` resolves its next JSON line. Stopped by `stop()`. */
+function peer(...args) {
+  const c = spawn(...pinned(PIN?.[0] ?? null, process.execPath, [PEER, ...args.map(String)]), { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = [];
+  const waiters = [];
+  let ended = false;
+  createInterface({ input: c.stdout }).on('line', (l) => {
+    const v = JSON.parse(l);
+    const w = waiters.shift();
+    if (w) w.resolve(v);
+    else lines.push(v);
+  });
+  c.on('exit', (code) => {
+    ended = true;
+    for (const w of waiters.splice(0)) w.reject(new Error(`peer ${args.join(' ')} exited ${code}`));
+  });
+  const kill = setTimeout(() => c.kill('SIGKILL'), 120_000);
+  return {
+    next: (ms = 20_000) =>
+      lines.length
+        ? Promise.resolve(lines.shift())
+        : new Promise((resolve, reject) => {
+            if (ended) return reject(new Error(`peer ${args.join(' ')} has ended`));
+            const t = setTimeout(() => reject(new Error(`peer ${args.join(' ')}: nothing after ${ms} ms`)), ms);
+            waiters.push({ resolve: (v) => (clearTimeout(t), resolve(v)), reject: (e) => (clearTimeout(t), reject(e)) });
+          }),
+    async stop() {
+      clearTimeout(kill);
+      if (c.exitCode === null) {
+        const gone = once(c, 'exit');
+        c.stdin.end();
+        await gone;
+      }
+    },
+  };
+}
+
+const tick = () => new Promise((r) => setImmediate(r));
+
+// -- the soft device on this side --------------------------------------------------------------
+
+/** `::ffff:a.b.c.d`. */
+function gidOfIpv4(ip) {
+  const g = new Uint8Array(16);
+  g[10] = 0xff;
+  g[11] = 0xff;
+  ip.split('.').forEach((x, i) => (g[12 + i] = Number(x)));
+  return g;
+}
+
+/** rxe_lo, a PD, CQs (the receive CQ on a completion channel), a UD QP in RTS, one MR. */
+function udSide(depth) {
+  const dev = getDeviceList().find((d) => d.name === 'rxe_lo');
+  if (!dev) throw new Error('no rxe_lo device');
+  const ctx = dev.open();
+  const pd = ctx.allocPd();
+  const ch = ctx.createCompChannel();
+  const rcq = ctx.createCq(depth * 2, ch);
+  const scq = ctx.createCq(depth * 2);
+  const qp = pd.createQp({ qpType: QpType.UD, sendCq: scq, recvCq: rcq, cap: { maxSendWr: depth, maxRecvWr: depth, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 64 } });
+  qp.modify({ qpState: QpState.INIT, pkeyIndex: 0, portNum: 1, qkey: QKEY });
+  qp.modify({ qpState: QpState.RTR });
+  qp.modify({ qpState: QpState.RTS, sqPsn: 0 });
+  let sgid = -1;
+  for (let i = 0; i < 8 && sgid < 0; i++) {
+    const g = ctx.queryGid(1, i);
+    if (g[10] === 0xff && g[11] === 0xff && g[12] === 127) sgid = i;
+  }
+  const ahs = [];
+  const ahTo = (ip) => {
+    const ah = pd.createAh({ isGlobal: true, portNum: 1, grh: { dgid: gidOfIpv4(ip), flowLabel: 0, sgidIndex: sgid, hopLimit: 64, trafficClass: 0 } });
+    ahs.push(ah);
+    return ah;
+  };
+  const mr = pd.regMr(Buffer.alloc(2 * (40 + MTU), 7), Access.LOCAL_WRITE);
+  /** Next receive completions (armed, waiting on the channel). */
+  const recvWcs = async () => {
+    for (;;) {
+      const wcs = rcq.poll(32);
+      if (wcs.length) return wcs;
+      rcq.reqNotify();
+      const again = rcq.poll(32);
+      if (again.length) return again;
+      await ch.getCqEvent();
+      rcq.ackEvents(1);
+    }
+  };
+  const close = () => {
+    qp.destroy();
+    for (const ah of ahs) ah.destroy();
+    rcq.destroy();
+    scq.destroy();
+    ch.destroy();
+    mr.dereg();
+    pd.dealloc();
+    ctx.close();
+  };
+  return { qp, scq, mr, ahTo, recvWcs, close };
+}
+
+// -- 64 B ping-pong ------------------------------------------------------------------------------
+
+async function dgramPingPong(iters) {
+  const port = await freeUdpPort();
+  const p = peer('dgram-echo', port);
+  await p.next();
+  const s = dgram.createSocket('udp4');
+  s.bind(0, '127.0.0.1');
+  await once(s, 'listening');
+  s.connect(port, '127.0.0.1');
+  await once(s, 'connect');
+  const msg = Buffer.alloc(64, 1);
+  const warm = WARMUP ? iters : 0;
+  let left = warm + iters;
+  let t0 = process.hrtime.bigint();
+  let cpu0 = process.cpuUsage();
+  await new Promise((resolve) => {
+    s.on('message', () => {
+      if (--left === 0) return resolve();
+      if (left === iters) {
+        t0 = process.hrtime.bigint();
+        cpu0 = process.cpuUsage();
+      }
+      s.send(msg);
+    });
+    s.send(msg);
+  });
+  const ns = Number(process.hrtime.bigint() - t0);
+  const cpu = process.cpuUsage(cpu0);
+  s.close();
+  await p.stop();
+  return { rtt: ns / iters / 1000, cpu: (cpu.user + cpu.system) / iters };
+}
+
+async function udPingPong(iters) {
+  const p = peer('ud-echo');
+  const { qpn } = await p.next();
+  const u = udSide(64);
+  const ah = u.ahTo('127.0.0.1');
+  const sge = [{ addr: u.mr.addr, length: 64, lkey: u.mr.lkey }];
+  const rsge = [{ addr: u.mr.addr + 40 + MTU, length: 40 + MTU, lkey: u.mr.lkey }];
+  const send = { wrId: 0, opcode: WrOpcode.SEND, sgList: sge, sendFlags: SendFlags.INLINE, ud: { ah, remoteQpn: qpn, remoteQkey: QKEY } };
+  u.qp.postRecv({ wrId: 0, sgList: rsge });
+  const warm = WARMUP ? iters : 0;
+  const total = warm + iters;
+  let t0 = process.hrtime.bigint();
+  let cpu0 = process.cpuUsage();
+  u.qp.postSend(send);
+  for (let done = 0; done < total; ) {
+    for (const wc of await u.recvWcs()) {
+      if (wc.status !== WcStatus.SUCCESS) throw new Error(`receive status ${wc.status}`);
+      done++;
+      u.qp.postRecv({ wrId: 0, sgList: rsge });
+      if (done === warm) {
+        t0 = process.hrtime.bigint();
+        cpu0 = process.cpuUsage();
+      }
+      if (done < total) {
+        send.sendFlags = (done & 31) === 0 ? SendFlags.INLINE | SendFlags.SIGNALED : SendFlags.INLINE;
+        u.qp.postSend(send);
+        u.scq.poll(64);
+      }
+    }
+  }
+  const ns = Number(process.hrtime.bigint() - t0);
+  const cpu = process.cpuUsage(cpu0);
+  u.close();
+  await p.stop();
+  return { rtt: ns / iters / 1000, cpu: (cpu.user + cpu.system) / iters };
+}
+
+// -- blasts: a sender here, counting receivers in peer processes ------------------------------------
+
+/**
+ * Send `count` messages through `sendBatch(n)` (64 per turn of the event loop), after as many
+ * untimed ones; each receiver reports each burst it saw. Returns deliveries/s summed over the
+ * receivers (each receiver's count over its own first-to-last arrival time) and the fraction
+ * delivered.
+ */
+async function blast(receivers, count, sendBatch) {
+  const phase = async () => {
+    for (let sent = 0; sent < count; ) {
+      const n = Math.min(64, count - sent);
+      sendBatch(n);
+      sent += n;
+      await tick();
+    }
+    return Promise.all(receivers.map((r) => r.next(30_000)));
+  };
+  if (WARMUP) await phase();
+  const reports = await phase();
+  const rate = reports.reduce((a, r) => a + (r.secs > 0 ? r.count / r.secs : 0), 0);
+  const delivered = reports.reduce((a, r) => a + r.count, 0) / (count * receivers.length);
+  const cpu = reports.reduce((a, r) => a + r.cpuUsPerMsg, 0) / reports.length;
+  return { rate, delivered, cpu, reports };
+}
+
+async function dgramBlast(count, size, group, nrecv) {
+  const port = await freeUdpPort();
+  const recv = Array.from({ length: nrecv }, () => peer('dgram-sink', port, ...(group ? [group] : [])));
+  for (const r of recv) await r.next();
+  const s = dgram.createSocket('udp4');
+  s.bind(0, '127.0.0.1');
+  await once(s, 'listening');
+  if (group) {
+    s.setMulticastInterface('127.0.0.1');
+    s.setMulticastLoopback(true);
+  }
+  s.connect(port, group ?? '127.0.0.1');
+  await once(s, 'connect');
+  const msg = Buffer.alloc(size, 3);
+  try {
+    return await blast(recv, count, (n) => {
+      for (let i = 0; i < n; i++) s.send(msg);
+    });
+  } finally {
+    s.close();
+    for (const r of recv) await r.stop();
+  }
+}
+
+async function udBlast(count, size, group, nrecv) {
+  const recv = Array.from({ length: nrecv }, () => peer('ud-sink', ...(group ? [group] : [])));
+  const qpns = [];
+  for (const r of recv) qpns.push((await r.next()).qpn);
+  const u = udSide(128);
+  const ah = u.ahTo(group ?? '127.0.0.1');
+  const wr = { wrId: 0, opcode: WrOpcode.SEND, sgList: [{ addr: u.mr.addr, length: size, lkey: u.mr.lkey }], sendFlags: 0, ud: { ah, remoteQpn: group ? 0xffffff : qpns[0], remoteQkey: QKEY } };
+  try {
+    // A group socket of a receiver is bound and joined in the background: let it settle.
+    if (group) await new Promise((r) => setTimeout(r, 100));
+    return await blast(recv, count, (n) => {
+      for (let i = 0; i < n; i++) {
+        wr.sendFlags = i === n - 1 ? SendFlags.SIGNALED : 0;
+        u.qp.postSend(wr);
+      }
+      u.scq.poll(64);
+    });
+  } finally {
+    u.close();
+    for (const r of recv) await r.stop();
+  }
+}
+
+// -- udaddy -c N -----------------------------------------------------------------------------------
+
+/** A process's output lines as they come, with the time each arrived. */
+function watch(args, env) {
+  const c = spawn(...pinned(args.side ?? null, process.execPath, args.argv), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
+  const seen = [];
+  let err = '';
+  c.stderr.on('data', (d) => (err += d));
+  createInterface({ input: c.stdout }).on('line', (l) => seen.push({ l, t: performance.now() }));
+  const kill = setTimeout(() => c.kill('SIGKILL'), 60_000);
+  const done = new Promise((r) => c.on('close', (code) => (clearTimeout(kill), r({ code, seen, err }))));
+  return { done, seen, kill: () => c.kill('SIGKILL') };
+}
+
+/** Whether something listens on the SIDR service of udaddy's port (RDMA_PS_UDP << 16 | 7174). */
+function udaddyListening() {
+  const name = new RegExp(`@rdmacm-roce-${ROCE_PORT}-svc-(0x)?0*1111c06\\b`, 'i');
+  return readFileSync('/proc/net/unix', 'utf8').split('\n').some((l) => name.test(l));
+}
+
+/** ms from the client's "udaddy: connecting" to its "test complete" (-C 0: no data). */
+async function udaddyResolve(conns) {
+  const common = ['-c', String(conns), '-C', '0'];
+  const env = { RDMACM_DEVICE: 'rxe_lo' };
+  const srv = watch({ argv: [UDADDY, '-b', '127.0.0.1', ...common], side: PIN?.[0] ?? null }, env);
+  try {
+    const t0 = Date.now();
+    while (!udaddyListening()) {
+      if (Date.now() - t0 > 20_000) throw new Error('udaddy server does not listen');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    const cli = await watch({ argv: [UDADDY, '-s', '127.0.0.1', ...common], side: PIN?.[1] ?? null }, env).done;
+    const s = await srv.done;
+    const at = (r, text) => r.seen.find((x) => x.l === text)?.t;
+    const a = at(cli, 'udaddy: connecting');
+    const b = at(cli, 'test complete');
+    if (cli.code !== 0 || s.code !== 0 || a === undefined || b === undefined) {
+      throw new Error(`udaddy -c ${conns}: client exit ${cli.code}, server exit ${s.code}\n${cli.seen.map((x) => x.l).join('\n')}\n${cli.err}${s.err}`);
+    }
+    return b - a;
+  } finally {
+    srv.kill();
+  }
+}
+
+async function dgramResolve(conns) {
+  const port = await freeUdpPort();
+  const p = peer('dgram-echo', port);
+  await p.next();
+  const c = spawn(...pinned(PIN?.[1] ?? null, process.execPath, [PEER, 'dgram-resolve', String(port), String(conns)]), { stdio: ['pipe', 'pipe', 'inherit'] });
+  let text = '';
+  c.stdout.on('data', (d) => (text += d));
+  const kill = setTimeout(() => c.kill('SIGKILL'), 30_000);
+  await once(c, 'close');
+  clearTimeout(kill);
+  await p.stop();
+  return JSON.parse(text.trim().split('\n').pop()).ms;
+}
+
+// -- the section ---------------------------------------------------------------------------------
+
+const fx = (x, d = 2) => (x === null || x === undefined || !Number.isFinite(x) ? '-' : x.toFixed(d));
+const kfmt = (x) => (Number.isFinite(x) ? `${(x / 1000).toFixed(1)}k/s` : '-');
+
+/** The rows, by the names --only takes. */
+export const ROWS = ['pingpong', 'mtu', 'mcast1', 'mcast2', 'udaddy'];
+
+/** The section: `reps` interleaved rounds; each figure the median of its rounds. */
+export async function roceBench({ reps = 3, quick = false, only = ROWS, log = console.log } = {}) {
+  const PP = Number(process.env.BENCH_ROCE_PP_ITERS ?? (quick ? 1000 : 10000));
+  const N = Number(process.env.BENCH_ROCE_BLAST ?? (quick ? 2000 : 20000));
+  const CONNS = Number(process.env.BENCH_ROCE_CONNS ?? 100);
+  const group = `239.255.${1 + Math.floor(Math.random() * 254)}.${1 + Math.floor(Math.random() * 254)}`;
+  pinSelf(PIN?.[1] ?? null);
+  const keys = ['ppDgram', 'ppUd', 'mtuDgram', 'mtuUd', 'mc1Dgram', 'mc1Ud', 'mc2Dgram', 'mc2Ud', 'resDgram', 'resUdaddy'];
+  const runs = Object.fromEntries(keys.map((k) => [k, []]));
+  const lossRuns = { mtuDgram: [], mtuUd: [], mc1Dgram: [], mc1Ud: [], mc2Dgram: [], mc2Ud: [] };
+  const reports = {};
+  const cpuRuns = {};
+  const push = (k, r) => {
+    runs[k].push(r.rate);
+    lossRuns[k].push(r.delivered);
+    (cpuRuns[k] ??= []).push(r.cpu);
+    (reports[k] ??= []).push(r.reports);
+  };
+  // An untimed udaddy pair first: the one test whose processes are fresh every run.
+  const on = (r) => only.includes(r);
+  if (WARMUP && on('udaddy')) await udaddyResolve(CONNS);
+  for (let i = 0; i < reps; i++) {
+    if (on('pingpong')) {
+      for (const [k, r] of [['ppDgram', await dgramPingPong(PP)], ['ppUd', await udPingPong(PP)]]) {
+        runs[k].push(r.rtt);
+        (cpuRuns[k] ??= []).push(r.cpu);
+      }
+    }
+    if (on('mtu')) {
+      push('mtuDgram', await dgramBlast(N, MTU, null, 1));
+      push('mtuUd', await udBlast(N, MTU, null, 1));
+    }
+    if (on('mcast1')) {
+      push('mc1Dgram', await dgramBlast(N, MTU, group, 1));
+      push('mc1Ud', await udBlast(N, MTU, group, 1));
+    }
+    if (on('mcast2')) {
+      push('mc2Dgram', await dgramBlast(N, MTU, group, 2));
+      push('mc2Ud', await udBlast(N, MTU, group, 2));
+    }
+    if (on('udaddy')) {
+      runs.resDgram.push(await dgramResolve(CONNS));
+      runs.resUdaddy.push(await udaddyResolve(CONNS));
+    }
+  }
+  pinSelf(null);
+  const m = Object.fromEntries(keys.map((k) => [k, median(runs[k])]));
+  const d = Object.fromEntries(Object.keys(lossRuns).map((k) => [k, median(lossRuns[k])]));
+  const c = Object.fromEntries(Object.keys(cpuRuns).map((k) => [k, median(cpuRuns[k])]));
+  const pct = (x) => `${fx(100 * x, 0)}%`;
+  const side = (k) => `${kfmt(m[k])} (${pct(d[k])} delivered, rx CPU ${fx(c[k], 1)} us/msg)`;
+  log(`roce: soft RoCEv2 rxe_lo (UD) beside Node dgram, loopback; ${reps} round(s), median; ${PP} round trips, ${N} messages of ${MTU} B per blast${WARMUP ? ', each after as long an untimed warm-up' : ', no warm-up'}${PIN ? `; peer on CPU ${PIN[0]}, this process on CPU ${PIN[1]}` : '; unpinned'}; RoCE UDP port ${ROCE_PORT}`);
+  const ran = (r, line) => on(r) && log(line);
+  ran('pingpong', `64 B ping-pong RTT          UD SEND/RECV ${fx(m.ppUd, 1)} us (CPU ${fx(c.ppUd, 1)} us/RT)   Node dgram ${fx(m.ppDgram, 1)} us (CPU ${fx(c.ppDgram, 1)} us/RT)   UD/dgram ${fx(m.ppUd / m.ppDgram)} (target <= 1.2)`);
+  ran('mtu', `${MTU} B messages/s           UD SEND ${side('mtuUd')}   Node dgram ${side('mtuDgram')}   UD/dgram ${fx(m.mtuUd / m.mtuDgram)} (target >= 0.8)`);
+  ran('mcast1', `multicast, 1 receiver       UD SEND ${side('mc1Ud')}   Node dgram ${side('mc1Dgram')}   UD/dgram ${fx(m.mc1Ud / m.mc1Dgram)}`);
+  ran('mcast2', `multicast, 2 receivers      UD SEND ${side('mc2Ud')}   Node dgram ${side('mc2Dgram')}   UD/dgram ${fx(m.mc2Ud / m.mc2Dgram)}`);
+  ran('udaddy', `udaddy -c ${CONNS} resolution    udaddy ${fx(m.resUdaddy, 1)} ms   Node dgram ${CONNS} request/replies ${fx(m.resDgram, 1)} ms   udaddy/dgram ${fx(m.resUdaddy / m.resDgram)}`);
+  const row = (unit, soft, node, extra) => ({ unit, soft, node, vsNode: soft / node, ...extra });
+  const rate = (k, extra) =>
+    row('msg/s', m[`${k}Ud`], m[`${k}Dgram`], {
+      size: MTU,
+      count: N,
+      delivered: { soft: d[`${k}Ud`], node: d[`${k}Dgram`] },
+      rxCpuUsPerMsg: { soft: c[`${k}Ud`], node: c[`${k}Dgram`] },
+      ...extra,
+      runs: { soft: runs[`${k}Ud`], node: runs[`${k}Dgram`], deliveredSoft: lossRuns[`${k}Ud`], deliveredNode: lossRuns[`${k}Dgram`], rxCpuSoft: cpuRuns[`${k}Ud`], rxCpuNode: cpuRuns[`${k}Dgram`], receiversSoft: reports[`${k}Ud`], receiversNode: reports[`${k}Dgram`] },
+    });
+  const section = { reps, quick, warmup: WARMUP, pinned: PIN, rocePort: ROCE_PORT };
+  if (on('pingpong')) section.rtt = row('usec', m.ppUd, m.ppDgram, { size: 64, iters: PP, target: '<= 1.2 x Node dgram', cpuUsPerRt: { soft: c.ppUd, node: c.ppDgram }, runs: { soft: runs.ppUd, node: runs.ppDgram, cpuSoft: cpuRuns.ppUd, cpuNode: cpuRuns.ppDgram } });
+  if (on('mtu')) section.mtuRate = rate('mtu', { receivers: 1, target: '>= 0.8 x Node dgram' });
+  if (on('mcast1')) section.mcast1 = rate('mc1', { receivers: 1 });
+  if (on('mcast2')) section.mcast2 = rate('mc2', { receivers: 2 });
+  if (on('udaddy')) section.udaddy = row('ms', m.resUdaddy, m.resDgram, { connections: CONNS, runs: { soft: runs.resUdaddy, node: runs.resDgram } });
+  return section;
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const argv = process.argv.slice(2);
+  const opt = (name) => {
+    const i = argv.indexOf(name);
+    return i >= 0 ? argv[i + 1] : undefined;
+  };
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === '--json' || argv[i] === '--reps' || argv[i] === '--only') i++;
+    else if (argv[i] !== '--quick') throw new Error(`unknown option ${argv[i]}`);
+  }
+  const quick = argv.includes('--quick');
+  const reps = Number(opt('--reps') ?? process.env.BENCH_REPS ?? (quick ? 1 : 3));
+  const json = opt('--json');
+  const started = new Date().toISOString();
+  const t0 = performance.now();
+  const only = opt('--only')?.split(',') ?? ROWS;
+  for (const r of only) if (!ROWS.includes(r)) throw new Error(`unknown row ${r} (rows: ${ROWS.join(', ')})`);
+  const section = await roceBench({ reps, quick, only });
+  if (json) {
+    const cpus = os.cpus();
+    const machine = { node: process.version, v8: process.versions.v8, platform: `${os.platform()} ${os.release()}`, cpu: cpus[0]?.model ?? null, cpus: os.availableParallelism(), loadavg: os.loadavg(), pinned: PIN };
+    writeFileSync(json, JSON.stringify({ machine, started, reps, quick, seconds: (performance.now() - t0) / 1000, sections: { roce: section } }, null, 2) + '\n');
+    console.log(`\nresults written to ${json}`);
+  }
+  process.exit(0);
+}

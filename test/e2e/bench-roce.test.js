@@ -1,0 +1,106 @@
+// bench/roce.js end to end in its smoke mode: every row is printed (with its baseline and ratio)
+// and the --json file is the documented shape. Figures are never checked: speed is measured by
+// `npm run bench`, not asserted here.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const BENCH = join(ROOT, 'bench', 'roce.js');
+const UDADDY = join(ROOT, 'dist', 'cli', 'udaddy.js');
+const opts = { timeout: 60_000, skip: existsSync(UDADDY) ? false : `${UDADDY} is missing: run npm run build` };
+
+function run(args, timeoutMs = 50_000) {
+  return new Promise((resolve) => {
+    const c = spawn(process.execPath, [BENCH, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RDMACM_ROCE_PORT: '' } });
+    let out = '';
+    let err = '';
+    c.stdout.on('data', (d) => (out += d));
+    c.stderr.on('data', (d) => (err += d));
+    const t = setTimeout(() => c.kill('SIGKILL'), timeoutMs);
+    c.on('close', (code, signal) => {
+      clearTimeout(t);
+      resolve({ code, signal, out, err });
+    });
+  });
+}
+
+const NUM = '\\d+(\\.\\d+)?';
+const SIDE = `\\(\\d+% delivered, rx CPU ${NUM} us/msg\\)`;
+const ROWS = [
+  new RegExp(`^64 B ping-pong RTT +UD SEND/RECV ${NUM} us \\(CPU ${NUM} us/RT\\) +Node dgram ${NUM} us \\(CPU ${NUM} us/RT\\) +UD/dgram ${NUM} \\(target <= 1\\.2\\)$`, 'm'),
+  new RegExp(`^4096 B messages/s +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM} \\(target >= 0\\.8\\)$`, 'm'),
+  new RegExp(`^multicast, 1 receiver +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM}$`, 'm'),
+  new RegExp(`^multicast, 2 receivers +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM}$`, 'm'),
+  new RegExp(`^udaddy -c 100 resolution +udaddy ${NUM} ms +Node dgram 100 request/replies ${NUM} ms +udaddy/dgram ${NUM}$`, 'm'),
+];
+
+const positive = (x, what) => assert.ok(typeof x === 'number' && Number.isFinite(x) && x > 0, `${what}: ${x}`);
+
+test('node bench/roce.js --quick prints every row with its baseline and ratio, and writes the JSON', opts, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'bench-roce-'));
+  try {
+    const file = join(dir, 'r.json');
+    const r = await run(['--quick', '--json', file]);
+    const all = `exit ${r.code} ${r.signal ?? ''}\n${r.out}\n${r.err}`;
+    assert.equal(r.code, 0, all);
+    assert.match(r.out, /^roce: soft RoCEv2 rxe_lo \(UD\) beside Node dgram, loopback; 1 round\(s\), median;/m, all);
+    for (const row of ROWS) assert.match(r.out, row, all);
+    assert.match(r.out, new RegExp(`results written to ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`), all);
+
+    const j = JSON.parse(readFileSync(file, 'utf8'));
+    assert.equal(j.quick, true);
+    assert.equal(j.reps, 1);
+    assert.equal(typeof j.machine.node, 'string');
+    const s = j.sections.roce;
+    assert.ok(Number.isInteger(s.rocePort) && s.rocePort > 0 && s.rocePort < 65536, `rocePort ${s.rocePort}`);
+    assert.deepEqual(Object.keys(s).filter((k) => typeof s[k] === 'object' && s[k] !== null && 'unit' in s[k]).sort(), ['mcast1', 'mcast2', 'mtuRate', 'rtt', 'udaddy']);
+    const units = { rtt: 'usec', mtuRate: 'msg/s', mcast1: 'msg/s', mcast2: 'msg/s', udaddy: 'ms' };
+    for (const [k, unit] of Object.entries(units)) {
+      const row = s[k];
+      assert.equal(row.unit, unit, k);
+      positive(row.soft, `${k}.soft`);
+      positive(row.node, `${k}.node`);
+      assert.ok(Math.abs(row.vsNode - row.soft / row.node) < 1e-9, `${k}.vsNode is soft/node`);
+      assert.equal(row.runs.soft.length, 1, `${k}: one round`);
+      assert.equal(row.runs.node.length, 1, `${k}: one round`);
+    }
+    positive(s.rtt.cpuUsPerRt.soft, 'rtt.cpuUsPerRt.soft');
+    positive(s.rtt.cpuUsPerRt.node, 'rtt.cpuUsPerRt.node');
+    assert.equal(s.mcast1.receivers, 1);
+    assert.equal(s.mcast2.receivers, 2);
+    assert.equal(s.mtuRate.size, 4096);
+    assert.equal(s.udaddy.connections, 100);
+    for (const k of ['mtuRate', 'mcast1', 'mcast2']) for (const side of ['soft', 'node']) positive(s[k].rxCpuUsPerMsg[side], `${k}.rxCpuUsPerMsg.${side}`);
+    // Each receiver of each blast reported its burst: two for the two-receiver row.
+    assert.equal(s.mcast2.runs.receiversSoft[0].length, 2);
+    assert.equal(s.mcast2.runs.receiversNode[0].length, 2);
+    for (const k of ['mtuRate', 'mcast1', 'mcast2']) {
+      for (const side of ['soft', 'node']) {
+        const f = s[k].delivered[side];
+        assert.ok(f > 0 && f <= 1, `${k}.delivered.${side} ${f}`);
+      }
+    }
+    // Unicast UD between two processes of the host goes over the QPN owner's Unix socket: nothing
+    // is lost, and the receiver's device counted every datagram it handled.
+    assert.equal(s.mtuRate.delivered.soft, 1);
+    const rep = s.mtuRate.runs.receiversSoft[0][0];
+    assert.equal(rep.count, s.mtuRate.count);
+    assert.equal(rep.noRecvWqe, 0);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('node bench/roce.js refuses an unknown option or row', opts, async () => {
+  const a = await run(['--fast'], 10_000);
+  assert.notEqual(a.code, 0);
+  assert.match(a.err, /unknown option --fast/);
+  const b = await run(['--only', 'pingpong,nope'], 10_000);
+  assert.notEqual(b.code, 0);
+  assert.match(b.err, /unknown row nope/);
+});
