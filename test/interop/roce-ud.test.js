@@ -73,14 +73,14 @@ waitout() { local i=0; while [ "$(grep -cE "$2" "$1" 2>/dev/null)" -lt "$3" ]; d
 # waits for its lines); NAME.rc is written when it has exited, whenever that is
 gbg() { local n=$1 t=$2; shift 2; glog "$n (background): $*"
   ( timeout -k 5 "$t" stdbuf -oL "$@" > "$H/$n.out" 2> "$H/$n.err"; rc=$?; putrc "$n" $rc; glog "$n: exit $rc" ) & }
-# finish NAME: after the host's hdone-NAME, give the tool 20 s to end on its own; if it has not,
+# finish SCENARIO: after the host's hdone-SCENARIO, give the tool (SCENARIO-k) 20 s to end on its own; if it has not,
 # note where it is in the kernel (NAME-stack, written in the background: reading a process that
 # is stuck in the kernel can block too) and go on; its deadline ends it
 finish() { waitfile $H/hdone-$1 300; local g=0 c
-  while [ ! -e $H/$1.rc ] && [ $g -lt 100 ]; do sleep 0.2; g=$((g+1)); done
-  [ -e $H/$1.rc ] && return 0
-  glog "$1: still running 20 s after the host's side ended (see $1-stack)"
-  ( for c in $(pgrep -x mckey; pgrep -x udaddy); do echo "pid $c state $(cut -d' ' -f3 /proc/$c/stat) wchan $(cat /proc/$c/wchan)"; timeout 5 cat /proc/$c/stack; done > $H/$1-stack 2>&1 ) & }
+  while [ ! -e $H/$1-k.rc ] && [ $g -lt 100 ]; do sleep 0.2; g=$((g+1)); done
+  [ -e $H/$1-k.rc ] && return 0
+  glog "$1-k: still running 20 s after the host's side ended (see $1-k-stack)"
+  ( for c in $(pgrep -x mckey; pgrep -x udaddy); do echo "pid $c state $(cut -d' ' -f3 /proc/$c/stat) wchan $(cat /proc/$c/wchan)"; timeout 5 cat /proc/$c/stack; done > $H/$1-k-stack 2>&1 ) & }
 `;
 const mcGuest = (name, s) => {
   const args = `-b $REFVM_IP ${mcArgs(s).join(' ')}`;
@@ -95,7 +95,7 @@ counters ${name}`;
 gbg ${name}-k 150 mckey ${args}
 waitout $H/${name}-k.out '^mckey: joined' ${s.conns} 90 || glog "${name}: the kernel receiver did not join within 90 s"
 mark ready-${name}
-finish ${name}-k
+finish ${name}
 counters ${name}`;
 };
 const job = `${guestHelpers}
@@ -110,7 +110,7 @@ ${Object.entries(MC).map(([n, s]) => mcGuest(n, s)).join('\n')}
 gbg U1-k 150 udaddy -b $REFVM_IP -C ${COUNT}
 i=0; until rdma res show cm_id 2>/dev/null | grep -q LISTEN; do sleep 0.2; i=$((i+1)); [ $i -ge 300 ] && { glog "U1: no listening cm_id after 60 s"; break; }; done
 mark ready-U1
-finish U1-k
+finish U1
 counters U1
 rdma statistic show link rxe0/1 > $H/rdma-statistic 2>&1; dmesg > $H/dmesg 2>&1
 # the host checks every exit status: wait for those still running (their deadlines end them)
