@@ -56,6 +56,10 @@ export interface SqWqe {
   remoteAddr: number;
   rkey: number;
   invalidateRkey: number;
+  /** Atomics: the compare value (compare-and-swap) or the addend (fetch-and-add). */
+  compareAdd: bigint;
+  /** Compare-and-swap: the swap value. */
+  swap: bigint;
   /** SEND_WITH_IMM / RDMA_WRITE_WITH_IMM: the immediate data (host order u32), else 0. */
   immData: number;
   /** UD: the destination's address handle (null on connected QPs). */
@@ -353,9 +357,11 @@ export abstract class Qp {
         signaled: sigAll || (flags & SendFlags.SIGNALED) !== 0,
         length,
         inline: null,
-        remoteAddr: wr.rdma?.remoteAddr ?? 0,
-        rkey: wr.rdma?.rkey ?? 0,
+        remoteAddr: wr.atomic?.remoteAddr ?? wr.rdma?.remoteAddr ?? 0,
+        rkey: wr.atomic?.rkey ?? wr.rdma?.rkey ?? 0,
         invalidateRkey: wr.invalidateRkey ?? 0,
+        compareAdd: wr.atomic ? u64(wr.atomic.compareAdd) : 0n,
+        swap: wr.atomic?.swap !== undefined ? u64(wr.atomic.swap) : 0n,
         immData: wr.immData === undefined ? 0 : wr.immData >>> 0,
         ah: ud ? (wr.ud as UdDest).ah : null,
         remoteQpn: ud ? (wr.ud as UdDest).remoteQpn : 0,
@@ -545,6 +551,11 @@ export abstract class Qp {
     this._state = QpState.RESET;
     this.pd._releaseQp(this);
   }
+}
+
+/** An atomic operand as an unsigned 64-bit bigint (a number is accepted; the transport checked it). */
+function u64(v: bigint | number): bigint {
+  return BigInt.asUintN(64, typeof v === 'bigint' ? v : BigInt(Math.trunc(v)));
 }
 
 /** An SGE is well formed: non-negative safe integers. */

@@ -180,6 +180,12 @@ export interface SendWr {
   /** RDMA Write/Read: remote address and rkey. */
   rdma?: { remoteAddr: number; rkey: number };
   /**
+   * ATOMIC_CMP_AND_SWP / ATOMIC_FETCH_AND_ADD (`wr.atomic`): the 8-byte aligned remote address
+   * and its rkey, `compareAdd` (the compare value, or the addend) and `swap` (compare-and-swap
+   * only). The local SGE receives the original remote value (8 bytes, host order).
+   */
+  atomic?: { remoteAddr: number; rkey: number; compareAdd: bigint; swap?: bigint };
+  /**
    * SEND_WITH_IMM / RDMA_WRITE_WITH_IMM: the immediate data, a u32 in host order as the
    * application sees it (the wire carries it big-endian). iWARP has none: siw refuses those
    * opcodes with EINVAL.

@@ -27,6 +27,8 @@ export const COUNTER_NAMES = [
   'link_downed',
   'rdma_sends',
   'rdma_recvs',
+  // RC responder: requests refused with a remote access error NAK (bad rkey, bounds, rights)
+  'rkey_violation_err',
   // received datagrams dropped, by reason
   'rcvd_truncated_drop',
   'rcvd_bad_version_drop',
@@ -42,6 +44,9 @@ export const COUNTER_NAMES = [
   'rcvd_no_recv_wqe_drop',
   'rcvd_mcast_no_group_drop',
   'rcvd_mad_unroutable_drop',
+  // RC: responses that fit no request, packets from an address other than the connected peer
+  'rcvd_bad_resp_drop',
+  'rcvd_rc_addr_drop',
   // multicast
   'sent_mcast_pkts',
   'rcvd_mcast_pkts',

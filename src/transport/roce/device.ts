@@ -18,6 +18,8 @@ import { PortAgent, type RxMeta, type RxSink } from './udp.js';
 import { parseIpv4, parseIpv6 } from '../../util/ip.js';
 import { rxeReceive } from './recv.js';
 import type { RoceUdQp } from './ud-qp.js';
+import type { RocePacket } from '../../wire/roce/index.js';
+import type { RxNet } from './recv.js';
 
 /** What an address handle resolves to (kept in `ah._provider`). */
 export interface RoceAv {
@@ -35,6 +37,19 @@ export interface RoceAv {
   trafficClass: number;
   /** The destination is a multicast group. */
   multicast: boolean;
+}
+
+/**
+ * What the receive path needs of a QP of the device. UD QPs are checked by the device itself
+ * (recv.ts); a connected QP brings its own checks ({@link RoceQp._accepts}).
+ */
+export interface RoceQp {
+  readonly qpNum: number;
+  readonly tag: string;
+  /** Deliver a packet that passed every check. */
+  _respond(p: RocePacket, net: RxNet): void;
+  /** Connected QPs: the QP-level checks (opcode class, state, addresses); false drops (counted). */
+  _accepts?(p: RocePacket, meta: RxMeta): boolean;
 }
 
 /** A handler of the datagrams for QP1 (the CM's GSI agent); returns nothing, never throws. */
@@ -83,7 +98,7 @@ export class RoceDevice implements RxSink {
   /** The process's agent for the RoCE UDP port. */
   readonly agent: PortAgent;
   /** Live QPs of this device by QP number. */
-  readonly qps = new Map<number, RoceUdQp>();
+  readonly qps = new Map<number, RoceQp>();
   /** Multicast groups by GID key: the attached QPs. */
   readonly mcast = new Map<string, Set<RoceUdQp>>();
   /** The CM's GSI agent (QP1), when one is loaded. */
@@ -211,17 +226,17 @@ export class RoceDevice implements RxSink {
   // -- QPs and groups ---------------------------------------------------------------------------
 
   /** @internal A QP of this device was created. */
-  _addQp(qp: RoceUdQp): void {
+  _addQp(qp: RoceQp): void {
     this.activate();
     this.qps.set(qp.qpNum, qp);
     this.agent.holdQp(1);
   }
 
   /** @internal A QP of this device was destroyed (detached from its groups first). */
-  _removeQp(qp: RoceUdQp): void {
+  _removeQp(qp: RoceQp): void {
     if (this.qps.get(qp.qpNum) !== qp) return;
     for (const [k, set] of this.mcast) {
-      if (set.delete(qp) && set.size === 0) this.dropGroup(k);
+      if (set.delete(qp as RoceUdQp) && set.size === 0) this.dropGroup(k);
     }
     this.qps.delete(qp.qpNum);
     this.agent.releaseQpn(qp.qpNum);

@@ -4,8 +4,8 @@
  * 6.1 kernels, and the MTU rules of rxe (`eth_mtu_int_to_enum`, `rxe_set_mtu`) and of the
  * connection manager (`iboe_get_mtu`, include/rdma/ib_addr.h) are in wire/roce/packet.ts.
  *
- * Where rxe advertises a feature this device does not have yet (atomics and memory windows, which
- * only RC QPs use), the attribute says "none" instead of rxe's value; everything else is rxe's.
+ * Where rxe advertises a feature this device does not have (memory windows), the attribute says
+ * "none" instead of rxe's value; everything else is rxe's (atomics: IBV_ATOMIC_HCA, as rxe).
  */
 import { AtomicCap, LinkLayer, Mtu, PortState, type DeviceAttr, type PortAttr } from '../../verbs/device.js';
 import { rxePortMtu } from '../../wire/roce/index.js';
@@ -155,7 +155,7 @@ export function rxeDeviceAttr(nodeGuid: bigint): DeviceAttr {
     maxResRdAtom: L.maxResRdAtom,
     maxQpInitRdAtom: L.maxQpInitRdAtom,
     maxEeInitRdAtom: 0,
-    atomicCap: AtomicCap.NONE,
+    atomicCap: AtomicCap.HCA,
     maxEe: 0,
     maxRdd: 0,
     maxMw: 0,

@@ -6,7 +6,7 @@
  * scripts can predict it, and `rdma link` users recognize the `rxe_` prefix.
  *
  * What the device reports (`ibv_query_device`, `ibv_query_port`, `ibv_query_gid`) follows rxe
- * (params.ts, gid.ts); QPs: UD (RC/UC: EOPNOTSUPP for now). Per-device counters:
+ * (params.ts, gid.ts); QPs: UD and RC (rc/; UC: EOPNOTSUPP). Per-device counters:
  * {@link roceCounters}.
  */
 import { err } from '../../errors.js';
@@ -20,6 +20,7 @@ import { Access, GidType, QpType, TransportType, type QpCap } from '../../verbs/
 import { eui64, guidOf, macToBytes, rxeDeviceAttr, rxePortAttr, RXE_LIMITS } from './params.js';
 import { RoceDevice, roceDevice } from './device.js';
 import { RoceUdQp } from './ud-qp.js';
+import { RoceRcQp } from './rc/rc-qp.js';
 import { PortAgent } from './udp.js';
 import { COUNTER_NAMES, type CounterName } from './counters.js';
 import { BTH_DEF_PKEY } from '../../wire/roce/index.js';
@@ -73,9 +74,9 @@ function rxeQueueDepth(n: number): number {
   return slots - 1;
 }
 
-function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): RoceUdQp {
+function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): RoceUdQp | RoceRcQp {
   const op = 'ibv_create_qp';
-  if (attr.qpType !== QpType.UD) throw err('EOPNOTSUPP', op, `${ctx.device.name}: only UD QPs for now`);
+  if (attr.qpType !== QpType.UD && attr.qpType !== QpType.RC) throw err('EOPNOTSUPP', op, `${ctx.device.name}: UD and RC QPs only`);
   if (attr.srq !== undefined) throw err('EOPNOTSUPP', op, 'SRQ not supported yet');
   const c = attr.cap;
   const sendSge = c.maxSendSge ?? 1;
@@ -92,9 +93,9 @@ function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): RoceUdQp {
   if (cap.maxSendWr > RXE_LIMITS.maxQpWr || cap.maxRecvWr > RXE_LIMITS.maxQpWr) throw err('EINVAL', op, 'queue depth above max_qp_wr');
   const d = dev(ctx.device.info);
   const qpn = d.agent.allocQpn();
-  let qp: RoceUdQp;
+  let qp: RoceUdQp | RoceRcQp;
   try {
-    qp = new RoceUdQp(ctx, pd, qpn, attr, cap, d);
+    qp = attr.qpType === QpType.RC ? new RoceRcQp(ctx, pd, qpn, attr, cap, d) : new RoceUdQp(ctx, pd, qpn, attr, cap, d);
   } catch (e) {
     d.agent.releaseQpn(qpn);
     throw e;
@@ -129,7 +130,7 @@ const provider: VerbsProvider = {
   queryGid: (info, _port, index) => dev(info).gid(index),
   queryGidType: () => GidType.ROCE_V2,
   queryPkey: () => BTH_DEF_PKEY,
-  accessMask: () => Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ,
+  accessMask: () => Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC,
   createQp,
   createAh,
   attachMcast,

@@ -24,7 +24,7 @@ import {
 } from '../../wire/roce/index.js';
 import { C } from './counters.js';
 import { gidKey } from './gid.js';
-import { ipBytes, type RoceDevice } from './device.js';
+import { ipBytes, type RoceDevice, type RoceQp } from './device.js';
 import type { RxMeta } from './udp.js';
 import type { RoceUdQp } from './ud-qp.js';
 
@@ -113,7 +113,7 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
     return;
   }
   const qpn = p.destQp;
-  let qp: RoceUdQp | undefined;
+  let qp: RoceQp | undefined;
   let group: Set<RoceUdQp> | undefined;
   if (qpn === IB_MULTICAST_QPN) {
     if (!multicastDst) {
@@ -137,7 +137,7 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
       if (tracing('rx')) trace('rx', dev.name, `drop unknown QPN 0x${qpn.toString(16)} from ${meta.src}`);
       return;
     }
-    if (!qpAccepts(dev, qp, p)) return;
+    if (!(qp._accepts !== undefined ? qp._accepts(p, meta) : qpAccepts(dev, qp as RoceUdQp, p))) return;
   }
   // ICRC over the IP/UDP headers the socket reported (IPv4: identification recovered).
   const net: RxNet = {

@@ -153,7 +153,7 @@ test('UD QP: RESET→INIT needs P_Key index, port and Q_Key; RTR→RTS needs the
   // rxe rounds queues to 2^k - 1 entries, at least the request
   assert.equal(q.cap.maxSendWr, 1);
   assert.equal(qp(1, { maxSendWr: 10 }).cap.maxSendWr, 15);
-  assert.throws(() => pd.createQp({ qpType: QpType.RC, sendCq: cq, recvCq: cq, cap: {} }), code('EOPNOTSUPP'));
+  assert.throws(() => pd.createQp({ qpType: QpType.UC, sendCq: cq, recvCq: cq, cap: {} }), code('EOPNOTSUPP'));
 });
 
 test('QP numbers come from a QPN block this process owns', () => {

@@ -1,0 +1,368 @@
+/**
+ * The RC QP of the soft RoCE device: the verbs QP (queues, posting checks, completions, the
+ * modify rules of qp-attr.ts) wired to the three engines of rxe's split — requester (req.ts),
+ * completer (comp.ts), responder (resp.ts) — and to the device's receive path and sockets.
+ *
+ * - RTR (`ib_modify_qp` with AV, path MTU, destination QPN, RQ PSN, max_dest_rd_atomic,
+ *   min_rnr_timer): the path is resolved (source GID, destination address), the responder starts
+ *   at the RQ PSN. RTS (SQ PSN, timeout, retry_cnt, rnr_retry, max_rd_atomic): the requester and
+ *   completer start at the SQ PSN.
+ * - Packets from the peer reach {@link RoceRcQp._respond} after the device's checks (headers,
+ *   ICRC) and this QP's (opcode class, state, source and destination address of the connection);
+ *   requests go to the responder, responses to the completer.
+ * - ERR: every WQE completes, in order: taken send WQEs (the one a failure happened on with its
+ *   status, the others WR_FLUSH_ERR), the send queue, the receive being filled, the receive queue.
+ */
+import { trace, tracing } from '../../../trace.js';
+import type { Context } from '../../../verbs/context.js';
+import type { Pd } from '../../../verbs/pd.js';
+import type { QpInitAttr } from '../../../verbs/provider.js';
+import { Qp, validSge, type RecvInfo, type RqWqe, type SqWqe } from '../../../verbs/qp.js';
+import { QpAttrMask, type QpAttr } from '../../../verbs/qp-attr.js';
+import {
+  AsyncEventType,
+  QpState,
+  SendFlags,
+  WcStatus,
+  WrOpcode,
+  type QpCap,
+  type SendWr,
+  type Sge,
+} from '../../../verbs/types.js';
+import {
+  IbTransport,
+  OpMask,
+  finishRocePacket,
+  ibMtuToBytes,
+  opcodeFitsQp,
+  type RoceIpUdpHeaders,
+  type RocePacket,
+} from '../../../wire/roce/index.js';
+import { C } from '../counters.js';
+import { ipBytes, type RoceAv, type RoceDevice } from '../device.js';
+import type { RxNet } from '../recv.js';
+import type { RxMeta } from '../udp.js';
+import { realClock, type RcClock } from './clock.js';
+import { MAX_RDMA_LEN, ackTimeoutMs, gatherSges, type RcCore } from './common.js';
+import { RcCompleter } from './comp.js';
+import { RcRequester, type RcWqe } from './req.js';
+import { RcResponder } from './resp.js';
+
+/** A link that replaces the device's sockets (tests): gets every packet this QP sends. */
+export type RcLink = (pkt: Buffer) => void;
+
+/** Packets for a QP of this process wait here for the next turn of the event loop. */
+const local: { dev: RoceDevice; buf: Buffer; meta: RxMeta }[] = [];
+let localScheduled = false;
+function drainLocal(): void {
+  localScheduled = false;
+  const list = local.splice(0);
+  for (const l of list) l.dev.rxDatagram(l.buf, l.meta);
+}
+
+/** An RC QP on a soft RoCE device. */
+export class RoceRcQp extends Qp implements RcCore {
+  readonly dev: RoceDevice;
+  /** The clock of the engines' timers (a virtual one in tests). */
+  clock: RcClock = realClock;
+  /** Set to carry this QP's packets instead of the device's sockets (tests). */
+  link: RcLink | null = null;
+  /** Called once when the first request arrives in RTR (the CM's "established on first data"). */
+  onCommEstablished: (() => void) | null = null;
+  readonly req: RcRequester;
+  readonly comp: RcCompleter;
+  readonly resp: RcResponder;
+  private av: RoceAv | null = null;
+  private net: RoceIpUdpHeaders | null = null;
+  private peerIp = '';
+  private ownIp = '';
+  private _mtu = 256;
+
+  constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap, dev: RoceDevice) {
+    super(context, pd, qpNum, init, cap);
+    this.dev = dev;
+    this.req = new RcRequester(this);
+    this.comp = new RcCompleter(this);
+    this.resp = new RcResponder(this);
+    this.req.comp = this.comp;
+    this.comp.req = this.req;
+  }
+
+  // -- RcCore -----------------------------------------------------------------------------------
+
+  get counters() {
+    return this.dev.counters;
+  }
+  get mtu(): number {
+    return this._mtu;
+  }
+  get destQpn(): number {
+    return this.attr.destQpNum ?? 0;
+  }
+  get accessFlags(): number {
+    return this.attr.qpAccessFlags ?? 0;
+  }
+  get timeoutMs(): number {
+    return ackTimeoutMs(this.attr.timeout ?? 0);
+  }
+  get retryCnt(): number {
+    return this.attr.retryCnt ?? 7;
+  }
+  get rnrRetry(): number {
+    return this.attr.rnrRetry ?? 7;
+  }
+  get minRnrTimer(): number {
+    return this.attr.minRnrTimer ?? 0;
+  }
+  sendReady(): boolean {
+    return this._state === QpState.RTS && !this.destroyed;
+  }
+  sqTake(): SqWqe | undefined {
+    return this.sq.shift();
+  }
+  rqTake(): RqWqe | undefined {
+    return this.rq.shift();
+  }
+  rqAvailable(): number {
+    return this.rq.length;
+  }
+  inlineCopy(w: SqWqe): Buffer | string {
+    return this._copyInline(w.sgList, w.length);
+  }
+  sendDone(w: SqWqe, status: WcStatus): void {
+    this.completeSend(w, status, status !== WcStatus.SUCCESS);
+  }
+  recvDone(w: RqWqe, status: WcStatus, byteLen: number, flags: number, invalidated: number, solicited: boolean, info?: RecvInfo): void {
+    this.completeRecv(w, status, byteLen, flags, invalidated, solicited, info);
+  }
+  fatal(why: string): void {
+    if (this._state === QpState.ERR || this.destroyed) return;
+    this._transition(QpState.ERR, why);
+  }
+  commEstablished(): void {
+    if (this._state !== QpState.RTR) return;
+    this.raiseAsync(AsyncEventType.COMM_EST);
+    this.onCommEstablished?.();
+  }
+
+  /** Finish (pad, ICRC) and send a packet; dropped unless the QP may send (RTR and later). */
+  transmit(buf: Buffer, payloadEnd: number): void {
+    const s = this._state;
+    const net = this.net;
+    const av = this.av;
+    if (net === null || av === null || this.destroyed || s === QpState.RESET || s === QpState.INIT || s === QpState.ERR) return;
+    const len = finishRocePacket(buf, 0, payloadEnd, net);
+    const pkt = len === buf.length ? buf : buf.subarray(0, len);
+    if (this.link !== null) {
+      this.dev.counters.inc(C.sent_pkts);
+      this.link(pkt);
+      return;
+    }
+    const dev = this.dev;
+    if (dev.ownsIp(av.dst, av.family) && dev.agent.ownsQpn(this.destQpn)) {
+      // A QP of this process: straight to the receive path, on the next turn of the event loop.
+      dev.counters.inc(C.sent_pkts);
+      local.push({ dev, buf: pkt, meta: { family: av.family, src: av.sgid.ip, dst: av.dst, srcPort: dev.agent.port, forwarded: false } });
+      if (!localScheduled) {
+        localScheduled = true;
+        setImmediate(drainLocal);
+      }
+      return;
+    }
+    dev.transmit(pkt, len, av);
+  }
+
+  // -- receive path -------------------------------------------------------------------------------
+
+  /**
+   * @internal The device's QP-level checks for a packet to this QP (rxe `check_type_state`,
+   * `check_addr`): an RC opcode, a state that takes it (requests from RTR, responses from RTS),
+   * and the connection's addresses. Counts and returns false to drop.
+   */
+  _accepts(p: RocePacket, meta: RxMeta): boolean {
+    const c = this.dev.counters;
+    if (!opcodeFitsQp(p.opcode, IbTransport.RC)) {
+      c.inc(C.rcvd_bad_opcode_drop);
+      return false;
+    }
+    const s = this._state;
+    const ok = p.mask & OpMask.REQ ? s === QpState.RTR || s === QpState.RTS || s === QpState.SQD : s === QpState.RTS || s === QpState.SQD;
+    if (!ok) {
+      c.inc(C.rcvd_qp_state_drop);
+      return false;
+    }
+    if (!this.samePeer(meta)) {
+      c.inc(C.rcvd_rc_addr_drop);
+      return false;
+    }
+    return true;
+  }
+
+  /** Whether a datagram came from the connected peer's address to this QP's source address. */
+  private samePeer(meta: RxMeta): boolean {
+    const av = this.av;
+    if (av === null || meta.family !== av.family) return false;
+    if (meta.src === this.peerIp && meta.dst === this.ownIp) return true;
+    const src = ipBytes(meta.src, meta.family);
+    const dst = ipBytes(meta.dst, meta.family);
+    if (!sameBytes(src, av.dstBytes) || !sameBytes(dst, av.srcBytes)) return false;
+    this.peerIp = meta.src;
+    this.ownIp = meta.dst;
+    return true;
+  }
+
+  /** @internal A packet for this QP that passed every check: to the responder or the completer. */
+  _respond(p: RocePacket, _net: RxNet): void {
+    if (p.mask & OpMask.REQ) this.resp.onRequest(p);
+    else this.comp.onResponse(p);
+  }
+
+  // -- verbs hooks ---------------------------------------------------------------------------
+
+  protected override _checkModify(attr: QpAttr, mask: number, next: QpState): string | null {
+    if (mask & QpAttrMask.AV && attr.ahAttr !== undefined) {
+      try {
+        this.dev.resolveAv(attr.ahAttr, 'ibv_modify_qp');
+      } catch (e) {
+        return (e as Error).message;
+      }
+    }
+    if (mask & QpAttrMask.PATH_MTU && attr.pathMtu !== undefined && attr.pathMtu > 5) return `path_mtu ${attr.pathMtu}`;
+    void next;
+    return null;
+  }
+
+  protected _stateChanged(from: QpState, to: QpState, _reason: string): void {
+    switch (to) {
+      case QpState.RTR:
+        if (from === QpState.INIT) this.setupPath();
+        break;
+      case QpState.RTS:
+        if (from === QpState.RTR) {
+          this.req.reset(this.attr.sqPsn ?? 0);
+          this.comp.reset(this.attr.sqPsn ?? 0);
+        }
+        this.req.kick();
+        break;
+      case QpState.ERR:
+        this.comp.stop();
+        this.resp.stop();
+        break;
+      case QpState.RESET:
+        this.comp.stop();
+        this.resp.stop();
+        this.req.clear();
+        this.resp.takeRecvInProgress();
+        this.av = null;
+        this.net = null;
+        break;
+      default:
+        break;
+    }
+  }
+
+  /** RTR: resolve the path and start the responder. */
+  private setupPath(): void {
+    const a = this.attr;
+    if (a.ahAttr === undefined) return;
+    const av = this.dev.resolveAv(a.ahAttr, 'ibv_modify_qp');
+    this.av = av;
+    this.net = { family: av.family, src: av.srcBytes, dst: av.dstBytes, sport: this.dev.agent.port, dport: this.dev.agent.port };
+    this.peerIp = av.dst;
+    this.ownIp = av.sgid.ip;
+    this._mtu = ibMtuToBytes(a.pathMtu ?? 1) || 256;
+    this.resp.reset(a.rqPsn ?? 0);
+    this.dev.activate();
+    if (tracing('qp')) trace('qp', this.tag, `RTR: ${av.sgid.ip} -> ${av.dst} QPN 0x${this.destQpn.toString(16)} MTU ${this._mtu} rq_psn ${a.rqPsn ?? 0}`);
+  }
+
+  protected _destroyed(): void {
+    this.comp.stop();
+    this.resp.stop();
+    this.dev._removeQp(this);
+  }
+
+  protected override _inflight(): number {
+    return this.req.list.length;
+  }
+
+  protected _sqKick(): void {
+    this.req.kick();
+  }
+
+  /** Completes, in order, the WQEs the engines hold, then the queues. */
+  protected override flush(): void {
+    const list = this.req.list;
+    for (let e = list.shift(); e !== undefined; e = list.shift()) {
+      const x = e as RcWqe;
+      this.completeSend(x.w, x.errStatus, true);
+    }
+    this.req.clear();
+    for (let w = this.sq.shift(); w !== undefined; w = this.sq.shift()) this.completeSend(w, WcStatus.WR_FLUSH_ERR, true);
+    const r = this.resp.takeRecvInProgress();
+    if (r !== null) this.completeRecv(r, WcStatus.WR_FLUSH_ERR, 0, 0, 0);
+    for (let w = this.rq.shift(); w !== undefined; w = this.rq.shift()) this.completeRecv(w, WcStatus.WR_FLUSH_ERR, 0, 0, 0);
+  }
+
+  /** Post-time checks of an RC send WR (rxe `validate_send_wr`). */
+  protected _checkSendWr(wr: SendWr): string | null {
+    const sg = wr.sgList;
+    if (sg.length > this.cap.maxSendSge) return `${sg.length} SGEs > max_send_sge ${this.cap.maxSendSge}`;
+    let len = 0;
+    for (const s of sg) {
+      if (!validSge(s)) return 'malformed SGE';
+      len += s.length;
+    }
+    if (len > MAX_RDMA_LEN) return `message of ${len} bytes > 2^31`;
+    const remote = (r: { remoteAddr: number; rkey: number } | undefined, what: string): string | null => {
+      if (r === undefined) return `${what} without remote address and rkey`;
+      if (!Number.isSafeInteger(r.remoteAddr) || r.remoteAddr < 0) return `${what}: remote address ${String(r.remoteAddr)}`;
+      if (!Number.isInteger(r.rkey) || r.rkey < 0 || r.rkey > 0xffffffff) return `${what}: rkey ${String(r.rkey)}`;
+      return null;
+    };
+    switch (wr.opcode) {
+      case WrOpcode.SEND:
+        return null;
+      case WrOpcode.SEND_WITH_IMM:
+      case WrOpcode.RDMA_WRITE_WITH_IMM:
+        if (wr.immData !== undefined && (!Number.isInteger(wr.immData) || wr.immData < -0x80000000 || wr.immData > 0xffffffff)) return `imm_data ${String(wr.immData)}`;
+        return wr.opcode === WrOpcode.SEND_WITH_IMM ? null : remote(wr.rdma, 'RDMA_WRITE_WITH_IMM');
+      case WrOpcode.SEND_WITH_INV:
+      case WrOpcode.LOCAL_INV:
+        if (!Number.isInteger(wr.invalidateRkey) || (wr.invalidateRkey as number) < 0 || (wr.invalidateRkey as number) > 0xffffffff) {
+          return `${WrOpcode[wr.opcode]} without a valid invalidate_rkey`;
+        }
+        return null;
+      case WrOpcode.RDMA_WRITE:
+        return remote(wr.rdma, 'RDMA_WRITE');
+      case WrOpcode.RDMA_READ:
+        if (wr.sendFlags !== undefined && wr.sendFlags & SendFlags.INLINE) return 'RDMA_READ cannot be inline';
+        return remote(wr.rdma, 'RDMA_READ');
+      case WrOpcode.ATOMIC_CMP_AND_SWP:
+      case WrOpcode.ATOMIC_FETCH_AND_ADD: {
+        const a = wr.atomic;
+        const bad = remote(a, WrOpcode[wr.opcode] as string);
+        if (bad !== null || a === undefined) return bad;
+        if (a.remoteAddr % 8 !== 0) return `atomic remote address 0x${a.remoteAddr.toString(16)} not 8-byte aligned`;
+        if (len !== 8) return `atomic local buffer of ${len} bytes (8 needed)`;
+        const num = (v: unknown): boolean => typeof v === 'bigint' || (typeof v === 'number' && Number.isSafeInteger(v));
+        if (!num(a.compareAdd)) return 'atomic compare/add operand';
+        if (wr.opcode === WrOpcode.ATOMIC_CMP_AND_SWP && !num(a.swap)) return 'compare-and-swap without a swap value';
+        return null;
+      }
+      default:
+        return `opcode ${WrOpcode[wr.opcode] ?? wr.opcode} not supported on RC`;
+    }
+  }
+
+  protected _copyInline(sgList: readonly Sge[], length: number): Buffer | string {
+    const out = Buffer.allocUnsafe(length);
+    return gatherSges(this.context, this.pd, sgList, 0, out, 0, length) ? out : 'inline SGE: invalid lkey or bounds';
+  }
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}

@@ -1,0 +1,353 @@
+/**
+ * The RC requester (rxe_req.c): turns send WQEs into request packets.
+ *
+ * A WQE gets its PSNs when its first packet goes out (`firstPsn`..`lastPsn`: one per packet of a
+ * SEND or RDMA WRITE, one per expected response packet of an RDMA READ, one for an atomic) and
+ * keeps them for life. Everything a packet carries follows from its PSN's position in the WQE,
+ * so a retransmission (go-back-N from any PSN, {@link RcRequester.rewind}) rebuilds exactly the
+ * packets first sent, re-reading the data from the registered memory as rxe does. A retried
+ * READ asks for the rest of the data only (the responder replays from that PSN).
+ *
+ * Sending stops at the window (128 PSNs past the oldest unacknowledged one), at the initiator
+ * depth (ORD) for READs and atomics, at a fenced WQE while reads/atomics are outstanding, at a
+ * local operation until everything before it has completed, during an RNR wait, and, when the
+ * responder advertises no credits, after one outstanding SEND (IBTA 9.7.7.2's limited mode).
+ * AckReq is set on the last packet of each message and at least every 64 packets.
+ */
+import { trace, tracing } from '../../../trace.js';
+import type { SqWqe } from '../../../verbs/qp.js';
+import { invalidateStag } from '../../../verbs/mr.js';
+import { Ring } from '../../../util/ring.js';
+import { SendFlags, WcStatus, WrOpcode, type Sge } from '../../../verbs/types.js';
+import {
+  Hdr,
+  IbOpcode,
+  psnAdd,
+  psnDiff,
+  writeAtmeth,
+  writeIeth,
+  writeImmDt,
+  writeReth,
+} from '../../../wire/roce/index.js';
+import { C } from '../counters.js';
+import { MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, gatherSges, hdrAt, rcPacket, sgesValid, type RcCore } from './common.js';
+import type { RcCompleter } from './comp.js';
+
+/** What a WQE does on the wire. */
+export const WqeKind = {
+  SEND: 'send',
+  WRITE: 'write',
+  READ: 'read',
+  ATOMIC: 'atomic',
+  /** Executed locally (LOCAL_INV). */
+  LOCAL: 'local',
+} as const;
+/** One of {@link WqeKind}. */
+export type WqeKind = (typeof WqeKind)[keyof typeof WqeKind];
+
+/** A send WQE the requester has taken off the send queue, until it completes. */
+export interface RcWqe {
+  w: SqWqe;
+  kind: WqeKind;
+  /** Packets (PSNs) of the message: SEND/WRITE/READ ceil(len / MTU) (at least 1); atomics 1. */
+  npkts: number;
+  /** Its first packet went out: `firstPsn`/`lastPsn` are assigned. */
+  started: boolean;
+  firstPsn: number;
+  lastPsn: number;
+  /** Holds one of the ORD slots (READ, atomic) from its first packet until it completes. */
+  rdAtomic: boolean;
+  /** The status it completes with when the QP fails on it (set by whoever failed it). */
+  errStatus: WcStatus;
+}
+
+/** Whether `k` is a READ or atomic (needs an ORD slot and a response). */
+export function isRdAtomic(e: RcWqe): boolean {
+  return e.kind === WqeKind.READ || e.kind === WqeKind.ATOMIC;
+}
+
+/** The requester of one RC QP. */
+export class RcRequester {
+  /** WQEs taken and not yet completed, oldest first (the completer completes from the head). */
+  readonly list = new Ring<RcWqe>(Infinity);
+  /** Index in {@link list} of the WQE the next packet belongs to (`list.length`: none yet). */
+  cur = 0;
+  /** PSN of the next packet. */
+  psn = 0;
+  /** One past the highest PSN ever sent (responses beyond it are bogus). */
+  sentEnd = 0;
+  /** READ/atomic WQEs holding an ORD slot. */
+  rdAtomicOut = 0;
+  /** Waiting for the RNR timer: send nothing. */
+  rnrWait = false;
+  /** The responder advertised no credits and a SEND is unacknowledged: send no new SEND. */
+  creditWait = false;
+  private noAck = 0;
+  private kicking = false;
+  private again = false;
+  comp!: RcCompleter;
+
+  constructor(private readonly core: RcCore) {}
+
+  /** Start over at `sqPsn` (RTS). */
+  reset(sqPsn: number): void {
+    this.psn = sqPsn & 0xffffff;
+    this.sentEnd = this.psn;
+    this.cur = 0;
+    this.noAck = 0;
+    this.rnrWait = false;
+    this.creditWait = false;
+  }
+
+  /** Forget every WQE (they were flushed or the QP was reset). */
+  clear(): void {
+    this.list.clear();
+    this.cur = 0;
+    this.rdAtomicOut = 0;
+  }
+
+  /** Send what may be sent now. Re-entrant calls (from a completion) are folded into the running one. */
+  kick(): void {
+    if (this.kicking) {
+      this.again = true;
+      return;
+    }
+    this.kicking = true;
+    try {
+      do {
+        this.again = false;
+        this.run();
+      } while (this.again);
+    } finally {
+      this.kicking = false;
+    }
+  }
+
+  /**
+   * Go back to PSN `psn` (the oldest unacknowledged one, or where a NAK points): the next packet
+   * is the one with that PSN, and every later WQE is sent again.
+   */
+  rewind(psn: number): void {
+    const head = this.list.peek();
+    // Nothing before the oldest WQE is outstanding.
+    this.psn = head !== undefined && head.started && psnDiff(psn, head.firstPsn) < 0 ? head.firstPsn : psn;
+    this.noAck = 0;
+    this.cur = this.indexOf(this.psn);
+  }
+
+  /**
+   * After acknowledgements removed WQEs from the head: keep {@link cur} on the WQE of
+   * {@link psn}, and skip ahead when the acknowledged PSN passed it (a late ACK during a retry).
+   */
+  resync(compPsn: number): void {
+    if (psnDiff(this.psn, compPsn) < 0) {
+      this.psn = compPsn;
+      this.cur = this.indexOf(compPsn);
+    } else if (this.cur > this.list.length) this.cur = this.list.length;
+  }
+
+  /** The index of the WQE a packet with PSN `psn` belongs to (or the first unstarted one). */
+  private indexOf(psn: number): number {
+    const n = this.list.length;
+    for (let i = 0; i < n; i++) {
+      const e = this.list.at(i) as RcWqe;
+      if (!e.started) return i;
+      if (psnDiff(e.lastPsn, psn) >= 0 && e.kind !== WqeKind.LOCAL) return i;
+    }
+    return n;
+  }
+
+  /** A WQE left the head of the list (completed). */
+  popped(): void {
+    if (this.cur > 0) this.cur--;
+  }
+
+  private run(): void {
+    const core = this.core;
+    const comp = this.comp;
+    for (;;) {
+      if (!core.sendReady() || this.rnrWait) return;
+      let e = this.list.at(this.cur);
+      if (e === undefined) {
+        const w = core.sqTake();
+        if (w === undefined) return;
+        e = this.admit(w);
+        this.list.push(e);
+      }
+      if (e.kind === WqeKind.LOCAL) {
+        // Local invalidate fence (IBA 10.6.5.1, mandatory in rxe): everything before completes first.
+        if (this.cur !== 0) return;
+        this.local(e);
+        continue;
+      }
+      if (!e.started) {
+        if (e.w.flags & SendFlags.FENCE && this.rdAtomicOut > 0) return;
+        if (isRdAtomic(e)) {
+          if (core.ord === 0) {
+            this.fail(e, WcStatus.LOC_QP_OP_ERR, `${e.kind} with initiator depth 0`);
+            return;
+          }
+          if (this.rdAtomicOut >= core.ord) return;
+        }
+        if (e.kind === WqeKind.SEND && this.creditWait) return;
+      }
+      if (psnDiff(this.psn, comp.psn) >= MAX_UNACKED_PSNS) return;
+      if (!this.sendPacket(e)) return;
+    }
+  }
+
+  /** Wrap a WQE taken off the send queue; its SGE list becomes a private copy. */
+  private admit(w: SqWqe): RcWqe {
+    if (!w.detached) {
+      w.detached = true;
+      w.sgList = w.sgList.map((s) => ({ addr: s.addr, length: s.length, lkey: s.lkey }));
+      if (w.flags & SendFlags.INLINE && w.opcode !== WrOpcode.RDMA_READ && w.inline === null) {
+        const c = this.core.inlineCopy(w);
+        if (typeof c !== 'string') w.inline = c;
+      }
+    }
+    const mtu = this.core.mtu;
+    let kind: WqeKind;
+    switch (w.opcode) {
+      case WrOpcode.SEND:
+      case WrOpcode.SEND_WITH_IMM:
+      case WrOpcode.SEND_WITH_INV:
+        kind = WqeKind.SEND;
+        break;
+      case WrOpcode.RDMA_WRITE:
+      case WrOpcode.RDMA_WRITE_WITH_IMM:
+        kind = WqeKind.WRITE;
+        break;
+      case WrOpcode.RDMA_READ:
+        kind = WqeKind.READ;
+        break;
+      case WrOpcode.ATOMIC_CMP_AND_SWP:
+      case WrOpcode.ATOMIC_FETCH_AND_ADD:
+        kind = WqeKind.ATOMIC;
+        break;
+      default:
+        kind = WqeKind.LOCAL;
+    }
+    const npkts = kind === WqeKind.ATOMIC || kind === WqeKind.LOCAL ? 1 : Math.max(1, Math.ceil(w.length / mtu));
+    return { w, kind, npkts, started: false, firstPsn: 0, lastPsn: 0, rdAtomic: false, errStatus: WcStatus.WR_FLUSH_ERR };
+  }
+
+  /** LOCAL_INV: done here, completes at once (it is at the head). */
+  private local(e: RcWqe): void {
+    const core = this.core;
+    const w = e.w;
+    if (w.opcode === WrOpcode.LOCAL_INV && invalidateStag(core.context, core.pd, w.invalidateRkey) === 0) {
+      this.list.shift();
+      core.sendDone(w, WcStatus.SUCCESS);
+      return;
+    }
+    this.fail(e, WcStatus.LOC_QP_OP_ERR, `local operation failed (rkey 0x${(w.invalidateRkey >>> 0).toString(16)})`);
+  }
+
+  /** A requester error on `e`: it completes with `status` when the QP flushes. */
+  private fail(e: RcWqe, status: WcStatus, why: string): void {
+    e.errStatus = status;
+    this.core.counters.inc(C.send_err);
+    this.core.fatal(why);
+  }
+
+  /** Build and send the packet of PSN {@link psn}, which belongs to `e`. False on an error. */
+  private sendPacket(e: RcWqe): boolean {
+    const core = this.core;
+    const w = e.w;
+    if (!e.started) {
+      // Local memory is checked before anything goes out (a bad SGE is LOC_PROT_ERR).
+      const sink = e.kind === WqeKind.READ || e.kind === WqeKind.ATOMIC;
+      if (w.inline === null && !sgesValid(core.context, core.pd, w.sgList, sink)) {
+        this.fail(e, WcStatus.LOC_PROT_ERR, `${e.kind}: SGE names no valid local memory`);
+        return false;
+      }
+      e.started = true;
+      e.firstPsn = this.psn;
+      e.lastPsn = psnAdd(this.psn, e.npkts - 1);
+      if (isRdAtomic(e)) {
+        e.rdAtomic = true;
+        this.rdAtomicOut++;
+      }
+    }
+    const k = psnDiff(this.psn, e.firstPsn);
+    const mtu = core.mtu;
+    const dest = core.destQpn;
+    const psn = this.psn;
+    let buf: Buffer;
+    let end: number;
+    let nextPsn = psnAdd(psn, 1);
+    switch (e.kind) {
+      case WqeKind.READ: {
+        const off = k * mtu;
+        buf = rcPacket(IbOpcode.RC_RDMA_READ_REQUEST, 0, dest, psn, true, false);
+        writeReth(buf, hdrAt(IbOpcode.RC_RDMA_READ_REQUEST, Hdr.RETH), w.remoteAddr + off, w.rkey, w.length - off);
+        end = buf.length - 4;
+        nextPsn = psnAdd(e.lastPsn, 1);
+        this.noAck = 0;
+        break;
+      }
+      case WqeKind.ATOMIC: {
+        const cas = w.opcode === WrOpcode.ATOMIC_CMP_AND_SWP;
+        const op = cas ? IbOpcode.RC_COMPARE_SWAP : IbOpcode.RC_FETCH_ADD;
+        buf = rcPacket(op, 0, dest, psn, true, false);
+        writeAtmeth(buf, hdrAt(op, Hdr.ATMETH), w.remoteAddr, w.rkey, cas ? w.swap : w.compareAdd, cas ? w.compareAdd : 0n);
+        end = buf.length - 4;
+        this.noAck = 0;
+        break;
+      }
+      default: {
+        const off = k * mtu;
+        const len = Math.max(0, Math.min(mtu, w.length - off));
+        const last = k === e.npkts - 1;
+        const op = dataOpcode(w.opcode, k === 0, last);
+        const ackReq = last || ++this.noAck >= MAX_PKT_PER_ACK;
+        if (ackReq) this.noAck = 0;
+        const se = last && (w.flags & SendFlags.SOLICITED) !== 0 && (e.kind === WqeKind.SEND || w.opcode === WrOpcode.RDMA_WRITE_WITH_IMM);
+        buf = rcPacket(op, len, dest, psn, ackReq, se);
+        if (k === 0 && e.kind === WqeKind.WRITE) writeReth(buf, hdrAt(op, Hdr.RETH), w.remoteAddr, w.rkey, w.length);
+        if (last && (w.opcode === WrOpcode.SEND_WITH_IMM || w.opcode === WrOpcode.RDMA_WRITE_WITH_IMM)) writeImmDt(buf, hdrAt(op, Hdr.IMMDT), w.immData);
+        if (last && w.opcode === WrOpcode.SEND_WITH_INV) writeIeth(buf, hdrAt(op, Hdr.IETH), w.invalidateRkey);
+        const at = hdrAt(op, Hdr.PAYLOAD);
+        if (w.inline !== null) w.inline.copy(buf, at, off, off + len);
+        else if (len > 0 && !gatherSges(core.context, core.pd, w.sgList as Sge[], off, buf, at, len)) {
+          this.fail(e, WcStatus.LOC_PROT_ERR, `${e.kind}: SGE names no valid local memory`);
+          return false;
+        }
+        end = at + len;
+        if (last && e.kind === WqeKind.SEND && this.comp.credits === 0) this.creditWait = true;
+      }
+    }
+    this.psn = nextPsn;
+    if (psnDiff(nextPsn, this.sentEnd) > 0) this.sentEnd = nextPsn;
+    if (psnDiff(nextPsn, e.lastPsn) > 0) this.cur++;
+    if (tracing('tx')) trace('tx', core.tag, `RC ${e.kind} psn ${psn} (${k + 1}/${e.npkts})`);
+    core.transmit(buf, end);
+    this.comp.armTimer();
+    return true;
+  }
+}
+
+/** The opcode of packet `first`/`last` of a SEND or RDMA WRITE WQE (rxe `next_opcode_rc`). */
+function dataOpcode(op: WrOpcode, first: boolean, last: boolean): number {
+  const O = IbOpcode;
+  const only = first && last;
+  switch (op) {
+    case WrOpcode.RDMA_WRITE:
+      return only ? O.RC_RDMA_WRITE_ONLY : first ? O.RC_RDMA_WRITE_FIRST : last ? O.RC_RDMA_WRITE_LAST : O.RC_RDMA_WRITE_MIDDLE;
+    case WrOpcode.RDMA_WRITE_WITH_IMM:
+      return only
+        ? O.RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE
+        : first
+          ? O.RC_RDMA_WRITE_FIRST
+          : last
+            ? O.RC_RDMA_WRITE_LAST_WITH_IMMEDIATE
+            : O.RC_RDMA_WRITE_MIDDLE;
+    case WrOpcode.SEND_WITH_IMM:
+      return only ? O.RC_SEND_ONLY_WITH_IMMEDIATE : first ? O.RC_SEND_FIRST : last ? O.RC_SEND_LAST_WITH_IMMEDIATE : O.RC_SEND_MIDDLE;
+    case WrOpcode.SEND_WITH_INV:
+      return only ? O.RC_SEND_ONLY_WITH_INVALIDATE : first ? O.RC_SEND_FIRST : last ? O.RC_SEND_LAST_WITH_INVALIDATE : O.RC_SEND_MIDDLE;
+    default:
+      return only ? O.RC_SEND_ONLY : first ? O.RC_SEND_FIRST : last ? O.RC_SEND_LAST : O.RC_SEND_MIDDLE;
+  }
+}
