@@ -23,7 +23,7 @@
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import net from 'node:net';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const CMTIME = fileURLToPath(new URL('../dist/cli/cmtime.js', import.meta.url));
 const INDEX = fileURLToPath(new URL('../dist/index.js', import.meta.url));
@@ -181,53 +181,70 @@ async function rss() {
 
 // -- main ----------------------------------------------------------------------------------------
 
-if (!existsSync(CMTIME)) {
-  console.error(`${CMTIME} is missing: npm run build`);
-  process.exit(1);
-}
-const mb = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
-const best = (xs) => Math.max(...xs);
-console.log(`connection setup: ${CONNS} connections per run after ${WARMUP} warm-up connections, best of ${ROUNDS} runs (loopback, this machine)`);
-
-if (ROUNDS > 0) {
-  // Rounds interleave the four measurements: every connection closed here leaves a TIME_WAIT
-  // socket for a minute, and connect(2)'s port search slows as they pile up, so whatever ran
-  // last would be measured on the most crowded port space.
-  const cm = [];
-  const cold = [];
-  const sockBase = [];
-  const conc = [];
-  const loop = [];
-  const srv = await tcpServer();
-  try {
-    // The in-process TCP baselines get the same warm-up as cmtime --warmup.
-    for (let n = 0; n < WARMUP; n += CONNS) await tcpConcurrent(srv.port);
-    for (let n = 0; n < WARMUP; n += CONNS) await tcpLoop(srv.port);
-    for (let i = 0; i < ROUNDS; i++) {
-      cm.push(await cmtimeRate(['--warmup', String(WARMUP)]));
-      cold.push(await cmtimeRate());
-      sockBase.push(await cmtimeSocketBaseline());
-      conc.push(await tcpConcurrent(srv.port));
-      loop.push(await tcpLoop(srv.port));
+/** The section: connection rates (warm, cold, Node TCP) and the memory run; JSON-ready result. */
+export async function cmBench({ rounds = ROUNDS, cycles = CYCLES, log = console.log } = {}) {
+  if (!existsSync(CMTIME)) throw new Error(`${CMTIME} is missing: npm run build`);
+  const mb = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
+  const best = (xs) => Math.max(...xs);
+  const result = { conns: CONNS, warmup: WARMUP, rounds, unit: 'connects/s' };
+  log(`connection setup: ${CONNS} connections per run after ${WARMUP} warm-up connections, best of ${rounds} runs (loopback, this machine)`);
+  if (rounds > 0) {
+    // Rounds interleave the measurements: every connection closed here leaves a TIME_WAIT
+    // socket for a minute, and connect(2)'s port search slows as they pile up, so whatever ran
+    // last would be measured on the most crowded port space.
+    const cm = [];
+    const cold = [];
+    const sockBase = [];
+    const conc = [];
+    const loop = [];
+    const srv = await tcpServer();
+    try {
+      // The in-process TCP baselines get the same warm-up as cmtime --warmup.
+      for (let n = 0; n < WARMUP; n += CONNS) await tcpConcurrent(srv.port);
+      for (let n = 0; n < WARMUP; n += CONNS) await tcpLoop(srv.port);
+      for (let i = 0; i < rounds; i++) {
+        cm.push(await cmtimeRate(['--warmup', String(WARMUP)]));
+        cold.push(await cmtimeRate());
+        sockBase.push(await cmtimeSocketBaseline());
+        conc.push(await tcpConcurrent(srv.port));
+        loop.push(await tcpLoop(srv.port));
+      }
+    } finally {
+      srv.close();
     }
-  } finally {
-    srv.close();
+    const rate = best(cm.map((x) => x.rate));
+    const coldRate = best(cold.map((x) => x.rate));
+    const fmt = (x) => `${x.toFixed(0).padStart(7)} /s`;
+    const runs = (xs) => `runs: ${xs.map((x) => x.rate.toFixed(0)).join(', ')}; cm connect ${xs.map((x) => (x.cm / 1000).toFixed(0)).join(', ')} ms`;
+    log(`  cmtime (RDMA CM, QPs), warm       ${fmt(rate)}   ${runs(cm)}`);
+    log(`  cmtime -S (its socket baseline)  ${fmt(best(sockBase))}   runs: ${sockBase.map((x) => x.toFixed(0)).join(', ')}`);
+    log(`  Node TCP, ${CONNS} at once + close   ${fmt(best(conc))}   runs: ${conc.map((x) => x.toFixed(0)).join(', ')}`);
+    log(`  Node TCP, connect+close loop     ${fmt(best(loop))}   runs: ${loop.map((x) => x.toFixed(0)).join(', ')}`);
+    log(`  ratio cmtime / TCP at once: ${(rate / best(conc)).toFixed(2)}   / TCP loop: ${(rate / best(loop)).toFixed(2)}   (targets: >= 5000/s, >= 0.5x)`);
+    log(`  cold: cmtime with rdma-core's 1-connection warmup ${fmt(coldRate)}   ${runs(cold)}   cold/warm ${(coldRate / rate).toFixed(2)} (target >= 0.8)`);
+    Object.assign(result, {
+      warm: rate,
+      cold: coldRate,
+      coldVsWarm: coldRate / rate,
+      socketBaseline: best(sockBase),
+      nodeConcurrent: best(conc),
+      nodeLoop: best(loop),
+      vsNodeConcurrent: rate / best(conc),
+      vsNodeLoop: rate / best(loop),
+      runs: { warm: cm, cold, socketBaseline: sockBase, nodeConcurrent: conc, nodeLoop: loop },
+    });
   }
-  const rate = best(cm.map((x) => x.rate));
-  const fmt = (x) => `${x.toFixed(0).padStart(7)} /s`;
-  const runs = (xs) => `runs: ${xs.map((x) => x.rate.toFixed(0)).join(', ')}; cm connect ${xs.map((x) => (x.cm / 1000).toFixed(0)).join(', ')} ms`;
-  console.log(`  cmtime (RDMA CM, QPs), warm       ${fmt(rate)}   ${runs(cm)}`);
-  console.log(`  cmtime -S (its socket baseline)  ${fmt(best(sockBase))}   runs: ${sockBase.map((x) => x.toFixed(0)).join(', ')}`);
-  console.log(`  Node TCP, ${CONNS} at once + close   ${fmt(best(conc))}   runs: ${conc.map((x) => x.toFixed(0)).join(', ')}`);
-  console.log(`  Node TCP, connect+close loop     ${fmt(best(loop))}   runs: ${loop.map((x) => x.toFixed(0)).join(', ')}`);
-  console.log(`  ratio cmtime / TCP at once: ${(rate / best(conc)).toFixed(2)}   / TCP loop: ${(rate / best(loop)).toFixed(2)}   (targets: >= 5000/s, >= 0.5x)`);
-  console.log(`  cold: cmtime with rdma-core's 1-connection warmup ${fmt(best(cold.map((x) => x.rate)))}   ${runs(cold)}   (no target)`);
+  if (cycles > 0) {
+    const m = await rss();
+    log(`memory: ${cycles} connect/disconnect cycles (batches of 100, one process, after GC) in ${m.secs.toFixed(1)} s (${(cycles / m.secs).toFixed(0)} cycles/s)`);
+    log(`  rss       ${mb(m.before.rss)} -> ${mb(m.after.rss)}  (${m.after.rss >= m.before.rss ? '+' : ''}${mb(m.after.rss - m.before.rss)}; after ${m.samples.map(([n, r]) => `${n}: ${mb(r)}`).join(', ')})`);
+    log(`  heapUsed  ${mb(m.before.heapUsed)} -> ${mb(m.after.heapUsed)}`);
+    log(`  external  ${mb(m.before.external)} -> ${mb(m.after.external)}`);
+    result.memory = { cycles, secs: m.secs, before: m.before, after: m.after, samples: m.samples };
+  }
+  return result;
 }
 
-if (CYCLES > 0) {
-  const m = await rss();
-  console.log(`memory: ${CYCLES} connect/disconnect cycles (batches of 100, one process, after GC) in ${m.secs.toFixed(1)} s (${(CYCLES / m.secs).toFixed(0)} cycles/s)`);
-  console.log(`  rss       ${mb(m.before.rss)} -> ${mb(m.after.rss)}  (${m.after.rss >= m.before.rss ? '+' : ''}${mb(m.after.rss - m.before.rss)}; after ${m.samples.map(([n, r]) => `${n}: ${mb(r)}`).join(', ')})`);
-  console.log(`  heapUsed  ${mb(m.before.heapUsed)} -> ${mb(m.after.heapUsed)}`);
-  console.log(`  external  ${mb(m.before.external)} -> ${mb(m.after.external)}`);
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  await cmBench();
 }

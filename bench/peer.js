@@ -1,4 +1,4 @@
-// Server half of each benchmark, run as a child process by bench/run.js:
+// Server half of each benchmark, run as a child process by bench/verbs.js:
 //   node bench/peer.js <net-pingpong|net-stream|rdma-pingpong|rdma-write> <port>
 // Prints "ready" once listening, serves one client, exits.
 import net from 'node:net';

@@ -18,7 +18,7 @@
 // --quick      short counts and one round: a smoke test of the bench itself, not figures to keep
 //
 // Each test first runs an untimed warm-up as long as its timed part (BENCH_WARMUP=0: none); the
-// two processes of a pair run on one CPU each (bench/common.js; BENCH_PIN=0: not). The device
+// two processes of a pair run on one CPU each (bench/lib.js; BENCH_PIN=0: not). The device
 // uses a private UDP port (RDMACM_ROCE_PORT), so the bench never meets another user of rxe_lo.
 // As a section of a larger bench, run this file as a process of its own (`--json FILE`, then read
 // `sections.roce`) rather than importing roceBench(): the device's UDP port is fixed when the
@@ -33,12 +33,8 @@ import os from 'node:os';
 import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
-// The helpers the bench's scripts share (CPU pinning, medians): bench/lib.js where the bench is
-// split into sections, bench/common.js before that; both export these four.
-const { median, pinCpus, pinned, pinSelf } = await import('./lib.js').catch((e) => {
-  if (e?.code !== 'ERR_MODULE_NOT_FOUND') throw e;
-  return import('./common.js');
-});
+// What the bench's scripts share (CPU pinning, medians).
+import { median, pinCpus, pinned, pinSelf } from './lib.js';
 
 const PEER = fileURLToPath(new URL('./roce-peer.js', import.meta.url));
 const UDADDY = fileURLToPath(new URL('../dist/cli/udaddy.js', import.meta.url));

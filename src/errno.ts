@@ -51,6 +51,8 @@ const TABLE = {
   EALREADY: [114, 'Operation already in progress'],
   EINPROGRESS: [115, 'Operation now in progress'],
   ECANCELED: [125, 'Operation canceled'],
+  /** The kernel's internal ENOTSUPP (include/linux/errno.h): glibc has no text for it. */
+  ENOTSUPP: [524, 'Unknown error 524'],
 } as const satisfies Record<string, readonly [number, string]>;
 
 /** An errno name this package uses, e.g. `'EINVAL'`. */

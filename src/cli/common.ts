@@ -96,16 +96,6 @@ export function exit(code: number): void {
 }
 
 /**
- * Keep the process alive until {@link exit}, as a C tool blocked in `rdma_get_cm_event()` or
- * spinning on `ibv_poll_cq()` stays alive. Node ends a process whose only pending work is a
- * promise; a UD tool waiting for a request or a datagram may hold no socket that keeps the
- * event loop running (the RoCE device holds its sockets only while QPs exist).
- */
-export function holdProcess(): void {
-  setInterval(() => {}, 1 << 30);
-}
-
-/**
  * Catch anything unexpected: print one line (`<prog>: <message>`) on stderr and exit non-zero
  * (status 1), instead of a stack trace.
  */

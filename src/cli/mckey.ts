@@ -23,7 +23,6 @@ import {
   exit,
   gaiMessage,
   getoptComplaint,
-  holdProcess,
   installTopLevelHandlers,
   out,
   perror,
@@ -398,7 +397,6 @@ async function main(argv: string[]): Promise<number> {
 }
 
 installTopLevelHandlers(PROG);
-holdProcess();
 main(process.argv.slice(2)).then(
   (code) => exit(code),
   (e: unknown) => {

@@ -216,13 +216,14 @@ class Riostream extends StreamTool {
     };
     let ret = (await this.warmupBlocks(block)) || (await this.syncTest());
     if (ret) return ret;
+    const cpu = process.cpuUsage();
     const t0 = process.hrtime.bigint();
     for (let i = 0; i < this.iterations; i++) {
       ret = await block(this.transferCount);
       if (ret) return ret;
     }
     const usec = Number((process.hrtime.bigint() - t0) / 1000n);
-    this.showPerf(usec);
+    this.showPerf(usec, cpu);
     try {
       c.riounmap(map);
     } catch (e) {

@@ -61,6 +61,7 @@ import {
   perror,
   resolveHost,
   createFirstEventChannel,
+  takeLongOptions,
   sockAddr,
   type HostAddr,
 } from './common.js';
@@ -111,6 +112,10 @@ interface Cb {
   count: number;
   size: number;
   validate: boolean;
+  /** `--json` (this port's): the client prints its pings' timing as one JSON line. */
+  json: boolean;
+  /** `--warmup N` (this port's): N untimed pings before the `-C count` timed ones. */
+  warmup: number;
 
   cmChannel: EventChannel | null;
   cmId: CmId | null;
@@ -154,6 +159,8 @@ function newCb(): Cb {
     count: 0,
     size: 64,
     validate: false,
+    json: false,
+    warmup: 0,
     cmChannel: null,
     cmId: null,
     childCmId: null,
@@ -1032,8 +1039,15 @@ async function rpingTestClient(cb: Cb): Promise<number> {
   let start = 65;
   const startBuf = cb.startBuf as Buffer;
   const rdmaBuf = cb.rdmaBuf as Buffer;
+  const total = cb.count ? cb.count + cb.warmup : 0;
+  let t0 = process.hrtime.bigint();
+  let cpu = process.cpuUsage();
 
-  for (let ping = 0; !cb.count || ping < cb.count; ping = (ping + 1) | 0) {
+  for (let ping = 0; !total || ping < total; ping = (ping + 1) | 0) {
+    if (ping === cb.warmup && cb.warmup > 0) {
+      t0 = process.hrtime.bigint();
+      cpu = process.cpuUsage();
+    }
     cb.state = TestState.RDMA_READ_ADV;
 
     // Put some ascii text in the buffer.
@@ -1078,6 +1092,11 @@ async function rpingTestClient(cb: Cb): Promise<number> {
     }
 
     if (cb.verbose) out(Buffer.concat([Buffer.from('ping data: '), cstr(rdmaBuf), Buffer.from('\n')]));
+  }
+  if (cb.json && ret === 0 && cb.count) {
+    const usec = Number((process.hrtime.bigint() - t0) / 1000n);
+    const used = process.cpuUsage(cpu);
+    out(JSON.stringify({ tool: 'rping', size: cb.size, pings: cb.count, warmup: cb.warmup, usec, usec_per_ping: usec / cb.count, cpu_user_usec: used.user, cpu_sys_usec: used.system }) + '\n');
   }
 
   return stateOf(cb) === TestState.DISCONNECTED ? 0 : ret;
@@ -1235,7 +1254,15 @@ async function main(argv: readonly string[]): Promise<number> {
   let ret = 0;
   let persistentServer = false;
 
-  const g = new Getopt(argv, 'a:I:Pp:C:S:t:scvVdq');
+  const long = takeLongOptions(argv, ['json'], ['warmup']);
+  if (long.bad) {
+    errOut('rping: --warmup needs a number of pings\n');
+    usage('rping');
+    return EINVAL;
+  }
+  cb.json = long.flags.has('json');
+  cb.warmup = long.values.get('warmup') ?? 0;
+  const g = new Getopt(long.args, 'a:I:Pp:C:S:t:scvVdq');
   for (let o = g.next(); o; o = g.next()) {
     const optarg = o.optarg ?? '';
     switch (o.opt) {

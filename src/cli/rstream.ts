@@ -39,6 +39,7 @@ import {
   MSG_WAITALL,
 } from '../rsocket/index.js';
 import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, strerror, type SockAddr } from '../index.js';
+import { NetSock } from './net-sock.js';
 import { BytePattern, Getopt, atoi, cMalloc, cntStr, progName, errOut, exit, installTopLevelHandlers, out, sizeStr, sizeToCount, eaiOf, gaiMessage, takeLongOptions } from './common.js';
 
 // -- the test table (rstream.c test_size[]) ---------------------------------------------------------
@@ -226,171 +227,7 @@ function rsSetsockopt(t: RsConn | RsListener, level: number, name: number, value
   }
 }
 
-/** A TCP socket (`-T s`), with the kernel's socket buffers modelled on Node's streams. */
-export class NetSock implements Sock {
-  errno = 0;
-  private readonly q: Buffer[] = [];
-  private qoff = 0;
-  private queued = 0;
-  private eof = false;
-  private err: number | null = null;
-  private waiters: (() => void)[] = [];
-  private sndbuf = 2 * 212992;
-  private rcvbuf = 2 * 131072;
-  private keepIdle = 7200;
-  private keepalive = false;
-  private nodelay = false;
-  private paused = false;
-  private shutWr = false;
-
-  constructor(readonly sock: net.Socket) {
-    sock.on('data', (d: Buffer) => {
-      this.q.push(d);
-      this.queued += d.length;
-      if (this.queued >= this.rcvbuf && !this.paused) {
-        this.paused = true;
-        sock.pause();
-      }
-      this.wake();
-    });
-    sock.on('end', () => {
-      this.eof = true;
-      this.wake();
-    });
-    sock.on('error', (e: NodeJS.ErrnoException) => {
-      this.err = e.errno !== undefined ? Math.abs(e.errno) : errnoOf('ECONNRESET');
-      this.wake();
-    });
-    sock.on('close', () => {
-      this.eof = true;
-      this.wake();
-    });
-    sock.on('drain', () => this.wake());
-  }
-  private wake(): void {
-    for (const w of this.waiters.splice(0)) w();
-  }
-  private ready(events: number): number {
-    let r = 0;
-    if (events & POLLIN && (this.queued > 0 || this.eof || this.err !== null)) r |= POLLIN;
-    if (events & POLLOUT && this.sock.writableLength < this.sndbuf && !this.sock.destroyed) r |= POLLOUT;
-    if (this.err !== null) r |= POLLERR;
-    // poll(2) reports POLLHUP for TCP only once both directions are shut down.
-    if (this.eof && this.shutWr) r |= POLLHUP;
-    return r;
-  }
-  send(buf: Buffer, off: number, len: number): number {
-    if (this.err !== null) {
-      this.errno = this.err;
-      return -1;
-    }
-    if (this.sock.destroyed || !this.sock.writable) {
-      this.errno = errnoOf('EPIPE');
-      return -1;
-    }
-    const room = this.sndbuf - this.sock.writableLength;
-    if (room <= 0) {
-      this.errno = EAGAIN;
-      return -1;
-    }
-    const n = Math.min(room, len);
-    this.sock.write(Buffer.from(buf.subarray(off, off + n)));
-    return n;
-  }
-  recv(buf: Buffer, off: number, len: number): number {
-    if (this.queued === 0) {
-      if (this.err !== null) {
-        this.errno = this.err;
-        return -1;
-      }
-      if (this.eof) return 0;
-      this.errno = EAGAIN;
-      return -1;
-    }
-    let at = off;
-    let left = len;
-    while (left > 0 && this.q.length > 0) {
-      const b = this.q[0] as Buffer;
-      const k = Math.min(left, b.length - this.qoff);
-      b.copy(buf, at, this.qoff, this.qoff + k);
-      at += k;
-      left -= k;
-      this.qoff += k;
-      if (this.qoff === b.length) {
-        this.q.shift();
-        this.qoff = 0;
-      }
-    }
-    const n = len - left;
-    this.queued -= n;
-    if (this.paused && this.queued < this.rcvbuf) {
-      this.paused = false;
-      this.sock.resume();
-    }
-    return n;
-  }
-  poll(events: number, timeoutMs: number): Promise<number> {
-    const r = this.ready(events);
-    if (r !== 0 || timeoutMs === 0) return Promise.resolve(r);
-    return new Promise<number>((resolve) => {
-      let timer: NodeJS.Timeout | null = null;
-      const check = (): void => {
-        const v = this.ready(events);
-        if (v !== 0) {
-          if (timer) clearTimeout(timer);
-          resolve(v);
-        } else this.waiters.push(check);
-      };
-      if (timeoutMs > 0) {
-        timer = setTimeout(() => {
-          const i = this.waiters.indexOf(check);
-          if (i >= 0) this.waiters.splice(i, 1);
-          resolve(0);
-        }, timeoutMs);
-      }
-      this.waiters.push(check);
-    });
-  }
-  setsockopt(level: number, name: number, value: number): number {
-    if (level === SOL_SOCKET && name === SO_SNDBUF) this.sndbuf = Math.max(4608, 2 * value);
-    else if (level === SOL_SOCKET && name === SO_RCVBUF) this.rcvbuf = Math.max(2304, 2 * value);
-    else if (level === IPPROTO_TCP && name === TCP_NODELAY) {
-      this.nodelay = value !== 0;
-      this.sock.setNoDelay(this.nodelay);
-    } else if (level === SOL_SOCKET && name === SO_KEEPALIVE) {
-      this.keepalive = value !== 0;
-      this.sock.setKeepAlive(this.keepalive, this.keepIdle * 1000);
-    } else if (level === IPPROTO_TCP && name === TCP_KEEPIDLE) {
-      if (value <= 0) {
-        this.errno = errnoOf('EINVAL');
-        return -1;
-      }
-      this.keepIdle = value;
-      if (this.keepalive) this.sock.setKeepAlive(true, value * 1000);
-    }
-    return 0;
-  }
-  getsockopt(level: number, name: number): number | null {
-    if (level === SOL_SOCKET && name === SO_KEEPALIVE) return this.keepalive ? 1 : 0;
-    if (level === IPPROTO_TCP && name === TCP_KEEPIDLE) return this.keepIdle;
-    if (level === SOL_SOCKET && name === SO_ERROR) return 0;
-    if (level === SOL_SOCKET && name === SO_SNDBUF) return this.sndbuf;
-    if (level === SOL_SOCKET && name === SO_RCVBUF) return this.rcvbuf;
-    return 0;
-  }
-  async shutdown(): Promise<void> {
-    this.shutWr = true;
-    if (!this.sock.destroyed && this.sock.writable) this.sock.end();
-  }
-  async close(): Promise<void> {
-    const s = this.sock;
-    if (s.destroyed) return;
-    if (s.writable) s.end();
-    // close(2) hands what is queued to the kernel: wait for our queue to be written, then go.
-    if (s.writableLength > 0 && !s.writableFinished) await Promise.race([once(s, 'finish'), once(s, 'close'), once(s, 'error')]).catch(() => {});
-    s.destroy();
-  }
-}
+export { NetSock };
 
 /** The options a listening socket keeps (for -T s the listener is a net.Server). */
 class NetListener {
@@ -502,11 +339,16 @@ export abstract class StreamTool {
     return ret;
   }
 
-  /** show_perf: one table row (or one JSON object with --json). */
-  showPerf(usec: number): void {
+  /**
+   * show_perf: one table row (or one JSON object with --json, which also gives the CPU time this
+   * process spent in the timed part, `cpu` being process.cpuUsage() taken where timing started).
+   */
+  showPerf(usec: number, cpu?: NodeJS.CpuUsage): void {
     const row: PerfRow = { name: this.testName, transferSize: this.transferSize, transferCount: this.transferCount, iterations: this.iterations, usec };
-    if (this.json) out(jsonRow(row, { role: this.dstAddr ? 'client' : 'server', ...this.perfTags() }));
-    else out(formatRow(row));
+    if (this.json) {
+      const used = cpu ? process.cpuUsage(cpu) : null;
+      out(jsonRow(row, { role: this.dstAddr ? 'client' : 'server', ...this.perfTags(), ...(used ? { cpu_user_usec: used.user, cpu_sys_usec: used.system } : {}) }));
+    } else out(formatRow(row));
   }
   /** init_latency_test. */
   initLatencyTest(size: number): void {
@@ -550,49 +392,84 @@ class Rstream extends StreamTool {
     }
   }
 
-  async sendXfer(size: number): Promise<number> {
+  /**
+   * send_xfer(): 0, or what failed. Synchronous while the socket takes the bytes; a promise only
+   * once it has to wait (then the rest goes in {@link sendXferWait}).
+   */
+  sendXfer(size: number): number | Promise<number> {
     const s = this.rs as Sock;
     const buf = this.buf;
     if (this.verify) this.pattern.format(buf.subarray(0, size));
+    if (this.useAsync) return this.sendXferWait(size, 0);
     for (let offset = 0; offset < size; ) {
-      if (this.useAsync) {
-        const r = await this.doPoll(s, POLLOUT);
-        if (r) return r;
-      }
       const ret = s.send(buf, offset, size - offset, this.flags);
       if (ret > 0) offset += ret;
       else if (s.errno !== EAGAIN) {
         perrorN('rsend', s.errno);
         return ret;
-      } else if (!this.useAsync) await s.poll(POLLOUT, -1);
+      } else return this.sendXferWait(size, offset);
     }
     return 0;
   }
 
-  async recvXfer(size: number): Promise<number> {
+  private async sendXferWait(size: number, from: number): Promise<number> {
+    const s = this.rs as Sock;
+    const buf = this.buf;
+    for (let offset = from; offset < size; ) {
+      if (this.useAsync) {
+        const r = await this.doPoll(s, POLLOUT);
+        if (r) return r;
+      } else await s.poll(POLLOUT, -1);
+      const ret = s.send(buf, offset, size - offset, this.flags);
+      if (ret > 0) offset += ret;
+      else if (s.errno !== EAGAIN) {
+        perrorN('rsend', s.errno);
+        return ret;
+      }
+    }
+    return 0;
+  }
+
+  /** recv_xfer(): 0, or what failed; synchronous while bytes are there, as {@link sendXfer}. */
+  recvXfer(size: number): number | Promise<number> {
+    if (this.useAsync) return this.recvXferWait(size, 0);
     const s = this.rs as Sock;
     const buf = this.buf;
     for (let offset = 0; offset < size; ) {
+      const ret = s.recv(buf, offset, size - offset, this.flags);
+      if (ret > 0) offset += ret;
+      else if (ret === 0) return this.recvEof();
+      else if (s.errno !== EAGAIN) {
+        perrorN('rrecv', s.errno);
+        return ret;
+      } else return this.recvXferWait(size, offset);
+    }
+    return this.verify ? this.pattern.verify(buf.subarray(0, size)) : 0;
+  }
+
+  private async recvXferWait(size: number, from: number): Promise<number> {
+    const s = this.rs as Sock;
+    const buf = this.buf;
+    for (let offset = from; offset < size; ) {
       if (this.useAsync) {
         const r = await this.doPoll(s, POLLIN);
         if (r) return r;
-      }
+      } else await s.poll(POLLIN, -1);
       const ret = s.recv(buf, offset, size - offset, this.flags);
       if (ret > 0) offset += ret;
-      else if (ret === 0) {
-        // rstream.c would spin on the stale errno at end of stream; report it instead.
-        perrorN('rrecv', errnoOf('ECONNRESET'));
-        return -1;
-      } else if (s.errno !== EAGAIN) {
+      else if (ret === 0) return this.recvEof();
+      else if (s.errno !== EAGAIN) {
         perrorN('rrecv', s.errno);
         return ret;
-      } else if (!this.useAsync) await s.poll(POLLIN, -1);
+      }
     }
-    if (this.verify) {
-      const r = this.pattern.verify(buf.subarray(0, size));
-      if (r) return r;
-    }
-    return 0;
+    return this.verify ? this.pattern.verify(buf.subarray(0, size)) : 0;
+  }
+
+  /** rstream.c would spin on the stale errno at end of stream; report it instead. */
+  private recvEof(): number {
+    perrorN('rrecv', errnoOf('ECONNRESET'));
+    return -1;
   }
 
   async syncTest(): Promise<number> {
@@ -601,28 +478,35 @@ class Rstream extends StreamTool {
     return this.dstAddr ? this.recvXfer(16) : this.sendXfer(16);
   }
 
-  /** One iteration of `k` messages each way: the client sends k, then receives k; the server the reverse. */
-  async iteration(k: number): Promise<number> {
-    for (let half = 0; half < 2; half++) {
-      const send = (this.dstAddr !== null) === (half === 0);
-      for (let t = 0; t < k; t++) {
-        const ret = send ? await this.sendXfer(this.transferSize) : await this.recvXfer(this.transferSize);
-        if (ret) return ret;
+  /**
+   * `n` iterations of `k` messages each way: the client sends k, then receives k; the server the
+   * reverse. One async frame for all of them; a transfer that completes at once costs no promise.
+   */
+  async runIterations(n: number, k: number): Promise<number> {
+    const client = this.dstAddr !== null;
+    const size = this.transferSize;
+    for (let i = 0; i < n; i++) {
+      for (let half = 0; half < 2; half++) {
+        const send = client === (half === 0);
+        for (let t = 0; t < k; t++) {
+          let ret = send ? this.sendXfer(size) : this.recvXfer(size);
+          if (typeof ret !== 'number') ret = await ret;
+          if (ret) return ret;
+        }
       }
     }
     return 0;
   }
 
   async runTest(): Promise<number> {
-    let ret = (await this.warmupBlocks((k) => this.iteration(k))) || (await this.syncTest());
+    let ret = (await this.warmupBlocks((k) => this.runIterations(1, k))) || (await this.syncTest());
     if (ret) return ret;
+    const cpu = process.cpuUsage();
     const t0 = process.hrtime.bigint();
-    for (let i = 0; i < this.iterations; i++) {
-      ret = await this.iteration(this.transferCount);
-      if (ret) return ret;
-    }
+    ret = await this.runIterations(this.iterations, this.transferCount);
+    if (ret) return ret;
     const usec = Number((process.hrtime.bigint() - t0) / 1000n);
-    this.showPerf(usec);
+    this.showPerf(usec, cpu);
     return 0;
   }
 
@@ -711,7 +595,8 @@ class Rstream extends StreamTool {
       return 0;
     }
     // A socket stays half open after the peer's FIN, as a C socket does until close().
-    const server = net.createServer({ pauseOnConnect: this.useFork, noDelay: true, allowHalfOpen: true });
+    // Paused on connect, so that nothing is read before NetSock takes the handle over.
+    const server = net.createServer({ pauseOnConnect: true, noDelay: true, allowHalfOpen: true });
     const l = new NetListener(server);
     const ok = await new Promise<NodeJS.ErrnoException | null>((resolve) => {
       server.once('error', (e: NodeJS.ErrnoException) => resolve(e));
@@ -749,8 +634,10 @@ class Rstream extends StreamTool {
       return 0;
     }
     s.setNoDelay(true);
-    this.rs = new NetSock(s);
-    this.setOptions(this.rs);
+    const ns = NetSock.adopt(s, true);
+    ns.zeroCopy = !this.verify;
+    this.rs = ns;
+    this.setOptions(ns);
     return 0;
   }
 
@@ -823,13 +710,11 @@ class Rstream extends StreamTool {
       opts.localAddress = src.address;
       opts.localPort = src.port;
     }
-    const sock = net.connect(opts);
-    const fail = await new Promise<NodeJS.ErrnoException | null>((resolve) => {
-      sock.once('connect', () => resolve(null));
-      sock.once('error', (e: NodeJS.ErrnoException) => resolve(e));
-    });
-    if (fail) {
-      sock.destroy();
+    let s: NetSock;
+    try {
+      s = await NetSock.connect(opts);
+    } catch (e) {
+      const fail = e as NodeJS.ErrnoException;
       if (nonblock) {
         // connect() said EINPROGRESS; poll() then reports POLLERR|POLLHUP and errno is unchanged.
         perrorN('rpoll', errnoOf('EINPROGRESS'));
@@ -838,7 +723,7 @@ class Rstream extends StreamTool {
       perrorN(fail.syscall === 'bind' ? 'rbind' : 'rconnect', fail.errno !== undefined ? Math.abs(fail.errno) : 5);
       return -1;
     }
-    const s = new NetSock(sock);
+    s.zeroCopy = !this.verify;
     this.rs = s;
     this.setOptions(s);
     return 0;
@@ -908,8 +793,9 @@ class Rstream extends StreamTool {
       process.send?.('ready');
     });
     sock.setNoDelay(true);
-    this.rs = new NetSock(sock);
-    sock.resume();
+    const ns = NetSock.adopt(sock, false);
+    ns.zeroCopy = !this.verify;
+    this.rs = ns;
     let ret = 0;
     if (phase === 'custom') {
       this.optimization = Opt.MIXED;

@@ -29,7 +29,7 @@ import {
   type RdmaAddrinfoHints,
   type Wc,
 } from '../index.js';
-import { Getopt, atoi, createFirstEventChannel, errOut, errnoFrom, exit, getRdmaAddr, getoptComplaint, installTopLevelHandlers, holdProcess, out, strtoul, u8 } from './common.js';
+import { Getopt, atoi, createFirstEventChannel, errOut, errnoFrom, exit, getRdmaAddr, getoptComplaint, installTopLevelHandlers, out, strtoul, u8 } from './common.js';
 import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from './ud-test.js';
 
 const PROG = 'udaddy';
@@ -438,7 +438,6 @@ async function main(argv: string[]): Promise<number> {
 }
 
 installTopLevelHandlers(PROG);
-holdProcess();
 main(process.argv.slice(2)).then(
   (code) => exit(code),
   (e: unknown) => {

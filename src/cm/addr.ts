@@ -153,6 +153,11 @@ export function arpComplete(arpText: string, ip: string): boolean {
 export async function resolveNeighbor(dst: string, timeoutMs: number, src: NeighborSource = {}): Promise<number> {
   const ip = unmapV4(dst);
   if (!net.isIPv4(ip)) return 0;
+  // A group or broadcast destination has no neighbour to ask: the kernel maps it to a link
+  // address by itself (arp.c `arp_constructor`: RTN_MULTICAST / RTN_BROADCAST neighbours are
+  // NUD_NOARP, `arp_mc_map`), so rdma_resolve_addr of a multicast group completes at once.
+  // Waiting for ARP here would time out every join off loopback.
+  if (isMulticastOrBroadcastV4(ip)) return 0;
   let routeText: string;
   try {
     routeText = await readFile(src.routeFile ?? '/proc/net/route', 'latin1');
@@ -182,6 +187,12 @@ export async function resolveNeighbor(dst: string, timeoutMs: number, src: Neigh
     wait = Math.min(wait * 2, every);
   }
   return -110;
+}
+
+/** 224.0.0.0/4 (multicast) or 255.255.255.255 (limited broadcast). */
+function isMulticastOrBroadcastV4(ip: string): boolean {
+  const first = Number(ip.slice(0, ip.indexOf('.')));
+  return (first >= 224 && first <= 239) || ip === '255.255.255.255';
 }
 
 /** One empty datagram to the discard port: the kernel resolves the next hop to send it. */

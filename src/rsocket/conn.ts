@@ -2021,10 +2021,12 @@ export function applySockopt(
         return;
       // The value as a uint32_t, doubled in 32 bits (rsocket.c: `*(uint32_t *)optval << 1`).
       case SO_RCVBUF:
-        if (!t._hasBuffers) t.cfg.rbufSize = ((num >>> 0) * 2) % 2 ** 32;
+        // (`>>> 0` keeps a small size a small integer: a double here would change the field's
+        // representation in every RsConn's map, and the data path's optimised code with it.)
+        if (!t._hasBuffers) t.cfg.rbufSize = (((num >>> 0) * 2) % 2 ** 32) >>> 0;
         return;
       case SO_SNDBUF:
-        if (!t._hasBuffers) t.cfg.sbufSize = ((num >>> 0) * 2) % 2 ** 32;
+        if (!t._hasBuffers) t.cfg.sbufSize = (((num >>> 0) * 2) % 2 ** 32) >>> 0;
         if (t.cfg.sbufSize < RS_SNDLOWAT) t.cfg.sbufSize = RS_SNDLOWAT << 1;
         return;
       case SO_LINGER:

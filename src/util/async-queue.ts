@@ -15,7 +15,7 @@ interface Waiter<T> {
   resolve(v: T | undefined): void;
   reject(e: unknown): void;
   signal: AbortSignal | undefined;
-  onAbort: (() => void) | undefined;
+  op: string;
 }
 
 /** Build the error an aborted wait rejects with (`code === 'ECANCELED'`, `cause` = signal reason). */
@@ -28,6 +28,12 @@ export class AsyncQueue<T extends object> {
   private readonly _items = new Ring<T>(Infinity);
   private readonly _waiters = new Ring<Waiter<T>>(Infinity, 4);
   private _closed = false;
+  /**
+   * The signals this queue listens to: one 'abort' listener per signal, added by the first wait
+   * that passes it and kept (a consumer that waits in a loop passes the same signal every time,
+   * and adding and removing an EventTarget listener per wait costs more than the wait itself).
+   */
+  private readonly _listened = new WeakSet<AbortSignal>();
 
   /**
    * @param _onDeliver called synchronously each time an item is handed to a consumer (by `shift`,
@@ -58,7 +64,6 @@ export class AsyncQueue<T extends object> {
       this._items.push(item);
       return true;
     }
-    this._unlisten(w);
     this._onDeliver?.(item);
     w.resolve(item);
     return true;
@@ -81,17 +86,24 @@ export class AsyncQueue<T extends object> {
     if (item !== undefined) return Promise.resolve(item);
     if (this._closed) return Promise.resolve(undefined);
     if (signal?.aborted) return Promise.reject(abortError(op, signal));
+    if (signal && !this._listened.has(signal)) {
+      this._listened.add(signal);
+      signal.addEventListener('abort', () => this._abort(signal), { once: true });
+    }
     return new Promise<T | undefined>((resolve, reject) => {
-      const w: Waiter<T> = { resolve, reject, signal, onAbort: undefined };
-      if (signal) {
-        w.onAbort = () => {
-          this._waiters.removeIf((x) => x === w);
-          reject(abortError(op, signal));
-        };
-        signal.addEventListener('abort', w.onAbort, { once: true });
-      }
-      this._waiters.push(w);
+      this._waiters.push({ resolve, reject, signal, op });
     });
+  }
+
+  /** `signal` fired: every wait that passed it rejects with ECANCELED, in order. */
+  private _abort(signal: AbortSignal): void {
+    const gone: Waiter<T>[] = [];
+    this._waiters.removeIf((w) => {
+      if (w.signal !== signal) return false;
+      gone.push(w);
+      return true;
+    });
+    for (const w of gone) w.reject(abortError(w.op, signal));
   }
 
   /**
@@ -107,13 +119,6 @@ export class AsyncQueue<T extends object> {
     if (this._closed) return;
     this._closed = true;
     this._items.clear();
-    for (let w = this._waiters.shift(); w !== undefined; w = this._waiters.shift()) {
-      this._unlisten(w);
-      w.resolve(undefined);
-    }
-  }
-
-  private _unlisten(w: Waiter<T>): void {
-    if (w.signal && w.onAbort) w.signal.removeEventListener('abort', w.onAbort);
+    for (let w = this._waiters.shift(); w !== undefined; w = this._waiters.shift()) w.resolve(undefined);
   }
 }

@@ -111,18 +111,14 @@ test('a receiver with no sender waits for its datagrams for ever, as mckey does'
   assert.equal(d.timedOut, false);
 });
 
-// What the soft RoCE CM does not do yet (the tests say what rxe does).
-const NEEDS_ZERO_GROUP = 'needs the RoCE CM to refuse a zero group in rdma_join_multicast itself with EINVAL (today: MULTICAST_ERROR -22 after the join, and the leave succeeds)';
-const NEEDS_ENOTSUPP = 'needs the RoCE CM to refuse IPv6 groups with the kernel\'s ENOTSUPP (524), not EOPNOTSUPP (95)';
-
-test('-m 0.0.0.0: RoCE joins no zero group (rdma_join_multicast fails with EINVAL, as rxe), the leave fails', { skip: ns.skip || NEEDS_ZERO_GROUP }, async () => {
+test('-m 0.0.0.0: RoCE joins no zero group (rdma_join_multicast fails with EINVAL, as rxe), the leave fails', opts, async () => {
   const r = await mckey(['-s', '-m', '0.0.0.0']).done;
   assert.equal(r.stdout, lines('mckey: starting client', 'mckey: joining', 'test complete', 'return status -1'), describeRun('-m 0.0.0.0', r));
   assert.equal(r.stderr, 'mckey: failure joining: Invalid argument\nmckey: failure leaving: Cannot assign requested address\n', describeRun('-m 0.0.0.0', r));
   assert.equal(r.code, 255);
 });
 
-test('-m ff0e::1: no IPv6 groups on RoCEv2 (ENOTSUPP, errno 524, as rxe)', { skip: ns.skip || NEEDS_ENOTSUPP }, async () => {
+test('-m ff0e::1: no IPv6 groups on RoCEv2 (ENOTSUPP, errno 524, as rxe)', opts, async () => {
   const r = await startCli(MCKEY, ['-m', 'ff0e::1', '-b', '::1'], { netns: ns.name }).done;
   assert.equal(r.stdout, lines('mckey: starting server', 'mckey: joining', 'test complete', 'return status -1'), describeRun('-m ff0e::1', r));
   assert.equal(r.stderr, 'mckey: failure joining: Unknown error 524\nmckey: failure leaving: Cannot assign requested address\n', describeRun('-m ff0e::1', r));

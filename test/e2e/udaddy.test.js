@@ -69,13 +69,7 @@ test('defaults (one path, 10 datagrams of 100 bytes each way): exit 0/0, the lin
   assertOk(await pair({}));
 });
 
-// What the soft RoCE CM does not do yet (the tests say what rxe does).
-const NEEDS_WILDCARD = 'needs the RoCE CM to receive SIDR requests on a wildcard listener of a process that has opened no RoCE device (forwarded requests are dropped for want of a sink)';
-const NEEDS_IPOIB_QKEY = 'needs the RoCE CM to take an RDMA_PS_IPOIB Q_Key from the IPoIB broadcast group as the kernel does (ENODEV on RoCE: no SA multicast client)';
-const NEEDS_SIDR_UNSUPPORTED = 'needs the RoCE CM to answer a SIDR request for a service nobody listens on with status 1 (unsupported service)';
-const skipIf = (reason) => ({ skip: ns.skip || reason });
-
-test('a server without -b listens on every address (rdma_getaddrinfo(NULL, "7174") gives 0.0.0.0)', skipIf(NEEDS_WILDCARD), async () => {
+test('a server without -b listens on every address (rdma_getaddrinfo(NULL, "7174") gives 0.0.0.0)', opts, async () => {
   assertOk(await pair({ bind: null }));
 });
 
@@ -116,7 +110,7 @@ test('-S 0 / -C 0: resolution only, no datagrams', opts, async () => {
   assert.equal(r.srv.code, 0, r.both);
 });
 
-test('-p 0x0002 (RDMA_PS_IPOIB) and -P ipoib: the IPoIB Q_Key comes from an IB multicast group, which RoCE has not: no QP (ENODEV, as rxe)', skipIf(NEEDS_IPOIB_QKEY), async () => {
+test('-p 0x0002 (RDMA_PS_IPOIB) and -P ipoib: the IPoIB Q_Key comes from an IB multicast group, which RoCE has not: no QP (ENODEV, as rxe)', opts, async () => {
   for (const ps of [['-p', '0x0002'], ['-P', 'ipoib']]) {
     const r = await runCli(UDADDY, ['-s', '127.0.0.1', ...ps], { netns: ns.name });
     assert.equal(r.stdout, lines('udaddy: starting client', 'udaddy: connecting', 'test complete', 'return status -1'), describeRun(ps.join(' '), r));
@@ -125,7 +119,7 @@ test('-p 0x0002 (RDMA_PS_IPOIB) and -P ipoib: the IPoIB Q_Key comes from an IB m
   }
 });
 
-test('nobody listening: the SIDR request is answered "unsupported service" (UNREACHABLE 1)', skipIf(NEEDS_SIDR_UNSUPPORTED), async () => {
+test('nobody listening: the SIDR request is answered "unsupported service" (UNREACHABLE 1)', opts, async () => {
   const r = await runCli(UDADDY, ['-s', '127.0.0.1'], { netns: ns.name, timeoutMs: 60_000 });
   assert.equal(r.stdout, lines('udaddy: starting client', 'udaddy: connecting', 'udaddy: event: RDMA_CM_EVENT_UNREACHABLE, error: 1', 'test complete', 'return status 1'), describeRun('client', r));
   assert.equal(r.code, 1);

@@ -54,6 +54,9 @@ export const COUNTER_NAMES = [
   'fwd_sent',
   'fwd_rcvd',
   'fwd_failed_drop',
+  // datagrams the kernel dropped before the device saw them: a receive buffer of this process
+  // was full (read from /proc/net/udp when the counters are read; RDMACM_ROCE_SOCKBUF)
+  'udp_rcvbuf_drop',
 ] as const;
 
 /** One counter name. */

@@ -58,6 +58,11 @@ function listDevices(): DeviceInfo[] {
   return list;
 }
 
+/** The soft RoCE devices of this host (one per interface with an address). */
+export function rxeDeviceInfos(): readonly DeviceInfo[] {
+  return listDevices();
+}
+
 function dev(info: DeviceInfo): RoceDevice {
   return RoceDevice.of(info);
 }
@@ -146,7 +151,11 @@ registerRxe();
  */
 export function roceCounters(name: string): Record<CounterName, number> {
   const d = roceDevice(name);
-  if (d) return d.counters.snapshot();
+  if (d) {
+    const out = d.counters.snapshot();
+    out.udp_rcvbuf_drop = d.agent.socketDrops(d);
+    return out;
+  }
   if (!listDevices().some((i) => i.name === name)) throw err('ENODEV', 'rdma statistic', `no soft RoCE device '${name}'`);
   const out = {} as Record<CounterName, number>;
   for (const n of COUNTER_NAMES) out[n] = 0;

@@ -66,10 +66,10 @@ import {
   type CmMad,
 } from '../../wire/roce/index.js';
 import { C } from './counters.js';
-import { RoceDevice, ipBytes, roceDevices, setGsiHandler } from './device.js';
+import { RoceDevice, ipBytes, setGsiHandler } from './device.js';
 import { gidFromIp, ipFromGid } from './gid.js';
 import { PortAgent, type GsiRoute, type RxMeta } from './udp.js';
-import { RXE_PROVIDER } from './provider.js';
+import { RXE_PROVIDER, rxeDeviceInfos } from './provider.js';
 
 /** SIDR_REP private data (bytes). */
 const SIDR_REP_PD = 136;
@@ -370,8 +370,14 @@ class RoceEndpoint implements CmEndpoint {
 
   constructor(private readonly host: CmHost) {}
 
-  /** The Q_Key of this id's port space (cma: RDMA_UDP_QKEY for UDP and IPOIB ids). */
-  private get qkey(): number {
+  /**
+   * The Q_Key of this id's port space (cma.c `cma_set_qkey`): RDMA_UDP_QKEY for UDP ids. An
+   * RDMA_PS_IPOIB id takes the Q_Key of the port's IPoIB broadcast group from the SA multicast
+   * client (`ib_sa_get_mcmember_rec`), which serves no RoCE port: ENODEV, so such an id gets no
+   * QP (`rdma_init_qp_attr` fails) and completes no SIDR exchange.
+   */
+  private qkeyOf(op: string): number {
+    if (this.host.portSpace === PortSpace.IPOIB) throw err('ENODEV', op, 'no IPoIB broadcast group (Q_Key) on a RoCE port');
     return RDMA_UDP_QKEY;
   }
 
@@ -424,7 +430,14 @@ class RoceEndpoint implements CmEndpoint {
       this.host.upcall({ event: CmEventType.UNREACHABLE, status: rep.status, ud });
       return;
     }
-    if (rep.qkey !== this.qkey) {
+    let qkey: number;
+    try {
+      qkey = this.qkeyOf('rdma_connect');
+    } catch {
+      this.host.upcall({ event: CmEventType.ADDR_ERROR, status: -19 });
+      return;
+    }
+    if (rep.qkey !== qkey) {
       this.host.upcall({ event: CmEventType.ADDR_ERROR, status: -22 });
       return;
     }
@@ -445,8 +458,9 @@ class RoceEndpoint implements CmEndpoint {
     const qpn = req.qp?.qpNum ?? req.param.qpNum;
     if (qpn === undefined) throw err('EINVAL', op, 'no QP');
     if (req.privateData.length > SIDR_REP_PD) throw err('EINVAL', op, `private data ${req.privateData.length} > ${SIDR_REP_PD}`);
+    const qkey = this.qkeyOf(op);
     this.pending = null;
-    sendSidrRep(p.dev, p, { status: CmSidrStatus.SUCCESS, qpn, qkey: this.qkey, privateData: req.privateData });
+    sendSidrRep(p.dev, p, { status: CmSidrStatus.SUCCESS, qpn, qkey, privateData: req.privateData });
   }
 
   reject(privateData: Uint8Array): void {
@@ -466,7 +480,7 @@ class RoceEndpoint implements CmEndpoint {
     const M = QpAttrMask;
     switch (state) {
       case QpState.INIT:
-        return { attr: { qpState: QpState.INIT, pkeyIndex: 0, portNum: 1, qkey: this.qkey }, mask: M.STATE | M.PKEY_INDEX | M.PORT | M.QKEY };
+        return { attr: { qpState: QpState.INIT, pkeyIndex: 0, portNum: 1, qkey: this.qkeyOf('rdma_init_qp_attr') }, mask: M.STATE | M.PKEY_INDEX | M.PORT | M.QKEY };
       case QpState.RTR:
         return { attr: { qpState: QpState.RTR }, mask: M.STATE };
       case QpState.RTS:
@@ -480,7 +494,10 @@ class RoceEndpoint implements CmEndpoint {
     const op = 'rdma_join_multicast';
     const dev = devOf(this.host.context, op);
     const family = familyOf(join.addr);
-    if (family === 6) throw err('EOPNOTSUPP', op, 'IPv6 multicast on RoCEv2 (as rdma_cm)');
+    // cma_iboe_join_multicast: the zero address is refused first, then an IPv6 group on a RoCEv2
+    // port (the only GID type here) with the kernel's ENOTSUPP; both before anything is queued.
+    if (isAnyAddr(join.addr.address)) throw err('EINVAL', op, 'zero multicast address');
+    if (family === 6) throw err('ENOTSUPP', op, 'IPv6 multicast groups on a RoCEv2 port');
     const first = Number(join.addr.address.split('.')[0]);
     const host = this.host;
     const local = host.localAddr?.address;
@@ -496,7 +513,7 @@ class RoceEndpoint implements CmEndpoint {
       privateData: new Uint8Array(0),
       ahAttr: { isGlobal: true, portNum: 1, grh: { dgid: mgid, flowLabel: 0, sgidIndex: sg.index, hopLimit: HOP_LIMIT, trafficClass: tos > 0 ? tos : 0 } },
       qpNum: 0xffffff,
-      qkey: this.qkey,
+      qkey: RDMA_UDP_QKEY,
     };
     dev.activate();
     setImmediate(() => {
@@ -534,8 +551,16 @@ async function listen(host: CmHost, req: ListenRequest): Promise<CmListener> {
   }
   const l: Listener = { host, addr: { ...req.addr }, ps, port };
   listeners.set(key, l);
-  // Start receiving on the devices the listener covers, so requests from other hosts arrive.
-  if (isAnyAddr(req.addr.address)) for (const d of roceDevices()) d.activate();
+  // Start receiving on the devices the listener covers, so requests arrive: from other hosts,
+  // and those other processes of this host hand over (they go to the device of the address they
+  // reached). A wildcard listener covers every soft RoCE device of the host, opened now if this
+  // process has not used it yet (only the pinned one with a pin).
+  if (isAnyAddr(req.addr.address)) {
+    for (const info of rxeDeviceInfos()) {
+      const served = info.addresses.some((a) => host.deviceFor(a.address.split('%')[0] ?? a.address)?.info.name === info.name);
+      if (served) RoceDevice.of(info).activate();
+    }
+  }
   else {
     const d = host.deviceFor(req.addr.address);
     if (d && d.provider === RXE_PROVIDER) RoceDevice.of(d.info).activate();

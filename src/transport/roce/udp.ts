@@ -30,6 +30,8 @@
  */
 import dgram from 'node:dgram';
 import net from 'node:net';
+import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { endianness } from 'node:os';
 import { err } from '../../errors.js';
 import { trace, tracing } from '../../trace.js';
 import { parseIpv4, parseIpv6, formatIpv4 } from '../../util/ip.js';
@@ -134,7 +136,76 @@ function ipKeyOf(ip: string): string {
   return (i < 0 ? ip : ip.slice(0, i)).toLowerCase();
 }
 
+/** Datagrams a socket holds that the kernel has not taken yet (a closed socket: none). */
+function sendQueued(s: dgram.Socket): boolean {
+  try {
+    return s.getSendQueueCount() > 0;
+  } catch {
+    return false;
+  }
+}
+
 const agents = new Map<number, PortAgent>();
+
+/**
+ * SO_RCVBUF and SO_SNDBUF asked for every RoCE socket: `RDMACM_ROCE_SOCKBUF` bytes, else 4 MiB.
+ * Linux's default (about 208 KiB) holds only some 25 datagrams of 4 KiB: a burst of UD sends
+ * overflows it and the kernel drops the rest. The kernel caps the request at
+ * `net.core.rmem_max` / `wmem_max` (setsockopt SO_RCVBUF / SO_SNDBUF, no error).
+ */
+export function roceSockBufSize(): number {
+  const v = Number(process.env['RDMACM_ROCE_SOCKBUF'] ?? '');
+  return Number.isInteger(v) && v > 0 ? v : 4 << 20;
+}
+
+/**
+ * Datagrams the kernel dropped on this process's UDP sockets of port `port` (receive buffer
+ * full, the "drops" column of /proc/net/udp and udp6), by local address (the address each socket
+ * is bound to: a local address or a group). Sockets are told apart from other processes' by their
+ * inode among this process's descriptors. Empty where /proc cannot be read.
+ */
+function udpDrops(port: number): Map<string, number> {
+  const out = new Map<string, number>();
+  let mine: Set<string>;
+  try {
+    mine = new Set();
+    for (const fd of readdirSync('/proc/self/fd')) {
+      try {
+        const l = readlinkSync(`/proc/self/fd/${fd}`);
+        if (l.startsWith('socket:[')) mine.add(l.slice(8, -1));
+      } catch {
+        // closed meanwhile
+      }
+    }
+  } catch {
+    return out;
+  }
+  const little = endianness() === 'LE';
+  for (const [file, family] of [['/proc/net/udp', 4], ['/proc/net/udp6', 6]] as const) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch {
+      continue;
+    }
+    for (const line of text.split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      const local = f[1];
+      const inode = f[9];
+      const drops = Number(f[12]);
+      if (!local || !inode || !mine.has(inode) || !Number.isFinite(drops)) continue;
+      const [hex, portHex] = local.split(':');
+      if (!hex || parseInt(portHex ?? '', 16) !== port) continue;
+      const b = Buffer.alloc(hex.length / 2);
+      for (let w = 0; w < b.length / 4; w++) {
+        for (let k = 0; k < 4; k++) b[w * 4 + k] = parseInt(hex.slice(w * 8 + (little ? 6 - 2 * k : 2 * k), w * 8 + (little ? 8 - 2 * k : 2 * k + 2)), 16);
+      }
+      const key = addrText(b.length === 4 ? Buffer.concat([b, Buffer.alloc(12)]) : b, 0, family);
+      out.set(key, (out.get(key) ?? 0) + drops);
+    }
+  }
+  return out;
+}
 
 /** The UDP port soft RoCE devices use: `RDMACM_ROCE_PORT`, else 4791. */
 export function defaultRocePort(): number {
@@ -157,8 +228,8 @@ export class PortAgent {
   private readonly locals = new Map<string, LocalSock>();
   private readonly groups = new Map<string, GroupSock>();
   private readonly fwd = new Map<string, net.Socket>();
-  /** Datagrams written to a forwarding connection that is not connected yet. */
-  private readonly early = new Map<net.Socket, { msg: Buffer; meta: RxMeta }[]>();
+  /** Datagrams written to a service's connection still being made, taken here if it fails. */
+  private readonly unconfirmed = new Map<net.Socket, [Buffer, RxMeta][]>();
   private readonly sinksByIp = new Map<string, RxSink>();
   /** Abstract names that refused a connection lately, with the time they may be tried again. */
   private readonly deadNames = new Map<string, number>();
@@ -304,12 +375,14 @@ export class PortAgent {
 
   /**
    * Publish service `key` (a hex service ID, maybe with an address) so GSI requests for it are
-   * forwarded here. Returns false when another process already publishes it.
+   * forwarded here. Returns false when another process already publishes it. The published name
+   * holds the event loop open, as a listening TCP server does, until {@link withdrawService}.
    */
   publishService(key: string): boolean {
     if (this.services.has(key)) return true;
     const srv = this.listenSync(this.serviceName(key));
     if (!srv) return false;
+    srv.ref();
     this.services.set(key, srv);
     return true;
   }
@@ -325,9 +398,29 @@ export class PortAgent {
   // -- sockets ---------------------------------------------------------------------------------
 
   /**
+   * A UDP socket sharing the port (SO_REUSEADDR). Addresses here are always IP literals, so the
+   * socket's lookup answers at once: Node's default (`dns.lookup`) answers an IP literal on the
+   * next tick, which would make every bind and every send wait for it — a process posting a send
+   * and exiting at once would lose the datagram. With it, `bind` completes and `send` reaches the
+   * kernel (libuv sends at once when nothing is queued) before `ibv_post_send` returns.
+   */
+  private socket(family: 4 | 6): dgram.Socket {
+    const lookup = (address: string, _opts: unknown, cb: (e: Error | null, address: string, family: number) => void): void => cb(null, address, family);
+    const size = roceSockBufSize();
+    return dgram.createSocket({
+      type: family === 4 ? 'udp4' : 'udp6',
+      reuseAddr: true,
+      ipv6Only: family === 6,
+      lookup: lookup as never,
+      recvBufferSize: size,
+      sendBufferSize: size,
+    });
+  }
+
+  /**
    * Receive datagrams for `sink` on local address `ip` (binds the port on it unless this process
-   * already has). Binding happens in the background; a failure is traced, not thrown (the
-   * address may have gone away).
+   * already has). The bind completes before this returns (see {@link socket}); a failure is traced,
+   * not thrown (the address may have gone away).
    */
   bindLocal(sink: RxSink, ip: string, family: 4 | 6, zone: string): void {
     const key = ipKeyOf(ip);
@@ -337,7 +430,7 @@ export class PortAgent {
       ls.sinks.add(sink);
       return;
     }
-    const sock = dgram.createSocket(family === 4 ? { type: 'udp4', reuseAddr: true } : { type: 'udp6', reuseAddr: true, ipv6Only: true });
+    const sock = this.socket(family);
     ls = { sock, family, ip: key, sinks: new Set([sink]), mcastIf: false, ttl: 64, mcastTtl: 1 };
     this.locals.set(key, ls);
     const bindIp = family === 6 && zone !== '' ? `${key}%${zone}` : key;
@@ -415,7 +508,7 @@ export class PortAgent {
       g.refs++;
       return;
     }
-    const sock = dgram.createSocket(family === 4 ? { type: 'udp4', reuseAddr: true } : { type: 'udp6', reuseAddr: true, ipv6Only: true });
+    const sock = this.socket(family);
     this.groups.set(key, { sock, refs: 1, sink });
     sock.on('message', (msg, rinfo) => {
       sink.rxDatagram(msg, { family, src: rinfo.address, dst: key, srcPort: rinfo.port, forwarded: false });
@@ -480,7 +573,7 @@ export class PortAgent {
         if (this.blocks.has(r.block)) sink.rxDatagram(msg, meta);
         else this.forward(sink, this.blockName(r.block), msg, meta);
       } else if (this.services.has(r.name)) sink.rxDatagram(msg, meta);
-      else this.forward(sink, this.serviceName(r.name), msg, meta);
+      else this.forward(sink, this.serviceName(r.name), msg, meta, true);
       return;
     }
     const block = qpn >>> QPN_BLOCK_SHIFT;
@@ -493,10 +586,13 @@ export class PortAgent {
 
   /**
    * Hand a datagram to the process listening on abstract name `name`. A name nobody listens on
-   * (a QPN block of a process that is gone, or of none) is remembered for a second; datagrams
-   * for it meanwhile stay here and the device drops them as for an unknown QPN.
+   * (a QPN block of a process that is gone, or of none; a service nobody publishes) is remembered
+   * for a second; datagrams for it meanwhile stay here and this process's device takes them: an
+   * unknown QPN is dropped and counted, a request for an unpublished service is answered by this
+   * process's CM as the kernel's CM answers a request nobody listens for. With `answerHere`, the
+   * datagrams written while the connection was still being made are taken here too when it fails.
    */
-  private forward(sink: RxSink, name: string, msg: Buffer, meta: RxMeta): void {
+  private forward(sink: RxSink, name: string, msg: Buffer, meta: RxMeta, answerHere = false): void {
     let c = this.fwd.get(name);
     if (!c) {
       const dead = this.deadNames.get(name);
@@ -510,19 +606,16 @@ export class PortAgent {
       const conn = net.connect(name);
       c = conn;
       this.fwd.set(name, conn);
-      // Datagrams written before the connection is up: if nobody listens on the name, they are
-      // delivered here instead (the device drops them, or the CM answers "nobody listens").
-      const early: { msg: Buffer; meta: RxMeta }[] = [];
-      this.early.set(conn, early);
-      conn.once('connect', () => this.early.delete(conn));
+      if (answerHere) this.unconfirmed.set(conn, []);
+      conn.on('connect', () => this.unconfirmed.delete(conn));
       conn.on('error', () => {
         if (this.fwd.get(name) === conn) this.fwd.delete(name);
         if (this.deadNames.size > 4096) this.deadNames.clear();
         this.deadNames.set(name, Date.now() + DEAD_NAME_MS);
         sink.forwarded(false);
-        const back = this.early.get(conn) ?? [];
-        this.early.delete(conn);
-        for (const e of back) sink.rxDatagram(e.msg, e.meta);
+        const back = this.unconfirmed.get(conn);
+        this.unconfirmed.delete(conn);
+        if (back) for (const [m, mm] of back) sink.rxDatagram(m, mm);
       });
       conn.on('close', () => {
         if (this.fwd.get(name) === conn) this.fwd.delete(name);
@@ -539,8 +632,8 @@ export class PortAgent {
     frame.writeUInt16BE(meta.srcPort, 6);
     frame.set(this.frameAddrs(meta.src, meta.dst, meta.family), 8);
     msg.copy(frame, 4 + FWD_HDR);
+    this.unconfirmed.get(c)?.push([msg, meta]);
     c.write(frame);
-    this.early.get(c)?.push({ msg, meta });
     sink.forwarded(true);
   }
 
@@ -644,14 +737,38 @@ export class PortAgent {
   }
 
   /**
-   * Resolves once every datagram handed to another process has been written to its Unix socket,
-   * or after `timeoutMs` (for `settleConnections` before `process.exit()`).
+   * Resolves once every datagram posted so far has left this process, or after `timeoutMs` (for
+   * `settleConnections` before `process.exit()`): first one turn of the event loop (datagrams to
+   * this host's own addresses are handed over in a microtask), then until no UDP socket holds
+   * datagrams the kernel could not take yet and every datagram handed to another process has
+   * been written to its Unix socket. A datagram a UDP socket sent is the kernel's: it survives
+   * the process.
    */
   async settle(timeoutMs: number): Promise<void> {
     const end = Date.now() + timeoutMs;
-    while (Date.now() < end && [...this.fwd.values()].some((c) => c.connecting || c.writableLength > 0)) {
-      await new Promise((r) => setTimeout(r, 5));
-    }
+    await new Promise((r) => setImmediate(r));
+    while (Date.now() < end && this.unsent()) await new Promise((r) => setTimeout(r, 5));
+  }
+
+  /**
+   * Datagrams the kernel dropped for `sink` because a receive buffer of this process was full
+   * (its unicast sockets and its groups' sockets; see {@link roceSockBufSize}).
+   */
+  socketDrops(sink: RxSink): number {
+    const drops = udpDrops(this.port);
+    if (drops.size === 0) return 0;
+    let n = 0;
+    for (const ls of this.locals.values()) if (ls.sinks.has(sink)) n += drops.get(ls.ip) ?? 0;
+    for (const [key, g] of this.groups) if (g.sink === sink) n += drops.get(key) ?? 0;
+    return n;
+  }
+
+  /** Whether some datagram is still queued in this process (UDP send queues, forwarding). */
+  private unsent(): boolean {
+    for (const c of this.fwd.values()) if (c.connecting || c.writableLength > 0) return true;
+    for (const ls of this.locals.values()) if (sendQueued(ls.sock)) return true;
+    for (const g of this.groups.values()) if (sendQueued(g.sock)) return true;
+    return false;
   }
 
   /** Close every socket and listener of this agent (tests; a process normally keeps them). */
@@ -661,6 +778,7 @@ export class PortAgent {
     for (const s of this.blocks.values()) s.close();
     for (const s of this.services.values()) s.close();
     for (const c of this.fwd.values()) c.destroy();
+    this.unconfirmed.clear();
     this.locals.clear();
     this.groups.clear();
     this.blocks.clear();

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { spawn } from 'node:child_process';
-import { writeFileSync, mkdtempSync } from 'node:fs';
+import { writeFileSync, readFileSync, mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -150,6 +150,17 @@ test('neighbour resolution (ARP) as rdma_resolve_addr waits for it: -110 after t
   setTimeout(() => arp(['10.77.0.42       0x1         0x2         02:00:00:00:00:02     *        eth9']), 50);
   assert.equal(await late, 0, 'resolved once the answer arrives');
   assert.equal(await resolveNeighbor('::1', 10, src), 0, 'IPv6: not checked');
+  // A multicast group (on-link by the route table, never in the ARP table) resolves at once,
+  // without asking the kernel to ARP for it: mckey's rdma_resolve_addr of its group.
+  writeFileSync(routeFile, readFileSync(routeFile, 'latin1') + 'eth9\t000000E0\t00000000\t0001\t0\t0\t0\t000000F0\t0\t0\t0\n');
+  nudged.length = 0;
+  assert.equal(nextHopV4(readFileSync(routeFile, 'latin1'), '239.77.0.1'), '239.77.0.1');
+  const t1 = Date.now();
+  assert.equal(await resolveNeighbor('239.77.0.1', 1000, src), 0, 'multicast: no ARP');
+  assert.equal(await resolveNeighbor('::ffff:224.0.0.251', 1000, src), 0, 'multicast, v4-mapped');
+  assert.equal(await resolveNeighbor('255.255.255.255', 1000, src), 0, 'broadcast: no ARP');
+  assert.ok(Date.now() - t1 < 500, 'answered without waiting');
+  assert.deepEqual(nudged, []);
 });
 
 test('no MPA Reply: UNREACHABLE -110 (ETIMEDOUT) after the reply timeout', async () => {

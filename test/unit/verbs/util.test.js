@@ -77,6 +77,40 @@ test('Ring: matches an array model under random operations (growth and wrap-arou
   }
 });
 
+test('AsyncQueue: a signal passed to many waits is listened to once; aborting it cancels only its waits, in order', async () => {
+  const { getEventListeners } = await import('node:events');
+  const q = new AsyncQueue();
+  const ac = new AbortController();
+  const other = new AbortController();
+  // A consumer loop: the same signal on every wait, each wait satisfied by a push.
+  for (let i = 0; i < 50; i++) {
+    const p = q.shift(ac.signal, 'op_loop');
+    q.push({ i });
+    assert.equal((await p).i, i);
+  }
+  assert.equal(getEventListeners(ac.signal, 'abort').length, 1);
+  const w1 = q.shift(ac.signal, 'op_a');
+  const w2 = q.shift(other.signal, 'op_b');
+  const w3 = q.shift(ac.signal, 'op_c');
+  const w4 = q.shift();
+  const order = [];
+  w1.catch((e) => order.push(e.op));
+  w3.catch((e) => order.push(e.op));
+  ac.abort('stop');
+  await assert.rejects(w1, (e) => e.code === 'ECANCELED' && e.op === 'op_a' && e.cause === 'stop');
+  await assert.rejects(w3, (e) => e.code === 'ECANCELED' && e.op === 'op_c' && e.cause === 'stop');
+  assert.deepEqual(order, ['op_a', 'op_c']);
+  assert.equal(q.waiting, 2);
+  // The remaining waits keep their order: the next item goes to w2, the one after to w4.
+  q.push({ n: 'x' });
+  q.push({ n: 'y' });
+  assert.equal((await w2).n, 'x');
+  assert.equal((await w4).n, 'y');
+  // An already aborted signal rejects at once, without waiting.
+  await assert.rejects(q.shift(ac.signal, 'op_late'), (e) => e.code === 'ECANCELED' && e.op === 'op_late');
+  assert.equal(q.waiting, 0);
+});
+
 test('AsyncQueue: queueing, waiters, abort, close, remove', async () => {
   const delivered = [];
   const q = new AsyncQueue((x) => delivered.push(x));

@@ -1,19 +1,19 @@
 // A UD rdma_cm server in its own process (udaddy's server side, reduced), for the multi-process
-// tests: node cm-peer.js <port> <count>
-//   listens on 127.0.0.1:<port> (RDMA_PS_UDP), prints {"listening":true}, accepts one SIDR
+// tests: node cm-peer.js <port> <count> [bind address]
+//   listens on 127.0.0.1:<port> (or <bind address>:<port>, e.g. 0.0.0.0) (RDMA_PS_UDP), prints {"listening":true}, accepts one SIDR
 //   request (private data "hi from server"), receives <count> datagrams and answers each with
 //   "echo <text>" through the AH built from the completion, prints {"got":[...]} and exits.
 import { lib, pollN, WrOpcode, SendFlags, Access, WcStatus } from './roce-helpers.js';
 
 const { createEventChannel, createId, PortSpace, CmEventType, createAhFromWc, RDMA_UDP_QKEY } = lib;
-const [portS, countS] = process.argv.slice(2);
+const [portS, countS, bindS] = process.argv.slice(2);
 const count = Number(countS);
 const guard = setTimeout(() => process.exit(3), 15000);
 const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 
 const ch = createEventChannel();
 const listener = createId(ch, null, PortSpace.UDP);
-listener.bindAddr({ address: '127.0.0.1', port: Number(portS) });
+listener.bindAddr({ address: bindS ?? '127.0.0.1', port: Number(portS) });
 await listener.listen(1);
 out({ listening: true });
 const req = await ch.getEvent();

@@ -383,6 +383,37 @@ test('ibv_create_ah_from_wc: the reply AH from the completion and the GRH area (
   ah.destroy();
 });
 
+test('ibv_init_ah_from_wc on an IPv6 header: the next header picks RoCE v2 (UDP) or v1 (0x1B), anything else EPROTONOSUPPORT', () => {
+  // A GRH area as rxe writes it for a datagram from ::2 to ::1 (traffic class 0x28, hop limit 60).
+  const v6 = [...Array(16).keys()].map((i) => ctx.queryGid(1, i)).findIndex((g) => g.every((x, k) => x === (k === 15 ? 1 : 0)));
+  assert.ok(v6 > 0, 'rxe_lo has ::1 in its GID table');
+  const area = (next) => {
+    const g = new Uint8Array(40);
+    g[0] = 0x62; // version 6, traffic class 0x28
+    g[1] = 0x80;
+    g[5] = 16; // payload length
+    g[6] = next;
+    g[7] = 60;
+    g[23] = 2; // source ::2
+    g[39] = 1; // destination ::1
+    return g;
+  };
+  const wc = { wcFlags: WcFlags.GRH, slid: 0, sl: 0, dlidPathBits: 0 };
+  const attr = lib.initAhFromWc(ctx, 1, wc, area(17));
+  assert.equal(attr.grh.sgidIndex, v6);
+  assert.deepEqual([...attr.grh.dgid], [...Array(15).fill(0), 2]);
+  assert.equal(attr.grh.hopLimit, 60);
+  assert.equal(attr.grh.trafficClass, 0x28);
+  // 0x1B (an IB GRH, RoCE v1): only IB / RoCE v1 GIDs are searched, and rxe ports have none.
+  assert.equal(ctx.queryGidType(1, v6), lib.GidType.ROCE_V2);
+  assert.throws(() => lib.initAhFromWc(ctx, 1, wc, area(0x1b)), code('EINVAL'));
+  for (const next of [0, 6, 58, 0x1a]) assert.throws(() => lib.initAhFromWc(ctx, 1, wc, area(next)), code('EPROTONOSUPPORT'), `next header ${next}`);
+  // a multicast destination is refused before the next header is looked at (libibverbs' order)
+  const mc = area(6);
+  mc[24] = 0xff;
+  assert.throws(() => lib.initAhFromWc(ctx, 1, wc, mc), code('EINVAL'));
+});
+
 test('RoCE CM defaults as cma.c: SIDR resend every 4096 ms, 15 resends', () => {
   assert.equal(process.env.RDMACM_ROCE_SIDR_TIMEOUT_MS, undefined);
   assert.deepEqual(lib.roceCmConfig(), { sidrTimeoutMs: 4096, sidrRetries: 15 });

@@ -177,43 +177,48 @@ test('a sender that exits right after posting still gets its datagram to a proce
   assert.deepEqual(got.got, ['msg 0']);
 });
 
-test('udaddy-style: SIDR between two processes (service and replies routed by the GSI router), then UD data', async () => {
-  const CM_PEER = fileURLToPath(new URL('./cm-peer.js', import.meta.url));
-  const port = 30000 + (PORT % 20000);
-  const c = spawn(process.execPath, [CM_PEER, port, 2], { env: { ...process.env, RDMACM_ROCE_PORT: String(PORT) }, stdio: ['ignore', 'pipe', 'inherit'] });
-  children.add(c);
-  const lines = createInterface({ input: c.stdout });
-  const it = lines[Symbol.asyncIterator]();
-  assert.deepEqual(JSON.parse((await it.next()).value), { listening: true });
-  const { createEventChannel, createId, PortSpace, CmEventType } = lib;
-  const ch = createEventChannel();
-  const id = createId(ch, null, PortSpace.UDP);
-  await id.resolveAddr(null, { address: '127.0.0.1', port }, 2000);
-  (await ch.getEvent()).ack();
-  await id.resolveRoute(2000);
-  (await ch.getEvent()).ack();
-  const qp = id.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
-  const pd = qp.pd;
-  const buf = Buffer.alloc(4096);
-  const mr = pd.regMr(buf, Access.LOCAL_WRITE);
-  for (let i = 0; i < 2; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr + 1024 + 512 * i, length: 512, lkey: mr.lkey }] });
-  await id.connect({ privateData: Buffer.from('hi from client') });
-  const est = await ch.getEvent();
-  assert.equal(lib.rdmaEventStr(est.event), 'RDMA_CM_EVENT_ESTABLISHED', `status ${est.status} ${JSON.stringify(roceCounters('rxe_lo'))}`);
-  assert.equal(Buffer.from(est.param.ud.privateData.subarray(0, 14)).toString(), 'hi from server');
-  const ah = pd.createAh(est.param.ud.ahAttr);
-  for (let i = 0; i < 2; i++) {
-    buf.write(`ping ${i}`, 100 * i);
-    qp.postSend({ wrId: `s${i}`, opcode: WrOpcode.SEND, sgList: [{ addr: mr.addr + 100 * i, length: 6, lkey: mr.lkey }], ud: { ah, remoteQpn: est.param.ud.qpNum, remoteQkey: est.param.ud.qkey } });
-  }
-  est.ack();
-  const wcs = await pollN(qp.recvCq, 2, 8000);
-  assert.equal(wcs.length, 2);
-  const texts = wcs.map((w) => buf.subarray(1024 + 512 * Number(w.wrId) + 40, 1024 + 512 * Number(w.wrId) + w.byteLen).toString());
-  assert.deepEqual(texts.sort(), ['echo ping 0', 'echo ping 1']);
-  assert.deepEqual(JSON.parse((await it.next()).value).got.sort(), ['ping 0', 'ping 1']);
-  ah.destroy();
-  id.destroyQp();
-  await id.destroy();
-  ch.destroy();
-});
+for (const [bind, what] of [
+  ['127.0.0.1', ''],
+  ['0.0.0.0', '; the server listens on the wildcard address before it has opened any device'],
+]) {
+  test(`udaddy-style: SIDR between two processes (service and replies routed by the GSI router), then UD data${what}`, async () => {
+    const CM_PEER = fileURLToPath(new URL('./cm-peer.js', import.meta.url));
+    const port = 30000 + (PORT % 20000) + (bind === '0.0.0.0' ? 1 : 0);
+    const c = spawn(process.execPath, [CM_PEER, port, 2, bind], { env: { ...process.env, RDMACM_ROCE_PORT: String(PORT) }, stdio: ['ignore', 'pipe', 'inherit'] });
+    children.add(c);
+    const lines = createInterface({ input: c.stdout });
+    const it = lines[Symbol.asyncIterator]();
+    assert.deepEqual(JSON.parse((await it.next()).value), { listening: true });
+    const { createEventChannel, createId, PortSpace, CmEventType } = lib;
+    const ch = createEventChannel();
+    const id = createId(ch, null, PortSpace.UDP);
+    await id.resolveAddr(null, { address: '127.0.0.1', port }, 2000);
+    (await ch.getEvent()).ack();
+    await id.resolveRoute(2000);
+    (await ch.getEvent()).ack();
+    const qp = id.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+    const pd = qp.pd;
+    const buf = Buffer.alloc(4096);
+    const mr = pd.regMr(buf, Access.LOCAL_WRITE);
+    for (let i = 0; i < 2; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr + 1024 + 512 * i, length: 512, lkey: mr.lkey }] });
+    await id.connect({ privateData: Buffer.from('hi from client') });
+    const est = await ch.getEvent();
+    assert.equal(lib.rdmaEventStr(est.event), 'RDMA_CM_EVENT_ESTABLISHED', `status ${est.status} ${JSON.stringify(roceCounters('rxe_lo'))}`);
+    assert.equal(Buffer.from(est.param.ud.privateData.subarray(0, 14)).toString(), 'hi from server');
+    const ah = pd.createAh(est.param.ud.ahAttr);
+    for (let i = 0; i < 2; i++) {
+      buf.write(`ping ${i}`, 100 * i);
+      qp.postSend({ wrId: `s${i}`, opcode: WrOpcode.SEND, sgList: [{ addr: mr.addr + 100 * i, length: 6, lkey: mr.lkey }], ud: { ah, remoteQpn: est.param.ud.qpNum, remoteQkey: est.param.ud.qkey } });
+    }
+    est.ack();
+    const wcs = await pollN(qp.recvCq, 2, 8000);
+    assert.equal(wcs.length, 2);
+    const texts = wcs.map((w) => buf.subarray(1024 + 512 * Number(w.wrId) + 40, 1024 + 512 * Number(w.wrId) + w.byteLen).toString());
+    assert.deepEqual(texts.sort(), ['echo ping 0', 'echo ping 1']);
+    assert.deepEqual(JSON.parse((await it.next()).value).got.sort(), ['ping 0', 'ping 1']);
+    ah.destroy();
+    id.destroyQp();
+    await id.destroy();
+    ch.destroy();
+  });
+}

@@ -110,14 +110,20 @@ test('SIDR reject: UNREACHABLE with the SIDR status 2 and the private data', asy
   cch.destroy();
 });
 
-test('SIDR to a port nobody listens on: UNREACHABLE status 1 (unsupported service)', async () => {
+test('SIDR to a port nobody listens on: UNREACHABLE status 1 (unsupported service) at once, not after a resend', async () => {
   const cch = createEventChannel();
   const c = await client(cch, nextPort++);
   c.createQp(null);
-  await c.connect();
-  const un = await expectEvent(cch, CmEventType.UNREACHABLE);
-  assert.equal(un.status, 1);
-  un.ack();
+  // No process publishes the service: the first SIDR_REQ itself is answered (resends 10 s apart).
+  configureRoceCm({ sidrTimeoutMs: 10_000 });
+  try {
+    await c.connect();
+    const un = await expectEvent(cch, CmEventType.UNREACHABLE, 5000);
+    assert.equal(un.status, 1);
+    un.ack();
+  } finally {
+    configureRoceCm({ sidrTimeoutMs: 100 });
+  }
   c.destroyQp();
   await c.destroy();
   cch.destroy();
@@ -248,5 +254,36 @@ test('multicast join: MULTICAST_JOIN with the group AH (MGID ::ffff:group), QPN 
   send.destroyQp();
   await recv.destroy();
   await send.destroy();
+  ch.destroy();
+});
+
+test('rdma_join_multicast refuses as cma_iboe_join_multicast: the zero address EINVAL, an IPv6 group ENOTSUPP (524); no group kept, no event', async () => {
+  const ch = createEventChannel();
+  const id4 = createId(ch, null, PortSpace.UDP, { device: 'rxe_lo' });
+  id4.bindAddr({ address: ADDR, port: 0 });
+  id4.createQp(null, { cap: { maxRecvWr: 1 } });
+  await assert.rejects(id4.joinMulticast({ address: '0.0.0.0', port: 0 }, 'zero'), (e) => e.code === 'EINVAL' && e.errno === 22);
+  await assert.rejects(id4.leaveMulticast({ address: '0.0.0.0', port: 0 }), code('EADDRNOTAVAIL'));
+  const id6 = createId(ch, null, PortSpace.UDP, { device: 'rxe_lo' });
+  id6.bindAddr({ address: '::1', port: 0 });
+  await assert.rejects(id6.joinMulticast({ address: 'ff0e::1', port: 0 }, 'v6'), (e) => e.code === 'ENOTSUPP' && e.errno === 524 && /Unknown error 524/.test(lib.strerror(e.errno)));
+  await assert.rejects(id6.joinMulticast({ address: '::', port: 0 }, 'zero6'), code('EINVAL'));
+  await assert.rejects(id6.leaveMulticast({ address: 'ff0e::1', port: 0 }), code('EADDRNOTAVAIL'));
+  // nothing was queued for either id
+  await assert.rejects(expectEvent(ch, CmEventType.MULTICAST_ERROR, 300), /within 300 ms/);
+  id4.destroyQp();
+  await id4.destroy();
+  await id6.destroy();
+  ch.destroy();
+});
+
+test('RDMA_PS_IPOIB on RoCE: no IPoIB broadcast group to take the Q_Key from, so rdma_create_qp fails with ENODEV', async () => {
+  const ch = createEventChannel();
+  const id = createId(ch, null, PortSpace.IPOIB, { device: 'rxe_lo' });
+  id.bindAddr({ address: ADDR, port: 0 });
+  assert.throws(() => id.createQp(null, { cap: { maxSendWr: 1, maxRecvWr: 1 } }), code('ENODEV'));
+  assert.equal(id.qp, null);
+  assert.throws(() => id.initQpAttr(lib.QpState.INIT), code('ENODEV'));
+  await id.destroy();
   ch.destroy();
 });

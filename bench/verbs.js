@@ -1,23 +1,25 @@
-// npm run bench: the soft iWARP device beside plain Node TCP, measured in the same run on this
-// machine (two processes per test, loopback). Prints absolute figures and the ratios the
-// project tracks: RTT(soft)/RTT(net) (target <= 1.15) and BW(soft)/BW(net onread) (target >= 1.0).
-// Numbers are noisy: compare ratios within one run, never absolute times across machines.
+// The verbs section of `npm run bench`: the soft iWARP device through the verbs API beside plain
+// Node TCP and kernel TCP, measured in the same run (two processes per test, loopback):
 //
-// Each test first runs an untimed warm-up as long as its timed part (BENCH_WARMUP=0: none), so
-// that both sides measure code V8 has compiled; and the bench process and its peer run on one CPU
-// each (bench/common.js; BENCH_PIN=0: not).
+//   64 B ping-pong RTT   SEND/RECV over the soft device (this process and bench/peer.js)
+//                        against a Node `net` ping-pong and qperf tcp_lat (one-way x 2);
+//   1 MiB stream         RDMA WRITEs of 1 MiB, 8 in flight, against a Node `net` stream read into
+//                        one reused `onread` buffer, and qperf tcp_bw.
+//
+// Headline ratios against Node: RTT(soft)/RTT(net) (target <= 1.15), BW(soft)/BW(net onread)
+// (target >= 0.9). Each test first runs an untimed warm-up as long as its timed part
+// (BENCH_WARMUP=0: none), so that both sides measure compiled code; the bench process and its
+// peer run on one CPU each (bench/lib.js; BENCH_PIN=0: not).
 import { spawn } from 'node:child_process';
 import net from 'node:net';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createId, PortSpace, Access, WrOpcode, SendFlags } from '../dist/index.js';
-import { median, pinCpus, pinned, pinSelf } from './common.js';
+import { fx, median, PIN, pinned, pinSelf, run, which, freePort, listening } from './lib.js';
 
 const PEER = fileURLToPath(new URL('./peer.js', import.meta.url));
 const PP_ITERS = Number(process.env.BENCH_PP_ITERS ?? 20000);
 const BW_BYTES = Number(process.env.BENCH_BW_BYTES ?? 2 ** 31);
 const WARMUP = process.env.BENCH_WARMUP !== '0';
-const PIN = pinCpus();
-pinSelf(PIN?.[1] ?? null);
 // Below the kernel's ephemeral range (32768-60999 by default), where a port may be some connection's.
 let nextPort = 20000 + (process.pid % 10000);
 
@@ -178,18 +180,55 @@ async function rdmaWrite(port) {
   return (n * (1 << 20)) / ns;
 }
 
-// BENCH_REPS interleaved rounds of the four tests; each figure is the median of its runs.
-const REPS = Number(process.env.BENCH_REPS ?? 3);
-const runs = { netRtt: [], rdmaRtt: [], netBw: [], rdmaBw: [] };
-for (let i = 0; i < REPS; i++) {
-  runs.netRtt.push(await withPeer('net-pingpong', netPingPong));
-  runs.rdmaRtt.push(await withPeer('rdma-pingpong', rdmaPingPong));
-  runs.netBw.push(await withPeer('net-stream', netStream));
-  runs.rdmaBw.push(await withPeer('rdma-write', rdmaWrite));
+/** qperf tcp_lat (one-way, usec) or tcp_bw (GB/s) of `size`-byte messages, server on PIN[0]. */
+async function qperf(bin, test, size) {
+  const port = await freePort();
+  const srv = run(bin, ['-lp', String(port)], { side: 0, timeoutMs: 120_000 });
+  try {
+    await listening(port);
+    const r = await run(bin, ['127.0.0.1', '-lp', String(port), '-t', String(process.env.BENCH_QPERF_SECS ?? 2), '-m', String(size), test], { side: 1, timeoutMs: 60_000 });
+    if (test === 'tcp_lat') {
+      const m = /latency\s*=\s*([\d.]+)\s*(ns|us|ms|sec)/.exec(r.out);
+      return m ? Number(m[1]) * { ns: 1e-3, us: 1, ms: 1e3, sec: 1e6 }[m[2]] : null;
+    }
+    const m = /bw\s*=\s*([\d.]+)\s*(bytes|KB|MB|GB)\/sec/.exec(r.out);
+    return m ? (Number(m[1]) * { bytes: 1, KB: 1e3, MB: 1e6, GB: 1e9 }[m[2]]) / 1e9 : null;
+  } finally {
+    srv.kill();
+    await srv;
+  }
 }
-const r = Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, median(v)]));
-const f = (x, d = 2) => x.toFixed(d);
-console.log(`verbs bench: ${REPS} run(s) each, median; ${PP_ITERS} round trips, ${BW_BYTES} bytes${WARMUP ? ', each after as long an untimed warm-up' : ', no warm-up'}${PIN ? `; peer on CPU ${PIN[0]}, this process on CPU ${PIN[1]}` : '; unpinned'}`);
-console.log(`64 B ping-pong RTT   net ${f(r.netRtt, 1)} us   soft-iWARP SEND/RECV ${f(r.rdmaRtt, 1)} us   ratio ${f(r.rdmaRtt / r.netRtt)} (target <= 1.15)`);
-console.log(`1 MiB stream         net(onread) ${f(r.netBw)} GB/s   soft-iWARP RDMA WRITE ${f(r.rdmaBw)} GB/s   ratio ${f(r.rdmaBw / r.netBw)} (target >= 1.0)`);
-if (process.env.BENCH_JSON) console.log(JSON.stringify({ ...r, runs }));
+
+/** The section: `reps` interleaved rounds of the tests; each figure the median of its runs. */
+export async function verbsBench({ reps = 3, log = console.log } = {}) {
+  pinSelf(PIN?.[1] ?? null);
+  const q = which('qperf');
+  const runs = { netRtt: [], rdmaRtt: [], qperfRtt: [], netBw: [], rdmaBw: [], qperfBw: [] };
+  for (let i = 0; i < reps; i++) {
+    runs.netRtt.push(await withPeer('net-pingpong', netPingPong));
+    runs.rdmaRtt.push(await withPeer('rdma-pingpong', rdmaPingPong));
+    if (q) runs.qperfRtt.push(2 * (await qperf(q, 'tcp_lat', 64)));
+    runs.netBw.push(await withPeer('net-stream', netStream));
+    runs.rdmaBw.push(await withPeer('rdma-write', rdmaWrite));
+    if (q) runs.qperfBw.push(await qperf(q, 'tcp_bw', 1 << 20));
+  }
+  pinSelf(null);
+  const r = Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, median(v)]));
+  // The headline ratios: the median of the rounds' ratios (a round's runs are back to back).
+  const rtt = median(runs.rdmaRtt.map((x, k) => x / runs.netRtt[k]));
+  const bw = median(runs.rdmaBw.map((x, k) => x / runs.netBw[k]));
+  log(`verbs: ${reps} run(s) each, median; ${PP_ITERS} round trips, ${BW_BYTES} bytes${WARMUP ? ', each after as long an untimed warm-up' : ', no warm-up'}${PIN ? `; peer on CPU ${PIN[0]}, this process on CPU ${PIN[1]}` : '; unpinned'}${q ? '' : '; qperf not installed (bench/setup.sh installs it)'}`);
+  log(`64 B ping-pong RTT   soft-iWARP SEND/RECV ${fx(r.rdmaRtt, 1)} us   Node net ${fx(r.netRtt, 1)} us   qperf tcp_lat x2 ${fx(r.qperfRtt, 1)} us   soft/Node ${fx(rtt)} (target <= 1.15)`);
+  log(`1 MiB stream         soft-iWARP RDMA WRITE ${fx(r.rdmaBw)} GB/s   Node net onread ${fx(r.netBw)} GB/s   qperf tcp_bw ${fx(r.qperfBw)} GB/s   soft/Node ${fx(bw)} (target >= 0.9)`);
+  return {
+    reps,
+    rtt: { unit: 'usec', soft: r.rdmaRtt, node: r.netRtt, qperf: r.qperfRtt, vsNode: rtt, target: '<= 1.15 x Node net' },
+    bw: { unit: 'GB/s', soft: r.rdmaBw, node: r.netBw, qperf: r.qperfBw, vsNode: bw, target: '>= 0.9 x Node net' },
+    runs,
+  };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1]).href) {
+  await verbsBench({ reps: Number(process.env.BENCH_REPS ?? 3) });
+  process.exit(0);
+}

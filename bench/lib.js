@@ -1,0 +1,180 @@
+// What the bench sections share: pinning, medians, running a server/client pair, finding the C
+// tools, waiting for a listener.
+//
+// CPU pinning: the two processes of a pair on one CPU each, as perftest users pin, so that the
+// scheduler's placement does not move the figures (unpinned, on a 2-CPU machine, single latency
+// runs move by +-15 %). BENCH_PIN=0, a single CPU or no taskset(1): no pinning.
+import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+
+function taskset(args) {
+  return execFileSync('taskset', args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+}
+
+/** The first two CPUs this process may run on (taskset -cp's list, e.g. `0-3,6`), or null. */
+export function pinCpus() {
+  if (process.env.BENCH_PIN === '0' || os.availableParallelism() < 2) return null;
+  try {
+    const list = taskset(['-cp', String(process.pid)]).split(':').pop().trim();
+    const cpus = list.split(',').flatMap((r) => {
+      const [a, b = a] = r.split('-').map(Number);
+      return Array.from({ length: b - a + 1 }, (_, i) => a + i);
+    });
+    return cpus.length >= 2 && cpus.every(Number.isInteger) ? cpus.slice(0, 2) : null;
+  } catch {
+    return null; // no taskset
+  }
+}
+
+export const PIN = pinCpus();
+
+/** [cmd, args] that run `cmd args` on `cpu` (taskset execs it: the pid, exit and signals are its). */
+export function pinned(cpu, cmd, args) {
+  return cpu === null || cpu === undefined ? [cmd, args] : ['taskset', ['-c', String(cpu), cmd, ...args]];
+}
+
+/** Move this process, all its threads, to `cpu`; null: back to the CPUs it started with. */
+export function pinSelf(cpu) {
+  if (cpu !== null && cpu !== undefined) taskset(['-a', '-cp', String(cpu), String(process.pid)]);
+  else if (PIN && START_CPUS) taskset(['-a', '-cp', START_CPUS, String(process.pid)]);
+}
+const START_CPUS = (() => {
+  try {
+    return taskset(['-cp', String(process.pid)]).split(':').pop().trim();
+  } catch {
+    return null;
+  }
+})();
+
+/** The median of some runs (null for none). */
+export function median(a) {
+  const v = a.filter((x) => typeof x === 'number' && Number.isFinite(x));
+  if (!v.length) return null;
+  const s = [...v].sort((x, y) => x - y);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+}
+
+/** The full path of `cmd` on PATH, or null. */
+export function which(cmd) {
+  try {
+    return execFileSync('sh', ['-c', `command -v ${cmd}`], { encoding: 'utf8' }).trim() || null;
+  } catch {
+    return null;
+  }
+}
+
+/** A port nothing listens on now (the kernel's pick, released). */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const p = s.address().port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+/**
+ * Run `cmd args` on CPU PIN[side] (when pinning), collecting its output; killed after `timeoutMs`.
+ * Resolves { code, out, err, ms } (ms: wall time from spawn to exit).
+ */
+export function run(cmd, args, { side = null, timeoutMs = 180_000, env } = {}) {
+  let child;
+  const p = new Promise((resolve) => {
+    const t0 = performance.now();
+    child = spawn(...pinned(side === null ? null : (PIN?.[side] ?? null), cmd, args), { stdio: ['ignore', 'pipe', 'pipe'], env: env ? { ...process.env, ...env } : process.env });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    const t = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.on('close', (code, signal) => {
+      clearTimeout(t);
+      resolve({ code: code ?? (signal ? 128 : 1), out, err, ms: performance.now() - t0 });
+    });
+    run.children.add(child);
+    child.on('exit', () => run.children.delete(child));
+  });
+  p.kill = () => child.kill('SIGKILL');
+  return p;
+}
+run.children = new Set();
+process.on('exit', () => {
+  for (const c of run.children) c.kill('SIGKILL');
+});
+
+/**
+ * Wait until something listens on TCP `port` of this machine, reading /proc/net/tcp{,6} (a probe
+ * connection would be taken as the test's client by a one-shot server).
+ */
+export async function listening(port, ms = 20_000) {
+  const hex = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const t0 = Date.now();
+  while (Date.now() - t0 < ms) {
+    for (const f of ['/proc/net/tcp', '/proc/net/tcp6']) {
+      let text = '';
+      try {
+        text = readFileSync(f, 'utf8');
+      } catch {
+        continue;
+      }
+      for (const line of text.split('\n')) {
+        const c = line.trim().split(/\s+/);
+        if (c[1]?.endsWith(hex) && c[3] === '0A') return;
+      }
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`nothing listens on port ${port}`);
+}
+
+/**
+ * One server + client run of a tool taking rstream's options: the server on PIN[0], the client on
+ * PIN[1]. Resolves the client's output (the server must exit 0 too).
+ */
+export async function pair(cmd, pre, args, { serverArgs = [], clientArgs = [], timeoutMs = 180_000 } = {}) {
+  const port = await freePort();
+  const srv = run(cmd, [...pre, '-p', String(port), ...args, ...serverArgs], { side: 0, timeoutMs });
+  try {
+    await listening(port);
+  } catch (e) {
+    srv.kill();
+    throw new Error(`${[cmd, ...pre, ...args].join(' ')}: ${e.message}\n${(await srv).err}`);
+  }
+  const cli = await run(cmd, [...pre, '-s', '127.0.0.1', '-p', String(port), ...args, ...clientArgs], { side: 1, timeoutMs });
+  if (cli.code !== 0) srv.kill();
+  const s = await srv;
+  if (cli.code !== 0 || s.code !== 0) throw new Error(`${[cmd, ...pre, ...args].join(' ')}: client exit ${cli.code}, server exit ${s.code}\n${cli.err}${s.err}`);
+  return cli;
+}
+
+/** The last JSON line of some output. */
+export function lastJson(text) {
+  const lines = text.trim().split('\n').filter((l) => l.startsWith('{'));
+  return JSON.parse(lines[lines.length - 1]);
+}
+
+/** Every JSON line of some output. */
+export function jsonLines(text) {
+  return text.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+}
+
+/** Fixed-point text, '-' for null. */
+export const fx = (x, d = 2) => (x === null || x === undefined || !Number.isFinite(x) ? '-' : x.toFixed(d));
+
+/** What the run was measured on (for the JSON file). */
+export function machine() {
+  const cpus = os.cpus();
+  return {
+    node: process.version,
+    v8: process.versions.v8,
+    platform: `${os.platform()} ${os.release()}`,
+    cpu: cpus[0]?.model ?? null,
+    cpus: os.availableParallelism(),
+    loadavg: os.loadavg(),
+    pinned: PIN,
+  };
+}
