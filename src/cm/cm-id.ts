@@ -826,7 +826,7 @@ export class CmId {
     this.established = false;
     this.connQp = qp;
     try {
-      await ep.connect({ qp, src, dst, bind, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} });
+      await ep.connect({ qp, ownQp: qp !== null && qp === this.qp, src, dst, bind, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} });
     } catch (e) {
       // The call itself failed (no event follows): the id is back in ROUTE_RESOLVED.
       if (!this._destroyed && (this._state as CmState) === CmState.CONNECT && !this.established) this.setState(CmState.ROUTE_RESOLVED, 'connect failed');
@@ -952,7 +952,7 @@ export class CmId {
     const req = this.reqParam ?? {};
     const { ird, ord } = this.rdLimits(param, op, { ird: req.responderResources ?? 0, ord: req.initiatorDepth ?? 0 });
     this.connQp = qp;
-    await this.ep.accept({ qp, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} });
+    await this.ep.accept({ qp, ownQp: qp !== null && qp === this.qp, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} });
     if (this.sync && this.qpType !== QpType.UD) await this.complete(op);
   }
 

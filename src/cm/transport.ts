@@ -161,6 +161,12 @@ export interface IncomingRequest {
 export interface ConnectRequest {
   /** The QP to connect: the id's, or the one `param.qpNum` names; null if neither. */
   qp: Qp | null;
+  /**
+   * Whether `qp` is the id's own (rdma_create_qp). librdmacm moves only that QP itself; a QP that
+   * `param.qpNum` names is the application's to move (IB: CONNECT_RESPONSE, then rdma_establish).
+   * Absent: treated as true.
+   */
+  ownQp?: boolean;
   /** Local address (possibly a wildcard with a port) and destination. */
   src: SockAddr;
   dst: SockAddr;
@@ -181,6 +187,8 @@ export interface ConnectRequest {
 /** What rdma_accept hands the endpoint. */
 export interface AcceptRequest {
   qp: Qp | null;
+  /** As {@link ConnectRequest.ownQp}. */
+  ownQp?: boolean;
   privateData: Uint8Array;
   /** Final IRD and ORD (defaults: the requester's, within the device's limits). */
   responderResources: number;

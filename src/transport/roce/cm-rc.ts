@@ -37,6 +37,7 @@
  * (`rcvd_mad_unroutable_drop`), except a DREQ for an unknown connection, which gets a DREP (cm.c
  * does so, so the peer stops resending).
  */
+import net from 'node:net';
 import { err, RdmaError } from '../../errors.js';
 import { trace, tracing } from '../../trace.js';
 import { QpAttrMask, type QpAttr } from '../../verbs/qp-attr.js';
@@ -72,7 +73,7 @@ import {
 import { C } from './counters.js';
 import { RoceDevice, ipBytes } from './device.js';
 import { gidFromIp, ipFromGid } from './gid.js';
-import type { RxMeta } from './udp.js';
+import { QPN_BLOCK_SHIFT, type RxMeta } from './udp.js';
 import { RXE_PROVIDER } from './provider.js';
 import { RoceRcQp } from './rc/rc-qp.js';
 import {
@@ -182,6 +183,52 @@ const byRemote = new Map<string, RcConn>();
 /** Unanswered requests per listener host (backlog). */
 const pendingPerListener = new Map<CmHost, number>();
 
+// -- peers in other processes of this host --------------------------------------------------------
+
+/**
+ * Processes of this host whose QPs a connection of ours talks to, watched through the socket of
+ * their QPN block (it goes away with the process). The kernel's CM sends a DREQ for every
+ * connection of a process that dies; a CM inside the process cannot, so its peers on this host
+ * act on the socket closing instead, as if that DREQ had come.
+ */
+const watched = new Map<string, { sock: net.Socket; conns: Set<RcConn> }>();
+
+function watchPeer(c: RcConn): void {
+  const agent = c.dev.agent;
+  if (!c.dev.ownsIp(c.remote, c.family) || agent.ownsQpn(c.remoteQpn)) return;
+  const name = agent.blockName(c.remoteQpn >>> QPN_BLOCK_SHIFT);
+  let w = watched.get(name);
+  if (w === undefined) {
+    const sock = net.connect(name);
+    const entry = { sock, conns: new Set<RcConn>() };
+    w = entry;
+    watched.set(name, entry);
+    sock.unref();
+    sock.on('data', () => {});
+    sock.on('error', () => {});
+    sock.on('close', () => {
+      if (watched.get(name) === entry) watched.delete(name);
+      for (const x of entry.conns) x.ep?.peerDied(x);
+      entry.conns.clear();
+    });
+  }
+  w.conns.add(c);
+  c.watch = name;
+}
+
+function unwatchPeer(c: RcConn): void {
+  const name = c.watch;
+  if (name === '') return;
+  c.watch = '';
+  const w = watched.get(name);
+  if (w === undefined) return;
+  w.conns.delete(c);
+  if (w.conns.size === 0) {
+    watched.delete(name);
+    w.sock.destroy();
+  }
+}
+
 /** One connection: the IB CM's `cm_id_private`. */
 class RcConn {
   state: RcCmState = RcCmState.IDLE;
@@ -210,6 +257,8 @@ class RcConn {
   backlogOf: CmHost | null = null;
   /** The DREP to resend for a repeated DREQ in TIMEWAIT; the last REP/MRA for a repeated REQ. */
   lastReply: Uint8Array | null = null;
+  /** The peer process's socket name this connection is watched through ('' if none). */
+  watch = '';
 
   constructor(
     readonly dev: RoceDevice,
@@ -228,6 +277,8 @@ class RcConn {
   setState(to: RcCmState, why: string): void {
     if (tracing('cm')) trace('cm', `IBCM[0x${this.localCommId.toString(16)}]`, `${this.state} -> ${to} (${why})`);
     this.state = to;
+    if (to === RcCmState.ESTABLISHED || to === RcCmState.REP_SENT) watchPeer(this);
+    else if (to === RcCmState.TIMEWAIT || to === RcCmState.IDLE) unwatchPeer(this);
   }
 
   /** Send a message of this connection. */
@@ -382,9 +433,11 @@ export class RcEndpoint implements CmEndpoint {
     const lg = gidFromIp(local);
     const rg = gidFromIp(req.dst.address);
     if (!lg || !rg) throw err('EINVAL', op, 'address is not IPv4 or IPv6');
-    const qp = req.qp;
-    if (qp !== null && !(qp instanceof RoceRcQp)) throw err('EINVAL', op, 'the QP is not an RC QP of a soft RoCE device');
-    const qpn = qp?.qpNum ?? req.param.qpNum ?? 0;
+    if (req.qp !== null && !(req.qp instanceof RoceRcQp)) throw err('EINVAL', op, 'the QP is not an RC QP of a soft RoCE device');
+    // Only the id's own QP is moved here (librdmacm's ucma_process_conn_resp); one the
+    // application names by number it moves itself after CONNECT_RESPONSE.
+    const qp = req.ownQp === false ? null : req.qp;
+    const qpn = req.qp?.qpNum ?? req.param.qpNum ?? 0;
     const c = new RcConn(dev, local, req.dst.address, family, this);
     this.conn = c;
     this.qp = qp;
@@ -522,8 +575,9 @@ export class RcEndpoint implements CmEndpoint {
     const c = this.conn;
     const req = this.req;
     if (c === null || req === null || (c.state !== RcCmState.REQ_RCVD && c.state !== RcCmState.MRA_REQ_SENT)) throw err('EINVAL', op, 'no request to accept');
-    const qp = a.qp;
-    if (qp !== null && !(qp instanceof RoceRcQp)) throw err('EINVAL', op, 'the QP is not an RC QP of a soft RoCE device');
+    if (a.qp !== null && !(a.qp instanceof RoceRcQp)) throw err('EINVAL', op, 'the QP is not an RC QP of a soft RoCE device');
+    // As librdmacm's rdma_accept: only the id's own QP is moved to RTR and RTS here.
+    const qp = a.ownQp === false ? null : a.qp;
     c.ird = a.responderResources;
     c.ord = a.initiatorDepth;
     c.rnrRetryCount = Math.min(7, a.param.rnrRetryCount ?? 7);
@@ -543,7 +597,7 @@ export class RcEndpoint implements CmEndpoint {
       localCommId: c.localCommId,
       remoteCommId: c.remoteCommId,
       localQkey: 0,
-      localQpn: qp?.qpNum ?? a.param.qpNum ?? 0,
+      localQpn: a.qp?.qpNum ?? a.param.qpNum ?? 0,
       vendorId: 0,
       localEecn: 0,
       startingPsn: c.rqPsn,
@@ -603,8 +657,11 @@ export class RcEndpoint implements CmEndpoint {
 
   /** INIT (access flags) → RTR → RTS with this connection's attributes (librdmacm's ucma_modify_qp_rtr/rts). */
   private moveQp(qp: Qp): void {
-    for (const s of [QpState.INIT, QpState.RTR, QpState.RTS]) {
-      if (s === QpState.INIT && qp.state !== QpState.INIT) continue;
+    // From where the QP is: INIT (access flags again, now the connection's) → RTR → RTS.
+    const order = [QpState.INIT, QpState.RTR, QpState.RTS];
+    const from = order.indexOf(qp.state);
+    if (from < 0) throw err('EINVAL', 'rdma_connect', `QP in state ${qp.state}`);
+    for (const s of order.slice(from)) {
       const { attr, mask } = this.initQpAttr(s);
       qp.modify(attr, mask);
     }
@@ -703,6 +760,19 @@ export class RcEndpoint implements CmEndpoint {
         return;
       default:
         c.dev.counters.inc(C.rcvd_mad_unroutable_drop);
+    }
+  }
+
+  /** The peer's process on this host is gone: as the DREQ its kernel would have sent. */
+  peerDied(c: RcConn): void {
+    if (tracing('cm')) trace('cm', `IBCM[0x${c.localCommId.toString(16)}]`, 'the peer process is gone');
+    if (c.state === RcCmState.ESTABLISHED || c.state === RcCmState.REP_SENT || c.state === RcCmState.DREQ_SENT) {
+      if (c.state === RcCmState.DREQ_SENT) {
+        c.enterTimewait();
+        this.upcall({ event: CmEventType.DISCONNECTED });
+        return;
+      }
+      this.dreq(c);
     }
   }
 
