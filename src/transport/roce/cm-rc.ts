@@ -73,7 +73,7 @@ import {
 import { C } from './counters.js';
 import { RoceDevice, ipBytes } from './device.js';
 import { gidFromIp, ipFromGid } from './gid.js';
-import { QPN_BLOCK_SHIFT, type RxMeta } from './udp.js';
+import type { RxMeta } from './udp.js';
 import { RXE_PROVIDER } from './provider.js';
 import { RoceRcQp } from './rc/rc-qp.js';
 import {
@@ -86,6 +86,7 @@ import {
   isAnyAddr,
   newRequestId,
   sendMad,
+  REQ_ID_SHIFT,
 } from './roce-cm.js';
 
 // -- constants and tunables -------------------------------------------------------------------
@@ -186,8 +187,8 @@ const pendingPerListener = new Map<CmHost, number>();
 // -- peers in other processes of this host --------------------------------------------------------
 
 /**
- * Processes of this host whose QPs a connection of ours talks to, watched through the socket of
- * their QPN block (it goes away with the process). The kernel's CM sends a DREQ for every
+ * Processes of this host a connection of ours talks to, watched through the socket of the QPN
+ * block their communication ID names (it goes away with the process). The kernel's CM sends a DREQ for every
  * connection of a process that dies; a CM inside the process cannot, so its peers on this host
  * act on the socket closing instead, as if that DREQ had come.
  */
@@ -195,8 +196,10 @@ const watched = new Map<string, { sock: net.Socket; conns: Set<RcConn> }>();
 
 function watchPeer(c: RcConn): void {
   const agent = c.dev.agent;
-  if (!c.dev.ownsIp(c.remote, c.family) || agent.ownsQpn(c.remoteQpn)) return;
-  const name = agent.blockName(c.remoteQpn >>> QPN_BLOCK_SHIFT);
+  // The peer's communication ID names a QPN block its process holds (`block << 18 | sequence`).
+  const block = c.remoteCommId >>> REQ_ID_SHIFT;
+  if (c.watch !== '' || !c.dev.ownsIp(c.remote, c.family) || agent.ownedBlocks().includes(block)) return;
+  const name = agent.blockName(block);
   let w = watched.get(name);
   if (w === undefined) {
     const sock = net.connect(name);

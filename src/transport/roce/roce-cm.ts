@@ -82,7 +82,7 @@ const HOP_LIMIT = 64;
 /** MAD offset in a GSI datagram: after BTH (12) and DETH (8). */
 const MAD_OFF = 20;
 /** Request IDs: `block << 18 | sequence`. */
-const REQ_ID_SHIFT = 18;
+export const REQ_ID_SHIFT = 18;
 
 /** Tunables of the RoCE CM. */
 export interface RoceCmConfig {
