@@ -17,6 +17,7 @@ import { buildGidTable, gidEqual, gidKey, ipFromGid, isMulticastGid, isV4MappedG
 import { PortAgent, type RxMeta, type RxSink } from './udp.js';
 import { parseIpv4, parseIpv6 } from '../../util/ip.js';
 import { rxeReceive } from './recv.js';
+import { impairedSend, impairing } from './impair.js';
 import type { RoceUdQp } from './ud-qp.js';
 import type { RocePacket } from '../../wire/roce/index.js';
 import type { RxNet } from './recv.js';
@@ -334,6 +335,11 @@ export class RoceDevice implements RxSink {
    */
   deliverLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {
     this.counters.inc(C.sent_pkts);
+    if (impairing()) impairedSend(() => this.queueLocal(buf, src, dst, family));
+    else this.queueLocal(buf, src, dst, family);
+  }
+
+  private queueLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {
     localQueue.push({ dev: this, buf, meta: { family, src, dst, srcPort: this.agent.port, forwarded: false } });
     if (!localScheduled) {
       localScheduled = true;

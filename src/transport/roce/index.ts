@@ -10,3 +10,4 @@ import './roce-cm.js';
 export { roceCmTransport, configureRoceCm, roceCmConfig, type RoceCmConfig } from './roce-cm.js';
 import './cm-rc.js';
 export { configureRoceRcCm, roceRcCmConfig, type RoceRcCmConfig } from './cm-rc.js';
+export { configureRoceImpairment, roceImpairmentCounts, type RoceImpairment } from './impair.js';

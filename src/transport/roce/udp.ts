@@ -38,6 +38,7 @@ import { parseIpv4, parseIpv6, formatIpv4 } from '../../util/ip.js';
 import { ROCE_V2_UDP_PORT, GSI_QPN, IB_MULTICAST_QPN } from '../../wire/roce/index.js';
 import { formatIpv6 } from './gid.js';
 import { setPmtuProbe } from './sockopt.js';
+import { impairedSend, impairing } from './impair.js';
 
 /** QP numbers per block: 1024 (a process claims more blocks when it needs them). */
 export const QPN_BLOCK_SHIFT = 10;
@@ -493,7 +494,8 @@ export class PortAgent {
         // before bind: keep the default
       }
     }
-    sock.send(buf, 0, len, this.port, dst);
+    if (impairing()) impairedSend(() => sock.send(buf, 0, len, this.port, dst));
+    else sock.send(buf, 0, len, this.port, dst);
     return true;
   }
 

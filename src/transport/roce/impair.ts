@@ -1,0 +1,105 @@
+/**
+ * Link impairment for the soft RoCE device: drop, duplicate and reorder the datagrams it sends, as
+ * Linux's `tc qdisc netem` does to a link, for testing RC recovery on hosts whose kernel has no
+ * sch_netem. Off unless configured: `RDMACM_ROCE_IMPAIR="loss=0.05,dup=0.01,reorder=0.1,delay=2,seed=7"`
+ * (probabilities per datagram; a reordered datagram is held back up to `delay` ms; a seed makes
+ * the pattern repeatable) or {@link configureRoceImpairment}.
+ */
+import { err } from '../../errors.js';
+
+/** What happens to the datagrams the device sends. */
+export interface RoceImpairment {
+  /** Probability that a datagram is dropped. */
+  loss: number;
+  /** Probability that a datagram is sent twice. */
+  dup: number;
+  /** Probability that a datagram is held back (so later ones overtake it). */
+  reorder: number;
+  /** Longest hold-back of a reordered datagram (ms). */
+  delayMs: number;
+  /** Seed of the pseudo-random sequence (0: from the clock). */
+  seed: number;
+}
+
+let active: { cfg: RoceImpairment; rand: () => number } | null = null;
+let counts = { sent: 0, dropped: 0, duplicated: 0, reordered: 0 };
+
+/** mulberry32: small, seedable, good enough for loss patterns. */
+function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * Impair every datagram the soft RoCE devices of this process send from now on (`null`: stop).
+ * @throws RdmaError EINVAL for probabilities outside [0, 1] or a negative delay.
+ */
+export function configureRoceImpairment(cfg: Partial<RoceImpairment> | null): void {
+  if (cfg === null) {
+    active = null;
+    return;
+  }
+  const c: RoceImpairment = { loss: 0, dup: 0, reorder: 0, delayMs: 1, seed: 0, ...cfg };
+  for (const k of ['loss', 'dup', 'reorder'] as const) {
+    if (!(c[k] >= 0 && c[k] <= 1)) throw err('EINVAL', 'configureRoceImpairment', `${k} ${String(c[k])}`);
+  }
+  if (!(c.delayMs >= 0)) throw err('EINVAL', 'configureRoceImpairment', `delay ${String(c.delayMs)}`);
+  active = { cfg: c, rand: prng(c.seed || Date.now()) };
+  counts = { sent: 0, dropped: 0, duplicated: 0, reordered: 0 };
+}
+
+/** What the impairment did so far (datagrams seen, dropped, duplicated, held back). */
+export function roceImpairmentCounts(): { sent: number; dropped: number; duplicated: number; reordered: number } {
+  return { ...counts };
+}
+
+/** Parse `RDMACM_ROCE_IMPAIR` (`key=value,...`: loss, dup, reorder, delay, seed). */
+function fromEnv(): void {
+  const s = process.env['RDMACM_ROCE_IMPAIR'];
+  if (s === undefined || s.trim() === '') return;
+  const cfg: Partial<RoceImpairment> = {};
+  for (const part of s.split(',')) {
+    const [k, v] = part.split('=').map((x) => x.trim());
+    const n = Number(v);
+    if (!Number.isFinite(n)) continue;
+    if (k === 'loss' || k === 'dup' || k === 'reorder' || k === 'seed') cfg[k] = n;
+    else if (k === 'delay') cfg.delayMs = n;
+  }
+  configureRoceImpairment(cfg);
+}
+fromEnv();
+
+/** Whether an impairment is configured (cheap: checked for every datagram). */
+export function impairing(): boolean {
+  return active !== null;
+}
+
+/**
+ * Send a datagram through the impairment: `send` is called zero, one or two times, now or later.
+ * Returns false when nothing is configured (the caller sends as usual).
+ */
+export function impairedSend(send: () => void): boolean {
+  const a = active;
+  if (a === null) return false;
+  const { cfg, rand } = a;
+  counts.sent++;
+  if (rand() < cfg.loss) {
+    counts.dropped++;
+    return true;
+  }
+  const copies = rand() < cfg.dup ? 2 : 1;
+  if (copies === 2) counts.duplicated++;
+  for (let i = 0; i < copies; i++) {
+    if (rand() < cfg.reorder) {
+      counts.reordered++;
+      setTimeout(send, rand() * cfg.delayMs).unref();
+    } else send();
+  }
+  return true;
+}
