@@ -1,0 +1,657 @@
+// The connected IB CM of the soft RoCE device (RDMA_PS_TCP ids on rxe_lo) against a hand-made
+// peer: a UDP socket at 127.0.0.2 on the RoCE port that reads the MADs (and RC packets) our side
+// sends and answers with MADs it builds. Checks the messages on the wire (REQ, RTU, REP, REJ,
+// MRA, DREQ, DREP), the CM state machine on both sides with every failure path (REJ reasons,
+// retries and timeouts, MRA, duplicates, destroy at each stage, DREQ/DREP and TIMEWAIT), the PSN
+// directions of the QPs it sets up, and what hostile MADs and a REQ flood do.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import dgram from 'node:dgram';
+import { once } from 'node:events';
+import { PORT, lib, wire, roceCounters, until, Access, WcStatus } from './roce-helpers.js';
+
+const { createEventChannel, createId, PortSpace, CmEventType, QpState, configureRoceRcCm, serviceId } = lib;
+const { CmRejReason, CmMsgRef, IbOpcode, AethSyndrome } = wire;
+configureRoceRcCm({ cmTimeoutMs: 150, cmRetries: 2, timewaitMs: 60 });
+
+const LOCAL = '127.0.0.1';
+const PEER = '127.0.0.2';
+const V4 = (s) => Uint8Array.from(s.split('.').map(Number));
+const GID = (s) => Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...V4(s)]);
+let nextPort = 30000 + Math.floor(Math.random() * 20000);
+
+async function expectEvent(ch, type, ms = 3000) {
+  let t;
+  const ev = await Promise.race([ch.getEvent(), new Promise((_, rej) => (t = setTimeout(() => rej(new Error(`no ${lib.rdmaEventStr(type)} within ${ms} ms`)), ms)))]);
+  clearTimeout(t);
+  assert.equal(lib.rdmaEventStr(ev.event), lib.rdmaEventStr(type), `got ${lib.rdmaEventStr(ev.event)} status ${ev.status}`);
+  return ev;
+}
+
+/** No event on `ch` for `ms`. */
+async function noEvent(ch, ms = 200) {
+  const ac = new AbortController();
+  const t = setTimeout(() => ac.abort(), ms);
+  try {
+    const ev = await ch.getEvent(ac.signal);
+    assert.fail(`unexpected ${lib.rdmaEventStr(ev.event)}`);
+  } catch (e) {
+    if (e?.code === 'ERR_ASSERTION') throw e;
+  } finally {
+    clearTimeout(t);
+  }
+}
+
+const peers = [];
+test.afterEach(() => {
+  for (const p of peers.splice(0)) p.close();
+});
+
+/** The hand-made peer at 127.0.0.2: MADs and RC packets in and out (closed after each test). */
+async function rawPeer() {
+  const sock = dgram.createSocket('udp4');
+  let closed = false;
+  sock.bind(PORT, PEER);
+  await once(sock, 'listening');
+  const inbox = [];
+  let waiter = null;
+  sock.on('message', (msg, rinfo) => {
+    const net = { family: 4, src: V4(rinfo.address), dst: V4(PEER), sport: rinfo.port, dport: PORT };
+    const d = wire.decodeRocePacket(msg, { net });
+    if (!d.ok) return;
+    const item = { spec: d.spec, from: rinfo.address };
+    if (d.spec.destQp === 1) {
+      const g = wire.decodeGsiPacket(msg, { net });
+      if (g.ok) item.mad = wire.decodeCmMad(g.gsi.mad);
+    }
+    inbox.push(item);
+    waiter?.();
+  });
+  const out = { family: 4, src: V4(PEER), dst: V4(LOCAL), sport: PORT, dport: PORT };
+  let gsiPsn = 0;
+  const peer = {
+    inbox,
+    /** The next item matching `pred` (removed from the inbox), or an error after `ms`. */
+    async next(pred, ms = 3000, what = 'a packet') {
+      const end = Date.now() + ms;
+      for (;;) {
+        const i = inbox.findIndex(pred);
+        if (i >= 0) return inbox.splice(i, 1)[0];
+        const left = end - Date.now();
+        if (left <= 0) throw new Error(`no ${what} within ${ms} ms (inbox: ${inbox.map((x) => x.mad?.msg.kind ?? x.spec.opcode).join(',')})`);
+        await new Promise((r) => {
+          const t = setTimeout(r, left);
+          waiter = () => {
+            clearTimeout(t);
+            r();
+          };
+        });
+        waiter = null;
+      }
+    },
+    mad(kind, ms) {
+      return this.next((x) => x.mad?.msg.kind === kind, ms, kind);
+    },
+    /** MADs of `kind` seen so far (left in the inbox). */
+    count(kind) {
+      return inbox.filter((x) => x.mad?.msg.kind === kind).length;
+    },
+    sendMad(msg, tid, opts) {
+      const mad = wire.encodeCmMad(msg, tid, opts);
+      sock.send(wire.encodeGsiPacket(mad, out, { psn: gsiPsn++ }), PORT, LOCAL);
+    },
+    sendRaw(bytes) {
+      sock.send(bytes, PORT, LOCAL);
+    },
+    sendRc(spec) {
+      sock.send(wire.encodeRocePacket(spec, out), PORT, LOCAL);
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      sock.close();
+    },
+  };
+  peers.push(peer);
+  return peer;
+}
+
+/** A REQ as Linux's rdma_cm sends it, from the peer to `port` on 127.0.0.1. */
+function reqFrom(port, { commId = 0x1000 + Math.floor(Math.random() * 1e6), qpn = 0x4242, psn = 0x1234, pd = Buffer.alloc(0), ird = 1, ord = 1, gid = GID(LOCAL), transportType = 0, cma } = {}) {
+  const hdr = cma ?? wire.encodeCmaPrivateData({ version: 0, ipVersion: 4, srcPort: 5555, src: V4(PEER), dst: V4(LOCAL) }, pd);
+  return {
+    kind: 'REQ',
+    localCommId: commId,
+    vendorId: 0,
+    serviceId: serviceId(PortSpace.TCP, port),
+    localCaGuid: 0x0200000000000001n,
+    localQkey: 0,
+    localQpn: qpn,
+    responderResources: ird,
+    localEecn: 0,
+    initiatorDepth: ord,
+    remoteEecn: 0,
+    remoteCmResponseTimeout: 20,
+    transportType,
+    e2eFlowControl: false,
+    startingPsn: psn,
+    localCmResponseTimeout: 20,
+    retryCount: 7,
+    pkey: 0xffff,
+    pathMtu: 3,
+    rdcExists: false,
+    rnrRetryCount: 7,
+    maxCmRetries: 15,
+    srq: false,
+    extendedTransportType: 0,
+    primaryPath: { ...wire.emptyCmPath(), localLid: 0xffff, remoteLid: 0xffff, localGid: GID(PEER), remoteGid: gid, flowLabel: 1234, hopLimit: 64, localAckTimeout: 18 },
+    alternatePath: wire.emptyCmPath(),
+    sapSupported: false,
+    privateData: hdr,
+  };
+}
+
+/** An RC id on rxe_lo resolved to the peer, with a QP in INIT. */
+async function activeId(ch, port, qp = true) {
+  const id = createId(ch, null, PortSpace.TCP, { device: 'rxe_lo' });
+  await id.resolveAddr({ address: LOCAL, port: 0 }, { address: PEER, port }, 2000);
+  (await expectEvent(ch, CmEventType.ADDR_RESOLVED)).ack();
+  await id.resolveRoute(2000);
+  (await expectEvent(ch, CmEventType.ROUTE_RESOLVED)).ack();
+  if (qp) id.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  return id;
+}
+
+/** A REP answering REQ `req` from the peer. */
+function repFor(req, { commId = 0x7000 + Math.floor(Math.random() * 1e6), qpn = 0x5151, psn = 0x777, ird = 1, ord = 1, pd = Buffer.from('rep data') } = {}) {
+  return {
+    kind: 'REP',
+    localCommId: commId,
+    remoteCommId: req.localCommId,
+    localQkey: 0,
+    localQpn: qpn,
+    vendorId: 0,
+    localEecn: 0,
+    startingPsn: psn,
+    responderResources: ird,
+    initiatorDepth: ord,
+    targetAckDelay: 15,
+    failoverAccepted: 0,
+    e2eFlowControl: false,
+    rnrRetryCount: 7,
+    srq: false,
+    localCaGuid: 0x0200000000000001n,
+    privateData: pd,
+  };
+}
+
+// -- active side --------------------------------------------------------------------------------
+
+test('active: the REQ on the wire (service ID, CMA header, QPN, PSN, IRD/ORD, path, timeouts), REP → QP to RTS with the PSNs both ways → RTU → ESTABLISHED', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const port = nextPort++;
+  const id = await activeId(ch, port);
+  await id.connect({ privateData: Buffer.from('hello'), responderResources: 3, initiatorDepth: 2, retryCount: 5, rnrRetryCount: 6 });
+  const { mad } = await peer.mad('REQ');
+  const q = mad.msg;
+  assert.equal(mad.hdr.classVersion, 2);
+  assert.equal(mad.hdr.tid >> 32n, 2n, 'TID: agent 2 in the high word');
+  assert.equal(q.serviceId, 0x0000000001060000n | BigInt(port));
+  assert.equal(q.localQpn, id.qp.qpNum);
+  assert.deepEqual([q.responderResources, q.initiatorDepth, q.retryCount, q.rnrRetryCount], [3, 2, 5, 6]);
+  assert.deepEqual([q.transportType, q.pkey, q.remoteCmResponseTimeout, q.localCmResponseTimeout, q.maxCmRetries], [0, 0xffff, 20, 20, 15]);
+  assert.equal(q.pathMtu, 5, 'lo: MTU 65536 → 4096');
+  const p = q.primaryPath;
+  assert.deepEqual([p.localLid, p.remoteLid, p.hopLimit, p.subnetLocal, p.localAckTimeout], [0xffff, 0xffff, 64, false, 18]);
+  assert.deepEqual(p.localGid, GID(LOCAL));
+  assert.deepEqual(p.remoteGid, GID(PEER));
+  const h = wire.decodeCmaHeader(q.privateData);
+  assert.deepEqual([h.version, h.ipVersion, [...h.src], [...h.dst]], [0, 4, [127, 0, 0, 1], [127, 0, 0, 2]]);
+  assert.equal(p.flowLabel, wire.cmaRoceFlowLabel(h.srcPort, port));
+  assert.equal(Buffer.from(q.privateData.subarray(36, 41)).toString(), 'hello');
+  assert.equal(q.privateData.length, 92);
+  assert.equal(id.qp.state, QpState.INIT);
+  // REP: the peer's QPN and the PSN it expects to receive first
+  const rep = repFor(q, { ird: 2, ord: 1, psn: 0xabcde });
+  peer.sendMad(rep, mad.hdr.tid);
+  const est = await expectEvent(ch, CmEventType.ESTABLISHED);
+  assert.equal(Buffer.from(est.param.conn.privateData.subarray(0, 8)).toString(), 'rep data');
+  assert.equal(est.param.conn.privateData.length, 196);
+  assert.deepEqual([est.param.conn.responderResources, est.param.conn.initiatorDepth], [1, 2], 'the REP values swapped into this side');
+  est.ack();
+  const { mad: rtu } = await peer.mad('RTU');
+  assert.deepEqual([rtu.msg.localCommId, rtu.msg.remoteCommId], [q.localCommId, rep.localCommId]);
+  assert.equal(rtu.hdr.tid, mad.hdr.tid);
+  const a = id.qp.query();
+  assert.equal(a.qpState, QpState.RTS);
+  assert.deepEqual([a.destQpNum, a.sqPsn, a.rqPsn, a.pathMtu, a.timeout, a.maxRdAtomic, a.maxDestRdAtomic], [0x5151, 0xabcde, q.startingPsn, 5, 18, 2, 1]);
+  assert.equal(a.qpAccessFlags, Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC);
+  // Data: our first request carries the REP's starting PSN; the peer's the REQ's.
+  const mr = id.pd.regMr(Buffer.from('ping'), 0);
+  id.qp.postSend({ wrId: 1, opcode: lib.WrOpcode.SEND, sgList: [{ addr: mr.addr, length: 4, lkey: mr.lkey }] });
+  const send = await peer.next((x) => x.spec.opcode === IbOpcode.RC_SEND_ONLY);
+  assert.deepEqual([send.spec.destQp, send.spec.psn, send.spec.ackReq], [0x5151, 0xabcde, true]);
+  assert.equal(Buffer.from(send.spec.payload).toString(), 'ping');
+  peer.sendRc({ opcode: IbOpcode.RC_SEND_ONLY, destQp: id.qp.qpNum, psn: q.startingPsn, ackReq: true, payload: Buffer.from('pong') });
+  const ack = await peer.next((x) => x.spec.opcode === IbOpcode.RC_ACKNOWLEDGE && x.spec.destQp === 0x5151 && x.spec.psn === q.startingPsn);
+  // no receive posted: an RNR NAK at that PSN (not a sequence NAK: the PSN was the expected one)
+  assert.equal(ack.spec.aeth.syndrome & 0xe0, AethSyndrome.RNR_NAK);
+  // A repeated REP (our RTU lost): the RTU again
+  peer.sendMad(rep, mad.hdr.tid);
+  await peer.mad('RTU');
+  // Disconnect from here: QP to ERR, DREQ with the peer's QPN; DREP → DISCONNECTED; then TIMEWAIT_EXIT
+  await id.disconnect();
+  assert.equal(id.qp.state, QpState.ERR);
+  const { mad: dreq } = await peer.mad('DREQ');
+  assert.deepEqual([dreq.msg.localCommId, dreq.msg.remoteCommId, dreq.msg.remoteQpn], [q.localCommId, rep.localCommId, 0x5151]);
+  peer.sendMad({ kind: 'DREP', localCommId: rep.localCommId, remoteCommId: q.localCommId, privateData: new Uint8Array(0) }, dreq.hdr.tid);
+  (await expectEvent(ch, CmEventType.DISCONNECTED)).ack();
+  (await expectEvent(ch, CmEventType.TIMEWAIT_EXIT)).ack();
+  id.destroyQp();
+  await id.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+for (const [reason, pd] of [
+  [CmRejReason.INVALID_SERVICE_ID, Buffer.alloc(0)],
+  [CmRejReason.CONSUMER_DEFINED, Buffer.from('go away')],
+  [CmRejReason.STALE_CONN, Buffer.alloc(0)],
+]) {
+  test(`active: REJ reason ${reason} → REJECTED with status ${reason} and the 148 private bytes; QP to ERR; the id may connect again`, async () => {
+    const peer = await rawPeer();
+    const ch = createEventChannel();
+    const id = await activeId(ch, nextPort++);
+    await id.connect({ privateData: Buffer.from('x') });
+    const { mad } = await peer.mad('REQ');
+    peer.sendMad({ kind: 'REJ', localCommId: 0, remoteCommId: mad.msg.localCommId, messageRejected: CmMsgRef.REQ, ariLength: 0, reason, ari: new Uint8Array(0), privateData: pd }, mad.hdr.tid);
+    const ev = await expectEvent(ch, CmEventType.REJECTED);
+    assert.equal(ev.status, reason);
+    assert.equal(ev.param.conn.privateData.length, 148);
+    assert.equal(Buffer.from(ev.param.conn.privateData.subarray(0, pd.length)).toString(), pd.toString());
+    ev.ack();
+    assert.equal(id.qp.state, QpState.ERR);
+    assert.equal(id.state, lib.CmState.ROUTE_RESOLVED);
+    await noEvent(ch, 400); // no REQ retry, no UNREACHABLE
+    assert.equal(peer.count('REQ'), 0);
+    id.destroyQp();
+    await id.destroy();
+    ch.destroy();
+    peer.close();
+  });
+}
+
+test('active: no answer → the REQ is resent cmRetries times every cmTimeoutMs, then UNREACHABLE -ETIMEDOUT', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const id = await activeId(ch, nextPort++);
+  const t0 = Date.now();
+  await id.connect();
+  const ev = await expectEvent(ch, CmEventType.UNREACHABLE, 3000);
+  const took = Date.now() - t0;
+  assert.equal(ev.status, -110);
+  ev.ack();
+  assert.ok(took >= 3 * 150 - 20 && took < 1500, `${took} ms`);
+  assert.equal(peer.count('REQ'), 3, 'the REQ and two retries');
+  const ids = new Set(peer.inbox.filter((x) => x.mad?.msg.kind === 'REQ').map((x) => x.mad.msg.localCommId));
+  assert.equal(ids.size, 1, 'a resend is the same REQ');
+  id.destroyQp();
+  await id.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+test('active: an MRA stretches the wait by its service timeout; the REP after it still connects', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const id = await activeId(ch, nextPort++);
+  await id.connect();
+  const { mad } = await peer.mad('REQ');
+  // service timeout 12: 2^(12-8) = 16 ms, plus the path's 2^(18-8) ms: about a second of quiet
+  peer.sendMad({ kind: 'MRA', localCommId: 0x99, remoteCommId: mad.msg.localCommId, messageMraed: CmMsgRef.REQ, serviceTimeout: 12, privateData: new Uint8Array(0) }, mad.hdr.tid);
+  await new Promise((r) => setTimeout(r, 600));
+  assert.equal(peer.count('REQ'), 0, 'no resend while the peer asked for time');
+  peer.sendMad(repFor(mad.msg), mad.hdr.tid);
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  id.destroyQp();
+  await id.destroy();
+  await peer.mad('DREQ');
+  ch.destroy();
+  peer.close();
+});
+
+test('active without a QP on the id: CONNECT_RESPONSE, rdma_establish sends the RTU; QPs the application names are not moved', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const id = await activeId(ch, nextPort++, false);
+  const ctx = id.verbs;
+  const pd = ctx.allocPd();
+  const cq = ctx.createCq(4);
+  const own = pd.createQp({ qpType: lib.QpType.RC, sendCq: cq, recvCq: cq, cap: { maxSendWr: 1, maxRecvWr: 1 } });
+  await id.connect({ qpNum: own.qpNum });
+  const { mad } = await peer.mad('REQ');
+  assert.equal(mad.msg.localQpn, own.qpNum);
+  peer.sendMad(repFor(mad.msg), mad.hdr.tid);
+  const ev = await expectEvent(ch, CmEventType.CONNECT_RESPONSE);
+  ev.ack();
+  assert.equal(own.state, QpState.RESET, 'the CM leaves the application\'s QP alone');
+  assert.equal(peer.count('RTU'), 0);
+  id.establish();
+  await peer.mad('RTU');
+  own.destroy();
+  cq.destroy();
+  pd.dealloc();
+  await id.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+test('active: rdma_destroy_id while the REQ waits → REJ "timeout" (4) to the peer; after ESTABLISHED → a DREQ', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const id = await activeId(ch, nextPort++);
+  await id.connect();
+  const { mad } = await peer.mad('REQ');
+  id.destroyQp();
+  await id.destroy();
+  const { mad: rej } = await peer.mad('REJ');
+  assert.deepEqual([rej.msg.reason, rej.msg.localCommId, rej.msg.messageRejected], [CmRejReason.TIMEOUT, mad.msg.localCommId, CmMsgRef.REQ]);
+  const id2 = await activeId(ch, nextPort++);
+  await id2.connect();
+  const r2 = await peer.mad('REQ');
+  peer.sendMad(repFor(r2.mad.msg, { qpn: 0x6161 }), r2.mad.hdr.tid);
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  id2.destroyQp();
+  await id2.destroy();
+  const { mad: dreq } = await peer.mad('DREQ');
+  assert.equal(dreq.msg.remoteQpn, 0x6161);
+  ch.destroy();
+  peer.close();
+});
+
+test('a DREQ from the peer → DISCONNECTED; our rdma_disconnect answers DREP; a repeated DREQ in TIMEWAIT gets the DREP again; one for no connection gets one too', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const id = await activeId(ch, nextPort++);
+  await id.connect();
+  const { mad } = await peer.mad('REQ');
+  const rep = repFor(mad.msg, { qpn: 0x7171 });
+  peer.sendMad(rep, mad.hdr.tid);
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  const dreq = { kind: 'DREQ', localCommId: rep.localCommId, remoteCommId: mad.msg.localCommId, remoteQpn: id.qp.qpNum, privateData: new Uint8Array(0) };
+  // a DREQ naming another QPN is not ours
+  peer.sendMad({ ...dreq, remoteQpn: id.qp.qpNum ^ 1 }, mad.hdr.tid);
+  await noEvent(ch, 200);
+  peer.sendMad(dreq, mad.hdr.tid);
+  (await expectEvent(ch, CmEventType.DISCONNECTED)).ack();
+  assert.equal(peer.count('DREP'), 0, 'the DREP waits for the application');
+  await id.disconnect();
+  assert.equal(id.qp.state, QpState.ERR);
+  const { mad: drep } = await peer.mad('DREP');
+  assert.deepEqual([drep.msg.localCommId, drep.msg.remoteCommId], [mad.msg.localCommId, rep.localCommId]);
+  peer.sendMad(dreq, mad.hdr.tid);
+  await peer.mad('DREP');
+  (await expectEvent(ch, CmEventType.TIMEWAIT_EXIT)).ack();
+  peer.sendMad({ ...dreq, remoteCommId: 0x31337 }, 77n);
+  const { mad: d3 } = await peer.mad('DREP');
+  assert.equal(d3.msg.localCommId, 0x31337);
+  id.destroyQp();
+  await id.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+test('active: our DREQ unanswered → resent, then DISCONNECTED -ETIMEDOUT', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const id = await activeId(ch, nextPort++);
+  await id.connect();
+  const { mad } = await peer.mad('REQ');
+  peer.sendMad(repFor(mad.msg), mad.hdr.tid);
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  await id.disconnect();
+  const ev = await expectEvent(ch, CmEventType.DISCONNECTED, 3000);
+  assert.equal(ev.status, -110);
+  ev.ack();
+  assert.equal(peer.count('DREQ'), 3);
+  id.destroyQp();
+  await id.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+// -- passive side -------------------------------------------------------------------------------
+
+async function listener(ch, port = nextPort++) {
+  const l = createId(ch, 'L', PortSpace.TCP, { device: 'rxe_lo' });
+  l.bindAddr({ address: LOCAL, port });
+  await l.listen(8);
+  return { l, port };
+}
+
+test('passive: a REQ for a port nobody listens on → REJ 8 (invalid service ID) naming the requester', async () => {
+  const peer = await rawPeer();
+  const req = reqFrom(nextPort++);
+  peer.sendMad(req, 0x55n);
+  const { mad } = await peer.mad('REJ');
+  assert.deepEqual([mad.msg.reason, mad.msg.remoteCommId, mad.msg.messageRejected], [CmRejReason.INVALID_SERVICE_ID, req.localCommId, CmMsgRef.REQ]);
+  assert.equal(mad.hdr.tid, 0x55n, 'the reply carries the request\'s TID');
+  peer.close();
+});
+
+test('passive: REQ → CONNECT_REQUEST (56 bytes, IRD/ORD swapped, addresses) → accept → REP on the wire → RTU → ESTABLISHED; the QP sends from the REQ\'s PSN', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  const req = reqFrom(port, { pd: Buffer.from('from the peer'), ird: 4, ord: 2, psn: 0x10203 });
+  peer.sendMad(req, 0x66n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  const c = cr.id;
+  assert.equal(cr.listenId, l);
+  assert.equal(cr.param.conn.privateData.length, 56);
+  assert.equal(Buffer.from(cr.param.conn.privateData.subarray(0, 13)).toString(), 'from the peer');
+  assert.deepEqual([cr.param.conn.responderResources, cr.param.conn.initiatorDepth, cr.param.conn.qpNum], [2, 4, 0x4242]);
+  assert.deepEqual(c.peerAddr, { address: PEER, port: 5555, family: 'IPv4' });
+  assert.deepEqual(c.localAddr, { address: LOCAL, port, family: 'IPv4' });
+  cr.ack();
+  c.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  await c.accept({ privateData: Buffer.from('accepted'), responderResources: 2, initiatorDepth: 1 });
+  const { mad } = await peer.mad('REP');
+  const rep = mad.msg;
+  assert.equal(mad.hdr.tid, 0x66n);
+  assert.deepEqual([rep.remoteCommId, rep.localQpn, rep.responderResources, rep.initiatorDepth, rep.targetAckDelay], [req.localCommId, c.qp.qpNum, 2, 1, 15]);
+  assert.equal(Buffer.from(rep.privateData.subarray(0, 8)).toString(), 'accepted');
+  const a = c.qp.query();
+  assert.deepEqual([a.qpState, a.destQpNum, a.sqPsn, a.rqPsn, a.pathMtu, a.timeout, a.retryCnt, a.maxRdAtomic, a.maxDestRdAtomic], [QpState.RTS, 0x4242, 0x10203, rep.startingPsn, 3, 18, 7, 1, 2]);
+  // a repeated REQ after accept: the REP again
+  peer.sendMad(req, 0x66n);
+  await peer.mad('REP');
+  peer.sendMad({ kind: 'RTU', localCommId: req.localCommId, remoteCommId: rep.localCommId, privateData: new Uint8Array(0) }, 0x66n);
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  const mr = c.pd.regMr(Buffer.from('hi'), 0);
+  c.qp.postSend({ wrId: 1, opcode: lib.WrOpcode.SEND, sgList: [{ addr: mr.addr, length: 2, lkey: mr.lkey }] });
+  const send = await peer.next((x) => x.spec.opcode === IbOpcode.RC_SEND_ONLY);
+  assert.deepEqual([send.spec.destQp, send.spec.psn], [0x4242, 0x10203]);
+  c.destroyQp();
+  await c.destroy();
+  await peer.mad('DREQ');
+  await l.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+test('passive: the first request on the QP establishes the connection when the RTU is lost', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  peer.sendMad(reqFrom(port), 1n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  const c = cr.id;
+  cr.ack();
+  c.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  const mr = c.pd.regMr(Buffer.alloc(64), Access.LOCAL_WRITE);
+  c.qp.postRecv({ wrId: 9, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
+  await c.accept();
+  const { mad } = await peer.mad('REP');
+  peer.sendRc({ opcode: IbOpcode.RC_SEND_ONLY, destQp: c.qp.qpNum, psn: mad.msg.startingPsn, ackReq: true, payload: Buffer.from('data first') });
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  await until(() => c.qp.recvCq.poll(1).length === 1 || false, 1000);
+  await new Promise((r) => setTimeout(r, 400));
+  assert.equal(peer.count('REP'), 0, 'no REP resend once established');
+  c.destroyQp();
+  await c.destroy();
+  await l.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+test('passive: rdma_reject → REJ 28 with the private data; a repeated REQ before the answer gets an MRA; destroy of a pending request rejects it', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  const req = reqFrom(port);
+  peer.sendMad(req, 2n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  peer.sendMad(req, 2n);
+  const { mad: mra } = await peer.mad('MRA');
+  assert.deepEqual([mra.msg.remoteCommId, mra.msg.messageMraed, mra.msg.serviceTimeout], [req.localCommId, CmMsgRef.REQ, 24]);
+  cr.id.reject(Buffer.from('not today'));
+  cr.ack();
+  const { mad: rej } = await peer.mad('REJ');
+  assert.equal(rej.msg.reason, CmRejReason.CONSUMER_DEFINED);
+  assert.equal(Buffer.from(rej.msg.privateData.subarray(0, 9)).toString(), 'not today');
+  await cr.id.destroy();
+  const req2 = reqFrom(port);
+  peer.sendMad(req2, 3n);
+  const cr2 = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  cr2.ack();
+  await cr2.id.destroy();
+  const { mad: rej2 } = await peer.mad('REJ');
+  assert.deepEqual([rej2.msg.reason, rej2.msg.remoteCommId], [CmRejReason.CONSUMER_DEFINED, req2.localCommId]);
+  await l.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+test('passive: the REP resent until the RTU, then UNREACHABLE -ETIMEDOUT on the accepted id', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  peer.sendMad(reqFrom(port), 4n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  cr.ack();
+  cr.id.createQp(null, { cap: { maxSendWr: 1, maxRecvWr: 1 } });
+  await cr.id.accept();
+  const ev = await expectEvent(ch, CmEventType.UNREACHABLE, 3000);
+  assert.equal(ev.status, -110);
+  ev.ack();
+  assert.equal(peer.count('REP'), 3);
+  cr.id.destroyQp();
+  await cr.id.destroy();
+  await l.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+for (const [name, opts, reason] of [
+  ['a GID that is not this port\'s', { gid: GID('127.0.0.9') }, CmRejReason.INVALID_GID],
+  ['no CMA header version 0', { cma: new Uint8Array(92).fill(0x77) }, CmRejReason.CONSUMER_DEFINED],
+  ['a UC transport type', { transportType: 1 }, CmRejReason.CONSUMER_DEFINED],
+  ['a CMA header naming another address', { cma: wire.encodeCmaPrivateData({ version: 0, ipVersion: 4, srcPort: 1, src: V4(PEER), dst: V4('127.0.0.5') }) }, CmRejReason.CONSUMER_DEFINED],
+]) {
+  test(`passive: a REQ with ${name} → REJ ${reason}, no CONNECT_REQUEST`, async () => {
+    const peer = await rawPeer();
+    const ch = createEventChannel();
+    const { l, port } = await listener(ch);
+    peer.sendMad(reqFrom(port, opts), 5n);
+    const { mad } = await peer.mad('REJ');
+    assert.equal(mad.msg.reason, reason);
+    await noEvent(ch, 150);
+    await l.destroy();
+    ch.destroy();
+    peer.close();
+  });
+}
+
+test('hostile MADs: wrong class version or method, REP/RTU/DREP/MRA for unknown connections, truncated MADs — dropped and counted, no events, no crash', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  const c0 = roceCounters('rxe_lo').rcvd_mad_unroutable_drop;
+  const fake = { kind: 'REP', ...repFor({ localCommId: 0x424242 }) };
+  peer.sendMad(fake, 1n);
+  peer.sendMad({ kind: 'RTU', localCommId: 1, remoteCommId: 0x424243, privateData: new Uint8Array(0) }, 1n);
+  peer.sendMad({ kind: 'DREP', localCommId: 1, remoteCommId: 0x424244, privateData: new Uint8Array(0) }, 1n);
+  peer.sendMad({ kind: 'MRA', localCommId: 1, remoteCommId: 0x424245, messageMraed: 0, serviceTimeout: 1, privateData: new Uint8Array(0) }, 1n);
+  peer.sendMad(reqFrom(port), 1n, { classVersion: 1 });
+  peer.sendMad(reqFrom(port), 1n, { method: 0x81 });
+  // random garbage behind a valid GSI header, and a short datagram for QP1
+  const junk = new Uint8Array(256);
+  for (let i = 0; i < junk.length; i++) junk[i] = (i * 37) & 0xff;
+  junk[0] = 1;
+  junk[1] = 7;
+  junk[2] = 2;
+  junk[3] = 3;
+  junk[16] = 0;
+  junk[17] = 0x13;
+  peer.sendRaw(wire.encodeGsiPacket(junk, { family: 4, src: V4(PEER), dst: V4(LOCAL), sport: PORT, dport: PORT }, { psn: 9 }));
+  peer.sendRaw(Buffer.from(wire.encodeGsiPacket(junk, { family: 4, src: V4(PEER), dst: V4(LOCAL), sport: PORT, dport: PORT }, { psn: 9 })).subarray(0, 100));
+  await noEvent(ch, 300);
+  assert.ok(roceCounters('rxe_lo').rcvd_mad_unroutable_drop - c0 >= 5);
+  // the listener still serves a proper request
+  peer.sendMad(reqFrom(port), 2n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  cr.ack();
+  await cr.id.destroy();
+  await peer.mad('REJ');
+  await l.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+test('a REQ flood: each request a CONNECT_REQUEST until 1024 are pending, then REJ 3 (no resources); other listeners and a real connection still work', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const other = createEventChannel();
+  const { l, port } = await listener(ch);
+  for (let i = 0; i < 1100; i++) peer.sendMad(reqFrom(port, { commId: 0x100000 + i }), BigInt(i));
+  await until(() => peer.count('REJ') >= 76, 5000);
+  const rejs = peer.inbox.filter((x) => x.mad?.msg.kind === 'REJ');
+  assert.equal(rejs.length, 76);
+  assert.ok(rejs.every((x) => x.mad.msg.reason === CmRejReason.NO_RESOURCES));
+  // another listener takes a real connection meanwhile
+  const { l: l2, port: p2 } = await listener(other);
+  const cid = createId(other, null, PortSpace.TCP, { device: 'rxe_lo' });
+  await cid.resolveAddr(null, { address: LOCAL, port: p2 }, 2000);
+  (await expectEvent(other, CmEventType.ADDR_RESOLVED)).ack();
+  await cid.resolveRoute(2000);
+  (await expectEvent(other, CmEventType.ROUTE_RESOLVED)).ack();
+  cid.createQp(null, {});
+  await cid.connect();
+  const cr = await expectEvent(other, CmEventType.CONNECT_REQUEST);
+  cr.id.createQp(null, {});
+  await cr.id.accept();
+  cr.ack();
+  const e1 = await expectEvent(other, CmEventType.ESTABLISHED);
+  const e2 = await expectEvent(other, CmEventType.ESTABLISHED);
+  e1.ack();
+  e2.ack();
+  for (const x of [cid, cr.id]) {
+    x.destroyQp();
+    await x.destroy();
+  }
+  await l2.destroy();
+  // the flood's ids: taken off the channel and destroyed (each rejected)
+  for (let n = 0; n < 1024; n++) {
+    const ev = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+    ev.ack();
+    await ev.id.destroy();
+  }
+  await until(() => peer.count('REJ') >= 76 + 1024, 5000);
+  await l.destroy();
+  ch.destroy();
+  other.destroy();
+  peer.close();
+  void WcStatus;
+});
