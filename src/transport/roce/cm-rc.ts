@@ -262,6 +262,8 @@ class RcConn {
   lastReply: Uint8Array | null = null;
   /** The peer process's socket name this connection is watched through ('' if none). */
   watch = '';
+  /** DISCONNECTED was reported for this connection (then, and only then, TIMEWAIT_EXIT is too). */
+  disconnectReported = false;
 
   constructor(
     readonly dev: RoceDevice,
@@ -726,7 +728,7 @@ export class RcEndpoint implements CmEndpoint {
         c.sendReliably({ kind: 'DREQ', localCommId: c.localCommId, remoteCommId: c.remoteCommId, remoteQpn: c.remoteQpn, privateData: new Uint8Array(0) }, () => {
           // No DREP: cm.c's DREQ_ERROR, cma reports DISCONNECTED -ETIMEDOUT.
           c.enterTimewait();
-          this.upcall({ event: CmEventType.DISCONNECTED, status: ETIMEDOUT });
+          this.disconnected(c, ETIMEDOUT);
         });
         return true;
       case RcCmState.DREQ_RCVD:
@@ -749,14 +751,14 @@ export class RcEndpoint implements CmEndpoint {
       case RcCmState.REP_SENT:
         c.stopResend();
         c.setState(RcCmState.DREQ_RCVD, 'DREQ');
-        this.upcall({ event: CmEventType.DISCONNECTED });
+        this.disconnected(c);
         return;
       case RcCmState.DREQ_SENT:
         // Both sides disconnected together: answer and finish.
         c.stopResend();
         c.lastReply = c.send({ kind: 'DREP', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
         c.enterTimewait();
-        this.upcall({ event: CmEventType.DISCONNECTED });
+        this.disconnected(c);
         return;
       case RcCmState.TIMEWAIT:
         c.send({ kind: 'DREP', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
@@ -772,7 +774,7 @@ export class RcEndpoint implements CmEndpoint {
     if (c.state === RcCmState.ESTABLISHED || c.state === RcCmState.REP_SENT || c.state === RcCmState.DREQ_SENT) {
       if (c.state === RcCmState.DREQ_SENT) {
         c.enterTimewait();
-        this.upcall({ event: CmEventType.DISCONNECTED });
+        this.disconnected(c);
         return;
       }
       this.dreq(c);
@@ -786,13 +788,23 @@ export class RcEndpoint implements CmEndpoint {
       return;
     }
     c.enterTimewait();
-    this.upcall({ event: CmEventType.DISCONNECTED });
+    this.disconnected(c);
   }
 
-  /** The connection left TIMEWAIT. */
+  /** DISCONNECTED for connection `c`. */
+  private disconnected(c: RcConn, status = 0): void {
+    c.disconnectReported = true;
+    this.upcall(status === 0 ? { event: CmEventType.DISCONNECTED } : { event: CmEventType.DISCONNECTED, status });
+  }
+
+  /**
+   * The connection left TIMEWAIT. cma.c passes IB_CM_TIMEWAIT_EXIT on only to an id in
+   * RDMA_CM_DISCONNECT: one that reported DISCONNECTED. A connection that entered TIMEWAIT
+   * through a REJ (stale connection, or a REJ after the REP) ends silently.
+   */
   timewaitExit(c: RcConn): void {
     if (this.conn === c) this.conn = null;
-    this.upcall({ event: CmEventType.TIMEWAIT_EXIT });
+    if (c.disconnectReported) this.upcall({ event: CmEventType.TIMEWAIT_EXIT });
   }
 
   destroy(): void {

@@ -572,8 +572,9 @@ export class PortAgent {
       }
       if (r.to === 'local' || r.to === 'drop') sink.rxDatagram(msg, meta);
       else if (r.to === 'block') {
-        if (this.blocks.has(r.block)) sink.rxDatagram(msg, meta);
-        else this.forward(sink, this.blockName(r.block), msg, meta);
+        // A communication ID that names no QPN block any process can hold is answered here.
+        if (this.blocks.has(r.block) || r.block < FIRST_BLOCK || r.block > LAST_BLOCK) sink.rxDatagram(msg, meta);
+        else this.forward(sink, this.blockName(r.block), msg, meta, true);
       } else if (this.services.has(r.name)) sink.rxDatagram(msg, meta);
       else this.forward(sink, this.serviceName(r.name), msg, meta, true);
       return;

@@ -138,9 +138,12 @@ export class RoceRcQp extends Qp implements RcCore {
     this._transition(QpState.ERR, why);
   }
   commEstablished(): void {
-    if (this._state !== QpState.RTR) return;
-    this.raiseAsync(AsyncEventType.COMM_EST);
-    this.onCommEstablished?.();
+    // The first request of the connection. In RTR it is the COMM_EST async event; rdma_accept
+    // moves the QP on to RTS before its REP goes out, so the CM (waiting for an RTU that may be
+    // lost) is told in RTS as well.
+    const s = this._state;
+    if (s === QpState.RTR) this.raiseAsync(AsyncEventType.COMM_EST);
+    if (s === QpState.RTR || s === QpState.RTS) this.onCommEstablished?.();
   }
 
   /** Finish (pad, ICRC) and send a packet; dropped unless the QP may send (RTR and later). */
