@@ -574,9 +574,9 @@ export class PortAgent {
       else if (r.to === 'block') {
         // A communication ID that names no QPN block any process can hold is answered here.
         if (this.blocks.has(r.block) || r.block < FIRST_BLOCK || r.block > LAST_BLOCK) sink.rxDatagram(msg, meta);
-        else this.forward(sink, this.blockName(r.block), msg, meta, true);
+        else this.forward(sink, this.blockName(r.block), msg, meta);
       } else if (this.services.has(r.name)) sink.rxDatagram(msg, meta);
-      else this.forward(sink, this.serviceName(r.name), msg, meta, true);
+      else this.forward(sink, this.serviceName(r.name), msg, meta);
       return;
     }
     const block = qpn >>> QPN_BLOCK_SHIFT;
@@ -592,10 +592,11 @@ export class PortAgent {
    * (a QPN block of a process that is gone, or of none; a service nobody publishes) is remembered
    * for a second; datagrams for it meanwhile stay here and this process's device takes them: an
    * unknown QPN is dropped and counted, a request for an unpublished service is answered by this
-   * process's CM as the kernel's CM answers a request nobody listens for. With `answerHere`, the
-   * datagrams written while the connection was still being made are taken here too when it fails.
+   * process's CM as the kernel's CM answers a request nobody listens for. The datagrams written
+   * while the connection was still being made are taken here too when it fails (so each is
+   * answered or dropped and counted once, never lost unseen).
    */
-  private forward(sink: RxSink, name: string, msg: Buffer, meta: RxMeta, answerHere = false): void {
+  private forward(sink: RxSink, name: string, msg: Buffer, meta: RxMeta): void {
     let c = this.fwd.get(name);
     if (!c) {
       const dead = this.deadNames.get(name);
@@ -609,16 +610,16 @@ export class PortAgent {
       const conn = net.connect(name);
       c = conn;
       this.fwd.set(name, conn);
-      if (answerHere) this.unconfirmed.set(conn, []);
+      this.unconfirmed.set(conn, []);
       conn.on('connect', () => this.unconfirmed.delete(conn));
       conn.on('error', () => {
         if (this.fwd.get(name) === conn) this.fwd.delete(name);
         if (this.deadNames.size > 4096) this.deadNames.clear();
         this.deadNames.set(name, Date.now() + DEAD_NAME_MS);
-        sink.forwarded(false);
         const back = this.unconfirmed.get(conn);
         this.unconfirmed.delete(conn);
         if (back) for (const [m, mm] of back) sink.rxDatagram(m, mm);
+        else sink.forwarded(false);
       });
       conn.on('close', () => {
         if (this.fwd.get(name) === conn) this.fwd.delete(name);
@@ -635,7 +636,8 @@ export class PortAgent {
     frame.writeUInt16BE(meta.srcPort, 6);
     frame.set(this.frameAddrs(meta.src, meta.dst, meta.family), 8);
     msg.copy(frame, 4 + FWD_HDR);
-    this.unconfirmed.get(c)?.push([msg, meta]);
+    // (a copy: the sender may reuse its buffer before the connection is made or fails)
+    this.unconfirmed.get(c)?.push([Buffer.from(msg), meta]);
     c.write(frame);
     sink.forwarded(true);
   }
