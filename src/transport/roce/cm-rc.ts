@@ -69,6 +69,7 @@ import {
   type CmMessage,
   type CmReq,
   type CmRep,
+  type CmRej,
 } from '../../wire/roce/index.js';
 import { C } from './counters.js';
 import { RoceDevice, ipBytes } from './device.js';
@@ -400,6 +401,13 @@ function padded(src: Uint8Array, n: number): Uint8Array {
   return out;
 }
 
+/** A GUID as its 8 bytes on the wire. */
+function guidBytes(g: bigint): Uint8Array {
+  const out = new Uint8Array(8);
+  new DataView(out.buffer).setBigUint64(0, BigInt.asUintN(64, g));
+  return out;
+}
+
 /** The node GUID of a device (the REQ/REP local CA GUID). */
 function caGuid(dev: RoceDevice): bigint {
   return dev.info.nodeGuid ?? 0n;
@@ -561,7 +569,10 @@ export class RcEndpoint implements CmEndpoint {
 
   mra(c: RcConn, serviceTimeout: number): void {
     if (c.state === RcCmState.REQ_SENT) c.setState(RcCmState.MRA_REQ_RCVD, 'MRA');
-    else if (c.state !== RcCmState.MRA_REQ_RCVD && c.state !== RcCmState.REP_SENT) return;
+    else if (c.state !== RcCmState.MRA_REQ_RCVD && c.state !== RcCmState.REP_SENT) {
+      c.dev.counters.inc(C.rcvd_mad_unroutable_drop);
+      return;
+    }
     // cm.c: the answer may take the service timeout plus a packet lifetime longer.
     c.stretch(2 ** Math.max(serviceTimeout - 8, 0) + 2 ** Math.max(c.ackTimeout - 8, 0));
   }
@@ -816,7 +827,8 @@ export class RcEndpoint implements CmEndpoint {
     switch (c.state) {
       case RcCmState.REQ_SENT:
       case RcCmState.MRA_REQ_RCVD:
-        c.reject(CmRejReason.TIMEOUT, new Uint8Array(0), CmMsgRef.REQ);
+        // cm.c: REJ "timeout" with this CA's GUID as ARI (the responder finds its request by it).
+        c.reject(CmRejReason.TIMEOUT, new Uint8Array(0), CmMsgRef.REQ, guidBytes(caGuid(c.dev)));
         c.forget();
         break;
       case RcCmState.REQ_RCVD:
@@ -883,19 +895,24 @@ function receive(dev: RoceDevice, mad: CmMad, meta: RxMeta): void {
       c.ep.dreq(c);
       return;
     }
+    case 'REJ': {
+      const c = rejectedConn(m, meta);
+      if (c === undefined) return drop(dev, `REJ (${m.reason}, of message ${m.messageRejected}) for no connection in a state to take it`);
+      if (c.ep === null) return drop(dev, 'REJ for a connection without an id');
+      c.ep.rejected(c, m.reason, m.privateData);
+      return;
+    }
     case 'REP':
-    case 'REJ':
     case 'MRA':
     case 'RTU':
     case 'DREP': {
       const c = conns.get(m.remoteCommId);
       if (c === undefined || c.remote !== meta.src) return drop(dev, `${m.kind} for unknown connection 0x${m.remoteCommId.toString(16)}`);
-      // Once the peer's ID is known, every message must carry it (REJ to a REQ may not).
-      if (c.remoteCommId !== 0 && m.localCommId !== c.remoteCommId && m.kind !== 'REJ') return drop(dev, `${m.kind} from another connection`);
+      // Once the peer's ID is known, every message must carry it.
+      if (c.remoteCommId !== 0 && m.localCommId !== c.remoteCommId) return drop(dev, `${m.kind} from another connection`);
       const ep = c.ep;
       if (ep === null) return drop(dev, `${m.kind} for a connection without an id`);
       if (m.kind === 'REP') ep.rep(c, m);
-      else if (m.kind === 'REJ') ep.rejected(c, m.reason, m.privateData);
       else if (m.kind === 'MRA') ep.mra(c, m.serviceTimeout);
       else if (m.kind === 'RTU') {
         if (c.state === RcCmState.REP_SENT) ep.established(c, 'RTU');
@@ -906,6 +923,23 @@ function receive(dev: RoceDevice, mad: CmMad, meta: RxMeta): void {
     default:
       drop(dev, `${m.kind} not handled`);
   }
+}
+
+/**
+ * The connection a REJ is for, as cm.c's `cm_acquire_rejected_id` finds it: a REJ of a REQ
+ * names only our ID (and fits only a connection that has not learnt the peer's yet); a REJ of
+ * any other message both IDs; a REJ "timeout" (the requester gave up) the requester's ID, with
+ * its CA GUID as ARI, for a request we hold.
+ */
+function rejectedConn(m: CmRej, meta: RxMeta): RcConn | undefined {
+  if (m.reason === CmRejReason.TIMEOUT) {
+    const r = byRemote.get(remoteKey(meta.src, m.localCommId));
+    if (r !== undefined) return r;
+  }
+  const c = conns.get(m.remoteCommId);
+  if (c === undefined || c.remote !== meta.src) return undefined;
+  if (m.messageRejected === CmMsgRef.REQ ? c.remoteCommId !== 0 : m.localCommId !== c.remoteCommId) return undefined;
+  return c;
 }
 
 /** A REQ: match a listener, or REJ. */

@@ -398,6 +398,7 @@ test('active: rdma_destroy_id while the REQ waits → REJ "timeout" (4) to the p
   await id.destroy();
   const { mad: rej } = await peer.mad('REJ');
   assert.deepEqual([rej.msg.reason, rej.msg.localCommId, rej.msg.messageRejected], [CmRejReason.TIMEOUT, mad.msg.localCommId, CmMsgRef.REQ]);
+  assert.deepEqual([rej.msg.ariLength, Buffer.from(rej.msg.ari.subarray(0, 8)).readBigUInt64BE(0)], [8, mad.msg.localCaGuid], 'ARI: the CA GUID (cm.c)');
   const id2 = await activeId(ch, nextPort++);
   await id2.connect();
   const r2 = await peer.mad('REQ');
@@ -456,6 +457,42 @@ test('active: our DREQ unanswered → resent, then DISCONNECTED -ETIMEDOUT', asy
   assert.equal(ev.status, -110);
   ev.ack();
   assert.equal(peer.count('DREQ'), 3);
+  id.destroyQp();
+  await id.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+test('out-of-state and forged MADs on an established connection: REJ of the REQ, REJ from another ID, REP from another ID, DREP without DREQ, MRA — dropped and counted; the connection stays up', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const id = await activeId(ch, nextPort++);
+  await id.connect();
+  const { mad } = await peer.mad('REQ');
+  const rep = repFor(mad.msg, { qpn: 0x8181 });
+  peer.sendMad(rep, mad.hdr.tid);
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  await peer.mad('RTU');
+  const me = mad.msg.localCommId;
+  const c0 = roceCounters('rxe_lo').rcvd_mad_unroutable_drop;
+  const rej = { kind: 'REJ', localCommId: rep.localCommId, remoteCommId: me, ariLength: 0, ari: new Uint8Array(0), privateData: new Uint8Array(0) };
+  // cm.c finds the connection of a REJ of a REQ by our ID alone, and only while the peer's is unknown
+  peer.sendMad({ ...rej, messageRejected: CmMsgRef.REQ, reason: CmRejReason.CONSUMER_DEFINED }, mad.hdr.tid);
+  peer.sendMad({ ...rej, localCommId: rep.localCommId + 1, messageRejected: CmMsgRef.REP, reason: CmRejReason.CONSUMER_DEFINED }, mad.hdr.tid);
+  peer.sendMad({ ...rep, localCommId: rep.localCommId + 1 }, mad.hdr.tid);
+  peer.sendMad({ kind: 'DREP', localCommId: rep.localCommId, remoteCommId: me, privateData: new Uint8Array(0) }, mad.hdr.tid);
+  peer.sendMad({ kind: 'MRA', localCommId: rep.localCommId, remoteCommId: me, messageMraed: CmMsgRef.REP, serviceTimeout: 20, privateData: new Uint8Array(0) }, mad.hdr.tid);
+  await until(() => roceCounters('rxe_lo').rcvd_mad_unroutable_drop - c0 >= 5, 2000);
+  await noEvent(ch, 200);
+  assert.equal(roceCounters('rxe_lo').rcvd_mad_unroutable_drop - c0, 5);
+  assert.equal(id.qp.state, QpState.RTS);
+  assert.equal(peer.count('RTU') + peer.count('REJ') + peer.count('DREQ'), 0, 'nothing answered');
+  // the real peer's REJ (of the REP, both IDs right) still ends it
+  peer.sendMad({ ...rej, messageRejected: CmMsgRef.REP, reason: CmRejReason.CONSUMER_DEFINED }, mad.hdr.tid);
+  const ev = await expectEvent(ch, CmEventType.REJECTED);
+  assert.equal(ev.status, CmRejReason.CONSUMER_DEFINED);
+  ev.ack();
+  assert.equal(id.qp.state, QpState.ERR);
   id.destroyQp();
   await id.destroy();
   ch.destroy();
@@ -570,6 +607,33 @@ test('passive: rdma_reject → REJ 28 with the private data; a repeated REQ befo
   await cr2.id.destroy();
   const { mad: rej2 } = await peer.mad('REJ');
   assert.deepEqual([rej2.msg.reason, rej2.msg.remoteCommId], [CmRejReason.CONSUMER_DEFINED, req2.localCommId]);
+  await l.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+test('passive: the requester gives up (REJ "timeout" naming its ID and CA GUID, not ours) → REJECTED 4 on the accepted id, no more REPs', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  const req = reqFrom(port);
+  peer.sendMad(req, 6n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  cr.ack();
+  cr.id.createQp(null, { cap: { maxSendWr: 1, maxRecvWr: 1 } });
+  await cr.id.accept();
+  await peer.mad('REP');
+  const ari = Buffer.alloc(8);
+  ari.writeBigUInt64BE(req.localCaGuid);
+  peer.sendMad({ kind: 'REJ', localCommId: req.localCommId, remoteCommId: 0, messageRejected: CmMsgRef.REQ, ariLength: 8, reason: CmRejReason.TIMEOUT, ari, privateData: new Uint8Array(0) }, 6n);
+  const ev = await expectEvent(ch, CmEventType.REJECTED);
+  assert.equal(ev.status, CmRejReason.TIMEOUT);
+  ev.ack();
+  assert.equal(cr.id.qp.state, QpState.ERR);
+  await new Promise((r) => setTimeout(r, 400));
+  assert.equal(peer.count('REP'), 0, 'the REP is no longer resent');
+  cr.id.destroyQp();
+  await cr.id.destroy();
   await l.destroy();
   ch.destroy();
   peer.close();
