@@ -505,7 +505,7 @@ export abstract class Qp {
   protected completeSend(w: SqWqe, status: WcStatus, force = false): void {
     if (!w.signaled && status === WcStatus.SUCCESS && !force) return;
     this.sendCq._push(
-      makeWc(w.wrId, status, sendWcOpcode(w.opcode), status === WcStatus.SUCCESS && w.opcode === WrOpcode.RDMA_READ ? w.length : 0, this.qpNum, 0, 0),
+      makeWc(w.wrId, status, sendWcOpcode(w.opcode), status === WcStatus.SUCCESS && BYTE_LEN_OPS.has(w.opcode) ? w.length : 0, this.qpNum, 0, 0),
       false,
     );
   }
@@ -586,6 +586,9 @@ export function sendWcOpcode(op: WrOpcode): WcOpcode {
       return WcOpcode.SEND;
   }
 }
+
+/** Send-side opcodes whose completion reports `byte_len` (ibv_poll_cq(3): RDMA Read and atomics). */
+const BYTE_LEN_OPS = new Set<WrOpcode>([WrOpcode.RDMA_READ, WrOpcode.ATOMIC_CMP_AND_SWP, WrOpcode.ATOMIC_FETCH_AND_ADD]);
 
 function makeWc(wrId: WrId, status: WcStatus, opcode: WcOpcode, byteLen: number, qpNum: number, wcFlags: number, inv: number): Wc {
   return {

@@ -266,4 +266,98 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
     assert.deepEqual(wc.map((w) => [w.wrId, w.status]), [['read', WcStatus.SUCCESS], ['send', WcStatus.SUCCESS]]);
     await close();
   });
+
+  test('atomics as atomic_cap says: fetch-and-add and compare-and-swap on 8 aligned bytes, the old value returned', async (t) => {
+    const { a, b, close } = await pair({ ord: 2, ird: 2 });
+    t.after(close); // also when an assertion fails: the QPs would keep the process alive
+    if (a.verbs.queryDevice().atomicCap === AtomicCap.NONE) {
+      t.skip('the device has no atomics (posting them is refused: see the posting rules)');
+      return;
+    }
+    const word = Buffer.alloc(16);
+    word.writeBigUInt64LE(40n, 8);
+    const target = b.pd.regMr(word, Access.LOCAL_WRITE | Access.REMOTE_ATOMIC);
+    const out = Buffer.alloc(16);
+    const res = a.pd.regMr(out, Access.LOCAL_WRITE);
+    const at = { remoteAddr: target.addr + 8, rkey: target.rkey };
+    a.qp.postSend([
+      { wrId: 'faa', opcode: WrOpcode.ATOMIC_FETCH_AND_ADD, sgList: sg(res, 0, 8), sendFlags: SendFlags.SIGNALED, atomic: { ...at, compareAdd: 2n } },
+      { wrId: 'cas-miss', opcode: WrOpcode.ATOMIC_CMP_AND_SWP, sgList: sg(res, 8, 8), sendFlags: SendFlags.SIGNALED, atomic: { ...at, compareAdd: 40n, swap: 7n } },
+    ]);
+    const wc = await reap(a.sendCq, 2);
+    assert.deepEqual(wc.map((w) => [w.wrId, w.status, w.opcode, w.byteLen]), [
+      ['faa', WcStatus.SUCCESS, WcOpcode.FETCH_ADD, 8],
+      ['cas-miss', WcStatus.SUCCESS, WcOpcode.COMP_SWAP, 8],
+    ]);
+    assert.deepEqual([out.readBigUInt64LE(0), out.readBigUInt64LE(8)], [40n, 42n], 'each returns the value it found');
+    assert.equal(word.readBigUInt64LE(8), 42n, 'the compare failed: no swap');
+    a.qp.postSend({ wrId: 'cas-hit', opcode: WrOpcode.ATOMIC_CMP_AND_SWP, sgList: sg(res, 0, 8), sendFlags: SendFlags.SIGNALED, atomic: { ...at, compareAdd: 42n, swap: 0xfedcba9876543210n } });
+    const [c] = await reap(a.sendCq, 1);
+    assert.equal(c.status, WcStatus.SUCCESS);
+    assert.equal(out.readBigUInt64LE(0), 42n);
+    assert.equal(word.readBigUInt64LE(8), 0xfedcba9876543210n);
+    assert.equal(word.readBigUInt64LE(0), 0n, 'the bytes before are untouched');
+  });
+
+  test('RDMA WRITE running past the end of the remote region: nothing written; IB: REM_ACCESS_ERR, the rest flushed; iWARP: the peer terminates', async (t) => {
+    const { a, b, close } = await pair();
+    t.after(close);
+    const whole = Buffer.alloc(192, 0xee);
+    const region = whole.subarray(64, 128);
+    region.fill(0x5a);
+    const target = b.pd.regMr(region, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+    const src = a.pd.regMr(Buffer.alloc(64, 0x11), 0);
+    a.qp.postSend([
+      { wrId: 1, opcode: WrOpcode.RDMA_WRITE, sgList: sg(src, 0, 48), sendFlags: SendFlags.SIGNALED, rdma: { remoteAddr: target.addr + 32, rkey: target.rkey } },
+      { wrId: 2, opcode: WrOpcode.SEND, sgList: [], sendFlags: SendFlags.SIGNALED },
+    ]);
+    const wc = await reap(a.sendCq, 2);
+    if (d.transportType === TransportType.IWARP) {
+      // An RDMA Write is unacknowledged on iWARP (RFC 5040): it completes once sent; the peer's
+      // TERMINATE then moves the QP to ERR.
+      assert.equal(wc[0].wrId, 1);
+      const t0 = Date.now();
+      while (a.qp.state !== QpState.ERR && Date.now() - t0 < 3000) await new Promise((r) => setTimeout(r, 5));
+    } else {
+      assert.deepEqual(wc.map((w) => [w.wrId, w.status]), [[1, WcStatus.REM_ACCESS_ERR], [2, WcStatus.WR_FLUSH_ERR]]);
+    }
+    assert.equal(a.qp.state, QpState.ERR);
+    assert.equal(b.qp.state, QpState.ERR, 'the responder that found the violation is in ERR too');
+    assert.ok(region.every((x) => x === 0x5a), 'no byte of the region written');
+    assert.ok(whole.subarray(0, 64).every((x) => x === 0xee) && whole.subarray(128).every((x) => x === 0xee), 'nor around it');
+  });
+
+  test('RDMA WRITE with immediate: the data placed, the receive consumed with the immediate and the length (not on iWARP)', async (t) => {
+    if (d.transportType === TransportType.IWARP) {
+      t.skip('iWARP has no immediate data (RFC 5040)');
+      return;
+    }
+    const { a, b, close } = await pair();
+    t.after(close);
+    const target = b.pd.regMr(Buffer.alloc(4096), Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+    const data = randomBytes(3000);
+    const src = a.pd.regMr(Buffer.from(data), 0);
+    b.qp.postRecv({ wrId: 'r', sgList: [] });
+    a.qp.postSend({ wrId: 'w', opcode: WrOpcode.RDMA_WRITE_WITH_IMM, sgList: sg(src), sendFlags: SendFlags.SIGNALED, immData: 0x12345678, rdma: { remoteAddr: target.addr + 100, rkey: target.rkey } });
+    const [r] = await reap(b.recvCq, 1);
+    assert.deepEqual([r.wrId, r.status, r.opcode, r.byteLen, r.immData, (r.wcFlags & WcFlags.WITH_IMM) !== 0], ['r', WcStatus.SUCCESS, WcOpcode.RECV_RDMA_WITH_IMM, 3000, 0x12345678, true]);
+    assert.ok(Buffer.from(target.buf.subarray(100, 3100)).equals(data));
+    const [w] = await reap(a.sendCq, 1);
+    assert.deepEqual([w.status, w.opcode], [WcStatus.SUCCESS, WcOpcode.RDMA_WRITE]);
+  });
+
+  test('a disconnect: the receives still posted complete WR_FLUSH_ERR, in order, each once', async (t) => {
+    const { a, b, close } = await pair();
+    t.after(close);
+    const m = b.pd.regMr(Buffer.alloc(256), Access.LOCAL_WRITE);
+    b.qp.postRecv([1, 2, 3].map((i) => ({ wrId: i, sgList: sg(m, 64 * i, 64) })));
+    // One side disconnects; the other answers with its own rdma_disconnect, which on IB is what
+    // moves its QP to ERR (a DREQ alone does not touch the QP; iWARP's close already did). Sync
+    // ids: each call returns with its DISCONNECTED (on IB the DREQ side's once the DREP is back).
+    await Promise.all([a.disconnect(), b.disconnect()]);
+    const wc = await reap(b.recvCq, 3);
+    assert.deepEqual(wc.map((w) => [w.wrId, w.status]), [[1, WcStatus.WR_FLUSH_ERR], [2, WcStatus.WR_FLUSH_ERR], [3, WcStatus.WR_FLUSH_ERR]]);
+    await new Promise((r) => setTimeout(r, 50));
+    assert.equal(b.recvCq.poll(4).length, 0, 'no completion twice');
+  });
 });
