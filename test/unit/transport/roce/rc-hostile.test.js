@@ -258,6 +258,47 @@ for (const [name, opts, build, syndrome, counter] of [
   });
 }
 
+test('duplicates: a forged retry of a READ (another range) gets nothing; a true one is replayed; a retried atomic returns the saved value without running again; after the region is gone, a retried READ gets a NAK and no bytes', async () => {
+  const t = target();
+  assert.equal(t.mr.addr % 8, 0);
+  const word = t.region.subarray(8, 16);
+  word.writeBigUInt64LE(1000n);
+  const read = { opcode: IbOpcode.RC_RDMA_READ_REQUEST, destQp: t.qp.qpNum, psn: RQ_PSN, ackReq: true, reth: { va: t.mr.addr + 16, rkey: t.mr.rkey, len: 32 } };
+  send(read);
+  const r1 = await next((s) => s.opcode === IbOpcode.RC_RDMA_READ_RESPONSE_ONLY, 2000, 'the READ response');
+  assert.deepEqual([r1.psn, Buffer.from(r1.payload)], [RQ_PSN, t.region.subarray(16, 48)]);
+  const faa = { opcode: IbOpcode.RC_FETCH_ADD, destQp: t.qp.qpNum, psn: RQ_PSN + 1, ackReq: true, atmeth: { va: t.mr.addr + 8, rkey: t.mr.rkey, swapAdd: 5n, compare: 0n } };
+  send(faa);
+  const a1 = await next((s) => s.opcode === IbOpcode.RC_ATOMIC_ACKNOWLEDGE, 2000, 'the atomic ACK');
+  assert.deepEqual([a1.psn, a1.atmack], [RQ_PSN + 1, 1000n]);
+  assert.equal(word.readBigUInt64LE(), 1005n);
+  // A "retry" of the READ naming the bytes before the region and more: no response at all.
+  send({ ...read, reth: { va: t.mr.addr - 64, rkey: t.mr.rkey, len: 128 } });
+  send({ ...read, reth: { va: t.mr.addr + 16, rkey: t.mr.rkey, len: 4096 } });
+  await quiet(200);
+  assert.equal(inbox.length, 0, 'a duplicate must ask for the tail of the original READ');
+  // The true retry: the same bytes again.
+  send(read);
+  const r2 = await next((s) => s.opcode === IbOpcode.RC_RDMA_READ_RESPONSE_ONLY, 2000, 'the replayed READ response');
+  assert.deepEqual(Buffer.from(r2.payload), Buffer.from(r1.payload));
+  // The atomic retried with other operands: the saved result, not a second execution.
+  send({ ...faa, atmeth: { ...faa.atmeth, swapAdd: 99n } });
+  const a2 = await next((s) => s.opcode === IbOpcode.RC_ATOMIC_ACKNOWLEDGE, 2000, 'the replayed atomic ACK');
+  assert.deepEqual([a2.psn, a2.atmack], [RQ_PSN + 1, 1000n]);
+  assert.equal(word.readBigUInt64LE(), 1005n, 'executed once');
+  assert.equal(t.qp.state, QpState.RTS);
+  // The region deregistered: a retried READ may not read it any more.
+  t.mr.dereg();
+  send(read);
+  const n = await nak();
+  assert.deepEqual([n.psn, n.aeth.syndrome], [RQ_PSN, AethSyndrome.NAK_REMOTE_ACCESS_ERROR]);
+  await quiet();
+  assert.equal(inbox.filter((s) => s.opcode === IbOpcode.RC_RDMA_READ_RESPONSE_ONLY).length, 0);
+  assert.equal(t.qp.state, QpState.ERR);
+  assert.ok(t.untouched());
+  await secondConnectionWorks();
+});
+
 // -- packets that are dropped and counted -------------------------------------------------------
 
 test('a PSN far ahead of the window: one sequence NAK with the expected PSN, nothing executed; the connection goes on', async () => {
