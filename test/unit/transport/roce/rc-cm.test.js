@@ -463,6 +463,56 @@ test('active: our DREQ unanswered → resent, then DISCONNECTED -ETIMEDOUT', asy
   peer.close();
 });
 
+test('active: a REP the QP cannot take (responder resources beyond the device) → CONNECT_ERROR -EINVAL, REJ 28 of the REP to the peer', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const id = await activeId(ch, nextPort++);
+  await id.connect();
+  const { mad } = await peer.mad('REQ');
+  const rep = repFor(mad.msg, { ird: 255 });
+  peer.sendMad(rep, mad.hdr.tid);
+  const ev = await expectEvent(ch, CmEventType.CONNECT_ERROR);
+  assert.equal(ev.status, -22);
+  ev.ack();
+  const { mad: rej } = await peer.mad('REJ');
+  assert.deepEqual([rej.msg.reason, rej.msg.messageRejected, rej.msg.localCommId, rej.msg.remoteCommId], [CmRejReason.CONSUMER_DEFINED, CmMsgRef.REP, mad.msg.localCommId, rep.localCommId]);
+  assert.equal(peer.count('RTU'), 0);
+  id.destroyQp();
+  await id.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+test('passive: the requester rejects our REP (REJ of the REP, both IDs) → REJECTED on the accepted id with its reason, the QP to ERR, no more REPs', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  const req = reqFrom(port);
+  peer.sendMad(req, 8n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  cr.ack();
+  cr.id.createQp(null, { cap: { maxSendWr: 1, maxRecvWr: 1 } });
+  await cr.id.accept();
+  const { mad } = await peer.mad('REP');
+  // first a REJ naming the REP but not our ID: not ours to take
+  const rej = { kind: 'REJ', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, messageRejected: CmMsgRef.REP, ariLength: 0, reason: CmRejReason.INSUFFICIENT_RESP_RESOURCES, ari: new Uint8Array(0), privateData: Buffer.from('too few') };
+  peer.sendMad({ ...rej, localCommId: req.localCommId + 1 }, 8n);
+  await noEvent(ch, 100);
+  peer.sendMad(rej, 8n);
+  const ev = await expectEvent(ch, CmEventType.REJECTED);
+  assert.equal(ev.status, CmRejReason.INSUFFICIENT_RESP_RESOURCES);
+  assert.equal(Buffer.from(ev.param.conn.privateData.subarray(0, 7)).toString(), 'too few');
+  ev.ack();
+  assert.equal(cr.id.qp.state, QpState.ERR);
+  await new Promise((r) => setTimeout(r, 400));
+  assert.equal(peer.count('REP'), 0, 'the REP is no longer resent');
+  cr.id.destroyQp();
+  await cr.id.destroy();
+  await l.destroy();
+  ch.destroy();
+  peer.close();
+});
+
 test('out-of-state and forged MADs on an established connection: REJ of the REQ, REJ from another ID, REP from another ID, DREP without DREQ, MRA — dropped and counted; the connection stays up', async () => {
   const peer = await rawPeer();
   const ch = createEventChannel();
