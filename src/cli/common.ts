@@ -11,7 +11,6 @@
  * kernel does for a C tool's sockets after it exits.
  */
 import { constants as bufferConstants } from 'node:buffer';
-import { readdirSync } from 'node:fs';
 import os from 'node:os';
 import { basename as pathBasename } from 'node:path';
 import {
@@ -98,11 +97,9 @@ export function exit(code: number): void {
 
 /**
  * Catch anything unexpected: print one line (`<prog>: <message>`) on stderr and exit non-zero
- * (status 1), instead of a stack trace. Every tool calls it first, so it also lowers the priority
- * of V8's background threads ({@link lowerBackgroundThreadPriority}).
+ * (status 1), instead of a stack trace.
  */
 export function installTopLevelHandlers(prog: string): void {
-  lowerBackgroundThreadPriority();
   const die = (e: unknown): void => {
     if (exiting) return;
     const msg = e instanceof Error ? e.message : String(e);
@@ -114,43 +111,6 @@ export function installTopLevelHandlers(prog: string): void {
   // A closed stdout/stderr (e.g. `rping ... | head`) must not turn into an uncaught EPIPE.
   process.stdout.on('error', () => {});
   process.stderr.on('error', () => {});
-}
-
-/**
- * Give V8's background threads (its TurboFan compiler jobs and concurrent GC tasks, on the
- * platform's worker threads, which exist before any of our code runs) the lowest scheduling
- * priority, `nice 19`, leaving the thread that runs the tool at the priority it was started with.
- *
- * Why: in its first second a tool's hot functions are compiled by TurboFan on those threads
- * (about as much CPU as the warm loop of `rping -C 1000` itself). At equal priority they take
- * turns with the tool's own thread on the same CPU, so every message of a ping-pong waits for
- * compile jobs; at nice 19 they run while the tool's thread waits for its peer, which in a
- * ping-pong is most of the time. Once the code is compiled nothing changes (the threads are idle).
- * Measured in docs/bench.md (cold start).
- *
- * Linux only (a thread's id under /proc/self/task is what setpriority(2) takes as a thread);
- * elsewhere, or when not allowed, nothing happens. `RDMACM_JIT_NICE=<0..19>` sets another nice
- * value (0 leaves the threads alone). Threads started later (libuv's pool, workers) are made by
- * the main thread and keep its priority.
- */
-export function lowerBackgroundThreadPriority(): void {
-  const nice = Number(process.env.RDMACM_JIT_NICE ?? 19);
-  if (!Number.isInteger(nice) || nice <= 0 || nice > 19) return;
-  let tids: string[];
-  try {
-    tids = readdirSync('/proc/self/task');
-  } catch {
-    return;
-  }
-  for (const t of tids) {
-    const tid = Number(t);
-    if (tid === process.pid) continue;
-    try {
-      if (os.getPriority(tid) < nice) os.setPriority(tid, nice);
-    } catch {
-      // the thread ended, or another OS's numbering: leave it
-    }
-  }
 }
 
 /** The program name for messages (`basename(argv[0])`). */

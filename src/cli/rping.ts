@@ -18,6 +18,7 @@
  * post to, and checks the shared test state, whose numbers (IDLE=1 ... ERROR=11) appear in
  * messages. `-P` runs one task per accepted connection.
  */
+import './startup.js';
 import {
   Access,
   CmEventType,

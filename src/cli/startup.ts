@@ -1,0 +1,61 @@
+/**
+ * How a tool's process runs its JavaScript engine, set before anything else of the tool loads:
+ * every tool imports this module first (an ES module with no imports of its own of this package,
+ * so it is evaluated before the rest of the tool's module graph).
+ *
+ * A tool run once spends its first second compiling: V8 interprets the data path, then
+ * TurboFan compiles the hot functions on background threads (for `rping -C 1000`, about as much
+ * CPU as the 1000 pings themselves once compiled). Two settings shorten that, measured in
+ * docs/bench.md (cold start):
+ *
+ * - V8's background threads (TurboFan jobs, concurrent GC tasks; the platform's worker threads,
+ *   which exist before any of our code runs) at `nice 19`, the tool's own thread at the priority it
+ *   was started with. At equal priority they take turns with the tool's thread on its CPU, so each
+ *   message of a ping-pong waits for compile jobs; at nice 19 they run while the tool's thread
+ *   waits for its peer, which in a ping-pong is most of the time. Linux only (a thread's id under
+ *   /proc/self/task is what setpriority(2) takes); elsewhere, or when not allowed, nothing
+ *   happens. Threads started later (libuv's pool) are made by the main thread and keep its
+ *   priority. `RDMACM_JIT_NICE=<1..19>` chooses another value, `0` leaves them alone.
+ * - V8's interrupt budget (how much bytecode a function runs before V8 considers optimising it)
+ *   lowered from 67584 to 16384, so the data path reaches TurboFan after a quarter of the calls;
+ *   with the compile jobs off the tool's thread, compiling sooner pays. `RDMACM_JIT_BUDGET=<n>`
+ *   chooses another value, `0` keeps V8's.
+ */
+import { readdirSync } from 'node:fs';
+import os from 'node:os';
+import v8 from 'node:v8';
+
+/** The nice value V8's background threads get (`RDMACM_JIT_NICE`; 0: left alone). */
+const JIT_NICE = envInt('RDMACM_JIT_NICE', 19, 0, 19);
+/** V8's `--interrupt-budget` for the tool (`RDMACM_JIT_BUDGET`; 0: V8's default). */
+const JIT_BUDGET = envInt('RDMACM_JIT_BUDGET', 16384, 0, 1 << 24);
+
+function envInt(name: string, dflt: number, min: number, max: number): number {
+  const v = process.env[name];
+  if (v === undefined || v === '') return dflt;
+  const n = Number(v);
+  return Number.isInteger(n) && n >= min && n <= max ? n : dflt;
+}
+
+/** Give every thread of this process but the main one the nice value `nice` (if lower now). */
+export function lowerBackgroundThreadPriority(nice: number): void {
+  if (nice <= 0) return;
+  let tids: string[];
+  try {
+    tids = readdirSync('/proc/self/task');
+  } catch {
+    return;
+  }
+  for (const t of tids) {
+    const tid = Number(t);
+    if (tid === process.pid) continue;
+    try {
+      if (os.getPriority(tid) < nice) os.setPriority(tid, nice);
+    } catch {
+      // the thread ended, or another OS's numbering: leave it
+    }
+  }
+}
+
+if (JIT_BUDGET > 0) v8.setFlagsFromString(`--interrupt-budget=${JIT_BUDGET}`);
+lowerBackgroundThreadPriority(JIT_NICE);
