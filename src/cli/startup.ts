@@ -8,17 +8,20 @@
  * CPU as the 1000 pings themselves once compiled). Two settings shorten that, measured in
  * docs/bench.md (cold start):
  *
- * - V8's background threads (TurboFan jobs, concurrent GC tasks; the platform's worker threads,
- *   which exist before any of our code runs) at `nice 19`, the tool's own thread at the priority it
- *   was started with. At equal priority they take turns with the tool's thread on its CPU, so each
- *   message of a ping-pong waits for compile jobs; at nice 19 they run while the tool's thread
- *   waits for its peer, which in a ping-pong is most of the time. Linux only (a thread's id under
- *   /proc/self/task is what setpriority(2) takes); elsewhere, or when not allowed, nothing
- *   happens. Threads started later (libuv's pool) are made by the main thread and keep its
- *   priority. `RDMACM_JIT_NICE=<1..19>` chooses another value, `0` leaves them alone.
+ * - V8's background threads (TurboFan jobs, concurrent and parallel GC tasks; the platform's
+ *   worker threads, which exist before any of our code runs) at `nice 5`, the tool's own thread at
+ *   the priority it was started with. At equal priority they take turns with the tool's thread on
+ *   its CPU, so each message of a ping-pong waits for compile jobs; at nice 5 the tool's thread
+ *   gets about three quarters of a CPU they share, and the jobs run mostly while it waits for its
+ *   peer. Not 19: at nice 19 a warm `cmtime` (which allocates much) on a machine loaded by other
+ *   processes took 1.45 × as long per connection, probably waiting for parallel GC tasks that
+ *   barely got a CPU. Linux only (a thread's id under /proc/self/task is what setpriority(2) takes);
+ *   elsewhere, or when not allowed, nothing happens. Threads started later (libuv's pool) are made
+ *   by the main thread and keep its priority. `RDMACM_JIT_NICE=<1..19>` chooses another value,
+ *   `0` leaves them alone.
  * - V8's interrupt budget (how much bytecode a function runs before V8 considers optimising it)
  *   lowered from 67584 to 16384, so the data path reaches TurboFan after a quarter of the calls;
- *   with the compile jobs off the tool's thread, compiling sooner pays. `RDMACM_JIT_BUDGET=<n>`
+ *   with the compile jobs yielding to the tool's thread, compiling sooner pays. `RDMACM_JIT_BUDGET=<n>`
  *   chooses another value, `0` keeps V8's.
  */
 import { readdirSync } from 'node:fs';
@@ -26,7 +29,7 @@ import os from 'node:os';
 import v8 from 'node:v8';
 
 /** The nice value V8's background threads get (`RDMACM_JIT_NICE`; 0: left alone). */
-const JIT_NICE = envInt('RDMACM_JIT_NICE', 19, 0, 19);
+const JIT_NICE = envInt('RDMACM_JIT_NICE', 5, 0, 19);
 /** V8's `--interrupt-budget` for the tool (`RDMACM_JIT_BUDGET`; 0: V8's default). */
 const JIT_BUDGET = envInt('RDMACM_JIT_BUDGET', 16384, 0, 1 << 24);
 
