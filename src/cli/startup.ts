@@ -5,8 +5,8 @@
  *
  * A tool run once spends its first second compiling: V8 interprets the data path, then
  * TurboFan compiles the hot functions on background threads (for `rping -C 1000`, about as much
- * CPU as the 1000 pings themselves once compiled). Two settings shorten that, measured in
- * docs/bench.md (cold start):
+ * CPU as the 1000 pings themselves once compiled). Two settings shorten that (measured in
+ * docs/bench.md, "Cold start"). Every tool gets:
  *
  * - V8's background threads (TurboFan jobs, concurrent and parallel GC tasks; the platform's
  *   worker threads, which exist before any of our code runs) at `nice 5`, the tool's own thread at
@@ -14,15 +14,17 @@
  *   its CPU, so each message of a ping-pong waits for compile jobs; at nice 5 the tool's thread
  *   gets about three quarters of a CPU they share, and the jobs run mostly while it waits for its
  *   peer. Not 19: at nice 19 a warm `cmtime` (which allocates much) on a machine loaded by other
- *   processes took 1.45 × as long per connection, probably waiting for parallel GC tasks that
- *   barely got a CPU. Linux only (a thread's id under /proc/self/task is what setpriority(2) takes);
- *   elsewhere, or when not allowed, nothing happens. Threads started later (libuv's pool) are made
- *   by the main thread and keep its priority. `RDMACM_JIT_NICE=<1..19>` chooses another value,
- *   `0` leaves them alone.
- * - V8's interrupt budget (how much bytecode a function runs before V8 considers optimising it)
- *   lowered from 67584 to 16384, so the data path reaches TurboFan after a quarter of the calls;
- *   with the compile jobs yielding to the tool's thread, compiling sooner pays. `RDMACM_JIT_BUDGET=<n>`
- *   chooses another value, `0` keeps V8's.
+ *   processes took 1.45 × as long per connection (with both processes busy, compile and GC jobs
+ *   at nice 19 barely get a CPU). Linux only (a thread's id under /proc/self/task is what
+ *   setpriority(2) takes); elsewhere, or when not allowed, nothing happens. Threads started later
+ *   (libuv's pool) are made by the main thread and keep its priority. `RDMACM_JIT_NICE=<1..19>`
+ *   chooses another value, `0` leaves them alone.
+ *
+ * And one that a tool chooses for itself ({@link setInterruptBudget}): V8's interrupt budget (how
+ * much bytecode a function runs before V8 considers optimising it), lowered from 67584 to 16384 by
+ * rping, so that its ping path reaches TurboFan after a quarter of the calls. Not for every tool:
+ * in `cmtime`, whose 1000 connections at once keep both processes busy, the same budget made the
+ * cold run take about 1.9 × as long.
  */
 import { readdirSync } from 'node:fs';
 import os from 'node:os';
@@ -30,8 +32,6 @@ import v8 from 'node:v8';
 
 /** The nice value V8's background threads get (`RDMACM_JIT_NICE`; 0: left alone). */
 const JIT_NICE = envInt('RDMACM_JIT_NICE', 5, 0, 19);
-/** V8's `--interrupt-budget` for the tool (`RDMACM_JIT_BUDGET`; 0: V8's default). */
-const JIT_BUDGET = envInt('RDMACM_JIT_BUDGET', 16384, 0, 1 << 24);
 
 function envInt(name: string, dflt: number, min: number, max: number): number {
   const v = process.env[name];
@@ -60,5 +60,14 @@ export function lowerBackgroundThreadPriority(nice: number): void {
   }
 }
 
-if (JIT_BUDGET > 0) v8.setFlagsFromString(`--interrupt-budget=${JIT_BUDGET}`);
+/**
+ * Set V8's interrupt budget to `budget` (bytes of bytecode) for the functions that have not run
+ * yet, unless `RDMACM_JIT_BUDGET=<n>` chooses another (`0`: V8's default). Call before the hot path
+ * first runs.
+ */
+export function setInterruptBudget(budget: number): void {
+  const n = envInt('RDMACM_JIT_BUDGET', budget, 0, 1 << 24);
+  if (n > 0) v8.setFlagsFromString(`--interrupt-budget=${n}`);
+}
+
 lowerBackgroundThreadPriority(JIT_NICE);
