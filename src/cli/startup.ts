@@ -15,10 +15,11 @@
  *   gets about three quarters of a CPU they share, and the jobs run mostly while it waits for its
  *   peer. Not 19: at nice 19 a warm `cmtime` (which allocates much) on a machine loaded by other
  *   processes took 1.45 × as long per connection (with both processes busy, compile and GC jobs
- *   at nice 19 barely get a CPU). Linux only (a thread's id under /proc/self/task is what
- *   setpriority(2) takes); elsewhere, or when not allowed, nothing happens. Threads started later
- *   (libuv's pool) are made by the main thread and keep its priority. `RDMACM_JIT_NICE=<1..19>`
- *   chooses another value, `0` leaves them alone.
+ *   at nice 19 barely get a CPU). libuv's thread pool (file reads, getaddrinfo), which the module
+ *   loader has started by then, gets the same value; threads started later are made by the main
+ *   thread and keep its priority. Linux only (a thread's id under /proc/self/task is what
+ *   setpriority(2) takes); elsewhere, or when not allowed, nothing happens.
+ *   `RDMACM_JIT_NICE=<1..19>` chooses another value, `0` leaves them alone.
  *
  * And one that a tool chooses for itself ({@link setInterruptBudget}): V8's interrupt budget (how
  * much bytecode a function runs before V8 considers optimising it), lowered from 67584 to 16384 by
