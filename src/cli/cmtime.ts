@@ -24,6 +24,7 @@
  * there, as with rdma-core on siw; and the "no QPs" run that follows with two peers fails in
  * rdma_connect (EINVAL: iWARP needs a real QP number), also as on siw.
  */
+import './startup.js';
 import net from 'node:net';
 import os from 'node:os';
 import {

@@ -12,6 +12,7 @@
  * they never come, as mckey does). Then every id leaves the group. Both print `test complete` and
  * `return status N`, where N is the result of the last leave, and exit with N (mod 256).
  */
+import './startup.js';
 import { CmEventType, McJoinFlag, PortSpace, createId, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
 import { parseIpv6 } from '../util/ip.js';
 import {

@@ -6,6 +6,7 @@
  * server's reply, disconnect. Prints `rdma_client: start` and `rdma_client: end N`; the exit
  * status is N (mod 256).
  */
+import './startup.js';
 import {
   PortSpace,
   SendFlags,

@@ -5,6 +5,7 @@
  * receive and one 16-byte (inline) send, then disconnect. Prints `rdma_server: start` and
  * `rdma_server: end N`; the exit status is N (mod 256).
  */
+import './startup.js';
 import {
   RAI,
   PortSpace,

@@ -10,6 +10,7 @@
  *
  * Exit status 0; 1 for a bad option.
  */
+import './startup.js';
 import { NATIVE_PROVIDER, PortState, TransportType, backendSelection, getDeviceList, nativeAddonStatus, portStateStr, type Device } from '../index.js';
 import { Getopt, exit, getoptComplaint, installTopLevelHandlers, out } from './common.js';
 

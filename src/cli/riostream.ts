@@ -9,6 +9,7 @@
  * marker in its final byte, which the receiver polls — in C a busy loop on a volatile byte, here a
  * loop that lets the event loop (which places the peer's writes) run between two looks.
  */
+import './startup.js';
 import { realpathSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import {

@@ -10,6 +10,7 @@
  * C code would spin or block on a socket that cannot move, this code awaits its readiness
  * (rpoll) — the same sequence of transfers, without burning the CPU the event loop needs.
  */
+import './startup.js';
 import net from 'node:net';
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';

@@ -12,6 +12,7 @@
  * The C tool busy-polls CQs that have no completion channel; here an empty poll yields to the
  * event loop (setImmediate) before polling again, so sockets keep being served.
  */
+import './startup.js';
 import {
   Access,
   CmEventType,

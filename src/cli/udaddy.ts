@@ -12,6 +12,7 @@
  * datagrams (SEND_WITH_IMM, the immediate data being its QP number) and waits for the replies.
  * Both print `test complete` and `return status N`, and exit with N (mod 256).
  */
+import './startup.js';
 import {
   CmEventType,
   PortSpace,

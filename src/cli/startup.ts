@@ -1,0 +1,74 @@
+/**
+ * How a tool's process runs its JavaScript engine, set before anything else of the tool loads:
+ * every tool imports this module first (an ES module with no imports of its own of this package,
+ * so it is evaluated before the rest of the tool's module graph).
+ *
+ * A tool run once spends its first second compiling: V8 interprets the data path, then
+ * TurboFan compiles the hot functions on background threads (for `rping -C 1000`, about as much
+ * CPU as the 1000 pings themselves once compiled). Two settings shorten that (measured in
+ * docs/bench.md, "Cold start"). Every tool gets:
+ *
+ * - V8's background threads (TurboFan jobs, concurrent and parallel GC tasks; the platform's
+ *   worker threads, which exist before any of our code runs) at `nice 5`, the tool's own thread at
+ *   the priority it was started with. At equal priority they take turns with the tool's thread on
+ *   its CPU, so each message of a ping-pong waits for compile jobs; at nice 5 the tool's thread
+ *   gets about three quarters of a CPU they share, and the jobs run mostly while it waits for its
+ *   peer. Not 19: at nice 19 a warm `cmtime` (which allocates much) on a machine loaded by other
+ *   processes took 1.45 × as long per connection (with both processes busy, compile and GC jobs
+ *   at nice 19 barely get a CPU). libuv's thread pool (file reads, getaddrinfo), which the module
+ *   loader has started by then, gets the same value; threads started later are made by the main
+ *   thread and keep its priority. Linux only (a thread's id under /proc/self/task is what
+ *   setpriority(2) takes); elsewhere, or when not allowed, nothing happens.
+ *   `RDMACM_JIT_NICE=<1..19>` chooses another value, `0` leaves them alone.
+ *
+ * And one that a tool chooses for itself ({@link setInterruptBudget}): V8's interrupt budget (how
+ * much bytecode a function runs before V8 considers optimising it), lowered from 67584 to 16384 by
+ * rping, so that its ping path reaches TurboFan after a quarter of the calls. Not for every tool:
+ * in `cmtime`, whose 1000 connections at once keep both processes busy, the same budget made the
+ * cold run take about 1.9 × as long.
+ */
+import { readdirSync } from 'node:fs';
+import os from 'node:os';
+import v8 from 'node:v8';
+
+/** The nice value V8's background threads get (`RDMACM_JIT_NICE`; 0: left alone). */
+const JIT_NICE = envInt('RDMACM_JIT_NICE', 5, 0, 19);
+
+function envInt(name: string, dflt: number, min: number, max: number): number {
+  const v = process.env[name];
+  if (v === undefined || v === '') return dflt;
+  const n = Number(v);
+  return Number.isInteger(n) && n >= min && n <= max ? n : dflt;
+}
+
+/** Give every thread of this process but the main one the nice value `nice` (if lower now). */
+export function lowerBackgroundThreadPriority(nice: number): void {
+  if (nice <= 0) return;
+  let tids: string[];
+  try {
+    tids = readdirSync('/proc/self/task');
+  } catch {
+    return;
+  }
+  for (const t of tids) {
+    const tid = Number(t);
+    if (tid === process.pid) continue;
+    try {
+      if (os.getPriority(tid) < nice) os.setPriority(tid, nice);
+    } catch {
+      // the thread ended, or another OS's numbering: leave it
+    }
+  }
+}
+
+/**
+ * Set V8's interrupt budget to `budget` (bytes of bytecode) for the functions that have not run
+ * yet, unless `RDMACM_JIT_BUDGET=<n>` chooses another (`0`: V8's default). Call before the hot path
+ * first runs.
+ */
+export function setInterruptBudget(budget: number): void {
+  const n = envInt('RDMACM_JIT_BUDGET', budget, 0, 1 << 24);
+  if (n > 0) v8.setFlagsFromString(`--interrupt-budget=${n}`);
+}
+
+lowerBackgroundThreadPriority(JIT_NICE);

@@ -1,0 +1,42 @@
+// cli/startup.js, loaded first by every tool: V8's background threads at a lower priority
+// (RDMACM_JIT_NICE, default 5), the main thread untouched. Checked in a child process that loads
+// the module and reports the nice value of each of its threads (Linux: /proc/self/task/*/stat).
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import os from 'node:os';
+
+const STARTUP = new URL('../../../dist/cli/startup.js', import.meta.url).href;
+const linux = existsSync('/proc/self/task');
+/** The nice value this test runs at (a child starts with it; startup.js never raises priority). */
+const base = os.getPriority();
+const at = (n) => Math.max(base, n);
+
+/** { main, others: [nice...] } of a fresh process that imported startup.js under `env`. */
+function nices(env) {
+  const script = `
+    await import(${JSON.stringify(STARTUP)});
+    const fs = await import('node:fs');
+    const nice = (t) => Number(fs.readFileSync('/proc/self/task/' + t + '/stat', 'utf8').split(') ')[1].split(' ')[16]);
+    const tids = fs.readdirSync('/proc/self/task').map(Number);
+    console.log(JSON.stringify({ main: nice(process.pid), others: tids.filter((t) => t !== process.pid).map(nice) }));`;
+  const e = { ...process.env };
+  delete e.RDMACM_JIT_NICE;
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { env: { ...e, ...env }, encoding: 'utf8', timeout: 30_000 });
+  return JSON.parse(out.trim().split('\n').pop());
+}
+
+test('by default every thread but the main one runs at nice 5; the main thread keeps its own', { skip: !linux && 'no /proc/self/task' }, () => {
+  const r = nices({});
+  assert.equal(r.main, base);
+  assert.ok(r.others.length > 0, 'V8 has worker threads');
+  for (const n of r.others) assert.equal(n, at(5));
+});
+
+test('RDMACM_JIT_NICE chooses the value; 0 and a bad value fall back as documented', { skip: !linux && 'no /proc/self/task' }, () => {
+  assert.deepEqual(new Set(nices({ RDMACM_JIT_NICE: '12' }).others), new Set([at(12)]));
+  assert.deepEqual(new Set(nices({ RDMACM_JIT_NICE: '0' }).others), new Set([base]));
+  assert.deepEqual(new Set(nices({ RDMACM_JIT_NICE: 'x' }).others), new Set([at(5)]));
+  assert.equal(nices({ RDMACM_JIT_NICE: '12' }).main, base);
+});
