@@ -74,13 +74,24 @@ export function ipBytes(ip: string, family: 4 | 6): Uint8Array {
 const devices = new Map<string, RoceDevice>();
 
 /** Datagrams this process sends to its own host (see {@link RoceDevice.deliverLocal}). */
-const localQueue: { dev: RoceDevice; buf: Buffer; meta: RxMeta }[] = [];
+let localQueue: { dev: RoceDevice; buf: Buffer; meta: RxMeta }[] = [];
+let localSpare: { dev: RoceDevice; buf: Buffer; meta: RxMeta }[] = [];
 let localScheduled = false;
 function drainLocal(): void {
   localScheduled = false;
-  const list = localQueue.splice(0);
-  for (const l of list) l.dev.agent.route(l.dev, l.buf, l.meta);
+  // Swap in the spare array: what routing queues meanwhile waits for the next turn.
+  const list = localQueue;
+  localQueue = localSpare;
+  for (let i = 0; i < list.length; i++) {
+    const l = list[i] as { dev: RoceDevice; buf: Buffer; meta: RxMeta };
+    l.dev.agent.route(l.dev, l.buf, l.meta);
+  }
+  list.length = 0;
+  localSpare = list;
 }
+
+/** Entries of a device's {@link RoceDevice.ownsIp} cache before it starts over. */
+const OWNS_CACHE_MAX = 1024;
 
 /** The GSI agent every device gets (set by the connection manager module when it loads). */
 let defaultGsi: GsiHandler | null = null;
@@ -116,6 +127,8 @@ export class RoceDevice implements RxSink {
   private _info: DeviceInfo;
   private _gids: GidEntry[];
   private active = false;
+  /** {@link ownsIp} answers by address text (emptied whenever the GID table is rebuilt). */
+  private readonly owns = new Map<string, boolean>();
 
   private constructor(info: DeviceInfo, agent: PortAgent) {
     this.name = info.name;
@@ -149,6 +162,7 @@ export class RoceDevice implements RxSink {
   update(info: DeviceInfo): void {
     this._info = info;
     this._gids = buildGidTable(info.ifname, info.mac ?? '00:00:00:00:00:00', info.addresses);
+    this.owns.clear();
     if (this.active) this.bindAll();
   }
 
@@ -197,6 +211,16 @@ export class RoceDevice implements RxSink {
 
   /** Whether IP `ip` (as the UDP layer reports it) is an address of this port. */
   ownsIp(ip: string, family: 4 | 6): boolean {
+    let yes = this.owns.get(ip);
+    if (yes === undefined) {
+      yes = this.ownsIpUncached(ip, family);
+      if (this.owns.size >= OWNS_CACHE_MAX) this.owns.clear();
+      this.owns.set(ip, yes);
+    }
+    return yes;
+  }
+
+  private ownsIpUncached(ip: string, family: 4 | 6): boolean {
     const b = ipBytes(ip, family);
     for (const e of this._gids) {
       if (family === 4 && isV4MappedGid(e.gid) && e.gid[12] === b[0] && e.gid[13] === b[1] && e.gid[14] === b[2] && e.gid[15] === b[3]) return true;
