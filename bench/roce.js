@@ -1,5 +1,5 @@
-// The RoCE section of `npm run bench`: the soft RoCEv2 device (rxe_lo, UD QPs) beside plain Node
-// `dgram`, measured in the same run on loopback, two processes per test (this process and
+// The RoCE section of `npm run bench`: the soft RoCEv2 device (rxe_lo, UD and RC QPs) beside plain
+// Node `dgram`, measured in the same run on loopback, two processes per test (this process and
 // bench/roce-peer.js; three for the two-receiver multicast row):
 //
 //   64 B ping-pong RTT      UD SEND/RECV against a dgram echo             target <= 1.2 x dgram
@@ -9,8 +9,15 @@
 //   multicast, 2 receivers  the same, two receiver processes (deliveries/s, both summed)
 //   udaddy -c 100           SIDR resolution of 100 UD ids (our udaddy, server and client),
 //                           beside 100 dgram request/replies at once from a fresh process
+//   RC 64 B ping-pong RTT   SEND/RECV over an RC connection (rdma_cm,     target <= 1.2 x dgram
+//                           IB CM over rxe_lo) against a dgram echo
+//   1 MiB RDMA WRITE        bytes/s of 1 MiB WRITEs, 8 in flight, against target >= 0.8 x dgram
+//                           a dgram blast of 4096 B datagrams (the payload of each RoCE packet)
+//                           and against the same WRITEs over siw_lo (iWARP)
+//   cmtime                  our cmtime's connect rate over rxe_lo beside siw_lo
 //
-//   node bench/roce.js [--json FILE] [--reps N] [--quick] [--only pingpong,mtu,mcast1,mcast2,udaddy]
+//   node bench/roce.js [--json FILE] [--reps N] [--quick]
+//                      [--only pingpong,mtu,mcast1,mcast2,udaddy,rcpp,write,cmtime]
 //
 // --json FILE  also write every run, the medians and the ratios as JSON
 // --only       run only these rows (default: all)
@@ -596,7 +603,7 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
   const c = Object.fromEntries(Object.keys(cpuRuns).map((k) => [k, median(cpuRuns[k])]));
   const pct = (x) => `${fx(100 * x, 0)}%`;
   const side = (k) => `${kfmt(m[k])} (${pct(d[k])} delivered, rx CPU ${fx(c[k], 1)} us/msg)`;
-  log(`roce: soft RoCEv2 rxe_lo (UD) beside Node dgram, loopback; ${reps} round(s), median; ${PP} round trips, ${N} messages of ${MTU} B per blast${WARMUP ? ', each after as long an untimed warm-up' : ', no warm-up'}${PIN ? `; peer on CPU ${PIN[0]}, this process on CPU ${PIN[1]}` : '; unpinned'}; RoCE UDP port ${ROCE_PORT}`);
+  log(`roce: soft RoCEv2 rxe_lo (UD, RC) beside Node dgram, loopback; ${reps} round(s), median; ${PP} round trips, ${N} messages of ${MTU} B per blast, ${WRITE_MIB} x 1 MiB RDMA WRITEs, cmtime -c ${CM_CONNS}${WARMUP ? ', each after as long an untimed warm-up' : ', no warm-up'}${PIN ? `; peer on CPU ${PIN[0]}, this process on CPU ${PIN[1]}` : '; unpinned'}; RoCE UDP port ${ROCE_PORT}`);
   const ran = (r, line) => on(r) && log(line);
   ran('pingpong', `64 B ping-pong RTT          UD SEND/RECV ${fx(m.ppUd, 1)} us (CPU ${fx(c.ppUd, 1)} us/RT)   Node dgram ${fx(m.ppDgram, 1)} us (CPU ${fx(c.ppDgram, 1)} us/RT)   UD/dgram ${fx(m.ppUd / m.ppDgram)} (target <= 1.2)`);
   ran('mtu', `${MTU} B messages/s           UD SEND ${side('mtuUd')}   Node dgram ${side('mtuDgram')}   UD/dgram ${fx(m.mtuUd / m.mtuDgram)} (target >= 0.8)`);

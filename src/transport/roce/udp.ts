@@ -72,7 +72,7 @@ export const PACKET_HEADROOM = 4 + FWD_HDR;
 const SLAB_SIZE = 64 * 1024;
 /** Every slab of {@link packetBuffer}: a view of one of them has its headroom in front of it. */
 const slabs = new WeakSet<ArrayBufferLike>();
-let slab: ArrayBuffer | null = null;
+let slab: ArrayBufferLike | null = null;
 let slabOff = 0;
 
 /**
@@ -83,13 +83,14 @@ let slabOff = 0;
  */
 export function packetBuffer(len: number): Buffer {
   const need = (PACKET_HEADROOM + len + 7) & ~7;
+  // allocUnsafeSlow: a fresh, uninitialised ArrayBuffer of exactly this size (not Node's pool).
   if (need > SLAB_SIZE) {
-    const ab = new ArrayBuffer(need);
+    const ab = Buffer.allocUnsafeSlow(need).buffer;
     slabs.add(ab);
     return Buffer.from(ab, PACKET_HEADROOM, len);
   }
   if (slab === null || slabOff + need > SLAB_SIZE) {
-    slab = new ArrayBuffer(SLAB_SIZE);
+    slab = Buffer.allocUnsafeSlow(SLAB_SIZE).buffer;
     slabs.add(slab);
     slabOff = 0;
   }
@@ -277,6 +278,8 @@ export class PortAgent {
   private readonly fwdAddrs = new Map<string, Map<string, Buffer>>();
   /** IPv4 address texts by value ({@link frameAddrText}). */
   private readonly v4Text = new Map<number, string>();
+  /** {@link blockName} by block number. */
+  private readonly blockNames = new Map<number, string>();
   /** The buffer every read of a forwarding connection lands in ({@link acceptForward}). */
   private fwdRead: Buffer | null = null;
   /** Forwarding connections corked since the last {@link uncorkAll} (one writev per burst). */
@@ -303,9 +306,15 @@ export class PortAgent {
 
   // -- QPN blocks ----------------------------------------------------------------------------
 
-  /** The abstract socket name of QPN block `block`. */
+  /** The abstract socket name of QPN block `block` (made once per block: routing asks per packet). */
   blockName(block: number): string {
-    return `\0rdmacm-roce-${this.port}-qpn-${block}`;
+    let n = this.blockNames.get(block);
+    if (n === undefined) {
+      n = `\0rdmacm-roce-${this.port}-qpn-${block}`;
+      if (this.blockNames.size >= ADDR_CACHE_MAX) this.blockNames.clear();
+      this.blockNames.set(block, n);
+    }
+    return n;
   }
 
   /** The abstract socket name of a service directory entry. */
