@@ -47,6 +47,8 @@ const PEER = fileURLToPath(new URL('./roce-peer.js', import.meta.url));
 const UDADDY = fileURLToPath(new URL('../dist/cli/udaddy.js', import.meta.url));
 const CMTIME = fileURLToPath(new URL('../dist/cli/cmtime.js', import.meta.url));
 const WARMUP = process.env.BENCH_WARMUP !== '0';
+/** Node options for the peer processes (`BENCH_ROCE_PEER_FLAGS`, e.g. `--cpu-prof --cpu-prof-dir=DIR` to profile them). */
+const PEER_FLAGS = (process.env.BENCH_ROCE_PEER_FLAGS ?? '').split(' ').filter(Boolean);
 const PIN = pinCpus();
 const QKEY = 0x11111111;
 const MTU = 4096;
@@ -72,7 +74,7 @@ const { getDeviceList, QpType, QpState, Access, WrOpcode, SendFlags, WcStatus, c
 
 /** A peer process on CPU PIN[0]; `next()` resolves its next JSON line. Stopped by `stop()`. */
 function peer(...args) {
-  const c = spawn(...pinned(PIN?.[0] ?? null, process.execPath, [PEER, ...args.map(String)]), { stdio: ['pipe', 'pipe', 'inherit'] });
+  const c = spawn(...pinned(PIN?.[0] ?? null, process.execPath, [...PEER_FLAGS, PEER, ...args.map(String)]), { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = [];
   const waiters = [];
   let ended = false;

@@ -122,7 +122,7 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
       c.inc(C.rcvd_mcast_no_group_drop);
       return;
     }
-    group = dev.mcast.get(gidKey(mcastGid(meta.dst, meta.family)));
+    group = dev.mcast.get(groupKey(meta.dst, meta.family));
     if (!group || group.size === 0) {
       c.inc(C.rcvd_mcast_no_group_drop);
       return;
@@ -168,7 +168,13 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
   }
   if (group !== undefined) {
     c.inc(C.rcvd_mcast_pkts);
-    // A QP may detach (or be destroyed) while the packet is delivered: iterate over a copy.
+    // A QP may detach (or be destroyed) while the packet is delivered: iterate over a copy (of
+    // more than one).
+    if (group.size === 1) {
+      const q = group.values().next().value as RoceUdQp;
+      if (qpAccepts(dev, q, p)) q._respond(p, net);
+      return;
+    }
     for (const q of [...group]) {
       if (qpAccepts(dev, q, p)) q._respond(p, net);
     }
@@ -189,6 +195,18 @@ function isMulticastIp(ip: string, family: 4 | 6): boolean {
   const a = ip.charCodeAt(0) | 0x20;
   const b = ip.charCodeAt(1) | 0x20;
   return a === 0x66 && b === 0x66;
+}
+
+/** Group keys (the GID keys of `dev.mcast`) by group address text, so a busy group's is made once. */
+const groupKeys = new Map<string, string>();
+function groupKey(ip: string, family: 4 | 6): string {
+  let k = groupKeys.get(ip);
+  if (k === undefined) {
+    k = gidKey(mcastGid(ip, family));
+    if (groupKeys.size > 1024) groupKeys.clear();
+    groupKeys.set(ip, k);
+  }
+  return k;
 }
 
 function mcastGid(ip: string, family: 4 | 6): Uint8Array {
