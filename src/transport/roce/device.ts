@@ -19,7 +19,7 @@ import { parseIpv4, parseIpv6 } from '../../util/ip.js';
 import { rxeReceive } from './recv.js';
 import { impairedSend, impairing } from './impair.js';
 import type { RoceUdQp } from './ud-qp.js';
-import type { RocePacket } from '../../wire/roce/index.js';
+import type { RocePacket, RoceIpUdpHeaders } from '../../wire/roce/index.js';
 import type { RxNet } from './recv.js';
 
 /** What an address handle resolves to (kept in `ah._provider`). */
@@ -38,6 +38,8 @@ export interface RoceAv {
   trafficClass: number;
   /** The destination is a multicast group. */
   multicast: boolean;
+  /** The IP/UDP headers the ICRC of a packet sent on this path covers (ports: the device's). */
+  net: RoceIpUdpHeaders;
 }
 
 /**
@@ -245,11 +247,15 @@ export class RoceDevice implements RxSink {
     if (dst.family === 4 ? g.dgid[12] === 0 && g.dgid[13] === 0 && g.dgid[14] === 0 && g.dgid[15] === 0 : g.dgid.every((x) => x === 0)) {
       throw err('EINVAL', op, 'destination GID is unspecified');
     }
+    const dstBytes = ipBytes(dst.ip, dst.family);
+    const srcBytes = ipBytes(sgid.ip, sgid.family);
+    const port = this.agent.port;
     return {
       sgid,
       dst: dst.ip,
-      dstBytes: ipBytes(dst.ip, dst.family),
-      srcBytes: ipBytes(sgid.ip, sgid.family),
+      dstBytes,
+      srcBytes,
+      net: { family: dst.family, src: srcBytes, dst: dstBytes, sport: port, dport: port },
       family: dst.family,
       hopLimit: g.hopLimit,
       trafficClass: g.trafficClass,

@@ -33,7 +33,8 @@ import {
 } from '../../verbs/types.js';
 import {
   IbOpcode,
-  writeRoceHeaders,
+  writeDeth,
+  writeImmDt,
   finishRocePacket,
   rocePacketLength,
   immDt,
@@ -49,7 +50,8 @@ import {
 import { C } from './counters.js';
 import type { RoceAv, RoceDevice } from './device.js';
 import type { RxNet } from './recv.js';
-import { packetBuffer, type RxMeta } from './udp.js';
+import type { RxMeta } from './udp.js';
+import { hdrAt, rcPacket } from './rc/common.js';
 
 /** A UD send packet's headers: BTH + DETH (+ ImmDt). */
 const UD_SEND_ONLY = IbOpcode.UD_SEND_ONLY;
@@ -168,28 +170,18 @@ export class RoceUdQp extends Qp {
     const imm = w.opcode === WrOpcode.SEND_WITH_IMM;
     const opcode = imm ? UD_SEND_ONLY_IMM : UD_SEND_ONLY;
     const len = rocePacketLength(opcode, w.length);
-    const buf = packetBuffer(len);
-    const spec = {
-      opcode,
-      destQp: w.remoteQpn,
-      psn: this.psn,
-      se: (w.flags & SendFlags.SOLICITED) !== 0,
-      deth: { qkey: w.remoteQkey, srcQp: this.qpNum },
-      immDt: w.immData >>> 0,
-    };
-    const p = writeRoceHeaders(buf, 0, spec, w.length);
+    // BTH (P_Key 0xFFFF, pad for the payload, the WR's solicited flag), DETH, ImmDt: written in
+    // place, the opcode table giving their offsets.
+    const buf = rcPacket(opcode, w.length, w.remoteQpn, this.psn, false, (w.flags & SendFlags.SOLICITED) !== 0);
+    writeDeth(buf, hdrAt(opcode, Hdr.DETH), w.remoteQkey, this.qpNum);
+    if (imm) writeImmDt(buf, hdrAt(opcode, Hdr.IMMDT), w.immData >>> 0);
+    const p = hdrAt(opcode, Hdr.PAYLOAD);
     if (w.inline) w.inline.copy(buf, p, 0, w.length);
     else if (this.gather(w.sgList, buf, p) < 0) {
       this.requesterError(w, WcStatus.LOC_PROT_ERR, 'bad SGE');
       return false;
     }
-    finishRocePacket(buf, 0, p + w.length, {
-      family: av.family,
-      src: av.srcBytes,
-      dst: av.dstBytes,
-      sport: dev.agent.port,
-      dport: dev.agent.port,
-    });
+    finishRocePacket(buf, 0, p + w.length, av.net);
     this.psn = (this.psn + 1) & 0xffffff;
     dev.counters.inc(C.rdma_sends);
     if (!av.multicast && w.remoteQpn !== IB_MULTICAST_QPN && dev.ownsIp(av.dst, av.family)) {

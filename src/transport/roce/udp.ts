@@ -283,11 +283,12 @@ export class PortAgent {
   /** The buffer every read of a forwarding connection lands in ({@link acceptForward}). */
   private fwdRead: Buffer | null = null;
   /** Forwarding connections corked since the last {@link uncorkAll} (one writev per burst). */
-  private readonly corked: net.Socket[] = [];
+  private corked: net.Socket[] = [];
   private readonly uncorkAll = (): void => {
+    // A new list first: a connection corked while these are uncorked gets its own microtask.
     const list = this.corked;
+    this.corked = [];
     for (let i = 0; i < list.length; i++) (list[i] as net.Socket).uncork();
-    list.length = 0;
   };
 
   private constructor(port: number) {
