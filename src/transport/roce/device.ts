@@ -359,9 +359,13 @@ export class RoceDevice implements RxSink {
 
   /**
    * A datagram from this process to an address of this port: to its owner on this host (this
-   * process or another), on the next turn of the event loop. One queue for MADs and connected
-   * QPs' packets keeps their order (an ACK a QP sent before its application disconnected arrives
-   * before the DREQ), and a burst never starves timers and sockets.
+   * process or another), once the current task is done. One queue for MADs and connected QPs'
+   * packets keeps their order (an ACK a QP sent before its application disconnected arrives
+   * before the DREQ). The queue is drained on the next turn of the event loop (`setImmediate`)
+   * when its first datagram stays in this process (a MAD, a QP of this process), so that two QPs
+   * of one process exchanging a burst never starve timers and sockets; when it goes to another
+   * process's QPN block it is drained in a microtask, which only writes it to that process's
+   * socket (a request and the answer it prompts leave in one turn, as through a UDP socket).
    */
   deliverLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {
     this.counters.inc(C.sent_pkts);
@@ -373,7 +377,8 @@ export class RoceDevice implements RxSink {
     localQueue.push({ dev: this, buf, meta: { family, src, dst, srcPort: this.agent.port, forwarded: false } });
     if (!localScheduled) {
       localScheduled = true;
-      setImmediate(drainLocal);
+      if (this.agent.leavesProcess(buf)) queueMicrotask(drainLocal);
+      else setImmediate(drainLocal);
     }
   }
 

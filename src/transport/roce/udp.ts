@@ -328,6 +328,19 @@ export class PortAgent {
     return [...this.blocks.keys()];
   }
 
+  /**
+   * Whether a datagram (UDP payload, BTH first) for this host goes to another process: its
+   * destination QPN is in a block this process does not own. MADs (QPN 1, routed by content),
+   * multicast and anything too short to route count as staying here.
+   */
+  leavesProcess(buf: Buffer): boolean {
+    if (buf.length < 12) return false;
+    const qpn = bthDestQpn(buf);
+    if (qpn === IB_MULTICAST_QPN || qpn === 0 || qpn === GSI_QPN) return false;
+    const block = qpn >>> QPN_BLOCK_SHIFT;
+    return block >= FIRST_BLOCK && block <= LAST_BLOCK && !this.blocks.has(block);
+  }
+
   /** Whether QPN `qpn` is in a block of this process. */
   ownsQpn(qpn: number): boolean {
     return this.blocks.has(qpn >>> QPN_BLOCK_SHIFT);
