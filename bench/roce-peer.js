@@ -8,6 +8,12 @@
 //   node bench/roce-peer.js ud-sink [group]           count UD messages (attached to <group>)
 //   node bench/roce-peer.js dgram-resolve <port> <n>  n request/reply exchanges at once with a
 //                                                     dgram-echo peer, from a fresh process
+//   node bench/roce-peer.js rc-echo <port> <device>   an RC connection (rdma_cm, TCP port space,
+//                                                     pinned to <device>: rxe_lo or siw_lo) that
+//                                                     answers every 64 B SEND with one
+//   node bench/roce-peer.js rc-write <port> <device>  an RC connection exposing a 1 MiB RDMA WRITE
+//                                                     target (address and rkey in the accept's
+//                                                     private data); answers each SEND with one
 //
 // Each prints one JSON line once ready ({"ready":true}, with "qpn" for the UD modes). A sink
 // prints {"count":N,"secs":S,"cpuUsPerMsg":U} for each burst (arrivals ended by 150 ms of
@@ -155,6 +161,72 @@ if (kind === 'dgram-echo') {
   await done;
   out({ ms: performance.now() - t0 });
   process.exit(0);
+} else if (kind === 'rc-echo' || kind === 'rc-write') {
+  const { createId, PortSpace, Access, WrOpcode, SendFlags } = await import('../dist/index.js');
+  const [port, device] = args;
+  const listen = createId(null, null, PortSpace.TCP, { device });
+  listen.bindAddr({ address: '127.0.0.1', port: Number(port) });
+  await listen.listen(1);
+  out({ ready: true });
+  const child = await listen.getRequest();
+  const qp = child.createQp(null, { cap: { maxSendWr: 64, maxRecvWr: 64, maxInlineData: 64 } });
+  const cq = child.recvCq;
+  const ch = child.recvCqChannel;
+  /** The next receive completions (armed), waiting on the channel; null once it is gone. */
+  const nextWcs = async (max) => {
+    for (;;) {
+      const wcs = cq.poll(max);
+      if (wcs.length) return wcs;
+      try {
+        await ch.getCqEvent();
+      } catch {
+        return null;
+      }
+      cq.ackEvents(1);
+      cq.reqNotify();
+    }
+  };
+  // The client's disconnect (DISCONNECTED, the next event of the accepted id once accept() has
+  // returned) is answered (DREP on RoCE) and ends the peer; the bench also closes stdin.
+  const end = async () => {
+    await child.disconnect().catch(() => {});
+    process.exit(0);
+  };
+  const onDisconnect = () => child.channel.getEvent().then(end, end);
+  if (kind === 'rc-echo') {
+    const mr = child.pd.regMr(Buffer.alloc(64 * 64), Access.LOCAL_WRITE);
+    const sgl = Array.from({ length: 64 }, (_, i) => [{ addr: mr.addr + i * 64, length: 64, lkey: mr.lkey }]);
+    for (let i = 0; i < 64; i++) qp.postRecv({ wrId: i, sgList: sgl[i] });
+    await child.accept();
+    onDisconnect();
+    cq.reqNotify();
+    let n = 0;
+    for (let wcs; (wcs = await nextWcs(16)); ) {
+      for (const wc of wcs) {
+        if (wc.status !== 0) await end();
+        const i = Number(wc.wrId);
+        qp.postRecv({ wrId: i, sgList: sgl[i] });
+        qp.postSend({ wrId: i, opcode: WrOpcode.SEND, sgList: sgl[i], sendFlags: SendFlags.INLINE | ((++n & 31) === 0 ? SendFlags.SIGNALED : 0) });
+      }
+      child.sendCq.poll(64);
+    }
+  } else {
+    const target = child.pd.regMr(Buffer.alloc(1 << 20), Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+    const msg = child.pd.regMr(Buffer.alloc(16), Access.LOCAL_WRITE);
+    qp.postRecv({ wrId: 0, sgList: [{ addr: msg.addr, length: 16, lkey: msg.lkey }] });
+    const pd = Buffer.alloc(12);
+    pd.writeBigUInt64BE(BigInt(target.addr), 0);
+    pd.writeUInt32BE(target.rkey, 8);
+    await child.accept({ privateData: pd });
+    onDisconnect();
+    cq.reqNotify();
+    for (let wcs; (wcs = await nextWcs(1)); ) {
+      if (wcs[0].status !== 0) await end();
+      qp.postRecv({ wrId: 0, sgList: [{ addr: msg.addr, length: 16, lkey: msg.lkey }] });
+      qp.postSend({ wrId: 1, opcode: WrOpcode.SEND, sgList: [{ addr: msg.addr, length: 1, lkey: msg.lkey }], sendFlags: SendFlags.SIGNALED });
+      child.sendCq.poll(16);
+    }
+  }
 } else {
   process.stderr.write(`unknown mode ${kind}\n`);
   process.exit(2);

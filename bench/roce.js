@@ -1,5 +1,5 @@
-// The RoCE section of `npm run bench`: the soft RoCEv2 device (rxe_lo, UD QPs) beside plain Node
-// `dgram`, measured in the same run on loopback, two processes per test (this process and
+// The RoCE section of `npm run bench`: the soft RoCEv2 device (rxe_lo, UD and RC QPs) beside plain
+// Node `dgram`, measured in the same run on loopback, two processes per test (this process and
 // bench/roce-peer.js; three for the two-receiver multicast row):
 //
 //   64 B ping-pong RTT      UD SEND/RECV against a dgram echo             target <= 1.2 x dgram
@@ -9,8 +9,15 @@
 //   multicast, 2 receivers  the same, two receiver processes (deliveries/s, both summed)
 //   udaddy -c 100           SIDR resolution of 100 UD ids (our udaddy, server and client),
 //                           beside 100 dgram request/replies at once from a fresh process
+//   RC 64 B ping-pong RTT   SEND/RECV over an RC connection (rdma_cm,     target <= 1.2 x dgram
+//                           IB CM over rxe_lo) against a dgram echo
+//   1 MiB RDMA WRITE        bytes/s of 1 MiB WRITEs, 8 in flight, against target >= 0.8 x dgram
+//                           a dgram blast of 4096 B datagrams (the payload of each RoCE packet)
+//                           and against the same WRITEs over siw_lo (iWARP)
+//   cmtime                  our cmtime's connect rate over rxe_lo beside siw_lo
 //
-//   node bench/roce.js [--json FILE] [--reps N] [--quick] [--only pingpong,mtu,mcast1,mcast2,udaddy]
+//   node bench/roce.js [--json FILE] [--reps N] [--quick]
+//                      [--only pingpong,mtu,mcast1,mcast2,udaddy,rcpp,write,cmtime]
 //
 // --json FILE  also write every run, the medians and the ratios as JSON
 // --only       run only these rows (default: all)
@@ -34,11 +41,14 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 // What the bench's scripts share (CPU pinning, medians).
-import { median, pinCpus, pinned, pinSelf } from './lib.js';
+import { freePort, median, pinCpus, pinned, pinSelf, run } from './lib.js';
 
 const PEER = fileURLToPath(new URL('./roce-peer.js', import.meta.url));
 const UDADDY = fileURLToPath(new URL('../dist/cli/udaddy.js', import.meta.url));
+const CMTIME = fileURLToPath(new URL('../dist/cli/cmtime.js', import.meta.url));
 const WARMUP = process.env.BENCH_WARMUP !== '0';
+/** Node options for the peer processes (`BENCH_ROCE_PEER_FLAGS`, e.g. `--cpu-prof --cpu-prof-dir=DIR` to profile them). */
+const PEER_FLAGS = (process.env.BENCH_ROCE_PEER_FLAGS ?? '').split(' ').filter(Boolean);
 const PIN = pinCpus();
 const QKEY = 0x11111111;
 const MTU = 4096;
@@ -60,11 +70,11 @@ async function freeUdpPort() {
 // The device's UDP port, private to this run: set before the package is loaded.
 if (!process.env.RDMACM_ROCE_PORT) process.env.RDMACM_ROCE_PORT = String(await freeUdpPort());
 const ROCE_PORT = Number(process.env.RDMACM_ROCE_PORT);
-const { getDeviceList, QpType, QpState, Access, WrOpcode, SendFlags, WcStatus } = await import('../dist/index.js');
+const { getDeviceList, QpType, QpState, Access, WrOpcode, SendFlags, WcStatus, createId, PortSpace } = await import('../dist/index.js');
 
 /** A peer process on CPU PIN[0]; `next()` resolves its next JSON line. Stopped by `stop()`. */
 function peer(...args) {
-  const c = spawn(...pinned(PIN?.[0] ?? null, process.execPath, [PEER, ...args.map(String)]), { stdio: ['pipe', 'pipe', 'inherit'] });
+  const c = spawn(...pinned(PIN?.[0] ?? null, process.execPath, [...PEER_FLAGS, PEER, ...args.map(String)]), { stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = [];
   const waiters = [];
   let ended = false;
@@ -306,6 +316,154 @@ async function udBlast(count, size, group, nrecv) {
   }
 }
 
+// -- RC: rdma_cm connections over rxe_lo (and siw_lo beside it) -------------------------------------
+
+/** An RC connection from this process to a roce-peer `rc-*` listener on `port`, pinned to `device`. */
+async function rcConnect(port, device, maxSendWr) {
+  const id = createId(null, null, PortSpace.TCP, { device });
+  await id.resolveAddr(null, { address: '127.0.0.1', port });
+  await id.resolveRoute();
+  id.createQp(null, { cap: { maxSendWr, maxRecvWr: 64, maxInlineData: 64 } });
+  await id.connect();
+  return id;
+}
+
+/** The next completions of `cq` (armed, waiting on its channel). */
+async function waitCq(cq, ch) {
+  for (;;) {
+    const wcs = cq.poll(32);
+    if (wcs.length) return wcs;
+    cq.reqNotify();
+    const again = cq.poll(32);
+    if (again.length) return again;
+    await ch.getCqEvent();
+    cq.ackEvents(1);
+  }
+}
+
+async function rcClose(id, p) {
+  // Teardown is not measured; a disconnect the peer does not answer in time still ends the test.
+  await id.disconnect().catch(() => {});
+  id.destroyQp();
+  await id.destroy();
+  await p.stop();
+}
+
+/** 64 B SEND/RECV ping-pong over an RC connection of `device`: RTT in us and CPU us per round trip. */
+async function rcPingPong(device, iters) {
+  const port = await freePort();
+  const p = peer('rc-echo', port, device);
+  await p.next();
+  const id = await rcConnect(port, device, 64);
+  const qp = id.qp;
+  const mr = id.pd.regMr(Buffer.alloc(128), Access.LOCAL_WRITE);
+  const send = { wrId: 0, opcode: WrOpcode.SEND, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }], sendFlags: SendFlags.INLINE };
+  const recv = { wrId: 0, sgList: [{ addr: mr.addr + 64, length: 64, lkey: mr.lkey }] };
+  qp.postRecv(recv);
+  const warm = WARMUP ? iters : 0;
+  const total = warm + iters;
+  let t0 = process.hrtime.bigint();
+  let cpu0 = process.cpuUsage();
+  qp.postSend(send);
+  for (let done = 0; done < total; ) {
+    for (const wc of await waitCq(id.recvCq, id.recvCqChannel)) {
+      if (wc.status !== WcStatus.SUCCESS) throw new Error(`RC receive status ${wc.status}`);
+      done++;
+      qp.postRecv(recv);
+      if (done === warm) {
+        t0 = process.hrtime.bigint();
+        cpu0 = process.cpuUsage();
+      }
+      if (done < total) {
+        send.sendFlags = (done & 31) === 0 ? SendFlags.INLINE | SendFlags.SIGNALED : SendFlags.INLINE;
+        qp.postSend(send);
+        id.sendCq.poll(64);
+      }
+    }
+  }
+  const ns = Number(process.hrtime.bigint() - t0);
+  const cpu = process.cpuUsage(cpu0);
+  id.sendCq.poll(64);
+  await rcClose(id, p);
+  return { rtt: ns / iters / 1000, cpu: (cpu.user + cpu.system) / iters };
+}
+
+/**
+ * `mib` RDMA WRITEs of 1 MiB over an RC connection of `device`, 8 in flight, then a SEND the
+ * peer answers (a WRITE's completion on RC means acknowledged; the reply closes the phase).
+ * Bytes/s of the timed phase, after an untimed one as long.
+ */
+async function rcWrite(device, mib) {
+  const port = await freePort();
+  const p = peer('rc-write', port, device);
+  await p.next();
+  const id = await rcConnect(port, device, 16);
+  const pd = Buffer.from(id.event.param.conn.privateData);
+  const raddr = Number(pd.readBigUInt64BE(0));
+  const rkey = pd.readUInt32BE(8);
+  const qp = id.qp;
+  const src = id.pd.regMr(Buffer.alloc(1 << 20, 9), 0);
+  const msg = id.pd.regMr(Buffer.alloc(16), Access.LOCAL_WRITE);
+  const wr = { wrId: 0, opcode: WrOpcode.RDMA_WRITE, sgList: [{ addr: src.addr, length: 1 << 20, lkey: src.lkey }], sendFlags: SendFlags.SIGNALED, rdma: { remoteAddr: raddr, rkey } };
+  const depth = 8;
+  const phase = async () => {
+    qp.postRecv({ wrId: 0, sgList: [{ addr: msg.addr, length: 16, lkey: msg.lkey }] });
+    let posted = 0;
+    let completed = 0;
+    while (posted < Math.min(depth, mib)) (qp.postSend(wr), posted++);
+    while (completed < mib) {
+      for (const wc of await waitCq(id.sendCq, id.sendCqChannel)) {
+        if (wc.status !== WcStatus.SUCCESS) throw new Error(`RDMA WRITE status ${wc.status}`);
+        if (wc.wrId === 'fin') continue;
+        completed++;
+        if (posted < mib) (qp.postSend(wr), posted++);
+      }
+    }
+    qp.postSend({ wrId: 'fin', opcode: WrOpcode.SEND, sgList: [{ addr: msg.addr, length: 1, lkey: msg.lkey }], sendFlags: SendFlags.SIGNALED });
+    await waitCq(id.recvCq, id.recvCqChannel);
+  };
+  if (WARMUP) await phase();
+  const t0 = process.hrtime.bigint();
+  const cpu0 = process.cpuUsage();
+  await phase();
+  const ns = Number(process.hrtime.bigint() - t0);
+  const cpu = process.cpuUsage(cpu0);
+  id.sendCq.poll(64);
+  await rcClose(id, p);
+  return { rate: (mib * (1 << 20) * 1e9) / ns, cpu: (cpu.user + cpu.system) / mib };
+}
+
+/** The "full connect" total (us) of cmtime's "Connect (N) QPs test" table, or null. */
+function cmtimeFullConnect(text, conns) {
+  const at = text.indexOf(`Connect (${conns}) QPs test`);
+  if (at < 0) return null;
+  for (const line of text.slice(at).split('\n')) {
+    const m = /^full connect\s+(\d+)\s+(\d+)/.exec(line);
+    if (m) return Number(m[2]);
+  }
+  return null;
+}
+
+/**
+ * Our cmtime over `device` (server -L and client, two processes, -c `conns`, `--warmup` as many
+ * untimed connections first): connections/s from the client's "full connect" row.
+ */
+async function cmtimeRate(device, conns) {
+  const port = await freePort();
+  const env = { RDMACM_DEVICE: device };
+  const common = ['-b', '127.0.0.1', '-C', '127.0.0.1', '-p', String(port), '-c', String(conns), '--warmup', String(WARMUP ? conns : 0)];
+  const srv = run(process.execPath, [CMTIME, ...common, '-L'], { side: 0, timeoutMs: 120_000, env });
+  await new Promise((r) => setTimeout(r, 300));
+  const cli = await run(process.execPath, [CMTIME, ...common], { side: 1, timeoutMs: 120_000, env });
+  // cmtime ends with status 1 on iWARP after its table (its "no QPs" run needs IB's
+  // CONNECT_RESPONSE): the table is what counts.
+  const us = cmtimeFullConnect(cli.out, conns);
+  if (us === null || cli.code !== 0) srv.kill();
+  const s = await srv;
+  if (us === null) throw new Error(`cmtime over ${device}: client exit ${cli.code}, server exit ${s.code}\n${cli.out}\n${cli.err}${s.err}`);
+  return conns / (us / 1e6);
+}
+
 // -- udaddy -c N -----------------------------------------------------------------------------------
 
 /** A process's output lines as they come, with the time each arrived. */
@@ -371,18 +529,20 @@ const fx = (x, d = 2) => (x === null || x === undefined || !Number.isFinite(x) ?
 const kfmt = (x) => (Number.isFinite(x) ? `${(x / 1000).toFixed(1)}k/s` : '-');
 
 /** The rows, by the names --only takes. */
-export const ROWS = ['pingpong', 'mtu', 'mcast1', 'mcast2', 'udaddy'];
+export const ROWS = ['pingpong', 'mtu', 'mcast1', 'mcast2', 'udaddy', 'rcpp', 'write', 'cmtime'];
 
 /** The section: `reps` interleaved rounds; each figure the median of its rounds. */
 export async function roceBench({ reps = 3, quick = false, only = ROWS, log = console.log } = {}) {
   const PP = Number(process.env.BENCH_ROCE_PP_ITERS ?? (quick ? 1000 : 10000));
   const N = Number(process.env.BENCH_ROCE_BLAST ?? (quick ? 2000 : 20000));
   const CONNS = Number(process.env.BENCH_ROCE_CONNS ?? 100);
+  const WRITE_MIB = Number(process.env.BENCH_ROCE_WRITE_MIB ?? (quick ? 4 : 64));
+  const CM_CONNS = Number(process.env.BENCH_ROCE_CM_CONNS ?? (quick ? 20 : 200));
   const group = `239.255.${1 + Math.floor(Math.random() * 254)}.${1 + Math.floor(Math.random() * 254)}`;
   pinSelf(PIN?.[1] ?? null);
-  const keys = ['ppDgram', 'ppUd', 'mtuDgram', 'mtuUd', 'mc1Dgram', 'mc1Ud', 'mc2Dgram', 'mc2Ud', 'resDgram', 'resUdaddy'];
+  const keys = ['ppDgram', 'ppUd', 'mtuDgram', 'mtuUd', 'mc1Dgram', 'mc1Ud', 'mc2Dgram', 'mc2Ud', 'resDgram', 'resUdaddy', 'rcppDgram', 'rcppRc', 'wrDgram', 'wrRoce', 'wrIwarp', 'cmRoce', 'cmIwarp'];
   const runs = Object.fromEntries(keys.map((k) => [k, []]));
-  const lossRuns = { mtuDgram: [], mtuUd: [], mc1Dgram: [], mc1Ud: [], mc2Dgram: [], mc2Ud: [] };
+  const lossRuns = { mtuDgram: [], mtuUd: [], mc1Dgram: [], mc1Ud: [], mc2Dgram: [], mc2Ud: [], wrDgram: [] };
   const reports = {};
   const cpuRuns = {};
   const push = (k, r) => {
@@ -417,6 +577,27 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
       runs.resDgram.push(await dgramResolve(CONNS));
       runs.resUdaddy.push(await udaddyResolve(CONNS));
     }
+    if (on('rcpp')) {
+      for (const [k, r] of [['rcppDgram', await dgramPingPong(PP)], ['rcppRc', await rcPingPong('rxe_lo', PP)]]) {
+        runs[k].push(r.rtt);
+        (cpuRuns[k] ??= []).push(r.cpu);
+      }
+    }
+    if (on('write')) {
+      // The baseline: as many bytes in datagrams of the path MTU's payload (what a WRITE's packets carry).
+      const dg = await dgramBlast((WRITE_MIB << 20) / MTU, MTU, null, 1);
+      runs.wrDgram.push(dg.rate * MTU);
+      lossRuns.wrDgram.push(dg.delivered);
+      for (const [k, dev] of [['wrRoce', 'rxe_lo'], ['wrIwarp', 'siw_lo']]) {
+        const r = await rcWrite(dev, WRITE_MIB);
+        runs[k].push(r.rate);
+        (cpuRuns[k] ??= []).push(r.cpu);
+      }
+    }
+    if (on('cmtime')) {
+      runs.cmRoce.push(await cmtimeRate('rxe_lo', CM_CONNS));
+      runs.cmIwarp.push(await cmtimeRate('siw_lo', CM_CONNS));
+    }
   }
   pinSelf(null);
   const m = Object.fromEntries(keys.map((k) => [k, median(runs[k])]));
@@ -424,13 +605,17 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
   const c = Object.fromEntries(Object.keys(cpuRuns).map((k) => [k, median(cpuRuns[k])]));
   const pct = (x) => `${fx(100 * x, 0)}%`;
   const side = (k) => `${kfmt(m[k])} (${pct(d[k])} delivered, rx CPU ${fx(c[k], 1)} us/msg)`;
-  log(`roce: soft RoCEv2 rxe_lo (UD) beside Node dgram, loopback; ${reps} round(s), median; ${PP} round trips, ${N} messages of ${MTU} B per blast${WARMUP ? ', each after as long an untimed warm-up' : ', no warm-up'}${PIN ? `; peer on CPU ${PIN[0]}, this process on CPU ${PIN[1]}` : '; unpinned'}; RoCE UDP port ${ROCE_PORT}`);
+  log(`roce: soft RoCEv2 rxe_lo (UD, RC) beside Node dgram, loopback; ${reps} round(s), median; ${PP} round trips, ${N} messages of ${MTU} B per blast, ${WRITE_MIB} x 1 MiB RDMA WRITEs, cmtime -c ${CM_CONNS}${WARMUP ? ', each after as long an untimed warm-up' : ', no warm-up'}${PIN ? `; peer on CPU ${PIN[0]}, this process on CPU ${PIN[1]}` : '; unpinned'}; RoCE UDP port ${ROCE_PORT}`);
   const ran = (r, line) => on(r) && log(line);
   ran('pingpong', `64 B ping-pong RTT          UD SEND/RECV ${fx(m.ppUd, 1)} us (CPU ${fx(c.ppUd, 1)} us/RT)   Node dgram ${fx(m.ppDgram, 1)} us (CPU ${fx(c.ppDgram, 1)} us/RT)   UD/dgram ${fx(m.ppUd / m.ppDgram)} (target <= 1.2)`);
   ran('mtu', `${MTU} B messages/s           UD SEND ${side('mtuUd')}   Node dgram ${side('mtuDgram')}   UD/dgram ${fx(m.mtuUd / m.mtuDgram)} (target >= 0.8)`);
   ran('mcast1', `multicast, 1 receiver       UD SEND ${side('mc1Ud')}   Node dgram ${side('mc1Dgram')}   UD/dgram ${fx(m.mc1Ud / m.mc1Dgram)}`);
   ran('mcast2', `multicast, 2 receivers      UD SEND ${side('mc2Ud')}   Node dgram ${side('mc2Dgram')}   UD/dgram ${fx(m.mc2Ud / m.mc2Dgram)}`);
   ran('udaddy', `udaddy -c ${CONNS} resolution    udaddy ${fx(m.resUdaddy, 1)} ms   Node dgram ${CONNS} request/replies ${fx(m.resDgram, 1)} ms   udaddy/dgram ${fx(m.resUdaddy / m.resDgram)}`);
+  const mbs = (x) => `${fx(x / 1e6, 0)} MB/s`;
+  ran('rcpp', `RC 64 B ping-pong RTT       RC SEND/RECV ${fx(m.rcppRc, 1)} us (CPU ${fx(c.rcppRc, 1)} us/RT)   Node dgram ${fx(m.rcppDgram, 1)} us (CPU ${fx(c.rcppDgram, 1)} us/RT)   RC/dgram ${fx(m.rcppRc / m.rcppDgram)} (target <= 1.2)`);
+  ran('write', `1 MiB RDMA WRITE bandwidth  RoCE ${mbs(m.wrRoce)} (CPU ${fx(c.wrRoce, 0)} us/MiB)   Node dgram ${MTU} B blast ${mbs(m.wrDgram)} (${pct(d.wrDgram)} delivered)   iWARP ${mbs(m.wrIwarp)} (CPU ${fx(c.wrIwarp, 0)} us/MiB)   RoCE/dgram ${fx(m.wrRoce / m.wrDgram)} (target >= 0.8)   RoCE/iWARP ${fx(m.wrRoce / m.wrIwarp)}`);
+  ran('cmtime', `cmtime -c ${CM_CONNS} connect rate    RoCE ${fx(m.cmRoce, 0)} conn/s   iWARP ${fx(m.cmIwarp, 0)} conn/s   RoCE/iWARP ${fx(m.cmRoce / m.cmIwarp)}`);
   const row = (unit, soft, node, extra) => ({ unit, soft, node, vsNode: soft / node, ...extra });
   const rate = (k, extra) =>
     row('msg/s', m[`${k}Ud`], m[`${k}Dgram`], {
@@ -446,6 +631,22 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
   if (on('mtu')) section.mtuRate = rate('mtu', { receivers: 1, target: '>= 0.8 x Node dgram' });
   if (on('mcast1')) section.mcast1 = rate('mc1', { receivers: 1 });
   if (on('mcast2')) section.mcast2 = rate('mc2', { receivers: 2 });
+  if (on('rcpp')) section.rcRtt = row('usec', m.rcppRc, m.rcppDgram, { size: 64, iters: PP, target: '<= 1.2 x Node dgram', cpuUsPerRt: { soft: c.rcppRc, node: c.rcppDgram }, runs: { soft: runs.rcppRc, node: runs.rcppDgram, cpuSoft: cpuRuns.rcppRc, cpuNode: cpuRuns.rcppDgram } });
+  if (on('write')) {
+    section.rcWrite = row('B/s', m.wrRoce, m.wrDgram, {
+      size: 1 << 20,
+      count: WRITE_MIB,
+      inFlight: 8,
+      datagram: MTU,
+      target: '>= 0.8 x Node dgram',
+      iwarp: m.wrIwarp,
+      vsIwarp: m.wrRoce / m.wrIwarp,
+      delivered: { node: d.wrDgram },
+      cpuUsPerMiB: { soft: c.wrRoce, iwarp: c.wrIwarp },
+      runs: { soft: runs.wrRoce, node: runs.wrDgram, iwarp: runs.wrIwarp, deliveredNode: lossRuns.wrDgram, cpuSoft: cpuRuns.wrRoce, cpuIwarp: cpuRuns.wrIwarp },
+    });
+  }
+  if (on('cmtime')) section.cmtime = { unit: 'conn/s', soft: m.cmRoce, iwarp: m.cmIwarp, vsIwarp: m.cmRoce / m.cmIwarp, connections: CM_CONNS, warmup: WARMUP ? CM_CONNS : 0, runs: { soft: runs.cmRoce, iwarp: runs.cmIwarp } };
   if (on('udaddy')) section.udaddy = row('ms', m.resUdaddy, m.resDgram, { connections: CONNS, runs: { soft: runs.resUdaddy, node: runs.resDgram } });
   return section;
 }

@@ -12,9 +12,9 @@ import { fileURLToPath } from 'node:url';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BENCH = join(ROOT, 'bench', 'roce.js');
 const UDADDY = join(ROOT, 'dist', 'cli', 'udaddy.js');
-const opts = { timeout: 60_000, skip: existsSync(UDADDY) ? false : `${UDADDY} is missing: run npm run build` };
+const opts = { timeout: 130_000, skip: existsSync(UDADDY) ? false : `${UDADDY} is missing: run npm run build` };
 
-function run(args, timeoutMs = 50_000) {
+function run(args, timeoutMs = 120_000) {
   return new Promise((resolve) => {
     const c = spawn(process.execPath, [BENCH, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, RDMACM_ROCE_PORT: '' } });
     let out = '';
@@ -37,6 +37,9 @@ const ROWS = [
   new RegExp(`^multicast, 1 receiver +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM}$`, 'm'),
   new RegExp(`^multicast, 2 receivers +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM}$`, 'm'),
   new RegExp(`^udaddy -c 100 resolution +udaddy ${NUM} ms +Node dgram 100 request/replies ${NUM} ms +udaddy/dgram ${NUM}$`, 'm'),
+  new RegExp(`^RC 64 B ping-pong RTT +RC SEND/RECV ${NUM} us \\(CPU ${NUM} us/RT\\) +Node dgram ${NUM} us \\(CPU ${NUM} us/RT\\) +RC/dgram ${NUM} \\(target <= 1\\.2\\)$`, 'm'),
+  new RegExp(`^1 MiB RDMA WRITE bandwidth +RoCE ${NUM} MB/s \\(CPU ${NUM} us/MiB\\) +Node dgram 4096 B blast ${NUM} MB/s \\(\\d+% delivered\\) +iWARP ${NUM} MB/s \\(CPU ${NUM} us/MiB\\) +RoCE/dgram ${NUM} \\(target >= 0\\.8\\) +RoCE/iWARP ${NUM}$`, 'm'),
+  new RegExp(`^cmtime -c 20 connect rate +RoCE ${NUM} conn/s +iWARP ${NUM} conn/s +RoCE/iWARP ${NUM}$`, 'm'),
 ];
 
 const positive = (x, what) => assert.ok(typeof x === 'number' && Number.isFinite(x) && x > 0, `${what}: ${x}`);
@@ -48,7 +51,7 @@ test('node bench/roce.js --quick prints every row with its baseline and ratio, a
     const r = await run(['--quick', '--json', file]);
     const all = `exit ${r.code} ${r.signal ?? ''}\n${r.out}\n${r.err}`;
     assert.equal(r.code, 0, all);
-    assert.match(r.out, /^roce: soft RoCEv2 rxe_lo \(UD\) beside Node dgram, loopback; 1 round\(s\), median;/m, all);
+    assert.match(r.out, /^roce: soft RoCEv2 rxe_lo \(UD, RC\) beside Node dgram, loopback; 1 round\(s\), median;/m, all);
     for (const row of ROWS) assert.match(r.out, row, all);
     assert.match(r.out, new RegExp(`results written to ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`), all);
 
@@ -58,8 +61,8 @@ test('node bench/roce.js --quick prints every row with its baseline and ratio, a
     assert.equal(typeof j.machine.node, 'string');
     const s = j.sections.roce;
     assert.ok(Number.isInteger(s.rocePort) && s.rocePort > 0 && s.rocePort < 65536, `rocePort ${s.rocePort}`);
-    assert.deepEqual(Object.keys(s).filter((k) => typeof s[k] === 'object' && s[k] !== null && 'unit' in s[k]).sort(), ['mcast1', 'mcast2', 'mtuRate', 'rtt', 'udaddy']);
-    const units = { rtt: 'usec', mtuRate: 'msg/s', mcast1: 'msg/s', mcast2: 'msg/s', udaddy: 'ms' };
+    assert.deepEqual(Object.keys(s).filter((k) => typeof s[k] === 'object' && s[k] !== null && 'unit' in s[k]).sort(), ['cmtime', 'mcast1', 'mcast2', 'mtuRate', 'rcRtt', 'rcWrite', 'rtt', 'udaddy']);
+    const units = { rtt: 'usec', mtuRate: 'msg/s', mcast1: 'msg/s', mcast2: 'msg/s', udaddy: 'ms', rcRtt: 'usec', rcWrite: 'B/s' };
     for (const [k, unit] of Object.entries(units)) {
       const row = s[k];
       assert.equal(row.unit, unit, k);
@@ -69,6 +72,16 @@ test('node bench/roce.js --quick prints every row with its baseline and ratio, a
       assert.equal(row.runs.soft.length, 1, `${k}: one round`);
       assert.equal(row.runs.node.length, 1, `${k}: one round`);
     }
+    // The RC rows: a WRITE figure for each device, cmtime's rate over both.
+    assert.equal(s.rcWrite.size, 1 << 20);
+    assert.equal(s.rcWrite.datagram, 4096);
+    positive(s.rcWrite.iwarp, 'rcWrite.iwarp');
+    assert.ok(Math.abs(s.rcWrite.vsIwarp - s.rcWrite.soft / s.rcWrite.iwarp) < 1e-9, 'rcWrite.vsIwarp is soft/iwarp');
+    positive(s.rcRtt.cpuUsPerRt.soft, 'rcRtt.cpuUsPerRt.soft');
+    assert.equal(s.cmtime.unit, 'conn/s');
+    assert.equal(s.cmtime.connections, 20);
+    positive(s.cmtime.soft, 'cmtime.soft');
+    positive(s.cmtime.iwarp, 'cmtime.iwarp');
     positive(s.rtt.cpuUsPerRt.soft, 'rtt.cpuUsPerRt.soft');
     positive(s.rtt.cpuUsPerRt.node, 'rtt.cpuUsPerRt.node');
     assert.equal(s.mcast1.receivers, 1);

@@ -19,7 +19,7 @@ import { parseIpv4, parseIpv6 } from '../../util/ip.js';
 import { rxeReceive } from './recv.js';
 import { impairedSend, impairing } from './impair.js';
 import type { RoceUdQp } from './ud-qp.js';
-import type { RocePacket } from '../../wire/roce/index.js';
+import type { RocePacket, RoceIpUdpHeaders } from '../../wire/roce/index.js';
 import type { RxNet } from './recv.js';
 
 /** What an address handle resolves to (kept in `ah._provider`). */
@@ -38,6 +38,8 @@ export interface RoceAv {
   trafficClass: number;
   /** The destination is a multicast group. */
   multicast: boolean;
+  /** The IP/UDP headers the ICRC of a packet sent on this path covers (ports: the device's). */
+  net: RoceIpUdpHeaders;
 }
 
 /**
@@ -74,13 +76,24 @@ export function ipBytes(ip: string, family: 4 | 6): Uint8Array {
 const devices = new Map<string, RoceDevice>();
 
 /** Datagrams this process sends to its own host (see {@link RoceDevice.deliverLocal}). */
-const localQueue: { dev: RoceDevice; buf: Buffer; meta: RxMeta }[] = [];
+let localQueue: { dev: RoceDevice; buf: Buffer; meta: RxMeta }[] = [];
+let localSpare: { dev: RoceDevice; buf: Buffer; meta: RxMeta }[] = [];
 let localScheduled = false;
 function drainLocal(): void {
   localScheduled = false;
-  const list = localQueue.splice(0);
-  for (const l of list) l.dev.agent.route(l.dev, l.buf, l.meta);
+  // Swap in the spare array: what routing queues meanwhile waits for the next turn.
+  const list = localQueue;
+  localQueue = localSpare;
+  for (let i = 0; i < list.length; i++) {
+    const l = list[i] as { dev: RoceDevice; buf: Buffer; meta: RxMeta };
+    l.dev.agent.route(l.dev, l.buf, l.meta);
+  }
+  list.length = 0;
+  localSpare = list;
 }
+
+/** Entries of a device's {@link RoceDevice.ownsIp} cache before it starts over. */
+const OWNS_CACHE_MAX = 1024;
 
 /** The GSI agent every device gets (set by the connection manager module when it loads). */
 let defaultGsi: GsiHandler | null = null;
@@ -116,6 +129,8 @@ export class RoceDevice implements RxSink {
   private _info: DeviceInfo;
   private _gids: GidEntry[];
   private active = false;
+  /** {@link ownsIp} answers by address text (emptied whenever the GID table is rebuilt). */
+  private readonly owns = new Map<string, boolean>();
 
   private constructor(info: DeviceInfo, agent: PortAgent) {
     this.name = info.name;
@@ -149,6 +164,7 @@ export class RoceDevice implements RxSink {
   update(info: DeviceInfo): void {
     this._info = info;
     this._gids = buildGidTable(info.ifname, info.mac ?? '00:00:00:00:00:00', info.addresses);
+    this.owns.clear();
     if (this.active) this.bindAll();
   }
 
@@ -197,6 +213,16 @@ export class RoceDevice implements RxSink {
 
   /** Whether IP `ip` (as the UDP layer reports it) is an address of this port. */
   ownsIp(ip: string, family: 4 | 6): boolean {
+    let yes = this.owns.get(ip);
+    if (yes === undefined) {
+      yes = this.ownsIpUncached(ip, family);
+      if (this.owns.size >= OWNS_CACHE_MAX) this.owns.clear();
+      this.owns.set(ip, yes);
+    }
+    return yes;
+  }
+
+  private ownsIpUncached(ip: string, family: 4 | 6): boolean {
     const b = ipBytes(ip, family);
     for (const e of this._gids) {
       if (family === 4 && isV4MappedGid(e.gid) && e.gid[12] === b[0] && e.gid[13] === b[1] && e.gid[14] === b[2] && e.gid[15] === b[3]) return true;
@@ -221,11 +247,15 @@ export class RoceDevice implements RxSink {
     if (dst.family === 4 ? g.dgid[12] === 0 && g.dgid[13] === 0 && g.dgid[14] === 0 && g.dgid[15] === 0 : g.dgid.every((x) => x === 0)) {
       throw err('EINVAL', op, 'destination GID is unspecified');
     }
+    const dstBytes = ipBytes(dst.ip, dst.family);
+    const srcBytes = ipBytes(sgid.ip, sgid.family);
+    const port = this.agent.port;
     return {
       sgid,
       dst: dst.ip,
-      dstBytes: ipBytes(dst.ip, dst.family),
-      srcBytes: ipBytes(sgid.ip, sgid.family),
+      dstBytes,
+      srcBytes,
+      net: { family: dst.family, src: srcBytes, dst: dstBytes, sport: port, dport: port },
       family: dst.family,
       hopLimit: g.hopLimit,
       trafficClass: g.trafficClass,
@@ -329,9 +359,13 @@ export class RoceDevice implements RxSink {
 
   /**
    * A datagram from this process to an address of this port: to its owner on this host (this
-   * process or another), on the next turn of the event loop. One queue for MADs and connected
-   * QPs' packets keeps their order (an ACK a QP sent before its application disconnected arrives
-   * before the DREQ), and a burst never starves timers and sockets.
+   * process or another), once the current task is done. One queue for MADs and connected QPs'
+   * packets keeps their order (an ACK a QP sent before its application disconnected arrives
+   * before the DREQ). The queue is drained on the next turn of the event loop (`setImmediate`)
+   * when its first datagram stays in this process (a MAD, a QP of this process), so that two QPs
+   * of one process exchanging a burst never starve timers and sockets; when it goes to another
+   * process's QPN block it is drained in a microtask, which only writes it to that process's
+   * socket (a request and the answer it prompts leave in one turn, as through a UDP socket).
    */
   deliverLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {
     this.counters.inc(C.sent_pkts);
@@ -343,7 +377,8 @@ export class RoceDevice implements RxSink {
     localQueue.push({ dev: this, buf, meta: { family, src, dst, srcPort: this.agent.port, forwarded: false } });
     if (!localScheduled) {
       localScheduled = true;
-      setImmediate(drainLocal);
+      if (this.agent.leavesProcess(buf)) queueMicrotask(drainLocal);
+      else setImmediate(drainLocal);
     }
   }
 

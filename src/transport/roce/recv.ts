@@ -35,6 +35,8 @@ export interface RxNet extends RoceIpUdpHeaders {
 }
 
 const pkt = new RocePacket();
+/** The network headers of the packet being delivered (see {@link rxeReceive}). */
+const rxNet: RxNet = { family: 4, src: new Uint8Array(4), dst: new Uint8Array(4), sport: 0, dport: 0, ipId: 0 };
 
 /** Address bytes by text, so a busy peer's address is parsed once. */
 const addrCache = new Map<string, Uint8Array>();
@@ -120,7 +122,7 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
       c.inc(C.rcvd_mcast_no_group_drop);
       return;
     }
-    group = dev.mcast.get(gidKey(mcastGid(meta.dst, meta.family)));
+    group = dev.mcast.get(groupKey(meta.dst, meta.family));
     if (!group || group.size === 0) {
       c.inc(C.rcvd_mcast_no_group_drop);
       return;
@@ -139,15 +141,15 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
     }
     if (!(qp._accepts !== undefined ? qp._accepts(p, meta) : qpAccepts(dev, qp as RoceUdQp, p))) return;
   }
-  // ICRC over the IP/UDP headers the socket reported (IPv4: identification recovered).
-  const net: RxNet = {
-    family: meta.family,
-    src: addr(meta.src, meta.family),
-    dst: addr(meta.dst, meta.family),
-    sport: meta.srcPort,
-    dport: dev.agent.port,
-    ipId: 0,
-  };
+  // ICRC over the IP/UDP headers the socket reported (IPv4: identification recovered). One
+  // object for every packet: the responders read it while they run and keep nothing.
+  const net = rxNet;
+  net.family = meta.family;
+  net.src = addr(meta.src, meta.family);
+  net.dst = addr(meta.dst, meta.family);
+  net.sport = meta.srcPort;
+  net.dport = dev.agent.port;
+  net.ipId = 0;
   if (meta.family === 4) {
     const id = icrcSolveIpv4Id(net, buf, 0, buf.length);
     if (id < 0) {
@@ -166,7 +168,13 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
   }
   if (group !== undefined) {
     c.inc(C.rcvd_mcast_pkts);
-    // A QP may detach (or be destroyed) while the packet is delivered: iterate over a copy.
+    // A QP may detach (or be destroyed) while the packet is delivered: iterate over a copy (of
+    // more than one).
+    if (group.size === 1) {
+      const q = group.values().next().value as RoceUdQp;
+      if (qpAccepts(dev, q, p)) q._respond(p, net);
+      return;
+    }
     for (const q of [...group]) {
       if (qpAccepts(dev, q, p)) q._respond(p, net);
     }
@@ -175,12 +183,30 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
   dev.gsi?.(buf, meta, dev);
 }
 
+/** Whether an address text is multicast (IPv4 224-239.x.x.x, IPv6 ff00::/8), from its first characters. */
 function isMulticastIp(ip: string, family: 4 | 6): boolean {
   if (family === 4) {
-    const first = Number(ip.split('.')[0]);
-    return first >= 224 && first <= 239;
+    // A first octet of 224..239 is three digits "22[4-9]" or "23[0-9]" followed by a dot.
+    if (ip.length < 4 || ip.charCodeAt(3) !== 0x2e || ip.charCodeAt(0) !== 0x32) return false;
+    const d1 = ip.charCodeAt(1);
+    const d2 = ip.charCodeAt(2);
+    return (d1 === 0x32 && d2 >= 0x34 && d2 <= 0x39) || (d1 === 0x33 && d2 >= 0x30 && d2 <= 0x39);
   }
-  return ip.toLowerCase().startsWith('ff');
+  const a = ip.charCodeAt(0) | 0x20;
+  const b = ip.charCodeAt(1) | 0x20;
+  return a === 0x66 && b === 0x66;
+}
+
+/** Group keys (the GID keys of `dev.mcast`) by group address text, so a busy group's is made once. */
+const groupKeys = new Map<string, string>();
+function groupKey(ip: string, family: 4 | 6): string {
+  let k = groupKeys.get(ip);
+  if (k === undefined) {
+    k = gidKey(mcastGid(ip, family));
+    if (groupKeys.size > 1024) groupKeys.clear();
+    groupKeys.set(ip, k);
+  }
+  return k;
 }
 
 function mcastGid(ip: string, family: 4 | 6): Uint8Array {

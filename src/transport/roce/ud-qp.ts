@@ -33,7 +33,8 @@ import {
 } from '../../verbs/types.js';
 import {
   IbOpcode,
-  writeRoceHeaders,
+  writeDeth,
+  writeImmDt,
   finishRocePacket,
   rocePacketLength,
   immDt,
@@ -43,11 +44,14 @@ import {
   GRH_AREA_LEN,
   DEFAULT_TTL,
   IB_MULTICAST_QPN,
+  ROCE_V2_UDP_PORT,
   type RocePacket,
 } from '../../wire/roce/index.js';
 import { C } from './counters.js';
 import type { RoceAv, RoceDevice } from './device.js';
 import type { RxNet } from './recv.js';
+import type { RxMeta } from './udp.js';
+import { hdrAt, rcPacket } from './rc/common.js';
 
 /** A UD send packet's headers: BTH + DETH (+ ImmDt). */
 const UD_SEND_ONLY = IbOpcode.UD_SEND_ONLY;
@@ -56,12 +60,24 @@ const UD_SEND_ONLY_IMM = IbOpcode.UD_SEND_ONLY_WITH_IMMEDIATE;
 /**
  * Datagrams for this host wait here for a microtask, so a post never re-enters the receive path.
  */
-const loopback: { dev: RoceDevice; buf: Buffer; src: string; dst: string; family: 4 | 6 }[] = [];
+interface Loopback {
+  dev: RoceDevice;
+  buf: Buffer;
+  meta: RxMeta;
+}
+let loopback: Loopback[] = [];
+let loopbackSpare: Loopback[] = [];
 let loopbackScheduled = false;
 function drainLoopback(): void {
   loopbackScheduled = false;
-  const list = loopback.splice(0);
-  for (const l of list) l.dev.agent.route(l.dev, l.buf, { family: l.family, src: l.src, dst: l.dst, srcPort: l.dev.agent.port, forwarded: false });
+  const list = loopback;
+  loopback = loopbackSpare;
+  for (let i = 0; i < list.length; i++) {
+    const l = list[i] as Loopback;
+    l.dev.agent.route(l.dev, l.buf, l.meta);
+  }
+  list.length = 0;
+  loopbackSpare = list;
 }
 
 /** A UD QP on a soft RoCE device. */
@@ -154,28 +170,18 @@ export class RoceUdQp extends Qp {
     const imm = w.opcode === WrOpcode.SEND_WITH_IMM;
     const opcode = imm ? UD_SEND_ONLY_IMM : UD_SEND_ONLY;
     const len = rocePacketLength(opcode, w.length);
-    const buf = Buffer.allocUnsafe(len);
-    const spec = {
-      opcode,
-      destQp: w.remoteQpn,
-      psn: this.psn,
-      se: (w.flags & SendFlags.SOLICITED) !== 0,
-      deth: { qkey: w.remoteQkey, srcQp: this.qpNum },
-      immDt: w.immData >>> 0,
-    };
-    const p = writeRoceHeaders(buf, 0, spec, w.length);
+    // BTH (P_Key 0xFFFF, pad for the payload, the WR's solicited flag), DETH, ImmDt: written in
+    // place, the opcode table giving their offsets.
+    const buf = rcPacket(opcode, w.length, w.remoteQpn, this.psn, false, (w.flags & SendFlags.SOLICITED) !== 0);
+    writeDeth(buf, hdrAt(opcode, Hdr.DETH), w.remoteQkey, this.qpNum);
+    if (imm) writeImmDt(buf, hdrAt(opcode, Hdr.IMMDT), w.immData >>> 0);
+    const p = hdrAt(opcode, Hdr.PAYLOAD);
     if (w.inline) w.inline.copy(buf, p, 0, w.length);
     else if (this.gather(w.sgList, buf, p) < 0) {
       this.requesterError(w, WcStatus.LOC_PROT_ERR, 'bad SGE');
       return false;
     }
-    finishRocePacket(buf, 0, p + w.length, {
-      family: av.family,
-      src: av.srcBytes,
-      dst: av.dstBytes,
-      sport: dev.agent.port,
-      dport: dev.agent.port,
-    });
+    finishRocePacket(buf, 0, p + w.length, av.net);
     this.psn = (this.psn + 1) & 0xffffff;
     dev.counters.inc(C.rdma_sends);
     if (!av.multicast && w.remoteQpn !== IB_MULTICAST_QPN && dev.ownsIp(av.dst, av.family)) {
@@ -183,7 +189,7 @@ export class RoceUdQp extends Qp {
       // process owning the destination QP (this one, or another over its Unix socket), not to
       // whichever process the kernel would pick.
       dev.counters.inc(C.sent_pkts);
-      loopback.push({ dev, buf, src: av.sgid.ip, dst: av.dst, family: av.family });
+      loopback.push({ dev, buf, meta: { family: av.family, src: av.sgid.ip, dst: av.dst, srcPort: dev.agent.port, forwarded: false } });
       if (!loopbackScheduled) {
         loopbackScheduled = true;
         queueMicrotask(drainLoopback);
@@ -224,7 +230,14 @@ export class RoceUdQp extends Qp {
       return;
     }
     const grh = scratchGrh;
-    writeGrhArea({ ...net, ttl: DEFAULT_TTL, tos: 0 }, p.end - p.start, grh, 0);
+    const h = grhHeaders;
+    h.family = net.family;
+    h.src = net.src;
+    h.dst = net.dst;
+    h.sport = net.sport;
+    h.dport = net.dport ?? ROCE_V2_UDP_PORT;
+    h.ipId = net.ipId;
+    writeGrhArea(h, p.end - p.start, grh, 0);
     if (!this.scatter(w, grh, p.buf as Buffer, p.payloadOff, p.payloadLen)) {
       // rxe: a receive WQE naming bad memory is a malformed WQE (class A): error, QP to ERR.
       this.completeRecv(w, WcStatus.LOC_QP_OP_ERR, 0, 0, 0);
@@ -276,3 +289,5 @@ export class RoceUdQp extends Qp {
 }
 
 const scratchGrh = new Uint8Array(GRH_AREA_LEN);
+/** The headers {@link RoceUdQp._respond} writes into the GRH area (one object, refilled per packet). */
+const grhHeaders: RxNet & { ttl: number; tos: number } = { family: 4, src: new Uint8Array(4), dst: new Uint8Array(4), sport: 0, dport: 0, ipId: 0, ttl: DEFAULT_TTL, tos: 0 };

@@ -54,12 +54,50 @@ export const LAST_BLOCK = (1 << (24 - QPN_BLOCK_SHIFT)) - 2;
 
 /** Bytes of a forwarding frame header after its length word. */
 const FWD_HDR = 36;
+/** Bytes of the buffer reads of forwarding connections land in (up to 60 frames of 4 KiB). */
+const FWD_READ_SIZE = 256 * 1024;
 /** How long a Unix name that refused a connection is not tried again (ms). */
 const DEAD_NAME_MS = 1000;
 /** A frame longer than this is a protocol error on the Unix socket (the connection is dropped). */
 const FWD_MAX = 70_000;
 /** Entries of each address cache of the forwarding path before it starts over. */
 const ADDR_CACHE_MAX = 1024;
+
+/**
+ * Bytes kept free in front of every packet from {@link packetBuffer}: a forwarding frame's length
+ * word and header, so that a packet for another process of this host is framed in place.
+ */
+export const PACKET_HEADROOM = 4 + FWD_HDR;
+/** Size of the slabs {@link packetBuffer} carves packets from. */
+const SLAB_SIZE = 64 * 1024;
+/** Every slab of {@link packetBuffer}: a view of one of them has its headroom in front of it. */
+const slabs = new WeakSet<ArrayBufferLike>();
+let slab: ArrayBufferLike | null = null;
+let slabOff = 0;
+
+/**
+ * A buffer of `len` bytes for an outgoing packet, with {@link PACKET_HEADROOM} bytes of the same
+ * slab in front of it that belong to it alone: forwarded to another process, the packet is
+ * framed there instead of being copied into a frame. Pass it on whole (its first byte first, as
+ * `buf` or `buf.subarray(0, n)`).
+ */
+export function packetBuffer(len: number): Buffer {
+  const need = (PACKET_HEADROOM + len + 7) & ~7;
+  // allocUnsafeSlow: a fresh, uninitialised ArrayBuffer of exactly this size (not Node's pool).
+  if (need > SLAB_SIZE) {
+    const ab = Buffer.allocUnsafeSlow(need).buffer;
+    slabs.add(ab);
+    return Buffer.from(ab, PACKET_HEADROOM, len);
+  }
+  if (slab === null || slabOff + need > SLAB_SIZE) {
+    slab = Buffer.allocUnsafeSlow(SLAB_SIZE).buffer;
+    slabs.add(slab);
+    slabOff = 0;
+  }
+  const b = Buffer.from(slab, slabOff + PACKET_HEADROOM, len);
+  slabOff += need;
+  return b;
+}
 
 /** Where a received datagram came from and went to. */
 export interface RxMeta {
@@ -240,6 +278,18 @@ export class PortAgent {
   private readonly fwdAddrs = new Map<string, Map<string, Buffer>>();
   /** IPv4 address texts by value ({@link frameAddrText}). */
   private readonly v4Text = new Map<number, string>();
+  /** {@link blockName} by block number. */
+  private readonly blockNames = new Map<number, string>();
+  /** The buffer every read of a forwarding connection lands in ({@link acceptForward}). */
+  private fwdRead: Buffer | null = null;
+  /** Forwarding connections corked since the last {@link uncorkAll} (one writev per burst). */
+  private corked: net.Socket[] = [];
+  private readonly uncorkAll = (): void => {
+    // A new list first: a connection corked while these are uncorked gets its own microtask.
+    const list = this.corked;
+    this.corked = [];
+    for (let i = 0; i < list.length; i++) (list[i] as net.Socket).uncork();
+  };
 
   private constructor(port: number) {
     this.port = port;
@@ -257,9 +307,15 @@ export class PortAgent {
 
   // -- QPN blocks ----------------------------------------------------------------------------
 
-  /** The abstract socket name of QPN block `block`. */
+  /** The abstract socket name of QPN block `block` (made once per block: routing asks per packet). */
   blockName(block: number): string {
-    return `\0rdmacm-roce-${this.port}-qpn-${block}`;
+    let n = this.blockNames.get(block);
+    if (n === undefined) {
+      n = `\0rdmacm-roce-${this.port}-qpn-${block}`;
+      if (this.blockNames.size >= ADDR_CACHE_MAX) this.blockNames.clear();
+      this.blockNames.set(block, n);
+    }
+    return n;
   }
 
   /** The abstract socket name of a service directory entry. */
@@ -270,6 +326,19 @@ export class PortAgent {
   /** The blocks this process owns. */
   ownedBlocks(): number[] {
     return [...this.blocks.keys()];
+  }
+
+  /**
+   * Whether a datagram (UDP payload, BTH first) for this host goes to another process: its
+   * destination QPN is in a block this process does not own. MADs (QPN 1, routed by content),
+   * multicast and anything too short to route count as staying here.
+   */
+  leavesProcess(buf: Buffer): boolean {
+    if (buf.length < 12) return false;
+    const qpn = bthDestQpn(buf);
+    if (qpn === IB_MULTICAST_QPN || qpn === 0 || qpn === GSI_QPN) return false;
+    const block = qpn >>> QPN_BLOCK_SHIFT;
+    return block >= FIRST_BLOCK && block <= LAST_BLOCK && !this.blocks.has(block);
   }
 
   /** Whether QPN `qpn` is in a block of this process. */
@@ -361,7 +430,7 @@ export class PortAgent {
 
   /** Listen on an abstract name; the server when the name was free, else undefined. */
   private listenSync(name: string): net.Server | undefined {
-    const srv = net.createServer((c) => this.acceptForward(c));
+    const srv = net.createServer({ pauseOnConnect: true }, (c) => this.acceptForward(c));
     srv.on('error', () => {
       // A name in use is reported here on the next tick; the caller already saw `listening` false.
     });
@@ -629,15 +698,29 @@ export class PortAgent {
       });
       conn.unref();
     }
-    const frame = Buffer.allocUnsafe(4 + FWD_HDR + msg.length);
+    // A packet built in a packetBuffer() is framed in the headroom in front of it; any other
+    // datagram (from a socket, a MAD) is copied into a frame.
+    let frame: Buffer;
+    if (slabs.has(msg.buffer) && msg.byteOffset >= PACKET_HEADROOM) {
+      frame = Buffer.from(msg.buffer, msg.byteOffset - PACKET_HEADROOM, PACKET_HEADROOM + msg.length);
+    } else {
+      frame = Buffer.allocUnsafe(PACKET_HEADROOM + msg.length);
+      msg.copy(frame, PACKET_HEADROOM);
+    }
     frame.writeUInt32BE(FWD_HDR + msg.length, 0);
     frame[4] = meta.family;
     frame[5] = 0;
     frame.writeUInt16BE(meta.srcPort, 6);
     frame.set(this.frameAddrs(meta.src, meta.dst, meta.family), 8);
-    msg.copy(frame, 4 + FWD_HDR);
-    // (a copy: the sender may reuse its buffer before the connection is made or fails)
-    this.unconfirmed.get(c)?.push([Buffer.from(msg), meta]);
+    // Kept until the connection is made (a copy: the sender may reuse its buffer before the
+    // connection is made or fails, when each is taken back here).
+    if (this.unconfirmed.size > 0) this.unconfirmed.get(c)?.push([Buffer.from(msg), meta]);
+    // The frames of one burst (the datagrams of a drain, the packets of one turn of the engines)
+    // leave in one writev: corked here, uncorked once the current task is done.
+    if (c.writableCorked === 0) {
+      c.cork();
+      if (this.corked.push(c) === 1) queueMicrotask(this.uncorkAll);
+    }
     c.write(frame);
     sink.forwarded(true);
   }
@@ -665,39 +748,49 @@ export class PortAgent {
   }
 
   /**
-   * A connection from another process carrying forwarded datagrams. Frames are delivered from
-   * the chunk they arrived in; only a frame split across chunks is put together in a buffer of
-   * its own (never the whole chunk).
+   * A connection from another process carrying forwarded datagrams. Accepted paused, it is
+   * re-wrapped on its handle so that every read lands in one buffer of the agent
+   * ({@link FWD_READ_SIZE}, `onread`) instead of a new buffer per read. Frames are delivered from
+   * the read they arrived in (the receive path keeps nothing of a data packet; a MAD is copied);
+   * only a frame split across reads is put together in a buffer of its own.
    */
-  private acceptForward(c: net.Socket): void {
-    let pending: Buffer | null = null;
-    c.unref();
-    c.on('error', () => {});
-    c.on('data', (chunk: Buffer) => {
+  private acceptForward(c0: net.Socket): void {
+    let part: Buffer | null = null; // a frame begun in an earlier read (length word first)
+    let partLen = 0; // its bytes so far
+    let c = c0;
+    const bad = (n: number): boolean => n < FWD_HDR || n > FWD_MAX;
+    const onChunk = (chunk: Buffer): void => {
       let off = 0;
-      // First finish the frame an earlier chunk began: its length word, then its bytes.
-      while (pending !== null && off < chunk.length) {
-        let want = 4;
-        if (pending.length >= 4) {
-          const n = pending.readUInt32BE(0);
-          if (n < FWD_HDR || n > FWD_MAX) {
+      // First finish the frame an earlier read began: its length word, then its bytes.
+      if (part !== null) {
+        if (partLen < 4) {
+          const k = Math.min(4 - partLen, chunk.length);
+          chunk.copy(part, partLen, 0, k);
+          partLen += k;
+          off = k;
+          if (partLen < 4) return;
+          const n = part.readUInt32BE(0);
+          if (bad(n)) {
             c.destroy();
             return;
           }
-          want = 4 + n;
+          const full = Buffer.allocUnsafe(4 + n);
+          part.copy(full, 0, 0, 4);
+          part = full;
         }
-        const take = Math.min(want - pending.length, chunk.length - off);
-        pending = Buffer.concat([pending, chunk.subarray(off, off + take)]);
-        off += take;
-        if (pending.length >= 4 && pending.length === 4 + pending.readUInt32BE(0)) {
-          const f = pending;
-          pending = null;
-          this.deliverForwarded(f.subarray(4), true);
-        }
+        const k = Math.min(part.length - partLen, chunk.length - off);
+        chunk.copy(part, partLen, off, off + k);
+        partLen += k;
+        off += k;
+        if (partLen < part.length) return;
+        const f: Buffer = part;
+        part = null;
+        partLen = 0;
+        this.deliverForwarded(f.subarray(4), true);
       }
       while (chunk.length - off >= 4) {
         const n = chunk.readUInt32BE(off);
-        if (n < FWD_HDR || n > FWD_MAX) {
+        if (bad(n)) {
           c.destroy();
           return;
         }
@@ -705,8 +798,30 @@ export class PortAgent {
         this.deliverForwarded(chunk.subarray(off + 4, off + 4 + n), false);
         off += 4 + n;
       }
-      if (off < chunk.length) pending = Buffer.from(chunk.subarray(off));
-    });
+      const rest = chunk.length - off;
+      if (rest > 0) {
+        let size = 4;
+        if (rest >= 4) {
+          const n = chunk.readUInt32BE(off);
+          if (bad(n)) {
+            c.destroy();
+            return;
+          }
+          size = 4 + n;
+        }
+        part = Buffer.allocUnsafe(size);
+        chunk.copy(part, 0, off);
+        partLen = rest;
+      }
+    };
+    const handle = (c0 as unknown as { _handle?: object | null })._handle;
+    if (handle && !c0.destroyed) {
+      const rx = (this.fwdRead ??= Buffer.allocUnsafe(FWD_READ_SIZE));
+      c = new net.Socket({ handle, onread: { buffer: rx, callback: (n: number, b: Buffer) => (onChunk(b.subarray(0, n)), true) } } as net.SocketConstructorOpts);
+    } else c0.on('data', onChunk);
+    c.unref();
+    c.on('error', () => {});
+    c.resume();
   }
 
   /** One forwarded frame (after its length word); `own`: `f` is a buffer of its own. */

@@ -11,6 +11,7 @@ import { localSgeOffset } from '../../../verbs/mr.js';
 import type { AsyncEventType, Sge, WcStatus } from '../../../verbs/types.js';
 import { BthMask, BTH_DEF_PKEY, IB_OPCODES, rocePacketLength } from '../../../wire/roce/index.js';
 import type { RoceCounters } from '../counters.js';
+import { packetBuffer } from '../udp.js';
 import type { RcClock } from './clock.js';
 
 /** rxe `RXE_MAX_UNACKED_PSNS`: the requester stops this many PSNs past the oldest unacknowledged one. */
@@ -94,7 +95,7 @@ export interface RcCore {
  * Returns the buffer; the payload starts at `IB_OPCODES[opcode].length`.
  */
 export function rcPacket(opcode: number, payloadLen: number, destQp: number, psn: number, ackReq: boolean, se: boolean): Buffer {
-  const buf = Buffer.allocUnsafe(rocePacketLength(opcode, payloadLen));
+  const buf = packetBuffer(rocePacketLength(opcode, payloadLen));
   buf[0] = opcode;
   buf[1] = (se ? BthMask.SE : 0) | (((-payloadLen & 3) << 4) & BthMask.PAD);
   buf[2] = BTH_DEF_PKEY >>> 8;

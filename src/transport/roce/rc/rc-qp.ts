@@ -70,6 +70,9 @@ export class RoceRcQp extends Qp implements RcCore {
   private peerIp = '';
   private ownIp = '';
   private _mtu = 256;
+  /** {@link timeoutMs} of attribute `timeout` {@link timeoutAttr}. */
+  private timeoutAttr = -1;
+  private timeoutValue = Infinity;
 
   constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap, dev: RoceDevice) {
     super(context, pd, qpNum, init, cap);
@@ -97,7 +100,13 @@ export class RoceRcQp extends Qp implements RcCore {
     return this.attr.qpAccessFlags ?? 0;
   }
   get timeoutMs(): number {
-    return ackTimeoutMs(this.attr.timeout ?? 0);
+    // Asked for every packet sent and every ACK: computed again only when `timeout` changes.
+    const t = this.attr.timeout ?? 0;
+    if (t !== this.timeoutAttr) {
+      this.timeoutAttr = t;
+      this.timeoutValue = ackTimeoutMs(t);
+    }
+    return this.timeoutValue;
   }
   get retryCnt(): number {
     return this.attr.retryCnt ?? 7;
