@@ -52,12 +52,12 @@ function sizeStr(n) {
   return fraction ? `${whole}.${fraction}${mag}` : `${whole}${mag}`;
 }
 const cntStr = (n) => (n >= 1e9 ? `${Math.floor(n / 1e9)}b` : n >= 1e6 ? `${Math.floor(n / 1e6)}m` : n >= 1e3 ? `${Math.floor(n / 1e3)}k` : `${n}`);
-function assertStreamOut(out, size, count, what, both) {
+function assertStreamOut(out, size, count, iters, what, both) {
   const rows = out.split('\n');
   assert.equal(rows.at(-1), '', `${what}: stdout ends with a newline\n${both}`);
   assert.equal(rows[0], RSTREAM_HEADER, `${what}: header\n${both}`);
   assert.equal(rows.length, 3, `${what}: one result row\n${both}`);
-  const re = new RegExp(`^custom    ${sizeStr(size).padEnd(8)}${cntStr(count).padEnd(8)}1       ${sizeStr(2 * size * count).replace('.', '\\.').padEnd(8)}\\s*\\d+\\.\\d\\ds\\s*\\d+\\.\\d\\d\\s*\\d+\\.\\d\\d$`);
+  const re = new RegExp(`^custom    ${sizeStr(size).padEnd(8)}${cntStr(count).padEnd(8)}${cntStr(iters).padEnd(8)}${sizeStr(2 * size * count * iters).replace('.', '\\.').padEnd(8)}\\s*\\d+\\.\\d\\ds\\s*\\d+\\.\\d\\d\\s*\\d+\\.\\d\\d$`);
   assert.match(rows[1], re, `${what}: result row\n${both}`);
 }
 
@@ -69,11 +69,10 @@ const SCEN = [];
 let nextPort = 18000;
 const add = (s) => SCEN.push({ port: nextPort++, ...s });
 
-const rpingSizes = [{ size: 26, count: 3 }, { size: 1024, count: 3 }, { size: 4096, count: 3 }, { size: 65535, count: 3 }, { size: 64, count: 10 }];
-for (const { size, count } of rpingSizes) {
+function addRping({ size, count, prefix = '', env, what = '' }) {
   const a = (ip, port) => ['-a', ip, '-p', String(port), '-C', String(count), '-S', String(size), '-V', '-v'];
   add({
-    name: `rping-S${size}-C${count}-K`, kind: 'K', title: `rping -S ${size} -C ${count} -V -v: kernel server <- our client`,
+    name: `${prefix}rping-S${size}-C${count}-K`, kind: 'K', env, title: `rping -S ${size} -C ${count} -V -v: kernel server <- our client${what}`,
     kernel: (p) => ['rping', '-s', ...a(GUEST_IP, p)], ours: (p) => [cli('rping'), '-c', ...a(GUEST_IP, p)],
     check(r, g, both) {
       assert.equal(r.code, 0, `our rping client\n${both}`);
@@ -85,7 +84,7 @@ for (const { size, count } of rpingSizes) {
     },
   });
   add({
-    name: `rping-S${size}-C${count}-O`, kind: 'O', title: `rping -S ${size} -C ${count} -V -v: our server <- kernel client`,
+    name: `${prefix}rping-S${size}-C${count}-O`, kind: 'O', env, title: `rping -S ${size} -C ${count} -V -v: our server <- kernel client${what}`,
     ours: (p) => [cli('rping'), '-s', ...a(HOST_IP, p)], kernel: (p) => ['rping', '-c', ...a(HOST_IP, p)],
     check(r, g, both) {
       assert.equal(g.rc, 0, `kernel rping client\n${both}`);
@@ -97,6 +96,7 @@ for (const { size, count } of rpingSizes) {
     },
   });
 }
+for (const x of [{ size: 26, count: 3 }, { size: 1024, count: 3 }, { size: 4096, count: 3 }, { size: 65535, count: 3 }, { size: 64, count: 10 }]) addRping(x);
 
 add({
   name: 'ucmatose-c10-K', kind: 'K', title: 'ucmatose -c 10: kernel server <- our client',
@@ -163,6 +163,7 @@ add({
 const streamRuns = {
   rstream: [
     { size: 4096, count: 100, T: [] },
+    { size: 64, count: 1, iters: 500, T: [] },
     { size: 64, count: 200, T: ['-T', 'b'] },
     { size: 1000, count: 100, T: ['-T', 'n'] },
     { size: 65536, count: 50, T: ['-T', 'a'] },
@@ -175,26 +176,31 @@ const streamRuns = {
     { size: 100000, count: 20, T: ['-T', 'v'] },
   ],
 };
-for (const [tool, runs] of Object.entries(streamRuns)) {
-  for (const { size, count, T } of runs) {
-    const opts = ['-S', String(size), '-C', String(count), ...T];
-    const tag = `${tool}-S${size}${T.length ? `-T${T[1]}` : ''}`;
-    const check = (r, g, both) => {
-      assert.equal(r.code, 0, `ours\n${both}`); assert.equal(g.rc, 0, `kernel\n${both}`);
-      assertStreamOut(r.stdout, size, count, 'ours', both);
-      assertStreamOut(g.out, size, count, 'kernel', both);
-      assert.equal(r.stderr, '', both); assert.equal(g.err, '', both);
-    };
-    add({
-      name: `${tag}-K`, kind: 'K', title: `${tool} ${opts.join(' ')}: kernel server <- our client`,
-      kernel: (p) => [tool, '-b', GUEST_IP, '-p', String(p), ...opts], ours: (p) => [cli(tool), '-s', GUEST_IP, '-b', HOST_IP, '-p', String(p), ...opts], check,
-    });
-    add({
-      name: `${tag}-O`, kind: 'O', title: `${tool} ${opts.join(' ')}: our server <- kernel client`,
-      ours: (p) => [cli(tool), '-b', HOST_IP, '-p', String(p), ...opts], kernel: (p) => [tool, '-s', HOST_IP, '-b', GUEST_IP, '-p', String(p), ...opts], check,
-    });
-  }
+function addStream(tool, { size, count, T, iters, prefix = '', env, what = '' }) {
+  const opts = ['-S', String(size), '-C', String(count), ...(iters ? ['-I', String(iters)] : []), ...T];
+  const tag = `${prefix}${tool}-S${size}${iters ? `-I${iters}` : ''}${T.length ? `-T${T[1]}` : ''}`;
+  const check = (r, g, both) => {
+    assert.equal(r.code, 0, `ours\n${both}`); assert.equal(g.rc, 0, `kernel\n${both}`);
+    assertStreamOut(r.stdout, size, count, iters ?? 1, 'ours', both);
+    assertStreamOut(g.out, size, count, iters ?? 1, 'kernel', both);
+    assert.equal(r.stderr, '', both); assert.equal(g.err, '', both);
+  };
+  add({
+    name: `${tag}-K`, kind: 'K', env, title: `${tool} ${opts.join(' ')}: kernel server <- our client${what}`,
+    kernel: (p) => [tool, '-b', GUEST_IP, '-p', String(p), ...opts], ours: (p) => [cli(tool), '-s', GUEST_IP, '-b', HOST_IP, '-p', String(p), ...opts], check,
+  });
+  add({
+    name: `${tag}-O`, kind: 'O', env, title: `${tool} ${opts.join(' ')}: our server <- kernel client${what}`,
+    ours: (p) => [cli(tool), '-b', HOST_IP, '-p', String(p), ...opts], kernel: (p) => [tool, '-s', HOST_IP, '-b', GUEST_IP, '-p', String(p), ...opts], check,
+  });
 }
+for (const [tool, runs] of Object.entries(streamRuns)) for (const x of runs) addStream(tool, x);
+
+// Loss on our side's sends (the device's own impairment, seeded): the kernel's responder NAKs
+// the sequence errors, its requester retransmits on lost ACKs and read responses, ours both.
+const lossy = (seed) => ({ prefix: 'lossy-', what: ' (3% of our datagrams lost, 1% duplicated, 2% reordered)', env: { RDMACM_ROCE_IMPAIR: `loss=0.03,dup=0.01,reorder=0.02,delay=1,seed=${seed}` } });
+addRping({ size: 4096, count: 10, ...lossy(1) });
+addStream('rstream', { size: 65536, count: 50, T: ['-T', 'v'], ...lossy(2) });
 
 // The guest's cmtime is rdma-core 44's (legacy CLI: `-s server`, a plain rdma_cm client that
 // connects -c RC QPs, then disconnects them); ours has the current CLI with its TCP controller,
@@ -311,8 +317,8 @@ test('interop: RC tools, ours (host, soft RoCE) <-> kernel (guest, rxe)', { time
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
   let pcap = null;
   const res = await withGuest({ name: 'roce-rc', rdma: 'rxe', job, timeoutSec: 840 }, async (ctx) => {
-    pcap = ctx.hostStart('tcpdump', ['-Z', 'root', '--immediate-mode', '-i', 'rvbr0', '-U', '-s', '256', '-w', join(ctx.jobDir, 'roce.pcap'), 'udp port 4791'], { timeoutMs: 860_000 });
-    const host = (argv, timeoutMs = HOST_TIMEOUT_MS) => ctx.hostStart(process.execPath, argv, { timeoutMs, env: ENV });
+    pcap = ctx.hostStart('tcpdump', ['-Z', 'root', '--immediate-mode', '-i', 'rvbr0', '-U', '-s', '400', '-w', join(ctx.jobDir, 'roce.pcap'), 'udp port 4791'], { timeoutMs: 860_000 });
+    const host = (argv, timeoutMs = HOST_TIMEOUT_MS, env = {}) => ctx.hostStart(process.execPath, argv, { timeoutMs, env: { ...ENV, ...env } });
 
     for (const s of RUN) {
       await t.test(`${s.name}: ${s.title}`, async () => {
@@ -320,7 +326,7 @@ test('interop: RC tools, ours (host, soft RoCE) <-> kernel (guest, rxe)', { time
         if (s.kind === 'K') {
           try {
             await ctx.waitFile(`ready-${s.name}`, 120_000);
-            r = await host(s.ours(s.port)).done;
+            r = await host(s.ours(s.port), HOST_TIMEOUT_MS, s.env).done;
           } finally {
             ctx.touch(`hdone-${s.name}`);
           }
@@ -329,7 +335,7 @@ test('interop: RC tools, ours (host, soft RoCE) <-> kernel (guest, rxe)', { time
           let srv = null, ok = !s.ours;
           try {
             if (s.ours) {
-              srv = host(s.ours(s.port), HOST_TIMEOUT_MS + 60_000);
+              srv = host(s.ours(s.port), HOST_TIMEOUT_MS + 60_000, s.env);
               ok = await serverUp(srv, s.port);
             }
           } finally {
