@@ -174,6 +174,8 @@ const streamRuns = {
     { size: 4096, count: 100, T: [] },
     { size: 65536, count: 50, T: ['-T', 'b'] },
     { size: 100000, count: 20, T: ['-T', 'v'] },
+    { size: 8192, count: 100, T: ['-T', 'a'] },
+    { size: 1000, count: 100, T: ['-T', 'n'] },
   ],
 };
 function addStream(tool, { size, count, T, iters, prefix = '', env, what = '' }) {
@@ -201,6 +203,41 @@ for (const [tool, runs] of Object.entries(streamRuns)) for (const x of runs) add
 const lossy = (seed) => ({ prefix: 'lossy-', what: ' (3% of our datagrams lost, 1% duplicated, 2% reordered)', env: { RDMACM_ROCE_IMPAIR: `loss=0.03,dup=0.01,reorder=0.02,delay=1,seed=${seed}` } });
 addRping({ size: 4096, count: 10, ...lossy(1) });
 addStream('rstream', { size: 65536, count: 50, T: ['-T', 'v'], ...lossy(2) });
+
+// Multi-packet SENDs (first/middle/last) both ways, on two connections.
+add({
+  name: 'ucmatose-S100000-K', kind: 'K', title: 'ucmatose -c 2 -C 20 -S 100000: kernel server <- our client',
+  kernel: (p) => ['ucmatose', '-b', GUEST_IP, '-p', String(p), '-c', '2', '-C', '20', '-S', '100000'],
+  ours: (p) => [cli('ucmatose'), '-s', GUEST_IP, '-b', HOST_IP, '-p', String(p), '-c', '2', '-C', '20', '-S', '100000'],
+  check(r, g, both) {
+    assert.equal(r.code, 0, both); assert.equal(r.stdout, UCM_CLIENT_OK, both); assert.equal(r.stderr, '', both);
+    assert.equal(g.rc, 0, both); assert.equal(g.out, UCM_SERVER_OK, both); assert.equal(g.err, '', both);
+  },
+});
+add({
+  name: 'ucmatose-S100000-O', kind: 'O', title: 'ucmatose -c 2 -C 20 -S 100000: our server <- kernel client',
+  ours: (p) => [cli('ucmatose'), '-b', HOST_IP, '-p', String(p), '-c', '2', '-C', '20', '-S', '100000'],
+  kernel: (p) => ['ucmatose', '-s', HOST_IP, '-b', GUEST_IP, '-p', String(p), '-c', '2', '-C', '20', '-S', '100000'],
+  check(r, g, both) {
+    assert.equal(g.rc, 0, both); assert.equal(g.out, UCM_CLIENT_OK, both); assert.equal(g.err, '', both);
+    assert.equal(r.code, 0, both); assert.equal(r.stdout, UCM_SERVER_OK, both); assert.equal(r.stderr, '', both);
+  },
+});
+
+// The kernel's rping server killed (SIGKILL) mid-run: its kernel destroys the id and sends a
+// DREQ; our client sees DISCONNECTED and ends on its own with the pings so far intact.
+add({
+  name: 'rping-killed-K', kind: 'K', killAfter: { re: '^server ping data', n: 20 }, title: 'the kernel rping server killed mid-run: our client is DISCONNECTED, exits 0',
+  kernel: (p) => ['rping', '-s', '-a', GUEST_IP, '-p', String(p), '-v'], ours: (p) => [cli('rping'), '-c', '-a', GUEST_IP, '-p', String(p), '-v'],
+  check(r, g, both) {
+    assert.equal(g.rc, 137, `the kernel rping was killed\n${both}`);
+    assert.equal(r.code, 0, both);
+    assert.match(r.stderr, /^client DISCONNECT EVENT\.\.\.\nwait for RDMA_(READ|WRITE)_(ADV|COMPLETE) state 10\n$/, both);
+    const n = r.stdout.split('\n').length - 1;
+    assert.ok(n >= 20, both);
+    assertRpingStdout(r.stdout, rpingStdout({ count: n, role: 'client' }), 'our rping -c');
+  },
+});
 
 // The guest's cmtime is rdma-core 44's (legacy CLI: `-s server`, a plain rdma_cm client that
 // connects -c RC QPs, then disconnects them); ours has the current CLI with its TCP controller,
@@ -232,6 +269,8 @@ counters() { for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do echo 
 # gbg NAME SECS CMD...: CMD in the background with a deadline; NAME.rc is written when it has exited
 gbg() { local n=$1 t=$2; shift 2; glog "$n (background): $*"
   ( timeout -k 5 "$t" stdbuf -oL "$@" > "$H/$n.out" 2> "$H/$n.err"; rc=$?; putrc "$n" $rc; glog "$n: exit $rc" ) & }
+# waitout FILE REGEX N SECS: until FILE has N lines matching REGEX (1 on timeout)
+waitout() { local i=0; while [ "$(grep -cE "$2" "$1" 2>/dev/null)" -lt "$3" ]; do sleep 0.2; i=$((i+1)); [ $i -ge $(($4*5)) ] && return 1; done; return 0; }
 # cmlisten PORT SECS: an rdma_cm id listens on PORT
 cmlisten() { local i=0; until rdma res show cm_id 2>/dev/null | grep LISTEN | grep -qE ":$1( |$)"; do sleep 0.2; i=$((i+1)); [ $i -ge $(($2*5)) ] && return 1; done; return 0; }
 # finish SCENARIO TOOL: after the host's hdone-SCENARIO, give the kernel's tool 15 s to end on its
@@ -251,7 +290,9 @@ function guestStep(s) {
     return `
 gbg ${n}-k ${GUEST_TIMEOUT_SEC} ${q(cmd)}
 cmlisten ${s.port} 60 || glog "${n}: nothing listens on ${s.port} after 60 s"
-mark ready-${n}
+mark ready-${n}${s.killAfter ? `
+waitout $H/${n}-k.out '${s.killAfter.re}' ${s.killAfter.n} 60 || glog "${n}: the kernel's tool did not get that far"
+pkill -9 -x ${cmd[0]}; glog "${n}: killed ${cmd[0]}"` : ''}
 finish ${n} ${cmd[0]}
 counters ${n}`;
   }
