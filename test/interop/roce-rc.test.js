@@ -239,6 +239,12 @@ add({
   },
 });
 
+// Our server's process is not the one whose socket receives the datagrams (see bystander above).
+for (const base of ['rping-S65535-C3-O', 'ucmatose-c10-O', 'rstream-S1048576-Tv-O']) {
+  const o = SCEN.find((x) => x.name === base);
+  add({ ...o, name: `fwd-${base}`, bystander: true, title: `${o.title}, through another process of ours` });
+}
+
 // The guest's cmtime is rdma-core 44's (legacy CLI: `-s server`, a plain rdma_cm client that
 // connects -c RC QPs, then disconnects them); ours has the current CLI with its TCP controller,
 // so the two cmtimes cannot meet. Our ucmatose server with -S 0 accepts and disconnects.
@@ -373,11 +379,17 @@ test('interop: RC tools, ours (host, soft RoCE) <-> kernel (guest, rxe)', { time
           }
           await ctx.waitFile(`${s.name}-k.rc`, 60_000).catch(() => {});
         } else {
-          let srv = null, ok = !s.ours;
+          let srv = null, bys = null, b = null, ok = !s.ours;
           try {
             if (s.ours) {
               srv = host(s.ours(s.port), HOST_TIMEOUT_MS + 60_000, s.env);
               ok = await serverUp(srv, s.port);
+            }
+            if (ok && s.bystander) {
+              // Another process of ours on the device, started last: its socket receives the
+              // datagrams to UDP 4791 and hands them on to the server's process.
+              bys = host([cli('rping'), '-s', '-a', HOST_IP, '-p', String(s.port + 500)], HOST_TIMEOUT_MS + 60_000);
+              ok = await serverUp(bys, s.port + 500);
             }
           } finally {
             ctx.touch(`go-${s.name}`, ok ? 'run' : 'skip');
@@ -386,8 +398,10 @@ test('interop: RC tools, ours (host, soft RoCE) <-> kernel (guest, rxe)', { time
             await ctx.waitFile(`${s.name}-k.rc`, (GUEST_TIMEOUT_SEC + 30) * 1000);
           } finally {
             if (srv) r = await settle(srv, s.serverStays ? 0 : 20_000);
+            if (bys) b = await settle(bys, 0);
           }
-          if (!ok) assert.fail(`our server did not come up\n${hostDesc('server', r)}`);
+          if (!ok) assert.fail(`our server did not come up\n${hostDesc('server', r)}${b ? `\n${hostDesc('bystander', b)}` : ''}`);
+          if (b) assert.equal(b.stdout, '', `the bystander saw no connection\n${hostDesc('bystander', b)}`);
         }
         save(ctx, `${s.name}-h`, r);
         const g = ctx.result(`${s.name}-k`);
