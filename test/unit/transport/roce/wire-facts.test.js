@@ -146,3 +146,65 @@ test('UD: the SIDR_REQ of an id bound to port 0 names a random port of the local
     peer.close();
   }
 });
+
+// A kernel rxe sends its datagrams with UDP checksum 0 (the ICRC protects them); over IPv6 the
+// receiving socket must allow that (UDP_NO_CHECK6_RX) or Linux drops every one of them. A raw
+// IPv6 socket (root only) sends such a datagram to the device's ::1 socket.
+test('IPv6: a UD SEND with UDP checksum 0, as a kernel rxe sends it, is received', { skip: process.getuid?.() !== 0 && 'needs root (a raw IPv6 socket sends the datagram)' }, async () => {
+  const { spawnSync } = await import('node:child_process');
+  const { QpType, QpState, Access } = lib;
+  const dev = lib.getDeviceList().find((d) => d.name === 'rxe_lo');
+  const ctx = dev.open();
+  const pd = ctx.allocPd();
+  const cq = ctx.createCq(8);
+  const qp = pd.createQp({ qpType: QpType.UD, sendCq: cq, recvCq: cq, cap: { maxSendWr: 4, maxRecvWr: 4, maxSendSge: 1, maxRecvSge: 1 } });
+  qp.modify({ qpState: QpState.INIT, pkeyIndex: 0, portNum: 1, qkey: 0x1234 });
+  qp.modify({ qpState: QpState.RTR });
+  qp.modify({ qpState: QpState.RTS, sqPsn: 0 });
+  // the device's IPv6 socket on ::1 exists once a GID of it is used
+  let sgid = -1;
+  for (let i = 0; i < 8 && sgid < 0; i++) if (Buffer.from(ctx.queryGid(1, i)).equals(Buffer.from('00000000000000000000000000000001', 'hex'))) sgid = i;
+  assert.ok(sgid >= 0, 'rxe_lo has the GID ::1');
+  const ah = pd.createAh({ isGlobal: true, portNum: 1, grh: { dgid: ctx.queryGid(1, sgid), flowLabel: 0, sgidIndex: sgid, hopLimit: 64, trafficClass: 0 } });
+  const buf = Buffer.alloc(256);
+  const mr = pd.regMr(buf, Access.LOCAL_WRITE);
+  qp.postRecv({ wrId: 1, sgList: [{ addr: mr.addr, length: 256, lkey: mr.lkey }] });
+  // our own send to ::1 makes sure the socket is bound (and is received: a second receive)
+  qp.postRecv({ wrId: 2, sgList: [{ addr: mr.addr + 128, length: 128, lkey: mr.lkey }] });
+  const one = Buffer.from('00000000000000000000000000000001', 'hex');
+  const sport = 0xc000 + Math.floor(Math.random() * 0x3fff);
+  const payload = Buffer.from('checksum zero');
+  const udpPayload = Buffer.from(wire.encodeRocePacket({ opcode: wire.IbOpcode.UD_SEND_ONLY, destQp: qp.qpNum, psn: 0, deth: { qkey: 0x1234, srcQp: 0x99 }, payload }, { family: 6, src: one, dst: one, sport, dport: PORT }));
+  const smr = pd.regMr(Buffer.from('warm up'), 0);
+  qp.postSend({ wrId: 3, opcode: lib.WrOpcode.SEND, sendFlags: lib.SendFlags.SIGNALED, sgList: [{ addr: smr.addr, length: 7, lkey: smr.lkey }], ud: { ah, remoteQpn: qp.qpNum, remoteQkey: 0x1234 } });
+  const got = [];
+  const until = async (pred, ms = 3000) => {
+    const end = Date.now() + ms;
+    while (!pred() && Date.now() < end) {
+      got.push(...cq.poll(8));
+      await new Promise((r) => setTimeout(r, 5));
+    }
+  };
+  await until(() => got.filter((w) => w.wrId === 1 || w.wrId === 2).length >= 1);
+  assert.equal(got.filter((w) => w.wrId === 1).length, 1, 'our own datagram over ::1 arrived');
+  // UDP header with checksum 0, then the packet; the kernel adds the IPv6 header
+  const udp = Buffer.alloc(8);
+  udp.writeUInt16BE(sport, 0);
+  udp.writeUInt16BE(PORT, 2);
+  udp.writeUInt16BE(8 + udpPayload.length, 4);
+  const py = 'import socket,sys\ns=socket.socket(socket.AF_INET6,socket.SOCK_RAW,socket.IPPROTO_UDP)\ns.sendto(bytes.fromhex(sys.argv[1]),("::1",0))\n';
+  const r = spawnSync('python3', ['-c', py, Buffer.concat([udp, udpPayload]).toString('hex')], { encoding: 'utf8', timeout: 10_000 });
+  assert.equal(r.status, 0, `python3 raw socket: ${r.stderr}`);
+  await until(() => got.some((w) => w.wrId === 2));
+  const wc = got.find((w) => w.wrId === 2);
+  assert.ok(wc, `the datagram with UDP checksum 0 was not received (completions: ${JSON.stringify(got.map((w) => w.wrId))})`);
+  assert.equal(wc.status, lib.WcStatus.SUCCESS);
+  assert.equal(buf.subarray(128 + 40, 128 + 40 + payload.length).toString(), 'checksum zero', 'after the 40-byte GRH');
+  qp.destroy();
+  ah.destroy();
+  mr.dereg();
+  smr.dereg();
+  cq.destroy();
+  pd.dealloc();
+  ctx.close();
+});
