@@ -25,6 +25,8 @@ import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, REFVM_HO
 import { rpingStdout, assertRpingStdout, unexpectedStderr } from './lib/rping-pattern.js';
 
 const GUEST_IP = '10.77.0.2';
+const HOST_IP6 = 'fd77::1';
+const GUEST_IP6 = 'fd77::2';
 const cli = (name) => join(REPO_ROOT, 'dist', 'cli', `${name}.js`);
 const NETOPT = join(REPO_ROOT, 'native', 'build', 'netopt.node');
 const HOST_TIMEOUT_MS = Number(process.env.ROCE_RC_TIMEOUT_SEC || 90) * 1000;
@@ -69,11 +71,11 @@ const SCEN = [];
 let nextPort = 18000;
 const add = (s) => SCEN.push({ port: nextPort++, ...s });
 
-function addRping({ size, count, prefix = '', env, what = '' }) {
+function addRping({ size, count, prefix = '', env, what = '', hostIp = HOST_IP, guestIp = GUEST_IP }) {
   const a = (ip, port) => ['-a', ip, '-p', String(port), '-C', String(count), '-S', String(size), '-V', '-v'];
   add({
     name: `${prefix}rping-S${size}-C${count}-K`, kind: 'K', env, title: `rping -S ${size} -C ${count} -V -v: kernel server <- our client${what}`,
-    kernel: (p) => ['rping', '-s', ...a(GUEST_IP, p)], ours: (p) => [cli('rping'), '-c', ...a(GUEST_IP, p)],
+    kernel: (p) => ['rping', '-s', ...a(guestIp, p)], ours: (p) => [cli('rping'), '-c', ...a(guestIp, p)],
     check(r, g, both) {
       assert.equal(r.code, 0, `our rping client\n${both}`);
       assert.equal(g.rc, 0, `kernel rping server\n${both}`);
@@ -85,7 +87,7 @@ function addRping({ size, count, prefix = '', env, what = '' }) {
   });
   add({
     name: `${prefix}rping-S${size}-C${count}-O`, kind: 'O', env, title: `rping -S ${size} -C ${count} -V -v: our server <- kernel client${what}`,
-    ours: (p) => [cli('rping'), '-s', ...a(HOST_IP, p)], kernel: (p) => ['rping', '-c', ...a(HOST_IP, p)],
+    ours: (p) => [cli('rping'), '-s', ...a(hostIp, p)], kernel: (p) => ['rping', '-c', ...a(hostIp, p)],
     check(r, g, both) {
       assert.equal(g.rc, 0, `kernel rping client\n${both}`);
       assert.equal(r.code, 0, `our rping server\n${both}`);
@@ -178,7 +180,7 @@ const streamRuns = {
     { size: 1000, count: 100, T: ['-T', 'n'] },
   ],
 };
-function addStream(tool, { size, count, T, iters, prefix = '', env, what = '' }) {
+function addStream(tool, { size, count, T, iters, prefix = '', env, what = '', hostIp = HOST_IP, guestIp = GUEST_IP }) {
   const opts = ['-S', String(size), '-C', String(count), ...(iters ? ['-I', String(iters)] : []), ...T];
   const tag = `${prefix}${tool}-S${size}${iters ? `-I${iters}` : ''}${T.length ? `-T${T[1]}` : ''}`;
   const check = (r, g, both) => {
@@ -189,11 +191,11 @@ function addStream(tool, { size, count, T, iters, prefix = '', env, what = '' })
   };
   add({
     name: `${tag}-K`, kind: 'K', env, title: `${tool} ${opts.join(' ')}: kernel server <- our client${what}`,
-    kernel: (p) => [tool, '-b', GUEST_IP, '-p', String(p), ...opts], ours: (p) => [cli(tool), '-s', GUEST_IP, '-b', HOST_IP, '-p', String(p), ...opts], check,
+    kernel: (p) => [tool, '-b', guestIp, '-p', String(p), ...opts], ours: (p) => [cli(tool), '-s', guestIp, '-b', hostIp, '-p', String(p), ...opts], check,
   });
   add({
     name: `${tag}-O`, kind: 'O', env, title: `${tool} ${opts.join(' ')}: our server <- kernel client${what}`,
-    ours: (p) => [cli(tool), '-b', HOST_IP, '-p', String(p), ...opts], kernel: (p) => [tool, '-s', HOST_IP, '-b', GUEST_IP, '-p', String(p), ...opts], check,
+    ours: (p) => [cli(tool), '-b', hostIp, '-p', String(p), ...opts], kernel: (p) => [tool, '-s', hostIp, '-b', guestIp, '-p', String(p), ...opts], check,
   });
 }
 for (const [tool, runs] of Object.entries(streamRuns)) for (const x of runs) addStream(tool, x);
@@ -244,6 +246,31 @@ for (const base of ['rping-S65535-C3-O', 'ucmatose-c10-O', 'rstream-S1048576-Tv-
   const o = SCEN.find((x) => x.name === base);
   add({ ...o, name: `fwd-${base}`, bystander: true, title: `${o.title}, through another process of ours` });
 }
+
+// IPv6 (RoCEv2 over IPv6: GIDs, CMA header, ICRC with the IPv6 header's masked fields), on
+// unique local addresses the test adds to both sides.
+const v6 = { prefix: 'v6-', what: ' (IPv6)', hostIp: HOST_IP6, guestIp: GUEST_IP6 };
+addRping({ size: 4096, count: 3, ...v6 });
+addRping({ size: 65535, count: 3, ...v6 });
+addStream('rstream', { size: 65536, count: 50, T: ['-T', 'v'], ...v6 });
+add({
+  name: 'v6-ucmatose-c10-K', kind: 'K', title: 'ucmatose -c 10: kernel server <- our client (IPv6)',
+  kernel: (p) => ['ucmatose', '-b', GUEST_IP6, '-p', String(p), '-c', '10'],
+  ours: (p) => [cli('ucmatose'), '-s', GUEST_IP6, '-b', HOST_IP6, '-p', String(p), '-c', '10'],
+  check(r, g, both) {
+    assert.equal(r.code, 0, both); assert.equal(r.stdout, UCM_CLIENT_OK, both); assert.equal(r.stderr, '', both);
+    assert.equal(g.rc, 0, both); assert.equal(g.out, UCM_SERVER_OK, both); assert.equal(g.err, '', both);
+  },
+});
+add({
+  name: 'v6-ucmatose-c10-O', kind: 'O', title: 'ucmatose -c 10: our server <- kernel client (IPv6)',
+  ours: (p) => [cli('ucmatose'), '-b', HOST_IP6, '-p', String(p), '-c', '10'],
+  kernel: (p) => ['ucmatose', '-s', HOST_IP6, '-b', GUEST_IP6, '-p', String(p), '-c', '10'],
+  check(r, g, both) {
+    assert.equal(g.rc, 0, both); assert.equal(g.out, UCM_CLIENT_OK, both); assert.equal(g.err, '', both);
+    assert.equal(r.code, 0, both); assert.equal(r.stdout, UCM_SERVER_OK, both); assert.equal(r.stderr, '', both);
+  },
+});
 
 // The guest's cmtime is rdma-core 44's (legacy CLI: `-s server`, a plain rdma_cm client that
 // connects -c RC QPs, then disconnects them); ours has the current CLI with its TCP controller,
@@ -308,6 +335,8 @@ else glog "${n}: not run, our server is not up"; putrc ${n}-k 253; fi
 counters ${n}`;
 }
 const job = `${guestHelpers}
+ip -6 addr add ${GUEST_IP6}/64 dev eth0 nodad || glog "could not add ${GUEST_IP6}"
+i=0; until rdma res show 2>/dev/null >/dev/null && grep -q "fd77" /sys/class/infiniband/rxe0/ports/1/gids/* 2>/dev/null; do sleep 0.2; i=$((i+1)); [ $i -ge 50 ] && { glog "no fd77 GID on rxe0"; break; }; done
 counters boot
 mark ready
 ${RUN.map(guestStep).join('\n')}
@@ -362,9 +391,12 @@ test('interop: RC tools, ours (host, soft RoCE) <-> kernel (guest, rxe)', { time
   if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
+  // The IPv6 scenarios' address on our side (removed at the end).
+  await netnsRun('ip', ['-6', 'addr', 'add', `${HOST_IP6}/64`, 'dev', 'rvbr0', 'nodad'], { timeoutMs: 10_000 });
+  t.after(() => netnsRun('ip', ['-6', 'addr', 'del', `${HOST_IP6}/64`, 'dev', 'rvbr0'], { timeoutMs: 10_000 }));
   let pcap = null;
   const res = await withGuest({ name: 'roce-rc', rdma: 'rxe', job, timeoutSec: 840 }, async (ctx) => {
-    pcap = ctx.hostStart('tcpdump', ['-Z', 'root', '--immediate-mode', '-i', 'rvbr0', '-U', '-s', '400', '-w', join(ctx.jobDir, 'roce.pcap'), 'udp port 4791'], { timeoutMs: 860_000 });
+    pcap = ctx.hostStart('tcpdump', ['-Z', 'root', '--immediate-mode', '-i', 'rvbr0', '-U', '-s', '400', '-w', join(ctx.jobDir, 'roce.pcap'), 'udp port 4791 or (ip6 and udp port 4791)'], { timeoutMs: 860_000 });
     const host = (argv, timeoutMs = HOST_TIMEOUT_MS, env = {}) => ctx.hostStart(process.execPath, argv, { timeoutMs, env: { ...ENV, ...env } });
 
     for (const s of RUN) {
