@@ -241,6 +241,20 @@ add({
   },
 });
 
+// The kernel's rping client killed mid-run: its DREQ ends our server's loop (exit 0).
+add({
+  name: 'rping-killed-O', kind: 'O', killAfter: { re: '^ping data', n: 20 }, title: 'the kernel rping client killed mid-run: our server is DISCONNECTED, exits 0',
+  ours: (p) => [cli('rping'), '-s', '-a', HOST_IP, '-p', String(p), '-v'], kernel: (p) => ['rping', '-c', '-a', HOST_IP, '-p', String(p), '-v'],
+  check(r, g, both) {
+    assert.equal(g.rc, 137, `the kernel rping was killed\n${both}`);
+    assert.equal(r.code, 0, both);
+    assert.match(r.stderr, /^server DISCONNECT EVENT\.\.\.\nwait for RDMA_(READ|WRITE)_(ADV|COMPLETE) state 10\n$/, both);
+    const n = r.stdout.split('\n').length - 1;
+    assert.ok(n >= 19, both);
+    assertRpingStdout(r.stdout, rpingStdout({ count: n, role: 'server' }), 'our rping -s');
+  },
+});
+
 // Our server's process is not the one whose socket receives the datagrams (see bystander above).
 for (const base of ['rping-S65535-C3-O', 'ucmatose-c10-O', 'rstream-S1048576-Tv-O']) {
   const o = SCEN.find((x) => x.name === base);
@@ -329,8 +343,14 @@ pkill -9 -x ${cmd[0]}; glog "${n}: killed ${cmd[0]}"` : ''}
 finish ${n} ${cmd[0]}
 counters ${n}`;
   }
+  const cmd = s.kernel(s.port);
+  const run = s.killAfter
+    ? `gbg ${n}-k ${GUEST_TIMEOUT_SEC} ${q(cmd)}
+  waitout $H/${n}-k.out '${s.killAfter.re}' ${s.killAfter.n} 60 || glog "${n}: the kernel's tool did not get that far"
+  pkill -9 -x ${cmd[0]}; glog "${n}: killed ${cmd[0]}"; waitfile $H/${n}-k.rc 30`
+    : `gtool ${n}-k ${GUEST_TIMEOUT_SEC} ${q(cmd)}`;
   return `
-if waitfile $H/go-${n} 300 && [ "$(cat $H/go-${n})" = run ]; then gtool ${n}-k ${GUEST_TIMEOUT_SEC} ${q(s.kernel(s.port))}
+if waitfile $H/go-${n} 300 && [ "$(cat $H/go-${n})" = run ]; then ${run}
 else glog "${n}: not run, our server is not up"; putrc ${n}-k 253; fi
 counters ${n}`;
 }
