@@ -71,10 +71,10 @@ const SCEN = [];
 let nextPort = 18000;
 const add = (s) => SCEN.push({ port: nextPort++, ...s });
 
-function addRping({ size, count, prefix = '', env, what = '', hostIp = HOST_IP, guestIp = GUEST_IP }) {
+function addRping({ size, count, prefix = '', env, guestNetem, what = '', hostIp = HOST_IP, guestIp = GUEST_IP }) {
   const a = (ip, port) => ['-a', ip, '-p', String(port), '-C', String(count), '-S', String(size), '-V', '-v'];
   add({
-    name: `${prefix}rping-S${size}-C${count}-K`, kind: 'K', env, title: `rping -S ${size} -C ${count} -V -v: kernel server <- our client${what}`,
+    name: `${prefix}rping-S${size}-C${count}-K`, kind: 'K', env, guestNetem, title: `rping -S ${size} -C ${count} -V -v: kernel server <- our client${what}`,
     kernel: (p) => ['rping', '-s', ...a(guestIp, p)], ours: (p) => [cli('rping'), '-c', ...a(guestIp, p)],
     check(r, g, both) {
       assert.equal(r.code, 0, `our rping client\n${both}`);
@@ -86,7 +86,7 @@ function addRping({ size, count, prefix = '', env, what = '', hostIp = HOST_IP, 
     },
   });
   add({
-    name: `${prefix}rping-S${size}-C${count}-O`, kind: 'O', env, title: `rping -S ${size} -C ${count} -V -v: our server <- kernel client${what}`,
+    name: `${prefix}rping-S${size}-C${count}-O`, kind: 'O', env, guestNetem, title: `rping -S ${size} -C ${count} -V -v: our server <- kernel client${what}`,
     ours: (p) => [cli('rping'), '-s', ...a(hostIp, p)], kernel: (p) => ['rping', '-c', ...a(hostIp, p)],
     check(r, g, both) {
       assert.equal(g.rc, 0, `kernel rping client\n${both}`);
@@ -180,7 +180,7 @@ const streamRuns = {
     { size: 1000, count: 100, T: ['-T', 'n'] },
   ],
 };
-function addStream(tool, { size, count, T, iters, prefix = '', env, what = '', hostIp = HOST_IP, guestIp = GUEST_IP }) {
+function addStream(tool, { size, count, T, iters, prefix = '', env, guestNetem, what = '', hostIp = HOST_IP, guestIp = GUEST_IP }) {
   const opts = ['-S', String(size), '-C', String(count), ...(iters ? ['-I', String(iters)] : []), ...T];
   const tag = `${prefix}${tool}-S${size}${iters ? `-I${iters}` : ''}${T.length ? `-T${T[1]}` : ''}`;
   const check = (r, g, both) => {
@@ -190,21 +190,28 @@ function addStream(tool, { size, count, T, iters, prefix = '', env, what = '', h
     assert.equal(r.stderr, '', both); assert.equal(g.err, '', both);
   };
   add({
-    name: `${tag}-K`, kind: 'K', env, title: `${tool} ${opts.join(' ')}: kernel server <- our client${what}`,
+    name: `${tag}-K`, kind: 'K', env, guestNetem, title: `${tool} ${opts.join(' ')}: kernel server <- our client${what}`,
     kernel: (p) => [tool, '-b', guestIp, '-p', String(p), ...opts], ours: (p) => [cli(tool), '-s', guestIp, '-b', hostIp, '-p', String(p), ...opts], check,
   });
   add({
-    name: `${tag}-O`, kind: 'O', env, title: `${tool} ${opts.join(' ')}: our server <- kernel client${what}`,
+    name: `${tag}-O`, kind: 'O', env, guestNetem, title: `${tool} ${opts.join(' ')}: our server <- kernel client${what}`,
     ours: (p) => [cli(tool), '-b', hostIp, '-p', String(p), ...opts], kernel: (p) => [tool, '-s', hostIp, '-b', guestIp, '-p', String(p), ...opts], check,
   });
 }
 for (const [tool, runs] of Object.entries(streamRuns)) for (const x of runs) addStream(tool, x);
 
-// Loss on our side's sends (the device's own impairment, seeded): the kernel's responder NAKs
-// the sequence errors, its requester retransmits on lost ACKs and read responses, ours both.
-const lossy = (seed) => ({ prefix: 'lossy-', what: ' (3% of our datagrams lost, 1% duplicated, 2% reordered)', env: { RDMACM_ROCE_IMPAIR: `loss=0.03,dup=0.01,reorder=0.02,delay=1,seed=${seed}` } });
+// Loss: our side's sends through the device's own impairment (seeded); for rping the kernel's
+// too, through netem on the guest. Both responders NAK sequence errors and answer duplicates,
+// both requesters go back on NAKs and on timeouts. (Not for rstream with loss both ways: the
+// kernel's requester then mostly recovers by its 2 s timeout, since rxe ignores a second
+// sequence NAK until a whole work request is acknowledged, and a run takes minutes.)
+const lossy = (seed, both = true) => ({
+  prefix: 'lossy-', what: both ? ' (3% of the datagrams each way lost, 1% duplicated, 2% reordered)' : ' (3% of our datagrams lost, 1% duplicated, 2% reordered)',
+  env: { RDMACM_ROCE_IMPAIR: `loss=0.03,dup=0.01,reorder=0.02,delay=1,seed=${seed}` },
+  guestNetem: both ? 'loss 3% duplicate 1% delay 1ms reorder 98%' : undefined,
+});
 addRping({ size: 4096, count: 10, ...lossy(1) });
-addStream('rstream', { size: 65536, count: 50, T: ['-T', 'v'], ...lossy(2) });
+addStream('rstream', { size: 65536, count: 50, T: ['-T', 'v'], ...lossy(2, false) });
 
 // Multi-packet SENDs (first/middle/last) both ways, on two connections.
 add({
@@ -330,6 +337,15 @@ finish() { waitfile $H/hdone-$1 300; local g=0 c
   pkill -x $2; waitfile $H/$1-k.rc 15; }
 `;
 function guestStep(s) {
+  const step = guestStepBody(s);
+  if (!s.guestNetem) return step;
+  // The kernel's datagrams impaired too (netem on the guest's egress), for this scenario only.
+  return `
+modprobe sch_netem 2>/dev/null; tc qdisc replace dev eth0 root netem ${s.guestNetem} || glog "${s.name}: netem not available"
+${step}
+tc qdisc del dev eth0 root 2>/dev/null`;
+}
+function guestStepBody(s) {
   const n = s.name;
   if (s.kind === 'K') {
     if (!s.kernel) return `mark ready-${n}; waitfile $H/hdone-${n} 300; putrc ${n}-k 0; counters ${n}`;
