@@ -6,10 +6,12 @@
 // scenario is one of two shapes:
 //   K  the kernel's tool is the server (guest), ours the client (host)
 //   O  ours is the server (host), the kernel's tool the client (guest)
-// Scenarios: rping -V -v at several sizes (26 .. 65535), ucmatose -c 10, rstream and riostream
-// (custom sizes, the -T modes that apply to rsockets), rdma_server/rdma_client, a closed port
-// (REJECTED, reason 8: invalid service ID) each way, and the kernel's cmtime client (rdma-core 44,
-// the legacy CLI: it only needs a peer that accepts) against our ucmatose server.
+// Scenarios: rping -V -v at several sizes (26 .. 65535), ucmatose -c 10 and with multi-packet
+// SENDs, rstream and riostream (custom sizes, the -T modes that apply to rsockets),
+// rdma_server/rdma_client, a closed port (REJECTED, reason 8: invalid service ID) each way, the
+// kernel's cmtime client (rdma-core 44, the legacy CLI: it only needs a peer that accepts) against
+// our ucmatose server, a kernel peer killed mid-run, loss, the datagrams arriving at another
+// process of ours, and IPv6 (unique local addresses the test adds on both sides).
 // Every scenario checks both sides' exit codes and their stdout, exactly where the tools print
 // deterministic lines and line by line in shape where they print timings.
 // After each scenario the guest saves rxe0's hw counters (counters-<scenario> in the job folder,
