@@ -164,13 +164,16 @@ add({
 });
 
 // rstream / riostream: custom tests (one connection, one row); the -T modes that apply to rsockets.
+// Not `rstream -T a`: its do_poll() fails on POLLHUP even when data is still buffered, and
+// rsocket.c marks a socket disconnected as soon as it processes the peer's DISCONNECT control
+// message, which follows the last data at once; so whichever side still has data to read when
+// the other closes exits 16, kernel against kernel alike.
 const streamRuns = {
   rstream: [
     { size: 4096, count: 100, T: [] },
     { size: 64, count: 1, iters: 500, T: [] },
     { size: 64, count: 200, T: ['-T', 'b'] },
     { size: 1000, count: 100, T: ['-T', 'n'] },
-    { size: 65536, count: 50, T: ['-T', 'a'] },
     { size: 1048576, count: 4, T: ['-T', 'v'] },
     { size: 16384, count: 50, T: ['-T', 'r'] },
   ],
