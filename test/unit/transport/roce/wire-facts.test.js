@@ -75,7 +75,6 @@ test('RC: an id bound to port 0 connects from a random port of the local port ra
   const peer = await madPeer();
   const ch = createEventChannel();
   try {
-    const seen = new Set();
     for (let i = 0; i < 2; i++) {
       const port = nextPort++;
       const id = await resolvedId(ch, PortSpace.TCP, port);
@@ -85,7 +84,6 @@ test('RC: an id bound to port 0 connects from a random port of the local port ra
       const h = wire.decodeCmaHeader(q.privateData);
       assert.ok(h.srcPort >= LO && h.srcPort <= HI, `CMA header source port ${h.srcPort} in ${LO}..${HI}`);
       assert.equal(q.primaryPath.flowLabel, (h.srcPort * 31 + port) & 0xfffff, 'flow label: sport * 31 + dport');
-      seen.add(h.srcPort);
       peer.sendMad({
         kind: 'REP', localCommId: 0x7000 + i, remoteCommId: q.localCommId, localQkey: 0, localQpn: 0x5151, vendorId: 0, localEecn: 0,
         startingPsn: 0x777, responderResources: 1, initiatorDepth: 1, targetAckDelay: 15, failoverAccepted: 0, e2eFlowControl: false,
@@ -97,7 +95,6 @@ test('RC: an id bound to port 0 connects from a random port of the local port ra
       id.destroyQp();
       await id.destroy();
     }
-    assert.ok(seen.size >= 1);
   } finally {
     ch.destroy();
     peer.close();
