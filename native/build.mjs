@@ -1,8 +1,9 @@
 #!/usr/bin/env node
 // Builds the optional native addons with the system C compiler and no download. Run by
 // `npm install` (the package's `install` script) and by `npm run build:native`.
-//  - native/build/netopt.node: the IPv4 socket option the soft RoCE device needs to speak to a
-//    kernel rxe (native/src/netopt.c); needs only Node's headers.
+//  - native/build/netopt.node: the socket options the soft RoCE device needs to speak to a
+//    kernel rxe (IPv4 identification 0, IPv6 UDP checksum 0 accepted; native/src/netopt.c);
+//    needs only Node's headers.
 //  - native/build/rdmacm.node: the native backend over rdma-core's libibverbs and librdmacm.
 //
 // It never fails the install: where the compiler, Node's headers or rdma-core's headers

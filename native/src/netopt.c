@@ -1,5 +1,5 @@
 /*
- * netopt.node: the one socket option the soft RoCE device needs and Node cannot set.
+ * netopt.node: the socket options the soft RoCE device needs and Node cannot set.
  *
  * The RoCEv2 ICRC covers the IPv4 identification field, which the kernel fills in after
  * userspace hands over the datagram. Linux writes 0 there for a DF datagram only when the
@@ -7,12 +7,21 @@
  * ip_select_ident_segs), so the device puts its IPv4 sockets in PROBE mode and computes the ICRC
  * with identification 0. Needs only Node's headers and a C compiler (no rdma-core).
  *
+ * The kernel's rxe sends its UDP datagrams with checksum 0 (the ICRC protects them), which IPv6
+ * forbids unless the receiving socket allows it (RFC 6936; Linux UDP_NO_CHECK6_RX, as the
+ * kernel's own UDP tunnel sockets do), so the device allows it on its IPv6 sockets.
+ *
  * setMtuDiscover(fd, mode) -> 0, or a negative errno.
+ * setNoCheck6Rx(fd) -> 0, or a negative errno.
  */
 #include <errno.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <node_api.h>
+
+#ifndef UDP_NO_CHECK6_RX
+#define UDP_NO_CHECK6_RX 102
+#endif
 
 static napi_value set_mtu_discover(napi_env env, napi_callback_info info)
 {
@@ -31,12 +40,30 @@ static napi_value set_mtu_discover(napi_env env, napi_callback_info info)
 	return ret;
 }
 
+static napi_value set_no_check6_rx(napi_env env, napi_callback_info info)
+{
+	size_t argc = 1;
+	napi_value argv[1], ret;
+	int32_t fd = -1, rc, one = 1;
+
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+	    napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+		rc = -EINVAL;
+	} else {
+		rc = setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof(one)) ? -errno : 0;
+	}
+	napi_create_int32(env, rc, &ret);
+	return ret;
+}
+
 NAPI_MODULE_INIT()
 {
-	napi_value fn;
+	napi_value fn, fn6;
 
 	if (napi_create_function(env, "setMtuDiscover", NAPI_AUTO_LENGTH, set_mtu_discover, NULL, &fn) != napi_ok ||
-	    napi_set_named_property(env, exports, "setMtuDiscover", fn) != napi_ok)
+	    napi_set_named_property(env, exports, "setMtuDiscover", fn) != napi_ok ||
+	    napi_create_function(env, "setNoCheck6Rx", NAPI_AUTO_LENGTH, set_no_check6_rx, NULL, &fn6) != napi_ok ||
+	    napi_set_named_property(env, exports, "setNoCheck6Rx", fn6) != napi_ok)
 		return NULL;
 	return exports;
 }

@@ -76,6 +76,7 @@ import { RoceDevice, ipBytes } from './device.js';
 import { gidFromIp, ipFromGid } from './gid.js';
 import type { RxMeta } from './udp.js';
 import { RXE_PROVIDER } from './provider.js';
+import { ephemeralPort } from './local-port.js';
 import { RoceRcQp } from './rc/rc-qp.js';
 import {
   ahTo,
@@ -252,6 +253,8 @@ class RcConn {
   ird = 0;
   ord = 0;
   flowLabel = 0;
+  /** The local port of the active side (the CMA header's source port). */
+  localPort = 0;
   /** The message resent on timeout, and how often it may still be. */
   private resend: Uint8Array | null = null;
   private retriesLeft = 0;
@@ -460,7 +463,9 @@ export class RcEndpoint implements CmEndpoint {
     c.ackTimeout = this.ackTimeout;
     c.retryCount = Math.min(7, req.param.retryCount ?? 7);
     c.rnrRetryCount = Math.min(7, req.param.rnrRetryCount ?? 7);
-    const srcPort = req.src.port || this.host.localAddr?.port || 0;
+    // An id that did not bind a port gets one here, as the kernel's rdma_resolve_addr binds it.
+    const srcPort = req.src.port || this.host.localAddr?.port || ephemeralPort();
+    c.localPort = srcPort;
     c.flowLabel = cmaRoceFlowLabel(srcPort, req.dst.port);
     const tos = this.host.options.tos;
     const path = {
@@ -556,7 +561,7 @@ export class RcEndpoint implements CmEndpoint {
     }
     c.send({ kind: 'RTU', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
     c.setState(RcCmState.ESTABLISHED, 'REP, RTU sent');
-    this.upcall({ event: CmEventType.ESTABLISHED, conn, localAddr: { address: c.local, port: this.host.localAddr?.port ?? 0, family: c.family === 4 ? 'IPv4' : 'IPv6' } });
+    this.upcall({ event: CmEventType.ESTABLISHED, conn, localAddr: { address: c.local, port: c.localPort, family: c.family === 4 ? 'IPv4' : 'IPv6' } });
   }
 
   /** rdma_establish after CONNECT_RESPONSE: the RTU. */

@@ -69,6 +69,7 @@ import { C } from './counters.js';
 import { RoceDevice, ipBytes, setGsiHandler } from './device.js';
 import { gidFromIp, ipFromGid } from './gid.js';
 import { PortAgent, type GsiRoute, type RxMeta } from './udp.js';
+import { ephemeralPort } from './local-port.js';
 import { RXE_PROVIDER, rxeDeviceInfos } from './provider.js';
 
 /** SIDR_REP private data (bytes). */
@@ -393,7 +394,7 @@ class RoceEndpoint implements CmEndpoint {
     this.requestId = requestId;
     const sid = serviceId(this.host.portSpace, req.dst.port);
     const pd = encodeCmaPrivateData(
-      { version: 0, ipVersion: family, srcPort: req.src.port || this.host.localAddr?.port || 0, src: ipBytes(local, family), dst: ipBytes(req.dst.address, family) },
+      { version: 0, ipVersion: family, srcPort: req.src.port || this.host.localAddr?.port || ephemeralPort(), src: ipBytes(local, family), dst: ipBytes(req.dst.address, family) },
       req.privateData,
     );
     const mad = encodeCmMad({ kind: 'SIDR_REQ', requestId, pkey: 0xffff, reserved: 0, serviceId: sid, privateData: pd }, (BigInt(dev.agent.anyBlock()) << 32n) | BigInt(requestId));

@@ -1,5 +1,5 @@
 /**
- * IPv4 identification of the datagrams this device sends.
+ * IPv4 identification of the datagrams this device sends, and IPv6 datagrams with UDP checksum 0.
  *
  * The RoCEv2 ICRC covers the IPv4 header including its 16-bit identification field, which the
  * kernel fills in after userspace has handed over the UDP payload. Linux writes 0 there only for
@@ -26,8 +26,10 @@ import type dgram from 'node:dgram';
 const IP_PMTUDISC_PROBE = 3;
 
 type SetMtuDiscover = (fd: number, mode: number) => number;
+type SetNoCheck6Rx = (fd: number) => number;
 
 let setMtuDiscover: SetMtuDiscover | null | undefined;
+let setNoCheck6Rx: SetNoCheck6Rx | null = null;
 
 function load(): SetMtuDiscover | null {
   if (setMtuDiscover !== undefined) return setMtuDiscover;
@@ -36,8 +38,9 @@ function load(): SetMtuDiscover | null {
   const file =
     process.env['RDMACM_NETOPT_PATH'] ?? resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'native', 'build', 'netopt.node');
   try {
-    const mod = createRequire(import.meta.url)(file) as { setMtuDiscover?: unknown };
+    const mod = createRequire(import.meta.url)(file) as { setMtuDiscover?: unknown; setNoCheck6Rx?: unknown };
     if (typeof mod.setMtuDiscover === 'function') setMtuDiscover = mod.setMtuDiscover as SetMtuDiscover;
+    if (typeof mod.setNoCheck6Rx === 'function') setNoCheck6Rx = mod.setNoCheck6Rx as SetNoCheck6Rx;
   } catch {
     setMtuDiscover = null;
   }
@@ -64,6 +67,21 @@ export function setPmtuProbe(sock: dgram.Socket): boolean {
   const fd = fdOf(sock);
   if (fd < 0) return false;
   return f(fd, IP_PMTUDISC_PROBE) === 0;
+}
+
+/**
+ * Let a bound IPv6 socket receive UDP datagrams whose checksum is 0 (`UDP_NO_CHECK6_RX`). A
+ * kernel rxe sends every datagram so (udp_tunnel_xmit_skb with the checksum off: the ICRC covers
+ * the packet); IPv6 forbids that unless the receiver allows it (RFC 6936), so without this
+ * option Linux drops everything a kernel rxe sends over IPv6 before the socket sees it.
+ * @returns whether it worked.
+ */
+export function allowZeroChecksum6(sock: dgram.Socket): boolean {
+  load();
+  if (!setNoCheck6Rx) return false;
+  const fd = fdOf(sock);
+  if (fd < 0) return false;
+  return setNoCheck6Rx(fd) === 0;
 }
 
 /** Whether the addon is available (for the documentation of a device's state). */

@@ -37,7 +37,7 @@ import { trace, tracing } from '../../trace.js';
 import { parseIpv4, parseIpv6, formatIpv4 } from '../../util/ip.js';
 import { ROCE_V2_UDP_PORT, GSI_QPN, IB_MULTICAST_QPN } from '../../wire/roce/index.js';
 import { formatIpv6 } from './gid.js';
-import { setPmtuProbe } from './sockopt.js';
+import { allowZeroChecksum6, setPmtuProbe } from './sockopt.js';
 import { impairedSend, impairing } from './impair.js';
 
 /** QP numbers per block: 1024 (a process claims more blocks when it needs them). */
@@ -511,6 +511,7 @@ export class PortAgent {
     const bound = ls;
     sock.bind({ port: this.port, address: bindIp, exclusive: false }, () => {
       if (family === 4 && setPmtuProbe(sock)) this.ipIdZero = true;
+      if (family === 6) allowZeroChecksum6(sock);
       // Multicast leaves by this address's interface, and loops back to this host's other
       // receivers; set before any send queued during the bind goes out.
       try {
@@ -588,6 +589,7 @@ export class PortAgent {
       if (tracing('rx')) trace('rx', `roce:${this.port}`, `group ${key}: ${e.message}`);
     });
     sock.bind({ port: this.port, address: key, exclusive: false }, () => {
+      if (family === 6) allowZeroChecksum6(sock);
       try {
         sock.addMembership(key, family === 4 ? ifaceIp : undefined);
       } catch (e) {
