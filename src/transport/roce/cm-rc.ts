@@ -624,7 +624,10 @@ export class RcEndpoint implements CmEndpoint {
     const qp = a.ownQp === false ? null : a.qp;
     c.ird = a.responderResources;
     c.ord = a.initiatorDepth;
-    c.rnrRetryCount = Math.min(7, a.param.rnrRetryCount ?? 7);
+    // The REP carries the acceptor's RNR retry count for the requester's QP (cma.c
+    // `cma_accept_ib`); this side's QP keeps the REQ's (cm.c `cm_req_handler`; `ib_send_cm_rep`
+    // does not change it).
+    const repRnrRetry = Math.min(7, a.param.rnrRetryCount ?? 7);
     this.qp = qp;
     if (qp !== null) {
       try {
@@ -650,7 +653,7 @@ export class RcEndpoint implements CmEndpoint {
       targetAckDelay: CA_ACK_DELAY,
       failoverAccepted: 0,
       e2eFlowControl: (a.param.flowControl ?? 0) !== 0,
-      rnrRetryCount: c.rnrRetryCount,
+      rnrRetryCount: repRnrRetry,
       srq: (a.param.srq ?? 0) !== 0,
       localCaGuid: caGuid(c.dev),
       privateData: a.privateData,

@@ -161,7 +161,7 @@ async function rawPeer() {
 }
 
 /** A REQ as Linux's rdma_cm sends it, from the peer to `port` on 127.0.0.1. */
-function reqFrom(port, { commId = 0x1000 + Math.floor(Math.random() * 1e6), qpn = 0x4242, psn = 0x1234, pd = Buffer.alloc(0), ird = 1, ord = 1, gid = GID(LOCAL), transportType = 0, ackTimeout = 19, cma } = {}) {
+function reqFrom(port, { commId = 0x1000 + Math.floor(Math.random() * 1e6), qpn = 0x4242, psn = 0x1234, pd = Buffer.alloc(0), ird = 1, ord = 1, gid = GID(LOCAL), transportType = 0, ackTimeout = 19, retryCount = 7, rnrRetryCount = 7, cma } = {}) {
   const hdr = cma ?? wire.encodeCmaPrivateData({ version: 0, ipVersion: 4, srcPort: 5555, src: V4(PEER), dst: V4(LOCAL) }, pd);
   return {
     kind: 'REQ',
@@ -180,11 +180,11 @@ function reqFrom(port, { commId = 0x1000 + Math.floor(Math.random() * 1e6), qpn 
     e2eFlowControl: false,
     startingPsn: psn,
     localCmResponseTimeout: 20,
-    retryCount: 7,
+    retryCount,
     pkey: 0xffff,
     pathMtu: 3,
     rdcExists: false,
-    rnrRetryCount: 7,
+    rnrRetryCount,
     maxCmRetries: 15,
     srq: false,
     extendedTransportType: 0,
@@ -207,7 +207,7 @@ async function activeId(ch, port, qp = true) {
 }
 
 /** A REP answering REQ `req` from the peer. */
-function repFor(req, { commId = 0x7000 + Math.floor(Math.random() * 1e6), qpn = 0x5151, psn = 0x777, ird = 1, ord = 1, pd = Buffer.from('rep data'), targetAckDelay = 15 } = {}) {
+function repFor(req, { commId = 0x7000 + Math.floor(Math.random() * 1e6), qpn = 0x5151, psn = 0x777, ird = 1, ord = 1, pd = Buffer.from('rep data'), targetAckDelay = 15, rnrRetryCount = 7 } = {}) {
   return {
     kind: 'REP',
     localCommId: commId,
@@ -222,7 +222,7 @@ function repFor(req, { commId = 0x7000 + Math.floor(Math.random() * 1e6), qpn = 
     targetAckDelay,
     failoverAccepted: 0,
     e2eFlowControl: false,
-    rnrRetryCount: 7,
+    rnrRetryCount,
     srq: false,
     localCaGuid: 0x0200000000000001n,
     privateData: pd,
@@ -337,6 +337,43 @@ test('active: the QP timeout follows the REP\'s target ACK delay (cm_rep_handler
     await id.destroy();
     await peer.mad('DREQ');
   }
+  ch.destroy();
+  peer.close();
+});
+
+test('retry counts as cm.c: the passive QP takes retry_cnt and rnr_retry from the REQ, its REP carries the acceptor\'s RNR retry count; the active QP takes the REP\'s RNR retry count', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  const req = reqFrom(port, { retryCount: 3, rnrRetryCount: 2 });
+  peer.sendMad(req, 0x77n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  const c = cr.id;
+  cr.ack();
+  c.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  await c.accept({ rnrRetryCount: 5, retryCount: 6 });
+  const { mad } = await peer.mad('REP');
+  assert.equal(mad.msg.rnrRetryCount, 5, 'the REP: the acceptor\'s RNR retry count (cma_accept_ib)');
+  const a = c.qp.query();
+  assert.deepEqual([a.retryCnt, a.rnrRetry], [3, 2], 'the passive QP: the REQ\'s counts (cm_req_handler)');
+  peer.sendMad({ kind: 'RTU', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, privateData: new Uint8Array(0) }, 0x77n);
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  c.destroyQp();
+  await c.destroy();
+  await peer.mad('DREQ');
+  await l.destroy();
+  // the active side: its own retry count, the REP's RNR retry count
+  const id = await activeId(ch, nextPort++);
+  await id.connect({ retryCount: 4, rnrRetryCount: 6 });
+  const { mad: rq } = await peer.mad('REQ');
+  assert.deepEqual([rq.msg.retryCount, rq.msg.rnrRetryCount], [4, 6]);
+  peer.sendMad(repFor(rq.msg, { rnrRetryCount: 1 }), rq.hdr.tid);
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  const b = id.qp.query();
+  assert.deepEqual([b.retryCnt, b.rnrRetry], [4, 1]);
+  id.destroyQp();
+  await id.destroy();
+  await peer.mad('DREQ');
   ch.destroy();
   peer.close();
 });
