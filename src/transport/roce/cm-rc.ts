@@ -274,6 +274,8 @@ class RcConn {
   ird = 0;
   ord = 0;
   flowLabel = 0;
+  /** Passive side: the REQ's traffic class, for this side's QP (cm.c builds its AV from the REQ's path); −1: the id's ToS. */
+  trafficClass = -1;
   /** The message resent on timeout, and how often it may still be. */
   private resend: Uint8Array | null = null;
   private retriesLeft = 0;
@@ -740,7 +742,10 @@ export class RcEndpoint implements CmEndpoint {
           throw err('EINVAL', 'rdma_init_qp_attr', 'no connection');
         }
         const ah = ahTo(c.dev, c.local, c.remote, c.family, this.host.options.tos);
-        if (ah.grh) ah.grh.flowLabel = c.flowLabel;
+        if (ah.grh) {
+          ah.grh.flowLabel = c.flowLabel;
+          if (c.trafficClass >= 0) ah.grh.trafficClass = c.trafficClass;
+        }
         return {
           attr: { qpState: QpState.RTR, ahAttr: ah, pathMtu: c.pathMtu, destQpNum: c.remoteQpn, rqPsn: c.rqPsn, maxDestRdAtomic: c.ird, minRnrTimer: 0 },
           mask: M.STATE | M.AV | M.PATH_MTU | M.DEST_QPN | M.RQ_PSN | M.MAX_DEST_RD_ATOMIC | M.MIN_RNR_TIMER,
@@ -993,6 +998,7 @@ function request(dev: RoceDevice, m: CmReq, tid: bigint, meta: RxMeta): void {
   // below 0), av.timeout = lifetime + 1.
   c.avTimeout = Math.max(m.primaryPath.localAckTimeout - 1, 0) + 1;
   c.flowLabel = m.primaryPath.flowLabel;
+  c.trafficClass = m.primaryPath.trafficClass;
   const refuse = (reason: number, why: string, ari?: Uint8Array): void => {
     if (tracing('cm')) trace('cm', dev.name, `REQ from ${meta.src} refused (${reason}): ${why}`);
     c.reject(reason, new Uint8Array(0), CmMsgRef.REQ, ari);

@@ -161,7 +161,7 @@ async function rawPeer() {
 }
 
 /** A REQ as Linux's rdma_cm sends it, from the peer to `port` on 127.0.0.1. */
-function reqFrom(port, { commId = 0x1000 + Math.floor(Math.random() * 1e6), qpn = 0x4242, psn = 0x1234, pd = Buffer.alloc(0), ird = 1, ord = 1, gid = GID(LOCAL), transportType = 0, ackTimeout = 19, retryCount = 7, rnrRetryCount = 7, cma } = {}) {
+function reqFrom(port, { commId = 0x1000 + Math.floor(Math.random() * 1e6), qpn = 0x4242, psn = 0x1234, pd = Buffer.alloc(0), ird = 1, ord = 1, gid = GID(LOCAL), transportType = 0, ackTimeout = 19, retryCount = 7, rnrRetryCount = 7, trafficClass = 0, cma } = {}) {
   const hdr = cma ?? wire.encodeCmaPrivateData({ version: 0, ipVersion: 4, srcPort: 5555, src: V4(PEER), dst: V4(LOCAL) }, pd);
   return {
     kind: 'REQ',
@@ -188,7 +188,7 @@ function reqFrom(port, { commId = 0x1000 + Math.floor(Math.random() * 1e6), qpn 
     maxCmRetries: 15,
     srq: false,
     extendedTransportType: 0,
-    primaryPath: { ...wire.emptyCmPath(), localLid: 0xffff, remoteLid: 0xffff, localGid: GID(PEER), remoteGid: gid, flowLabel: 1234, hopLimit: 64, localAckTimeout: ackTimeout },
+    primaryPath: { ...wire.emptyCmPath(), localLid: 0xffff, remoteLid: 0xffff, localGid: GID(PEER), remoteGid: gid, flowLabel: 1234, hopLimit: 64, trafficClass, localAckTimeout: ackTimeout },
     alternatePath: wire.emptyCmPath(),
     sapSupported: false,
     privateData: hdr,
@@ -341,11 +341,11 @@ test('active: the QP timeout follows the REP\'s target ACK delay (cm_rep_handler
   peer.close();
 });
 
-test('retry counts as cm.c: the passive QP takes retry_cnt and rnr_retry from the REQ, its REP carries the acceptor\'s RNR retry count; the active QP takes the REP\'s RNR retry count', async () => {
+test('retry counts and path as cm.c: the passive QP takes retry_cnt, rnr_retry and the traffic class from the REQ, its REP carries the acceptor\'s RNR retry count; the active QP takes the REP\'s RNR retry count', async () => {
   const peer = await rawPeer();
   const ch = createEventChannel();
   const { l, port } = await listener(ch);
-  const req = reqFrom(port, { retryCount: 3, rnrRetryCount: 2 });
+  const req = reqFrom(port, { retryCount: 3, rnrRetryCount: 2, trafficClass: 0x68 });
   peer.sendMad(req, 0x77n);
   const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
   const c = cr.id;
@@ -356,6 +356,7 @@ test('retry counts as cm.c: the passive QP takes retry_cnt and rnr_retry from th
   assert.equal(mad.msg.rnrRetryCount, 5, 'the REP: the acceptor\'s RNR retry count (cma_accept_ib)');
   const a = c.qp.query();
   assert.deepEqual([a.retryCnt, a.rnrRetry], [3, 2], 'the passive QP: the REQ\'s counts (cm_req_handler)');
+  assert.deepEqual([a.ahAttr.grh.trafficClass, a.ahAttr.grh.flowLabel], [0x68, 1234], 'the passive QP\'s path: the REQ\'s traffic class and flow label');
   peer.sendMad({ kind: 'RTU', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, privateData: new Uint8Array(0) }, 0x77n);
   (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
   c.destroyQp();
