@@ -300,6 +300,53 @@ test('active: the REQ on the wire (service ID, CMA header, QPN, PSN, IRD/ORD, pa
   peer.close();
 });
 
+// The REQ and REP of rping between two Linux 6.1 hosts over rdma_rxe (a capture): BTH + DETH, then the MAD.
+const KERNEL_REQ = '6400ffff0000000180000007800100000000000101070203000000000000000271e642ee0010000000000000ee42e671000000000000000001061c06505400fffe77000300000000000000000000150100000001000000a0c42fbca7ffff37f0ffffffff00000000000000000000ffff0a4d000300000000000000000000ffff0a4d00029fe650000040009800000000000000000000000000000000000000000000000000000000000000000000000000000000000000000040d5c10000000000000000000000000a4d00030000000000000000000000000a4d0002';
+const KERNEL_REP = '6400ffff0000000180000005800100000000000101070203000000000000000271e642ee001300000000000086473a22ee42e671000000000000150000000000621b3a00010178e0505400fffe770002';
+const kernelMad = (h) => wire.decodeCmMad(Buffer.concat([Buffer.from(h, 'hex'), Buffer.alloc(276 - h.length / 2)]).subarray(20, 276)).msg;
+/** The fields of a REQ that depend on neither the hosts, the ids, the random PSN nor the interface MTU. */
+const reqFields = (q) => {
+  const p = q.primaryPath;
+  return {
+    vendorId: q.vendorId, localQkey: q.localQkey, localEecn: q.localEecn, remoteEecn: q.remoteEecn, responderResources: q.responderResources, initiatorDepth: q.initiatorDepth,
+    remoteCmResponseTimeout: q.remoteCmResponseTimeout, localCmResponseTimeout: q.localCmResponseTimeout, maxCmRetries: q.maxCmRetries, transportType: q.transportType,
+    e2eFlowControl: q.e2eFlowControl, srq: q.srq, rdcExists: q.rdcExists, extendedTransportType: q.extendedTransportType, retryCount: q.retryCount, rnrRetryCount: q.rnrRetryCount,
+    pkey: q.pkey, sapSupported: q.sapSupported, hasAlt: wire.cmReqHasAltPath(q), pdLen: q.privateData.length,
+    path: { localLid: p.localLid, remoteLid: p.remoteLid, hopLimit: p.hopLimit, trafficClass: p.trafficClass, sl: p.sl, subnetLocal: p.subnetLocal, packetRate: p.packetRate, localAckTimeout: p.localAckTimeout },
+  };
+};
+const repFields = (r) => ({
+  vendorId: r.vendorId, localQkey: r.localQkey, localEecn: r.localEecn, responderResources: r.responderResources, initiatorDepth: r.initiatorDepth, targetAckDelay: r.targetAckDelay,
+  failoverAccepted: r.failoverAccepted, e2eFlowControl: r.e2eFlowControl, rnrRetryCount: r.rnrRetryCount, srq: r.srq, pdLen: r.privateData.length,
+});
+
+test('with rping\'s parameters our REQ and REP carry what a Linux 6.1 rdma_cm over rxe puts in them (every field but addresses, IDs, PSNs and the MTU)', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  // rping's client: one READ each way, retry and RNR retry 7
+  const id = await activeId(ch, nextPort++);
+  await id.connect({ responderResources: 1, initiatorDepth: 1, retryCount: 7, rnrRetryCount: 7 });
+  const { mad } = await peer.mad('REQ');
+  assert.deepEqual(reqFields(mad.msg), reqFields(kernelMad(KERNEL_REQ)));
+  await id.destroy();
+  // rping's server accepts with one READ each way
+  const { l, port } = await listener(ch);
+  const req = reqFrom(port);
+  peer.sendMad(req, 0x88n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  const c = cr.id;
+  cr.ack();
+  c.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  await c.accept({ responderResources: 1, initiatorDepth: 1 });
+  const { mad: rep } = await peer.mad('REP');
+  assert.deepEqual(repFields(rep.msg), repFields(kernelMad(KERNEL_REP)));
+  c.destroyQp();
+  await c.destroy();
+  await l.destroy();
+  ch.destroy();
+  peer.close();
+});
+
 test('cm.c cm_ack_timeout: the local ACK timeout from a CA ACK delay and a packet lifetime', () => {
   // max(ack delay, lifetime + 1), plus one when the other is within a factor of two; at most 31.
   for (const [delay, life, want] of [
