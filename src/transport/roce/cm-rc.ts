@@ -99,8 +99,27 @@ const CM_RESPONSE_TIMEOUT = 20;
 const MAX_CM_RETRIES = 15;
 /** The service timeout of an MRA (cma.c `CMA_CM_MRA_SETTING`, ≈ 68.7 s). */
 const MRA_SERVICE_TIMEOUT = 24;
-/** rxe's `local_ca_ack_delay`, reported as the REP's target ACK delay. */
-const TARGET_ACK_DELAY = 15;
+/** rxe's `local_ca_ack_delay` (RXE_LOCAL_CA_ACK_DELAY): the CA ACK delay cm.c uses for a REQ, sent as the REP's target ACK delay. */
+const CA_ACK_DELAY = 15;
+/**
+ * The packet lifetime rdma_cm puts in RoCE path records (cma.c `CMA_IBOE_PACKET_LIFETIME`: 18 up to
+ * Linux 6.1, the kernel of Debian bookworm; 16 from 6.2), unless RDMA_OPTION_ID_ACK_TIMEOUT gives
+ * the id a timeout t > 0, which makes it t − 1 (`cma_resolve_iboe_route`).
+ */
+const CMA_IBOE_PACKET_LIFETIME = 18;
+
+/**
+ * cm.c `cm_ack_timeout`: the local ACK timeout code for a CA ACK delay and a packet lifetime (all
+ * codes of 4.096 µs × 2^n). IBTA 12.7.34 wants 2^ack_delay + 2 × 2^life_time; cm.c takes the
+ * larger of the ACK delay and lifetime + 1 and adds one when the other is within a factor of two.
+ * rxe (15) with lifetime 18 → 19, which is what a Linux 6.1 rdma_cm sends in its REQs.
+ */
+export function cmAckTimeout(caAckDelay: number, packetLifeTime: number): number {
+  let t = packetLifeTime + 1;
+  if (t >= caAckDelay) t += caAckDelay >= t - 1 ? 1 : 0;
+  else t = caAckDelay + (t >= caAckDelay - 1 ? 1 : 0);
+  return Math.min(31, t);
+}
 /** Private data of REP, REJ, RTU, DREQ, DREP. */
 const REP_PD = 196;
 const REJ_PD = 148;
@@ -114,18 +133,20 @@ const ETIMEDOUT = -110;
 export interface RoceRcCmConfig {
   /**
    * How long a REQ, REP or DREQ waits for its answer before it is sent again (ms). cm.c for a REQ:
-   * 2 × 2^(packet lifetime − 8) + 2^(remote CM response timeout − 8) = 2 × 256 + 4096 with rdma_cm's
-   * RoCE packet lifetime 16 and response timeout 20.
+   * 2 × 2^(packet lifetime − 8) + 2^(remote CM response timeout − 8) = 2 × 1024 + 4096 with rdma_cm's
+   * RoCE packet lifetime 18 and response timeout 20.
    */
   cmTimeoutMs: number;
   /** Resends before giving up (cma: 15). */
   cmRetries: number;
-  /** TIMEWAIT before TIMEWAIT_EXIT (ms): cm.c 2^(ACK timeout − 8). */
+  /** TIMEWAIT before TIMEWAIT_EXIT (ms): cm.c 2^(ACK timeout − 8), 2048 for the timeout 19 of RoCE paths. */
   timewaitMs: number;
   /**
-   * The local ACK timeout code of the path (QP `timeout`: 4.096 µs × 2^n), carried in the REQ and
-   * used by both QPs: 18 (≈ 1.07 s), what cm.c derives from rdma_cm's RoCE packet lifetime (16)
-   * and rxe's ACK delay (15). RDMA_OPTION_ID_ACK_TIMEOUT overrides it per id.
+   * −1 (the default): the local ACK timeout is derived as Linux 6.1 does — the REQ carries
+   * {@link cmAckTimeout}(15, packet lifetime 18) = 19, the active QP gets cmAckTimeout(the REP's
+   * target ACK delay, 18) (19 against rxe), the passive QP the REQ's value (cm.c: lifetime = REQ
+   * value − 1, timeout = lifetime + 1). 0..31: as if every id had RDMA_OPTION_ID_ACK_TIMEOUT set
+   * to it (the option of an id wins).
    */
   ackTimeout: number;
 }
@@ -138,10 +159,10 @@ function envInt(name: string, dflt: number, max = Number.MAX_SAFE_INTEGER): numb
 }
 
 const config: RoceRcCmConfig = {
-  cmTimeoutMs: Math.max(1, envInt('RDMACM_ROCE_CM_TIMEOUT_MS', 4608)),
+  cmTimeoutMs: Math.max(1, envInt('RDMACM_ROCE_CM_TIMEOUT_MS', 6144)),
   cmRetries: envInt('RDMACM_ROCE_CM_RETRIES', MAX_CM_RETRIES),
-  timewaitMs: envInt('RDMACM_ROCE_TIMEWAIT_MS', 1024),
-  ackTimeout: envInt('RDMACM_ROCE_ACK_TIMEOUT', 18, 31),
+  timewaitMs: envInt('RDMACM_ROCE_TIMEWAIT_MS', 2048),
+  ackTimeout: envInt('RDMACM_ROCE_ACK_TIMEOUT', -1, 31),
 };
 
 /**
@@ -152,7 +173,7 @@ export function configureRoceRcCm(c: Partial<RoceRcCmConfig>): void {
   if (c.cmTimeoutMs !== undefined) config.cmTimeoutMs = Math.max(1, Math.floor(c.cmTimeoutMs));
   if (c.cmRetries !== undefined) config.cmRetries = Math.max(0, Math.floor(c.cmRetries));
   if (c.timewaitMs !== undefined) config.timewaitMs = Math.max(0, Math.floor(c.timewaitMs));
-  if (c.ackTimeout !== undefined) config.ackTimeout = Math.min(31, Math.max(0, Math.floor(c.ackTimeout)));
+  if (c.ackTimeout !== undefined) config.ackTimeout = c.ackTimeout < 0 ? -1 : Math.min(31, Math.floor(c.ackTimeout));
 }
 
 /** The connected CM's tunables (a copy). */
@@ -246,7 +267,8 @@ class RcConn {
   /** The PSN this side sends first (the peer's starting PSN). */
   sqPsn = 0;
   pathMtu = 3;
-  ackTimeout = config.ackTimeout;
+  /** cm.c's `av.timeout`: the QP timeout unless the id (or `ackTimeout` of the config) sets one. */
+  avTimeout = cmAckTimeout(CA_ACK_DELAY, CMA_IBOE_PACKET_LIFETIME);
   retryCount = 7;
   rnrRetryCount = 7;
   /** This side's IRD and ORD. */
@@ -255,6 +277,8 @@ class RcConn {
   flowLabel = 0;
   /** The local port of the active side (the CMA header's source port). */
   localPort = 0;
+  /** Passive side: the REQ's traffic class, for this side's QP (cm.c builds its AV from the REQ's path); −1: the id's ToS. */
+  trafficClass = -1;
   /** The message resent on timeout, and how often it may still be. */
   private resend: Uint8Array | null = null;
   private retriesLeft = 0;
@@ -433,7 +457,8 @@ export class RcEndpoint implements CmEndpoint {
     return this.qp?.qpNum;
   }
 
-  private get ackTimeout(): number {
+  /** RDMA_OPTION_ID_ACK_TIMEOUT of the id, else the config's; −1 when neither is set. */
+  private get ackTimeoutOption(): number {
     const t = this.host.options.ackTimeout;
     return t >= 0 ? Math.min(31, t) : config.ackTimeout;
   }
@@ -460,7 +485,10 @@ export class RcEndpoint implements CmEndpoint {
     c.ird = req.responderResources;
     c.ord = req.initiatorDepth;
     c.pathMtu = dev.pathMtu || 1;
-    c.ackTimeout = this.ackTimeout;
+    // cma.c `cma_resolve_iboe_route` and cm.c `cm_init_av_by_path` / `cm_format_req`.
+    const opt = this.ackTimeoutOption;
+    const lifetime = opt > 0 ? opt - 1 : CMA_IBOE_PACKET_LIFETIME;
+    c.avTimeout = lifetime + 1;
     c.retryCount = Math.min(7, req.param.retryCount ?? 7);
     c.rnrRetryCount = Math.min(7, req.param.rnrRetryCount ?? 7);
     // An id that did not bind a port gets one here, as the kernel's rdma_resolve_addr binds it.
@@ -477,7 +505,7 @@ export class RcEndpoint implements CmEndpoint {
       flowLabel: c.flowLabel,
       trafficClass: tos > 0 ? tos : 0,
       hopLimit: HOP_LIMIT,
-      localAckTimeout: c.ackTimeout,
+      localAckTimeout: cmAckTimeout(CA_ACK_DELAY, lifetime),
     };
     const pd = encodeCmaPrivateData({ version: 0, ipVersion: family, srcPort, src: ipBytes(local, family), dst: ipBytes(req.dst.address, family) }, req.privateData);
     const msg: CmReq = {
@@ -537,6 +565,8 @@ export class RcEndpoint implements CmEndpoint {
     c.ord = m.responderResources;
     c.ird = m.initiatorDepth;
     c.rnrRetryCount = m.rnrRetryCount;
+    // cm.c `cm_rep_handler`: the timeout from the responder's ACK delay and the path's lifetime.
+    c.avTimeout = cmAckTimeout(m.targetAckDelay, c.avTimeout - 1);
     const conn: Partial<EventConnParam> = {
       privateData: padded(m.privateData, REP_PD),
       responderResources: m.initiatorDepth,
@@ -579,7 +609,7 @@ export class RcEndpoint implements CmEndpoint {
       return;
     }
     // cm.c: the answer may take the service timeout plus a packet lifetime longer.
-    c.stretch(2 ** Math.max(serviceTimeout - 8, 0) + 2 ** Math.max(c.ackTimeout - 8, 0));
+    c.stretch(2 ** Math.max(serviceTimeout - 8, 0) + 2 ** Math.max(c.avTimeout - 8, 0));
   }
 
   // -- passive side -----------------------------------------------------------------------------
@@ -601,7 +631,10 @@ export class RcEndpoint implements CmEndpoint {
     const qp = a.ownQp === false ? null : a.qp;
     c.ird = a.responderResources;
     c.ord = a.initiatorDepth;
-    c.rnrRetryCount = Math.min(7, a.param.rnrRetryCount ?? 7);
+    // The REP carries the acceptor's RNR retry count for the requester's QP (cma.c
+    // `cma_accept_ib`); this side's QP keeps the REQ's (cm.c `cm_req_handler`; `ib_send_cm_rep`
+    // does not change it).
+    const repRnrRetry = Math.min(7, a.param.rnrRetryCount ?? 7);
     this.qp = qp;
     if (qp !== null) {
       try {
@@ -624,10 +657,10 @@ export class RcEndpoint implements CmEndpoint {
       startingPsn: c.rqPsn,
       responderResources: c.ird,
       initiatorDepth: c.ord,
-      targetAckDelay: TARGET_ACK_DELAY,
+      targetAckDelay: CA_ACK_DELAY,
       failoverAccepted: 0,
       e2eFlowControl: (a.param.flowControl ?? 0) !== 0,
-      rnrRetryCount: c.rnrRetryCount,
+      rnrRetryCount: repRnrRetry,
       srq: (a.param.srq ?? 0) !== 0,
       localCaGuid: caGuid(c.dev),
       privateData: a.privateData,
@@ -714,7 +747,10 @@ export class RcEndpoint implements CmEndpoint {
           throw err('EINVAL', 'rdma_init_qp_attr', 'no connection');
         }
         const ah = ahTo(c.dev, c.local, c.remote, c.family, this.host.options.tos);
-        if (ah.grh) ah.grh.flowLabel = c.flowLabel;
+        if (ah.grh) {
+          ah.grh.flowLabel = c.flowLabel;
+          if (c.trafficClass >= 0) ah.grh.trafficClass = c.trafficClass;
+        }
         return {
           attr: { qpState: QpState.RTR, ahAttr: ah, pathMtu: c.pathMtu, destQpNum: c.remoteQpn, rqPsn: c.rqPsn, maxDestRdAtomic: c.ird, minRnrTimer: 0 },
           mask: M.STATE | M.AV | M.PATH_MTU | M.DEST_QPN | M.RQ_PSN | M.MAX_DEST_RD_ATOMIC | M.MIN_RNR_TIMER,
@@ -722,8 +758,10 @@ export class RcEndpoint implements CmEndpoint {
       }
       case QpState.RTS: {
         if (c === null) throw err('EINVAL', 'rdma_init_qp_attr', 'no connection');
+        // cm.c `cm_init_qp_rts_attr` (av.timeout), then cma.c `rdma_init_qp_attr` (the id's option).
+        const opt = this.ackTimeoutOption;
         return {
-          attr: { qpState: QpState.RTS, sqPsn: c.sqPsn, timeout: c.ackTimeout, retryCnt: c.retryCount, rnrRetry: c.rnrRetryCount, maxRdAtomic: c.ord },
+          attr: { qpState: QpState.RTS, sqPsn: c.sqPsn, timeout: opt >= 0 ? opt : c.avTimeout, retryCnt: c.retryCount, rnrRetry: c.rnrRetryCount, maxRdAtomic: c.ord },
           mask: M.STATE | M.SQ_PSN | M.TIMEOUT | M.RETRY_CNT | M.RNR_RETRY | M.MAX_QP_RD_ATOMIC,
         };
       }
@@ -961,8 +999,11 @@ function request(dev: RoceDevice, m: CmReq, tid: bigint, meta: RxMeta): void {
   c.sqPsn = m.startingPsn;
   c.retryCount = m.retryCount;
   c.rnrRetryCount = m.rnrRetryCount;
-  c.ackTimeout = m.primaryPath.localAckTimeout;
+  // cm.c `cm_format_paths_from_req` + `cm_init_av_by_path`: lifetime = the REQ's value − 1 (not
+  // below 0), av.timeout = lifetime + 1.
+  c.avTimeout = Math.max(m.primaryPath.localAckTimeout - 1, 0) + 1;
   c.flowLabel = m.primaryPath.flowLabel;
+  c.trafficClass = m.primaryPath.trafficClass;
   const refuse = (reason: number, why: string, ari?: Uint8Array): void => {
     if (tracing('cm')) trace('cm', dev.name, `REQ from ${meta.src} refused (${reason}): ${why}`);
     c.reject(reason, new Uint8Array(0), CmMsgRef.REQ, ari);

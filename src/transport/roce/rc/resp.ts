@@ -4,8 +4,9 @@
  * Checks, in rxe's order, for each request packet:
  * 1. PSN against the expected PSN (ePSN). Ahead → one "PSN sequence error" NAK carrying the
  *    ePSN until the ePSN arrives (IBTA class B); the packet is dropped. Behind → a duplicate:
- *    SENDs and WRITEs are ACKed again (C9-105), READs are replayed from the responder resource
- *    that holds them (from the PSN asked for, re-reading memory), atomics get their saved ACK
+ *    SENDs and WRITEs are ACKed again (C9-105), a READ whose PSN lies in a saved READ's PSN
+ *    range and whose rkey/va/length lie inside that READ's is answered again from its PSN with
+ *    its own va and length (re-reading memory), atomics get their saved ACK
  *    again (never executed twice); a duplicate with no resource left is dropped (class D).
  * 2. Opcode sequence (a MIDDLE/LAST needs its FIRST, a FIRST cannot interrupt a message) and the
  *    QP's `qp_access_flags` for READ, WRITE and atomics → "invalid request" NAK.
@@ -441,11 +442,14 @@ export class RcResponder {
       const o = p.hdrOffset(Hdr.RETH);
       const va = rethVa(p.buf, o);
       const len = rethLen(p.buf, o);
-      // The retried request must ask for the tail of the original one, from this PSN.
-      const skip = psnDiff(p.psn, r.firstPsn) * this.core.mtu;
-      if (rethRkey(p.buf, o) !== r.rkey || va !== r.va + skip || len !== r.length - skip) return;
+      // As rxe_resp.c duplicate_request: the retry names the original's rkey and bytes inside the
+      // original's range (any part of it); its responses start at this PSN with the new va and
+      // length, FIRST/ONLY when it is the original's first PSN, else MIDDLE/LAST. Anything else
+      // is dropped (class D; counted in duplicate_request). The region is checked again as each
+      // response packet is read.
+      if (rethRkey(p.buf, o) !== r.rkey || va === VA_OVERFLOW || va < r.va || len > r.length || va + len > r.va + r.length) return;
       r.gen++; // responses still queued for the earlier request stop
-      this.queue({ kind: 'read', res: r, gen: r.gen, psn: p.psn, va, length: len, done: 0, first: skip === 0, msn: this.msn });
+      this.queue({ kind: 'read', res: r, gen: r.gen, psn: p.psn, va, length: len, done: 0, first: p.psn === r.firstPsn, msn: this.msn });
       return;
     }
     if (m & OpMask.ATOMIC && r.kind === 'atomic' && p.psn === r.firstPsn) {

@@ -10,7 +10,8 @@ import dgram from 'node:dgram';
 import { once } from 'node:events';
 import { PORT, lib, wire, roceCounters, until, Access, WcStatus } from './roce-helpers.js';
 
-const { PortSpace, CmEventType, QpState, configureRoceRcCm, serviceId } = lib;
+const { PortSpace, CmEventType, QpState, RdmaOption, configureRoceRcCm, serviceId } = lib;
+const { cmAckTimeout } = await import('../../../../dist/transport/roce/cm-rc.js');
 const { CmRejReason, CmMsgRef, IbOpcode, AethSyndrome } = wire;
 configureRoceRcCm({ cmTimeoutMs: 150, cmRetries: 2, timewaitMs: 60 });
 
@@ -102,7 +103,10 @@ async function rawPeer() {
     const item = { spec: d.spec, from: rinfo.address };
     if (d.spec.destQp === 1) {
       const g = wire.decodeGsiPacket(msg, { net });
-      if (g.ok) item.mad = wire.decodeCmMad(g.gsi.mad);
+      if (g.ok) {
+        item.mad = wire.decodeCmMad(g.gsi.mad);
+        item.madBytes = Buffer.from(g.gsi.mad);
+      }
     }
     inbox.push(item);
     waiter?.();
@@ -157,7 +161,7 @@ async function rawPeer() {
 }
 
 /** A REQ as Linux's rdma_cm sends it, from the peer to `port` on 127.0.0.1. */
-function reqFrom(port, { commId = 0x1000 + Math.floor(Math.random() * 1e6), qpn = 0x4242, psn = 0x1234, pd = Buffer.alloc(0), ird = 1, ord = 1, gid = GID(LOCAL), transportType = 0, cma } = {}) {
+function reqFrom(port, { commId = 0x1000 + Math.floor(Math.random() * 1e6), qpn = 0x4242, psn = 0x1234, pd = Buffer.alloc(0), ird = 1, ord = 1, gid = GID(LOCAL), transportType = 0, ackTimeout = 19, retryCount = 7, rnrRetryCount = 7, trafficClass = 0, cma } = {}) {
   const hdr = cma ?? wire.encodeCmaPrivateData({ version: 0, ipVersion: 4, srcPort: 5555, src: V4(PEER), dst: V4(LOCAL) }, pd);
   return {
     kind: 'REQ',
@@ -176,15 +180,15 @@ function reqFrom(port, { commId = 0x1000 + Math.floor(Math.random() * 1e6), qpn 
     e2eFlowControl: false,
     startingPsn: psn,
     localCmResponseTimeout: 20,
-    retryCount: 7,
+    retryCount,
     pkey: 0xffff,
     pathMtu: 3,
     rdcExists: false,
-    rnrRetryCount: 7,
+    rnrRetryCount,
     maxCmRetries: 15,
     srq: false,
     extendedTransportType: 0,
-    primaryPath: { ...wire.emptyCmPath(), localLid: 0xffff, remoteLid: 0xffff, localGid: GID(PEER), remoteGid: gid, flowLabel: 1234, hopLimit: 64, localAckTimeout: 18 },
+    primaryPath: { ...wire.emptyCmPath(), localLid: 0xffff, remoteLid: 0xffff, localGid: GID(PEER), remoteGid: gid, flowLabel: 1234, hopLimit: 64, trafficClass, localAckTimeout: ackTimeout },
     alternatePath: wire.emptyCmPath(),
     sapSupported: false,
     privateData: hdr,
@@ -203,7 +207,7 @@ async function activeId(ch, port, qp = true) {
 }
 
 /** A REP answering REQ `req` from the peer. */
-function repFor(req, { commId = 0x7000 + Math.floor(Math.random() * 1e6), qpn = 0x5151, psn = 0x777, ird = 1, ord = 1, pd = Buffer.from('rep data') } = {}) {
+function repFor(req, { commId = 0x7000 + Math.floor(Math.random() * 1e6), qpn = 0x5151, psn = 0x777, ird = 1, ord = 1, pd = Buffer.from('rep data'), targetAckDelay = 15, rnrRetryCount = 7 } = {}) {
   return {
     kind: 'REP',
     localCommId: commId,
@@ -215,10 +219,10 @@ function repFor(req, { commId = 0x7000 + Math.floor(Math.random() * 1e6), qpn = 
     startingPsn: psn,
     responderResources: ird,
     initiatorDepth: ord,
-    targetAckDelay: 15,
+    targetAckDelay,
     failoverAccepted: 0,
     e2eFlowControl: false,
-    rnrRetryCount: 7,
+    rnrRetryCount,
     srq: false,
     localCaGuid: 0x0200000000000001n,
     privateData: pd,
@@ -233,7 +237,7 @@ test('active: the REQ on the wire (service ID, CMA header, QPN, PSN, IRD/ORD, pa
   const port = nextPort++;
   const id = await activeId(ch, port);
   await id.connect({ privateData: Buffer.from('hello'), responderResources: 3, initiatorDepth: 2, retryCount: 5, rnrRetryCount: 6 });
-  const { mad } = await peer.mad('REQ');
+  const { mad, madBytes } = await peer.mad('REQ');
   const q = mad.msg;
   assert.equal(mad.hdr.classVersion, 2);
   assert.equal(mad.hdr.tid >> 32n, 2n, 'TID: agent 2 in the high word');
@@ -243,7 +247,9 @@ test('active: the REQ on the wire (service ID, CMA header, QPN, PSN, IRD/ORD, pa
   assert.deepEqual([q.transportType, q.pkey, q.remoteCmResponseTimeout, q.localCmResponseTimeout, q.maxCmRetries], [0, 0xffff, 20, 20, 15]);
   assert.equal(q.pathMtu, 5, 'lo: MTU 65536 → 4096');
   const p = q.primaryPath;
-  assert.deepEqual([p.localLid, p.remoteLid, p.hopLimit, p.subnetLocal, p.localAckTimeout], [0xffff, 0xffff, 64, false, 18]);
+  assert.deepEqual([p.localLid, p.remoteLid, p.hopLimit, p.subnetLocal], [0xffff, 0xffff, 64, false]);
+  assert.equal(p.localAckTimeout, 19, 'cm_ack_timeout(rxe ACK delay 15, RoCE packet lifetime 18), as Linux 6.1 sends');
+  assert.equal(madBytes[24 + 95] >> 3, 19, 'REQ byte 95, bits 7..3: the primary local ACK timeout');
   assert.deepEqual(p.localGid, GID(LOCAL));
   assert.deepEqual(p.remoteGid, GID(PEER));
   const h = wire.decodeCmaHeader(q.privateData);
@@ -265,7 +271,7 @@ test('active: the REQ on the wire (service ID, CMA header, QPN, PSN, IRD/ORD, pa
   assert.equal(rtu.hdr.tid, mad.hdr.tid);
   const a = id.qp.query();
   assert.equal(a.qpState, QpState.RTS);
-  assert.deepEqual([a.destQpNum, a.sqPsn, a.rqPsn, a.pathMtu, a.timeout, a.maxRdAtomic, a.maxDestRdAtomic], [0x5151, 0xabcde, q.startingPsn, 5, 18, 2, 1]);
+  assert.deepEqual([a.destQpNum, a.sqPsn, a.rqPsn, a.pathMtu, a.timeout, a.maxRdAtomic, a.maxDestRdAtomic], [0x5151, 0xabcde, q.startingPsn, 5, 19, 2, 1]);
   assert.equal(a.qpAccessFlags, Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC);
   // Data: our first request carries the REP's starting PSN; the peer's the REQ's.
   const mr = id.pd.regMr(Buffer.from('ping'), 0);
@@ -290,6 +296,164 @@ test('active: the REQ on the wire (service ID, CMA header, QPN, PSN, IRD/ORD, pa
   (await expectEvent(ch, CmEventType.TIMEWAIT_EXIT)).ack();
   id.destroyQp();
   await id.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+// The REQ and REP of rping between two Linux 6.1 hosts over rdma_rxe (a capture): BTH + DETH, then the MAD.
+const KERNEL_REQ = '6400ffff0000000180000007800100000000000101070203000000000000000271e642ee0010000000000000ee42e671000000000000000001061c06505400fffe77000300000000000000000000150100000001000000a0c42fbca7ffff37f0ffffffff00000000000000000000ffff0a4d000300000000000000000000ffff0a4d00029fe650000040009800000000000000000000000000000000000000000000000000000000000000000000000000000000000000000040d5c10000000000000000000000000a4d00030000000000000000000000000a4d0002';
+const KERNEL_REP = '6400ffff0000000180000005800100000000000101070203000000000000000271e642ee001300000000000086473a22ee42e671000000000000150000000000621b3a00010178e0505400fffe770002';
+const kernelMad = (h) => wire.decodeCmMad(Buffer.concat([Buffer.from(h, 'hex'), Buffer.alloc(276 - h.length / 2)]).subarray(20, 276)).msg;
+/** The fields of a REQ that depend on neither the hosts, the ids, the random PSN nor the interface MTU. */
+const reqFields = (q) => {
+  const p = q.primaryPath;
+  return {
+    vendorId: q.vendorId, localQkey: q.localQkey, localEecn: q.localEecn, remoteEecn: q.remoteEecn, responderResources: q.responderResources, initiatorDepth: q.initiatorDepth,
+    remoteCmResponseTimeout: q.remoteCmResponseTimeout, localCmResponseTimeout: q.localCmResponseTimeout, maxCmRetries: q.maxCmRetries, transportType: q.transportType,
+    e2eFlowControl: q.e2eFlowControl, srq: q.srq, rdcExists: q.rdcExists, extendedTransportType: q.extendedTransportType, retryCount: q.retryCount, rnrRetryCount: q.rnrRetryCount,
+    pkey: q.pkey, sapSupported: q.sapSupported, hasAlt: wire.cmReqHasAltPath(q), pdLen: q.privateData.length,
+    path: { localLid: p.localLid, remoteLid: p.remoteLid, hopLimit: p.hopLimit, trafficClass: p.trafficClass, sl: p.sl, subnetLocal: p.subnetLocal, packetRate: p.packetRate, localAckTimeout: p.localAckTimeout },
+  };
+};
+const repFields = (r) => ({
+  vendorId: r.vendorId, localQkey: r.localQkey, localEecn: r.localEecn, responderResources: r.responderResources, initiatorDepth: r.initiatorDepth, targetAckDelay: r.targetAckDelay,
+  failoverAccepted: r.failoverAccepted, e2eFlowControl: r.e2eFlowControl, rnrRetryCount: r.rnrRetryCount, srq: r.srq, pdLen: r.privateData.length,
+});
+
+test('with rping\'s parameters our REQ and REP carry what a Linux 6.1 rdma_cm over rxe puts in them (every field but addresses, IDs, PSNs and the MTU)', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  // rping's client: one READ each way, retry and RNR retry 7
+  const id = await activeId(ch, nextPort++);
+  await id.connect({ responderResources: 1, initiatorDepth: 1, retryCount: 7, rnrRetryCount: 7 });
+  const { mad } = await peer.mad('REQ');
+  assert.deepEqual(reqFields(mad.msg), reqFields(kernelMad(KERNEL_REQ)));
+  await id.destroy();
+  // rping's server accepts with one READ each way
+  const { l, port } = await listener(ch);
+  const req = reqFrom(port);
+  peer.sendMad(req, 0x88n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  const c = cr.id;
+  cr.ack();
+  c.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  await c.accept({ responderResources: 1, initiatorDepth: 1 });
+  const { mad: rep } = await peer.mad('REP');
+  assert.deepEqual(repFields(rep.msg), repFields(kernelMad(KERNEL_REP)));
+  c.destroyQp();
+  await c.destroy();
+  await l.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+test('cm.c cm_ack_timeout: the local ACK timeout from a CA ACK delay and a packet lifetime', () => {
+  // max(ack delay, lifetime + 1), plus one when the other is within a factor of two; at most 31.
+  for (const [delay, life, want] of [
+    [15, 18, 19],
+    [15, 16, 17],
+    [15, 13, 16],
+    [15, 12, 15],
+    [15, 14, 16],
+    [20, 18, 21],
+    [0, 0, 2],
+    [15, 0, 15],
+    [31, 31, 31],
+  ]) assert.equal(cmAckTimeout(delay, life), want, `cm_ack_timeout(${delay}, ${life})`);
+});
+
+test('active: the QP timeout follows the REP\'s target ACK delay (cm_rep_handler); RDMA_OPTION_ID_ACK_TIMEOUT sets the path lifetime and the QP timeout', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  for (const [opt, tad, wantReq, wantQp] of [
+    [-1, 20, 19, 21], // cm_ack_timeout(20, 18)
+    [-1, 5, 19, 19], // cm_ack_timeout(5, 18)
+    [14, 15, 16, 14], // lifetime 13: cm_ack_timeout(15, 13) in the REQ; the option on the QP
+    [0, 15, 19, 0], // timeout 0 leaves the lifetime at 18 but is the QP's
+  ]) {
+    const id = await activeId(ch, nextPort++);
+    if (opt >= 0) id.setOption(RdmaOption.LEVEL_ID, RdmaOption.ID_ACK_TIMEOUT, opt);
+    await id.connect({});
+    const { mad } = await peer.mad('REQ');
+    assert.equal(mad.msg.primaryPath.localAckTimeout, wantReq, `REQ with option ${opt}`);
+    peer.sendMad(repFor(mad.msg, { targetAckDelay: tad }), mad.hdr.tid);
+    (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+    await peer.mad('RTU');
+    assert.equal(id.qp.query().timeout, wantQp, `QP timeout with option ${opt}, target ACK delay ${tad}`);
+    id.destroyQp();
+    await id.destroy();
+    await peer.mad('DREQ');
+  }
+  ch.destroy();
+  peer.close();
+});
+
+test('retry counts and path as cm.c: the passive QP takes retry_cnt, rnr_retry and the traffic class from the REQ, its REP carries the acceptor\'s RNR retry count; the active QP takes the REP\'s RNR retry count', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  const req = reqFrom(port, { retryCount: 3, rnrRetryCount: 2, trafficClass: 0x68 });
+  peer.sendMad(req, 0x77n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  const c = cr.id;
+  cr.ack();
+  c.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  await c.accept({ rnrRetryCount: 5, retryCount: 6 });
+  const { mad } = await peer.mad('REP');
+  assert.equal(mad.msg.rnrRetryCount, 5, 'the REP: the acceptor\'s RNR retry count (cma_accept_ib)');
+  const a = c.qp.query();
+  assert.deepEqual([a.retryCnt, a.rnrRetry], [3, 2], 'the passive QP: the REQ\'s counts (cm_req_handler)');
+  assert.deepEqual([a.ahAttr.grh.trafficClass, a.ahAttr.grh.flowLabel], [0x68, 1234], 'the passive QP\'s path: the REQ\'s traffic class and flow label');
+  peer.sendMad({ kind: 'RTU', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, privateData: new Uint8Array(0) }, 0x77n);
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  c.destroyQp();
+  await c.destroy();
+  await peer.mad('DREQ');
+  await l.destroy();
+  // the active side: its own retry count, the REP's RNR retry count
+  const id = await activeId(ch, nextPort++);
+  await id.connect({ retryCount: 4, rnrRetryCount: 6 });
+  const { mad: rq } = await peer.mad('REQ');
+  assert.deepEqual([rq.msg.retryCount, rq.msg.rnrRetryCount], [4, 6]);
+  peer.sendMad(repFor(rq.msg, { rnrRetryCount: 1 }), rq.hdr.tid);
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  const b = id.qp.query();
+  assert.deepEqual([b.retryCnt, b.rnrRetry], [4, 1]);
+  id.destroyQp();
+  await id.destroy();
+  await peer.mad('DREQ');
+  ch.destroy();
+  peer.close();
+});
+
+test('passive: the QP timeout is the REQ\'s local ACK timeout (lifetime = value − 1, not below 0; timeout = lifetime + 1), or the accepting id\'s RDMA_OPTION_ID_ACK_TIMEOUT', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  for (const [reqTimeout, opt, want] of [
+    [19, -1, 19],
+    [14, -1, 14],
+    [0, -1, 1],
+    [19, 12, 12],
+  ]) {
+    const req = reqFrom(port, { ackTimeout: reqTimeout });
+    peer.sendMad(req, 0x99n);
+    const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+    const c = cr.id;
+    cr.ack();
+    if (opt >= 0) c.setOption(RdmaOption.LEVEL_ID, RdmaOption.ID_ACK_TIMEOUT, opt);
+    c.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+    await c.accept({});
+    const { mad } = await peer.mad('REP');
+    assert.equal(mad.msg.targetAckDelay, 15, 'rxe\'s CA ACK delay');
+    assert.equal(c.qp.query().timeout, want, `REQ local ACK timeout ${reqTimeout}, option ${opt}`);
+    peer.sendMad({ kind: 'RTU', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, privateData: new Uint8Array(0) }, 0x99n);
+    (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+    c.destroyQp();
+    await c.destroy();
+    await peer.mad('DREQ');
+  }
+  await l.destroy();
   ch.destroy();
   peer.close();
 });
@@ -591,7 +755,7 @@ test('passive: REQ → CONNECT_REQUEST (56 bytes, IRD/ORD swapped, addresses) �
   assert.deepEqual([rep.remoteCommId, rep.localQpn, rep.responderResources, rep.initiatorDepth, rep.targetAckDelay], [req.localCommId, c.qp.qpNum, 2, 1, 15]);
   assert.equal(Buffer.from(rep.privateData.subarray(0, 8)).toString(), 'accepted');
   const a = c.qp.query();
-  assert.deepEqual([a.qpState, a.destQpNum, a.sqPsn, a.rqPsn, a.pathMtu, a.timeout, a.retryCnt, a.maxRdAtomic, a.maxDestRdAtomic], [QpState.RTS, 0x4242, 0x10203, rep.startingPsn, 3, 18, 7, 1, 2]);
+  assert.deepEqual([a.qpState, a.destQpNum, a.sqPsn, a.rqPsn, a.pathMtu, a.timeout, a.retryCnt, a.maxRdAtomic, a.maxDestRdAtomic], [QpState.RTS, 0x4242, 0x10203, rep.startingPsn, 3, 19, 7, 1, 2]);
   // a repeated REQ after accept: the REP again
   peer.sendMad(req, 0x66n);
   await peer.mad('REP');

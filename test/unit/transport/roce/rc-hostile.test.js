@@ -258,7 +258,7 @@ for (const [name, opts, build, syndrome, counter] of [
   });
 }
 
-test('duplicates: a forged retry of a READ (another range) gets nothing; a true one is replayed; a retried atomic returns the saved value without running again; after the region is gone, a retried READ gets a NAK and no bytes', async () => {
+test('duplicates: a forged retry of a READ (outside its range or another rkey) gets nothing; a true one, or one for part of its bytes, is replayed; a retried atomic returns the saved value without running again; after the region is gone, a retried READ gets a NAK and no bytes', async () => {
   const t = target();
   assert.equal(t.mr.addr % 8, 0);
   const word = t.region.subarray(8, 16);
@@ -272,15 +272,23 @@ test('duplicates: a forged retry of a READ (another range) gets nothing; a true 
   const a1 = await next((s) => s.opcode === IbOpcode.RC_ATOMIC_ACKNOWLEDGE, 2000, 'the atomic ACK');
   assert.deepEqual([a1.psn, a1.atmack], [RQ_PSN + 1, 1000n]);
   assert.equal(word.readBigUInt64LE(), 1005n);
-  // A "retry" of the READ naming the bytes before the region and more: no response at all.
+  // A "retry" of the READ naming bytes outside the original's range, or another rkey: no response at all.
   send({ ...read, reth: { va: t.mr.addr - 64, rkey: t.mr.rkey, len: 128 } });
   send({ ...read, reth: { va: t.mr.addr + 16, rkey: t.mr.rkey, len: 4096 } });
+  send({ ...read, reth: { va: t.mr.addr + 8, rkey: t.mr.rkey, len: 16 } });
+  send({ ...read, reth: { va: t.mr.addr + 40, rkey: t.mr.rkey, len: 16 } });
+  send({ ...read, reth: { va: t.mr.addr + 16, rkey: (t.mr.rkey ^ 0x100) >>> 0, len: 32 } });
   await quiet(200);
-  assert.equal(inbox.length, 0, 'a duplicate must ask for the tail of the original READ');
+  assert.equal(inbox.length, 0, 'a duplicate READ must stay inside the original one');
+  // A retry asking for part of the original's bytes (rxe serves any subset): those bytes.
+  t.region.fill(0x77, 20, 28);
+  send({ ...read, reth: { va: t.mr.addr + 20, rkey: t.mr.rkey, len: 8 } });
+  const rs = await next((s) => s.opcode === IbOpcode.RC_RDMA_READ_RESPONSE_ONLY, 2000, 'the READ response to a subset');
+  assert.deepEqual([rs.psn, Buffer.from(rs.payload)], [RQ_PSN, Buffer.alloc(8, 0x77)]);
   // The true retry: the same bytes again.
   send(read);
   const r2 = await next((s) => s.opcode === IbOpcode.RC_RDMA_READ_RESPONSE_ONLY, 2000, 'the replayed READ response');
-  assert.deepEqual(Buffer.from(r2.payload), Buffer.from(r1.payload));
+  assert.deepEqual([r2.psn, Buffer.from(r2.payload)], [RQ_PSN, t.region.subarray(16, 48)]);
   // The atomic retried with other operands: the saved result, not a second execution.
   send({ ...faa, atmeth: { ...faa.atmeth, swapAdd: 99n } });
   const a2 = await next((s) => s.opcode === IbOpcode.RC_ATOMIC_ACKNOWLEDGE, 2000, 'the replayed atomic ACK');
@@ -297,6 +305,34 @@ test('duplicates: a forged retry of a READ (another range) gets nothing; a true 
   assert.equal(t.qp.state, QpState.ERR);
   assert.ok(t.untouched());
   await secondConnectionWorks();
+});
+
+test('a retried multi-packet READ from a PSN inside it, for any part of the original bytes: answered from that PSN with MIDDLE/LAST and the new range; outside the range nothing', async () => {
+  const t = target({ size: 4096 });
+  for (let i = 0; i < 4096; i++) t.region[i] = (i * 7 + 3) & 0xff;
+  const read = { opcode: IbOpcode.RC_RDMA_READ_REQUEST, destQp: t.qp.qpNum, psn: RQ_PSN, ackReq: true, reth: { va: t.mr.addr + 100, rkey: t.mr.rkey, len: 3000 } };
+  send(read);
+  const first = [];
+  for (const op of ['FIRST', 'MIDDLE', 'LAST']) first.push(await next((s) => s.opcode === IbOpcode[`RC_RDMA_READ_RESPONSE_${op}`], 2000, `READ response ${op}`));
+  assert.deepEqual(first.map((s) => s.psn), [RQ_PSN, RQ_PSN + 1, RQ_PSN + 2]);
+  assert.deepEqual(Buffer.concat(first.map((s) => Buffer.from(s.payload))), t.region.subarray(100, 3100));
+  // The retry from the second PSN, not for the exact tail: 200 bytes from offset 1500 → one LAST at PSN+1.
+  send({ ...read, psn: RQ_PSN + 1, reth: { va: t.mr.addr + 1500, rkey: t.mr.rkey, len: 200 } });
+  const r1 = await next((s) => s.opcode === IbOpcode.RC_RDMA_READ_RESPONSE_LAST, 2000, 'the replayed READ LAST');
+  assert.deepEqual([r1.psn, Buffer.from(r1.payload)], [RQ_PSN + 1, t.region.subarray(1500, 1700)]);
+  // From the last PSN, 1500 bytes (more than one MTU): MIDDLE then LAST from PSN+2.
+  send({ ...read, psn: RQ_PSN + 2, reth: { va: t.mr.addr + 1600, rkey: t.mr.rkey, len: 1500 } });
+  const m = await next((s) => s.opcode === IbOpcode.RC_RDMA_READ_RESPONSE_MIDDLE, 2000, 'the replayed READ MIDDLE');
+  const l = await next((s) => s.opcode === IbOpcode.RC_RDMA_READ_RESPONSE_LAST, 2000, 'the replayed READ LAST');
+  assert.deepEqual([m.psn, l.psn], [RQ_PSN + 2, RQ_PSN + 3]);
+  assert.deepEqual(Buffer.concat([Buffer.from(m.payload), Buffer.from(l.payload)]), t.region.subarray(1600, 3100));
+  // The same PSN but one byte past the original's end, or before its start: dropped.
+  send({ ...read, psn: RQ_PSN + 1, reth: { va: t.mr.addr + 3000, rkey: t.mr.rkey, len: 101 } });
+  send({ ...read, psn: RQ_PSN + 2, reth: { va: t.mr.addr + 99, rkey: t.mr.rkey, len: 8 } });
+  await quiet(200);
+  assert.equal(inbox.length, 0, 'nothing outside the original READ');
+  assert.equal(t.qp.state, QpState.RTS);
+  assert.ok(t.untouched());
 });
 
 // -- packets that are dropped and counted -------------------------------------------------------
