@@ -11,8 +11,10 @@
  * kernel does for a C tool's sockets after it exits.
  */
 import { constants as bufferConstants } from 'node:buffer';
+import { realpathSync } from 'node:fs';
 import os from 'node:os';
 import { basename as pathBasename } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import {
   GaiError,
   RAI,
@@ -23,6 +25,7 @@ import {
   getaddrinfo,
   settleConnections,
   strerror,
+  type CmEvent,
   type EventChannel,
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
@@ -100,17 +103,42 @@ export function exit(code: number): void {
  * (status 1), instead of a stack trace.
  */
 export function installTopLevelHandlers(prog: string): void {
-  const die = (e: unknown): void => {
-    if (exiting) return;
-    const msg = e instanceof Error ? e.message : String(e);
-    process.stderr.write(`${prog}: unexpected error: ${msg.split('\n')[0]}\n`);
-    exit(1);
-  };
+  const die = unexpected(prog);
   process.on('uncaughtException', die);
   process.on('unhandledRejection', die);
   // A closed stdout/stderr (e.g. `rping ... | head`) must not turn into an uncaught EPIPE.
   process.stdout.on('error', () => {});
   process.stderr.on('error', () => {});
+}
+
+/** The handler that ends the process on an unexpected error: one line on stderr, status 1. */
+function unexpected(prog: string): (e: unknown) => void {
+  return (e: unknown): void => {
+    if (exiting) return;
+    const msg = e instanceof Error ? e.message : String(e);
+    process.stderr.write(`${prog}: unexpected error: ${msg.split('\n')[0]}\n`);
+    exit(1);
+  };
+}
+
+/**
+ * Run a tool: install the top-level handlers, call `main` with the arguments after the script,
+ * and exit with the status it returns (an exception: one line on stderr, status 1).
+ */
+export function runMain(prog: string, main: (argv: string[]) => Promise<number>): void {
+  installTopLevelHandlers(prog);
+  main(process.argv.slice(2)).then((code) => exit(code), unexpected(prog));
+}
+
+/** Whether the module at `url` (its `import.meta.url`) is the script node was started with. */
+export function isMainModule(url: string): boolean {
+  const a = process.argv[1];
+  if (!a) return false;
+  try {
+    return realpathSync(a) === fileURLToPath(url);
+  } catch {
+    return false;
+  }
 }
 
 /** The program name for messages (`basename(argv[0])`). */
@@ -509,6 +537,51 @@ export function createFirstEventChannel(): { channel: EventChannel | null; errno
 // -- threads ------------------------------------------------------------------------------------
 
 /**
+ * The tools' `connect_events()` / `disconnect_events()`: while `left()` is non-zero and the last
+ * handler returned 0, take the next event from `channel`, hand it to `handle`, then ack it. The
+ * handler's last result is returned; a failing rdma_get_cm_event returns what `failed` makes of
+ * the error.
+ */
+export async function cmEventLoop(
+  channel: EventChannel,
+  left: () => number,
+  handle: (event: CmEvent) => Promise<number>,
+  failed: (e: unknown) => number,
+): Promise<number> {
+  let ret = 0;
+  while (left() && !ret) {
+    let event: CmEvent;
+    try {
+      event = await channel.getEvent();
+    } catch (e) {
+      return failed(e);
+    }
+    ret = await handle(event);
+    event.ack();
+  }
+  return ret;
+}
+
+/** strncasecmp(word, arg, n) == 0: `arg` starts with the first `n` letters of `word`. */
+export function prefixIs(arg: string, word: string, n: number): boolean {
+  return arg.slice(0, n).toLowerCase() === word.slice(0, n) && arg.length >= Math.min(n, word.length);
+}
+
+/**
+ * `-f address_format` of cmatose and udaddy: `ip` (or `ipv6`) makes the addresses numeric, `gid`
+ * numeric AF_IB ones (then the result is true), `name` is the default; another word warns on
+ * stderr and changes nothing.
+ */
+export function addressFormatArg(arg: string, hints: RdmaAddrinfoHints): boolean {
+  if (prefixIs(arg, 'ip', 2)) hints.flags = RAI.NUMERICHOST;
+  else if (prefixIs(arg, 'gid', 3)) {
+    hints.flags = RAI.NUMERICHOST | RAI.FAMILY;
+    return true;
+  } else if (!prefixIs(arg, 'name', 4)) errOut('Warning: unknown address format\n');
+  return false;
+}
+
+/**
  * A counting semaphore (`sem_t`): {@link post} increments, {@link wait} resolves once it can
  * decrement. Waiters are served in FIFO order.
  */
@@ -682,4 +755,40 @@ export async function getRdmaAddr(
 /** argv[0] as the C tools print it: the command's name (`rstream`), without the `.js` of our build. */
 export function progName(fallback: string): string {
   return basename(process.argv[1] ?? fallback).replace(/\.js$/, '');
+}
+
+/**
+ * The command line of the synchronous-API examples (rdma_client, rdma_server): `-s
+ * server_address` (default `server`), `-p port_number` (default 7471); `<prog>: start`, the
+ * exchange, `<prog>: end N`, exit status N. A bad option: getopt's complaint, the usage, status 1.
+ */
+export function runExample(prog: string, server: string, run: (server: string, port: string) => Promise<number>): void {
+  const optstring = 's:p:';
+  const usage = (): number => {
+    out(`usage: ${prog}\n`);
+    out('\t[-s server_address]\n');
+    out('\t[-p port_number]\n');
+    return 1;
+  };
+  runMain(prog, async (argv) => {
+    let port = '7471';
+    const g = new Getopt(argv, optstring);
+    for (let it = g.next(); it; it = g.next()) {
+      switch (it.opt) {
+        case 's':
+          server = it.optarg ?? '';
+          break;
+        case 'p':
+          port = it.optarg ?? '';
+          break;
+        default:
+          getoptComplaint(prog, it, optstring);
+          return usage();
+      }
+    }
+    out(`${prog}: start\n`);
+    const ret = await run(server, port);
+    out(`${prog}: end ${ret}\n`);
+    return ret;
+  });
 }

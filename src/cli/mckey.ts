@@ -18,13 +18,13 @@ import { parseIpv6 } from '../util/ip.js';
 import {
   Getopt,
   atoi,
+  cmEventLoop,
   createFirstEventChannel,
   eaiOf,
   errnoFrom,
-  exit,
   gaiMessage,
   getoptComplaint,
-  installTopLevelHandlers,
+  runMain,
   out,
   perror,
   resolveHost,
@@ -109,13 +109,7 @@ function joinHandler(node: UdNode, param: UdParam): number {
   const ah = param.ahAttr;
   const dgid = ah.grh ? inetNtop6(ah.grh.dgid) : '::';
   out(`mckey: joined dgid: ${dgid} mlid 0x${(ah.dlid ?? 0).toString(16)} sl ${ah.sl ?? 0}\n`);
-  node.remoteQpn = param.qpNum;
-  node.remoteQkey = param.qkey;
-  try {
-    node.ah = (node.pd as NonNullable<UdNode['pd']>).createAh(ah);
-  } catch (e) {
-    ud.errno = errnoFrom(e);
-    out('mckey: failure creating address handle\n');
+  if (ud.setRemote(node, param)) {
     connectError();
     return -1;
   }
@@ -193,20 +187,16 @@ function allocNodes(): number {
   return 0;
 }
 
-async function connectEvents(): Promise<number> {
-  let ret = 0;
-  while (test.connectsLeft && !ret) {
-    let event: CmEvent;
-    try {
-      event = await (test.channel as EventChannel).getEvent();
-    } catch (e) {
+function connectEvents(): Promise<number> {
+  return cmEventLoop(
+    test.channel as EventChannel,
+    () => test.connectsLeft,
+    (event) => cmaHandler(event.id, event),
+    (e) => {
       ud.errno = errnoFrom(e);
       return -1;
-    }
-    ret = await cmaHandler(event.id, event);
-    event.ack();
-  }
-  return ret;
+    },
+  );
 }
 
 /**
@@ -397,11 +387,4 @@ async function main(argv: string[]): Promise<number> {
   return ret;
 }
 
-installTopLevelHandlers(PROG);
-main(process.argv.slice(2)).then(
-  (code) => exit(code),
-  (e: unknown) => {
-    process.stderr.write(`${PROG}: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-    exit(1);
-  },
-);
+runMain(PROG, main);

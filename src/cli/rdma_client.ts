@@ -25,15 +25,9 @@ import {
   type Mr,
   type RdmaAddrinfo,
 } from '../index.js';
-import { Getopt, eaiOf, exit, getoptComplaint, installTopLevelHandlers, out, perror } from './common.js';
+import { eaiOf, out, perror, runExample } from './common.js';
 
-const PROG = 'rdma_client';
-const OPTSTRING = 's:p:';
-
-let server = '127.0.0.1';
-let port = '7471';
-
-async function run(): Promise<number> {
+async function run(server: string, port: string): Promise<number> {
   let res: RdmaAddrinfo;
   try {
     res = await getaddrinfo(server, port, { portSpace: PortSpace.TCP });
@@ -127,39 +121,4 @@ async function run(): Promise<number> {
   return ret;
 }
 
-function usage(): number {
-  out(`usage: ${PROG}\n`);
-  out('\t[-s server_address]\n');
-  out('\t[-p port_number]\n');
-  return 1;
-}
-
-async function main(argv: string[]): Promise<number> {
-  const g = new Getopt(argv, OPTSTRING);
-  for (let it = g.next(); it; it = g.next()) {
-    switch (it.opt) {
-      case 's':
-        server = it.optarg ?? '';
-        break;
-      case 'p':
-        port = it.optarg ?? '';
-        break;
-      default:
-        getoptComplaint(PROG, it, OPTSTRING);
-        return usage();
-    }
-  }
-  out('rdma_client: start\n');
-  const ret = await run();
-  out(`rdma_client: end ${ret}\n`);
-  return ret;
-}
-
-installTopLevelHandlers(PROG);
-main(process.argv.slice(2)).then(
-  (code) => exit(code),
-  (e: unknown) => {
-    process.stderr.write(`${PROG}: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-    exit(1);
-  },
-);
+runExample('rdma_client', '127.0.0.1', run);

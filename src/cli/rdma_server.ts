@@ -25,15 +25,9 @@ import {
   type Mr,
   type RdmaAddrinfo,
 } from '../index.js';
-import { Getopt, eaiOf, exit, getoptComplaint, installTopLevelHandlers, out, perror } from './common.js';
+import { eaiOf, out, perror, runExample } from './common.js';
 
-const PROG = 'rdma_server';
-const OPTSTRING = 's:p:';
-
-let server = '0.0.0.0';
-let port = '7471';
-
-async function run(): Promise<number> {
+async function run(server: string, port: string): Promise<number> {
   let res: RdmaAddrinfo;
   try {
     res = await getaddrinfo(server, port, { flags: RAI.PASSIVE, portSpace: PortSpace.TCP });
@@ -150,39 +144,4 @@ async function run(): Promise<number> {
   return ret;
 }
 
-function usage(): number {
-  out(`usage: ${PROG}\n`);
-  out('\t[-s server_address]\n');
-  out('\t[-p port_number]\n');
-  return 1;
-}
-
-async function main(argv: string[]): Promise<number> {
-  const g = new Getopt(argv, OPTSTRING);
-  for (let it = g.next(); it; it = g.next()) {
-    switch (it.opt) {
-      case 's':
-        server = it.optarg ?? '';
-        break;
-      case 'p':
-        port = it.optarg ?? '';
-        break;
-      default:
-        getoptComplaint(PROG, it, OPTSTRING);
-        return usage();
-    }
-  }
-  out('rdma_server: start\n');
-  const ret = await run();
-  out(`rdma_server: end ${ret}\n`);
-  return ret;
-}
-
-installTopLevelHandlers(PROG);
-main(process.argv.slice(2)).then(
-  (code) => exit(code),
-  (e: unknown) => {
-    process.stderr.write(`${PROG}: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-    exit(1);
-  },
-);
+runExample('rdma_server', '0.0.0.0', run);

@@ -56,7 +56,7 @@ import {
   errnoFrom,
   exit,
   gaiMessage,
-  installTopLevelHandlers,
+  runMain,
   objId,
   out,
   perror,
@@ -1376,11 +1376,4 @@ async function main(argv: readonly string[]): Promise<number> {
 // Its ping path reaches TurboFan sooner (see cli/startup.ts): a one-shot `rping -C 1000` is
 // compiled for more of its pings.
 setInterruptBudget(16384);
-installTopLevelHandlers('rping');
-main(process.argv.slice(2)).then(
-  (code) => exit(code),
-  (e: unknown) => {
-    errOut(`rping: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-    exit(1);
-  },
-);
+runMain('rping', main);

@@ -34,7 +34,7 @@ import {
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
 } from '../index.js';
-import { Getopt, atoi, cMalloc, errOut, errnoFrom, exit, getRdmaAddr, getoptComplaint, installTopLevelHandlers, out, perror, strtoul, u8 } from './common.js';
+import { Getopt, addressFormatArg, atoi, cmEventLoop, prefixIs, cMalloc, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, perror, strtoul, u8 } from './common.js';
 
 const PROG = 'ucmatose';
 const OPTSTRING = 's:b:f:P:c:C:S:t:p:a:m';
@@ -372,20 +372,16 @@ async function pollCqs(index: CqIndex): Promise<number> {
   return 0;
 }
 
-async function eventLoop(left: () => number, what: string): Promise<number> {
-  let ret = 0;
-  while (left() && !ret) {
-    let event: CmEvent;
-    try {
-      event = await (test.channel as EventChannel).getEvent();
-    } catch (e) {
+function eventLoop(left: () => number, what: string): Promise<number> {
+  return cmEventLoop(
+    test.channel as EventChannel,
+    left,
+    (event) => cmaHandler(event.id, event),
+    (e) => {
       perror(`cmatose: failure in rdma_get_cm_event in ${what} events`, e);
       return errnoFrom(e);
-    }
-    ret = await cmaHandler(event.id, event);
-    event.ack();
-  }
-  return ret;
+    },
+  );
 }
 
 const connectEvents = (): Promise<number> => eventLoop(() => test.connectsLeft, 'connect');
@@ -552,11 +548,6 @@ function usage(): number {
   return 1;
 }
 
-/** strncasecmp(word, arg, n) == 0: `arg` starts with the first `n` letters of `word`. */
-function prefixIs(arg: string, word: string, n: number): boolean {
-  return arg.slice(0, n).toLowerCase() === word.slice(0, n) && arg.length >= Math.min(n, word.length);
-}
-
 async function main(argv: string[]): Promise<number> {
   const g = new Getopt(argv, OPTSTRING);
   for (let it = g.next(); it; it = g.next()) {
@@ -569,11 +560,7 @@ async function main(argv: string[]): Promise<number> {
         srcAddr = optarg;
         break;
       case 'f':
-        if (prefixIs(optarg, 'ip', 2)) hints.flags = RAI.NUMERICHOST;
-        else if (prefixIs(optarg, 'gid', 3)) {
-          hints.flags = RAI.NUMERICHOST | RAI.FAMILY;
-          afIb = true;
-        } else if (!prefixIs(optarg, 'name', 4)) errOut('Warning: unknown address format\n');
+        if (addressFormatArg(optarg, hints)) afIb = true;
         break;
       case 'P':
         if (prefixIs(optarg, 'ib', 2)) hints.portSpace = PortSpace.IB;
@@ -633,11 +620,4 @@ async function main(argv: string[]): Promise<number> {
   return ret;
 }
 
-installTopLevelHandlers(PROG);
-main(process.argv.slice(2)).then(
-  (code) => exit(code),
-  (e: unknown) => {
-    process.stderr.write(`${PROG}: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-    exit(1);
-  },
-);
+runMain(PROG, main);

@@ -8,7 +8,7 @@
  * (`message_count` send and receive WRs, `sq_sig_all` 0) and one buffer of `message_size` plus the
  * 40-byte GRH area that every UD receive fills first. All receives share that buffer, as in C.
  */
-import { Access, GRH_AREA_LEN, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmId, type Cq, type Mr, type Pd, type Wc } from '../index.js';
+import { Access, GRH_AREA_LEN, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmId, type Cq, type Mr, type Pd, type UdParam, type Wc } from '../index.js';
 import { errOut, errnoFrom, out, perror, strtoul } from './common.js';
 
 const ENOMEM = 12;
@@ -244,6 +244,23 @@ export class UdTest {
         }
         done += wcs.length;
       }
+    }
+    return 0;
+  }
+
+  /**
+   * The peer an ESTABLISHED (SIDR reply) or MULTICAST_JOIN event names: its QP number, its
+   * Q_Key and an address handle to it. 0, or -1 after `<prog>: failure creating address handle`.
+   */
+  setRemote(node: UdNode, param: UdParam): number {
+    node.remoteQpn = param.qpNum;
+    node.remoteQkey = param.qkey;
+    try {
+      node.ah = (node.pd as Pd).createAh(param.ahAttr);
+    } catch (e) {
+      this.errno = errnoFrom(e);
+      out(`${this.prog}: failure creating address handle\n`);
+      return -1;
     }
     return 0;
   }
