@@ -756,39 +756,3 @@ export async function getRdmaAddr(
 export function progName(fallback: string): string {
   return basename(process.argv[1] ?? fallback).replace(/\.js$/, '');
 }
-
-/**
- * The command line of the synchronous-API examples (rdma_client, rdma_server): `-s
- * server_address` (default `server`), `-p port_number` (default 7471); `<prog>: start`, the
- * exchange, `<prog>: end N`, exit status N. A bad option: getopt's complaint, the usage, status 1.
- */
-export function runExample(prog: string, server: string, run: (server: string, port: string) => Promise<number>): void {
-  const optstring = 's:p:';
-  const usage = (): number => {
-    out(`usage: ${prog}\n`);
-    out('\t[-s server_address]\n');
-    out('\t[-p port_number]\n');
-    return 1;
-  };
-  runMain(prog, async (argv) => {
-    let port = '7471';
-    const g = new Getopt(argv, optstring);
-    for (let it = g.next(); it; it = g.next()) {
-      switch (it.opt) {
-        case 's':
-          server = it.optarg ?? '';
-          break;
-        case 'p':
-          port = it.optarg ?? '';
-          break;
-        default:
-          getoptComplaint(prog, it, optstring);
-          return usage();
-      }
-    }
-    out(`${prog}: start\n`);
-    const ret = await run(server, port);
-    out(`${prog}: end ${ret}\n`);
-    return ret;
-  });
-}

@@ -12,20 +12,14 @@ import {
   SendFlags,
   createEp,
   destroyEp,
-  deregMr,
   gaiStrerror,
-  getRecvComp,
-  getSendComp,
   getaddrinfo,
-  postRecv,
-  postSend,
-  regMsgs,
   type CmId,
   type CmQpInitAttr,
-  type Mr,
   type RdmaAddrinfo,
 } from '../index.js';
-import { eaiOf, out, perror, runExample } from './common.js';
+import { eaiOf, out, perror } from './common.js';
+import { exampleExchange, runExample } from './rdma-example.js';
 
 async function run(server: string, port: string): Promise<number> {
   let res: RdmaAddrinfo;
@@ -52,71 +46,7 @@ async function run(server: string, port: string): Promise<number> {
     perror('rdma_create_ep', failure);
     return -1;
   }
-  let ret = 0;
-  let mr: Mr | null = null;
-  let sendMr: Mr | null = null;
-  const sendMsg = Buffer.alloc(16);
-  const recvMsg = Buffer.alloc(16);
-  destroy: {
-    try {
-      mr = regMsgs(id, recvMsg);
-    } catch (e) {
-      perror('rdma_reg_msgs for recv_msg', e);
-      ret = -1;
-      break destroy;
-    }
-    deregSend: {
-      if ((sendFlags & SendFlags.INLINE) === 0) {
-        try {
-          sendMr = regMsgs(id, sendMsg);
-        } catch (e) {
-          perror('rdma_reg_msgs for send_msg', e);
-          ret = -1;
-          break deregSend;
-        }
-      }
-      try {
-        postRecv(id, null, recvMsg, 16, mr);
-      } catch (e) {
-        perror('rdma_post_recv', e);
-        ret = -1;
-        break deregSend;
-      }
-      try {
-        await id.connect();
-      } catch (e) {
-        perror('rdma_connect', e);
-        ret = -1;
-        break deregSend;
-      }
-      disconnect: {
-        try {
-          postSend(id, null, sendMsg, 16, sendMr, sendFlags);
-        } catch (e) {
-          perror('rdma_post_send', e);
-          ret = -1;
-          break disconnect;
-        }
-        try {
-          await getSendComp(id);
-        } catch (e) {
-          perror('rdma_get_send_comp', e);
-          ret = -1;
-          break disconnect;
-        }
-        try {
-          await getRecvComp(id);
-          ret = 0;
-        } catch (e) {
-          perror('rdma_get_recv_comp', e);
-          ret = -1;
-        }
-      }
-      await id.disconnect().catch(() => {});
-    }
-    if (sendMr) deregMr(sendMr);
-    if (mr) deregMr(mr);
-  }
+  const ret = await exampleExchange(id, sendFlags, 'client');
   await destroyEp(id).catch(() => {});
   return ret;
 }
