@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { REPO_ROOT, runCli, describeRun } from './helpers.js';
-import { HEADER, assertOk, assertTable, pair } from './stream-helpers.js';
+import { DEFAULT_SERIES, HEADER, assertOk, assertTable, pair } from './stream-helpers.js';
 
 const RIOSTREAM = join(REPO_ROOT, 'dist', 'cli', 'riostream.js');
 const opts = { skip: existsSync(RIOSTREAM) ? false : `${RIOSTREAM} is missing: run npm run build`, timeout: 60_000 };
@@ -26,18 +26,8 @@ test('1 MiB riowrites -T v -T b (chunked RDMA WRITEs into the peer mapping)', op
 test('default series (counts / 1000) -T v: eight rows, a new mapping per test', opts, async () => {
   const r = await pair(RIOSTREAM, ['-T', 'v'], { env: { RSTREAM_COUNT_DIVISOR: '1000' } });
   assertOk(r);
-  const rows = [
-    ['64_lat', 64, 1, 100],
-    ['4k_lat', 4096, 1, 10],
-    ['64k_lat', 65536, 1, 1],
-    ['1m_lat', 1 << 20, 1, 1],
-    ['64_bw', 64, 100, 1],
-    ['4k_bw', 4096, 10, 1],
-    ['64k_bw', 65536, 1, 1],
-    ['1m_bw', 1 << 20, 1, 1],
-  ];
-  assertTable(r.cli.stdout, rows, 'client');
-  assertTable(r.srv.stdout, rows, 'server');
+  assertTable(r.cli.stdout, DEFAULT_SERIES, 'client');
+  assertTable(r.srv.stdout, DEFAULT_SERIES, 'server');
 });
 
 test('--json -T a: one object per row', opts, async () => {

@@ -8,7 +8,7 @@ import { existsSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
 import { REPO_ROOT, runCli, freePort, describeRun } from './helpers.js';
-import { HEADER, assertOk, assertTable, pair } from './stream-helpers.js';
+import { DEFAULT_SERIES, HEADER, assertOk, assertTable, pair } from './stream-helpers.js';
 
 const RSTREAM = join(REPO_ROOT, 'dist', 'cli', 'rstream.js');
 const opts = { skip: existsSync(RSTREAM) ? false : `${RSTREAM} is missing: run npm run build`, timeout: 60_000 };
@@ -27,18 +27,8 @@ for (const [label, extra] of [
   test(`${label}: default series (counts / 1000), -T v: latency then bandwidth rows, reconnecting between`, opts, async () => {
     const r = await pair(RSTREAM, ['-T', 'v', ...extra], { env: { RSTREAM_COUNT_DIVISOR: '1000' } });
     assertOk(r);
-    const rows = [
-      ['64_lat', 64, 1, 100],
-      ['4k_lat', 4096, 1, 10],
-      ['64k_lat', 65536, 1, 1],
-      ['1m_lat', 1 << 20, 1, 1],
-      ['64_bw', 64, 100, 1],
-      ['4k_bw', 4096, 10, 1],
-      ['64k_bw', 65536, 1, 1],
-      ['1m_bw', 1 << 20, 1, 1],
-    ];
-    assertTable(r.cli.stdout, rows, 'client');
-    assertTable(r.srv.stdout, rows, 'server');
+    assertTable(r.cli.stdout, DEFAULT_SERIES, 'client');
+    assertTable(r.srv.stdout, DEFAULT_SERIES, 'server');
   });
 }
 

@@ -6,6 +6,18 @@ import { sizeStr, cntStr } from '../../dist/cli/common.js';
 
 export const HEADER = 'name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer';
 
+/** The rows of the default series with RSTREAM_COUNT_DIVISOR=1000: [name, size, xfers, iters]. */
+export const DEFAULT_SERIES = [
+  ['64_lat', 64, 1, 100],
+  ['4k_lat', 4096, 1, 10],
+  ['64k_lat', 65536, 1, 1],
+  ['1m_lat', 1 << 20, 1, 1],
+  ['64_bw', 64, 100, 1],
+  ['4k_bw', 4096, 10, 1],
+  ['64k_bw', 65536, 1, 1],
+  ['1m_bw', 1 << 20, 1, 1],
+];
+
 /** The exact first 42 columns of a row, then the shape of the three figures. */
 export function rowRe(name, size, xfers, iters) {
   const head = name.padEnd(10) + sizeStr(size).padEnd(8) + cntStr(xfers).padEnd(8) + cntStr(iters).padEnd(8) + sizeStr(iters * xfers * size * 2).padEnd(8);
