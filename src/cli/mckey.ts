@@ -18,7 +18,6 @@ import { parseIpv6 } from '../util/ip.js';
 import {
   Getopt,
   atoi,
-  cmEventLoop,
   createFirstEventChannel,
   eaiOf,
   errnoFrom,
@@ -188,15 +187,7 @@ function allocNodes(): number {
 }
 
 function connectEvents(): Promise<number> {
-  return cmEventLoop(
-    test.channel as EventChannel,
-    () => test.connectsLeft,
-    (event) => cmaHandler(event.id, event),
-    (e) => {
-      ud.errno = errnoFrom(e);
-      return -1;
-    },
-  );
+  return ud.connectEvents(test.channel as EventChannel, () => test.connectsLeft, cmaHandler);
 }
 
 /**

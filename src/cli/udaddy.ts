@@ -30,7 +30,7 @@ import {
   type RdmaAddrinfoHints,
   type Wc,
 } from '../index.js';
-import { Getopt, addressFormatArg, atoi, cmEventLoop, prefixIs, createFirstEventChannel, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, strtoul, u8 } from './common.js';
+import { Getopt, addressFormatArg, atoi, prefixIs, createFirstEventChannel, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, strtoul, u8 } from './common.js';
 import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from './ud-test.js';
 
 const PROG = 'udaddy';
@@ -244,15 +244,7 @@ function pollCqs(): Promise<number> {
 }
 
 function connectEvents(): Promise<number> {
-  return cmEventLoop(
-    test.channel as EventChannel,
-    () => test.connectsLeft,
-    (event) => cmaHandler(event.id, event),
-    (e) => {
-      ud.errno = errnoFrom(e);
-      return -1;
-    },
-  );
+  return ud.connectEvents(test.channel as EventChannel, () => test.connectsLeft, cmaHandler);
 }
 
 async function runServer(): Promise<number> {
