@@ -59,6 +59,7 @@ import {
   CmTransportType,
   CMA_HDR_LEN,
   CMA_REQ_USER_PD,
+  CmPrivateDataLen,
   cmaRoceFlowLabel,
   cmaServiceIdParts,
   decodeCmaHeader,
@@ -88,6 +89,7 @@ import {
   newRequestId,
   sendMad,
   REQ_ID_SHIFT,
+  HOP_LIMIT,
 } from './roce-cm.js';
 
 // -- constants and tunables -------------------------------------------------------------------
@@ -100,11 +102,9 @@ const MAX_CM_RETRIES = 15;
 const MRA_SERVICE_TIMEOUT = 24;
 /** rxe's `local_ca_ack_delay`, reported as the REP's target ACK delay. */
 const TARGET_ACK_DELAY = 15;
-/** Private data of REP, REJ, RTU, DREQ, DREP. */
-const REP_PD = 196;
-const REJ_PD = 148;
-/** Hop limit of RoCEv2 paths. */
-const HOP_LIMIT = 64;
+/** Private data of REP and REJ. */
+const REP_PD = CmPrivateDataLen.REP;
+const REJ_PD = CmPrivateDataLen.REJ;
 /** The agent ID Linux puts in the top of a CM TID (the CM's MAD agent on rxe ports). */
 const TID_AGENT = 2n;
 const ETIMEDOUT = -110;
