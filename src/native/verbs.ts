@@ -20,6 +20,7 @@
  */
 import { PostError, RdmaError, err } from '../errors.js';
 import type { ErrnoCode } from '../errno.js';
+import type { AhAttr } from '../verbs/ah.js';
 import { CompChannel } from '../verbs/comp-channel.js';
 import { Context } from '../verbs/context.js';
 import { Cq } from '../verbs/cq.js';
@@ -493,16 +494,8 @@ const QA_FIELDS: readonly [keyof QpAttr, number, number][] = [
   ['destQpNum', QpAttrMask.DEST_QPN, QA.DEST_QPN],
 ];
 
-/** Address-handle attributes as the CM and `QpAttr.ahAttr` carry them. */
-export interface NativeAhAttr {
-  dlid?: number;
-  sl?: number;
-  srcPathBits?: number;
-  staticRate?: number;
-  isGlobal: boolean;
-  portNum: number;
-  grh?: { dgid: Uint8Array; flowLabel: number; sgidIndex: number; hopLimit: number; trafficClass: number };
-}
+/** Address-handle attributes as the CM and `QpAttr.ahAttr` carry them: `struct ibv_ah_attr`. */
+export type NativeAhAttr = AhAttr;
 
 /** Encode an AH attribute into `v[at..]` (and its DGID into `gid`); a string names a problem. */
 export function encodeAh(a: NativeAhAttr, v: Float64Array, at: number, gid: Uint8Array): string | null {
