@@ -20,13 +20,17 @@ import {
   RAI,
   RdmaError,
   createEventChannel,
+  createId,
+  errnoOf,
   gaiStrerror,
   getDeviceList,
   getaddrinfo,
   settleConnections,
   strerror,
   type CmEvent,
+  type CmId,
   type EventChannel,
+  type PortSpace,
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
   type SockAddr,
@@ -560,6 +564,39 @@ export async function cmEventLoop(
     event.ack();
   }
   return ret;
+}
+
+/**
+ * The `alloc_nodes()` of cmatose, udaddy and mckey: `count` nodes made by `make(i)`, each given
+ * an id on `channel` (its context the node) unless `ps` is null (a server's nodes get theirs from
+ * the requests). A negative count fails as its malloc would (`<prog>: unable to allocate memory
+ * for test nodes`, -ENOMEM); a failing rdma_create_id destroys the ids made so far (-errno).
+ */
+export function allocCmNodes<N extends { cmaId: CmId | null }>(
+  prog: string,
+  count: number,
+  make: (i: number) => N,
+  channel: EventChannel | null,
+  ps: PortSpace | null,
+): { nodes: N[]; ret: number } {
+  const nodes: N[] = [];
+  if (count < 0) {
+    // malloc(sizeof *nodes * connections) of a negative count fails.
+    out(`${prog}: unable to allocate memory for test nodes\n`);
+    return { nodes, ret: -errnoOf('ENOMEM') };
+  }
+  for (let i = 0; i < count; i++) {
+    const node = make(i);
+    nodes.push(node);
+    if (ps === null) continue;
+    try {
+      node.cmaId = createId(channel, node, ps);
+    } catch (e) {
+      for (const n of nodes) void n.cmaId?.destroy().catch(() => {});
+      return { nodes, ret: -errnoFrom(e) };
+    }
+  }
+  return { nodes, ret: 0 };
 }
 
 /** strncasecmp(word, arg, n) == 0: `arg` starts with the first `n` letters of `word`. */

@@ -13,10 +13,11 @@
  * `return status N`, where N is the result of the last leave, and exit with N (mod 256).
  */
 import './startup.js';
-import { CmEventType, McJoinFlag, PortSpace, createId, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
+import { CmEventType, McJoinFlag, PortSpace, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
 import { parseIpv6 } from '../util/ip.js';
 import {
   Getopt,
+  allocCmNodes,
   atoi,
   createFirstEventChannel,
   eaiOf,
@@ -33,7 +34,6 @@ import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from '
 
 const PROG = 'mckey';
 const OPTSTRING = 'm:M:sb:c:C:S:p:ol';
-const ENOMEM = 12;
 const EINVAL = 22;
 const EADDRNOTAVAIL = 99;
 /** The kernel's internal ENOTSUPP, which reaches applications as errno 524. */
@@ -167,23 +167,9 @@ async function cmaThread(quit: AbortSignal): Promise<void> {
 }
 
 function allocNodes(): number {
-  test.nodes = [];
-  if (connections < 0) {
-    // malloc(sizeof *nodes * connections) of a negative count fails.
-    out('mckey: unable to allocate memory for test nodes\n');
-    return -ENOMEM;
-  }
-  for (let i = 0; i < connections; i++) {
-    const node = newUdNode(i);
-    test.nodes.push(node);
-    try {
-      node.cmaId = createId(test.channel, node, portSpace as PortSpace);
-    } catch (e) {
-      for (const n of test.nodes) void n.cmaId?.destroy().catch(() => {});
-      return -errnoFrom(e);
-    }
-  }
-  return 0;
+  const r = allocCmNodes(PROG, connections, newUdNode, test.channel, portSpace as PortSpace);
+  test.nodes = r.nodes;
+  return r.ret;
 }
 
 function connectEvents(): Promise<number> {

@@ -34,7 +34,7 @@ import {
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
 } from '../index.js';
-import { Getopt, addressFormatArg, atoi, cmEventLoop, prefixIs, cMalloc, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, perror, strtoul, u8 } from './common.js';
+import { Getopt, addressFormatArg, allocCmNodes, atoi, cmEventLoop, prefixIs, cMalloc, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, perror, strtoul, u8 } from './common.js';
 
 const PROG = 'ucmatose';
 const OPTSTRING = 's:b:f:P:c:C:S:t:p:a:m';
@@ -324,25 +324,10 @@ async function destroyNode(node: Node): Promise<void> {
 }
 
 function allocNodes(): number {
-  test.nodes = [];
-  if (connections < 0) {
-    // malloc(sizeof *nodes * connections) of a negative count fails.
-    out('cmatose: unable to allocate memory for test nodes\n');
-    return -ENOMEM;
-  }
-  for (let i = 0; i < connections; i++) {
-    const node: Node = { id: i, cmaId: null, connected: false, pd: null, cq: [null, null], mr: null, mem: null };
-    test.nodes.push(node);
-    if (dstAddr) {
-      try {
-        node.cmaId = createId(test.channel, node, hints.portSpace as PortSpace);
-      } catch (e) {
-        for (const n of test.nodes) void n.cmaId?.destroy().catch(() => {});
-        return -errnoFrom(e);
-      }
-    }
-  }
-  return 0;
+  const newNode = (i: number): Node => ({ id: i, cmaId: null, connected: false, pd: null, cq: [null, null], mr: null, mem: null });
+  const r = allocCmNodes('cmatose', connections, newNode, test.channel, dstAddr ? (hints.portSpace as PortSpace) : null);
+  test.nodes = r.nodes;
+  return r.ret;
 }
 
 async function destroyNodes(): Promise<void> {

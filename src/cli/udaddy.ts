@@ -30,7 +30,7 @@ import {
   type RdmaAddrinfoHints,
   type Wc,
 } from '../index.js';
-import { Getopt, addressFormatArg, atoi, prefixIs, createFirstEventChannel, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, strtoul, u8 } from './common.js';
+import { Getopt, addressFormatArg, allocCmNodes, atoi, prefixIs, createFirstEventChannel, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, strtoul, u8 } from './common.js';
 import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from './ud-test.js';
 
 const PROG = 'udaddy';
@@ -186,25 +186,9 @@ async function cmaHandler(cmaId: CmId, event: CmEvent): Promise<number> {
 }
 
 function allocNodes(): number {
-  test.nodes = [];
-  if (connections < 0) {
-    // malloc(sizeof *nodes * connections) of a negative count fails.
-    out('udaddy: unable to allocate memory for test nodes\n');
-    return -ENOMEM;
-  }
-  for (let i = 0; i < connections; i++) {
-    const node = newUdNode(i);
-    test.nodes.push(node);
-    if (dstAddr !== null) {
-      try {
-        node.cmaId = createId(test.channel, node, hints.portSpace as PortSpace);
-      } catch (e) {
-        for (const n of test.nodes) void n.cmaId?.destroy().catch(() => {});
-        return -errnoFrom(e);
-      }
-    }
-  }
-  return 0;
+  const r = allocCmNodes(PROG, connections, newUdNode, test.channel, dstAddr !== null ? (hints.portSpace as PortSpace) : null);
+  test.nodes = r.nodes;
+  return r.ret;
 }
 
 async function destroyNodes(): Promise<void> {
