@@ -11,19 +11,26 @@
  * kernel does for a C tool's sockets after it exits.
  */
 import { constants as bufferConstants } from 'node:buffer';
+import { realpathSync } from 'node:fs';
 import os from 'node:os';
 import { basename as pathBasename } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import {
   GaiError,
   RAI,
   RdmaError,
   createEventChannel,
+  createId,
+  errnoOf,
   gaiStrerror,
   getDeviceList,
   getaddrinfo,
   settleConnections,
   strerror,
+  type CmEvent,
+  type CmId,
   type EventChannel,
+  type PortSpace,
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
   type SockAddr,
@@ -100,17 +107,42 @@ export function exit(code: number): void {
  * (status 1), instead of a stack trace.
  */
 export function installTopLevelHandlers(prog: string): void {
-  const die = (e: unknown): void => {
-    if (exiting) return;
-    const msg = e instanceof Error ? e.message : String(e);
-    process.stderr.write(`${prog}: unexpected error: ${msg.split('\n')[0]}\n`);
-    exit(1);
-  };
+  const die = unexpected(prog);
   process.on('uncaughtException', die);
   process.on('unhandledRejection', die);
   // A closed stdout/stderr (e.g. `rping ... | head`) must not turn into an uncaught EPIPE.
   process.stdout.on('error', () => {});
   process.stderr.on('error', () => {});
+}
+
+/** The handler that ends the process on an unexpected error: one line on stderr, status 1. */
+function unexpected(prog: string): (e: unknown) => void {
+  return (e: unknown): void => {
+    if (exiting) return;
+    const msg = e instanceof Error ? e.message : String(e);
+    process.stderr.write(`${prog}: unexpected error: ${msg.split('\n')[0]}\n`);
+    exit(1);
+  };
+}
+
+/**
+ * Run a tool: install the top-level handlers, call `main` with the arguments after the script,
+ * and exit with the status it returns (an exception: one line on stderr, status 1).
+ */
+export function runMain(prog: string, main: (argv: string[]) => Promise<number>): void {
+  installTopLevelHandlers(prog);
+  main(process.argv.slice(2)).then((code) => exit(code), unexpected(prog));
+}
+
+/** Whether the module at `url` (its `import.meta.url`) is the script node was started with. */
+export function isMainModule(url: string): boolean {
+  const a = process.argv[1];
+  if (!a) return false;
+  try {
+    return realpathSync(a) === fileURLToPath(url);
+  } catch {
+    return false;
+  }
 }
 
 /** The program name for messages (`basename(argv[0])`). */
@@ -507,6 +539,84 @@ export function createFirstEventChannel(): { channel: EventChannel | null; errno
 }
 
 // -- threads ------------------------------------------------------------------------------------
+
+/**
+ * The tools' `connect_events()` / `disconnect_events()`: while `left()` is non-zero and the last
+ * handler returned 0, take the next event from `channel`, hand it to `handle`, then ack it. The
+ * handler's last result is returned; a failing rdma_get_cm_event returns what `failed` makes of
+ * the error.
+ */
+export async function cmEventLoop(
+  channel: EventChannel,
+  left: () => number,
+  handle: (event: CmEvent) => Promise<number>,
+  failed: (e: unknown) => number,
+): Promise<number> {
+  let ret = 0;
+  while (left() && !ret) {
+    let event: CmEvent;
+    try {
+      event = await channel.getEvent();
+    } catch (e) {
+      return failed(e);
+    }
+    ret = await handle(event);
+    event.ack();
+  }
+  return ret;
+}
+
+/**
+ * The `alloc_nodes()` of cmatose, udaddy and mckey: `count` nodes made by `make(i)`, each given
+ * an id on `channel` (its context the node) unless `ps` is null (a server's nodes get theirs from
+ * the requests). A negative count fails as its malloc would (`<prog>: unable to allocate memory
+ * for test nodes`, -ENOMEM); a failing rdma_create_id destroys the ids made so far (-errno).
+ */
+export function allocCmNodes<N extends { cmaId: CmId | null }>(
+  prog: string,
+  count: number,
+  make: (i: number) => N,
+  channel: EventChannel | null,
+  ps: PortSpace | null,
+): { nodes: N[]; ret: number } {
+  const nodes: N[] = [];
+  if (count < 0) {
+    // malloc(sizeof *nodes * connections) of a negative count fails.
+    out(`${prog}: unable to allocate memory for test nodes\n`);
+    return { nodes, ret: -errnoOf('ENOMEM') };
+  }
+  for (let i = 0; i < count; i++) {
+    const node = make(i);
+    nodes.push(node);
+    if (ps === null) continue;
+    try {
+      node.cmaId = createId(channel, node, ps);
+    } catch (e) {
+      for (const n of nodes) void n.cmaId?.destroy().catch(() => {});
+      return { nodes, ret: -errnoFrom(e) };
+    }
+  }
+  return { nodes, ret: 0 };
+}
+
+/** strncasecmp(word, arg, n) == 0: `arg` starts with the first `n` letters of `word`. */
+export function prefixIs(arg: string, word: string, n: number): boolean {
+  return arg.slice(0, n).toLowerCase() === word.slice(0, n) && arg.length >= Math.min(n, word.length);
+}
+
+/**
+ * `-f address_format` of cmatose and udaddy: `ip` (or `ipv6`) makes the addresses numeric, `gid`
+ * numeric AF_IB ones (then the result is true), `name` is the default; another word warns on
+ * stderr and changes nothing.
+ */
+export function addressFormatArg(arg: string, hints: RdmaAddrinfoHints): boolean {
+  if (prefixIs(arg, 'ip', 2)) hints.flags = RAI.NUMERICHOST;
+  else if (prefixIs(arg, 'gid', 3)) {
+    hints.flags = RAI.NUMERICHOST | RAI.FAMILY;
+    return true;
+  } else if (!prefixIs(arg, 'name', 4)) errOut('Warning: unknown address format\n');
+  return false;
+}
 
 /**
  * A counting semaphore (`sem_t`): {@link post} increments, {@link wait} resolves once it can

@@ -13,18 +13,18 @@
  * `return status N`, where N is the result of the last leave, and exit with N (mod 256).
  */
 import './startup.js';
-import { CmEventType, McJoinFlag, PortSpace, createId, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
+import { CmEventType, McJoinFlag, PortSpace, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
 import { parseIpv6 } from '../util/ip.js';
 import {
   Getopt,
+  allocCmNodes,
   atoi,
   createFirstEventChannel,
   eaiOf,
   errnoFrom,
-  exit,
   gaiMessage,
   getoptComplaint,
-  installTopLevelHandlers,
+  runMain,
   out,
   perror,
   resolveHost,
@@ -34,7 +34,6 @@ import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from '
 
 const PROG = 'mckey';
 const OPTSTRING = 'm:M:sb:c:C:S:p:ol';
-const ENOMEM = 12;
 const EINVAL = 22;
 const EADDRNOTAVAIL = 99;
 /** The kernel's internal ENOTSUPP, which reaches applications as errno 524. */
@@ -109,13 +108,7 @@ function joinHandler(node: UdNode, param: UdParam): number {
   const ah = param.ahAttr;
   const dgid = ah.grh ? inetNtop6(ah.grh.dgid) : '::';
   out(`mckey: joined dgid: ${dgid} mlid 0x${(ah.dlid ?? 0).toString(16)} sl ${ah.sl ?? 0}\n`);
-  node.remoteQpn = param.qpNum;
-  node.remoteQkey = param.qkey;
-  try {
-    node.ah = (node.pd as NonNullable<UdNode['pd']>).createAh(ah);
-  } catch (e) {
-    ud.errno = errnoFrom(e);
-    out('mckey: failure creating address handle\n');
+  if (ud.setRemote(node, param)) {
     connectError();
     return -1;
   }
@@ -174,39 +167,13 @@ async function cmaThread(quit: AbortSignal): Promise<void> {
 }
 
 function allocNodes(): number {
-  test.nodes = [];
-  if (connections < 0) {
-    // malloc(sizeof *nodes * connections) of a negative count fails.
-    out('mckey: unable to allocate memory for test nodes\n');
-    return -ENOMEM;
-  }
-  for (let i = 0; i < connections; i++) {
-    const node = newUdNode(i);
-    test.nodes.push(node);
-    try {
-      node.cmaId = createId(test.channel, node, portSpace as PortSpace);
-    } catch (e) {
-      for (const n of test.nodes) void n.cmaId?.destroy().catch(() => {});
-      return -errnoFrom(e);
-    }
-  }
-  return 0;
+  const r = allocCmNodes(PROG, connections, newUdNode, test.channel, portSpace as PortSpace);
+  test.nodes = r.nodes;
+  return r.ret;
 }
 
-async function connectEvents(): Promise<number> {
-  let ret = 0;
-  while (test.connectsLeft && !ret) {
-    let event: CmEvent;
-    try {
-      event = await (test.channel as EventChannel).getEvent();
-    } catch (e) {
-      ud.errno = errnoFrom(e);
-      return -1;
-    }
-    ret = await cmaHandler(event.id, event);
-    event.ack();
-  }
-  return ret;
+function connectEvents(): Promise<number> {
+  return ud.connectEvents(test.channel as EventChannel, () => test.connectsLeft, cmaHandler);
 }
 
 /**
@@ -397,11 +364,4 @@ async function main(argv: string[]): Promise<number> {
   return ret;
 }
 
-installTopLevelHandlers(PROG);
-main(process.argv.slice(2)).then(
-  (code) => exit(code),
-  (e: unknown) => {
-    process.stderr.write(`${PROG}: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-    exit(1);
-  },
-);
+runMain(PROG, main);

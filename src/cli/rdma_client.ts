@@ -12,28 +12,16 @@ import {
   SendFlags,
   createEp,
   destroyEp,
-  deregMr,
   gaiStrerror,
-  getRecvComp,
-  getSendComp,
   getaddrinfo,
-  postRecv,
-  postSend,
-  regMsgs,
   type CmId,
   type CmQpInitAttr,
-  type Mr,
   type RdmaAddrinfo,
 } from '../index.js';
-import { Getopt, eaiOf, exit, getoptComplaint, installTopLevelHandlers, out, perror } from './common.js';
+import { eaiOf, out, perror } from './common.js';
+import { exampleExchange, runExample } from './rdma-example.js';
 
-const PROG = 'rdma_client';
-const OPTSTRING = 's:p:';
-
-let server = '127.0.0.1';
-let port = '7471';
-
-async function run(): Promise<number> {
+async function run(server: string, port: string): Promise<number> {
   let res: RdmaAddrinfo;
   try {
     res = await getaddrinfo(server, port, { portSpace: PortSpace.TCP });
@@ -58,108 +46,9 @@ async function run(): Promise<number> {
     perror('rdma_create_ep', failure);
     return -1;
   }
-  let ret = 0;
-  let mr: Mr | null = null;
-  let sendMr: Mr | null = null;
-  const sendMsg = Buffer.alloc(16);
-  const recvMsg = Buffer.alloc(16);
-  destroy: {
-    try {
-      mr = regMsgs(id, recvMsg);
-    } catch (e) {
-      perror('rdma_reg_msgs for recv_msg', e);
-      ret = -1;
-      break destroy;
-    }
-    deregSend: {
-      if ((sendFlags & SendFlags.INLINE) === 0) {
-        try {
-          sendMr = regMsgs(id, sendMsg);
-        } catch (e) {
-          perror('rdma_reg_msgs for send_msg', e);
-          ret = -1;
-          break deregSend;
-        }
-      }
-      try {
-        postRecv(id, null, recvMsg, 16, mr);
-      } catch (e) {
-        perror('rdma_post_recv', e);
-        ret = -1;
-        break deregSend;
-      }
-      try {
-        await id.connect();
-      } catch (e) {
-        perror('rdma_connect', e);
-        ret = -1;
-        break deregSend;
-      }
-      disconnect: {
-        try {
-          postSend(id, null, sendMsg, 16, sendMr, sendFlags);
-        } catch (e) {
-          perror('rdma_post_send', e);
-          ret = -1;
-          break disconnect;
-        }
-        try {
-          await getSendComp(id);
-        } catch (e) {
-          perror('rdma_get_send_comp', e);
-          ret = -1;
-          break disconnect;
-        }
-        try {
-          await getRecvComp(id);
-          ret = 0;
-        } catch (e) {
-          perror('rdma_get_recv_comp', e);
-          ret = -1;
-        }
-      }
-      await id.disconnect().catch(() => {});
-    }
-    if (sendMr) deregMr(sendMr);
-    if (mr) deregMr(mr);
-  }
+  const ret = await exampleExchange(id, sendFlags, 'client');
   await destroyEp(id).catch(() => {});
   return ret;
 }
 
-function usage(): number {
-  out(`usage: ${PROG}\n`);
-  out('\t[-s server_address]\n');
-  out('\t[-p port_number]\n');
-  return 1;
-}
-
-async function main(argv: string[]): Promise<number> {
-  const g = new Getopt(argv, OPTSTRING);
-  for (let it = g.next(); it; it = g.next()) {
-    switch (it.opt) {
-      case 's':
-        server = it.optarg ?? '';
-        break;
-      case 'p':
-        port = it.optarg ?? '';
-        break;
-      default:
-        getoptComplaint(PROG, it, OPTSTRING);
-        return usage();
-    }
-  }
-  out('rdma_client: start\n');
-  const ret = await run();
-  out(`rdma_client: end ${ret}\n`);
-  return ret;
-}
-
-installTopLevelHandlers(PROG);
-main(process.argv.slice(2)).then(
-  (code) => exit(code),
-  (e: unknown) => {
-    process.stderr.write(`${PROG}: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-    exit(1);
-  },
-);
+runExample('rdma_client', '127.0.0.1', run);

@@ -12,28 +12,16 @@ import {
   SendFlags,
   createEp,
   destroyEp,
-  deregMr,
   gaiStrerror,
-  getRecvComp,
-  getSendComp,
   getaddrinfo,
-  postRecv,
-  postSend,
-  regMsgs,
   type CmId,
   type CmQpInitAttr,
-  type Mr,
   type RdmaAddrinfo,
 } from '../index.js';
-import { Getopt, eaiOf, exit, getoptComplaint, installTopLevelHandlers, out, perror } from './common.js';
+import { eaiOf, out, perror } from './common.js';
+import { exampleExchange, runExample } from './rdma-example.js';
 
-const PROG = 'rdma_server';
-const OPTSTRING = 's:p:';
-
-let server = '0.0.0.0';
-let port = '7471';
-
-async function run(): Promise<number> {
+async function run(server: string, port: string): Promise<number> {
   let res: RdmaAddrinfo;
   try {
     res = await getaddrinfo(server, port, { flags: RAI.PASSIVE, portSpace: PortSpace.TCP });
@@ -52,11 +40,7 @@ async function run(): Promise<number> {
   }
   let ret = 0;
   let id: CmId | null = null;
-  let mr: Mr | null = null;
-  let sendMr: Mr | null = null;
   let sendFlags = 0;
-  const sendMsg = Buffer.alloc(16);
-  const recvMsg = Buffer.alloc(16);
   body: {
     try {
       await listenId.listen(0);
@@ -85,64 +69,7 @@ async function run(): Promise<number> {
       }
       if (maxInline >= 16) sendFlags = SendFlags.INLINE;
       else out("rdma_server: device doesn't support IBV_SEND_INLINE, using sge sends\n");
-      try {
-        mr = regMsgs(id, recvMsg);
-      } catch (e) {
-        perror('rdma_reg_msgs for recv_msg', e);
-        ret = -1;
-        break acceptEp;
-      }
-      deregSend: {
-        if ((sendFlags & SendFlags.INLINE) === 0) {
-          try {
-            sendMr = regMsgs(id, sendMsg);
-          } catch (e) {
-            perror('rdma_reg_msgs for send_msg', e);
-            ret = -1;
-            break deregSend;
-          }
-        }
-        try {
-          postRecv(id, null, recvMsg, 16, mr);
-        } catch (e) {
-          perror('rdma_post_recv', e);
-          ret = -1;
-          break deregSend;
-        }
-        try {
-          await id.accept();
-        } catch (e) {
-          perror('rdma_accept', e);
-          ret = -1;
-          break deregSend;
-        }
-        disconnect: {
-          try {
-            await getRecvComp(id);
-          } catch (e) {
-            perror('rdma_get_recv_comp', e);
-            ret = -1;
-            break disconnect;
-          }
-          try {
-            postSend(id, null, sendMsg, 16, sendMr, sendFlags);
-          } catch (e) {
-            perror('rdma_post_send', e);
-            ret = -1;
-            break disconnect;
-          }
-          try {
-            await getSendComp(id);
-            ret = 0;
-          } catch (e) {
-            perror('rdma_get_send_comp', e);
-            ret = -1;
-          }
-        }
-        await id.disconnect().catch(() => {});
-      }
-      if (sendMr) deregMr(sendMr);
-      if (mr) deregMr(mr);
+      ret = await exampleExchange(id, sendFlags, 'server');
     }
     await destroyEp(id).catch(() => {});
   }
@@ -150,39 +77,4 @@ async function run(): Promise<number> {
   return ret;
 }
 
-function usage(): number {
-  out(`usage: ${PROG}\n`);
-  out('\t[-s server_address]\n');
-  out('\t[-p port_number]\n');
-  return 1;
-}
-
-async function main(argv: string[]): Promise<number> {
-  const g = new Getopt(argv, OPTSTRING);
-  for (let it = g.next(); it; it = g.next()) {
-    switch (it.opt) {
-      case 's':
-        server = it.optarg ?? '';
-        break;
-      case 'p':
-        port = it.optarg ?? '';
-        break;
-      default:
-        getoptComplaint(PROG, it, OPTSTRING);
-        return usage();
-    }
-  }
-  out('rdma_server: start\n');
-  const ret = await run();
-  out(`rdma_server: end ${ret}\n`);
-  return ret;
-}
-
-installTopLevelHandlers(PROG);
-main(process.argv.slice(2)).then(
-  (code) => exit(code),
-  (e: unknown) => {
-    process.stderr.write(`${PROG}: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-    exit(1);
-  },
-);
+runExample('rdma_server', '0.0.0.0', run);

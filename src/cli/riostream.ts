@@ -10,8 +10,6 @@
  * loop that lets the event loop (which places the peer's writes) run between two looks.
  */
 import './startup.js';
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import {
   RsConn,
   RsListener,
@@ -36,7 +34,7 @@ import {
   RsState,
 } from '../rsocket/index.js';
 import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, type SockAddr } from '../index.js';
-import { Getopt, atoi, progName, errOut, exit, installTopLevelHandlers, out } from './common.js';
+import { Getopt, progName, errOut, isMainModule, runMain, out } from './common.js';
 import { GaiErr, HEADER, StreamTool, TEST_SIZES, gaiCode, gaiText, perrorN, streamLongOptions } from './rstream.js';
 
 const EAGAIN = errnoOf('EAGAIN');
@@ -446,72 +444,17 @@ async function main(argv: readonly string[]): Promise<number> {
   const g = new Getopt(args, 's:b:f:B:i:I:C:S:p:T:');
   for (let it = g.next(); it; it = g.next()) {
     const a = it.optarg ?? '';
-    switch (it.opt) {
-      case 's':
-        r.dstAddr = a;
-        break;
-      case 'b':
-        r.srcAddr = a;
-        break;
-      case 'f':
-        if (a.slice(0, 2).toLowerCase() === 'ip') r.numericHost = true;
-        else if (a.slice(0, 3).toLowerCase() === 'gid') r.gidFormat = true;
-        else errOut('Warning: unknown address format\n');
-        break;
-      case 'B':
-        r.bufferSize = atoi(a);
-        break;
-      case 'i':
-        r.inlineSize = atoi(a);
-        break;
-      case 'I':
-        r.custom = true;
-        r.iterations = atoi(a);
-        break;
-      case 'C':
-        r.custom = true;
-        r.transferCount = atoi(a);
-        break;
-      case 'S':
-        if (a.slice(0, 3).toLowerCase() === 'all') r.sizeOption = 1;
-        else {
-          r.custom = true;
-          r.transferSize = atoi(a);
-        }
-        break;
-      case 'p':
-        r.port = a;
-        break;
-      case 'T':
-        if (r.setTestOpt(a)) break;
-        out(usage(progName('riostream')));
-        return 1;
-      default:
-        out(usage(progName('riostream')));
-        return 1;
+    if (it.opt === 'f') {
+      if (a.slice(0, 2).toLowerCase() === 'ip') r.numericHost = true;
+      else if (a.slice(0, 3).toLowerCase() === 'gid') r.gidFormat = true;
+      else errOut('Warning: unknown address format\n');
+    } else if (!r.setOption(it.opt, a)) {
+      out(usage(progName('riostream')));
+      return 1;
     }
   }
   if (!(r.flags & MSG_DONTWAIT)) r.pollTimeout = -1;
   return r.run();
 }
 
-function isMain(): boolean {
-  const a = process.argv[1];
-  if (!a) return false;
-  try {
-    return realpathSync(a) === fileURLToPath(import.meta.url);
-  } catch {
-    return false;
-  }
-}
-
-if (isMain()) {
-  installTopLevelHandlers('riostream');
-  main(process.argv.slice(2)).then(
-    (code) => exit(code),
-    (e: unknown) => {
-      errOut(`riostream: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-      exit(1);
-    },
-  );
-}
+if (isMainModule(import.meta.url)) runMain('riostream', main);

@@ -56,7 +56,7 @@ import {
   errnoFrom,
   exit,
   gaiMessage,
-  installTopLevelHandlers,
+  runMain,
   objId,
   out,
   perror,
@@ -742,13 +742,23 @@ function setupQp(cb: Cb, cmId: CmId): number {
   }
 }
 
+/** ibv_post_send of one WR: 0, or the errno after `post send error <errno>` on stderr. */
 function postSend(cb: Cb, wr: SendWr): number {
   try {
     (cb.qp as Qp).postSend(wr);
     return 0;
   } catch (e) {
-    return errnoFrom(e);
+    const ret = errnoFrom(e);
+    errOut(`post send error ${ret}\n`);
+    return ret;
   }
+}
+
+/** Whether the test is in state `want` after a wait; if not, `wait for <WANT> state <n>` on stderr. */
+function inState(cb: Cb, want: TestState): boolean {
+  if (stateOf(cb) === want) return true;
+  errOut(`wait for ${TestState[want]} state ${cb.state}\n`);
+  return false;
 }
 
 // -- server ---------------------------------------------------------------------------------------
@@ -819,23 +829,18 @@ async function rpingTestServer(cb: Cb): Promise<number> {
   for (;;) {
     // Wait for the client's source advert.
     await cb.sem.wait();
-    if (stateOf(cb) !== TestState.RDMA_READ_ADV) {
-      errOut(`wait for RDMA_READ_ADV state ${cb.state}\n`);
+    if (!inState(cb, TestState.RDMA_READ_ADV)) {
       ret = -1;
       break;
     }
     DEBUG_LOG('server received sink adv\n');
 
     ret = postSend(cb, rdmaWr(cb, WrOpcode.RDMA_READ, cb.remoteLen));
-    if (ret) {
-      errOut(`post send error ${ret}\n`);
-      break;
-    }
+    if (ret) break;
     DEBUG_LOG('server posted rdma read req \n');
 
     await cb.sem.wait();
-    if (stateOf(cb) !== TestState.RDMA_READ_COMPLETE) {
-      errOut(`wait for RDMA_READ_COMPLETE state ${cb.state}\n`);
+    if (!inState(cb, TestState.RDMA_READ_COMPLETE)) {
       ret = -1;
       break;
     }
@@ -845,16 +850,12 @@ async function rpingTestServer(cb: Cb): Promise<number> {
 
     // Tell the client to continue.
     ret = postSend(cb, sendWr(cb));
-    if (ret) {
-      errOut(`post send error ${ret}\n`);
-      break;
-    }
+    if (ret) break;
     DEBUG_LOG('server posted go ahead\n');
 
     // Wait for the client's sink advert.
     await cb.sem.wait();
-    if (stateOf(cb) !== TestState.RDMA_WRITE_ADV) {
-      errOut(`wait for RDMA_WRITE_ADV state ${cb.state}\n`);
+    if (!inState(cb, TestState.RDMA_WRITE_ADV)) {
       ret = -1;
       break;
     }
@@ -866,14 +867,10 @@ async function rpingTestServer(cb: Cb): Promise<number> {
     const sge = wr.sgList[0] as { addr: number; lkey: number; length: number };
     DEBUG_LOG(`rdma write from lkey ${hex(sge.lkey)} laddr ${hex(sge.addr)} len ${int32(sge.length)}\n`);
     ret = postSend(cb, wr);
-    if (ret) {
-      errOut(`post send error ${ret}\n`);
-      break;
-    }
+    if (ret) break;
 
     await cb.sem.wait();
-    if (stateOf(cb) !== TestState.RDMA_WRITE_COMPLETE) {
-      errOut(`wait for RDMA_WRITE_COMPLETE state ${cb.state}\n`);
+    if (!inState(cb, TestState.RDMA_WRITE_COMPLETE)) {
       ret = -1;
       break;
     }
@@ -881,10 +878,7 @@ async function rpingTestServer(cb: Cb): Promise<number> {
 
     // Tell the client to begin again.
     ret = postSend(cb, sendWr(cb));
-    if (ret) {
-      errOut(`post send error ${ret}\n`);
-      break;
-    }
+    if (ret) break;
     DEBUG_LOG('server posted go ahead\n');
   }
 
@@ -991,10 +985,7 @@ async function rpingRunServer(cb: Cb): Promise<number> {
   if (ret) return ret;
 
   await cb.sem.wait();
-  if (stateOf(cb) !== TestState.CONNECT_REQUEST) {
-    errOut(`wait for CONNECT_REQUEST state ${cb.state}\n`);
-    return -1;
-  }
+  if (!inState(cb, TestState.CONNECT_REQUEST)) return -1;
   const child = cb.childCmId as CmId;
 
   ret = setupConnection(cb, child);
@@ -1058,30 +1049,22 @@ async function rpingTestClient(cb: Cb): Promise<number> {
 
     formatSend(cb, cb.startMr as Mr);
     ret = postSend(cb, sendWr(cb));
-    if (ret) {
-      errOut(`post send error ${ret}\n`);
-      break;
-    }
+    if (ret) break;
 
     // Wait for the server's go ahead.
     await cb.sem.wait();
-    if (stateOf(cb) !== TestState.RDMA_WRITE_ADV) {
-      errOut(`wait for RDMA_WRITE_ADV state ${cb.state}\n`);
+    if (!inState(cb, TestState.RDMA_WRITE_ADV)) {
       ret = -1;
       break;
     }
 
     formatSend(cb, cb.rdmaMr as Mr);
     ret = postSend(cb, sendWr(cb));
-    if (ret) {
-      errOut(`post send error ${ret}\n`);
-      break;
-    }
+    if (ret) break;
 
     // Wait for the server to say the RDMA Write is complete.
     await cb.sem.wait();
-    if (stateOf(cb) !== TestState.RDMA_WRITE_COMPLETE) {
-      errOut(`wait for RDMA_WRITE_COMPLETE state ${cb.state}\n`);
+    if (!inState(cb, TestState.RDMA_WRITE_COMPLETE)) {
       ret = -1;
       break;
     }
@@ -1113,10 +1096,7 @@ async function rpingConnectClient(cb: Cb): Promise<number> {
   }
 
   await cb.sem.wait();
-  if (stateOf(cb) !== TestState.CONNECTED) {
-    errOut(`wait for CONNECTED state ${cb.state}\n`);
-    return -1;
-  }
+  if (!inState(cb, TestState.CONNECTED)) return -1;
 
   if (cb.selfCreateQp) {
     const ret = selfModifyQp(cb, id);
@@ -1376,11 +1356,4 @@ async function main(argv: readonly string[]): Promise<number> {
 // Its ping path reaches TurboFan sooner (see cli/startup.ts): a one-shot `rping -C 1000` is
 // compiled for more of its pings.
 setInterruptBudget(16384);
-installTopLevelHandlers('rping');
-main(process.argv.slice(2)).then(
-  (code) => exit(code),
-  (e: unknown) => {
-    errOut(`rping: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-    exit(1);
-  },
-);
+runMain('rping', main);

@@ -14,8 +14,6 @@ import './startup.js';
 import net from 'node:net';
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { realpathSync } from 'node:fs';
-import { fileURLToPath } from 'node:url';
 import {
   RsConn,
   RsListener,
@@ -41,7 +39,7 @@ import {
 } from '../rsocket/index.js';
 import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, strerror, type SockAddr } from '../index.js';
 import { NetSock } from './net-sock.js';
-import { BytePattern, Getopt, atoi, cMalloc, cntStr, progName, errOut, exit, installTopLevelHandlers, out, sizeStr, sizeToCount, eaiOf, gaiMessage, takeLongOptions } from './common.js';
+import { BytePattern, Getopt, atoi, cMalloc, cntStr, progName, errOut, isMainModule, runMain, out, sizeStr, sizeToCount, eaiOf, gaiMessage, takeLongOptions } from './common.js';
 
 // -- the test table (rstream.c test_size[]) ---------------------------------------------------------
 
@@ -324,6 +322,52 @@ export abstract class StreamTool {
   protected abstract perfTags(): { transport: string; tool: string };
   /** sync_test(): a 16-byte exchange each way. 0, or what failed. */
   abstract syncTest(): Promise<number>;
+  /** set_test_opt(): one `-T` letter or word; false for one the tool does not know. */
+  abstract setTestOpt(arg: string): boolean;
+
+  /**
+   * The short options rstream and riostream read alike (-s -b -B -i -I -C -S -p, and -T through
+   * {@link setTestOpt}): the value is stored; false for an option this does not take, or a -T
+   * value the tool does not know (both print the usage).
+   */
+  setOption(opt: string, a: string): boolean {
+    switch (opt) {
+      case 's':
+        this.dstAddr = a;
+        return true;
+      case 'b':
+        this.srcAddr = a;
+        return true;
+      case 'B':
+        this.bufferSize = atoi(a);
+        return true;
+      case 'i':
+        this.inlineSize = atoi(a);
+        return true;
+      case 'I':
+        this.custom = true;
+        this.iterations = atoi(a);
+        return true;
+      case 'C':
+        this.custom = true;
+        this.transferCount = atoi(a);
+        return true;
+      case 'S':
+        if (a.slice(0, 3).toLowerCase() === 'all') this.sizeOption = 1;
+        else {
+          this.custom = true;
+          this.transferSize = atoi(a);
+        }
+        return true;
+      case 'p':
+        this.port = a;
+        return true;
+      case 'T':
+        return this.setTestOpt(a);
+      default:
+        return false;
+    }
+  }
 
   /**
    * `--warmup N` (this port's): before a test, a sync (so its short messages are warmed too), then
@@ -943,55 +987,17 @@ async function main(argv: readonly string[]): Promise<number> {
   const g = new Getopt(args, 's:b:f:B:i:I:C:S:p:k:T:');
   for (let it = g.next(); it; it = g.next()) {
     const a = it.optarg ?? '';
-    switch (it.opt) {
-      case 's':
-        r.dstAddr = a;
-        break;
-      case 'b':
-        r.srcAddr = a;
-        break;
-      case 'f':
-        if (a.slice(0, 2).toLowerCase() === 'ip') r.numericHost = true;
-        else if (a.slice(0, 3).toLowerCase() === 'gid') {
-          r.gidFormat = true;
-          r.useRgai = true;
-        } else errOut('Warning: unknown address format\n');
-        break;
-      case 'B':
-        r.bufferSize = atoi(a);
-        break;
-      case 'i':
-        r.inlineSize = atoi(a);
-        break;
-      case 'I':
-        r.custom = true;
-        r.iterations = atoi(a);
-        break;
-      case 'C':
-        r.custom = true;
-        r.transferCount = atoi(a);
-        break;
-      case 'S':
-        if (a.slice(0, 3).toLowerCase() === 'all') r.sizeOption = 1;
-        else {
-          r.custom = true;
-          r.transferSize = atoi(a);
-        }
-        break;
-      case 'p':
-        r.port = a;
-        break;
-      case 'k':
-        r.keepalive = atoi(a);
-        break;
-      case 'T':
-        if (r.setTestOpt(a)) break;
-        // an invalid test option prints the usage, as an unknown option does
-        out(usage(progName('rstream')));
-        return 1;
-      default:
-        out(usage(progName('rstream')));
-        return 1;
+    if (it.opt === 'f') {
+      if (a.slice(0, 2).toLowerCase() === 'ip') r.numericHost = true;
+      else if (a.slice(0, 3).toLowerCase() === 'gid') {
+        r.gidFormat = true;
+        r.useRgai = true;
+      } else errOut('Warning: unknown address format\n');
+    } else if (it.opt === 'k') r.keepalive = atoi(a);
+    else if (!r.setOption(it.opt, a)) {
+      // an unknown option, or an invalid test option, prints the usage
+      out(usage(progName('rstream')));
+      return 1;
     }
   }
   if (!(r.flags & MSG_DONTWAIT)) r.pollTimeout = -1;
@@ -1000,24 +1006,5 @@ async function main(argv: readonly string[]): Promise<number> {
   return r.run();
 }
 
-/** Whether this module is the program (riostream imports the table functions from it). */
-function isMain(): boolean {
-  const a = process.argv[1];
-  if (!a) return false;
-  try {
-    return realpathSync(a) === fileURLToPath(import.meta.url);
-  } catch {
-    return false;
-  }
-}
-
-if (isMain()) {
-  installTopLevelHandlers('rstream');
-  main(process.argv.slice(2)).then(
-    (code) => exit(code),
-    (e: unknown) => {
-      errOut(`rstream: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-      exit(1);
-    },
-  );
-}
+// riostream imports the table functions from this module: run only as the program.
+if (isMainModule(import.meta.url)) runMain('rstream', main);

@@ -34,7 +34,7 @@ import {
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
 } from '../index.js';
-import { Getopt, atoi, cMalloc, errOut, errnoFrom, exit, getRdmaAddr, getoptComplaint, installTopLevelHandlers, out, perror, strtoul, u8 } from './common.js';
+import { Getopt, addressFormatArg, allocCmNodes, atoi, cmEventLoop, prefixIs, cMalloc, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, perror, strtoul, u8 } from './common.js';
 
 const PROG = 'ucmatose';
 const OPTSTRING = 's:b:f:P:c:C:S:t:p:a:m';
@@ -324,25 +324,10 @@ async function destroyNode(node: Node): Promise<void> {
 }
 
 function allocNodes(): number {
-  test.nodes = [];
-  if (connections < 0) {
-    // malloc(sizeof *nodes * connections) of a negative count fails.
-    out('cmatose: unable to allocate memory for test nodes\n');
-    return -ENOMEM;
-  }
-  for (let i = 0; i < connections; i++) {
-    const node: Node = { id: i, cmaId: null, connected: false, pd: null, cq: [null, null], mr: null, mem: null };
-    test.nodes.push(node);
-    if (dstAddr) {
-      try {
-        node.cmaId = createId(test.channel, node, hints.portSpace as PortSpace);
-      } catch (e) {
-        for (const n of test.nodes) void n.cmaId?.destroy().catch(() => {});
-        return -errnoFrom(e);
-      }
-    }
-  }
-  return 0;
+  const newNode = (i: number): Node => ({ id: i, cmaId: null, connected: false, pd: null, cq: [null, null], mr: null, mem: null });
+  const r = allocCmNodes('cmatose', connections, newNode, test.channel, dstAddr ? (hints.portSpace as PortSpace) : null);
+  test.nodes = r.nodes;
+  return r.ret;
 }
 
 async function destroyNodes(): Promise<void> {
@@ -372,20 +357,16 @@ async function pollCqs(index: CqIndex): Promise<number> {
   return 0;
 }
 
-async function eventLoop(left: () => number, what: string): Promise<number> {
-  let ret = 0;
-  while (left() && !ret) {
-    let event: CmEvent;
-    try {
-      event = await (test.channel as EventChannel).getEvent();
-    } catch (e) {
+function eventLoop(left: () => number, what: string): Promise<number> {
+  return cmEventLoop(
+    test.channel as EventChannel,
+    left,
+    (event) => cmaHandler(event.id, event),
+    (e) => {
       perror(`cmatose: failure in rdma_get_cm_event in ${what} events`, e);
       return errnoFrom(e);
-    }
-    ret = await cmaHandler(event.id, event);
-    event.ack();
-  }
-  return ret;
+    },
+  );
 }
 
 const connectEvents = (): Promise<number> => eventLoop(() => test.connectsLeft, 'connect');
@@ -552,11 +533,6 @@ function usage(): number {
   return 1;
 }
 
-/** strncasecmp(word, arg, n) == 0: `arg` starts with the first `n` letters of `word`. */
-function prefixIs(arg: string, word: string, n: number): boolean {
-  return arg.slice(0, n).toLowerCase() === word.slice(0, n) && arg.length >= Math.min(n, word.length);
-}
-
 async function main(argv: string[]): Promise<number> {
   const g = new Getopt(argv, OPTSTRING);
   for (let it = g.next(); it; it = g.next()) {
@@ -569,11 +545,7 @@ async function main(argv: string[]): Promise<number> {
         srcAddr = optarg;
         break;
       case 'f':
-        if (prefixIs(optarg, 'ip', 2)) hints.flags = RAI.NUMERICHOST;
-        else if (prefixIs(optarg, 'gid', 3)) {
-          hints.flags = RAI.NUMERICHOST | RAI.FAMILY;
-          afIb = true;
-        } else if (!prefixIs(optarg, 'name', 4)) errOut('Warning: unknown address format\n');
+        if (addressFormatArg(optarg, hints)) afIb = true;
         break;
       case 'P':
         if (prefixIs(optarg, 'ib', 2)) hints.portSpace = PortSpace.IB;
@@ -633,11 +605,4 @@ async function main(argv: string[]): Promise<number> {
   return ret;
 }
 
-installTopLevelHandlers(PROG);
-main(process.argv.slice(2)).then(
-  (code) => exit(code),
-  (e: unknown) => {
-    process.stderr.write(`${PROG}: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-    exit(1);
-  },
-);
+runMain(PROG, main);

@@ -8,8 +8,8 @@
  * (`message_count` send and receive WRs, `sq_sig_all` 0) and one buffer of `message_size` plus the
  * 40-byte GRH area that every UD receive fills first. All receives share that buffer, as in C.
  */
-import { Access, GRH_AREA_LEN, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmId, type Cq, type Mr, type Pd, type Wc } from '../index.js';
-import { errOut, errnoFrom, out, perror, strtoul } from './common.js';
+import { Access, GRH_AREA_LEN, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmEvent, type CmId, type Cq, type EventChannel, type Mr, type Pd, type UdParam, type Wc } from '../index.js';
+import { cmEventLoop, errOut, errnoFrom, out, perror, strtoul } from './common.js';
 
 const ENOMEM = 12;
 const EINVAL = 22;
@@ -244,6 +244,39 @@ export class UdTest {
         }
         done += wcs.length;
       }
+    }
+    return 0;
+  }
+
+  /**
+   * `connect_events()`: each CM event on `channel` to `handle` while `left()` is non-zero and the
+   * last handler returned 0. A failing rdma_get_cm_event: -1, its errno kept in {@link errno}.
+   */
+  connectEvents(channel: EventChannel, left: () => number, handle: (id: CmId, event: CmEvent) => Promise<number>): Promise<number> {
+    return cmEventLoop(
+      channel,
+      left,
+      (event) => handle(event.id, event),
+      (e) => {
+        this.errno = errnoFrom(e);
+        return -1;
+      },
+    );
+  }
+
+  /**
+   * The peer an ESTABLISHED (SIDR reply) or MULTICAST_JOIN event names: its QP number, its
+   * Q_Key and an address handle to it. 0, or -1 after `<prog>: failure creating address handle`.
+   */
+  setRemote(node: UdNode, param: UdParam): number {
+    node.remoteQpn = param.qpNum;
+    node.remoteQkey = param.qkey;
+    try {
+      node.ah = (node.pd as Pd).createAh(param.ahAttr);
+    } catch (e) {
+      this.errno = errnoFrom(e);
+      out(`${this.prog}: failure creating address handle\n`);
+      return -1;
     }
     return 0;
   }

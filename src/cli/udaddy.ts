@@ -30,7 +30,7 @@ import {
   type RdmaAddrinfoHints,
   type Wc,
 } from '../index.js';
-import { Getopt, atoi, createFirstEventChannel, errOut, errnoFrom, exit, getRdmaAddr, getoptComplaint, installTopLevelHandlers, out, strtoul, u8 } from './common.js';
+import { Getopt, addressFormatArg, allocCmNodes, atoi, prefixIs, createFirstEventChannel, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, strtoul, u8 } from './common.js';
 import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from './ud-test.js';
 
 const PROG = 'udaddy';
@@ -143,14 +143,7 @@ async function connectHandler(cmaId: CmId): Promise<number> {
 
 /** ESTABLISHED on the client: the SIDR reply's QP number, Q_Key and address handle. */
 function resolvedHandler(node: UdNode, event: CmEvent): number {
-  const p = event.param.ud;
-  node.remoteQpn = p.qpNum;
-  node.remoteQkey = p.qkey;
-  try {
-    node.ah = (node.pd as NonNullable<UdNode['pd']>).createAh(p.ahAttr);
-  } catch (e) {
-    ud.errno = errnoFrom(e);
-    out('udaddy: failure creating address handle\n');
+  if (ud.setRemote(node, event.param.ud)) {
     connectError();
     return -1;
   }
@@ -193,25 +186,9 @@ async function cmaHandler(cmaId: CmId, event: CmEvent): Promise<number> {
 }
 
 function allocNodes(): number {
-  test.nodes = [];
-  if (connections < 0) {
-    // malloc(sizeof *nodes * connections) of a negative count fails.
-    out('udaddy: unable to allocate memory for test nodes\n');
-    return -ENOMEM;
-  }
-  for (let i = 0; i < connections; i++) {
-    const node = newUdNode(i);
-    test.nodes.push(node);
-    if (dstAddr !== null) {
-      try {
-        node.cmaId = createId(test.channel, node, hints.portSpace as PortSpace);
-      } catch (e) {
-        for (const n of test.nodes) void n.cmaId?.destroy().catch(() => {});
-        return -errnoFrom(e);
-      }
-    }
-  }
-  return 0;
+  const r = allocCmNodes(PROG, connections, newUdNode, test.channel, dstAddr !== null ? (hints.portSpace as PortSpace) : null);
+  test.nodes = r.nodes;
+  return r.ret;
 }
 
 async function destroyNodes(): Promise<void> {
@@ -250,20 +227,8 @@ function pollCqs(): Promise<number> {
   });
 }
 
-async function connectEvents(): Promise<number> {
-  let ret = 0;
-  while (test.connectsLeft && !ret) {
-    let event: CmEvent;
-    try {
-      event = await (test.channel as EventChannel).getEvent();
-    } catch (e) {
-      ud.errno = errnoFrom(e);
-      return -1;
-    }
-    ret = await cmaHandler(event.id, event);
-    event.ack();
-  }
-  return ret;
+function connectEvents(): Promise<number> {
+  return ud.connectEvents(test.channel as EventChannel, () => test.connectsLeft, cmaHandler);
 }
 
 async function runServer(): Promise<number> {
@@ -366,11 +331,6 @@ function usage(): number {
   return 1;
 }
 
-/** strncasecmp(word, arg, n) == 0: `arg` starts with the first `n` letters of `word`. */
-function prefixIs(arg: string, word: string, n: number): boolean {
-  return arg.slice(0, n).toLowerCase() === word.slice(0, n) && arg.length >= Math.min(n, word.length);
-}
-
 async function main(argv: string[]): Promise<number> {
   const g = new Getopt(argv, OPTSTRING);
   for (let it = g.next(); it; it = g.next()) {
@@ -400,11 +360,7 @@ async function main(argv: string[]): Promise<number> {
         hints.portSpace = portSpaceArg(optarg);
         break;
       case 'f':
-        if (prefixIs(optarg, 'ip', 2)) hints.flags = RAI.NUMERICHOST;
-        else if (prefixIs(optarg, 'gid', 3)) {
-          hints.flags = RAI.NUMERICHOST | RAI.FAMILY;
-          afIb = true;
-        } else if (!prefixIs(optarg, 'name', 4)) errOut('Warning: unknown address format\n');
+        if (addressFormatArg(optarg, hints)) afIb = true;
         break;
       case 'P':
         if (prefixIs(optarg, 'ipoib', 5)) hints.portSpace = PortSpace.IPOIB;
@@ -438,11 +394,4 @@ async function main(argv: string[]): Promise<number> {
   return ret;
 }
 
-installTopLevelHandlers(PROG);
-main(process.argv.slice(2)).then(
-  (code) => exit(code),
-  (e: unknown) => {
-    process.stderr.write(`${PROG}: unexpected error: ${e instanceof Error ? e.message.split('\n')[0] : String(e)}\n`);
-    exit(1);
-  },
-);
+runMain(PROG, main);

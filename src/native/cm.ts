@@ -41,7 +41,7 @@ import {
 } from '../cm/transport.js';
 import { QA, check, dispatch, loadBinding, type Handle, type NativeBinding, type NativeCmEvent } from './binding.js';
 import { NATIVE_PROVIDER } from './provider.js';
-import { NativeQp, cmQpRequests, decodeAh, markAttached, newKey, qpStateOfNum, type NativeAhAttr } from './verbs.js';
+import { NativeQp, cmQpRequests, decodeQpAttr, markAttached, newKey, type NativeAhAttr } from './verbs.js';
 
 /** rdma_set_option constants (rdma_cma.h). */
 const OPT = { LEVEL_ID: 0, TOS: 0, REUSEADDR: 1, AFONLY: 2, ACK_TIMEOUT: 3 } as const;
@@ -382,25 +382,7 @@ class NativeEndpoint implements CmEndpoint {
     const n = QP_STATE_NUM[state];
     if (n === undefined) throw err('EINVAL', op, `state ${String(state)}`);
     const mask = check(b(op).cmInitQpAttr(this.h, n, qaBuf, qaGid), op);
-    const v = qaBuf;
-    const attr = {
-      qpState: qpStateOfNum(v[QA.STATE] as number),
-      qpAccessFlags: v[QA.ACCESS] as number,
-      pkeyIndex: v[QA.PKEY_INDEX] as number,
-      portNum: v[QA.PORT] as number,
-      qkey: v[QA.QKEY] as number,
-      pathMtu: v[QA.PATH_MTU] as number,
-      timeout: v[QA.TIMEOUT] as number,
-      retryCnt: v[QA.RETRY_CNT] as number,
-      rnrRetry: v[QA.RNR_RETRY] as number,
-      rqPsn: v[QA.RQ_PSN] as number,
-      sqPsn: v[QA.SQ_PSN] as number,
-      maxRdAtomic: v[QA.MAX_RD_ATOMIC] as number,
-      maxDestRdAtomic: v[QA.MAX_DEST_RD_ATOMIC] as number,
-      minRnrTimer: v[QA.MIN_RNR_TIMER] as number,
-      destQpNum: v[QA.DEST_QPN] as number,
-      ahAttr: decodeAh(v, QA.AH, qaGid),
-    } as unknown as QpAttr;
+    const attr = decodeQpAttr(qaBuf, qaGid);
     return { attr, mask };
   }
 

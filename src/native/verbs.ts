@@ -20,6 +20,7 @@
  */
 import { PostError, RdmaError, err } from '../errors.js';
 import type { ErrnoCode } from '../errno.js';
+import type { AhAttr } from '../verbs/ah.js';
 import { CompChannel } from '../verbs/comp-channel.js';
 import { Context } from '../verbs/context.js';
 import { Cq } from '../verbs/cq.js';
@@ -493,16 +494,8 @@ const QA_FIELDS: readonly [keyof QpAttr, number, number][] = [
   ['destQpNum', QpAttrMask.DEST_QPN, QA.DEST_QPN],
 ];
 
-/** Address-handle attributes as the CM and `QpAttr.ahAttr` carry them. */
-export interface NativeAhAttr {
-  dlid?: number;
-  sl?: number;
-  srcPathBits?: number;
-  staticRate?: number;
-  isGlobal: boolean;
-  portNum: number;
-  grh?: { dgid: Uint8Array; flowLabel: number; sgidIndex: number; hopLimit: number; trafficClass: number };
-}
+/** Address-handle attributes as the CM and `QpAttr.ahAttr` carry them: `struct ibv_ah_attr`. */
+export type NativeAhAttr = AhAttr;
 
 /** Encode an AH attribute into `v[at..]` (and its DGID into `gid`); a string names a problem. */
 export function encodeAh(a: NativeAhAttr, v: Float64Array, at: number, gid: Uint8Array): string | null {
@@ -544,6 +537,31 @@ export function decodeAh(v: Float64Array, at: number, gid: Uint8Array): NativeAh
     a.grh = { dgid: Uint8Array.from(gid), flowLabel: v[at + AH.FLOW_LABEL] as number, sgidIndex: v[at + AH.SGID_INDEX] as number, hopLimit: v[at + AH.HOP_LIMIT] as number, trafficClass: v[at + AH.TCLASS] as number };
   }
   return a;
+}
+
+/**
+ * The attributes in `v` (the `QA` layout; `gid` holds the AH's DGID) that ibv_query_qp and
+ * rdma_init_qp_attr both report: the state, the numeric fields and the AH.
+ */
+export function decodeQpAttr(v: Float64Array, gid: Uint8Array): QpAttr {
+  return {
+    qpState: qpStateOfNum(v[QA.STATE] as number),
+    qpAccessFlags: v[QA.ACCESS] as number,
+    pkeyIndex: v[QA.PKEY_INDEX] as number,
+    portNum: v[QA.PORT] as number,
+    qkey: v[QA.QKEY] as number,
+    pathMtu: v[QA.PATH_MTU] as number,
+    timeout: v[QA.TIMEOUT] as number,
+    retryCnt: v[QA.RETRY_CNT] as number,
+    rnrRetry: v[QA.RNR_RETRY] as number,
+    rqPsn: v[QA.RQ_PSN] as number,
+    sqPsn: v[QA.SQ_PSN] as number,
+    maxRdAtomic: v[QA.MAX_RD_ATOMIC] as number,
+    maxDestRdAtomic: v[QA.MAX_DEST_RD_ATOMIC] as number,
+    minRnrTimer: v[QA.MIN_RNR_TIMER] as number,
+    destQpNum: v[QA.DEST_QPN] as number,
+    ahAttr: decodeAh(v, QA.AH, gid),
+  };
 }
 
 /** Every `IBV_QP_*` mask bit up to IBV_QP_DEST_QPN. */
@@ -671,27 +689,11 @@ export class NativeQp extends Qp {
     if (this.destroyed) throw err('EINVAL', op, 'QP destroyed');
     if (!isU32(mask)) throw err('EINVAL', op, 'mask');
     check(this.context._b.queryQp(this._h, mask, qaBuf, qaGid), op);
-    const v = qaBuf;
     const a: QpAttr = {
-      qpState: qpStateOfNum(v[QA.STATE] as number),
-      curQpState: qpStateOfNum(v[QA.CUR_STATE] as number),
-      qpAccessFlags: v[QA.ACCESS] as number,
-      pkeyIndex: v[QA.PKEY_INDEX] as number,
-      portNum: v[QA.PORT] as number,
-      qkey: v[QA.QKEY] as number,
-      pathMtu: v[QA.PATH_MTU] as number,
-      timeout: v[QA.TIMEOUT] as number,
-      retryCnt: v[QA.RETRY_CNT] as number,
-      rnrRetry: v[QA.RNR_RETRY] as number,
-      rqPsn: v[QA.RQ_PSN] as number,
-      sqPsn: v[QA.SQ_PSN] as number,
-      maxRdAtomic: v[QA.MAX_RD_ATOMIC] as number,
-      maxDestRdAtomic: v[QA.MAX_DEST_RD_ATOMIC] as number,
-      minRnrTimer: v[QA.MIN_RNR_TIMER] as number,
-      destQpNum: v[QA.DEST_QPN] as number,
-      sqDraining: v[QA.SQ_DRAINING] as number,
+      ...decodeQpAttr(qaBuf, qaGid),
+      curQpState: qpStateOfNum(qaBuf[QA.CUR_STATE] as number),
+      sqDraining: qaBuf[QA.SQ_DRAINING] as number,
       cap: { ...this.cap },
-      ahAttr: decodeAh(v, QA.AH, qaGid),
     };
     return a;
   }

@@ -10,16 +10,7 @@ import {
   getCmTransport, TransportType,
 } from '../../dist/index.js';
 import { forEachDevice, Cap } from './lib/devices.js';
-
-async function nextEvent(ch, ms = 3000) {
-  const ac = new AbortController();
-  const t = setTimeout(() => ac.abort(new Error('no event within ' + ms + ' ms')), ms);
-  try {
-    return await ch.getEvent(ac.signal);
-  } finally {
-    clearTimeout(t);
-  }
-}
+import { nextEvent, syncAccept, syncPair } from './lib/cm.js';
 
 /**
  * Private data as the peer sent it. The IB CM carries fixed-size fields, so RoCE reports the
@@ -29,26 +20,6 @@ function assertPrivateData(pd, text) {
   const b = Buffer.from(pd);
   assert.equal(b.subarray(0, text.length).toString(), text);
   assert.ok(b.subarray(text.length).every((x) => x === 0), 'zero padding after the data');
-}
-
-/** A synchronous listener's next request, with a QP, accepted. */
-async function syncAccept(listen) {
-  const child = await listen.getRequest();
-  child.createQp(null, {});
-  await child.accept();
-  return child;
-}
-
-/** A synchronous connection to `to` on `listen`'s port (from `bindFrom` when given): { id, child }. */
-async function syncPair(listen, to, bindFrom) {
-  const server = syncAccept(listen);
-  const id = createId(null, null, PortSpace.TCP);
-  if (bindFrom) id.bindAddr({ address: bindFrom, port: 0 });
-  await id.resolveAddr(null, { address: to, port: listen.srcPort });
-  await id.resolveRoute();
-  id.createQp(null, {});
-  await id.connect();
-  return { id, child: await server };
 }
 
 async function closePair({ id, child }) {

@@ -4,47 +4,11 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, runCli, freePort, waitListening, describeRun } from './helpers.js';
-import { sizeStr, cntStr } from '../../dist/cli/common.js';
+import { REPO_ROOT, runCli, describeRun } from './helpers.js';
+import { DEFAULT_SERIES, HEADER, assertOk, assertTable, pair } from './stream-helpers.js';
 
 const RIOSTREAM = join(REPO_ROOT, 'dist', 'cli', 'riostream.js');
 const opts = { skip: existsSync(RIOSTREAM) ? false : `${RIOSTREAM} is missing: run npm run build`, timeout: 60_000 };
-
-const HEADER = 'name      bytes   xfers   iters   total       time     Gb/sec    usec/xfer';
-
-/** The exact first 42 columns of a row, then the shape of %8.2fs%10.2f%11.2f. */
-function rowRe(name, size, xfers, iters) {
-  const head = name.padEnd(10) + sizeStr(size).padEnd(8) + cntStr(xfers).padEnd(8) + cntStr(iters).padEnd(8) + sizeStr(iters * xfers * size * 2).padEnd(8);
-  const esc = head.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-  return new RegExp(`^${esc}[ \\d]{4}\\d\\.\\d\\ds[ \\d]{6}\\d\\.\\d\\d[ \\d]{7}\\d\\.\\d\\d$`);
-}
-
-function assertTable(stdout, rows, who) {
-  const lines = stdout.replace(/\n$/, '').split('\n');
-  assert.equal(lines[0], HEADER, `${who}: header`);
-  assert.equal(lines.length, rows.length + 1, `${who}: ${rows.length} rows expected\n${stdout}`);
-  rows.forEach((r, i) => assert.match(lines[i + 1], rowRe(...r), `${who}: row ${i + 1}`));
-}
-
-async function pair(tool, args, { env, timeoutMs = 50_000 } = {}) {
-  const port = await freePort();
-  const srv = startCli(tool, ['-p', String(port), ...args], { timeoutMs, env });
-  try {
-    await waitListening(port, { exited: srv.done });
-    const cli = await runCli(tool, ['-s', '127.0.0.1', '-p', String(port), ...args], { timeoutMs, env });
-    const s = await srv.done;
-    return { cli, srv: s, both: `${describeRun('client', cli)}\n${describeRun('server', s)}` };
-  } finally {
-    srv.kill('SIGKILL');
-  }
-}
-
-function assertOk(r) {
-  assert.equal(r.cli.code, 0, r.both);
-  assert.equal(r.srv.code, 0, r.both);
-  assert.equal(r.cli.stderr, '', r.both);
-  assert.equal(r.srv.stderr, '', r.both);
-}
 
 test('custom 64 B x 50 x 10 -T v: the poll byte protocol, one row each side', opts, async () => {
   const r = await pair(RIOSTREAM, ['-S', '64', '-C', '50', '-I', '10', '-T', 'v']);
@@ -62,18 +26,8 @@ test('1 MiB riowrites -T v -T b (chunked RDMA WRITEs into the peer mapping)', op
 test('default series (counts / 1000) -T v: eight rows, a new mapping per test', opts, async () => {
   const r = await pair(RIOSTREAM, ['-T', 'v'], { env: { RSTREAM_COUNT_DIVISOR: '1000' } });
   assertOk(r);
-  const rows = [
-    ['64_lat', 64, 1, 100],
-    ['4k_lat', 4096, 1, 10],
-    ['64k_lat', 65536, 1, 1],
-    ['1m_lat', 1 << 20, 1, 1],
-    ['64_bw', 64, 100, 1],
-    ['4k_bw', 4096, 10, 1],
-    ['64k_bw', 65536, 1, 1],
-    ['1m_bw', 1 << 20, 1, 1],
-  ];
-  assertTable(r.cli.stdout, rows, 'client');
-  assertTable(r.srv.stdout, rows, 'server');
+  assertTable(r.cli.stdout, DEFAULT_SERIES, 'client');
+  assertTable(r.srv.stdout, DEFAULT_SERIES, 'server');
 });
 
 test('--json -T a: one object per row', opts, async () => {

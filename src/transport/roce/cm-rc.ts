@@ -59,6 +59,7 @@ import {
   CmTransportType,
   CMA_HDR_LEN,
   CMA_REQ_USER_PD,
+  CmPrivateDataLen,
   cmaRoceFlowLabel,
   cmaServiceIdParts,
   decodeCmaHeader,
@@ -89,6 +90,7 @@ import {
   newRequestId,
   sendMad,
   REQ_ID_SHIFT,
+  HOP_LIMIT,
 } from './roce-cm.js';
 
 // -- constants and tunables -------------------------------------------------------------------
@@ -120,11 +122,9 @@ export function cmAckTimeout(caAckDelay: number, packetLifeTime: number): number
   else t = caAckDelay + (t >= caAckDelay - 1 ? 1 : 0);
   return Math.min(31, t);
 }
-/** Private data of REP, REJ, RTU, DREQ, DREP. */
-const REP_PD = 196;
-const REJ_PD = 148;
-/** Hop limit of RoCEv2 paths. */
-const HOP_LIMIT = 64;
+/** Private data of REP and REJ. */
+const REP_PD = CmPrivateDataLen.REP;
+const REJ_PD = CmPrivateDataLen.REJ;
 /** The agent ID Linux puts in the top of a CM TID (the CM's MAD agent on rxe ports). */
 const TID_AGENT = 2n;
 const ETIMEDOUT = -110;

@@ -12,6 +12,7 @@
  * UDP layer binds and sends to.
  */
 import { parseIpv4, parseIpv6, stripZone } from '../../util/ip.js';
+import { formatIp } from '../../wire/roce/index.js';
 import { eui64, macToBytes } from './params.js';
 
 /** `enum ibv_gid_type` values ibverbs reports (`IBV_GID_TYPE_ROCE_V2`). */
@@ -89,32 +90,12 @@ export function isMulticastGid(g: Uint8Array): boolean {
   return isV4MappedGid(g) && ((g[12] ?? 0) & 0xf0) === 0xe0;
 }
 
-/** RFC 5952 text of 16 address bytes (`inet_ntop(AF_INET6)`, which is also how ibv_devinfo prints a GID). */
+/**
+ * RFC 5952 text of 16 address bytes (`inet_ntop(AF_INET6)`, which is also how ibv_devinfo prints
+ * a GID): the wire layer's {@link formatIp}.
+ */
 export function formatIpv6(g: Uint8Array): string {
-  const w: number[] = [];
-  for (let k = 0; k < 8; k++) w.push(((g[2 * k] ?? 0) << 8) | (g[2 * k + 1] ?? 0));
-  if (w[0] === 0 && w[1] === 0 && w[2] === 0 && w[3] === 0 && w[4] === 0 && w[5] === 0xffff) {
-    return `::ffff:${g[12]}.${g[13]}.${g[14]}.${g[15]}`;
-  }
-  // longest run of at least two zero words
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8; ) {
-    if (w[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && w[j] === 0) j++;
-    if (j - i > bestLen) {
-      best = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = (a: number[]): string => a.map((x) => x.toString(16)).join(':');
-  if (best < 0) return hex(w);
-  return `${hex(w.slice(0, best))}::${hex(w.slice(best + bestLen))}`;
+  return formatIp(g);
 }
 
 /** Whether two GIDs are equal. */

@@ -59,7 +59,9 @@ import {
   cmaServiceIdParts,
   cmaIboeMgid,
   CMA_HDR_LEN,
+  CMA_REQ_USER_PD,
   CMA_SIDR_USER_PD,
+  CmPrivateDataLen,
   MAD_SIZE,
   type CmSidrReq,
   type CmSidrRep,
@@ -72,14 +74,12 @@ import { PortAgent, type GsiRoute, type RxMeta } from './udp.js';
 import { ephemeralPort } from './local-port.js';
 import { RXE_PROVIDER, rxeDeviceInfos } from './provider.js';
 
-/** SIDR_REP private data (bytes). */
-const SIDR_REP_PD = 136;
-/** REQ private data after the CMA header; REP; REJ (for connected ids, later). */
-const REQ_USER_PD = 56;
-const REP_PD = 196;
-const REJ_PD = 148;
+/** SIDR_REP, REP and REJ private data (bytes; a REQ's is CMA_REQ_USER_PD after the CMA header). */
+const SIDR_REP_PD = CmPrivateDataLen.SIDR_REP;
+const REP_PD = CmPrivateDataLen.REP;
+const REJ_PD = CmPrivateDataLen.REJ;
 /** The hop limit of RoCEv2 paths and groups (rdma_cm: `IPV6_DEFAULT_HOPLIMIT`). */
-const HOP_LIMIT = 64;
+export const HOP_LIMIT = 64;
 /** MAD offset in a GSI datagram: after BTH (12) and DETH (8). */
 const MAD_OFF = 20;
 /** Request IDs: `block << 18 | sequence`. */
@@ -582,7 +582,7 @@ export const roceCmTransport: CmTransport = {
   get portSpaces(): readonly PortSpace[] {
     return connectedCm.createEndpoint !== null ? [PortSpace.UDP, PortSpace.IPOIB, PortSpace.TCP] : [PortSpace.UDP, PortSpace.IPOIB];
   },
-  privateDataLimits: { connect: REQ_USER_PD, accept: REP_PD, reject: REJ_PD, udConnect: CMA_SIDR_USER_PD, udAccept: SIDR_REP_PD },
+  privateDataLimits: { connect: CMA_REQ_USER_PD, accept: REP_PD, reject: REJ_PD, udConnect: CMA_SIDR_USER_PD, udAccept: SIDR_REP_PD },
   createEndpoint: (host) => (host.qpType !== QpType.UD && connectedCm.createEndpoint !== null ? connectedCm.createEndpoint(host) : new RoceEndpoint(host)),
   listen,
 };

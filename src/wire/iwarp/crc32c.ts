@@ -16,6 +16,7 @@
  * @module
  */
 import { createRequire } from 'node:module';
+import { crcBitwise, sliceBy8Tables, sliceBy8Update } from '../crc.js';
 
 /** The reflected CRC-32C polynomial (RFC 3720 §B.4). */
 export const CRC32C_POLY = 0x82f63b78;
@@ -35,45 +36,14 @@ export const CRC32C_NATIVE_MIN = 192;
 // ---- slice-by-8 tables ------------------------------------------------------------------------
 
 /** 8 tables of 256 entries: `T[k*256 + n]` is the CRC of byte `n` followed by `k` zero bytes. */
-const T: Int32Array = (() => {
-  const t = new Int32Array(8 * 256);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ CRC32C_POLY : c >>> 1;
-    t[n] = c;
-  }
-  for (let n = 0; n < 256; n++) {
-    let c = t[n]!;
-    for (let k = 1; k < 8; k++) {
-      c = (c >>> 8) ^ t[c & 0xff]!;
-      t[k * 256 + n] = c;
-    }
-  }
-  return t;
-})();
+const T: Int32Array = sliceBy8Tables(CRC32C_POLY);
 
 /**
  * Table-driven CRC-32C of `data[start, end)` continuing from the final value `prev`.
  * Internal workhorse of {@link crc32cJs} and {@link crc32cRange}; no allocation.
  */
 function jsRange(d: Uint8Array, start: number, end: number, prev: number): number {
-  let c = ~prev;
-  let i = start;
-  const last8 = end - 8;
-  for (; i <= last8; i += 8) {
-    const x = c ^ (d[i]! | (d[i + 1]! << 8) | (d[i + 2]! << 16) | (d[i + 3]! << 24));
-    c =
-      T[0x700 + (x & 0xff)]! ^
-      T[0x600 + ((x >>> 8) & 0xff)]! ^
-      T[0x500 + ((x >>> 16) & 0xff)]! ^
-      T[0x400 + (x >>> 24)]! ^
-      T[0x300 + d[i + 4]!]! ^
-      T[0x200 + d[i + 5]!]! ^
-      T[0x100 + d[i + 6]!]! ^
-      T[d[i + 7]!]!;
-  }
-  for (; i < end; i++) c = T[(c ^ d[i]!) & 0xff]! ^ (c >>> 8);
-  return ~c >>> 0;
+  return ~sliceBy8Update(T, ~prev, d, start, end) >>> 0;
 }
 
 /**
@@ -89,12 +59,7 @@ export function crc32cJs(data: Uint8Array, prev = 0): number {
  * other backends. Far too slow for the data path.
  */
 export function crc32cBitwise(data: Uint8Array, prev = 0): number {
-  let c = ~prev >>> 0;
-  for (let i = 0; i < data.length; i++) {
-    c ^= data[i]!;
-    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ CRC32C_POLY : c >>> 1;
-  }
-  return ~c >>> 0;
+  return crcBitwise(CRC32C_POLY, data, prev);
 }
 
 // ---- native backend ---------------------------------------------------------------------------

@@ -44,6 +44,7 @@
  */
 import * as zlib from 'node:zlib';
 import { err } from '../../errors.js';
+import { crcBitwise, sliceBy8Tables, sliceBy8Update } from '../crc.js';
 import { BTH_LEN, ICRC_LEN } from './opcodes.js';
 
 /** The reflected CRC-32 (IEEE 802.3 / zlib) polynomial. */
@@ -72,22 +73,7 @@ export const CRC32_NATIVE_MIN = 256;
 // ---- CRC-32 ------------------------------------------------------------------------------------
 
 /** Slice-by-8 tables: `T[k*256 + n]` is the CRC register update for byte n followed by k zeros. */
-const T: Int32Array = (() => {
-  const t = new Int32Array(8 * 256);
-  for (let n = 0; n < 256; n++) {
-    let c = n;
-    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ CRC32_POLY : c >>> 1;
-    t[n] = c;
-  }
-  for (let n = 0; n < 256; n++) {
-    let c = t[n]!;
-    for (let k = 1; k < 8; k++) {
-      c = (c >>> 8) ^ t[c & 0xff]!;
-      t[k * 256 + n] = c;
-    }
-  }
-  return t;
-})();
+const T: Int32Array = sliceBy8Tables(CRC32_POLY);
 
 /**
  * Inverse of the top byte of the byte table: `RT[T[i] >>> 24] === i`. For CRC-32 the 256 top
@@ -107,22 +93,7 @@ const RT: Uint8Array = (() => {
 
 /** Raw register update over `d[start, end)` (no init / final XOR). */
 function update(c: number, d: Uint8Array, start: number, end: number): number {
-  let i = start;
-  const last8 = end - 8;
-  for (; i <= last8; i += 8) {
-    const x = c ^ (d[i]! | (d[i + 1]! << 8) | (d[i + 2]! << 16) | (d[i + 3]! << 24));
-    c =
-      T[0x700 + (x & 0xff)]! ^
-      T[0x600 + ((x >>> 8) & 0xff)]! ^
-      T[0x500 + ((x >>> 16) & 0xff)]! ^
-      T[0x400 + (x >>> 24)]! ^
-      T[0x300 + d[i + 4]!]! ^
-      T[0x200 + d[i + 5]!]! ^
-      T[0x100 + d[i + 6]!]! ^
-      T[d[i + 7]!]!;
-  }
-  for (; i < end; i++) c = T[(c ^ d[i]!) & 0xff]! ^ (c >>> 8);
-  return c;
+  return sliceBy8Update(T, c, d, start, end);
 }
 
 /**
@@ -135,12 +106,7 @@ export function crc32Js(data: Uint8Array, prev = 0): number {
 
 /** Bit-at-a-time CRC-32: the textbook reference the tests check the other backends against. */
 export function crc32Bitwise(data: Uint8Array, prev = 0): number {
-  let c = ~prev >>> 0;
-  for (let i = 0; i < data.length; i++) {
-    c ^= data[i]!;
-    for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ CRC32_POLY : c >>> 1;
-  }
-  return ~c >>> 0;
+  return crcBitwise(CRC32_POLY, data, prev);
 }
 
 type NativeCrc32 = (data: Uint8Array, value?: number) => number;

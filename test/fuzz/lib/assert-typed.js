@@ -24,3 +24,18 @@ export function assertTermValid(e, where) {
 
 /** The (layer, etype, ecode) of a TerminateError as a string, or null. */
 export const termKey = (e) => (e instanceof TerminateError ? `${e.layer}/${e.etype}/${e.ecode}` : null);
+
+/** A view of `bytes` that records in `violations` every indexed read outside [0, length). */
+export function guarded(bytes, violations) {
+  return new Proxy(bytes, {
+    get(target, prop) {
+      if (typeof prop === 'string' && /^-?\d+$/.test(prop)) {
+        const i = Number(prop);
+        if (i < 0 || i >= target.length) violations.push(i);
+        return target[i];
+      }
+      const v = Reflect.get(target, prop, target);
+      return typeof v === 'function' ? v.bind(target) : v;
+    },
+  });
+}

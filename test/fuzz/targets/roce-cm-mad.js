@@ -12,25 +12,11 @@ import { RdmaError } from '../../../dist/errors.js';
 import { roce } from '../../../dist/wire/index.js';
 import { udpDatagrams } from '../../unit/wire/pcap-util.js';
 import { KINDS, randomCmMessage } from '../../unit/wire/roce/roce-util.js';
-import { outcome } from '../lib/assert-typed.js';
+import { guarded, outcome } from '../lib/assert-typed.js';
 import { hexHead, mutate } from '../lib/mutate.js';
 
 /** MAD header fields plus the first words of every message body. */
 const FIELDS = [{ off: 0, size: 1 }, { off: 1, size: 1 }, { off: 2, size: 1 }, { off: 16, size: 2 }, { off: 24, size: 4 }, { off: 28, size: 4 }, { off: 32, size: 4 }];
-
-function guarded(bytes, violations) {
-  return new Proxy(bytes, {
-    get(target, prop) {
-      if (typeof prop === 'string' && /^-?\d+$/.test(prop)) {
-        const i = Number(prop);
-        if (i < 0 || i >= target.length) violations.push(i);
-        return target[i];
-      }
-      const v = Reflect.get(target, prop, target);
-      return typeof v === 'function' ? v.bind(target) : v;
-    },
-  });
-}
 
 function typedOnly(fn) {
   const r = outcome(fn, [RdmaError]);

@@ -12,27 +12,13 @@ import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { roce } from '../../../dist/wire/index.js';
 import { udpDatagrams } from '../../unit/wire/pcap-util.js';
+import { guarded } from '../lib/assert-typed.js';
 import { hexHead, mutate } from '../lib/mutate.js';
 
 const NET = { family: 4, src: Uint8Array.of(10, 77, 0, 3), dst: Uint8Array.of(10, 77, 0, 2), sport: 0xc123 };
 const OPCODES = roce.IB_OPCODES.filter((i) => i.valid && (i.opcode & 0xe0) !== roce.IbTransport.RD);
 /** BTH fields worth hitting with field mutations: opcode, flags, P_Key, QPN word, PSN word. */
 const FIELDS = [{ off: 0, size: 1 }, { off: 1, size: 1 }, { off: 2, size: 2 }, { off: 4, size: 4 }, { off: 8, size: 4 }, { off: 12, size: 4 }];
-
-/** A view of `bytes` that records every indexed read outside [0, length). */
-function guarded(bytes, violations) {
-  return new Proxy(bytes, {
-    get(target, prop) {
-      if (typeof prop === 'string' && /^-?\d+$/.test(prop)) {
-        const i = Number(prop);
-        if (i < 0 || i >= target.length) violations.push(i);
-        return target[i];
-      }
-      const v = Reflect.get(target, prop, target);
-      return typeof v === 'function' ? v.bind(target) : v;
-    },
-  });
-}
 
 /** A random packet spec for a random opcode, every extension header it carries filled in. */
 function genSpec(rng) {

@@ -8,16 +8,7 @@ import {
   createId, createEventChannel, PortSpace, CmEventType, CmState, rdmaEventStr, getaddrinfo, GaiError, RdmaError,
   Access, WrOpcode, SendFlags, WcStatus, QpState, RdmaOption,
 } from '../../../dist/index.js';
-
-async function nextEvent(ch, ms = 3000) {
-  const ac = new AbortController();
-  const t = setTimeout(() => ac.abort(new Error('no event within ' + ms + ' ms')), ms);
-  try {
-    return await ch.getEvent(ac.signal);
-  } finally {
-    clearTimeout(t);
-  }
-}
+import { nextEvent, syncPair } from '../../compliance/lib/cm.js';
 
 async function freePort() {
   const s = net.createServer();
@@ -25,26 +16,6 @@ async function freePort() {
   const p = s.address().port;
   await new Promise((r) => s.close(r));
   return p;
-}
-
-/** A synchronous listener's next request, with a QP, accepted. */
-async function syncAccept(listen) {
-  const child = await listen.getRequest();
-  child.createQp(null, {});
-  await child.accept();
-  return child;
-}
-
-/** A synchronous connection to `to` on `listen`'s port (from `bindFrom` when given): { id, child }. */
-async function syncPair(listen, to, bindFrom) {
-  const server = syncAccept(listen);
-  const id = createId(null, null, PortSpace.TCP);
-  if (bindFrom) id.bindAddr({ address: bindFrom, port: 0 });
-  await id.resolveAddr(null, { address: to, port: listen.srcPort });
-  await id.resolveRoute();
-  id.createQp(null, {});
-  await id.connect();
-  return { id, child: await server };
 }
 
 async function closePair({ id, child }) {

@@ -340,3 +340,23 @@ test('QP: modify/query/destroy argument checks; destroyed QP', () => {
   refused(() => q2.destroy(), 'EINVAL', names);
   assert.equal(q2.state, QpState.RESET);
 });
+
+test('the ibv_qp_attr layout decodes to QpAttr as ibv_query_qp and rdma_init_qp_attr report it', async () => {
+  const { decodeQpAttr } = await import('../../../dist/native/verbs.js');
+  const { QA, AH } = await import('../../../dist/native/binding.js');
+  const v = new Float64Array(QA.WORDS);
+  const put = { STATE: 3, ACCESS: 7, PKEY_INDEX: 1, PORT: 1, QKEY: 0x11111111, PATH_MTU: 3, TIMEOUT: 14, RETRY_CNT: 7, RNR_RETRY: 6, RQ_PSN: 0xabcdef, SQ_PSN: 0x123456, MAX_RD_ATOMIC: 4, MAX_DEST_RD_ATOMIC: 2, MIN_RNR_TIMER: 12, DEST_QPN: 0x99 };
+  for (const [k, x] of Object.entries(put)) v[QA[k]] = x;
+  Object.assign(v, { [QA.AH + AH.DLID]: 0, [QA.AH + AH.SL]: 2, [QA.AH + AH.IS_GLOBAL]: 1, [QA.AH + AH.PORT]: 1, [QA.AH + AH.FLOW_LABEL]: 0x12345, [QA.AH + AH.SGID_INDEX]: 3, [QA.AH + AH.HOP_LIMIT]: 64, [QA.AH + AH.TCLASS]: 0x20 });
+  const gid = Uint8Array.from({ length: 16 }, (_, i) => i + 1);
+  const a = decodeQpAttr(v, gid);
+  assert.equal(a.qpState, m.QpState.RTS);
+  assert.deepEqual(
+    [a.qpAccessFlags, a.pkeyIndex, a.portNum, a.qkey, a.pathMtu, a.timeout, a.retryCnt, a.rnrRetry, a.rqPsn, a.sqPsn, a.maxRdAtomic, a.maxDestRdAtomic, a.minRnrTimer, a.destQpNum],
+    [7, 1, 1, 0x11111111, 3, 14, 7, 6, 0xabcdef, 0x123456, 4, 2, 12, 0x99],
+  );
+  assert.equal(a.ahAttr.sl, 2);
+  assert.equal(a.ahAttr.isGlobal, true);
+  assert.deepEqual(a.ahAttr.grh, { dgid: gid, flowLabel: 0x12345, sgidIndex: 3, hopLimit: 64, trafficClass: 0x20 });
+  assert.notEqual(a.ahAttr.grh.dgid, gid, 'the DGID is a copy of the shared buffer');
+});

@@ -5,10 +5,11 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { createId, createEventChannel, PortSpace, Access, WcStatus, QpState, CmEventType } from '../../../dist/index.js';
+import { createId, PortSpace, Access, WcStatus, QpState, CmEventType } from '../../../dist/index.js';
 import { encodeMpaStartFrame, decodeMpaStartFrame, encodeFpdu, decodeTerminateFpdu, RdmapOpcode } from '../../../dist/wire/index.js';
 import { PAGE, server, rawClient, expectTerminate, teardown, guardsIntact, rtr } from '../lib/raw-peer.js';
 import { replyThenClose, garbageForRtr } from '../lib/raw-mpa.js';
+import { listenLoop } from '../lib/listener.js';
 
 /** A sync listener on an ephemeral loopback port and a raw TCP socket connected to it. */
 async function listenerAndRawSocket() {
@@ -287,54 +288,38 @@ test('MPA rev 1 initiator (no enhanced word, no P2P): accepted, we stay silent u
  * connection's events; `events(n)` waits for `n` events of the accepted ids.
  */
 async function asyncAcceptor() {
-  const ch = createEventChannel();
-  const listen = createId(ch, null, PortSpace.TCP);
-  listen.bindAddr({ address: '127.0.0.1', port: 0 });
-  await listen.listen(8);
   const seen = [];
   const children = [];
-  const stop = new AbortController();
-  const loop = (async () => {
-    for (;;) {
-      let ev;
-      try {
-        ev = await ch.getEvent(stop.signal);
-      } catch {
-        return;
-      }
-      if (ev.event === CmEventType.CONNECT_REQUEST) {
-        const child = ev.id;
-        children.push(child);
-        const qp = child.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
-        const mr = child.pd.regMr(Buffer.alloc(64), Access.LOCAL_WRITE);
-        child.context = { mr };
-        for (let i = 0; i < 2; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr, length: 32, lkey: mr.lkey }] });
-        ev.ack();
-        await child.accept();
-        continue;
-      }
-      seen.push({ id: ev.id, event: ev.event, status: ev.status });
+  const l = await listenLoop(8, async (ev) => {
+    if (ev.event === CmEventType.CONNECT_REQUEST) {
+      const child = ev.id;
+      children.push(child);
+      const qp = child.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+      const mr = child.pd.regMr(Buffer.alloc(64), Access.LOCAL_WRITE);
+      child.context = { mr };
+      for (let i = 0; i < 2; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr, length: 32, lkey: mr.lkey }] });
       ev.ack();
-      if (ev.event === CmEventType.DISCONNECTED) await ev.id.disconnect().catch(() => {});
+      await child.accept();
+      return;
     }
-  })();
+    seen.push({ id: ev.id, event: ev.event, status: ev.status });
+    ev.ack();
+    if (ev.event === CmEventType.DISCONNECTED) await ev.id.disconnect().catch(() => {});
+  });
   const events = async (n) => {
     const t0 = Date.now();
     while (seen.length < n && Date.now() - t0 < 4000) await new Promise((r) => setTimeout(r, 5));
     return seen.map((e) => [e.event, e.status]);
   };
-  const close = async () => {
-    stop.abort();
-    await loop;
-    for (const c of children) {
-      c.destroyQp();
-      c.context?.mr.dereg();
-      await c.destroy();
-    }
-    await listen.destroy();
-    ch.destroy();
-  };
-  return { port: listen.srcPort, events, children, close };
+  const close = () =>
+    l.close(async () => {
+      for (const c of children) {
+        c.destroyQp();
+        c.context?.mr.dereg();
+        await c.destroy();
+      }
+    });
+  return { port: l.port, events, children, close };
 }
 
 test('P2P peer closing after the MPA Reply, before its RTR: ESTABLISHED then DISCONNECTED (as the kernel), receives flushed', async () => {

@@ -7,55 +7,40 @@
 // neither the STag nor the address, while the probe itself demonstrably works on its own region.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createEventChannel, createId, getDeviceList, PortSpace, Access, CmEventType } from '../../../dist/index.js';
+import { getDeviceList, Access, CmEventType } from '../../../dist/index.js';
 import { encodeFpdu, decodeTerminateFpdu, RdmapOpcode } from '../../../dist/wire/index.js';
 import { rawClient, rtrWrite } from '../lib/raw-mpa.js';
+import { listenLoop } from '../lib/listener.js';
 
 const PAGE = 4096;
 const RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ;
 
 /** The server: every connection on the default PD, a 4 KiB region each, (addr, rkey) in the Reply. */
 async function sharedPdServer() {
-  const ch = createEventChannel();
-  const listen = createId(ch, null, PortSpace.TCP);
-  listen.bindAddr({ address: '127.0.0.1', port: 0 });
-  await listen.listen(0);
   const conns = [];
-  const stop = new AbortController();
-  const loop = (async () => {
-    for (;;) {
-      let ev;
-      try {
-        ev = await ch.getEvent(stop.signal);
-      } catch {
-        return;
+  const l = await listenLoop(0, async (ev) => {
+    const id = ev.id;
+    const kind = ev.event;
+    ev.ack();
+    if (kind !== CmEventType.CONNECT_REQUEST) return;
+    id.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+    const mem = Buffer.alloc(PAGE, 0x5a);
+    const mr = id.pd.regMr(mem, RW);
+    conns.push({ id, mr, mem });
+    const pdata = Buffer.alloc(12);
+    pdata.writeBigUInt64BE(BigInt(mr.addr), 0);
+    pdata.writeUInt32BE(mr.rkey, 8);
+    await id.accept({ privateData: pdata });
+  });
+  const close = () =>
+    l.close(async () => {
+      for (const c of conns) {
+        c.id.destroyQp();
+        c.mr.dereg();
+        await c.id.destroy().catch(() => {});
       }
-      const id = ev.id;
-      const kind = ev.event;
-      ev.ack();
-      if (kind !== CmEventType.CONNECT_REQUEST) continue;
-      id.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
-      const mem = Buffer.alloc(PAGE, 0x5a);
-      const mr = id.pd.regMr(mem, RW);
-      conns.push({ id, mr, mem });
-      const pdata = Buffer.alloc(12);
-      pdata.writeBigUInt64BE(BigInt(mr.addr), 0);
-      pdata.writeUInt32BE(mr.rkey, 8);
-      await id.accept({ privateData: pdata });
-    }
-  })();
-  const close = async () => {
-    stop.abort();
-    await loop;
-    for (const c of conns) {
-      c.id.destroyQp();
-      c.mr.dereg();
-      await c.id.destroy().catch(() => {});
-    }
-    await listen.destroy();
-    ch.destroy();
-  };
-  return { port: listen.srcPort, conns, close };
+    });
+  return { port: l.port, conns, close };
 }
 
 /** A raw connection to the server: its own region (addr, rkey) from the Reply, RTR sent. */

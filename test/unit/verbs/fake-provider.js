@@ -6,6 +6,7 @@ import { getDeviceList } from '../../../dist/verbs/device.js';
 import { TransportType, QpType } from '../../../dist/verbs/types.js';
 import { RdmaError } from '../../../dist/errors.js';
 import { siwDeviceAttr, siwPortAttr, siwGid, siwAccessMask } from '../../../dist/transport/iwarp/attrs.js';
+export { prng } from '../lib/prng.js';
 
 /** The device/port queries of a provider whose devices look like siw's (for fake providers). */
 export const SIW_QUERIES = { queryDevice: siwDeviceAttr, queryPort: siwPortAttr, queryGid: siwGid, accessMask: siwAccessMask };
@@ -120,16 +121,4 @@ export function code(c) {
 /** A completion for tests. */
 export function wc(id, qpNum = 1) {
   return { wrId: id, status: 0, opcode: 0, vendorErr: 0, byteLen: 0, qpNum, srcQp: 0, wcFlags: 0, immData: 0, invalidatedRkey: 0, pkeyIndex: 0, slid: 0, sl: 0, dlidPathBits: 0 };
-}
-
-/** Deterministic PRNG (mulberry32). */
-export function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }

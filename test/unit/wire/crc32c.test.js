@@ -11,6 +11,7 @@ import {
   crc32cNative,
   crc32cRange,
 } from '../../../dist/wire/iwarp/crc32c.js';
+import { prng } from '../lib/prng.js';
 
 const seq = (n, f) => Uint8Array.from({ length: n }, (_, i) => f(i));
 
@@ -30,18 +31,6 @@ const BACKENDS = [
   ['bitwise', crc32cBitwise],
 ];
 if (crc32cNative) BACKENDS.push(['native', crc32cNative]);
-
-/** Small deterministic PRNG (mulberry32) so failures reproduce. */
-function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 test('backend is reported', () => {
   assert.ok(crc32cBackend === 'native' || crc32cBackend === 'js');

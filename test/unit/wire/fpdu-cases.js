@@ -1,6 +1,7 @@
 // Shared FPDU test cases (not a test file itself).
 import { TerminateError } from '../../../dist/errors.js';
 import { encodeFpdu } from '../../../dist/wire/index.js';
+export { prng } from '../lib/prng.js';
 
 /** Malformed headers and the TERMINATE each must raise (siw_qp_rx.c; fpdu.ts checkFpduCtrl docs). */
 export const MALFORMED = [
@@ -47,19 +48,6 @@ function rreqWithPayload(n) {
   base.copy(out, 0, 0, 48);
   out.writeUInt16BE(ulpdu, 0);
   return out;
-}
-
-
-/** Small deterministic PRNG (mulberry32): returns floats in [0, 1). */
-export function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 /** Field names compared between the generator, the reference decoder and the FpduDecoder. */
