@@ -282,6 +282,8 @@ class RcConn {
   /** The message resent on timeout, and how often it may still be. */
   private resend: Uint8Array | null = null;
   private retriesLeft = 0;
+  /** Whether the resend timer keeps the event loop alive. */
+  private holdsLoop = false;
   private timer: NodeJS.Timeout | null = null;
   private onGiveUp: (() => void) | null = null;
   /** The listener this unanswered request counts against. */
@@ -328,6 +330,10 @@ class RcConn {
     this.resend = this.send(msg);
     this.retriesLeft = config.cmRetries;
     this.onGiveUp = giveUp;
+    // A REQ or REP awaits the answer an application waits for (its connect or accept), so the
+    // resends keep the process alive as a blocked rdma_get_cm_event would; a DREQ's do not (a
+    // process that has disconnected may end).
+    this.holdsLoop = msg.kind !== 'DREQ';
     this.arm(firstWaitMs);
   }
 
@@ -340,7 +346,7 @@ class RcConn {
   private arm(ms: number): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = setTimeout(() => this.onTimeout(), ms);
-    this.timer.unref();
+    if (!this.holdsLoop) this.timer.unref();
   }
 
   private onTimeout(): void {

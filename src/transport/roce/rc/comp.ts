@@ -105,6 +105,19 @@ export class RcCompleter {
       this.timer = this.core.clock.after(left, () => this.onTimer());
       return;
     }
+    // Timers run before the event loop reads its sockets: when the loop was busy past the
+    // deadline, the ACKs that did come in time are still queued. Read them first, then decide.
+    this.timer = this.core.clock.defer(() => this.onTimerAfterIo());
+  }
+
+  private onTimerAfterIo(): void {
+    this.timer = null;
+    if (!this.outstanding() || this.req.rnrWait) return;
+    const left = this.deadline - this.core.clock.now();
+    if (left > 0.5) {
+      this.timer = this.core.clock.after(left, () => this.onTimer());
+      return;
+    }
     if (tracing('qp')) trace('qp', this.core.tag, `local ACK timeout at psn ${this.psn}`);
     this.retry(true);
   }
