@@ -180,12 +180,42 @@ export class QpTx {
         if (!this.sendWqe(llp, w)) break;
       }
     } finally {
-      if (this.llp === llp) this.flushStage(llp);
-      else this.dropStage();
+      if (this.llp !== llp) this.dropStage();
+      else if (this.nWrites === 0 && this.slabPos !== this.stageStart) this.flushSoon();
+      else this.flushStage(llp);
       llp.endBatch();
       this.kicking = false;
     }
   }
+
+  /** Write what is staged now (the connection is about to end gracefully). */
+  flushStaged(): void {
+    const llp = this.llp;
+    if (llp !== null && !llp.isClosed) this.flushStage(llp);
+  }
+
+  private flushQueued = false;
+  /**
+   * Write the staged FPDUs once the current tick's callbacks and microtasks are over (a
+   * process.nextTick queued from here runs after them, before the event loop goes on to I/O).
+   * A kick that wrote nothing yet leaves its small FPDUs staged so that what the application
+   * posts next in the same tick — typically in answer to the completions this kick produced,
+   * like rping's SEND after its RDMA WRITE completes — leaves in the same TCP write: one
+   * syscall, and one wake-up and read for the peer, instead of two. Nothing is held past the
+   * tick, so a lone message is not delayed.
+   */
+  private flushSoon(): void {
+    if (this.flushQueued) return;
+    this.flushQueued = true;
+    process.nextTick(this.flushTask);
+  }
+  private readonly flushTask = (): void => {
+    this.flushQueued = false;
+    const llp = this.llp;
+    if (llp === null || this.kicking) return;
+    if (llp.isClosed) this.dropStage();
+    else this.flushStage(llp);
+  };
 
   /** Room for `n` bytes at the end of the staging slab: its offset there. */
   private stageAlloc(llp: Llp, n: number): number {
