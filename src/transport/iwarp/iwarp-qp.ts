@@ -186,7 +186,12 @@ export class IwarpQp extends Qp {
     if (this.holdTimer) clearTimeout(this.holdTimer);
     this.holdTimer = null;
     llp.onClose = null;
-    if (closeLlp) llp.end();
+    if (closeLlp) {
+      // FPDUs staged for the end of this tick (e.g. the message posted just before a
+      // disconnect) go out before the FIN.
+      this.tx.flushStaged();
+      llp.end();
+    }
     this.tx.llp = null;
     if (this._state !== QpState.ERR && this._state !== QpState.RESET) this._transition(QpState.ERR, info.terminate ? 'terminate' : info.byPeer ? 'peer closed' : 'closed');
     const cb = this.onLlpDown;
@@ -202,6 +207,8 @@ export class IwarpQp extends Qp {
   /** Abortive disconnect. */
   abort(): void {
     const llp = this.llp;
+    // What completed was handed to TCP: staged FPDUs leave before the socket is closed.
+    this.tx.flushStaged();
     this.down({ byPeer: false }, false);
     llp?.abort();
   }

@@ -99,6 +99,8 @@ export class QpTx {
   private kicking = false;
   private waitingDrain = false;
   private readonly hdr = Buffer.alloc(64);
+  /** The last WQE staged was a small RDMA WRITE (its SEND usually follows: see flushSoon). */
+  private endsWithWrite = false;
   /** Staging slab: [stageStart, slabPos) is built and not yet written. */
   private slab = NO_SLAB;
   private slabPos = 0;
@@ -140,6 +142,7 @@ export class QpTx {
     this.kicking = true;
     this.nWrites = 0;
     this.zcInBatch = false;
+    this.endsWithWrite = false;
     // The first write goes out uncorked (a lone batch of small FPDUs is one write); a zero-copy
     // message corks from its first piece (see sendMessageZc), later writes cork in the LLP.
     llp.beginBatch(false);
@@ -164,6 +167,7 @@ export class QpTx {
           }
         }
         if (this.irq.length > 0) {
+          this.endsWithWrite = false;
           this.sendReadResponse(llp, this.irq.shift() as IrqEntry);
           continue;
         }
@@ -180,12 +184,43 @@ export class QpTx {
         if (!this.sendWqe(llp, w)) break;
       }
     } finally {
-      if (this.llp === llp) this.flushStage(llp);
-      else this.dropStage();
+      if (this.llp !== llp) this.dropStage();
+      else if (this.nWrites === 0 && this.endsWithWrite && this.slabPos !== this.stageStart) this.flushSoon();
+      else this.flushStage(llp);
       llp.endBatch();
       this.kicking = false;
     }
   }
+
+  /** Write what is staged now (the connection is about to end gracefully). */
+  flushStaged(): void {
+    const llp = this.llp;
+    if (llp !== null && !llp.isClosed) this.flushStage(llp);
+  }
+
+  private flushQueued = false;
+  /**
+   * Write the staged FPDUs once the current tick's callbacks and microtasks are over (a
+   * process.nextTick queued from here runs after them, before the event loop goes on to I/O).
+   * A kick that wrote nothing yet and whose last WQE is a small RDMA WRITE leaves its FPDUs
+   * staged, so that what the application posts next in the same tick — typically the SEND that
+   * tells the peer about the WRITE, posted once the WRITE completes, as rping does — leaves in
+   * the same TCP write: one syscall, and one wake-up and read for the peer, instead of two. A
+   * batch that ends with a SEND or a Read goes at once (the peer acts on it; rsockets post the
+   * WRITE and its SEND together). Nothing is held past the tick.
+   */
+  private flushSoon(): void {
+    if (this.flushQueued) return;
+    this.flushQueued = true;
+    process.nextTick(this.flushTask);
+  }
+  private readonly flushTask = (): void => {
+    this.flushQueued = false;
+    const llp = this.llp;
+    if (llp === null || this.kicking) return;
+    if (llp.isClosed) this.dropStage();
+    else this.flushStage(llp);
+  };
 
   /** Room for `n` bytes at the end of the staging slab: its offset there. */
   private stageAlloc(llp: Llp, n: number): number {
@@ -247,6 +282,7 @@ export class QpTx {
         const h = this.hdr;
         const len = writeReadRequest(h, 0, this.readMsn, s.lkey, s.addr, s.length, w.rkey, w.remoteAddr);
         this.writeSmall(llp, h, len, null, 0);
+        this.endsWithWrite = false;
         if (tracing('tx')) trace('tx', qp.tag, `READ_REQ msn ${this.readMsn} size ${s.length} src ${hex(w.rkey)}@${w.remoteAddr.toString(16)}`);
         return true;
       }
@@ -275,6 +311,8 @@ export class QpTx {
           this.sendMessage(llp, op, w, msn, pieces);
           this.completeInTurn(w, WcStatus.SUCCESS);
         }
+        // A batch that ends with an RDMA WRITE may wait for the end of the tick (see flushSoon).
+        this.endsWithWrite = op === RdmapOpcode.WRITE && !zc;
         return true;
       }
       default:

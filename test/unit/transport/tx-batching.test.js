@@ -1,4 +1,5 @@
-// The TX path's batching: small FPDUs posted together leave in one socket write, and large
+// The TX path's batching: small FPDUs posted together — or in answer to each other's completions
+// within one tick — leave in one socket write, and large
 // (zero-copy) WRs queued together are all handed to TCP in one kick (a byte budget, not a drain
 // per WR) — with every byte still arriving where it belongs, in order.
 import { test } from 'node:test';
@@ -7,8 +8,13 @@ import { randomBytes } from 'node:crypto';
 import { Access, WrOpcode, SendFlags, WcStatus } from '../../../dist/index.js';
 import { rcPair, reap } from '../lib/rc-pair.js';
 
-/** Count the writes the QP's socket is handed while `fn` runs. */
-function countWrites(qp, fn) {
+/**
+ * Count the writes the QP's socket is handed while `fn` runs and until the tick it runs in is
+ * over (staged FPDUs leave at the end of the tick, before the event loop goes on): `fn` may be
+ * async, what its microtasks post counts too. Resolves { n, inTick }: `inTick`, the writes made
+ * before the next event-loop phase.
+ */
+async function countWrites(qp, fn) {
   const sock = qp.llp.socket;
   const orig = sock.write;
   let n = 0;
@@ -16,12 +22,20 @@ function countWrites(qp, fn) {
     n++;
     return orig.apply(this, args);
   };
+  let inTick = -1;
+  const phase = new Promise((r) =>
+    setImmediate(() => {
+      inTick = n;
+      r();
+    }),
+  );
   try {
-    fn();
+    await fn();
+    await phase;
   } finally {
     sock.write = orig;
   }
-  return n;
+  return { n, inTick };
 }
 
 test('an RDMA WRITE + SEND pair posted together is one socket write, and arrives intact', { timeout: 30000 }, async () => {
@@ -33,7 +47,7 @@ test('an RDMA WRITE + SEND pair posted together is one socket write, and arrives
     for (let round = 0; round < 5; round++) {
       b.qp.postRecv({ wrId: round, sgList: [{ addr: rmsg.addr, length: 16, lkey: rmsg.lkey }] });
       const off = round * 60;
-      const n = countWrites(a.qp, () =>
+      const { n } = await countWrites(a.qp, () =>
         a.qp.postSend([
           { wrId: 1, opcode: WrOpcode.RDMA_WRITE, sgList: [{ addr: src.addr + off, length: 60, lkey: src.lkey }], rdma: { remoteAddr: dst.addr + off, rkey: dst.rkey }, sendFlags: SendFlags.SIGNALED },
           { wrId: 2, opcode: WrOpcode.SEND, sgList: [{ addr: src.addr + off, length: 4, lkey: src.lkey }], sendFlags: SendFlags.SIGNALED | SendFlags.INLINE },
@@ -49,6 +63,42 @@ test('an RDMA WRITE + SEND pair posted together is one socket write, and arrives
       const sc = await reap(a.sendCq, 2, 10000);
       assert.deepEqual(sc.map((w) => [w.wrId, w.status]), [[1, WcStatus.SUCCESS], [2, WcStatus.SUCCESS]]);
     }
+  } finally {
+    await close();
+  }
+});
+
+test('a SEND posted in answer to an RDMA WRITE completion in the same tick shares its socket write; a lone SEND leaves within its tick', { timeout: 30000 }, async () => {
+  const { a, b, close } = await rcPair({ send: 32, recv: 32, sge: 2 });
+  try {
+    const src = a.pd.regMr(randomBytes(300), 0);
+    const dst = b.pd.regMr(Buffer.alloc(300), Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+    const rmsg = b.pd.regMr(Buffer.alloc(16), Access.LOCAL_WRITE);
+    for (let round = 0; round < 3; round++) {
+      b.qp.postRecv({ wrId: round, sgList: [{ addr: rmsg.addr, length: 16, lkey: rmsg.lkey }] });
+      const off = round * 60;
+      // rping's server: post the RDMA WRITE, wait for its completion, then post the SEND.
+      const { n, inTick } = await countWrites(a.qp, async () => {
+        a.qp.postSend({ wrId: 1, opcode: WrOpcode.RDMA_WRITE, sgList: [{ addr: src.addr + off, length: 60, lkey: src.lkey }], rdma: { remoteAddr: dst.addr + off, rkey: dst.rkey }, sendFlags: SendFlags.SIGNALED });
+        await Promise.resolve();
+        const [wc] = a.sendCq.poll(1);
+        assert.equal(wc?.wrId, 1, 'the WRITE completed at once');
+        a.qp.postSend({ wrId: 2, opcode: WrOpcode.SEND, sgList: [{ addr: src.addr + off, length: 4, lkey: src.lkey }], sendFlags: SendFlags.SIGNALED });
+      });
+      assert.equal(n, 1, 'WRITE and SEND in one socket write');
+      assert.equal(inTick, 1, 'written before the event loop went on');
+      const [wc] = await reap(b.recvCq, 1, 10000);
+      assert.equal(wc.status, WcStatus.SUCCESS);
+      assert.deepEqual(Buffer.from(dst.buf).subarray(off, off + 60), Buffer.from(src.buf).subarray(off, off + 60));
+      await reap(a.sendCq, 1, 10000);
+    }
+    // A lone SEND: nothing follows it, it still leaves in its own tick.
+    b.qp.postRecv({ wrId: 9, sgList: [{ addr: rmsg.addr, length: 16, lkey: rmsg.lkey }] });
+    const lone = await countWrites(a.qp, () => a.qp.postSend({ wrId: 3, opcode: WrOpcode.SEND, sgList: [{ addr: src.addr, length: 8, lkey: src.lkey }], sendFlags: SendFlags.SIGNALED }));
+    assert.equal(lone.inTick, 1);
+    const [wc] = await reap(b.recvCq, 1, 10000);
+    assert.equal(wc.byteLen, 8);
+    assert.deepEqual(Buffer.from(rmsg.buf).subarray(0, 8), Buffer.from(src.buf).subarray(0, 8));
   } finally {
     await close();
   }
