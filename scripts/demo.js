@@ -1,5 +1,5 @@
-// npm start: run the tools end to end over the software devices on this machine (iWARP for the
-// connected tools, RoCE for udaddy and mckey) — each as a server and a client process, as a user
+// npm start: run the tools end to end over the software devices on this machine (the connected
+// tools over iWARP, then over RoCE pinned with RDMACM_DEVICE=rxe_lo; udaddy and mckey over RoCE) — each as a server and a client process, as a user
 // would run them from two terminals — and show their output. Exits non-zero if any run fails.
 // Every process has a timeout.
 import { spawn } from 'node:child_process';
@@ -8,9 +8,9 @@ import { fileURLToPath } from 'node:url';
 
 const tool = (name) => fileURLToPath(new URL(`../dist/cli/${name}.js`, import.meta.url));
 
-function run(name, args, timeoutMs = 60_000) {
+function run(name, args, env = {}, timeoutMs = 60_000) {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [tool(name), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [tool(name), ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let out = '';
     p.stdout.on('data', (d) => (out += d));
     p.stderr.on('data', (d) => (out += d));
@@ -31,15 +31,16 @@ async function freePort(host) {
 }
 
 /** A server process and, once it listens, a client process; both must exit 0. */
-async function pair(title, name, { host = '127.0.0.1', server, client, clientTool = name, settleMs = 500 }) {
+async function pair(title, name, { host = '127.0.0.1', server, client, clientTool = name, settleMs = 500, env = {} }) {
   process.stdout.write(`\n=== ${title}\n`);
   const port = await freePort(host);
-  const srv = run(name, server(host, port));
+  const srv = run(name, server(host, port), env);
   await new Promise((r) => setTimeout(r, settleMs));
-  const cli = await run(clientTool, client(host, port));
+  const cli = await run(clientTool, client(host, port), env);
   const s = await srv;
-  process.stdout.write(`--- client: ${clientTool} ${client(host, port).join(' ')} (exit ${cli.code})\n${cli.out}`);
-  process.stdout.write(`--- server: ${name} ${server(host, port).join(' ')} (exit ${s.code})\n${s.out}`);
+  const pre = Object.entries(env).map(([k, v]) => `${k}=${v} `).join('');
+  process.stdout.write(`--- client: ${pre}${clientTool} ${client(host, port).join(' ')} (exit ${cli.code})\n${cli.out}`);
+  process.stdout.write(`--- server: ${pre}${name} ${server(host, port).join(' ')} (exit ${s.code})\n${s.out}`);
   return cli.code === 0 && s.code === 0;
 }
 
@@ -81,14 +82,23 @@ async function mcGroup(title, { receivers, args }) {
   return ok;
 }
 
+// The same connected tools over the soft RoCEv2 device: RC through the IB CM.
+const ROCE = { RDMACM_DEVICE: 'rxe_lo' };
+const rcRuns = [
+  ['RoCE: rping -v -V over rxe_lo', 'rping', { env: ROCE, server: (h, p) => ['-s', '-a', h, '-p', p, '-C', '5', '-v', '-V'], client: (h, p) => ['-c', '-a', h, '-p', p, '-C', '5', '-v', '-V'] }],
+  ['RoCE: ucmatose, 10 connections x 10 messages over rxe_lo', 'ucmatose', { env: ROCE, server: (h, p) => ['-b', h, '-p', p, '-c', '10', '-C', '10'], client: (h, p) => ['-s', h, '-p', p, '-c', '10', '-C', '10'] }],
+  ['RoCE: rstream over rsockets on rxe_lo, 64 KiB x 100 x 10, verified', 'rstream', { env: ROCE, server: (h, p) => ['-b', h, '-p', p, '-S', '65536', '-C', '100', '-I', '10', '-T', 'v'], client: (h, p) => ['-s', h, '-p', p, '-S', '65536', '-C', '100', '-I', '10', '-T', 'v'] }],
+];
+
 const udRuns = [
   ['udaddy: 4 UD paths (SIDR) x 10 datagrams with immediate data', 'udaddy', { settleMs: 1000, server: (h) => ['-b', h, '-c', '4'], client: (h) => ['-s', h, '-c', '4'] }],
 ];
 
 let failed = 0;
 for (const [title, name, opts] of runs) if (!(await pair(title, name, opts))) failed++;
+for (const [title, name, opts] of rcRuns) if (!(await pair(title, name, opts))) failed++;
 for (const [title, name, opts] of udRuns) if (!(await pair(title, name, opts))) failed++;
 if (!(await mcGroup('mckey: one sender, two receivers on group 239.255.0.1', { receivers: 2, args: ['-m', '239.255.0.1', '-b', '127.0.0.1'] }))) failed++;
-const total = runs.length + udRuns.length + 1;
+const total = runs.length + rcRuns.length + udRuns.length + 1;
 process.stdout.write(failed ? `\n${failed} run(s) FAILED\n` : `\nall ${total} runs passed\n`);
 process.exitCode = failed ? 1 : 0;
