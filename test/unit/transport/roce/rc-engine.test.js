@@ -576,3 +576,21 @@ test('flush on ERR: taken and queued send WQEs and the receive being filled comp
   clock.run(() => false, 60_000);
   assert.equal(drain(cqA).length + drain(cqB).length, 0, 'no timer fires after ERR');
 });
+
+test('a local ACK timeout that falls due with the ACK already arrived is not taken: the arrived datagrams are read first', () => {
+  // The ACK comes back exactly at the deadline, its delivery queued before the timer's check: as a
+  // busy event loop that reaches its timers with the ACK waiting in the socket. With retry_cnt 0 a
+  // retry taken here would fail the WQE.
+  const timeout = 14;
+  const rto = 0.004096 * 2 ** timeout;
+  const { clock, link, pd, a, b, cqA, cqB } = setup({ delayMs: rto / 2, jitterMs: 0 }, { timeout, retryCnt: 0 });
+  const buf = Buffer.alloc(64);
+  const m = pd.regMr(buf, Access.LOCAL_WRITE);
+  b.postRecv({ wrId: 5, sgList: [{ addr: m.addr, length: 64, lkey: m.lkey }] });
+  a.postSend({ wrId: 1, opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: [{ addr: m.addr, length: 8, lkey: m.lkey }] });
+  const [sa, sb] = until(clock, [cqA, cqB], 2);
+  assert.deepEqual(sa.map((w) => [w.wrId, w.status]), [[1, WcStatus.SUCCESS]]);
+  assert.deepEqual(sb.map((w) => [w.wrId, w.status]), [[5, WcStatus.SUCCESS]]);
+  assert.equal(link.sent, 2, 'the SEND and its ACK, no retransmission');
+  assert.equal(a.state, QpState.RTS);
+});
