@@ -1,7 +1,7 @@
 // A process whose only pending work is a connect over the RoCE device (its REQ unanswered, no QP
-// on the id) stays
-// alive until the CM gives up, as a C program blocked in rdma_get_cm_event would: the REQ's resends
-// keep the event loop alive. (The device's UDP socket does not, so that an idle process can end.)
+// on the id) stays alive until the CM gives up, as a C program blocked in rdma_get_cm_event
+// would: the REQ's resends keep the event loop alive. (The device's UDP socket does not, so that
+// an idle process can end.)
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
