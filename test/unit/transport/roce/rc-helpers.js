@@ -3,20 +3,12 @@
 // reordering and duplication, deterministic, every packet still going through the device's
 // receive path (headers, ICRC, QP checks) of the other QP.
 import { lib, loDevice, v4GidIndex, QpType, QpState, Access } from './roce-helpers.js';
+import { prng } from '../../lib/prng.js';
 
 export const { WcStatus, WrOpcode, WcOpcode, WcFlags, SendFlags } = lib;
 
 /** A small seeded PRNG (mulberry32): the same seed gives the same loss pattern. */
-export function prng(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { prng };
 
 /** A virtual clock for the RC engines: timers run when the test advances time. */
 export class VirtualClock {
