@@ -652,11 +652,7 @@ test('passive: the requester rejects our REP (REJ of the REP, both IDs) → REJE
   const ch = createEventChannel();
   const { l, port } = await listener(ch);
   const req = reqFrom(port);
-  peer.sendMad(req, 8n);
-  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
-  cr.ack();
-  cr.id.createQp(null, { cap: { maxSendWr: 1, maxRecvWr: 1 } });
-  await cr.id.accept();
+  const cr = await acceptFromPeer(peer, ch, req, 8n);
   const { mad } = await peer.mad('REP');
   // first a REJ naming the REP but not our ID: not ours to take
   const rej = { kind: 'REJ', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, messageRejected: CmMsgRef.REP, ariLength: 0, reason: CmRejReason.INSUFFICIENT_RESP_RESOURCES, ari: new Uint8Array(0), privateData: Buffer.from('too few') };
@@ -720,6 +716,16 @@ async function listener(ch, port = nextPort++) {
   l.bindAddr({ address: LOCAL, port });
   await l.listen(8);
   return { l, port };
+}
+
+/** Send `req` (transaction ID `tid`) from the peer; the listener's CONNECT_REQUEST, acknowledged, gets a QP and is accepted. */
+async function acceptFromPeer(peer, ch, req, tid) {
+  peer.sendMad(req, tid);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  cr.ack();
+  cr.id.createQp(null, { cap: { maxSendWr: 1, maxRecvWr: 1 } });
+  await cr.id.accept();
+  return cr;
 }
 
 test('passive: a REQ for a port nobody listens on → REJ 8 (invalid service ID) naming the requester', async () => {
@@ -831,11 +837,7 @@ test('passive: the requester gives up (REJ "timeout" naming its ID and CA GUID, 
   const ch = createEventChannel();
   const { l, port } = await listener(ch);
   const req = reqFrom(port);
-  peer.sendMad(req, 6n);
-  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
-  cr.ack();
-  cr.id.createQp(null, { cap: { maxSendWr: 1, maxRecvWr: 1 } });
-  await cr.id.accept();
+  const cr = await acceptFromPeer(peer, ch, req, 6n);
   await peer.mad('REP');
   const ari = Buffer.alloc(8);
   ari.writeBigUInt64BE(req.localCaGuid);
@@ -857,11 +859,7 @@ test('passive: the REP resent until the RTU, then UNREACHABLE -ETIMEDOUT on the 
   const peer = await rawPeer();
   const ch = createEventChannel();
   const { l, port } = await listener(ch);
-  peer.sendMad(reqFrom(port), 4n);
-  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
-  cr.ack();
-  cr.id.createQp(null, { cap: { maxSendWr: 1, maxRecvWr: 1 } });
-  await cr.id.accept();
+  const cr = await acceptFromPeer(peer, ch, reqFrom(port), 4n);
   const ev = await expectEvent(ch, CmEventType.UNREACHABLE, 3000);
   assert.equal(ev.status, -110);
   ev.ack();
