@@ -23,7 +23,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, REFVM_HOME, run, log } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save } from './lib/refvm.js';
 import { rpingStdout, assertRpingStdout, unexpectedStderr } from './lib/rping-pattern.js';
 
 const GUEST_IP = '10.77.0.2';
@@ -400,22 +400,6 @@ async function serverUp(p, port, ms = 60_000) {
   return false;
 }
 
-/** Our process ends on its own within `ms` after the peer is done, else it is killed. */
-async function settle(p, ms = 20_000) {
-  const r = await Promise.race([p.done, sleep(ms).then(() => null)]);
-  if (r) return r;
-  await p.kill();
-  const k = await p.done;
-  k.stderr += `\n[killed: still running ${ms} ms after the kernel side ended]`;
-  return k;
-}
-
-function save(ctx, name, r) {
-  if (!r) return;
-  ctx.touch(`${name}.out`, r.stdout);
-  ctx.touch(`${name}.err`, r.stderr);
-  ctx.touch(`${name}.rc`, `${r.code}${r.timedOut ? ' timed out' : ''}\n`);
-}
 const counters = (ctx, n) => `guest rxe0 hw counters after ${n} (non-zero, cumulative):\n  ${(ctx.read(`counters-${n}`) || '(none)').trim().split('\n').filter((l) => !/ 0$/.test(l)).join('\n  ')}`;
 
 function requireBuilt(t) {

@@ -155,6 +155,27 @@ export const netnsRun = (cmd, args = [], opts = {}) => netnsStart(cmd, args, opt
 /** Run a command to completion outside the namespace (for setup), with a deadline. */
 export const run = (cmd, args = [], opts = {}) => startProcess(cmd, args, { label: cmd, ...opts }).done;
 
+/**
+ * A host process of ours, once the kernel side of its scenario is done: its result if it ends on
+ * its own within `ms`, else it is killed and its stderr says so.
+ */
+export async function settle(p, ms = 30_000) {
+  const r = await Promise.race([p.done, sleep(ms).then(() => null)]);
+  if (r) return r;
+  await p.kill();
+  const k = await p.done;
+  k.stderr += `\n[killed: still running ${ms} ms after the kernel side ended]`;
+  return k;
+}
+
+/** Keep a host run's stdout, stderr and exit status in the job folder as `<name>.out/.err/.rc`. */
+export function saveRun(ctx, name, r) {
+  if (!r) return;
+  ctx.touch(`${name}.out`, r.stdout);
+  ctx.touch(`${name}.err`, r.stderr);
+  ctx.touch(`${name}.rc`, `${r.code}${r.timedOut ? ' timed out' : ''}\n`);
+}
+
 // ------------------------------------------------------------------------------ availability
 let availability = null;
 
