@@ -3,25 +3,12 @@
 // Prints "ready" once listening, serves one client, exits.
 import net from 'node:net';
 import { createId, PortSpace, Access, WrOpcode, SendFlags } from '../dist/index.js';
+import { nextWcs } from './peer-wc.js';
 
 const [kind, portArg] = process.argv.slice(2);
 const port = Number(portArg);
 const ready = () => process.stdout.write('ready\n');
 
-/** The next completions of `cq` (armed), waiting on its channel; null once the channel is gone. */
-async function nextWcs(cq, ch, max) {
-  for (;;) {
-    const wcs = cq.poll(max);
-    if (wcs.length) return wcs;
-    try {
-      await ch.getCqEvent();
-    } catch {
-      return null;
-    }
-    cq.ackEvents(1);
-    cq.reqNotify();
-  }
-}
 setTimeout(() => process.exit(3), 120_000).unref();
 
 if (kind === 'net-pingpong') {

@@ -21,6 +21,7 @@
 // peer ends when its stdin closes (the bench closes it), or after two minutes whatever happens.
 import dgram from 'node:dgram';
 import { once } from 'node:events';
+import { nextWcs } from './peer-wc.js';
 
 const [kind, ...args] = process.argv.slice(2);
 const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
@@ -172,20 +173,6 @@ if (kind === 'dgram-echo') {
   const qp = child.createQp(null, { cap: { maxSendWr: 64, maxRecvWr: 64, maxInlineData: 64 } });
   const cq = child.recvCq;
   const ch = child.recvCqChannel;
-  /** The next receive completions (armed), waiting on the channel; null once it is gone. */
-  const nextWcs = async (max) => {
-    for (;;) {
-      const wcs = cq.poll(max);
-      if (wcs.length) return wcs;
-      try {
-        await ch.getCqEvent();
-      } catch {
-        return null;
-      }
-      cq.ackEvents(1);
-      cq.reqNotify();
-    }
-  };
   // The client's disconnect (DISCONNECTED, the next event of the accepted id once accept() has
   // returned) is answered (DREP on RoCE) and ends the peer; the bench also closes stdin.
   const end = async () => {
@@ -201,7 +188,7 @@ if (kind === 'dgram-echo') {
     onDisconnect();
     cq.reqNotify();
     let n = 0;
-    for (let wcs; (wcs = await nextWcs(16)); ) {
+    for (let wcs; (wcs = await nextWcs(cq, ch, 16)); ) {
       for (const wc of wcs) {
         if (wc.status !== 0) await end();
         const i = Number(wc.wrId);
@@ -220,7 +207,7 @@ if (kind === 'dgram-echo') {
     await child.accept({ privateData: pd });
     onDisconnect();
     cq.reqNotify();
-    for (let wcs; (wcs = await nextWcs(1)); ) {
+    for (let wcs; (wcs = await nextWcs(cq, ch, 1)); ) {
       if (wcs[0].status !== 0) await end();
       qp.postRecv({ wrId: 0, sgList: [{ addr: msg.addr, length: 16, lkey: msg.lkey }] });
       qp.postSend({ wrId: 1, opcode: WrOpcode.SEND, sgList: [{ addr: msg.addr, length: 1, lkey: msg.lkey }], sendFlags: SendFlags.SIGNALED });
