@@ -3,7 +3,7 @@
 // Prints "ready" once listening, serves one client, exits.
 import net from 'node:net';
 import { createId, PortSpace, Access, WrOpcode, SendFlags } from '../dist/index.js';
-import { nextWcs } from './peer-wc.js';
+import { nextWcs } from './cq-wait.js';
 
 const [kind, portArg] = process.argv.slice(2);
 const port = Number(portArg);

@@ -21,7 +21,7 @@
 // peer ends when its stdin closes (the bench closes it), or after two minutes whatever happens.
 import dgram from 'node:dgram';
 import { once } from 'node:events';
-import { nextWcs } from './peer-wc.js';
+import { nextWcs } from './cq-wait.js';
 
 const [kind, ...args] = process.argv.slice(2);
 const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');

@@ -42,6 +42,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 // What the bench's scripts share (CPU pinning, medians).
 import { freePort, median, pinCpus, pinned, pinSelf, run } from './lib.js';
+import { waitCq } from './cq-wait.js';
 
 const PEER = fileURLToPath(new URL('./roce-peer.js', import.meta.url));
 const UDADDY = fileURLToPath(new URL('../dist/cli/udaddy.js', import.meta.url));
@@ -326,19 +327,6 @@ async function rcConnect(port, device, maxSendWr) {
   id.createQp(null, { cap: { maxSendWr, maxRecvWr: 64, maxInlineData: 64 } });
   await id.connect();
   return id;
-}
-
-/** The next completions of `cq` (armed, waiting on its channel). */
-async function waitCq(cq, ch) {
-  for (;;) {
-    const wcs = cq.poll(32);
-    if (wcs.length) return wcs;
-    cq.reqNotify();
-    const again = cq.poll(32);
-    if (again.length) return again;
-    await ch.getCqEvent();
-    cq.ackEvents(1);
-  }
 }
 
 async function rcClose(id, p) {

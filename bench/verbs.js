@@ -15,6 +15,7 @@ import net from 'node:net';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createId, PortSpace, Access, WrOpcode, SendFlags } from '../dist/index.js';
 import { fx, median, PIN, pinned, pinSelf, run, which, freePort, listening } from './lib.js';
+import { waitCq } from './cq-wait.js';
 
 const PEER = fileURLToPath(new URL('./peer.js', import.meta.url));
 const PP_ITERS = Number(process.env.BENCH_PP_ITERS ?? 20000);
@@ -97,18 +98,6 @@ async function rdmaConnect(port, maxSendWr) {
   return id;
 }
 
-async function waitCq(id, cq, ch) {
-  for (;;) {
-    const wcs = cq.poll(32);
-    if (wcs.length) return wcs;
-    cq.reqNotify();
-    const again = cq.poll(32);
-    if (again.length) return again;
-    await ch.getCqEvent();
-    cq.ackEvents(1);
-  }
-}
-
 async function rdmaPingPong(port) {
   const id = await rdmaConnect(port, 64);
   const qp = id.qp;
@@ -121,7 +110,7 @@ async function rdmaPingPong(port) {
   let t0 = process.hrtime.bigint();
   qp.postSend({ wrId: 0, opcode: WrOpcode.SEND, sgList: sge, sendFlags: SendFlags.INLINE });
   for (let done = 0; done < total; ) {
-    const wcs = await waitCq(id, id.recvCq, id.recvCqChannel);
+    const wcs = await waitCq(id.recvCq, id.recvCqChannel);
     for (const wc of wcs) {
       if (wc.status !== 0) throw new Error(`completion status ${wc.status}`);
       done++;
@@ -159,7 +148,7 @@ async function rdmaWrite(port) {
     };
     while (posted < Math.min(depth, n)) post();
     while (completed < n) {
-      const wcs = await waitCq(id, id.sendCq, id.sendCqChannel);
+      const wcs = await waitCq(id.sendCq, id.sendCqChannel);
       for (const wc of wcs) {
         if (wc.status !== 0) throw new Error(`write status ${wc.status}`);
         if (wc.wrId === 'fin') continue; // the previous phase's Send
@@ -168,7 +157,7 @@ async function rdmaWrite(port) {
       }
     }
     qp.postSend({ wrId: 'fin', opcode: WrOpcode.SEND, sgList: [{ addr: msg.addr, length: 1, lkey: msg.lkey }], sendFlags: SendFlags.SIGNALED });
-    await waitCq(id, id.recvCq, id.recvCqChannel);
+    await waitCq(id.recvCq, id.recvCqChannel);
   };
   if (WARMUP) await phase();
   const t0 = process.hrtime.bigint();
