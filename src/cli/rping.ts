@@ -45,7 +45,7 @@ import {
   type QpAttr,
   type SendWr,
   type RecvWr,
-} from '../index.js';
+} from './rdma.js';
 import {
   Getopt,
   Semaphore,

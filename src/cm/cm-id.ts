@@ -32,7 +32,7 @@ import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConn
 import { ipFamily, isAny, isLoopback, resolveNeighbor, routeSource, type SockAddr } from './addr.js';
 import { PortSpace, isPortSpace, qpTypeOfPortSpace } from './port-space.js';
 import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, isLocalAddress, transportOf } from './device-choice.js';
-import { listCmTransports, servesPortSpace, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type IncomingRequest } from './transport.js';
+import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type IncomingRequest } from './transport.js';
 
 export { PortSpace } from './port-space.js';
 
@@ -849,6 +849,13 @@ export class CmId {
     this.checkAlive(op);
     if (this._state === CmState.IDLE) this.bindAddr({ address: '0.0.0.0', port: 0 });
     if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
+    if (!this.verbs && transportsDeferred()) {
+      // Not bound to a device: every transport serving the port space listens, so load those
+      // the process has deferred.
+      await loadDeferredTransports();
+      this.checkAlive(op);
+      if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
+    }
     const wanted = this.listenTransports(op);
     const req = { backlog: backlog > 0 && backlog < MAX_BACKLOG ? backlog : MAX_BACKLOG };
     const listeners: CmListener[] = [];
