@@ -2,10 +2,11 @@
 // soft RoCE transport nor the native backend (nor rsockets), each checked on both processes of a
 // real rping run through a module loader hook (test/fixtures/module-log) that logs every module a
 // process loads; the RoCE transport when the run needs it: a RoCE-pinned client from the start,
-// and a wildcard server before it listens — which then takes a connection over RoCE.
+// and a wildcard server before it listens — which then takes a connection over RoCE. And rping's
+// V8 background threads under SCHED_IDLE (cli/startup.ts idleBackgroundThreads).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -98,4 +99,26 @@ test('rping pinned to a soft iWARP device loads no RoCE', async () => {
   const [s, c] = [traced({ RDMACM_BACKEND: 'soft', RDMACM_DEVICE: 'siw_lo' }), traced({ RDMACM_BACKEND: 'soft', RDMACM_DEVICE: 'siw_lo' })];
   await rpingPair(s.env, c.env);
   for (const mods of [s.read(), c.read()]) assert.deepEqual(matching(mods, ROCE), []);
+});
+
+const hasChrt = ['/usr/bin/chrt', '/bin/chrt', '/usr/sbin/chrt'].some((p) => existsSync(p));
+/** Scheduling policy of every thread of process `pid` (/proc/<pid>/task/<tid>/stat field 41), main first. */
+function threadPolicies(pid) {
+  const tids = readdirSync(`/proc/${pid}/task`).map(Number).sort((a, b) => (a === pid ? -1 : b === pid ? 1 : a - b));
+  return tids.map((t) => Number(readFileSync(`/proc/${pid}/task/${t}/stat`, 'utf8').split(') ')[1].split(' ')[38]));
+}
+
+test('rping runs V8\'s background threads under SCHED_IDLE, its main thread under SCHED_OTHER', { skip: !hasChrt && 'no chrt' }, async () => {
+  const port = await freePort();
+  const srv = startCli(RPING, ['-s', '-a', '127.0.0.1', '-p', String(port)], { env: { RDMACM_BACKEND: 'soft', RDMACM_JIT_IDLE: '' }, timeoutMs: 30_000 });
+  try {
+    await waitListening(port, { exited: srv.done });
+    let p = threadPolicies(srv.child.pid);
+    for (const t0 = Date.now(); Date.now() - t0 < 10_000 && !p.slice(1).every((x) => x === 5); await sleep(20)) p = threadPolicies(srv.child.pid);
+    assert.equal(p[0], 0, `main thread: ${p}`);
+    assert.ok(p.length > 1 && p.slice(1).every((x) => x === 5), `background threads: ${p}`);
+  } finally {
+    srv.kill('SIGKILL');
+    await srv.done;
+  }
 });
