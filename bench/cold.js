@@ -8,7 +8,7 @@
 //   --tool          rping (default): `rping -C 1000` cold, `-C 5000 --warmup 5000` warm, µs/ping;
 //                   cmtime: `cmtime -c 1000` cold (its one-connection warm-up), `--warmup 4000`
 //                   warm, µs per connection of the "full connect" row
-//   --variant       NAME=VAR=value,VAR=value (default: `before` = RDMACM_JIT_NICE=0,RDMACM_JIT_BUDGET=0
+//   --variant       NAME=VAR=value,VAR=value (default: `before` = RDMACM_JIT_NICE=0,RDMACM_JIT_BUDGET=0,RDMACM_JIT_IDLE=0
 //                   and `after` = the tools' defaults); a variant `NAME=flags:--maglev` passes V8
 //                   flags on node's command line instead, and `NAME=dir:/path/to/tree` runs the
 //                   tools of another built tree (A/B of two builds)
@@ -37,7 +37,7 @@ for (let i = 0; i < argv.length; i++) {
   else variants.push({ name, env: Object.fromEntries(spec.split(',').filter(Boolean).map((kv) => kv.split('='))), flags: [] });
 }
 if (!variants.length) {
-  variants.push({ name: 'before', env: { RDMACM_JIT_NICE: '0', RDMACM_JIT_BUDGET: '0' }, flags: [] });
+  variants.push({ name: 'before', env: { RDMACM_JIT_NICE: '0', RDMACM_JIT_BUDGET: '0', RDMACM_JIT_IDLE: '0' }, flags: [] });
   variants.push({ name: 'after', env: {}, flags: [] });
 }
 if (tool !== 'rping' && tool !== 'cmtime') throw new Error(`unknown tool ${tool}`);
