@@ -25,8 +25,9 @@
  * under the SCHED_IDLE policy instead, for a tool whose threads mostly wait for a peer (rping):
  * a tool thread that wakes then takes the CPU from a compile job at once, where a nice value only
  * weighs their shares. Not for a tool that keeps both processes busy (cmtime: its warm run took
- * 1.9 × as long, the compile and GC jobs starving). And {@link setInterruptBudget}: V8's interrupt budget (how
- * much bytecode a function runs before V8 considers optimising it), lowered from 67584 to 16384 by
+ * 1.9 × as long, the compile and GC jobs starving). And {@link setInterruptBudget}: V8's
+ * interrupt budget (how much bytecode a function runs before V8 considers optimising it), lowered
+ * from 67584 to 16384 by
  * rping, so that its ping path reaches TurboFan after a quarter of the calls. Not for every tool:
  * in `cmtime`, whose 1000 connections at once keep both processes busy, the same budget made the
  * cold run take about 1.9 × as long.
