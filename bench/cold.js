@@ -8,9 +8,10 @@
 //   --tool          rping (default): `rping -C 1000` cold, `-C 5000 --warmup 5000` warm, µs/ping;
 //                   cmtime: `cmtime -c 1000` cold (its one-connection warm-up), `--warmup 4000`
 //                   warm, µs per connection of the "full connect" row
-//   --variant       NAME=VAR=value,VAR=value (default: `before` = RDMACM_JIT_NICE=0,RDMACM_JIT_BUDGET=0
+//   --variant       NAME=VAR=value,VAR=value (default: `before` = RDMACM_JIT_NICE=0,RDMACM_JIT_BUDGET=0,RDMACM_JIT_IDLE=0
 //                   and `after` = the tools' defaults); a variant `NAME=flags:--maglev` passes V8
-//                   flags on node's command line instead
+//                   flags on node's command line instead, and `NAME=dir:/path/to/tree` runs the
+//                   tools of another built tree (A/B of two builds)
 //   --cold-only     no warm runs
 //
 // Prints, per variant, the median cold and warm figures and the median of the rounds' cold/warm
@@ -32,17 +33,18 @@ for (let i = 0; i < argv.length; i++) {
   if (argv[i] !== '--variant') continue;
   const [name, spec = ''] = argv[i + 1].split(/=(.*)/s);
   if (spec.startsWith('flags:')) variants.push({ name, env: {}, flags: spec.slice(6).split(' ').filter(Boolean) });
+  else if (spec.startsWith('dir:')) variants.push({ name, env: {}, flags: [], dir: spec.slice(4) });
   else variants.push({ name, env: Object.fromEntries(spec.split(',').filter(Boolean).map((kv) => kv.split('='))), flags: [] });
 }
 if (!variants.length) {
-  variants.push({ name: 'before', env: { RDMACM_JIT_NICE: '0', RDMACM_JIT_BUDGET: '0' }, flags: [] });
+  variants.push({ name: 'before', env: { RDMACM_JIT_NICE: '0', RDMACM_JIT_BUDGET: '0', RDMACM_JIT_IDLE: '0' }, flags: [] });
   variants.push({ name: 'after', env: {}, flags: [] });
 }
 if (tool !== 'rping' && tool !== 'cmtime') throw new Error(`unknown tool ${tool}`);
 
 const NODE = process.execPath;
-const RPING = fileURLToPath(new URL('../dist/cli/rping.js', import.meta.url));
-const CMTIME = fileURLToPath(new URL('../dist/cli/cmtime.js', import.meta.url));
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const cliOf = (v, name) => `${v.dir ?? ROOT}/dist/cli/${name}.js`;
 
 async function pairRun(v, serverArgs, clientArgs) {
   const srv = run(NODE, [...v.flags, ...serverArgs], { side: 0, timeoutMs: 300_000, env: v.env });
@@ -61,6 +63,8 @@ async function pairRun(v, serverArgs, clientArgs) {
 /** One run: µs per ping (rping) or per connection (cmtime), or null when it failed. */
 async function once(v, warm) {
   const port = String(await freePort());
+  const RPING = cliOf(v, 'rping');
+  const CMTIME = cliOf(v, 'cmtime');
   if (tool === 'rping') {
     const count = warm ? ['-C', '5000', '--warmup', '5000'] : ['-C', '1000'];
     const cli = await pairRun(v, [RPING, '-s', '-a', '127.0.0.1', '-p', port], [RPING, '-c', '-a', '127.0.0.1', '-p', port, '--json', ...count]);

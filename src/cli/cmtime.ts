@@ -47,7 +47,7 @@ import {
   type Qp,
   type RdmaAddrinfo,
   type SockAddr,
-} from '../index.js';
+} from './rdma.js';
 import { Getopt, atoi, cAllocOk, createFirstEventChannel, eaiOf, errOut, exit, getoptComplaint, installTopLevelHandlers, out, perror, sizeT, takeLongOptions, u32 } from './common.js';
 
 const PROG = 'cmtime';

@@ -34,7 +34,7 @@ import {
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
   type SockAddr,
-} from '../index.js';
+} from './rdma.js';
 
 // -- output and process exit ----------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import {
   regMsgs,
   type CmId,
   type Mr,
-} from '../index.js';
+} from './rdma.js';
 import { Getopt, getoptComplaint, out, perror, runMain } from './common.js';
 
 /**

@@ -17,7 +17,7 @@ import {
   type CmId,
   type CmQpInitAttr,
   type RdmaAddrinfo,
-} from '../index.js';
+} from './rdma.js';
 import { eaiOf, out, perror } from './common.js';
 import { exampleExchange, runExample } from './rdma-example.js';
 

@@ -18,7 +18,7 @@
  * post to, and checks the shared test state, whose numbers (IDLE=1 ... ERROR=11) appear in
  * messages. `-P` runs one task per accepted connection.
  */
-import { setInterruptBudget } from './startup.js';
+import { idleBackgroundThreads, setInterruptBudget } from './startup.js';
 import {
   Access,
   CmEventType,
@@ -45,7 +45,7 @@ import {
   type QpAttr,
   type SendWr,
   type RecvWr,
-} from '../index.js';
+} from './rdma.js';
 import {
   Getopt,
   Semaphore,
@@ -1354,6 +1354,8 @@ async function main(argv: readonly string[]): Promise<number> {
 }
 
 // Its ping path reaches TurboFan sooner (see cli/startup.ts): a one-shot `rping -C 1000` is
-// compiled for more of its pings.
+// compiled for more of its pings; and the compile jobs run only while its thread waits for the
+// peer.
 setInterruptBudget(16384);
+void idleBackgroundThreads();
 runMain('rping', main);

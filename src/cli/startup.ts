@@ -21,8 +21,13 @@
  *   setpriority(2) takes); elsewhere, or when not allowed, nothing happens.
  *   `RDMACM_JIT_NICE=<1..19>` chooses another value, `0` leaves them alone.
  *
- * And one that a tool chooses for itself ({@link setInterruptBudget}): V8's interrupt budget (how
- * much bytecode a function runs before V8 considers optimising it), lowered from 67584 to 16384 by
+ * And two that a tool chooses for itself. {@link idleBackgroundThreads}: the background threads
+ * under the SCHED_IDLE policy instead, for a tool whose threads mostly wait for a peer (rping):
+ * a tool thread that wakes then takes the CPU from a compile job at once, where a nice value only
+ * weighs their shares. Not for a tool that keeps both processes busy (cmtime: its warm run took
+ * 1.9 × as long, the compile and GC jobs starving). And {@link setInterruptBudget}: V8's
+ * interrupt budget (how much bytecode a function runs before V8 considers optimising it), lowered
+ * from 67584 to 16384 by
  * rping, so that its ping path reaches TurboFan after a quarter of the calls. Not for every tool:
  * in `cmtime`, whose 1000 connections at once keep both processes busy, the same budget made the
  * cold run take about 1.9 × as long.
@@ -69,6 +74,32 @@ export function lowerBackgroundThreadPriority(nice: number): void {
 export function setInterruptBudget(budget: number): void {
   const n = envInt('RDMACM_JIT_BUDGET', budget, 0, 1 << 24);
   if (n > 0) v8.setFlagsFromString(`--interrupt-budget=${n}`);
+}
+
+/**
+ * Put every thread of this process but the main one under the SCHED_IDLE scheduling policy
+ * (Linux: `chrt -i -p 0 <tid>` per thread, run in a child process this call does not wait for;
+ * without `chrt`, or elsewhere, nothing happens and the nice value above stays). A thread that
+ * wakes then preempts a running SCHED_IDLE thread of its CPU at once. `RDMACM_JIT_IDLE=0` turns it
+ * off. Threads the process starts later (made by the main thread) keep the main thread's policy.
+ */
+export async function idleBackgroundThreads(): Promise<void> {
+  if (process.platform !== 'linux' || envInt('RDMACM_JIT_IDLE', 1, 0, 1) === 0) return;
+  let tids: string[];
+  try {
+    tids = readdirSync('/proc/self/task').filter((t) => Number(t) !== process.pid);
+  } catch {
+    return;
+  }
+  if (tids.length === 0) return;
+  const { spawn } = await import('node:child_process');
+  try {
+    const c = spawn('sh', ['-c', 'for t; do chrt -i -p 0 "$t"; done', 'sh', ...tids], { stdio: 'ignore' });
+    c.on('error', () => {});
+    c.unref();
+  } catch {
+    // no shell: leave the threads as they are
+  }
 }
 
 lowerBackgroundThreadPriority(JIT_NICE);

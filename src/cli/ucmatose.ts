@@ -33,7 +33,7 @@ import {
   type Pd,
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
-} from '../index.js';
+} from './rdma.js';
 import { Getopt, addressFormatArg, allocCmNodes, atoi, cmEventLoop, prefixIs, cMalloc, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, perror, strtoul, u8 } from './common.js';
 
 const PROG = 'ucmatose';

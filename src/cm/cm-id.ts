@@ -32,7 +32,7 @@ import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConn
 import { ipFamily, isAny, isLoopback, resolveNeighbor, routeSource, type SockAddr } from './addr.js';
 import { PortSpace, isPortSpace, qpTypeOfPortSpace } from './port-space.js';
 import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, isLocalAddress, transportOf } from './device-choice.js';
-import { listCmTransports, servesPortSpace, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type IncomingRequest } from './transport.js';
+import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type IncomingRequest } from './transport.js';
 
 export { PortSpace } from './port-space.js';
 
@@ -179,13 +179,65 @@ class PostedEvent implements CmEvent {
   }
 }
 
-/** What {@link CmId.post} may carry besides the event type and status. */
-interface PostExtra {
-  conn?: Partial<EventConnParam> | undefined;
-  ud?: UdParam | undefined;
-  mcContext?: unknown;
-  listenId?: CmId | null;
-  on?: EventChannel;
+/** `param.conn` of an event: what the transport reported over the defaults (zeros, no private data). */
+function eventConnParam(c: Partial<EventConnParam> | undefined): EventConnParam {
+  if (c === undefined) return { privateData: NO_PRIVATE_DATA, responderResources: 0, initiatorDepth: 0, flowControl: 0, retryCount: 0, rnrRetryCount: 0, srq: 0, qpNum: 0 };
+  return {
+    privateData: c.privateData ?? NO_PRIVATE_DATA,
+    responderResources: c.responderResources ?? 0,
+    initiatorDepth: c.initiatorDepth ?? 0,
+    flowControl: c.flowControl ?? 0,
+    retryCount: c.retryCount ?? 0,
+    rnrRetryCount: c.rnrRetryCount ?? 0,
+    srq: c.srq ?? 0,
+    qpNum: c.qpNum ?? 0,
+  };
+}
+
+/**
+ * What a transport sees of an id ({@link CmHost}): one object per id (and per extra transport of
+ * a wildcard listener) whose getters read the id live. A class, so that every id's host shares
+ * one shape and its accessors live on the prototype rather than being made per id.
+ */
+class IdHost implements CmHost {
+  constructor(
+    private readonly id: CmId,
+    /** The transport it speaks for; null: the id's own. */
+    private readonly speaksFor: CmTransport | null,
+  ) {}
+  get tag(): string {
+    return this.id._hostTag();
+  }
+  get portSpace(): PortSpace {
+    return this.id.ps;
+  }
+  get qpType(): QpType {
+    return this.id.qpType;
+  }
+  get context(): Context | null {
+    return this.id.verbs;
+  }
+  get portNum(): number {
+    return this.id.portNum;
+  }
+  get localAddr(): SockAddr | null {
+    return this.id.localAddr;
+  }
+  get peerAddr(): SockAddr | null {
+    return this.id.peerAddr;
+  }
+  get options(): CmHost['options'] {
+    return this.id._hostOptions();
+  }
+  deviceFor(ip: string): Device | undefined {
+    return this.id._hostDeviceFor(ip, this.speaksFor);
+  }
+  isLocalAddress(ip: string): boolean {
+    return isLocalAddress(ip);
+  }
+  upcall(ev: CmUpcall): void {
+    this.id._hostUpcall(ev);
+  }
 }
 
 /**
@@ -314,44 +366,30 @@ export class CmId {
 
   /**
    * What a transport sees of this id (read live: addresses and device change as it binds).
-   * `transport` is the transport it speaks for: the id's own, or (a wildcard listener listening
-   * through several) the one a listener belongs to, so that `deviceFor` places its requests.
+   * `transport` is the transport it speaks for: the id's own (null), or (a wildcard listener
+   * listening through several) the one a listener belongs to, so that `deviceFor` places its
+   * requests.
    */
-  private makeHost(transport: () => CmTransport | null = () => this.transport): CmHost {
-    // eslint-disable-next-line @typescript-eslint/no-this-alias
-    const id = this;
-    return {
-      get tag(): string {
-        return id.tag();
-      },
-      get portSpace(): PortSpace {
-        return id.ps;
-      },
-      get qpType(): QpType {
-        return id.qpType;
-      },
-      get context(): Context | null {
-        return id.verbs;
-      },
-      get portNum(): number {
-        return id.portNum;
-      },
-      get localAddr(): SockAddr | null {
-        return id.src;
-      },
-      get peerAddr(): SockAddr | null {
-        return id.dst;
-      },
-      get options() {
-        return id.options;
-      },
-      deviceFor: (ip: string): Device | undefined => {
-        const t = transport();
-        return t ? deviceOfTransport(ip, t, id.devicePin) : undefined;
-      },
-      isLocalAddress: (ip: string): boolean => isLocalAddress(ip),
-      upcall: (ev: CmUpcall): void => id.upcall(ev),
-    };
+  private makeHost(transport: CmTransport | null = null): CmHost {
+    return new IdHost(this, transport);
+  }
+
+  /** @internal For {@link IdHost}. */
+  _hostTag(): string {
+    return this.tag();
+  }
+  /** @internal For {@link IdHost}. */
+  _hostOptions(): CmHost['options'] {
+    return this.options;
+  }
+  /** @internal For {@link IdHost}: the device of the id's transport (or `t`) owning `ip`. */
+  _hostDeviceFor(ip: string, t: CmTransport | null): Device | undefined {
+    const tr = t ?? this.transport;
+    return tr ? deviceOfTransport(ip, tr, this.devicePin) : undefined;
+  }
+  /** @internal For {@link IdHost}. */
+  _hostUpcall(ev: CmUpcall): void {
+    this.upcall(ev);
   }
 
   /** Bind the id to `dev`: its context, port and CM transport (and the transport's endpoint). */
@@ -423,7 +461,7 @@ export class CmId {
       default:
         break;
     }
-    this.post(ev.event, status, { conn: ev.conn, ud: ev.ud, mcContext: ev.mcContext });
+    this.post(ev.event, status, ev.conn, ev.ud, ev.mcContext);
   }
 
   /** A listener's transport reports a connect request: a new id takes it (CONNECT_REQUEST). */
@@ -442,18 +480,20 @@ export class CmId {
     child.reqParam = req.conn ?? {};
     child.setState(CmState.CONNECT, 'connect request');
     child.ep = req.adopt(child.host);
-    child.post(CmEventType.CONNECT_REQUEST, 0, { conn: req.conn, ud: req.ud, listenId: this, on: this.channel });
+    child.post(CmEventType.CONNECT_REQUEST, 0, req.conn, req.ud, undefined, this, this.channel);
   }
 
   // -- events -------------------------------------------------------------------------------------
 
-  private post(type: CmEventType, status = 0, x: PostExtra = {}): void {
+  /**
+   * Queue event `type` of this id on its channel (`on`: the listener's, for CONNECT_REQUEST),
+   * with the transport's connection and UD parameters over the defaults.
+   */
+  private post(type: CmEventType, status = 0, conn?: Partial<EventConnParam>, ud?: UdParam, mcContext?: unknown, listenId: CmId | null = null, on: EventChannel = this.channel): void {
     if (this._destroyed) return;
     this.unacked++;
-    const param: EventConnParam = { privateData: NO_PRIVATE_DATA, responderResources: 0, initiatorDepth: 0, flowControl: 0, retryCount: 0, rnrRetryCount: 0, srq: 0, qpNum: 0 };
-    if (x.conn) Object.assign(param, x.conn);
     if (tracing('cm')) trace('cm', this.tag(), `event ${rdmaEventStr(type)} status ${status}`);
-    (x.on ?? this.channel)._post(new PostedEvent(this, x.listenId ?? null, type, status, param, x.ud ?? NO_UD_PARAM, x.mcContext));
+    on._post(new PostedEvent(this, listenId, type, status, eventConnParam(conn), ud ?? NO_UD_PARAM, mcContext));
   }
 
   /** @internal An event of this id was acknowledged ({@link PostedEvent.ack}). */
@@ -849,6 +889,13 @@ export class CmId {
     this.checkAlive(op);
     if (this._state === CmState.IDLE) this.bindAddr({ address: '0.0.0.0', port: 0 });
     if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
+    if (!this.verbs && transportsDeferred()) {
+      // Not bound to a device: every transport serving the port space listens, so load those
+      // the process has deferred.
+      await loadDeferredTransports();
+      this.checkAlive(op);
+      if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
+    }
     const wanted = this.listenTransports(op);
     const req = { backlog: backlog > 0 && backlog < MAX_BACKLOG ? backlog : MAX_BACKLOG };
     const listeners: CmListener[] = [];
@@ -856,7 +903,7 @@ export class CmId {
       for (const t of wanted) {
         // The first listener picks the port when bound to 0; the others take the same one.
         const addr = this.src as SockAddr;
-        const l = t === this.transport && this.ep?.listen ? await this.ep.listen({ addr, ...req }) : await t.listen(t === this.transport ? this.host : this.makeHost(() => t), { addr, ...req });
+        const l = t === this.transport && this.ep?.listen ? await this.ep.listen({ addr, ...req }) : await t.listen(t === this.transport ? this.host : this.makeHost(t), { addr, ...req });
         listeners.push(l);
         if (this.src) this.src = { address: this.src.address, port: l.port, family: this.src.family ?? 'IPv4' };
       }
@@ -1083,7 +1130,7 @@ export class CmId {
     try {
       this.qp.attachMcast(Uint8Array.from(grh.dgid), ev.ud?.ahAttr.dlid ?? 0);
     } catch (e) {
-      this.post(CmEventType.MULTICAST_ERROR, -(e instanceof RdmaError ? e.errno : 5), { mcContext: ev.mcContext });
+      this.post(CmEventType.MULTICAST_ERROR, -(e instanceof RdmaError ? e.errno : 5), undefined, undefined, ev.mcContext);
       return false;
     }
     return true;

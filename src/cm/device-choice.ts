@@ -8,7 +8,7 @@
  * environment variable as the default — restricts the choice to that device.
  */
 import { findDevicesByAddress, type Device } from '../verbs/device.js';
-import { isLoopbackIp } from '../util/ip.js';
+import { isLoopback } from './addr.js';
 import { getCmTransport, servesPortSpace, type CmTransport } from './transport.js';
 import type { PortSpace } from './port-space.js';
 
@@ -33,7 +33,7 @@ export function devicesOwning(ip: string): Device[] {
 
 /** Whether `ip` is a loopback address or one some device owns (a peer on this host). */
 export function isLocalAddress(ip: string): boolean {
-  return isLoopbackIp(ip) || devicesOwning(ip).length > 0;
+  return isLoopback(ip) || devicesOwning(ip).length > 0;
 }
 
 /** The CM transport of a device (its provider's), if any. */

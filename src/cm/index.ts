@@ -10,6 +10,8 @@ export { RDMA_UDP_QKEY, RDMA_IB_IP_PS_MASK, RDMA_IB_IP_PS_TCP, RDMA_IB_IP_PS_UDP
 export {
   registerCmTransport,
   unregisterCmTransport,
+  deferTransports,
+  loadDeferredTransports,
   getCmTransport,
   listCmTransports,
   type CmTransport,

@@ -354,6 +354,32 @@ export function listCmTransports(): CmTransport[] {
   });
 }
 
+/**
+ * Transports a process has not loaded yet (a tool loads only the soft iWARP transport up front):
+ * loaders run, once each, before anything needs every transport — a wildcard listener, which
+ * listens through every transport serving its port space.
+ */
+const deferred: (() => Promise<unknown>)[] = [];
+
+/**
+ * Register a loader of transports not loaded yet: it is run (once) by
+ * {@link loadDeferredTransports}, i.e. before the first wildcard `rdma_listen`, and is expected
+ * to register its transports (import their modules).
+ */
+export function deferTransports(load: () => Promise<unknown>): void {
+  deferred.push(load);
+}
+
+/** Whether loaders are waiting (see {@link deferTransports}). */
+export function transportsDeferred(): boolean {
+  return deferred.length > 0;
+}
+
+/** Run every deferred loader (once each, in registration order). */
+export async function loadDeferredTransports(): Promise<void> {
+  while (deferred.length > 0) await (deferred.shift() as () => Promise<unknown>)();
+}
+
 /** Whether `t` serves port space `ps`. */
 export function servesPortSpace(t: CmTransport, ps: PortSpace): boolean {
   return t.portSpaces.includes(ps);

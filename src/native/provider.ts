@@ -278,11 +278,4 @@ export function bindingOrThrow(op: string): NativeBinding {
   return b;
 }
 
-/**
- * Whether the native backend should look for devices at all: the kernel has an RDMA class
- * (`/sys/class/infiniband`), or an addon was named explicitly (`RDMACM_NATIVE_PATH`). Spares
- * loading libibverbs, and its provider plug-ins, on machines without RDMA.
- */
-export function nativeWanted(): boolean {
-  return existsSync('/sys/class/infiniband') || Boolean(process.env['RDMACM_NATIVE_PATH']);
-}
+export { nativeWanted } from './wanted.js';

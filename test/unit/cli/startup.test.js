@@ -40,3 +40,39 @@ test('RDMACM_JIT_NICE chooses the value; 0 and a bad value fall back as document
   assert.deepEqual(new Set(nices({ RDMACM_JIT_NICE: 'x' }).others), new Set([at(5)]));
   assert.equal(nices({ RDMACM_JIT_NICE: '12' }).main, base);
 });
+
+const hasChrt = linux && ['/usr/bin/chrt', '/bin/chrt', '/usr/sbin/chrt'].some((p) => existsSync(p));
+/** SCHED_IDLE, as /proc/<tid>/stat field 41 (policy) shows it. */
+const SCHED_IDLE = 5;
+
+/**
+ * The scheduling policy of every thread of a fresh process that imported startup.js and called
+ * idleBackgroundThreads() under `env`, once they are all SCHED_IDLE or after `waitMs`.
+ */
+function policies(env, waitMs) {
+  const script = `
+    const m = await import(${JSON.stringify(STARTUP)});
+    await m.idleBackgroundThreads();
+    const fs = await import('node:fs');
+    const policy = (t) => Number(fs.readFileSync('/proc/self/task/' + t + '/stat', 'utf8').split(') ')[1].split(' ')[38]);
+    const others = () => fs.readdirSync('/proc/self/task').map(Number).filter((t) => t !== process.pid);
+    const t0 = Date.now();
+    while (Date.now() - t0 < ${waitMs} && !others().every((t) => policy(t) === ${SCHED_IDLE})) await new Promise((r) => setTimeout(r, 20));
+    console.log(JSON.stringify({ main: policy(process.pid), others: others().map(policy) }));`;
+  const e = { ...process.env };
+  delete e.RDMACM_JIT_IDLE;
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { env: { ...e, ...env }, encoding: 'utf8', timeout: 30_000 });
+  return JSON.parse(out.trim().split('\n').pop());
+}
+
+test('idleBackgroundThreads: every thread but the main one goes under SCHED_IDLE; the main thread stays SCHED_OTHER', { skip: !hasChrt && 'no chrt' }, () => {
+  const r = policies({}, 10_000);
+  assert.equal(r.main, 0);
+  assert.ok(r.others.length > 0);
+  assert.deepEqual(new Set(r.others), new Set([SCHED_IDLE]));
+});
+
+test('idleBackgroundThreads: RDMACM_JIT_IDLE=0 leaves every thread SCHED_OTHER', { skip: !hasChrt && 'no chrt' }, () => {
+  const r = policies({ RDMACM_JIT_IDLE: '0' }, 500);
+  assert.deepEqual(new Set([r.main, ...r.others]), new Set([0]));
+});
