@@ -578,10 +578,9 @@ export abstract class Qp {
    */
   protected completeSend(w: SqWqe, status: WcStatus, force = false): void {
     if (!w.signaled && status === WcStatus.SUCCESS && !force) return;
-    this.sendCq._push(
-      makeWc(w.wrId, status, sendWcOpcode(w.opcode), status === WcStatus.SUCCESS && BYTE_LEN_OPS.has(w.opcode) ? w.length : 0, this.qpNum, 0, 0),
-      false,
-    );
+    const cq = this.sendCq;
+    const ok = status === WcStatus.SUCCESS;
+    cq._push(fillWc(cq._wc(), w.wrId, status, sendWcOpcode(w.opcode), ok && BYTE_LEN_OPS.has(w.opcode) ? w.length : 0, this.qpNum, 0, 0), false);
   }
 
   /**
@@ -589,7 +588,8 @@ export abstract class Qp {
    * (srcQp, pkeyIndex ...); `flags` are the `WcFlags` (GRH, WITH_IMM, WITH_INV).
    */
   protected completeRecv(w: RqWqe, status: WcStatus, byteLen: number, flags: number, invalidated: number, solicited = false, info?: RecvInfo): void {
-    const wc = makeWc(w.wrId, status, info?.opcode ?? WcOpcode.RECV, status === WcStatus.SUCCESS ? byteLen : 0, this.qpNum, flags, invalidated);
+    const cq = this.recvCq;
+    const wc = fillWc(cq._wc(), w.wrId, status, info?.opcode ?? WcOpcode.RECV, status === WcStatus.SUCCESS ? byteLen : 0, this.qpNum, flags, invalidated);
     if (info !== undefined && status === WcStatus.SUCCESS) {
       if (flags & WcFlags.WITH_IMM) wc.immData = (info.immData ?? 0) >>> 0;
       wc.srcQp = info.srcQp ?? 0;
@@ -598,7 +598,7 @@ export abstract class Qp {
       wc.sl = info.sl ?? 0;
       wc.dlidPathBits = info.dlidPathBits ?? 0;
     }
-    this.recvCq._push(wc, solicited);
+    cq._push(wc, solicited);
   }
 
   /** Raise an affiliated async event for this QP. */
@@ -664,21 +664,21 @@ export function sendWcOpcode(op: WrOpcode): WcOpcode {
 /** Send-side opcodes whose completion reports `byte_len` (ibv_poll_cq(3): RDMA Read and atomics). */
 const BYTE_LEN_OPS = new Set<WrOpcode>([WrOpcode.RDMA_READ, WrOpcode.ATOMIC_CMP_AND_SWP, WrOpcode.ATOMIC_FETCH_AND_ADD]);
 
-function makeWc(wrId: WrId, status: WcStatus, opcode: WcOpcode, byteLen: number, qpNum: number, wcFlags: number, inv: number): Wc {
-  return {
-    wrId,
-    status,
-    opcode,
-    vendorErr: 0,
-    byteLen,
-    qpNum,
-    srcQp: 0,
-    wcFlags,
-    immData: 0,
-    invalidatedRkey: wcFlags & WcFlags.WITH_INV ? inv : 0,
-    pkeyIndex: 0,
-    slid: 0,
-    sl: 0,
-    dlidPathBits: 0,
-  };
+/** Write every field of a completion into `wc` (a CQ's reused object or a new one). */
+function fillWc(wc: Wc, wrId: WrId, status: WcStatus, opcode: WcOpcode, byteLen: number, qpNum: number, wcFlags: number, inv: number): Wc {
+  wc.wrId = wrId;
+  wc.status = status;
+  wc.opcode = opcode;
+  wc.vendorErr = 0;
+  wc.byteLen = byteLen;
+  wc.qpNum = qpNum;
+  wc.srcQp = 0;
+  wc.wcFlags = wcFlags;
+  wc.immData = 0;
+  wc.invalidatedRkey = wcFlags & WcFlags.WITH_INV ? inv : 0;
+  wc.pkeyIndex = 0;
+  wc.slid = 0;
+  wc.sl = 0;
+  wc.dlidPathBits = 0;
+  return wc;
 }
