@@ -16,6 +16,8 @@ interface Waiter<T> {
   reject(e: unknown): void;
   signal: AbortSignal | undefined;
   op: string;
+  /** Set: a close rejects this wait with what it returns, instead of resolving `undefined`. */
+  closed: (() => unknown) | undefined;
 }
 
 /** Build the error an aborted wait rejects with (`code === 'ECANCELED'`, `cause` = signal reason). */
@@ -82,16 +84,29 @@ export class AsyncQueue<T extends object> {
    * @param op operation name used in the abort error (`'ibv_get_cq_event'`).
    */
   shift(signal?: AbortSignal, op = 'shift'): Promise<T | undefined> {
+    return this._shift(signal, op, undefined);
+  }
+
+  /**
+   * Wait for the next item; a closed queue rejects with `closed()` (e.g. EBADF for a destroyed
+   * channel). One promise per wait: what an `async` wrapper that awaits {@link shift} and maps
+   * `undefined` to an error would cost twice, plus its hops through the microtask queue.
+   */
+  shiftOrReject(signal: AbortSignal | undefined, op: string, closed: () => unknown): Promise<T> {
+    return this._shift(signal, op, closed) as Promise<T>;
+  }
+
+  private _shift(signal: AbortSignal | undefined, op: string, closed: (() => unknown) | undefined): Promise<T | undefined> {
     const item = this.tryShift();
     if (item !== undefined) return Promise.resolve(item);
-    if (this._closed) return Promise.resolve(undefined);
+    if (this._closed) return closed === undefined ? Promise.resolve(undefined) : Promise.reject(closed());
     if (signal?.aborted) return Promise.reject(abortError(op, signal));
     if (signal && !this._listened.has(signal)) {
       this._listened.add(signal);
       signal.addEventListener('abort', () => this._abort(signal), { once: true });
     }
     return new Promise<T | undefined>((resolve, reject) => {
-      this._waiters.push({ resolve, reject, signal, op });
+      this._waiters.push({ resolve, reject, signal, op, closed });
     });
   }
 
@@ -119,6 +134,9 @@ export class AsyncQueue<T extends object> {
     if (this._closed) return;
     this._closed = true;
     this._items.clear();
-    for (let w = this._waiters.shift(); w !== undefined; w = this._waiters.shift()) w.resolve(undefined);
+    for (let w = this._waiters.shift(); w !== undefined; w = this._waiters.shift()) {
+      if (w.closed === undefined) w.resolve(undefined);
+      else w.reject(w.closed());
+    }
   }
 }

@@ -54,11 +54,10 @@ export class CompChannel implements AsyncIterable<Cq> {
    * @param signal abort the wait: the promise rejects with RdmaError ECANCELED.
    * @throws RdmaError EBADF if the channel is (or gets) destroyed.
    */
-  async getCqEvent(signal?: AbortSignal): Promise<Cq> {
-    if (this._destroyed) throw err('EBADF', 'ibv_get_cq_event', 'channel destroyed');
-    const cq = await this._q.shift(signal, 'ibv_get_cq_event');
-    if (cq === undefined) throw err('EBADF', 'ibv_get_cq_event', 'channel destroyed');
-    return cq;
+  getCqEvent(signal?: AbortSignal): Promise<Cq> {
+    // Not `async`: one promise per wait (the queue's), settled straight by the event.
+    if (this._destroyed) return Promise.reject(channelGone());
+    return this._q.shiftOrReject(signal, 'ibv_get_cq_event', channelGone);
   }
 
   /**
@@ -142,4 +141,9 @@ export class CompChannel implements AsyncIterable<Cq> {
   _purge(cq: Cq): void {
     this._q.remove((c) => c === cq);
   }
+}
+
+/** The error of a read on a destroyed channel. */
+function channelGone(): Error {
+  return err('EBADF', 'ibv_get_cq_event', 'channel destroyed');
 }

@@ -4,7 +4,11 @@
  *
  * - Size: the requested `cqe` (1..maxCqe) is rounded up to a power of two, as siw does; `cqe`
  *   reports the actual size.
- * - Polling returns the `Wc` objects the transport pushed (not copies), oldest first.
+ * - `poll()` returns the `Wc` objects the transport pushed (not copies), oldest first;
+ *   `pollInto(out)` copies each completion into the `Wc` object already at its place in `out`
+ *   (as the native provider does) and stores the CQ's own object only where `out` has none. The
+ *   CQ reuses the objects whose contents it copied out, so a steady `pollInto` loop with the same
+ *   array allocates nothing per completion.
  * - Notification is one-shot: `reqNotify()` arms the CQ; the next completion pushed after that
  *   (with `solicitedOnly`, the next one the transport flags as solicited) disarms it and puts
  *   one event on the completion channel. Arming never fires for completions already queued
@@ -68,6 +72,8 @@ export class Cq {
   /** @internal QPs using this CQ (send or receive). */
   readonly _qps = new Set<QpLike>();
   private readonly _ring: Ring<Wc>;
+  /** `Wc` objects whose contents {@link pollInto} copied out: reused by {@link _wc}. */
+  private readonly _free: Wc[] = [];
   private _arm: Arm = Arm.NONE;
   private _destroyed = false;
   private _overflowed = false;
@@ -141,8 +147,10 @@ export class Cq {
   }
 
   /**
-   * Allocation-free `ibv_poll_cq()`: store up to `max` completions in `out[0..n)` and return
-   * `n`. Elements of `out` past `n` are left untouched.
+   * Allocation-free `ibv_poll_cq()`: up to `max` completions go into `out[0..n)`, and `n` is
+   * returned. A `Wc` object already at `out[i]` is filled in place (the one polled there last
+   * time, typically: copy what you keep before polling into the same array again); where `out`
+   * has none, the CQ's object is stored. Elements of `out` past `n` are left untouched.
    * @throws RdmaError EINVAL if `max` is not a non-negative integer, or the CQ is destroyed.
    */
   pollInto(out: Wc[], max: number = out.length): number {
@@ -151,9 +159,22 @@ export class Cq {
     while (n < max) {
       const wc = this._ring.shift();
       if (wc === undefined) break;
-      out[n++] = wc;
+      const to = out[n];
+      if (typeof to === 'object' && to !== null && to !== wc) {
+        copyWc(wc, to);
+        if (this._free.length < WC_POOL) this._free.push(wc);
+      } else out[n] = wc;
+      n++;
     }
     return n;
+  }
+
+  /**
+   * @internal Transport side: a `Wc` object to fill and {@link _push} — one this CQ copied out
+   * and can reuse, or a new one. Every field must be written.
+   */
+  _wc(): Wc {
+    return this._free.pop() ?? newWc();
   }
 
   /**
@@ -360,4 +381,29 @@ export class Cq {
     if (this._destroyed) throw err('EINVAL', 'ibv_poll_cq', 'CQ destroyed');
     if (!Number.isInteger(max) || max < 0) throw err('EINVAL', 'ibv_poll_cq', `num_entries ${max}`);
   }
+}
+
+/** `Wc` objects a CQ keeps for reuse. */
+const WC_POOL = 64;
+
+/** A zeroed `Wc` (every field present: one object shape for all completions). */
+export function newWc(): Wc {
+  return { wrId: 0, status: 0, opcode: 0, vendorErr: 0, byteLen: 0, qpNum: 0, srcQp: 0, wcFlags: 0, immData: 0, invalidatedRkey: 0, pkeyIndex: 0, slid: 0, sl: 0, dlidPathBits: 0 };
+}
+
+function copyWc(f: Wc, t: Wc): void {
+  t.wrId = f.wrId;
+  t.status = f.status;
+  t.opcode = f.opcode;
+  t.vendorErr = f.vendorErr;
+  t.byteLen = f.byteLen;
+  t.qpNum = f.qpNum;
+  t.srcQp = f.srcQp;
+  t.wcFlags = f.wcFlags;
+  t.immData = f.immData;
+  t.invalidatedRkey = f.invalidatedRkey;
+  t.pkeyIndex = f.pkeyIndex;
+  t.slid = f.slid;
+  t.sl = f.sl;
+  t.dlidPathBits = f.dlidPathBits;
 }

@@ -110,6 +110,11 @@ export class Mr {
    * `accessMask`; siw: local write, remote write, remote read). Local read is always allowed.
    */
   readonly _perms: number;
+  /**
+   * @internal `buf` as a Buffer (the same memory; `buf` itself when it is one), made once here
+   * so that the data path resolves an access to a Buffer without a check or lookup per FPDU.
+   */
+  readonly _bytes: Buffer;
   /** @internal False once deregistered or invalidated. */
   _stagValid = true;
   /** @internal The address was drawn by the context's {@link MrTable} (freed on dereg). */
@@ -128,6 +133,7 @@ export class Mr {
     this.rkey = stag;
     this.handle = stag >>> 8;
     this._perms = access & pd.context._accessMask;
+    this._bytes = Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
   }
 
   /** True until {@link dereg}. */

@@ -100,6 +100,8 @@ export interface RecvInfo {
 export type ModifyRules = 'ib' | 'iwarp';
 
 let nextQpTrace = 0;
+/** Completed WQEs a QP keeps for reuse, per queue. */
+const WQE_POOL = 32;
 
 /**
  * The verbs QP. Create with `pd.createQp(attr)` (ibv_create_qp) or `cmId.createQp()`. Which QP
@@ -130,6 +132,9 @@ export abstract class Qp {
   /** Receive queue: posted, not yet consumed. */
   protected readonly rq = new Ring<RqWqe>(Infinity);
   protected destroyed = false;
+  /** Completed WQEs handed back by the transport, reused by the next posts (no allocation per WR). */
+  private readonly sqFree: SqWqe[] = [];
+  private readonly rqFree: RqWqe[] = [];
   /** Trace prefix, `QP[n]`. */
   readonly tag: string;
   /**
@@ -314,7 +319,9 @@ export abstract class Qp {
    * In ERR state WRs are accepted and complete with WR_FLUSH_ERR.
    */
   postSend(wrs: SendWr | readonly SendWr[]): void {
-    const list = Array.isArray(wrs) ? (wrs as readonly SendWr[]) : [wrs as SendWr];
+    // A single WR is taken as is: no array is made for it.
+    const many = Array.isArray(wrs);
+    const n = many ? (wrs as readonly SendWr[]).length : 1;
     const op = 'ibv_post_send';
     let queued = 0;
     // Nothing runs between the WRs of one call (the transport is kicked after the loop), so the
@@ -325,8 +332,8 @@ export abstract class Qp {
     const maxInline = this.cap.maxInlineData;
     const sigAll = this.sqSigAll;
     const ud = this.qpType === QpType.UD;
-    for (let i = 0; i < list.length; i++) {
-      const wr = list[i] as SendWr;
+    for (let i = 0; i < n; i++) {
+      const wr = many ? ((wrs as readonly SendWr[])[i] as SendWr) : (wrs as SendWr);
       if (!stateOk) {
         this.kickIf(queued);
         throw new PostError('EINVAL', op, i, `QP in state ${st}`);
@@ -341,37 +348,85 @@ export abstract class Qp {
         throw new PostError('EINVAL', op, i, bad);
       }
       const flags = wr.sendFlags ?? 0;
+      const sgl = wr.sgList;
       let length = 0;
-      for (let j = 0; j < wr.sgList.length; j++) length += (wr.sgList[j] as Sge).length;
+      for (let j = 0; j < sgl.length; j++) length += (sgl[j] as Sge).length;
       if (flags & SendFlags.INLINE && wr.opcode !== WrOpcode.RDMA_READ && length > maxInline) {
         this.kickIf(queued);
         throw new PostError('EINVAL', op, i, `inline ${length} > max_inline_data ${maxInline}`);
       }
       // The caller's SGE list is used as is while postSend runs; whatever is still queued when it
       // returns gets private copies (see detachQueued) — most WRs are on the wire by then.
-      this.sq.push({
-        wrId: wr.wrId,
-        opcode: wr.opcode,
-        sgList: wr.sgList as Sge[],
-        flags,
-        signaled: sigAll || (flags & SendFlags.SIGNALED) !== 0,
-        length,
-        inline: null,
-        remoteAddr: wr.atomic?.remoteAddr ?? wr.rdma?.remoteAddr ?? 0,
-        rkey: wr.atomic?.rkey ?? wr.rdma?.rkey ?? 0,
-        invalidateRkey: wr.invalidateRkey ?? 0,
-        compareAdd: wr.atomic ? u64(wr.atomic.compareAdd) : 0n,
-        swap: wr.atomic?.swap !== undefined ? u64(wr.atomic.swap) : 0n,
-        immData: wr.immData === undefined ? 0 : wr.immData >>> 0,
-        ah: ud ? (wr.ud as UdDest).ah : null,
-        remoteQpn: ud ? (wr.ud as UdDest).remoteQpn : 0,
-        remoteQkey: ud ? this.udQkey(wr.ud as UdDest) : 0,
-        sent: 0,
-        detached: false,
-      });
+      this.sq.push(this.makeSqWqe(wr, sgl as Sge[], flags, sigAll || (flags & SendFlags.SIGNALED) !== 0, length, ud));
       queued++;
     }
     this.kickIf(queued);
+  }
+
+  /** The queued copy of a checked send WR (every WQE has the same shape). */
+  private makeSqWqe(wr: SendWr, sgList: Sge[], flags: number, signaled: boolean, length: number, ud: boolean): SqWqe {
+    const at = wr.atomic;
+    const rd = wr.rdma;
+    const imm = wr.immData;
+    const inv = wr.invalidateRkey;
+    const d = ud ? (wr.ud as UdDest) : null;
+    const w = this.sqFree.pop();
+    if (w !== undefined) {
+      // A WQE the transport handed back (see _recycleSqWqe): every field is written again.
+      w.wrId = wr.wrId;
+      w.opcode = wr.opcode;
+      w.sgList = sgList;
+      w.flags = flags;
+      w.signaled = signaled;
+      w.length = length;
+      w.inline = null;
+      w.remoteAddr = at?.remoteAddr ?? rd?.remoteAddr ?? 0;
+      w.rkey = at?.rkey ?? rd?.rkey ?? 0;
+      w.invalidateRkey = inv ?? 0;
+      w.compareAdd = at ? u64(at.compareAdd) : 0n;
+      w.swap = at?.swap !== undefined ? u64(at.swap) : 0n;
+      w.immData = imm === undefined ? 0 : imm >>> 0;
+      w.ah = d !== null ? d.ah : null;
+      w.remoteQpn = d !== null ? d.remoteQpn : 0;
+      w.remoteQkey = d !== null ? this.udQkey(d) : 0;
+      w.sent = 0;
+      w.detached = false;
+      return w;
+    }
+    return {
+      wrId: wr.wrId,
+      opcode: wr.opcode,
+      sgList,
+      flags,
+      signaled,
+      length,
+      inline: null,
+      remoteAddr: at?.remoteAddr ?? rd?.remoteAddr ?? 0,
+      rkey: at?.rkey ?? rd?.rkey ?? 0,
+      invalidateRkey: inv ?? 0,
+      compareAdd: at ? u64(at.compareAdd) : 0n,
+      swap: at?.swap !== undefined ? u64(at.swap) : 0n,
+      immData: imm === undefined ? 0 : imm >>> 0,
+      ah: d !== null ? d.ah : null,
+      remoteQpn: d !== null ? d.remoteQpn : 0,
+      remoteQkey: d !== null ? this.udQkey(d) : 0,
+      sent: 0,
+      detached: false,
+    };
+  }
+
+  /**
+   * Transport side: send WQE `w` has completed (its completion, if any, is generated) and the
+   * transport keeps no reference to it: a later post may reuse the object. Only for WQEs the
+   * caller's objects are not reachable from any more (a completion copies what it reports).
+   */
+  protected _recycleSqWqe(w: SqWqe): void {
+    if (this.sqFree.length < WQE_POOL) this.sqFree.push(w);
+  }
+
+  /** Transport side: as {@link _recycleSqWqe}, for a receive WQE whose completion is generated. */
+  protected _recycleRqWqe(w: RqWqe): void {
+    if (this.rqFree.length < WQE_POOL) this.rqFree.push(w);
   }
 
   /** UD send WR checks (IB spec 11.4.1.1): a live AH of this PD, a 24-bit QPN, a Q_Key, SENDs only. */
@@ -473,15 +528,34 @@ export abstract class Qp {
     const op = 'ibv_post_recv';
     if (this.destroyed || this._state === QpState.RESET) throw new PostError('EINVAL', op, i, `QP in state ${this._state}`);
     if (this.rq.length >= this.cap.maxRecvWr) throw new PostError('ENOMEM', op, i, 'receive queue full');
-    const n = wr.sgList.length;
+    const src = wr.sgList;
+    const n = src.length;
     if (n > this.cap.maxRecvSge) throw new PostError('EINVAL', op, i, 'too many SGEs');
     let length = 0;
-    const sgList: Sge[] = [];
     for (let j = 0; j < n; j++) {
-      const s = wr.sgList[j] as Sge;
+      const s = src[j] as Sge;
       if (!validSge(s)) throw new PostError('EINVAL', op, i, 'bad SGE');
-      sgList.push({ addr: s.addr, length: s.length, lkey: s.lkey });
       length += s.length;
+    }
+    const f = this.rqFree.pop();
+    if (f !== undefined && f.sgList.length === n) {
+      // A completed WQE handed back by the transport: its SGE copies are overwritten in place.
+      for (let j = 0; j < n; j++) {
+        const s = src[j] as Sge;
+        const d = f.sgList[j] as Sge;
+        d.addr = s.addr;
+        d.length = s.length;
+        d.lkey = s.lkey;
+      }
+      f.wrId = wr.wrId;
+      f.length = length;
+      this.rq.push(f);
+      return;
+    }
+    const sgList: Sge[] = new Array<Sge>(n);
+    for (let j = 0; j < n; j++) {
+      const s = src[j] as Sge;
+      sgList[j] = { addr: s.addr, length: s.length, lkey: s.lkey };
     }
     this.rq.push({ wrId: wr.wrId, sgList, length });
   }
@@ -504,10 +578,9 @@ export abstract class Qp {
    */
   protected completeSend(w: SqWqe, status: WcStatus, force = false): void {
     if (!w.signaled && status === WcStatus.SUCCESS && !force) return;
-    this.sendCq._push(
-      makeWc(w.wrId, status, sendWcOpcode(w.opcode), status === WcStatus.SUCCESS && BYTE_LEN_OPS.has(w.opcode) ? w.length : 0, this.qpNum, 0, 0),
-      false,
-    );
+    const cq = this.sendCq;
+    const ok = status === WcStatus.SUCCESS;
+    cq._push(fillWc(cq._wc(), w.wrId, status, sendWcOpcode(w.opcode), ok && BYTE_LEN_OPS.has(w.opcode) ? w.length : 0, this.qpNum, 0, 0), false);
   }
 
   /**
@@ -515,7 +588,8 @@ export abstract class Qp {
    * (srcQp, pkeyIndex ...); `flags` are the `WcFlags` (GRH, WITH_IMM, WITH_INV).
    */
   protected completeRecv(w: RqWqe, status: WcStatus, byteLen: number, flags: number, invalidated: number, solicited = false, info?: RecvInfo): void {
-    const wc = makeWc(w.wrId, status, info?.opcode ?? WcOpcode.RECV, status === WcStatus.SUCCESS ? byteLen : 0, this.qpNum, flags, invalidated);
+    const cq = this.recvCq;
+    const wc = fillWc(cq._wc(), w.wrId, status, info?.opcode ?? WcOpcode.RECV, status === WcStatus.SUCCESS ? byteLen : 0, this.qpNum, flags, invalidated);
     if (info !== undefined && status === WcStatus.SUCCESS) {
       if (flags & WcFlags.WITH_IMM) wc.immData = (info.immData ?? 0) >>> 0;
       wc.srcQp = info.srcQp ?? 0;
@@ -524,7 +598,7 @@ export abstract class Qp {
       wc.sl = info.sl ?? 0;
       wc.dlidPathBits = info.dlidPathBits ?? 0;
     }
-    this.recvCq._push(wc, solicited);
+    cq._push(wc, solicited);
   }
 
   /** Raise an affiliated async event for this QP. */
@@ -590,21 +664,21 @@ export function sendWcOpcode(op: WrOpcode): WcOpcode {
 /** Send-side opcodes whose completion reports `byte_len` (ibv_poll_cq(3): RDMA Read and atomics). */
 const BYTE_LEN_OPS = new Set<WrOpcode>([WrOpcode.RDMA_READ, WrOpcode.ATOMIC_CMP_AND_SWP, WrOpcode.ATOMIC_FETCH_AND_ADD]);
 
-function makeWc(wrId: WrId, status: WcStatus, opcode: WcOpcode, byteLen: number, qpNum: number, wcFlags: number, inv: number): Wc {
-  return {
-    wrId,
-    status,
-    opcode,
-    vendorErr: 0,
-    byteLen,
-    qpNum,
-    srcQp: 0,
-    wcFlags,
-    immData: 0,
-    invalidatedRkey: wcFlags & WcFlags.WITH_INV ? inv : 0,
-    pkeyIndex: 0,
-    slid: 0,
-    sl: 0,
-    dlidPathBits: 0,
-  };
+/** Write every field of a completion into `wc` (a CQ's reused object or a new one). */
+function fillWc(wc: Wc, wrId: WrId, status: WcStatus, opcode: WcOpcode, byteLen: number, qpNum: number, wcFlags: number, inv: number): Wc {
+  wc.wrId = wrId;
+  wc.status = status;
+  wc.opcode = opcode;
+  wc.vendorErr = 0;
+  wc.byteLen = byteLen;
+  wc.qpNum = qpNum;
+  wc.srcQp = 0;
+  wc.wcFlags = wcFlags;
+  wc.immData = 0;
+  wc.invalidatedRkey = wcFlags & WcFlags.WITH_INV ? inv : 0;
+  wc.pkeyIndex = 0;
+  wc.slid = 0;
+  wc.sl = 0;
+  wc.dlidPathBits = 0;
+  return wc;
 }

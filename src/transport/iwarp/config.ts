@@ -53,7 +53,8 @@ export interface IwarpConfig {
   mpaRequestTimeoutMs: number;
   /**
    * Tagged payloads at least this large are read by the socket straight into the target MR
-   * (direct placement); `Infinity` turns it off. Default off; `RDMACM_IWARP_DIRECT=1` sets 8192.
+   * (direct placement); `Infinity` turns it off. Default 8192; `RDMACM_IWARP_DIRECT=0` turns it
+   * off.
    */
   directPlacementMin: number;
 }
@@ -84,7 +85,7 @@ function fromEnv(): IwarpConfig {
     rtrNudgeLocal: nl === '1' ? true : nl === '0' ? false : 'auto',
     mpaReplyTimeoutMs: envNumber('RDMACM_MPA_REPLY_TIMEOUT_MS', 10_000),
     mpaRequestTimeoutMs: envNumber('RDMACM_MPA_REQUEST_TIMEOUT_MS', 5_000),
-    directPlacementMin: process.env['RDMACM_IWARP_DIRECT'] === '1' ? 8192 : Infinity,
+    directPlacementMin: process.env['RDMACM_IWARP_DIRECT'] === '0' ? Infinity : 8192,
   };
 }
 

@@ -304,6 +304,12 @@ export class IwarpQp extends Qp {
     if (this.destroyed) return; // a write callback after ibv_destroy_qp: no completions any more
     this.completeSend(w, status);
   }
+  /** As {@link sqDone}, for a WQE the TX path holds no reference to any more (reused by a later post). */
+  sqDoneRecycle(w: SqWqe, status: WcStatus): void {
+    if (this.destroyed) return;
+    this.completeSend(w, status);
+    this._recycleSqWqe(w);
+  }
   /** A WQE failed locally: complete it with `status`, QP to ERR. */
   sqFail(w: SqWqe, status: WcStatus, why: string): void {
     this.sq.removeIf((x) => x === w);
@@ -350,8 +356,10 @@ export class IwarpQp extends Qp {
   rqTake(): RqWqe | undefined {
     return this.rq.shift();
   }
+  /** A Send was placed into `w` (taken off the RQ; the RX path holds it no longer): complete it. */
   rxRecvDone(w: RqWqe, len: number, flags: number, inv: number, solicited: boolean): void {
     this.completeRecv(w, WcStatus.SUCCESS, len, flags, inv, solicited);
+    this._recycleRqWqe(w);
   }
   /** A receive taken off the RQ for a Send failed or was flushed. */
   rxRecvFailed(w: RqWqe, status: WcStatus): void {

@@ -2,7 +2,7 @@
  * Memory lookups for the iWARP data path, on top of the verbs MR checks: resolve an SGE or a
  * remote (STag, TO) access to a Buffer and an offset, and map a failed check to the TERMINATE
  * error code siw sends (siw_qp_rx.c). Results live in one scratch object, valid until the next
- * call (no allocation per FPDU).
+ * call (no allocation per FPDU); the Buffer is the MR's own view of its memory (`Mr._bytes`).
  */
 import { MrCheck, mrOffset, remoteAccessOffset, invalidateStag } from '../../verbs/mr.js';
 import { Access } from '../../verbs/types.js';
@@ -17,18 +17,6 @@ export interface Target {
 }
 
 const scratch: Target = { buf: Buffer.alloc(0), off: 0 };
-const views = new WeakMap<Uint8Array, Buffer>();
-
-/** A Buffer view of an MR's memory (cached per MR view, so no allocation per FPDU). */
-function asBuffer(u: Uint8Array): Buffer {
-  if (Buffer.isBuffer(u)) return u;
-  let b = views.get(u);
-  if (!b) {
-    b = Buffer.from(u.buffer, u.byteOffset, u.byteLength);
-    views.set(u, b);
-  }
-  return b;
-}
 
 /**
  * Local memory of SGE `s` from byte `off` for `len` bytes (`needWrite`: LOCAL_WRITE required,
@@ -44,7 +32,7 @@ export function localSgeTarget(ctx: Context, pd: Pd, s: Sge, off: number, len: n
   if (!mr) return MrCheck.INVALID_STAG;
   const r = mrOffset(mr, pd, s.addr + off, len, needWrite ? Access.LOCAL_WRITE : 0);
   if (r < 0) return r;
-  scratch.buf = asBuffer(mr.buf);
+  scratch.buf = mr._bytes;
   scratch.off = r;
   return scratch;
 }
@@ -62,7 +50,7 @@ export function remoteTarget(ctx: Context, pd: Pd, stag: number, to: number, len
     scratch.off = 0;
     return scratch;
   }
-  scratch.buf = asBuffer(mr.buf);
+  scratch.buf = mr._bytes;
   scratch.off = r;
   return scratch;
 }

@@ -61,9 +61,9 @@ export class QpRx implements FpduSink {
 
   /**
    * Tagged payloads at least this large are read by the socket straight into the target memory
-   * (`directPlacementMin` of the device's configuration; Infinity: never). Off by default: on
-   * this machine two read syscalls per FPDU (≤ 64 KiB each) cost more CPU than one 1 MiB read
-   * plus a memcpy (docs/design/iwarp.md).
+   * (`directPlacementMin` of the device's configuration, 8192 by default; Infinity: never): one
+   * kernel copy into the MR instead of a copy into the shared read buffer and one from it
+   * (docs/design/iwarp.md).
    */
   readonly directMin: number;
 

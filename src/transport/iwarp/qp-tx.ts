@@ -434,7 +434,8 @@ export class QpTx {
    * none is pending): keeps send completions in posting order when the QP is flushed.
    */
   completeInTurn(w: SqWqe, status: WcStatus): void {
-    if (this.doneHead === this.doneQ.length) this.qp.sqDone(w, status);
+    // Nothing pending: `w` completes now and nothing here refers to it afterwards.
+    if (this.doneHead === this.doneQ.length) this.qp.sqDoneRecycle(w, status);
     else this.doneQ.push({ w, done: true, status });
   }
 
@@ -481,14 +482,14 @@ export class QpTx {
     if (n < ZERO_COPY_MIN || !src) {
       const at = this.stageAlloc(llp, hdrLen + n + pad + 4);
       const f = this.slab;
-      h.copy(f, at, 0, hdrLen);
+      copyBytes(h, 0, f, at, hdrLen); // a header (≤ 48 bytes): Buffer#copy would cost a view and a native call
       if (src && n > 0) copyBytes(src, off, f, at + hdrLen, n);
       zeroTail(f, at + hdrLen + n, pad);
       if (this.crc) f.writeUInt32LE(crc32c(f.subarray(at, at + hdrLen + n + pad)), at + hdrLen + n + pad);
       return;
     }
     const hb = Buffer.allocUnsafe(hdrLen);
-    h.copy(hb, 0, 0, hdrLen);
+    copyBytes(h, 0, hb, 0, hdrLen);
     const v = src.subarray(off, off + n);
     const t = Buffer.alloc(pad + 4);
     if (this.crc) {

@@ -20,7 +20,7 @@ test('defaults come from the environment when first used; overrides per device w
   assert.equal(d.rtrNudgeMs, 50);
   assert.equal(d.mpaReplyTimeoutMs, 10_000);
   assert.equal(d.mpaRequestTimeoutMs, 5_000);
-  assert.equal(d.directPlacementMin, Infinity);
+  assert.equal(d.directPlacementMin, 8192, 'direct placement on by default');
   assert.equal(iwarpConfig('siw_nosuch'), d, 'no override: the defaults');
   configureIwarp({ crc: true }, 'siw_x');
   assert.equal(iwarpConfig('siw_x').crc, true);
@@ -41,6 +41,11 @@ test('defaults come from the environment when first used; overrides per device w
   delete process.env.RDMACM_IWARP_HOLD_MS;
   delete process.env.RDMACM_IWARP_P2P;
   assert.equal(iwarpConfig().holdGraceMs, 200, 'reset re-reads the environment');
+  process.env.RDMACM_IWARP_DIRECT = '0';
+  resetIwarpConfig();
+  assert.equal(iwarpConfig().directPlacementMin, Infinity, 'RDMACM_IWARP_DIRECT=0 turns direct placement off');
+  delete process.env.RDMACM_IWARP_DIRECT;
+  resetIwarpConfig();
 });
 
 test("a device's override changes its connections: the MPA Reply wait of siw_lo", async () => {

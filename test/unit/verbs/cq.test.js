@@ -86,6 +86,43 @@ test('pollInto fills the caller array without allocating a result', () => {
   cq.destroy();
 });
 
+test('pollInto fills the Wc objects already in the array and the CQ reuses its own', () => {
+  const cq = dev(LO).open().createCq(16);
+  const out = [];
+  const pushed = [];
+  for (let i = 0; i < 3; i++) {
+    const w = cq._wc();
+    Object.assign(w, wc(i));
+    pushed.push(w);
+    cq._push(w, false);
+  }
+  assert.equal(cq.pollInto(out, 2), 2);
+  assert.equal(out[0], pushed[0], 'no object in the array: the CQ stores its own');
+  assert.equal(out[1], pushed[1]);
+  const [a0, a1] = out;
+  // The next poll copies into the objects the array holds; the CQ's object becomes reusable.
+  assert.equal(cq.pollInto(out, 2), 1);
+  assert.equal(out[0], a0, 'filled in place');
+  assert.equal(out[1], a1, 'untouched past n');
+  assert.deepEqual({ ...out[0] }, { ...wc(2) }, 'every field copied');
+  const again = cq._wc();
+  assert.equal(again, pushed[2], 'the copied-out object is handed out again');
+  // A steady loop: one push, one pollInto into the same array, no new Wc objects.
+  Object.assign(again, wc(7));
+  cq._push(again, false);
+  for (let i = 0; i < 20; i++) {
+    assert.equal(cq.pollInto(out, 1), 1);
+    assert.equal(out[0], a0);
+    assert.equal(out[0].wrId, i === 0 ? 7 : 100 + i - 1);
+    const w = cq._wc();
+    assert.equal(w, pushed[2], 'the same object goes round');
+    Object.assign(w, wc(100 + i));
+    cq._push(w, false);
+  }
+  cq.poll(1);
+  cq.destroy();
+});
+
 test('ring order survives wrap-around and interleaving (random model check)', () => {
   const cq = dev(LO).open().createCq(32);
   const model = [];
