@@ -153,6 +153,16 @@ const RAMP = process.env['RDMACM_RS_RAMP'] === '1';
  */
 const EARLY_STAGING = process.env['RDMACM_RS_EARLY'] !== '0';
 const EXTRA_RECVS = 2 * RS_QP_CTRL_SIZE + 2;
+/**
+ * The part of a large send buffer used as the ring on iWARP (RS_OPT_MSG_SEND). There an RDMA
+ * WRITE completes as soon as TCP has taken its bytes, so the ring only holds what waits for room
+ * in TCP's socket buffer; a ring larger than this buys no throughput, while every byte sent
+ * cycles through it (rsend's copy in, the kernel's copy out), and a ring beyond the CPU cache
+ * makes both copies miss. On InfiniBand / RoCE a WRITE completes when the peer acknowledges it:
+ * the ring covers the bytes in flight and is used whole. SO_SNDBUF still reports the size set;
+ * `RDMACM_RS_SBUF_SPAN=<bytes>` changes the span, 0 uses the whole buffer.
+ */
+const SBUF_SPAN = envBytes('RDMACM_RS_SBUF_SPAN', 1 << 20);
 /** Default keepalive interval when TCP_KEEPIDLE is not set (Linux tcp_keepalive_time). */
 const KEEPALIVE_DEFAULT_S = 7200;
 
@@ -249,6 +259,8 @@ export class RsConn {
   private smr: Mr | null = null;
   private sbufPos = 0;
   private sbufBytesAvail = 0;
+  /** The ring size in use: SO_SNDBUF's buffer, or at most {@link SBUF_SPAN} of it on iWARP. */
+  private sbufRing = 0;
   private scratch = Buffer.alloc(0);
   private scratchMr: Mr | null = null;
   private scratchSlot = 0;
@@ -721,11 +733,12 @@ export class RsConn {
     const pd = (this._id as CmId).pd;
     if (!pd) throw rsErr('EINVAL', 'rsocket', 'no PD');
     const cfg = this.cfg;
-    // Send buffer plus RS_QP_CTRL_SIZE control slots for SGEs written without inline.
-    this.sbuf = rsBuffer(cfg.sbufSize + RS_SGE_SIZE * RS_QP_CTRL_SIZE);
+    // Send ring plus RS_QP_CTRL_SIZE control slots for SGEs written without inline.
+    this.sbufRing = this.msgSendMode && SBUF_SPAN > 0 ? Math.min(cfg.sbufSize, Math.max(SBUF_SPAN, RS_SNDLOWAT << 1)) : cfg.sbufSize;
+    this.sbuf = rsBuffer(this.sbufRing + RS_SGE_SIZE * RS_QP_CTRL_SIZE);
     this.smr = pd.regMr(this.sbuf, Access.LOCAL_WRITE);
     this.sbufPos = 0;
-    this.sbufBytesAvail = cfg.sbufSize;
+    this.sbufBytesAvail = this.sbufRing;
     this.scratchSlotSize = Math.max(RS_IOMAP_SIZE, (cfg.sqInline + 7) & ~7);
     this.scratchSlots = cfg.sqSize;
     this.scratch = Buffer.alloc(this.scratchSlotSize * this.scratchSlots);
@@ -1142,7 +1155,7 @@ export class RsConn {
         encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.scratch, sg.addr - (this.scratchMr as Mr).addr);
         flags = SendFlags.INLINE;
       } else {
-        const off = cfg.sbufSize + RS_SGE_SIZE * (this.ctrlSeqno & (RS_QP_CTRL_SIZE - 1));
+        const off = this.sbufRing + RS_SGE_SIZE * (this.ctrlSeqno & (RS_QP_CTRL_SIZE - 1));
         encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.sbuf, off);
         const s = this.smr as Mr;
         sg = { addr: s.addr + off, length: RS_SGE_SIZE, lkey: s.lkey };
@@ -1284,7 +1297,7 @@ export class RsConn {
   /** Copy `len` bytes into the send buffer ring; the SGEs that name them (1, or 2 on wrap). */
   private stage(src: Uint8Array, off: number, len: number): Sge[] {
     const s = this.smr as Mr;
-    const size = this.cfg.sbufSize;
+    const size = this.sbufRing;
     const left = size - this.sbufPos;
     if (len <= left) {
       copyOut(src, off, this.sbuf, this.sbufPos, len);
@@ -1405,7 +1418,7 @@ export class RsConn {
   private drainEarly(): void {
     const s = this.smr;
     if (!s) return;
-    const size = this.cfg.sbufSize;
+    const size = this.sbufRing;
     this.flushPending();
     while (this.early > 0 && this.sqeAvail >= this.wqesPerMsg && this.sseqNo !== this.sseqComp && this._state & RsState.connected) {
       const ts = this.targetSge;
@@ -1974,6 +1987,14 @@ export class RsConn {
     if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'riowrite');
     return RS_EAGAIN;
   }
+}
+
+/** A byte count from the environment (a non-negative integer), else `def`. */
+function envBytes(name: string, def: number): number {
+  const v = process.env[name];
+  if (v === undefined || v === '') return def;
+  const n = Number(v);
+  return Number.isSafeInteger(n) && n >= 0 ? n : def;
 }
 
 /** ENODEV when there is no RDMA device at all (rsocket() fails the same way). */
