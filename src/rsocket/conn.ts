@@ -124,6 +124,7 @@ import {
 import { RS_TRACE, RsState, describeState, rsTrace } from './state.js';
 import { copyBytes as copyOut } from '../util/copy.js';
 import { microtask } from '../util/microtask.js';
+import { PollWaiters } from '../util/poll-waiters.js';
 
 /** What {@link RsConn.send} / {@link RsConn.recv} return when nothing can move now (-EAGAIN). */
 export const RS_EAGAIN = -11;
@@ -206,12 +207,6 @@ interface IomapMr {
   buf: Uint8Array | null;
   /** Index in the peer-visible table, or -1 for a local (PROT_NONE) mapping. */
   index: number;
-}
-
-interface Waiter {
-  events: number;
-  resolve: (revents: number) => void;
-  timer: NodeJS.Timeout | null;
 }
 
 /** An rsocket error: an {@link RdmaError} whose `op` is the rsocket call. */
@@ -324,7 +319,8 @@ export class RsConn {
   private notifying = false;
   private notifyAgain = false;
   private notifyQueued = false;
-  private waiters: Waiter[] = [];
+  /** rpoll() callers waiting for readiness. */
+  private readonly polls = new PollWaiters((events) => this.pollEvents(events));
   private condWaiters: { cond: () => boolean; resolve: () => void }[] = [];
   private recvWrs: { wrId: number; sgList: Sge[] }[] = [];
   private readonly wcs: Wc[] = [];
@@ -972,7 +968,7 @@ export class RsConn {
       do {
         this.notifyAgain = false;
         this.onNotify?.();
-        if (this.waiters.length > 0) this.checkWaiters();
+        if (this.polls.waiting) this.polls.wake(this.closed);
         if (this.condWaiters.length > 0) {
           for (const w of this.condWaiters.splice(0)) {
             if (w.cond() || this.closed) w.resolve();
@@ -1005,7 +1001,7 @@ export class RsConn {
     // Completions polled from inside a call (rrecv, rpoll, ...) are told to whoever listens, a
     // microtask later. With no one listening there is nothing to tell: a poll or wait that
     // starts later looks at the state itself before it waits.
-    if (any && !this.notifying && !this.inProgress && (this.onNotify !== null || this.waiters.length > 0 || this.condWaiters.length > 0)) this.notifySoon();
+    if (any && !this.notifying && !this.inProgress && (this.onNotify !== null || this.polls.waiting || this.condWaiters.length > 0)) this.notifySoon();
   }
 
   /** A send completion (rs_poll_cq's send branch). */
@@ -1646,32 +1642,7 @@ export class RsConn {
     this.pump();
     const now = this.pollEvents(events);
     if (now !== 0 || timeoutMs === 0) return Promise.resolve(now);
-    return new Promise<number>((resolve) => {
-      const w: Waiter = { events, resolve, timer: null };
-      if (timeoutMs > 0) {
-        w.timer = setTimeout(() => {
-          const i = this.waiters.indexOf(w);
-          if (i >= 0) this.waiters.splice(i, 1);
-          resolve(0);
-        }, timeoutMs);
-      }
-      this.waiters.push(w);
-    });
-  }
-
-  private checkWaiters(): void {
-    const ws = this.waiters;
-    for (let i = 0; i < ws.length; ) {
-      const w = ws[i] as Waiter;
-      const r = this.pollEvents(w.events);
-      if (r !== 0 || this.closed) {
-        // Remove in place, order kept (splice would build an array of the removed waiter).
-        for (let j = i + 1; j < ws.length; j++) ws[j - 1] = ws[j] as Waiter;
-        ws.pop();
-        if (w.timer) clearTimeout(w.timer);
-        w.resolve(r);
-      } else i++;
-    }
+    return this.polls.wait(events, timeoutMs);
   }
 
   // -- shutdown / close ----------------------------------------------------------------------
@@ -1806,10 +1777,7 @@ export class RsConn {
     }
     if (this._state & RsState.connected) this.setState(RsState.disconnected, 'closed');
     this.notify();
-    for (const w of this.waiters.splice(0)) {
-      if (w.timer) clearTimeout(w.timer);
-      w.resolve(POLLHUP);
-    }
+    this.polls.release(POLLHUP);
     for (const w of this.condWaiters.splice(0)) w.resolve();
   }
 
