@@ -1288,10 +1288,6 @@ export class RsConn {
     } finally {
       this.posting = was;
     }
-    // ibv_post_send has copied what it keeps of every WR still queued (SGE lists, inline bytes).
-    // With nothing else queued, the next post starts at the first scratch slot again: the usual
-    // write + message pair always uses the same two slots and work requests, warm in the cache.
-    if (!was && this.nPosts === 0 && this.nMsgPosts === 0) this.scratchSlot = 0;
   }
 
   /** Copy `len` bytes into the send buffer ring; the SGEs that name them (1, or 2 on wrap). */

@@ -1,6 +1,6 @@
 // Small (inline) sends: each one an RDMA WRITE from a scratch slot plus its message SEND, with
-// credit updates (their SGEs written inline from scratch slots too) in between. The scratch slots
-// are reused from the first one after every post; every byte must still arrive, in order.
+// credit updates (their SGEs written inline from scratch slots too) in between. No slot may be
+// reused while a work request still names it: every byte must arrive, in order.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
