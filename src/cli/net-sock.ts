@@ -22,6 +22,7 @@
 import net from 'node:net';
 import { once } from 'node:events';
 import { errnoOf } from '../errno.js';
+import { PollWaiters } from '../util/poll-waiters.js';
 import { POLLERR, POLLHUP, POLLIN, POLLOUT, SOL_SOCKET, IPPROTO_TCP, SO_SNDBUF, SO_RCVBUF, SO_KEEPALIVE, SO_ERROR, TCP_NODELAY, TCP_KEEPIDLE } from '../rsocket/options.js';
 
 const EAGAIN = errnoOf('EAGAIN');
@@ -32,13 +33,6 @@ const EINVAL = errnoOf('EINVAL');
 /** How many slabs reads land in, and their size: up to 256 KiB per read(2), 1 MiB buffered. */
 export const SLABS = 4;
 export const SLAB_BYTES = 1 << 18;
-
-/** One poll() waiting for readiness. */
-interface Waiter {
-  events: number;
-  resolve: (revents: number) => void;
-  timer: NodeJS.Timeout | null;
-}
 
 /** A connected TCP socket with the non-blocking socket calls rstream makes. */
 export class NetSock {
@@ -67,13 +61,8 @@ export class NetSock {
   private eof = false;
   private err: number | null = null;
   private shutWr = false;
-  private waiters: Waiter[] = [];
-  /** The one untimed poll() a transfer loop has waiting (no Waiter object, no array). */
-  private oneEvents = 0;
-  private oneResolve: ((revents: number) => void) | null = null;
-  private readonly setOne = (resolve: (revents: number) => void): void => {
-    this.oneResolve = resolve;
-  };
+  /** poll() callers waiting for readiness. */
+  private readonly polls = new PollWaiters((events) => this.ready(events));
 
   // -- send side
   private sndbuf = 2 * 212992;
@@ -95,7 +84,7 @@ export class NetSock {
       this.lent = null;
       this.lentMore = false;
     }
-    if (this.oneResolve !== null || this.waiters.length > 0) this.wake();
+    if (this.polls.waiting) this.polls.wake();
   };
 
   private constructor() {}
@@ -140,7 +129,7 @@ export class NetSock {
         ns.readPaused = true;
         s.pause();
       }
-      if (ns.oneResolve !== null || ns.waiters.length > 0) ns.wake();
+      if (ns.polls.waiting) ns.polls.wake();
     });
     s.resume();
     return ns;
@@ -171,7 +160,7 @@ export class NetSock {
         break;
       }
     }
-    if (this.oneResolve !== null || this.waiters.length > 0) this.wake();
+    if (this.polls.waiting) this.polls.wake();
     if (next >= 0) {
       this.nextSlab = next;
       return true;
@@ -219,42 +208,19 @@ export class NetSock {
     this.sock = sock;
     sock.on('end', () => {
       this.eof = true;
-      this.wake();
+      this.polls.wake();
     });
     sock.on('error', (e: NodeJS.ErrnoException) => {
       this.err = e.errno !== undefined ? Math.abs(e.errno) : ECONNRESET;
-      this.wake();
+      this.polls.wake();
     });
     sock.on('close', () => {
       this.eof = true;
       this.lent = null;
       this.lentMore = false;
-      this.wake();
+      this.polls.wake();
     });
-    sock.on('drain', () => this.wake());
-  }
-
-  private wake(): void {
-    const one = this.oneResolve;
-    if (one !== null) {
-      const r = this.ready(this.oneEvents);
-      if (r !== 0) {
-        this.oneResolve = null;
-        one(r);
-      }
-    }
-    const ws = this.waiters;
-    for (let i = 0; i < ws.length; ) {
-      const w = ws[i] as Waiter;
-      const r = this.ready(w.events);
-      if (r === 0) {
-        i++;
-        continue;
-      }
-      ws.splice(i, 1);
-      if (w.timer) clearTimeout(w.timer);
-      w.resolve(r);
-    }
+    sock.on('drain', () => this.polls.wake());
   }
 
   private ready(events: number): number {
@@ -363,21 +329,7 @@ export class NetSock {
   poll(events: number, timeoutMs: number): Promise<number> {
     const r = this.ready(events);
     if (r !== 0 || timeoutMs === 0) return Promise.resolve(r);
-    if (timeoutMs < 0 && this.oneResolve === null) {
-      this.oneEvents = events;
-      return new Promise<number>(this.setOne);
-    }
-    return new Promise<number>((resolve) => {
-      const w: Waiter = { events, resolve, timer: null };
-      if (timeoutMs > 0) {
-        w.timer = setTimeout(() => {
-          const i = this.waiters.indexOf(w);
-          if (i >= 0) this.waiters.splice(i, 1);
-          resolve(0);
-        }, timeoutMs);
-      }
-      this.waiters.push(w);
-    });
+    return this.polls.wait(events, timeoutMs);
   }
 
   setsockopt(level: number, name: number, value: number): number {

@@ -124,6 +124,7 @@ import {
 import { RS_TRACE, RsState, describeState, rsTrace } from './state.js';
 import { copyBytes as copyOut } from '../util/copy.js';
 import { microtask } from '../util/microtask.js';
+import { PollWaiters } from '../util/poll-waiters.js';
 
 /** What {@link RsConn.send} / {@link RsConn.recv} return when nothing can move now (-EAGAIN). */
 export const RS_EAGAIN = -11;
@@ -153,6 +154,16 @@ const RAMP = process.env['RDMACM_RS_RAMP'] === '1';
  */
 const EARLY_STAGING = process.env['RDMACM_RS_EARLY'] !== '0';
 const EXTRA_RECVS = 2 * RS_QP_CTRL_SIZE + 2;
+/**
+ * The part of a large send buffer used as the ring on iWARP (RS_OPT_MSG_SEND). There an RDMA
+ * WRITE completes as soon as TCP has taken its bytes, so the ring only holds what waits for room
+ * in TCP's socket buffer; a ring larger than this buys no throughput, while every byte sent
+ * cycles through it (rsend's copy in, the kernel's copy out), and a ring beyond the CPU cache
+ * makes both copies miss. On InfiniBand / RoCE a WRITE completes when the peer acknowledges it:
+ * the ring covers the bytes in flight and is used whole. SO_SNDBUF still reports the size set;
+ * `RDMACM_RS_SBUF_SPAN=<bytes>` changes the span, 0 uses the whole buffer.
+ */
+const SBUF_SPAN = envBytes('RDMACM_RS_SBUF_SPAN', 1 << 20);
 /** Default keepalive interval when TCP_KEEPIDLE is not set (Linux tcp_keepalive_time). */
 const KEEPALIVE_DEFAULT_S = 7200;
 
@@ -196,12 +207,6 @@ interface IomapMr {
   buf: Uint8Array | null;
   /** Index in the peer-visible table, or -1 for a local (PROT_NONE) mapping. */
   index: number;
-}
-
-interface Waiter {
-  events: number;
-  resolve: (revents: number) => void;
-  timer: NodeJS.Timeout | null;
 }
 
 /** An rsocket error: an {@link RdmaError} whose `op` is the rsocket call. */
@@ -249,6 +254,8 @@ export class RsConn {
   private smr: Mr | null = null;
   private sbufPos = 0;
   private sbufBytesAvail = 0;
+  /** The ring size in use: SO_SNDBUF's buffer, or at most {@link SBUF_SPAN} of it on iWARP. */
+  private sbufRing = 0;
   private scratch = Buffer.alloc(0);
   private scratchMr: Mr | null = null;
   private scratchSlot = 0;
@@ -312,7 +319,8 @@ export class RsConn {
   private notifying = false;
   private notifyAgain = false;
   private notifyQueued = false;
-  private waiters: Waiter[] = [];
+  /** rpoll() callers waiting for readiness. */
+  private readonly polls = new PollWaiters((events) => this.pollEvents(events));
   private condWaiters: { cond: () => boolean; resolve: () => void }[] = [];
   private recvWrs: { wrId: number; sgList: Sge[] }[] = [];
   private readonly wcs: Wc[] = [];
@@ -721,11 +729,12 @@ export class RsConn {
     const pd = (this._id as CmId).pd;
     if (!pd) throw rsErr('EINVAL', 'rsocket', 'no PD');
     const cfg = this.cfg;
-    // Send buffer plus RS_QP_CTRL_SIZE control slots for SGEs written without inline.
-    this.sbuf = rsBuffer(cfg.sbufSize + RS_SGE_SIZE * RS_QP_CTRL_SIZE);
+    // Send ring plus RS_QP_CTRL_SIZE control slots for SGEs written without inline.
+    this.sbufRing = this.msgSendMode && SBUF_SPAN > 0 ? Math.min(cfg.sbufSize, Math.max(SBUF_SPAN, RS_SNDLOWAT << 1)) : cfg.sbufSize;
+    this.sbuf = rsBuffer(this.sbufRing + RS_SGE_SIZE * RS_QP_CTRL_SIZE);
     this.smr = pd.regMr(this.sbuf, Access.LOCAL_WRITE);
     this.sbufPos = 0;
-    this.sbufBytesAvail = cfg.sbufSize;
+    this.sbufBytesAvail = this.sbufRing;
     this.scratchSlotSize = Math.max(RS_IOMAP_SIZE, (cfg.sqInline + 7) & ~7);
     this.scratchSlots = cfg.sqSize;
     this.scratch = Buffer.alloc(this.scratchSlotSize * this.scratchSlots);
@@ -959,7 +968,7 @@ export class RsConn {
       do {
         this.notifyAgain = false;
         this.onNotify?.();
-        if (this.waiters.length > 0) this.checkWaiters();
+        if (this.polls.waiting) this.polls.wake(this.closed);
         if (this.condWaiters.length > 0) {
           for (const w of this.condWaiters.splice(0)) {
             if (w.cond() || this.closed) w.resolve();
@@ -992,7 +1001,7 @@ export class RsConn {
     // Completions polled from inside a call (rrecv, rpoll, ...) are told to whoever listens, a
     // microtask later. With no one listening there is nothing to tell: a poll or wait that
     // starts later looks at the state itself before it waits.
-    if (any && !this.notifying && !this.inProgress && (this.onNotify !== null || this.waiters.length > 0 || this.condWaiters.length > 0)) this.notifySoon();
+    if (any && !this.notifying && !this.inProgress && (this.onNotify !== null || this.polls.waiting || this.condWaiters.length > 0)) this.notifySoon();
   }
 
   /** A send completion (rs_poll_cq's send branch). */
@@ -1142,7 +1151,7 @@ export class RsConn {
         encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.scratch, sg.addr - (this.scratchMr as Mr).addr);
         flags = SendFlags.INLINE;
       } else {
-        const off = cfg.sbufSize + RS_SGE_SIZE * (this.ctrlSeqno & (RS_QP_CTRL_SIZE - 1));
+        const off = this.sbufRing + RS_SGE_SIZE * (this.ctrlSeqno & (RS_QP_CTRL_SIZE - 1));
         encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.sbuf, off);
         const s = this.smr as Mr;
         sg = { addr: s.addr + off, length: RS_SGE_SIZE, lkey: s.lkey };
@@ -1284,7 +1293,7 @@ export class RsConn {
   /** Copy `len` bytes into the send buffer ring; the SGEs that name them (1, or 2 on wrap). */
   private stage(src: Uint8Array, off: number, len: number): Sge[] {
     const s = this.smr as Mr;
-    const size = this.cfg.sbufSize;
+    const size = this.sbufRing;
     const left = size - this.sbufPos;
     if (len <= left) {
       copyOut(src, off, this.sbuf, this.sbufPos, len);
@@ -1405,7 +1414,7 @@ export class RsConn {
   private drainEarly(): void {
     const s = this.smr;
     if (!s) return;
-    const size = this.cfg.sbufSize;
+    const size = this.sbufRing;
     this.flushPending();
     while (this.early > 0 && this.sqeAvail >= this.wqesPerMsg && this.sseqNo !== this.sseqComp && this._state & RsState.connected) {
       const ts = this.targetSge;
@@ -1633,32 +1642,7 @@ export class RsConn {
     this.pump();
     const now = this.pollEvents(events);
     if (now !== 0 || timeoutMs === 0) return Promise.resolve(now);
-    return new Promise<number>((resolve) => {
-      const w: Waiter = { events, resolve, timer: null };
-      if (timeoutMs > 0) {
-        w.timer = setTimeout(() => {
-          const i = this.waiters.indexOf(w);
-          if (i >= 0) this.waiters.splice(i, 1);
-          resolve(0);
-        }, timeoutMs);
-      }
-      this.waiters.push(w);
-    });
-  }
-
-  private checkWaiters(): void {
-    const ws = this.waiters;
-    for (let i = 0; i < ws.length; ) {
-      const w = ws[i] as Waiter;
-      const r = this.pollEvents(w.events);
-      if (r !== 0 || this.closed) {
-        // Remove in place, order kept (splice would build an array of the removed waiter).
-        for (let j = i + 1; j < ws.length; j++) ws[j - 1] = ws[j] as Waiter;
-        ws.pop();
-        if (w.timer) clearTimeout(w.timer);
-        w.resolve(r);
-      } else i++;
-    }
+    return this.polls.wait(events, timeoutMs);
   }
 
   // -- shutdown / close ----------------------------------------------------------------------
@@ -1793,10 +1777,7 @@ export class RsConn {
     }
     if (this._state & RsState.connected) this.setState(RsState.disconnected, 'closed');
     this.notify();
-    for (const w of this.waiters.splice(0)) {
-      if (w.timer) clearTimeout(w.timer);
-      w.resolve(POLLHUP);
-    }
+    this.polls.release(POLLHUP);
     for (const w of this.condWaiters.splice(0)) w.resolve();
   }
 
@@ -1974,6 +1955,14 @@ export class RsConn {
     if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'riowrite');
     return RS_EAGAIN;
   }
+}
+
+/** A byte count from the environment (a non-negative integer), else `def`. */
+function envBytes(name: string, def: number): number {
+  const v = process.env[name];
+  if (v === undefined || v === '') return def;
+  const n = Number(v);
+  return Number.isSafeInteger(n) && n >= 0 ? n : def;
 }
 
 /** ENODEV when there is no RDMA device at all (rsocket() fails the same way). */
