@@ -1,13 +1,19 @@
-// Cold start, A/B: one-shot runs of rping and cmtime (a fresh server and client process each),
+// Cold start, A/B: one-shot runs of rping, cmtime, rstream and riostream (a fresh server and client process each),
 // cold and warm, under variants of the process settings the tools choose for themselves
 // (src/cli/startup.ts), in interleaved rounds so that every variant sees the same load.
 //
-//   node bench/cold.js [--rounds N] [--tool rping|cmtime] [--variant NAME=ENV ...] [--node-flags "..."]
+//   node bench/cold.js [--rounds N] [--tool rping|cmtime|rstream|riostream] [--variant NAME=ENV ...] [--scale F]
 //
 //   --rounds N      rounds (default 6); each round runs every variant cold, then warm
 //   --tool          rping (default): `rping -C 1000` cold, `-C 5000 --warmup 5000` warm, µs/ping;
 //                   cmtime: `cmtime -c 1000` cold (its one-connection warm-up), `--warmup 4000`
-//                   warm, µs per connection of the "full connect" row
+//                   warm, µs per connection of the "full connect" row;
+//                   rstream / riostream: the default series once (`--json`) cold, its `64_lat`,
+//                   `64k_bw` and `1m_bw` rows against the steady rows warm (`-S 64 -C 1 -I 30000`,
+//                   `-S 65536 -C 20000`, `-S 1048576 -C 1500`, each with `--warmup` of its count);
+//                   per row µs per transfer or Gb/s, and cold/warm as a time ratio (1.25: the
+//                   cold row takes 1.25 × the warm row's time per transfer)
+//   --scale F       rstream / riostream: the warm rows' counts times F (default 1)
 //   --variant       NAME=VAR=value,VAR=value (default: `before` = RDMACM_JIT_NICE=0,RDMACM_JIT_BUDGET=0,RDMACM_JIT_IDLE=0
 //                   and `after` = the tools' defaults); a variant `NAME=flags:--maglev` passes V8
 //                   flags on node's command line instead, and `NAME=dir:/path/to/tree` runs the
@@ -40,7 +46,9 @@ if (!variants.length) {
   variants.push({ name: 'before', env: { RDMACM_JIT_NICE: '0', RDMACM_JIT_BUDGET: '0', RDMACM_JIT_IDLE: '0' }, flags: [] });
   variants.push({ name: 'after', env: {}, flags: [] });
 }
-if (tool !== 'rping' && tool !== 'cmtime') throw new Error(`unknown tool ${tool}`);
+if (!['rping', 'cmtime', 'rstream', 'riostream'].includes(tool)) throw new Error(`unknown tool ${tool}`);
+const stream = tool === 'rstream' || tool === 'riostream';
+const scale = Number(opt('--scale', 1));
 
 const NODE = process.execPath;
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
@@ -55,7 +63,7 @@ async function pairRun(v, serverArgs, clientArgs) {
     throw e;
   }
   const cli = await run(NODE, [...v.flags, ...clientArgs], { side: 1, timeoutMs: 300_000, env: v.env });
-  if (cli.code !== 0 && tool === 'rping') srv.kill();
+  if (cli.code !== 0 && tool !== 'cmtime') srv.kill();
   await srv;
   return cli;
 }
@@ -77,6 +85,62 @@ async function once(v, warm) {
   const at = cli.out.indexOf('Connect (1000) QPs test');
   const m = at < 0 ? null : /\nfull connect\s+(\d+)\s+(\d+)/.exec(cli.out.slice(at));
   return m ? Number(m[2]) / 1000 : null;
+}
+
+/** The rows of the stream tools: the series row, the steady arguments, the metric (true: Gb/s). */
+const STREAM_ROWS = [
+  { name: '64_lat', args: ['-S', '64', '-C', '1', '-I', String(Math.round(30_000 * scale))], count: Math.round(30_000 * scale), bw: false },
+  { name: '64k_bw', args: ['-S', '65536', '-C', String(Math.round(20_000 * scale))], count: Math.round(20_000 * scale), bw: true },
+  { name: '1m_bw', args: ['-S', '1048576', '-C', String(Math.round(1500 * scale))], count: Math.round(1500 * scale), bw: true },
+];
+const jsonRows = (out) => out.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+const metric = (row, j) => (row.bw ? j.gbps : j.usec_per_xfer);
+
+/** rstream / riostream: { row name: figure } of one cold series, or of the warm steady rows. */
+async function onceStream(v, warm) {
+  const cli = cliOf(v, tool);
+  const pairOf = async (args) => {
+    const port = String(await freePort());
+    const r = await pairRun(v, [cli, '-p', port, '--json', ...args], [cli, '-s', '127.0.0.1', '-p', port, '--json', ...args]);
+    return r.code === 0 ? jsonRows(r.out) : [];
+  };
+  const got = {};
+  if (!warm) {
+    const rows = await pairOf([]);
+    for (const row of STREAM_ROWS) {
+      const j = rows.find((x) => x.name === row.name);
+      got[row.name] = j ? metric(row, j) : null;
+    }
+    return got;
+  }
+  for (const row of STREAM_ROWS) {
+    const j = (await pairOf([...row.args, '--warmup', String(row.count)])).pop();
+    got[row.name] = j ? metric(row, j) : null;
+  }
+  return got;
+}
+
+if (stream) {
+  const sres = Object.fromEntries(variants.map((v) => [v.name, { cold: [], warm: [] }]));
+  for (let r = 0; r < rounds; r++) {
+    for (const v of variants) {
+      sres[v.name].cold.push(await onceStream(v, false));
+      sres[v.name].warm.push(coldOnly ? {} : await onceStream(v, true));
+    }
+    process.stderr.write(`round ${r + 1}/${rounds} done\n`);
+  }
+  console.log(`${tool}: ${rounds} interleaved rounds, medians (64_lat usec/xfer, bandwidth Gb/s); cold/warm: median of the rounds' time ratios (target <= 1.25)`);
+  for (const v of variants) {
+    const { cold, warm } = sres[v.name];
+    const cols = STREAM_ROWS.map((row) => {
+      const c = cold.map((x) => x[row.name] ?? null);
+      const w = warm.map((x) => x[row.name] ?? null);
+      const ratio = median(c.map((x, k) => (x && w[k] ? (row.bw ? w[k] / x : x / w[k]) : null)));
+      return `${row.name} cold ${fx(median(c), 1)} warm ${fx(median(w), 1)} (${fx(ratio)}) [${c.map((x) => fx(x, 1)).join(' ')} | ${w.map((x) => fx(x, 1)).join(' ')}]`;
+    });
+    console.log(`  ${v.name.padEnd(10)} ${cols.join('   ')}`);
+  }
+  process.exit(0);
 }
 
 const res = Object.fromEntries(variants.map((v) => [v.name, { cold: [], warm: [] }]));

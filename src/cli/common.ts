@@ -15,18 +15,15 @@ import { realpathSync } from 'node:fs';
 import os from 'node:os';
 import { basename as pathBasename } from 'node:path';
 import { fileURLToPath } from 'node:url';
+// The APIs only, no transport: each tool loads the transports it uses (src/cli/rdma.ts or the
+// package entry point), so that `rstream -T s` loads none.
 import {
   GaiError,
   RAI,
-  RdmaError,
   createEventChannel,
   createId,
-  errnoOf,
   gaiStrerror,
-  getDeviceList,
   getaddrinfo,
-  settleConnections,
-  strerror,
   type CmEvent,
   type CmId,
   type EventChannel,
@@ -34,7 +31,10 @@ import {
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
   type SockAddr,
-} from './rdma.js';
+} from '../cm/index.js';
+import { getDeviceList, settleConnections } from '../verbs/index.js';
+import { RdmaError } from '../errors.js';
+import { errnoOf, strerror } from '../errno.js';
 
 // -- output and process exit ----------------------------------------------------------------------
 

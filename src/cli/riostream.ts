@@ -10,10 +10,10 @@
  * loop that lets the event loop (which places the peer's writes) run between two looks.
  */
 import './startup.js';
+import { RsConn, RS_EAGAIN } from '../rsocket/conn.js';
+import { RsListener } from '../rsocket/listener.js';
+import { RsState } from '../rsocket/state.js';
 import {
-  RsConn,
-  RsListener,
-  RS_EAGAIN,
   POLLERR,
   POLLHUP,
   POLLIN,
@@ -31,9 +31,8 @@ import {
   RDMA_IOMAPSIZE,
   MSG_DONTWAIT,
   MSG_WAITALL,
-  RsState,
-} from '../rsocket/index.js';
-import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, type SockAddr } from '../index.js';
+} from '../rsocket/options.js';
+import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, type SockAddr } from './rdma.js';
 import { Getopt, progName, errOut, isMainModule, runMain, out } from './common.js';
 import { GaiErr, HEADER, StreamTool, TEST_SIZES, gaiCode, gaiText, perrorN, streamLongOptions } from './rstream.js';
 

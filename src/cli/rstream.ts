@@ -14,10 +14,9 @@ import './startup.js';
 import net from 'node:net';
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
+import { RsConn, RS_EAGAIN } from '../rsocket/conn.js';
+import { RsListener } from '../rsocket/listener.js';
 import {
-  RsConn,
-  RsListener,
-  RS_EAGAIN,
   POLLERR,
   POLLHUP,
   POLLIN,
@@ -36,8 +35,13 @@ import {
   RDMA_INLINE,
   MSG_DONTWAIT,
   MSG_WAITALL,
-} from '../rsocket/index.js';
-import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, strerror, type SockAddr } from '../index.js';
+} from '../rsocket/options.js';
+// No transport here: rsockets take the soft iWARP device (and what src/cli/rdma.ts adds), loaded by
+// main() unless the run uses plain sockets (-T s, -T f).
+import { RdmaError } from '../errors.js';
+import { errnoOf, strerror } from '../errno.js';
+import { RAI, getaddrinfo, type SockAddr } from '../cm/index.js';
+import { getDeviceList } from '../verbs/index.js';
 import { NetSock } from './net-sock.js';
 import { BytePattern, Getopt, atoi, cMalloc, cntStr, progName, errOut, isMainModule, runMain, out, sizeStr, sizeToCount, eaiOf, gaiMessage, takeLongOptions } from './common.js';
 
@@ -1001,6 +1005,7 @@ async function main(argv: readonly string[]): Promise<number> {
     }
   }
   if (!(r.flags & MSG_DONTWAIT)) r.pollTimeout = -1;
+  if (r.useRs) await import('./rdma.js');
   const forkPhase = process.env['RSTREAM_FORK_CHILD'];
   if (forkPhase) return r.runForked(forkPhase);
   return r.run();

@@ -25,7 +25,9 @@
  * under the SCHED_IDLE policy instead, for a tool whose threads mostly wait for a peer (rping):
  * a tool thread that wakes then takes the CPU from a compile job at once, where a nice value only
  * weighs their shares. Not for a tool that keeps both processes busy (cmtime: its warm run took
- * 1.9 × as long, the compile and GC jobs starving). And {@link setInterruptBudget}: V8's
+ * 1.9 × as long, the compile and GC jobs starving), nor for the rsocket tools: rstream's one-shot
+ * bandwidth rows gained, but its long bandwidth runs lost a quarter to a third of their rate, and
+ * riostream, which polls, took twice as long per 64 B transfer. And {@link setInterruptBudget}: V8's
  * interrupt budget (how much bytecode a function runs before V8 considers optimising it), lowered
  * from 67584 to 16384 by
  * rping, so that its ping path reaches TurboFan after a quarter of the calls. Not for every tool:

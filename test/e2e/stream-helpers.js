@@ -42,13 +42,16 @@ export function assertOk(r) {
   assert.equal(r.srv.stderr, '', r.both);
 }
 
-/** Run a server and a client of `tool` with the same test options; both results. */
-export async function pair(tool, args, { serverArgs = [], clientArgs = [], host = '127.0.0.1', env, timeoutMs = 50_000 } = {}) {
+/**
+ * Run a server and a client of `tool` with the same test options; both results. `env` is both
+ * processes' environment, unless `srvEnv` / `cliEnv` give one of them its own.
+ */
+export async function pair(tool, args, { serverArgs = [], clientArgs = [], host = '127.0.0.1', env, srvEnv = env, cliEnv = env, timeoutMs = 50_000 } = {}) {
   const port = await freePort();
-  const srv = startCli(tool, ['-p', String(port), ...args, ...serverArgs], { timeoutMs, env });
+  const srv = startCli(tool, ['-p', String(port), ...args, ...serverArgs], { timeoutMs, env: srvEnv });
   try {
     await waitListening(port, { exited: srv.done });
-    const cli = await runCli(tool, ['-s', host, '-p', String(port), ...args, ...clientArgs], { timeoutMs, env });
+    const cli = await runCli(tool, ['-s', host, '-p', String(port), ...args, ...clientArgs], { timeoutMs, env: cliEnv });
     const s = await srv.done;
     return { cli, srv: s, both: `${describeRun('client', cli)}\n${describeRun('server', s)}` };
   } finally {

@@ -2,8 +2,10 @@
 // soft RoCE transport nor the native backend (nor rsockets), each checked on both processes of a
 // real rping run through a module loader hook (test/fixtures/module-log) that logs every module a
 // process loads; the RoCE transport when the run needs it: a RoCE-pinned client from the start,
-// and a wildcard server before it listens — which then takes a connection over RoCE. And rping's
-// V8 background threads under SCHED_IDLE (cli/startup.ts idleBackgroundThreads).
+// and a wildcard server before it listens — which then takes a connection over RoCE. The rsocket
+// tools alike: rstream and riostream over iWARP load neither RoCE nor the native backend, and
+// `rstream -T s` (plain sockets) no transport at all. And rping's V8 background threads under
+// SCHED_IDLE (cli/startup.ts idleBackgroundThreads).
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
@@ -11,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { REPO_ROOT, RPING, startCli, runCli, freePort, describeRun, rpingLines, waitListening } from './helpers.js';
+import { assertOk, assertTable, pair } from './stream-helpers.js';
 
 const HOOK = pathToFileURL(join(REPO_ROOT, 'test', 'fixtures', 'module-log', 'register.mjs')).href;
 const DIST = pathToFileURL(join(REPO_ROOT, 'dist')).href;
@@ -99,6 +102,35 @@ test('rping pinned to a soft iWARP device loads no RoCE', async () => {
   const [s, c] = [traced({ RDMACM_BACKEND: 'soft', RDMACM_DEVICE: 'siw_lo' }), traced({ RDMACM_BACKEND: 'soft', RDMACM_DEVICE: 'siw_lo' })];
   await rpingPair(s.env, c.env);
   for (const mods of [s.read(), c.read()]) assert.deepEqual(matching(mods, ROCE), []);
+});
+
+const RSTREAM = join(REPO_ROOT, 'dist', 'cli', 'rstream.js');
+const RIOSTREAM = join(REPO_ROOT, 'dist', 'cli', 'riostream.js');
+const TRANSPORT = /^(transport|wire|native)\//;
+
+for (const [name, tool] of [['rstream', RSTREAM], ['riostream', RIOSTREAM]]) {
+  test(`${name} over iWARP (RDMACM_BACKEND=soft, server bound to 127.0.0.1): neither process loads RoCE or the native backend`, async () => {
+    const [s, c] = [traced({ RDMACM_BACKEND: 'soft' }), traced({ RDMACM_BACKEND: 'soft' })];
+    const r = await pair(tool, ['-S', '64', '-C', '10', '-I', '3'], { serverArgs: ['-b', '127.0.0.1'], srvEnv: s.env, cliEnv: c.env });
+    assertOk(r);
+    assertTable(r.cli.stdout, [['custom', 64, 10, 3]], 'client');
+    for (const [who, mods] of [['server', s.read()], ['client', c.read()]]) {
+      assert.ok(mods.includes('transport/iwarp/iwarp-cm.js') && mods.includes('rsocket/conn.js') && mods.includes(`cli/${name}.js`), `${who}: ${mods.join(' ')}`);
+      assert.deepEqual(matching(mods, ROCE), [], who);
+      assert.deepEqual(matching(mods, NATIVE), [], who);
+    }
+  });
+}
+
+test('rstream -T s (plain TCP sockets) loads no transport, wire codec or native backend module', async () => {
+  const [s, c] = [traced(), traced()];
+  const r = await pair(RSTREAM, ['-T', 's', '-S', '64', '-C', '10', '-I', '3'], { srvEnv: s.env, cliEnv: c.env });
+  assertOk(r);
+  assertTable(r.cli.stdout, [['custom', 64, 10, 3]], 'client');
+  for (const [who, mods] of [['server', s.read()], ['client', c.read()]]) {
+    assert.ok(mods.includes('cli/net-sock.js'), `${who}: ${mods.join(' ')}`);
+    assert.deepEqual(matching(mods, TRANSPORT), [], who);
+  }
 });
 
 const hasChrt = ['/usr/bin/chrt', '/bin/chrt', '/usr/sbin/chrt'].some((p) => existsSync(p));
