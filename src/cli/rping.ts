@@ -13,10 +13,12 @@
  *   5. the client compares (-V) and prints (-v) what came back.
  *
  * Threads become async tasks: the CM "thread" reads the event channel and runs the event handler
- * (a handler error ends the process with status 255, like the C `exit(ret)`); each connection has a
- * CQ task (completion channel → re-arm → drain); the main flow waits on a semaphore that both
- * post to, and checks the shared test state, whose numbers (IDLE=1 ... ERROR=11) appear in
- * messages. `-P` runs one task per accepted connection.
+ * (a handler error ends the process with status 255, like the C `exit(ret)`); the main flow waits
+ * on a semaphore that the CM handler and the CQ handler post to, and checks the shared test state,
+ * whose numbers (IDLE=1 ... ERROR=11) appear in messages. The CQ "thread" (completion channel →
+ * re-arm → drain) runs in the waiting main flow: a completion event wakes it, it handles the
+ * completions and goes on to the next post in the same turn (see PingSem). `-P` runs one task
+ * per accepted connection.
  */
 import { idleBackgroundThreads, setInterruptBudget } from './startup.js';
 import {
@@ -45,6 +47,7 @@ import {
   type QpAttr,
   type SendWr,
   type RecvWr,
+  type Wc,
 } from './rdma.js';
 import {
   Getopt,
@@ -66,6 +69,7 @@ import {
   sockAddr,
   type HostAddr,
 } from './common.js';
+import { copyBytes } from '../util/copy.js';
 
 /** Test states (rping.c `enum test_state`); the numbers appear in messages. */
 enum TestState {
@@ -98,11 +102,77 @@ function DEBUG_LOG(s: string): void {
   if (debug) out(s);
 }
 
+/**
+ * rping's semaphore (`cb->sem`), which the CM thread and the CQ thread post to and the main flow
+ * waits on. The CQ thread is no task of its own: its work (read the completion channel's event,
+ * re-arm, drain the CQ) is done by the waiting main flow when it wakes ({@link semTake}), so a
+ * completion costs one wake-up of the main flow and one promise, not a wake-up of a CQ task
+ * followed by one of the main flow. The main flow waits with
+ * `while (!semTake(cb)) await cb.sem.park();`.
+ */
+class PingSem {
+  private count: number;
+  private wake: (() => void) | null = null;
+  private readonly setWake = (resolve: () => void): void => {
+    this.wake = resolve;
+  };
+
+  constructor(initial: number) {
+    this.count = initial;
+  }
+
+  /** sem_getvalue(). */
+  get value(): number {
+    return this.count;
+  }
+
+  /** sem_post(). */
+  post(): void {
+    this.count++;
+    this.kick();
+  }
+
+  /** Wake the parked main flow, if any, to look again (a completion event came, or a post). */
+  readonly kick = (): void => {
+    const w = this.wake;
+    if (w !== null) {
+      this.wake = null;
+      w();
+    }
+  };
+
+  /** sem_trywait(). */
+  take(): boolean {
+    if (this.count > 0) {
+      this.count--;
+      return true;
+    }
+    return false;
+  }
+
+  /** Wait for the next {@link kick} (one waiter at a time: each connection has one main flow). */
+  park(): Promise<void> {
+    return new Promise<void>(this.setWake);
+  }
+}
+
+/** The data path's work requests, made once per connection and reused by every post. */
+interface DataWrs {
+  recv: RecvWr;
+  send: SendWr;
+  /** The RDMA READ / WRITE of rdma_buf: opcode, length and the remote buffer set per post. */
+  rdma: SendWr & { rdma: { remoteAddr: number; rkey: number } };
+  rdmaSge: { addr: number; length: number; lkey: number };
+  /** The 16-byte adverts of start_buf and rdma_buf (rping_format_send's result, made once). */
+  startInfo: Buffer | null;
+  rdmaInfo: Buffer;
+}
+
 /** The control block (`struct rping_cb`): options, shared state and per-connection resources. */
 interface Cb {
   server: number; // -1 unset, 0 client, 1 server
   state: TestState;
-  sem: Semaphore;
+  sem: PingSem;
   acceptReady: Semaphore;
 
   sin: HostAddr;
@@ -139,18 +209,23 @@ interface Cb {
   startMr: Mr | null;
 
   remoteRkey: number;
-  remoteAddr: bigint;
+  /** The peer's buffer address (a number, as the RDMA WRs take it). */
+  remoteAddr: number;
   remoteLen: number;
 
-  cqTask: Promise<void> | null;
-  cqStop: AbortController | null;
+  /** The CQ thread runs (handles the completion channel's events when the main flow waits). */
+  cqLive: boolean;
+  /** The CQ thread's `struct ibv_wc`, filled in place by each poll. */
+  wcs: Wc[];
+  /** The work requests of the data path, made once the buffers are registered. */
+  wr: DataWrs | null;
 }
 
 function newCb(): Cb {
   return {
     server: -1,
     state: TestState.IDLE,
-    sem: new Semaphore(0),
+    sem: new PingSem(0),
     acceptReady: new Semaphore(1),
     sin: anyAddr('IPv4'),
     ssource: null,
@@ -179,10 +254,11 @@ function newCb(): Cb {
     startBuf: null,
     startMr: null,
     remoteRkey: 0,
-    remoteAddr: 0n,
+    remoteAddr: 0,
     remoteLen: 0,
-    cqTask: null,
-    cqStop: null,
+    cqLive: false,
+    wcs: [],
+    wr: null,
   };
 }
 
@@ -190,11 +266,12 @@ function newCb(): Cb {
 function cloneCb(l: Cb): Cb {
   const cb: Cb = {
     ...l,
-    sem: new Semaphore(l.sem.value),
+    sem: new PingSem(l.sem.value),
     recvBuf: Buffer.from(l.recvBuf),
     sendBuf: Buffer.from(l.sendBuf),
-    cqTask: null,
-    cqStop: null,
+    cqLive: false,
+    wcs: [],
+    wr: null,
   };
   if (cb.childCmId) cb.childCmId.context = cb;
   return cb;
@@ -211,6 +288,11 @@ const int32 = (v: number): number => v | 0;
 function cstr(buf: Buffer): Buffer {
   const z = buf.indexOf(0);
   return z < 0 ? buf : buf.subarray(0, z);
+}
+/** strlen(). */
+function cstrLen(buf: Buffer): number {
+  const z = buf.indexOf(0);
+  return z < 0 ? buf.length : z;
 }
 
 // -- CM events ------------------------------------------------------------------------------------
@@ -322,10 +404,12 @@ function serverRecv(cb: Cb, byteLen: number): number {
     errOut(`Received bogus data, size ${int32(byteLen)}\n`);
     return -1;
   }
-  cb.remoteRkey = cb.recvBuf.readUInt32BE(8);
-  cb.remoteAddr = cb.recvBuf.readBigUInt64BE(0);
-  cb.remoteLen = cb.recvBuf.readUInt32BE(12);
-  DEBUG_LOG(`Received rkey ${hex(cb.remoteRkey)} addr ${hex(cb.remoteAddr)} len ${int32(cb.remoteLen)} from peer\n`);
+  const r = cb.recvBuf;
+  cb.remoteRkey = r.readUInt32BE(8);
+  // be64 as a number (what the RDMA WR takes): hi * 2^32 + lo rounds as Number(BigInt) does.
+  cb.remoteAddr = r.readUInt32BE(0) * 0x1_0000_0000 + r.readUInt32BE(4);
+  cb.remoteLen = r.readUInt32BE(12);
+  if (debug) DEBUG_LOG(`Received rkey ${hex(cb.remoteRkey)} addr ${hex(r.readBigUInt64BE(0))} len ${int32(cb.remoteLen)} from peer\n`);
 
   if (cb.state <= TestState.CONNECTED || cb.state === TestState.RDMA_WRITE_COMPLETE) cb.state = TestState.RDMA_READ_ADV;
   else cb.state = TestState.RDMA_WRITE_ADV;
@@ -342,37 +426,30 @@ function clientRecv(cb: Cb, byteLen: number): number {
   return 0;
 }
 
-function recvWr(cb: Cb): RecvWr {
-  const mr = cb.recvMr as Mr;
-  return { wrId: 0, sgList: [{ addr: mr.addr, length: INFO_SIZE, lkey: mr.lkey }] };
-}
-
-function sendWr(cb: Cb): SendWr {
-  const mr = cb.sendMr as Mr;
-  return { wrId: 0, opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: [{ addr: mr.addr, length: INFO_SIZE, lkey: mr.lkey }] };
+/** The handler's failure: the test is in error and the main flow is woken. */
+function cqFail(cb: Cb, r: number): number {
+  cb.state = TestState.ERROR;
+  cb.sem.post();
+  return r;
 }
 
 /** rping_cq_event_handler(): drain the CQ; returns 1 if a flushed completion was seen. */
 function cqEventHandler(cb: Cb): number {
   const cq = cb.cq as Cq;
+  const wcs = cb.wcs;
   let ret = 0;
   let flushed = 0;
-  const fail = (r: number): number => {
-    cb.state = TestState.ERROR;
-    cb.sem.post();
-    return r;
-  };
 
   for (;;) {
-    let wcs;
+    let n: number;
     try {
-      wcs = cq.poll(1);
+      n = cq.pollInto(wcs, 1);
     } catch (e) {
       ret = -errnoFrom(e);
       break;
     }
-    const wc = wcs[0];
-    if (!wc) break;
+    if (n === 0) break;
+    const wc = wcs[0] as Wc;
     ret = 0;
 
     if (wc.status !== WcStatus.SUCCESS) {
@@ -381,7 +458,7 @@ function cqEventHandler(cb: Cb): number {
         continue;
       }
       errOut(`cq completion failed status ${wc.status}\n`);
-      return fail(-1);
+      return cqFail(cb, -1);
     }
 
     switch (wc.opcode) {
@@ -406,14 +483,12 @@ function cqEventHandler(cb: Cb): number {
         ret = cb.server ? serverRecv(cb, wc.byteLen) : clientRecv(cb, wc.byteLen);
         if (ret) {
           errOut(`recv wc error: ${ret}\n`);
-          return fail(ret);
+          return cqFail(cb, ret);
         }
-        try {
-          (cb.qp as Qp).postRecv(recvWr(cb));
-        } catch (e) {
-          ret = errnoFrom(e);
+        ret = postRecv(cb);
+        if (ret) {
           errOut(`post recv error: ${ret}\n`);
-          return fail(ret);
+          return cqFail(cb, ret);
         }
         cb.sem.post();
         break;
@@ -421,40 +496,43 @@ function cqEventHandler(cb: Cb): number {
 
       default:
         DEBUG_LOG('unknown!!!!! completion\n');
-        return fail(-1);
+        return cqFail(cb, -1);
     }
   }
   if (ret) {
     errOut(`poll error ${ret}\n`);
-    return fail(ret);
+    return cqFail(cb, ret);
   }
   return flushed;
 }
 
-/** cq_thread(): completion events until an error, a flush, or cancellation (`cqStop`). */
-async function cqThread(cb: Cb): Promise<void> {
-  const stop = (cb.cqStop as AbortController).signal;
+/**
+ * One pass of cq_thread(): the completion events queued on the channel, each read, re-armed,
+ * drained and acknowledged, until none is left or the thread ends (an error or a flush, as the C
+ * thread returns).
+ */
+function cqEvents(cb: Cb): void {
   const channel = cb.channel as CompChannel;
-  DEBUG_LOG('cq_thread started.\n');
-
-  for (;;) {
-    if (stop.aborted) return;
-    let evCq: Cq;
+  while (cb.cqLive) {
+    let evCq: Cq | undefined;
     try {
-      evCq = await channel.getCqEvent(stop);
+      evCq = channel.tryGetCqEvent();
     } catch {
-      if (stop.aborted) return;
       errOut('Failed to get cq event!\n');
+      endCqThread(cb);
       return;
     }
+    if (evCq === undefined) return;
     if (evCq !== cb.cq) {
       errOut('Unknown CQ!\n');
+      endCqThread(cb);
       return;
     }
     try {
       evCq.reqNotify();
     } catch {
       errOut('Failed to set notify!\n');
+      endCqThread(cb);
       return;
     }
     const ret = cqEventHandler(cb);
@@ -463,25 +541,41 @@ async function cqThread(cb: Cb): Promise<void> {
     } catch {
       /* the CQ went away under us */
     }
-    if (ret) return;
+    if (ret) endCqThread(cb);
   }
 }
 
+/** sem_trywait() on `cb->sem`, after the CQ thread has handled the completion events queued. */
+function semTake(cb: Cb): boolean {
+  if (cb.cqLive && (cb.channel as CompChannel).pending > 0) cqEvents(cb);
+  return cb.sem.take();
+}
+
+/** The CQ thread starts: completion events wake the main flow, which handles them. */
 function startCqThread(cb: Cb): void {
-  cb.cqStop = new AbortController();
-  cb.cqTask = cqThread(cb);
+  DEBUG_LOG('cq_thread started.\n');
+  cb.cqLive = true;
+  (cb.channel as CompChannel)._onEvent = cb.sem.kick;
 }
 
-/** pthread_join() on the CQ task. */
+/** The CQ thread returns (or is cancelled): its events are no longer read. */
+function endCqThread(cb: Cb): void {
+  cb.cqLive = false;
+  if (cb.channel) cb.channel._onEvent = null;
+  cb.sem.kick();
+}
+
+/** pthread_join() on the CQ thread: handle its events until it ends (a flush or an error). */
 async function joinCqThread(cb: Cb): Promise<void> {
-  if (cb.cqTask) await cb.cqTask;
-  cb.cqTask = null;
+  while (cb.cqLive) {
+    if ((cb.channel as CompChannel).pending > 0) cqEvents(cb);
+    else await cb.sem.park();
+  }
 }
 
-/** pthread_cancel() + pthread_join() on the CQ task. */
-async function cancelCqThread(cb: Cb): Promise<void> {
-  cb.cqStop?.abort();
-  await joinCqThread(cb);
+/** pthread_cancel() + pthread_join() on the CQ thread. */
+function cancelCqThread(cb: Cb): void {
+  if (cb.cqLive) endCqThread(cb);
 }
 
 // -- QP and buffers -------------------------------------------------------------------------------
@@ -580,6 +674,7 @@ function setupBuffers(cb: Cb): number {
     }
   }
 
+  cb.wr = dataWrs(cb);
   DEBUG_LOG('allocated & registered buffers...\n');
   return 0;
 
@@ -614,6 +709,7 @@ function freeBuffers(cb: Cb): void {
   deregQuiet(cb.rdmaMr);
   cb.recvMr = cb.sendMr = cb.rdmaMr = null;
   cb.rdmaBuf = null;
+  cb.wr = null;
   if (!cb.server) {
     deregQuiet(cb.startMr);
     cb.startMr = null;
@@ -780,7 +876,7 @@ async function rpingAccept(cb: Cb): Promise<number> {
     return -1;
   }
 
-  await cb.sem.wait();
+  while (!semTake(cb)) await cb.sem.park();
   if (stateOf(cb) === TestState.ERROR) {
     errOut(`wait for CONNECTED state ${cb.state}\n`);
     return -1;
@@ -804,23 +900,47 @@ async function rpingDisconnect(cb: Cb, id: CmId): Promise<number> {
   return 0;
 }
 
-/** Fill send_buf with the advert of `mr` (rping_format_send). */
-function formatSend(cb: Cb, mr: Mr): void {
-  cb.sendBuf.writeBigUInt64BE(BigInt(mr.addr), 0);
-  cb.sendBuf.writeUInt32BE(mr.rkey >>> 0, 8);
-  cb.sendBuf.writeUInt32BE(cb.size >>> 0, 12);
-  DEBUG_LOG(`RDMA addr ${hex(cb.sendBuf.readBigUInt64BE(0))} rkey ${hex(cb.sendBuf.readUInt32BE(8))} len ${int32(cb.sendBuf.readUInt32BE(12))}\n`);
+/** The 16-byte advert of `mr` (rping_format_send): be64 addr, be32 rkey, be32 size. */
+function advert(cb: Cb, mr: Mr): Buffer {
+  const b = Buffer.alloc(INFO_SIZE);
+  b.writeUInt32BE(Math.floor(mr.addr / 0x1_0000_0000), 0);
+  b.writeUInt32BE(mr.addr >>> 0, 4);
+  b.writeUInt32BE(mr.rkey >>> 0, 8);
+  b.writeUInt32BE(cb.size >>> 0, 12);
+  return b;
 }
 
-function rdmaWr(cb: Cb, opcode: WrOpcode, length: number): SendWr {
-  const mr = cb.rdmaMr as Mr;
+/** The data path's WRs and adverts of a connection whose buffers are registered. */
+function dataWrs(cb: Cb): DataWrs {
+  const recvMr = cb.recvMr as Mr;
+  const sendMr = cb.sendMr as Mr;
+  const rdmaMr = cb.rdmaMr as Mr;
+  const rdmaSge = { addr: rdmaMr.addr, length: 0, lkey: rdmaMr.lkey };
   return {
-    wrId: 0,
-    opcode,
-    sendFlags: SendFlags.SIGNALED,
-    sgList: [{ addr: mr.addr, length, lkey: mr.lkey }],
-    rdma: { remoteAddr: Number(cb.remoteAddr), rkey: cb.remoteRkey },
+    recv: { wrId: 0, sgList: [{ addr: recvMr.addr, length: INFO_SIZE, lkey: recvMr.lkey }] },
+    send: { wrId: 0, opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: [{ addr: sendMr.addr, length: INFO_SIZE, lkey: sendMr.lkey }] },
+    rdma: { wrId: 0, opcode: WrOpcode.RDMA_READ, sendFlags: SendFlags.SIGNALED, sgList: [rdmaSge], rdma: { remoteAddr: 0, rkey: 0 } },
+    rdmaSge,
+    startInfo: cb.startMr ? advert(cb, cb.startMr) : null,
+    rdmaInfo: advert(cb, rdmaMr),
   };
+}
+
+/** Put the advert `info` of a buffer into send_buf (rping_format_send). */
+function formatSend(cb: Cb, info: Buffer): void {
+  const s = cb.sendBuf;
+  for (let i = 0; i < INFO_SIZE; i++) s[i] = info[i] as number;
+  if (debug) DEBUG_LOG(`RDMA addr ${hex(s.readBigUInt64BE(0))} rkey ${hex(s.readUInt32BE(8))} len ${int32(s.readUInt32BE(12))}\n`);
+}
+
+/** The RDMA READ or WRITE of `length` bytes of rdma_buf, from or to the peer's advertised buffer. */
+function rdmaWr(cb: Cb, opcode: WrOpcode, length: number): SendWr {
+  const w = (cb.wr as DataWrs).rdma;
+  w.opcode = opcode;
+  (cb.wr as DataWrs).rdmaSge.length = length;
+  w.rdma.remoteAddr = cb.remoteAddr;
+  w.rdma.rkey = cb.remoteRkey;
+  return w;
 }
 
 async function rpingTestServer(cb: Cb): Promise<number> {
@@ -828,7 +948,7 @@ async function rpingTestServer(cb: Cb): Promise<number> {
 
   for (;;) {
     // Wait for the client's source advert.
-    await cb.sem.wait();
+    while (!semTake(cb)) await cb.sem.park();
     if (!inState(cb, TestState.RDMA_READ_ADV)) {
       ret = -1;
       break;
@@ -839,7 +959,7 @@ async function rpingTestServer(cb: Cb): Promise<number> {
     if (ret) break;
     DEBUG_LOG('server posted rdma read req \n');
 
-    await cb.sem.wait();
+    while (!semTake(cb)) await cb.sem.park();
     if (!inState(cb, TestState.RDMA_READ_COMPLETE)) {
       ret = -1;
       break;
@@ -849,12 +969,12 @@ async function rpingTestServer(cb: Cb): Promise<number> {
     if (cb.verbose) out(Buffer.concat([Buffer.from('server ping data: '), cstr(cb.rdmaBuf as Buffer), Buffer.from('\n')]));
 
     // Tell the client to continue.
-    ret = postSend(cb, sendWr(cb));
+    ret = postSend(cb, (cb.wr as DataWrs).send);
     if (ret) break;
     DEBUG_LOG('server posted go ahead\n');
 
     // Wait for the client's sink advert.
-    await cb.sem.wait();
+    while (!semTake(cb)) await cb.sem.park();
     if (!inState(cb, TestState.RDMA_WRITE_ADV)) {
       ret = -1;
       break;
@@ -862,14 +982,16 @@ async function rpingTestServer(cb: Cb): Promise<number> {
     DEBUG_LOG('server received sink adv\n');
 
     // RDMA WRITE the data back: strlen(rdma_buf) + 1 bytes.
-    const len = cstr(cb.rdmaBuf as Buffer).length + 1;
+    const len = cstrLen(cb.rdmaBuf as Buffer) + 1;
     const wr = rdmaWr(cb, WrOpcode.RDMA_WRITE, len);
-    const sge = wr.sgList[0] as { addr: number; lkey: number; length: number };
-    DEBUG_LOG(`rdma write from lkey ${hex(sge.lkey)} laddr ${hex(sge.addr)} len ${int32(sge.length)}\n`);
+    if (debug) {
+      const sge = wr.sgList[0] as { addr: number; lkey: number; length: number };
+      DEBUG_LOG(`rdma write from lkey ${hex(sge.lkey)} laddr ${hex(sge.addr)} len ${int32(sge.length)}\n`);
+    }
     ret = postSend(cb, wr);
     if (ret) break;
 
-    await cb.sem.wait();
+    while (!semTake(cb)) await cb.sem.park();
     if (!inState(cb, TestState.RDMA_WRITE_COMPLETE)) {
       ret = -1;
       break;
@@ -877,7 +999,7 @@ async function rpingTestServer(cb: Cb): Promise<number> {
     DEBUG_LOG('server rdma write complete \n');
 
     // Tell the client to begin again.
-    ret = postSend(cb, sendWr(cb));
+    ret = postSend(cb, (cb.wr as DataWrs).send);
     if (ret) break;
     DEBUG_LOG('server posted go ahead\n');
   }
@@ -907,7 +1029,7 @@ async function rpingBindServer(cb: Cb): Promise<number> {
 
 function postRecv(cb: Cb): number {
   try {
-    (cb.qp as Qp).postRecv(recvWr(cb));
+    (cb.qp as Qp).postRecv((cb.wr as DataWrs).recv);
     return 0;
   } catch (e) {
     return errnoFrom(e);
@@ -943,7 +1065,7 @@ async function persistentServerThread(cb: Cb): Promise<void> {
   ret = await rpingAccept(cb);
   if (ret) {
     errOut(`connect error ${ret}\n`);
-    await cancelCqThread(cb);
+    cancelCqThread(cb);
     freeBuffers(cb);
     freeQp(cb);
     return;
@@ -966,7 +1088,7 @@ async function rpingRunPersistentServer(listening: Cb): Promise<number> {
   if (ret) return ret;
 
   for (;;) {
-    await listening.sem.wait();
+    while (!semTake(listening)) await listening.sem.park();
     if (listening.state !== TestState.CONNECT_REQUEST) {
       errOut(`wait for CONNECT_REQUEST state ${listening.state}\n`);
       return -1;
@@ -984,7 +1106,7 @@ async function rpingRunServer(cb: Cb): Promise<number> {
   let ret = await rpingBindServer(cb);
   if (ret) return ret;
 
-  await cb.sem.wait();
+  while (!semTake(cb)) await cb.sem.park();
   if (!inState(cb, TestState.CONNECT_REQUEST)) return -1;
   const child = cb.childCmId as CmId;
 
@@ -1012,16 +1134,41 @@ async function rpingRunServer(cb: Cb): Promise<number> {
 
 // -- client ---------------------------------------------------------------------------------------
 
-/** Put "rdma-ping-N: " and the letter run into start_buf; returns the next start letter. */
-function fillStartBuf(buf: Buffer, size: number, ping: number, start: number): void {
-  // snprintf(buf, size, "rdma-ping-%d: ", ping) returns the untruncated length.
-  const head = Buffer.from(`rdma-ping-${ping}: `, 'latin1');
-  head.copy(buf, 0, 0, Math.min(head.length, size - 1));
-  let c = start;
-  for (let i = head.length; i < size; i++) {
-    buf[i] = c;
-    c = (c + 1) & 0xff;
-    if (c > 122) c = 65;
+const PING_PREFIX = Buffer.from('rdma-ping-', 'latin1');
+const LETTERS = 122 - 65 + 1;
+
+/** The letter run 'A'..'z', 'A'.. long enough to cut any ping's run of a `size`-byte buffer from. */
+function letterRun(size: number): Buffer {
+  const b = Buffer.alloc(Math.max(size, 0) + LETTERS);
+  for (let i = 0; i < b.length; i++) b[i] = 65 + (i % LETTERS);
+  return b;
+}
+
+/**
+ * Put "rdma-ping-N: " and the letter run from `start` into start_buf (`pattern` is
+ * {@link letterRun}'s).
+ */
+function fillStartBuf(buf: Buffer, size: number, ping: number, start: number, pattern: Buffer): void {
+  // snprintf(buf, size, "rdma-ping-%d: ", ping); the run starts after the untruncated length.
+  let p = PING_PREFIX.length;
+  for (let i = 0; i < p; i++) buf[i] = PING_PREFIX[i] as number;
+  let v = ping;
+  if (v < 0) {
+    buf[p++] = 0x2d; // '-'
+    v = -v;
+  }
+  let digits = 1;
+  for (let t = v; t >= 10; t = Math.floor(t / 10)) digits++;
+  for (let k = p + digits - 1; k >= p; k--) {
+    buf[k] = 0x30 + (v % 10);
+    v = Math.floor(v / 10);
+  }
+  p += digits;
+  buf[p++] = 0x3a; // ':'
+  buf[p++] = 0x20; // ' '
+  if (p < size) {
+    const from = start - 65;
+    copyBytes(pattern, from, buf, p, size - p);
   }
   buf[size - 1] = 0;
 }
@@ -1031,6 +1178,8 @@ async function rpingTestClient(cb: Cb): Promise<number> {
   let start = 65;
   const startBuf = cb.startBuf as Buffer;
   const rdmaBuf = cb.rdmaBuf as Buffer;
+  const wrs = cb.wr as DataWrs;
+  const pattern = letterRun(cb.size);
   const total = cb.count ? cb.count + cb.warmup : 0;
   let t0 = process.hrtime.bigint();
   let cpu = process.cpuUsage();
@@ -1043,33 +1192,34 @@ async function rpingTestClient(cb: Cb): Promise<number> {
     cb.state = TestState.RDMA_READ_ADV;
 
     // Put some ascii text in the buffer.
-    fillStartBuf(startBuf, cb.size, ping, start);
+    fillStartBuf(startBuf, cb.size, ping, start, pattern);
     start++;
     if (start > 122) start = 65;
 
-    formatSend(cb, cb.startMr as Mr);
-    ret = postSend(cb, sendWr(cb));
+    formatSend(cb, wrs.startInfo as Buffer);
+    ret = postSend(cb, (cb.wr as DataWrs).send);
     if (ret) break;
 
     // Wait for the server's go ahead.
-    await cb.sem.wait();
+    while (!semTake(cb)) await cb.sem.park();
     if (!inState(cb, TestState.RDMA_WRITE_ADV)) {
       ret = -1;
       break;
     }
 
-    formatSend(cb, cb.rdmaMr as Mr);
-    ret = postSend(cb, sendWr(cb));
+    formatSend(cb, wrs.rdmaInfo);
+    ret = postSend(cb, (cb.wr as DataWrs).send);
     if (ret) break;
 
     // Wait for the server to say the RDMA Write is complete.
-    await cb.sem.wait();
+    while (!semTake(cb)) await cb.sem.park();
     if (!inState(cb, TestState.RDMA_WRITE_COMPLETE)) {
       ret = -1;
       break;
     }
 
-    if (cb.validate && !startBuf.subarray(0, cb.size).equals(rdmaBuf.subarray(0, cb.size))) {
+    // Both buffers are cb.size bytes long.
+    if (cb.validate && !startBuf.equals(rdmaBuf)) {
       errOut('data mismatch!\n');
       ret = -1;
       break;
@@ -1095,7 +1245,7 @@ async function rpingConnectClient(cb: Cb): Promise<number> {
     return -1;
   }
 
-  await cb.sem.wait();
+  while (!semTake(cb)) await cb.sem.park();
   if (!inState(cb, TestState.CONNECTED)) return -1;
 
   if (cb.selfCreateQp) {
@@ -1126,7 +1276,7 @@ async function rpingBindClient(cb: Cb): Promise<number> {
     return -1;
   }
 
-  await cb.sem.wait();
+  while (!semTake(cb)) await cb.sem.park();
   if (stateOf(cb) !== TestState.ROUTE_RESOLVED) {
     errOut(`waiting for addr/route resolution state ${cb.state}\n`);
     return -1;
@@ -1143,7 +1293,7 @@ async function rpingBindClient(cb: Cb): Promise<number> {
  */
 async function connectFailed(cb: Cb, ret: number): Promise<number> {
   errOut(`connect error ${ret}\n`);
-  await cancelCqThread(cb);
+  cancelCqThread(cb);
   freeBuffers(cb);
   freeQp(cb);
   return ret;
