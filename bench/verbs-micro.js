@@ -12,27 +12,18 @@
 // the figure is per iteration). MICRO_DIST: the dist/ directory to measure (default ../dist).
 import { pathToFileURL } from 'node:url';
 import path from 'node:path';
+import { loopbackPair } from './loopback-pair.js';
 
 const DIST = process.env.MICRO_DIST ?? new URL('../dist/', import.meta.url).pathname;
-const { createId, PortSpace, Access, WrOpcode, SendFlags } = await import(pathToFileURL(path.join(DIST, 'index.js')).href);
+const api = await import(pathToFileURL(path.join(DIST, 'index.js')).href);
+const { Access, WrOpcode, SendFlags } = api;
 
 const N = Number(process.env.MICRO_N ?? 200000);
 const SIZE = Number(process.env.MICRO_SIZE ?? 64);
 const REPS = Number(process.env.MICRO_REPS ?? 5);
 const MODE = process.env.MICRO_MODE ?? 'send';
 
-const listen = createId(null, null, PortSpace.TCP);
-listen.bindAddr({ address: '127.0.0.1', port: 0 });
-await listen.listen(1);
-const reqP = listen.getRequest();
-const cli = createId(null, null, PortSpace.TCP);
-await cli.resolveAddr(null, { address: '127.0.0.1', port: listen.srcPort });
-await cli.resolveRoute();
-cli.createQp(null, { cap: { maxSendWr: 64, maxRecvWr: 64 } });
-const conP = cli.connect();
-const srv = await reqP;
-srv.createQp(null, { cap: { maxSendWr: 64, maxRecvWr: 64 } });
-await Promise.all([srv.accept(), conP]);
+const { cli, srv } = await loopbackPair(api);
 // Let the connection settle (RTR, first FPDUs) before the sockets are taken over.
 await new Promise((r) => setTimeout(r, 100));
 

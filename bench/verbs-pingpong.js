@@ -8,26 +8,17 @@
 // PP_MODE: send (a SEND each way; the receiver reposts its receive), write (each way an RDMA
 // WRITE of PP_SIZE bytes and a 4-byte SEND announcing it, posted together, as rsockets do),
 // inline (send with IBV_SEND_INLINE).
-import { createId, PortSpace, Access, WrOpcode, SendFlags } from '../dist/index.js';
+import * as api from '../dist/index.js';
+import { loopbackPair } from './loopback-pair.js';
+
+const { Access, WrOpcode, SendFlags } = api;
 
 const ITERS = Number(process.env.PP_ITERS ?? 20000);
 const SIZE = Number(process.env.PP_SIZE ?? 64);
 const REPS = Number(process.env.PP_REPS ?? 5);
 const MODE = process.env.PP_MODE ?? 'send';
 
-const listen = createId(null, null, PortSpace.TCP);
-listen.bindAddr({ address: '127.0.0.1', port: 0 });
-await listen.listen(1);
-const port = listen.srcPort;
-const reqP = listen.getRequest();
-const cli = createId(null, null, PortSpace.TCP);
-await cli.resolveAddr(null, { address: '127.0.0.1', port });
-await cli.resolveRoute();
-cli.createQp(null, { cap: { maxSendWr: 64, maxRecvWr: 64 } });
-const conP = cli.connect();
-const srv = await reqP;
-srv.createQp(null, { cap: { maxSendWr: 64, maxRecvWr: 64 } });
-await Promise.all([srv.accept(), conP]);
+const { cli, srv } = await loopbackPair(api);
 
 /** One side: a ring buffer MR, its receive posted, its peer's buffer as WRITE target. */
 function side(id) {
