@@ -7,59 +7,16 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import * as rs from '../../../dist/rsocket/index.js';
+import { withRsPair, sendAll as sendAllIn, recvAll as recvAllIn, upTo } from '../lib/rs-pair.js';
 
-const { RsConn, RsListener, RS_EAGAIN, POLLIN, POLLOUT, SOL_SOCKET, SO_RCVBUF, SO_SNDBUF, SHUT_WR } = rs;
+const { RS_EAGAIN, SOL_SOCKET, SO_RCVBUF, SO_SNDBUF, SHUT_WR } = rs;
 const T = { timeout: 30_000 };
 
 /** A connected pair: client with a 64 KiB send buffer, server with a 16 KiB receive buffer (8 KiB halves). */
-async function pair() {
-  const l = new RsListener();
-  l.setsockopt(SOL_SOCKET, SO_RCVBUF, 8192);
-  l.bind({ address: '127.0.0.1', port: 0 });
-  await l.listen(1);
-  const accepted = l.accept();
-  const c = new RsConn();
-  c.setsockopt(SOL_SOCKET, SO_SNDBUF, 32768);
-  await c.connect({ address: '127.0.0.1', port: l.localAddress.port });
-  const s = await accepted;
-  return { l, c, s };
-}
-
-/** Run `fn` on a fresh pair; the sockets are closed (abortively if `fn` failed) either way. */
-async function withPair(fn) {
-  const p = await pair();
-  try {
-    await fn(p);
-  } finally {
-    const quick = (x) => Promise.race([x.close().catch(() => {}), new Promise((r) => setTimeout(r, 2000).unref())]);
-    await quick(p.c);
-    await quick(p.s);
-    await p.l.close().catch(() => {});
-  }
-}
-
-/** Send all of `buf` (awaiting POLLOUT on EAGAIN). */
-async function sendAll(conn, buf) {
-  let off = 0;
-  while (off < buf.length) {
-    const n = conn.send(buf, off, Math.min(buf.length - off, 1 + Math.floor(Math.random() * 20000)));
-    if (n === RS_EAGAIN) await conn.poll(POLLOUT);
-    else off += n;
-  }
-}
-
-/** Receive until EOF (recv returns 0) or `max` bytes. */
-async function recvAll(conn, max) {
-  const out = Buffer.alloc(max);
-  let off = 0;
-  while (off < max) {
-    const n = conn.recv(out, off, Math.min(max - off, 1 + Math.floor(Math.random() * 30000)));
-    if (n === RS_EAGAIN) await conn.poll(POLLIN);
-    else if (n === 0) break;
-    else off += n;
-  }
-  return out.subarray(0, off);
-}
+const PAIR = { listener: [[SOL_SOCKET, SO_RCVBUF, 8192]], client: [[SOL_SOCKET, SO_SNDBUF, 32768]] };
+const withPair = (fn) => withRsPair(PAIR, fn);
+const sendAll = (conn, buf) => sendAllIn(conn, buf, upTo(20000));
+const recvAll = (conn, max) => recvAllIn(conn, max, upTo(30000));
 
 test('with no target space left, rsend still takes bytes up to the send buffer; all arrive in order', T, () =>
   withPair(async ({ c, s }) => {

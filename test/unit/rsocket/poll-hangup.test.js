@@ -5,27 +5,12 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import * as rs from '../../../dist/rsocket/index.js';
+import { withRsPair } from '../lib/rs-pair.js';
 
-const { RsConn, RsListener, RS_EAGAIN, POLLIN, POLLOUT, POLLHUP, SHUT_RDWR } = rs;
+const { RS_EAGAIN, POLLIN, POLLOUT, POLLHUP, SHUT_RDWR } = rs;
 const T = { timeout: 30_000 };
 
-async function withPair(fn) {
-  const l = new RsListener();
-  l.bind({ address: '127.0.0.1', port: 0 });
-  await l.listen(1);
-  const accepted = l.accept();
-  const c = new RsConn();
-  await c.connect({ address: '127.0.0.1', port: l.localAddress.port });
-  const s = await accepted;
-  try {
-    await fn({ c, s });
-  } finally {
-    const quick = (x) => Promise.race([x.close().catch(() => {}), new Promise((r) => setTimeout(r, 2000).unref())]);
-    await quick(c);
-    await quick(s);
-    await l.close().catch(() => {});
-  }
-}
+const withPair = (fn) => withRsPair({}, fn);
 
 /** Wait until `c.poll(events, 0)` reports `bit`. */
 async function until(c, events, bit) {
