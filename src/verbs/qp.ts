@@ -363,56 +363,35 @@ export abstract class Qp {
     this.kickIf(queued);
   }
 
-  /** The queued copy of a checked send WR (every WQE has the same shape). */
+  /**
+   * The queued copy of a checked send WR: a WQE the transport handed back (see
+   * {@link _recycleSqWqe}) or a new one, every field written (every WQE has the same shape).
+   */
   private makeSqWqe(wr: SendWr, sgList: Sge[], flags: number, signaled: boolean, length: number, ud: boolean): SqWqe {
     const at = wr.atomic;
     const rd = wr.rdma;
     const imm = wr.immData;
-    const inv = wr.invalidateRkey;
     const d = ud ? (wr.ud as UdDest) : null;
-    const w = this.sqFree.pop();
-    if (w !== undefined) {
-      // A WQE the transport handed back (see _recycleSqWqe): every field is written again.
-      w.wrId = wr.wrId;
-      w.opcode = wr.opcode;
-      w.sgList = sgList;
-      w.flags = flags;
-      w.signaled = signaled;
-      w.length = length;
-      w.inline = null;
-      w.remoteAddr = at?.remoteAddr ?? rd?.remoteAddr ?? 0;
-      w.rkey = at?.rkey ?? rd?.rkey ?? 0;
-      w.invalidateRkey = inv ?? 0;
-      w.compareAdd = at ? u64(at.compareAdd) : 0n;
-      w.swap = at?.swap !== undefined ? u64(at.swap) : 0n;
-      w.immData = imm === undefined ? 0 : imm >>> 0;
-      w.ah = d !== null ? d.ah : null;
-      w.remoteQpn = d !== null ? d.remoteQpn : 0;
-      w.remoteQkey = d !== null ? this.udQkey(d) : 0;
-      w.sent = 0;
-      w.detached = false;
-      return w;
-    }
-    return {
-      wrId: wr.wrId,
-      opcode: wr.opcode,
-      sgList,
-      flags,
-      signaled,
-      length,
-      inline: null,
-      remoteAddr: at?.remoteAddr ?? rd?.remoteAddr ?? 0,
-      rkey: at?.rkey ?? rd?.rkey ?? 0,
-      invalidateRkey: inv ?? 0,
-      compareAdd: at ? u64(at.compareAdd) : 0n,
-      swap: at?.swap !== undefined ? u64(at.swap) : 0n,
-      immData: imm === undefined ? 0 : imm >>> 0,
-      ah: d !== null ? d.ah : null,
-      remoteQpn: d !== null ? d.remoteQpn : 0,
-      remoteQkey: d !== null ? this.udQkey(d) : 0,
-      sent: 0,
-      detached: false,
-    };
+    const w = this.sqFree.pop() ?? newSqWqe();
+    w.wrId = wr.wrId;
+    w.opcode = wr.opcode;
+    w.sgList = sgList;
+    w.flags = flags;
+    w.signaled = signaled;
+    w.length = length;
+    w.inline = null;
+    w.remoteAddr = at?.remoteAddr ?? rd?.remoteAddr ?? 0;
+    w.rkey = at?.rkey ?? rd?.rkey ?? 0;
+    w.invalidateRkey = wr.invalidateRkey ?? 0;
+    w.compareAdd = at ? u64(at.compareAdd) : 0n;
+    w.swap = at?.swap !== undefined ? u64(at.swap) : 0n;
+    w.immData = imm === undefined ? 0 : imm >>> 0;
+    w.ah = d !== null ? d.ah : null;
+    w.remoteQpn = d !== null ? d.remoteQpn : 0;
+    w.remoteQkey = d !== null ? this.udQkey(d) : 0;
+    w.sent = 0;
+    w.detached = false;
+    return w;
   }
 
   /**
@@ -663,6 +642,11 @@ export function sendWcOpcode(op: WrOpcode): WcOpcode {
 
 /** Send-side opcodes whose completion reports `byte_len` (ibv_poll_cq(3): RDMA Read and atomics). */
 const BYTE_LEN_OPS = new Set<WrOpcode>([WrOpcode.RDMA_READ, WrOpcode.ATOMIC_CMP_AND_SWP, WrOpcode.ATOMIC_FETCH_AND_ADD]);
+
+/** A zeroed send WQE (the one shape every WQE has; {@link Qp.makeSqWqe} writes every field). */
+function newSqWqe(): SqWqe {
+  return { wrId: 0, opcode: WrOpcode.SEND, sgList: [], flags: 0, signaled: false, length: 0, inline: null, remoteAddr: 0, rkey: 0, invalidateRkey: 0, compareAdd: 0n, swap: 0n, immData: 0, ah: null, remoteQpn: 0, remoteQkey: 0, sent: 0, detached: false };
+}
 
 /** Write every field of a completion into `wc` (a CQ's reused object or a new one). */
 function fillWc(wc: Wc, wrId: WrId, status: WcStatus, opcode: WcOpcode, byteLen: number, qpNum: number, wcFlags: number, inv: number): Wc {
