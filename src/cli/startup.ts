@@ -1,7 +1,7 @@
 /**
  * How a tool's process runs its JavaScript engine, set before anything else of the tool loads:
- * every tool imports this module first (an ES module with no imports of its own of this package,
- * so it is evaluated before the rest of the tool's module graph).
+ * every tool imports this module first (an ES module whose only import of this package,
+ * util/env.js, imports nothing, so it is evaluated before the rest of the tool's module graph).
  *
  * A tool run once spends its first second compiling: V8 interprets the data path, then
  * TurboFan compiles the hot functions on background threads (for `rping -C 1000`, about as much
@@ -37,16 +37,10 @@
 import { readdirSync } from 'node:fs';
 import os from 'node:os';
 import v8 from 'node:v8';
+import { envInt } from '../util/env.js';
 
 /** The nice value V8's background threads get (`RDMACM_JIT_NICE`; 0: left alone). */
-const JIT_NICE = envInt('RDMACM_JIT_NICE', 5, 0, 19);
-
-function envInt(name: string, dflt: number, min: number, max: number): number {
-  const v = process.env[name];
-  if (v === undefined || v === '') return dflt;
-  const n = Number(v);
-  return Number.isInteger(n) && n >= min && n <= max ? n : dflt;
-}
+const JIT_NICE = envInt('RDMACM_JIT_NICE', 5, 19);
 
 /** Give every thread of this process but the main one the nice value `nice` (if lower now). */
 export function lowerBackgroundThreadPriority(nice: number): void {
@@ -74,7 +68,7 @@ export function lowerBackgroundThreadPriority(nice: number): void {
  * first runs.
  */
 export function setInterruptBudget(budget: number): void {
-  const n = envInt('RDMACM_JIT_BUDGET', budget, 0, 1 << 24);
+  const n = envInt('RDMACM_JIT_BUDGET', budget, 1 << 24);
   if (n > 0) v8.setFlagsFromString(`--interrupt-budget=${n}`);
 }
 
@@ -86,7 +80,7 @@ export function setInterruptBudget(budget: number): void {
  * off. Threads the process starts later (made by the main thread) keep the main thread's policy.
  */
 export async function idleBackgroundThreads(): Promise<void> {
-  if (process.platform !== 'linux' || envInt('RDMACM_JIT_IDLE', 1, 0, 1) === 0) return;
+  if (process.platform !== 'linux' || envInt('RDMACM_JIT_IDLE', 1, 1) === 0) return;
   let tids: string[];
   try {
     tids = readdirSync('/proc/self/task').filter((t) => Number(t) !== process.pid);

@@ -125,6 +125,7 @@ import { RS_TRACE, RsState, describeState, rsTrace } from './state.js';
 import { copyBytes as copyOut } from '../util/copy.js';
 import { microtask } from '../util/microtask.js';
 import { PollWaiters } from '../util/poll-waiters.js';
+import { envInt } from '../util/env.js';
 
 /** What {@link RsConn.send} / {@link RsConn.recv} return when nothing can move now (-EAGAIN). */
 export const RS_EAGAIN = -11;
@@ -163,7 +164,7 @@ const EXTRA_RECVS = 2 * RS_QP_CTRL_SIZE + 2;
  * the ring covers the bytes in flight and is used whole. SO_SNDBUF still reports the size set;
  * `RDMACM_RS_SBUF_SPAN=<bytes>` changes the span, 0 uses the whole buffer.
  */
-const SBUF_SPAN = envBytes('RDMACM_RS_SBUF_SPAN', 1 << 20);
+const SBUF_SPAN = envInt('RDMACM_RS_SBUF_SPAN', 1 << 20);
 /** Default keepalive interval when TCP_KEEPIDLE is not set (Linux tcp_keepalive_time). */
 const KEEPALIVE_DEFAULT_S = 7200;
 
@@ -1955,14 +1956,6 @@ export class RsConn {
     if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'riowrite');
     return RS_EAGAIN;
   }
-}
-
-/** A byte count from the environment (a non-negative integer), else `def`. */
-function envBytes(name: string, def: number): number {
-  const v = process.env[name];
-  if (v === undefined || v === '') return def;
-  const n = Number(v);
-  return Number.isSafeInteger(n) && n >= 0 ? n : def;
 }
 
 /** ENODEV when there is no RDMA device at all (rsocket() fails the same way). */

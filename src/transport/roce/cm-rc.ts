@@ -78,6 +78,7 @@ import { gidFromIp, ipFromGid } from './gid.js';
 import type { RxMeta } from './udp.js';
 import { RXE_PROVIDER } from './provider.js';
 import { ephemeralPort } from './local-port.js';
+import { envInt } from '../../util/env.js';
 import { RoceRcQp } from './rc/rc-qp.js';
 import {
   ahTo,
@@ -149,13 +150,6 @@ export interface RoceRcCmConfig {
    * to it (the option of an id wins).
    */
   ackTimeout: number;
-}
-
-function envInt(name: string, dflt: number, max = Number.MAX_SAFE_INTEGER): number {
-  const s = process.env[name];
-  if (s === undefined || s.trim() === '') return dflt;
-  const v = Number(s);
-  return Number.isInteger(v) && v >= 0 && v <= max ? v : dflt;
 }
 
 const config: RoceRcCmConfig = {

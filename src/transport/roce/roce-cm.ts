@@ -72,6 +72,7 @@ import { RoceDevice, ipBytes, setGsiHandler } from './device.js';
 import { gidFromIp, ipFromGid } from './gid.js';
 import { PortAgent, type GsiRoute, type RxMeta } from './udp.js';
 import { ephemeralPort } from './local-port.js';
+import { envInt } from '../../util/env.js';
 import { RXE_PROVIDER, rxeDeviceInfos } from './provider.js';
 
 /** SIDR_REP, REP and REJ private data (bytes; a REQ's is CMA_REQ_USER_PD after the CMA header). */
@@ -91,13 +92,6 @@ export interface RoceCmConfig {
   sidrTimeoutMs: number;
   /** SIDR_REQ resends before UNREACHABLE. cma: `CMA_MAX_CM_RETRIES` = 15. */
   sidrRetries: number;
-}
-
-function envInt(name: string, dflt: number): number {
-  const s = process.env[name];
-  if (s === undefined || s.trim() === '') return dflt;
-  const v = Number(s);
-  return Number.isInteger(v) && v >= 0 ? v : dflt;
 }
 
 const config: RoceCmConfig = {
