@@ -1197,7 +1197,7 @@ async function rpingTestClient(cb: Cb): Promise<number> {
     if (start > 122) start = 65;
 
     formatSend(cb, wrs.startInfo as Buffer);
-    ret = postSend(cb, (cb.wr as DataWrs).send);
+    ret = postSend(cb, wrs.send);
     if (ret) break;
 
     // Wait for the server's go ahead.
@@ -1208,7 +1208,7 @@ async function rpingTestClient(cb: Cb): Promise<number> {
     }
 
     formatSend(cb, wrs.rdmaInfo);
-    ret = postSend(cb, (cb.wr as DataWrs).send);
+    ret = postSend(cb, wrs.send);
     if (ret) break;
 
     // Wait for the server to say the RDMA Write is complete.
