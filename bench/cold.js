@@ -6,6 +6,9 @@
 //
 //   --rounds N      rounds (default 6); each round runs every variant cold, then warm
 //   --tool          rping (default): `rping -C 1000` cold, `-C 5000 --warmup 5000` warm, µs/ping;
+//                   net: plain Node in cmtime's shape (bench/net-connect.js: 1000 TCP connections at
+//                   once, a 24-byte request and reply on each), one warm-up connection cold,
+//                   `--warmup 4000` warm, µs per connection — Node's own cold/warm limit;
 //                   cmtime: `cmtime -c 1000` cold (its one-connection warm-up), `--warmup 4000`
 //                   warm, µs per connection of the "full connect" row;
 //                   rstream / riostream: the default series once (`--json`) cold, its `64_lat`,
@@ -46,7 +49,7 @@ if (!variants.length) {
   variants.push({ name: 'before', env: { RDMACM_JIT_NICE: '0', RDMACM_JIT_BUDGET: '0', RDMACM_JIT_IDLE: '0' }, flags: [] });
   variants.push({ name: 'after', env: {}, flags: [] });
 }
-if (!['rping', 'cmtime', 'rstream', 'riostream'].includes(tool)) throw new Error(`unknown tool ${tool}`);
+if (!['rping', 'cmtime', 'net', 'rstream', 'riostream'].includes(tool)) throw new Error(`unknown tool ${tool}`);
 const stream = tool === 'rstream' || tool === 'riostream';
 const scale = Number(opt('--scale', 1));
 
@@ -78,6 +81,13 @@ async function once(v, warm) {
     const cli = await pairRun(v, [RPING, '-s', '-a', '127.0.0.1', '-p', port], [RPING, '-c', '-a', '127.0.0.1', '-p', port, '--json', ...count]);
     const line = cli.out.trim().split('\n').filter((l) => l.startsWith('{')).pop();
     return cli.code === 0 && line ? JSON.parse(line).usec_per_ping : null;
+  }
+  if (tool === 'net') {
+    const NETC = fileURLToPath(new URL('net-connect.js', import.meta.url));
+    const args = ['-p', port, '-c', '1000', '--warmup', warm ? '4000' : '1'];
+    const cli = await pairRun(v, [NETC, 'server', ...args], [NETC, 'client', ...args]);
+    const line = cli.out.trim().split('\n').filter((l) => l.startsWith('{')).pop();
+    return cli.code === 0 && line ? JSON.parse(line).usec_per_conn : null;
   }
   const common = ['-b', '127.0.0.1', '-C', '127.0.0.1', '-p', port, '-c', '1000', ...(warm ? ['--warmup', '4000'] : [])];
   const cli = await pairRun(v, [CMTIME, ...common, '-L'], [CMTIME, ...common]);
