@@ -17,6 +17,7 @@ import { TerminateError } from '../../errors.js';
 import { decodeMpaStartFrame, mpaKeyMatches, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/iwarp/index.js';
 import { Llp } from './llp.js';
 import { trace, tracing } from '../../trace.js';
+import { armDeadline, cancelDeadline, type Deadline, type DeadlineTarget } from '../../util/deadlines.js';
 
 /** siw's hard maximum IRD/ORD. */
 export const MAX_IRD_ORD = 128;
@@ -75,15 +76,21 @@ type Work =
 
 let cepIds = 0;
 
+/** No bytes (the empty accumulator of every endpoint). */
+const NO_BYTES = Buffer.alloc(0);
+const noEvent = (_ev: CepEvent): void => {};
+/** The passive side's {@link Cep.tcpConnected}: it is connected from the start. */
+const CONNECTED = Promise.resolve(0);
+
 /** One endpoint: a TCP connection during the MPA exchange. */
-export class Cep {
+export class Cep implements DeadlineTarget {
   readonly id = ++cepIds;
   readonly llp: Llp;
   state: CepState;
   /** Receives the endpoint's events. */
-  onEvent: (ev: CepEvent) => void = () => {};
-  private acc: Buffer = Buffer.alloc(0);
-  private timer: NodeJS.Timeout | null = null;
+  onEvent: (ev: CepEvent) => void = noEvent;
+  private acc: Buffer = NO_BYTES;
+  private timer: Deadline | null = null;
   private offer: MpaOffer | null = null;
   private request: MpaStartFrame | null = null;
   private sentRequest: MpaStartFrame | null = null;
@@ -97,17 +104,19 @@ export class Cep {
     llp.setConsumer((buf, start, end) => this.handle({ w: 'bytes', buf, start, end }));
   }
 
-  private tcpDone: (status: number) => void = () => {};
+  private tcpDone: ((status: number) => void) | null = null;
   /** Active side: 0 once TCP is connected (the MPA Request is then on its way), or -errno. */
-  readonly tcpConnected: Promise<number> = new Promise((r) => (this.tcpDone = r));
+  tcpConnected: Promise<number> = CONNECTED;
 
   /** Active open: connect and send the MPA Request. */
   static connect(opts: { host: string; port: number; localAddress?: string; localPort?: number }, offer: MpaOffer): Cep {
     let cep: Cep | null = null;
     const llp = Llp.connect(opts, () => cep?.handle({ w: 'connected' }));
-    cep = new Cep(llp, CepState.CONNECTING);
-    cep.offer = offer;
-    return cep;
+    const c = new Cep(llp, CepState.CONNECTING);
+    c.tcpConnected = new Promise((r) => (c.tcpDone = r));
+    c.offer = offer;
+    cep = c;
+    return c;
   }
 
   /** Passive open on an accepted TCP connection: wait for the MPA Request `timeoutMs` (siw: 5 s). */
@@ -125,19 +134,18 @@ export class Cep {
    * fires — it must win, as it does in a kernel, which reads the socket when the bytes arrive.
    */
   private arm(ms: number): void {
-    const t = setTimeout(() => {
-      setImmediate(() => {
-        if (this.timer !== t) return; // disarmed meanwhile (the awaited frame was read)
-        this.timer = null;
-        this.handle({ w: 'timeout' });
-      });
-    }, ms);
-    t.unref();
-    this.timer = t;
+    this.disarm();
+    this.timer = armDeadline(ms, this);
   }
   private disarm(): void {
-    if (this.timer) clearTimeout(this.timer);
+    if (this.timer) cancelDeadline(this.timer);
     this.timer = null;
+  }
+  /** @internal The deadline of {@link arm} passed (one pass of socket reads after it). */
+  deadlineExpired(d: Deadline): void {
+    if (this.timer !== d) return;
+    this.timer = null;
+    this.handle({ w: 'timeout' });
   }
 
   private trace(msg: string): void {
@@ -170,13 +178,13 @@ export class Cep {
           this.state = CepState.AWAIT_MPAREP;
           this.arm(o.replyTimeoutMs);
           this.trace('MPA Request sent');
-          this.tcpDone(0);
+          this.tcpDone?.(0);
         } else if (work.w === 'closed') {
           // Linux siw connects TCP inside rdma_connect: a refused or failed connect is the
           // call's own error, not an event (measured against the kernel).
           this.state = CepState.CLOSED;
           if (tracing('mpa')) this.trace(`connect failed: ${work.err?.message ?? 'closed'}`);
-          this.tcpDone(errnoStatus(work.err));
+          this.tcpDone?.(errnoStatus(work.err));
         }
         return;
       case CepState.AWAIT_MPAREP:
@@ -206,10 +214,16 @@ export class Cep {
     }
   }
 
+  /**
+   * The bytes of the start frame so far: a frame that comes in one read is decoded where it lies
+   * (the decoder copies what it keeps); {@link keepPartial} copies a part that must wait for more.
+   */
   private accumulate(buf: Buffer, start: number, end: number): Buffer {
     const piece = buf.subarray(start, end);
-    this.acc = this.acc.length === 0 ? Buffer.from(piece) : Buffer.concat([this.acc, piece]);
-    return this.acc;
+    return this.acc.length === 0 ? piece : (this.acc = Buffer.concat([this.acc, piece]));
+  }
+  private keepPartial(acc: Buffer): void {
+    if (acc !== this.acc) this.acc = Buffer.from(acc);
   }
 
   private gotReplyBytes(buf: Buffer, start: number, end: number): void {
@@ -224,11 +238,14 @@ export class Cep {
       this.refuseReply(-22, `bad MPA Reply: ${(e as Error).message}`, term, false);
       return;
     }
-    if ('needMore' in d) return;
+    if ('needMore' in d) {
+      this.keepPartial(acc);
+      return;
+    }
     this.disarm();
     const f = d.frame;
     const leftover = Buffer.from(acc.subarray(d.length));
-    this.acc = Buffer.alloc(0);
+    this.acc = NO_BYTES;
     const o = this.offer as MpaOffer;
     if (tracing('mpa')) this.trace(`MPA Reply rev ${f.rev} flags crc=${f.crc} reject=${f.reject} enhanced=${f.enhanced} ird=${f.ird} ord=${f.ord} p2p=${f.p2p}`);
     const v = validateMpaReply(f, this.sentRequest as MpaStartFrame, { maxIrd: MAX_IRD_ORD });
@@ -263,7 +280,10 @@ export class Cep {
       this.close(true);
       return;
     }
-    if ('needMore' in d) return;
+    if ('needMore' in d) {
+      this.keepPartial(acc);
+      return;
+    }
     this.disarm();
     if (d.length < acc.length) {
       // siw: bytes queued behind the start frame are a protocol error.
@@ -271,7 +291,7 @@ export class Cep {
       this.close(true);
       return;
     }
-    this.acc = Buffer.alloc(0);
+    this.acc = NO_BYTES;
     const f = d.frame;
     const verdict = validateMpaRequest(f);
     this.request = f;
@@ -330,7 +350,7 @@ export class Cep {
     this.llp.onClose = null;
     this.llp.setConsumer(null);
     if (tracing('mpa')) this.trace(`MPA Reply sent ird=${ird} ord=${ord} rtr=${rtr}`);
-    return { crc: req.crc, ird, ord, rtr, p2p: rtr !== null, privateData: req.privateData, leftover: Buffer.alloc(0) };
+    return { crc: req.crc, ird, ord, rtr, p2p: rtr !== null, privateData: req.privateData, leftover: NO_BYTES };
   }
 
   /** Passive reject: Reply with R set and the private data (request rev ≥ 1), then close. */
