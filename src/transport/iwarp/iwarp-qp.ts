@@ -55,6 +55,8 @@ export class IwarpQp extends Qp {
   private terminated = false;
   private readonly scratch: { bufs: Buffer[]; offs: number[]; lens: number[] } = { bufs: [], offs: [], lens: [] };
   private holdTimer: NodeJS.Timeout | null = null;
+  /** {@link rx} has served a connection (a later one gets a new one). */
+  private rxUsed = false;
   /** The device's direct-placement threshold (configuration, fixed at QP creation). */
   private readonly directMin: number;
 
@@ -76,7 +78,9 @@ export class IwarpQp extends Qp {
     this.llp = llp;
     this.terminated = false;
     this.tx.attach(llp, p.crc, p.fpduMax);
-    this.rx = new QpRx(this, this.directMin);
+    // The receive state of the QP's first connection is the one made with the QP.
+    if (this.rxUsed) this.rx = new QpRx(this, this.directMin);
+    this.rxUsed = true;
     const dec = new FpduDecoder(this.rx, { crc: p.crc });
     this.decoder = dec;
     this.rx.onFirstFpdu = () => {

@@ -127,7 +127,7 @@ export class Llp {
   private constructor(socket: net.Socket, noDelay = false) {
     this.socket = socket;
     if (!noDelay) socket.setNoDelay(true);
-    socket.on('drain', () => this.onDrain?.());
+    // 'drain' is listened to from the first write that fills the socket's buffer (see write).
     socket.on('end', () => {
       if (tracing('llp')) trace('llp', `LLP[${this.id}]`, 'peer FIN');
       // Half-close is not part of iWARP: a FIN ends the connection (siw releases the socket).
@@ -266,8 +266,16 @@ export class Llp {
       this.socket.cork();
       this.batching = 2;
     }
-    return this.socket.write(buf, cb);
+    const ok = this.socket.write(buf, cb);
+    // A socket emits 'drain' only after a write returned false: listen from then on (most
+    // connections never fill their buffer, and one listener fewer is less to set up per socket).
+    if (!ok && !this.drainHooked) {
+      this.drainHooked = true;
+      this.socket.on('drain', () => this.onDrain?.());
+    }
+    return ok;
   }
+  private drainHooked = false;
 
   /** Whether the socket's write buffer is above its high-water mark. */
   get needDrain(): boolean {

@@ -71,6 +71,13 @@ function zeroTail(f: Buffer, at: number, pad: number): void {
   for (let i = at; i < e; i++) f[i] = 0;
 }
 
+/**
+ * The scratch buffer every QP builds a small FPDU header in: each header is copied to its
+ * connection's stage (or a buffer of its own) in the same synchronous call that built it, so
+ * one buffer serves every connection (a connection that never sends costs no allocation).
+ */
+const HDR_SCRATCH = Buffer.alloc(64);
+
 /** Per-connection transmit state. */
 export class QpTx {
   llp: Llp | null = null;
@@ -98,7 +105,8 @@ export class QpTx {
   private termMsn = 0;
   private kicking = false;
   private waitingDrain = false;
-  private readonly hdr = Buffer.alloc(64);
+  /** Where a header is built before it is copied to the stage (shared: see {@link HDR_SCRATCH}). */
+  private readonly hdr = HDR_SCRATCH;
   /** The last WQE staged was a small RDMA WRITE (its SEND usually follows: see flushSoon). */
   private endsWithWrite = false;
   /** Staging slab: [stageStart, slabPos) is built and not yet written. */
