@@ -6,16 +6,25 @@
 
 /** Parse dotted-quad IPv4 (exactly four decimal octets 0..255) to a uint32, else `undefined`. */
 export function parseIpv4(s: string): number | undefined {
-  const parts = s.split('.');
-  if (parts.length !== 4) return undefined;
+  // One pass over the characters: 1-3 ASCII digits per octet (leading zeros allowed), 3 dots.
   let v = 0;
-  for (const p of parts) {
-    if (!/^\d{1,3}$/.test(p)) return undefined;
-    const n = Number(p);
-    if (n > 255) return undefined;
-    v = v * 256 + n;
+  let n = 0;
+  let digits = 0;
+  let dots = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x30 && c <= 0x39) {
+      if (++digits > 3) return undefined;
+      n = n * 10 + (c - 0x30);
+    } else if (c === 0x2e) {
+      if (digits === 0 || n > 255 || ++dots > 3) return undefined;
+      v = v * 256 + n;
+      n = 0;
+      digits = 0;
+    } else return undefined;
   }
-  return v;
+  if (dots !== 3 || digits === 0 || n > 255) return undefined;
+  return v * 256 + n;
 }
 
 /** Format a uint32 as dotted-quad IPv4. */
@@ -83,6 +92,19 @@ export function parseIpv6(input: string): number[] | undefined {
  * `undefined` when `s` is not an IP address.
  */
 export function ipKey(s: string): string | undefined {
+  // A connection asks for the keys of the same few addresses several times (its device, the
+  // wildcard and loopback tests): remembered, they are parsed once per process.
+  const k = keyCache.get(s);
+  if (k !== undefined || keyCache.has(s)) return k;
+  const key = computeIpKey(s);
+  if (keyCache.size >= KEY_CACHE_MAX) keyCache.clear();
+  keyCache.set(s, key);
+  return key;
+}
+const keyCache = new Map<string, string | undefined>();
+const KEY_CACHE_MAX = 1024;
+
+function computeIpKey(s: string): string | undefined {
   const v4 = parseIpv4(s);
   if (v4 !== undefined) return formatIpv4(v4);
   const w = parseIpv6(s);
