@@ -129,6 +129,13 @@ const ERROR_EVENTS = new Set([
   CmEventType.DEVICE_REMOVAL,
 ]);
 
+/** A responder resources / initiator depth value: `d` (capped at `max`) for unset or 0xff, else `v` within [0, max]. */
+function pickRd(v: number | undefined, d: number, max: number, what: string, op: string): number {
+  if (v === undefined || v === 0xff) return Math.min(d, max);
+  if (!Number.isInteger(v) || v < 0 || v > max) throw err('EINVAL', op, `${what} ${v} exceeds the device maximum ${max}`);
+  return v;
+}
+
 /** The private data of an event that carries none (a shared empty view: it cannot be written). */
 const NO_PRIVATE_DATA = new Uint8Array(0);
 
@@ -812,17 +819,12 @@ export class CmId {
 
   private rdLimits(param: ConnParam | undefined, op: string, dflt: { ird: number; ord: number }): { ird: number; ord: number } {
     const max = deviceMaxRd(this.verbs);
-    const pick = (v: number | undefined, d: number, what: string): number => {
-      if (v === undefined || v === 0xff) return Math.min(d, max);
-      if (!Number.isInteger(v) || v < 0 || v > max) throw err('EINVAL', op, `${what} ${v} exceeds the device maximum ${max}`);
-      return v;
-    };
-    return { ird: pick(param?.responderResources, dflt.ird, 'responder_resources'), ord: pick(param?.initiatorDepth, dflt.ord, 'initiator_depth') };
+    return { ird: pickRd(param?.responderResources, dflt.ird, max, 'responder_resources', op), ord: pickRd(param?.initiatorDepth, dflt.ord, max, 'initiator_depth', op) };
   }
 
   /** Private data within the transport's limit for `kind` (EINVAL beyond it). */
   private checkPrivateData(pd: Uint8Array | undefined, op: string, kind: 'connect' | 'accept' | 'reject'): Uint8Array {
-    if (!pd) return new Uint8Array(0);
+    if (!pd) return NO_PRIVATE_DATA;
     const lim = this.transport?.privateDataLimits;
     const ud = this.qpType === QpType.UD;
     const max = lim === undefined ? Infinity : kind === 'reject' ? lim.reject : kind === 'connect' ? (ud ? lim.udConnect : lim.connect) : ud ? lim.udAccept : lim.accept;

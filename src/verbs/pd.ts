@@ -214,21 +214,19 @@ export class Pd {
   private _checkCap(cap: Partial<QpCap> | undefined): void {
     if (typeof cap !== 'object' || cap === null) throw err('EINVAL', 'ibv_create_qp', 'no cap');
     const a = this.context._attr;
-    const limits: [keyof QpCap, number][] = [
-      ['maxSendWr', a.maxQpWr],
-      ['maxRecvWr', a.maxQpWr],
-      ['maxSendSge', a.maxSge],
-      ['maxRecvSge', a.maxSge],
-      ['maxInlineData', a.maxInlineData],
-    ];
-    for (const [k, max] of limits) {
-      const v = cap[k];
-      if (v === undefined) continue;
-      if (!Number.isInteger(v) || v < 0 || v > max) {
-        throw err('EINVAL', 'ibv_create_qp', `cap.${k} ${String(v)} (device max ${max})`);
-      }
-    }
+    checkCapField(cap, 'maxSendWr', a.maxQpWr);
+    checkCapField(cap, 'maxRecvWr', a.maxQpWr);
+    checkCapField(cap, 'maxSendSge', a.maxSge);
+    checkCapField(cap, 'maxRecvSge', a.maxSge);
+    checkCapField(cap, 'maxInlineData', a.maxInlineData);
   }
+}
+
+/** EINVAL unless `cap[k]` is absent or an integer in [0, max]. */
+function checkCapField(cap: Partial<QpCap>, k: keyof QpCap, max: number): void {
+  const v = cap[k];
+  if (v === undefined) return;
+  if (!Number.isInteger(v) || v < 0 || v > max) throw err('EINVAL', 'ibv_create_qp', `cap.${k} ${String(v)} (device max ${max})`);
 }
 
 /** A Uint8Array over exactly the bytes of `mem`. */

@@ -128,9 +128,9 @@ export abstract class Qp {
   ird = 0;
   protected _state: QpState = QpState.RESET;
   /** Send queue: posted, not yet handed to the transport. Oldest first. */
-  protected readonly sq = new Ring<SqWqe>(Infinity);
+  protected readonly sq: Ring<SqWqe>;
   /** Receive queue: posted, not yet consumed. */
-  protected readonly rq = new Ring<RqWqe>(Infinity);
+  protected readonly rq: Ring<RqWqe>;
   protected destroyed = false;
   /** Completed WQEs handed back by the transport, reused by the next posts (no allocation per WR). */
   private readonly sqFree: SqWqe[] = [];
@@ -155,6 +155,10 @@ export abstract class Qp {
     this.sqSigAll = init.sqSigAll ?? false;
     this.qpContext = init.qpContext;
     this.cap = cap;
+    // The rings start at the queue depth (at most 16) and grow past it only for a queue that
+    // holds more: a QP of one WR per queue costs one slot each.
+    this.sq = new Ring<SqWqe>(Infinity, ringStart(cap.maxSendWr));
+    this.rq = new Ring<RqWqe>(Infinity, ringStart(cap.maxRecvWr));
     this.tag = `QP[${qpNum}]`;
     this.modifyRules = context.device.transportType === TransportType.IWARP ? 'iwarp' : 'ib';
     nextQpTrace++;
@@ -641,6 +645,11 @@ export function sendWcOpcode(op: WrOpcode): WcOpcode {
 }
 
 /** Send-side opcodes whose completion reports `byte_len` (ibv_poll_cq(3): RDMA Read and atomics). */
+/** The initial backing size of a queue of `depth` WRs. */
+function ringStart(depth: number): number {
+  return Number.isInteger(depth) && depth >= 1 ? Math.min(depth, 16) : 16;
+}
+
 const BYTE_LEN_OPS = new Set<WrOpcode>([WrOpcode.RDMA_READ, WrOpcode.ATOMIC_CMP_AND_SWP, WrOpcode.ATOMIC_FETCH_AND_ADD]);
 
 /** A zeroed send WQE (the one shape every WQE has; {@link Qp.makeSqWqe} writes every field). */
