@@ -169,7 +169,9 @@ export class Llp {
     const s = new net.Socket({ handle, onread: onread(l) } as unknown as net.SocketConstructorOpts);
     const self = new Llp(s, noDelay);
     l.self = self;
-    s.resume();
+    // No resume(): the socket's constructor started reading (its handle's readStart), reads go to
+    // `onread`, not through the stream, and the peer's FIN ends the stream ('end') in paused mode
+    // too. Flowing mode would only add a nextTick and a stream read per connection.
     return self;
   }
 
