@@ -89,6 +89,15 @@ export class QpTx {
    */
   private readonly doneQ: { w: SqWqe; done: boolean; status: WcStatus }[] = [];
   private doneHead = 0;
+  /**
+   * Copied (staged) WQEs of the current kick, completed once the kick has handed its FPDUs to the
+   * socket: the write goes out before the completions are generated (a reply leaves first).
+   * Completions stay in posting order: whatever else completes a send WQE (a zero-copy write's
+   * callback, a failed WQE, a flush) completes these first (see {@link completeCopied}).
+   */
+  private readonly copied: (SqWqe | null)[] = [];
+  private nCopied = 0;
+  private completingCopied = false;
   /** Number of WQEs in {@link doneQ} (counted against max_send_wr). */
   get pendingCb(): number {
     return this.doneQ.length - this.doneHead;
@@ -189,7 +198,26 @@ export class QpTx {
       else this.flushStage(llp);
       llp.endBatch();
       this.kicking = false;
+      if (this.nCopied !== 0) this.completeCopied();
     }
+  }
+
+  /**
+   * Complete the copied WQEs of the kick, oldest first. A re-entrant call (from a completion
+   * that leads to another) returns: the loop here goes on with whatever was added meanwhile.
+   */
+  completeCopied(): void {
+    if (this.nCopied === 0 || this.completingCopied) return;
+    this.completingCopied = true;
+    // The slots stay allocated (no array shrink and regrowth per kick); each is cleared when used.
+    const q = this.copied;
+    for (let i = 0; i < this.nCopied; i++) {
+      const w = q[i] as SqWqe;
+      q[i] = null;
+      this.qp.sqDoneRecycle(w, WcStatus.SUCCESS);
+    }
+    this.nCopied = 0;
+    this.completingCopied = false;
   }
 
   /** Write what is staged now (the connection is about to end gracefully). */
@@ -309,7 +337,10 @@ export class QpTx {
           this.sendMessageZc(llp, op, w, msn, pieces, e);
         } else {
           this.sendMessage(llp, op, w, msn, pieces);
-          this.completeInTurn(w, WcStatus.SUCCESS);
+          // Copied: done as far as the QP goes. Completed after the kick's write (see copied)
+          // when nothing handed over zero-copy is pending before it.
+          if (this.doneHead === this.doneQ.length) this.copied[this.nCopied++] = w;
+          else this.doneQ.push({ w, done: true, status: WcStatus.SUCCESS });
         }
         // A batch that ends with an RDMA WRITE may wait for the end of the tick (see flushSoon).
         this.endsWithWrite = op === RdmapOpcode.WRITE && !zc;

@@ -131,3 +131,50 @@ test('large WRs queued together go to TCP in one kick (no drain per WR), in orde
     await close();
   }
 });
+
+test('small WRs are written before their completions are generated; copied and zero-copy WRs complete once each, in posting order', { timeout: 30000 }, async () => {
+  const { a, b, close } = await rcPair({ send: 32, recv: 32, sge: 2 });
+  try {
+    const K = 64 * 1024;
+    const src = a.pd.regMr(randomBytes(K + 256), 0);
+    const dst = b.pd.regMr(Buffer.alloc(K + 256), Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+    const rmsg = b.pd.regMr(Buffer.alloc(16), Access.LOCAL_WRITE);
+    const sock = a.qp.llp.socket;
+    const orig = sock.write;
+    const seen = [];
+    sock.write = function (...args) {
+      seen.push(a.sendCq.pending);
+      return orig.apply(this, args);
+    };
+    try {
+      // A small RDMA WRITE + SEND pair: one write, made before either completion was queued;
+      // both completions are there when postSend returns.
+      b.qp.postRecv({ wrId: 'r1', sgList: [{ addr: rmsg.addr, length: 16, lkey: rmsg.lkey }] });
+      a.qp.postSend([
+        { wrId: 1, opcode: WrOpcode.RDMA_WRITE, sgList: [{ addr: src.addr, length: 64, lkey: src.lkey }], rdma: { remoteAddr: dst.addr, rkey: dst.rkey }, sendFlags: SendFlags.SIGNALED },
+        { wrId: 2, opcode: WrOpcode.SEND, sgList: [{ addr: src.addr, length: 4, lkey: src.lkey }], sendFlags: SendFlags.SIGNALED | SendFlags.INLINE },
+      ]);
+      assert.deepEqual(seen, [0], 'one socket write, before any completion');
+      assert.equal(a.sendCq.pending, 2, 'both completed by the time postSend returned');
+      assert.deepEqual(a.sendCq.poll(4).map((w) => [w.wrId, w.status]), [[1, WcStatus.SUCCESS], [2, WcStatus.SUCCESS]]);
+      await reap(b.recvCq, 1, 10000);
+      // Copied, zero-copy, copied: the last waits for the zero-copy one's write callback.
+      b.qp.postRecv({ wrId: 'r2', sgList: [{ addr: rmsg.addr, length: 16, lkey: rmsg.lkey }] });
+      a.qp.postSend([
+        { wrId: 3, opcode: WrOpcode.RDMA_WRITE, sgList: [{ addr: src.addr, length: 100, lkey: src.lkey }], rdma: { remoteAddr: dst.addr, rkey: dst.rkey }, sendFlags: SendFlags.SIGNALED },
+        { wrId: 4, opcode: WrOpcode.RDMA_WRITE, sgList: [{ addr: src.addr + 256, length: K, lkey: src.lkey }], rdma: { remoteAddr: dst.addr + 256, rkey: dst.rkey }, sendFlags: SendFlags.SIGNALED },
+        { wrId: 5, opcode: WrOpcode.SEND, sgList: [{ addr: src.addr, length: 8, lkey: src.lkey }], sendFlags: SendFlags.SIGNALED },
+      ]);
+      const sc = await reap(a.sendCq, 3, 10000);
+      assert.deepEqual(sc.map((w) => [w.wrId, w.status]), [[3, WcStatus.SUCCESS], [4, WcStatus.SUCCESS], [5, WcStatus.SUCCESS]]);
+      await reap(b.recvCq, 1, 10000);
+      assert.ok(Buffer.from(dst.buf).subarray(256).equals(Buffer.from(src.buf).subarray(256)), 'the 64 KiB WRITE placed');
+      await new Promise((r) => setTimeout(r, 50));
+      assert.equal(a.sendCq.pending, 0, 'no completion twice');
+    } finally {
+      sock.write = orig;
+    }
+  } finally {
+    await close();
+  }
+});
