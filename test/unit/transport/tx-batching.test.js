@@ -178,3 +178,39 @@ test('small WRs are written before their completions are generated; copied and z
     await close();
   }
 });
+
+test('copied messages posted faster than TCP takes them (buffered writes) and after it caught up arrive intact', { timeout: 60000 }, async () => {
+  const N = 1000;
+  const K = 30 * 1024; // copied (below the zero-copy size): staged in the slab
+  const { a, b, close } = await rcPair({ send: N + 8, recv: N + 8, sge: 2 });
+  try {
+    const srcBytes = randomBytes(N * K);
+    const src = a.pd.regMr(srcBytes, 0);
+    const dst = b.pd.regMr(Buffer.alloc(N * K), Access.LOCAL_WRITE);
+    const got = Buffer.from(dst.buf.buffer, dst.buf.byteOffset, dst.buf.byteLength);
+    for (let i = 0; i < N; i++) b.qp.postRecv({ wrId: i, sgList: [{ addr: dst.addr + i * K, length: K, lkey: dst.lkey }] });
+    const sock = a.qp.llp.socket;
+    let buffered = 0;
+    const sent = [];
+    for (let i = 0; i < N; i++) {
+      const n = K - ((i * 7919) % 4096);
+      sent.push(srcBytes.subarray(i * K, i * K + n));
+      a.qp.postSend({ wrId: i, opcode: WrOpcode.SEND, sgList: [{ addr: src.addr + i * K, length: n, lkey: src.lkey }], sendFlags: SendFlags.SIGNALED });
+      if (sock.writableLength > 0) buffered++;
+      if (i === N / 2) await new Promise((r) => setTimeout(r, 20)); // let TCP catch up halfway
+    }
+    assert.ok(buffered > 0, 'some writes were left buffered in the socket');
+    const wcs = await reap(b.recvCq, N, 30000);
+    for (let i = 0; i < N; i++) {
+      const wc = wcs[i];
+      assert.equal(wc.wrId, i);
+      assert.equal(wc.status, WcStatus.SUCCESS);
+      assert.equal(wc.byteLen, sent[i].length);
+      assert.ok(got.subarray(i * K, i * K + wc.byteLen).equals(sent[i]), `message ${i} intact`);
+    }
+    const sc = await reap(a.sendCq, N, 30000);
+    assert.deepEqual(sc.map((w) => w.wrId), sent.map((_, i) => i));
+  } finally {
+    await close();
+  }
+});
