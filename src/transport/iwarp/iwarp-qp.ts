@@ -245,6 +245,9 @@ export class IwarpQp extends Qp {
   }
 
   protected override flush(): void {
+    // Send completions keep posting order: the copied WQEs of a kick that has not completed
+    // them yet go first (see QpTx.completeCopied); the same in sqDone and sqFail.
+    this.tx.completeCopied();
     // Outstanding reads first (they were posted before anything still in the SQ), and the receive
     // a Send was being placed into before the ones still queued (siw_sq_flush, siw_rq_flush).
     const orq = this.tx.orq.splice(0);
@@ -306,6 +309,7 @@ export class IwarpQp extends Qp {
   /** A WQE is done (handed to TCP, or its Read Response arrived). */
   sqDone(w: SqWqe, status: WcStatus = WcStatus.SUCCESS): void {
     if (this.destroyed) return; // a write callback after ibv_destroy_qp: no completions any more
+    this.tx.completeCopied();
     this.completeSend(w, status);
   }
   /** As {@link sqDone}, for a WQE the TX path holds no reference to any more (reused by a later post). */
@@ -316,6 +320,7 @@ export class IwarpQp extends Qp {
   }
   /** A WQE failed locally: complete it with `status`, QP to ERR. */
   sqFail(w: SqWqe, status: WcStatus, why: string): void {
+    this.tx.completeCopied();
     this.sq.removeIf((x) => x === w);
     if (tracing('qp')) trace('qp', this.tag, `WR failed: ${why}`);
     this.completeSend(w, status, true);
