@@ -482,28 +482,51 @@ class Rstream extends StreamTool {
   /** recv_xfer(): 0, or what failed; synchronous while bytes are there, as {@link sendXfer}. */
   recvXfer(size: number): number | Promise<number> {
     if (this.useAsync) return this.recvXferWait(size, 0);
+    this.recvOff = 0;
+    const w = this.recvStep(size);
+    return typeof w === 'number' ? w : this.recvXferRest(size, w);
+  }
+
+  /** Bytes of the current transfer received so far (see {@link recvStep}). */
+  private recvOff = 0;
+
+  /**
+   * Receive from {@link recvOff} on: 0 (or the pattern check) once `size` bytes are in, what
+   * failed, or — when the socket has nothing now — its poll(POLLIN) promise: call again once it
+   * settles. The transfer loop awaits that promise itself, one await per wait with no async frame
+   * in between.
+   */
+  private recvStep(size: number): number | Promise<number> {
     const s = this.rs as Sock;
     const buf = this.buf;
-    for (let offset = 0; offset < size; ) {
-      const ret = s.recv(buf, offset, size - offset, this.flags);
-      if (ret > 0) offset += ret;
+    while (this.recvOff < size) {
+      const ret = s.recv(buf, this.recvOff, size - this.recvOff, this.flags);
+      if (ret > 0) this.recvOff += ret;
       else if (ret === 0) return this.recvEof();
       else if (s.errno !== EAGAIN) {
         perrorN('rrecv', s.errno);
         return ret;
-      } else return this.recvXferWait(size, offset);
+      } else return s.poll(POLLIN, -1);
     }
     return this.verify ? this.pattern.verify(buf.subarray(0, size)) : 0;
   }
 
+  private async recvXferRest(size: number, wait: Promise<number>): Promise<number> {
+    let w: number | Promise<number> = wait;
+    while (typeof w !== 'number') {
+      await w;
+      w = this.recvStep(size);
+    }
+    return w;
+  }
+
+  /** recv_xfer() with `-a` (poll before every recv). */
   private async recvXferWait(size: number, from: number): Promise<number> {
     const s = this.rs as Sock;
     const buf = this.buf;
     for (let offset = from; offset < size; ) {
-      if (this.useAsync) {
-        const r = await this.doPoll(s, POLLIN);
-        if (r) return r;
-      } else await s.poll(POLLIN, -1);
+      const r = await this.doPoll(s, POLLIN);
+      if (r) return r;
       const ret = s.recv(buf, offset, size - offset, this.flags);
       if (ret > 0) offset += ret;
       else if (ret === 0) return this.recvEof();
@@ -538,8 +561,15 @@ class Rstream extends StreamTool {
       for (let half = 0; half < 2; half++) {
         const send = client === (half === 0);
         for (let t = 0; t < k; t++) {
-          let ret = send ? this.sendXfer(size) : this.recvXfer(size);
-          if (typeof ret !== 'number') ret = await ret;
+          let ret: number | Promise<number>;
+          if (!send && !this.useAsync) {
+            // Receive here, awaiting the socket's poll promise directly (see recvStep).
+            this.recvOff = 0;
+            while (typeof (ret = this.recvStep(size)) !== 'number') await ret;
+          } else {
+            ret = send ? this.sendXfer(size) : this.recvXfer(size);
+            if (typeof ret !== 'number') ret = await ret;
+          }
           if (ret) return ret;
         }
       }
