@@ -165,6 +165,16 @@ const EXTRA_RECVS = 2 * RS_QP_CTRL_SIZE + 2;
  * `RDMACM_RS_SBUF_SPAN=<bytes>` changes the span, 0 uses the whole buffer.
  */
 const SBUF_SPAN = envInt('RDMACM_RS_SBUF_SPAN', 1 << 20);
+/**
+ * Data chunks at least this large are posted at once, each RDMA WRITE followed directly by its
+ * DATA message, instead of joining the batch that posts every queued WRITE before the messages.
+ * The receiver learns of a chunk only from its message: behind a batch of large WRITEs it would
+ * see none of them until the last had arrived, and so copy out and grant the first half of its
+ * buffer only after the second half had arrived too (the sender then waited for the whole
+ * window each time). A large WRITE goes to TCP as a writev of its own either way, so posting it
+ * alone costs no extra write. `RDMACM_RS_POST_ALONE=<bytes>` changes the size.
+ */
+const POST_ALONE_MIN = envInt('RDMACM_RS_POST_ALONE', 32 * 1024);
 /** Default keepalive interval when TCP_KEEPIDLE is not set (Linux tcp_keepalive_time). */
 const KEEPALIVE_DEFAULT_S = 7200;
 
@@ -1436,17 +1446,20 @@ export class RsConn {
       this.early -= len;
       this.earlyPos += len;
       if (this.earlyPos === size) this.earlyPos = 0;
+      // A large chunk leaves with its message before the next is queued (see POST_ALONE_MIN).
+      if (len >= POST_ALONE_MIN) this.flushPosts();
     }
     this.flushPosts();
   }
 
-  /** Queue the pending (coalesced) data write and its DATA message. */
+  /** Queue the pending (coalesced) data write and its DATA message; post them if large. */
   private flushPending(): void {
     const p = this.pend;
     if (!p) return;
     this.pend = null;
     if (!(this._state & RsState.connected)) return;
     this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.DATA, p.len), 0, p.addr, p.rkey);
+    if (p.len >= POST_ALONE_MIN) this.flushPosts();
   }
 
   // -- data ----------------------------------------------------------------------------------
