@@ -150,6 +150,13 @@ const WR_RECV = 2 ** 40;
 const MAX_XFER = Math.max(RS_SNDLOWAT, Number(process.env['RDMACM_RS_MAX_XFER'] ?? 512 * 1024) || 512 * 1024);
 const RAMP = process.env['RDMACM_RS_RAMP'] === '1';
 /**
+ * Largest chunk (one RDMA WRITE) of a riowrite call. No message follows it and no target SGE
+ * bounds it, so nothing on the peer's side waits for a chunk to end: one WRITE (and one writev)
+ * per MiB instead of two costs less per byte. Bounded by the free send buffer as any chunk.
+ * `RDMACM_RS_RIO_MAX_XFER=<bytes>` changes it; `RDMACM_RS_RAMP=1` restores rsocket.c's ramp.
+ */
+const RIO_MAX_XFER = Math.max(RS_SNDLOWAT, envInt('RDMACM_RS_RIO_MAX_XFER', 1 << 20));
+/**
  * rsend copies ahead into the send buffer while the peer has granted no target space (see
  * RsConn.early); `RDMACM_RS_EARLY=0` restores rsocket.c's behaviour (EAGAIN until a grant).
  */
@@ -1927,7 +1934,7 @@ export class RsConn {
       if (r !== 0) return r;
     }
     let iom: { offset: number; addr: number; key: number; length: number } | null = null;
-    let olen = RAMP ? RS_OLAP_START_SIZE : MAX_XFER;
+    let olen = RAMP ? RS_OLAP_START_SIZE : RIO_MAX_XFER;
     let done = 0;
     while (done < count) {
       const at = offset + done;
@@ -1946,7 +1953,7 @@ export class RsConn {
       let xfer: number;
       if (olen < left) {
         xfer = olen;
-        if (olen < MAX_XFER) olen <<= 1;
+        if (olen < RIO_MAX_XFER) olen <<= 1;
       } else xfer = left;
       if (xfer > this.sbufBytesAvail) xfer = this.sbufBytesAvail;
       if (xfer > iom.offset + iom.length - at) xfer = iom.offset + iom.length - at;
