@@ -150,6 +150,13 @@ const WR_RECV = 2 ** 40;
 const MAX_XFER = Math.max(RS_SNDLOWAT, Number(process.env['RDMACM_RS_MAX_XFER'] ?? 512 * 1024) || 512 * 1024);
 const RAMP = process.env['RDMACM_RS_RAMP'] === '1';
 /**
+ * Largest chunk (one RDMA WRITE) of a riowrite call. No message follows it and no target SGE
+ * bounds it, so nothing on the peer's side waits for a chunk to end: one WRITE (and one writev)
+ * per MiB instead of two costs less per byte. Bounded by the free send buffer as any chunk.
+ * `RDMACM_RS_RIO_MAX_XFER=<bytes>` changes it; `RDMACM_RS_RAMP=1` restores rsocket.c's ramp.
+ */
+const RIO_MAX_XFER = Math.max(RS_SNDLOWAT, envInt('RDMACM_RS_RIO_MAX_XFER', 1 << 20));
+/**
  * rsend copies ahead into the send buffer while the peer has granted no target space (see
  * RsConn.early); `RDMACM_RS_EARLY=0` restores rsocket.c's behaviour (EAGAIN until a grant).
  */
@@ -165,6 +172,16 @@ const EXTRA_RECVS = 2 * RS_QP_CTRL_SIZE + 2;
  * `RDMACM_RS_SBUF_SPAN=<bytes>` changes the span, 0 uses the whole buffer.
  */
 const SBUF_SPAN = envInt('RDMACM_RS_SBUF_SPAN', 1 << 20);
+/**
+ * Data chunks at least this large are posted at once, each RDMA WRITE followed directly by its
+ * DATA message, instead of joining the batch that posts every queued WRITE before the messages.
+ * The receiver learns of a chunk only from its message: behind a batch of large WRITEs it would
+ * see none of them until the last had arrived, and so copy out and grant the first half of its
+ * buffer only after the second half had arrived too (the sender then waited for the whole
+ * window each time). A large WRITE goes to TCP as a writev of its own either way, so posting it
+ * alone costs no extra write. `RDMACM_RS_POST_ALONE=<bytes>` changes the size.
+ */
+const POST_ALONE_MIN = envInt('RDMACM_RS_POST_ALONE', 32 * 1024);
 /** Default keepalive interval when TCP_KEEPIDLE is not set (Linux tcp_keepalive_time). */
 const KEEPALIVE_DEFAULT_S = 7200;
 
@@ -1436,17 +1453,20 @@ export class RsConn {
       this.early -= len;
       this.earlyPos += len;
       if (this.earlyPos === size) this.earlyPos = 0;
+      // A large chunk leaves with its message before the next is queued (see POST_ALONE_MIN).
+      if (len >= POST_ALONE_MIN) this.flushPosts();
     }
     this.flushPosts();
   }
 
-  /** Queue the pending (coalesced) data write and its DATA message. */
+  /** Queue the pending (coalesced) data write and its DATA message; post them if large. */
   private flushPending(): void {
     const p = this.pend;
     if (!p) return;
     this.pend = null;
     if (!(this._state & RsState.connected)) return;
     this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.DATA, p.len), 0, p.addr, p.rkey);
+    if (p.len >= POST_ALONE_MIN) this.flushPosts();
   }
 
   // -- data ----------------------------------------------------------------------------------
@@ -1914,7 +1934,7 @@ export class RsConn {
       if (r !== 0) return r;
     }
     let iom: { offset: number; addr: number; key: number; length: number } | null = null;
-    let olen = RAMP ? RS_OLAP_START_SIZE : MAX_XFER;
+    let olen = RAMP ? RS_OLAP_START_SIZE : RIO_MAX_XFER;
     let done = 0;
     while (done < count) {
       const at = offset + done;
@@ -1933,7 +1953,7 @@ export class RsConn {
       let xfer: number;
       if (olen < left) {
         xfer = olen;
-        if (olen < MAX_XFER) olen <<= 1;
+        if (olen < RIO_MAX_XFER) olen <<= 1;
       } else xfer = left;
       if (xfer > this.sbufBytesAvail) xfer = this.sbufBytesAvail;
       if (xfer > iom.offset + iom.length - at) xfer = iom.offset + iom.length - at;
