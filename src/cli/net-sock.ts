@@ -62,7 +62,7 @@ export class NetSock {
   private err: number | null = null;
   private shutWr = false;
   /** poll() callers waiting for readiness. */
-  private readonly polls = new PollWaiters((events) => this.ready(events));
+  private readonly polls = new PollWaiters(this as NetSock, NetSock.prototype.ready);
 
   // -- send side
   private sndbuf = 2 * 212992;

@@ -126,6 +126,7 @@ import { copyBytes as copyOut } from '../util/copy.js';
 import { microtask } from '../util/microtask.js';
 import { PollWaiters } from '../util/poll-waiters.js';
 import { envInt } from '../util/env.js';
+import { objectArray } from '../util/arrays.js';
 
 /** What {@link RsConn.send} / {@link RsConn.recv} return when nothing can move now (-EAGAIN). */
 export const RS_EAGAIN = -11;
@@ -338,17 +339,17 @@ export class RsConn {
   private notifyAgain = false;
   private notifyQueued = false;
   /** rpoll() callers waiting for readiness. */
-  private readonly polls = new PollWaiters((events) => this.pollEvents(events));
-  private condWaiters: { cond: () => boolean; resolve: () => void }[] = [];
+  private readonly polls = new PollWaiters(this as RsConn, RsConn.prototype.pollEvents);
+  private condWaiters = objectArray<{ cond: () => boolean; resolve: () => void }>();
   private recvWrs: { wrId: number; sgList: Sge[] }[] = [];
-  private readonly wcs: Wc[] = [];
+  private readonly wcs = objectArray<Wc>();
   /** Work requests queued for the next post: RDMA WRITEs, then the message SENDs. */
-  private readonly posts: SendWr[] = [];
+  private readonly posts = objectArray<SendWr>();
   private nPosts = 0;
-  private readonly msgPosts: SendWr[] = [];
+  private readonly msgPosts = objectArray<SendWr>();
   private nMsgPosts = 0;
   /** The list of the usual post (one write + its message), reused while no post is running. */
-  private readonly postPair: SendWr[] = [];
+  private readonly postPair = objectArray<SendWr>();
   private posting = false;
   /**
    * Per scratch slot: its SGE, a one-SGE list of it, and the SEND / RDMA WRITE work requests
@@ -1312,19 +1313,17 @@ export class RsConn {
   private stage(src: Uint8Array, off: number, len: number): Sge[] {
     const s = this.smr as Mr;
     const size = this.sbufRing;
-    const left = size - this.sbufPos;
-    if (len <= left) {
-      copyOut(src, off, this.sbuf, this.sbufPos, len);
-      const sg = { addr: s.addr + this.sbufPos, length: len, lkey: s.lkey };
-      this.sbufPos = len < left ? this.sbufPos + len : 0;
-      return [sg];
-    }
-    this.sbuf.set(src.subarray(off, off + left), this.sbufPos);
-    this.sbuf.set(src.subarray(off + left, off + len), 0);
-    const a = { addr: s.addr + this.sbufPos, length: left, lkey: s.lkey };
-    const b = { addr: s.addr, length: len - left, lkey: s.lkey };
-    this.sbufPos = len - left;
-    return [a, b];
+    const pos = this.sbufPos;
+    // One path for both cases (the part behind the wrap is empty when there is none): a chunk
+    // that wraps for the first time long after this was compiled does not throw the code away.
+    const left = size - pos;
+    const first = len < left ? len : left;
+    copyOut(src, off, this.sbuf, pos, first);
+    copyOut(src, off + first, this.sbuf, 0, len - first);
+    const end = pos + len;
+    this.sbufPos = end < size ? end : end - size;
+    const a = { addr: s.addr + pos, length: first, lkey: s.lkey };
+    return first === len ? [a] : [a, { addr: s.addr, length: len - first, lkey: s.lkey }];
   }
 
   /** The payload SGEs of a write: inline from scratch, else staged in the send buffer. */
@@ -1380,13 +1379,15 @@ export class RsConn {
     if (exhausted) this.flushPending();
     else if (!this.pendQueued) {
       this.pendQueued = true;
-      setImmediate(() => {
-        this.pendQueued = false;
-        this.flushPending();
-        this.flushPosts();
-      });
+      setImmediate(this.pendTask);
     }
   }
+  /** Post the pending chunk in the next event-loop turn (one function per socket, not per chunk). */
+  private readonly pendTask = (): void => {
+    this.pendQueued = false;
+    this.flushPending();
+    this.flushPosts();
+  };
 
   /** Whether a target address the peer wrote can be used; the socket fails when it cannot. */
   private usableTarget(addr: number): boolean {

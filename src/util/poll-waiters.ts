@@ -9,22 +9,31 @@
  * @module
  */
 
+import { objectArray } from './arrays.js';
+
 interface Waiter {
   events: number;
   resolve: (revents: number) => void;
   timer: NodeJS.Timeout | null;
 }
 
-export class PollWaiters {
+export class PollWaiters<T> {
   private oneEvents = 0;
   private oneResolve: ((revents: number) => void) | null = null;
-  private readonly list: Waiter[] = [];
+  private readonly list = objectArray<Waiter>();
   private readonly setOne = (resolve: (revents: number) => void): void => {
     this.oneResolve = resolve;
   };
 
-  /** `ready(events)`: the socket's revents of `events` now (0: not ready). */
-  constructor(private readonly ready: (events: number) => number) {}
+  /**
+   * `ready.call(owner, events)`: the socket's revents of `events` now (0: not ready). A method of
+   * the socket's class and the socket, not a closure per socket: every socket's wake then calls
+   * the one function its optimised code was compiled against.
+   */
+  constructor(
+    private readonly owner: T,
+    private readonly ready: (this: T, events: number) => number,
+  ) {}
 
   /** Whether anyone waits. */
   get waiting(): boolean {
@@ -57,7 +66,7 @@ export class PollWaiters {
   wake(all = false): void {
     const one = this.oneResolve;
     if (one !== null) {
-      const r = this.ready(this.oneEvents);
+      const r = this.ready.call(this.owner, this.oneEvents);
       if (r !== 0 || all) {
         this.oneResolve = null;
         one(r);
@@ -66,7 +75,7 @@ export class PollWaiters {
     const ws = this.list;
     for (let i = 0; i < ws.length; ) {
       const w = ws[i] as Waiter;
-      const r = this.ready(w.events);
+      const r = this.ready.call(this.owner, w.events);
       if (r !== 0 || all) {
         // Remove in place, order kept (splice would build an array of the removed waiter).
         for (let j = i + 1; j < ws.length; j++) ws[j - 1] = ws[j] as Waiter;

@@ -31,6 +31,7 @@ import type { Wc } from './types.js';
 import type { CompChannel } from './comp-channel.js';
 import type { Context } from './context.js';
 import type { QpLike } from './provider.js';
+import { objectArray } from '../util/arrays.js';
 
 /** Arming state (siw_notify_flags without the MISSED_EVENTS bit). */
 const enum Arm {
@@ -73,7 +74,7 @@ export class Cq {
   readonly _qps = new Set<QpLike>();
   private readonly _ring: Ring<Wc>;
   /** `Wc` objects whose contents {@link pollInto} copied out: reused by {@link _wc}. */
-  private readonly _free: Wc[] = [];
+  private readonly _free = objectArray<Wc>();
   private _arm: Arm = Arm.NONE;
   private _destroyed = false;
   private _overflowed = false;

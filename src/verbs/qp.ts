@@ -39,6 +39,7 @@ import {
   type Wc,
   type WrId,
 } from './types.js';
+import { objectArray } from '../util/arrays.js';
 
 export { QpAttrMask, qpTransitionAllowed, type QpAttr } from './qp-attr.js';
 
@@ -133,8 +134,8 @@ export abstract class Qp {
   protected readonly rq: Ring<RqWqe>;
   protected destroyed = false;
   /** Completed WQEs handed back by the transport, reused by the next posts (no allocation per WR). */
-  private readonly sqFree: SqWqe[] = [];
-  private readonly rqFree: RqWqe[] = [];
+  private readonly sqFree = objectArray<SqWqe>();
+  private readonly rqFree = objectArray<RqWqe>();
   /** Trace prefix, `QP[n]`. */
   readonly tag: string;
   /**

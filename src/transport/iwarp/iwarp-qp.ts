@@ -14,7 +14,7 @@ import type { QpInitAttr } from '../../verbs/provider.js';
 import { Qp, type RqWqe, type SqWqe } from '../../verbs/qp.js';
 import { AsyncEventType, QpState, WcStatus, WrOpcode, type QpCap, type SendWr, type Sge } from '../../verbs/types.js';
 import { localSgeTarget, remoteTarget as mrRemoteTarget, invalidateMr } from './mem.js';
-import { Llp } from './llp.js';
+import { Llp, type LlpReader } from './llp.js';
 import { QpTx } from './qp-tx.js';
 import { QpRx } from './qp-rx.js';
 import { iwarpConfig } from './config.js';
@@ -44,6 +44,8 @@ export interface LlpDownInfo {
   error?: Error;
 }
 
+const NO_PIECE = Buffer.alloc(0);
+
 /** An RC QP on the software iWARP device. */
 export class IwarpQp extends Qp {
   readonly tx: QpTx;
@@ -53,7 +55,12 @@ export class IwarpQp extends Qp {
   /** The CM's hook: the connection is gone. */
   onLlpDown: ((info: LlpDownInfo) => void) | null = null;
   private terminated = false;
-  private readonly scratch: { bufs: Buffer[]; offs: number[]; lens: number[] } = { bufs: [], offs: [], lens: [] };
+  /**
+   * {@link gather}'s pieces, one slot per SGE a WR may carry from the start: a first WR with more
+   * SGEs than the earlier ones then writes inside the arrays, not past their end (which would
+   * throw away the optimised TX path the first time a chunk of the send ring wraps).
+   */
+  private readonly scratch: { bufs: Buffer[]; offs: number[]; lens: number[] };
   private holdTimer: NodeJS.Timeout | null = null;
   /** {@link rx} has served a connection (a later one gets a new one). */
   private rxUsed = false;
@@ -62,6 +69,8 @@ export class IwarpQp extends Qp {
 
   constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
     super(context, pd, qpNum, init, cap);
+    const n = Math.max(1, cap.maxSendSge);
+    this.scratch = { bufs: new Array<Buffer>(n).fill(NO_PIECE), offs: new Array<number>(n).fill(0), lens: new Array<number>(n).fill(0) };
     this.tx = new QpTx(this);
     this.directMin = iwarpConfig(context.device.name).directPlacementMin;
     this.rx = new QpRx(this, this.directMin);
@@ -94,25 +103,8 @@ export class IwarpQp extends Qp {
     }
     llp.onClose = (e, byPeer) => this.llpClosed(e, byPeer);
     // Direct placement: large tagged payloads are read by the socket straight into the MR. When
-    // it is off, readTarget would answer null for every read: leave the hook unset.
-    llp.readTarget = this.directMin !== Infinity ? () => (this.decoder === dec ? this.rx.readTarget(dec) : null) : null;
-    llp.onPlaced = (view, n) => {
-      if (this.decoder !== dec) return;
-      try {
-        dec.placed(view, 0, n);
-        this.rx.placedDirect(n);
-      } catch (e) {
-        this.rxError(e);
-      }
-    };
-    llp.setConsumer((buf, start, end) => {
-      if (this.decoder !== dec) return;
-      try {
-        dec.push(buf, start, end);
-      } catch (e) {
-        this.rxError(e);
-      }
-    });
+    // it is off, readTarget would answer null for every read: the LLP does not ask.
+    llp.setReader(new QpReader(this, dec), this.directMin !== Infinity);
     if (this._state !== QpState.RTS) this._transition(QpState.RTS, 'connection established');
     if (p.rtr) this.tx.sendRtr(p.rtr);
     if (leftover && leftover.length > 0) {
@@ -123,6 +115,30 @@ export class IwarpQp extends Qp {
       }
     }
     this.tx.kick();
+  }
+
+  /** @internal {@link QpReader}: stream bytes for the decoder `dec` (ignored once it was replaced). */
+  _rxBytes(dec: FpduDecoder, buf: Buffer, start: number, end: number): void {
+    if (this.decoder !== dec) return;
+    try {
+      dec.push(buf, start, end);
+    } catch (e) {
+      this.rxError(e);
+    }
+  }
+  /** @internal {@link QpReader}: where the next read of `dec`'s stream should land. */
+  _rxTarget(dec: FpduDecoder): Buffer | number | null {
+    return this.decoder === dec ? this.rx.readTarget(dec) : null;
+  }
+  /** @internal {@link QpReader}: `n` bytes read straight into the view `_rxTarget` gave. */
+  _rxPlaced(dec: FpduDecoder, view: Buffer, n: number): void {
+    if (this.decoder !== dec) return;
+    try {
+      dec.placed(view, 0, n);
+      this.rx.placedDirect(n);
+    } catch (e) {
+      this.rxError(e);
+    }
   }
 
   private releaseHold(): void {
@@ -406,4 +422,21 @@ function checkRemote(r: { remoteAddr: number; rkey: number }): string | null {
   if (!Number.isSafeInteger(r.remoteAddr) || r.remoteAddr < 0) return 'bad remote address';
   if (!Number.isInteger(r.rkey) || r.rkey < 0 || r.rkey > 0xffffffff) return 'bad rkey';
   return null;
+}
+
+/** The LLP's reader for one attachment of a QP: its decoder's stream, with direct placement. */
+class QpReader implements LlpReader {
+  constructor(
+    private readonly qp: IwarpQp,
+    private readonly dec: FpduDecoder,
+  ) {}
+  bytes(buf: Buffer, start: number, end: number): void {
+    this.qp._rxBytes(this.dec, buf, start, end);
+  }
+  readTarget(): Buffer | number | null {
+    return this.qp._rxTarget(this.dec);
+  }
+  placed(view: Buffer, n: number): void {
+    this.qp._rxPlaced(this.dec, view, n);
+  }
 }

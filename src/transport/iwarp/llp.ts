@@ -12,6 +12,25 @@ import { trace, tracing } from '../../trace.js';
 /** Receives stream bytes `[start, end)` of `buf`; the view is valid only during the call. */
 export type LlpConsumer = (buf: Buffer, start: number, end: number) => void;
 
+/**
+ * The receive side of an RDMA-mode connection (the QP's FPDU decoder behind it), with direct
+ * placement. An object of one class for every connection rather than closures made per
+ * connection: the socket's read path then calls the same functions on every connection, and code
+ * optimised on one does not have to be thrown away on the next ("wrong call target").
+ */
+export interface LlpReader {
+  /** Stream bytes `[start, end)` of `buf`, valid only during the call (as {@link LlpConsumer}). */
+  bytes(buf: Buffer, start: number, end: number): void;
+  /**
+   * Where the next read should land: a view of the target memory to read payload straight into
+   * it, a byte count to read just that much into the shared buffer (so a read stops at a payload
+   * boundary), or null for a full read.
+   */
+  readTarget(): Buffer | number | null;
+  /** A read landed in a view {@link readTarget} returned: `n` bytes at its start. */
+  placed(view: Buffer, n: number): void;
+}
+
 /** Size of the reused receive buffer of sockets we create (one read). */
 const READ_BUF = 1024 * 1024;
 
@@ -114,14 +133,10 @@ export class Llp {
 
   /** The timer that destroys a socket whose peer never answers our FIN. */
   private lingerTimer: NodeJS.Timeout | null = null;
-  /**
-   * Direct placement (set by the QP in RDMA mode): where the next read should land. Return a view
-   * of the target memory to read payload straight into it, a byte count to read just that much
-   * into the shared buffer (so a read stops at a payload boundary), or null for a full read.
-   */
-  readTarget: (() => Buffer | number | null) | null = null;
-  /** A read landed in a view `readTarget` returned: `n` bytes at its start. */
-  onPlaced: ((view: Buffer, n: number) => void) | null = null;
+  /** The RDMA-mode receive side (see {@link setReader}); bytes go to it rather than {@link consumer}. */
+  private reader: LlpReader | null = null;
+  /** Ask {@link reader} where each read should land (direct placement is on). */
+  private direct = false;
 
   /** `noDelay`: TCP_NODELAY is set on the socket already (inherited from its listener). */
   private constructor(socket: net.Socket, noDelay = false) {
@@ -205,7 +220,7 @@ export class Llp {
 
   /** The buffer the next read goes into (the `onread` buffer function). */
   nextReadBuffer(): Buffer {
-    const t = this.readTarget === null ? null : this.readTarget();
+    const t = this.direct ? (this.reader as LlpReader).readTarget() : null;
     if (t === null) return readBuffer();
     if (typeof t === 'number') return t > 0 && t <= SMALL_BUF ? smallBuffer().subarray(0, t) : readBuffer();
     return t;
@@ -214,7 +229,7 @@ export class Llp {
   /** A read of `n` bytes completed into `b`. */
   readDone(b: Buffer, n: number): void {
     if (b === sharedRead || b.buffer === sharedSmall?.buffer) this.deliver(b, 0, n);
-    else if (!this.closed) this.onPlaced?.(b, n);
+    else if (!this.closed && this.reader !== null) this.reader.placed(b, n);
   }
 
   /** Local and remote addresses of the connection. */
@@ -236,12 +251,28 @@ export class Llp {
 
   /** Route received bytes to `c` from now on (bytes received meanwhile are delivered first). */
   setConsumer(c: LlpConsumer | null): void {
+    this.reader = null;
+    this.direct = false;
     this.consumer = c;
     if (c) {
       while (this.stash.length > 0 && this.consumer === c) {
         const b = this.stash.shift() as Buffer;
         c(b, 0, b.length);
       }
+    }
+  }
+
+  /**
+   * Route received bytes to `r` from now on, as {@link setConsumer} does to a function, and with
+   * `direct` ask it where each read should land (direct placement).
+   */
+  setReader(r: LlpReader, direct: boolean): void {
+    this.consumer = null;
+    this.reader = r;
+    this.direct = direct;
+    while (this.stash.length > 0 && this.reader === r) {
+      const b = this.stash.shift() as Buffer;
+      r.bytes(b, 0, b.length);
     }
   }
 
@@ -252,6 +283,11 @@ export class Llp {
 
   private deliver(buf: Buffer, start: number, end: number): void {
     if (this.closed) return;
+    const r = this.reader;
+    if (r !== null) {
+      r.bytes(buf, start, end);
+      return;
+    }
     const c = this.consumer;
     if (c) c(buf, start, end);
     else this.stash.push(Buffer.from(buf.subarray(start, end)));
@@ -263,8 +299,8 @@ export class Llp {
       cb?.(new Error('connection closed'));
       return false;
     }
-    if (this.batching === 1) this.batching = 1.5;
-    else if (this.batching === 1.5) {
+    if (this.batching === 1) this.batching = 3;
+    else if (this.batching === 3) {
       this.socket.cork();
       this.batching = 2;
     }
@@ -300,8 +336,13 @@ export class Llp {
     if (this.batching === 2) this.socket.uncork();
     this.batching = 0;
   }
-  /** 0: not batching; 1: batching, nothing written yet; 2: corked. */
-  private batching: 0 | 1 | 1.5 | 2 = 0;
+  /**
+   * 0: not batching; 1: batching, nothing written yet; 3: batching, one write gone out uncorked;
+   * 2: corked. Small integers only: a fractional value would turn the field into a
+   * double and give every later connection's LLP a new hidden class, which throws away the code
+   * optimised for the earlier ones.
+   */
+  private batching: 0 | 1 | 2 | 3 = 0;
 
   /** Graceful close: everything written so far is sent, then FIN. */
   end(): void {
@@ -326,7 +367,13 @@ export class Llp {
     this.lingerTimer = setTimeout(() => s.destroy(), ms);
     this.lingerTimer.unref();
   }
-  private lingerAt = 0;
+  /**
+   * When {@link lingerTimer} fires (a Date.now() value, beyond small integers). Born a double
+   * (Infinity: no deadline): a field that starts as a small integer changes representation at the
+   * first connection's close, which gives the LLP a new hidden class and throws away the code
+   * optimised for it just as the next connection starts.
+   */
+  private lingerAt = Infinity;
 
   /** Abortive close (RST when unread data is pending, as Linux close() does). */
   abort(): void {
@@ -339,6 +386,8 @@ export class Llp {
     if (this.closed) return;
     this.closed = true;
     this.consumer = null;
+    this.reader = null;
+    this.direct = false;
     this.stash = [];
     if (!this.socket.destroyed) {
       this.localEnded = true;

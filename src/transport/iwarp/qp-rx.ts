@@ -204,7 +204,7 @@ export class QpRx implements FpduSink {
   }
 
   /**
-   * Where the socket should read next (see Llp.readTarget): inside a large tagged payload, a view
+   * Where the socket should read next (see LlpReader.readTarget): inside a large tagged payload, a view
    * of the destination memory (the kernel copies the bytes straight into the MR, as siw places
    * them); while streaming large tagged messages, the byte count up to the next payload, so that
    * the read stops there; otherwise null (one full read into the shared buffer).

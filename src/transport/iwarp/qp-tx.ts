@@ -26,6 +26,7 @@ import type { IwarpQp } from './iwarp-qp.js';
 import { copyBytes } from '../../util/copy.js';
 import { microtask } from '../../util/microtask.js';
 import { trace, tracing } from '../../trace.js';
+import { objectArray } from '../../util/arrays.js';
 
 /** Messages at or above this size go zero-copy (views of the MR + write callback). */
 const ZERO_COPY_MIN = 32 * 1024;
@@ -89,14 +90,14 @@ export class QpTx {
   /** Hold all FPDUs until released (responder before the initiator's first FPDU). */
   held = false;
   /** Outstanding outbound Read Requests, oldest first (siw's ORQ). */
-  readonly orq: SqWqe[] = [];
+  readonly orq = objectArray<SqWqe>();
   /** Inbound Read Requests to answer, oldest first (siw's IRQ). */
-  readonly irq: IrqEntry[] = [];
+  readonly irq = objectArray<IrqEntry>();
   /**
    * WQEs handed to TCP and not completed yet, oldest first: zero-copy ones wait for their write
    * callback, copied ones behind them wait their turn (send completions stay in posting order).
    */
-  private readonly doneQ: { w: SqWqe; done: boolean; status: WcStatus }[] = [];
+  private readonly doneQ = objectArray<{ w: SqWqe; done: boolean; status: WcStatus }>();
   private doneHead = 0;
   /**
    * Copied (staged) WQEs of the current kick, completed once the kick has handed its FPDUs to the
@@ -131,8 +132,6 @@ export class QpTx {
   private atStart: Buffer | null = null;
   /** Writes handed to the LLP in the current kick. */
   private nWrites = 0;
-  /** The current (corked) batch holds a zero-copy message. */
-  private zcInBatch = false;
 
   constructor(private readonly qp: IwarpQp) {}
 
@@ -165,7 +164,6 @@ export class QpTx {
     if (!llp || this.held || this.kicking || this.waitingDrain || llp.isClosed) return;
     this.kicking = true;
     this.nWrites = 0;
-    this.zcInBatch = false;
     this.endsWithWrite = false;
     // The first write goes out uncorked (a lone batch of small FPDUs is one write); a zero-copy
     // message corks from its first piece (see sendMessageZc), later writes cork in the LLP.
@@ -441,15 +439,15 @@ export class QpTx {
     const total = w.length;
     const nf = Math.max(1, Math.ceil(total / maxPayload));
     // Each glue piece: trailer (pad ≤ 3 + CRC 4) + header; the first has no trailer, the last no header.
-    if (this.zcInBatch) {
-      // One writev per zero-copy message (with the small FPDUs that follow it): its completion
-      // (the write callback) then comes as soon as TCP has taken it, not the whole batch.
-      this.flushStage(llp);
-      llp.endBatch();
-      llp.beginBatch(false);
-      this.nWrites = 0;
-    }
-    this.zcInBatch = true;
+    // One writev per zero-copy message (with the small FPDUs that follow it): its completion (the
+    // write callback) then comes as soon as TCP has taken it, not the whole batch. What was written
+    // before it in this kick leaves first. Done for every zero-copy message, the first of a kick
+    // too, so that the code is the same whatever came before: optimised code compiled while each
+    // kick held one such message is not thrown away when one holds several.
+    this.flushStage(llp);
+    llp.endBatch();
+    llp.beginBatch(false);
+    this.nWrites = 0;
     const meta = Buffer.allocUnsafe(nf * (hdrLen + 8) + 8);
     let mo = 0; // where the current glue piece starts in `meta`
     let me = 0; // where it ends

@@ -9,9 +9,11 @@ const POLLOUT = 4;
 /** Waiters over a socket whose readiness is `state.ready` (a revents mask). */
 function make() {
   const state = { ready: 0, calls: 0 };
-  const w = new PollWaiters((events) => {
-    state.calls++;
-    return events & state.ready;
+  // The readiness check is a method called on its owner (as RsConn#pollEvents on the socket).
+  const w = new PollWaiters(state, function (events) {
+    assert.equal(this, state, 'called on its owner');
+    this.calls++;
+    return events & this.ready;
   });
   return { state, w };
 }
