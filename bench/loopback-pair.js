@@ -18,3 +18,26 @@ export async function loopbackPair(api) {
   await Promise.all([srv.accept(), conP]);
   return { listen, cli, srv };
 }
+
+// Two connected rsockets in this process over 127.0.0.1 (a client and the socket it was accepted
+// as). `rs` is the rsocket module of the build under test.
+export async function rsocketPair(rs) {
+  const listener = new rs.RsListener();
+  listener.bind({ address: '127.0.0.1', port: 0 });
+  await listener.listen(1);
+  const accepted = listener.accept();
+  const c = new rs.RsConn();
+  await c.connect({ address: '127.0.0.1', port: listener.localAddress.port });
+  return { listener, c, s: await accepted };
+}
+
+/** Receives exactly `buf.length` bytes on `conn`, waiting for POLLIN whenever none are there. */
+export async function rsRecvAll(rs, conn, buf) {
+  let off = 0;
+  while (off < buf.length) {
+    const n = conn.recv(buf, off, buf.length - off);
+    if (n === rs.RS_EAGAIN) await conn.poll(1);
+    else if (n <= 0) throw new Error(`recv ${n}`);
+    else off += n;
+  }
+}

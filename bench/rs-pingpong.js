@@ -3,30 +3,15 @@
 // between two processes). Also a one-way bulk figure (CPU per MiB).
 //   node bench/rs-pingpong.js            # after npm run build
 //   PP_ITERS=40000 PP_SIZE=64 PP_REPS=5 node bench/rs-pingpong.js
-import { RsConn, RsListener, RS_EAGAIN } from '../dist/rsocket/index.js';
+import * as rs from '../dist/rsocket/index.js';
+import { rsocketPair, rsRecvAll } from './loopback-pair.js';
 
 const ITERS = Number(process.env.PP_ITERS ?? 20000);
 const SIZE = Number(process.env.PP_SIZE ?? 64);
 const REPS = Number(process.env.PP_REPS ?? 5);
-const POLLIN = 1;
 
-const l = new RsListener();
-l.bind({ address: '127.0.0.1', port: 0 });
-await l.listen(1);
-const accepted = l.accept();
-const c = new RsConn();
-await c.connect({ address: '127.0.0.1', port: l.localAddress.port });
-const s = await accepted;
-
-async function recvAll(conn, buf) {
-  let off = 0;
-  while (off < buf.length) {
-    const n = conn.recv(buf, off, buf.length - off);
-    if (n === RS_EAGAIN) await conn.poll(POLLIN);
-    else if (n <= 0) throw new Error(`recv ${n}`);
-    else off += n;
-  }
-}
+const { listener: l, c, s } = await rsocketPair(rs);
+const recvAll = (conn, buf) => rsRecvAll(rs, conn, buf);
 function sendAll(conn, buf) {
   const n = conn.send(buf, 0, buf.length);
   if (n !== buf.length) throw new Error(`send ${n}`);

@@ -6,11 +6,13 @@
 //   node bench/rs-reply-path.js /path/to/other/package   # another build, for an A/B
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { rsocketPair, rsRecvAll } from './loopback-pair.js';
 
 const dir = pathToFileURL(path.resolve(process.argv[2] ?? new URL('..', import.meta.url).pathname)).href.replace(/\/$/, '');
 const { Llp } = await import(dir + '/dist/transport/iwarp/llp.js');
 const { IwarpQp } = await import(dir + '/dist/transport/iwarp/iwarp-qp.js');
-const { RsConn, RsListener, RS_EAGAIN } = await import(dir + '/dist/rsocket/index.js');
+const rsMod = await import(dir + '/dist/rsocket/index.js');
+const { RsConn } = rsMod;
 const { performance } = await import('node:perf_hooks');
 const now = () => performance.now();
 const names = ['decode', 'cb->recv', 'recv->send', 'send->post', 'post->write', 'write'];
@@ -35,21 +37,8 @@ Llp.prototype.write = function (buf, cb) {
   return r;
 };
 const ITERS = 20000;
-const l = new RsListener();
-l.bind({ address: '127.0.0.1', port: 0 });
-await l.listen(1);
-const accepted = l.accept();
-const c = new RsConn();
-await c.connect({ address: '127.0.0.1', port: l.localAddress.port });
-const s = await accepted;
-async function recvAll(conn, buf) {
-  let off = 0;
-  while (off < buf.length) {
-    const n = conn.recv(buf, off, buf.length - off);
-    if (n === RS_EAGAIN) await conn.poll(1);
-    else off += n;
-  }
-}
+const { c, s } = await rsocketPair(rsMod);
+const recvAll = (conn, buf) => rsRecvAll(rsMod, conn, buf);
 const a = Buffer.alloc(64, 1), b = Buffer.alloc(64);
 async function server(n) { for (let i = 0; i < n; i++) { await recvAll(s, b); s.send(b, 0, 64); } }
 async function client(n) { for (let i = 0; i < n; i++) { c.send(a, 0, 64); await recvAll(c, b); } }
