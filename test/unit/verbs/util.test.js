@@ -148,6 +148,11 @@ test('ip functions: canonical keys and loopback detection', () => {
   assert.equal(parseIpv4('256.1.1.1'), undefined);
   assert.equal(parseIpv4('1.2.3'), undefined);
   assert.equal(parseIpv4('1.2.3.4.5'), undefined);
+  assert.equal(parseIpv4('255.255.255.255'), 0xffffffff);
+  assert.equal(parseIpv4('010.0.0.1'), 0x0a000001, 'leading zeros are decimal');
+  for (const bad of ['', '1..2.3', '.1.2.3', '1.2.3.', '1.2.3.4 ', ' 1.2.3.4', '1.2.3.0004', '1.2.3.256', '1.2.3.-1', '1.2.3.x', '１.2.3.4']) {
+    assert.equal(parseIpv4(bad), undefined, JSON.stringify(bad));
+  }
   assert.deepEqual(parseIpv6('::'), [0, 0, 0, 0, 0, 0, 0, 0]);
   assert.deepEqual(parseIpv6('1::'), [1, 0, 0, 0, 0, 0, 0, 0]);
   assert.deepEqual(parseIpv6('::ffff:1.2.3.4'), [0, 0, 0, 0, 0, 0xffff, 0x0102, 0x0304]);

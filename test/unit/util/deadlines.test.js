@@ -1,0 +1,69 @@
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { armDeadline, cancelDeadline } from '../../../dist/util/deadlines.js';
+
+function recorder(log, name) {
+  return { deadlineExpired: (d) => log.push({ name, late: performance.now() - d.at }) };
+}
+
+test('deadlines of one duration expire in the order they were armed, each once and not early', async () => {
+  const log = [];
+  const ds = [];
+  for (let i = 0; i < 5; i++) {
+    ds.push(armDeadline(40, recorder(log, `a${i}`)));
+    await sleep(5);
+  }
+  await sleep(120);
+  assert.deepEqual(log.map((e) => e.name), ['a0', 'a1', 'a2', 'a3', 'a4']);
+  for (const e of log) assert.ok(e.late >= -1, `reported ${-e.late} ms before its deadline`);
+  for (const d of ds) assert.equal(d.target, null, 'an expired deadline keeps no target');
+  await sleep(60);
+  assert.equal(log.length, 5, 'nothing is reported twice');
+});
+
+test('a cancelled deadline is never reported, and the ones behind it still are', async () => {
+  const log = [];
+  const a = armDeadline(30, recorder(log, 'a'));
+  const b = armDeadline(30, recorder(log, 'b'));
+  const c = armDeadline(30, recorder(log, 'c'));
+  cancelDeadline(a);
+  cancelDeadline(c);
+  await sleep(90);
+  assert.deepEqual(log.map((e) => e.name), ['b']);
+  assert.equal(a.target, null);
+  cancelDeadline(b); // after expiry: nothing happens
+  assert.equal(log.length, 1);
+});
+
+test('a deadline cancelled between its timer and the pass of socket reads after it is not reported', async () => {
+  const log = [];
+  const d = armDeadline(20, recorder(log, 'x'));
+  // Node runs timers of one duration in the order they were set, all before the loop's check
+  // phase: a timer of the same duration set just after the deadline runs between the two.
+  await new Promise((resolve) => {
+    setTimeout(() => {
+      cancelDeadline(d);
+      resolve();
+    }, 20);
+  });
+  await sleep(40);
+  assert.deepEqual(log, []);
+});
+
+test('durations are independent: a short deadline armed after a long one is reported first', async () => {
+  const log = [];
+  armDeadline(80, recorder(log, 'long'));
+  armDeadline(15, recorder(log, 'short'));
+  await sleep(150);
+  assert.deepEqual(log.map((e) => e.name), ['short', 'long']);
+});
+
+test('an armed deadline does not keep the process alive', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const url = new URL('../../../dist/util/deadlines.js', import.meta.url).href;
+  const t0 = Date.now();
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', `import { armDeadline } from '${url}'; armDeadline(60000, { deadlineExpired() { process.exitCode = 3; } });`], { timeout: 20000 });
+  assert.equal(r.status, 0, String(r.stderr));
+  assert.ok(Date.now() - t0 < 15000);
+});
