@@ -81,32 +81,31 @@ function one(cq) {
   const k = cq.pollInto(wcs, 16);
   if (k !== 1 || wcs[0].status !== 0) throw new Error(`expected one good completion, got ${k}`);
 }
-async function rpingOnce() {
+/** The client's SEND of its buffer's advert; the server takes it, reposts and posts `op` on it. */
+function clientAdvert(op) {
   a.qp.postSend(rp.cliSend);
   flushAB();
   one(rcq);
   b.qp.postRecv(b.recvWr);
-  b.qp.postSend(rp.read);
+  b.qp.postSend(op);
+}
+/** The server's `op` completes, its SEND goes back; the client takes it and reposts. */
+function serverReply() {
+  one(bscq);
+  b.qp.postSend(rp.srvSend);
+  one(bscq);
+  flushBA();
+  one(acq);
+  a.qp.postRecv(a.recvWr);
+}
+async function rpingOnce() {
+  clientAdvert(rp.read);
   flushBA(); // the READ request; the client answers it once this receive processing is over
   await null;
   flushAB();
-  one(bscq);
-  b.qp.postSend(rp.srvSend);
-  one(bscq);
-  flushBA();
-  one(acq);
-  a.qp.postRecv(a.recvWr);
-  a.qp.postSend(rp.cliSend);
-  flushAB();
-  one(rcq);
-  b.qp.postRecv(b.recvWr);
-  b.qp.postSend(rp.write);
-  one(bscq);
-  b.qp.postSend(rp.srvSend);
-  one(bscq);
-  flushBA();
-  one(acq);
-  a.qp.postRecv(a.recvWr);
+  serverReply();
+  clientAdvert(rp.write);
+  serverReply();
   if (scq.pollInto(wcs, 16) !== 2) throw new Error('expected two send completions');
 }
 
@@ -116,8 +115,7 @@ const scq = a.id.sendCq;
 function once() {
   a.qp.postSend(MODE === 'write' ? pair : a.sendWr);
   flushAB();
-  const k = rcq.pollInto(wcs, 16);
-  if (k !== 1 || wcs[0].status !== 0) throw new Error(`expected one good completion, got ${k}`);
+  one(rcq);
   b.qp.postRecv(b.recvWr);
   if (MODE === 'signaled' && scq.pollInto(wcs, 16) !== 1) throw new Error('no send completion');
 }
