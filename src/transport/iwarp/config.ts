@@ -57,6 +57,12 @@ export interface IwarpConfig {
    * off.
    */
   directPlacementMin: number;
+  /**
+   * Decode and place whole small Writes and Sends that arrive complete in one read in one step
+   * (the receive fast path), leaving everything else to the general FPDU decoder. Default on;
+   * `RDMACM_IWARP_RX_FAST=0` turns it off (every FPDU then goes through the decoder).
+   */
+  rxFastPath: boolean;
 }
 
 /** The configuration as used: {@link IwarpConfig} plus derived answers. */
@@ -86,6 +92,7 @@ function fromEnv(): IwarpConfig {
     mpaReplyTimeoutMs: envNumber('RDMACM_MPA_REPLY_TIMEOUT_MS', 10_000),
     mpaRequestTimeoutMs: envNumber('RDMACM_MPA_REQUEST_TIMEOUT_MS', 5_000),
     directPlacementMin: process.env['RDMACM_IWARP_DIRECT'] === '0' ? Infinity : 8192,
+    rxFastPath: process.env['RDMACM_IWARP_RX_FAST'] !== '0',
   };
 }
 
@@ -125,6 +132,7 @@ const KEYS: Readonly<Record<keyof IwarpConfig, 'boolean' | 'number' | 'nudge'>> 
   mpaReplyTimeoutMs: 'number',
   mpaRequestTimeoutMs: 'number',
   directPlacementMin: 'number',
+  rxFastPath: 'boolean',
 };
 
 /**

@@ -66,6 +66,10 @@ export class IwarpQp extends Qp {
   private rxUsed = false;
   /** The device's direct-placement threshold (configuration, fixed at QP creation). */
   private readonly directMin: number;
+  /** The receive fast path is on for the current connection (configuration, at attach). */
+  private rxFast = false;
+  /** MPA CRC was negotiated for the current connection. */
+  private rxCrc = false;
 
   constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
     super(context, pd, qpNum, init, cap);
@@ -92,6 +96,8 @@ export class IwarpQp extends Qp {
     this.rxUsed = true;
     const dec = new FpduDecoder(this.rx, { crc: p.crc });
     this.decoder = dec;
+    this.rxCrc = p.crc;
+    this.rxFast = iwarpConfig(this.context.device.name).rxFastPath;
     this.rx.onFirstFpdu = () => {
       this.releaseHold();
       p.onFirstFpdu?.();
@@ -121,8 +127,11 @@ export class IwarpQp extends Qp {
   _rxBytes(dec: FpduDecoder, buf: Buffer, start: number, end: number): void {
     if (this.decoder !== dec) return;
     try {
-      dec.push(buf, start, end);
+      // Whole small messages first (QpRx.fast); whatever it leaves goes through the decoder.
+      if (this.rxFast && dec.atBoundary) start = this.rx.fast(dec, buf, start, end, this.rxCrc);
+      if (start < end) dec.push(buf, start, end);
     } catch (e) {
+      dec.stop();
       this.rxError(e);
     }
   }
@@ -380,6 +389,10 @@ export class IwarpQp extends Qp {
   /** Next posted receive. */
   rqTake(): RqWqe | undefined {
     return this.rq.shift();
+  }
+  /** Next posted receive, left on the RQ. */
+  rqPeek(): RqWqe | undefined {
+    return this.rq.peek();
   }
   /** A Send was placed into `w` (taken off the RQ; the RX path holds it no longer): complete it. */
   rxRecvDone(w: RqWqe, len: number, flags: number, inv: number, solicited: boolean): void {

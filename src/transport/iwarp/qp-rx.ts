@@ -7,7 +7,7 @@
  * Nothing is ever written outside a registered region: the bounds check precedes placement.
  */
 import { TerminateError } from '../../errors.js';
-import { RdmapOpcode, DdpQn, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/iwarp/index.js';
+import { RdmapOpcode, DdpQn, createFpduHeader, wholeFpdu, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/iwarp/index.js';
 import { ddpTaggedEcode, rdmapProtEcode } from './mem.js';
 import { copyBytes } from '../../util/copy.js';
 import { Access, WcFlags, WcStatus, type Sge } from '../../verbs/types.js';
@@ -69,6 +69,83 @@ export class QpRx implements FpduSink {
 
   constructor(private readonly qp: IwarpQp, directMin: number) {
     this.directMin = directMin;
+  }
+
+  /** The header of the FPDU {@link fast} is decoding (its own: the decoder's is not touched). */
+  private readonly fh: FpduHeader = createFpduHeader();
+
+  /**
+   * The receive fast path, for the common case of a read that brings whole small messages: from
+   * `b[p]`, while the decoder `dec` is between FPDUs and no message is in progress here, each
+   * complete, well-formed FPDU (see {@link wholeFpdu}; `crc`: MPA CRC negotiated) that is a
+   * single-segment RDMA Write of 1 to {@link directMin} - 1 bytes, or a single-segment Send or
+   * Send with Solicited Event, is decoded and placed in one step, with the checks and the state
+   * changes of {@link onHeader} + {@link onPayload} + {@link onEnd} for it. Returns the offset
+   * it stopped at: the first FPDU that is incomplete, not one of these, or fails a check (bad
+   * STag or bounds, wrong MSN or MO, no receive posted, a receive too small or no longer valid,
+   * bad CRC) is left, with the rest of the bytes, to `dec.push`, which then reports it (the same
+   * TERMINATE, the same completions, the same bytes placed) as it does for every FPDU. Nothing
+   * is changed before a check fails except bytes copied into the receive's own memory, which the
+   * general path then copies again before it fails at the same place.
+   */
+  fast(dec: FpduDecoder, b: Buffer, p: number, end: number, crc: boolean): number {
+    const h = this.fh;
+    const qp = this.qp;
+    while (p < end && dec.atBoundary && this.seenFirst && this.rqe === null && !this.tagOpen && this.readPlaced === 0) {
+      const n = wholeFpdu(h, b, p, end, crc);
+      if (n === 0) break;
+      const len = h.payloadLen;
+      const at = p + h.hdrLen;
+      const op = h.opcode;
+      if (op === RdmapOpcode.WRITE) {
+        if (!h.last || len === 0 || len >= this.directMin) break;
+        const r = qp.remoteTarget(h.stag, h.to, len, Access.REMOTE_WRITE);
+        if (typeof r === 'number') break;
+        copyBytes(b, at, r.buf, r.off, len);
+        this.bulk = false;
+        this.inSend = false;
+        this.tagStag = h.stag;
+        this.tagNextTo = h.to + len;
+        dec.tookWhole(n);
+      } else if (op === RdmapOpcode.SEND || op === RdmapOpcode.SEND_SE) {
+        if (!h.last || h.msn !== this.expectSendMsn || h.mo !== 0) break;
+        const w = qp.rqPeek();
+        if (w === undefined || len > w.length) break;
+        // Scatter into the receive's SGEs as onPayload does.
+        let sge = 0;
+        let sgeOff = 0;
+        let q = at;
+        const e = at + len;
+        while (q < e) {
+          const s = w.sgList[sge] as Sge;
+          const room = s.length - sgeOff;
+          if (room === 0) {
+            sge++;
+            sgeOff = 0;
+            continue;
+          }
+          const k = room < e - q ? room : e - q;
+          const r = qp.localTarget(s, sgeOff, k);
+          if (typeof r === 'number') break;
+          copyBytes(b, q, r.buf, r.off, k);
+          q += k;
+          sgeOff += k;
+        }
+        if (q < e) break;
+        qp.rqTake();
+        this.bulk = false;
+        this.inSend = false;
+        this.rqeStatus = WcStatus.GENERAL_ERR;
+        this.rqeSge = sge;
+        this.rqeSgeOff = sgeOff;
+        this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
+        dec.tookWhole(n);
+        qp.rxRecvDone(w, len, 0, 0, op === RdmapOpcode.SEND_SE);
+        if (tracing('rx')) trace('rx', qp.tag, `SEND ${len} bytes msn ${h.msn}`);
+      } else break;
+      p += n;
+    }
+    return p;
   }
 
   onHeader(h: FpduHeader): void {

@@ -14,8 +14,13 @@
 import type { FpduHeader } from './fpdu.js';
 import { checkFpduCtrl, createFpduHeader, parseFpduHeader } from './fpdu.js';
 import { crc32cRange } from './crc32c.js';
-import { MPA_CRC_LEN, fpduPad, readCrcLE } from './mpa.js';
+import { MPA_CRC_LEN, MPA_LEN_FIELD, fpduPad, readCrcLE } from './mpa.js';
+import { DDP_VERSION, DdpCtrl } from './ddp.js';
 import {
+  IWARP_OPCODES,
+  RDMAP_OPCODE_MAX,
+  RDMAP_VERSION,
+  RdmapOpcode,
   FPDU_MAX_HDR_LEN,
   FPDU_MIN_HDR_LEN,
   READ_REQ_HDR_LEN,
@@ -175,6 +180,24 @@ export class FpduDecoder {
     if (this.rem === 0) this.enterTrailer();
   }
 
+  /**
+   * Between two FPDUs with nothing of the next one read yet: the caller may decode whole FPDUs
+   * of the stream itself ({@link wholeFpdu}) and report each with {@link tookWhole}.
+   */
+  get atBoundary(): boolean {
+    return this.st === S_HDR && this.have === 0;
+  }
+
+  /**
+   * The caller decoded one whole FPDU of `n` bytes (header to trailer) at the current position of
+   * the stream itself (only {@link atBoundary}): count it as if it had been pushed. The decoder
+   * stays at a boundary.
+   */
+  tookWhole(n: number): void {
+    this.nBytes += n;
+    this.nFpdus++;
+  }
+
   /** Stop for good: state `'dead'`, further input ignored. Safe to call from inside the sink. */
   stop(): void {
     this.st = S_DEAD;
@@ -291,4 +314,35 @@ export class FpduDecoder {
     this.nFpdus++;
     this.sink.onEnd(this.header, ok);
   }
+}
+
+/**
+ * One whole FPDU at `b[p]`, decoded in one step (no state kept between chunks): when `[p, end)`
+ * holds a complete FPDU (header, payload, pad and CRC) whose header passes every check of
+ * {@link FpduDecoder} (the control bytes, ULPDU_Length against the opcode's header, the untagged
+ * queue number, a Read Request without payload) and whose CRC matches (`crc`: MPA CRC was
+ * negotiated), fills `h` (`h.raw` is left as it was) and returns the FPDU's length on the wire;
+ * otherwise returns 0 and the caller leaves these bytes to {@link FpduDecoder.push}, which
+ * reports what is wrong exactly as it always does. Allocates nothing.
+ */
+export function wholeFpdu(h: FpduHeader, b: Uint8Array, p: number, end: number, crc: boolean): number {
+  if (end - p < FPDU_MIN_HDR_LEN) return 0;
+  const ddp = b[p + 2]!;
+  const rdmap = b[p + 3]!;
+  if ((ddp & DdpCtrl.VERSION) !== DDP_VERSION || rdmap >>> 6 !== RDMAP_VERSION) return 0;
+  const op = rdmap & 0x0f;
+  if (op > RDMAP_OPCODE_MAX) return 0;
+  const info = IWARP_OPCODES[op]!;
+  if (((ddp & DdpCtrl.TAGGED) !== 0) !== info.tagged) return 0;
+  const ulpdu = (b[p]! << 8) | b[p + 1]!;
+  const hdrLen = info.hdrLen;
+  const body = ulpdu + MPA_LEN_FIELD;
+  if (body < hdrLen) return 0;
+  const total = body + fpduPad(ulpdu) + MPA_CRC_LEN;
+  if (total > end - p) return 0;
+  if (!info.tagged && ((b[p + 8]! << 24) | (b[p + 9]! << 16) | (b[p + 10]! << 8) | b[p + 11]!) >>> 0 !== info.qn) return 0;
+  if (op === RdmapOpcode.READ_REQ && body !== hdrLen) return 0;
+  if (crc && crc32cRange(b, p, p + total - MPA_CRC_LEN, 0) !== readCrcLE(b, p + total - MPA_CRC_LEN)) return 0;
+  parseFpduHeader(h, b, p, hdrLen);
+  return total;
 }

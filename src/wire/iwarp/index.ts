@@ -101,7 +101,7 @@ export {
 } from './fpdu.js';
 export type { FpduFields, FpduHeader } from './fpdu.js';
 
-export { FpduDecoder } from './fpdu-decoder.js';
+export { FpduDecoder, wholeFpdu } from './fpdu-decoder.js';
 export type { FpduDecoderOptions, FpduDecoderState, FpduSink } from './fpdu-decoder.js';
 
 export {
