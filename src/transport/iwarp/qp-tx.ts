@@ -16,6 +16,8 @@ import {
   writeTaggedHdr,
   writeUntaggedHdr,
   writeReadRequest,
+  TAGGED_HDR_LEN,
+  SEND_HDR_LEN,
   type TerminateSpec,
   type IwarpOpcodeInfo,
 } from '../../wire/iwarp/index.js';
@@ -68,6 +70,12 @@ interface Pieces {
   lens: number[];
 }
 
+/** DDP control byte of a last segment, tagged and untagged (T, L, DV = 1: RFC 5041 §4.2). */
+const DDP_TAGGED_LAST = 0xc1;
+const DDP_UNTAGGED_LAST = 0x41;
+/** RDMAP control byte without the opcode (RV = 1: RFC 5040 §4.2). */
+const RDMAP_V1 = 0x40;
+
 /** Zero the pad and the (CRC-off) trailer behind the payload ending at `at`. */
 function zeroTail(f: Buffer, at: number, pad: number): void {
   const e = at + pad + 4;
@@ -87,6 +95,8 @@ export class QpTx {
   crc = false;
   /** Largest FPDU (bytes on the wire, multiple of 8), from the MSS. */
   fpduMax = 1448 & ~7;
+  /** The largest message that is one FPDU whatever its opcode (see {@link stageOne}). */
+  private oneMax = ((1448 & ~7) - SEND_HDR_LEN - 4) & ~3;
   /** Hold all FPDUs until released (responder before the initiator's first FPDU). */
   held = false;
   /** Outstanding outbound Read Requests, oldest first (siw's ORQ). */
@@ -140,6 +150,7 @@ export class QpTx {
     this.llp = llp;
     this.crc = crc;
     this.fpduMax = Math.max(64, fpduMax & ~7);
+    this.oneMax = (this.fpduMax - SEND_HDR_LEN - 4) & ~3;
     llp.onDrain = () => {
       this.waitingDrain = false;
       this.kick();
@@ -368,7 +379,8 @@ export class QpTx {
           this.doneQ.push(e);
           this.sendMessageZc(llp, op, w, msn, pieces, e);
         } else {
-          this.sendMessage(llp, op, w, msn, pieces);
+          if (w.length <= this.oneMax) this.stageOne(llp, op, w, msn, pieces);
+          else this.sendMessage(llp, op, w, msn, pieces);
           // Copied: done as far as the QP goes. Completed after the kick's write (see copied)
           // when nothing handed over zero-copy is pending before it.
           if (this.doneHead === this.doneQ.length) this.copied[this.nCopied++] = w;
@@ -424,6 +436,67 @@ export class QpTx {
       sent += n;
     } while (sent < total);
     if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`}`);
+  }
+
+  /**
+   * A message that fits one FPDU (of any opcode: {@link oneMax} is the payload limit of the
+   * longest header, a Send's), staged in one step: the same bytes as {@link sendMessage} builds
+   * for it (header, payload, zero pad, CRC or zeros), without its segmentation loop.
+   */
+  private stageOne(llp: Llp, op: RdmapOpcode, w: SqWqe, msn: number, p: Pieces): void {
+    const n = w.length;
+    const tagged = op === RdmapOpcode.WRITE;
+    const hdrLen = tagged ? TAGGED_HDR_LEN : SEND_HDR_LEN;
+    const pad = -(hdrLen + n) & 3;
+    const at0 = this.stageAlloc(llp, hdrLen + n + pad + 4);
+    const f = this.slab;
+    const ulpdu = hdrLen - 2 + n;
+    f[at0] = ulpdu >>> 8;
+    f[at0 + 1] = ulpdu;
+    // DDP control: T for a Write, L, DV 1; RDMAP control: RV 1, the opcode (RFC 5041 §4.2, RFC 5040 §4.2).
+    f[at0 + 2] = tagged ? DDP_TAGGED_LAST : DDP_UNTAGGED_LAST;
+    f[at0 + 3] = RDMAP_V1 | op;
+    if (tagged) {
+      const stag = w.rkey;
+      f[at0 + 4] = stag >>> 24;
+      f[at0 + 5] = stag >>> 16;
+      f[at0 + 6] = stag >>> 8;
+      f[at0 + 7] = stag;
+      const to = w.remoteAddr;
+      const hi = Math.floor(to / 0x1_0000_0000);
+      f[at0 + 8] = hi >>> 24;
+      f[at0 + 9] = hi >>> 16;
+      f[at0 + 10] = hi >>> 8;
+      f[at0 + 11] = hi;
+      f[at0 + 12] = to >>> 24;
+      f[at0 + 13] = to >>> 16;
+      f[at0 + 14] = to >>> 8;
+      f[at0 + 15] = to;
+    } else {
+      const inv = w.invalidateRkey;
+      f[at0 + 4] = inv >>> 24;
+      f[at0 + 5] = inv >>> 16;
+      f[at0 + 6] = inv >>> 8;
+      f[at0 + 7] = inv;
+      // QN 0 (Send), the MSN, MO 0.
+      for (let i = 8; i < 12; i++) f[at0 + i] = 0;
+      f[at0 + 12] = msn >>> 24;
+      f[at0 + 13] = msn >>> 16;
+      f[at0 + 14] = msn >>> 8;
+      f[at0 + 15] = msn;
+      for (let i = 16; i < 20; i++) f[at0 + i] = 0;
+    }
+    let at = at0 + hdrLen;
+    for (let i = 0, need = n; need > 0; i++) {
+      const l = p.lens[i] as number;
+      const k = l < need ? l : need;
+      copyBytes(p.bufs[i] as Buffer, p.offs[i] as number, f, at, k);
+      at += k;
+      need -= k;
+    }
+    zeroTail(f, at, pad);
+    if (this.crc) f.writeUInt32LE(crc32c(f.subarray(at0, at + pad)), at + pad);
+    if (tracing('tx')) trace('tx', this.qp.tag, `${IWARP_OPCODES[op]?.name} ${n} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`}`);
   }
 
   /**
