@@ -375,6 +375,15 @@ export class RsConn {
 
   constructor(cfg?: Partial<RsConfig>) {
     this.cfg = { ...defaultConfig(), ...cfg };
+    // Fields first changed late, mutable from the first socket on (see util/arrays.ts): the
+    // teardown flags, the coalesced chunk (first made by a size above the inline limit) and the
+    // early-staged count.
+    this.closed = this.cqDead = true;
+    this.closed = this.cqDead = false;
+    this.early = 1;
+    this.early = 0;
+    this.pend = { sgl: objectArray<Sge>(), len: 0, addr: 2 ** 32, rkey: 2 ** 32 - 1, tsge: 0 };
+    this.pend = null;
   }
 
   // -- state ---------------------------------------------------------------------------------
@@ -1375,7 +1384,11 @@ export class RsConn {
     this.flushPending();
     this.sseqNo = (this.sseqNo + 1) & 0xffff;
     this.sqeAvail -= this.wqesPerMsg;
-    this.pend = { sgl, len, addr, rkey, tsge: ts };
+    // `len` grows as later writes merge: stored twice, it is mutable from the first chunk on (see
+    // util/arrays.ts; the first merge would otherwise throw away the code compiled before it).
+    const chunk = { sgl, len: 0, addr, rkey, tsge: ts };
+    chunk.len = len;
+    this.pend = chunk;
     if (exhausted) this.flushPending();
     else if (!this.pendQueued) {
       this.pendQueued = true;

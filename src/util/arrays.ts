@@ -1,4 +1,17 @@
 /**
+ * Arrays and fields born with the representation they will have.
+ *
+ * Fields: V8 counts a field that still holds the value its object was created with as constant
+ * (for every object of the class), and code optimised while it is constant depends on that: the
+ * first store of another value, into any object of the class, marks the field mutable and throws
+ * away every function compiled against it ("code dependencies"). A flag that first changes at
+ * teardown (`destroyed`, `closed`) therefore discards, when the first connection closes, the
+ * optimised data path that reads it, which the next connection compiles again while it runs.
+ * Such fields are stored twice where the object is made (another value, then the real one), so
+ * that they are mutable from the first object on and nothing compiled later depends on them.
+ */
+
+/**
  * Empty arrays that are born with the elements kind they will have.
  *
  * V8 gives a fresh `[]` small-integer elements; the first object stored turns it into an array of

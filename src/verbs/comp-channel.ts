@@ -36,6 +36,9 @@ export class CompChannel implements AsyncIterable<Cq> {
   /** @internal Use `Context.createCompChannel()`. */
   constructor(context: Context) {
     this.context = context;
+    // Set at teardown: mutable from the first channel on (see util/arrays.ts).
+    this._destroyed = true;
+    this._destroyed = false;
   }
 
   /** True after {@link destroy}. */

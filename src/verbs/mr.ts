@@ -134,6 +134,11 @@ export class Mr {
     this.handle = stag >>> 8;
     this._perms = access & pd.context._accessMask;
     this._bytes = Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+    // Cleared at deregistration: mutable from the first MR on (see util/arrays.ts).
+    this._stagValid = false;
+    this._stagValid = true;
+    this._registered = false;
+    this._registered = true;
   }
 
   /** True until {@link dereg}. */

@@ -70,7 +70,16 @@ export class IwarpQp extends Qp {
   constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
     super(context, pd, qpNum, init, cap);
     const n = Math.max(1, cap.maxSendSge);
-    this.scratch = { bufs: new Array<Buffer>(n).fill(NO_PIECE), offs: new Array<number>(n).fill(0), lens: new Array<number>(n).fill(0) };
+    // The holder's fields get null first, then their arrays: their field type is then "any" from
+    // the first QP on. Holding an array first, V8 would record the array's hidden class as the
+    // field type while that class stays stable; the class all new arrays share stops being
+    // stable at some point, and the next QP's store would then generalize the field and throw
+    // away the TX path compiled against it (see util/arrays.ts).
+    const g: { bufs: Buffer[] | null; offs: number[] | null; lens: number[] | null } = { bufs: null, offs: null, lens: null };
+    g.bufs = new Array<Buffer>(n).fill(NO_PIECE);
+    g.offs = new Array<number>(n).fill(0);
+    g.lens = new Array<number>(n).fill(0);
+    this.scratch = g as { bufs: Buffer[]; offs: number[]; lens: number[] };
     this.tx = new QpTx(this);
     this.directMin = iwarpConfig(context.device.name).directPlacementMin;
     this.rx = new QpRx(this, this.directMin);
