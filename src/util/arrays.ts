@@ -26,3 +26,26 @@ export function objectArray<T>(): T[] {
   a.pop();
   return a as T[];
 }
+
+/**
+ * `n` slots for objects (null until written), for a list that is always filled to the same
+ * length before use: writing them is never a store past the end, which the first use of an
+ * array left empty would be in every connection after the one the code was compiled in.
+ */
+export function objectSlots<T>(n: number): (T | null)[] {
+  const a: (T | null)[] = [];
+  for (let i = 0; i < n; i++) a.push(null);
+  return a;
+}
+
+/**
+ * `n` numbers (0), stored as doubles from the start: an array of small integers becomes an
+ * array of doubles, under a new hidden class, the first time a number stored in it is not one
+ * (an offset computed from 64-bit addresses is a double even when its value is small), and the
+ * code compiled for the first connection's array would not accept the next connection's.
+ */
+export function doubleArray(n: number): number[] {
+  const a = new Array<number>(n).fill(0.5);
+  a.fill(0);
+  return a;
+}

@@ -19,6 +19,7 @@ import { QpTx } from './qp-tx.js';
 import { QpRx } from './qp-rx.js';
 import { iwarpConfig } from './config.js';
 import { trace, tracing } from '../../trace.js';
+import { doubleArray } from '../../util/arrays.js';
 
 /** Negotiated connection parameters handed over by the CM after MPA. */
 export interface LlpParams {
@@ -77,7 +78,7 @@ export class IwarpQp extends Qp {
     // away the TX path compiled against it (see util/arrays.ts).
     const g: { bufs: Buffer[] | null; offs: number[] | null; lens: number[] | null } = { bufs: null, offs: null, lens: null };
     g.bufs = new Array<Buffer>(n).fill(NO_PIECE);
-    g.offs = new Array<number>(n).fill(0);
+    g.offs = doubleArray(n);
     g.lens = new Array<number>(n).fill(0);
     this.scratch = g as { bufs: Buffer[]; offs: number[]; lens: number[] };
     this.tx = new QpTx(this);
