@@ -5,7 +5,7 @@
  * STags (siw's layout): `stag = (index << 8) | key`, lkey == rkey == stag. Both
  * parts are drawn at random for every registration (a CSPRNG, see {@link MrTable}): the index
  * among the indices no live MR of the context uses (never 0, so STag 0 is never issued), the
- * 8-bit key uniformly. The index has 23 bits (up to {@link MAX_STAG_INDEX}, eight times the
+ * 8-bit key uniformly. The index has 23 bits (up to {@link MAX_STAG_INDEX}, about eight times the
  * device's `max_mr`), so that every STag is below 2^31: JavaScript engines keep such integers
  * unboxed (V8's small integers are 31 bits plus sign), while an STag at or above 2^31 is a
  * heap number and, the first time one appears, changes the representation of every key field
