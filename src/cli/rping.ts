@@ -555,13 +555,13 @@ function semTake(cb: Cb): boolean {
 function startCqThread(cb: Cb): void {
   DEBUG_LOG('cq_thread started.\n');
   cb.cqLive = true;
-  (cb.channel as CompChannel)._onEvent = cb.sem.kick;
+  (cb.channel as CompChannel)._sink = { cqEventQueued: cb.sem.kick };
 }
 
 /** The CQ thread returns (or is cancelled): its events are no longer read. */
 function endCqThread(cb: Cb): void {
   cb.cqLive = false;
-  if (cb.channel) cb.channel._onEvent = null;
+  if (cb.channel) cb.channel._sink = null;
   cb.sem.kick();
 }
 

@@ -52,6 +52,7 @@ import {
   type Sge,
   type Wc,
 } from '../verbs/index.js';
+import type { CqEventSink } from '../verbs/comp-channel.js';
 import { RdmaError } from '../errors.js';
 import { errnoOf, type ErrnoCode } from '../errno.js';
 import {
@@ -126,7 +127,7 @@ import { copyBytes as copyOut } from '../util/copy.js';
 import { microtask } from '../util/microtask.js';
 import { PollWaiters } from '../util/poll-waiters.js';
 import { envInt } from '../util/env.js';
-import { objectArray } from '../util/arrays.js';
+import { objectArray, objectSlots } from '../util/arrays.js';
 
 /** What {@link RsConn.send} / {@link RsConn.recv} return when nothing can move now (-EAGAIN). */
 export const RS_EAGAIN = -11;
@@ -237,7 +238,7 @@ function rsErr(code: ErrnoCode, op: string, detail?: string): RdmaError {
  * A stream rsocket. Create with `new RsConn()` then {@link connect}, or get one from
  * {@link RsListener.accept}.
  */
-export class RsConn {
+export class RsConn implements CqEventSink {
   /** Trace tag `RS[n]`. */
   readonly tag = `RS[${++connSeq}]`;
   /** Sizes; change them with {@link setsockopt} before connecting. */
@@ -349,7 +350,7 @@ export class RsConn {
   private readonly msgPosts = objectArray<SendWr>();
   private nMsgPosts = 0;
   /** The list of the usual post (one write + its message), reused while no post is running. */
-  private readonly postPair = objectArray<SendWr>();
+  private readonly postPair = objectSlots<SendWr>(2);
   private posting = false;
   /**
    * Per scratch slot: its SGE, a one-SGE list of it, and the SEND / RDMA WRITE work requests
@@ -375,6 +376,15 @@ export class RsConn {
 
   constructor(cfg?: Partial<RsConfig>) {
     this.cfg = { ...defaultConfig(), ...cfg };
+    // Fields first changed late, mutable from the first socket on (see util/arrays.ts): the
+    // teardown flags, the coalesced chunk (first made by a size above the inline limit) and the
+    // early-staged count.
+    this.closed = this.cqDead = true;
+    this.closed = this.cqDead = false;
+    this.early = 1;
+    this.early = 0;
+    this.pend = { sgl: objectArray<Sge>(), len: 0, addr: 2 ** 32, rkey: 2 ** 32 - 1, tsge: 0 };
+    this.pend = null;
   }
 
   // -- state ---------------------------------------------------------------------------------
@@ -868,15 +878,16 @@ export class RsConn {
   private startCqEvents(): void {
     const ch = this.compCh;
     if (!ch || !this.cq) return;
-    ch._onEvent = this.onCqEvent;
-    if (ch.pending > 0) this.onCqEvent();
+    ch._sink = this;
+    if (ch.pending > 0) this.cqEventQueued();
   }
   private cqTaskQueued = false;
-  private readonly onCqEvent = (): void => {
+  /** @internal The channel's {@link CqEventSink}: an event was queued. */
+  cqEventQueued(): void {
     if (this.cqTaskQueued) return;
     this.cqTaskQueued = true;
     microtask(this.cqTask);
-  };
+  }
   private readonly cqTask = (): void => {
     this.cqTaskQueued = false;
     const ch = this.compCh;
@@ -1290,7 +1301,7 @@ export class RsConn {
     // (ibv_post_send copies what it queues); a post from inside a post gets a list of its own.
     let list: SendWr[];
     if (np === 1 && nm === 1 && !this.posting) {
-      list = this.postPair;
+      list = this.postPair as SendWr[];
       list[0] = p[0] as SendWr;
       list[1] = m[0] as SendWr;
     } else {
@@ -1375,7 +1386,11 @@ export class RsConn {
     this.flushPending();
     this.sseqNo = (this.sseqNo + 1) & 0xffff;
     this.sqeAvail -= this.wqesPerMsg;
-    this.pend = { sgl, len, addr, rkey, tsge: ts };
+    // `len` grows as later writes merge: stored twice, it is mutable from the first chunk on (see
+    // util/arrays.ts; the first merge would otherwise throw away the code compiled before it).
+    const chunk = { sgl, len: 0, addr, rkey, tsge: ts };
+    chunk.len = len;
+    this.pend = chunk;
     if (exhausted) this.flushPending();
     else if (!this.pendQueued) {
       this.pendQueued = true;
@@ -1755,7 +1770,7 @@ export class RsConn {
       }
     }
     this.cqDead = true;
-    if (this.compCh) this.compCh._onEvent = null;
+    if (this.compCh) this.compCh._sink = null;
     if (id && !id.destroyed) {
       try {
         id.destroyQp();

@@ -1,4 +1,17 @@
 /**
+ * Arrays and fields born with the representation they will have.
+ *
+ * Fields: V8 counts a field that still holds the value its object was created with as constant
+ * (for every object of the class), and code optimised while it is constant depends on that: the
+ * first store of another value, into any object of the class, marks the field mutable and throws
+ * away every function compiled against it ("code dependencies"). A flag that first changes at
+ * teardown (`destroyed`, `closed`) therefore discards, when the first connection closes, the
+ * optimised data path that reads it, which the next connection compiles again while it runs.
+ * Such fields are stored twice where the object is made (another value, then the real one), so
+ * that they are mutable from the first object on and nothing compiled later depends on them.
+ */
+
+/**
  * Empty arrays that are born with the elements kind they will have.
  *
  * V8 gives a fresh `[]` small-integer elements; the first object stored turns it into an array of
@@ -12,4 +25,27 @@ export function objectArray<T>(): T[] {
   const a: (T | null)[] = [null];
   a.pop();
   return a as T[];
+}
+
+/**
+ * `n` slots for objects (null until written), for a list that is always filled to the same
+ * length before use: writing them is never a store past the end, which the first use of an
+ * array left empty would be in every connection after the one the code was compiled in.
+ */
+export function objectSlots<T>(n: number): (T | null)[] {
+  const a: (T | null)[] = [];
+  for (let i = 0; i < n; i++) a.push(null);
+  return a;
+}
+
+/**
+ * `n` numbers (0), stored as doubles from the start: an array of small integers becomes an
+ * array of doubles, under a new hidden class, the first time a number stored in it is not one
+ * (an offset computed from 64-bit addresses is a double even when its value is small), and the
+ * code compiled for the first connection's array would not accept the next connection's.
+ */
+export function doubleArray(n: number): number[] {
+  const a = new Array<number>(n).fill(0.5);
+  a.fill(0);
+  return a;
 }

@@ -41,7 +41,11 @@ export class AsyncQueue<T extends object> {
    * @param _onDeliver called synchronously each time an item is handed to a consumer (by `shift`,
    *   `tryShift` or a `push` that finds a waiter) — the moment ibverbs counts an event as reported.
    */
-  constructor(private readonly _onDeliver?: (item: T) => void) {}
+  constructor(private readonly _onDeliver?: (item: T) => void) {
+    // Set when the queue closes: mutable from the first queue on (see util/arrays.ts).
+    this._closed = true;
+    this._closed = false;
+  }
 
   /** Items queued and not yet delivered. */
   get length(): number {

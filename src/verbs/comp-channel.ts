@@ -24,18 +24,32 @@ import { AsyncQueue } from '../util/async-queue.js';
 import type { Context } from './context.js';
 import type { Cq } from './cq.js';
 
+/**
+ * The delivery hook of every channel's queue: one function for all of them (a closure per
+ * channel would make the queue's call site see a new target with each connection).
+ */
+const eventReported = (cq: Cq): void => cq._eventReported();
+
+/** @internal Told by a channel each time an event is queued (see {@link CompChannel._sink}). */
+export interface CqEventSink {
+  cqEventQueued(): void;
+}
+
 /** `struct ibv_comp_channel`. Create with `Context.createCompChannel()`. */
 export class CompChannel implements AsyncIterable<Cq> {
   /** The owning device context. */
   readonly context: Context;
   /** @internal CQs created on this channel and not destroyed. */
   readonly _cqs = new Set<Cq>();
-  private readonly _q = new AsyncQueue<Cq>((cq) => cq._eventReported());
+  private readonly _q = new AsyncQueue<Cq>(eventReported);
   private _destroyed = false;
 
   /** @internal Use `Context.createCompChannel()`. */
   constructor(context: Context) {
     this.context = context;
+    // Set at teardown: mutable from the first channel on (see util/arrays.ts).
+    this._destroyed = true;
+    this._destroyed = false;
   }
 
   /** True after {@link destroy}. */
@@ -124,17 +138,19 @@ export class CompChannel implements AsyncIterable<Cq> {
   }
 
   /**
-   * @internal A synchronous hook run each time an event is queued (after it is queued), for an
+   * @internal Told synchronously each time an event is queued (after it is queued), for an
    * owner that drains the channel with {@link tryGetCqEvent} instead of awaiting
-   * {@link getCqEvent} (no promise per event). The hook must not re-enter the transport: it runs
-   * inside the completing operation (schedule the work, e.g. as a microtask).
+   * {@link getCqEvent} (no promise per event). It must not re-enter the transport: it runs
+   * inside the completing operation (schedule the work, e.g. as a microtask). An object with a
+   * method rather than a closure: the call below then sees one target per owner class, not a
+   * new one with each connection (which would throw away the code compiled for the previous).
    */
-  _onEvent: (() => void) | null = null;
+  _sink: CqEventSink | null = null;
 
   /** @internal A CQ's armed notification fired. */
   _enqueue(cq: Cq): void {
     this._q.push(cq);
-    if (this._onEvent !== null && this._q.length > 0) this._onEvent();
+    if (this._sink !== null && this._q.length > 0) this._sink.cqEventQueued();
   }
 
   /** @internal Drop the unread events of a CQ being destroyed. */

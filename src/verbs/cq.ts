@@ -94,6 +94,9 @@ export class Cq {
     this.cqe = nextPow2(cqe);
     this.handle = handle;
     this._ring = new Ring<Wc>(this.cqe, 64);
+    // Set at teardown: mutable from the first CQ on (see util/arrays.ts).
+    this._destroyed = true;
+    this._destroyed = false;
   }
 
   /** @internal Number of completions queued (`cq_put - cq_get`). */

@@ -3,12 +3,18 @@
  * every local SGE and every tagged (remote) access, after siw_mem.c.
  *
  * STags (siw's layout): `stag = (index << 8) | key`, lkey == rkey == stag. Both
- * parts are drawn at random for every registration (a CSPRNG, see {@link MrTable}): the 24-bit
- * index among the indices no live MR of the context uses (never 0, so STag 0 is never issued),
- * the 8-bit key uniformly. Linux siw draws the index at random too (siw_mr_add_mem: a random
- * starting point for xa_alloc_cyclic) and always uses key 0; a remote peer here has 32 unknown
- * bits to guess instead of 24. A stale STag of a deregistered MR names a later MR only if both
- * parts are drawn again (2^-32 per registration).
+ * parts are drawn at random for every registration (a CSPRNG, see {@link MrTable}): the index
+ * among the indices no live MR of the context uses (never 0, so STag 0 is never issued), the
+ * 8-bit key uniformly. The index has 23 bits (up to {@link MAX_STAG_INDEX}, about eight times the
+ * device's `max_mr`), so that every STag is below 2^31: JavaScript engines keep such integers
+ * unboxed (V8's small integers are 31 bits plus sign), while an STag at or above 2^31 is a
+ * heap number and, the first time one appears, changes the representation of every key field
+ * that holds it (SGEs, WQEs, FPDU headers) and throws away the code compiled for the old one.
+ * STags are opaque 32-bit values on the wire (RFC 5040); a peer sees ours with bit 31 clear.
+ * Linux siw draws the index at random too (siw_mr_add_mem: a random starting point for
+ * xa_alloc_cyclic, 24 bits) and always uses key 0; a remote peer here has 31 unknown bits to
+ * guess instead of 24. A stale STag of a deregistered MR names a later MR only if both parts are
+ * drawn again (2^-31 per registration).
  *
  * Addresses: JavaScript has no pointers, so each MR gets a synthetic virtual address (its iova),
  * drawn at random for every registration: page aligned, in `[MR_VA_BASE, MR_VA_LIMIT)` (2^52
@@ -52,8 +58,8 @@ export const MR_VA_BASE = 2 ** 32;
 export const MR_VA_LIMIT = 2 ** 52;
 /** Page size of the synthetic address space (and `page_size_cap`). */
 export const MR_PAGE_SIZE = 4096;
-/** Largest STag index (24 bits). */
-export const MAX_STAG_INDEX = 0xff_ffff;
+/** Largest STag index (23 bits: every STag is below 2^31, see the module comment). */
+export const MAX_STAG_INDEX = 0x7f_ffff;
 
 /** All `enum ibv_access_flags` bits this package knows. */
 export const ACCESS_ALL =
@@ -134,6 +140,11 @@ export class Mr {
     this.handle = stag >>> 8;
     this._perms = access & pd.context._accessMask;
     this._bytes = Buffer.isBuffer(buf) ? buf : Buffer.from(buf.buffer, buf.byteOffset, buf.byteLength);
+    // Cleared at deregistration: mutable from the first MR on (see util/arrays.ts).
+    this._stagValid = false;
+    this._stagValid = true;
+    this._registered = false;
+    this._registered = true;
   }
 
   /** True until {@link dereg}. */
@@ -254,11 +265,11 @@ export class MrTable {
    */
   _allocStag(): number {
     for (let i = 0; i < MAX_DRAWS; i++) {
-      const w = random.next();
-      const index = w >>> 8;
+      const stag = random.next() & 0x7fff_ffff;
+      const index = stag >>> 8;
       if (index === 0 || index === this._reserved || this._byIndex.has(index)) continue;
       this._reserved = index;
-      return w >>> 0;
+      return stag;
     }
     throw err('ENOMEM', 'ibv_reg_mr', 'STag index space exhausted');
   }

@@ -156,6 +156,9 @@ export abstract class Qp {
     this.sqSigAll = init.sqSigAll ?? false;
     this.qpContext = init.qpContext;
     this.cap = cap;
+    // Set at teardown: mutable from the first QP on (see util/arrays.ts).
+    this.destroyed = true;
+    this.destroyed = false;
     // The rings start at the queue depth (at most 16) and grow past it only for a queue that
     // holds more: a QP of one WR per queue costs one slot each.
     this.sq = new Ring<SqWqe>(Infinity, ringStart(cap.maxSendWr));

@@ -19,6 +19,7 @@ import { QpTx } from './qp-tx.js';
 import { QpRx } from './qp-rx.js';
 import { iwarpConfig } from './config.js';
 import { trace, tracing } from '../../trace.js';
+import { doubleArray } from '../../util/arrays.js';
 
 /** Negotiated connection parameters handed over by the CM after MPA. */
 export interface LlpParams {
@@ -74,7 +75,16 @@ export class IwarpQp extends Qp {
   constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
     super(context, pd, qpNum, init, cap);
     const n = Math.max(1, cap.maxSendSge);
-    this.scratch = { bufs: new Array<Buffer>(n).fill(NO_PIECE), offs: new Array<number>(n).fill(0), lens: new Array<number>(n).fill(0) };
+    // The holder's fields get null first, then their arrays: their field type is then "any" from
+    // the first QP on. Holding an array first, V8 would record the array's hidden class as the
+    // field type while that class stays stable; the class all new arrays share stops being
+    // stable at some point, and the next QP's store would then generalize the field and throw
+    // away the TX path compiled against it (see util/arrays.ts).
+    const g: { bufs: Buffer[] | null; offs: number[] | null; lens: number[] | null } = { bufs: null, offs: null, lens: null };
+    g.bufs = new Array<Buffer>(n).fill(NO_PIECE);
+    g.offs = doubleArray(n);
+    g.lens = new Array<number>(n).fill(0);
+    this.scratch = g as { bufs: Buffer[]; offs: number[]; lens: number[] };
     this.tx = new QpTx(this);
     this.directMin = iwarpConfig(context.device.name).directPlacementMin;
     this.rx = new QpRx(this, this.directMin);

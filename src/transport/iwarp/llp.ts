@@ -141,6 +141,9 @@ export class Llp {
   /** `noDelay`: TCP_NODELAY is set on the socket already (inherited from its listener). */
   private constructor(socket: net.Socket, noDelay = false) {
     this.socket = socket;
+    // Set at the end of a connection: mutable from the first LLP on (see util/arrays.ts).
+    this.closed = this.localEnded = true;
+    this.closed = this.localEnded = false;
     if (!noDelay) socket.setNoDelay(true);
     // 'drain' is listened to from the first write that fills the socket's buffer (see write).
     socket.on('end', () => {

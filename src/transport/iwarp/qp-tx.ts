@@ -143,7 +143,14 @@ export class QpTx {
   /** Writes handed to the LLP in the current kick. */
   private nWrites = 0;
 
-  constructor(private readonly qp: IwarpQp) {}
+  constructor(private readonly qp: IwarpQp) {
+    // First changed by a reset or a zero-copy completion: mutable from the first QP on (see
+    // util/arrays.ts).
+    this.held = true;
+    this.held = false;
+    this.doneHead = 1;
+    this.doneHead = 0;
+  }
 
   /** Bind to a connection. */
   attach(llp: Llp, crc: boolean, fpduMax: number): void {

@@ -103,9 +103,15 @@ export class FpduDecoder {
    * at [48, 56): one allocation per decoder.
    */
   private readonly hbuf = new Uint8Array(FPDU_MAX_HDR_LEN + 8);
-  /** `header.raw` views of `hbuf` by header length (16, 20, 24, 48), made on first use. */
-  private raw16: Uint8Array | null = null;
-  private raw20: Uint8Array | null = null;
+  /**
+   * `header.raw` views of `hbuf` by header length: the tagged and untagged data headers (16, 20)
+   * made with the decoder, the TERMINATE and Read Request ones (24, 48) on first use. (Made on
+   * first use, the common two would be made in a branch that each new connection's decoder takes
+   * once and the code compiled during an earlier connection has no feedback for: it would be
+   * thrown away.)
+   */
+  private readonly raw16: Uint8Array;
+  private readonly raw20: Uint8Array;
   private raw24: Uint8Array | null = null;
   private raw48: Uint8Array | null = null;
   private st = S_HDR;
@@ -124,6 +130,8 @@ export class FpduDecoder {
     this.sink = sink;
     this.crcOn = opts.crc;
     this.header = createFpduHeader();
+    this.raw16 = this.hbuf.subarray(0, TAGGED_HDR_LEN);
+    this.raw20 = this.hbuf.subarray(0, SEND_HDR_LEN);
   }
 
   /** Current receive state. */
@@ -277,9 +285,9 @@ export class FpduDecoder {
     parseFpduHeader(h, hb, 0, hdrLen);
     h.raw =
       hdrLen === TAGGED_HDR_LEN
-        ? (this.raw16 ??= hb.subarray(0, TAGGED_HDR_LEN))
+        ? this.raw16
         : hdrLen === SEND_HDR_LEN
-          ? (this.raw20 ??= hb.subarray(0, SEND_HDR_LEN))
+          ? this.raw20
           : hdrLen === TERMINATE_HDR_LEN
             ? (this.raw24 ??= hb.subarray(0, TERMINATE_HDR_LEN))
             : (this.raw48 ??= hb.subarray(0, READ_REQ_HDR_LEN));

@@ -265,11 +265,11 @@ test('returning from the iterator while a read is pending does not consume an ev
   ch.destroy();
 });
 
-test('the internal _onEvent hook runs once per queued event, after it is queued; a waiting reader still gets it', { timeout: 5000 }, async () => {
+test('the internal _sink is told once per queued event, after it is queued; a waiting reader still gets it', { timeout: 5000 }, async () => {
   const s = setup();
   const { ch, cq } = s;
   const seen = [];
-  ch._onEvent = () => seen.push(ch.pending);
+  ch._sink = { cqEventQueued: () => seen.push(ch.pending) };
   cq.reqNotify();
   cq._push(wc(1), false);
   assert.deepEqual(seen, [1], 'called with the event already queued');
@@ -284,6 +284,6 @@ test('the internal _onEvent hook runs once per queued event, after it is queued;
   assert.equal(await p, cq);
   assert.deepEqual(seen, [1]);
   cq.ackEvents(1);
-  ch._onEvent = null;
+  ch._sink = null;
   teardown(s);
 });

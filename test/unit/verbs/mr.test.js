@@ -12,6 +12,7 @@ import {
   MR_VA_BASE,
   MR_VA_LIMIT,
   MR_PAGE_SIZE,
+  MAX_STAG_INDEX,
 } from '../../../dist/verbs/mr.js';
 import { Access } from '../../../dist/verbs/types.js';
 
@@ -166,13 +167,15 @@ test('STags and addresses are unpredictable: every bit flips about half the time
   const keys = mrs.map((m) => m.lkey & 0xff);
   const indices = mrs.map((m) => m.handle);
   const pages = mrs.map((m) => (m.addr - MR_VA_BASE) / MR_PAGE_SIZE);
-  // Each bit of the key (8), the index (24) and the page number (first 36 of its 40) is set in
+  // Each bit of the key (8), the index (23) and the page number (first 36 of its 40) is set in
   // 30-70 % of the draws (a fair coin leaves that band with probability below 1e-60).
-  for (const [what, vals, bits] of [['key', keys, 8], ['index', indices, 24], ['page', pages, 36]]) {
+  for (const [what, vals, bits] of [['key', keys, 8], ['index', indices, 23], ['page', pages, 36]]) {
     for (const [b, n] of bitCounts(vals, bits).entries()) {
       assert.ok(n > 0.3 * N && n < 0.7 * N, `${what} bit ${b} set in ${n} of ${N}`);
     }
   }
+  // Bit 31 of the STag (the index's 24th bit) is never set: every STag is a small integer.
+  assert.ok(mrs.every((m) => m.lkey < 2 ** 31 && m.handle <= MAX_STAG_INDEX), 'every STag below 2^31');
   // No constant step between consecutive registrations, and no order.
   const steps = (v) => new Set(v.slice(1).map((x, i) => x - v[i]));
   assert.ok(steps(mrs.map((m) => m.lkey)).size > N / 2, 'STag steps vary');
