@@ -116,15 +116,9 @@ class Riostream extends StreamTool {
     return 0;
   }
 
-  /**
-   * send_xfer(): riowrite `size` bytes of our buffer into the peer's mapping at offset 0. On a
-   * blocking socket (no `-T n`) as riostream.c's blocking riowrite: one call that returns once
-   * everything is written ({@link RsConn.riowriteBlocking}, which writes large chunks straight
-   * from the buffer).
-   */
+  /** send_xfer(): riowrite `size` bytes of our buffer into the peer's mapping at offset 0. */
   async sendXfer(size: number): Promise<number> {
     const c = this.rs as RsConn;
-    const blocking = (this.flags & MSG_DONTWAIT) === 0;
     for (let offset = 0; offset < size; ) {
       if (this.useAsync) {
         const r = await this.doPoll(POLLOUT);
@@ -132,7 +126,7 @@ class Riostream extends StreamTool {
       }
       let ret: number;
       try {
-        ret = blocking ? await c.riowriteBlocking(this.buf, offset, size - offset, offset) : c.riowrite(this.buf, offset, size - offset, offset);
+        ret = c.riowrite(this.buf, offset, size - offset, offset);
       } catch (e) {
         perrorN('riowrite', errnoOfErr(e));
         return -1;

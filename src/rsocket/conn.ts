@@ -158,23 +158,6 @@ const RAMP = process.env['RDMACM_RS_RAMP'] === '1';
  */
 const RIO_MAX_XFER = Math.max(RS_SNDLOWAT, envInt('RDMACM_RS_RIO_MAX_XFER', 1 << 20));
 /**
- * Smallest riowrite chunk that {@link RsConn.riowriteBlocking} posts straight from the caller's
- * memory instead of copying it into the send buffer first. rsocket.c copies into its send ring so
- * that riowrite may return before the RDMA WRITE completes; a blocking riowrite that waits for
- * the completion instead leaves the caller's buffer as free on return, and the bytes go from the
- * caller's memory to TCP with one copy (the kernel's) instead of two. Below this size the copy
- * costs less than the wait. `RDMACM_RS_ZC_MIN=<bytes>` changes it; 0 turns it off.
- */
-const ZC_MIN = envInt('RDMACM_RS_ZC_MIN', 64 * 1024);
-/**
- * Memory regions a socket keeps over callers' memory for those writes (one per ArrayBuffer, the
- * least recently used deregistered when another is needed; all of them on close). Each holds its
- * ArrayBuffer until then, and gives the device local read access only.
- */
-const ZC_MRS = 4;
-/** Send work request ids: this flag on an RDMA WRITE from the caller's memory (no send buffer bytes to give back). */
-const WR_ZC = 2 ** 36;
-/**
  * rsend copies ahead into the send buffer while the peer has granted no target space (see
  * RsConn.early); `RDMACM_RS_EARLY=0` restores rsocket.c's behaviour (EAGAIN until a grant).
  */
@@ -237,24 +220,6 @@ export function defaultConfig(): RsConfig {
 export type SockOptValue = number | boolean | { onoff: boolean; linger: number };
 
 /** One local riomap registration (`struct rs_iomap_mr`). */
-/** A memory region over a caller's memory for {@link RsConn.riowriteBlocking}. */
-interface ZcMr {
-  /** The memory registered (whole). */
-  ab: ArrayBufferLike;
-  mr: Mr;
-  /** RDMA WRITEs from it not yet completed (it is not deregistered before they are). */
-  busy: number;
-}
-
-/** What one step of a blocking riowrite posted from the caller's memory. */
-interface ZcStep {
-  /** The completion sequence number of each such WRITE (see RsConn.zcPosted). */
-  seqs: number[];
-  /** Where each starts, in bytes from the start of the step. */
-  starts: number[];
-  mrs: ZcMr[];
-}
-
 interface IomapMr {
   offset: number;
   mr: Mr | null;
@@ -407,16 +372,6 @@ export class RsConn {
   private early = 0;
   private earlyPos = 0;
   private pendQueued = false;
-  /** MRs over callers' memory for {@link riowriteBlocking}, least recently used first (see ZC_MRS). */
-  private zcMrs: ZcMr[] = [];
-  /**
-   * RDMA WRITEs from callers' memory posted and completed so far (send completions come in
-   * posting order, so a WRITE has completed once zcCompleted reached its number).
-   */
-  private zcPosted = 0;
-  private zcCompleted = 0;
-  /** The number of the first of them that completed in error, or 0. */
-  private zcFailed = 0;
 
   constructor(cfg?: Partial<RsConfig>) {
     this.cfg = { ...defaultConfig(), ...cfg };
@@ -1070,16 +1025,6 @@ export class RsConn {
 
   /** A send completion (rs_poll_cq's send branch). */
   private sendDone(wc: Wc, id: number): void {
-    if (id >= WR_ZC) {
-      // An RDMA WRITE from the caller's memory (riowriteBlocking): no send buffer bytes to free.
-      this.sqeAvail++;
-      this.zcCompleted++;
-      if (wc.status !== WcStatus.SUCCESS) {
-        if (this.zcFailed === 0) this.zcFailed = this.zcCompleted;
-        if (this._state & RsState.connected) this.fail('EIO', `send completion status ${wc.status}`);
-      }
-      return;
-    }
     const msg = id % WR_MSG_SEND;
     const msgSend = id >= WR_MSG_SEND;
     switch (rsMsgOp(msg)) {
@@ -1837,8 +1782,6 @@ export class RsConn {
       if (mr?.registered) mr.dereg();
     }
     for (const m of [...this.iomapList, ...this.iomapQueue]) if (m.mr?.registered) m.mr.dereg();
-    for (const e of this.zcMrs) if (e.mr.registered) e.mr.dereg();
-    this.zcMrs.length = 0;
     if (id && !id.destroyed) {
       // Events nobody will read (no CM task runs before establishment) must not block destroy.
       const ch = this.ch;
@@ -1981,119 +1924,9 @@ export class RsConn {
   /**
    * riowrite(): RDMA-write `count` bytes of `src[off..]` into the peer's mapping at `offset`
    * (no message, no credit: the peer is not told). Returns bytes written (> 0), 0 when no
-   * peer mapping covers `offset`, or {@link RS_EAGAIN}. The bytes are copied into the send
-   * buffer: `src` is free again at once (a nonblocking riowrite). See also
-   * {@link riowriteBlocking}.
+   * peer mapping covers `offset`, or {@link RS_EAGAIN}.
    */
   riowrite(src: Uint8Array, off: number, count: number, offset: number): number {
-    return this.rioPost(src, off, count, offset, null);
-  }
-
-  /**
-   * riowrite() on a blocking rsocket: writes all `count` bytes of `src[off..]` into the peer's
-   * mapping at `offset`, waiting for send queue room as needed, and resolves with `count` once
-   * they are all written — or with fewer, as rsocket.c, when a mapping ends (0 when none covers
-   * `offset`) or the connection fails after some were written; it rejects with the socket's
-   * error when it fails before any were.
-   *
-   * Chunks of at least `RDMACM_RS_ZC_MIN` bytes (64 KiB) are RDMA-written straight from `src`
-   * (a memory region over its ArrayBuffer, kept in a small per-socket cache) instead of being
-   * copied into the send buffer, and the call resolves only once their WRITEs have completed: on
-   * return `src` is free, as riowrite's contract says, and no longer referenced by the device.
-   * The peer sees the same RDMA WRITEs either way. If the socket is closed while such a WRITE is
-   * outstanding, the call rejects without waiting for it; the TCP connection is destroyed then,
-   * so nothing more of `src` is sent.
-   */
-  async riowriteBlocking(src: Uint8Array, off: number, count: number, offset: number): Promise<number> {
-    let done = 0;
-    for (;;) {
-      const step: ZcStep | null = ZC_MIN > 0 && count - done >= ZC_MIN ? { seqs: [], starts: [], mrs: [] } : null;
-      let n: number;
-      try {
-        n = this.rioPost(src, off + done, count - done, offset + done, step);
-      } catch (e) {
-        if (done > 0) return done;
-        throw e;
-      }
-      if (step !== null && step.seqs.length > 0) {
-        const last = step.seqs[step.seqs.length - 1] as number;
-        await this.until(() => this.zcCompleted >= last);
-        for (const e of step.mrs) e.busy--;
-        // Bytes up to the first WRITE that failed (or was still outstanding at close) count as written.
-        for (let i = 0; i < step.seqs.length; i++) {
-          const seq = step.seqs[i] as number;
-          if (seq > this.zcCompleted || (this.zcFailed !== 0 && seq >= this.zcFailed)) {
-            n = step.starts[i] as number;
-            if (done + n > 0) return done + n;
-            this.checkSend('riowrite');
-            throw rsErr('EIO', 'riowrite', 'RDMA WRITE failed');
-          }
-        }
-      }
-      if (n > 0) {
-        done += n;
-        if (done === count) return done;
-        continue;
-      }
-      if (n === 0) return done;
-      await this.until(() => !(this._state & RsState.connected) || (this.early === 0 && this.canSend()));
-      if (this.closed) {
-        if (done > 0) return done;
-        this.checkSend('riowrite');
-        throw rsErr('ECONNRESET', 'riowrite');
-      }
-    }
-  }
-
-  /** The MR over `src`'s memory for a WRITE from it (see ZC_MRS), or null when none can be had now. */
-  private zcMr(src: Uint8Array): ZcMr | null {
-    const ab = src.buffer;
-    const list = this.zcMrs;
-    for (let i = list.length - 1; i >= 0; i--) {
-      const e = list[i] as ZcMr;
-      if (e.ab !== ab) continue;
-      if (e.mr.registered && e.mr.length === ab.byteLength) {
-        if (i !== list.length - 1) {
-          list.splice(i, 1);
-          list.push(e);
-        }
-        return e;
-      }
-      // The memory was detached or resized since: register it again once nothing uses the old MR.
-      if (e.busy > 0) return null;
-      list.splice(i, 1);
-      if (e.mr.registered) e.mr.dereg();
-      break;
-    }
-    const pd = this._id?.pd;
-    if (!pd || this.closed || ab.byteLength === 0) return null;
-    if (list.length >= ZC_MRS) {
-      const j = list.findIndex((e) => e.busy === 0);
-      if (j < 0) return null;
-      const old = list.splice(j, 1)[0] as ZcMr;
-      if (old.mr.registered) old.mr.dereg();
-    }
-    let mr: Mr;
-    try {
-      mr = pd.regMr(ab, 0);
-    } catch {
-      return null;
-    }
-    const e: ZcMr = { ab, mr, busy: 0 };
-    list.push(e);
-    return e;
-  }
-
-  /** MRs held over callers' memory (for tests: the cache's bound and cleanup). */
-  get zcMrCount(): number {
-    return this.zcMrs.length;
-  }
-
-  /**
-   * The posting part of riowrite (rs_write_direct per chunk). With `step`, chunks of ZC_MIN
-   * bytes or more are posted from `src` itself and recorded in `step` for the caller to wait on.
-   */
-  private rioPost(src: Uint8Array, off: number, count: number, offset: number, step: ZcStep | null): number {
     this.checkSend('riowrite');
     if (this.earlyStillQueued()) return RS_EAGAIN;
     this.flushPending();
@@ -2123,27 +1956,8 @@ export class RsConn {
         xfer = olen;
         if (olen < RIO_MAX_XFER) olen <<= 1;
       } else xfer = left;
-      if (xfer > iom.offset + iom.length - at) xfer = iom.offset + iom.length - at;
-      const remoteAddr = iom.addr + at - iom.offset;
-      let zm: ZcMr | null;
-      if (step !== null && xfer >= ZC_MIN && (zm = this.zcMr(src)) !== null) {
-        // From the caller's memory: completes (and frees nothing of the send buffer) when TCP has taken it.
-        this.sqeAvail--;
-        zm.busy++;
-        step.seqs.push(++this.zcPosted);
-        step.starts.push(done);
-        step.mrs.push(zm);
-        this.addPost({
-          wrId: WR_ZC,
-          opcode: WrOpcode.RDMA_WRITE,
-          sgList: [{ addr: zm.mr.addr + src.byteOffset + off + done, length: xfer, lkey: zm.mr.lkey }],
-          sendFlags: 0,
-          rdma: { remoteAddr, rkey: iom.key },
-        });
-        done += xfer;
-        continue;
-      }
       if (xfer > this.sbufBytesAvail) xfer = this.sbufBytesAvail;
+      if (xfer > iom.offset + iom.length - at) xfer = iom.offset + iom.length - at;
       // rs_write_direct
       this.sqeAvail--;
       this.sbufBytesAvail -= xfer;
@@ -2153,7 +1967,7 @@ export class RsConn {
         opcode: WrOpcode.RDMA_WRITE,
         sgList: p.sgl,
         sendFlags: p.flags,
-        rdma: { remoteAddr, rkey: iom.key },
+        rdma: { remoteAddr: iom.addr + at - iom.offset, rkey: iom.key },
       });
       done += xfer;
     }
