@@ -73,9 +73,9 @@ waitout() { local i=0; while [ "$(grep -cE "$2" "$1" 2>/dev/null)" -lt "$3" ]; d
 # waits for its lines); NAME.rc is written when it has exited, whenever that is
 gbg() { local n=$1 t=$2; shift 2; glog "$n (background): $*"
   ( timeout -k 5 "$t" stdbuf -oL "$@" > "$H/$n.out" 2> "$H/$n.err"; rc=$?; putrc "$n" $rc; glog "$n: exit $rc" ) & }
-# finish SCENARIO: after the host's hdone-SCENARIO, give the tool (SCENARIO-k) 20 s to end on its own; if it has not,
-# note where it is in the kernel (NAME-stack, written in the background: reading a process that
-# is stuck in the kernel can block too) and go on; its deadline ends it
+# finish SCENARIO: after the host's hdone-SCENARIO, give the kernel tool (SCENARIO-k) 20 s to end
+# on its own; if it has not, note where it waits in the kernel (SCENARIO-k-stack, written in the
+# background so that a blocked read cannot stall the sequence) and go on: its deadline ends it
 finish() { waitfile $H/hdone-$1 300; local g=0 c
   while [ ! -e $H/$1-k.rc ] && [ $g -lt 100 ]; do sleep 0.2; g=$((g+1)); done
   [ -e $H/$1-k.rc ] && return 0
@@ -165,9 +165,10 @@ const counters = (ctx, n) => `guest rxe0 hw counters after ${n} (non-zero):\n  $
 
 test('interop: udaddy and mckey, ours (host, soft RoCE) <-> kernel (guest, rxe)', { timeout: 600_000 }, async (t) => {
   if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
-  // The capture of the bridge starts with the namespace (before the VM boots).
+  // The namespace first: the host's processes and the capture of the bridge run in it.
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
+  // The real RoCE port: the kernel sends everything to 4791 (an empty value means the default).
   const env = { RDMACM_ROCE_PORT: '' };
   let pcap = null;
   const res = await withGuest({ name: 'roce-ud', rdma: 'rxe', job, timeoutSec: 540 }, async (ctx) => {
