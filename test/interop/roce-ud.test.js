@@ -8,6 +8,7 @@
 //   M3  as M1 with `-c 2` on both sides (two QPs joined to the group on each side)
 //   M4  as M2 with `-c 2`
 //   M5  our sender (host) -> a kernel receiver (guest) and our receiver (host) in the group at once
+//   M6  kernel sender (guest) -> a kernel receiver (same guest) and our receiver (host) at once
 //   U1  kernel `udaddy` server (guest)          <-  our `udaddy -s` client (host)
 // Every tool runs `-C 10` with a deadline; every scenario checks both sides' exit codes and their
 // exact stdout (the kernel's tools and ours print the same lines). The kernel rxe sends to UDP
@@ -46,6 +47,8 @@ const MC = {
   M4: { group: '239.77.0.4', conns: 2, sender: 'ours' },
   M5: { group: '239.77.0.5', conns: 1, sender: 'ours', alsoOurs: true },
 };
+/** A kernel sender, with a kernel receiver in the same guest and ours on the host. */
+const M6 = { group: '239.77.0.6' };
 const mcArgs = (s) => ['-m', s.group, '-C', String(COUNT), ...(s.conns > 1 ? ['-c', String(s.conns)] : [])];
 
 const tailOf = (s, n = 12) => (s || '').trimEnd().split('\n').slice(-n).join('\n');
@@ -73,9 +76,9 @@ waitout() { local i=0; while [ "$(grep -cE "$2" "$1" 2>/dev/null)" -lt "$3" ]; d
 # waits for its lines); NAME.rc is written when it has exited, whenever that is
 gbg() { local n=$1 t=$2; shift 2; glog "$n (background): $*"
   ( timeout -k 5 "$t" stdbuf -oL "$@" > "$H/$n.out" 2> "$H/$n.err"; rc=$?; putrc "$n" $rc; glog "$n: exit $rc" ) & }
-# finish SCENARIO: after the host's hdone-SCENARIO, give the tool (SCENARIO-k) 20 s to end on its own; if it has not,
-# note where it is in the kernel (NAME-stack, written in the background: reading a process that
-# is stuck in the kernel can block too) and go on; its deadline ends it
+# finish SCENARIO: after the host's hdone-SCENARIO, give the kernel tool (SCENARIO-k) 20 s to end
+# on its own; if it has not, note where it waits in the kernel (SCENARIO-k-stack, written in the
+# background so that a blocked read cannot stall the sequence) and go on: its deadline ends it
 finish() { waitfile $H/hdone-$1 300; local g=0 c
   while [ ! -e $H/$1-k.rc ] && [ $g -lt 100 ]; do sleep 0.2; g=$((g+1)); done
   [ -e $H/$1-k.rc ] && return 0
@@ -106,6 +109,14 @@ if waitfile $H/go-U2 300 && [ "$(cat $H/go-U2)" = run ]; then gtool U2-k 120 uda
 else glog "U2: not run, the host's server is not up"; putrc U2-k 253; fi
 counters U2
 ${Object.entries(MC).map(([n, s]) => mcGuest(n, s)).join('\n')}
+# M6: kernel sender -> a kernel receiver (same guest) and our receiver
+gbg M6r-k 150 mckey -b $REFVM_IP -m ${M6.group} -C ${COUNT}
+waitout $H/M6r-k.out '^mckey: joined' 1 90 || glog "M6: the kernel receiver did not join within 90 s"
+mark ready-M6
+if waitfile $H/go-M6 300 && [ "$(cat $H/go-M6)" = run ]; then gtool M6-k 120 mckey -b $REFVM_IP -m ${M6.group} -C ${COUNT} -s
+else glog "M6: not run, the host's receiver did not join"; putrc M6-k 253; fi
+finish M6r
+counters M6
 # U1: kernel udaddy server <- our client
 gbg U1-k 150 udaddy -b $REFVM_IP -C ${COUNT}
 i=0; until rdma res show cm_id 2>/dev/null | grep -q LISTEN; do sleep 0.2; i=$((i+1)); [ $i -ge 300 ] && { glog "U1: no listening cm_id after 60 s"; break; }; done
@@ -114,7 +125,7 @@ finish U1
 counters U1
 rdma statistic show link rxe0/1 > $H/rdma-statistic 2>&1; dmesg > $H/dmesg 2>&1
 # the host checks every exit status: wait for those still running (their deadlines end them)
-for n in ${[...Object.entries(MC).filter(([, s]) => s.sender !== 'kernel').map(([n]) => `${n}-k`), 'U1-k'].join(' ')}; do waitfile $H/$n.rc 160 || glog "$n: no exit status"; done
+for n in ${[...Object.entries(MC).filter(([, s]) => s.sender !== 'kernel').map(([n]) => `${n}-k`), 'M6r-k', 'U1-k'].join(' ')}; do waitfile $H/$n.rc 160 || glog "$n: no exit status"; done
 true
 `;
 
@@ -149,9 +160,10 @@ const counters = (ctx, n) => `guest rxe0 hw counters after ${n} (non-zero):\n  $
 
 test('interop: udaddy and mckey, ours (host, soft RoCE) <-> kernel (guest, rxe)', { timeout: 600_000 }, async (t) => {
   if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
-  // The capture of the bridge starts with the namespace (before the VM boots).
+  // The namespace first: the host's processes and the capture of the bridge run in it.
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
+  // The real RoCE port: the kernel sends everything to 4791 (an empty value means the default).
   const env = { RDMACM_ROCE_PORT: '' };
   let pcap = null;
   const res = await withGuest({ name: 'roce-ud', rdma: 'rxe', job, timeoutSec: 540 }, async (ctx) => {
@@ -233,6 +245,35 @@ test('interop: udaddy and mckey, ours (host, soft RoCE) <-> kernel (guest, rxe)'
         for (const check of results) check();
       });
     }
+    await t.test('M6: kernel mckey -s (rxe) -> a kernel receiver (same guest) and our receiver, in one group', async () => {
+      const args = ['-b', HOST_IP, '-m', M6.group, '-C', String(COUNT)];
+      let r, ok = false, rcv = null;
+      try {
+        await ctx.waitFile('ready-M6', 180_000);
+        rcv = host(MCKEY, args, HOST_TIMEOUT_MS + 60_000);
+        ok = await waitOutput(rcv, /^mckey: joined/, 1);
+      } finally {
+        ctx.touch('go-M6', ok ? 'run' : 'skip');
+      }
+      try {
+        await ctx.waitFile('M6-k.rc', 180_000);
+      } finally {
+        ctx.touch('hdone-M6r');
+        if (rcv) { r = await settle(rcv); save(ctx, 'M6-h', r); }
+      }
+      await ctx.waitFile('M6r-k.rc', 45_000).catch(() => {});
+      const g = ctx.result('M6-k'), gr = ctx.result('M6r-k');
+      const stack = ctx.read('M6r-k-stack');
+      const both = `${hostDesc('mckey receiver', r)}\n${guestDesc('kernel mckey sender', g)}\n${guestDesc('kernel mckey receiver', gr)}\n${counters(ctx, 'M6')}${stack ? `\nkernel mckey receiver, 20 s after the sender ended:\n${stack}` : ''}`;
+      assert.ok(ok, `our receiver did not join\n${both}`);
+      assert.equal(g.rc, 0, both);
+      assert.equal(g.out, MC_SENDER_OK(M6.group), both);
+      assert.equal(r.code, 0, both);
+      assert.equal(r.stdout, MC_RECEIVER_OK(M6.group), both);
+      assert.equal(gr.rc, 0, both);
+      assert.equal(gr.out, MC_RECEIVER_OK(M6.group), both);
+    });
+
     await t.test('U1: kernel udaddy server (rxe) <- our udaddy client', async () => {
       let r;
       try {
