@@ -1663,7 +1663,7 @@ export class RsConn implements CqEventSink {
     // latency rows never ask for it, and code compiled there then has feedback for every step
     // when a bandwidth row's first EAGAIN asks and the first early bytes appear.
     const writable = this.canStageEarly() || (this.early === 0 && this.canSend());
-    if (events & POLLOUT && writable) r |= POLLOUT;
+    r |= writable ? events & POLLOUT : 0;
     if (!(s & RsState.connected)) {
       // rsocket.c raises POLLHUP as soon as it has processed the peer's DISCONNECT, even with data
       // that came before it still unread; a caller that treats POLLHUP as the end then loses that
