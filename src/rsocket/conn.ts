@@ -446,12 +446,13 @@ export class RsConn implements CqEventSink {
    * granted yet), or must queue behind bytes staged that way: the send buffer has room.
    */
   private canStageEarly(): boolean {
-    return (
-      (this.early > 0 || this.tgtLen(this.targetSge) === 0) &&
-      this.sbufBytesAvail >= RS_SNDLOWAT &&
-      (this._state & RsState.connected) !== 0 &&
-      EARLY_STAGING
-    );
+    // Every field is read whichever way the test goes (no short circuit): the bandwidth rows
+    // reach the cases the latency rows never did, and code compiled before has feedback for them.
+    const early = this.early > 0;
+    const noTarget = this.tgtLen(this.targetSge) === 0;
+    const room = this.sbufBytesAvail >= RS_SNDLOWAT;
+    const connected = (this._state & RsState.connected) !== 0;
+    return (early || noTarget) && room && connected && EARLY_STAGING;
   }
 
   private ctrlAvail(): boolean {
@@ -1590,12 +1591,12 @@ export class RsConn implements CqEventSink {
     let at = off;
     while (left > 0 && this.rmsgCount > 0) {
       const m = this.rmsg[this.rmsgHead] as number;
-      let rsize: number;
-      if (left < m) {
-        rsize = left;
-        this.rmsg[this.rmsgHead] = m - left;
-      } else {
-        rsize = m;
+      // One path for a whole and a partial message (what is left of it stays in its slot): a
+      // receive that takes part of a message first happens in a bandwidth row, and code compiled
+      // in the latency rows then has every step of it already.
+      let rsize = left < m ? left : m;
+      this.rmsg[this.rmsgHead] = m - rsize;
+      if (rsize === m) {
         this.rseqNo = (this.rseqNo + 1) & 0xffff;
         if (++this.rmsgHead === this.rmsg.length) this.rmsgHead = 0;
         this.rmsgCount--;
@@ -1657,7 +1658,12 @@ export class RsConn implements CqEventSink {
     if (!(s & (RsState.connected | RsState.disconnected | RsState.error))) return 0;
     let r = 0;
     if (events & POLLIN && (this.rmsgCount > 0 || !(s & RsState.readable))) r |= POLLIN;
-    if (events & POLLOUT && (this.early > 0 ? this.canStageEarly() : this.canSend() || this.canStageEarly())) r |= POLLOUT;
+    // Writable: bytes can be copied ahead (with bytes staged early, only that), or posted. Worked
+    // out whether or not POLLOUT was asked, and by one expression whichever case holds: the
+    // latency rows never ask for it, and code compiled there then has feedback for every step
+    // when a bandwidth row's first EAGAIN asks and the first early bytes appear.
+    const writable = this.canStageEarly() || (this.early === 0 && this.canSend());
+    r |= writable ? events & POLLOUT : 0;
     if (!(s & RsState.connected)) {
       // rsocket.c raises POLLHUP as soon as it has processed the peer's DISCONNECT, even with data
       // that came before it still unread; a caller that treats POLLHUP as the end then loses that
