@@ -33,8 +33,6 @@ export class QpRx implements FpduSink {
   // Destination of the current FPDU's payload.
   private dst: Buffer | null = null;
   private dstOff = 0;
-  /** The current tagged segment is not its message's last: more of the message follows it. */
-  private segMore = false;
   /**
    * Direct reads past a payload (see {@link readTarget}): the bytes of the destination that the
    * read may overwrite beyond the payload, saved before it and put back after it ({@link zoneLen}
@@ -211,7 +209,6 @@ export class QpRx implements FpduSink {
     this.dst = r.buf;
     this.dstOff = r.off;
     this.kind = 1;
-    this.segMore = !h.last;
     this.tagOpen = !h.last;
     this.tagStag = h.stag;
     this.tagNextTo = h.to + h.payloadLen;
@@ -243,7 +240,6 @@ export class QpRx implements FpduSink {
       this.dst = r.buf;
       this.dstOff = r.off;
       this.kind = 1;
-      this.segMore = !h.last;
     } else this.kind = 3;
   }
 
@@ -308,11 +304,12 @@ export class QpRx implements FpduSink {
       if (rem >= this.directMin) {
         const dst = this.dst as Buffer;
         const end = this.dstOff + rem;
-        // More of the message follows this segment: let the read also take the trailer and the
-        // next FPDU's header (one read per FPDU instead of two). They land in the destination
-        // right after the payload, where the next segment's payload goes: those bytes are saved
-        // here and put back by takeZone before any other code runs.
-        if (this.segMore) {
+        // Let the read also take the trailer and the next FPDU's header (one read per FPDU
+        // instead of two). They land in the destination right after the payload (where the next
+        // segment's payload goes, or past the message): the bytes there are saved here and put
+        // back by takeZone, in the read's callback, before any other code of this thread runs.
+        // Memory another thread can see (a SharedArrayBuffer) is never written past the payload.
+        if (!(dst.buffer instanceof SharedArrayBuffer)) {
           const z = dec.bytesPastPayload;
           if (end + z <= dst.length) {
             copyBytes(dst, end, this.zoneSaved, 0, z);

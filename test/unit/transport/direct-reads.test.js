@@ -19,14 +19,14 @@ after(() => resetIwarpConfig());
 const PAGE = 4096;
 const REGION = 64 * PAGE;
 
-async function receiver(crc) {
+async function receiver(crc, shared = false) {
   configureIwarp({ crc, rtrNudgeLocal: false, directPlacementMin: 8192 });
   const pair = await rcPair({ recv: 4, sge: 1 });
   const id = pair.b;
   const qp = id.qp;
   for (let i = 0; i < 200 && !qp.rx.seenFirst; i++) await new Promise((r) => setTimeout(r, 1));
   assert.ok(qp.rx.seenFirst, 'RTR received');
-  const backing = Buffer.alloc(REGION + 2 * PAGE, 0xee);
+  const backing = shared ? Buffer.from(new SharedArrayBuffer(REGION + 2 * PAGE)).fill(0xee) : Buffer.alloc(REGION + 2 * PAGE, 0xee);
   const region = backing.subarray(PAGE, PAGE + REGION);
   for (let i = 0; i < region.length; i++) region[i] = (i * 7) & 0xff;
   const mr = id.pd.regMr(region, Access.LOCAL_WRITE | Access.REMOTE_WRITE, 0x1000_0000);
@@ -36,7 +36,7 @@ async function receiver(crc) {
     terms.push(t);
     sendTerminate(t);
   };
-  return { pair, qp, mr, backing, terms, reader: qp.llp.reader, dec: qp.decoder };
+  return { pair, qp, mr, backing, shared, terms, reader: qp.llp.reader, dec: qp.decoder };
 }
 
 /**
@@ -107,6 +107,8 @@ function drive(rnd, r, s, dest) {
     if (Buffer.isBuffer(t)) {
       if (t.buffer === backing.buffer && t.byteOffset + t.length > backing.byteOffset) {
         // The view is in the registered memory; its bytes past the payload are the trailer and header.
+        r.views = (r.views ?? 0) + 1;
+        if (r.shared) assert.equal(t.length, r.dec.payloadRemaining, 'shared memory: nothing read past the payload');
         s.copy(t, 0, pos, pos + n);
         if (n > 0 && dest[pos + n - 1] === -1) viewsPast++;
         reader.placed(t, n);
@@ -148,3 +150,20 @@ for (const crc of [false, true]) {
     }
   });
 }
+
+test('memory other threads can see is not read into past the payload', async () => {
+  const r = await receiver(false, true);
+  try {
+    let past = 0;
+    for (let seed = 1; seed <= 20; seed++) {
+      const rnd = prng(seed * 104729);
+      const { s, dest } = stream(rnd, r.mr, false);
+      past += drive(rnd, r, s, dest);
+      assert.deepEqual(r.terms, [], `seed ${seed}: no TERMINATE`);
+    }
+    assert.equal(past, 0);
+    assert.ok(r.views > 50, `direct reads: ${r.views}`);
+  } finally {
+    await r.pair.close();
+  }
+});
