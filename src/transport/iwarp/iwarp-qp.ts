@@ -151,10 +151,14 @@ export class IwarpQp extends Qp {
   }
   /** @internal {@link QpReader}: `n` bytes read straight into the view `_rxTarget` gave. */
   _rxPlaced(dec: FpduDecoder, view: Buffer, n: number): void {
+    // First the destination's bytes past the payload are put back (whatever happens next).
+    const extra = this.rx.takeZone(view, n);
     if (this.decoder !== dec) return;
     try {
-      dec.placed(view, 0, n);
-      this.rx.placedDirect(n);
+      const k = n - extra;
+      dec.placed(view, 0, k);
+      this.rx.placedDirect(k);
+      if (extra > 0) this._rxBytes(dec, this.rx.zoneBytes, 0, extra);
     } catch (e) {
       this.rxError(e);
     }

@@ -33,6 +33,17 @@ export class QpRx implements FpduSink {
   // Destination of the current FPDU's payload.
   private dst: Buffer | null = null;
   private dstOff = 0;
+  /**
+   * Direct reads past a payload (see {@link readTarget}): the bytes of the destination that the
+   * read may overwrite beyond the payload, saved before it and put back after it ({@link zoneLen}
+   * of them, at {@link zoneAt} of {@link zoneDst}), and the stream bytes it brought there.
+   */
+  private zoneDst: Buffer | null = null;
+  private zoneAt = 0;
+  private zoneLen = 0;
+  private readonly zoneSaved = Buffer.alloc(32);
+  /** @internal The stream bytes a direct read brought past the payload ({@link takeZone}). */
+  readonly zoneBytes = Buffer.alloc(32);
   // Untagged (Send) message in progress: the receive it is placed into was taken off the RQ, so
   // it is this object's to complete — on success, on an error, or when the QP is flushed.
   private rqe: RqWqe | null = null;
@@ -287,11 +298,50 @@ export class QpRx implements FpduSink {
    * the read stops there; otherwise null (one full read into the shared buffer).
    */
   readTarget(dec: FpduDecoder): Buffer | number | null {
+    this.zoneLen = 0;
     if (this.kind === 1) {
       const rem = dec.payloadRemaining;
-      if (rem >= this.directMin) return (this.dst as Buffer).subarray(this.dstOff, this.dstOff + rem);
+      if (rem >= this.directMin) {
+        const dst = this.dst as Buffer;
+        const end = this.dstOff + rem;
+        // Let the read also take the trailer and the next FPDU's header (one read per FPDU
+        // instead of two). They land in the destination right after the payload (where the next
+        // segment's payload goes, or past the message): the bytes there are saved here and put
+        // back by takeZone, in the read's callback, before any other code of this thread runs.
+        // Memory another thread can see (a SharedArrayBuffer) is never written past the payload.
+        if (!(dst.buffer instanceof SharedArrayBuffer)) {
+          const z = dec.bytesPastPayload;
+          if (end + z <= dst.length) {
+            copyBytes(dst, end, this.zoneSaved, 0, z);
+            this.zoneDst = dst;
+            this.zoneAt = end;
+            this.zoneLen = z;
+            return dst.subarray(this.dstOff, end + z);
+          }
+        }
+        return dst.subarray(this.dstOff, end);
+      }
     }
     return this.bulk ? dec.bytesToBoundary : null;
+  }
+
+  /**
+   * A read into the view {@link readTarget} gave took `n` bytes: of those past the payload, copy
+   * the stream bytes to {@link zoneBytes} and put the destination's own bytes back. Returns how
+   * many stream bytes there were past the payload (0 when the read ended within it).
+   */
+  takeZone(view: Buffer, n: number): number {
+    const z = this.zoneLen;
+    if (z === 0) return 0;
+    this.zoneLen = 0;
+    const payload = view.length - z;
+    const extra = n - payload;
+    if (extra <= 0) return 0;
+    const dst = this.zoneDst as Buffer;
+    copyBytes(dst, this.zoneAt, this.zoneBytes, 0, extra);
+    copyBytes(this.zoneSaved, 0, dst, this.zoneAt, extra);
+    this.zoneDst = null;
+    return extra;
   }
 
   /** `n` payload bytes were read straight into the destination. */

@@ -173,6 +173,14 @@ export class FpduDecoder {
   }
 
   /**
+   * In the payload state, the bytes between the payload's end and the payload of a tagged FPDU
+   * right behind it (this FPDU's pad and CRC, then a 16-byte header); 0 in any other state.
+   */
+  get bytesPastPayload(): number {
+    return this.st === S_PAYLOAD ? this.pad + MPA_CRC_LEN + FPDU_MIN_HDR_LEN : 0;
+  }
+
+  /**
    * Account for `n` payload bytes of the current FPDU that the caller received straight into their
    * destination, `buf[start, start + n)` (a socket read into the target memory region): the CRC
    * (when on) covers them there; the sink's `onPayload` is not called for them.
