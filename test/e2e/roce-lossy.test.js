@@ -74,7 +74,10 @@ function impair({ loss, dup = 0, reorder = 0 }, seed) {
   return { how: 'device impairment', env: { RDMACM_ROCE_IMPAIR: `loss=${loss},dup=${dup},reorder=${reorder},delay=1,seed=${seed}` } };
 }
 
-const BASE_ENV = { RDMACM_DEVICE: 'rxe_rc0', RDMACM_ROCE_ACK_TIMEOUT: '12' };
+// Local ACK timeout 15: 134 ms, so a requester gives up after 8 × 134 ms ≈ 1.1 s without an
+// acknowledgement. With 12 (17 ms, 134 ms in all) a peer that was merely off its CPU that long on
+// a loaded 2-CPU machine (the test suite runs files in parallel) ended runs in RETRY_EXC_ERR.
+const BASE_ENV = { RDMACM_DEVICE: 'rxe_rc0', RDMACM_ROCE_ACK_TIMEOUT: '15' };
 
 /** Run `tool` as server in namespace a and client in b; both results. */
 async function pair(tool, serverArgs, clientArgs, env, timeoutMs = 60_000) {
