@@ -122,33 +122,14 @@ export class QpRx implements FpduSink {
         if (!h.last || h.msn !== this.expectSendMsn || h.mo !== 0) break;
         const w = qp.rqPeek();
         if (w === undefined || len > w.length) break;
-        // Scatter into the receive's SGEs as onPayload does.
-        let sge = 0;
-        let sgeOff = 0;
-        let q = at;
-        const e = at + len;
-        while (q < e) {
-          const s = w.sgList[sge] as Sge;
-          const room = s.length - sgeOff;
-          if (room === 0) {
-            sge++;
-            sgeOff = 0;
-            continue;
-          }
-          const k = room < e - q ? room : e - q;
-          const r = qp.localTarget(s, sgeOff, k);
-          if (typeof r === 'number') break;
-          copyBytes(b, q, r.buf, r.off, k);
-          q += k;
-          sgeOff += k;
-        }
-        if (q < e) break;
+        // The general path starts its scatter over (at SGE 0) when it takes the receive.
+        this.rqeSge = 0;
+        this.rqeSgeOff = 0;
+        if (this.scatter(w, b, at, at + len) < at + len) break;
         qp.rqTake();
         this.bulk = false;
         this.inSend = false;
         this.rqeStatus = WcStatus.GENERAL_ERR;
-        this.rqeSge = sge;
-        this.rqeSgeOff = sgeOff;
         this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
         dec.tookWhole(n);
         qp.rxRecvDone(w, len, 0, 0, op === RdmapOpcode.SEND_SE);
@@ -349,6 +330,30 @@ export class QpRx implements FpduSink {
     this.dstOff += n;
   }
 
+  /**
+   * Copy `src[at, end)` into the SGEs of receive `w` from ({@link rqeSge}, {@link rqeSgeOff})
+   * on, advancing them. Returns where it stopped: `end`, or earlier at an SGE whose memory is no
+   * longer valid (nothing of the rest is copied).
+   */
+  private scatter(w: RqWqe, src: Uint8Array, at: number, end: number): number {
+    while (at < end) {
+      const s = w.sgList[this.rqeSge] as Sge;
+      const room = s.length - this.rqeSgeOff;
+      if (room === 0) {
+        this.rqeSge++;
+        this.rqeSgeOff = 0;
+        continue;
+      }
+      const k = room < end - at ? room : end - at;
+      const r = this.qp.localTarget(s, this.rqeSgeOff, k);
+      if (typeof r === 'number') return at;
+      copyBytes(src, at, r.buf, r.off, k);
+      at += k;
+      this.rqeSgeOff += k;
+    }
+    return at;
+  }
+
   onPayload(src: Uint8Array, start: number, end: number): void {
     const n = end - start;
     switch (this.kind) {
@@ -358,25 +363,9 @@ export class QpRx implements FpduSink {
         return;
       }
       case 2: {
-        const w = this.rqe as RqWqe;
-        let at = start;
-        while (at < end) {
-          const s = w.sgList[this.rqeSge] as Sge;
-          const room = s.length - this.rqeSgeOff;
-          if (room === 0) {
-            this.rqeSge++;
-            this.rqeSgeOff = 0;
-            continue;
-          }
-          const k = Math.min(room, end - at);
-          const r = this.qp.localTarget(s, this.rqeSgeOff, k);
-          if (typeof r === 'number') {
-            this.rqeStatus = WcStatus.LOC_PROT_ERR;
-            throw new TerminateError(0, 0, 0xff, 'receive buffer no longer valid');
-          }
-          copyBytes(src, at, r.buf, r.off, k);
-          at += k;
-          this.rqeSgeOff += k;
+        if (this.scatter(this.rqe as RqWqe, src, start, end) < end) {
+          this.rqeStatus = WcStatus.LOC_PROT_ERR;
+          throw new TerminateError(0, 0, 0xff, 'receive buffer no longer valid');
         }
         this.placed += n;
         return;
