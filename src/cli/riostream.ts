@@ -9,7 +9,7 @@
  * marker in its final byte, which the receiver polls — in C a busy loop on a volatile byte, here a
  * loop that lets the event loop (which places the peer's writes) run between two looks.
  */
-import './startup.js';
+import { eagerFeedback } from './startup.js';
 import { RsConn, RS_EAGAIN } from '../rsocket/conn.js';
 import { RsListener } from '../rsocket/listener.js';
 import { RsState } from '../rsocket/state.js';
@@ -34,7 +34,7 @@ import {
 } from '../rsocket/options.js';
 import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, type SockAddr } from './rdma.js';
 import { Getopt, progName, errOut, isMainModule, runMain, out } from './common.js';
-import { GaiErr, HEADER, StreamTool, TEST_SIZES, gaiCode, gaiText, perrorN, streamLongOptions } from './rstream.js';
+import { GaiErr, HEADER, StreamTool, TEST_SIZES, bandwidthPhaseBudget, gaiCode, gaiText, perrorN, streamLongOptions } from './rstream.js';
 
 const EAGAIN = errnoOf('EAGAIN');
 
@@ -368,6 +368,7 @@ class Riostream extends StreamTool {
       }
       await this.closeRs();
       this.optimization = Opt.BANDWIDTH;
+      bandwidthPhaseBudget();
       ret = this.dstAddr ? await this.clientConnect() : await this.serverConnect();
       if (ret) return ret;
       for (const t of TEST_SIZES) {
@@ -437,6 +438,7 @@ export function usage(prog: string): string {
 }
 
 async function main(argv: readonly string[]): Promise<number> {
+  eagerFeedback();
   const r = new Riostream();
   const args = streamLongOptions(r, argv, 'riostream', usage);
   if (!args) return 1;

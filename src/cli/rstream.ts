@@ -10,7 +10,7 @@
  * C code would spin or block on a socket that cannot move, this code awaits its readiness
  * (rpoll) — the same sequence of transfers, without burning the CPU the event loop needs.
  */
-import './startup.js';
+import { eagerFeedback, setInterruptBudget } from './startup.js';
 import net from 'node:net';
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -844,6 +844,7 @@ class Rstream extends StreamTool {
       if (this.forkChild) await this.waitFork();
       else await this.closeRs();
       this.optimization = Opt.BANDWIDTH;
+      if (this.useRs) bandwidthPhaseBudget();
       ret = this.dstAddr ? await this.clientConnect() : await this.serverConnect();
       if (ret) return ret;
       if (!this.forkChild) {
@@ -1014,7 +1015,21 @@ export function usage(prog: string): string {
   ].join('\n');
 }
 
+/**
+ * The interrupt budget of the default series' bandwidth phase over rsockets (a one-shot run):
+ * 64 times V8's default, `RDMACM_JIT_BW_BUDGET=<n>` (0: V8's). Its rows are short (1000 × 64 KiB,
+ * 100 × 1 MiB), and the functions first hot in them (zero-copy segmentation, direct placement,
+ * credit grants) were compiled by TurboFan while they ran: compile jobs on the CPU the transfer
+ * needs, for code that had little left to run. With the higher budget those functions stay in
+ * baseline code through the phase (docs/bench.md, "Cold start"). Steady runs (`-S`/`-C`) and the
+ * latency phase keep V8's budget.
+ */
+export function bandwidthPhaseBudget(): void {
+  setInterruptBudget(64 * 67584, 'RDMACM_JIT_BW_BUDGET');
+}
+
 async function main(argv: readonly string[]): Promise<number> {
+  eagerFeedback();
   const r = new Rstream();
   const args = streamLongOptions(r, argv, 'rstream', usage);
   if (!args) return 1;

@@ -63,13 +63,26 @@ export function lowerBackgroundThreadPriority(nice: number): void {
 }
 
 /**
- * Set V8's interrupt budget to `budget` (bytes of bytecode) for the functions that have not run
- * yet, unless `RDMACM_JIT_BUDGET=<n>` chooses another (`0`: V8's default). Call before the hot path
- * first runs.
+ * Set V8's interrupt budget to `budget` (bytes of bytecode a function runs between two looks at
+ * whether to optimise it) from the next look at each function on, unless the environment variable
+ * `env` (`RDMACM_JIT_BUDGET` unless told) chooses another (`0`: leave the budget as it is).
  */
-export function setInterruptBudget(budget: number): void {
-  const n = envInt('RDMACM_JIT_BUDGET', budget, 1 << 24);
+export function setInterruptBudget(budget: number, env = 'RDMACM_JIT_BUDGET'): void {
+  const n = envInt(env, budget, 1 << 24);
   if (n > 0) v8.setFlagsFromString(`--interrupt-budget=${n}`);
+}
+
+/**
+ * Give every function a feedback vector from its first call (V8's `--no-lazy-feedback-allocation`)
+ * instead of after it has run about a kilobyte of bytecode; `RDMACM_JIT_EAGER_FEEDBACK=0` leaves
+ * V8's default. Call before the tool's own functions first run. With lazy allocation, what a
+ * function does in its first few calls is not recorded: a branch that a benchmark's 16-byte sync
+ * exchange takes once, before the bulk transfers, is then unknown to the code TurboFan compiles
+ * during them, and the next sync (before the timed part) throws that code away on both sides.
+ * Measured in docs/bench.md ("Cold start"): kept for rstream and riostream.
+ */
+export function eagerFeedback(): void {
+  if (envInt('RDMACM_JIT_EAGER_FEEDBACK', 1, 1) > 0) v8.setFlagsFromString('--no-lazy-feedback-allocation');
 }
 
 /**

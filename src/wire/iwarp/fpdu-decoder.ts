@@ -123,8 +123,13 @@ export class FpduDecoder {
   private rem = 0;
   private pad = 0;
   private crc = 0;
-  private nFpdus = 0;
-  private nBytes = 0;
+  /**
+   * The FPDUs ([0]) and bytes ([1]) decoded so far. In a typed array rather than two number
+   * fields: a connection's byte count passes 2^31 after 2 GiB, and a field that held small integers
+   * until then would change representation, which deprecates the decoder's map and throws away
+   * every function optimised against it in the middle of a transfer.
+   */
+  private readonly counts = new Float64Array(2);
 
   constructor(sink: FpduSink, opts: FpduDecoderOptions) {
     this.sink = sink;
@@ -141,12 +146,12 @@ export class FpduDecoder {
 
   /** FPDUs completed so far (trailer read). */
   get fpdus(): number {
-    return this.nFpdus;
+    return this.counts[0] as number;
   }
 
   /** Bytes consumed so far. */
   get bytes(): number {
-    return this.nBytes;
+    return this.counts[1] as number;
   }
 
   /** Payload bytes still to come in the current FPDU (0 outside the payload state). */
@@ -191,7 +196,7 @@ export class FpduDecoder {
       throw new RangeError(`placed(${n}) outside the current payload (${this.payloadRemaining} to come)`);
     }
     if (this.crcOn) this.crc = crc32cRange(buf, start, start + n, this.crc);
-    this.nBytes += n;
+    this.counts[1] = (this.counts[1] as number) + n;
     this.rem -= n;
     if (this.rem === 0) this.enterTrailer();
   }
@@ -210,8 +215,9 @@ export class FpduDecoder {
    * stays at a boundary.
    */
   tookWhole(n: number): void {
-    this.nBytes += n;
-    this.nFpdus++;
+    const c = this.counts;
+    c[0] = (c[0] as number) + 1;
+    c[1] = (c[1] as number) + n;
   }
 
   /** Stop for good: state `'dead'`, further input ignored. Safe to call from inside the sink. */
@@ -233,7 +239,7 @@ export class FpduDecoder {
     }
     if (this.st === S_DEAD) return;
     let p = start;
-    this.nBytes += end - start;
+    this.counts[1] = (this.counts[1] as number) + (end - start);
     try {
       while (p < end) {
         const st = this.st;
@@ -327,7 +333,7 @@ export class FpduDecoder {
     this.st = S_HDR;
     this.have = 0;
     this.need = FPDU_MIN_HDR_LEN;
-    this.nFpdus++;
+    this.counts[0] = (this.counts[0] as number) + 1;
     this.sink.onEnd(this.header, ok);
   }
 }
