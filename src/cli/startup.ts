@@ -32,7 +32,9 @@
  * from 67584 to 16384 by
  * rping, so that its ping path reaches TurboFan after a quarter of the calls. Not for every tool:
  * in `cmtime`, whose 1000 connections at once keep both processes busy, the same budget made the
- * cold run take about 1.9 × as long.
+ * cold run take about 1.9 × as long. rstream and riostream choose two others: {@link eagerFeedback}
+ * for their whole run, and a higher interrupt budget for the bandwidth phase of their default series
+ * (`bandwidthPhaseBudget` in rstream.ts).
  */
 import { readdirSync } from 'node:fs';
 import os from 'node:os';

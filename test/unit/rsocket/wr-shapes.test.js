@@ -1,0 +1,52 @@
+// Every send work request an rsocket posts — the inline message pair of a small send, the staged
+// WRITE and its message, riowrite's WRITE — and every list it posts them in share one hidden
+// class, so that ibv_post_send, once optimised for the requests of one kind, does not throw its
+// code away when the first request of another kind arrives (a benchmark's 16-byte sync between
+// bulk riowrites did). Checked with V8's own introspection in a child process (natives syntax is
+// a command-line flag), along with the bytes that arrive.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+
+const PAIR = new URL('../lib/rs-pair.js', import.meta.url).href;
+const RS = new URL('../../../dist/rsocket/index.js', import.meta.url).href;
+
+test('the rsocket posts every kind of send work request with one shape, in lists of one shape (V8)', { timeout: 40_000 }, () => {
+  const src = `
+    const { withRsPair, sendAll, recvAll, fixed } = await import(${JSON.stringify(PAIR)});
+    const { RS_EAGAIN, POLLIN, SOL_RDMA, RDMA_IOMAPSIZE, PROT_WRITE } = await import(${JSON.stringify(RS)});
+    const out = [];
+    await withRsPair({ listener: [[SOL_RDMA, RDMA_IOMAPSIZE, 1]], client: [[SOL_RDMA, RDMA_IOMAPSIZE, 1]] }, async ({ c, s }) => {
+      const target = Buffer.alloc(4096);
+      s.riomap(target, PROT_WRITE, 0);
+      // The mapping goes to the peer with the server's next send.
+      await sendAll(s, Buffer.from('sync'), fixed(4));
+      await recvAll(c, 4, fixed(4));
+      const wrs = [], lists = [];
+      const qp = c.qp;
+      const post = qp.postSend;
+      qp.postSend = function (list) { lists.push(list); for (const w of list) wrs.push(w); return post.call(this, list); };
+      const msgs = [16, 2000, 40_000].map((n, k) => Buffer.alloc(n, k + 1));
+      for (const m of msgs) {
+        await sendAll(c, m, fixed(m.length));
+        const got = await recvAll(s, m.length, fixed(m.length));
+        out.push(got.equals(m));
+      }
+      const w = Buffer.alloc(4096, 9);
+      let n;
+      while ((n = c.riowrite(w, 0, w.length, 0)) === RS_EAGAIN) await c.poll(0, 10);
+      out.push(n);
+      const t0 = Date.now();
+      while (!target.equals(w) && Date.now() - t0 < 5000) { s.progress(); await new Promise((r) => setTimeout(r, 5)); }
+      out.push(target.equals(w));
+      const kinds = new Set(wrs.map((x) => x.opcode + ':' + (x.sgList.length ? 'data' : 'none')));
+      out.push(kinds.size === 2 && wrs.length >= 7, lists.length >= 4);
+      out.push(wrs.every((x) => %HaveSameMap(x, wrs[0])), wrs.every((x) => %HaveSameMap(x.rdma, wrs[0].rdma)));
+      out.push(lists.every((x) => %HaveSameMap(x, lists[0])));
+      qp.postSend = post;
+    });
+    console.log(JSON.stringify(out));`;
+  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--input-type=module', '-e', src], { encoding: 'utf8', timeout: 30_000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout.trim().split('\n').pop()), [true, true, true, 4096, true, true, true, true, true, true]);
+});
