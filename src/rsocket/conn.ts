@@ -228,13 +228,23 @@ export interface RsConfig {
 
 /** The library defaults as an {@link RsConfig}. */
 export function defaultConfig(): RsConfig {
+  return fullConfig();
+}
+
+/**
+ * `cfg`'s fields over the library defaults, built in this one literal: every socket's
+ * configuration then has one hidden class. (An object spread makes the copy's hidden class from
+ * its sources', so a socket made from a listener's configuration and one made from nothing had
+ * different ones, and the data path compiled for one socket's was thrown away at the next.)
+ */
+export function fullConfig(cfg?: Partial<RsConfig>): RsConfig {
   return {
-    sbufSize: RS_DEFAULTS.wmem,
-    rbufSize: RS_DEFAULTS.mem,
-    sqInline: RS_DEFAULTS.inline,
-    sqSize: RS_DEFAULTS.sqSize,
-    rqSize: RS_DEFAULTS.rqSize,
-    targetIomapSize: RS_DEFAULTS.iomapSize,
+    sbufSize: cfg?.sbufSize ?? RS_DEFAULTS.wmem,
+    rbufSize: cfg?.rbufSize ?? RS_DEFAULTS.mem,
+    sqInline: cfg?.sqInline ?? RS_DEFAULTS.inline,
+    sqSize: cfg?.sqSize ?? RS_DEFAULTS.sqSize,
+    rqSize: cfg?.rqSize ?? RS_DEFAULTS.rqSize,
+    targetIomapSize: cfg?.targetIomapSize ?? RS_DEFAULTS.iomapSize,
   };
 }
 
@@ -396,12 +406,14 @@ export class RsConn implements CqEventSink {
   private pendQueued = false;
 
   constructor(cfg?: Partial<RsConfig>) {
-    this.cfg = { ...defaultConfig(), ...cfg };
+    this.cfg = fullConfig(cfg);
     // Fields first changed late, mutable from the first socket on (see util/arrays.ts): the
-    // teardown flags, the coalesced chunk (first made by a size above the inline limit) and the
+    // teardown flags and timer, the close promise, the coalesced chunk (first made by a size above the inline limit) and the
     // early-staged count.
-    this.closed = this.cqDead = true;
-    this.closed = this.cqDead = false;
+    this.closed = this.cqDead = this.disconnectRequested = true;
+    this.closed = this.cqDead = this.disconnectRequested = false;
+    this.keepaliveTimer = this.closing = undefined as never;
+    this.keepaliveTimer = this.closing = null;
     this.early = 1;
     this.early = 0;
     this.pend = { sgl: objectArray<Sge>(), len: 0, addr: 2 ** 32, rkey: 2 ** 32 - 1, tsge: 0 };

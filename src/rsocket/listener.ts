@@ -6,7 +6,7 @@
  */
 import { CmEventType, PortSpace, createEventChannel, createId, type CmEvent, type CmId, type EventChannel, type SockAddr } from '../cm/index.js';
 import { RdmaError } from '../errors.js';
-import { RsConn, applySockopt, defaultConfig, noDevices, type RsConfig, type SockOptValue } from './conn.js';
+import { RsConn, applySockopt, fullConfig, noDevices, type RsConfig, type SockOptValue } from './conn.js';
 import { IPPROTO_IPV6, IPPROTO_TCP, POLLIN, SOL_RDMA, SOL_SOCKET, SO_ERROR, SO_RCVBUF, SO_SNDBUF, RDMA_INLINE, RDMA_IOMAPSIZE, RDMA_RQSIZE, RDMA_SQSIZE, TCP_KEEPIDLE } from './options.js';
 import { RsState } from './state.js';
 
@@ -25,7 +25,7 @@ export class RsListener {
   private loop: Promise<void> | null = null;
 
   constructor(cfg?: Partial<RsConfig>) {
-    this.cfg = { ...defaultConfig(), ...cfg };
+    this.cfg = fullConfig(cfg);
   }
 
   /** The rsocket state ({@link RsState}). */

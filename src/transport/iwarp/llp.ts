@@ -141,9 +141,14 @@ export class Llp {
   /** `noDelay`: TCP_NODELAY is set on the socket already (inherited from its listener). */
   private constructor(socket: net.Socket, noDelay = false) {
     this.socket = socket;
-    // Set at the end of a connection: mutable from the first LLP on (see util/arrays.ts).
+    // Set at the end of a connection (the flags, the linger timer and its deadline): mutable from
+    // the first LLP on (see util/arrays.ts).
     this.closed = this.localEnded = true;
     this.closed = this.localEnded = false;
+    this.lingerTimer = undefined as never;
+    this.lingerTimer = null;
+    this.lingerAt = 0;
+    this.lingerAt = Infinity;
     if (!noDelay) socket.setNoDelay(true);
     // 'drain' is listened to from the first write that fills the socket's buffer (see write).
     socket.on('end', () => {
