@@ -1,9 +1,10 @@
 // Every send work request an rsocket posts — the inline message pair of a small send, the staged
 // WRITE and its message, riowrite's WRITE — and every list it posts them in share one hidden
-// class, so that ibv_post_send, once optimised for the requests of one kind, does not throw its
-// code away when the first request of another kind arrives (a benchmark's 16-byte sync between
-// bulk riowrites did). Checked with V8's own introspection in a child process (natives syntax is
-// a command-line flag), along with the bytes that arrive.
+// class, as do the configurations of a connecting and an accepted socket, so that ibv_post_send
+// and the data path, once optimised for one kind, do not throw their code away when the first of
+// another kind arrives (a benchmark's 16-byte sync between bulk riowrites did, and so did a new
+// connection). Checked with V8's own introspection in a child process (natives syntax is a
+// command-line flag), along with the bytes that arrive.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -14,9 +15,11 @@ const RS = new URL('../../../dist/rsocket/index.js', import.meta.url).href;
 test('the rsocket posts every kind of send work request with one shape, in lists of one shape (V8)', { timeout: 40_000 }, () => {
   const src = `
     const { withRsPair, sendAll, recvAll, fixed } = await import(${JSON.stringify(PAIR)});
-    const { RS_EAGAIN, POLLIN, SOL_RDMA, RDMA_IOMAPSIZE, PROT_WRITE } = await import(${JSON.stringify(RS)});
+    const { RS_EAGAIN, SOL_RDMA, SOL_SOCKET, RDMA_IOMAPSIZE, RDMA_INLINE, SO_RCVBUF, SO_SNDBUF, PROT_WRITE } = await import(${JSON.stringify(RS)});
     const out = [];
-    await withRsPair({ listener: [[SOL_RDMA, RDMA_IOMAPSIZE, 1]], client: [[SOL_RDMA, RDMA_IOMAPSIZE, 1]] }, async ({ c, s }) => {
+    // The client sets its sizes as rstream does; the listener leaves them at the defaults.
+    const sizes = [[SOL_SOCKET, SO_SNDBUF, 262144], [SOL_SOCKET, SO_RCVBUF, 262144], [SOL_RDMA, RDMA_INLINE, 64]];
+    await withRsPair({ listener: [[SOL_RDMA, RDMA_IOMAPSIZE, 1]], client: [[SOL_RDMA, RDMA_IOMAPSIZE, 1], ...sizes] }, async ({ c, s }) => {
       const target = Buffer.alloc(4096);
       s.riomap(target, PROT_WRITE, 0);
       // The mapping goes to the peer with the server's next send.
@@ -43,10 +46,12 @@ test('the rsocket posts every kind of send work request with one shape, in lists
       out.push(kinds.size === 2 && wrs.length >= 7, lists.length >= 4);
       out.push(wrs.every((x) => %HaveSameMap(x, wrs[0])), wrs.every((x) => %HaveSameMap(x.rdma, wrs[0].rdma)));
       out.push(lists.every((x) => %HaveSameMap(x, lists[0])));
+      // The client's configuration was made from nothing, the accepted socket's from its listener's.
+      out.push(%HaveSameMap(c.cfg, s.cfg));
       qp.postSend = post;
     });
     console.log(JSON.stringify(out));`;
   const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--input-type=module', '-e', src], { encoding: 'utf8', timeout: 30_000 });
   assert.equal(r.status, 0, r.stderr);
-  assert.deepEqual(JSON.parse(r.stdout.trim().split('\n').pop()), [true, true, true, 4096, true, true, true, true, true, true]);
+  assert.deepEqual(JSON.parse(r.stdout.trim().split('\n').pop()), [true, true, true, 4096, true, true, true, true, true, true, true]);
 });
