@@ -73,9 +73,12 @@ const READ_CHUNK = 256 * 1024;
 export class RSocket extends Duplex {
   /** The rsocket underneath (riomap/riowrite, rsetsockopt ...). */
   readonly conn: RsConn;
-  /** Bytes received / written so far (as net.Socket). */
-  bytesRead = 0;
-  private written = 0;
+  /**
+   * Bytes received ([0]) and accepted for sending ([1]) so far, in a typed array: a count that
+   * passes 2^31 (after 2 GiB) in a number field would change the field's representation and
+   * throw away the code optimised for the socket in the middle of a transfer.
+   */
+  private readonly byteCounts = new Float64Array(2);
   private _connecting = false;
   private reading = false;
   private pulling = false;
@@ -132,9 +135,13 @@ export class RSocket extends Duplex {
   get localPort(): number | undefined {
     return this.conn.localAddress?.port;
   }
+  /** Bytes received so far (net.Socket's `bytesRead`). */
+  get bytesRead(): number {
+    return this.byteCounts[0] as number;
+  }
   /** Bytes accepted for sending (net.Socket's `bytesWritten`). */
   get bytesWritten(): number {
-    return this.written;
+    return this.byteCounts[1] as number;
   }
   /** `{ address, family, port }` of the local end. */
   address(): { address: string; family: string; port: number } | Record<string, never> {
@@ -303,7 +310,7 @@ export class RSocket extends Duplex {
         return;
       }
       if (chunk) {
-        this.bytesRead += chunk.length;
+        this.byteCounts[0] = (this.byteCounts[0] as number) + chunk.length;
         if (this.idleMs) this.touch();
         this.reading = false;
         if (this.push(chunk)) this.reading = true;
@@ -349,7 +356,7 @@ export class RSocket extends Duplex {
         const n = c.send(w.buf, w.off, left, false);
         if (n === RS_EAGAIN) return;
         w.off += n;
-        this.written += n;
+        this.byteCounts[1] = (this.byteCounts[1] as number) + n;
         if (this.idleMs) this.touch();
       }
     } catch (e) {
