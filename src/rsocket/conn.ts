@@ -233,9 +233,9 @@ export function defaultConfig(): RsConfig {
 
 /**
  * `cfg`'s fields over the library defaults, built in this one literal: every socket's
- * configuration then has one hidden class. (An object spread makes the copy's hidden class from
- * its sources', so a socket made from a listener's configuration and one made from nothing had
- * different ones, and the data path compiled for one socket's was thrown away at the next.)
+ * configuration then has one hidden class. (It was an object spread, whose copy takes its hidden
+ * class from its sources': the connection rstream opens for its bandwidth tests found another one
+ * than its latency connection had, and the data path compiled for that was thrown away.)
  */
 export function fullConfig(cfg?: Partial<RsConfig>): RsConfig {
   return {
@@ -408,8 +408,8 @@ export class RsConn implements CqEventSink {
   constructor(cfg?: Partial<RsConfig>) {
     this.cfg = fullConfig(cfg);
     // Fields first changed late, mutable from the first socket on (see util/arrays.ts): the
-    // teardown flags and timer, the close promise, the coalesced chunk (first made by a size above the inline limit) and the
-    // early-staged count.
+    // teardown flags and timer, the close promise, the coalesced chunk (first made by a size above
+    // the inline limit) and the early-staged count.
     this.closed = this.cqDead = this.disconnectRequested = true;
     this.closed = this.cqDead = this.disconnectRequested = false;
     this.keepaliveTimer = this.closing = undefined as never;
