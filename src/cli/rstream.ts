@@ -10,7 +10,7 @@
  * C code would spin or block on a socket that cannot move, this code awaits its readiness
  * (rpoll) — the same sequence of transfers, without burning the CPU the event loop needs.
  */
-import { eagerFeedback, setInterruptBudget } from './startup.js';
+import { V8_INTERRUPT_BUDGET, eagerFeedback, setInterruptBudget } from './startup.js';
 import net from 'node:net';
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
@@ -1025,7 +1025,7 @@ export function usage(prog: string): string {
  * latency phase keep V8's budget.
  */
 export function bandwidthPhaseBudget(): void {
-  setInterruptBudget(64 * 67584, 'RDMACM_JIT_BW_BUDGET');
+  setInterruptBudget(64 * V8_INTERRUPT_BUDGET, 'RDMACM_JIT_BW_BUDGET');
 }
 
 async function main(argv: readonly string[]): Promise<number> {

@@ -41,6 +41,9 @@ import os from 'node:os';
 import v8 from 'node:v8';
 import { envInt } from '../util/env.js';
 
+/** V8's own interrupt budget (its `--interrupt-budget` default in this Node's V8, 11.3). */
+export const V8_INTERRUPT_BUDGET = 67584;
+
 /** The nice value V8's background threads get (`RDMACM_JIT_NICE`; 0: left alone). */
 const JIT_NICE = envInt('RDMACM_JIT_NICE', 5, 19);
 
