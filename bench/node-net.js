@@ -10,12 +10,15 @@
 // ends read with `onread` into one reused buffer (no allocation per read, no copy) and write one
 // preallocated buffer (no copy), with TCP_NODELAY; everything happens in the read callback, with
 // no promise or timer on the path. `--warmup N`: N untimed messages each way first, in blocks of
-// `count`, as rstream --warmup. The client prints one JSON line as `rstream --json` does:
+// `count`, as rstream --warmup. `--busy-poll US`: each time this end starts to wait for the other's
+// messages, keep the event loop from sleeping for US µs (a chain of immediates), as an rsocket's
+// wait does for its `polling_time` (10 µs by default): the baseline for rsockets' latency with the
+// same way of waiting. The client prints one JSON line as `rstream --json` does:
 // { gbps, usec_per_xfer, usec, ... }. Exit 0 on success, 1 on any failure; a 120 s timer ends it.
 import net from 'node:net';
 
 function args(argv) {
-  const o = { host: null, port: 7471, size: 64, count: 1, iters: 1, warmup: 0, series: false };
+  const o = { host: null, port: 7471, size: 64, count: 1, iters: 1, warmup: 0, series: false, busyPoll: 0 };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const v = () => argv[++i];
@@ -26,6 +29,7 @@ function args(argv) {
     else if (a === '-I') o.iters = Number(v());
     else if (a === '--warmup') o.warmup = Number(v());
     else if (a === '--series') o.series = true;
+    else if (a === '--busy-poll') o.busyPoll = Number(v());
     else if (a === '--json') continue; // the output is always JSON
     else throw new Error(`unknown argument ${a}`);
   }
@@ -48,6 +52,22 @@ const tests = o.series
       ...SERIES_SIZES.map(([size, n]) => ({ name: `${n}_bw`, size, count: sizeToCount(size), iters: 1, warmup: 0 })),
     ]
   : [{ name: 'custom', size: o.size, count: o.count, iters: o.iters, warmup: o.warmup }];
+
+// --busy-poll: immediates from the start of a wait for `o.busyPoll` µs, while data is awaited.
+let spinUntil = 0;
+let spinning = false;
+let awaiting = () => false;
+const spinTask = () => {
+  if (awaiting() && performance.now() < spinUntil) setImmediate(spinTask);
+  else spinning = false;
+};
+function busyPoll() {
+  if (o.busyPoll <= 0) return;
+  spinUntil = performance.now() + o.busyPoll / 1000;
+  if (spinning) return;
+  spinning = true;
+  setImmediate(spinTask);
+}
 
 const msg = Buffer.alloc(Math.max(...tests.map((t) => t.size)), 0x5a);
 const rbuf = Buffer.allocUnsafe(1 << 20);
@@ -74,6 +94,7 @@ function drive(sock, first, t, done) {
     t0 = process.hrtime.bigint();
   };
   if (timedFrom === 0) startClock();
+  awaiting = () => !sending && want > 0;
 
   const sendHalf = (k) => {
     // write() keeps a reference to the message, copies nothing; 'drain': Node's queue emptied.
@@ -100,6 +121,7 @@ function drive(sock, first, t, done) {
       sending = !first;
       want = ks[p] * t.size;
       if (sending) sendHalf(ks[p]);
+      else busyPoll();
       return;
     }
     // phase done
@@ -112,6 +134,7 @@ function drive(sock, first, t, done) {
     sending = first;
     want = ks[p] * t.size;
     if (sending) sendHalf(ks[p]);
+    else busyPoll();
   };
   const onData = (n) => {
     if (sending || waiting || n > want) {
@@ -122,6 +145,7 @@ function drive(sock, first, t, done) {
     if (want === 0) halfDone();
   };
   if (first) sendHalf(ks[0]);
+  else busyPoll();
   return onData;
 }
 

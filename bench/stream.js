@@ -5,6 +5,9 @@
 //   Node net   bench/node-net.js: the same test written directly on Node's `net`, reading into one
 //              reused `onread` buffer, no copy, no promise on the path — the limit of what Node
 //              can do, and what every headline ratio is taken against;
+//   Node bp    the same with `--busy-poll 10` (latency rows only): each wait keeps the event loop
+//              from sleeping for 10 µs, as an rsocket's wait does (rsocket.c's polling_time), so
+//              rsockets' latency is also compared with a Node ping-pong that waits the same way;
 //   C -T s     rdma-core's rstream -T s (kernel TCP, no RDMA), where Debian's rdmacm-utils is
 //              installed (bench/setup.sh installs it);
 //   qperf      qperf tcp_lat / tcp_bw (kernel TCP) where qperf is installed.
@@ -25,6 +28,8 @@ const RIOSTREAM = fileURLToPath(new URL('../dist/cli/riostream.js', import.meta.
 const NODE_NET = fileURLToPath(new URL('./node-net.js', import.meta.url));
 const NODE = process.execPath;
 
+/** rsockets' default busy-poll before a wait sleeps (rsocket.c's polling_time, µs). */
+const RS_POLLING_US = 10;
 const num = (name, dflt) => Number(process.env[name] ?? dflt);
 
 /** The implementations a row is measured with; `id` keys the JSON. */
@@ -33,6 +38,7 @@ const IMPLS = [
   { id: 'rio', label: 'riostream soft' },
   { id: 'tcs', label: 'rstream -T s' },
   { id: 'node', label: 'Node net' },
+  { id: 'nodebp', label: 'Node bp' },
   { id: 'c', label: 'C -T s' },
   { id: 'qperf', label: 'qperf' },
 ];
@@ -111,6 +117,9 @@ async function once(impl, row, tools, qsrv) {
     case 'node':
       // Node cannot size a TCP socket's kernel buffers: the -B rows run with the defaults.
       return lastJson((await pair(NODE, [NODE_NET], [...row.args, ...warm])).out)[row.metric];
+    case 'nodebp':
+      if (row.better !== 'lower') return null;
+      return lastJson((await pair(NODE, [NODE_NET], [...row.args, ...warm, '--busy-poll', String(RS_POLLING_US)])).out)[row.metric];
     case 'c':
       return tools.rstream ? cRow((await pair(tools.rstream, [], [...args, '-T', 's'])).out)[row.metric] : null;
     case 'qperf':
@@ -199,6 +208,8 @@ export async function streamBench({ reps = 3, scale = 1, cold = true, only = nul
       warmup: row.warm,
       median: m,
       vsNode: { soft: ratio('soft'), rio: ratio('rio'), tcs: ratio('tcs'), c: ratio('c'), qperf: ratio('qperf') },
+      // rsockets busy-poll before they sleep; Node net with the same wait (latency rows only).
+      vsNodeBusyPoll: row.better === 'lower' ? { soft: roundRatio(runs[row.id].soft, runs[row.id].nodebp), rio: roundRatio(runs[row.id].rio, runs[row.id].nodebp) } : null,
       target: row.better === 'lower' ? '<= 1.15 x Node net' : '>= 0.9 x Node net',
       runs: runs[row.id],
     });
@@ -230,7 +241,8 @@ function print(r, impls, log) {
   log(`${'test'.padEnd(18)}${'unit'.padEnd(10)}${head.map((i) => i.label.padStart(w)).join('')}   to Node net, median of the rounds' ratios (soft / rio / -T s; C)`);
   for (const s of r.steady) {
     const v = s.vsNode;
-    log(`${s.name.padEnd(18)}${s.unit.padEnd(10)}${head.map((i) => fx(s.median[i.id]).padStart(w)).join('')}   ${fx(v.soft)} / ${fx(v.rio)} / ${fx(v.tcs)}; C ${fx(v.c)}   (target ${s.target}, ${s.better} is better)`);
+    const bp = s.vsNodeBusyPoll ? `; to Node bp ${fx(s.vsNodeBusyPoll.soft)} / ${fx(s.vsNodeBusyPoll.rio)}` : '';
+    log(`${s.name.padEnd(18)}${s.unit.padEnd(10)}${head.map((i) => fx(s.median[i.id]).padStart(w)).join('')}   ${fx(v.soft)} / ${fx(v.rio)} / ${fx(v.tcs)}; C ${fx(v.c)}${bp}   (target ${s.target}, ${s.better} is better)`);
   }
   if (r.cold.length) {
     log(`cold: one-shot default series (\`rstream\`, \`riostream\`, \`rstream -T s\`, C \`rstream -T s\`, Node net --series), its rows against the steady rows; client wall time ${Object.entries(r.coldWallMs).map(([i, ms]) => `${i} ${fx(ms / 1000, 1)} s`).join(', ')}`);

@@ -205,6 +205,11 @@ const SBUF_SPAN = envInt('RDMACM_RS_SBUF_SPAN', 1 << 20);
  * alone costs no extra write. `RDMACM_RS_POST_ALONE=<bytes>` changes the size.
  */
 const POST_ALONE_MIN = envInt('RDMACM_RS_POST_ALONE', 32 * 1024);
+/**
+ * rpoll's busy-poll, in µs (rsocket.c's `polling_time`, 10 by default, set there by
+ * /etc/rdma/rsocket/polling_time): `RDMACM_RS_POLLING_TIME=<µs>`, 0 to sleep at once.
+ */
+const POLLING_TIME = envInt('RDMACM_RS_POLLING_TIME', RS_DEFAULTS.pollingTime, 1_000_000);
 /** Default keepalive interval when TCP_KEEPIDLE is not set (Linux tcp_keepalive_time). */
 const KEEPALIVE_DEFAULT_S = 7200;
 
@@ -224,6 +229,12 @@ export interface RsConfig {
   rqSize: number;
   /** iomap table entries the peer may fill (RDMA_IOMAPSIZE, rounded). */
   targetIomapSize: number;
+  /**
+   * Microseconds a {@link RsConn.poll} that has to wait keeps the event loop polling before it
+   * lets it sleep (rsocket.c's `polling_time`; 0: sleep at once). Default 10, or
+   * `RDMACM_RS_POLLING_TIME`.
+   */
+  pollingTime: number;
 }
 
 /** The library defaults as an {@link RsConfig}. */
@@ -245,6 +256,7 @@ export function fullConfig(cfg?: Partial<RsConfig>): RsConfig {
     sqSize: cfg?.sqSize ?? RS_DEFAULTS.sqSize,
     rqSize: cfg?.rqSize ?? RS_DEFAULTS.rqSize,
     targetIomapSize: cfg?.targetIomapSize ?? RS_DEFAULTS.iomapSize,
+    pollingTime: cfg?.pollingTime ?? POLLING_TIME,
   };
 }
 
@@ -1718,7 +1730,34 @@ export class RsConn implements CqEventSink {
     this.pump();
     const now = this.pollEvents(events);
     if (now !== 0 || timeoutMs === 0) return Promise.resolve(now);
-    return this.polls.wait(events, timeoutMs);
+    const p = this.polls.wait(events, timeoutMs);
+    if (this.cfg.pollingTime > 0) this.busyPoll();
+    return p;
+  }
+
+  /**
+   * rsocket.c spins for `polling_time` µs, polling its CQ, before it blocks in poll(): a reply
+   * that comes within that time is taken without the thread going to sleep and being woken. The
+   * equivalent here is to keep the event loop from sleeping: a chain of immediates for
+   * {@link RsConfig.pollingTime} µs from the start of the wait, while anyone waits, makes each
+   * turn of the loop look at the sockets without blocking. Completions still arrive as they
+   * always do (socket read, CQ event, progress); only the sleep is put off.
+   */
+  private busyPoll(): void {
+    this.spinUntil = performance.now() + this.cfg.pollingTime / 1000;
+    if (this.spinning) return;
+    this.spinning = true;
+    setImmediate(this.spinTask);
+  }
+  private spinUntil = 0;
+  private spinning = false;
+  private readonly spinTask = (): void => {
+    if (this.polls.waiting && performance.now() < this.spinUntil) setImmediate(this.spinTask);
+    else this.spinning = false;
+  };
+  /** @internal Whether a wait is busy-polling now (see {@link busyPoll}). */
+  get _busyPolling(): boolean {
+    return this.spinning;
   }
 
   // -- shutdown / close ----------------------------------------------------------------------

@@ -75,4 +75,6 @@ export const RS_DEFAULTS = Object.freeze({
   inline: 64,
   /** iomap entries (`def_iomap_size`). */
   iomapSize: 0,
+  /** Microseconds a wait busy-polls before it sleeps (`polling_time`). */
+  pollingTime: 10,
 });
