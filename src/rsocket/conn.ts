@@ -430,6 +430,12 @@ export class RsConn implements CqEventSink {
     this.early = 0;
     this.pend = { sgl: objectArray<Sge>(), len: 0, addr: 2 ** 32, rkey: 2 ** 32 - 1, tsge: 0 };
     this.pend = null;
+    // The busy-poll's flag and deadline, first set by the first wait; the deadline a double from
+    // the start (it holds performance.now() values).
+    this.spinning = true;
+    this.spinning = false;
+    this.spinUntil = 0.5;
+    this.spinUntil = -Infinity;
   }
 
   // -- state ---------------------------------------------------------------------------------
@@ -1749,7 +1755,7 @@ export class RsConn implements CqEventSink {
     this.spinning = true;
     setImmediate(this.spinTask);
   }
-  private spinUntil = 0;
+  private spinUntil = -Infinity;
   private spinning = false;
   private readonly spinTask = (): void => {
     if (this.polls.waiting && performance.now() < this.spinUntil) setImmediate(this.spinTask);

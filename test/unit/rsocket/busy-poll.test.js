@@ -93,3 +93,21 @@ test('a poll that finds its events ready does not busy-poll', T, () =>
     assert.equal(await c.poll(POLLIN), POLLIN);
     assert.equal(c._busyPolling, false);
   }));
+
+test("the first busy-poll keeps code optimised against another socket's busy-poll fields (V8)", T, () => {
+  const src = `
+    const { RsConn } = await import(${JSON.stringify(new URL('../../../dist/rsocket/index.js', import.meta.url).href)});
+    const a = new RsConn(), b = new RsConn();
+    function use(x) { return (x.spinning ? 1 : 0) + (x.spinUntil > 0 ? 2 : 0); }
+    %PrepareFunctionForOptimization(use);
+    use(b); use(b);
+    %OptimizeFunctionOnNextCall(use);
+    use(b);
+    const before = (%GetOptimizationStatus(use) & 16) !== 0;
+    a.busyPoll(); // the first wait of any socket: the flag set, the deadline a performance.now() value
+    const after = (%GetOptimizationStatus(use) & 16) !== 0;
+    console.log(JSON.stringify([before, after, use(a), %HaveSameMap(a, b)]));`;
+  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--input-type=module', '-e', src], { encoding: 'utf8', timeout: 20_000 });
+  assert.equal(r.status, 0, r.stderr);
+  assert.deepEqual(JSON.parse(r.stdout.trim()), [true, true, 3, true]);
+});
