@@ -26,7 +26,9 @@ if (sa.stream && sb.stream) {
     const q = sb.stream.steady.find((x) => x.id === r.id);
     if (!q) continue;
     for (const impl of ['soft', 'rio', 'tcs', 'c']) line(`stream ${r.id} ${impl}/Node`, r.vsNode[impl], q.vsNode[impl]);
-    for (const impl of ['soft', 'rio', 'tcs', 'node', 'c', 'qperf']) line(`stream ${r.id} ${impl} (${r.unit})`, r.median[impl], q.median[impl]);
+    // Against Node waiting as rsockets wait (latency rows of runs that measured it).
+    if (r.vsNodeBusyPoll || q.vsNodeBusyPoll) for (const impl of ['soft', 'rio']) line(`stream ${r.id} ${impl}/Node bp`, r.vsNodeBusyPoll?.[impl], q.vsNodeBusyPoll?.[impl]);
+    for (const impl of ['soft', 'rio', 'tcs', 'node', 'nodebp', 'c', 'qperf']) line(`stream ${r.id} ${impl} (${r.unit})`, r.median[impl], q.median[impl]);
   }
   for (const r of sa.stream.cold ?? []) {
     const q = (sb.stream.cold ?? []).find((x) => x.id === r.id);
