@@ -137,9 +137,20 @@ export class IwarpQp extends Qp {
   _rxBytes(dec: FpduDecoder, buf: Buffer, start: number, end: number): void {
     if (this.decoder !== dec) return;
     try {
-      // Whole small messages first (QpRx.fast); whatever it leaves goes through the decoder.
-      if (this.rxFast && dec.atBoundary) start = this.rx.fast(dec, buf, start, end, this.rxCrc);
-      if (start < end) dec.push(buf, start, end);
+      if (!this.rxFast) {
+        dec.push(buf, start, end);
+        return;
+      }
+      // Whole small messages go through QpRx.fast; an FPDU it leaves goes through the decoder,
+      // which hands back at the next boundary. (A small SEND read behind the end of a large
+      // WRITE, as an rsocket's message after its data, then takes the same path as every other.)
+      while (start < end) {
+        if (dec.atBoundary) {
+          start = this.rx.fast(dec, buf, start, end, this.rxCrc);
+          if (start === end) break;
+        }
+        start = dec.pushFpdu(buf, start, end);
+      }
     } catch (e) {
       dec.stop();
       this.rxError(e);

@@ -234,12 +234,28 @@ export class FpduDecoder {
    *   throws; RangeError if `[start, end)` is not inside `chunk` (decoder state unchanged).
    */
   push(chunk: Uint8Array, start = 0, end: number = chunk.length): void {
+    this.feed(chunk, start, end, false);
+  }
+
+  /**
+   * {@link push} up to the end of the FPDU in progress: decodes `chunk[start, end)` until an FPDU
+   * ends (its trailer read) and returns the offset after it, where the decoder is then
+   * {@link atBoundary}; or `end` when the bytes run out first (or the decoder is stopped). A
+   * caller that decodes whole FPDUs itself ({@link wholeFpdu}) takes over again from there.
+   *
+   * @throws as {@link push}.
+   */
+  pushFpdu(chunk: Uint8Array, start: number, end: number): number {
+    return this.feed(chunk, start, end, true);
+  }
+
+  /** {@link push} (`one` false) and {@link pushFpdu} (`one` true): the offset decoding stopped at. */
+  private feed(chunk: Uint8Array, start: number, end: number, one: boolean): number {
     if (!(start >= 0 && start <= end && end <= chunk.length)) {
       throw new RangeError(`push range [${start}, ${end}) outside a chunk of ${chunk.length} bytes`);
     }
-    if (this.st === S_DEAD) return;
+    if (this.st === S_DEAD) return end;
     let p = start;
-    this.counts[1] = (this.counts[1] as number) + (end - start);
     try {
       while (p < end) {
         const st = this.st;
@@ -281,14 +297,20 @@ export class FpduDecoder {
           this.have = have;
           if (have < this.need) break;
           this.trailerDone();
+          if (one && this.st === S_HDR) break;
         } else {
           break; // stopped from inside the sink
         }
       }
     } catch (e) {
       this.st = S_DEAD;
+      this.counts[1] = (this.counts[1] as number) + (end - start);
       throw e;
     }
+    // Every byte handed in counts, also those ignored after a stop from inside the sink.
+    const to = one && this.st === S_HDR ? p : end;
+    this.counts[1] = (this.counts[1] as number) + (to - start);
+    return to;
   }
 
   /** All `need` header bytes are in `hbuf`: parse, validate, hand to the sink. */

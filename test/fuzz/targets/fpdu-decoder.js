@@ -6,7 +6,8 @@
 // valid or not, decodes identically (same FPDUs, payloads, CRC verdicts, same TERMINATE) whether
 // pushed whole or in chunks; the only exception is a TerminateError with an RFC code and the
 // header bytes attached, after which the decoder is dead and ignores input; the sink's call
-// protocol (header, payload pieces, end) is kept.
+// protocol (header, payload pieces, end) is kept. Half the chunked runs feed each chunk with
+// pushFpdu (one FPDU at a time, as the QP's receive path does between its fast-path runs).
 import assert from 'node:assert/strict';
 import { TerminateError } from '../../../dist/errors.js';
 import { FpduDecoder } from '../../../dist/wire/index.js';
@@ -15,11 +16,23 @@ import { FIELDS, RecordingSink, genStream, refDecode } from '../../unit/wire/fpd
 import { outcome, assertTermValid, termKey } from '../lib/assert-typed.js';
 import { mutate, splits, hexHead } from '../lib/mutate.js';
 
-function decode(bytes, crc, chunks) {
+/** Decode `bytes` pushed in `chunks`; `byFpdu`: each chunk with pushFpdu, one FPDU at a time. */
+function decode(bytes, crc, chunks, byFpdu = false) {
   const sink = new RecordingSink();
   const dec = new FpduDecoder(sink, { crc });
   const r = outcome(() => {
-    for (const [s, e] of chunks) dec.push(bytes, s, e);
+    for (const [s, e] of chunks) {
+      if (!byFpdu) {
+        dec.push(bytes, s, e);
+        continue;
+      }
+      for (let p = s; p < e; ) {
+        const q = dec.pushFpdu(bytes, p, e);
+        assert.ok(q > p && q <= e, 'pushFpdu makes progress within its range');
+        if (q < e) assert.ok(dec.atBoundary, 'pushFpdu stops only at a boundary');
+        p = q;
+      }
+    }
   }, [TerminateError]);
   if (r.error) {
     assertTermValid(r.error, 'FpduDecoder.push');
@@ -70,7 +83,9 @@ export default {
     t.note(`crc ${crc}, ${mutated ? `mutated: ${ops.join(' ')}` : 'valid'}; ${hexHead(bytes)}`);
 
     const whole = decode(bytes, crc, bytes.length ? [[0, bytes.length]] : []);
-    const split = decode(bytes, crc, splits(rng, bytes.length));
+    const byFpdu = rng.chance(0.5);
+    const split = decode(bytes, crc, splits(rng, bytes.length), byFpdu);
+    if (byFpdu) t.count('pushFpdu');
     sameRecords(split.records, whole.records, 'split vs whole');
     assert.equal(termKey(split.error), termKey(whole.error), 'same TERMINATE');
     if (whole.error) assert.ok(Buffer.from(split.error.header).equals(Buffer.from(whole.error.header)), 'same attached header');

@@ -295,6 +295,18 @@ test('receive fast path: each fallback case ends as the decoder alone ends it', 
   assert.deepEqual(o.wcs.map((x) => [x[1], x[2]]), [[0, 60]]);
 });
 
+test('receive fast path: after an FPDU the decoder took, the rest of the same read is taken whole', async () => {
+  // A two-segment Send (the decoder's), then an rsocket pair (Write + Send) in the same read: the
+  // decoder hands back at the boundary and the pair goes the fast way, as an rsocket message does
+  // behind the end of a large Write.
+  const o = await oneCase((mr) => Buffer.concat([send(8, { last: false }), send(8, { mo: 8 }), w(mr, 0, 64), send(4, { msn: 2 })]), { posts: [[64], [64]] });
+  assert.equal(o.used, 112);
+  assert.deepEqual(o.wcs.map((x) => [x[1], x[2]]), [[0, 16], [0, 4]]);
+  assert.equal(o.terms.length, 0);
+  assert.equal(o.fpdus, 5); // the RTR, then the four
+  assert.equal(o.decState, 'hdr');
+});
+
 test('wholeFpdu: the decoder\'s header for every complete valid FPDU, 0 for anything else', () => {
   const rnd = prng(42);
   let whole = 0;

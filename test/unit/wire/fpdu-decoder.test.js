@@ -257,3 +257,46 @@ test('push validates its range and leaves the decoder untouched on a bad one', (
   dec.push(SEND_HELLO);
   assert.equal(sink.records.length, 1);
 });
+
+test('pushFpdu stops at the end of each FPDU, and decodes what push decodes', () => {
+  const rnd = prng(7);
+  for (const crc of [false, true]) {
+    for (let round = 0; round < 20; round++) {
+      const { bytes, expected, sizes } = genStream(rnd, { crc, maxMessages: 8, maxLen: 3000 });
+      const ends = new Set();
+      let o = 0;
+      for (const s of sizes) ends.add((o += s));
+      const sink = new RecordingSink();
+      const dec = new FpduDecoder(sink, { crc });
+      for (const [s, e] of randomSplits(rnd)(bytes.length)) {
+        let p = s;
+        while (p < e) {
+          const before = sink.records.length;
+          const q = dec.pushFpdu(bytes, p, e);
+          assert.ok(q > p && q <= e, `progress within the chunk (${p} -> ${q} of ${e})`);
+          if (q < e) {
+            assert.ok(ends.has(q), `stopped at ${q}, an FPDU's end`);
+            assert.ok(dec.atBoundary);
+            assert.equal(sink.records.length, before + 1, 'one FPDU ended');
+          }
+          p = q;
+        }
+      }
+      assert.equal(dec.bytes, bytes.length);
+      assert.equal(dec.fpdus, expected.length);
+      assert.deepEqual(strip(sink.records), strip(expected));
+    }
+  }
+});
+
+test('pushFpdu: a stop from inside the sink hands back the whole chunk, counted', () => {
+  const sink = new RecordingSink();
+  const dec = new FpduDecoder(sink, { crc: true });
+  sink.onPayload = () => dec.stop();
+  const bytes = Buffer.concat([RTR_WRITE, SEND_HELLO, RTR_READ]);
+  assert.equal(dec.pushFpdu(bytes, 0, bytes.length), RTR_WRITE.length, 'the zero-length Write ends first');
+  assert.equal(dec.pushFpdu(bytes, RTR_WRITE.length, bytes.length), bytes.length);
+  assert.equal(dec.state, 'dead');
+  assert.equal(dec.bytes, bytes.length);
+  assert.equal(dec.pushFpdu(bytes, 0, 4), 4, 'dead: everything is taken, nothing decoded');
+});
