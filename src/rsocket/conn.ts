@@ -434,6 +434,8 @@ export class RsConn implements CqEventSink {
     // the start (it holds performance.now() values).
     this.spinning = true;
     this.spinning = false;
+    this.rioBehindEarly = true;
+    this.rioBehindEarly = false;
     this.spinUntil = 0.5;
     this.spinUntil = -Infinity;
   }
@@ -1556,6 +1558,7 @@ export class RsConn implements CqEventSink {
    */
   send(src: Uint8Array, off = 0, len = src.length - off, ramp = RAMP): number {
     this.checkSend('rsend');
+    this.rioBehindEarly = false;
     if (len === 0) return 0;
     if (this.iomapPending) {
       const r = this.sendIomaps();
@@ -1709,11 +1712,14 @@ export class RsConn implements CqEventSink {
     if (!(s & (RsState.connected | RsState.disconnected | RsState.error))) return 0;
     let r = 0;
     if (events & POLLIN && (this.rmsgCount > 0 || !(s & RsState.readable))) r |= POLLIN;
-    // Writable: bytes can be copied ahead (with bytes staged early, only that), or posted. Worked
-    // out whether or not POLLOUT was asked, and by one expression whichever case holds: the
-    // latency rows never ask for it, and code compiled there then has feedback for every step
-    // when a bandwidth row's first EAGAIN asks and the first early bytes appear.
-    const writable = this.canStageEarly() || (this.early === 0 && this.canSend());
+    // Writable: bytes can be copied ahead (with bytes staged early, only that; not for a riowrite
+    // that found early bytes in its way), or posted. Worked out whether or not POLLOUT was asked,
+    // and by one expression whichever case holds: the latency rows never ask for it, and code
+    // compiled there then has feedback for every step when a bandwidth row's first EAGAIN asks
+    // and the first early bytes appear.
+    const ahead = this.canStageEarly();
+    const notRio = !this.rioBehindEarly;
+    const writable = (ahead && notRio) || (this.early === 0 && this.canSend());
     r |= writable ? events & POLLOUT : 0;
     if (!(s & RsState.connected)) {
       // rsocket.c raises POLLHUP as soon as it has processed the peer's DISCONNECT, even with data
@@ -1757,6 +1763,12 @@ export class RsConn implements CqEventSink {
   }
   private spinUntil = -Infinity;
   private spinning = false;
+  /**
+   * The last riowrite returned EAGAIN because bytes rsend copied ahead were still unposted
+   * (cleared by the next rsend or riowrite): POLLOUT then waits until they are posted, rather
+   * than counting room to copy more ahead, which only rsend can use.
+   */
+  private rioBehindEarly = false;
   private readonly spinTask = (): void => {
     if (this.polls.waiting && performance.now() < this.spinUntil) setImmediate(this.spinTask);
     else this.spinning = false;
@@ -2027,7 +2039,9 @@ export class RsConn implements CqEventSink {
    */
   riowrite(src: Uint8Array, off: number, count: number, offset: number): number {
     this.checkSend('riowrite');
-    if (this.earlyStillQueued()) return RS_EAGAIN;
+    // Bytes rsend copied ahead go first; until they are posted, POLLOUT is not reported for this.
+    this.rioBehindEarly = this.earlyStillQueued();
+    if (this.rioBehindEarly) return RS_EAGAIN;
     this.flushPending();
     if (this.iomapPending) {
       const r = this.sendIomaps();
