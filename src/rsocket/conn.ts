@@ -170,7 +170,7 @@ sendWr(WR_MSG_SEND, WrOpcode.SEND, [], 0, 2 ** 31, 2 ** 32, 2 ** 32 - 1);
  * device every work request costs TCP writes, so ours send up to 512 KiB per chunk from the start.
  * `RDMACM_RS_MAX_XFER=<bytes>` and `RDMACM_RS_RAMP=1` restore rsocket.c's behaviour.
  */
-const MAX_XFER = Math.max(RS_SNDLOWAT, Number(process.env['RDMACM_RS_MAX_XFER'] ?? 512 * 1024) || 512 * 1024);
+const MAX_XFER = Math.max(RS_SNDLOWAT, envInt('RDMACM_RS_MAX_XFER', 512 * 1024) || 512 * 1024);
 const RAMP = process.env['RDMACM_RS_RAMP'] === '1';
 /**
  * Largest chunk (one RDMA WRITE) of a riowrite call. No message follows it and no target SGE

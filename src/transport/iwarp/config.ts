@@ -12,6 +12,7 @@
  */
 import { existsSync } from 'node:fs';
 import { err } from '../../errors.js';
+import { envNumber } from '../../util/env.js';
 
 /** The iWARP tunables. */
 export interface IwarpConfig {
@@ -72,13 +73,6 @@ export interface ResolvedIwarpConfig extends Readonly<IwarpConfig> {
 }
 
 let localSiw: boolean | null = null;
-
-function envNumber(name: string, dflt: number): number {
-  const v = process.env[name];
-  if (v === undefined || v === '') return dflt;
-  const n = Number(v);
-  return Number.isFinite(n) && n >= 0 ? n : dflt;
-}
 
 /** The defaults, from the environment. */
 function fromEnv(): IwarpConfig {
