@@ -17,23 +17,30 @@ const PAIR = {
   client: [[SOL_RDMA, RDMA_IOMAPSIZE, 1], [SOL_SOCKET, SO_SNDBUF, 32768]],
 };
 
+/**
+ * The server maps a 4 KiB target (the mapping reaches the client with the server's next send);
+ * then the client sends 24 KiB while the server reads nothing: more than its 16 KiB window, so
+ * the rest is copied ahead. Returns the target and the bytes sent.
+ */
+async function mappedAndStaged(c, s, fill) {
+  const target = Buffer.alloc(4096);
+  s.riomap(target, PROT_WRITE, 0);
+  assert.equal(s.send(Buffer.from('sync')), 4);
+  const got = Buffer.alloc(4);
+  while (c.recv(got) === RS_EAGAIN) await c.poll(POLLIN, 1000);
+  const data = Buffer.alloc(24 * 1024, fill);
+  let taken = 0;
+  while (taken < data.length) {
+    const n = c.send(data, taken, data.length - taken);
+    assert.notEqual(n, RS_EAGAIN, 'the send buffer has room to copy ahead');
+    taken += n;
+  }
+  return { target, data };
+}
+
 test('riowrite behind early-staged bytes: EAGAIN and no POLLOUT until they are posted, then the write goes', T, () =>
   withRsPair(PAIR, async ({ c, s }) => {
-    const target = Buffer.alloc(4096);
-    s.riomap(target, PROT_WRITE, 0);
-    // The mapping reaches the client with the server's next send.
-    assert.equal(s.send(Buffer.from('sync')), 4);
-    const got = Buffer.alloc(4);
-    while (c.recv(got) === RS_EAGAIN) await c.poll(POLLIN, 1000);
-
-    // 24 KiB while the server reads nothing: more than its 16 KiB window, the rest is staged.
-    const data = Buffer.alloc(24 * 1024, 7);
-    let taken = 0;
-    while (taken < data.length) {
-      const n = c.send(data, taken, data.length - taken);
-      assert.notEqual(n, RS_EAGAIN, 'the send buffer has room to copy ahead');
-      taken += n;
-    }
+    const { target, data } = await mappedAndStaged(c, s, 7);
     const w = Buffer.alloc(4096, 9);
     assert.equal(c.riowrite(w, 0, w.length, 0), RS_EAGAIN, 'behind the early bytes');
     assert.equal(c.pollEvents(POLLOUT), 0, 'not writable for riowrite');
@@ -59,14 +66,7 @@ test('riowrite behind early-staged bytes: EAGAIN and no POLLOUT until they are p
 
 test('rsend may still copy ahead while riowrite waits for the early bytes', T, () =>
   withRsPair(PAIR, async ({ c, s }) => {
-    const target = Buffer.alloc(4096);
-    s.riomap(target, PROT_WRITE, 0);
-    assert.equal(s.send(Buffer.from('sync')), 4);
-    const got = Buffer.alloc(4);
-    while (c.recv(got) === RS_EAGAIN) await c.poll(POLLIN, 1000);
-    const data = Buffer.alloc(24 * 1024, 5);
-    let taken = 0;
-    while (taken < data.length) taken += c.send(data, taken, data.length - taken);
+    const { data } = await mappedAndStaged(c, s, 5);
     assert.equal(c.riowrite(Buffer.alloc(64), 0, 64, 0), RS_EAGAIN);
     // An rsend after that riowrite: copied ahead, and POLLOUT is reported for it again.
     assert.equal(c.send(Buffer.alloc(100, 6)), 100);
