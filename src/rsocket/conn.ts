@@ -414,6 +414,12 @@ export class RsConn implements CqEventSink {
    * `sbuf[earlyPos ...]` (ring order) and are already counted out of sbufBytesAvail.
    */
   private early = 0;
+  /**
+   * The last riowrite returned EAGAIN because bytes rsend copied ahead were still unposted
+   * (cleared by the next rsend or riowrite): POLLOUT then waits until they are posted, rather
+   * than counting room to copy more ahead, which only rsend can use.
+   */
+  private rioBehindEarly = false;
   private earlyPos = 0;
   private pendQueued = false;
 
@@ -431,13 +437,14 @@ export class RsConn implements CqEventSink {
     this.pend = { sgl: objectArray<Sge>(), len: 0, addr: 2 ** 32, rkey: 2 ** 32 - 1, tsge: 0 };
     this.pend = null;
     // The busy-poll's flag and deadline, first set by the first wait; the deadline a double from
-    // the start (it holds performance.now() values).
+    // the start (it holds performance.now() values). The riowrite flag, first set when a riowrite
+    // finds early bytes.
     this.spinning = true;
     this.spinning = false;
-    this.rioBehindEarly = true;
-    this.rioBehindEarly = false;
     this.spinUntil = 0.5;
     this.spinUntil = -Infinity;
+    this.rioBehindEarly = true;
+    this.rioBehindEarly = false;
   }
 
   // -- state ---------------------------------------------------------------------------------
@@ -1763,12 +1770,6 @@ export class RsConn implements CqEventSink {
   }
   private spinUntil = -Infinity;
   private spinning = false;
-  /**
-   * The last riowrite returned EAGAIN because bytes rsend copied ahead were still unposted
-   * (cleared by the next rsend or riowrite): POLLOUT then waits until they are posted, rather
-   * than counting room to copy more ahead, which only rsend can use.
-   */
-  private rioBehindEarly = false;
   private readonly spinTask = (): void => {
     if (this.polls.waiting && performance.now() < this.spinUntil) setImmediate(this.spinTask);
     else this.spinning = false;
