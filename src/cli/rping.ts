@@ -20,7 +20,7 @@
  * completions and goes on to the next post in the same turn (see PingSem). `-P` runs one task
  * per accepted connection.
  */
-import { idleBackgroundThreads, setInterruptBudget } from './startup.js';
+import { deferOptimization, idleBackgroundThreads, setInterruptBudget } from './startup.js';
 import {
   Access,
   CmEventType,
@@ -947,6 +947,7 @@ async function rpingTestServer(cb: Cb): Promise<number> {
   let ret = 0;
 
   for (;;) {
+    jitPing();
     // Wait for the client's source advert.
     while (!semTake(cb)) await cb.sem.park();
     if (!inState(cb, TestState.RDMA_READ_ADV)) {
@@ -1185,6 +1186,7 @@ async function rpingTestClient(cb: Cb): Promise<number> {
   let cpu = process.cpuUsage();
 
   for (let ping = 0; !total || ping < total; ping = (ping + 1) | 0) {
+    jitPing();
     if (ping === cb.warmup && cb.warmup > 0) {
       t0 = process.hrtime.bigint();
       cpu = process.cpuUsage();
@@ -1503,9 +1505,16 @@ async function main(argv: readonly string[]): Promise<number> {
   return ret;
 }
 
-// Its ping path reaches TurboFan sooner (see cli/startup.ts): a one-shot `rping -C 1000` is
-// compiled for more of its pings; and the compile jobs run only while its thread waits for the
-// peer.
+/**
+ * How many pings (counted by the client and the server alike, warm-up included) run before TurboFan
+ * starts: a shorter run does without its compile jobs (see deferOptimization in cli/startup.ts).
+ */
+export const RPING_JIT_DEFER = 1000;
+
+// TurboFan starts after the first RPING_JIT_DEFER pings; from then on the ping path reaches it
+// sooner than with V8's interrupt budget, and the compile jobs run only while the tool's thread
+// waits for the peer (see cli/startup.ts).
+const jitPing = deferOptimization(RPING_JIT_DEFER);
 setInterruptBudget(16384);
 void idleBackgroundThreads();
 runMain('rping', main);

@@ -21,7 +21,7 @@
  *   setpriority(2) takes); elsewhere, or when not allowed, nothing happens.
  *   `RDMACM_JIT_NICE=<1..19>` chooses another value, `0` leaves them alone.
  *
- * And two that a tool chooses for itself. {@link idleBackgroundThreads}: the background threads
+ * And some that a tool chooses for itself. {@link idleBackgroundThreads}: the background threads
  * under the SCHED_IDLE policy instead, for a tool whose threads mostly wait for a peer (rping):
  * a tool thread that wakes then takes the CPU from a compile job at once, where a nice value only
  * weighs their shares. Not for a tool that keeps both processes busy (cmtime: its warm run took
@@ -34,7 +34,9 @@
  * in `cmtime`, whose 1000 connections at once keep both processes busy, the same budget made the
  * cold run take about 1.9 × as long. rstream and riostream choose two others: {@link eagerFeedback}
  * for their whole run, and a higher interrupt budget for the bandwidth phase of their default series
- * (`bandwidthPhaseBudget` in rstream.ts).
+ * (`bandwidthPhaseBudget` in rstream.ts). And {@link deferOptimization}: rping and cmtime keep
+ * TurboFan off for the first part of a run (1000 pings, 1000 connections), which a one-shot run
+ * then does without.
  */
 import { readdirSync } from 'node:fs';
 import os from 'node:os';
@@ -89,6 +91,35 @@ export function setInterruptBudget(budget: number, env = 'RDMACM_JIT_BUDGET'): v
 export function eagerFeedback(): void {
   if (envInt('RDMACM_JIT_EAGER_FEEDBACK', 1, 1) > 0) v8.setFlagsFromString('--no-lazy-feedback-allocation');
 }
+
+/**
+ * Keep TurboFan off for the first `units` units of a tool's work (pings, connections), then turn
+ * it on: returns the function the tool calls with the units it has done (one unless told), whose
+ * call that brings the count to `units` does it.
+ * `RDMACM_JIT_DEFER=<n>` chooses another count; `0` leaves TurboFan on from the start.
+ *
+ * On a machine with few CPUs, TurboFan's jobs in a fresh process cost more than they save for a
+ * short run: both processes of a two-process test compile about 80 functions each (some 250 ms of
+ * CPU per process), and until those jobs are done the pings wait for the CPU, not for JavaScript.
+ * A one-shot `rping -C 1000` took half the time with no TurboFan at all (Sparkplug code only).
+ * Held back until the run has lasted long enough that its rest pays for the jobs, the short run
+ * does without them and a long one gets them after a fixed delay; a run a few times longer than
+ * the delay pays for it once (the figures are in docs/bench.md, "Cold start"). V8 compiles with
+ * TurboFan again from the next look at each hot function on (its interrupt budget).
+ */
+export function deferOptimization(units: number): (done?: number) => void {
+  const n = envInt('RDMACM_JIT_DEFER', units, 1 << 30);
+  if (n <= 0) return noOp;
+  v8.setFlagsFromString('--no-turbofan');
+  let left = n;
+  return (done = 1) => {
+    if (left <= 0) return;
+    left -= done;
+    if (left <= 0) v8.setFlagsFromString('--turbofan');
+  };
+}
+
+function noOp(): void {}
 
 /**
  * Put every thread of this process but the main one under the SCHED_IDLE scheduling policy

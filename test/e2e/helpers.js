@@ -17,9 +17,10 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
  * (output so far), `kill()`, and `done`, a promise of `{ code, signal, stdout, stderr, timedOut,
  * ms }`. The process is SIGKILLed when it outlives `timeoutMs` (then `timedOut` is true).
  */
-export function startCli(script, args, { timeoutMs = 20_000, env, netns } = {}) {
+export function startCli(script, args, { timeoutMs = 20_000, env, netns, nodeArgs = [] } = {}) {
   const t0 = Date.now();
-  const [cmd, argv] = netns ? ['ip', ['netns', 'exec', netns, process.execPath, script, ...args]] : [process.execPath, [script, ...args]];
+  const node = [...nodeArgs, script, ...args];
+  const [cmd, argv] = netns ? ['ip', ['netns', 'exec', netns, process.execPath, ...node]] : [process.execPath, node];
   const child = spawn(cmd, argv, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },

@@ -3,7 +3,7 @@
 // the module and reports the nice value of each of its threads (Linux: /proc/self/task/*/stat).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import os from 'node:os';
 
@@ -75,4 +75,46 @@ test('idleBackgroundThreads: every thread but the main one goes under SCHED_IDLE
 test('idleBackgroundThreads: RDMACM_JIT_IDLE=0 leaves every thread SCHED_OTHER', { skip: !hasChrt && 'no chrt' }, () => {
   const r = policies({ RDMACM_JIT_IDLE: '0' }, 500);
   assert.deepEqual(new Set([r.main, ...r.others]), new Set([0]));
+});
+
+/**
+ * deferOptimization in a fresh process (natives syntax is a command-line flag; compile jobs on the
+ * main thread, so a function is optimised before the next statement): whether a hot function is
+ * TurboFan code after each of `ticks` (the units passed to the returned function, `null` for a
+ * run of the hot loop with no tick before it).
+ */
+function deferred(units, ticks, env = {}) {
+  const script = `
+    const m = await import(${JSON.stringify(STARTUP)});
+    const done = m.deferOptimization(${units});
+    function hot(a, b) { return (a * 31 + b) | 0; }
+    const TURBOFANNED = 64;
+    const seen = [];
+    for (const t of ${JSON.stringify(ticks)}) {
+      if (t !== null) done(t);
+      let s = 0;
+      for (let i = 0; i < 200000; i++) s = hot(s, i);
+      seen.push((%GetOptimizationStatus(hot) & TURBOFANNED) !== 0);
+    }
+    console.log(JSON.stringify(seen));`;
+  const e = { ...process.env };
+  delete e.RDMACM_JIT_DEFER;
+  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--no-concurrent-recompilation', '--input-type=module', '-e', script], { env: { ...e, ...env }, encoding: 'utf8', timeout: 30_000 });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout.trim().split('\n').pop());
+}
+
+test('deferOptimization: no TurboFan code until the units are done, then a hot function gets it', () => {
+  // A hot loop before any unit, after 1 and 2 of 3, then after the third.
+  assert.deepEqual(deferred(3, [null, 1, 1, 1]), [false, false, false, true]);
+  // Units counted together: 2 then 5 of 6.
+  assert.deepEqual(deferred(6, [2, 5]), [false, true]);
+});
+
+test('deferOptimization: RDMACM_JIT_DEFER chooses the count; 0 (or TurboFan untouched) from the start', () => {
+  assert.deepEqual(deferred(1000, [null, 1], { RDMACM_JIT_DEFER: '1' }), [false, true]);
+  assert.deepEqual(deferred(1000, [null, 1], { RDMACM_JIT_DEFER: '0' }), [true, true]);
+  assert.deepEqual(deferred(0, [null]), [true]);
+  // A value that is not a count falls back to the tool's.
+  assert.deepEqual(deferred(2, [null, 1, 1], { RDMACM_JIT_DEFER: 'x' }), [false, false, true]);
 });
