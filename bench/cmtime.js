@@ -9,7 +9,8 @@
 //  2. plain Node TCP beside it, same machine, same run, warmed up the same way: a server process
 //     and a client that (a) connects N sockets at once and closes them (the shape of cmtime's
 //     table) and (b) loops connect → close one at a time; plus cmtime's own socket baseline
-//     (-S, with the same --warmup);
+//     (-S, with the same --warmup); and Node's own cold/warm in cmtime's shape (bench/net-connect.js,
+//     fresh processes, warm-up W against one connection);
 //  3. memory: 10,000 connect/disconnect cycles through one listener in one process (after 2,000
 //     warm-up cycles), RSS after a forced GC before, during and after.
 //
@@ -80,6 +81,24 @@ async function cmtimeRate(extra = []) {
   const st = table(srv.out, `Accept (${CONNS}) QPs test`);
   if (!t) throw new Error(`cmtime client printed no table (exit ${cli.code}):\n${cli.out}\n${cli.err}`);
   return { rate: CONNS / (t['full connect'].total / 1e6), full: t['full connect'].total, cm: t['cm connect'].total, srvCm: st?.['cm connect']?.total };
+}
+
+const NET_CONNECT = fileURLToPath(new URL('./net-connect.js', import.meta.url));
+/**
+ * Plain Node's connects/s in cmtime's shape (bench/net-connect.js: a fresh server and client
+ * process, CONNS connections at once, a 24-byte request and reply on each) after `warmup` untimed
+ * connections: 1 is its one-shot run, as cmtime's cold one.
+ */
+async function netConnectRate(warmup) {
+  const port = nextPort++;
+  const args = ['-p', String(port), '-c', String(CONNS), '--warmup', String(warmup)];
+  const srv = run([NET_CONNECT, 'server', ...args]);
+  await new Promise((r) => setTimeout(r, 300));
+  const cli = await run([NET_CONNECT, 'client', ...args]);
+  await srv;
+  const line = cli.out.trim().split('\n').filter((l) => l.startsWith('{')).pop();
+  if (cli.code !== 0 || !line) throw new Error(`net-connect client failed (exit ${cli.code}):\n${cli.out}\n${cli.err}`);
+  return 1e6 / JSON.parse(line).usec_per_conn;
 }
 
 async function cmtimeSocketBaseline() {
@@ -197,6 +216,8 @@ export async function cmBench({ rounds = ROUNDS, cycles = CYCLES, log = console.
     const sockBase = [];
     const conc = [];
     const loop = [];
+    const netCold = [];
+    const netWarm = [];
     const srv = await tcpServer();
     try {
       // The in-process TCP baselines get the same warm-up as cmtime --warmup.
@@ -208,6 +229,8 @@ export async function cmBench({ rounds = ROUNDS, cycles = CYCLES, log = console.
         sockBase.push(await cmtimeSocketBaseline());
         conc.push(await tcpConcurrent(srv.port));
         loop.push(await tcpLoop(srv.port));
+        netWarm.push(await netConnectRate(WARMUP));
+        netCold.push(await netConnectRate(1));
       }
     } finally {
       srv.close();
@@ -222,16 +245,21 @@ export async function cmBench({ rounds = ROUNDS, cycles = CYCLES, log = console.
     log(`  Node TCP, connect+close loop     ${fmt(best(loop))}   runs: ${loop.map((x) => x.toFixed(0)).join(', ')}`);
     log(`  ratio cmtime / TCP at once: ${(rate / best(conc)).toFixed(2)}   / TCP loop: ${(rate / best(loop)).toFixed(2)}   (targets: >= 5000/s, >= 0.5x)`);
     log(`  cold: cmtime with rdma-core's 1-connection warmup ${fmt(coldRate)}   ${runs(cold)}   cold/warm ${(coldRate / rate).toFixed(2)} (target >= 0.8)`);
+    const nodeColdVsWarm = best(netCold) / best(netWarm);
+    log(`  Node TCP in cmtime's shape, fresh processes: warm ${fmt(best(netWarm))}, one-shot ${fmt(best(netCold))}   its own cold/warm ${nodeColdVsWarm.toFixed(2)}`);
     Object.assign(result, {
       warm: rate,
       cold: coldRate,
       coldVsWarm: coldRate / rate,
+      nodeShapeWarm: best(netWarm),
+      nodeShapeCold: best(netCold),
+      nodeColdVsWarm,
       socketBaseline: best(sockBase),
       nodeConcurrent: best(conc),
       nodeLoop: best(loop),
       vsNodeConcurrent: rate / best(conc),
       vsNodeLoop: rate / best(loop),
-      runs: { warm: cm, cold, socketBaseline: sockBase, nodeConcurrent: conc, nodeLoop: loop },
+      runs: { warm: cm, cold, socketBaseline: sockBase, nodeConcurrent: conc, nodeLoop: loop, nodeShapeWarm: netWarm, nodeShapeCold: netCold },
     });
   }
   if (cycles > 0) {

@@ -42,8 +42,10 @@ if (sa.verbs && sb.verbs) {
 if (sa.rping && sb.rping) {
   line('rping warm/Node', sa.rping.warmVsNode, sb.rping.warmVsNode);
   line('rping cold/warm', sa.rping.coldVsWarm, sb.rping.coldVsWarm);
+  if (sa.rping.nodeColdVsWarm !== undefined && sb.rping.nodeColdVsWarm !== undefined) line('Node net cold/warm, rping shape', sa.rping.nodeColdVsWarm, sb.rping.nodeColdVsWarm);
 }
 if (sa.cm && sb.cm) {
   line('cm warm/Node loop', sa.cm.vsNodeLoop, sb.cm.vsNodeLoop);
   line('cm cold/warm', sa.cm.coldVsWarm, sb.cm.coldVsWarm);
+  if (sa.cm.nodeColdVsWarm !== undefined && sb.cm.nodeColdVsWarm !== undefined) line('Node TCP cold/warm, cmtime shape', sa.cm.nodeColdVsWarm, sb.cm.nodeColdVsWarm);
 }
