@@ -58,8 +58,9 @@ const SRV_MAX_DISCONNECT_TIME_US = 60_000_000;
 
 /**
  * Connections (made or accepted by this process, warm-up included, counted at the end of each
- * round) before TurboFan starts: a one-shot run does without its compile jobs, which in a fresh
- * process cost more than they save (see deferOptimization in cli/startup.ts).
+ * round) before TurboFan starts on a machine with few CPUs: a one-shot run does without its
+ * compile jobs, which in a fresh process there cost more than they save (see deferOptimization in
+ * cli/startup.ts).
  */
 export const CMTIME_JIT_DEFER = 1000;
 const jitConns = deferOptimization(CMTIME_JIT_DEFER);

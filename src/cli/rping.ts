@@ -1507,13 +1507,14 @@ async function main(argv: readonly string[]): Promise<number> {
 
 /**
  * How many pings (counted by the client and the server alike, warm-up included) run before TurboFan
- * starts: a shorter run does without its compile jobs (see deferOptimization in cli/startup.ts).
+ * starts on a machine with few CPUs: a shorter run does without its compile jobs (see
+ * deferOptimization in cli/startup.ts).
  */
 export const RPING_JIT_DEFER = 1000;
 
-// TurboFan starts after the first RPING_JIT_DEFER pings; from then on the ping path reaches it
-// sooner than with V8's interrupt budget, and the compile jobs run only while the tool's thread
-// waits for the peer (see cli/startup.ts).
+// TurboFan starts after the first RPING_JIT_DEFER pings (with few CPUs); from then on the ping
+// path reaches it sooner than with V8's interrupt budget, and the compile jobs run only while the
+// tool's thread waits for the peer (see cli/startup.ts).
 const jitPing = deferOptimization(RPING_JIT_DEFER);
 setInterruptBudget(16384);
 void idleBackgroundThreads();

@@ -93,10 +93,17 @@ export function eagerFeedback(): void {
 }
 
 /**
+ * Below this many CPUs (`os.availableParallelism()`: those this process may run on) a tool holds
+ * TurboFan back by default ({@link deferOptimization}); measured on 2.
+ */
+export const FEW_CPUS = 4;
+
+/**
  * Keep TurboFan off for the first `units` units of a tool's work (pings, connections), then turn
  * it on: returns the function the tool calls with the units it has done (one unless told), whose
- * call that brings the count to `units` does it.
- * `RDMACM_JIT_DEFER=<n>` chooses another count; `0` leaves TurboFan on from the start.
+ * call that brings the count to `units` does it. By default only with fewer than {@link FEW_CPUS}
+ * CPUs; `RDMACM_JIT_DEFER=<n>` chooses the count whatever the CPUs, `0` leaves TurboFan on from
+ * the start.
  *
  * On a machine with few CPUs, TurboFan's jobs in a fresh process cost more than they save for a
  * short run: both processes of a two-process test compile about 80 functions each (some 250 ms of
@@ -105,10 +112,11 @@ export function eagerFeedback(): void {
  * Held back until the run has lasted long enough that its rest pays for the jobs, the short run
  * does without them and a long one gets them after a fixed delay; a run a few times longer than
  * the delay pays for it once (the figures are in docs/bench.md, "Cold start"). V8 compiles with
- * TurboFan again from the next look at each hot function on (its interrupt budget).
+ * TurboFan again from the next look at each hot function on (its interrupt budget). With CPUs to
+ * spare the jobs run beside the tool's threads, and V8's own choice stands.
  */
 export function deferOptimization(units: number): (done?: number) => void {
-  const n = envInt('RDMACM_JIT_DEFER', units, 1 << 30);
+  const n = envInt('RDMACM_JIT_DEFER', os.availableParallelism() < FEW_CPUS ? units : 0, 1 << 30);
   if (n <= 0) return noOp;
   v8.setFlagsFromString('--no-turbofan');
   let left = n;

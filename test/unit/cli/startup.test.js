@@ -83,7 +83,7 @@ test('idleBackgroundThreads: RDMACM_JIT_IDLE=0 leaves every thread SCHED_OTHER',
  * TurboFan code after each of `ticks` (the units passed to the returned function, `null` for a
  * run of the hot loop with no tick before it).
  */
-function deferred(units, ticks, env = {}) {
+function deferred(units, ticks, env = {}, { cpus = null } = {}) {
   const script = `
     const m = await import(${JSON.stringify(STARTUP)});
     const done = m.deferOptimization(${units});
@@ -99,22 +99,33 @@ function deferred(units, ticks, env = {}) {
     console.log(JSON.stringify(seen));`;
   const e = { ...process.env };
   delete e.RDMACM_JIT_DEFER;
-  const r = spawnSync(process.execPath, ['--allow-natives-syntax', '--no-concurrent-recompilation', '--input-type=module', '-e', script], { env: { ...e, ...env }, encoding: 'utf8', timeout: 30_000 });
+  const node = [process.execPath, '--allow-natives-syntax', '--no-concurrent-recompilation', '--input-type=module', '-e', script];
+  // `cpus`: the child runs on that list of CPUs only (what os.availableParallelism() counts).
+  const [cmd, ...args] = cpus === null ? node : ['taskset', '-c', cpus, ...node];
+  const r = spawnSync(cmd, args, { env: { ...e, ...env }, encoding: 'utf8', timeout: 30_000 });
   assert.equal(r.status, 0, r.stderr);
   return JSON.parse(r.stdout.trim().split('\n').pop());
 }
 
-test('deferOptimization: no TurboFan code until the units are done, then a hot function gets it', () => {
+const hasTaskset = linux && ['/usr/bin/taskset', '/bin/taskset'].some((p) => existsSync(p));
+const oneCpu = { cpus: '0' };
+
+test('deferOptimization, on one CPU: no TurboFan code until the units are done, then a hot function gets it', { skip: !hasTaskset && 'no taskset' }, () => {
   // A hot loop before any unit, after 1 and 2 of 3, then after the third.
-  assert.deepEqual(deferred(3, [null, 1, 1, 1]), [false, false, false, true]);
+  assert.deepEqual(deferred(3, [null, 1, 1, 1], {}, oneCpu), [false, false, false, true]);
   // Units counted together: 2 then 5 of 6.
-  assert.deepEqual(deferred(6, [2, 5]), [false, true]);
+  assert.deepEqual(deferred(6, [2, 5], {}, oneCpu), [false, true]);
+  // A value of RDMACM_JIT_DEFER that is not a count falls back to the tool's.
+  assert.deepEqual(deferred(2, [null, 1, 1], { RDMACM_JIT_DEFER: 'x' }, oneCpu), [false, false, true]);
 });
 
-test('deferOptimization: RDMACM_JIT_DEFER chooses the count; 0 (or TurboFan untouched) from the start', () => {
+test('deferOptimization: RDMACM_JIT_DEFER chooses the count whatever the CPUs; 0 (or no units) keeps TurboFan on', () => {
   assert.deepEqual(deferred(1000, [null, 1], { RDMACM_JIT_DEFER: '1' }), [false, true]);
   assert.deepEqual(deferred(1000, [null, 1], { RDMACM_JIT_DEFER: '0' }), [true, true]);
   assert.deepEqual(deferred(0, [null]), [true]);
-  // A value that is not a count falls back to the tool's.
-  assert.deepEqual(deferred(2, [null, 1, 1], { RDMACM_JIT_DEFER: 'x' }), [false, false, true]);
+});
+
+// 4: startup.js FEW_CPUS (not imported here: importing it renices this process's threads).
+test('deferOptimization: with 4 CPUs or more, TurboFan stays on unless RDMACM_JIT_DEFER says otherwise', { skip: os.availableParallelism() < 4 && 'fewer than 4 CPUs here' }, () => {
+  assert.deepEqual(deferred(3, [null, 1, 1, 1]), [true, true, true, true]);
 });
