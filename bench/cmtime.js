@@ -65,14 +65,17 @@ function table(text, heading) {
   return rows;
 }
 
-async function cmtimePair(extra) {
-  const port = nextPort++;
-  const common = ['-b', '127.0.0.1', '-C', '127.0.0.1', '-p', String(port), '-c', String(CONNS), ...extra];
-  const srv = run([CMTIME, ...common, '-L']);
+/** Start a server process (`srvArgv`), give it 300 ms to listen, run the client (`cliArgv`); both results. */
+async function serverThenClient(srvArgv, cliArgv) {
+  const srv = run(srvArgv);
   await new Promise((r) => setTimeout(r, 300));
-  const cli = await run([CMTIME, ...common]);
-  const s = await srv;
-  return { cli, srv: s };
+  const cli = await run(cliArgv);
+  return { cli, srv: await srv };
+}
+
+function cmtimePair(extra) {
+  const common = ['-b', '127.0.0.1', '-C', '127.0.0.1', '-p', String(nextPort++), '-c', String(CONNS), ...extra];
+  return serverThenClient([CMTIME, ...common, '-L'], [CMTIME, ...common]);
 }
 
 async function cmtimeRate(extra = []) {
@@ -90,12 +93,8 @@ const NET_CONNECT = fileURLToPath(new URL('./net-connect.js', import.meta.url));
  * connections: 1 is its one-shot run, as cmtime's cold one.
  */
 async function netConnectRate(warmup) {
-  const port = nextPort++;
-  const args = ['-p', String(port), '-c', String(CONNS), '--warmup', String(warmup)];
-  const srv = run([NET_CONNECT, 'server', ...args]);
-  await new Promise((r) => setTimeout(r, 300));
-  const cli = await run([NET_CONNECT, 'client', ...args]);
-  await srv;
+  const args = ['-p', String(nextPort++), '-c', String(CONNS), '--warmup', String(warmup)];
+  const { cli } = await serverThenClient([NET_CONNECT, 'server', ...args], [NET_CONNECT, 'client', ...args]);
   const line = cli.out.trim().split('\n').filter((l) => l.startsWith('{')).pop();
   if (cli.code !== 0 || !line) throw new Error(`net-connect client failed (exit ${cli.code}):\n${cli.out}\n${cli.err}`);
   return 1e6 / JSON.parse(line).usec_per_conn;

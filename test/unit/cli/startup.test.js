@@ -13,6 +13,13 @@ const linux = existsSync('/proc/self/task');
 const base = os.getPriority();
 const at = (n) => Math.max(base, n);
 
+/** This process's environment without `name` (the child then sees the tool's default), plus `env`. */
+function childEnv(name, env) {
+  const e = { ...process.env, ...env };
+  if (!(name in env)) delete e[name];
+  return e;
+}
+
 /** { main, others: [nice...] } of a fresh process that imported startup.js under `env`. */
 function nices(env) {
   const script = `
@@ -21,9 +28,7 @@ function nices(env) {
     const nice = (t) => Number(fs.readFileSync('/proc/self/task/' + t + '/stat', 'utf8').split(') ')[1].split(' ')[16]);
     const tids = fs.readdirSync('/proc/self/task').map(Number);
     console.log(JSON.stringify({ main: nice(process.pid), others: tids.filter((t) => t !== process.pid).map(nice) }));`;
-  const e = { ...process.env };
-  delete e.RDMACM_JIT_NICE;
-  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { env: { ...e, ...env }, encoding: 'utf8', timeout: 30_000 });
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { env: childEnv('RDMACM_JIT_NICE', env), encoding: 'utf8', timeout: 30_000 });
   return JSON.parse(out.trim().split('\n').pop());
 }
 
@@ -59,9 +64,7 @@ function policies(env, waitMs) {
     const t0 = Date.now();
     while (Date.now() - t0 < ${waitMs} && !others().every((t) => policy(t) === ${SCHED_IDLE})) await new Promise((r) => setTimeout(r, 20));
     console.log(JSON.stringify({ main: policy(process.pid), others: others().map(policy) }));`;
-  const e = { ...process.env };
-  delete e.RDMACM_JIT_IDLE;
-  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { env: { ...e, ...env }, encoding: 'utf8', timeout: 30_000 });
+  const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { env: childEnv('RDMACM_JIT_IDLE', env), encoding: 'utf8', timeout: 30_000 });
   return JSON.parse(out.trim().split('\n').pop());
 }
 
@@ -97,12 +100,10 @@ function deferred(units, ticks, env = {}, { cpus = null } = {}) {
       seen.push((%GetOptimizationStatus(hot) & TURBOFANNED) !== 0);
     }
     console.log(JSON.stringify(seen));`;
-  const e = { ...process.env };
-  delete e.RDMACM_JIT_DEFER;
   const node = [process.execPath, '--allow-natives-syntax', '--no-concurrent-recompilation', '--input-type=module', '-e', script];
   // `cpus`: the child runs on that list of CPUs only (what os.availableParallelism() counts).
   const [cmd, ...args] = cpus === null ? node : ['taskset', '-c', cpus, ...node];
-  const r = spawnSync(cmd, args, { env: { ...e, ...env }, encoding: 'utf8', timeout: 30_000 });
+  const r = spawnSync(cmd, args, { env: childEnv('RDMACM_JIT_DEFER', env), encoding: 'utf8', timeout: 30_000 });
   assert.equal(r.status, 0, r.stderr);
   return JSON.parse(r.stdout.trim().split('\n').pop());
 }
