@@ -10,7 +10,9 @@
 // ends read with `onread` into one reused buffer (no allocation per read, no copy) and write one
 // preallocated buffer (no copy), with TCP_NODELAY; everything happens in the read callback, with
 // no promise or timer on the path. `--warmup N`: N untimed messages each way first, in blocks of
-// `count`, as rstream --warmup. `--busy-poll US`: each time this end starts to wait for the other's
+// `count`, as rstream --warmup. Before the clock starts, the ends exchange 16 bytes each way, the
+// client first, as rstream's sync_test does before every test: the timed block follows the same
+// small exchange as the tools' do. `--busy-poll US`: each time this end starts to wait for the other's
 // messages, keep the event loop from sleeping for US µs (a chain of immediates), as an rsocket's
 // wait does for its `polling_time` (10 µs by default): the baseline for rsockets' latency with the
 // same way of waiting. The client prints one JSON line as `rstream --json` does:
@@ -72,10 +74,14 @@ function busyPoll() {
 const msg = Buffer.alloc(Math.max(...tests.map((t) => t.size)), 0x5a);
 const rbuf = Buffer.allocUnsafe(1 << 20);
 
+/** rstream's sync_test: 16 bytes each way before the clock starts. */
+const SYNC_BYTES = 16;
+const syncMsg = Buffer.alloc(SYNC_BYTES, 0x73);
+
 /**
- * One test on a connected socket: its warm-up blocks, then `iters` timed iterations; each is `k`
- * messages one way then `k` back, this end sending first when `first`. Returns the read handler;
- * `done(usec, cpu)` is called at the end.
+ * One test on a connected socket: its warm-up blocks, the sync, then `iters` timed iterations;
+ * each is `k` messages one way then `k` back, this end sending first when `first`. Returns the
+ * read handler; `done(usec, cpu)` is called at the end.
  */
 function drive(sock, first, t, done) {
   const ks = [];
@@ -84,16 +90,12 @@ function drive(sock, first, t, done) {
   for (let i = 0; i < t.iters; i++) ks.push(t.count);
   const m = msg.subarray(0, t.size);
   let p = 0;
-  let sending = first;
-  let want = ks[0] * t.size; // bytes still to receive in this half
+  let sending = false;
+  let want = 0; // bytes still to receive in this half (or of the sync)
+  let syncing = false;
   let t0 = 0n;
   let cpu = null;
   let waiting = false;
-  const startClock = () => {
-    cpu = process.cpuUsage();
-    t0 = process.hrtime.bigint();
-  };
-  if (timedFrom === 0) startClock();
   awaiting = () => !sending && want > 0;
 
   const sendHalf = (k) => {
@@ -115,6 +117,27 @@ function drive(sock, first, t, done) {
     };
     more();
   };
+  const startBlock = () => {
+    sending = first;
+    want = ks[p] * t.size;
+    if (sending) sendHalf(ks[p]);
+    else busyPoll();
+  };
+  // The sync (the client sends first, the server answers), then the clock, then the timed blocks.
+  const syncThenTimed = () => {
+    syncing = true;
+    sending = false;
+    want = SYNC_BYTES;
+    if (first) sock.write(syncMsg);
+    busyPoll();
+  };
+  const synced = () => {
+    syncing = false;
+    if (!first) sock.write(syncMsg);
+    cpu = process.cpuUsage();
+    t0 = process.hrtime.bigint();
+    startBlock();
+  };
   const halfDone = () => {
     if (sending === first) {
       // first half done: now the other direction
@@ -126,15 +149,12 @@ function drive(sock, first, t, done) {
     }
     // phase done
     p++;
-    if (p === timedFrom) startClock();
     if (p === ks.length) {
       done(Number((process.hrtime.bigint() - t0) / 1000n), process.cpuUsage(cpu));
       return;
     }
-    sending = first;
-    want = ks[p] * t.size;
-    if (sending) sendHalf(ks[p]);
-    else busyPoll();
+    if (p === timedFrom) syncThenTimed();
+    else startBlock();
   };
   const onData = (n) => {
     if (sending || waiting || n > want) {
@@ -142,10 +162,10 @@ function drive(sock, first, t, done) {
       process.exit(1);
     }
     want -= n;
-    if (want === 0) halfDone();
+    if (want === 0) (syncing ? synced : halfDone)();
   };
-  if (first) sendHalf(ks[0]);
-  else busyPoll();
+  if (timedFrom === 0) syncThenTimed();
+  else startBlock();
   return onData;
 }
 
