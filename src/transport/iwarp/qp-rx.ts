@@ -108,6 +108,9 @@ export class QpRx implements FpduSink {
       const len = h.payloadLen;
       const at = p + h.hdrLen;
       const op = h.opcode;
+      // Read for every FPDU, not in the Send branch alone: code compiled during a run of Writes
+      // has feedback for it when the first Send comes.
+      const msnOk = h.msn === this.expectSendMsn;
       if (op === RdmapOpcode.WRITE) {
         if (!h.last || len === 0 || len >= this.directMin) break;
         const r = qp.remoteTarget(h.stag, h.to, len, Access.REMOTE_WRITE);
@@ -119,7 +122,7 @@ export class QpRx implements FpduSink {
         this.tagNextTo = h.to + len;
         dec.tookWhole(n);
       } else if (op === RdmapOpcode.SEND || op === RdmapOpcode.SEND_SE) {
-        if (!h.last || h.msn !== this.expectSendMsn || h.mo !== 0) break;
+        if (!h.last || !msnOk || h.mo !== 0) break;
         const w = qp.rqPeek();
         if (w === undefined || len > w.length) break;
         // The general path starts its scatter over (at SGE 0) when it takes the receive.
@@ -143,9 +146,17 @@ export class QpRx implements FpduSink {
   onHeader(h: FpduHeader): void {
     // Bulk mode stays on through the short last segment of a large tagged message.
     this.inSend = false;
-    if (!h.tagged) this.bulk = false;
-    else if (h.payloadLen >= this.directMin) this.bulk = true;
-    else if (!this.tagOpen && this.readPlaced === 0) this.bulk = false;
+    // On for a large tagged segment, off for an untagged one or a small tagged one outside a
+    // message or Read Response in progress, else unchanged: one store, every field read and
+    // compared whichever way it goes, so that code compiled during a run of large tagged messages
+    // has feedback for the small one that comes next (a message exchange after bulk data) and is
+    // not thrown away there.
+    const tagged = h.tagged;
+    const large = h.payloadLen >= this.directMin;
+    const keep = this.bulk;
+    const idle = !this.tagOpen;
+    const noRead = this.readPlaced === 0;
+    this.bulk = tagged && (large || (keep && !(idle && noRead)));
     switch (h.opcode) {
       case RdmapOpcode.WRITE:
         return this.hdrWrite(h);

@@ -260,12 +260,15 @@ export class FpduDecoder {
       while (p < end) {
         const st = this.st;
         if (st === S_PAYLOAD) {
+          // `rem` is read before the test: a payload read exactly to its end (direct placement)
+          // never takes the branch, and code compiled then would lack feedback for the read in it.
+          const rem = this.rem;
           let n = end - p;
-          if (n > this.rem) n = this.rem;
+          if (n > rem) n = rem;
           const q = p + n;
           if (this.crcOn) this.crc = crc32cRange(chunk, p, q, this.crc);
-          this.rem -= n;
-          if (this.rem === 0) this.enterTrailer();
+          this.rem = rem - n;
+          if (rem === n) this.enterTrailer();
           this.sink.onPayload(chunk, p, q);
           p = q;
         } else if (st === S_HDR) {
