@@ -80,6 +80,15 @@ export class QpRx implements FpduSink {
 
   constructor(private readonly qp: IwarpQp, directMin: number) {
     this.directMin = directMin;
+    // Offsets into the destination are differences of 64-bit addresses, which V8 hands over as
+    // heap numbers even when small: both fields hold doubles from the first QP on. A field born a
+    // small integer changes representation at the first such value (the first large WRITE placed
+    // straight into memory), which gives the object a new hidden class and discards the feedback
+    // and code compiled against the old one, the fast path's among them (util/arrays.ts).
+    this.dstOff = 0.5;
+    this.dstOff = 0;
+    this.zoneAt = 0.5;
+    this.zoneAt = 0;
   }
 
   /** The header of the FPDU {@link fast} is decoding (its own: the decoder's is not touched). */
