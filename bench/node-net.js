@@ -117,10 +117,11 @@ function drive(sock, first, t, done) {
     };
     more();
   };
-  const startBlock = () => {
-    sending = first;
+  // One half of block p: this end sends its messages (`send`) or waits for the other's.
+  const startHalf = (send) => {
+    sending = send;
     want = ks[p] * t.size;
-    if (sending) sendHalf(ks[p]);
+    if (send) sendHalf(ks[p]);
     else busyPoll();
   };
   // The sync (the client sends first, the server answers), then the clock, then the timed blocks.
@@ -136,15 +137,12 @@ function drive(sock, first, t, done) {
     if (!first) sock.write(syncMsg);
     cpu = process.cpuUsage();
     t0 = process.hrtime.bigint();
-    startBlock();
+    startHalf(first);
   };
   const halfDone = () => {
     if (sending === first) {
       // first half done: now the other direction
-      sending = !first;
-      want = ks[p] * t.size;
-      if (sending) sendHalf(ks[p]);
-      else busyPoll();
+      startHalf(!first);
       return;
     }
     // phase done
@@ -154,7 +152,7 @@ function drive(sock, first, t, done) {
       return;
     }
     if (p === timedFrom) syncThenTimed();
-    else startBlock();
+    else startHalf(first);
   };
   const onData = (n) => {
     if (sending || waiting || n > want) {
@@ -165,7 +163,7 @@ function drive(sock, first, t, done) {
     if (want === 0) (syncing ? synced : halfDone)();
   };
   if (timedFrom === 0) syncThenTimed();
-  else startBlock();
+  else startHalf(first);
   return onData;
 }
 
