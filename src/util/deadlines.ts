@@ -9,7 +9,10 @@
  * runs due timers before it polls sockets, so after the process was busy past a deadline, the
  * message that came in time may still be unread when the timer runs — it must win, as it does in
  * a kernel, which reads a socket when its bytes arrive. A cancelled entry keeps no reference to
- * its target.
+ * its target, and cancelled entries are swept out once the queue has doubled since the last sweep:
+ * the queue holds about twice the deadlines still armed, not every one set within its duration —
+ * a listener taking connections at a steady rate would otherwise hold one entry per connection for
+ * up to twice the duration.
  */
 
 /** What a deadline reports its expiry to. */
@@ -23,10 +26,15 @@ export interface Deadline {
   target: DeadlineTarget | null;
 }
 
+/** The smallest queue length at which cancelled entries are swept out. */
+const SWEEP_MIN = 1024;
+
 /** The entries of one duration, oldest first, with the timer of the oldest. */
 class DeadlineQueue {
   private q: Deadline[] = [];
   private head = 0;
+  /** The queue's length at which {@link add} sweeps out cancelled entries. */
+  private sweepAt = SWEEP_MIN;
   private timer: NodeJS.Timeout | null = null;
   private readonly onTimer = (): void => this.expire();
 
@@ -34,9 +42,26 @@ class DeadlineQueue {
 
   add(target: DeadlineTarget): Deadline {
     const d: Deadline = { at: performance.now() + this.ms, target };
+    if (this.q.length >= this.sweepAt) this.sweep();
     this.q.push(d);
     if (this.timer === null) this.arm(this.ms);
     return d;
+  }
+
+  /**
+   * Keep only the entries still armed, in order. The timer stays set for the old oldest entry: it
+   * runs early, finds nothing due and follows the new oldest (or stops if none is left).
+   */
+  private sweep(): void {
+    const q = this.q;
+    let w = 0;
+    for (let r = this.head; r < q.length; r++) {
+      const d = q[r] as Deadline;
+      if (d.target !== null) q[w++] = d;
+    }
+    q.length = w;
+    this.head = 0;
+    this.sweepAt = Math.max(SWEEP_MIN, 2 * w);
   }
 
   private arm(ms: number): void {
@@ -59,9 +84,11 @@ class DeadlineQueue {
     if (i === q.length) {
       this.q = [];
       this.head = 0;
-    } else if (i > 1024 && i * 2 > q.length) {
+      this.sweepAt = SWEEP_MIN;
+    } else if (i > SWEEP_MIN && i * 2 > q.length) {
       this.q = q.slice(i);
       this.head = 0;
+      this.sweepAt = Math.max(SWEEP_MIN, 2 * this.q.length);
     } else this.head = i;
     // Cancelled entries at the front are dropped at their deadline; the timer follows the oldest.
     if (this.head < this.q.length) this.arm(Math.max(1, Math.ceil((this.q[this.head] as Deadline).at - performance.now())));

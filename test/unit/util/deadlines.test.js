@@ -67,3 +67,29 @@ test('an armed deadline does not keep the process alive', async () => {
   assert.equal(r.status, 0, String(r.stderr));
   assert.ok(Date.now() - t0 < 15000);
 });
+
+test('cancelled deadlines are let go long before their duration: the queue holds about twice those still armed', async () => {
+  const { spawnSync } = await import('node:child_process');
+  const url = new URL('../../../dist/util/deadlines.js', import.meta.url).href;
+  // 20000 deadlines of a minute, each cancelled at once (the awaited message came), 100 kept armed;
+  // after a full GC, count the cancelled ones something still holds.
+  const child = `
+    import { armDeadline, cancelDeadline } from '${url}';
+    const target = { deadlineExpired() { process.exitCode = 3; } };
+    const refs = [];
+    const kept = [];
+    for (let i = 0; i < 20000; i++) {
+      const d = armDeadline(60000, target);
+      if (i % 200 === 0) kept.push(d);
+      else { cancelDeadline(d); refs.push(new WeakRef(d)); }
+    }
+    await new Promise((r) => setImmediate(r));
+    globalThis.gc();
+    process.stdout.write(JSON.stringify({ held: refs.filter((r) => r.deref() !== undefined).length, cancelled: refs.length, armed: kept.length }));`;
+  const r = spawnSync(process.execPath, ['--expose-gc', '--input-type=module', '-e', child], { timeout: 20000, encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  const { held, cancelled, armed } = JSON.parse(r.stdout);
+  assert.equal(cancelled, 19900);
+  assert.equal(armed, 100);
+  assert.ok(held <= 2048, `${held} of ${cancelled} cancelled deadlines still held`);
+});
