@@ -93,3 +93,17 @@ test('cancelled deadlines are let go long before their duration: the queue holds
   assert.equal(armed, 100);
   assert.ok(held <= 2048, `${held} of ${cancelled} cancelled deadlines still held`);
 });
+
+test('deadlines still armed when cancelled ones are swept out expire in order, each once', async () => {
+  const log = [];
+  const kept = [];
+  // 5000 of one duration: the queue is swept several times while they are armed.
+  for (let i = 0; i < 5000; i++) {
+    const d = armDeadline(50, recorder(log, `k${i}`));
+    if (i % 500 === 499) kept.push(`k${i}`);
+    else cancelDeadline(d);
+  }
+  await sleep(200);
+  assert.deepEqual(log.map((e) => e.name), kept);
+  for (const e of log) assert.ok(e.late >= -1, `reported ${-e.late} ms before its deadline`);
+});
