@@ -85,11 +85,10 @@ class DeadlineQueue {
       this.q = [];
       this.head = 0;
       this.sweepAt = SWEEP_MIN;
-    } else if (i > SWEEP_MIN && i * 2 > q.length) {
-      this.q = q.slice(i);
-      this.head = 0;
-      this.sweepAt = Math.max(SWEEP_MIN, 2 * this.q.length);
-    } else this.head = i;
+    } else {
+      this.head = i;
+      if (i > SWEEP_MIN && i * 2 > q.length) this.sweep();
+    }
     // Cancelled entries at the front are dropped at their deadline; the timer follows the oldest.
     if (this.head < this.q.length) this.arm(Math.max(1, Math.ceil((this.q[this.head] as Deadline).at - performance.now())));
     if (due.length > 0) {

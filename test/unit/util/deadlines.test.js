@@ -1,7 +1,10 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { spawnSync } from 'node:child_process';
 import { armDeadline, cancelDeadline } from '../../../dist/util/deadlines.js';
+
+const DEADLINES_URL = new URL('../../../dist/util/deadlines.js', import.meta.url).href;
 
 function recorder(log, name) {
   return { deadlineExpired: (d) => log.push({ name, late: performance.now() - d.at }) };
@@ -60,21 +63,17 @@ test('durations are independent: a short deadline armed after a long one is repo
 });
 
 test('an armed deadline does not keep the process alive', async () => {
-  const { spawnSync } = await import('node:child_process');
-  const url = new URL('../../../dist/util/deadlines.js', import.meta.url).href;
   const t0 = Date.now();
-  const r = spawnSync(process.execPath, ['--input-type=module', '-e', `import { armDeadline } from '${url}'; armDeadline(60000, { deadlineExpired() { process.exitCode = 3; } });`], { timeout: 20000 });
+  const r = spawnSync(process.execPath, ['--input-type=module', '-e', `import { armDeadline } from '${DEADLINES_URL}'; armDeadline(60000, { deadlineExpired() { process.exitCode = 3; } });`], { timeout: 20000 });
   assert.equal(r.status, 0, String(r.stderr));
   assert.ok(Date.now() - t0 < 15000);
 });
 
 test('cancelled deadlines are let go long before their duration: the queue holds about twice those still armed', async () => {
-  const { spawnSync } = await import('node:child_process');
-  const url = new URL('../../../dist/util/deadlines.js', import.meta.url).href;
   // 20000 deadlines of a minute, each cancelled at once (the awaited message came), 100 kept armed;
   // after a full GC, count the cancelled ones something still holds.
   const child = `
-    import { armDeadline, cancelDeadline } from '${url}';
+    import { armDeadline, cancelDeadline } from '${DEADLINES_URL}';
     const target = { deadlineExpired() { process.exitCode = 3; } };
     const refs = [];
     const kept = [];
@@ -105,5 +104,23 @@ test('deadlines still armed when cancelled ones are swept out expire in order, e
   }
   await sleep(200);
   assert.deepEqual(log.map((e) => e.name), kept);
+  for (const e of log) assert.ok(e.late >= -1, `reported ${-e.late} ms before its deadline`);
+});
+
+test('a timer that expires most of a long queue keeps the rest, in order', async () => {
+  const log = [];
+  // 2000 due first (more than half of the queue, and past the sweep's minimum), then 100 later ones
+  // of the same duration, every tenth of those cancelled.
+  for (let i = 0; i < 2000; i++) armDeadline(30, recorder(log, 'early'));
+  await sleep(10);
+  const late = [];
+  for (let i = 0; i < 100; i++) {
+    const d = armDeadline(30, recorder(log, `late${i}`));
+    if (i % 10 === 0) cancelDeadline(d);
+    else late.push(`late${i}`);
+  }
+  await sleep(120);
+  assert.equal(log.filter((e) => e.name === 'early').length, 2000);
+  assert.deepEqual(log.filter((e) => e.name !== 'early').map((e) => e.name), late);
   for (const e of log) assert.ok(e.late >= -1, `reported ${-e.late} ms before its deadline`);
 });
