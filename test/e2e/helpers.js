@@ -174,3 +174,28 @@ export function rpingLines({ count, size = 64, role = 'client' }) {
   for (let n = 0; n < count; n++) s += `${prefix}${rpingText(n, size)}\n`;
   return s;
 }
+
+// ---- a lossy link that spares the CM's DREQs (tc netem) -------------------------
+
+/**
+ * The `tc` argument lists that impair what `dev` sends with `netem <netemArgs>`, except the IB CM
+ * DREQs of RoCEv2 over IPv4, which go out untouched (the device impairment's `spare=dreq`). A
+ * tool that exits right after rdma_disconnect, as rping's client does, sends its DREQ once (the
+ * CM cancels the resend when the id is destroyed); a lost one leaves the peer waiting for ever.
+ * A prio qdisc sends every packet to band 2, which holds the netem; a u32 filter moves the DREQs
+ * to band 1. Offsets from the IPv4 header (20 bytes, no options): UDP at 20, BTH at 28 (its
+ * destination QP, 1 for the GSI, in the low 24 bits of the word at 32), DETH at 40, the MAD at 48
+ * (base version 1 and management class 7, the CM, in the halfword at 48; attribute ID 0x0015,
+ * DREQ, at 64).
+ */
+export function netemSparingDreq(dev, netemArgs) {
+  return [
+    ['qdisc', 'replace', 'dev', dev, 'root', 'handle', '1:', 'prio', 'bands', '2', 'priomap', ...Array(16).fill('1')],
+    ['qdisc', 'add', 'dev', dev, 'parent', '1:2', 'handle', '20:', 'netem', ...netemArgs],
+    ['filter', 'add', 'dev', dev, 'parent', '1:', 'protocol', 'ip', 'prio', '1', 'u32',
+      'match', 'ip', 'protocol', '17', '0xff', 'match', 'ip', 'dport', '4791', '0xffff',
+      'match', 'u32', '0x00000001', '0x00ffffff', 'at', '32',
+      'match', 'u16', '0x0107', '0xffff', 'at', '48', 'match', 'u16', '0x0015', '0xffff', 'at', '64',
+      'flowid', '1:1'],
+  ];
+}

@@ -2,15 +2,16 @@
 // server in one and the client in the other, both pinned to the soft RoCE device of the veth
 // (rxe_rc0). The link drops, duplicates and reorders datagrams — with `tc qdisc netem` when the
 // kernel has it, else with the device's own impairment (RDMACM_ROCE_IMPAIR, the same effects on
-// every datagram it sends). rping -V and rsockets (rstream, riostream, and an echo whose bytes are
-// compared) must run to completion with every byte intact; a peer that goes silent (its link
-// down) must end the RC traffic in RETRY_EXC_ERR, on the side with a request outstanding, within
-// retry_cnt + 1 local ACK timeouts. Short local ACK timeouts (RDMACM_ROCE_ACK_TIMEOUT) keep each loss cheap.
+// every datagram it sends); the CM's DREQs pass untouched either way. rping -V and rsockets
+// (rstream, riostream, and an echo whose bytes are compared) must run to completion with every
+// byte intact; a peer that goes silent (its link down) must end the RC traffic in
+// RETRY_EXC_ERR, on the side with a request outstanding, within retry_cnt + 1 local ACK
+// timeouts. Short local ACK timeouts (RDMACM_ROCE_ACK_TIMEOUT) keep each loss cheap.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, describeRun, rpingLines } from './helpers.js';
+import { REPO_ROOT, startCli, describeRun, rpingLines, netemSparingDreq } from './helpers.js';
 
 const cli = (name) => join(REPO_ROOT, 'dist', 'cli', `${name}.js`);
 const SERVER_IP = '10.77.0.1';
@@ -57,7 +58,9 @@ test.after(() => link.remove());
 
 /**
  * Impair the link both ways: netem when the kernel has it (returns {}), else the device's
- * impairment through the environment of the processes (returns that environment).
+ * impairment through the environment of the processes (returns that environment). Either way the
+ * CM's DREQs pass untouched: rping's client sends its DREQ once and exits, and a lost one would
+ * leave the server waiting for ever (see netemSparingDreq).
  */
 function impair({ loss, dup = 0, reorder = 0 }, seed) {
   const args = ['loss', `${loss * 100}%`];
@@ -66,12 +69,11 @@ function impair({ loss, dup = 0, reorder = 0 }, seed) {
   let netem = true;
   for (const ns of [link.a, link.b]) {
     tc(ns, 'qdisc', 'del', 'dev', 'rc0', 'root');
-    const r = tc(ns, 'qdisc', 'add', 'dev', 'rc0', 'root', 'netem', ...args);
-    if (r.status !== 0) netem = false;
+    for (const step of netemSparingDreq('rc0', args)) if (netem && tc(ns, ...step).status !== 0) netem = false;
   }
   if (netem) return { how: 'netem', env: {} };
   for (const ns of [link.a, link.b]) tc(ns, 'qdisc', 'del', 'dev', 'rc0', 'root');
-  return { how: 'device impairment', env: { RDMACM_ROCE_IMPAIR: `loss=${loss},dup=${dup},reorder=${reorder},delay=1,seed=${seed}` } };
+  return { how: 'device impairment', env: { RDMACM_ROCE_IMPAIR: `loss=${loss},dup=${dup},reorder=${reorder},delay=1,seed=${seed},spare=dreq` } };
 }
 
 // Local ACK timeout 15: 134 ms, so a requester gives up after 8 × 134 ms ≈ 1.1 s without an

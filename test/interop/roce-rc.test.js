@@ -15,7 +15,9 @@
 // Every scenario checks both sides' exit codes and their stdout, exactly where the tools print
 // deterministic lines and line by line in shape where they print timings.
 // After each scenario the guest saves rxe0's hw counters (counters-<scenario> in the job folder,
-// quoted in failures); the host captures the bridge (roce.pcap) for diagnosis.
+// quoted in failures), and after a lossy one its qdisc statistics (tc-<scenario>: what netem
+// dropped, and how many DREQs went round it); the host captures the bridge (roce.pcap) for
+// diagnosis.
 //
 // Env: ROCE_RC_TIMEOUT_SEC (deadline of one host-side run, default 90); ROCE_RC_ONLY (a regular
 // expression: run only the scenarios whose name matches, e.g. `^rping`).
@@ -25,6 +27,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save } from './lib/refvm.js';
 import { rpingStdout, assertRpingStdout, unexpectedStderr } from './lib/rping-pattern.js';
+import { netemSparingDreq } from '../e2e/helpers.js';
 
 const GUEST_IP = '10.77.0.2';
 const HOST_IP6 = 'fd77::1';
@@ -209,10 +212,13 @@ for (const [tool, runs] of Object.entries(streamRuns)) for (const x of runs) add
 // too, through netem on the guest. Both responders NAK sequence errors and answer duplicates,
 // both requesters go back on NAKs and on timeouts. (Not for rstream with loss both ways: the
 // kernel's requester then mostly recovers by its 2 s timeout, since rxe ignores a second
-// sequence NAK until a whole work request is acknowledged, and a run takes minutes.)
+// sequence NAK until a whole work request is acknowledged, and a run takes minutes.) The CM's
+// DREQs pass untouched both ways: rping's client sends its DREQ once and exits (the kernel's CM
+// cancels the resend when the id is destroyed), so a lost one leaves the server waiting for a
+// message that never comes, or ending in RETRY_EXC_ERR on a SEND whose ACK was lost too.
 const lossy = (seed, both = true) => ({
   prefix: 'lossy-', what: both ? ' (3% of the datagrams each way lost, 1% duplicated, 2% reordered)' : ' (3% of our datagrams lost, 1% duplicated, 2% reordered)',
-  env: { RDMACM_ROCE_IMPAIR: `loss=0.03,dup=0.01,reorder=0.02,delay=1,seed=${seed}` },
+  env: { RDMACM_ROCE_IMPAIR: `loss=0.03,dup=0.01,reorder=0.02,delay=1,seed=${seed},spare=dreq` },
   guestNetem: both ? 'loss 3% duplicate 1% delay 1ms reorder 98%' : undefined,
 });
 addRping({ size: 4096, count: 10, ...lossy(1) });
@@ -353,10 +359,13 @@ finish() { waitfile $H/hdone-$1 300; local g=0 c
 function guestStep(s) {
   const step = guestStepBody(s);
   if (!s.guestNetem) return step;
-  // The kernel's datagrams impaired too (netem on the guest's egress), for this scenario only.
+  // The kernel's datagrams impaired too (netem on the guest's egress, sparing the CM's DREQs as
+  // our side's impairment does), for this scenario only.
+  const tcSteps = netemSparingDreq('eth0', s.guestNetem.split(' ')).map((a) => `tc ${a.join(' ')}`).join(' && ');
   return `
-modprobe sch_netem 2>/dev/null; tc qdisc replace dev eth0 root netem ${s.guestNetem} || glog "${s.name}: netem not available"
+modprobe -a sch_prio sch_netem cls_u32 2>/dev/null; { ${tcSteps}; } || glog "${s.name}: netem not available"
 ${step}
+{ tc -s class show dev eth0; tc -s qdisc show dev eth0; } > $H/tc-${s.name} 2>&1
 tc qdisc del dev eth0 root 2>/dev/null`;
 }
 function guestStepBody(s) {

@@ -369,7 +369,7 @@ export class RoceDevice implements RxSink {
    */
   deliverLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {
     this.counters.inc(C.sent_pkts);
-    if (impairing()) impairedSend(() => this.queueLocal(buf, src, dst, family));
+    if (impairing()) impairedSend(buf, () => this.queueLocal(buf, src, dst, family));
     else this.queueLocal(buf, src, dst, family);
   }
 

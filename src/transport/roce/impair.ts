@@ -4,8 +4,15 @@
  * sch_netem. Off unless configured: `RDMACM_ROCE_IMPAIR="loss=0.05,dup=0.01,reorder=0.1,delay=2,seed=7"`
  * (probabilities per datagram; a reordered datagram is held back up to `delay` ms; a seed makes
  * the pattern repeatable) or {@link configureRoceImpairment}.
+ *
+ * `spare=dreq` lets the CM's DREQs through untouched. A tool that exits right after
+ * rdma_disconnect (rping's client, for one) sends its DREQ once: the kernel's CM cancels the
+ * resend when the id is destroyed, and so does this one's when the process ends. A lost DREQ
+ * then leaves the peer waiting for a message that never comes, which says nothing about the
+ * reliable delivery a lossy link is there to test.
  */
 import { err } from '../../errors.js';
+import { BTH_LEN, CmAttrId, DETH_LEN, GSI_QPN, IbOpcode, MadOff, MgmtClass, bthOpcode, bthQpn } from '../../wire/roce/index.js';
 
 /** What happens to the datagrams the device sends. */
 export interface RoceImpairment {
@@ -19,6 +26,8 @@ export interface RoceImpairment {
   delayMs: number;
   /** Seed of the pseudo-random sequence (0: from the clock). */
   seed: number;
+  /** Send the CM's DREQs untouched (never dropped, duplicated or held back). */
+  spareDreq: boolean;
 }
 
 let active: { cfg: RoceImpairment; rand: () => number } | null = null;
@@ -45,7 +54,7 @@ export function configureRoceImpairment(cfg: Partial<RoceImpairment> | null): vo
     active = null;
     return;
   }
-  const c: RoceImpairment = { loss: 0, dup: 0, reorder: 0, delayMs: 1, seed: 0, ...cfg };
+  const c: RoceImpairment = { loss: 0, dup: 0, reorder: 0, delayMs: 1, seed: 0, spareDreq: false, ...cfg };
   for (const k of ['loss', 'dup', 'reorder'] as const) {
     if (!(c[k] >= 0 && c[k] <= 1)) throw err('EINVAL', 'configureRoceImpairment', `${k} ${String(c[k])}`);
   }
@@ -59,13 +68,17 @@ export function roceImpairmentCounts(): { sent: number; dropped: number; duplica
   return { ...counts };
 }
 
-/** Parse `RDMACM_ROCE_IMPAIR` (`key=value,...`: loss, dup, reorder, delay, seed). */
+/** Parse `RDMACM_ROCE_IMPAIR` (`key=value,...`: loss, dup, reorder, delay, seed, spare=dreq). */
 function fromEnv(): void {
   const s = process.env['RDMACM_ROCE_IMPAIR'];
   if (s === undefined || s.trim() === '') return;
   const cfg: Partial<RoceImpairment> = {};
   for (const part of s.split(',')) {
     const [k, v] = part.split('=').map((x) => x.trim());
+    if (k === 'spare') {
+      if (v === 'dreq') cfg.spareDreq = true;
+      continue;
+    }
     const n = Number(v);
     if (!Number.isFinite(n)) continue;
     if (k === 'loss' || k === 'dup' || k === 'reorder' || k === 'seed') cfg[k] = n;
@@ -80,15 +93,30 @@ export function impairing(): boolean {
   return active !== null;
 }
 
+/** The MAD of a GSI datagram (BTH, DETH, MAD) starts here. */
+const GSI_MAD_OFF = BTH_LEN + DETH_LEN;
+
+/** Whether `pkt` (a RoCEv2 UDP payload: BTH first) carries an IB CM DREQ. */
+export function isCmDreq(pkt: Uint8Array): boolean {
+  if (pkt.length < GSI_MAD_OFF + MadOff.ATTR_ID + 2) return false;
+  if (bthOpcode(pkt, 0) !== IbOpcode.UD_SEND_ONLY || bthQpn(pkt, 0) !== GSI_QPN) return false;
+  const attr = (pkt[GSI_MAD_OFF + MadOff.ATTR_ID]! << 8) | pkt[GSI_MAD_OFF + MadOff.ATTR_ID + 1]!;
+  return pkt[GSI_MAD_OFF + MadOff.MGMT_CLASS] === MgmtClass.CM && attr === CmAttrId.DREQ;
+}
+
 /**
- * Send a datagram through the impairment: `send` is called zero, one or two times, now or later.
- * Returns false when nothing is configured (the caller sends as usual).
+ * Send the datagram `pkt` (BTH first) through the impairment: `send` is called zero, one or two
+ * times, now or later. Returns false when nothing is configured (the caller sends as usual).
  */
-export function impairedSend(send: () => void): boolean {
+export function impairedSend(pkt: Uint8Array, send: () => void): boolean {
   const a = active;
   if (a === null) return false;
   const { cfg, rand } = a;
   counts.sent++;
+  if (cfg.spareDreq && isCmDreq(pkt)) {
+    send();
+    return true;
+  }
   if (rand() < cfg.loss) {
     counts.dropped++;
     return true;

@@ -564,7 +564,7 @@ export class PortAgent {
         // before bind: keep the default
       }
     }
-    if (impairing()) impairedSend(() => sock.send(buf, 0, len, this.port, dst));
+    if (impairing()) impairedSend(buf, () => sock.send(buf, 0, len, this.port, dst));
     else sock.send(buf, 0, len, this.port, dst);
     return true;
   }
