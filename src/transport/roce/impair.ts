@@ -12,7 +12,7 @@
  * reliable delivery a lossy link is there to test.
  */
 import { err } from '../../errors.js';
-import { BTH_LEN, CmAttrId, DETH_LEN, GSI_QPN, IbOpcode, MadOff, MgmtClass, bthOpcode, bthQpn } from '../../wire/roce/index.js';
+import { CmAttrId, GSI_QPN, IbOpcode, bthOpcode, bthQpn, gsiCmAttrId } from '../../wire/roce/index.js';
 
 /** What happens to the datagrams the device sends. */
 export interface RoceImpairment {
@@ -93,15 +93,9 @@ export function impairing(): boolean {
   return active !== null;
 }
 
-/** The MAD of a GSI datagram (BTH, DETH, MAD) starts here. */
-const GSI_MAD_OFF = BTH_LEN + DETH_LEN;
-
 /** Whether `pkt` (a RoCEv2 UDP payload: BTH first) carries an IB CM DREQ. */
 export function isCmDreq(pkt: Uint8Array): boolean {
-  if (pkt.length < GSI_MAD_OFF + MadOff.ATTR_ID + 2) return false;
-  if (bthOpcode(pkt, 0) !== IbOpcode.UD_SEND_ONLY || bthQpn(pkt, 0) !== GSI_QPN) return false;
-  const attr = (pkt[GSI_MAD_OFF + MadOff.ATTR_ID]! << 8) | pkt[GSI_MAD_OFF + MadOff.ATTR_ID + 1]!;
-  return pkt[GSI_MAD_OFF + MadOff.MGMT_CLASS] === MgmtClass.CM && attr === CmAttrId.DREQ;
+  return bthOpcode(pkt, 0) === IbOpcode.UD_SEND_ONLY && bthQpn(pkt, 0) === GSI_QPN && gsiCmAttrId(pkt) === CmAttrId.DREQ;
 }
 
 /**

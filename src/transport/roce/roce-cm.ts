@@ -63,6 +63,9 @@ import {
   CMA_SIDR_USER_PD,
   CmPrivateDataLen,
   MAD_SIZE,
+  MAD_HDR_LEN,
+  GSI_MAD_OFF,
+  gsiCmAttrId,
   type CmSidrReq,
   type CmSidrRep,
   type CmMad,
@@ -81,8 +84,6 @@ const REP_PD = CmPrivateDataLen.REP;
 const REJ_PD = CmPrivateDataLen.REJ;
 /** The hop limit of RoCEv2 paths and groups (rdma_cm: `IPV6_DEFAULT_HOPLIMIT`). */
 export const HOP_LIMIT = 64;
-/** MAD offset in a GSI datagram: after BTH (12) and DETH (8). */
-const MAD_OFF = 20;
 /** Request IDs: `block << 18 | sequence`. */
 export const REQ_ID_SHIFT = 18;
 
@@ -222,9 +223,9 @@ export function sidKey(sid: bigint): string {
 
 /** Route a QP1 datagram to the process it is for (installed as the port agent's GSI router). */
 function gsiRoute(pkt: Buffer): GsiRoute {
-  if (pkt.length < MAD_OFF + MAD_SIZE || pkt[MAD_OFF + 1] !== 0x07) return { to: 'local' };
-  const attr = pkt.readUInt16BE(MAD_OFF + 16);
-  const body = MAD_OFF + 24;
+  const attr = gsiCmAttrId(pkt);
+  if (attr < 0) return { to: 'local' };
+  const body = GSI_MAD_OFF + MAD_HDR_LEN;
   switch (attr) {
     case CmAttrId.SIDR_REQ:
     case CmAttrId.REQ:
@@ -245,13 +246,13 @@ function gsiRoute(pkt: Buffer): GsiRoute {
 
 /** The GSI agent of every device: a MAD for this process. */
 function gsiReceive(buf: Buffer, meta: RxMeta, dev: RoceDevice): void {
-  if (buf.length < MAD_OFF + MAD_SIZE) {
+  if (buf.length < GSI_MAD_OFF + MAD_SIZE) {
     dev.counters.inc(C.rcvd_mad_unroutable_drop);
     return;
   }
   let mad;
   try {
-    mad = decodeCmMad(buf, MAD_OFF);
+    mad = decodeCmMad(buf, GSI_MAD_OFF);
   } catch {
     dev.counters.inc(C.rcvd_mad_unroutable_drop);
     return;

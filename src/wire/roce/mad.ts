@@ -18,7 +18,7 @@ import { err } from '../../errors.js';
 import { GSI_QPN } from './bth.js';
 import { GSI_QKEY, dethSrcQp, readU32, readU64Big, writeU32, writeU64 } from './headers.js';
 import { type RoceIpUdpHeaders } from './icrc.js';
-import { Hdr, IbOpcode } from './opcodes.js';
+import { BTH_LEN, DETH_LEN, Hdr, IbOpcode } from './opcodes.js';
 import { RoceDrop, RocePacket, encodeRocePacket, parseRocePacket, roceUdpSrcPort, type RoceParseOptions } from './packet.js';
 
 /** Size of every MAD on the wire (IB_MGMT_MAD_SIZE). */
@@ -145,6 +145,19 @@ export function decodeMadHeader(b: Uint8Array, off = 0): MadHeader {
 }
 
 // ---- GSI over RoCEv2 ---------------------------------------------------------------------------
+
+/** Offset of the MAD in a GSI datagram (BTH first): after the BTH (12 bytes) and the DETH (8). */
+export const GSI_MAD_OFF = BTH_LEN + DETH_LEN;
+
+/**
+ * The attribute ID (for the CM: the message type, `CmAttrId`) of the CM MAD in the GSI datagram
+ * `pkt` (BTH first; its opcode and QP are the caller's to check), or -1 when `pkt` holds no whole
+ * MAD of the CM class at {@link GSI_MAD_OFF}.
+ */
+export function gsiCmAttrId(pkt: Uint8Array): number {
+  if (pkt.length < GSI_MAD_OFF + MAD_SIZE || pkt[GSI_MAD_OFF + MadOff.MGMT_CLASS] !== MgmtClass.CM) return -1;
+  return (pkt[GSI_MAD_OFF + MadOff.ATTR_ID]! << 8) | pkt[GSI_MAD_OFF + MadOff.ATTR_ID + 1]!;
+}
 
 /** UDP source port of rxe's GSI QP (QPN 1): {@link roceUdpSrcPort}(1) = 55410. */
 export const GSI_UDP_SPORT = roceUdpSrcPort(GSI_QPN);

@@ -31,12 +31,12 @@ test('isCmDreq: a CM DREQ on QP1, and nothing else', () => {
   for (const p of [DREP, RTU, RC_SEND]) assert.equal(isCmDreq(p), false);
   // The DREQ's attribute ID under another management class, on another QP, or cut short.
   const perf = Uint8Array.from(DREQ);
-  perf[wire.BTH_LEN + wire.DETH_LEN + wire.MadOff.MGMT_CLASS] = wire.MgmtClass.PERF_MGMT;
+  perf[wire.GSI_MAD_OFF + wire.MadOff.MGMT_CLASS] = wire.MgmtClass.PERF_MGMT;
   assert.equal(isCmDreq(perf), false);
   const otherQp = Uint8Array.from(DREQ);
   wire.setBthQpn(otherQp, 0, 0x11);
   assert.equal(isCmDreq(otherQp), false);
-  assert.equal(isCmDreq(DREQ.subarray(0, wire.BTH_LEN + wire.DETH_LEN + wire.MadOff.ATTR_ID + 1)), false);
+  assert.equal(isCmDreq(DREQ.subarray(0, wire.GSI_MAD_OFF + wire.MAD_SIZE - 1)), false);
   assert.equal(isCmDreq(new Uint8Array(0)), false);
 });
 

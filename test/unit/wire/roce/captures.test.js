@@ -96,6 +96,7 @@ test('E-rxe-2vm: CM MADs on QP1 decode to sensible values and re-encode byte for
     assert.equal(roce.cmMadHeaderProblem(m.hdr), null);
     assert.deepEqual([m.hdr.status, m.hdr.classSpecific, m.hdr.attrMod], [0, 0, 0]);
     assert.ok(sameBytes(roce.encodeCmMad(m.msg, m.hdr.tid), gsi.gsi.mad), `${m.msg.kind} re-encodes`);
+    assert.equal(roce.gsiCmAttrId(new Uint8Array(d.payload)), roce.CmAttrId[m.msg.kind], `${m.msg.kind}: its attribute ID read in place`);
     return { ...m, fromClient: sameBytes(d.src, client), d };
   });
   assert.deepEqual(
