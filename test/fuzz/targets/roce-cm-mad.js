@@ -1,11 +1,12 @@
 // IB CM MADs and the rdma_cm private-data header (wire/roce): decodeCmMad, decodeMadHeader and
 // decodeCmaHeader on every CM message we encode (random fields at full width) and on the CM MADs
-// rxe sent in the captures, valid and mutated.
+// rxe sent in the captures, valid and mutated; gsiCmAttrId on the same bytes behind a BTH and DETH.
 //
 // Invariants: a valid MAD decodes to what was encoded and re-encodes to the same bytes; a mutated
 // one decodes or is refused with RdmaError EBADMSG (nothing else is thrown), with no index read
 // outside the bytes given; whatever decodes survives decode → encode → decode; the same holds for
-// the CMA header inside REQ and SIDR_REQ private data.
+// the CMA header inside REQ and SIDR_REQ private data. gsiCmAttrId gives the attribute ID of a
+// whole CM-class MAD and -1 for anything else, reading nothing outside the datagram.
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { RdmaError } from '../../../dist/errors.js';
@@ -17,6 +18,9 @@ import { hexHead, mutate } from '../lib/mutate.js';
 
 /** MAD header fields plus the first words of every message body. */
 const FIELDS = [{ off: 0, size: 1 }, { off: 1, size: 1 }, { off: 2, size: 1 }, { off: 16, size: 2 }, { off: 24, size: 4 }, { off: 28, size: 4 }, { off: 32, size: 4 }];
+
+/** A BTH and DETH in front of the MAD, for gsiCmAttrId (which reads neither). */
+const GSI_HEADERS = Buffer.alloc(roce.GSI_MAD_OFF);
 
 function typedOnly(fn) {
   const r = outcome(fn, [RdmaError]);
@@ -62,6 +66,9 @@ export default {
     const g = guarded(bytes, violations);
     const r = typedOnly(() => roce.decodeCmMad(g));
     typedOnly(() => roce.decodeMadHeader(g));
+    const whole = bytes.length >= roce.MAD_SIZE && bytes[1] === roce.MgmtClass.CM;
+    const attr = roce.gsiCmAttrId(guarded(Buffer.concat([GSI_HEADERS, bytes]), violations));
+    assert.equal(attr, whole ? bytes.readUInt16BE(roce.MadOff.ATTR_ID) : -1, 'gsiCmAttrId');
     assert.deepEqual(violations, [], 'read outside the MAD');
     if (!mutated) {
       assert.ok(r.value, 'a valid MAD decodes');
