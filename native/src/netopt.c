@@ -1,5 +1,5 @@
 /*
- * netopt.node: the socket options the soft RoCE device needs and Node cannot set.
+ * netopt.node: the socket calls the soft devices need and Node does not offer.
  *
  * The RoCEv2 ICRC covers the IPv4 identification field, which the kernel fills in after
  * userspace hands over the datagram. Linux writes 0 there for a DF datagram only when the
@@ -11,11 +11,17 @@
  * forbids unless the receiving socket allows it (RFC 6936; Linux UDP_NO_CHECK6_RX, as the
  * kernel's own UDP tunnel sockets do), so the device allows it on its IPv6 sockets.
  *
+ * The soft iWARP device closes a connection gracefully only once the peer's TCP has acknowledged
+ * every byte sent (see src/transport/iwarp/llp.ts): Node cannot tell, SIOCOUTQ can (for TCP, the
+ * bytes written and not yet acknowledged, write_seq - snd_una).
+ *
  * setMtuDiscover(fd, mode) -> 0, or a negative errno.
  * setNoCheck6Rx(fd) -> 0, or a negative errno.
+ * sendQueue(fd) -> bytes in the socket's send queue not yet acknowledged, or a negative errno.
  */
 #include <errno.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <node_api.h>
 
@@ -56,14 +62,34 @@ static napi_value set_no_check6_rx(napi_env env, napi_callback_info info)
 	return ret;
 }
 
+static napi_value send_queue(napi_env env, napi_callback_info info)
+{
+	size_t argc = 1;
+	napi_value argv[1], ret;
+	int32_t fd = -1, rc;
+	int n = 0;
+
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+	    napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+		rc = -EINVAL;
+	} else {
+		/* SIOCOUTQ (linux/sockios.h) is TIOCOUTQ, which libc's headers carry everywhere. */
+		rc = ioctl(fd, TIOCOUTQ, &n) ? -errno : n;
+	}
+	napi_create_int32(env, rc, &ret);
+	return ret;
+}
+
 NAPI_MODULE_INIT()
 {
-	napi_value fn, fn6;
+	napi_value fn, fn6, fnq;
 
 	if (napi_create_function(env, "setMtuDiscover", NAPI_AUTO_LENGTH, set_mtu_discover, NULL, &fn) != napi_ok ||
 	    napi_set_named_property(env, exports, "setMtuDiscover", fn) != napi_ok ||
 	    napi_create_function(env, "setNoCheck6Rx", NAPI_AUTO_LENGTH, set_no_check6_rx, NULL, &fn6) != napi_ok ||
-	    napi_set_named_property(env, exports, "setNoCheck6Rx", fn6) != napi_ok)
+	    napi_set_named_property(env, exports, "setNoCheck6Rx", fn6) != napi_ok ||
+	    napi_create_function(env, "sendQueue", NAPI_AUTO_LENGTH, send_queue, NULL, &fnq) != napi_ok ||
+	    napi_set_named_property(env, exports, "sendQueue", fnq) != napi_ok)
 		return NULL;
 	return exports;
 }

@@ -88,7 +88,9 @@ function assertTable(stdout, s, who) {
 
 const tailOf = (s, n = 12) => (s || '').trimEnd().split('\n').slice(-n).join('\n');
 const hostDesc = (cmd, r) => `host: ${cmd} -> exit ${r.code}${r.signal ? ` (${r.signal})` : ''}${r.timedOut ? ' TIMED OUT' : ''} in ${r.ms} ms\n  stderr: ${tailOf(r.stderr)}\n  stdout: ${tailOf(r.stdout, 4)}`;
-const guestDesc = (g, what) => `guest ${what}: exit ${g.rc}${g.rc === 124 ? ' (TIMED OUT)' : ''}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out, 4)}`;
+const guestDesc = (g, what) =>
+  `guest ${what}: exit ${g.rc}${g.rc === 124 ? ' (TIMED OUT)' : ''}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out, 4)}` +
+  (g.hang ? `\n  2 s before its deadline (the job folder's tcp.pcap has the traffic):\n${g.hang.trimEnd().split('\n').slice(0, 80).join('\n')}` : '');
 
 function requireBuilt(t) {
   for (const p of Object.values(TOOLS)) {
@@ -126,7 +128,10 @@ gwait ${n} $sp`;
 
 test('interop A: kernel rstream/riostream servers (guest, siw) <- our clients (host)', async (t) => {
   if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
+  // The bridge's TCP (first 160 bytes of each packet), for diagnosis: the job folder's tcp.pcap.
+  let stopCapture = null;
   const res = await withGuest({ name: 'rstream-kernel-server', rdma: 'siw', vm: VM, job: jobA, timeoutSec: 1500 }, async (ctx) => {
+    stopCapture = await ctx.capture('tcp.pcap', `tcp portrange ${A_BASE}-${A_BASE + 39}`);
     for (const [ti, tool] of TOOL_LIST.entries()) {
       for (const [i, s] of RUN_A) {
         const port = portOf(A_BASE, ti, i);
@@ -153,7 +158,7 @@ test('interop A: kernel rstream/riostream servers (guest, siw) <- our clients (h
         });
       }
     }
-  });
+  }).finally(() => stopCapture?.());
   t.diagnostic(`VM: ready after ${(res.bootMs / 1000).toFixed(1)} s, total ${(res.wallMs / 1000).toFixed(1)} s; ${res.jobDir}`);
   assert.equal(res.jobRc, 0, `guest job exit ${res.jobRc}`);
 });
@@ -184,7 +189,10 @@ async function listening(srv, port) {
 
 test('interop B: our rstream/riostream servers (host) <- kernel clients (guest, siw)', async (t) => {
   if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
+  // The bridge's TCP (first 160 bytes of each packet), for diagnosis: the job folder's tcp.pcap.
+  let stopCapture = null;
   const res = await withGuest({ name: 'rstream-kernel-client', rdma: 'siw', vm: VM, job: jobB, timeoutSec: 1500 }, async (ctx) => {
+    stopCapture = await ctx.capture('tcp.pcap', `tcp portrange ${B_BASE}-${B_BASE + 39}`);
     for (const [ti, tool] of TOOL_LIST.entries()) {
       for (const [i, s] of RUN) {
         const port = portOf(B_BASE, ti, i);
@@ -222,7 +230,7 @@ test('interop B: our rstream/riostream servers (host) <- kernel clients (guest, 
         });
       }
     }
-  });
+  }).finally(() => stopCapture?.());
   t.diagnostic(`VM: ready after ${(res.bootMs / 1000).toFixed(1)} s, total ${(res.wallMs / 1000).toFixed(1)} s; ${res.jobDir}`);
   assert.equal(res.jobRc, 0, `guest job exit ${res.jobRc}`);
 });

@@ -8,6 +8,7 @@
  */
 import net from 'node:net';
 import { trace, tracing } from '../../trace.js';
+import { netopt } from '../../util/netopt.js';
 
 /** Receives stream bytes `[start, end)` of `buf`; the view is valid only during the call. */
 export type LlpConsumer = (buf: Buffer, start: number, end: number) => void;
@@ -29,6 +30,22 @@ export interface LlpReader {
   readTarget(): Buffer | number | null;
   /** A read landed in a view {@link readTarget} returned: `n` bytes at its start. */
   placed(view: Buffer, n: number): void;
+}
+
+/**
+ * How long a graceful close waits for the peer's TCP to acknowledge what we sent before it sends
+ * the FIN anyway (see {@link Llp.end}), and the longest pause between two looks.
+ */
+const ACK_WAIT_MS = 2000;
+const ACK_POLL_MAX_MS = 16;
+
+/** ioctl(SIOCOUTQ) through the netopt addon, or null where the addon is not built. */
+let sendQueueFn: ((fd: number) => number) | null | undefined;
+function sendQueueOf(socket: net.Socket): number {
+  if (sendQueueFn === undefined) sendQueueFn = netopt()?.sendQueue ?? null;
+  if (sendQueueFn === null) return -1;
+  const fd = (socket as unknown as { _handle?: { fd?: unknown } | null })._handle?.fd;
+  return typeof fd === 'number' && fd >= 0 ? sendQueueFn(fd) : -1;
 }
 
 /** Size of the reused receive buffer of sockets we create (one read). */
@@ -133,6 +150,8 @@ export class Llp {
 
   /** The timer that destroys a socket whose peer never answers our FIN. */
   private lingerTimer: NodeJS.Timeout | null = null;
+  /** The timer of the next look at the send queue before our FIN (see {@link end}). */
+  private finTimer: NodeJS.Timeout | null = null;
   /** The RDMA-mode receive side (see {@link setReader}); bytes go to it rather than {@link consumer}. */
   private reader: LlpReader | null = null;
   /** Ask {@link reader} where each read should land (direct placement is on). */
@@ -147,6 +166,8 @@ export class Llp {
     this.closed = this.localEnded = false;
     this.lingerTimer = undefined as never;
     this.lingerTimer = null;
+    this.finTimer = undefined as never;
+    this.finTimer = null;
     this.lingerAt = 0;
     this.lingerAt = Infinity;
     if (!noDelay) socket.setNoDelay(true);
@@ -164,6 +185,10 @@ export class Llp {
       if (this.lingerTimer) {
         clearTimeout(this.lingerTimer);
         this.lingerTimer = null;
+      }
+      if (this.finTimer) {
+        clearTimeout(this.finTimer);
+        this.finTimer = null;
       }
       lingerDone(this);
       this.finish(this.lastError, !this.localEnded);
@@ -352,15 +377,38 @@ export class Llp {
    */
   private batching: 0 | 1 | 2 | 3 = 0;
 
-  /** Graceful close: everything written so far is sent, then FIN. */
+  /**
+   * Graceful close: everything written so far is sent, then FIN — once the peer's TCP has
+   * acknowledged every byte (at most {@link ACK_WAIT_MS} later). A FIN that shares a segment with
+   * the last data can be lost to a peer that handles the FIN first: TCP signals the state change
+   * of such a segment before its data, and Linux siw starts its close work from the state
+   * change, which on another CPU can shut the QP's receive side before the softirq places that
+   * data (the message that ends the exchange, or an rsocket's DISCONNECT, is then never seen).
+   * A FIN sent after the acknowledgement travels alone, behind data the peer has taken. Without
+   * the netopt addon (SIOCOUTQ) the FIN follows the data at once.
+   */
   end(): void {
     if (this.localEnded || this.closed) return;
     this.localEnded = true;
     if (this.socket.destroyed) return;
     lingering.add(this);
-    this.socket.end();
     // A peer that never answers the FIN must not keep us open forever.
     this.armLinger(3000);
+    this.finWhenAcked(Date.now() + ACK_WAIT_MS, 1);
+  }
+
+  /** Send the FIN once nothing we wrote is unacknowledged (or at `deadline`); look again in `wait` ms. */
+  private finWhenAcked(deadline: number, wait: number): void {
+    this.finTimer = null;
+    const s = this.socket;
+    if (s.destroyed || s.writableEnded) return;
+    if (Date.now() < deadline && (s.writableLength > 0 || sendQueueOf(s) > 0)) {
+      this.finTimer = setTimeout(() => this.finWhenAcked(deadline, Math.min(wait * 2, ACK_POLL_MAX_MS)), wait);
+      this.finTimer.unref();
+      return;
+    }
+    if (tracing('llp')) trace('llp', `LLP[${this.id}]`, 'FIN');
+    s.end();
   }
 
   /** Destroy the socket in `ms` at the latest (an earlier deadline already set stays). */

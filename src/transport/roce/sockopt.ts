@@ -18,10 +18,8 @@
  * `RDMACM_ROCE_SOCKOPT=off` disables the call; `RDMACM_NETOPT_PATH` loads the addon from another
  * file.
  */
-import { createRequire } from 'node:module';
-import { dirname, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type dgram from 'node:dgram';
+import { netopt } from '../../util/netopt.js';
 
 const IP_PMTUDISC_PROBE = 3;
 
@@ -34,16 +32,10 @@ let setNoCheck6Rx: SetNoCheck6Rx | null = null;
 function load(): SetMtuDiscover | null {
   if (setMtuDiscover !== undefined) return setMtuDiscover;
   setMtuDiscover = null;
-  if (process.platform !== 'linux' || process.env['RDMACM_ROCE_SOCKOPT'] === 'off') return null;
-  const file =
-    process.env['RDMACM_NETOPT_PATH'] ?? resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'native', 'build', 'netopt.node');
-  try {
-    const mod = createRequire(import.meta.url)(file) as { setMtuDiscover?: unknown; setNoCheck6Rx?: unknown };
-    if (typeof mod.setMtuDiscover === 'function') setMtuDiscover = mod.setMtuDiscover as SetMtuDiscover;
-    if (typeof mod.setNoCheck6Rx === 'function') setNoCheck6Rx = mod.setNoCheck6Rx as SetNoCheck6Rx;
-  } catch {
-    setMtuDiscover = null;
-  }
+  if (process.env['RDMACM_ROCE_SOCKOPT'] === 'off') return null;
+  const mod = netopt();
+  if (typeof mod?.setMtuDiscover === 'function') setMtuDiscover = mod.setMtuDiscover;
+  if (typeof mod?.setNoCheck6Rx === 'function') setNoCheck6Rx = mod.setNoCheck6Rx;
   return setMtuDiscover;
 }
 

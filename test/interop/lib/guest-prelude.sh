@@ -10,9 +10,24 @@ mark() { : > "$H/$1"; }
 waitfile() { local f=$1 t=${2:-600} i=0; while [ ! -e "$f" ]; do sleep 0.2; i=$((i+1)); [ $i -ge $((t*5)) ] && return 1; done; return 0; }
 # putrc NAME RC: NAME.rc, written atomically (the host waits for it)
 putrc() { echo "$2" > "$H/$1.rc.tmp"; mv -f "$H/$1.rc.tmp" "$H/$1.rc"; }
-# gtool NAME SECS CMD...: run CMD with a deadline -> NAME.out NAME.err NAME.rc; returns its status
-gtool() { local n=$1 t=$2 rc; shift 2; glog "$n: $*"
-  timeout -k 5 "$t" "$@" > "$H/$n.out" 2> "$H/$n.err"; rc=$?
+# gdump NAME PID: what the processes under PID (a `timeout`) are doing -> NAME.hang: each
+# thread's state, wait channel and kernel stack, the TCP sockets (siw's are kernel sockets, with
+# their queues), the RDMA QPs and the kernel's last messages
+gdump() { local n=$1 p=$2 c t
+  { for c in $(pgrep -P "$p"); do echo "== pid $c: $(tr '\0' ' ' < /proc/$c/cmdline)"; grep -E '^(State|voluntary|nonvoluntary)' /proc/$c/status
+      for t in /proc/$c/task/*; do echo "-- task ${t##*/} state $(cut -d' ' -f3 $t/stat) wchan $(cat $t/wchan)"; cat $t/stack; done; done
+    echo "== ss -tnioa"; ss -tnioa; echo "== rdma res show qp"; rdma res show qp; echo "== dmesg"; dmesg | tail -30
+  } > "$H/$n.hang" 2>&1; }
+# gtool NAME SECS CMD...: run CMD with a deadline -> NAME.out NAME.err NAME.rc; returns its status.
+# Its stdout is line-buffered (stdbuf), so what it printed survives the deadline's kill, and 2 s
+# before the deadline a run still going is described in NAME.hang (gdump).
+GLB=; command -v stdbuf > /dev/null && GLB="stdbuf -oL"
+gtool() { local n=$1 t=$2 rc p w=; shift 2; glog "$n: $*"
+  timeout -k 5 "$t" $GLB "$@" > "$H/$n.out" 2> "$H/$n.err" & p=$!
+  if [ "$t" -gt 4 ]; then ( sleep $((t - 2)); kill -0 $p 2> /dev/null && gdump "$n" $p ) & w=$!; fi
+  wait $p; rc=$?
+  if [ -n "$w" ]; then pkill -P $w 2> /dev/null; kill $w 2> /dev/null; wait $w 2> /dev/null; fi
+  [ -e "$H/$n.hang" ] && glog "$n: still running 2 s before its deadline: $n.hang"
   putrc "$n" $rc; glog "$n: exit $rc"; return $rc; }
 # gstart NAME SECS CMD...: the same in the background; GPID = its pid; finish with gwait NAME $GPID
 gstart() { local n=$1 t=$2; shift 2; glog "$n (background): $*"

@@ -358,10 +358,27 @@ export async function withGuest(opts, fn) {
     },
     touch: (n, content = '') => writeFileSync(file(n), content, 'latin1'),
     read: (n) => readText(file(n)),
-    /** {rc, out, err} of a guest gtool/gstart NAME (rc null if not finished). */
+    /**
+     * {rc, out, err, hang} of a guest gtool/gstart NAME (rc null if not finished; hang: what
+     * gtool's gdump saw 2 s before the deadline, '' when the run ended in time).
+     */
     result: (n) => {
       const rc = readText(file(`${n}.rc`));
-      return { rc: rc === null ? null : Number(rc.trim()), out: readText(file(`${n}.out`)) ?? '', err: readText(file(`${n}.err`)) ?? '' };
+      return { rc: rc === null ? null : Number(rc.trim()), out: readText(file(`${n}.out`)) ?? '', err: readText(file(`${n}.err`)) ?? '', hang: readText(file(`${n}.hang`)) ?? '' };
+    },
+    /**
+     * Capture the bridge to the job folder's `name` (tcpdump, the first `snap` bytes of each
+     * packet, `filter`) for diagnosis; resolves to a function that stops the capture.
+     */
+    capture: async (name, filter, { snap = 160, timeoutMs = 1_800_000 } = {}) => {
+      const p = netnsStart('tcpdump', ['-Z', 'root', '--immediate-mode', '-i', 'rvbr0', '-U', '-s', String(snap), '-w', file(name), filter], { timeoutMs });
+      // tcpdump opens the interface a moment after it starts; a packet before that is not seen.
+      const t0 = Date.now();
+      while (!existsSync(file(name)) && Date.now() - t0 < 5000) await sleep(50);
+      return async () => {
+        await p.kill();
+        await p.done;
+      };
     },
     hostStart: (cmd, args, o) => netnsStart(cmd, args, o),
     hostRun: (cmd, args, o) => netnsRun(cmd, args, o),

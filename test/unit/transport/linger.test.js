@@ -9,6 +9,7 @@ import net from 'node:net';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import { existsSync } from 'node:fs';
 import { settleConnections } from '../../../dist/index.js';
 import { Llp } from '../../../dist/transport/iwarp/llp.js';
 
@@ -78,4 +79,90 @@ test('settleConnections: resolves when gracefully closed connections are gone, o
   assert.equal(got, 16 * 1024 * 1024);
   assert.ok(Date.now() - t1 < 5000);
   srv.close();
+});
+
+// A graceful close sends its FIN only once the peer's TCP has acknowledged every byte, so that
+// the FIN never rides in the segment that carries the last data: Linux siw handles the FIN of
+// such a segment before its data and can lose that data (see Llp.end). Knowing what is
+// acknowledged takes the netopt addon (SIOCOUTQ); without it the FIN follows the data at once.
+const haveNetopt = existsSync(fileURLToPath(new URL('../../../native/build/netopt.node', import.meta.url)));
+const noAddon = haveNetopt ? false : 'the netopt addon is not built here (no C compiler or Node headers)';
+
+test('graceful close: no FIN while the peer has not acknowledged our data; then FIN behind it', { skip: noAddon }, async () => {
+  // 1 MiB: all of it in the kernel (nothing left in Node's buffer), not all of it acknowledged.
+  const TOTAL = 1024 * 1024;
+  const srv = net.createServer({ pauseOnConnect: true });
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const llp = Llp.connect({ host: '127.0.0.1', port: srv.address().port }, () => {});
+  const [sock] = await once(srv, 'connection');
+  try {
+    llp.write(Buffer.alloc(TOTAL, 7));
+    llp.end();
+    // The peer reads nothing: its window closes with part of the data unacknowledged.
+    await sleep(300);
+    assert.equal(llp.socket.writableLength, 0, 'the kernel took every byte');
+    assert.equal(llp.socket.writableEnded, false, 'FIN queued behind unacknowledged data');
+    let got = 0;
+    sock.on('data', (b) => {
+      got += b.length;
+    });
+    const ended = once(sock, 'end');
+    const t0 = Date.now();
+    sock.resume();
+    await ended;
+    assert.equal(got, TOTAL);
+    assert.ok(Date.now() - t0 < 1500, `FIN ${Date.now() - t0} ms after the peer took the data`);
+    assert.equal(llp.socket.writableEnded, true);
+  } finally {
+    sock.destroy();
+    srv.close();
+  }
+});
+
+test('graceful close: a peer that never acknowledges gets the FIN after 2 s, and the socket is gone after 3 s', { skip: noAddon }, async () => {
+  const srv = net.createServer({ pauseOnConnect: true });
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const llp = Llp.connect({ host: '127.0.0.1', port: srv.address().port }, () => {});
+  const [sock] = await once(srv, 'connection');
+  try {
+    llp.write(Buffer.alloc(1024 * 1024));
+    const t0 = Date.now();
+    llp.end();
+    await sleep(1700);
+    assert.equal(llp.socket.writableLength, 0, 'the kernel took every byte');
+    assert.equal(llp.socket.writableEnded, false);
+    await sleep(600);
+    assert.equal(llp.socket.writableEnded, true, 'FIN after the 2 s wait');
+    await once(llp.socket, 'close');
+    const ms = Date.now() - t0;
+    assert.ok(ms >= 2900 && ms < 4500, `closed after ${ms} ms`);
+  } finally {
+    sock.destroy();
+    srv.close();
+  }
+});
+
+test('graceful close: with nothing unacknowledged the FIN leaves at once', async () => {
+  const srv = net.createServer();
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const llp = Llp.connect({ host: '127.0.0.1', port: srv.address().port }, () => {});
+  const [sock] = await once(srv, 'connection');
+  try {
+    let got = 0;
+    sock.on('data', (b) => {
+      got += b.length;
+    });
+    llp.write(Buffer.alloc(1000, 1));
+    await sleep(50);
+    assert.equal(got, 1000);
+    llp.end();
+    assert.equal(llp.socket.writableEnded, true, 'FIN queued in the same call');
+    await once(sock, 'end');
+  } finally {
+    sock.destroy();
+    srv.close();
+  }
 });
