@@ -3,7 +3,7 @@
 // `npm install` (the package's `install` script) and by `npm run build:native`.
 //  - native/build/netopt.node: the socket calls the soft devices need — the soft RoCE device's
 //    options to speak to a kernel rxe (IPv4 identification 0, IPv6 UDP checksum 0 accepted), and
-//    the send queue the soft iWARP device's graceful close waits on (native/src/netopt.c);
+//    the unsent bytes the soft iWARP device's graceful close waits on (native/src/netopt.c);
 //    needs only Node's headers.
 //  - native/build/rdmacm.node: the native backend over rdma-core's libibverbs and librdmacm.
 //
@@ -56,7 +56,7 @@ function buildNetopt(cc, inc) {
   const out = join(dirname(OUT), 'netopt.node');
   const failed = compile(cc, inc, [join(HERE, 'src', 'netopt.c')], out, []);
   if (failed !== null) {
-    note('not built (compile failed); the soft RoCE device cannot reach a kernel rxe over IPv4, and iWARP closes do not wait for the peer to acknowledge the last data', 'netopt addon');
+    note('not built (compile failed); the soft RoCE device cannot reach a kernel rxe over IPv4, and an iWARP close does not wait for its last data to be sent before the FIN', 'netopt addon');
     if (verbose) process.stdout.write(failed);
   }
 }

@@ -11,13 +11,13 @@
  * forbids unless the receiving socket allows it (RFC 6936; Linux UDP_NO_CHECK6_RX, as the
  * kernel's own UDP tunnel sockets do), so the device allows it on its IPv6 sockets.
  *
- * The soft iWARP device closes a connection gracefully only once the peer's TCP has acknowledged
- * every byte sent (see src/transport/iwarp/llp.ts): Node cannot tell, SIOCOUTQ can (for TCP, the
- * bytes written and not yet acknowledged, write_seq - snd_una).
+ * The soft iWARP device sends the FIN of a graceful close only once TCP has sent every byte
+ * written before it (see src/transport/iwarp/llp.ts), so that the FIN never rides in a segment
+ * with data: Node cannot tell, SIOCOUTQNSD can (for TCP, write_seq - snd_nxt).
  *
  * setMtuDiscover(fd, mode) -> 0, or a negative errno.
  * setNoCheck6Rx(fd) -> 0, or a negative errno.
- * sendQueue(fd) -> bytes in the socket's send queue not yet acknowledged, or a negative errno.
+ * unsentBytes(fd) -> bytes in the socket's send queue not yet sent, or a negative errno.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -27,6 +27,9 @@
 
 #ifndef UDP_NO_CHECK6_RX
 #define UDP_NO_CHECK6_RX 102
+#endif
+#ifndef SIOCOUTQNSD
+#define SIOCOUTQNSD 0x894B /* linux/sockios.h */
 #endif
 
 static napi_value set_mtu_discover(napi_env env, napi_callback_info info)
@@ -62,7 +65,7 @@ static napi_value set_no_check6_rx(napi_env env, napi_callback_info info)
 	return ret;
 }
 
-static napi_value send_queue(napi_env env, napi_callback_info info)
+static napi_value unsent_bytes(napi_env env, napi_callback_info info)
 {
 	size_t argc = 1;
 	napi_value argv[1], ret;
@@ -73,8 +76,7 @@ static napi_value send_queue(napi_env env, napi_callback_info info)
 	    napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
 		rc = -EINVAL;
 	} else {
-		/* SIOCOUTQ (linux/sockios.h) is TIOCOUTQ, which libc's headers carry everywhere. */
-		rc = ioctl(fd, TIOCOUTQ, &n) ? -errno : n;
+		rc = ioctl(fd, SIOCOUTQNSD, &n) ? -errno : n;
 	}
 	napi_create_int32(env, rc, &ret);
 	return ret;
@@ -88,8 +90,8 @@ NAPI_MODULE_INIT()
 	    napi_set_named_property(env, exports, "setMtuDiscover", fn) != napi_ok ||
 	    napi_create_function(env, "setNoCheck6Rx", NAPI_AUTO_LENGTH, set_no_check6_rx, NULL, &fn6) != napi_ok ||
 	    napi_set_named_property(env, exports, "setNoCheck6Rx", fn6) != napi_ok ||
-	    napi_create_function(env, "sendQueue", NAPI_AUTO_LENGTH, send_queue, NULL, &fnq) != napi_ok ||
-	    napi_set_named_property(env, exports, "sendQueue", fnq) != napi_ok)
+	    napi_create_function(env, "unsentBytes", NAPI_AUTO_LENGTH, unsent_bytes, NULL, &fnq) != napi_ok ||
+	    napi_set_named_property(env, exports, "unsentBytes", fnq) != napi_ok)
 		return NULL;
 	return exports;
 }

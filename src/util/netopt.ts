@@ -13,8 +13,8 @@ export interface Netopt {
   setMtuDiscover?: (fd: number, mode: number) => number;
   /** setsockopt(IPPROTO_UDP, UDP_NO_CHECK6_RX, 1): 0, or a negative errno. */
   setNoCheck6Rx?: (fd: number) => number;
-  /** ioctl(SIOCOUTQ): a TCP socket's bytes written and not yet acknowledged, or a negative errno. */
-  sendQueue?: (fd: number) => number;
+  /** ioctl(SIOCOUTQNSD): a TCP socket's bytes written and not yet sent, or a negative errno. */
+  unsentBytes?: (fd: number) => number;
 }
 
 let mod: Netopt | null | undefined;

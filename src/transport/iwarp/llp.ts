@@ -33,19 +33,19 @@ export interface LlpReader {
 }
 
 /**
- * How long a graceful close waits for the peer's TCP to acknowledge what we sent before it sends
- * the FIN anyway (see {@link Llp.end}), and the longest pause between two looks.
+ * How long a graceful close waits for TCP to send what we wrote before it queues the FIN anyway
+ * (see {@link Llp.end}), and the longest pause between two looks.
  */
-const ACK_WAIT_MS = 2000;
-const ACK_POLL_MAX_MS = 16;
+const SEND_WAIT_MS = 2000;
+const SEND_POLL_MAX_MS = 16;
 
-/** ioctl(SIOCOUTQ) through the netopt addon, or null where the addon is not built. */
-let sendQueueFn: ((fd: number) => number) | null | undefined;
-function sendQueueOf(socket: net.Socket): number {
-  if (sendQueueFn === undefined) sendQueueFn = netopt()?.sendQueue ?? null;
-  if (sendQueueFn === null) return -1;
+/** ioctl(SIOCOUTQNSD) through the netopt addon: bytes not sent yet, or -1 without the addon. */
+let unsentFn: ((fd: number) => number) | null | undefined;
+function unsentOf(socket: net.Socket): number {
+  if (unsentFn === undefined) unsentFn = netopt()?.unsentBytes ?? null;
+  if (unsentFn === null) return -1;
   const fd = (socket as unknown as { _handle?: { fd?: unknown } | null })._handle?.fd;
-  return typeof fd === 'number' && fd >= 0 ? sendQueueFn(fd) : -1;
+  return typeof fd === 'number' && fd >= 0 ? unsentFn(fd) : -1;
 }
 
 /** Size of the reused receive buffer of sockets we create (one read). */
@@ -378,14 +378,16 @@ export class Llp {
   private batching: 0 | 1 | 2 | 3 = 0;
 
   /**
-   * Graceful close: everything written so far is sent, then FIN — once the peer's TCP has
-   * acknowledged every byte (at most {@link ACK_WAIT_MS} later). A FIN that shares a segment with
-   * the last data can be lost to a peer that handles the FIN first: TCP signals the state change
-   * of such a segment before its data, and Linux siw starts its close work from the state
+   * Graceful close: everything written so far is sent, then FIN — queued only once TCP has sent
+   * every byte before it (at most {@link SEND_WAIT_MS} later), so that it leaves in a segment of
+   * its own. Linux siw can lose the data of a segment that carries the FIN too: TCP signals the
+   * state change of such a segment before its data, and siw starts its close work from the state
    * change, which on another CPU can shut the QP's receive side before the softirq places that
-   * data (the message that ends the exchange, or an rsocket's DISCONNECT, is then never seen).
-   * A FIN sent after the acknowledgement travels alone, behind data the peer has taken. Without
-   * the netopt addon (SIOCOUTQ) the FIN follows the data at once.
+   * data (the last message of the exchange, or an rsocket's DISCONNECT, is then never seen). The
+   * kernel appends a FIN to the last unsent segment, which a peer whose window holds our data back
+   * leaves there. Not waiting for the acknowledgement keeps a close as fast as before (a peer in
+   * interactive mode delays its ACK by some 40 ms). Without the netopt addon (SIOCOUTQNSD) the FIN
+   * follows the data at once.
    */
   end(): void {
     if (this.localEnded || this.closed) return;
@@ -394,16 +396,16 @@ export class Llp {
     lingering.add(this);
     // A peer that never answers the FIN must not keep us open forever.
     this.armLinger(3000);
-    this.finWhenAcked(Date.now() + ACK_WAIT_MS, 1);
+    this.finWhenSent(Date.now() + SEND_WAIT_MS, 1);
   }
 
-  /** Send the FIN once nothing we wrote is unacknowledged (or at `deadline`); look again in `wait` ms. */
-  private finWhenAcked(deadline: number, wait: number): void {
+  /** Queue the FIN once nothing we wrote is unsent (or at `deadline`); look again in `wait` ms. */
+  private finWhenSent(deadline: number, wait: number): void {
     this.finTimer = null;
     const s = this.socket;
     if (s.destroyed || s.writableEnded) return;
-    if (Date.now() < deadline && (s.writableLength > 0 || sendQueueOf(s) > 0)) {
-      this.finTimer = setTimeout(() => this.finWhenAcked(deadline, Math.min(wait * 2, ACK_POLL_MAX_MS)), wait);
+    if (Date.now() < deadline && (s.writableLength > 0 || unsentOf(s) > 0)) {
+      this.finTimer = setTimeout(() => this.finWhenSent(deadline, Math.min(wait * 2, SEND_POLL_MAX_MS)), wait);
       this.finTimer.unref();
       return;
     }

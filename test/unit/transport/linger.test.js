@@ -81,15 +81,15 @@ test('settleConnections: resolves when gracefully closed connections are gone, o
   srv.close();
 });
 
-// A graceful close sends its FIN only once the peer's TCP has acknowledged every byte, so that
+// A graceful close queues its FIN only once TCP has sent every byte written before it, so that
 // the FIN never rides in the segment that carries the last data: Linux siw handles the FIN of
-// such a segment before its data and can lose that data (see Llp.end). Knowing what is
-// acknowledged takes the netopt addon (SIOCOUTQ); without it the FIN follows the data at once.
+// such a segment before its data and can lose that data (see Llp.end). Knowing what is unsent
+// takes the netopt addon (SIOCOUTQNSD); without it the FIN follows the data at once.
 const haveNetopt = existsSync(fileURLToPath(new URL('../../../native/build/netopt.node', import.meta.url)));
 const noAddon = haveNetopt ? false : 'the netopt addon is not built here (no C compiler or Node headers)';
 
-test('graceful close: no FIN while the peer has not acknowledged our data; then FIN behind it', { skip: noAddon }, async () => {
-  // 1 MiB: all of it in the kernel (nothing left in Node's buffer), not all of it acknowledged.
+test('graceful close: no FIN while data waits in the kernel for the peer window; then FIN behind it', { skip: noAddon }, async () => {
+  // 1 MiB: all of it in the kernel (nothing left in Node's buffer), not all of it sent.
   const TOTAL = 1024 * 1024;
   const srv = net.createServer({ pauseOnConnect: true });
   srv.listen(0, '127.0.0.1');
@@ -99,10 +99,10 @@ test('graceful close: no FIN while the peer has not acknowledged our data; then 
   try {
     llp.write(Buffer.alloc(TOTAL, 7));
     llp.end();
-    // The peer reads nothing: its window closes with part of the data unacknowledged.
+    // The peer reads nothing: its window closes with part of the data still unsent.
     await sleep(300);
     assert.equal(llp.socket.writableLength, 0, 'the kernel took every byte');
-    assert.equal(llp.socket.writableEnded, false, 'FIN queued behind unacknowledged data');
+    assert.equal(llp.socket.writableEnded, false, 'FIN queued behind unsent data');
     let got = 0;
     sock.on('data', (b) => {
       got += b.length;
@@ -120,7 +120,7 @@ test('graceful close: no FIN while the peer has not acknowledged our data; then 
   }
 });
 
-test('graceful close: a peer that never acknowledges gets the FIN after 2 s, and the socket is gone after 3 s', { skip: noAddon }, async () => {
+test('graceful close: a peer whose window stays shut gets the FIN queued after 2 s, and the socket is gone after 3 s', { skip: noAddon }, async () => {
   const srv = net.createServer({ pauseOnConnect: true });
   srv.listen(0, '127.0.0.1');
   await once(srv, 'listening');
@@ -144,23 +144,32 @@ test('graceful close: a peer that never acknowledges gets the FIN after 2 s, and
   }
 });
 
-test('graceful close: with nothing unacknowledged the FIN leaves at once', async () => {
-  const srv = net.createServer();
+test('graceful close: with everything sent the FIN is queued at once, acknowledged or not', async () => {
+  // The peer answers each message, so its TCP delays its ACKs (to send them with an answer):
+  // a close that waited for the acknowledgement would take some 40 ms here.
+  const srv = net.createServer((s) => s.on('data', (b) => b[0] === 1 && s.write(Buffer.alloc(64, 2))));
   srv.listen(0, '127.0.0.1');
   await once(srv, 'listening');
   const llp = Llp.connect({ host: '127.0.0.1', port: srv.address().port }, () => {});
   const [sock] = await once(srv, 'connection');
   try {
+    let answers = 0;
+    llp.setConsumer((b, start, end) => {
+      answers += (end - start) / 64;
+    });
+    for (let i = 1; i <= 5; i++) {
+      llp.write(Buffer.alloc(64, 1));
+      while (answers < i) await sleep(1);
+    }
     let got = 0;
     sock.on('data', (b) => {
       got += b.length;
     });
-    llp.write(Buffer.alloc(1000, 1));
-    await sleep(50);
-    assert.equal(got, 1000);
+    llp.write(Buffer.alloc(1000, 3));
     llp.end();
     assert.equal(llp.socket.writableEnded, true, 'FIN queued in the same call');
     await once(sock, 'end');
+    assert.equal(got, 1000);
   } finally {
     sock.destroy();
     srv.close();
