@@ -160,8 +160,8 @@ export class Llp {
   /** `noDelay`: TCP_NODELAY is set on the socket already (inherited from its listener). */
   private constructor(socket: net.Socket, noDelay = false) {
     this.socket = socket;
-    // Set at the end of a connection (the flags, the linger timer and its deadline): mutable from
-    // the first LLP on (see util/arrays.ts).
+    // Set at the end of a connection (the flags, the FIN and linger timers, the linger deadline):
+    // mutable from the first LLP on (see util/arrays.ts).
     this.closed = this.localEnded = true;
     this.closed = this.localEnded = false;
     this.lingerTimer = undefined as never;
