@@ -21,7 +21,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf } from './lib/refvm.js';
 
 const UDADDY = join(REPO_ROOT, 'dist', 'cli', 'udaddy.js');
 const MCKEY = join(REPO_ROOT, 'dist', 'cli', 'mckey.js');
@@ -53,7 +53,7 @@ const mcArgs = (s) => ['-m', s.group, '-C', String(COUNT), ...(s.conns > 1 ? ['-
 
 const tailOf = (s, n = 12) => (s || '').trimEnd().split('\n').slice(-n).join('\n');
 const hostDesc = (what, r) => `host ${what}: exit ${r.code}${r.timedOut ? ' TIMED OUT' : ''} in ${r.ms} ms\n  stderr: ${tailOf(r.stderr)}\n  stdout: ${tailOf(r.stdout)}`;
-const guestDesc = (what, g) => `guest ${what}: exit ${g.rc}${g.rc === 124 ? ' (TIMED OUT)' : ''}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out)}`;
+const guestDesc = (what, g) => `guest ${what}: exit ${g.rc}${g.rc === 124 ? ' (TIMED OUT)' : ''}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out)}${hangOf(g)}`;
 
 function requireBuilt(t) {
   const missing = [UDADDY, MCKEY, NETOPT].filter((f) => !existsSync(f));

@@ -20,7 +20,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, hangOf } from './lib/refvm.js';
 import { rpingStdout, assertRpingStdout, unexpectedStderr, RPING_DEFAULT_PORT } from './lib/rping-pattern.js';
 
 const HOST_CMD = process.env.RPING_HOST_CMD
@@ -54,7 +54,7 @@ const expectOut = (s, role) => (s.verbose ? rpingStdout({ count: s.count, size: 
 const tailOf = (s, n = 12) => (s || '').trimEnd().split('\n').slice(-n).map((l) => (l.length > 200 ? `${l.slice(0, 200)}…` : l)).join('\n');
 const hostDesc = (r) => `host: ${HOST_CMD.join(' ')} -> exit ${r.code}${r.signal ? ` (${r.signal})` : ''}${r.timedOut ? ' TIMED OUT' : ''} in ${r.ms} ms\n  stderr: ${tailOf(r.stderr)}\n  stdout: ${tailOf(r.stdout, 4)}`;
 const GUEST_RC = { 124: ' (TIMED OUT: killed by timeout)', 143: ' (killed: SIGTERM)', 253: ' (not run: our server was not up)', 254: ' (not run: no go from the host)' };
-const guestDesc = (g, what) => `guest ${what}: exit ${g.rc}${GUEST_RC[g.rc] || ''}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out, 4)}`;
+const guestDesc = (g, what) => `guest ${what}: exit ${g.rc}${GUEST_RC[g.rc] || ''}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out, 4)}${hangOf(g)}`;
 
 /** Keep our side's output next to the guest's, in the job folder. */
 function saveHost(ctx, name, r) {

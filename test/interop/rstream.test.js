@@ -19,7 +19,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, hangOf } from './lib/refvm.js';
 import { sizeStr, cntStr } from '../../dist/cli/common.js';
 
 const TOOLS = {
@@ -88,9 +88,7 @@ function assertTable(stdout, s, who) {
 
 const tailOf = (s, n = 12) => (s || '').trimEnd().split('\n').slice(-n).join('\n');
 const hostDesc = (cmd, r) => `host: ${cmd} -> exit ${r.code}${r.signal ? ` (${r.signal})` : ''}${r.timedOut ? ' TIMED OUT' : ''} in ${r.ms} ms\n  stderr: ${tailOf(r.stderr)}\n  stdout: ${tailOf(r.stdout, 4)}`;
-const guestDesc = (g, what) =>
-  `guest ${what}: exit ${g.rc}${g.rc === 124 ? ' (TIMED OUT)' : ''}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out, 4)}` +
-  (g.hang ? `\n  2 s before its deadline (the job folder's tcp.pcap has the traffic):\n${g.hang.trimEnd().split('\n').slice(0, 80).join('\n')}` : '');
+const guestDesc = (g, what) => `guest ${what}: exit ${g.rc}${g.rc === 124 ? ' (TIMED OUT)' : ''}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out, 4)}${hangOf(g)}`;
 
 function requireBuilt(t) {
   for (const p of Object.values(TOOLS)) {

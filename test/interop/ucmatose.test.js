@@ -13,7 +13,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, hangOf } from './lib/refvm.js';
 
 const UCMATOSE = join(REPO_ROOT, 'dist', 'cli', 'ucmatose.js');
 const RDMA_SERVER = join(REPO_ROOT, 'dist', 'cli', 'rdma_server.js');
@@ -41,7 +41,7 @@ const NOBODY = '10.77.0.99';
 
 const tailOf = (s, n = 12) => (s || '').trimEnd().split('\n').slice(-n).join('\n');
 const hostDesc = (what, r) => `host ${what}: exit ${r.code}${r.timedOut ? ' TIMED OUT' : ''} in ${r.ms} ms\n  stderr: ${tailOf(r.stderr)}\n  stdout: ${tailOf(r.stdout)}`;
-const guestDesc = (what, g) => `guest ${what}: exit ${g.rc}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out)}`;
+const guestDesc = (what, g) => `guest ${what}: exit ${g.rc}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out)}${hangOf(g)}`;
 
 function requireBuilt(t) {
   const missing = [UCMATOSE, RDMA_SERVER, RDMA_CLIENT].filter((f) => !existsSync(f));

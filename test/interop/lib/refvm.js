@@ -268,6 +268,15 @@ function readText(file) { try { return readFileSync(file, 'latin1'); } catch { r
 const tail = (s, n = 25) => (s || '').trimEnd().split('\n').slice(-n).join('\n');
 
 /**
+ * The `NAME.hang` part of a failure message: what a guest tool still running 2 s before its
+ * deadline was doing (gtool's gdump), first `lines` lines; '' when it ended in time.
+ */
+export function hangOf(g, lines = 80) {
+  if (!g?.hang) return '';
+  return `\n  2 s before its deadline (the job folder has the rest):\n${g.hang.trimEnd().split('\n').slice(0, lines).join('\n')}`;
+}
+
+/**
  * Boot a guest, run `job` in it, run `fn(ctx)` on the host meanwhile, shut down.
  * opts: name, job (bash), rdma ('siw'|'rxe'|'siw,rxe'), vm (0|1), timeoutSec (whole VM life),
  *       bootTimeoutSec (until `ready`), cpus, mem, src (a host folder shared read-only at
