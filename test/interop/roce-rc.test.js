@@ -437,9 +437,9 @@ test('interop: RC tools, ours (host, soft RoCE) <-> kernel (guest, rxe)', { time
   // The IPv6 scenarios' address on our side (removed at the end).
   await netnsRun('ip', ['-6', 'addr', 'add', `${HOST_IP6}/64`, 'dev', 'rvbr0', 'nodad'], { timeoutMs: 10_000 });
   t.after(() => netnsRun('ip', ['-6', 'addr', 'del', `${HOST_IP6}/64`, 'dev', 'rvbr0'], { timeoutMs: 10_000 }));
-  let pcap = null;
+  let stopCapture = null;
   const res = await withGuest({ name: 'roce-rc', rdma: 'rxe', job, timeoutSec: 840 }, async (ctx) => {
-    pcap = ctx.hostStart('tcpdump', ['-Z', 'root', '--immediate-mode', '-i', 'rvbr0', '-U', '-s', '400', '-w', join(ctx.jobDir, 'roce.pcap'), 'udp port 4791 or (ip6 and udp port 4791)'], { timeoutMs: 860_000 });
+    stopCapture = await ctx.capture('roce.pcap', 'udp port 4791 or (ip6 and udp port 4791)', { snap: 400, timeoutMs: 860_000 });
     const host = (argv, timeoutMs = HOST_TIMEOUT_MS, env = {}) => ctx.hostStart(process.execPath, argv, { timeoutMs, env: { ...ENV, ...env } });
 
     for (const s of RUN) {
@@ -485,9 +485,8 @@ test('interop: RC tools, ours (host, soft RoCE) <-> kernel (guest, rxe)', { time
         s.check(r, g, both);
       });
     }
-    await pcap.kill();
-    await pcap.done;
-  }).finally(async () => { if (pcap) { await pcap.kill(); await pcap.done; } });
+    await stopCapture();
+  }).finally(() => stopCapture?.());
   log(`roce-rc: job folder ${res.jobDir} (roce.pcap, counters-*, *-h.* / *-k.* outputs)`);
   t.diagnostic(`VM: ready after ${(res.bootMs / 1000).toFixed(1)} s, total ${(res.wallMs / 1000).toFixed(1)} s; ${res.jobDir}`);
   assert.equal(res.jobRc, 0, `guest job exit ${res.jobRc}`);

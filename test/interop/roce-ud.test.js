@@ -165,9 +165,9 @@ test('interop: udaddy and mckey, ours (host, soft RoCE) <-> kernel (guest, rxe)'
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
   // The real RoCE port: the kernel sends everything to 4791 (an empty value means the default).
   const env = { RDMACM_ROCE_PORT: '' };
-  let pcap = null;
+  let stopCapture = null;
   const res = await withGuest({ name: 'roce-ud', rdma: 'rxe', job, timeoutSec: 540 }, async (ctx) => {
-    pcap = ctx.hostStart('tcpdump', ['-i', 'rvbr0', '-U', '-s', '256', '-w', join(ctx.jobDir, 'roce.pcap'), 'udp port 4791 or igmp'], { timeoutMs: 560_000 });
+    stopCapture = await ctx.capture('roce.pcap', 'udp port 4791 or igmp', { snap: 256, timeoutMs: 560_000 });
     const host = (tool, args, timeoutMs = HOST_TIMEOUT_MS) => ctx.hostStart(process.execPath, [tool, ...args], { timeoutMs, env });
 
     await t.test('U2: our udaddy server <- kernel udaddy client (rxe)', async () => {
@@ -293,9 +293,8 @@ test('interop: udaddy and mckey, ours (host, soft RoCE) <-> kernel (guest, rxe)'
       assert.equal(g.out, UD_SERVER_OK, both);
     });
 
-    await pcap.kill();
-    await pcap.done;
-  }).finally(async () => { if (pcap) { await pcap.kill(); await pcap.done; } });
+    await stopCapture();
+  }).finally(() => stopCapture?.());
   log(`roce-ud: job folder ${res.jobDir} (roce.pcap, counters-*, *-h.* / *-k.* outputs)`);
   t.diagnostic(`VM: ready after ${(res.bootMs / 1000).toFixed(1)} s, total ${(res.wallMs / 1000).toFixed(1)} s; ${res.jobDir}`);
   assert.equal(res.jobRc, 0, `guest job exit ${res.jobRc}`);

@@ -377,17 +377,20 @@ export async function withGuest(opts, fn) {
     },
     /**
      * Capture the bridge to the job folder's `name` (tcpdump, the first `snap` bytes of each
-     * packet, `filter`) for diagnosis; resolves to a function that stops the capture.
+     * packet, `filter`) for diagnosis; resolves to a function that stops the capture (calling
+     * it again only waits for the same stop).
      */
     capture: async (name, filter, { snap = 160, timeoutMs = 1_800_000 } = {}) => {
       const p = netnsStart('tcpdump', ['-Z', 'root', '--immediate-mode', '-i', 'rvbr0', '-U', '-s', String(snap), '-w', file(name), filter], { timeoutMs });
       // tcpdump opens the interface a moment after it starts; a packet before that is not seen.
       const t0 = Date.now();
       while (!existsSync(file(name)) && Date.now() - t0 < 5000) await sleep(50);
-      return async () => {
-        await p.kill();
-        await p.done;
-      };
+      let stopped = null;
+      return () =>
+        (stopped ??= (async () => {
+          await p.kill();
+          await p.done;
+        })());
     },
     hostStart: (cmd, args, o) => netnsStart(cmd, args, o),
     hostRun: (cmd, args, o) => netnsRun(cmd, args, o),
