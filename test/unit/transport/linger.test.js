@@ -16,6 +16,19 @@ import { Llp } from '../../../dist/transport/iwarp/llp.js';
 const WRITER = fileURLToPath(new URL('./fixtures/linger-writer.js', import.meta.url));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/**
+ * An Llp connected to a loopback server made with `opts` (`pauseOnConnect`: the peer reads
+ * nothing until resumed) and, as a 'connection' listener, `onSocket`.
+ */
+async function llpPair(opts, onSocket) {
+  const srv = net.createServer(opts, onSocket);
+  srv.listen(0, '127.0.0.1');
+  await once(srv, 'listening');
+  const llp = Llp.connect({ host: '127.0.0.1', port: srv.address().port }, () => {});
+  const [sock] = await once(srv, 'connection');
+  return { srv, llp, sock };
+}
+
 test('exit() right after a graceful close: the peer still gets every byte, even if it talks back late', async () => {
   const TOTAL = 32 * 1024 * 1024;
   const srv = net.createServer({ pauseOnConnect: true });
@@ -52,11 +65,7 @@ test('exit() right after a graceful close: the peer still gets every byte, even 
 
 test('settleConnections: resolves when gracefully closed connections are gone, or at its timeout', async () => {
   await settleConnections(10); // nothing pending: at once
-  const srv = net.createServer({ pauseOnConnect: true });
-  srv.listen(0, '127.0.0.1');
-  await once(srv, 'listening');
-  const llp = Llp.connect({ host: '127.0.0.1', port: srv.address().port }, () => {});
-  const [sock] = await once(srv, 'connection');
+  const { srv, llp, sock } = await llpPair({ pauseOnConnect: true });
   llp.write(Buffer.alloc(16 * 1024 * 1024));
   llp.end();
   // The peer reads nothing: the close cannot finish, so settling ends at its timeout.
@@ -91,11 +100,7 @@ const noAddon = haveNetopt ? false : 'the netopt addon is not built here (no C c
 test('graceful close: no FIN while data waits in the kernel for the peer window; then FIN behind it', { skip: noAddon }, async () => {
   // 1 MiB: all of it in the kernel (nothing left in Node's buffer), not all of it sent.
   const TOTAL = 1024 * 1024;
-  const srv = net.createServer({ pauseOnConnect: true });
-  srv.listen(0, '127.0.0.1');
-  await once(srv, 'listening');
-  const llp = Llp.connect({ host: '127.0.0.1', port: srv.address().port }, () => {});
-  const [sock] = await once(srv, 'connection');
+  const { srv, llp, sock } = await llpPair({ pauseOnConnect: true });
   try {
     llp.write(Buffer.alloc(TOTAL, 7));
     llp.end();
@@ -121,11 +126,7 @@ test('graceful close: no FIN while data waits in the kernel for the peer window;
 });
 
 test('graceful close: a peer whose window stays shut gets the FIN queued after 2 s, and the socket is gone after 3 s', { skip: noAddon }, async () => {
-  const srv = net.createServer({ pauseOnConnect: true });
-  srv.listen(0, '127.0.0.1');
-  await once(srv, 'listening');
-  const llp = Llp.connect({ host: '127.0.0.1', port: srv.address().port }, () => {});
-  const [sock] = await once(srv, 'connection');
+  const { srv, llp, sock } = await llpPair({ pauseOnConnect: true });
   try {
     llp.write(Buffer.alloc(1024 * 1024));
     const t0 = Date.now();
@@ -147,11 +148,7 @@ test('graceful close: a peer whose window stays shut gets the FIN queued after 2
 test('graceful close: with everything sent the FIN is queued at once, acknowledged or not', async () => {
   // The peer answers each message, so its TCP delays its ACKs (to send them with an answer):
   // a close that waited for the acknowledgement would take some 40 ms here.
-  const srv = net.createServer((s) => s.on('data', (b) => b[0] === 1 && s.write(Buffer.alloc(64, 2))));
-  srv.listen(0, '127.0.0.1');
-  await once(srv, 'listening');
-  const llp = Llp.connect({ host: '127.0.0.1', port: srv.address().port }, () => {});
-  const [sock] = await once(srv, 'connection');
+  const { srv, llp, sock } = await llpPair({}, (s) => s.on('data', (b) => b[0] === 1 && s.write(Buffer.alloc(64, 2))));
   try {
     let answers = 0;
     llp.setConsumer((b, start, end) => {
