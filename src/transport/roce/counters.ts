@@ -67,8 +67,11 @@ const INDEX: Readonly<Record<CounterName, number>> = Object.fromEntries(COUNTER_
   number
 >;
 
-/** Counter indexes by name, for the data path (`c.v[C.sent_pkts]++`). */
+/** Counter indexes by name, for the data path (`c.inc(C.sent_pkts)`). */
 export const C = INDEX;
+
+/** Whether the counter at an index is a receive drop (`rcvd_*_drop`), by index. */
+const IS_RX_DROP = Uint8Array.from(COUNTER_NAMES, (n) => (n.startsWith('rcvd_') && n.endsWith('_drop') ? 1 : 0));
 
 /** The counters of one device. */
 export class RoceCounters {
@@ -78,10 +81,13 @@ export class RoceCounters {
   badPkeyCntr = 0;
   /** `qkey_viol_cntr` of the port (saturates at 0xFFFF, as rxe's `set_qkey_viol_cntr`). */
   qkeyViolCntr = 0;
+  /** The sum of the `rcvd_*_drop` counters, kept as they count (see {@link drops}). */
+  private rxDropped = 0;
 
   /** Add one to counter `i` (an index from {@link C}). */
   inc(i: number): void {
     this.v[i] = (this.v[i] ?? 0) + 1;
+    if (IS_RX_DROP[i] === 1) this.rxDropped++;
   }
 
   /** A P_Key violation: the drop counter and the port's `bad_pkey_cntr`. */
@@ -93,6 +99,15 @@ export class RoceCounters {
   /** A Q_Key violation: the drop counter and the port's `qkey_viol_cntr`. */
   badQkey(): void {
     this.inc(C.rcvd_bad_qkey_drop);
+    this.qkeyViolation();
+  }
+
+  /**
+   * The port's `qkey_viol_cntr` alone: one attached QP of a multicast group refused a datagram
+   * for its Q_Key (rxe counts each such QP); whether the datagram was dropped is decided once,
+   * for all the group's QPs.
+   */
+  qkeyViolation(): void {
     this.qkeyViolCntr = Math.min(0xffff, this.qkeyViolCntr + 1);
   }
 
@@ -103,13 +118,12 @@ export class RoceCounters {
     return out;
   }
 
-  /** The sum of every `rcvd_*_drop` counter. */
+  /**
+   * The sum of every `rcvd_*_drop` counter. The receive path reads it around a delivery: a
+   * datagram the responder, the completer or the GSI agent dropped (and counted) is not also
+   * counted in `rcvd_pkts`.
+   */
   drops(): number {
-    let n = 0;
-    for (let i = 0; i < COUNTER_NAMES.length; i++) {
-      const name = COUNTER_NAMES[i] as string;
-      if (name.startsWith('rcvd_') && name.endsWith('_drop')) n += this.v[i] ?? 0;
-    }
-    return n;
+    return this.rxDropped;
   }
 }

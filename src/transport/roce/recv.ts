@@ -78,23 +78,53 @@ function qpReady(qp: RoceUdQp): boolean {
 
 /**
  * rxe `check_type_state` + `check_keys` for a UD QP: opcode class, state, Q_Key (P_Key was
- * checked against the port's only P_Key). Counts and returns false on a violation.
+ * checked against the port's only P_Key). The drop counter of the first violation, or -1 when
+ * the QP takes the packet; nothing is counted here.
  */
+function udRefusal(qp: RoceUdQp, p: RocePacket): number {
+  if (!opcodeFitsQp(p.opcode, IbTransport.UD)) return C.rcvd_bad_opcode_drop;
+  if (!qpReady(qp)) return C.rcvd_qp_state_drop;
+  if (dethQkey(p.buf, p.hdrOffset(Hdr.DETH)) !== qp.qkey) return C.rcvd_bad_qkey_drop;
+  return -1;
+}
+
+/** {@link udRefusal} for a datagram to one QP: counts the violation and returns false. */
 function qpAccepts(dev: RoceDevice, qp: RoceUdQp, p: RocePacket): boolean {
+  const r = udRefusal(qp, p);
+  if (r < 0) return true;
+  if (r === C.rcvd_bad_qkey_drop) dev.counters.badQkey();
+  else dev.counters.inc(r);
+  return false;
+}
+
+/**
+ * Deliver a multicast datagram to every QP of its group that takes it (rxe `rxe_rcv_mcast_pkt`:
+ * each QP is checked on its own, and a Q_Key violation counts in the port's `qkey_viol_cntr` for
+ * each QP that refuses). The datagram counts once: in `rcvd_pkts` (and `rcvd_mcast_pkts`) when at
+ * least one QP placed it in a receive WQE, otherwise in the drop counter of the first QP's
+ * reason (no receive WQE included).
+ */
+function deliverMcast(dev: RoceDevice, group: Set<RoceUdQp>, p: RocePacket, net: RxNet): void {
   const c = dev.counters;
-  if (!opcodeFitsQp(p.opcode, IbTransport.UD)) {
-    c.inc(C.rcvd_bad_opcode_drop);
-    return false;
+  let taken = false;
+  let reason = -1;
+  // A QP may detach (or be destroyed) while the packet is delivered: iterate over a copy (of
+  // more than one).
+  const members = group.size === 1 ? group : [...group];
+  for (const q of members) {
+    const r = udRefusal(q, p);
+    if (r < 0) {
+      if (q._take(p, net)) taken = true;
+      else if (reason < 0) reason = C.rcvd_no_recv_wqe_drop;
+      continue;
+    }
+    if (r === C.rcvd_bad_qkey_drop) c.qkeyViolation();
+    if (reason < 0) reason = r;
   }
-  if (!qpReady(qp)) {
-    c.inc(C.rcvd_qp_state_drop);
-    return false;
-  }
-  if (dethQkey(p.buf, p.hdrOffset(Hdr.DETH)) !== qp.qkey) {
-    c.badQkey();
-    return false;
-  }
-  return true;
+  if (taken) {
+    c.inc(C.rcvd_pkts);
+    c.inc(C.rcvd_mcast_pkts);
+  } else c.inc(reason < 0 ? C.rcvd_mcast_no_group_drop : reason);
 }
 
 /** Receive one UDP payload for `dev`. */
@@ -161,26 +191,16 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
     c.inc(C.rcvd_icrc_err_drop);
     return;
   }
-  c.inc(C.rcvd_pkts);
-  if (qp !== undefined) {
-    qp._respond(p, net);
-    return;
-  }
   if (group !== undefined) {
-    c.inc(C.rcvd_mcast_pkts);
-    // A QP may detach (or be destroyed) while the packet is delivered: iterate over a copy (of
-    // more than one).
-    if (group.size === 1) {
-      const q = group.values().next().value as RoceUdQp;
-      if (qpAccepts(dev, q, p)) q._respond(p, net);
-      return;
-    }
-    for (const q of [...group]) {
-      if (qpAccepts(dev, q, p)) q._respond(p, net);
-    }
+    deliverMcast(dev, group, p, net);
     return;
   }
-  dev.gsi?.(buf, meta, dev);
+  // The responder, the completer and the GSI agent drop (and count) what does not fit their
+  // state: such a datagram is not also counted as received.
+  const dropped = c.drops();
+  if (qp !== undefined) qp._respond(p, net);
+  else dev.gsi?.(buf, meta, dev);
+  if (c.drops() === dropped) c.inc(C.rcvd_pkts);
 }
 
 /** Whether an address text is multicast (IPv4 224-239.x.x.x, IPv6 ff00::/8), from its first characters. */

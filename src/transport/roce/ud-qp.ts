@@ -214,20 +214,26 @@ export class RoceUdQp extends Qp {
   // -- responder -------------------------------------------------------------------------------
 
   /**
-   * @internal A packet the receive path accepted for this QP: place it in the oldest receive WQE.
+   * @internal A packet the receive path accepted for this QP: place it in the oldest receive WQE
+   * (none: dropped and counted, as rxe does for UD).
    */
   _respond(p: RocePacket, net: RxNet): void {
+    if (!this._take(p, net)) this.dev.counters.inc(C.rcvd_no_recv_wqe_drop);
+  }
+
+  /**
+   * @internal {@link _respond} without the count: false when no receive WQE was posted (the
+   * multicast path counts a datagram once for all the QPs of its group).
+   */
+  _take(p: RocePacket, net: RxNet): boolean {
     const dev = this.dev;
     const w = this.rq.shift();
-    if (w === undefined) {
-      dev.counters.inc(C.rcvd_no_recv_wqe_drop);
-      return;
-    }
+    if (w === undefined) return false;
     const need = GRH_AREA_LEN + p.payloadLen;
     if (need > w.length) {
       // rxe check_length: class D error for UD, the QP stays usable.
       this.completeRecv(w, WcStatus.LOC_LEN_ERR, 0, 0, 0);
-      return;
+      return true;
     }
     const grh = scratchGrh;
     const h = grhHeaders;
@@ -242,7 +248,7 @@ export class RoceUdQp extends Qp {
       // rxe: a receive WQE naming bad memory is a malformed WQE (class A): error, QP to ERR.
       this.completeRecv(w, WcStatus.LOC_QP_OP_ERR, 0, 0, 0);
       this._transition(QpState.ERR, 'receive WQE with a bad SGE');
-      return;
+      return true;
     }
     dev.counters.inc(C.rdma_recvs);
     const imm = p.opcode === UD_SEND_ONLY_IMM;
@@ -253,6 +259,7 @@ export class RoceUdQp extends Qp {
       pkeyIndex: this.attr.pkeyIndex ?? 0,
     };
     this.completeRecv(w, WcStatus.SUCCESS, need, flags, 0, p.se, info);
+    return true;
   }
 
   /** Write the GRH area then the payload across the SGEs of `w`; false on a bad SGE. */
