@@ -22,16 +22,24 @@ export const MAX_PKT_PER_ACK = 64;
 export const READ_RESPONSE_BURST = 64;
 /** The largest RDMA length a RETH may carry (IBTA C9-94; rxe refuses more with an invalid request NAK). */
 export const MAX_RDMA_LEN = 2 ** 31;
-/** The shortest retransmission timeout used (ms): rxe counts in jiffies, at least one (4 ms at HZ=250). */
-export const MIN_ACK_TIMEOUT_MS = 4;
+/** The unit of QP attribute `timeout` (IBTA 9.7.6.1.3): 4.096 µs, in ns. */
+export const ACK_TIMEOUT_UNIT_NS = 4096;
+/**
+ * rxe's timer tick (ms): its retransmission timer counts jiffies, and this is one at HZ=250 (the
+ * HZ of the distribution kernels rxe is compared against here).
+ */
+export const JIFFY_MS = 4;
 
 /**
- * The local ACK timeout of QP attribute `timeout` in ms: 4.096 µs × 2^timeout (IBTA 9.7.6.1.3);
- * 0 means none (no retransmission timer), as rxe.
+ * The local ACK timeout of QP attribute `timeout` in ms, as rxe arms its retransmission timer
+ * (rxe_qp.c): 4.096 µs × 2^timeout converted to whole jiffies (rounded down, at least one). 0
+ * means none (no retransmission timer), as rxe. Timeout 14 (67.1 ms) → 16 jiffies = 64 ms; 19
+ * (2.147 s, rdma_cm's default over rxe) → 536 jiffies = 2144 ms.
  */
 export function ackTimeoutMs(timeout: number): number {
   if (timeout <= 0) return Infinity;
-  return Math.max(MIN_ACK_TIMEOUT_MS, 0.004096 * 2 ** Math.min(timeout, 31));
+  const ns = ACK_TIMEOUT_UNIT_NS * 2 ** Math.min(timeout, 31);
+  return Math.max(1, Math.floor(ns / (JIFFY_MS * 1e6))) * JIFFY_MS;
 }
 
 /** The QP as the engines see it (implemented by the RC QP of the device). */

@@ -12,9 +12,9 @@
  *   advertised RNR time, then go back (`rnr_retry`, 7 = for ever); invalid request, remote access
  *   error, remote operational error → the WQE completes with REM_INV_REQ_ERR, REM_ACCESS_ERR,
  *   REM_OP_ERR and the QP moves to ERR (the rest flushes).
- * - The retransmission timer (`timeout`: 4.096 µs × 2^timeout) runs while requests are
- *   unacknowledged and restarts on progress; when it expires the requester goes back to the
- *   oldest unacknowledged PSN. `retry_cnt` bounds the retries (timeouts, sequence NAKs, implied
+ * - The retransmission timer (`timeout`: 4.096 µs × 2^timeout in whole 4 ms jiffies, as rxe arms
+ *   it; common.ts `ackTimeoutMs`) runs while requests are unacknowledged and restarts on
+ *   progress; when it expires the requester goes back to the oldest unacknowledged PSN. `retry_cnt` bounds the retries (timeouts, sequence NAKs, implied
  *   NAKs) without progress; then the oldest WQE completes with RETRY_EXC_ERR. IBTA counts
  *   `retry_cnt` 7 as seven retries (only `rnr_retry` 7 means for ever); rxe treats both as
  *   infinite, which lets a silent peer hang the QP for ever: this follows IBTA.

@@ -6,6 +6,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { lib, wire, roceCounters, code } from './roce-helpers.js';
+import { ackTimeoutMs } from '../../../../dist/transport/roce/rc/common.js';
 import { rcPair, destroyPairs, VirtualClock, SimLink, drain, deliver, prng, WcStatus, WrOpcode, WcOpcode, WcFlags, SendFlags } from './rc-helpers.js';
 
 const { Access, QpState } = lib;
@@ -255,7 +256,7 @@ for (const [name, linkOpts] of [
 }
 
 test('a silent peer: RETRY_EXC_ERR after retry_cnt + 1 timeouts, then every other WQE flushes in order', () => {
-  const timeout = 14; // 4.096 µs × 2^14 = 67.1 ms
+  const timeout = 14; // 4.096 µs × 2^14 = 67.1 ms: rxe's timer, in 4 ms jiffies, 16 of them = 64 ms
   const retryCnt = 3;
   const { clock, link, pd, a, cqA } = setup({}, { timeout, retryCnt });
   const buf = Buffer.alloc(100);
@@ -265,20 +266,44 @@ test('a silent peer: RETRY_EXC_ERR after retry_cnt + 1 timeouts, then every othe
   for (let i = 0; i < 4; i++) a.postSend({ wrId: i, opcode: WrOpcode.SEND, sgList: [{ addr: m.addr, length: 10, lkey: m.lkey }] });
   const [sa] = until(clock, [cqA], 4);
   const elapsed = clock.now() - t0;
-  const rto = 0.004096 * 2 ** timeout;
+  const rto = 64;
   assert.deepEqual(sa.map((w) => [w.wrId, w.status]), [
     [0, WcStatus.RETRY_EXC_ERR],
     [1, WcStatus.WR_FLUSH_ERR],
     [2, WcStatus.WR_FLUSH_ERR],
     [3, WcStatus.WR_FLUSH_ERR],
   ]);
-  assert.ok(elapsed >= (retryCnt + 1) * rto - 1 && elapsed <= (retryCnt + 1) * rto + 5, `elapsed ${elapsed} ms`);
+  assert.equal(elapsed, (retryCnt + 1) * rto, 'retry_cnt + 1 whole timeouts, in virtual time');
   assert.equal(a.state, QpState.ERR);
   // 1 original + retryCnt retransmissions of each packet in the window.
   assert.equal(link.sent, 4 * (retryCnt + 1));
   assert.throws(() => a.postSend({ wrId: 9, opcode: 99, sgList: [] }), code('EINVAL'));
   a.postSend({ wrId: 9, opcode: WrOpcode.SEND, sgList: [] });
   assert.deepEqual(drain(cqA).map((w) => [w.wrId, w.status]), [[9, WcStatus.WR_FLUSH_ERR]]);
+});
+
+test('the local ACK timeout as rxe arms it: 4.096 µs × 2^timeout in whole 4 ms jiffies, at least one; 0 is none', () => {
+  const cases = [
+    [0, Infinity],
+    [1, 4], // 8.2 µs → at least one jiffy
+    [10, 4], // 4.19 ms
+    [12, 16], // 16.8 ms
+    [14, 64], // 67.1 ms
+    [19, 2144], // 2.147 s, rdma_cm's default over rxe: 536 jiffies
+    [31, 8796092],
+  ];
+  for (const [timeout, ms] of cases) assert.equal(ackTimeoutMs(timeout), ms, `timeout ${timeout}`);
+  // The engine uses it: one timeout with retry_cnt 0 is exactly that long.
+  for (const [timeout, ms] of cases.slice(1, 5)) {
+    const { clock, link, a, cqA } = setup({}, { timeout, retryCnt: 0 });
+    link.filter = () => false;
+    const t0 = clock.now();
+    a.postSend({ wrId: 1, opcode: WrOpcode.SEND, sgList: [] });
+    const [sa] = until(clock, [cqA], 1);
+    assert.deepEqual(sa.map((w) => w.status), [WcStatus.RETRY_EXC_ERR]);
+    assert.equal(clock.now() - t0, ms, `timeout ${timeout}: one timeout`);
+    assert.equal(link.sent, 1, 'retry_cnt 0: no retransmission');
+  }
 });
 
 test('retry_cnt 7 means seven retries (IBTA), not for ever', () => {
@@ -582,7 +607,7 @@ test('a local ACK timeout that falls due with the ACK already arrived is not tak
   // busy event loop that reaches its timers with the ACK waiting in the socket. With retry_cnt 0 a
   // retry taken here would fail the WQE.
   const timeout = 14;
-  const rto = 0.004096 * 2 ** timeout;
+  const rto = ackTimeoutMs(timeout);
   const { clock, link, pd, a, b, cqA, cqB } = setup({ delayMs: rto / 2, jitterMs: 0 }, { timeout, retryCnt: 0 });
   const buf = Buffer.alloc(64);
   const m = pd.regMr(buf, Access.LOCAL_WRITE);
