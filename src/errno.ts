@@ -21,6 +21,8 @@ const TABLE = {
   EEXIST: [17, 'File exists'],
   ENODEV: [19, 'No such device'],
   EINVAL: [22, 'Invalid argument'],
+  ENFILE: [23, 'Too many open files in system'],
+  EMFILE: [24, 'Too many open files'],
   ENOSPC: [28, 'No space left on device'],
   EPIPE: [32, 'Broken pipe'],
   ERANGE: [34, 'Numerical result out of range'],

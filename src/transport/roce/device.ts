@@ -8,6 +8,7 @@
  * (rxe_resp.c: packets into receive buffers); a connected QP adds a completer later.
  */
 import { err } from '../../errors.js';
+import { codeOf, type ErrnoCode } from '../../errno.js';
 import { trace, tracing } from '../../trace.js';
 import type { DeviceInfo } from '../../verbs/device.js';
 import type { AhAttr } from '../../verbs/ah.js';
@@ -71,6 +72,15 @@ export function ipBytes(ip: string, family: 4 | 6): Uint8Array {
     b[2 * k + 1] = (w[k] ?? 0) & 0xff;
   }
   return b;
+}
+
+/**
+ * The errno of a failed group join: the socket's own when this package knows it, else ENOMEM
+ * (what rxe_attach_mcast returns when it cannot allocate the group).
+ */
+function joinErrno(e: unknown): ErrnoCode {
+  const n = (e as { errno?: unknown } | null)?.errno;
+  return (typeof n === 'number' ? codeOf(n) : undefined) ?? 'ENOMEM';
 }
 
 const devices = new Map<string, RoceDevice>();
@@ -287,7 +297,9 @@ export class RoceDevice implements RxSink {
    * `ibv_attach_mcast` (rxe_attach_mcast): the QP receives datagrams sent to `gid`. The first QP
    * of a group joins the IP group on the interface.
    * @throws RdmaError EINVAL for a GID that is not multicast or a QP already attached; ENOMEM
-   *   beyond the group and attachment limits.
+   *   beyond the group and attachment limits; the errno of the group's socket (EMFILE, ENFILE,
+   *   ENOBUFS, …; ENOMEM when it has none known here, as rxe fails an allocation) when the first
+   *   QP of a group cannot join it — nothing is attached then.
    */
   attach(qp: RoceUdQp, gid: Uint8Array, limits: { maxMcastGrp: number; maxMcastQpAttach: number }): void {
     const op = 'ibv_attach_mcast';
@@ -297,12 +309,16 @@ export class RoceDevice implements RxSink {
     if (set?.has(qp)) throw err('EINVAL', op, 'QP already attached to this group');
     if (!set) {
       if (this.mcast.size >= limits.maxMcastGrp) throw err('ENOMEM', op, 'too many multicast groups');
-      set = new Set();
-      this.mcast.set(key, set);
       const { ip, family } = ipFromGid(gid);
       const iface = this._gids.find((e) => e.family === family && e.index > 0) ?? this._gids[0];
       this.activate();
-      this.agent.joinGroup(this, ip, family, iface?.ip ?? '');
+      try {
+        this.agent.joinGroup(this, ip, family, iface?.ip ?? '');
+      } catch (e) {
+        throw err(joinErrno(e), op, `group ${ip}: ${(e as Error).message}`);
+      }
+      set = new Set();
+      this.mcast.set(key, set);
     }
     if (set.size >= limits.maxMcastQpAttach) throw err('ENOMEM', op, 'too many QPs attached to this group');
     set.add(qp);

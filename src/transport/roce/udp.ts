@@ -572,6 +572,13 @@ export class PortAgent {
   /**
    * Receive the multicast group `group` (dotted quad or IPv6 text) for `sink`, joined on the
    * interface of local address `ifaceIp`. Reference counted with {@link leaveGroup}.
+   *
+   * The group's socket is opened, bound and joined before this returns: its lookup answers at
+   * once (see {@link socket}), so Node runs the bind — where libuv creates the socket — and the
+   * `listening` callback within `bind()`, and reports a failure there as an `error` event.
+   * @throws Error (Node's, with the errno name in `code`: EMFILE, ENFILE, ENOMEM, ENOBUFS,
+   *   EADDRNOTAVAIL, …) when the socket cannot be opened, bound or joined to the group; the socket
+   *   is closed and nothing of the group is kept.
    */
   joinGroup(sink: RxSink, group: string, family: 4 | 6, ifaceIp: string): void {
     const key = ipKeyOf(group);
@@ -581,6 +588,37 @@ export class PortAgent {
       return;
     }
     const sock = this.socket(family);
+    let failure: Error | null = null;
+    let joined = false;
+    const onBindError = (e: Error): void => {
+      failure ??= e;
+    };
+    sock.on('error', onBindError);
+    try {
+      sock.bind({ port: this.port, address: key, exclusive: false }, () => {
+        if (family === 6) allowZeroChecksum6(sock);
+        try {
+          sock.addMembership(key, family === 4 ? ifaceIp : undefined);
+          joined = true;
+        } catch (e) {
+          failure ??= e as Error;
+        }
+      });
+    } catch (e) {
+      // Node throws (rather than emits) for some failures of the socket's options at bind.
+      failure ??= e as Error;
+    }
+    sock.off('error', onBindError);
+    if (!joined) {
+      try {
+        sock.close();
+      } catch {
+        // never bound: nothing to close
+      }
+      const e = failure ?? Object.assign(new Error(`join ${key}: the bind did not complete`), { code: 'EIO' });
+      if (tracing('rx')) trace('rx', `roce:${this.port}`, `join ${key}: ${e.message}`);
+      throw e;
+    }
     this.groups.set(key, { sock, refs: 1, sink });
     sock.on('message', (msg, rinfo) => {
       sink.rxDatagram(msg, { family, src: rinfo.address, dst: key, srcPort: rinfo.port, forwarded: false });
@@ -588,25 +626,21 @@ export class PortAgent {
     sock.on('error', (e) => {
       if (tracing('rx')) trace('rx', `roce:${this.port}`, `group ${key}: ${e.message}`);
     });
-    sock.bind({ port: this.port, address: key, exclusive: false }, () => {
-      if (family === 6) allowZeroChecksum6(sock);
-      try {
-        sock.addMembership(key, family === 4 ? ifaceIp : undefined);
-      } catch (e) {
-        if (tracing('rx')) trace('rx', `roce:${this.port}`, `join ${key}: ${(e as Error).message}`);
-      }
-    });
     this.applyRef(sock);
   }
 
-  /** Drop one reference to group `group`; the last one leaves it. */
+  /** Drop one reference to group `group`; the last one leaves it (closing its socket). */
   leaveGroup(group: string): void {
     const key = ipKeyOf(group);
     const g = this.groups.get(key);
     if (!g) return;
     if (--g.refs > 0) return;
     this.groups.delete(key);
-    g.sock.close();
+    try {
+      g.sock.close();
+    } catch {
+      // closed already
+    }
   }
 
   // -- routing -----------------------------------------------------------------------------------
