@@ -266,9 +266,16 @@ function gsiReceive(buf: Buffer, meta: RxMeta, dev: RoceDevice): void {
   else if (m.kind === 'SIDR_REP') {
     const ep = waiting.get(m.requestId);
     if (ep) ep.sidrReply(m);
-    else if (tracing('cm')) trace('cm', dev.name, `SIDR_REP for unknown request 0x${m.requestId.toString(16)}`);
+    else {
+      // No request waits for it (answered already, or never sent): a MAD for nobody.
+      dev.counters.inc(C.rcvd_mad_unroutable_drop);
+      if (tracing('cm')) trace('cm', dev.name, `SIDR_REP for unknown request 0x${m.requestId.toString(16)}`);
+    }
   } else if (connectedCm.mad !== null) connectedCm.mad(dev, mad, meta);
-  else if (tracing('cm')) trace('cm', dev.name, `${m.kind} ignored: connected ids are not served`);
+  else {
+    dev.counters.inc(C.rcvd_mad_unroutable_drop);
+    if (tracing('cm')) trace('cm', dev.name, `${m.kind} ignored: connected ids are not served`);
+  }
 }
 
 function sidrRequest(dev: RoceDevice, m: CmSidrReq, tid: bigint, meta: RxMeta): void {

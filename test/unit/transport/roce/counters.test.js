@@ -62,6 +62,7 @@ test('every datagram ends in exactly one of rcvd_pkts and the drop counters, the
   const garbageMad = Buffer.alloc(256, 0xa5);
   const strayRtu = Buffer.from(wire.encodeCmMad({ kind: 'RTU', localCommId: 0x1234, remoteCommId: 0x7777, privateData: new Uint8Array(0) }, 5n));
   const strayDrep = Buffer.from(wire.encodeCmMad({ kind: 'DREP', localCommId: 0x4321, remoteCommId: 0x8888, privateData: new Uint8Array(0) }, 6n));
+  const staleSidrRep = Buffer.from(wire.encodeCmMad({ kind: 'SIDR_REP', requestId: 0x5a5a5a5a, status: 0, addInfoLength: 0, vendorId: 0, qpn: 0x99, serviceId: 0x106abcdn, qkey: 0x1234, addInfo: new Uint8Array(0), privateData: new Uint8Array(0) }, 7n));
   const local = (dst = '127.0.0.1') => ({ family: 4, src: '127.0.0.1', dst, srcPort: raw.sport, forwarded: false });
   const cases = [
     ['rcvd_pkts', raw.ud({ destQp: good.qpNum, qkey: 0x5555, payload: Buffer.from('one') }), local()],
@@ -72,6 +73,7 @@ test('every datagram ends in exactly one of rcvd_pkts and the drop counters, the
     ['rcvd_mad_unroutable_drop', gsi(garbageMad), local()],
     ['rcvd_mad_unroutable_drop', gsi(strayRtu), local()],
     ['rcvd_mad_unroutable_drop', gsi(strayDrep), local()],
+    ['rcvd_mad_unroutable_drop', gsi(staleSidrRep), local()],
     ['rcvd_bad_qkey_drop', raw.ud({ destQp: good.qpNum, qkey: 0x5556 }), local()],
     ['rcvd_pkts', raw.ud({ destQp: good.qpNum, qkey: 0x5555, payload: Buffer.from('two') }), local()],
   ];
