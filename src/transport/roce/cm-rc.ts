@@ -36,6 +36,10 @@
  * Every MAD that fits no connection in the state it needs is dropped and counted
  * (`rcvd_mad_unroutable_drop`), except a DREQ for an unknown connection, which gets a DREP (cm.c
  * does so, so the peer stops resending).
+ *
+ * Values a peer could use to forge traffic are drawn from the CSPRNG (util/random.ts): both
+ * sides' starting PSNs (as cma.c draws `seq_num` with get_random_bytes) and the low 18 bits of
+ * the communication IDs (and so of our TIDs, which carry them).
  */
 import net from 'node:net';
 import { err, RdmaError } from '../../errors.js';
@@ -79,6 +83,7 @@ import type { RxMeta } from './udp.js';
 import { RXE_PROVIDER } from './provider.js';
 import { ephemeralPort } from './local-port.js';
 import { envInt } from '../../util/env.js';
+import { randomPsn } from '../../util/random.js';
 import { RoceRcQp } from './rc/rc-qp.js';
 import {
   ahTo,
@@ -89,6 +94,7 @@ import {
   gidFromBytes,
   isAnyAddr,
   newRequestId,
+  releaseRequestId,
   sendMad,
   REQ_ID_SHIFT,
   HOP_LIMIT,
@@ -256,8 +262,12 @@ class RcConn {
   remoteCommId = 0;
   tid: bigint;
   remoteQpn = 0;
-  /** The PSN this side expects to receive first (sent as our starting PSN). */
-  rqPsn = Math.floor(Math.random() * 0x1000000);
+  /**
+   * The PSN this side expects to receive first (sent as our starting PSN): 24 bits from the
+   * CSPRNG, as cma.c's `seq_num` of every id (`get_random_bytes`, masked to 24 bits). A peer that
+   * could foresee it could inject into the connection with spoofed packets.
+   */
+  rqPsn = randomPsn();
   /** The PSN this side sends first (the peer's starting PSN). */
   sqPsn = 0;
   pathMtu = 3;
@@ -394,7 +404,10 @@ class RcConn {
     this.stopResend();
     this.answered();
     this.setState(RcCmState.IDLE, 'gone');
-    if (conns.get(this.localCommId) === this) conns.delete(this.localCommId);
+    if (conns.get(this.localCommId) === this) {
+      conns.delete(this.localCommId);
+      releaseRequestId(this.localCommId);
+    }
     const k = remoteKey(this.remote, this.remoteCommId);
     if (byRemote.get(k) === this) byRemote.delete(k);
   }
@@ -993,7 +1006,12 @@ function request(dev: RoceDevice, m: CmReq, tid: bigint, meta: RxMeta): void {
     return;
   }
   // A connection answers with this side's addresses as the REQ names them.
-  const c = new RcConn(dev, meta.dst, meta.src, meta.family, null, tid);
+  let c: RcConn;
+  try {
+    c = new RcConn(dev, meta.dst, meta.src, meta.family, null, tid);
+  } catch {
+    return drop(dev, 'no communication ID free');
+  }
   c.remoteCommId = m.localCommId;
   c.remoteQpn = m.localQpn;
   c.sqPsn = m.startingPsn;
