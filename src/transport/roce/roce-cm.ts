@@ -24,6 +24,10 @@
  * by service ID (a listening process publishes `@rdmacm-roce-<port>-svc-<service id>`), replies by
  * the QPN block in the request ID, which this side makes `block << 18 | 18 random bits` (drawn
  * from the CSPRNG, unique among this process's live requests and connections).
+ *
+ * A SIDR_REP is taken only from the address and the GSI QP its SIDR_REQ went to; one from
+ * anywhere else is dropped and counted (`rcvd_mad_src_drop`), so a third host that learns or
+ * guesses a request ID cannot point the requester at a QP of its choice.
  */
 import { err } from '../../errors.js';
 import { trace, tracing } from '../../trace.js';
@@ -66,6 +70,9 @@ import {
   MAD_SIZE,
   MAD_HDR_LEN,
   GSI_MAD_OFF,
+  GSI_QPN,
+  DETH_LEN,
+  dethSrcQp,
   gsiCmAttrId,
   type CmSidrReq,
   type CmSidrRep,
@@ -243,7 +250,7 @@ export function findListener(sid: bigint): Listener | undefined {
  */
 export const connectedCm: {
   createEndpoint: ((host: CmHost) => CmEndpoint) | null;
-  mad: ((dev: RoceDevice, mad: CmMad, meta: RxMeta) => void) | null;
+  mad: ((dev: RoceDevice, mad: CmMad, meta: RxMeta, srcQp: number) => void) | null;
 } = { createEndpoint: null, mad: null };
 /** Active endpoints waiting for a SIDR_REP, by request ID. */
 const waiting = new Map<number, RoceEndpoint>();
@@ -299,13 +306,27 @@ function gsiReceive(buf: Buffer, meta: RxMeta, dev: RoceDevice): void {
     return;
   }
   const m = mad.msg;
+  const srcQp = dethSrcQp(buf, GSI_MAD_OFF - DETH_LEN);
   if (m.kind === 'SIDR_REQ') sidrRequest(dev, m, mad.hdr.tid, meta);
-  else if (m.kind === 'SIDR_REP') {
-    const ep = waiting.get(m.requestId);
-    if (ep) ep.sidrReply(m);
-    else if (tracing('cm')) trace('cm', dev.name, `SIDR_REP for unknown request 0x${m.requestId.toString(16)}`);
-  } else if (connectedCm.mad !== null) connectedCm.mad(dev, mad, meta);
+  else if (m.kind === 'SIDR_REP') sidrReplyIn(dev, m, meta, srcQp);
+  else if (connectedCm.mad !== null) connectedCm.mad(dev, mad, meta, srcQp);
   else if (tracing('cm')) trace('cm', dev.name, `${m.kind} ignored: connected ids are not served`);
+}
+
+/** A SIDR_REP: for the request it names, and only from where that request went. */
+function sidrReplyIn(dev: RoceDevice, m: CmSidrRep, meta: RxMeta, srcQp: number): void {
+  const ep = waiting.get(m.requestId);
+  if (ep === undefined) {
+    dev.counters.inc(C.rcvd_mad_unroutable_drop);
+    if (tracing('cm')) trace('cm', dev.name, `SIDR_REP for unknown request 0x${m.requestId.toString(16)}`);
+    return;
+  }
+  if (!ep.askedOf(meta.src, srcQp)) {
+    dev.counters.inc(C.rcvd_mad_src_drop);
+    if (tracing('cm')) trace('cm', dev.name, `SIDR_REP 0x${m.requestId.toString(16)} from ${meta.src} QP ${srcQp}: not where the request went`);
+    return;
+  }
+  ep.sidrReply(m);
 }
 
 function sidrRequest(dev: RoceDevice, m: CmSidrReq, tid: bigint, meta: RxMeta): void {
@@ -445,6 +466,11 @@ class RoceEndpoint implements CmEndpoint {
     };
     sendOnce();
     if (tracing('cm')) trace('cm', this.host.tag, `SIDR_REQ 0x${requestId.toString(16)} to ${req.dst.address} port ${req.dst.port}`);
+  }
+
+  /** Whether the request in flight went to QP `qpn` at `addr` (only its SIDR_REP is taken). */
+  askedOf(addr: string, qpn: number): boolean {
+    return this.peer !== null && this.peer.remote === addr && qpn === GSI_QPN;
   }
 
   /** The SIDR_REP for our request. */

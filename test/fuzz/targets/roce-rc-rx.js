@@ -81,7 +81,7 @@ class Clock {
 
 function counted(c) {
   let n = c.rcvd_pkts;
-  for (const [k, v] of Object.entries(c)) if (k.startsWith('rcvd_') && k.endsWith('_drop') && k !== 'rcvd_bad_resp_drop' && k !== 'rcvd_mad_unroutable_drop') n += v;
+  for (const [k, v] of Object.entries(c)) if (k.startsWith('rcvd_') && k.endsWith('_drop') && k !== 'rcvd_bad_resp_drop' && k !== 'rcvd_mad_unroutable_drop' && k !== 'rcvd_mad_src_drop') n += v;
   return n;
 }
 

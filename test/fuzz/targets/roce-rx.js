@@ -17,7 +17,7 @@ const NET = { family: 4, src: Uint8Array.of(127, 0, 0, 1), dst: Uint8Array.of(12
 
 function sum(c) {
   let n = c.rcvd_pkts;
-  for (const [k, v] of Object.entries(c)) if (k.startsWith('rcvd_') && k.endsWith('_drop') && k !== 'rcvd_no_recv_wqe_drop' && k !== 'rcvd_mad_unroutable_drop') n += v;
+  for (const [k, v] of Object.entries(c)) if (k.startsWith('rcvd_') && k.endsWith('_drop') && k !== 'rcvd_no_recv_wqe_drop' && k !== 'rcvd_mad_unroutable_drop' && k !== 'rcvd_mad_src_drop') n += v;
   return n;
 }
 
