@@ -872,6 +872,35 @@ test('passive: the first request on the QP establishes the connection when the R
   peer.close();
 });
 
+test('passive: a request outside the PSN window (ahead or behind) does not establish the connection, even from the peer\'s address; the one at the REP\'s starting PSN does', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  peer.sendMad(reqFrom(port), 1n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  const c = cr.id;
+  cr.ack();
+  c.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  const mr = c.pd.regMr(Buffer.alloc(64), Access.LOCAL_WRITE);
+  c.qp.postRecv({ wrId: 9, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
+  await c.accept();
+  const { mad } = await peer.mad('REP');
+  const psn = mad.msg.startingPsn;
+  for (const off of [1, 0x1234, -1, -0x4000]) {
+    peer.sendRc({ opcode: IbOpcode.RC_SEND_ONLY, destQp: c.qp.qpNum, psn: (psn + off) & 0xffffff, ackReq: true, payload: Buffer.from('forged') });
+  }
+  await noEvent(ch, 250);
+  assert.deepEqual(c.qp.recvCq.poll(1), [], 'nothing delivered');
+  peer.sendRc({ opcode: IbOpcode.RC_SEND_ONLY, destQp: c.qp.qpNum, psn, ackReq: true, payload: Buffer.from('in order') });
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  await until(() => c.qp.recvCq.poll(1).length === 1 || false, 1000);
+  c.destroyQp();
+  await c.destroy();
+  await l.destroy();
+  ch.destroy();
+  peer.close();
+});
+
 test('passive: rdma_reject → REJ 28 with the private data; a repeated REQ before the answer gets an MRA; destroy of a pending request rejects it', async () => {
   const peer = await rawPeer();
   const ch = createEventChannel();
