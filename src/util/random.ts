@@ -1,7 +1,7 @@
 /**
- * Random numbers from the operating system's CSPRNG (`crypto.randomFillSync`, which reads the
- * kernel's generator as Linux's `get_random_bytes` does), for every value a peer must not be able
- * to predict: STags and region addresses, RC starting PSNs, CM communication and request IDs.
+ * Random numbers from a CSPRNG (`crypto.randomFillSync`: OpenSSL's generator, seeded from the
+ * kernel's `getrandom`), for every value a peer must not be able to predict: STags and region
+ * addresses, RC starting PSNs, CM communication and request IDs, ephemeral ports.
  *
  * Words are drawn 256 at a time, so that a draw on a hot path costs no system call. Never
  * `Math.random`: V8's is xorshift128+, whose state a peer recovers from a handful of outputs.
