@@ -44,13 +44,13 @@
  * the 0 must not be used to index anything. {@link mrOffset} is strict: a zero-length access
  * must still name a valid MR and lie within `[addr, addr+length]`.
  */
-import { randomFillSync } from 'node:crypto';
 import { err } from '../errors.js';
 import { trace, tracing } from '../trace.js';
 import { Access } from './types.js';
 import type { Sge } from './types.js';
 import type { Context } from './context.js';
 import type { Pd } from './pd.js';
+import { random } from '../util/random.js';
 
 /** Lowest synthetic MR address (4 GiB; addresses below it are never handed out). */
 export const MR_VA_BASE = 2 ** 32;
@@ -173,40 +173,6 @@ export class Mr {
   }
 }
 
-/**
- * Random 32-bit words from the operating system's CSPRNG (`crypto.randomFillSync`), drawn in
- * batches so that a registration costs no system call.
- */
-class RandomPool {
-  private readonly words = new Uint32Array(256);
-  private pos = this.words.length;
-
-  next(): number {
-    if (this.pos === this.words.length) {
-      randomFillSync(this.words);
-      this.pos = 0;
-    }
-    return this.words[this.pos++] as number;
-  }
-
-  /** A uniform integer in `[0, n)`, `n` ≤ 2^52 (rejection sampling, no modulo bias). */
-  below(n: number): number {
-    if (n <= 2 ** 32) {
-      const limit = 2 ** 32 - (2 ** 32 % n);
-      for (;;) {
-        const w = this.next();
-        if (w < limit) return w % n;
-      }
-    }
-    const hiRange = Math.ceil(n / 2 ** 32);
-    for (;;) {
-      const v = this.below(hiRange) * 2 ** 32 + this.next();
-      if (v < n) return v;
-    }
-  }
-}
-
-const random = new RandomPool();
 
 /**
  * Synthetic address space layout: `[MR_VA_BASE, MR_VA_LIMIT)` cut into slots of 2^28 bytes

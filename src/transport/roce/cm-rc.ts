@@ -35,7 +35,13 @@
  *
  * Every MAD that fits no connection in the state it needs is dropped and counted
  * (`rcvd_mad_unroutable_drop`), except a DREQ for an unknown connection, which gets a DREP (cm.c
- * does so, so the peer stops resending).
+ * does so, so the peer stops resending). A reply (REP, REJ, MRA, RTU, DREQ, DREP) naming a
+ * connection of ours is taken only from the address and the GSI QP of that connection's peer;
+ * from anywhere else it is dropped and counted (`rcvd_mad_src_drop`).
+ *
+ * Values a peer could use to forge traffic are drawn from the CSPRNG (util/random.ts): both
+ * sides' starting PSNs (as cma.c draws `seq_num` with get_random_bytes) and the low 18 bits of
+ * the communication IDs (and so of our TIDs, which carry them).
  */
 import net from 'node:net';
 import { err, RdmaError } from '../../errors.js';
@@ -60,6 +66,7 @@ import {
   CMA_HDR_LEN,
   CMA_REQ_USER_PD,
   CmPrivateDataLen,
+  GSI_QPN,
   cmaRoceFlowLabel,
   cmaServiceIdParts,
   decodeCmaHeader,
@@ -79,6 +86,7 @@ import type { RxMeta } from './udp.js';
 import { RXE_PROVIDER } from './provider.js';
 import { ephemeralPort } from './local-port.js';
 import { envInt } from '../../util/env.js';
+import { randomPsn } from '../../util/random.js';
 import { RoceRcQp } from './rc/rc-qp.js';
 import {
   ahTo,
@@ -89,6 +97,7 @@ import {
   gidFromBytes,
   isAnyAddr,
   newRequestId,
+  releaseRequestId,
   sendMad,
   REQ_ID_SHIFT,
   HOP_LIMIT,
@@ -256,8 +265,12 @@ class RcConn {
   remoteCommId = 0;
   tid: bigint;
   remoteQpn = 0;
-  /** The PSN this side expects to receive first (sent as our starting PSN). */
-  rqPsn = Math.floor(Math.random() * 0x1000000);
+  /**
+   * The PSN this side expects to receive first (sent as our starting PSN): 24 bits from the
+   * CSPRNG, as cma.c's `seq_num` of every id (`get_random_bytes`, masked to 24 bits). A peer that
+   * could foresee it could inject into the connection with spoofed packets.
+   */
+  rqPsn = randomPsn();
   /** The PSN this side sends first (the peer's starting PSN). */
   sqPsn = 0;
   pathMtu = 3;
@@ -394,7 +407,10 @@ class RcConn {
     this.stopResend();
     this.answered();
     this.setState(RcCmState.IDLE, 'gone');
-    if (conns.get(this.localCommId) === this) conns.delete(this.localCommId);
+    if (conns.get(this.localCommId) === this) {
+      conns.delete(this.localCommId);
+      releaseRequestId(this.localCommId);
+    }
     const k = remoteKey(this.remote, this.remoteCommId);
     if (byRemote.get(k) === this) byRemote.delete(k);
   }
@@ -913,8 +929,19 @@ function drop(dev: RoceDevice, why: string): void {
   if (tracing('cm')) trace('cm', dev.name, `MAD dropped: ${why}`);
 }
 
+/** A reply naming connection `c` that came from somewhere other than its peer. */
+function dropForeign(dev: RoceDevice, c: RcConn, kind: string, meta: RxMeta, srcQp: number): void {
+  dev.counters.inc(C.rcvd_mad_src_drop);
+  if (tracing('cm')) trace('cm', `IBCM[0x${c.localCommId.toString(16)}]`, `${kind} from ${meta.src} QP ${srcQp} dropped: the peer is ${c.remote}`);
+}
+
+/** Whether a MAD came from the peer of connection `c`: its address, its GSI QP. */
+function fromPeer(c: RcConn, meta: RxMeta, srcQp: number): boolean {
+  return c.remote === meta.src && srcQp === GSI_QPN;
+}
+
 /** A connected-mode MAD for this process (called by roce-cm.ts's GSI agent). */
-function receive(dev: RoceDevice, mad: CmMad, meta: RxMeta): void {
+function receive(dev: RoceDevice, mad: CmMad, meta: RxMeta, srcQp: number): void {
   const m = mad.msg;
   switch (m.kind) {
     case 'REQ':
@@ -922,7 +949,8 @@ function receive(dev: RoceDevice, mad: CmMad, meta: RxMeta): void {
       return;
     case 'DREQ': {
       const c = conns.get(m.remoteCommId);
-      if (c === undefined || c.remote !== meta.src) {
+      if (c !== undefined && !fromPeer(c, meta, srcQp)) return dropForeign(dev, c, m.kind, meta, srcQp);
+      if (c === undefined) {
         // cm.c answers a DREQ for no connection with a DREP, so the peer stops resending.
         const drep = encodeCmMad({ kind: 'DREP', localCommId: m.remoteCommId, remoteCommId: m.localCommId, privateData: new Uint8Array(0) }, mad.hdr.tid);
         sendMad(dev, drep, meta.dst, meta.src, meta.family);
@@ -939,7 +967,10 @@ function receive(dev: RoceDevice, mad: CmMad, meta: RxMeta): void {
       return;
     }
     case 'REJ': {
+      const named = conns.get(m.remoteCommId);
+      if (named !== undefined && !fromPeer(named, meta, srcQp)) return dropForeign(dev, named, m.kind, meta, srcQp);
       const c = rejectedConn(m, meta);
+      if (c !== undefined && srcQp !== GSI_QPN) return dropForeign(dev, c, m.kind, meta, srcQp);
       if (c === undefined) return drop(dev, `REJ (${m.reason}, of message ${m.messageRejected}) for no connection in a state to take it`);
       if (c.ep === null) return drop(dev, 'REJ for a connection without an id');
       c.ep.rejected(c, m.reason, m.privateData);
@@ -950,7 +981,8 @@ function receive(dev: RoceDevice, mad: CmMad, meta: RxMeta): void {
     case 'RTU':
     case 'DREP': {
       const c = conns.get(m.remoteCommId);
-      if (c === undefined || c.remote !== meta.src) return drop(dev, `${m.kind} for unknown connection 0x${m.remoteCommId.toString(16)}`);
+      if (c === undefined) return drop(dev, `${m.kind} for unknown connection 0x${m.remoteCommId.toString(16)}`);
+      if (!fromPeer(c, meta, srcQp)) return dropForeign(dev, c, m.kind, meta, srcQp);
       // Once the peer's ID is known, every message must carry it.
       if (c.remoteCommId !== 0 && m.localCommId !== c.remoteCommId) return drop(dev, `${m.kind} from another connection`);
       const ep = c.ep;
@@ -993,7 +1025,12 @@ function request(dev: RoceDevice, m: CmReq, tid: bigint, meta: RxMeta): void {
     return;
   }
   // A connection answers with this side's addresses as the REQ names them.
-  const c = new RcConn(dev, meta.dst, meta.src, meta.family, null, tid);
+  let c: RcConn;
+  try {
+    c = new RcConn(dev, meta.dst, meta.src, meta.family, null, tid);
+  } catch {
+    return drop(dev, 'no communication ID free');
+  }
   c.remoteCommId = m.localCommId;
   c.remoteQpn = m.localQpn;
   c.sqPsn = m.startingPsn;

@@ -44,6 +44,9 @@ export const COUNTER_NAMES = [
   'rcvd_no_recv_wqe_drop',
   'rcvd_mcast_no_group_drop',
   'rcvd_mad_unroutable_drop',
+  // CM replies (SIDR_REP, REP, REJ, MRA, RTU, DREQ, DREP) from an address or QP other than the
+  // peer the request or connection they name was made with
+  'rcvd_mad_src_drop',
   // RC: responses that fit no request, packets from an address other than the connected peer
   'rcvd_bad_resp_drop',
   'rcvd_rc_addr_drop',

@@ -9,6 +9,7 @@
  * rxe peer derives the UDP source port of the connection's packets.
  */
 import { readFileSync } from 'node:fs';
+import { random } from '../../util/random.js';
 
 /** Linux's default `ip_local_port_range`. */
 const DEFAULT_RANGE: readonly [number, number] = [32768, 60999];
@@ -32,5 +33,5 @@ export function localPortRange(): readonly [number, number] {
 /** A random port of the local port range, as cma_alloc_any_port picks one. */
 export function ephemeralPort(): number {
   const [lo, hi] = localPortRange();
-  return lo + Math.floor(Math.random() * (hi - lo + 1));
+  return random.between(lo, hi);
 }

@@ -22,7 +22,12 @@
  *
  * MADs for QP1 reach the right process of the host through the port agent's GSI router: requests
  * by service ID (a listening process publishes `@rdmacm-roce-<port>-svc-<service id>`), replies by
- * the QPN block in the request ID, which this side makes `block << 18 | sequence`.
+ * the QPN block in the request ID, which this side makes `block << 18 | 18 random bits` (drawn
+ * from the CSPRNG, unique among this process's live requests and connections).
+ *
+ * A SIDR_REP is taken only from the address and the GSI QP its SIDR_REQ went to; one from
+ * anywhere else is dropped and counted (`rcvd_mad_src_drop`), so a third host that learns or
+ * guesses a request ID cannot point the requester at a QP of its choice.
  */
 import { err } from '../../errors.js';
 import { trace, tracing } from '../../trace.js';
@@ -65,6 +70,9 @@ import {
   MAD_SIZE,
   MAD_HDR_LEN,
   GSI_MAD_OFF,
+  GSI_QPN,
+  DETH_LEN,
+  dethSrcQp,
   gsiCmAttrId,
   type CmSidrReq,
   type CmSidrRep,
@@ -76,6 +84,7 @@ import { gidFromIp, ipFromGid } from './gid.js';
 import { PortAgent, type GsiRoute, type RxMeta } from './udp.js';
 import { ephemeralPort } from './local-port.js';
 import { envInt } from '../../util/env.js';
+import { random } from '../../util/random.js';
 import { RXE_PROVIDER, rxeDeviceInfos } from './provider.js';
 
 /** SIDR_REP, REP and REJ private data (bytes; a REQ's is CMA_REQ_USER_PD after the CMA header). */
@@ -84,8 +93,10 @@ const REP_PD = CmPrivateDataLen.REP;
 const REJ_PD = CmPrivateDataLen.REJ;
 /** The hop limit of RoCEv2 paths and groups (rdma_cm: `IPV6_DEFAULT_HOPLIMIT`). */
 export const HOP_LIMIT = 64;
-/** Request IDs: `block << 18 | sequence`. */
+/** Request and communication IDs: `block << 18 | 18 random bits`. */
 export const REQ_ID_SHIFT = 18;
+/** Random draws for a free ID before the IDs of the block are searched in order. */
+const REQ_ID_DRAWS = 32;
 
 /** Tunables of the RoCE CM. */
 export interface RoceCmConfig {
@@ -139,12 +150,45 @@ export function ahTo(dev: RoceDevice, local: string, remote: string, family: 4 |
 
 // -- GSI: sending MADs ---------------------------------------------------------------------------
 
+/**
+ * The BTH PSN of our QP1 datagrams. UD receivers do not check PSNs (rxe neither), so it protects
+ * nothing; it counts from 0 as the kernel's GSI QP does (ib_mad.c `IB_MAD_SEND_Q_PSN`).
+ */
 let gsiPsn = 0;
-let reqSeq = Math.floor(Math.random() * (1 << REQ_ID_SHIFT));
+/** The request IDs (SIDR) and communication IDs (connected CM) this process holds. */
+const liveIds = new Set<number>();
 
+/**
+ * A new request or communication ID: the QPN block of this process in the high bits (the GSI
+ * router of the host finds the process by it) and 18 bits from the CSPRNG, none of them an ID
+ * this process still holds, so a peer cannot foresee the next one from those it has seen
+ * (Linux's cm.c XORs a cyclic counter with one word drawn at boot, `random_id_operand`: hidden
+ * from a peer until it has seen one ID, sequential after). Held until {@link releaseRequestId}.
+ */
 export function newRequestId(agent: PortAgent): number {
-  reqSeq = (reqSeq + 1) & ((1 << REQ_ID_SHIFT) - 1);
-  return ((agent.anyBlock() << REQ_ID_SHIFT) | reqSeq) >>> 0;
+  const hi = agent.anyBlock() << REQ_ID_SHIFT;
+  const span = 1 << REQ_ID_SHIFT;
+  for (let i = 0; i < REQ_ID_DRAWS; i++) {
+    const id = (hi | random.below(span)) >>> 0;
+    if (!liveIds.has(id)) {
+      liveIds.add(id);
+      return id;
+    }
+  }
+  const start = random.below(span);
+  for (let i = 0; i < span; i++) {
+    const id = (hi | ((start + i) % span)) >>> 0;
+    if (!liveIds.has(id)) {
+      liveIds.add(id);
+      return id;
+    }
+  }
+  throw err('ENOMEM', 'rdma_connect', 'every request ID of the QPN block is in use');
+}
+
+/** An ID from {@link newRequestId} is no longer in use. */
+export function releaseRequestId(id: number): void {
+  liveIds.delete(id);
 }
 
 /** Send MAD `mad` from QP1 of `dev` at local address `src` to QP1 at `dst`. */
@@ -206,7 +250,7 @@ export function findListener(sid: bigint): Listener | undefined {
  */
 export const connectedCm: {
   createEndpoint: ((host: CmHost) => CmEndpoint) | null;
-  mad: ((dev: RoceDevice, mad: CmMad, meta: RxMeta) => void) | null;
+  mad: ((dev: RoceDevice, mad: CmMad, meta: RxMeta, srcQp: number) => void) | null;
 } = { createEndpoint: null, mad: null };
 /** Active endpoints waiting for a SIDR_REP, by request ID. */
 const waiting = new Map<number, RoceEndpoint>();
@@ -262,20 +306,30 @@ function gsiReceive(buf: Buffer, meta: RxMeta, dev: RoceDevice): void {
     return;
   }
   const m = mad.msg;
+  const srcQp = dethSrcQp(buf, GSI_MAD_OFF - DETH_LEN);
   if (m.kind === 'SIDR_REQ') sidrRequest(dev, m, mad.hdr.tid, meta);
-  else if (m.kind === 'SIDR_REP') {
-    const ep = waiting.get(m.requestId);
-    if (ep) ep.sidrReply(m);
-    else {
-      // No request waits for it (answered already, or never sent): a MAD for nobody.
-      dev.counters.inc(C.rcvd_mad_unroutable_drop);
-      if (tracing('cm')) trace('cm', dev.name, `SIDR_REP for unknown request 0x${m.requestId.toString(16)}`);
-    }
-  } else if (connectedCm.mad !== null) connectedCm.mad(dev, mad, meta);
+  else if (m.kind === 'SIDR_REP') sidrReplyIn(dev, m, meta, srcQp);
+  else if (connectedCm.mad !== null) connectedCm.mad(dev, mad, meta, srcQp);
   else {
     dev.counters.inc(C.rcvd_mad_unroutable_drop);
     if (tracing('cm')) trace('cm', dev.name, `${m.kind} ignored: connected ids are not served`);
   }
+}
+
+/** A SIDR_REP: for the request it names, and only from where that request went. */
+function sidrReplyIn(dev: RoceDevice, m: CmSidrRep, meta: RxMeta, srcQp: number): void {
+  const ep = waiting.get(m.requestId);
+  if (ep === undefined) {
+    dev.counters.inc(C.rcvd_mad_unroutable_drop);
+    if (tracing('cm')) trace('cm', dev.name, `SIDR_REP for unknown request 0x${m.requestId.toString(16)}`);
+    return;
+  }
+  if (!ep.askedOf(meta.src, srcQp)) {
+    dev.counters.inc(C.rcvd_mad_src_drop);
+    if (tracing('cm')) trace('cm', dev.name, `SIDR_REP 0x${m.requestId.toString(16)} from ${meta.src} QP ${srcQp}: not where the request went`);
+    return;
+  }
+  ep.sidrReply(m);
 }
 
 function sidrRequest(dev: RoceDevice, m: CmSidrReq, tid: bigint, meta: RxMeta): void {
@@ -417,6 +471,11 @@ class RoceEndpoint implements CmEndpoint {
     if (tracing('cm')) trace('cm', this.host.tag, `SIDR_REQ 0x${requestId.toString(16)} to ${req.dst.address} port ${req.dst.port}`);
   }
 
+  /** Whether the request in flight went to QP `qpn` at `addr` (only its SIDR_REP is taken). */
+  askedOf(addr: string, qpn: number): boolean {
+    return this.peer !== null && this.peer.remote === addr && qpn === GSI_QPN;
+  }
+
   /** The SIDR_REP for our request. */
   sidrReply(rep: CmSidrRep): void {
     if (this.dead || rep.requestId !== this.requestId || !this.dev || !this.peer) return;
@@ -450,7 +509,10 @@ class RoceEndpoint implements CmEndpoint {
   private finish(): void {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
-    if (waiting.get(this.requestId) === this) waiting.delete(this.requestId);
+    if (waiting.get(this.requestId) === this) {
+      waiting.delete(this.requestId);
+      releaseRequestId(this.requestId);
+    }
     this.requestId = -1;
   }
 
@@ -546,7 +608,7 @@ async function listen(host: CmHost, req: ListenRequest): Promise<CmListener> {
   let port = req.addr.port;
   let key = '';
   for (let tries = 0; ; tries++) {
-    if (port === 0) port = 32768 + Math.floor(Math.random() * 28000);
+    if (port === 0) port = 32768 + random.below(28000);
     key = sidKey(serviceId(ps, port));
     if (!listeners.has(key) && agent.publishService(key)) break;
     if (req.addr.port !== 0 || tries > 64) throw err('EADDRINUSE', op, `${req.addr.address}:${port}`);

@@ -170,10 +170,11 @@ export class RcResponder {
   onRequest(p: RocePacket): void {
     const core = this.core;
     const c = core.counters;
-    if (!this.started) {
-      this.started = true;
-      core.commEstablished();
-    }
+    // IBA 9.7.5.1 (rxe `check_psn`): only the expected PSN executes. Up to 2^23 − 1 ahead is the
+    // invalid region: one sequence NAK until the expected PSN arrives, nothing else. Up to 2^23
+    // behind is the duplicate region: acknowledged again or replayed from the responder
+    // resources, never executed again. A spoofed packet must therefore hit the 24-bit ePSN
+    // exactly, which the CSPRNG-drawn starting PSN keeps unforeseeable.
     const d = psnDiff(p.psn, this.epsn);
     if (d > 0) {
       c.inc(C.out_of_seq_request);
@@ -191,6 +192,12 @@ export class RcResponder {
       return;
     }
     this.nakSent = false;
+    // The first request in sequence establishes the connection (IBA: as an RTU would); one
+    // outside the window does not, so a spoofed packet cannot end the passive side's REP resends.
+    if (!this.started) {
+      this.started = true;
+      core.commEstablished();
+    }
     const err = this.execute(p);
     if (err !== null) this.classC(p.psn, err);
     else this.flushNow();

@@ -88,16 +88,16 @@ test.afterEach(async () => {
   made.chans.clear();
 });
 
-/** The hand-made peer at 127.0.0.2: MADs and RC packets in and out (closed after each test). */
-async function rawPeer() {
+/** The hand-made peer at 127.0.0.2 (or `addr`): MADs and RC packets in and out (closed after each test). */
+async function rawPeer(addr = PEER) {
   const sock = dgram.createSocket('udp4');
   let closed = false;
-  sock.bind(PORT, PEER);
+  sock.bind(PORT, addr);
   await once(sock, 'listening');
   const inbox = [];
   let waiter = null;
   sock.on('message', (msg, rinfo) => {
-    const net = { family: 4, src: V4(rinfo.address), dst: V4(PEER), sport: rinfo.port, dport: PORT };
+    const net = { family: 4, src: V4(rinfo.address), dst: V4(addr), sport: rinfo.port, dport: PORT };
     const d = wire.decodeRocePacket(msg, { net });
     if (!d.ok) return;
     const item = { spec: d.spec, from: rinfo.address };
@@ -111,7 +111,7 @@ async function rawPeer() {
     inbox.push(item);
     waiter?.();
   });
-  const out = { family: 4, src: V4(PEER), dst: V4(LOCAL), sport: PORT, dport: PORT };
+  const out = { family: 4, src: V4(addr), dst: V4(LOCAL), sport: PORT, dport: PORT };
   let gsiPsn = 0;
   const peer = {
     inbox,
@@ -143,6 +143,11 @@ async function rawPeer() {
     sendMad(msg, tid, opts) {
       const mad = wire.encodeCmMad(msg, tid, opts);
       sock.send(wire.encodeGsiPacket(mad, out, { psn: gsiPsn++ }), PORT, LOCAL);
+    },
+    /** A MAD to our QP1 from QP `srcQp` of the peer (not its GSI QP). */
+    sendMadFromQp(srcQp, msg, tid) {
+      const mad = wire.encodeCmMad(msg, tid);
+      sock.send(wire.encodeRocePacket({ opcode: IbOpcode.UD_SEND_ONLY, destQp: 1, psn: gsiPsn++, ackReq: true, deth: { qkey: wire.GSI_QKEY, srcQp }, payload: mad }, out), PORT, LOCAL);
     },
     sendRaw(bytes) {
       sock.send(bytes, PORT, LOCAL);
@@ -709,6 +714,69 @@ test('out-of-state and forged MADs on an established connection: REJ of the REQ,
   peer.close();
 });
 
+test('an established connection takes replies only from its peer: REP, REJ, MRA, DREQ, DREP, RTU naming both IDs from a third address, and REJ and DREQ from another QP of the peer, are dropped and counted (rcvd_mad_src_drop); nothing answered; the peer\'s own DREQ still ends it', async () => {
+  const peer = await rawPeer();
+  const intruder = await rawPeer('127.0.0.3');
+  const ch = createEventChannel();
+  const id = await activeId(ch, nextPort++);
+  await id.connect();
+  const { mad } = await peer.mad('REQ');
+  const rep = repFor(mad.msg, { qpn: 0x8282 });
+  peer.sendMad(rep, mad.hdr.tid);
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  await peer.mad('RTU');
+  const me = mad.msg.localCommId;
+  const them = rep.localCommId;
+  const none = new Uint8Array(0);
+  const rej = { kind: 'REJ', localCommId: them, remoteCommId: me, messageRejected: CmMsgRef.REP, reason: CmRejReason.CONSUMER_DEFINED, ariLength: 0, ari: none, privateData: none };
+  const dreq = { kind: 'DREQ', localCommId: them, remoteCommId: me, remoteQpn: id.qp.qpNum, privateData: none };
+  const before = roceCounters('rxe_lo');
+  intruder.sendMad(rep, mad.hdr.tid);
+  intruder.sendMad(rej, mad.hdr.tid);
+  intruder.sendMad({ kind: 'MRA', localCommId: them, remoteCommId: me, messageMraed: CmMsgRef.REP, serviceTimeout: 20, privateData: none }, mad.hdr.tid);
+  intruder.sendMad(dreq, mad.hdr.tid);
+  intruder.sendMad({ kind: 'DREP', localCommId: them, remoteCommId: me, privateData: none }, mad.hdr.tid);
+  intruder.sendMad({ kind: 'RTU', localCommId: them, remoteCommId: me, privateData: none }, mad.hdr.tid);
+  peer.sendMadFromQp(0x99, rej, mad.hdr.tid);
+  peer.sendMadFromQp(0x99, dreq, mad.hdr.tid);
+  await until(() => roceCounters('rxe_lo').rcvd_mad_src_drop - before.rcvd_mad_src_drop >= 8, 2000);
+  await noEvent(ch, 200);
+  const after = roceCounters('rxe_lo');
+  assert.equal(after.rcvd_mad_src_drop - before.rcvd_mad_src_drop, 8);
+  assert.equal(after.rcvd_mad_unroutable_drop - before.rcvd_mad_unroutable_drop, 0);
+  assert.equal(id.qp.state, QpState.RTS);
+  assert.equal(intruder.inbox.length, 0, 'nothing sent to the third address');
+  assert.equal(peer.count('RTU') + peer.count('DREP') + peer.count('REJ'), 0, 'nothing sent to the peer');
+  peer.sendMad(dreq, mad.hdr.tid);
+  (await expectEvent(ch, CmEventType.DISCONNECTED)).ack();
+  id.destroyQp();
+  await id.destroy();
+  await peer.mad('DREP');
+  ch.destroy();
+});
+
+test('passive: an RTU from a third address does not establish the accepted connection; the peer\'s RTU does', async () => {
+  const peer = await rawPeer();
+  const intruder = await rawPeer('127.0.0.3');
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  const req = reqFrom(port);
+  const cr = await acceptFromPeer(peer, ch, req, 0x31n);
+  const { mad } = await peer.mad('REP');
+  const rtu = { kind: 'RTU', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, privateData: new Uint8Array(0) };
+  const before = roceCounters('rxe_lo').rcvd_mad_src_drop;
+  intruder.sendMad(rtu, 0x31n);
+  peer.sendMadFromQp(0x99, rtu, 0x31n);
+  await until(() => roceCounters('rxe_lo').rcvd_mad_src_drop - before >= 2, 2000);
+  await noEvent(ch, 200);
+  peer.sendMad(rtu, 0x31n);
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  cr.id.destroyQp();
+  await cr.id.destroy();
+  await l.destroy();
+  ch.destroy();
+});
+
 // -- passive side -------------------------------------------------------------------------------
 
 async function listener(ch, port = nextPort++) {
@@ -797,6 +865,35 @@ test('passive: the first request on the QP establishes the connection when the R
   await until(() => c.qp.recvCq.poll(1).length === 1 || false, 1000);
   await new Promise((r) => setTimeout(r, 400));
   assert.equal(peer.count('REP'), 0, 'no REP resend once established');
+  c.destroyQp();
+  await c.destroy();
+  await l.destroy();
+  ch.destroy();
+  peer.close();
+});
+
+test('passive: a request outside the PSN window (ahead or behind) does not establish the connection, even from the peer\'s address; the one at the REP\'s starting PSN does', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  peer.sendMad(reqFrom(port), 1n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  const c = cr.id;
+  cr.ack();
+  c.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  const mr = c.pd.regMr(Buffer.alloc(64), Access.LOCAL_WRITE);
+  c.qp.postRecv({ wrId: 9, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
+  await c.accept();
+  const { mad } = await peer.mad('REP');
+  const psn = mad.msg.startingPsn;
+  for (const off of [1, 0x1234, -1, -0x4000]) {
+    peer.sendRc({ opcode: IbOpcode.RC_SEND_ONLY, destQp: c.qp.qpNum, psn: (psn + off) & 0xffffff, ackReq: true, payload: Buffer.from('forged') });
+  }
+  await noEvent(ch, 250);
+  assert.deepEqual(c.qp.recvCq.poll(1), [], 'nothing delivered');
+  peer.sendRc({ opcode: IbOpcode.RC_SEND_ONLY, destQp: c.qp.qpNum, psn, ackReq: true, payload: Buffer.from('in order') });
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  await until(() => c.qp.recvCq.poll(1).length === 1 || false, 1000);
   c.destroyQp();
   await c.destroy();
   await l.destroy();

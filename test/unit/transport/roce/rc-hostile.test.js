@@ -368,6 +368,34 @@ test('a PSN far ahead of the window: one sequence NAK with the expected PSN, not
   await secondConnectionWorks();
 });
 
+test('the PSN window at its edges (IBA 9.7.5.1, rxe check_psn): only the expected PSN executes; ePSN − 1 and ePSN − 2^23 are duplicates (ACKed again, not delivered), ePSN + 1 and ePSN + 2^23 − 1 get the one sequence NAK', async () => {
+  const t = target();
+  t.qp.postRecv({ wrId: 1, sgList: [{ addr: t.mr.addr, length: 64, lkey: t.mr.lkey }] });
+  const sendAt = (off, text) => send({ opcode: IbOpcode.RC_SEND_ONLY, destQp: t.qp.qpNum, psn: (RQ_PSN + off) & 0xffffff, ackReq: true, payload: Buffer.from(text) });
+  const before = roceCounters('rxe_lo');
+  for (const off of [-1, -0x800000]) {
+    sendAt(off, 'a duplicate');
+    const a = await nak();
+    assert.deepEqual([a.psn, a.aeth.syndrome & AethSyndrome.TYPE_MASK], [(RQ_PSN - 1) & 0xffffff, AethSyndrome.ACK], `behind by ${-off}: the last PSN executed, ACKed again`);
+  }
+  sendAt(1, 'ahead');
+  const n = await nak();
+  assert.deepEqual([n.psn, n.aeth.syndrome], [RQ_PSN, AethSyndrome.NAK_PSN_SEQ_ERROR]);
+  sendAt(0x7fffff, 'ahead');
+  await until(() => (delta(before).out_of_seq_request ?? 0) === 2, 1000);
+  await quiet();
+  assert.equal(inbox.filter(ackOf).length, 0, 'one sequence NAK until the expected PSN comes');
+  assert.deepEqual([delta(before).duplicate_request, delta(before).out_of_seq_request], [2, 2]);
+  assert.deepEqual(t.cq.poll(4), [], 'nothing delivered');
+  sendAt(0, 'expected');
+  const ack = await nak();
+  assert.deepEqual([ack.psn, ack.aeth.syndrome & AethSyndrome.TYPE_MASK], [RQ_PSN, AethSyndrome.ACK]);
+  const [wc] = await pollN(t.cq, 1);
+  assert.deepEqual([wc.wrId, wc.status, wc.byteLen], [1, WcStatus.SUCCESS, 8]);
+  assert.equal(t.region.subarray(0, 8).toString(), 'expected');
+  assert.equal(t.qp.state, QpState.RTS);
+});
+
 test('bad ICRC, bad transport version, truncated packets, an unknown QPN, a stranger\'s address: dropped, each counted, nothing answered or written', async () => {
   const t = target();
   t.qp.postRecv({ wrId: 1, sgList: [{ addr: t.mr.addr, length: 64, lkey: t.mr.lkey }] });

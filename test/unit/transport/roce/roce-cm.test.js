@@ -203,6 +203,62 @@ test('a fake peer at 127.0.0.2 gets a real SIDR_REQ on the wire; its SIDR_REP wi
   cch.destroy();
 });
 
+test('a SIDR_REP is taken only from the address and GSI QP its SIDR_REQ went to: one from a third address or another QP is dropped and counted (rcvd_mad_src_drop), one for no request too; the peer\'s own then connects', async () => {
+  const peer = dgram.createSocket('udp4');
+  peer.bind(PORT, '127.0.0.2');
+  await once(peer, 'listening');
+  const intruder = dgram.createSocket('udp4');
+  intruder.bind(0, '127.0.0.3');
+  await once(intruder, 'listening');
+  const cch = createEventChannel();
+  const c = createId(cch, null, PortSpace.UDP, { device: 'rxe_lo' });
+  await c.resolveAddr({ address: ADDR, port: 0 }, { address: '127.0.0.2', port: 7175 }, 2000);
+  (await expectEvent(cch, CmEventType.ADDR_RESOLVED)).ack();
+  await c.resolveRoute(2000);
+  (await expectEvent(cch, CmEventType.ROUTE_RESOLVED)).ack();
+  c.createQp(null);
+  try {
+    const got = once(peer, 'message');
+    await c.connect();
+    const [msg, rinfo] = await got;
+    const d = wire.decodeGsiPacket(msg, { net: { family: 4, src: Uint8Array.of(127, 0, 0, 1), dst: Uint8Array.of(127, 0, 0, 2), sport: rinfo.port, dport: PORT } });
+    const req = wire.decodeCmMad(d.gsi.mad);
+    const repFor = (requestId, qpn) =>
+      wire.encodeCmMad(
+        { kind: 'SIDR_REP', requestId, status: 0, addInfoLength: 0, vendorId: 0, qpn, serviceId: req.msg.serviceId, qkey: RDMA_UDP_QKEY, addInfo: new Uint8Array(72), privateData: new Uint8Array(0) },
+        req.hdr.tid,
+      );
+    const from = (ip, sport, mad, srcQp = 1) =>
+      wire.encodeRocePacket(
+        { opcode: wire.IbOpcode.UD_SEND_ONLY, destQp: 1, psn: 0, ackReq: true, deth: { qkey: wire.GSI_QKEY, srcQp }, payload: mad },
+        { family: 4, src: Uint8Array.from(ip.split('.').map(Number)), dst: Uint8Array.of(127, 0, 0, 1), sport, dport: PORT },
+      );
+    const before = roceCounters('rxe_lo');
+    // A third address that knows the request ID, pointing the requester at a QP of its choice.
+    intruder.send(from('127.0.0.3', intruder.address().port, repFor(req.msg.requestId, 0x6666)), PORT, ADDR);
+    // The right address, but not from its GSI QP.
+    peer.send(from('127.0.0.2', PORT, repFor(req.msg.requestId, 0x6667), 0x77), PORT, ADDR);
+    // The right address and QP, but a request nobody made.
+    peer.send(from('127.0.0.2', PORT, repFor((req.msg.requestId ^ 1) >>> 0, 0x6668)), PORT, ADDR);
+    const deadline = Date.now() + 2000;
+    const delta = (k) => roceCounters('rxe_lo')[k] - before[k];
+    while ((delta('rcvd_mad_src_drop') < 2 || delta('rcvd_mad_unroutable_drop') < 1) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+    assert.equal(delta('rcvd_mad_src_drop'), 2, 'the third address and the other QP');
+    assert.equal(delta('rcvd_mad_unroutable_drop'), 1, 'the unknown request');
+    peer.send(from('127.0.0.2', PORT, repFor(req.msg.requestId, 0x4242)), PORT, ADDR);
+    const ev = await expectEvent(cch, CmEventType.ESTABLISHED);
+    assert.equal(ev.param.ud.qpNum, 0x4242, 'the peer\'s QPN, not the intruder\'s');
+    ev.ack();
+  } finally {
+    // also after a failed assertion: a live QP would hold the event loop open
+    peer.close();
+    intruder.close();
+    c.destroyQp();
+    await Promise.race([c.destroy().catch(() => {}), new Promise((r) => setTimeout(r, 500))]);
+    cch.destroy();
+  }
+});
+
 test('multicast join: MULTICAST_JOIN with the group AH (MGID ::ffff:group), QPN 0xFFFFFF, Q_Key; data reaches the joined QP; leave', async () => {
   const ch = createEventChannel();
   const group = `239.254.${(nextPort >> 8) & 0xff}.${nextPort & 0xff}`;
