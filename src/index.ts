@@ -1,6 +1,8 @@
 /**
  * rdmacm: the RDMA connection manager (librdmacm), verbs and the librdmacm tools in TypeScript,
- * over a software iWARP device that speaks Linux siw's wire protocol (MPA/DDP/RDMAP over TCP).
+ * over software devices that speak the real wire protocols — iWARP as Linux siw (MPA/DDP/RDMAP over
+ * TCP), RoCEv2 as Linux rdma_rxe (BTH/DETH/ICRC over UDP 4791) — and, through the optional native
+ * addon, the kernel's own RDMA devices.
  *
  * ```ts
  * import { createId, PortSpace, getDeviceList } from 'rdmacm';

@@ -1,6 +1,7 @@
 /**
- * The `rdmacm/verbs` entry point: the verbs API with the software iWARP provider loaded (its
- * devices registered), like linking libibverbs with the siw provider installed.
+ * The `rdmacm/verbs` entry point: the verbs API with the built-in providers loaded (the soft iWARP
+ * and RoCEv2 devices, and the native backend where its addon is built), like linking libibverbs
+ * with its providers installed.
  * @packageDocumentation
  */
 import './transports.js';

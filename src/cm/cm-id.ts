@@ -67,16 +67,6 @@ export interface CmQpInitAttr {
   sendCq?: Cq;
   recvCq?: Cq;
   cap?: Partial<QpCap>;
-  qpType?: QpType;
-  sqSigAll?: boolean;
-  qpContext?: unknown;
-}
-
-/** QP attributes for {@link CmId.createQp} (`struct ibv_qp_init_attr`). */
-export interface CmQpInitAttr {
-  sendCq?: Cq;
-  recvCq?: Cq;
-  cap?: Partial<QpCap>;
   /** Default: the id's (UD for UDP/IPOIB port spaces, else RC). */
   qpType?: QpType;
   sqSigAll?: boolean;

@@ -287,7 +287,7 @@ export interface CmTransport {
   readonly name: string;
   /** The verbs provider whose devices this CM serves (`'siw'`). */
   readonly provider: string;
-  /** The port spaces it connects (iWARP: TCP and IB; RoCE: UDP and IPOIB, later TCP too). */
+  /** The port spaces it connects (iWARP: TCP and IB; RoCE: UDP, IPOIB and TCP). */
   readonly portSpaces: readonly PortSpace[];
   readonly privateDataLimits: PrivateDataLimits;
   /** The transport half of a new id. */

@@ -1,6 +1,7 @@
 /**
- * rsockets: librdmacm's socket protocol over RDMA (wire-compatible with `rsocket.c`), over the
- * software iWARP device.
+ * rsockets: librdmacm's socket protocol over RDMA (wire-compatible with `rsocket.c`), over any
+ * device that serves RC connections (the soft iWARP and RoCEv2 devices, kernel devices through the
+ * native backend).
  *
  * Node face: {@link RSocket} (a `stream.Duplex` like `net.Socket`), {@link createServer} /
  * {@link connect} like `node:net`. rsocket face: {@link RsConn} / {@link RsListener} with
