@@ -143,18 +143,19 @@ export function cmSidrReq(port, { requestId = randomId(), peer = PEER, local = L
 
 /**
  * A client that sends a REQ for `port`, receives the server's REP and never sends its RTU: the
- * server's CM resends the REP until its retries run out. Resolves with the REP's MAD.
+ * server's CM resends the REP until its retries run out. `pd`: the REQ's private data after the
+ * CMA header (an rsocket's rs_conn_data, say). Resolves with the REP's MAD.
  */
-export async function reqWithoutRtu(peer, port, ms = 5000) {
-  const req = cmReq(port);
+export async function reqWithoutRtu(peer, port, { ms = 5000, pd } = {}) {
+  const req = cmReq(port, { pd });
   peer.sendMad(req, BigInt(req.localCommId));
   const { mad } = await peer.mad('REP', ms);
   return mad;
 }
 
 /** A client that sends a REQ for `port`, then rejects the server's REP (consumer defined). */
-export async function reqThenRej(peer, port, ms = 5000) {
-  const req = cmReq(port);
+export async function reqThenRej(peer, port, { ms = 5000, pd } = {}) {
+  const req = cmReq(port, { pd });
   peer.sendMad(req, BigInt(req.localCommId));
   const { mad } = await peer.mad('REP', ms);
   peer.sendMad(
@@ -168,8 +169,8 @@ export async function reqThenRej(peer, port, ms = 5000) {
  * A client that completes the handshake (REQ, REP, RTU) and then is never heard of again: no
  * DREQ, no packet on its QP. Resolves with the REP's MAD.
  */
-export async function establishThenVanish(peer, port, ms = 5000) {
-  const req = cmReq(port);
+export async function establishThenVanish(peer, port, { ms = 5000, pd } = {}) {
+  const req = cmReq(port, { pd });
   peer.sendMad(req, BigInt(req.localCommId));
   const { mad } = await peer.mad('REP', ms);
   peer.sendMad({ kind: 'RTU', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, privateData: EMPTY }, mad.hdr.tid);
