@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { RPING, REPO_ROOT, startCli, runCli, freePort, waitListening, waitRoceListening, describeRun, rpingLines } from './helpers.js';
-import { rawCmPeer, reqWithoutRtu, reqThenRej, establishThenVanish, garbageMads } from '../unit/lib/raw-cm.js';
+import { rawCmPeer, reqWithoutRtu, reqThenRej, establishThenVanish, sendThenVanish, garbageMads } from '../unit/lib/raw-cm.js';
 import { junkRequests, halfOpenFlood, replyThenClose, requestThenReset, garbageForRtr, hugeReads, rawClient, rtrWrite } from '../unit/lib/raw-mpa.js';
 import { encodeFpdu, RdmapOpcode } from '../../dist/wire/index.js';
 import { getDeviceList, TransportType } from '../../dist/index.js';
@@ -66,15 +66,20 @@ const softAttack = (n) => async (port) => {
   return flood;
 };
 
-/** What a raw rping client does: RTR, then the Send of its buffer (addr, rkey, len), big-endian. */
-async function rpingAdvertising(port, len) {
-  const c = await rawClient(port, { host: HOST });
-  c.send(rtrWrite());
+/** rping's buffer advertisement (addr, rkey, len), big-endian, of a `len`-byte buffer. */
+function rpingAdvert(len) {
   const info = Buffer.alloc(16);
   info.writeBigUInt64BE(0x10000n, 0);
   info.writeUInt32BE(0x1234, 8);
   info.writeUInt32BE(len, 12);
-  c.send(encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 1 }, info));
+  return info;
+}
+
+/** What a raw rping client does: RTR, then the Send of its buffer advertisement. */
+async function rpingAdvertising(port, len) {
+  const c = await rawClient(port, { host: HOST });
+  c.send(rtrWrite());
+  c.send(encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 1 }, rpingAdvert(len)));
   await c.until(() => c.isClosed(), 5000).catch(() => {});
   c.sock.destroy();
 }
@@ -237,7 +242,8 @@ const FAST_CM = { RDMACM_ROCE_CM_TIMEOUT_MS: '100', RDMACM_ROCE_CM_RETRIES: '2',
  * server on it — chosen by the device's transport: on an IB CM transport (RoCE) a REQ left
  * without its RTU (the server's connection ends UNREACHABLE -110 once the REP's resends run out),
  * a REQ whose REP is rejected (REJECTED 28, consumer defined), garbage MADs on QP1 and a client
- * that vanishes after ESTABLISHED; on iWARP the handshakes ended or answered with garbage before
+ * that vanishes after ESTABLISHED or after advertising its buffer (the server's RDMA Read then runs
+ * out of retries, RETRY_EXC_ERR); on iWARP the handshakes ended or answered with garbage before
  * the RTR, which siw ends without an error event. `lines` is what rping -P prints for each.
  */
 function hostileChildren() {
@@ -256,6 +262,12 @@ function hostileChildren() {
           { name: 'REQ, then REJ of the REP', run: (port) => withCmPeer(rocePort, (p) => reqThenRej(p, port)), lines: failed('REJECTED', 28) },
           { name: 'garbage MADs', run: (port) => withCmPeer(rocePort, (p) => garbageMads(p, port)), lines: '' },
           { name: 'vanished after ESTABLISHED', run: (port) => withCmPeer(rocePort, (p) => establishThenVanish(p, port)), lines: '' },
+          {
+            name: 'vanished after its buffer advertisement',
+            run: (port) => withCmPeer(rocePort, (p) => sendThenVanish(p, port, rpingAdvert(64), { ackTimeout: 10 })),
+            // The server's RDMA Read of that buffer is never answered: its retries run out.
+            lines: 'cq completion failed status 12\nwait for RDMA_READ_COMPLETE state 11\n',
+          },
         ],
       });
     } else if (dev.transportType === TransportType.IWARP) {

@@ -87,6 +87,10 @@ export async function rawCmPeer(port, { peer = PEER, local = LOCAL } = {}) {
     sendRaw(bytes) {
       sock.send(bytes, port, local);
     },
+    /** An RC packet (a `wire.encodeRocePacket` spec: opcode, destQp, psn, payload...). */
+    sendRc(spec) {
+      sock.send(wire.encodeRocePacket(spec, out), port, local);
+    },
     close() {
       if (closed) return;
       closed = true;
@@ -95,8 +99,11 @@ export async function rawCmPeer(port, { peer = PEER, local = LOCAL } = {}) {
   };
 }
 
-/** A REQ as Linux's rdma_cm sends it for an RDMA_PS_TCP connection from `peer` to `local`:`port`. */
-export function cmReq(port, { commId = randomId(), qpn = 0x4242, psn = 0x1234, peer = PEER, local = LOCAL, pd = EMPTY } = {}) {
+/**
+ * A REQ as Linux's rdma_cm sends it for an RDMA_PS_TCP connection from `peer` to `local`:`port`.
+ * `ackTimeout`: the path's local ACK timeout (4.096 µs × 2^n), which the passive side's QP takes.
+ */
+export function cmReq(port, { commId = randomId(), qpn = 0x4242, psn = 0x1234, peer = PEER, local = LOCAL, pd = EMPTY, ackTimeout = 19 } = {}) {
   return {
     kind: 'REQ',
     localCommId: commId,
@@ -122,7 +129,7 @@ export function cmReq(port, { commId = randomId(), qpn = 0x4242, psn = 0x1234, p
     maxCmRetries: 15,
     srq: false,
     extendedTransportType: 0,
-    primaryPath: { ...wire.emptyCmPath(), localLid: 0xffff, remoteLid: 0xffff, localGid: gidOf(peer), remoteGid: gidOf(local), flowLabel: 0, hopLimit: 64, trafficClass: 0, localAckTimeout: 19 },
+    primaryPath: { ...wire.emptyCmPath(), localLid: 0xffff, remoteLid: 0xffff, localGid: gidOf(peer), remoteGid: gidOf(local), flowLabel: 0, hopLimit: 64, trafficClass: 0, localAckTimeout: ackTimeout },
     alternatePath: wire.emptyCmPath(),
     sapSupported: false,
     privateData: wire.encodeCmaPrivateData({ version: 0, ipVersion: 4, srcPort: 5555, src: V4(peer), dst: V4(local) }, pd),
@@ -201,4 +208,19 @@ export function garbageMads(peer, port, n = 20) {
   peer.sendGsi(unknown);
   peer.sendRaw(Buffer.from('not a RoCE packet'));
   peer.sendRaw(Buffer.alloc(12));
+}
+
+/**
+ * A client that completes the handshake, sends one message (`payload`, an RC SEND_ONLY to the
+ * server's QP) and is never heard of again: what the server sends it next is never acknowledged,
+ * so the server's QP runs out of retries (`ackTimeout` sets how fast). Resolves with the REP's MAD.
+ */
+export async function sendThenVanish(peer, port, payload, { ms = 5000, ackTimeout = 19 } = {}) {
+  const req = cmReq(port, { ackTimeout });
+  peer.sendMad(req, BigInt(req.localCommId));
+  const { mad } = await peer.mad('REP', ms);
+  peer.sendMad({ kind: 'RTU', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, privateData: EMPTY }, mad.hdr.tid);
+  // A starting PSN is the one its sender expects to receive (docs/design/roce-rc-cm.md): the REP's.
+  peer.sendRc({ opcode: wire.IbOpcode.RC_SEND_ONLY, destQp: mad.msg.localQpn, psn: mad.msg.startingPsn, ackReq: true, payload });
+  return mad;
 }
