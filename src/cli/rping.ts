@@ -276,9 +276,18 @@ function cloneCb(l: Cb): Cb {
     wcs: [],
     wr: null,
   };
-  if (cb.childCmId) cb.childCmId.context = cb;
+  if (cb.childCmId) {
+    cb.childCmId.context = cb;
+    if (endedEarly.delete(cb.childCmId)) {
+      cb.state = TestState.ERROR;
+      cb.sem.post();
+    }
+  }
   return cb;
 }
+
+/** `-P` connections whose error event came before their thread had its own block. */
+const endedEarly = new WeakSet<CmId>();
 
 /** The shared state, read fresh (other tasks change it while we wait). */
 const stateOf = (cb: Cb): TestState => cb.state;
@@ -355,6 +364,12 @@ async function cmaEventHandler(cmaId: CmId, event: CmEvent): Promise<number> {
         // sees ERROR), not the process, which rping.c's cm_thread would exit. One peer that
         // leaves a handshake unfinished (UNREACHABLE -110) or rejects our REP (REJECTED)
         // cannot stop the server.
+        if (cb === (cb.cmId as CmId).context) {
+          // Its thread has not started (the id still has the listening block): the block is
+          // the listener's and must not change; the thread starts in ERROR instead.
+          endedEarly.add(cmaId);
+          break;
+        }
         cb.state = TestState.ERROR;
         cb.sem.post();
         break;
