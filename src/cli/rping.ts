@@ -171,6 +171,8 @@ interface DataWrs {
 /** The control block (`struct rping_cb`): options, shared state and per-connection resources. */
 interface Cb {
   server: number; // -1 unset, 0 client, 1 server
+  /** `-P`: the server serves one connection after another; a connection's error ends only it. */
+  persistent: boolean;
   state: TestState;
   sem: PingSem;
   acceptReady: Semaphore;
@@ -224,6 +226,7 @@ interface Cb {
 function newCb(): Cb {
   return {
     server: -1,
+    persistent: false,
     state: TestState.IDLE,
     sem: new PingSem(0),
     acceptReady: new Semaphore(1),
@@ -273,9 +276,18 @@ function cloneCb(l: Cb): Cb {
     wcs: [],
     wr: null,
   };
-  if (cb.childCmId) cb.childCmId.context = cb;
+  if (cb.childCmId) {
+    cb.childCmId.context = cb;
+    if (endedEarly.delete(cb.childCmId)) {
+      cb.state = TestState.ERROR;
+      cb.sem.post();
+    }
+  }
   return cb;
 }
+
+/** `-P` connections whose error event came before their thread had its own block. */
+const endedEarly = new WeakSet<CmId>();
 
 /** The shared state, read fresh (other tasks change it while we wait). */
 const stateOf = (cb: Cb): TestState => cb.state;
@@ -347,6 +359,21 @@ async function cmaEventHandler(cmaId: CmId, event: CmEvent): Promise<number> {
     case CmEventType.UNREACHABLE:
     case CmEventType.REJECTED:
       errOut(`cma event ${rdmaEventStr(event.event)}, error ${event.status}\n`);
+      if (cb.persistent && cmaId !== cb.cmId) {
+        // A connection of the persistent server: its error ends that connection (its thread
+        // sees ERROR), not the process, which rping.c's cm_thread would exit. One peer that
+        // leaves a handshake unfinished (UNREACHABLE -110) or rejects our REP (REJECTED)
+        // cannot stop the server.
+        if (cb === (cb.cmId as CmId).context) {
+          // Its thread has not started (the id still has the listening block): the block is
+          // the listener's and must not change; the thread starts in ERROR instead.
+          endedEarly.add(cmaId);
+          break;
+        }
+        cb.state = TestState.ERROR;
+        cb.sem.post();
+        break;
+      }
       cb.sem.post();
       ret = -1;
       break;
@@ -1037,9 +1064,22 @@ function postRecv(cb: Cb): number {
   }
 }
 
-/** One connection of the persistent server (rping_persistent_server_thread). */
+/**
+ * One connection of the persistent server (rping_persistent_server_thread). Every way out
+ * destroys the connection's id, also after a failure (rping.c leaves it, one per failed
+ * connection, for the life of the server).
+ */
 async function persistentServerThread(cb: Cb): Promise<void> {
   const child = cb.childCmId as CmId;
+  await persistentServe(cb, child);
+  try {
+    await child.destroy();
+  } catch {
+    /* ignored */
+  }
+}
+
+async function persistentServe(cb: Cb, child: CmId): Promise<void> {
   let ret = setupQp(cb, child);
   if (ret) {
     errOut(`setup_qp failed: ${ret}\n`);
@@ -1077,11 +1117,6 @@ async function persistentServerThread(cb: Cb): Promise<void> {
   await joinCqThread(cb);
   freeBuffers(cb);
   freeQp(cb);
-  try {
-    await child.destroy();
-  } catch {
-    /* ignored */
-  }
 }
 
 async function rpingRunPersistentServer(listening: Cb): Promise<number> {
@@ -1413,6 +1448,7 @@ async function main(argv: readonly string[]): Promise<number> {
       }
       case 'P':
         persistentServer = true;
+        cb.persistent = true;
         break;
       case 'p':
         cb.port = atoi(optarg) & 0xffff;

@@ -149,6 +149,29 @@ export async function waitListening(port, { timeoutMs = 10_000, exited } = {}) {
   throw new Error(`nothing listens on ${port} after ${timeoutMs} ms`);
 }
 
+/** The RDMA_PS_TCP and RDMA_PS_UDP port spaces, the high half of an rdma_cm service ID. */
+export const PS_TCP = 0x0106;
+export const PS_UDP = 0x0111;
+
+/**
+ * Resolve once a process of this host listens for port `port` of port space `ps` on the soft
+ * RoCE device using UDP port `rocePort`: it publishes the service ID as an abstract Unix socket
+ * name (seen in /proc/net/unix). Rejects after `ms` or when `exited` resolves first.
+ */
+export async function waitRoceListening(rocePort, port, exited, ms = 10_000, ps = PS_TCP) {
+  const sid = (ps * 0x10000 + port).toString(16).padStart(16, '0');
+  const name = `@rdmacm-roce-${rocePort}-svc-${sid}`;
+  let gone = false;
+  exited?.then(() => (gone = true));
+  const t0 = Date.now();
+  while (Date.now() - t0 < ms) {
+    if (gone) throw new Error(`the server exited before listening on ${port}`);
+    if (readFileSync('/proc/net/unix', 'utf8').includes(name)) return;
+    await sleep(20);
+  }
+  throw new Error(`nothing listens on RoCE port ${port}`);
+}
+
 // ---- rping's data pattern (rping.c rping_test_client; docs/man/rping.1.md) ------
 
 /**

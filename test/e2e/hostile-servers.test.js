@@ -12,9 +12,11 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { RPING, REPO_ROOT, startCli, runCli, freePort, waitListening, describeRun, rpingLines } from './helpers.js';
+import { RPING, REPO_ROOT, startCli, runCli, freePort, waitListening, waitRoceListening, describeRun, rpingLines } from './helpers.js';
+import { rawCmPeer, reqWithoutRtu, reqThenRej, establishThenVanish, sendThenVanish, garbageMads } from '../unit/lib/raw-cm.js';
 import { junkRequests, halfOpenFlood, replyThenClose, requestThenReset, garbageForRtr, hugeReads, rawClient, rtrWrite } from '../unit/lib/raw-mpa.js';
 import { encodeFpdu, RdmapOpcode } from '../../dist/wire/index.js';
+import { getDeviceList, TransportType } from '../../dist/index.js';
 
 const tool = (name) => join(REPO_ROOT, 'dist', 'cli', `${name}.js`);
 const UCMATOSE = tool('ucmatose');
@@ -64,15 +66,20 @@ const softAttack = (n) => async (port) => {
   return flood;
 };
 
-/** What a raw rping client does: RTR, then the Send of its buffer (addr, rkey, len), big-endian. */
-async function rpingAdvertising(port, len) {
-  const c = await rawClient(port, { host: HOST });
-  c.send(rtrWrite());
+/** rping's buffer advertisement (addr, rkey, len), big-endian, of a `len`-byte buffer. */
+function rpingAdvert(len) {
   const info = Buffer.alloc(16);
   info.writeBigUInt64BE(0x10000n, 0);
   info.writeUInt32BE(0x1234, 8);
   info.writeUInt32BE(len, 12);
-  c.send(encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 1 }, info));
+  return info;
+}
+
+/** What a raw rping client does: RTR, then the Send of its buffer advertisement. */
+async function rpingAdvertising(port, len) {
+  const c = await rawClient(port, { host: HOST });
+  c.send(rtrWrite());
+  c.send(encodeFpdu({ opcode: RdmapOpcode.SEND, msn: 1 }, rpingAdvert(len)));
   await c.until(() => c.isClosed(), 5000).catch(() => {});
   c.sock.destroy();
 }
@@ -224,3 +231,109 @@ test('cmtime: junk and half-open connections at its RDMA listener during a run c
     srv.kill('SIGKILL');
   }
 });
+
+// ---- a connection's hostile end, on every soft loopback device --------------------------------
+
+/** Short CM timers: a REP left without its RTU gives up after 3 × 100 ms (docs/config.md). */
+const FAST_CM = { RDMACM_ROCE_CM_TIMEOUT_MS: '100', RDMACM_ROCE_CM_RETRIES: '2', RDMACM_ROCE_SIDR_TIMEOUT_MS: '100', RDMACM_ROCE_SIDR_RETRIES: '2' };
+
+/**
+ * The soft loopback devices, each with what a hostile client can do to one connection of a
+ * server on it — chosen by the device's transport: on an IB CM transport (RoCE) a REQ left
+ * without its RTU (the server's connection ends UNREACHABLE -110 once the REP's resends run out),
+ * a REQ whose REP is rejected (REJECTED 28, consumer defined), garbage MADs on QP1 and a client
+ * that vanishes after ESTABLISHED or after advertising its buffer (the server's RDMA Read then runs
+ * out of retries, RETRY_EXC_ERR); on iWARP the handshakes ended or answered with garbage before
+ * the RTR, which siw ends without an error event. `lines` is what rping -P prints for each.
+ */
+function hostileChildren() {
+  const out = [];
+  for (const dev of getDeviceList()) {
+    if (!dev.info.addresses.some((a) => a.address === HOST)) continue;
+    if (dev.transportType === TransportType.IB) {
+      const rocePort = 40000 + Math.floor(Math.random() * 20000);
+      const failed = (ev, status) => `cma event RDMA_CM_EVENT_${ev}, error ${status}\nwait for CONNECTED state 11\nconnect error -1\n`;
+      out.push({
+        dev: dev.name,
+        env: { RDMACM_DEVICE: dev.name, RDMACM_ROCE_PORT: String(rocePort), ...FAST_CM },
+        listening: (port, exited) => waitRoceListening(rocePort, port, exited),
+        attacks: [
+          { name: 'REQ without RTU', run: (port) => withCmPeer(rocePort, (p) => reqWithoutRtu(p, port)), lines: failed('UNREACHABLE', -110) },
+          { name: 'REQ, then REJ of the REP', run: (port) => withCmPeer(rocePort, (p) => reqThenRej(p, port)), lines: failed('REJECTED', 28) },
+          { name: 'garbage MADs', run: (port) => withCmPeer(rocePort, (p) => garbageMads(p, port)), lines: '' },
+          { name: 'vanished after ESTABLISHED', run: (port) => withCmPeer(rocePort, (p) => establishThenVanish(p, port)), lines: '' },
+          {
+            name: 'vanished after its buffer advertisement',
+            run: (port) => withCmPeer(rocePort, (p) => sendThenVanish(p, port, rpingAdvert(64), { ackTimeout: 10 })),
+            // The server's RDMA Read of that buffer is never answered: its retries run out.
+            lines: 'cq completion failed status 12\nwait for RDMA_READ_COMPLETE state 11\n',
+          },
+        ],
+      });
+    } else if (dev.transportType === TransportType.IWARP) {
+      out.push({
+        dev: dev.name,
+        env: { RDMACM_DEVICE: dev.name },
+        listening: (port, exited) => waitListening(port, { exited }),
+        attacks: [
+          { name: 'MPA Reply, then close', run: (port) => replyThenClose(port, HOST), lines: '' },
+          { name: 'MPA Request, then reset', run: (port) => requestThenReset(port, HOST), lines: '' },
+          { name: 'garbage for the RTR', run: (port) => garbageForRtr(port, HOST), lines: '' },
+        ],
+      });
+    }
+  }
+  return out;
+}
+
+/** Run `fn(peer)` with a raw IB CM peer on RoCE UDP port `rocePort`, closed after. */
+async function withCmPeer(rocePort, fn) {
+  const peer = await rawCmPeer(rocePort);
+  try {
+    await fn(peer);
+    // Its answers keep coming (REP resends) while the server's CM gives up: the peer stays a while.
+    await new Promise((r) => setTimeout(r, 50));
+  } finally {
+    peer.close();
+  }
+}
+
+/** Resolve once `get()` ends with `text` (the server's stderr so far), or fail after `ms`. */
+async function printed(get, text, ms, what) {
+  const t0 = Date.now();
+  while (!get().endsWith(text)) {
+    if (Date.now() - t0 > ms) assert.fail(`${what}: expected the server to print ${JSON.stringify(text)}; stderr: ${JSON.stringify(get())}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+for (const d of hostileChildren()) {
+  test(`rping -s -P on ${d.dev}: each hostile end of a connection ends that connection only (${d.attacks.map((a) => a.name).join('; ')}); real clients are served, the server runs on`, opts, async () => {
+    const port = await freePort();
+    const srv = startCli(RPING, ['-s', '-P', '-a', HOST, '-p', String(port), '-v'], { env: d.env, timeoutMs: 40_000 });
+    try {
+      await d.listening(port, srv.done);
+      const client = () => runCli(RPING, ['-c', '-a', HOST, '-p', String(port), '-C', '3', '-v'], { env: d.env, timeoutMs: 15_000 });
+      let stderr = '';
+      for (const a of d.attacks) {
+        await a.run(port);
+        stderr += a.lines;
+        await printed(srv.stderr, stderr, 5000, a.name);
+        assert.equal(srv.child.exitCode, null, `after '${a.name}' the -P server exited: ${JSON.stringify(srv.stderr())}`);
+        // A real client after each: served in full.
+        const c = await client();
+        const desc = `after '${a.name}': ${describeRun('client', c)}\nserver stderr: ${JSON.stringify(srv.stderr())}`;
+        assert.equal(c.code, 0, desc);
+        assert.equal(c.stdout, rpingLines({ count: 3 }), desc);
+        stderr += 'server DISCONNECT EVENT...\nwait for RDMA_READ_ADV state 10\n';
+        await printed(srv.stderr, stderr, 5000, `the client after '${a.name}'`);
+      }
+      assert.equal(srv.stdout(), rpingLines({ count: 3, role: 'server' }).repeat(d.attacks.length), 'only the real clients ping');
+      assert.equal(srv.child.exitCode, null, `the -P server exited: ${srv.stderr()}`);
+    } finally {
+      srv.kill('SIGTERM');
+      const s = await srv.done;
+      assert.equal(s.signal, 'SIGTERM', describeRun('server', s));
+    }
+  });
+}

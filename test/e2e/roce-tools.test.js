@@ -5,9 +5,8 @@
 // (status 8) instead of a refused TCP connect.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, runCli, freePort, describeRun, rpingLines } from './helpers.js';
+import { REPO_ROOT, startCli, runCli, freePort, describeRun, rpingLines, waitRoceListening } from './helpers.js';
 
 const cli = (name) => join(REPO_ROOT, 'dist', 'cli', `${name}.js`);
 // A private RoCE UDP port: other tests on this host never see these datagrams.
@@ -16,29 +15,11 @@ const ENV = { RDMACM_DEVICE: 'rxe_lo', RDMACM_ROCE_PORT: ROCE_PORT };
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-/**
- * Resolve once a process of this host listens for RDMA_PS_TCP port `port` on the RoCE device: it
- * publishes the service ID as an abstract Unix socket name (seen in /proc/net/unix).
- */
-async function waitRoceListening(port, exited, ms = 10_000) {
-  const sid = (0x01060000 + port).toString(16).padStart(16, '0');
-  const name = `@rdmacm-roce-${ROCE_PORT}-svc-${sid}`;
-  let gone = false;
-  exited.then(() => (gone = true));
-  const t0 = Date.now();
-  while (Date.now() - t0 < ms) {
-    if (gone) throw new Error(`the server exited before listening on ${port}`);
-    if (readFileSync('/proc/net/unix', 'utf8').includes(name)) return;
-    await sleep(20);
-  }
-  throw new Error(`nothing listens on RoCE port ${port}`);
-}
-
 /** Start `tool` as server, wait until it listens, run the client; both results. */
 async function pair(tool, serverArgs, clientArgs, port, { env = {}, clientTool = tool, timeoutMs = 60_000 } = {}) {
   const srv = startCli(cli(tool), serverArgs, { env: { ...ENV, ...env }, timeoutMs });
   try {
-    await waitRoceListening(port, srv.done);
+    await waitRoceListening(ROCE_PORT, port, srv.done);
     const c = await runCli(cli(clientTool), clientArgs, { env: { ...ENV, ...env }, timeoutMs });
     const s = await srv.done;
     return { cli: c, srv: s, both: `${describeRun('client', c)}\n${describeRun('server', s)}` };
@@ -75,7 +56,7 @@ test('rping: the server process killed mid-ping, the client sees DISCONNECTED at
   const srv = startCli(cli('rping'), ['-s', ...base], { env: ENV, timeoutMs: 30_000 });
   let c = null;
   try {
-    await waitRoceListening(port, srv.done);
+    await waitRoceListening(ROCE_PORT, port, srv.done);
     c = startCli(cli('rping'), ['-c', ...base], { env: ENV, timeoutMs: 30_000 });
     const t0 = Date.now();
     while ((c.stdout().match(/\n/g) ?? []).length < 20 && Date.now() - t0 < 10_000) await sleep(10);

@@ -1,0 +1,226 @@
+// A hand-made IB CM peer for the soft RoCE device: a UDP socket at 127.0.0.2 on the RoCE port
+// that reads the MADs our side sends to it and answers with MADs it builds (src/wire/roce/cm-mad.ts).
+// Shared by the tool tests that play a hostile RoCE client against a server in another process:
+// a REQ left without its RTU, a REQ whose REP is rejected, garbage on QP1, a SIDR_REQ nobody
+// follows up.
+import dgram from 'node:dgram';
+import { once } from 'node:events';
+
+const wire = await import('../../../dist/wire/roce/index.js');
+const { serviceId, PortSpace } = await import('../../../dist/index.js');
+
+export const PEER = '127.0.0.2';
+export const LOCAL = '127.0.0.1';
+const V4 = (s) => Uint8Array.from(s.split('.').map(Number));
+/** The IPv4-mapped GID of `addr`. */
+export const gidOf = (addr) => Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...V4(addr)]);
+const randomId = () => 0x1000 + Math.floor(Math.random() * 0x7fff0000);
+const EMPTY = new Uint8Array(0);
+
+/**
+ * The peer at `peer` bound to the RoCE UDP port `port`, talking to the device at `local`. Returns
+ * `next(pred)`, `mad(kind)` (the next MAD of that kind, removed from the inbox), `count(kind)`,
+ * `sendMad(msg, tid)`, `sendRaw(bytes)` (a datagram to the device's port) and `close()`.
+ */
+export async function rawCmPeer(port, { peer = PEER, local = LOCAL } = {}) {
+  const sock = dgram.createSocket('udp4');
+  sock.bind(port, peer);
+  await once(sock, 'listening');
+  const inbox = [];
+  let waiter = null;
+  let closed = false;
+  sock.on('message', (msg, rinfo) => {
+    const net = { family: 4, src: V4(rinfo.address), dst: V4(peer), sport: rinfo.port, dport: port };
+    const d = wire.decodeRocePacket(msg, { net });
+    if (!d.ok) return;
+    const item = { spec: d.spec };
+    if (d.spec.destQp === 1) {
+      const g = wire.decodeGsiPacket(msg, { net });
+      if (g.ok) {
+        try {
+          item.mad = wire.decodeCmMad(g.gsi.mad);
+        } catch {
+          // not a CM MAD: kept as a packet
+        }
+      }
+    }
+    inbox.push(item);
+    waiter?.();
+  });
+  const out = { family: 4, src: V4(peer), dst: V4(local), sport: port, dport: port };
+  let gsiPsn = 0;
+  return {
+    inbox,
+    /** The next item matching `pred` (removed from the inbox), or an error after `ms`. */
+    async next(pred, ms = 3000, what = 'a packet') {
+      const end = Date.now() + ms;
+      for (;;) {
+        const i = inbox.findIndex(pred);
+        if (i >= 0) return inbox.splice(i, 1)[0];
+        const left = end - Date.now();
+        if (left <= 0) throw new Error(`no ${what} within ${ms} ms (inbox: ${inbox.map((x) => x.mad?.msg.kind ?? x.spec.opcode).join(',')})`);
+        await new Promise((r) => {
+          const t = setTimeout(r, left);
+          waiter = () => {
+            clearTimeout(t);
+            r();
+          };
+        });
+        waiter = null;
+      }
+    },
+    mad(kind, ms) {
+      return this.next((x) => x.mad?.msg.kind === kind, ms, kind);
+    },
+    /** MADs of `kind` in the inbox. */
+    count(kind) {
+      return inbox.filter((x) => x.mad?.msg.kind === kind).length;
+    },
+    sendMad(msg, tid) {
+      const mad = wire.encodeCmMad(msg, tid);
+      sock.send(wire.encodeGsiPacket(mad, out, { psn: gsiPsn++ }), port, local);
+    },
+    /** A GSI packet (QP1) carrying `mad`, any 256 bytes, well framed. */
+    sendGsi(mad) {
+      sock.send(wire.encodeGsiPacket(mad, out, { psn: gsiPsn++ }), port, local);
+    },
+    sendRaw(bytes) {
+      sock.send(bytes, port, local);
+    },
+    /** An RC packet (a `wire.encodeRocePacket` spec: opcode, destQp, psn, payload...). */
+    sendRc(spec) {
+      sock.send(wire.encodeRocePacket(spec, out), port, local);
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      sock.close();
+    },
+  };
+}
+
+/**
+ * A REQ as Linux's rdma_cm sends it for an RDMA_PS_TCP connection from `peer` to `local`:`port`.
+ * `ackTimeout`: the path's local ACK timeout (4.096 µs × 2^n), which the passive side's QP takes.
+ */
+export function cmReq(port, { commId = randomId(), qpn = 0x4242, psn = 0x1234, peer = PEER, local = LOCAL, pd = EMPTY, ackTimeout = 19 } = {}) {
+  return {
+    kind: 'REQ',
+    localCommId: commId,
+    vendorId: 0,
+    serviceId: serviceId(PortSpace.TCP, port),
+    localCaGuid: 0x0200000000000001n,
+    localQkey: 0,
+    localQpn: qpn,
+    responderResources: 1,
+    localEecn: 0,
+    initiatorDepth: 1,
+    remoteEecn: 0,
+    remoteCmResponseTimeout: 20,
+    transportType: 0,
+    e2eFlowControl: false,
+    startingPsn: psn,
+    localCmResponseTimeout: 20,
+    retryCount: 7,
+    pkey: 0xffff,
+    pathMtu: 3,
+    rdcExists: false,
+    rnrRetryCount: 7,
+    maxCmRetries: 15,
+    srq: false,
+    extendedTransportType: 0,
+    primaryPath: { ...wire.emptyCmPath(), localLid: 0xffff, remoteLid: 0xffff, localGid: gidOf(peer), remoteGid: gidOf(local), flowLabel: 0, hopLimit: 64, trafficClass: 0, localAckTimeout: ackTimeout },
+    alternatePath: wire.emptyCmPath(),
+    sapSupported: false,
+    privateData: wire.encodeCmaPrivateData({ version: 0, ipVersion: 4, srcPort: 5555, src: V4(peer), dst: V4(local) }, pd),
+  };
+}
+
+/** A SIDR_REQ as rdma_cm sends it for an RDMA_PS_UDP id from `peer` to `local`:`port`. */
+export function cmSidrReq(port, { requestId = randomId(), peer = PEER, local = LOCAL, pd = EMPTY } = {}) {
+  return {
+    kind: 'SIDR_REQ',
+    requestId,
+    pkey: 0xffff,
+    reserved: 0,
+    serviceId: serviceId(PortSpace.UDP, port),
+    privateData: wire.encodeCmaPrivateData({ version: 0, ipVersion: 4, srcPort: 5555, src: V4(peer), dst: V4(local) }, pd),
+  };
+}
+
+/**
+ * A client that sends a REQ for `port`, receives the server's REP and never sends its RTU: the
+ * server's CM resends the REP until its retries run out. `pd`: the REQ's private data after the
+ * CMA header (an rsocket's rs_conn_data, say). Resolves with the REP's MAD.
+ */
+export async function reqWithoutRtu(peer, port, { ms = 5000, pd } = {}) {
+  const req = cmReq(port, { pd });
+  peer.sendMad(req, BigInt(req.localCommId));
+  const { mad } = await peer.mad('REP', ms);
+  return mad;
+}
+
+/** A client that sends a REQ for `port`, then rejects the server's REP (consumer defined). */
+export async function reqThenRej(peer, port, { ms = 5000, pd } = {}) {
+  const req = cmReq(port, { pd });
+  peer.sendMad(req, BigInt(req.localCommId));
+  const { mad } = await peer.mad('REP', ms);
+  peer.sendMad(
+    { kind: 'REJ', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, messageRejected: wire.CmMsgRef.REP, ariLength: 0, reason: wire.CmRejReason.CONSUMER_DEFINED, ari: EMPTY, privateData: EMPTY },
+    mad.hdr.tid,
+  );
+  return mad;
+}
+
+/**
+ * A client that completes the handshake (REQ, REP, RTU) and then is never heard of again: no
+ * DREQ, no packet on its QP. Resolves with the REP's MAD.
+ */
+export async function establishThenVanish(peer, port, { ms = 5000, pd } = {}) {
+  const req = cmReq(port, { pd });
+  peer.sendMad(req, BigInt(req.localCommId));
+  const { mad } = await peer.mad('REP', ms);
+  peer.sendMad({ kind: 'RTU', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, privateData: EMPTY }, mad.hdr.tid);
+  return mad;
+}
+
+/**
+ * Garbage on QP1: `n` CM MADs of random bytes, a REQ for `port` with a bad class version, MADs
+ * of unknown attributes, and truncated datagrams. None of them is a connection.
+ */
+export function garbageMads(peer, port, n = 20) {
+  for (let i = 0; i < n; i++) {
+    const mad = new Uint8Array(256);
+    for (let j = 0; j < mad.length; j++) mad[j] = Math.floor(Math.random() * 256);
+    if (i % 2) {
+      mad[0] = 1; // base version
+      mad[1] = 7; // the CM class
+      mad[2] = 2; // class version
+    }
+    peer.sendGsi(mad);
+  }
+  const req = cmReq(port);
+  const bad = wire.encodeCmMad(req, 0x99n);
+  bad[2] = 9; // class version
+  peer.sendGsi(bad);
+  const unknown = wire.encodeCmMad(req, 0x9an);
+  unknown[16] = 0x7f; // attribute ID high byte
+  peer.sendGsi(unknown);
+  peer.sendRaw(Buffer.from('not a RoCE packet'));
+  peer.sendRaw(Buffer.alloc(12));
+}
+
+/**
+ * A client that completes the handshake, sends one message (`payload`, an RC SEND_ONLY to the
+ * server's QP) and is never heard of again: what the server sends it next is never acknowledged,
+ * so the server's QP runs out of retries (`ackTimeout` sets how fast). Resolves with the REP's MAD.
+ */
+export async function sendThenVanish(peer, port, payload, { ms = 5000, ackTimeout = 19 } = {}) {
+  const req = cmReq(port, { ackTimeout });
+  peer.sendMad(req, BigInt(req.localCommId));
+  const { mad } = await peer.mad('REP', ms);
+  peer.sendMad({ kind: 'RTU', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, privateData: EMPTY }, mad.hdr.tid);
+  // A starting PSN is the one its sender expects to receive (docs/design/roce-rc-cm.md): the REP's.
+  peer.sendRc({ opcode: wire.IbOpcode.RC_SEND_ONLY, destQp: mad.msg.localQpn, psn: mad.msg.startingPsn, ackReq: true, payload });
+  return mad;
+}
