@@ -54,6 +54,10 @@ export const COUNTER_NAMES = [
   'fwd_sent',
   'fwd_rcvd',
   'fwd_failed_drop',
+  // the connection manager: REQs dropped because their listener had `backlog` half-open
+  // connections; unsolicited answers and REP resends not sent for the reply budget (reply-limit.ts)
+  'cm_req_backlog_drop',
+  'cm_reply_suppressed',
   // datagrams the kernel dropped before the device saw them: a receive buffer of this process
   // was full (read from /proc/net/udp when the counters are read; RDMACM_ROCE_SOCKBUF)
   'udp_rcvbuf_drop',

@@ -71,6 +71,7 @@ import {
   type CmMad,
 } from '../../wire/roce/index.js';
 import { C } from './counters.js';
+import { mayReply } from './reply-limit.js';
 import { RoceDevice, ipBytes, setGsiHandler } from './device.js';
 import { gidFromIp, ipFromGid } from './gid.js';
 import { PortAgent, type GsiRoute, type RxMeta } from './udp.js';
@@ -155,7 +156,8 @@ export function sendMad(dev: RoceDevice, mad: Uint8Array, src: string, dst: stri
   dev.transmitFrom(Buffer.from(pkt.buffer, pkt.byteOffset, pkt.byteLength), src, dst, family, HOP_LIMIT);
 }
 
-function sendSidrRep(dev: RoceDevice, req: PendingRequest, rep: Omit<CmSidrRep, 'kind' | 'requestId' | 'addInfoLength' | 'vendorId' | 'addInfo' | 'serviceId'>): void {
+/** Answer `req`; an answer no application gave (`unsolicited`) goes within the reply budget (reply-limit.ts). */
+function sendSidrRep(dev: RoceDevice, req: PendingRequest, rep: Omit<CmSidrRep, 'kind' | 'requestId' | 'addInfoLength' | 'vendorId' | 'addInfo' | 'serviceId'>, unsolicited = false): void {
   const msg: CmSidrRep = {
     kind: 'SIDR_REP',
     requestId: req.requestId,
@@ -166,7 +168,7 @@ function sendSidrRep(dev: RoceDevice, req: PendingRequest, rep: Omit<CmSidrRep, 
     ...rep,
   };
   req.lastRep = encodeCmMad(msg, req.tid);
-  sendMad(dev, req.lastRep, req.local, req.remote, req.family);
+  if (!unsolicited || mayReply(dev)) sendMad(dev, req.lastRep, req.local, req.remote, req.family);
 }
 
 // -- state of this process ---------------------------------------------------------------------
@@ -190,6 +192,8 @@ export interface Listener {
   addr: SockAddr;
   ps: PortSpace;
   port: number;
+  /** rdma_listen's backlog: the half-open connections the listener may have (cm-rc.ts). */
+  backlog: number;
 }
 
 /** Listeners by service ID (hex). */
@@ -275,13 +279,13 @@ function sidrRequest(dev: RoceDevice, m: CmSidrReq, tid: bigint, meta: RxMeta): 
   const key = `${meta.src}/${m.requestId}`;
   const dup = received.get(key);
   if (dup) {
-    if (dup.lastRep) sendMad(dev, dup.lastRep, dup.local, dup.remote, dup.family);
+    if (dup.lastRep && mayReply(dev)) sendMad(dev, dup.lastRep, dup.local, dup.remote, dup.family);
     return;
   }
   const req: PendingRequest = { requestId: m.requestId, tid, serviceId: m.serviceId, local: meta.dst, remote: meta.src, family: meta.family, dev, lastRep: null };
   const refuse = (status: number): void => {
     remember(key, req);
-    sendSidrRep(dev, req, { status, qpn: 0, qkey: 0, privateData: new Uint8Array(0) });
+    sendSidrRep(dev, req, { status, qpn: 0, qkey: 0, privateData: new Uint8Array(0) }, true);
   };
   let hdr;
   try {
@@ -545,7 +549,7 @@ async function listen(host: CmHost, req: ListenRequest): Promise<CmListener> {
     if (req.addr.port !== 0 || tries > 64) throw err('EADDRINUSE', op, `${req.addr.address}:${port}`);
     port = 0;
   }
-  const l: Listener = { host, addr: { ...req.addr }, ps, port };
+  const l: Listener = { host, addr: { ...req.addr }, ps, port, backlog: req.backlog };
   listeners.set(key, l);
   // Start receiving on the devices the listener covers, so requests arrive: from other hosts,
   // and those other processes of this host hand over (they go to the device of the address they
