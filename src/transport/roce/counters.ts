@@ -55,7 +55,8 @@ export const COUNTER_NAMES = [
   'fwd_rcvd',
   'fwd_failed_drop',
   // the connection manager: REQs dropped because their listener had `backlog` half-open
-  // connections; unsolicited answers and REP resends not sent for the reply budget (reply-limit.ts)
+  // connections (SIDR_REQs: `backlog` unanswered); unsolicited answers and REP resends not sent
+  // (reply-limit.ts, cm-rc.ts)
   'cm_req_backlog_drop',
   'cm_reply_suppressed',
   // datagrams the kernel dropped before the device saw them: a receive buffer of this process

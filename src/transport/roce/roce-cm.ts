@@ -167,6 +167,7 @@ function sendSidrRep(dev: RoceDevice, req: PendingRequest, rep: Omit<CmSidrRep, 
     serviceId: req.serviceId,
     ...rep,
   };
+  leaveSidrBacklog(req);
   req.lastRep = encodeCmMad(msg, req.tid);
   if (!unsolicited || mayReply(dev)) sendMad(dev, req.lastRep, req.local, req.remote, req.family);
 }
@@ -185,6 +186,24 @@ interface PendingRequest {
   dev: RoceDevice;
   /** The SIDR_REP sent, resent for a duplicate request. */
   lastRep: Uint8Array | null;
+  /** The listener whose backlog this unanswered request holds a place of. */
+  backlogOf?: CmHost | null;
+}
+
+/**
+ * SIDR_REQs reported to a listener and not answered yet (accept, reject, destroy), per listener
+ * host: at most its backlog, as the connected CM's half-open connections (cm-rc.ts).
+ */
+const sidrUnanswered = new Map<CmHost, number>();
+
+/** `req` is answered (or dropped): its place in the listener's backlog is free again. */
+function leaveSidrBacklog(req: PendingRequest): void {
+  const h = req.backlogOf;
+  if (!h) return;
+  req.backlogOf = null;
+  const n = (sidrUnanswered.get(h) ?? 1) - 1;
+  if (n <= 0) sidrUnanswered.delete(h);
+  else sidrUnanswered.set(h, n);
 }
 
 export interface Listener {
@@ -283,8 +302,9 @@ function sidrRequest(dev: RoceDevice, m: CmSidrReq, tid: bigint, meta: RxMeta): 
     return;
   }
   const req: PendingRequest = { requestId: m.requestId, tid, serviceId: m.serviceId, local: meta.dst, remote: meta.src, family: meta.family, dev, lastRep: null };
+  // A refusal is not remembered: a duplicate is refused again the same way, and forged requests
+  // for unknown services leave nothing behind.
   const refuse = (status: number): void => {
-    remember(key, req);
     sendSidrRep(dev, req, { status, qpn: 0, qkey: 0, privateData: new Uint8Array(0) }, true);
   };
   let hdr;
@@ -311,6 +331,16 @@ function sidrRequest(dev: RoceDevice, m: CmSidrReq, tid: bigint, meta: RxMeta): 
     refuse(CmSidrStatus.UNSUPPORTED);
     return;
   }
+  const waitingFor = sidrUnanswered.get(l.host) ?? 0;
+  if (waitingFor >= l.backlog) {
+    // As a REQ past a connected listener's backlog: dropped, no answer, so the requester's
+    // resend finds room later.
+    dev.counters.inc(C.cm_req_backlog_drop);
+    if (tracing('cm')) trace('cm', dev.name, `SIDR_REQ from ${meta.src} dropped: ${waitingFor} unanswered (backlog ${l.backlog})`);
+    return;
+  }
+  req.backlogOf = l.host;
+  sidrUnanswered.set(l.host, waitingFor + 1);
   remember(key, req);
   const user = new Uint8Array(CMA_SIDR_USER_PD);
   user.set(m.privateData.subarray(CMA_HDR_LEN, CMA_HDR_LEN + CMA_SIDR_USER_PD));
@@ -335,6 +365,7 @@ function sidrRequest(dev: RoceDevice, m: CmSidrReq, tid: bigint, meta: RxMeta): 
       },
     },
   });
+  if (!adopted) leaveSidrBacklog(req);
   if (tracing('cm')) trace('cm', dev.name, `SIDR_REQ 0x${m.requestId.toString(16)} from ${meta.src} for port ${port}`);
 }
 
