@@ -440,9 +440,9 @@ class RcConn {
     return mayReply(this.dev) ? this.send(msg) : null;
   }
 
-  /** REJ this connection's exchange with `reason` (and private data). */
+  /** REJ this connection's exchange with `reason` (and private data); `unsolicited`: within the reply budget. */
   reject(reason: number, privateData: Uint8Array = new Uint8Array(0), ref: number = CmMsgRef.REQ, ari: Uint8Array = new Uint8Array(0), unsolicited = false): void {
-    (unsolicited ? this.sendUnsolicited.bind(this) : this.send.bind(this))({
+    const rej: CmMessage = {
       kind: 'REJ',
       localCommId: this.localCommId,
       remoteCommId: this.remoteCommId,
@@ -451,7 +451,9 @@ class RcConn {
       reason,
       ari,
       privateData,
-    });
+    };
+    if (unsolicited) this.sendUnsolicited(rej);
+    else this.send(rej);
   }
 }
 
