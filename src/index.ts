@@ -18,7 +18,7 @@ import './transports.js';
 export * from './verbs/index.js';
 export { SIW_LIMITS } from './transport/iwarp/index.js';
 export { RXE_LIMITS, RXE_PROVIDER, rxeDeviceName, roceCounters, ROCE_COUNTER_NAMES, type RoceCounterName, configureRoceCm, roceCmConfig, type RoceCmConfig,
-  configureRoceRcCm, roceRcCmConfig, type RoceRcCmConfig, configureRoceImpairment, roceImpairmentCounts, type RoceImpairment } from './transport/roce/index.js';
+  configureRoceRcCm, roceRcCmConfig, roceRcHalfOpen, type RoceRcCmConfig, configureRoceImpairment, roceImpairmentCounts, type RoceImpairment } from './transport/roce/index.js';
 export * from './cm/index.js';
 export { IWARP_MAX_PRIVATE_DATA, configureIwarp, iwarpConfig, type IwarpConfig } from './transport/iwarp/index.js';
 export { RdmaError, PostError, TerminateError, type RdmaErrorOptions } from './errors.js';

@@ -31,6 +31,7 @@ import { EventChannel } from './event-channel.js';
 import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam, type UdParam } from './events.js';
 import { ipFamily, isAny, isLoopback, resolveNeighbor, routeSource, type SockAddr } from './addr.js';
 import { PortSpace, isPortSpace, qpTypeOfPortSpace } from './port-space.js';
+import { checkPortPrivilege } from './port-privilege.js';
 import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, isLocalAddress, transportOf } from './device-choice.js';
 import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type IncomingRequest } from './transport.js';
 
@@ -538,7 +539,8 @@ export class CmId {
    * rdma_bind_addr(). Binding to a specific local IP also binds the id to its device (the one
    * whose CM serves the id's port space, or the pinned one); port 0 picks one when connecting
    * or listening. EADDRNOTAVAIL for an address no (pinned) device owns, EADDRINUSE for a port
-   * another id holds, EINVAL when not IDLE.
+   * another id holds, EACCES for a privileged port without CAP_NET_BIND_SERVICE (any port space,
+   * any device: port-privilege.ts), EINVAL when not IDLE.
    */
   bindAddr(addr: SockAddr): void {
     const op = 'rdma_bind_addr';
@@ -546,6 +548,7 @@ export class CmId {
     if (this._state !== CmState.IDLE) throw err('EINVAL', op, `state ${this._state}`);
     const fam = ipFamily(addr.address, op);
     if (!Number.isInteger(addr.port) || addr.port < 0 || addr.port > 65535) throw err('EINVAL', op, `port ${addr.port}`);
+    checkPortPrivilege(addr.port, op);
     let dev: Device | undefined;
     if (!isAny(addr.address)) {
       dev = chooseDevice(addr.address, this.ps, this.devicePin);

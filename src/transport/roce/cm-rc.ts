@@ -19,9 +19,10 @@
  * Passive side: a REQ for a listening service whose CMA header fits the listener (IP version,
  * bound address) → CONNECT_REQUEST on the listener (the 56 user bytes; the requester's initiator
  * depth as responder resources and the other way round). No listener → REJ 8; a REQ that does
- * not fit → REJ 28 as cma; a REQ for a GID that is not ours → REJ 12; beyond the listener's
- * backlog of unanswered requests → REJ 3 (no resources). rdma_accept → QP to RTR and RTS, REP
- * (resent until the RTU, then UNREACHABLE -ETIMEDOUT); RTU or the first request on the QP →
+ * not fit → REJ 28 as cma; a REQ for a GID that is not ours → REJ 12; a REQ while the listener
+ * has `backlog` half-open connections → dropped and counted (`rcvd_req_backlog_drop`), no REJ.
+ * rdma_accept → QP to RTR and RTS, REP (resent until the RTU, then UNREACHABLE -ETIMEDOUT; to a
+ * requester not heard from since its REQ only three times); RTU or the first request on the QP →
  * ESTABLISHED. rdma_reject → REJ 28 with up to 148 private bytes. A repeated REQ is answered with
  * an MRA while the application decides, with the REP again after accept, and with REJ 10 (stale)
  * from TIMEWAIT.
@@ -35,7 +36,9 @@
  *
  * Every MAD that fits no connection in the state it needs is dropped and counted
  * (`rcvd_mad_unroutable_drop`), except a DREQ for an unknown connection, which gets a DREP (cm.c
- * does so, so the peer stops resending). A reply (REP, REJ, MRA, RTU, DREQ, DREP) naming a
+ * does so, so the peer stops resending). Answers no application gave (REJs of refused REQs, that
+ * DREP, MRA / RTU / REJ 10 / DREP for repeats) and REP resends go within the device's reply
+ * budget (reply-limit.ts). A reply (REP, REJ, MRA, RTU, DREQ, DREP) naming a
  * connection of ours is taken only from the address and the GSI QP of that connection's peer;
  * from anywhere else it is dropped and counted (`rcvd_mad_src_drop`).
  *
@@ -80,6 +83,7 @@ import {
   type CmRej,
 } from '../../wire/roce/index.js';
 import { C } from './counters.js';
+import { mayReply } from './reply-limit.js';
 import { RoceDevice, ipBytes } from './device.js';
 import { gidFromIp, ipFromGid } from './gid.js';
 import type { RxMeta } from './udp.js';
@@ -207,8 +211,19 @@ export type RcCmState = (typeof RcCmState)[keyof typeof RcCmState];
 const conns = new Map<number, RcConn>();
 /** Passive connections by `remote address/remote comm ID` (to recognise a repeated REQ). */
 const byRemote = new Map<string, RcConn>();
-/** Unanswered requests per listener host (backlog). */
-const pendingPerListener = new Map<CmHost, number>();
+/**
+ * Half-open connections per listener host: from the REQ to ESTABLISHED (RTU or first request) or
+ * the connection's end (reject, destroy, REJ, the REP's resends running out). At most the
+ * listener's backlog; see {@link request}.
+ */
+const halfOpen = new Map<CmHost, number>();
+
+/** The half-open passive connections of this process, over every listener (for tests and tools). */
+export function roceRcHalfOpen(): number {
+  let n = 0;
+  for (const v of halfOpen.values()) n += v;
+  return n;
+}
 
 // -- peers in other processes of this host --------------------------------------------------------
 
@@ -288,12 +303,20 @@ class RcConn {
   trafficClass = -1;
   /** The message resent on timeout, and how often it may still be. */
   private resend: Uint8Array | null = null;
+  private resendKind: CmMessage['kind'] | null = null;
   private retriesLeft = 0;
+  /** Resends of the current message so far. */
+  private resent = 0;
+  /**
+   * Passive side: the requester has sent something since its REQ (a repeated REQ), so it is
+   * there; until then the REP is resent only {@link REP_RESENDS_UNHEARD} times.
+   */
+  peerHeard = false;
   /** Whether the resend timer keeps the event loop alive. */
   private holdsLoop = false;
   private timer: NodeJS.Timeout | null = null;
   private onGiveUp: (() => void) | null = null;
-  /** The listener this unanswered request counts against. */
+  /** The listener this half-open connection counts against. */
   backlogOf: CmHost | null = null;
   /** The DREP to resend for a repeated DREQ in TIMEWAIT; the last REP/MRA for a repeated REQ. */
   lastReply: Uint8Array | null = null;
@@ -335,6 +358,8 @@ class RcConn {
   sendReliably(msg: CmMessage, giveUp: () => void, firstWaitMs = config.cmTimeoutMs): void {
     this.stopResend();
     this.resend = this.send(msg);
+    this.resendKind = msg.kind;
+    this.resent = 0;
     this.retriesLeft = config.cmRetries;
     this.onGiveUp = giveUp;
     // A REQ or REP awaits the answer an application waits for (its connect or accept), so the
@@ -366,7 +391,14 @@ class RcConn {
       return;
     }
     this.retriesLeft--;
-    sendMad(this.dev, this.resend, this.local, this.remote, this.family);
+    this.resent++;
+    if (this.resendKind !== 'REP') sendMad(this.dev, this.resend, this.local, this.remote, this.family);
+    else if (!this.peerHeard && this.resent > REP_RESENDS_UNHEARD) {
+      // The REQ may have been forged: an address that never answers gets no more than the REP
+      // and its first resends. The timer still runs, so the id ends as it would.
+      this.dev.counters.inc(C.cm_reply_suppressed);
+      if (tracing('cm')) trace('cm', `IBCM[0x${this.localCommId.toString(16)}]`, `REP resend ${this.resent} suppressed: nothing heard from ${this.remote}`);
+    } else if (mayReply(this.dev)) sendMad(this.dev, this.resend, this.local, this.remote, this.family);
     this.arm(config.cmTimeoutMs);
   }
 
@@ -374,23 +406,24 @@ class RcConn {
     if (this.timer) clearTimeout(this.timer);
     this.timer = null;
     this.resend = null;
+    this.resendKind = null;
     this.onGiveUp = null;
   }
 
-  /** No longer an unanswered request of its listener. */
-  answered(): void {
+  /** No longer a half-open connection of its listener (established or ended). */
+  leaveBacklog(): void {
     const l = this.backlogOf;
     if (l === null) return;
     this.backlogOf = null;
-    const n = (pendingPerListener.get(l) ?? 1) - 1;
-    if (n <= 0) pendingPerListener.delete(l);
-    else pendingPerListener.set(l, n);
+    const n = (halfOpen.get(l) ?? 1) - 1;
+    if (n <= 0) halfOpen.delete(l);
+    else halfOpen.set(l, n);
   }
 
   /** TIMEWAIT, then TIMEWAIT_EXIT to the id (if it still wants it) and the connection is forgotten. */
   enterTimewait(): void {
     this.stopResend();
-    this.answered();
+    this.leaveBacklog();
     this.setState(RcCmState.TIMEWAIT, 'timewait');
     const t = setTimeout(() => {
       if (this.state !== RcCmState.TIMEWAIT) return;
@@ -405,7 +438,7 @@ class RcConn {
   /** Drop every reference to this connection. */
   forget(): void {
     this.stopResend();
-    this.answered();
+    this.leaveBacklog();
     this.setState(RcCmState.IDLE, 'gone');
     if (conns.get(this.localCommId) === this) {
       conns.delete(this.localCommId);
@@ -415,9 +448,17 @@ class RcConn {
     if (byRemote.get(k) === this) byRemote.delete(k);
   }
 
-  /** REJ this connection's exchange with `reason` (and private data). */
-  reject(reason: number, privateData: Uint8Array = new Uint8Array(0), ref: number = CmMsgRef.REQ, ari: Uint8Array = new Uint8Array(0)): void {
-    this.send({
+  /**
+   * Send an answer no application asked for (to a repeated or refused MAD), within the device's
+   * reply budget (reply-limit.ts); returns the MAD, or null when it was suppressed.
+   */
+  sendUnsolicited(msg: CmMessage): Uint8Array | null {
+    return mayReply(this.dev) ? this.send(msg) : null;
+  }
+
+  /** REJ this connection's exchange with `reason` (and private data); `unsolicited`: within the reply budget. */
+  reject(reason: number, privateData: Uint8Array = new Uint8Array(0), ref: number = CmMsgRef.REQ, ari: Uint8Array = new Uint8Array(0), unsolicited = false): void {
+    const rej: CmMessage = {
       kind: 'REJ',
       localCommId: this.localCommId,
       remoteCommId: this.remoteCommId,
@@ -426,7 +467,9 @@ class RcConn {
       reason,
       ari,
       privateData,
-    });
+    };
+    if (unsolicited) this.sendUnsolicited(rej);
+    else this.send(rej);
   }
 }
 
@@ -566,7 +609,7 @@ export class RcEndpoint implements CmEndpoint {
   rep(c: RcConn, m: CmRep): void {
     if (c.state === RcCmState.ESTABLISHED && m.localCommId === c.remoteCommId) {
       // A repeated REP: our RTU was lost.
-      c.send({ kind: 'RTU', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
+      c.sendUnsolicited({ kind: 'RTU', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
       return;
     }
     if (c.state !== RcCmState.REQ_SENT && c.state !== RcCmState.MRA_REQ_RCVD) {
@@ -661,7 +704,6 @@ export class RcEndpoint implements CmEndpoint {
         throw e;
       }
     }
-    c.answered();
     const rep: CmRep = {
       kind: 'REP',
       localCommId: c.localCommId,
@@ -694,6 +736,7 @@ export class RcEndpoint implements CmEndpoint {
   established(c: RcConn, why: string): void {
     if (c.state !== RcCmState.REP_SENT) return;
     c.stopResend();
+    c.leaveBacklog();
     c.setState(RcCmState.ESTABLISHED, why);
     if (this.qp instanceof RoceRcQp) this.qp.onCommEstablished = null;
     this.upcall({ event: CmEventType.ESTABLISHED });
@@ -820,6 +863,7 @@ export class RcEndpoint implements CmEndpoint {
       case RcCmState.ESTABLISHED:
       case RcCmState.REP_SENT:
         c.stopResend();
+        c.leaveBacklog();
         c.setState(RcCmState.DREQ_RCVD, 'DREQ');
         this.disconnected(c);
         return;
@@ -831,7 +875,7 @@ export class RcEndpoint implements CmEndpoint {
         this.disconnected(c);
         return;
       case RcCmState.TIMEWAIT:
-        c.send({ kind: 'DREP', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
+        c.sendUnsolicited({ kind: 'DREP', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
         return;
       default:
         c.dev.counters.inc(C.rcvd_mad_unroutable_drop);
@@ -952,6 +996,7 @@ function receive(dev: RoceDevice, mad: CmMad, meta: RxMeta, srcQp: number): void
       if (c !== undefined && !fromPeer(c, meta, srcQp)) return dropForeign(dev, c, m.kind, meta, srcQp);
       if (c === undefined) {
         // cm.c answers a DREQ for no connection with a DREP, so the peer stops resending.
+        if (!mayReply(dev)) return;
         const drep = encodeCmMad({ kind: 'DREP', localCommId: m.remoteCommId, remoteCommId: m.localCommId, privateData: new Uint8Array(0) }, mad.hdr.tid);
         sendMad(dev, drep, meta.dst, meta.src, meta.family);
         return;
@@ -960,7 +1005,7 @@ function receive(dev: RoceDevice, mad: CmMad, meta: RxMeta, srcQp: number): void
       const qpn = c.ep?.qpNum();
       if (qpn !== undefined && qpn !== m.remoteQpn) return drop(dev, `DREQ for QPN 0x${m.remoteQpn.toString(16)}`);
       if (c.ep === null) {
-        if (c.state === RcCmState.TIMEWAIT) c.send({ kind: 'DREP', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
+        if (c.state === RcCmState.TIMEWAIT) c.sendUnsolicited({ kind: 'DREP', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
         return;
       }
       c.ep.dreq(c);
@@ -1043,7 +1088,7 @@ function request(dev: RoceDevice, m: CmReq, tid: bigint, meta: RxMeta): void {
   c.trafficClass = m.primaryPath.trafficClass;
   const refuse = (reason: number, why: string, ari?: Uint8Array): void => {
     if (tracing('cm')) trace('cm', dev.name, `REQ from ${meta.src} refused (${reason}): ${why}`);
-    c.reject(reason, new Uint8Array(0), CmMsgRef.REQ, ari);
+    c.reject(reason, new Uint8Array(0), CmMsgRef.REQ, ari, true);
     c.forget();
   };
   const sid = m.serviceId;
@@ -1065,11 +1110,19 @@ function request(dev: RoceDevice, m: CmReq, tid: bigint, meta: RxMeta): void {
   if (!fits) return refuse(CmRejReason.CONSUMER_DEFINED, 'the CMA header does not fit the listener');
   const ldev = l.host.deviceFor(meta.dst);
   if (ldev === undefined || ldev.provider !== RXE_PROVIDER) return refuse(CmRejReason.CONSUMER_DEFINED, 'the listener does not serve this device');
-  const backlog = pendingPerListener.get(l.host) ?? 0;
-  if (backlog >= MAX_PENDING) return refuse(CmRejReason.NO_RESOURCES, 'backlog full');
+  const open = halfOpen.get(l.host) ?? 0;
+  if (open >= l.backlog) {
+    // The kernel's rdma_cm refuses a CONNECT_REQUEST past the backlog with -ENOMEM, on which
+    // cm.c drops the REQ without a REJ ("to allow future retries"): the requester's resends
+    // find room once a half-open connection ends.
+    dev.counters.inc(C.rcvd_req_backlog_drop);
+    if (tracing('cm')) trace('cm', dev.name, `REQ from ${meta.src} dropped: ${open} half-open connections (backlog ${l.backlog})`);
+    c.forget();
+    return;
+  }
   c.pathMtu = Math.min(m.pathMtu, dev.pathMtu || m.pathMtu);
   c.backlogOf = l.host;
-  pendingPerListener.set(l.host, backlog + 1);
+  halfOpen.set(l.host, open + 1);
   byRemote.set(remoteKey(meta.src, m.localCommId), c);
   c.setState(RcCmState.REQ_RCVD, 'REQ');
   const user = padded(m.privateData.subarray(CMA_HDR_LEN), CMA_REQ_USER_PD);
@@ -1106,8 +1159,13 @@ function request(dev: RoceDevice, m: CmReq, tid: bigint, meta: RxMeta): void {
   if (!adopted && c.state === RcCmState.REQ_RCVD) refuse(CmRejReason.CONSUMER_DEFINED, 'not taken');
 }
 
-/** Unanswered requests a listener may have before new ones are refused (cma's backlog cap). */
-const MAX_PENDING = 1024;
+/**
+ * REP resends to a requester not heard from since its REQ (the resends of cm.c go on to the
+ * REQ's max CM retries, 15 with rdma_cm, whoever sent the REQ). A real requester whose RTU was
+ * lost gets the REP three more times, each answered by a fresh RTU; its first request on the QP
+ * establishes the connection as well.
+ */
+const REP_RESENDS_UNHEARD = 3;
 
 /** The same REQ again (cm.c `cm_dup_req_handler` with rdma_cm's prepared MRA). */
 function repeatedRequest(c: RcConn): void {
@@ -1115,10 +1173,16 @@ function repeatedRequest(c: RcConn): void {
     case RcCmState.REQ_RCVD:
     case RcCmState.MRA_REQ_SENT:
       if (c.state === RcCmState.REQ_RCVD) c.setState(RcCmState.MRA_REQ_SENT, 'repeated REQ');
-      c.send({ kind: 'MRA', localCommId: c.localCommId, remoteCommId: c.remoteCommId, messageMraed: CmMsgRef.REQ, serviceTimeout: MRA_SERVICE_TIMEOUT, privateData: new Uint8Array(0) });
+      c.sendUnsolicited({ kind: 'MRA', localCommId: c.localCommId, remoteCommId: c.remoteCommId, messageMraed: CmMsgRef.REQ, serviceTimeout: MRA_SERVICE_TIMEOUT, privateData: new Uint8Array(0) });
       return;
     case RcCmState.TIMEWAIT:
-      c.reject(CmRejReason.STALE_CONN);
+      c.reject(CmRejReason.STALE_CONN, undefined, undefined, undefined, true);
+      return;
+    case RcCmState.REP_SENT:
+      // The requester is there (its REQ came again: our REP was lost); the REP's own resend
+      // answers it, and may now go on until the retries run out.
+      c.peerHeard = true;
+      c.dev.counters.inc(C.rcvd_mad_unroutable_drop);
       return;
     default:
       // REP_SENT: the REP is being resent anyway; ESTABLISHED: nothing to do.

@@ -57,6 +57,11 @@ export const COUNTER_NAMES = [
   'fwd_sent',
   'fwd_rcvd',
   'fwd_failed_drop',
+  // the connection manager: REQs dropped because their listener had `backlog` half-open
+  // connections (SIDR_REQs: `backlog` unanswered); unsolicited answers and REP resends not sent
+  // (reply-limit.ts, cm-rc.ts)
+  'rcvd_req_backlog_drop',
+  'cm_reply_suppressed',
   // datagrams the kernel dropped before the device saw them: a receive buffer of this process
   // was full (read from /proc/net/udp when the counters are read; RDMACM_ROCE_SOCKBUF)
   'udp_rcvbuf_drop',

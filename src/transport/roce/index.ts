@@ -9,5 +9,5 @@ export { COUNTER_NAMES as ROCE_COUNTER_NAMES, type CounterName as RoceCounterNam
 import './roce-cm.js';
 export { roceCmTransport, configureRoceCm, roceCmConfig, type RoceCmConfig } from './roce-cm.js';
 import './cm-rc.js';
-export { configureRoceRcCm, roceRcCmConfig, type RoceRcCmConfig } from './cm-rc.js';
+export { configureRoceRcCm, roceRcCmConfig, roceRcHalfOpen, type RoceRcCmConfig } from './cm-rc.js';
 export { configureRoceImpairment, roceImpairmentCounts, type RoceImpairment } from './impair.js';

@@ -79,6 +79,7 @@ import {
   type CmMad,
 } from '../../wire/roce/index.js';
 import { C } from './counters.js';
+import { mayReply } from './reply-limit.js';
 import { RoceDevice, ipBytes, setGsiHandler } from './device.js';
 import { gidFromIp, ipFromGid } from './gid.js';
 import { PortAgent, type GsiRoute, type RxMeta } from './udp.js';
@@ -199,7 +200,8 @@ export function sendMad(dev: RoceDevice, mad: Uint8Array, src: string, dst: stri
   dev.transmitFrom(Buffer.from(pkt.buffer, pkt.byteOffset, pkt.byteLength), src, dst, family, HOP_LIMIT);
 }
 
-function sendSidrRep(dev: RoceDevice, req: PendingRequest, rep: Omit<CmSidrRep, 'kind' | 'requestId' | 'addInfoLength' | 'vendorId' | 'addInfo' | 'serviceId'>): void {
+/** Answer `req`; an answer no application gave (`unsolicited`) goes within the reply budget (reply-limit.ts). */
+function sendSidrRep(dev: RoceDevice, req: PendingRequest, rep: Omit<CmSidrRep, 'kind' | 'requestId' | 'addInfoLength' | 'vendorId' | 'addInfo' | 'serviceId'>, unsolicited = false): void {
   const msg: CmSidrRep = {
     kind: 'SIDR_REP',
     requestId: req.requestId,
@@ -209,8 +211,9 @@ function sendSidrRep(dev: RoceDevice, req: PendingRequest, rep: Omit<CmSidrRep, 
     serviceId: req.serviceId,
     ...rep,
   };
+  leaveSidrBacklog(req);
   req.lastRep = encodeCmMad(msg, req.tid);
-  sendMad(dev, req.lastRep, req.local, req.remote, req.family);
+  if (!unsolicited || mayReply(dev)) sendMad(dev, req.lastRep, req.local, req.remote, req.family);
 }
 
 // -- state of this process ---------------------------------------------------------------------
@@ -227,6 +230,24 @@ interface PendingRequest {
   dev: RoceDevice;
   /** The SIDR_REP sent, resent for a duplicate request. */
   lastRep: Uint8Array | null;
+  /** The listener whose backlog this unanswered request holds a place of. */
+  backlogOf?: CmHost | null;
+}
+
+/**
+ * SIDR_REQs reported to a listener and not answered yet (accept, reject, destroy), per listener
+ * host: at most its backlog, as the connected CM's half-open connections (cm-rc.ts).
+ */
+const sidrUnanswered = new Map<CmHost, number>();
+
+/** `req` is answered (or dropped): its place in the listener's backlog is free again. */
+function leaveSidrBacklog(req: PendingRequest): void {
+  const h = req.backlogOf;
+  if (!h) return;
+  req.backlogOf = null;
+  const n = (sidrUnanswered.get(h) ?? 1) - 1;
+  if (n <= 0) sidrUnanswered.delete(h);
+  else sidrUnanswered.set(h, n);
 }
 
 export interface Listener {
@@ -234,6 +255,8 @@ export interface Listener {
   addr: SockAddr;
   ps: PortSpace;
   port: number;
+  /** rdma_listen's backlog: the half-open connections the listener may have (cm-rc.ts). */
+  backlog: number;
 }
 
 /** Listeners by service ID (hex). */
@@ -336,13 +359,14 @@ function sidrRequest(dev: RoceDevice, m: CmSidrReq, tid: bigint, meta: RxMeta): 
   const key = `${meta.src}/${m.requestId}`;
   const dup = received.get(key);
   if (dup) {
-    if (dup.lastRep) sendMad(dev, dup.lastRep, dup.local, dup.remote, dup.family);
+    if (dup.lastRep && mayReply(dev)) sendMad(dev, dup.lastRep, dup.local, dup.remote, dup.family);
     return;
   }
   const req: PendingRequest = { requestId: m.requestId, tid, serviceId: m.serviceId, local: meta.dst, remote: meta.src, family: meta.family, dev, lastRep: null };
+  // A refusal is not remembered: a duplicate is refused again the same way, and forged requests
+  // for unknown services leave nothing behind.
   const refuse = (status: number): void => {
-    remember(key, req);
-    sendSidrRep(dev, req, { status, qpn: 0, qkey: 0, privateData: new Uint8Array(0) });
+    sendSidrRep(dev, req, { status, qpn: 0, qkey: 0, privateData: new Uint8Array(0) }, true);
   };
   let hdr;
   try {
@@ -368,6 +392,16 @@ function sidrRequest(dev: RoceDevice, m: CmSidrReq, tid: bigint, meta: RxMeta): 
     refuse(CmSidrStatus.UNSUPPORTED);
     return;
   }
+  const waitingFor = sidrUnanswered.get(l.host) ?? 0;
+  if (waitingFor >= l.backlog) {
+    // As a REQ past a connected listener's backlog: dropped, no answer, so the requester's
+    // resend finds room later.
+    dev.counters.inc(C.rcvd_req_backlog_drop);
+    if (tracing('cm')) trace('cm', dev.name, `SIDR_REQ from ${meta.src} dropped: ${waitingFor} unanswered (backlog ${l.backlog})`);
+    return;
+  }
+  req.backlogOf = l.host;
+  sidrUnanswered.set(l.host, waitingFor + 1);
   remember(key, req);
   const user = new Uint8Array(CMA_SIDR_USER_PD);
   user.set(m.privateData.subarray(CMA_HDR_LEN, CMA_HDR_LEN + CMA_SIDR_USER_PD));
@@ -392,6 +426,7 @@ function sidrRequest(dev: RoceDevice, m: CmSidrReq, tid: bigint, meta: RxMeta): 
       },
     },
   });
+  if (!adopted) leaveSidrBacklog(req);
   if (tracing('cm')) trace('cm', dev.name, `SIDR_REQ 0x${m.requestId.toString(16)} from ${meta.src} for port ${port}`);
 }
 
@@ -614,7 +649,7 @@ async function listen(host: CmHost, req: ListenRequest): Promise<CmListener> {
     if (req.addr.port !== 0 || tries > 64) throw err('EADDRINUSE', op, `${req.addr.address}:${port}`);
     port = 0;
   }
-  const l: Listener = { host, addr: { ...req.addr }, ps, port };
+  const l: Listener = { host, addr: { ...req.addr }, ps, port, backlog: req.backlog };
   listeners.set(key, l);
   // Start receiving on the devices the listener covers, so requests arrive: from other hosts,
   // and those other processes of this host hand over (they go to the device of the address they

@@ -1,28 +1,33 @@
-// A hand-made IB CM peer for the soft RoCE device: a UDP socket at 127.0.0.2 on the RoCE port
-// that reads the MADs our side sends to it and answers with MADs it builds (src/wire/roce/cm-mad.ts).
-// Shared by the tool tests that play a hostile RoCE client against a server in another process:
-// a REQ left without its RTU, a REQ whose REP is rejected, garbage on QP1, a SIDR_REQ nobody
-// follows up.
+// A hand-made IB CM peer for the soft RoCE device tests: a UDP socket at 127.0.0.2 on a RoCE UDP
+// port that decodes what our side sends to it (MADs on QP1, RC packets) and sends MADs and packets
+// it builds with the wire codecs (src/wire/roce/), the REQ and SIDR_REQ Linux's rdma_cm sends, and
+// the hostile clients the tool tests play against a server in another process: a REQ left without
+// its RTU, a REQ whose REP is rejected, garbage on QP1, a client that vanishes.
 import dgram from 'node:dgram';
 import { once } from 'node:events';
 
 const wire = await import('../../../dist/wire/roce/index.js');
 const { serviceId, PortSpace } = await import('../../../dist/index.js');
 
-export const PEER = '127.0.0.2';
+/** Our side's address, and the raw peer's. */
 export const LOCAL = '127.0.0.1';
-const V4 = (s) => Uint8Array.from(s.split('.').map(Number));
-/** The IPv4-mapped GID of `addr`. */
-export const gidOf = (addr) => Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...V4(addr)]);
+export const PEER = '127.0.0.2';
+export const V4 = (s) => Uint8Array.from(s.split('.').map(Number));
+/** The RoCEv2 GID (IPv4-mapped) of an IPv4 address. */
+export const GID = (s) => Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...V4(s)]);
 const randomId = () => 0x1000 + Math.floor(Math.random() * 0x7fff0000);
 const EMPTY = new Uint8Array(0);
+/** The process's RoCE UDP port (RDMACM_ROCE_PORT, which the RoCE unit tests set first), else 4791. */
+const processPort = () => Number(process.env.RDMACM_ROCE_PORT || 4791);
 
 /**
- * The peer at `peer` bound to the RoCE UDP port `port`, talking to the device at `local`. Returns
- * `next(pred)`, `mad(kind)` (the next MAD of that kind, removed from the inbox), `count(kind)`,
- * `sendMad(msg, tid)`, `sendRaw(bytes)` (a datagram to the device's port) and `close()`.
+ * The peer at `peer` bound to RoCE UDP port `port` (default: this process's), talking to the
+ * device at `local`. Returns `next(pred)`, `mad(kind)` (the next MAD of that kind, removed from
+ * the inbox), `count(kind)`, `sendMad(msg, tid, opts)`, `sendMadFromQp(srcQp, msg, tid)`, `sendGsi(mad)`, `sendRaw(bytes)` (a
+ * datagram to the device's port), `sendRc(spec)` and `close()`. Inbox items: `{ spec, from, mad?,
+ * madBytes? }`.
  */
-export async function rawCmPeer(port, { peer = PEER, local = LOCAL } = {}) {
+export async function rawCmPeer(port = processPort(), { peer = PEER, local = LOCAL } = {}) {
   const sock = dgram.createSocket('udp4');
   sock.bind(port, peer);
   await once(sock, 'listening');
@@ -33,10 +38,11 @@ export async function rawCmPeer(port, { peer = PEER, local = LOCAL } = {}) {
     const net = { family: 4, src: V4(rinfo.address), dst: V4(peer), sport: rinfo.port, dport: port };
     const d = wire.decodeRocePacket(msg, { net });
     if (!d.ok) return;
-    const item = { spec: d.spec };
+    const item = { spec: d.spec, from: rinfo.address };
     if (d.spec.destQp === 1) {
       const g = wire.decodeGsiPacket(msg, { net });
       if (g.ok) {
+        item.madBytes = Buffer.from(g.gsi.mad);
         try {
           item.mad = wire.decodeCmMad(g.gsi.mad);
         } catch {
@@ -72,13 +78,18 @@ export async function rawCmPeer(port, { peer = PEER, local = LOCAL } = {}) {
     mad(kind, ms) {
       return this.next((x) => x.mad?.msg.kind === kind, ms, kind);
     },
-    /** MADs of `kind` in the inbox. */
+    /** MADs of `kind` in the inbox (left there). */
     count(kind) {
       return inbox.filter((x) => x.mad?.msg.kind === kind).length;
     },
-    sendMad(msg, tid) {
-      const mad = wire.encodeCmMad(msg, tid);
+    sendMad(msg, tid, opts) {
+      const mad = wire.encodeCmMad(msg, tid, opts);
       sock.send(wire.encodeGsiPacket(mad, out, { psn: gsiPsn++ }), port, local);
+    },
+    /** A MAD to our QP1 from QP `srcQp` of the peer (not its GSI QP). */
+    sendMadFromQp(srcQp, msg, tid) {
+      const mad = wire.encodeCmMad(msg, tid);
+      sock.send(wire.encodeRocePacket({ opcode: wire.IbOpcode.UD_SEND_ONLY, destQp: 1, psn: gsiPsn++, ackReq: true, deth: { qkey: wire.GSI_QKEY, srcQp }, payload: mad }, out), port, local);
     },
     /** A GSI packet (QP1) carrying `mad`, any 256 bytes, well framed. */
     sendGsi(mad) {
@@ -101,9 +112,12 @@ export async function rawCmPeer(port, { peer = PEER, local = LOCAL } = {}) {
 
 /**
  * A REQ as Linux's rdma_cm sends it for an RDMA_PS_TCP connection from `peer` to `local`:`port`.
- * `ackTimeout`: the path's local ACK timeout (4.096 µs × 2^n), which the passive side's QP takes.
+ * `ackTimeout`: the path's local ACK timeout (4.096 µs × 2^n), which the passive side's QP takes;
+ * `gid`: the remote GID the REQ names (default `local`'s); `cma`: CMA private data in place of the
+ * header built from the addresses and `pd`.
  */
-export function cmReq(port, { commId = randomId(), qpn = 0x4242, psn = 0x1234, peer = PEER, local = LOCAL, pd = EMPTY, ackTimeout = 19 } = {}) {
+export function reqFrom(port, { commId = randomId(), qpn = 0x4242, psn = 0x1234, pd = EMPTY, ird = 1, ord = 1, peer = PEER, local = LOCAL, gid = GID(local), transportType = 0, ackTimeout = 19, retryCount = 7, rnrRetryCount = 7, trafficClass = 0, flowLabel = 1234, cma } = {}) {
+  const hdr = cma ?? wire.encodeCmaPrivateData({ version: 0, ipVersion: 4, srcPort: 5555, src: V4(peer), dst: V4(local) }, pd);
   return {
     kind: 'REQ',
     localCommId: commId,
@@ -112,27 +126,27 @@ export function cmReq(port, { commId = randomId(), qpn = 0x4242, psn = 0x1234, p
     localCaGuid: 0x0200000000000001n,
     localQkey: 0,
     localQpn: qpn,
-    responderResources: 1,
+    responderResources: ird,
     localEecn: 0,
-    initiatorDepth: 1,
+    initiatorDepth: ord,
     remoteEecn: 0,
     remoteCmResponseTimeout: 20,
-    transportType: 0,
+    transportType,
     e2eFlowControl: false,
     startingPsn: psn,
     localCmResponseTimeout: 20,
-    retryCount: 7,
+    retryCount,
     pkey: 0xffff,
     pathMtu: 3,
     rdcExists: false,
-    rnrRetryCount: 7,
+    rnrRetryCount,
     maxCmRetries: 15,
     srq: false,
     extendedTransportType: 0,
-    primaryPath: { ...wire.emptyCmPath(), localLid: 0xffff, remoteLid: 0xffff, localGid: gidOf(peer), remoteGid: gidOf(local), flowLabel: 0, hopLimit: 64, trafficClass: 0, localAckTimeout: ackTimeout },
+    primaryPath: { ...wire.emptyCmPath(), localLid: 0xffff, remoteLid: 0xffff, localGid: GID(peer), remoteGid: gid, flowLabel, hopLimit: 64, trafficClass, localAckTimeout: ackTimeout },
     alternatePath: wire.emptyCmPath(),
     sapSupported: false,
-    privateData: wire.encodeCmaPrivateData({ version: 0, ipVersion: 4, srcPort: 5555, src: V4(peer), dst: V4(local) }, pd),
+    privateData: hdr,
   };
 }
 
@@ -154,7 +168,7 @@ export function cmSidrReq(port, { requestId = randomId(), peer = PEER, local = L
  * CMA header (an rsocket's rs_conn_data, say). Resolves with the REP's MAD.
  */
 export async function reqWithoutRtu(peer, port, { ms = 5000, pd } = {}) {
-  const req = cmReq(port, { pd });
+  const req = reqFrom(port, { pd });
   peer.sendMad(req, BigInt(req.localCommId));
   const { mad } = await peer.mad('REP', ms);
   return mad;
@@ -162,7 +176,7 @@ export async function reqWithoutRtu(peer, port, { ms = 5000, pd } = {}) {
 
 /** A client that sends a REQ for `port`, then rejects the server's REP (consumer defined). */
 export async function reqThenRej(peer, port, { ms = 5000, pd } = {}) {
-  const req = cmReq(port, { pd });
+  const req = reqFrom(port, { pd });
   peer.sendMad(req, BigInt(req.localCommId));
   const { mad } = await peer.mad('REP', ms);
   peer.sendMad(
@@ -177,7 +191,7 @@ export async function reqThenRej(peer, port, { ms = 5000, pd } = {}) {
  * DREQ, no packet on its QP. Resolves with the REP's MAD.
  */
 export async function establishThenVanish(peer, port, { ms = 5000, pd } = {}) {
-  const req = cmReq(port, { pd });
+  const req = reqFrom(port, { pd });
   peer.sendMad(req, BigInt(req.localCommId));
   const { mad } = await peer.mad('REP', ms);
   peer.sendMad({ kind: 'RTU', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, privateData: EMPTY }, mad.hdr.tid);
@@ -199,7 +213,7 @@ export function garbageMads(peer, port, n = 20) {
     }
     peer.sendGsi(mad);
   }
-  const req = cmReq(port);
+  const req = reqFrom(port);
   const bad = wire.encodeCmMad(req, 0x99n);
   bad[2] = 9; // class version
   peer.sendGsi(bad);
@@ -216,7 +230,7 @@ export function garbageMads(peer, port, n = 20) {
  * so the server's QP runs out of retries (`ackTimeout` sets how fast). Resolves with the REP's MAD.
  */
 export async function sendThenVanish(peer, port, payload, { ms = 5000, ackTimeout = 19 } = {}) {
-  const req = cmReq(port, { ackTimeout });
+  const req = reqFrom(port, { ackTimeout });
   peer.sendMad(req, BigInt(req.localCommId));
   const { mad } = await peer.mad('REP', ms);
   peer.sendMad({ kind: 'RTU', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, privateData: EMPTY }, mad.hdr.tid);

@@ -6,19 +6,14 @@
 // directions of the QPs it sets up, and what hostile MADs and a REQ flood do.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import dgram from 'node:dgram';
-import { once } from 'node:events';
 import { PORT, lib, wire, roceCounters, until, Access, WcStatus } from './roce-helpers.js';
+import { rawCmPeer, reqFrom, LOCAL, PEER, V4, GID } from '../../lib/raw-cm.js';
 
 const { PortSpace, CmEventType, QpState, RdmaOption, configureRoceRcCm, serviceId } = lib;
 const { cmAckTimeout } = await import('../../../../dist/transport/roce/cm-rc.js');
 const { CmRejReason, CmMsgRef, IbOpcode, AethSyndrome } = wire;
 configureRoceRcCm({ cmTimeoutMs: 150, cmRetries: 2, timewaitMs: 60 });
 
-const LOCAL = '127.0.0.1';
-const PEER = '127.0.0.2';
-const V4 = (s) => Uint8Array.from(s.split('.').map(Number));
-const GID = (s) => Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, ...V4(s)]);
 let nextPort = 30000 + Math.floor(Math.random() * 20000);
 
 async function expectEvent(ch, type, ms = 3000) {
@@ -88,116 +83,11 @@ test.afterEach(async () => {
   made.chans.clear();
 });
 
-/** The hand-made peer at 127.0.0.2 (or `addr`): MADs and RC packets in and out (closed after each test). */
+/** The raw peer at 127.0.0.2 (or `addr`), closed after each test. */
 async function rawPeer(addr = PEER) {
-  const sock = dgram.createSocket('udp4');
-  let closed = false;
-  sock.bind(PORT, addr);
-  await once(sock, 'listening');
-  const inbox = [];
-  let waiter = null;
-  sock.on('message', (msg, rinfo) => {
-    const net = { family: 4, src: V4(rinfo.address), dst: V4(addr), sport: rinfo.port, dport: PORT };
-    const d = wire.decodeRocePacket(msg, { net });
-    if (!d.ok) return;
-    const item = { spec: d.spec, from: rinfo.address };
-    if (d.spec.destQp === 1) {
-      const g = wire.decodeGsiPacket(msg, { net });
-      if (g.ok) {
-        item.mad = wire.decodeCmMad(g.gsi.mad);
-        item.madBytes = Buffer.from(g.gsi.mad);
-      }
-    }
-    inbox.push(item);
-    waiter?.();
-  });
-  const out = { family: 4, src: V4(addr), dst: V4(LOCAL), sport: PORT, dport: PORT };
-  let gsiPsn = 0;
-  const peer = {
-    inbox,
-    /** The next item matching `pred` (removed from the inbox), or an error after `ms`. */
-    async next(pred, ms = 3000, what = 'a packet') {
-      const end = Date.now() + ms;
-      for (;;) {
-        const i = inbox.findIndex(pred);
-        if (i >= 0) return inbox.splice(i, 1)[0];
-        const left = end - Date.now();
-        if (left <= 0) throw new Error(`no ${what} within ${ms} ms (inbox: ${inbox.map((x) => x.mad?.msg.kind ?? x.spec.opcode).join(',')})`);
-        await new Promise((r) => {
-          const t = setTimeout(r, left);
-          waiter = () => {
-            clearTimeout(t);
-            r();
-          };
-        });
-        waiter = null;
-      }
-    },
-    mad(kind, ms) {
-      return this.next((x) => x.mad?.msg.kind === kind, ms, kind);
-    },
-    /** MADs of `kind` seen so far (left in the inbox). */
-    count(kind) {
-      return inbox.filter((x) => x.mad?.msg.kind === kind).length;
-    },
-    sendMad(msg, tid, opts) {
-      const mad = wire.encodeCmMad(msg, tid, opts);
-      sock.send(wire.encodeGsiPacket(mad, out, { psn: gsiPsn++ }), PORT, LOCAL);
-    },
-    /** A MAD to our QP1 from QP `srcQp` of the peer (not its GSI QP). */
-    sendMadFromQp(srcQp, msg, tid) {
-      const mad = wire.encodeCmMad(msg, tid);
-      sock.send(wire.encodeRocePacket({ opcode: IbOpcode.UD_SEND_ONLY, destQp: 1, psn: gsiPsn++, ackReq: true, deth: { qkey: wire.GSI_QKEY, srcQp }, payload: mad }, out), PORT, LOCAL);
-    },
-    sendRaw(bytes) {
-      sock.send(bytes, PORT, LOCAL);
-    },
-    sendRc(spec) {
-      sock.send(wire.encodeRocePacket(spec, out), PORT, LOCAL);
-    },
-    close() {
-      if (closed) return;
-      closed = true;
-      sock.close();
-    },
-  };
+  const peer = await rawCmPeer(PORT, { peer: addr });
   peers.push(peer);
   return peer;
-}
-
-/** A REQ as Linux's rdma_cm sends it, from the peer to `port` on 127.0.0.1. */
-function reqFrom(port, { commId = 0x1000 + Math.floor(Math.random() * 1e6), qpn = 0x4242, psn = 0x1234, pd = Buffer.alloc(0), ird = 1, ord = 1, gid = GID(LOCAL), transportType = 0, ackTimeout = 19, retryCount = 7, rnrRetryCount = 7, trafficClass = 0, cma } = {}) {
-  const hdr = cma ?? wire.encodeCmaPrivateData({ version: 0, ipVersion: 4, srcPort: 5555, src: V4(PEER), dst: V4(LOCAL) }, pd);
-  return {
-    kind: 'REQ',
-    localCommId: commId,
-    vendorId: 0,
-    serviceId: serviceId(PortSpace.TCP, port),
-    localCaGuid: 0x0200000000000001n,
-    localQkey: 0,
-    localQpn: qpn,
-    responderResources: ird,
-    localEecn: 0,
-    initiatorDepth: ord,
-    remoteEecn: 0,
-    remoteCmResponseTimeout: 20,
-    transportType,
-    e2eFlowControl: false,
-    startingPsn: psn,
-    localCmResponseTimeout: 20,
-    retryCount,
-    pkey: 0xffff,
-    pathMtu: 3,
-    rdcExists: false,
-    rnrRetryCount,
-    maxCmRetries: 15,
-    srq: false,
-    extendedTransportType: 0,
-    primaryPath: { ...wire.emptyCmPath(), localLid: 0xffff, remoteLid: 0xffff, localGid: GID(PEER), remoteGid: gid, flowLabel: 1234, hopLimit: 64, trafficClass, localAckTimeout: ackTimeout },
-    alternatePath: wire.emptyCmPath(),
-    sapSupported: false,
-    privateData: hdr,
-  };
 }
 
 /** An RC id on rxe_lo resolved to the peer, with a QP in INIT. */
@@ -1031,48 +921,77 @@ test('hostile MADs: wrong class version or method, REP/RTU/DREP/MRA for unknown 
   peer.close();
 });
 
-test('a REQ flood: each request a CONNECT_REQUEST until 1024 are pending, then REJ 3 (no resources); other listeners and a real connection still work', async () => {
+test('a REQ flood against a listener that accepts everything (rping -s -P): at most `backlog` half-open connections, the rest dropped without a REJ and counted; they end when the REP\'s resends run out, then a real client connects', async () => {
+  const BACKLOG = 8;
+  const FLOOD = 300;
   const peer = await rawPeer();
   const ch = createEventChannel();
-  const other = createEventChannel();
-  const { l, port } = await listener(ch);
-  for (let i = 0; i < 1100; i++) peer.sendMad(reqFrom(port, { commId: 0x100000 + i }), BigInt(i));
-  await until(() => peer.count('REJ') >= 76, 5000);
-  const rejs = peer.inbox.filter((x) => x.mad?.msg.kind === 'REJ');
-  assert.equal(rejs.length, 76);
-  assert.ok(rejs.every((x) => x.mad.msg.reason === CmRejReason.NO_RESOURCES));
-  // another listener takes a real connection meanwhile
-  const { l: l2, port: p2 } = await listener(other);
-  const cid = createId(other, null, PortSpace.TCP, { device: 'rxe_lo' });
-  await cid.resolveAddr(null, { address: LOCAL, port: p2 }, 2000);
-  (await expectEvent(other, CmEventType.ADDR_RESOLVED)).ack();
+  const port = nextPort++;
+  const l = createId(ch, 'L', PortSpace.TCP, { device: 'rxe_lo' });
+  l.bindAddr({ address: LOCAL, port });
+  await l.listen(BACKLOG);
+  // The persistent server: every CONNECT_REQUEST gets a QP and is accepted at once.
+  const accepted = [];
+  const events = [];
+  let serving = true;
+  const serve = (async () => {
+    while (serving) {
+      let ev;
+      try {
+        ev = await ch.getEvent(AbortSignal.timeout(200));
+      } catch {
+        continue;
+      }
+      made.ids.add(ev.id);
+      events.push(lib.rdmaEventStr(ev.event));
+      if (ev.event === CmEventType.CONNECT_REQUEST) {
+        ev.id.createQp(null, { cap: { maxSendWr: 1, maxRecvWr: 1 } });
+        accepted.push(ev.id);
+        ev.ack();
+        await ev.id.accept();
+      } else ev.ack();
+    }
+  })();
+  const c0 = roceCounters('rxe_lo');
+  let most = 0;
+  for (let i = 0; i < FLOOD; i++) {
+    peer.sendMad(reqFrom(port, { commId: 0x100000 + i }), BigInt(i));
+    if (i % 20 === 19) {
+      await new Promise((r) => setImmediate(r));
+      most = Math.max(most, lib.roceRcHalfOpen());
+    }
+  }
+  await until(() => roceCounters('rxe_lo').rcvd_req_backlog_drop - c0.rcvd_req_backlog_drop + accepted.length >= FLOOD, 5000);
+  most = Math.max(most, lib.roceRcHalfOpen());
+  assert.equal(accepted.length, BACKLOG, 'one CONNECT_REQUEST per half-open slot');
+  assert.equal(roceCounters('rxe_lo').rcvd_req_backlog_drop - c0.rcvd_req_backlog_drop, FLOOD - BACKLOG);
+  assert.ok(most <= BACKLOG, `at most ${BACKLOG} half-open, saw ${most}`);
+  assert.equal(lib.roceRcHalfOpen(), BACKLOG);
+  assert.equal(peer.count('REJ'), 0, 'a REQ past the backlog gets no REJ (cm.c: -ENOMEM, "allow future retries")');
+  // Nobody answers the REPs: each connection ends when its resends run out, freeing its slot.
+  await until(() => events.filter((e) => e === 'RDMA_CM_EVENT_UNREACHABLE').length >= BACKLOG, 5000);
+  assert.equal(lib.roceRcHalfOpen(), 0);
+  // A real client now connects to the same listener.
+  const cch = createEventChannel();
+  const cid = createId(cch, null, PortSpace.TCP, { device: 'rxe_lo' });
+  await cid.resolveAddr(null, { address: LOCAL, port }, 2000);
+  (await expectEvent(cch, CmEventType.ADDR_RESOLVED)).ack();
   await cid.resolveRoute(2000);
-  (await expectEvent(other, CmEventType.ROUTE_RESOLVED)).ack();
+  (await expectEvent(cch, CmEventType.ROUTE_RESOLVED)).ack();
   cid.createQp(null, {});
   await cid.connect();
-  const cr = await expectEvent(other, CmEventType.CONNECT_REQUEST);
-  cr.id.createQp(null, {});
-  await cr.id.accept();
-  cr.ack();
-  const e1 = await expectEvent(other, CmEventType.ESTABLISHED);
-  const e2 = await expectEvent(other, CmEventType.ESTABLISHED);
-  e1.ack();
-  e2.ack();
-  for (const x of [cid, cr.id]) {
-    x.destroyQp();
-    await x.destroy();
+  (await expectEvent(cch, CmEventType.ESTABLISHED)).ack();
+  await until(() => events.includes('RDMA_CM_EVENT_ESTABLISHED'), 3000);
+  assert.equal(accepted.length, BACKLOG + 1);
+  assert.equal(lib.roceRcHalfOpen(), 0, 'an established connection is no longer half-open');
+  serving = false;
+  await serve;
+  cid.destroyQp();
+  await cid.destroy();
+  for (const id of accepted) {
+    id.destroyQp();
+    await Promise.race([id.destroy().catch(() => {}), new Promise((r) => setTimeout(r, 500))]);
   }
-  await l2.destroy();
-  // the flood's ids: taken off the channel and destroyed (each rejected)
-  for (let n = 0; n < 1024; n++) {
-    const ev = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
-    ev.ack();
-    await ev.id.destroy();
-  }
-  await until(() => peer.count('REJ') >= 76 + 1024, 5000);
   await l.destroy();
-  ch.destroy();
-  other.destroy();
-  peer.close();
   void WcStatus;
 });

@@ -6,7 +6,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { once } from 'node:events';
-import { PORT, lib, wire, pollN, WrOpcode, SendFlags, Access, WcStatus, WcFlags, roceCounters } from './roce-helpers.js';
+import { PORT, lib, wire, pollN, WrOpcode, SendFlags, Access, WcStatus, WcFlags, roceCounters, until } from './roce-helpers.js';
+import { rawCmPeer, PEER, V4 } from '../../lib/raw-cm.js';
 
 const { createEventChannel, createId, PortSpace, CmEventType, RDMA_UDP_QKEY, configureRoceCm } = lib;
 configureRoceCm({ sidrTimeoutMs: 100, sidrRetries: 2 });
@@ -342,4 +343,37 @@ test('RDMA_PS_IPOIB on RoCE: no IPoIB broadcast group to take the Q_Key from, so
   assert.throws(() => id.initQpAttr(lib.QpState.INIT), code('ENODEV'));
   await id.destroy();
   ch.destroy();
+});
+
+test('SIDR_REQs past a UD listener\'s backlog: dropped without an answer and counted; a request answered frees its place for the next', { timeout: 20000 }, async () => {
+  const ch = createEventChannel();
+  const port = nextPort++;
+  const l = createId(ch, null, PortSpace.UDP, { device: 'rxe_lo' });
+  l.bindAddr({ address: ADDR, port });
+  await l.listen(2);
+  const peer = await rawCmPeer();
+  const pd = wire.encodeCmaPrivateData({ version: 0, ipVersion: 4, srcPort: 5555, src: V4(PEER), dst: V4(ADDR) });
+  const sidrReq = (i) => ({ kind: 'SIDR_REQ', requestId: 0x3ff00000 + i, pkey: 0xffff, reserved: 0, serviceId: lib.serviceId(PortSpace.UDP, port), privateData: pd });
+  const c0 = roceCounters('rxe_lo').rcvd_req_backlog_drop;
+  for (let i = 0; i < 10; i++) peer.sendMad(sidrReq(i), BigInt(i));
+  await until(() => roceCounters('rxe_lo').rcvd_req_backlog_drop - c0 >= 8, 3000);
+  const first = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  const second = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  assert.equal(roceCounters('rxe_lo').rcvd_req_backlog_drop - c0, 8);
+  assert.equal(peer.count('SIDR_REP'), 0, 'nothing answered yet');
+  // rdma_reject answers the first: its place is free, and the resend of a dropped request is taken.
+  first.ack();
+  first.id.reject(Buffer.from('no'));
+  await peer.mad('SIDR_REP');
+  peer.sendMad(sidrReq(5), 5n);
+  const third = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  assert.equal(roceCounters('rxe_lo').rcvd_req_backlog_drop - c0, 8);
+  await first.id.destroy();
+  for (const ev of [second, third]) {
+    ev.ack();
+    await ev.id.destroy();
+  }
+  await l.destroy();
+  ch.destroy();
+  peer.close();
 });
