@@ -18,7 +18,15 @@
  * setMtuDiscover(fd, mode) -> 0, or a negative errno.
  * setNoCheck6Rx(fd) -> 0, or a negative errno.
  * unsentBytes(fd) -> bytes in the socket's send queue not yet sent, or a negative errno.
+ *
+ * The soft RoCE device's processes hand each other datagrams over abstract Unix sockets, whose
+ * names any local process can connect to or listen on; SO_PEERCRED tells who is at the other end
+ * (the process that connected, or that listened), so that a device takes forwarded datagrams only
+ * from processes of its own user or root (see src/transport/roce/udp.ts).
+ *
+ * peerCred(fd) -> [pid, uid, gid] of the Unix socket's peer, or a negative errno.
  */
+#define _GNU_SOURCE /* struct ucred */
 #include <errno.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -82,16 +90,46 @@ static napi_value unsent_bytes(napi_env env, napi_callback_info info)
 	return ret;
 }
 
+static napi_value peer_cred(napi_env env, napi_callback_info info)
+{
+	size_t argc = 1;
+	napi_value argv[1], ret, v;
+	int32_t fd = -1;
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+	    napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+		napi_create_int32(env, -EINVAL, &ret);
+		return ret;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) || len != sizeof(cred)) {
+		napi_create_int32(env, -errno ? -errno : -EINVAL, &ret);
+		return ret;
+	}
+	if (napi_create_array_with_length(env, 3, &ret) != napi_ok)
+		return NULL;
+	napi_create_int32(env, (int32_t)cred.pid, &v);
+	napi_set_element(env, ret, 0, v);
+	napi_create_uint32(env, (uint32_t)cred.uid, &v);
+	napi_set_element(env, ret, 1, v);
+	napi_create_uint32(env, (uint32_t)cred.gid, &v);
+	napi_set_element(env, ret, 2, v);
+	return ret;
+}
+
 NAPI_MODULE_INIT()
 {
-	napi_value fn, fn6, fnq;
+	napi_value fn, fn6, fnq, fnc;
 
 	if (napi_create_function(env, "setMtuDiscover", NAPI_AUTO_LENGTH, set_mtu_discover, NULL, &fn) != napi_ok ||
 	    napi_set_named_property(env, exports, "setMtuDiscover", fn) != napi_ok ||
 	    napi_create_function(env, "setNoCheck6Rx", NAPI_AUTO_LENGTH, set_no_check6_rx, NULL, &fn6) != napi_ok ||
 	    napi_set_named_property(env, exports, "setNoCheck6Rx", fn6) != napi_ok ||
 	    napi_create_function(env, "unsentBytes", NAPI_AUTO_LENGTH, unsent_bytes, NULL, &fnq) != napi_ok ||
-	    napi_set_named_property(env, exports, "unsentBytes", fnq) != napi_ok)
+	    napi_set_named_property(env, exports, "unsentBytes", fnq) != napi_ok ||
+	    napi_create_function(env, "peerCred", NAPI_AUTO_LENGTH, peer_cred, NULL, &fnc) != napi_ok ||
+	    napi_set_named_property(env, exports, "peerCred", fnc) != napi_ok)
 		return NULL;
 	return exports;
 }

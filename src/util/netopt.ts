@@ -15,6 +15,8 @@ export interface Netopt {
   setNoCheck6Rx?: (fd: number) => number;
   /** ioctl(SIOCOUTQNSD): a TCP socket's bytes written and not yet sent, or a negative errno. */
   unsentBytes?: (fd: number) => number;
+  /** getsockopt(SO_PEERCRED) of a Unix socket: `[pid, uid, gid]` of its peer, or a negative errno. */
+  peerCred?: (fd: number) => [number, number, number] | number;
 }
 
 let mod: Netopt | null | undefined;

@@ -240,7 +240,7 @@ function watchPeer(c: RcConn): void {
   // The peer's communication ID names a QPN block its process holds (`block << 18 | sequence`).
   const block = c.remoteCommId >>> REQ_ID_SHIFT;
   if (c.watch !== '' || !c.dev.ownsIp(c.remote, c.family) || agent.ownedBlocks().includes(block)) return;
-  const name = agent.blockName(block);
+  const name = agent.blockHolderName(block);
   let w = watched.get(name);
   if (w === undefined) {
     const sock = net.connect(name);

@@ -53,10 +53,14 @@ export const COUNTER_NAMES = [
   // multicast
   'sent_mcast_pkts',
   'rcvd_mcast_pkts',
-  // datagrams for QPs of another process on this host
+  // datagrams for QPs of another process on this host (udp.ts): handed over, received, lost on a
+  // connection that failed, forwarding connections opened, and datagrams a process of another
+  // user handed over with a source address not of this host (dropped)
   'fwd_sent',
   'fwd_rcvd',
   'fwd_failed_drop',
+  'fwd_connect',
+  'fwd_forged_drop',
   // the connection manager: REQs dropped because their listener had `backlog` half-open
   // connections (SIDR_REQs: `backlog` unanswered); unsolicited answers and REP resends not sent
   // (reply-limit.ts, cm-rc.ts)

@@ -15,7 +15,7 @@ import type { AhAttr } from '../../verbs/ah.js';
 import { rxePortMtu, ibMtuToBytes, iboePathMtu } from '../../wire/roce/index.js';
 import { RoceCounters, C } from './counters.js';
 import { buildGidTable, gidEqual, gidKey, ipFromGid, isMulticastGid, isV4MappedGid, type GidEntry } from './gid.js';
-import { PortAgent, type RxMeta, type RxSink } from './udp.js';
+import { PortAgent, type FwdEvent, type RxMeta, type RxSink } from './udp.js';
 import { parseIpv4, parseIpv6 } from '../../util/ip.js';
 import { rxeReceive } from './recv.js';
 import { impairedSend, impairing } from './impair.js';
@@ -418,12 +418,7 @@ export class RoceDevice implements RxSink {
   }
 
   /** {@link RxSink}. */
-  forwarded(ok: boolean): void {
-    this.counters.inc(ok ? C.fwd_sent : C.fwd_failed_drop);
-  }
-
-  /** {@link RxSink}. */
-  forwardIn(): void {
-    this.counters.inc(C.fwd_rcvd);
+  fwdCount(e: FwdEvent): void {
+    this.counters.inc(C[e]);
   }
 }

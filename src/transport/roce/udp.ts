@@ -6,10 +6,11 @@
  * 4791). docs/design/roce.md explains the design; in short:
  *
  * - **QPN blocks.** Every process owns blocks of {@link QPN_BLOCK_SIZE} QP numbers. A block is
- *   claimed by listening on the abstract Unix socket `@rdmacm-roce-<port>-qpn-<block>`: the name
- *   is unique in the network namespace and goes away with the process, so a crashed process
- *   leaves nothing behind. Node binds a Unix listener synchronously inside `listen()`, so the
- *   claim is decided before `ibv_create_qp` returns.
+ *   claimed by listening on the abstract Unix socket `@rdmacm-roce-<port>-u<uid>-qpn-<block>`
+ *   (unix-names.ts): the name is unique in the network namespace and goes away with the process,
+ *   so a crashed process leaves nothing behind, and each user claims in a namespace of its own.
+ *   Node binds a Unix listener synchronously inside `listen()`, so the claim is decided before
+ *   `ibv_create_qp` returns. Blocks and the QPNs in them are drawn at random (CSPRNG).
  * - **Unicast.** Every process binds the port on each local address of its devices with
  *   SO_REUSEADDR. Linux hands each unicast datagram to one of those sockets (the most recently
  *   bound one that is still open); whichever process gets a datagram looks at the destination
@@ -24,14 +25,16 @@
  *   number carried in the communication or request ID the requester chose. The router is
  *   installed by the connection manager part of the transport ({@link PortAgent.gsiRouter}).
  *
- * Datagrams handed between processes travel in frames on those Unix sockets:
- * `u32 length | u8 family | u8 0 | u16 UDP source port | 16 source address | 16 destination
- * address | the UDP payload`.
+ * Datagrams handed between processes travel in frames on those Unix sockets (fwd-frame.ts). Who
+ * may hand over what: a process of this user or root's, any datagram; a process of another user,
+ * only datagrams from this host's own addresses (what it could send over UDP itself), checked by
+ * the credentials of its connection (SO_PEERCRED, through the netopt addon; without the addon
+ * every connection counts as another user's).
  */
 import dgram from 'node:dgram';
 import net from 'node:net';
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
-import { endianness } from 'node:os';
+import { endianness, networkInterfaces } from 'node:os';
 import { err } from '../../errors.js';
 import { trace, tracing } from '../../trace.js';
 import { parseIpv4, parseIpv6, formatIpv4 } from '../../util/ip.js';
@@ -39,6 +42,9 @@ import { ROCE_V2_UDP_PORT, GSI_QPN, IB_MULTICAST_QPN } from '../../wire/roce/ind
 import { formatIpv6 } from './gid.js';
 import { allowZeroChecksum6, setPmtuProbe } from './sockopt.js';
 import { impairedSend, impairing } from './impair.js';
+import { random } from '../../util/random.js';
+import { FWD_FRAME_HEAD, FwdFrameSplitter, FwdOff, encodeFwdHeader, fwdFamily, fwdSrcPort } from './fwd-frame.js';
+import { PROCESS_UID, ROOT_UID, blockSocketName, peerUid, readDirectory, serviceSocketName, trustedUid, uidOfBlockName, type RoceDirectory } from './unix-names.js';
 
 /** QP numbers per block: 1024 (a process claims more blocks when it needs them). */
 export const QPN_BLOCK_SHIFT = 10;
@@ -52,22 +58,33 @@ export const FIRST_BLOCK = 1;
 /** See {@link FIRST_BLOCK}. */
 export const LAST_BLOCK = (1 << (24 - QPN_BLOCK_SHIFT)) - 2;
 
-/** Bytes of a forwarding frame header after its length word. */
-const FWD_HDR = 36;
 /** Bytes of the buffer reads of forwarding connections land in (up to 60 frames of 4 KiB). */
 const FWD_READ_SIZE = 256 * 1024;
-/** How long a Unix name that refused a connection is not tried again (ms). */
+/** How long a Unix name or QPN block that had no holder is not tried again (ms). */
 const DEAD_NAME_MS = 1000;
-/** A frame longer than this is a protocol error on the Unix socket (the connection is dropped). */
-const FWD_MAX = 70_000;
 /** Entries of each address cache of the forwarding path before it starts over. */
 const ADDR_CACHE_MAX = 1024;
+/**
+ * Forwarding connections to a QPN block not known to be held that may be tried at once, and
+ * how many more a second (a token bucket): past them, a block is looked up in the namespace's
+ * directory of held blocks instead (`/proc/net/unix`), so datagrams to random QPNs cost no
+ * `connect()` each.
+ */
+const FWD_CONNECT_BURST = 32;
+/** See {@link FWD_CONNECT_BURST}. */
+const FWD_CONNECT_RATE_PER_S = 16;
+/** How long a snapshot of the held blocks answers lookups (ms). */
+const HELD_FRESH_MS = 1000;
+/** The shortest time between two reads of the held blocks (ms). */
+const HELD_REREAD_MS = 250;
+/** How long the list of this host's addresses is kept before it is read again (ms). */
+const HOST_ADDRS_MS = 5000;
 
 /**
  * Bytes kept free in front of every packet from {@link packetBuffer}: a forwarding frame's length
  * word and header, so that a packet for another process of this host is framed in place.
  */
-export const PACKET_HEADROOM = 4 + FWD_HDR;
+export const PACKET_HEADROOM = FWD_FRAME_HEAD;
 /** Size of the slabs {@link packetBuffer} carves packets from. */
 const SLAB_SIZE = 64 * 1024;
 /** Every slab of {@link packetBuffer}: a view of one of them has its headroom in front of it. */
@@ -119,11 +136,22 @@ export interface RxSink {
   readonly name: string;
   /** Receive one UDP payload (the agent has routed it to this process). */
   rxDatagram(buf: Buffer, meta: RxMeta): void;
-  /** A datagram for this device was forwarded to another process (`ok`) or could not be (`!ok`). */
-  forwarded(ok: boolean): void;
-  /** A datagram forwarded by another process arrived. */
-  forwardIn(): void;
+  /** One event of the forwarding between processes, counted in the device's `fwd_*` counter of that name. */
+  fwdCount(e: FwdEvent): void;
 }
+
+/** What the forwarding between processes counts (the device counters of the same names). */
+export type FwdEvent =
+  /** A datagram handed to another process's socket (connected, verified). */
+  | 'fwd_sent'
+  /** A datagram written to a connection that then failed: lost. */
+  | 'fwd_failed_drop'
+  /** A datagram handed over by another process arrived. */
+  | 'fwd_rcvd'
+  /** A forwarding connection was opened (the cost of routing to another process). */
+  | 'fwd_connect'
+  /** A datagram from a process of another user that named a source address not of this host: dropped. */
+  | 'fwd_forged_drop';
 
 /** Where the GSI router sends a MAD: this process, another process's QPN block, a service name, or nowhere. */
 export type GsiRoute = { to: 'local' } | { to: 'block'; block: number } | { to: 'service'; name: string } | { to: 'drop' };
@@ -150,6 +178,25 @@ interface GroupSock {
 /** Read the 24-bit destination QPN of a BTH at the head of `b` (no length check). */
 function bthDestQpn(b: Buffer): number {
   return ((b[5] ?? 0) << 16) | ((b[6] ?? 0) << 8) | (b[7] ?? 0);
+}
+
+/** This host's addresses as hex keys (4 bytes for IPv4, 16 for IPv6; `::1` included). */
+function hostAddressKeys(): Set<string> {
+  const out = new Set<string>(['00000000000000000000000000000001']);
+  const scratch = Buffer.alloc(16);
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) {
+      const fam = a.family === 'IPv4' || (a.family as unknown) === 4 ? 4 : 6;
+      addrBytes(ipKeyOf(a.address), fam, scratch, 0);
+      out.add(scratch.toString('hex', 0, fam === 4 ? 4 : 16));
+    }
+  }
+  return out;
+}
+
+/** The order in which holders of a QPN block are tried: this user's, root's, then any other's. */
+function rank(uid: number): number {
+  return uid === PROCESS_UID ? 0 : uid === ROOT_UID ? 1 : 2;
 }
 
 /** 16 bytes of an address (IPv4 in the first four). */
@@ -263,7 +310,8 @@ export class PortAgent {
   private readonly blocks = new Map<number, net.Server>();
   private readonly services = new Map<string, net.Server>();
   private readonly qpnsInUse = new Set<number>();
-  private nextQpn = 0;
+  /** QPNs in use per owned block (a full block is skipped without a scan). */
+  private readonly usedInBlock = new Map<number, number>();
   private readonly locals = new Map<string, LocalSock>();
   private readonly groups = new Map<string, GroupSock>();
   private readonly fwd = new Map<string, net.Socket>();
@@ -272,6 +320,21 @@ export class PortAgent {
   private readonly sinksByIp = new Map<string, RxSink>();
   /** Abstract names that refused a connection lately, with the time they may be tried again. */
   private readonly deadNames = new Map<string, number>();
+  /** Per QPN block, the time until which it is known to have no holder (0: not known). */
+  private readonly deadBlocks = new Float64Array(LAST_BLOCK + 1);
+  /** The forwarding connection to each QPN block's holder (by block). */
+  private readonly blockRoutes = new Map<number, net.Socket>();
+  /** What the namespace's processes hold: QPN blocks and their holders' user IDs, services ({@link readDirectory}). */
+  private held: RoceDirectory = { blocks: new Map(), services: new Set() };
+  /** When {@link held} was read (performance.now() ms; -Infinity: never). */
+  private heldAt = -Infinity;
+  /** Tokens left for connections to blocks not known to be held ({@link FWD_CONNECT_BURST}). */
+  private connectTokens = FWD_CONNECT_BURST;
+  /** When the tokens were last refilled (performance.now() ms). */
+  private tokensAt = performance.now();
+  /** This host's addresses, as 16-byte keys ({@link isHostAddress}), and when they were read. */
+  private hostAddrs = new Set<string>();
+  private hostAddrsAt = -Infinity;
   /** Live QPs of this process: while there are some, the sockets keep the process alive. */
   private liveQps = 0;
   /** Frame address bytes by source and destination text ({@link frameAddrs}). */
@@ -280,6 +343,8 @@ export class PortAgent {
   private readonly v4Text = new Map<number, string>();
   /** {@link blockName} by block number. */
   private readonly blockNames = new Map<number, string>();
+  /** Every forwarding connection's name (the abstract name it was made to). */
+  private readonly fwdNames = new WeakMap<net.Socket, string>();
   /** The buffer every read of a forwarding connection lands in ({@link acceptForward}). */
   private fwdRead: Buffer | null = null;
   /** Forwarding connections corked since the last {@link uncorkAll} (one writev per burst). */
@@ -307,20 +372,32 @@ export class PortAgent {
 
   // -- QPN blocks ----------------------------------------------------------------------------
 
-  /** The abstract socket name of QPN block `block` (made once per block: routing asks per packet). */
+  /**
+   * The abstract socket name of QPN block `block` in this user's namespace (made once per block:
+   * routing asks per packet).
+   */
   blockName(block: number): string {
     let n = this.blockNames.get(block);
     if (n === undefined) {
-      n = `\0rdmacm-roce-${this.port}-qpn-${block}`;
+      n = blockSocketName(this.port, PROCESS_UID, block);
       if (this.blockNames.size >= ADDR_CACHE_MAX) this.blockNames.clear();
       this.blockNames.set(block, n);
     }
     return n;
   }
 
+  /**
+   * The abstract name through which the holder of QPN block `block` is reached: the one a
+   * forwarding connection to it was made to, else this user's name for it.
+   */
+  blockHolderName(block: number): string {
+    const c = this.blockRoutes.get(block);
+    return (c !== undefined ? this.fwdNames.get(c) : undefined) ?? this.blockName(block);
+  }
+
   /** The abstract socket name of a service directory entry. */
   serviceName(key: string): string {
-    return `\0rdmacm-roce-${this.port}-svc-${key}`;
+    return serviceSocketName(this.port, key);
   }
 
   /** The blocks this process owns. */
@@ -356,7 +433,7 @@ export class PortAgent {
       if (n >= 0) return this.take(n);
     }
     const b = this.claimBlock();
-    return this.take(b << QPN_BLOCK_SHIFT);
+    return this.take(this.freeIn(b));
   }
 
   /** A QPN block of this process (claimed now if it has none): CM request IDs carry it. */
@@ -367,7 +444,9 @@ export class PortAgent {
 
   /** Give QP number `qpn` back. */
   releaseQpn(qpn: number): void {
-    this.qpnsInUse.delete(qpn);
+    if (!this.qpnsInUse.delete(qpn)) return;
+    const b = qpn >>> QPN_BLOCK_SHIFT;
+    this.usedInBlock.set(b, (this.usedInBlock.get(b) ?? 1) - 1);
   }
 
   /**
@@ -393,36 +472,54 @@ export class PortAgent {
 
   private take(n: number): number {
     this.qpnsInUse.add(n);
-    this.nextQpn = n + 1;
+    const b = n >>> QPN_BLOCK_SHIFT;
+    this.usedInBlock.set(b, (this.usedInBlock.get(b) ?? 0) + 1);
     return n;
   }
 
-  /** The next free QPN of block `b` after the last one handed out (wrapping), or -1. */
+  /**
+   * A free QPN of block `b` drawn at random (CSPRNG), or -1 when the block is full. Block 1..
+   * never hands out QPN 0 or 1 (they are in block 0, which no process claims). rxe hands QPNs out
+   * in sequence; ours are part of what an off-path sender must guess.
+   */
   private freeIn(b: number): number {
+    if ((this.usedInBlock.get(b) ?? 0) >= QPN_BLOCK_SIZE) return -1;
     const base = b << QPN_BLOCK_SHIFT;
-    const start = this.nextQpn >>> QPN_BLOCK_SHIFT === b ? this.nextQpn - base : 0;
+    const start = random.below(QPN_BLOCK_SIZE);
     for (let k = 0; k < QPN_BLOCK_SIZE; k++) {
-      const n = base + ((start + k) % QPN_BLOCK_SIZE);
+      const n = base + ((start + k) & (QPN_BLOCK_SIZE - 1));
       if (!this.qpnsInUse.has(n)) return n;
     }
     return -1;
   }
 
   /**
-   * Claim a free block: listen on its abstract name, starting at a random block (so processes
-   * starting together rarely try the same one) and going on until one is free.
+   * Claim a free block: listen on its name in this user's namespace, trying blocks from a random
+   * one (CSPRNG) on, and skipping those any user's process of the namespace holds (the held
+   * blocks are read once, from /proc/net/unix), so that the QPN space stays one mapping from QPN
+   * to process. A name of this user's that another user's process listens on (a squatter) is
+   * busy: the next block is tried.
    */
   private claimBlock(): number {
+    this.held = readDirectory(this.port);
+    this.heldAt = performance.now();
+    const held = this.held.blocks;
     const span = LAST_BLOCK - FIRST_BLOCK + 1;
-    const start = Math.floor(Math.random() * span);
-    for (let k = 0; k < span; k++) {
-      const b = FIRST_BLOCK + ((start + k) % span);
-      if (this.blocks.has(b)) continue;
-      const srv = this.listenSync(this.blockName(b));
-      if (srv) {
-        this.blocks.set(b, srv);
-        if (tracing('qp')) trace('qp', `roce:${this.port}`, `claimed QPN block ${b} (0x${(b << QPN_BLOCK_SHIFT).toString(16)}..)`);
-        return b;
+    const start = random.below(span);
+    for (let pass = 0; pass < 2; pass++) {
+      for (let k = 0; k < span; k++) {
+        const b = FIRST_BLOCK + ((start + k) % span);
+        if (this.blocks.has(b)) continue;
+        // First pass: blocks nobody holds; second: any this user's namespace has free.
+        if (pass === 0 && held.has(b)) continue;
+        const srv = this.listenSync(this.blockName(b));
+        if (srv) {
+          this.blocks.set(b, srv);
+          this.usedInBlock.set(b, 0);
+          this.deadBlocks[b] = 0;
+          if (tracing('qp')) trace('qp', `roce:${this.port}`, `claimed QPN block ${b} (0x${(b << QPN_BLOCK_SHIFT).toString(16)}..)`);
+          return b;
+        }
       }
     }
     throw err('ENOMEM', 'ibv_create_qp', 'no free QPN block');
@@ -679,9 +776,9 @@ export class PortAgent {
       else if (r.to === 'block') {
         // A communication ID that names no QPN block any process can hold is answered here.
         if (this.blocks.has(r.block) || r.block < FIRST_BLOCK || r.block > LAST_BLOCK) sink.rxDatagram(msg, meta);
-        else this.forward(sink, this.blockName(r.block), msg, meta);
+        else this.forwardToBlock(sink, r.block, msg, meta);
       } else if (this.services.has(r.name)) sink.rxDatagram(msg, meta);
-      else this.forward(sink, this.serviceName(r.name), msg, meta);
+      else this.forwardToService(sink, r.name, msg, meta);
       return;
     }
     const block = qpn >>> QPN_BLOCK_SHIFT;
@@ -689,50 +786,141 @@ export class PortAgent {
       sink.rxDatagram(msg, meta);
       return;
     }
-    this.forward(sink, this.blockName(block), msg, meta);
+    this.forwardToBlock(sink, block, msg, meta);
   }
 
   /**
-   * Hand a datagram to the process listening on abstract name `name`. A name nobody listens on
-   * (a QPN block of a process that is gone, or of none; a service nobody publishes) is remembered
-   * for a second; datagrams for it meanwhile stay here and this process's device takes them: an
-   * unknown QPN is dropped and counted, a request for an unpublished service is answered by this
-   * process's CM as the kernel's CM answers a request nobody listens for. The datagrams written
-   * while the connection was still being made are taken here too when it fails (so each is
-   * answered or dropped and counted once, never lost unseen).
+   * Hand a datagram to the holder of QPN block `block`: over the connection made to it before,
+   * else to the first of {@link blockCandidates} (the rest are tried if it fails). A block no
+   * process is found to hold is remembered for a second ({@link DEAD_NAME_MS}); its datagrams
+   * stay here meanwhile, where the device drops and counts them as for an unknown QPN (or the CM
+   * answers them).
    */
-  private forward(sink: RxSink, name: string, msg: Buffer, meta: RxMeta): void {
+  private forwardToBlock(sink: RxSink, block: number, msg: Buffer, meta: RxMeta): void {
+    const c = this.blockRoutes.get(block);
+    if (c !== undefined) {
+      this.forward(sink, this.fwdNames.get(c) as string, msg, meta, block);
+      return;
+    }
+    const now = performance.now();
+    if ((this.deadBlocks[block] as number) > now) {
+      sink.rxDatagram(msg, meta);
+      return;
+    }
+    const name = this.blockCandidate(block, now);
+    if (name === null) {
+      this.deadBlocks[block] = now + DEAD_NAME_MS;
+      sink.rxDatagram(msg, meta);
+      return;
+    }
+    this.forward(sink, name, msg, meta, block);
+  }
+
+  /**
+   * The name to try for QPN block `block`, or null when no process is known to hold it:
+   * - the holders of the held-block snapshot (when it is fresh), this user's first, then root's,
+   *   then any other user's (a process of this host sending to another user's QP);
+   * - else, while the connect budget lasts, this user's name, then root's;
+   * - else the snapshot, read again (at most every {@link HELD_REREAD_MS}).
+   * Names that failed lately ({@link deadNames}) are skipped.
+   */
+  private blockCandidate(block: number, now: number): string | null {
+    let name = now - this.heldAt < HELD_FRESH_MS ? this.heldName(block, now) : null;
+    if (name !== null) return name;
+    if (this.takeConnectToken(now)) {
+      name = this.liveName(this.blockName(block), now);
+      if (name === null && PROCESS_UID !== ROOT_UID) name = this.liveName(blockSocketName(this.port, ROOT_UID, block), now);
+      if (name !== null) return name;
+    }
+    if (this.rereadDirectory(now)) return this.heldName(block, now);
+    return null;
+  }
+
+  /** Read the namespace's directory again unless it was read in the last {@link HELD_REREAD_MS}. */
+  private rereadDirectory(now: number): boolean {
+    if (now - this.heldAt < HELD_REREAD_MS) return false;
+    this.held = readDirectory(this.port);
+    this.heldAt = now;
+    return true;
+  }
+
+  /**
+   * Hand a MAD to the process that publishes service `key`. A service not known to be published
+   * costs a connection attempt while the connect budget lasts; past it the namespace's directory
+   * decides (read at most every {@link HELD_REREAD_MS}), so requests for random services cost no
+   * `connect()` each: one nobody publishes is answered here.
+   */
+  private forwardToService(sink: RxSink, key: string, msg: Buffer, meta: RxMeta): void {
+    const name = this.serviceName(key);
+    if (!this.fwd.has(name)) {
+      const now = performance.now();
+      const known = now - this.heldAt < HELD_FRESH_MS && this.held.services.has(key);
+      if (!known && !this.takeConnectToken(now) && !(this.rereadDirectory(now) && this.held.services.has(key))) {
+        sink.rxDatagram(msg, meta);
+        return;
+      }
+    }
+    this.forward(sink, name, msg, meta, -1);
+  }
+
+  /** The first name of {@link held}'s holders of `block` not failed lately (this user, root, others). */
+  private heldName(block: number, now: number): string | null {
+    const uids = this.held.blocks.get(block);
+    if (uids === undefined) return null;
+    const order = [...uids].sort((a, b) => rank(a) - rank(b));
+    for (const uid of order) {
+      const n = this.liveName(uid === PROCESS_UID ? this.blockName(block) : blockSocketName(this.port, uid, block), now);
+      if (n !== null) return n;
+    }
+    return null;
+  }
+
+  /** `name` unless it failed lately. */
+  private liveName(name: string, now: number): string | null {
+    const dead = this.deadNames.get(name);
+    if (dead === undefined) return name;
+    if (now < dead) return null;
+    this.deadNames.delete(name);
+    return name;
+  }
+
+  /** Take one of the {@link FWD_CONNECT_BURST} tokens (refilled at {@link FWD_CONNECT_RATE_PER_S}). */
+  private takeConnectToken(now: number): boolean {
+    const t = Math.min(FWD_CONNECT_BURST, this.connectTokens + ((now - this.tokensAt) * FWD_CONNECT_RATE_PER_S) / 1000);
+    this.tokensAt = now;
+    if (t < 1) {
+      this.connectTokens = t;
+      return false;
+    }
+    this.connectTokens = t - 1;
+    return true;
+  }
+
+  /**
+   * Hand a datagram to the process listening on abstract name `name` (the holder of QPN block
+   * `block`, or a service when `block` is -1). A name nobody listens on (a QPN block of a process
+   * that is gone, or of none; a service nobody publishes) is remembered for a second; datagrams
+   * for it meanwhile stay here and this process's device takes them: an unknown QPN is dropped and
+   * counted, a request for an unpublished service is answered by this process's CM as the
+   * kernel's CM answers a request nobody listens for. The datagrams written while the connection
+   * was still being made are taken back when it fails — and go to the block's next candidate, or
+   * stay here — so each is delivered, answered or dropped and counted once, never lost unseen.
+   * A block's holder must be a process of the user whose namespace the name is in (SO_PEERCRED,
+   * where the addon is built): another user's process listening there is a squatter, and its
+   * connection fails as a refused one does.
+   */
+  private forward(sink: RxSink, name: string, msg: Buffer, meta: RxMeta, block: number): void {
     let c = this.fwd.get(name);
     if (!c) {
       const dead = this.deadNames.get(name);
       if (dead !== undefined) {
-        if (Date.now() < dead) {
+        if (performance.now() < dead) {
           sink.rxDatagram(msg, meta);
           return;
         }
         this.deadNames.delete(name);
       }
-      const conn = net.connect(name);
-      c = conn;
-      this.fwd.set(name, conn);
-      this.unconfirmed.set(conn, []);
-      conn.on('connect', () => this.unconfirmed.delete(conn));
-      conn.on('error', () => {
-        if (this.fwd.get(name) === conn) this.fwd.delete(name);
-        if (this.deadNames.size > 4096) this.deadNames.clear();
-        this.deadNames.set(name, Date.now() + DEAD_NAME_MS);
-        const back = this.unconfirmed.get(conn);
-        this.unconfirmed.delete(conn);
-        if (back) for (const [m, mm] of back) sink.rxDatagram(m, mm);
-        else sink.forwarded(false);
-      });
-      conn.on('close', () => {
-        if (this.fwd.get(name) === conn) this.fwd.delete(name);
-      });
-      conn.on('data', () => {
-        // nothing flows back
-      });
-      conn.unref();
+      c = this.connectForward(sink, name, block);
     }
     // A packet built in a packetBuffer() is framed in the headroom in front of it; any other
     // datagram (from a socket, a MAD) is copied into a frame.
@@ -743,14 +931,11 @@ export class PortAgent {
       frame = Buffer.allocUnsafe(PACKET_HEADROOM + msg.length);
       msg.copy(frame, PACKET_HEADROOM);
     }
-    frame.writeUInt32BE(FWD_HDR + msg.length, 0);
-    frame[4] = meta.family;
-    frame[5] = 0;
-    frame.writeUInt16BE(meta.srcPort, 6);
-    frame.set(this.frameAddrs(meta.src, meta.dst, meta.family), 8);
-    // Kept until the connection is made (a copy: the sender may reuse its buffer before the
-    // connection is made or fails, when each is taken back here).
-    if (this.unconfirmed.size > 0) this.unconfirmed.get(c)?.push([Buffer.from(msg), meta]);
+    encodeFwdHeader(frame, 0, meta.family, meta.srcPort, this.frameAddrs(meta.src, meta.dst, meta.family), msg.length);
+    // Kept until the connection is made and its holder checked (a copy: the sender may reuse its
+    // buffer before then), and counted as sent then.
+    const pending = c.connecting || this.unconfirmed.has(c) ? this.unconfirmed.get(c) : undefined;
+    if (pending !== undefined) pending.push([Buffer.from(msg), meta]);
     // The frames of one burst (the datagrams of a drain, the packets of one turn of the engines)
     // leave in one writev: corked here, uncorked once the current task is done.
     if (c.writableCorked === 0) {
@@ -758,7 +943,64 @@ export class PortAgent {
       if (this.corked.push(c) === 1) queueMicrotask(this.uncorkAll);
     }
     c.write(frame);
-    sink.forwarded(true);
+    if (pending === undefined) sink.fwdCount('fwd_sent');
+  }
+
+  /** Open the forwarding connection to `name` (see {@link forward}). */
+  private connectForward(sink: RxSink, name: string, block: number): net.Socket {
+    const conn = net.connect(name);
+    this.fwd.set(name, conn);
+    this.fwdNames.set(conn, name);
+    this.unconfirmed.set(conn, []);
+    if (block >= 0) this.blockRoutes.set(block, conn);
+    sink.fwdCount('fwd_connect');
+    const drop = (): void => {
+      if (this.fwd.get(name) === conn) this.fwd.delete(name);
+      if (block >= 0 && this.blockRoutes.get(block) === conn) this.blockRoutes.delete(block);
+    };
+    const fail = (): void => {
+      drop();
+      if (this.deadNames.size > 4096) this.deadNames.clear();
+      this.deadNames.set(name, performance.now() + DEAD_NAME_MS);
+      const back = this.unconfirmed.get(conn);
+      this.unconfirmed.delete(conn);
+      if (back === undefined) {
+        sink.fwdCount('fwd_failed_drop');
+        return;
+      }
+      // Each one again: the block's next candidate, or this process's device.
+      for (const [m, mm] of back) {
+        if (block >= 0) this.forwardToBlock(sink, block, m, mm);
+        else sink.rxDatagram(m, mm);
+      }
+    };
+    conn.on('connect', () => {
+      if (block >= 0) {
+        const holder = peerUid(conn);
+        if (holder !== null && holder !== uidOfBlockName(name)) {
+          if (tracing('rx')) trace('rx', `roce:${this.port}`, `${name.slice(1)} is held by uid ${holder}: not used`);
+          conn.destroy();
+          fail();
+          return;
+        }
+      }
+      const sent = this.unconfirmed.get(conn);
+      this.unconfirmed.delete(conn);
+      if (sent !== undefined) for (let i = 0; i < sent.length; i++) sink.fwdCount('fwd_sent');
+    });
+    conn.on('error', () => {
+      if (this.unconfirmed.has(conn)) fail();
+      else {
+        drop();
+        sink.fwdCount('fwd_failed_drop');
+      }
+    });
+    conn.on('close', drop);
+    conn.on('data', () => {
+      // nothing flows back
+    });
+    conn.unref();
+    return conn;
   }
 
   /**
@@ -788,67 +1030,20 @@ export class PortAgent {
    * re-wrapped on its handle so that every read lands in one buffer of the agent
    * ({@link FWD_READ_SIZE}, `onread`) instead of a new buffer per read. Frames are delivered from
    * the read they arrived in (the receive path keeps nothing of a data packet; a MAD is copied);
-   * only a frame split across reads is put together in a buffer of its own.
+   * only a frame split across reads is put together in a buffer of its own (fwd-frame.ts). A
+   * malformed frame closes the connection. Who is at the other end decides what it may hand over
+   * ({@link trustedUid}): a process of this user or root's, anything; any other (or anyone, where
+   * SO_PEERCRED cannot be read), only datagrams from this host's own addresses.
    */
   private acceptForward(c0: net.Socket): void {
-    let part: Buffer | null = null; // a frame begun in an earlier read (length word first)
-    let partLen = 0; // its bytes so far
+    const uid = peerUid(c0);
+    const trusted = uid !== null && trustedUid(uid);
     let c = c0;
-    const bad = (n: number): boolean => n < FWD_HDR || n > FWD_MAX;
+    const splitter = new FwdFrameSplitter((f, own) => {
+      if (!this.deliverForwarded(f, own, trusted)) splitter.fail();
+    });
     const onChunk = (chunk: Buffer): void => {
-      let off = 0;
-      // First finish the frame an earlier read began: its length word, then its bytes.
-      if (part !== null) {
-        if (partLen < 4) {
-          const k = Math.min(4 - partLen, chunk.length);
-          chunk.copy(part, partLen, 0, k);
-          partLen += k;
-          off = k;
-          if (partLen < 4) return;
-          const n = part.readUInt32BE(0);
-          if (bad(n)) {
-            c.destroy();
-            return;
-          }
-          const full = Buffer.allocUnsafe(4 + n);
-          part.copy(full, 0, 0, 4);
-          part = full;
-        }
-        const k = Math.min(part.length - partLen, chunk.length - off);
-        chunk.copy(part, partLen, off, off + k);
-        partLen += k;
-        off += k;
-        if (partLen < part.length) return;
-        const f: Buffer = part;
-        part = null;
-        partLen = 0;
-        this.deliverForwarded(f.subarray(4), true);
-      }
-      while (chunk.length - off >= 4) {
-        const n = chunk.readUInt32BE(off);
-        if (bad(n)) {
-          c.destroy();
-          return;
-        }
-        if (chunk.length - off - 4 < n) break;
-        this.deliverForwarded(chunk.subarray(off + 4, off + 4 + n), false);
-        off += 4 + n;
-      }
-      const rest = chunk.length - off;
-      if (rest > 0) {
-        let size = 4;
-        if (rest >= 4) {
-          const n = chunk.readUInt32BE(off);
-          if (bad(n)) {
-            c.destroy();
-            return;
-          }
-          size = 4 + n;
-        }
-        part = Buffer.allocUnsafe(size);
-        chunk.copy(part, 0, off);
-        partLen = rest;
-      }
+      if (!splitter.push(chunk)) c.destroy();
     };
     const handle = (c0 as unknown as { _handle?: object | null })._handle;
     if (handle && !c0.destroyed) {
@@ -860,23 +1055,46 @@ export class PortAgent {
     c.resume();
   }
 
-  /** One forwarded frame (after its length word); `own`: `f` is a buffer of its own. */
-  private deliverForwarded(f: Buffer, own: boolean): void {
-    const fam = f[0];
-    if (fam !== 4 && fam !== 6) return;
-    const family = fam as 4 | 6;
-    const srcPort = f.readUInt16BE(2);
-    const src = this.frameAddrText(f, 4, family);
-    const dst = this.frameAddrText(f, 20, family);
+  /**
+   * One forwarded frame (after its length word); `own`: `f` is a buffer of its own; `trusted`:
+   * from a process that may name any source address. False for a frame that is malformed (the
+   * connection is closed).
+   */
+  private deliverForwarded(f: Buffer, own: boolean, trusted: boolean): boolean {
+    const family = fwdFamily(f);
+    if (family === 0) return false;
+    const dst = this.frameAddrText(f, FwdOff.DST, family);
     const sink = this.sinksByIp.get(dst);
-    if (!sink) return;
-    sink.forwardIn();
+    if (!sink) return true;
+    sink.fwdCount('fwd_rcvd');
+    if (!trusted && !this.isHostAddress(f, FwdOff.SRC, family)) {
+      sink.fwdCount('fwd_forged_drop');
+      return true;
+    }
+    const src = this.frameAddrText(f, FwdOff.SRC, family);
     // The receive path reads a data packet while it runs and keeps nothing, so it gets a view of
     // the chunk; a MAD (QPN 1) may be kept by the connection manager, so it gets its own copy
     // rather than holding the whole chunk.
-    let pkt = f.subarray(FWD_HDR);
+    let pkt = f.subarray(FWD_FRAME_HEAD - 4);
     if (!own && pkt.length >= 8 && bthDestQpn(pkt) === GSI_QPN) pkt = Buffer.from(pkt);
-    sink.rxDatagram(pkt, { family, src, dst, srcPort, forwarded: true });
+    sink.rxDatagram(pkt, { family, src, dst, srcPort: fwdSrcPort(f), forwarded: true });
+    return true;
+  }
+
+  /**
+   * Whether the 16 address bytes at `off` of `b` are one of this host's addresses (any
+   * interface, loopback included: 127.0.0.0/8, ::1), which any local process could send from
+   * over UDP itself. The host's addresses are read again every {@link HOST_ADDRS_MS}.
+   */
+  private isHostAddress(b: Buffer, off: number, family: 4 | 6): boolean {
+    if (family === 4 && b[off] === 127) return true;
+    const key = b.toString('hex', off, off + (family === 4 ? 4 : 16));
+    const now = performance.now();
+    if (now - this.hostAddrsAt >= HOST_ADDRS_MS || (!this.hostAddrs.has(key) && now - this.hostAddrsAt >= HELD_REREAD_MS)) {
+      this.hostAddrs = hostAddressKeys();
+      this.hostAddrsAt = now;
+    }
+    return this.hostAddrs.has(key);
   }
 
   /** The text of a frame's address, IPv4 ones kept by value (a busy peer's is formatted once). */

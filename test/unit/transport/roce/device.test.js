@@ -279,6 +279,10 @@ test('every drop reason is counted and nothing is delivered', async () => {
   for (let i = 0; i < 8; i++) b.postRecv({ wrId: `d${i}`, sgList: [{ addr: mr.addr + 32768, length: 1024, lkey: mr.lkey }] });
   initQp.postRecv({ wrId: 'init', sgList: [{ addr: mr.addr + 32768, length: 1024, lkey: mr.lkey }] });
   const good = raw.ud({ destQp: b.qpNum, qkey: 0x5555, payload: Buffer.from('abcd') });
+  // A QPN of this process's block that no QP of this file holds (QPNs are drawn at random).
+  const held = new Set(qps.map((q) => q.qpNum));
+  let unknownQpn = (b.qpNum & ~0x3ff) | 2;
+  while (held.has(unknownQpn)) unknownQpn++;
   const cases = [
     ['rcvd_truncated_drop', good.subarray(0, 10)],
     ['rcvd_bad_length_drop', good.subarray(0, 16)],
@@ -289,7 +293,7 @@ test('every drop reason is counted and nothing is delivered', async () => {
     ['rcvd_bad_pad_drop', Buffer.concat([good.subarray(0, good.length - 4), Buffer.alloc(2), good.subarray(good.length - 4)])],
     ['rcvd_icrc_err_drop', Uint8Array.from(good, (x, i) => (i === good.length - 1 ? x ^ 0x55 : x))],
     ['rcvd_icrc_err_drop', Uint8Array.from(good, (x, i) => (i === 24 ? x ^ 1 : x))],
-    ['rcvd_unknown_qpn_drop', raw.ud({ destQp: b.qpNum + 500, qkey: 0x5555 })],
+    ['rcvd_unknown_qpn_drop', raw.ud({ destQp: unknownQpn, qkey: 0x5555 })],
     ['rcvd_unknown_qpn_drop', raw.ud({ destQp: 0, qkey: 0x5555 })],
     ['rcvd_bad_pkey_drop', raw.ud({ destQp: b.qpNum, qkey: 0x5555, pkey: 0x1234 })],
     ['rcvd_bad_qkey_drop', raw.ud({ destQp: b.qpNum, qkey: 0x5556 })],

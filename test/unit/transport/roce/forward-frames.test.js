@@ -20,15 +20,16 @@ function recorder(name) {
     got,
     ins: 0,
     outs: [],
+    events: [],
     name,
     rxDatagram(buf, meta) {
       got.push({ bytes: Buffer.from(buf), meta: { ...meta } });
     },
-    forwarded(ok) {
-      this.outs.push(ok);
-    },
-    forwardIn() {
-      this.ins++;
+    fwdCount(e) {
+      if (e === 'fwd_sent') this.outs.push(true);
+      else if (e === 'fwd_failed_drop') this.outs.push(false);
+      else if (e === 'fwd_rcvd') this.ins++;
+      else this.events.push(e);
     },
   };
 }

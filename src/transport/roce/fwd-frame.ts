@@ -1,0 +1,145 @@
+/**
+ * The frames in which the processes sharing a soft RoCE device's UDP port hand each other
+ * datagrams over their Unix sockets (see udp.ts): a pure codec, no sockets.
+ *
+ * ```
+ * u32 length (of what follows) | u8 family (4 or 6) | u8 0 | u16 UDP source port |
+ * 16 bytes source address | 16 bytes destination address | the UDP payload
+ * ```
+ *
+ * Addresses are in network order; an IPv4 address fills the first four bytes of its 16. These
+ * frames never leave the host (they are not part of RoCEv2), but they are read from sockets any
+ * local process can connect to, so the splitter treats them as untrusted input: a length outside
+ * {@link FWD_HDR} .. {@link FWD_MAX} or a family other than 4 or 6 is malformed.
+ */
+
+/** Bytes of a frame's header after its length word. */
+export const FWD_HDR = 36;
+/** Bytes of the length word. */
+export const FWD_LEN_BYTES = 4;
+/** A frame's whole header, length word included: what {@link encodeFwdHeader} writes. */
+export const FWD_FRAME_HEAD = FWD_LEN_BYTES + FWD_HDR;
+/** The largest frame length accepted (a datagram of up to 64 KiB and its header). */
+export const FWD_MAX = 70_000;
+
+/** Offsets inside a frame, after its length word. */
+export const FwdOff = {
+  FAMILY: 0,
+  ZERO: 1,
+  SRC_PORT: 2,
+  SRC: 4,
+  DST: 20,
+} as const;
+
+/**
+ * Write a frame's length word and header at `off` of `out` for a datagram of `payloadLen` bytes
+ * that follows it (at `off + FWD_FRAME_HEAD`). `addrs`: 32 bytes, source then destination.
+ */
+export function encodeFwdHeader(out: Uint8Array, off: number, family: 4 | 6, srcPort: number, addrs: Uint8Array, payloadLen: number): void {
+  const n = FWD_HDR + payloadLen;
+  out[off] = n >>> 24;
+  out[off + 1] = (n >>> 16) & 0xff;
+  out[off + 2] = (n >>> 8) & 0xff;
+  out[off + 3] = n & 0xff;
+  const h = off + FWD_LEN_BYTES;
+  out[h + FwdOff.FAMILY] = family;
+  out[h + FwdOff.ZERO] = 0;
+  out[h + FwdOff.SRC_PORT] = (srcPort >>> 8) & 0xff;
+  out[h + FwdOff.SRC_PORT + 1] = srcPort & 0xff;
+  out.set(addrs.subarray(0, 32), h + FwdOff.SRC);
+}
+
+/** The family of a frame (after its length word), or 0 when it is neither 4 nor 6. */
+export function fwdFamily(f: Uint8Array): 0 | 4 | 6 {
+  const v = f[FwdOff.FAMILY];
+  return v === 4 || v === 6 ? v : 0;
+}
+
+/** The UDP source port of a frame (after its length word). */
+export function fwdSrcPort(f: Uint8Array): number {
+  return ((f[FwdOff.SRC_PORT] ?? 0) << 8) | (f[FwdOff.SRC_PORT + 1] ?? 0);
+}
+
+/** Whether `n` is a frame length the splitter accepts. */
+export function fwdLengthOk(n: number): boolean {
+  return n >= FWD_HDR && n <= FWD_MAX;
+}
+
+/**
+ * Cuts a stream of frames, delivered in chunks of any size, into frames: each is handed on
+ * (without its length word) as a view of the chunk it arrived in when it lies inside one
+ * (`own` false: valid only during the call), or as a buffer of its own when it was split across
+ * chunks (`own` true). After a malformed length it hands on nothing more and {@link push}
+ * returns false: the connection is to be closed.
+ */
+export class FwdFrameSplitter {
+  /** A frame begun in an earlier chunk (length word first), or null. */
+  private part: Buffer | null = null;
+  /** Its bytes so far. */
+  private partLen = 0;
+  /** A malformed frame was seen. */
+  private broken = false;
+
+  constructor(private readonly onFrame: (frame: Buffer, own: boolean) => void) {}
+
+  /** Feed one chunk. False once the stream is malformed. */
+  push(chunk: Buffer): boolean {
+    if (this.broken) return false;
+    let off = 0;
+    // First finish the frame an earlier chunk began: its length word, then its bytes.
+    if (this.part !== null) {
+      let part: Buffer = this.part;
+      if (this.partLen < FWD_LEN_BYTES) {
+        const k = Math.min(FWD_LEN_BYTES - this.partLen, chunk.length);
+        chunk.copy(part, this.partLen, 0, k);
+        this.partLen += k;
+        off = k;
+        if (this.partLen < FWD_LEN_BYTES) return true;
+        const n = part.readUInt32BE(0);
+        if (!fwdLengthOk(n)) return this.fail();
+        const full = Buffer.allocUnsafe(FWD_LEN_BYTES + n);
+        part.copy(full, 0, 0, FWD_LEN_BYTES);
+        part = full;
+        this.part = full;
+      }
+      const k = Math.min(part.length - this.partLen, chunk.length - off);
+      chunk.copy(part, this.partLen, off, off + k);
+      this.partLen += k;
+      off += k;
+      if (this.partLen < part.length) return true;
+      this.part = null;
+      this.partLen = 0;
+      this.onFrame(part.subarray(FWD_LEN_BYTES), true);
+      if (this.broken) return false;
+    }
+    while (chunk.length - off >= FWD_LEN_BYTES) {
+      const n = chunk.readUInt32BE(off);
+      if (!fwdLengthOk(n)) return this.fail();
+      if (chunk.length - off - FWD_LEN_BYTES < n) break;
+      this.onFrame(chunk.subarray(off + FWD_LEN_BYTES, off + FWD_LEN_BYTES + n), false);
+      if (this.broken) return false;
+      off += FWD_LEN_BYTES + n;
+    }
+    const rest = chunk.length - off;
+    if (rest > 0) {
+      let size = FWD_LEN_BYTES;
+      if (rest >= FWD_LEN_BYTES) {
+        const n = chunk.readUInt32BE(off);
+        if (!fwdLengthOk(n)) return this.fail();
+        size = FWD_LEN_BYTES + n;
+      }
+      const part = Buffer.allocUnsafe(size);
+      chunk.copy(part, 0, off);
+      this.part = part;
+      this.partLen = rest;
+    }
+    return true;
+  }
+
+  /** Stop: nothing more is handed on (the frame handler may call it too). */
+  fail(): false {
+    this.broken = true;
+    this.part = null;
+    return false;
+  }
+}
