@@ -308,9 +308,9 @@ async function printed(get, text, ms, what) {
 }
 
 for (const d of hostileChildren()) {
-  test(`rping -s -P on ${d.dev}: each hostile end of a connection ends that connection only (${d.attacks.map((a) => a.name).join('; ')}); real clients are served, the server runs on`, opts, async () => {
+  test(`rping -s -P on ${d.dev}: each hostile end of a connection ends that connection only (${d.attacks.map((a) => a.name).join('; ')}); real clients are served, the server runs on`, { ...opts, timeout: 90_000 }, async () => {
     const port = await freePort();
-    const srv = startCli(RPING, ['-s', '-P', '-a', HOST, '-p', String(port), '-v'], { env: d.env, timeoutMs: 40_000 });
+    const srv = startCli(RPING, ['-s', '-P', '-a', HOST, '-p', String(port), '-v'], { env: d.env, timeoutMs: 85_000 });
     try {
       await d.listening(port, srv.done);
       const client = () => runCli(RPING, ['-c', '-a', HOST, '-p', String(port), '-C', '3', '-v'], { env: d.env, timeoutMs: 15_000 });
@@ -318,7 +318,7 @@ for (const d of hostileChildren()) {
       for (const a of d.attacks) {
         await a.run(port);
         stderr += a.lines;
-        await printed(srv.stderr, stderr, 5000, a.name);
+        await printed(srv.stderr, stderr, 15000, a.name);
         assert.equal(srv.child.exitCode, null, `after '${a.name}' the -P server exited: ${JSON.stringify(srv.stderr())}`);
         // A real client after each: served in full.
         const c = await client();
@@ -326,7 +326,7 @@ for (const d of hostileChildren()) {
         assert.equal(c.code, 0, desc);
         assert.equal(c.stdout, rpingLines({ count: 3 }), desc);
         stderr += 'server DISCONNECT EVENT...\nwait for RDMA_READ_ADV state 10\n';
-        await printed(srv.stderr, stderr, 5000, `the client after '${a.name}'`);
+        await printed(srv.stderr, stderr, 15000, `the client after '${a.name}'`);
       }
       assert.equal(srv.stdout(), rpingLines({ count: 3, role: 'server' }).repeat(d.attacks.length), 'only the real clients ping');
       assert.equal(srv.child.exitCode, null, `the -P server exited: ${srv.stderr()}`);

@@ -167,7 +167,7 @@ export function cmSidrReq(port, { requestId = randomId(), peer = PEER, local = L
  * server's CM resends the REP until its retries run out. `pd`: the REQ's private data after the
  * CMA header (an rsocket's rs_conn_data, say). Resolves with the REP's MAD.
  */
-export async function reqWithoutRtu(peer, port, { ms = 5000, pd } = {}) {
+export async function reqWithoutRtu(peer, port, { ms = 15000, pd } = {}) {
   const req = reqFrom(port, { pd });
   peer.sendMad(req, BigInt(req.localCommId));
   const { mad } = await peer.mad('REP', ms);
@@ -175,7 +175,7 @@ export async function reqWithoutRtu(peer, port, { ms = 5000, pd } = {}) {
 }
 
 /** A client that sends a REQ for `port`, then rejects the server's REP (consumer defined). */
-export async function reqThenRej(peer, port, { ms = 5000, pd } = {}) {
+export async function reqThenRej(peer, port, { ms = 15000, pd } = {}) {
   const req = reqFrom(port, { pd });
   peer.sendMad(req, BigInt(req.localCommId));
   const { mad } = await peer.mad('REP', ms);
@@ -190,7 +190,7 @@ export async function reqThenRej(peer, port, { ms = 5000, pd } = {}) {
  * A client that completes the handshake (REQ, REP, RTU) and then is never heard of again: no
  * DREQ, no packet on its QP. Resolves with the REP's MAD.
  */
-export async function establishThenVanish(peer, port, { ms = 5000, pd } = {}) {
+export async function establishThenVanish(peer, port, { ms = 15000, pd } = {}) {
   const req = reqFrom(port, { pd });
   peer.sendMad(req, BigInt(req.localCommId));
   const { mad } = await peer.mad('REP', ms);
@@ -229,7 +229,7 @@ export function garbageMads(peer, port, n = 20) {
  * server's QP) and is never heard of again: what the server sends it next is never acknowledged,
  * so the server's QP runs out of retries (`ackTimeout` sets how fast). Resolves with the REP's MAD.
  */
-export async function sendThenVanish(peer, port, payload, { ms = 5000, ackTimeout = 19 } = {}) {
+export async function sendThenVanish(peer, port, payload, { ms = 15000, ackTimeout = 19 } = {}) {
   const req = reqFrom(port, { ackTimeout });
   peer.sendMad(req, BigInt(req.localCommId));
   const { mad } = await peer.mad('REP', ms);
