@@ -6,8 +6,19 @@
  * {@link TerminateError}; the QP then sends a TERMINATE and closes (first error wins).
  * Nothing is ever written outside a registered region: the bounds check precedes placement.
  */
-import { TerminateError } from '../../errors.js';
-import { RdmapOpcode, DdpQn, createFpduHeader, wholeFpdu, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/iwarp/index.js';
+import { TerminateError, TermLayer } from '../../errors.js';
+import {
+  DDP_ECODE_CATASTROPHIC,
+  DdpEtype,
+  DdpTaggedEcode,
+  DdpUntaggedEcode,
+  LLP_ETYPE_MPA,
+  MpaEcode,
+  RdmapEcode,
+  RdmapEtype,
+  RdmapOpcode,
+  DdpQn,
+  createFpduHeader, wholeFpdu, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/iwarp/index.js';
 import { ddpTaggedEcode, rdmapProtEcode } from './mem.js';
 import { copyBytes } from '../../util/copy.js';
 import { Access, WcFlags, WcStatus, type Sge } from '../../verbs/types.js';
@@ -15,15 +26,6 @@ import type { RqWqe, SqWqe } from '../../verbs/qp.js';
 import type { IwarpQp } from './iwarp-qp.js';
 import { hex } from './qp-tx.js';
 import { trace, tracing } from '../../trace.js';
-
-// TERMINATE codes (RFC 5040 §7.2, RFC 5041 §7.2, RFC 5040 §4.8).
-const L_RDMAP = 0;
-const L_DDP = 1;
-const L_LLP = 2;
-const DDP_ET_TAGGED = 1;
-const DDP_ET_UNTAGGED = 2;
-const RDMAP_ET_PROT = 1;
-const RDMAP_ET_OP = 2;
 
 /** Receive state of one connection. */
 export class QpRx implements FpduSink {
@@ -179,21 +181,21 @@ export class QpRx implements FpduSink {
       case RdmapOpcode.READ_REQ:
         return this.hdrReadReq(h);
       case RdmapOpcode.TERMINATE:
-        if (h.qn !== DdpQn.TERM) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, 'TERMINATE on wrong queue', h.raw);
+        if (h.qn !== DdpQn.TERM) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, 'TERMINATE on wrong queue', h.raw);
         this.kind = 4;
         this.termHdr = Buffer.from(h.raw);
         this.term = Buffer.alloc(Math.min(h.payloadLen, 128));
         this.termLen = 0;
         return;
       default:
-        throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x06, `unexpected opcode ${h.opcode}`, h.raw);
+        throw new TerminateError(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.UNEXPECTED_OPCODE, `unexpected opcode ${h.opcode}`, h.raw);
     }
   }
 
   private hdrWrite(h: FpduHeader): void {
     const qp = this.qp;
     if (this.tagOpen && (h.stag !== this.tagStag || h.to !== this.tagNextTo)) {
-      throw new TerminateError(L_DDP, DDP_ET_TAGGED, h.stag !== this.tagStag ? 0x00 : 0x01, 'tagged segment does not continue its message', h.raw);
+      throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, h.stag !== this.tagStag ? DdpTaggedEcode.INVALID_STAG : DdpTaggedEcode.BASE_BOUNDS, 'tagged segment does not continue its message', h.raw);
     }
     if (h.payloadLen === 0) {
       // A zero-length Write (the RFC 6581 RTR, siw uses STag 1) is accepted with any STag.
@@ -206,7 +208,7 @@ export class QpRx implements FpduSink {
       return;
     }
     const r = qp.remoteTarget(h.stag, h.to, h.payloadLen, Access.REMOTE_WRITE);
-    if (typeof r === 'number') throw new TerminateError(L_DDP, DDP_ET_TAGGED, ddpTaggedEcode(r), `RDMA Write to ${hex(h.stag)}@${h.to.toString(16)}+${h.payloadLen} refused`, h.raw);
+    if (typeof r === 'number') throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, ddpTaggedEcode(r), `RDMA Write to ${hex(h.stag)}@${h.to.toString(16)}+${h.payloadLen} refused`, h.raw);
     this.dst = r.buf;
     this.dstOff = r.off;
     this.kind = 1;
@@ -220,24 +222,24 @@ export class QpRx implements FpduSink {
     const tx = qp.tx;
     if (tx.rtrReadPending && tx.orq.length === 0) {
       // Response to our zero-length Read RTR.
-      if (h.payloadLen !== 0 || !h.last) throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x01, 'bad RTR read response', h.raw);
+      if (h.payloadLen !== 0 || !h.last) throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.BASE_BOUNDS, 'bad RTR read response', h.raw);
       tx.rtrReadPending = false;
       this.kind = 3;
       return;
     }
     const w = tx.orq[0];
-    if (!w) throw new TerminateError(L_DDP, 0, 0, 'Read Response without an outstanding Read', h.raw);
+    if (!w) throw new TerminateError(TermLayer.DDP, DdpEtype.CATASTROPHIC, DDP_ECODE_CATASTROPHIC, 'Read Response without an outstanding Read', h.raw);
     const s = w.sgList[0] as Sge;
-    if (h.stag !== s.lkey) throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x00, 'Read Response STag mismatch', h.raw);
+    if (h.stag !== s.lkey) throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.INVALID_STAG, 'Read Response STag mismatch', h.raw);
     if (h.to !== s.addr + this.readPlaced || this.readPlaced + h.payloadLen > s.length) {
-      throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x01, 'Read Response outside the requested sink', h.raw);
+      throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.BASE_BOUNDS, 'Read Response outside the requested sink', h.raw);
     }
     if (h.last && this.readPlaced + h.payloadLen !== s.length) {
-      throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x01, 'Read Response shorter than requested', h.raw);
+      throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.BASE_BOUNDS, 'Read Response shorter than requested', h.raw);
     }
     if (h.payloadLen > 0) {
       const r = qp.localTarget(s, this.readPlaced, h.payloadLen);
-      if (typeof r === 'number') throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x00, 'Read sink no longer valid', h.raw);
+      if (typeof r === 'number') throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.INVALID_STAG, 'Read sink no longer valid', h.raw);
       this.dst = r.buf;
       this.dstOff = r.off;
       this.kind = 1;
@@ -246,12 +248,12 @@ export class QpRx implements FpduSink {
 
   private hdrSend(h: FpduHeader): void {
     this.inSend = true;
-    if (h.qn !== DdpQn.SEND) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, `Send on queue ${h.qn}`, h.raw);
-    if (h.msn !== this.expectSendMsn) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x03, `Send MSN ${h.msn}, expected ${this.expectSendMsn}`, h.raw);
-    if (h.mo !== this.placed) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x04, `Send MO ${h.mo}, expected ${this.placed}`, h.raw);
+    if (h.qn !== DdpQn.SEND) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, `Send on queue ${h.qn}`, h.raw);
+    if (h.msn !== this.expectSendMsn) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MSN_RANGE, `Send MSN ${h.msn}, expected ${this.expectSendMsn}`, h.raw);
+    if (h.mo !== this.placed) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MO, `Send MO ${h.mo}, expected ${this.placed}`, h.raw);
     if (this.rqe === null) {
       const r = this.qp.rqTake();
-      if (!r) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x02, 'Send with no receive posted', h.raw);
+      if (!r) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MSN_NO_BUFFER, 'Send with no receive posted', h.raw);
       this.rqe = r;
       this.rqeStatus = WcStatus.GENERAL_ERR;
       this.rqeSge = 0;
@@ -260,22 +262,22 @@ export class QpRx implements FpduSink {
     if (this.placed + h.payloadLen > this.rqe.length) {
       // The receive is too small for the message: it completes with LOC_LEN_ERR (as siw).
       this.rqeStatus = WcStatus.LOC_LEN_ERR;
-      throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x02, `Send of ${this.placed + h.payloadLen}+ bytes into a ${this.rqe.length}-byte receive`, h.raw);
+      throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MSN_NO_BUFFER, `Send of ${this.placed + h.payloadLen}+ bytes into a ${this.rqe.length}-byte receive`, h.raw);
     }
     this.kind = 2;
   }
 
   private hdrReadReq(h: FpduHeader): void {
     const qp = this.qp;
-    if (h.qn !== DdpQn.READ) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, `Read Request on queue ${h.qn}`, h.raw);
-    if (h.msn !== this.expectReadMsn) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x03, `Read Request MSN ${h.msn}, expected ${this.expectReadMsn}`, h.raw);
+    if (h.qn !== DdpQn.READ) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, `Read Request on queue ${h.qn}`, h.raw);
+    if (h.msn !== this.expectReadMsn) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MSN_RANGE, `Read Request MSN ${h.msn}, expected ${this.expectReadMsn}`, h.raw);
     this.expectReadMsn = (this.expectReadMsn + 1) >>> 0;
     // Zero-length Reads count against the IRD like any other (siw's IRQ; an initiator's Read RTR
     // takes one of its ORD), else a peer that reads nothing grows the queue without bound. One
     // always fits: a Read RTR to a responder with IRD 0.
     const ird = h.readSize === 0 ? Math.max(qp.ird, 1) : qp.ird;
     if (ird <= 0 || qp.tx.irq.length >= ird) {
-      throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x07, `more than IRD ${qp.ird} outstanding Read Requests`, h.raw);
+      throw new TerminateError(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.CATASTROPHIC_STREAM, `more than IRD ${qp.ird} outstanding Read Requests`, h.raw);
     }
     if (h.readSize === 0) {
       // Zero-length read (an RTR): answered with a zero-length response, any STag.
@@ -286,7 +288,7 @@ export class QpRx implements FpduSink {
     const r = qp.remoteTarget(h.srcStag, h.srcTo, h.readSize, Access.REMOTE_READ);
     if (typeof r === 'number') {
       // RDMAP remote protection error with the Read Request header attached (siw).
-      throw new TerminateError(L_RDMAP, RDMAP_ET_PROT, rdmapProtEcode(r), `RDMA Read of ${hex(h.srcStag)}@${h.srcTo.toString(16)}+${h.readSize} refused`, h.raw);
+      throw new TerminateError(TermLayer.RDMAP, RdmapEtype.REMOTE_PROTECTION, rdmapProtEcode(r), `RDMA Read of ${hex(h.srcStag)}@${h.srcTo.toString(16)}+${h.readSize} refused`, h.raw);
     }
     qp.tx.irq.push({ sinkStag: h.sinkStag, sinkTo: h.sinkTo, size: h.readSize, srcStag: h.srcStag, srcTo: h.srcTo, buf: r.buf, off: r.off });
     this.kind = 3;
@@ -385,7 +387,7 @@ export class QpRx implements FpduSink {
       case 2: {
         if (this.scatter(this.rqe as RqWqe, src, start, end) < end) {
           this.rqeStatus = WcStatus.LOC_PROT_ERR;
-          throw new TerminateError(0, 0, 0xff, 'receive buffer no longer valid');
+          throw new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, 'receive buffer no longer valid');
         }
         this.placed += n;
         return;
@@ -403,7 +405,7 @@ export class QpRx implements FpduSink {
   }
 
   onEnd(h: FpduHeader, crcOk: boolean): void {
-    if (!crcOk) throw new TerminateError(L_LLP, 0, 0x02, 'MPA CRC error', h.raw);
+    if (!crcOk) throw new TerminateError(TermLayer.LLP, LLP_ETYPE_MPA, MpaEcode.CRC, 'MPA CRC error', h.raw);
     if (!this.seenFirst) {
       this.seenFirst = true;
       const f = this.onFirstFpdu;
@@ -425,7 +427,7 @@ export class QpRx implements FpduSink {
             // The receive stays in progress: failCurrent() completes it with this status, as
             // siw_rdmap_complete completes it with REM_INV_REQ_ERR.
             this.rqeStatus = WcStatus.REM_INV_REQ_ERR;
-            throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x09, `STag ${hex(h.invStag)} cannot be invalidated`, h.raw);
+            throw new TerminateError(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.CANNOT_INVALIDATE, `STag ${hex(h.invStag)} cannot be invalidated`, h.raw);
           }
           flags |= WcFlags.WITH_INV;
           inv = h.invStag;
