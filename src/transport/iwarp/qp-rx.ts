@@ -27,6 +27,21 @@ import type { IwarpQp } from './iwarp-qp.js';
 import { hex } from './qp-tx.js';
 import { trace, tracing } from '../../trace.js';
 
+/** Where the payload of the FPDU being received goes (constants in the form of {@link RdmapOpcode}). */
+const Place = {
+  /** No FPDU in progress. */
+  NONE: 0,
+  /** Into the memory of a tagged target ({@link QpRx.dst}): RDMA Write, Read Response. */
+  TAGGED: 1,
+  /** Into the SGEs of the receive in progress: a Send. */
+  UNTAGGED: 2,
+  /** Nowhere: a zero-length segment, a Read Request (its header is the whole message). */
+  DISCARD: 3,
+  /** Into the TERMINATE buffer, up to its first 128 bytes. */
+  TERMINATE: 4,
+} as const;
+type Place = (typeof Place)[keyof typeof Place];
+
 /** Receive state of one connection. */
 export class QpRx implements FpduSink {
   /** Set on the first complete FPDU (releases a held TX, completes a P2P accept). */
@@ -68,9 +83,9 @@ export class QpRx implements FpduSink {
   private term: Buffer | null = null;
   private termHdr: Buffer | null = null;
   private termLen = 0;
-  private kind: 0 | 1 | 2 | 3 | 4 = 0;
+  private kind: Place = Place.NONE;
   /** Streaming large tagged messages: size reads so that payloads can be placed directly. */
-  private bulk = false; // 0 none, 1 tagged place, 2 untagged place, 3 discard, 4 terminate
+  private bulk = false;
 
   /**
    * Tagged payloads at least this large are read by the socket straight into the target memory
@@ -182,7 +197,7 @@ export class QpRx implements FpduSink {
         return this.hdrReadReq(h);
       case RdmapOpcode.TERMINATE:
         if (h.qn !== DdpQn.TERM) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, 'TERMINATE on wrong queue', h.raw);
-        this.kind = 4;
+        this.kind = Place.TERMINATE;
         this.termHdr = Buffer.from(h.raw);
         this.term = Buffer.alloc(Math.min(h.payloadLen, 128));
         this.termLen = 0;
@@ -199,7 +214,7 @@ export class QpRx implements FpduSink {
     }
     if (h.payloadLen === 0) {
       // A zero-length Write (the RFC 6581 RTR, siw uses STag 1) is accepted with any STag.
-      this.kind = 3;
+      this.kind = Place.DISCARD;
       this.tagOpen = !h.last;
       if (this.tagOpen) {
         this.tagStag = h.stag;
@@ -211,7 +226,7 @@ export class QpRx implements FpduSink {
     if (typeof r === 'number') throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, ddpTaggedEcode(r), `RDMA Write to ${hex(h.stag)}@${h.to.toString(16)}+${h.payloadLen} refused`, h.raw);
     this.dst = r.buf;
     this.dstOff = r.off;
-    this.kind = 1;
+    this.kind = Place.TAGGED;
     this.tagOpen = !h.last;
     this.tagStag = h.stag;
     this.tagNextTo = h.to + h.payloadLen;
@@ -224,7 +239,7 @@ export class QpRx implements FpduSink {
       // Response to our zero-length Read RTR.
       if (h.payloadLen !== 0 || !h.last) throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.BASE_BOUNDS, 'bad RTR read response', h.raw);
       tx.rtrReadPending = false;
-      this.kind = 3;
+      this.kind = Place.DISCARD;
       return;
     }
     const w = tx.orq[0];
@@ -242,8 +257,8 @@ export class QpRx implements FpduSink {
       if (typeof r === 'number') throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.INVALID_STAG, 'Read sink no longer valid', h.raw);
       this.dst = r.buf;
       this.dstOff = r.off;
-      this.kind = 1;
-    } else this.kind = 3;
+      this.kind = Place.TAGGED;
+    } else this.kind = Place.DISCARD;
   }
 
   private hdrSend(h: FpduHeader): void {
@@ -264,7 +279,7 @@ export class QpRx implements FpduSink {
       this.rqeStatus = WcStatus.LOC_LEN_ERR;
       throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MSN_NO_BUFFER, `Send of ${this.placed + h.payloadLen}+ bytes into a ${this.rqe.length}-byte receive`, h.raw);
     }
-    this.kind = 2;
+    this.kind = Place.UNTAGGED;
   }
 
   private hdrReadReq(h: FpduHeader): void {
@@ -282,7 +297,7 @@ export class QpRx implements FpduSink {
     if (h.readSize === 0) {
       // Zero-length read (an RTR): answered with a zero-length response, any STag.
       qp.tx.irq.push({ sinkStag: h.sinkStag, sinkTo: h.sinkTo, size: 0, srcStag: h.srcStag, srcTo: h.srcTo, buf: EMPTY, off: 0 });
-      this.kind = 3;
+      this.kind = Place.DISCARD;
       return;
     }
     const r = qp.remoteTarget(h.srcStag, h.srcTo, h.readSize, Access.REMOTE_READ);
@@ -291,7 +306,7 @@ export class QpRx implements FpduSink {
       throw new TerminateError(TermLayer.RDMAP, RdmapEtype.REMOTE_PROTECTION, rdmapProtEcode(r), `RDMA Read of ${hex(h.srcStag)}@${h.srcTo.toString(16)}+${h.readSize} refused`, h.raw);
     }
     qp.tx.irq.push({ sinkStag: h.sinkStag, sinkTo: h.sinkTo, size: h.readSize, srcStag: h.srcStag, srcTo: h.srcTo, buf: r.buf, off: r.off });
-    this.kind = 3;
+    this.kind = Place.DISCARD;
   }
 
   /**
@@ -302,7 +317,7 @@ export class QpRx implements FpduSink {
    */
   readTarget(dec: FpduDecoder): Buffer | number | null {
     this.zoneLen = 0;
-    if (this.kind === 1) {
+    if (this.kind === Place.TAGGED) {
       const rem = dec.payloadRemaining;
       if (rem >= this.directMin) {
         const dst = this.dst as Buffer;
@@ -379,12 +394,12 @@ export class QpRx implements FpduSink {
   onPayload(src: Uint8Array, start: number, end: number): void {
     const n = end - start;
     switch (this.kind) {
-      case 1: {
+      case Place.TAGGED: {
         copyBytes(src, start, this.dst as Buffer, this.dstOff, n);
         this.dstOff += n;
         return;
       }
-      case 2: {
+      case Place.UNTAGGED: {
         if (this.scatter(this.rqe as RqWqe, src, start, end) < end) {
           this.rqeStatus = WcStatus.LOC_PROT_ERR;
           throw new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, 'receive buffer no longer valid');
@@ -392,7 +407,7 @@ export class QpRx implements FpduSink {
         this.placed += n;
         return;
       }
-      case 4: {
+      case Place.TERMINATE: {
         const t = this.term as Buffer;
         const k = Math.min(n, t.length - this.termLen);
         if (k > 0) copyBytes(src, start, t, this.termLen, k);
@@ -418,7 +433,7 @@ export class QpRx implements FpduSink {
       case RdmapOpcode.SEND_SE:
       case RdmapOpcode.SEND_INV:
       case RdmapOpcode.SEND_SE_INV: {
-        if (this.kind !== 2) break;
+        if (this.kind !== Place.UNTAGGED) break;
         if (!h.last) break;
         let flags = 0;
         let inv = 0;
@@ -443,7 +458,7 @@ export class QpRx implements FpduSink {
         break;
       }
       case RdmapOpcode.READ_RESP: {
-        if (this.kind === 3 && qp.tx.orq.length === 0) break; // RTR response
+        if (this.kind === Place.DISCARD && qp.tx.orq.length === 0) break; // RTR response
         this.readPlaced += h.payloadLen;
         if (h.last) {
           this.readPlaced = 0;
@@ -465,7 +480,7 @@ export class QpRx implements FpduSink {
       default:
         break;
     }
-    this.kind = 0;
+    this.kind = Place.NONE;
     this.dst = null;
     this.inSend = false;
   }
@@ -491,7 +506,7 @@ export class QpRx implements FpduSink {
     if (w === null) return;
     this.rqe = null;
     this.placed = 0;
-    this.kind = 0;
+    this.kind = Place.NONE;
     this.qp.rxRecvFailed(w, status);
   }
 }
