@@ -5,8 +5,8 @@
  * RTS. Errors: a receive-side violation sends one TERMINATE (first error wins) and closes the
  * connection; the QP goes to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.
  */
-import { TerminateError } from '../../errors.js';
-import { FpduDecoder, decodeTerminateMessage, termName } from '../../wire/iwarp/index.js';
+import { TerminateError, TermLayer } from '../../errors.js';
+import { DdpEtype, FpduDecoder, RdmapEcode, RdmapEtype, decodeTerminateMessage, termName } from '../../wire/iwarp/index.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { Cq } from '../../verbs/cq.js';
@@ -192,13 +192,14 @@ export class IwarpQp extends Qp {
 
   /** A receive-side violation: TERMINATE (first error wins), close, QP to ERR. */
   protocolError(e: unknown): void {
-    const t = e instanceof TerminateError ? e : new TerminateError(0, 0, 0xff, `internal error: ${(e as Error)?.message ?? e}`);
+    const t = e instanceof TerminateError ? e : new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, `internal error: ${(e as Error)?.message ?? e}`);
     if (this.terminated) return;
     this.terminated = true;
     if (tracing('qp')) trace('qp', this.tag, `sending TERMINATE: ${t.message}`);
     this.decoder = null;
     this.tx.sendTerminate({ layer: t.layer, etype: t.etype, ecode: t.ecode, header: t.header });
-    const fatal = t.layer === 0 && t.etype === 1 ? AsyncEventType.QP_ACCESS_ERR : t.layer === 1 && t.etype === 1 ? AsyncEventType.QP_ACCESS_ERR : AsyncEventType.QP_FATAL;
+    const access = (t.layer === TermLayer.RDMAP && t.etype === RdmapEtype.REMOTE_PROTECTION) || (t.layer === TermLayer.DDP && t.etype === DdpEtype.TAGGED);
+    const fatal = access ? AsyncEventType.QP_ACCESS_ERR : AsyncEventType.QP_FATAL;
     this.raiseAsync(fatal);
     this.down({ byPeer: false, terminate: t }, true);
   }
@@ -210,17 +211,19 @@ export class IwarpQp extends Qp {
       const d = decodeTerminateMessage(header, attached);
       t = new TerminateError(d.layer, d.etype, d.ecode, `peer TERMINATE: ${termName(d.layer, d.etype, d.ecode)}`);
     } catch {
-      t = new TerminateError(0, 0, 0xff, 'peer TERMINATE (undecodable)');
+      t = new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, 'peer TERMINATE (undecodable)');
     }
     if (tracing('qp')) trace('qp', this.tag, t.message);
     this.terminated = true;
     this.decoder = null;
     const head = this.tx.orq.shift();
     if (head) {
-      const st = t.layer === 2 ? WcStatus.REM_OP_ERR : t.etype === 1 || t.layer === 1 ? WcStatus.REM_ACCESS_ERR : WcStatus.REM_OP_ERR;
+      // An RDMAP remote protection error or any DDP error fails the WR as an access error; the rest
+      // (RDMAP catastrophic or remote operation, LLP) as a remote operation error.
+      const st = t.layer === TermLayer.LLP ? WcStatus.REM_OP_ERR : t.etype === RdmapEtype.REMOTE_PROTECTION || t.layer === TermLayer.DDP ? WcStatus.REM_ACCESS_ERR : WcStatus.REM_OP_ERR;
       this.completeSend(head, st, true);
     }
-    this.raiseAsync(t.layer === 0 && t.etype === 1 ? AsyncEventType.QP_ACCESS_ERR : AsyncEventType.QP_FATAL);
+    this.raiseAsync(t.layer === TermLayer.RDMAP && t.etype === RdmapEtype.REMOTE_PROTECTION ? AsyncEventType.QP_ACCESS_ERR : AsyncEventType.QP_FATAL);
     this.down({ byPeer: true, terminate: t }, true);
   }
 
@@ -374,7 +377,7 @@ export class IwarpQp extends Qp {
     this.sq.removeIf((x) => x === w);
     if (tracing('qp')) trace('qp', this.tag, `WR failed: ${why}`);
     this.completeSend(w, status, true);
-    this.protocolError(new TerminateError(0, 0, 0xff, why));
+    this.protocolError(new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, why));
   }
   /** Resolve a WQE's SGEs to memory pieces; on a bad SGE the WQE fails with LOC_PROT_ERR. */
   gather(w: SqWqe): { bufs: Buffer[]; offs: number[]; lens: number[] } | null {
