@@ -15,8 +15,8 @@ import { Qp, type RqWqe, type SqWqe } from '../../verbs/qp.js';
 import { AsyncEventType, QpState, WcStatus, WrOpcode, type QpCap, type SendWr, type Sge } from '../../verbs/types.js';
 import { localSgeTarget, remoteTarget as mrRemoteTarget, invalidateMr } from './mem.js';
 import { Llp, type LlpReader } from './llp.js';
-import { QpTx } from './qp-tx.js';
-import { QpRx } from './qp-rx.js';
+import { QpTx, type TxQp } from './qp-tx.js';
+import { QpRx, type RxQp } from './qp-rx.js';
 import { iwarpConfig } from './config.js';
 import { trace, tracing } from '../../trace.js';
 import { doubleArray } from '../../util/arrays.js';
@@ -48,7 +48,7 @@ export interface LlpDownInfo {
 const NO_PIECE = Buffer.alloc(0);
 
 /** An RC QP on the software iWARP device. */
-export class IwarpQp extends Qp {
+export class IwarpQp extends Qp implements TxQp, RxQp {
   readonly tx: QpTx;
   rx: QpRx;
   llp: Llp | null = null;

@@ -23,8 +23,7 @@ import { ddpTaggedEcode, rdmapProtEcode } from './mem.js';
 import { copyBytes } from '../../util/copy.js';
 import { Access, WcFlags, WcStatus, type Sge } from '../../verbs/types.js';
 import type { RqWqe, SqWqe } from '../../verbs/qp.js';
-import type { IwarpQp } from './iwarp-qp.js';
-import { hex } from './qp-tx.js';
+import { hex, type QpTx } from './qp-tx.js';
 import { trace, tracing } from '../../trace.js';
 
 /** Where the payload of the FPDU being received goes (constants in the form of {@link RdmapOpcode}). */
@@ -41,6 +40,28 @@ const Place = {
   TERMINATE: 4,
 } as const;
 type Place = (typeof Place)[keyof typeof Place];
+
+/**
+ * The QP as its receive path sees it (IwarpQp implements it): the memory and receive queue a
+ * message is placed into, the TX state a Read touches, and where a message completes or fails.
+ */
+export interface RxQp {
+  /** Trace tag. */
+  readonly tag: string;
+  /** Inbound Read Requests allowed outstanding. */
+  readonly ird: number;
+  /** The transmit path: its ORQ (Read Responses), IRQ (Read Requests) and Read RTR state. */
+  readonly tx: QpTx;
+  remoteTarget(stag: number, to: number, len: number, access: number): { buf: Buffer; off: number } | number;
+  localTarget(s: Sge, off: number, len: number): { buf: Buffer; off: number } | number;
+  rqTake(): RqWqe | undefined;
+  rqPeek(): RqWqe | undefined;
+  invalidateStag(stag: number): boolean;
+  rxRecvDone(w: RqWqe, len: number, flags: number, inv: number, solicited: boolean): void;
+  rxRecvFailed(w: RqWqe, status: WcStatus): void;
+  sqDone(w: SqWqe, status?: WcStatus): void;
+  peerTerminated(header: Buffer, attached: Buffer): void;
+}
 
 /** Receive state of one connection. */
 export class QpRx implements FpduSink {
@@ -95,7 +116,7 @@ export class QpRx implements FpduSink {
    */
   readonly directMin: number;
 
-  constructor(private readonly qp: IwarpQp, directMin: number) {
+  constructor(private readonly qp: RxQp, directMin: number) {
     this.directMin = directMin;
     // Offsets into the destination are differences of 64-bit addresses, which V8 hands over as
     // heap numbers even when small: both fields hold doubles from the first QP on. A field born a
