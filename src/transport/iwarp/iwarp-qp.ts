@@ -6,7 +6,7 @@
  * connection; the QP goes to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.
  */
 import { TerminateError, TermLayer } from '../../errors.js';
-import { DdpEtype, FpduDecoder, RdmapEcode, RdmapEtype, decodeTerminateMessage, termName } from '../../wire/iwarp/index.js';
+import { DdpEtype, RdmapEcode, RdmapEtype, decodeTerminateMessage, termName } from '../../wire/iwarp/index.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { Cq } from '../../verbs/cq.js';
@@ -14,7 +14,7 @@ import type { QpInitAttr } from '../../verbs/provider.js';
 import { Qp, type RqWqe, type SqWqe } from '../../verbs/qp.js';
 import { AsyncEventType, QpState, WcStatus, WrOpcode, type QpCap, type SendWr, type Sge } from '../../verbs/types.js';
 import { localSgeTarget, remoteTarget as mrRemoteTarget, invalidateMr } from './mem.js';
-import { Llp, type LlpReader } from './llp.js';
+import type { Llp } from './llp.js';
 import { QpTx, type TxQp } from './qp-tx.js';
 import { QpRx, type RxQp } from './qp-rx.js';
 import { iwarpConfig } from './config.js';
@@ -52,10 +52,10 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
   readonly tx: QpTx;
   rx: QpRx;
   llp: Llp | null = null;
-  private decoder: FpduDecoder | null = null;
   /** The CM's hook: the connection is gone. */
   onLlpDown: ((info: LlpDownInfo) => void) | null = null;
-  private terminated = false;
+  /** A TERMINATE was sent or received on the current connection. */
+  private ended = false;
   /**
    * {@link gather}'s pieces, one slot per SGE a WR may carry from the start: a first WR with more
    * SGEs than the earlier ones then writes inside the arrays, not past their end (which would
@@ -67,10 +67,6 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
   private rxUsed = false;
   /** The device's direct-placement threshold (configuration, fixed at QP creation). */
   private readonly directMin: number;
-  /** The receive fast path is on for the current connection (configuration, at attach). */
-  private rxFast = false;
-  /** MPA CRC was negotiated for the current connection. */
-  private rxCrc = false;
 
   constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
     super(context, pd, qpNum, init, cap);
@@ -99,16 +95,18 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
    */
   attachLlp(llp: Llp, p: LlpParams, leftover?: Buffer): void {
     this.llp = llp;
-    this.terminated = false;
+    this.ended = false;
     this.tx.attach(llp, p.crc, p.fpduMax);
-    // The receive state of the QP's first connection is the one made with the QP.
-    if (this.rxUsed) this.rx = new QpRx(this, this.directMin);
+    // The receive state of the QP's first connection is the one made with the QP; a later one
+    // gets its own, and the earlier one takes no more bytes.
+    if (this.rxUsed) {
+      this.rx.stop();
+      this.rx = new QpRx(this, this.directMin);
+    }
     this.rxUsed = true;
-    const dec = new FpduDecoder(this.rx, { crc: p.crc });
-    this.decoder = dec;
-    this.rxCrc = p.crc;
-    this.rxFast = iwarpConfig(this.context.device.name).rxFastPath;
-    this.rx.onFirstFpdu = () => {
+    const rx = this.rx;
+    rx.attach(p.crc, iwarpConfig(this.context.device.name).rxFastPath);
+    rx.onFirstFpdu = () => {
       this.releaseHold();
       p.onFirstFpdu?.();
     };
@@ -120,59 +118,11 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     llp.onClose = (e, byPeer) => this.llpClosed(e, byPeer);
     // Direct placement: large tagged payloads are read by the socket straight into the MR. When
     // it is off, readTarget would answer null for every read: the LLP does not ask.
-    llp.setReader(new QpReader(this, dec), this.directMin !== Infinity);
+    llp.setReader(rx, this.directMin !== Infinity);
     if (this._state !== QpState.RTS) this._transition(QpState.RTS, 'connection established');
     if (p.rtr) this.tx.sendRtr(p.rtr);
-    if (leftover && leftover.length > 0) {
-      try {
-        dec.push(leftover, 0, leftover.length);
-      } catch (e) {
-        this.rxError(e);
-      }
-    }
+    if (leftover && leftover.length > 0) rx.leftover(leftover);
     this.tx.kick();
-  }
-
-  /** @internal {@link QpReader}: stream bytes for the decoder `dec` (ignored once it was replaced). */
-  _rxBytes(dec: FpduDecoder, buf: Buffer, start: number, end: number): void {
-    if (this.decoder !== dec) return;
-    try {
-      if (!this.rxFast) {
-        dec.push(buf, start, end);
-        return;
-      }
-      // Whole small messages go through QpRx.fast; an FPDU it leaves goes through the decoder,
-      // which hands back at the next boundary. (A small SEND read behind the end of a large
-      // WRITE, as an rsocket's message after its data, then takes the same path as every other.)
-      while (start < end) {
-        if (dec.atBoundary) {
-          start = this.rx.fast(dec, buf, start, end, this.rxCrc);
-          if (start === end) break;
-        }
-        start = dec.pushFpdu(buf, start, end);
-      }
-    } catch (e) {
-      dec.stop();
-      this.rxError(e);
-    }
-  }
-  /** @internal {@link QpReader}: where the next read of `dec`'s stream should land. */
-  _rxTarget(dec: FpduDecoder): Buffer | number | null {
-    return this.decoder === dec ? this.rx.readTarget(dec) : null;
-  }
-  /** @internal {@link QpReader}: `n` bytes read straight into the view `_rxTarget` gave. */
-  _rxPlaced(dec: FpduDecoder, view: Buffer, n: number): void {
-    // First the destination's bytes past the payload are put back (whatever happens next).
-    const extra = this.rx.takeZone(view, n);
-    if (this.decoder !== dec) return;
-    try {
-      const k = n - extra;
-      dec.placed(view, 0, k);
-      this.rx.placedDirect(k);
-      if (extra > 0) this._rxBytes(dec, this.rx.zoneBytes, 0, extra);
-    } catch (e) {
-      this.rxError(e);
-    }
   }
 
   private releaseHold(): void {
@@ -184,19 +134,18 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     }
   }
 
-  /** The receive path threw: the message being received fails, then as {@link protocolError}. */
-  private rxError(e: unknown): void {
-    if (!this.terminated) this.rx.failCurrent();
-    this.protocolError(e);
+  /** A TERMINATE was sent or received on the current connection. */
+  get terminated(): boolean {
+    return this.ended;
   }
 
   /** A receive-side violation: TERMINATE (first error wins), close, QP to ERR. */
   protocolError(e: unknown): void {
     const t = e instanceof TerminateError ? e : new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, `internal error: ${(e as Error)?.message ?? e}`);
-    if (this.terminated) return;
-    this.terminated = true;
+    if (this.ended) return;
+    this.ended = true;
     if (tracing('qp')) trace('qp', this.tag, `sending TERMINATE: ${t.message}`);
-    this.decoder = null;
+    this.rx.stop();
     this.tx.sendTerminate({ layer: t.layer, etype: t.etype, ecode: t.ecode, header: t.header });
     const access = (t.layer === TermLayer.RDMAP && t.etype === RdmapEtype.REMOTE_PROTECTION) || (t.layer === TermLayer.DDP && t.etype === DdpEtype.TAGGED);
     const fatal = access ? AsyncEventType.QP_ACCESS_ERR : AsyncEventType.QP_FATAL;
@@ -214,8 +163,8 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
       t = new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, 'peer TERMINATE (undecodable)');
     }
     if (tracing('qp')) trace('qp', this.tag, t.message);
-    this.terminated = true;
-    this.decoder = null;
+    this.ended = true;
+    this.rx.stop();
     const head = this.tx.orq.shift();
     if (head) {
       // An RDMAP remote protection error or any DDP error fails the WR as an access error; the rest
@@ -239,7 +188,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     const llp = this.llp;
     if (!llp) return;
     this.llp = null;
-    this.decoder = null;
+    this.rx.stop();
     if (this.holdTimer) clearTimeout(this.holdTimer);
     this.holdTimer = null;
     llp.onClose = null;
@@ -350,7 +299,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
 
   /** The TX path may run (RTS with a connection, not errored). */
   txAllowed(): boolean {
-    return this._state === QpState.RTS && this.llp !== null && !this.terminated;
+    return this._state === QpState.RTS && this.llp !== null && !this.ended;
   }
   /** Oldest WQE not yet transmitted. */
   sqHead(): SqWqe | undefined {
@@ -463,21 +412,4 @@ function checkRemote(r: { remoteAddr: number; rkey: number }): string | null {
   if (!Number.isSafeInteger(r.remoteAddr) || r.remoteAddr < 0) return 'bad remote address';
   if (!Number.isInteger(r.rkey) || r.rkey < 0 || r.rkey > 0xffffffff) return 'bad rkey';
   return null;
-}
-
-/** The LLP's reader for one attachment of a QP: its decoder's stream, with direct placement. */
-class QpReader implements LlpReader {
-  constructor(
-    private readonly qp: IwarpQp,
-    private readonly dec: FpduDecoder,
-  ) {}
-  bytes(buf: Buffer, start: number, end: number): void {
-    this.qp._rxBytes(this.dec, buf, start, end);
-  }
-  readTarget(): Buffer | number | null {
-    return this.qp._rxTarget(this.dec);
-  }
-  placed(view: Buffer, n: number): void {
-    this.qp._rxPlaced(this.dec, view, n);
-  }
 }

@@ -18,12 +18,18 @@ import {
   RdmapEtype,
   RdmapOpcode,
   DdpQn,
-  createFpduHeader, wholeFpdu, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/iwarp/index.js';
+  createFpduHeader,
+  wholeFpdu,
+  FpduDecoder,
+  type FpduHeader,
+  type FpduSink,
+} from '../../wire/iwarp/index.js';
 import { ddpTaggedEcode, rdmapProtEcode } from './mem.js';
 import { copyBytes } from '../../util/copy.js';
 import { Access, WcFlags, WcStatus, type Sge } from '../../verbs/types.js';
 import type { RqWqe, SqWqe } from '../../verbs/qp.js';
 import { hex, type QpTx } from './qp-tx.js';
+import type { LlpReader } from './llp.js';
 import { trace, tracing } from '../../trace.js';
 
 /** Where the payload of the FPDU being received goes (constants in the form of {@link RdmapOpcode}). */
@@ -61,13 +67,27 @@ export interface RxQp {
   rxRecvFailed(w: RqWqe, status: WcStatus): void;
   sqDone(w: SqWqe, status?: WcStatus): void;
   peerTerminated(header: Buffer, attached: Buffer): void;
+  /** A TERMINATE was sent or received on the connection. */
+  readonly terminated: boolean;
+  /** Receiving failed: TERMINATE (first error wins), close, QP to ERR. */
+  protocolError(e: unknown): void;
 }
 
-/** Receive state of one connection. */
-export class QpRx implements FpduSink {
+/**
+ * Receive state of one connection, and its reader: the LLP hands it the stream's bytes, which
+ * it decodes ({@link FpduDecoder}, this object its sink) and places, asking the QP only for
+ * memory and receives and telling it only what completed or failed.
+ */
+export class QpRx implements FpduSink, LlpReader {
   /** Set on the first complete FPDU (releases a held TX, completes a P2P accept). */
   onFirstFpdu: (() => void) | null = null;
   private seenFirst = false;
+  /** The connection's FPDU decoder, from {@link attach} until {@link stop}; null otherwise. */
+  private decoder: FpduDecoder | null = null;
+  /** The receive fast path is on (configuration, at attach). */
+  private fastPath = false;
+  /** MPA CRC was negotiated. */
+  private crc = false;
   // Destination of the current FPDU's payload.
   private dst: Buffer | null = null;
   private dstOff = 0;
@@ -80,8 +100,8 @@ export class QpRx implements FpduSink {
   private zoneAt = 0;
   private zoneLen = 0;
   private readonly zoneSaved = Buffer.alloc(32);
-  /** @internal The stream bytes a direct read brought past the payload ({@link takeZone}). */
-  readonly zoneBytes = Buffer.alloc(32);
+  /** The stream bytes a direct read brought past the payload ({@link takeZone}). */
+  private readonly zoneBytes = Buffer.alloc(32);
   // Untagged (Send) message in progress: the receive it is placed into was taken off the RQ, so
   // it is this object's to complete — on success, on an error, or when the QP is flushed.
   private rqe: RqWqe | null = null;
@@ -91,7 +111,8 @@ export class QpRx implements FpduSink {
   private inSend = false;
   private rqeSge = 0;
   private rqeSgeOff = 0;
-  private placed = 0;
+  /** Bytes of the Send in progress placed so far. */
+  private sendPlaced = 0;
   private expectSendMsn = 1;
   private expectReadMsn = 1;
   // Tagged message in progress: the next segment must continue it.
@@ -127,6 +148,76 @@ export class QpRx implements FpduSink {
     this.dstOff = 0;
     this.zoneAt = 0.5;
     this.zoneAt = 0;
+  }
+
+  /** Start receiving a connection's stream (`crc`: MPA CRC negotiated; `fastPath`: {@link fast} is used). */
+  attach(crc: boolean, fastPath: boolean): void {
+    this.decoder = new FpduDecoder(this, { crc });
+    this.crc = crc;
+    this.fastPath = fastPath;
+  }
+
+  /** Receiving ends (TERMINATE, close, a later connection): bytes that still arrive are ignored. */
+  stop(): void {
+    this.decoder = null;
+  }
+
+  /** Bytes the connection manager read past the MPA frame: the start of the stream. */
+  leftover(buf: Buffer): void {
+    const dec = this.decoder;
+    if (dec === null) return;
+    try {
+      dec.push(buf, 0, buf.length);
+    } catch (e) {
+      this.fail(e);
+    }
+  }
+
+  /** LlpReader: stream bytes `buf[start, end)`. */
+  bytes(buf: Buffer, start: number, end: number): void {
+    const dec = this.decoder;
+    if (dec === null) return;
+    try {
+      if (!this.fastPath) {
+        dec.push(buf, start, end);
+        return;
+      }
+      // Whole small messages go through fast(); an FPDU it leaves goes through the decoder,
+      // which hands back at the next boundary. (A small SEND read behind the end of a large
+      // WRITE, as an rsocket's message after its data, then takes the same path as every other.)
+      while (start < end) {
+        if (dec.atBoundary) {
+          start = this.fast(dec, buf, start, end, this.crc);
+          if (start === end) break;
+        }
+        start = dec.pushFpdu(buf, start, end);
+      }
+    } catch (e) {
+      dec.stop();
+      this.fail(e);
+    }
+  }
+
+  /** LlpReader: `n` bytes were read straight into the view {@link readTarget} gave. */
+  placed(view: Buffer, n: number): void {
+    // First the destination's bytes past the payload are put back (whatever happens next).
+    const extra = this.takeZone(view, n);
+    const dec = this.decoder;
+    if (dec === null) return;
+    try {
+      const k = n - extra;
+      dec.placed(view, 0, k);
+      this.dstOff += k;
+      if (extra > 0) this.bytes(this.zoneBytes, 0, extra);
+    } catch (e) {
+      this.fail(e);
+    }
+  }
+
+  /** Receiving threw: the message being received fails, then the QP sends its TERMINATE. */
+  private fail(e: unknown): void {
+    if (!this.qp.terminated) this.failCurrent();
+    this.qp.protocolError(e);
   }
 
   /** The header of the FPDU {@link fast} is decoding (its own: the decoder's is not touched). */
@@ -286,7 +377,7 @@ export class QpRx implements FpduSink {
     this.inSend = true;
     if (h.qn !== DdpQn.SEND) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, `Send on queue ${h.qn}`, h.raw);
     if (h.msn !== this.expectSendMsn) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MSN_RANGE, `Send MSN ${h.msn}, expected ${this.expectSendMsn}`, h.raw);
-    if (h.mo !== this.placed) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MO, `Send MO ${h.mo}, expected ${this.placed}`, h.raw);
+    if (h.mo !== this.sendPlaced) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MO, `Send MO ${h.mo}, expected ${this.sendPlaced}`, h.raw);
     if (this.rqe === null) {
       const r = this.qp.rqTake();
       if (!r) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MSN_NO_BUFFER, 'Send with no receive posted', h.raw);
@@ -295,10 +386,10 @@ export class QpRx implements FpduSink {
       this.rqeSge = 0;
       this.rqeSgeOff = 0;
     }
-    if (this.placed + h.payloadLen > this.rqe.length) {
+    if (this.sendPlaced + h.payloadLen > this.rqe.length) {
       // The receive is too small for the message: it completes with LOC_LEN_ERR (as siw).
       this.rqeStatus = WcStatus.LOC_LEN_ERR;
-      throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MSN_NO_BUFFER, `Send of ${this.placed + h.payloadLen}+ bytes into a ${this.rqe.length}-byte receive`, h.raw);
+      throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MSN_NO_BUFFER, `Send of ${this.sendPlaced + h.payloadLen}+ bytes into a ${this.rqe.length}-byte receive`, h.raw);
     }
     this.kind = Place.UNTAGGED;
   }
@@ -331,12 +422,15 @@ export class QpRx implements FpduSink {
   }
 
   /**
-   * Where the socket should read next (see LlpReader.readTarget): inside a large tagged payload, a view
-   * of the destination memory (the kernel copies the bytes straight into the MR, as siw places
-   * them); while streaming large tagged messages, the byte count up to the next payload, so that
-   * the read stops there; otherwise null (one full read into the shared buffer).
+   * LlpReader: where the socket should read next. Inside a large tagged payload, a view of the
+   * destination memory (the kernel copies the bytes straight into the MR, as siw places them);
+   * while streaming large tagged messages, the byte count up to the next payload, so that the
+   * read stops there; otherwise (and once receiving stopped) null: one full read into the
+   * shared buffer.
    */
-  readTarget(dec: FpduDecoder): Buffer | number | null {
+  readTarget(): Buffer | number | null {
+    const dec = this.decoder;
+    if (dec === null) return null;
     this.zoneLen = 0;
     if (this.kind === Place.TAGGED) {
       const rem = dec.payloadRemaining;
@@ -369,7 +463,7 @@ export class QpRx implements FpduSink {
    * the stream bytes to {@link zoneBytes} and put the destination's own bytes back. Returns how
    * many stream bytes there were past the payload (0 when the read ended within it).
    */
-  takeZone(view: Buffer, n: number): number {
+  private takeZone(view: Buffer, n: number): number {
     const z = this.zoneLen;
     if (z === 0) return 0;
     this.zoneLen = 0;
@@ -381,11 +475,6 @@ export class QpRx implements FpduSink {
     copyBytes(this.zoneSaved, 0, dst, this.zoneAt, extra);
     this.zoneDst = null;
     return extra;
-  }
-
-  /** `n` payload bytes were read straight into the destination. */
-  placedDirect(n: number): void {
-    this.dstOff += n;
   }
 
   /**
@@ -425,7 +514,7 @@ export class QpRx implements FpduSink {
           this.rqeStatus = WcStatus.LOC_PROT_ERR;
           throw new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, 'receive buffer no longer valid');
         }
-        this.placed += n;
+        this.sendPlaced += n;
         return;
       }
       case Place.TERMINATE: {
@@ -469,9 +558,9 @@ export class QpRx implements FpduSink {
           inv = h.invStag;
         }
         const w = this.rqe as RqWqe;
-        const len = this.placed;
+        const len = this.sendPlaced;
         this.rqe = null;
-        this.placed = 0;
+        this.sendPlaced = 0;
         this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
         const se = h.opcode === RdmapOpcode.SEND_SE || h.opcode === RdmapOpcode.SEND_SE_INV;
         qp.rxRecvDone(w, len, flags, inv, se);
@@ -512,7 +601,7 @@ export class QpRx implements FpduSink {
    * LOC_PROT_ERR for a receive buffer gone, GENERAL_ERR otherwise), as siw_rdmap_complete does
    * on an error. A receive in progress under any other failure is left for {@link flushRecv}.
    */
-  failCurrent(): void {
+  private failCurrent(): void {
     if (this.inSend) this.endRecv(this.rqeStatus);
   }
 
@@ -526,7 +615,7 @@ export class QpRx implements FpduSink {
     this.inSend = false;
     if (w === null) return;
     this.rqe = null;
-    this.placed = 0;
+    this.sendPlaced = 0;
     this.kind = Place.NONE;
     this.qp.rxRecvFailed(w, status);
   }
