@@ -17,6 +17,8 @@ import {
   RdmapEcode,
   RdmapEtype,
   RdmapOpcode,
+  RdmapCtrl,
+  RDMAP_OPCODE_MAX,
   DdpQn,
   createFpduHeader,
   wholeFpdu,
@@ -295,28 +297,20 @@ export class QpRx implements FpduSink, LlpReader {
     const idle = !this.tagOpen;
     const noRead = this.readPlaced === 0;
     this.bulk = tagged && (large || (keep && !(idle && noRead)));
-    switch (h.opcode) {
-      case RdmapOpcode.WRITE:
-        return this.hdrWrite(h);
-      case RdmapOpcode.READ_RESP:
-        return this.hdrReadResp(h);
-      case RdmapOpcode.SEND:
-      case RdmapOpcode.SEND_SE:
-      case RdmapOpcode.SEND_INV:
-      case RdmapOpcode.SEND_SE_INV:
-        return this.hdrSend(h);
-      case RdmapOpcode.READ_REQ:
-        return this.hdrReadReq(h);
-      case RdmapOpcode.TERMINATE:
-        if (h.qn !== DdpQn.TERM) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, 'TERMINATE on wrong queue', h.raw);
-        this.kind = Place.TERMINATE;
-        this.termHdr = Buffer.from(h.raw);
-        this.term = Buffer.alloc(Math.min(h.payloadLen, 128));
-        this.termLen = 0;
-        return;
-      default:
-        throw new TerminateError(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.UNEXPECTED_OPCODE, `unexpected opcode ${h.opcode}`, h.raw);
-    }
+    (QpRx.hdrOf[h.opcode] as RxHandler).call(this, h);
+  }
+
+  private hdrTerminate(h: FpduHeader): void {
+    if (h.qn !== DdpQn.TERM) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, 'TERMINATE on wrong queue', h.raw);
+    this.kind = Place.TERMINATE;
+    this.termHdr = Buffer.from(h.raw);
+    this.term = Buffer.alloc(Math.min(h.payloadLen, 128));
+    this.termLen = 0;
+  }
+
+  /** Opcodes 8..15 (RFC 7306, not implemented by siw); the FPDU decoder rejects them first. */
+  private hdrUnexpected(h: FpduHeader): void {
+    throw new TerminateError(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.UNEXPECTED_OPCODE, `unexpected opcode ${h.opcode}`, h.raw);
   }
 
   private hdrWrite(h: FpduHeader): void {
@@ -537,63 +531,102 @@ export class QpRx implements FpduSink, LlpReader {
       this.onFirstFpdu = null;
       f?.();
     }
-    const qp = this.qp;
-    switch (h.opcode) {
-      case RdmapOpcode.SEND:
-      case RdmapOpcode.SEND_SE:
-      case RdmapOpcode.SEND_INV:
-      case RdmapOpcode.SEND_SE_INV: {
-        if (this.kind !== Place.UNTAGGED) break;
-        if (!h.last) break;
-        let flags = 0;
-        let inv = 0;
-        if (h.opcode === RdmapOpcode.SEND_INV || h.opcode === RdmapOpcode.SEND_SE_INV) {
-          if (!qp.invalidateStag(h.invStag)) {
-            // The receive stays in progress: failCurrent() completes it with this status, as
-            // siw_rdmap_complete completes it with REM_INV_REQ_ERR.
-            this.rqeStatus = WcStatus.REM_INV_REQ_ERR;
-            throw new TerminateError(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.CANNOT_INVALIDATE, `STag ${hex(h.invStag)} cannot be invalidated`, h.raw);
-          }
-          flags |= WcFlags.WITH_INV;
-          inv = h.invStag;
-        }
-        const w = this.rqe as RqWqe;
-        const len = this.sendPlaced;
-        this.rqe = null;
-        this.sendPlaced = 0;
-        this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
-        const se = h.opcode === RdmapOpcode.SEND_SE || h.opcode === RdmapOpcode.SEND_SE_INV;
-        qp.rxRecvDone(w, len, flags, inv, se);
-        if (tracing('rx')) trace('rx', qp.tag, `SEND ${len} bytes msn ${h.msn}`);
-        break;
-      }
-      case RdmapOpcode.READ_RESP: {
-        if (this.kind === Place.DISCARD && qp.tx.orq.length === 0) break; // RTR response
-        this.readPlaced += h.payloadLen;
-        if (h.last) {
-          this.readPlaced = 0;
-          const w = qp.tx.orq.shift() as SqWqe;
-          qp.sqDone(w);
-          if (tracing('rx')) trace('rx', qp.tag, `READ_RESP complete ${w.length} bytes`);
-          qp.tx.kick();
-        }
-        break;
-      }
-      case RdmapOpcode.READ_REQ:
-        // Answered after the whole received chunk is processed (siw's TX runs apart from RX), so
-        // a burst of Read Requests beyond the IRD is seen as such.
-        qp.tx.kickSoon();
-        break;
-      case RdmapOpcode.TERMINATE:
-        qp.peerTerminated(this.termHdr as Buffer, (this.term as Buffer).subarray(0, this.termLen));
-        break;
-      default:
-        break;
-    }
+    (QpRx.endOf[h.opcode] as RxHandler).call(this, h);
     this.kind = Place.NONE;
     this.dst = null;
     this.inSend = false;
   }
+
+  /**
+   * What the receive path does at an FPDU's header, by its 4-bit RDMAP opcode (siw's
+   * `iwarp_pktinfo[].rx_data`; the wire's facts per opcode are {@link IWARP_OPCODES}): the
+   * checks, and where the payload goes. Opcodes 8..15 (RFC 7306) are unexpected.
+   */
+  private static readonly hdrOf = byOpcode(
+    {
+      [RdmapOpcode.WRITE]: QpRx.prototype.hdrWrite,
+      [RdmapOpcode.READ_REQ]: QpRx.prototype.hdrReadReq,
+      [RdmapOpcode.READ_RESP]: QpRx.prototype.hdrReadResp,
+      [RdmapOpcode.SEND]: QpRx.prototype.hdrSend,
+      [RdmapOpcode.SEND_INV]: QpRx.prototype.hdrSend,
+      [RdmapOpcode.SEND_SE]: QpRx.prototype.hdrSend,
+      [RdmapOpcode.SEND_SE_INV]: QpRx.prototype.hdrSend,
+      [RdmapOpcode.TERMINATE]: QpRx.prototype.hdrTerminate,
+    },
+    QpRx.prototype.hdrUnexpected,
+  );
+
+  /** What the receive path does at an FPDU's end (its CRC checked), by opcode: the completions. */
+  private static readonly endOf = byOpcode(
+    {
+      [RdmapOpcode.WRITE]: QpRx.prototype.endNone,
+      [RdmapOpcode.READ_REQ]: QpRx.prototype.endReadReq,
+      [RdmapOpcode.READ_RESP]: QpRx.prototype.endReadResp,
+      [RdmapOpcode.SEND]: QpRx.prototype.endSend,
+      [RdmapOpcode.SEND_INV]: QpRx.prototype.endSend,
+      [RdmapOpcode.SEND_SE]: QpRx.prototype.endSend,
+      [RdmapOpcode.SEND_SE_INV]: QpRx.prototype.endSend,
+      [RdmapOpcode.TERMINATE]: QpRx.prototype.endTerminate,
+    },
+    QpRx.prototype.endNone,
+  );
+
+  /** The end of a Send segment: the last one completes the receive. */
+  private endSend(h: FpduHeader): void {
+    if (this.kind !== Place.UNTAGGED) return;
+    if (!h.last) return;
+    const qp = this.qp;
+    let flags = 0;
+    let inv = 0;
+    if (h.opcode === RdmapOpcode.SEND_INV || h.opcode === RdmapOpcode.SEND_SE_INV) {
+      if (!qp.invalidateStag(h.invStag)) {
+        // The receive stays in progress: failCurrent() completes it with this status, as
+        // siw_rdmap_complete completes it with REM_INV_REQ_ERR.
+        this.rqeStatus = WcStatus.REM_INV_REQ_ERR;
+        throw new TerminateError(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.CANNOT_INVALIDATE, `STag ${hex(h.invStag)} cannot be invalidated`, h.raw);
+      }
+      flags |= WcFlags.WITH_INV;
+      inv = h.invStag;
+    }
+    const w = this.rqe as RqWqe;
+    const len = this.sendPlaced;
+    this.rqe = null;
+    this.sendPlaced = 0;
+    this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
+    const se = h.opcode === RdmapOpcode.SEND_SE || h.opcode === RdmapOpcode.SEND_SE_INV;
+    qp.rxRecvDone(w, len, flags, inv, se);
+    if (tracing('rx')) trace('rx', qp.tag, `SEND ${len} bytes msn ${h.msn}`);
+  }
+
+  /** The end of a Read Response segment: the last one completes the Read at the head of the ORQ. */
+  private endReadResp(h: FpduHeader): void {
+    const qp = this.qp;
+    if (this.kind === Place.DISCARD && qp.tx.orq.length === 0) return; // RTR response
+    this.readPlaced += h.payloadLen;
+    if (h.last) {
+      this.readPlaced = 0;
+      const w = qp.tx.orq.shift() as SqWqe;
+      qp.sqDone(w);
+      if (tracing('rx')) trace('rx', qp.tag, `READ_RESP complete ${w.length} bytes`);
+      qp.tx.kick();
+    }
+  }
+
+  /**
+   * The end of a Read Request: answered after the whole received chunk is processed (siw's TX
+   * runs apart from RX), so a burst of Read Requests beyond the IRD is seen as such.
+   */
+  private endReadReq(_h: FpduHeader): void {
+    this.qp.tx.kickSoon();
+  }
+
+  /** The end of a TERMINATE: the QP fails with what it reports. */
+  private endTerminate(_h: FpduHeader): void {
+    this.qp.peerTerminated(this.termHdr as Buffer, (this.term as Buffer).subarray(0, this.termLen));
+  }
+
+  /** The end of an RDMA Write, or of opcodes 8..15 (never reached: rejected at their header). */
+  private endNone(_h: FpduHeader): void {}
 
   /**
    * Receiving failed (the decoder threw): if the failing FPDU is a Send, the receive it is placed
@@ -622,3 +655,13 @@ export class QpRx implements FpduSink, LlpReader {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** A per-opcode step of the receive path, called with the QpRx as `this`. */
+type RxHandler = (this: QpRx, h: FpduHeader) => void;
+
+/** A table of all 16 values of the 4-bit RDMAP opcode: the handler given for it, else `rest`. */
+function byOpcode(of: { readonly [op in RdmapOpcode]: RxHandler }, rest: RxHandler): readonly RxHandler[] {
+  const t: RxHandler[] = [];
+  for (let op = 0; op <= RdmapCtrl.OPCODE; op++) t.push(op <= RDMAP_OPCODE_MAX ? of[op as RdmapOpcode] : rest);
+  return Object.freeze(t);
+}
