@@ -26,11 +26,11 @@ import {
   type FpduHeader,
   type FpduSink,
 } from '../../wire/iwarp/index.js';
-import { ddpTaggedEcode, rdmapProtEcode } from './mem.js';
+import { ddpTaggedEcode, hex, rdmapProtEcode } from './mem.js';
 import { copyBytes } from '../../util/copy.js';
 import { Access, WcFlags, WcStatus, type Sge } from '../../verbs/types.js';
 import type { RqWqe, SqWqe } from '../../verbs/qp.js';
-import { hex, type QpTx } from './qp-tx.js';
+import type { QpTx } from './qp-tx.js';
 import type { LlpReader } from './llp.js';
 import { trace, tracing } from '../../trace.js';
 

@@ -25,6 +25,7 @@ import { WcStatus, WrOpcode, type Sge } from '../../verbs/types.js';
 import type { SqWqe } from '../../verbs/qp.js';
 import type { Llp } from './llp.js';
 import { copyBytes } from '../../util/copy.js';
+import { hex } from './mem.js';
 import { microtask } from '../../util/microtask.js';
 import { trace, tracing } from '../../trace.js';
 import { objectArray } from '../../util/arrays.js';
@@ -707,10 +708,5 @@ export class QpTx {
     this.dropStage();
     this.held = false;
   }
-}
-
-/** STag as siw prints it. */
-export function hex(n: number): string {
-  return '0x' + (n >>> 0).toString(16).padStart(8, '0');
 }
 
