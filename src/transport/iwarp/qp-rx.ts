@@ -1,5 +1,6 @@
 /**
- * iWARP receive path (the role of siw_qp_rx.c): the FPDU decoder's sink. Every header is checked
+ * iWARP receive path (the role of siw_qp_rx.c): the whole receive side of one connection — the
+ * LLP's reader, the FPDU decoder it feeds and that decoder's sink. Every header is checked
  * against the QP's state before a byte of its payload is placed: tagged segments (RDMA Write,
  * Read Response) go straight into the target memory region, untagged Sends into the posted
  * receive buffers, Read Requests are queued for the TX path. A violation throws a
