@@ -13,8 +13,9 @@
  * Every socket callback is turned into one call of {@link Cep.handle} with a typed work item, so
  * the endpoint's state changes in one place (siw's CM work queue).
  */
-import { TerminateError } from '../../errors.js';
-import { decodeMpaStartFrame, mpaKeyMatches, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/iwarp/index.js';
+import { TerminateError, TermLayer } from '../../errors.js';
+import { Errno } from '../../errno.js';
+import { LLP_ETYPE_MPA, MpaEcode, decodeMpaStartFrame, mpaKeyMatches, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/iwarp/index.js';
 import { Llp } from './llp.js';
 import { trace, tracing } from '../../trace.js';
 import { armDeadline, cancelDeadline, type Deadline, type DeadlineTarget } from '../../util/deadlines.js';
@@ -190,9 +191,9 @@ export class Cep implements DeadlineTarget {
       case CepState.AWAIT_MPAREP:
         if (work.w === 'bytes') this.gotReplyBytes(work.buf, work.start, work.end);
         else if (work.w === 'timeout') {
-          this.fail(-110, `no MPA Reply within ${(this.offer as MpaOffer).replyTimeoutMs} ms`);
+          this.fail(-Errno.ETIMEDOUT, `no MPA Reply within ${(this.offer as MpaOffer).replyTimeoutMs} ms`);
           this.llp.abort();
-        } else if (work.w === 'closed') this.fail(work.err ? errnoStatus(work.err) : -104, 'connection closed before the MPA Reply');
+        } else if (work.w === 'closed') this.fail(work.err ? errnoStatus(work.err) : -Errno.ECONNRESET, 'connection closed before the MPA Reply');
         return;
       case CepState.AWAIT_MPAREQ:
         if (work.w === 'bytes') this.gotRequestBytes(work.buf, work.start, work.end);
@@ -205,9 +206,9 @@ export class Cep implements DeadlineTarget {
         // RFC 5044: the initiator sends nothing until it has the Reply; bytes now are a protocol error.
         if (work.w === 'bytes') {
           this.trace('data before the MPA Reply: closing');
-          this.fail(-71, 'peer sent data before the MPA Reply');
+          this.fail(-Errno.EPROTO, 'peer sent data before the MPA Reply');
           this.llp.abort();
-        } else if (work.w === 'closed') this.fail(-104, 'peer closed while the request was pending');
+        } else if (work.w === 'closed') this.fail(-Errno.ECONNRESET, 'peer closed while the request was pending');
         return;
       default:
         return;
@@ -235,7 +236,7 @@ export class Cep implements DeadlineTarget {
       // As siw (siw_proc_mpareply): a bad key gets a TERMINATE LLP/MPA/0x04; a revision above 2
       // or private data over 512 bytes just ends the attempt. Both are CONNECT_ERROR -EINVAL.
       const term = !mpaKeyMatches(acc, 'reply') && e instanceof TerminateError ? e : undefined;
-      this.refuseReply(-22, `bad MPA Reply: ${(e as Error).message}`, term, false);
+      this.refuseReply(-Errno.EINVAL, `bad MPA Reply: ${(e as Error).message}`, term, false);
       return;
     }
     if ('needMore' in d) {
@@ -252,7 +253,7 @@ export class Cep implements DeadlineTarget {
     if (v.action === 'rejected') {
       this.state = CepState.CLOSED;
       // Linux siw reports a peer's MPA reject as REJECTED with -ECONNRESET (measured).
-      this.onEvent({ type: 'rejected', privateData: f.privateData, status: -104 });
+      this.onEvent({ type: 'rejected', privateData: f.privateData, status: -Errno.ECONNRESET });
       this.llp.end();
       return;
     }
@@ -317,7 +318,7 @@ export class Cep implements DeadlineTarget {
    */
   accept(ulpIrd: number, ulpOrd: number, privateData: Uint8Array): MpaResult {
     const req = this.request;
-    if (!req || this.state !== CepState.RECVD_MPAREQ) throw new TerminateError(2, 0, 0x05, 'accept without a pending request');
+    if (!req || this.state !== CepState.RECVD_MPAREQ) throw new TerminateError(TermLayer.LLP, LLP_ETYPE_MPA, MpaEcode.LOCAL_CATASTROPHIC, 'accept without a pending request');
     let ird = ulpIrd;
     let ord = ulpOrd;
     let rtr: 'write' | 'read' | null = null;
@@ -405,7 +406,7 @@ export class Cep implements DeadlineTarget {
     this.state = CepState.CLOSED;
     if (graceful) this.llp.end();
     else this.llp.abort();
-    if (was === CepState.RECVD_MPAREQ) this.onEvent({ type: 'failed', status: -104, reason: 'closed' });
+    if (was === CepState.RECVD_MPAREQ) this.onEvent({ type: 'failed', status: -Errno.ECONNRESET, reason: 'closed' });
   }
 }
 
@@ -414,20 +415,20 @@ export function errnoStatus(e: Error | undefined): number {
   const code = (e as NodeJS.ErrnoException | undefined)?.code;
   switch (code) {
     case 'ECONNREFUSED':
-      return -111;
+      return -Errno.ECONNREFUSED;
     case 'ETIMEDOUT':
-      return -110;
+      return -Errno.ETIMEDOUT;
     case 'ECONNRESET':
-      return -104;
+      return -Errno.ECONNRESET;
     case 'EHOSTUNREACH':
-      return -113;
+      return -Errno.EHOSTUNREACH;
     case 'ENETUNREACH':
-      return -101;
+      return -Errno.ENETUNREACH;
     case 'EADDRINUSE':
-      return -98;
+      return -Errno.EADDRINUSE;
     case 'EADDRNOTAVAIL':
-      return -99;
+      return -Errno.EADDRNOTAVAIL;
     default:
-      return e ? -5 : -104;
+      return e ? -Errno.EIO : -Errno.ECONNRESET;
   }
 }

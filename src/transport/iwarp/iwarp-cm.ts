@@ -12,7 +12,7 @@
  */
 import net from 'node:net';
 import { RdmaError, err } from '../../errors.js';
-import type { ErrnoCode } from '../../errno.js';
+import { Errno, type ErrnoCode } from '../../errno.js';
 import { isAnyIp, unmapV4 } from '../../util/ip.js';
 import { QpState } from '../../verbs/types.js';
 import type { QpAttr } from '../../verbs/qp-attr.js';
@@ -112,7 +112,7 @@ class IwarpEndpoint implements CmEndpoint {
           return;
         case 'failed': {
           this.cep = null;
-          const t = ev.status === -111 || ev.status === -104 ? CmEventType.REJECTED : ev.status === -110 ? CmEventType.UNREACHABLE : CmEventType.CONNECT_ERROR;
+          const t = ev.status === -Errno.ECONNREFUSED || ev.status === -Errno.ECONNRESET ? CmEventType.REJECTED : ev.status === -Errno.ETIMEDOUT ? CmEventType.UNREACHABLE : CmEventType.CONNECT_ERROR;
           this.host.upcall({ event: t, status: ev.status });
           return;
         }

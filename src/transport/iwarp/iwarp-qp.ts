@@ -5,8 +5,8 @@
  * RTS. Errors: a receive-side violation sends one TERMINATE (first error wins) and closes the
  * connection; the QP goes to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.
  */
-import { TerminateError } from '../../errors.js';
-import { FpduDecoder, decodeTerminateMessage, termName } from '../../wire/iwarp/index.js';
+import { TerminateError, TermLayer } from '../../errors.js';
+import { DdpEtype, RdmapEcode, RdmapEtype, decodeTerminateMessage, termName } from '../../wire/iwarp/index.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { Cq } from '../../verbs/cq.js';
@@ -14,9 +14,9 @@ import type { QpInitAttr } from '../../verbs/provider.js';
 import { Qp, type RqWqe, type SqWqe } from '../../verbs/qp.js';
 import { AsyncEventType, QpState, WcStatus, WrOpcode, type QpCap, type SendWr, type Sge } from '../../verbs/types.js';
 import { localSgeTarget, remoteTarget as mrRemoteTarget, invalidateMr } from './mem.js';
-import { Llp, type LlpReader } from './llp.js';
-import { QpTx } from './qp-tx.js';
-import { QpRx } from './qp-rx.js';
+import type { Llp } from './llp.js';
+import { QpTx, type TxQp } from './qp-tx.js';
+import { QpRx, type RxQp } from './qp-rx.js';
 import { iwarpConfig } from './config.js';
 import { trace, tracing } from '../../trace.js';
 import { doubleArray } from '../../util/arrays.js';
@@ -48,14 +48,14 @@ export interface LlpDownInfo {
 const NO_PIECE = Buffer.alloc(0);
 
 /** An RC QP on the software iWARP device. */
-export class IwarpQp extends Qp {
+export class IwarpQp extends Qp implements TxQp, RxQp {
   readonly tx: QpTx;
   rx: QpRx;
   llp: Llp | null = null;
-  private decoder: FpduDecoder | null = null;
   /** The CM's hook: the connection is gone. */
   onLlpDown: ((info: LlpDownInfo) => void) | null = null;
-  private terminated = false;
+  /** A TERMINATE was sent or received on the current connection. */
+  private ended = false;
   /**
    * {@link gather}'s pieces, one slot per SGE a WR may carry from the start: a first WR with more
    * SGEs than the earlier ones then writes inside the arrays, not past their end (which would
@@ -67,10 +67,6 @@ export class IwarpQp extends Qp {
   private rxUsed = false;
   /** The device's direct-placement threshold (configuration, fixed at QP creation). */
   private readonly directMin: number;
-  /** The receive fast path is on for the current connection (configuration, at attach). */
-  private rxFast = false;
-  /** MPA CRC was negotiated for the current connection. */
-  private rxCrc = false;
 
   constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
     super(context, pd, qpNum, init, cap);
@@ -99,16 +95,18 @@ export class IwarpQp extends Qp {
    */
   attachLlp(llp: Llp, p: LlpParams, leftover?: Buffer): void {
     this.llp = llp;
-    this.terminated = false;
+    this.ended = false;
     this.tx.attach(llp, p.crc, p.fpduMax);
-    // The receive state of the QP's first connection is the one made with the QP.
-    if (this.rxUsed) this.rx = new QpRx(this, this.directMin);
+    // The receive state of the QP's first connection is the one made with the QP; a later one
+    // gets its own, and the earlier one takes no more bytes.
+    if (this.rxUsed) {
+      this.rx.stop();
+      this.rx = new QpRx(this, this.directMin);
+    }
     this.rxUsed = true;
-    const dec = new FpduDecoder(this.rx, { crc: p.crc });
-    this.decoder = dec;
-    this.rxCrc = p.crc;
-    this.rxFast = iwarpConfig(this.context.device.name).rxFastPath;
-    this.rx.onFirstFpdu = () => {
+    const rx = this.rx;
+    rx.attach(p.crc, iwarpConfig(this.context.device.name).rxFastPath);
+    rx.onFirstFpdu = () => {
       this.releaseHold();
       p.onFirstFpdu?.();
     };
@@ -120,59 +118,11 @@ export class IwarpQp extends Qp {
     llp.onClose = (e, byPeer) => this.llpClosed(e, byPeer);
     // Direct placement: large tagged payloads are read by the socket straight into the MR. When
     // it is off, readTarget would answer null for every read: the LLP does not ask.
-    llp.setReader(new QpReader(this, dec), this.directMin !== Infinity);
+    llp.setReader(rx, this.directMin !== Infinity);
     if (this._state !== QpState.RTS) this._transition(QpState.RTS, 'connection established');
     if (p.rtr) this.tx.sendRtr(p.rtr);
-    if (leftover && leftover.length > 0) {
-      try {
-        dec.push(leftover, 0, leftover.length);
-      } catch (e) {
-        this.rxError(e);
-      }
-    }
+    if (leftover && leftover.length > 0) rx.leftover(leftover);
     this.tx.kick();
-  }
-
-  /** @internal {@link QpReader}: stream bytes for the decoder `dec` (ignored once it was replaced). */
-  _rxBytes(dec: FpduDecoder, buf: Buffer, start: number, end: number): void {
-    if (this.decoder !== dec) return;
-    try {
-      if (!this.rxFast) {
-        dec.push(buf, start, end);
-        return;
-      }
-      // Whole small messages go through QpRx.fast; an FPDU it leaves goes through the decoder,
-      // which hands back at the next boundary. (A small SEND read behind the end of a large
-      // WRITE, as an rsocket's message after its data, then takes the same path as every other.)
-      while (start < end) {
-        if (dec.atBoundary) {
-          start = this.rx.fast(dec, buf, start, end, this.rxCrc);
-          if (start === end) break;
-        }
-        start = dec.pushFpdu(buf, start, end);
-      }
-    } catch (e) {
-      dec.stop();
-      this.rxError(e);
-    }
-  }
-  /** @internal {@link QpReader}: where the next read of `dec`'s stream should land. */
-  _rxTarget(dec: FpduDecoder): Buffer | number | null {
-    return this.decoder === dec ? this.rx.readTarget(dec) : null;
-  }
-  /** @internal {@link QpReader}: `n` bytes read straight into the view `_rxTarget` gave. */
-  _rxPlaced(dec: FpduDecoder, view: Buffer, n: number): void {
-    // First the destination's bytes past the payload are put back (whatever happens next).
-    const extra = this.rx.takeZone(view, n);
-    if (this.decoder !== dec) return;
-    try {
-      const k = n - extra;
-      dec.placed(view, 0, k);
-      this.rx.placedDirect(k);
-      if (extra > 0) this._rxBytes(dec, this.rx.zoneBytes, 0, extra);
-    } catch (e) {
-      this.rxError(e);
-    }
   }
 
   private releaseHold(): void {
@@ -184,21 +134,21 @@ export class IwarpQp extends Qp {
     }
   }
 
-  /** The receive path threw: the message being received fails, then as {@link protocolError}. */
-  private rxError(e: unknown): void {
-    if (!this.terminated) this.rx.failCurrent();
-    this.protocolError(e);
+  /** A TERMINATE was sent or received on the current connection. */
+  get terminated(): boolean {
+    return this.ended;
   }
 
   /** A receive-side violation: TERMINATE (first error wins), close, QP to ERR. */
   protocolError(e: unknown): void {
-    const t = e instanceof TerminateError ? e : new TerminateError(0, 0, 0xff, `internal error: ${(e as Error)?.message ?? e}`);
-    if (this.terminated) return;
-    this.terminated = true;
+    const t = e instanceof TerminateError ? e : new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, `internal error: ${(e as Error)?.message ?? e}`);
+    if (this.ended) return;
+    this.ended = true;
     if (tracing('qp')) trace('qp', this.tag, `sending TERMINATE: ${t.message}`);
-    this.decoder = null;
+    this.rx.stop();
     this.tx.sendTerminate({ layer: t.layer, etype: t.etype, ecode: t.ecode, header: t.header });
-    const fatal = t.layer === 0 && t.etype === 1 ? AsyncEventType.QP_ACCESS_ERR : t.layer === 1 && t.etype === 1 ? AsyncEventType.QP_ACCESS_ERR : AsyncEventType.QP_FATAL;
+    const access = (t.layer === TermLayer.RDMAP && t.etype === RdmapEtype.REMOTE_PROTECTION) || (t.layer === TermLayer.DDP && t.etype === DdpEtype.TAGGED);
+    const fatal = access ? AsyncEventType.QP_ACCESS_ERR : AsyncEventType.QP_FATAL;
     this.raiseAsync(fatal);
     this.down({ byPeer: false, terminate: t }, true);
   }
@@ -210,17 +160,19 @@ export class IwarpQp extends Qp {
       const d = decodeTerminateMessage(header, attached);
       t = new TerminateError(d.layer, d.etype, d.ecode, `peer TERMINATE: ${termName(d.layer, d.etype, d.ecode)}`);
     } catch {
-      t = new TerminateError(0, 0, 0xff, 'peer TERMINATE (undecodable)');
+      t = new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, 'peer TERMINATE (undecodable)');
     }
     if (tracing('qp')) trace('qp', this.tag, t.message);
-    this.terminated = true;
-    this.decoder = null;
+    this.ended = true;
+    this.rx.stop();
     const head = this.tx.orq.shift();
     if (head) {
-      const st = t.layer === 2 ? WcStatus.REM_OP_ERR : t.etype === 1 || t.layer === 1 ? WcStatus.REM_ACCESS_ERR : WcStatus.REM_OP_ERR;
+      // An RDMAP remote protection error or any DDP error fails the WR as an access error; the rest
+      // (RDMAP catastrophic or remote operation, LLP) as a remote operation error.
+      const st = t.layer === TermLayer.LLP ? WcStatus.REM_OP_ERR : t.etype === RdmapEtype.REMOTE_PROTECTION || t.layer === TermLayer.DDP ? WcStatus.REM_ACCESS_ERR : WcStatus.REM_OP_ERR;
       this.completeSend(head, st, true);
     }
-    this.raiseAsync(t.layer === 0 && t.etype === 1 ? AsyncEventType.QP_ACCESS_ERR : AsyncEventType.QP_FATAL);
+    this.raiseAsync(t.layer === TermLayer.RDMAP && t.etype === RdmapEtype.REMOTE_PROTECTION ? AsyncEventType.QP_ACCESS_ERR : AsyncEventType.QP_FATAL);
     this.down({ byPeer: true, terminate: t }, true);
   }
 
@@ -236,7 +188,7 @@ export class IwarpQp extends Qp {
     const llp = this.llp;
     if (!llp) return;
     this.llp = null;
-    this.decoder = null;
+    this.rx.stop();
     if (this.holdTimer) clearTimeout(this.holdTimer);
     this.holdTimer = null;
     llp.onClose = null;
@@ -347,7 +299,7 @@ export class IwarpQp extends Qp {
 
   /** The TX path may run (RTS with a connection, not errored). */
   txAllowed(): boolean {
-    return this._state === QpState.RTS && this.llp !== null && !this.terminated;
+    return this._state === QpState.RTS && this.llp !== null && !this.ended;
   }
   /** Oldest WQE not yet transmitted. */
   sqHead(): SqWqe | undefined {
@@ -374,7 +326,7 @@ export class IwarpQp extends Qp {
     this.sq.removeIf((x) => x === w);
     if (tracing('qp')) trace('qp', this.tag, `WR failed: ${why}`);
     this.completeSend(w, status, true);
-    this.protocolError(new TerminateError(0, 0, 0xff, why));
+    this.protocolError(new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, why));
   }
   /** Resolve a WQE's SGEs to memory pieces; on a bad SGE the WQE fails with LOC_PROT_ERR. */
   gather(w: SqWqe): { bufs: Buffer[]; offs: number[]; lens: number[] } | null {
@@ -460,21 +412,4 @@ function checkRemote(r: { remoteAddr: number; rkey: number }): string | null {
   if (!Number.isSafeInteger(r.remoteAddr) || r.remoteAddr < 0) return 'bad remote address';
   if (!Number.isInteger(r.rkey) || r.rkey < 0 || r.rkey > 0xffffffff) return 'bad rkey';
   return null;
-}
-
-/** The LLP's reader for one attachment of a QP: its decoder's stream, with direct placement. */
-class QpReader implements LlpReader {
-  constructor(
-    private readonly qp: IwarpQp,
-    private readonly dec: FpduDecoder,
-  ) {}
-  bytes(buf: Buffer, start: number, end: number): void {
-    this.qp._rxBytes(this.dec, buf, start, end);
-  }
-  readTarget(): Buffer | number | null {
-    return this.qp._rxTarget(this.dec);
-  }
-  placed(view: Buffer, n: number): void {
-    this.qp._rxPlaced(this.dec, view, n);
-  }
 }

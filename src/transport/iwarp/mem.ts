@@ -87,3 +87,8 @@ export function invalidateMr(ctx: Context, pd: Pd, stag: number): boolean {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** STag as siw prints it. */
+export function hex(n: number): string {
+  return '0x' + (n >>> 0).toString(16).padStart(8, '0');
+}

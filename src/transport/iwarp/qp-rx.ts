@@ -1,35 +1,96 @@
 /**
- * iWARP receive path (the role of siw_qp_rx.c): the FPDU decoder's sink. Every header is checked
+ * iWARP receive path (the role of siw_qp_rx.c): the whole receive side of one connection — the
+ * LLP's reader, the FPDU decoder it feeds and that decoder's sink. Every header is checked
  * against the QP's state before a byte of its payload is placed: tagged segments (RDMA Write,
  * Read Response) go straight into the target memory region, untagged Sends into the posted
  * receive buffers, Read Requests are queued for the TX path. A violation throws a
  * {@link TerminateError}; the QP then sends a TERMINATE and closes (first error wins).
  * Nothing is ever written outside a registered region: the bounds check precedes placement.
  */
-import { TerminateError } from '../../errors.js';
-import { RdmapOpcode, DdpQn, createFpduHeader, wholeFpdu, type FpduDecoder, type FpduHeader, type FpduSink } from '../../wire/iwarp/index.js';
-import { ddpTaggedEcode, rdmapProtEcode } from './mem.js';
+import { TerminateError, TermLayer } from '../../errors.js';
+import {
+  DDP_ECODE_CATASTROPHIC,
+  DdpEtype,
+  DdpTaggedEcode,
+  DdpUntaggedEcode,
+  LLP_ETYPE_MPA,
+  MpaEcode,
+  RdmapEcode,
+  RdmapEtype,
+  RdmapOpcode,
+  RdmapCtrl,
+  RDMAP_OPCODE_MAX,
+  DdpQn,
+  createFpduHeader,
+  wholeFpdu,
+  FpduDecoder,
+  type FpduHeader,
+  type FpduSink,
+} from '../../wire/iwarp/index.js';
+import { ddpTaggedEcode, hex, rdmapProtEcode } from './mem.js';
 import { copyBytes } from '../../util/copy.js';
 import { Access, WcFlags, WcStatus, type Sge } from '../../verbs/types.js';
 import type { RqWqe, SqWqe } from '../../verbs/qp.js';
-import type { IwarpQp } from './iwarp-qp.js';
-import { hex } from './qp-tx.js';
+import type { QpTx } from './qp-tx.js';
+import type { LlpReader } from './llp.js';
 import { trace, tracing } from '../../trace.js';
 
-// TERMINATE codes (RFC 5040 §7.2, RFC 5041 §7.2, RFC 5040 §4.8).
-const L_RDMAP = 0;
-const L_DDP = 1;
-const L_LLP = 2;
-const DDP_ET_TAGGED = 1;
-const DDP_ET_UNTAGGED = 2;
-const RDMAP_ET_PROT = 1;
-const RDMAP_ET_OP = 2;
+/** Where the payload of the FPDU being received goes (constants in the form of {@link RdmapOpcode}). */
+const Place = {
+  /** No FPDU in progress. */
+  NONE: 0,
+  /** Into the memory of a tagged target ({@link QpRx.dst}): RDMA Write, Read Response. */
+  TAGGED: 1,
+  /** Into the SGEs of the receive in progress: a Send. */
+  UNTAGGED: 2,
+  /** Nowhere: a zero-length segment, a Read Request (its header is the whole message). */
+  DISCARD: 3,
+  /** Into the TERMINATE buffer, up to its first 128 bytes. */
+  TERMINATE: 4,
+} as const;
+type Place = (typeof Place)[keyof typeof Place];
 
-/** Receive state of one connection. */
-export class QpRx implements FpduSink {
+/**
+ * The QP as its receive path sees it (IwarpQp implements it): the memory and receive queue a
+ * message is placed into, the TX state a Read touches, and where a message completes or fails.
+ */
+export interface RxQp {
+  /** Trace tag. */
+  readonly tag: string;
+  /** Inbound Read Requests allowed outstanding. */
+  readonly ird: number;
+  /** The transmit path: its ORQ (Read Responses), IRQ (Read Requests) and Read RTR state. */
+  readonly tx: QpTx;
+  remoteTarget(stag: number, to: number, len: number, access: number): { buf: Buffer; off: number } | number;
+  localTarget(s: Sge, off: number, len: number): { buf: Buffer; off: number } | number;
+  rqTake(): RqWqe | undefined;
+  rqPeek(): RqWqe | undefined;
+  invalidateStag(stag: number): boolean;
+  rxRecvDone(w: RqWqe, len: number, flags: number, inv: number, solicited: boolean): void;
+  rxRecvFailed(w: RqWqe, status: WcStatus): void;
+  sqDone(w: SqWqe, status?: WcStatus): void;
+  peerTerminated(header: Buffer, attached: Buffer): void;
+  /** A TERMINATE was sent or received on the connection. */
+  readonly terminated: boolean;
+  /** Receiving failed: TERMINATE (first error wins), close, QP to ERR. */
+  protocolError(e: unknown): void;
+}
+
+/**
+ * Receive state of one connection, and its reader: the LLP hands it the stream's bytes, which
+ * it decodes ({@link FpduDecoder}, this object its sink) and places, asking the QP only for
+ * memory and receives and telling it only what completed or failed.
+ */
+export class QpRx implements FpduSink, LlpReader {
   /** Set on the first complete FPDU (releases a held TX, completes a P2P accept). */
   onFirstFpdu: (() => void) | null = null;
   private seenFirst = false;
+  /** The connection's FPDU decoder, from {@link attach} until {@link stop}; null otherwise. */
+  private decoder: FpduDecoder | null = null;
+  /** The receive fast path is on (configuration, at attach). */
+  private fastPath = false;
+  /** MPA CRC was negotiated. */
+  private crc = false;
   // Destination of the current FPDU's payload.
   private dst: Buffer | null = null;
   private dstOff = 0;
@@ -42,8 +103,8 @@ export class QpRx implements FpduSink {
   private zoneAt = 0;
   private zoneLen = 0;
   private readonly zoneSaved = Buffer.alloc(32);
-  /** @internal The stream bytes a direct read brought past the payload ({@link takeZone}). */
-  readonly zoneBytes = Buffer.alloc(32);
+  /** The stream bytes a direct read brought past the payload ({@link takeZone}). */
+  private readonly zoneBytes = Buffer.alloc(32);
   // Untagged (Send) message in progress: the receive it is placed into was taken off the RQ, so
   // it is this object's to complete — on success, on an error, or when the QP is flushed.
   private rqe: RqWqe | null = null;
@@ -53,7 +114,8 @@ export class QpRx implements FpduSink {
   private inSend = false;
   private rqeSge = 0;
   private rqeSgeOff = 0;
-  private placed = 0;
+  /** Bytes of the Send in progress placed so far. */
+  private sendPlaced = 0;
   private expectSendMsn = 1;
   private expectReadMsn = 1;
   // Tagged message in progress: the next segment must continue it.
@@ -66,9 +128,9 @@ export class QpRx implements FpduSink {
   private term: Buffer | null = null;
   private termHdr: Buffer | null = null;
   private termLen = 0;
-  private kind: 0 | 1 | 2 | 3 | 4 = 0;
+  private kind: Place = Place.NONE;
   /** Streaming large tagged messages: size reads so that payloads can be placed directly. */
-  private bulk = false; // 0 none, 1 tagged place, 2 untagged place, 3 discard, 4 terminate
+  private bulk = false;
 
   /**
    * Tagged payloads at least this large are read by the socket straight into the target memory
@@ -78,7 +140,7 @@ export class QpRx implements FpduSink {
    */
   readonly directMin: number;
 
-  constructor(private readonly qp: IwarpQp, directMin: number) {
+  constructor(private readonly qp: RxQp, directMin: number) {
     this.directMin = directMin;
     // Offsets into the destination are differences of 64-bit addresses, which V8 hands over as
     // heap numbers even when small: both fields hold doubles from the first QP on. A field born a
@@ -89,6 +151,76 @@ export class QpRx implements FpduSink {
     this.dstOff = 0;
     this.zoneAt = 0.5;
     this.zoneAt = 0;
+  }
+
+  /** Start receiving a connection's stream (`crc`: MPA CRC negotiated; `fastPath`: {@link fast} is used). */
+  attach(crc: boolean, fastPath: boolean): void {
+    this.decoder = new FpduDecoder(this, { crc });
+    this.crc = crc;
+    this.fastPath = fastPath;
+  }
+
+  /** Receiving ends (TERMINATE, close, a later connection): bytes that still arrive are ignored. */
+  stop(): void {
+    this.decoder = null;
+  }
+
+  /** Bytes the connection manager read past the MPA frame: the start of the stream. */
+  leftover(buf: Buffer): void {
+    const dec = this.decoder;
+    if (dec === null) return;
+    try {
+      dec.push(buf, 0, buf.length);
+    } catch (e) {
+      this.fail(e);
+    }
+  }
+
+  /** LlpReader: stream bytes `buf[start, end)`. */
+  bytes(buf: Buffer, start: number, end: number): void {
+    const dec = this.decoder;
+    if (dec === null) return;
+    try {
+      if (!this.fastPath) {
+        dec.push(buf, start, end);
+        return;
+      }
+      // Whole small messages go through fast(); an FPDU it leaves goes through the decoder,
+      // which hands back at the next boundary. (A small SEND read behind the end of a large
+      // WRITE, as an rsocket's message after its data, then takes the same path as every other.)
+      while (start < end) {
+        if (dec.atBoundary) {
+          start = this.fast(dec, buf, start, end, this.crc);
+          if (start === end) break;
+        }
+        start = dec.pushFpdu(buf, start, end);
+      }
+    } catch (e) {
+      dec.stop();
+      this.fail(e);
+    }
+  }
+
+  /** LlpReader: `n` bytes were read straight into the view {@link readTarget} gave. */
+  placed(view: Buffer, n: number): void {
+    // First the destination's bytes past the payload are put back (whatever happens next).
+    const extra = this.takeZone(view, n);
+    const dec = this.decoder;
+    if (dec === null) return;
+    try {
+      const k = n - extra;
+      dec.placed(view, 0, k);
+      this.dstOff += k;
+      if (extra > 0) this.bytes(this.zoneBytes, 0, extra);
+    } catch (e) {
+      this.fail(e);
+    }
+  }
+
+  /** Receiving threw: the message being received fails, then the QP sends its TERMINATE. */
+  private fail(e: unknown): void {
+    if (!this.qp.terminated) this.failCurrent();
+    this.qp.protocolError(e);
   }
 
   /** The header of the FPDU {@link fast} is decoding (its own: the decoder's is not touched). */
@@ -166,38 +298,30 @@ export class QpRx implements FpduSink {
     const idle = !this.tagOpen;
     const noRead = this.readPlaced === 0;
     this.bulk = tagged && (large || (keep && !(idle && noRead)));
-    switch (h.opcode) {
-      case RdmapOpcode.WRITE:
-        return this.hdrWrite(h);
-      case RdmapOpcode.READ_RESP:
-        return this.hdrReadResp(h);
-      case RdmapOpcode.SEND:
-      case RdmapOpcode.SEND_SE:
-      case RdmapOpcode.SEND_INV:
-      case RdmapOpcode.SEND_SE_INV:
-        return this.hdrSend(h);
-      case RdmapOpcode.READ_REQ:
-        return this.hdrReadReq(h);
-      case RdmapOpcode.TERMINATE:
-        if (h.qn !== DdpQn.TERM) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, 'TERMINATE on wrong queue', h.raw);
-        this.kind = 4;
-        this.termHdr = Buffer.from(h.raw);
-        this.term = Buffer.alloc(Math.min(h.payloadLen, 128));
-        this.termLen = 0;
-        return;
-      default:
-        throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x06, `unexpected opcode ${h.opcode}`, h.raw);
-    }
+    (QpRx.hdrOf[h.opcode] as RxHandler).call(this, h);
+  }
+
+  private hdrTerminate(h: FpduHeader): void {
+    if (h.qn !== DdpQn.TERM) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, 'TERMINATE on wrong queue', h.raw);
+    this.kind = Place.TERMINATE;
+    this.termHdr = Buffer.from(h.raw);
+    this.term = Buffer.alloc(Math.min(h.payloadLen, 128));
+    this.termLen = 0;
+  }
+
+  /** Opcodes 8..15 (RFC 7306, not implemented by siw); the FPDU decoder rejects them first. */
+  private hdrUnexpected(h: FpduHeader): void {
+    throw new TerminateError(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.UNEXPECTED_OPCODE, `unexpected opcode ${h.opcode}`, h.raw);
   }
 
   private hdrWrite(h: FpduHeader): void {
     const qp = this.qp;
     if (this.tagOpen && (h.stag !== this.tagStag || h.to !== this.tagNextTo)) {
-      throw new TerminateError(L_DDP, DDP_ET_TAGGED, h.stag !== this.tagStag ? 0x00 : 0x01, 'tagged segment does not continue its message', h.raw);
+      throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, h.stag !== this.tagStag ? DdpTaggedEcode.INVALID_STAG : DdpTaggedEcode.BASE_BOUNDS, 'tagged segment does not continue its message', h.raw);
     }
     if (h.payloadLen === 0) {
       // A zero-length Write (the RFC 6581 RTR, siw uses STag 1) is accepted with any STag.
-      this.kind = 3;
+      this.kind = Place.DISCARD;
       this.tagOpen = !h.last;
       if (this.tagOpen) {
         this.tagStag = h.stag;
@@ -206,10 +330,10 @@ export class QpRx implements FpduSink {
       return;
     }
     const r = qp.remoteTarget(h.stag, h.to, h.payloadLen, Access.REMOTE_WRITE);
-    if (typeof r === 'number') throw new TerminateError(L_DDP, DDP_ET_TAGGED, ddpTaggedEcode(r), `RDMA Write to ${hex(h.stag)}@${h.to.toString(16)}+${h.payloadLen} refused`, h.raw);
+    if (typeof r === 'number') throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, ddpTaggedEcode(r), `RDMA Write to ${hex(h.stag)}@${h.to.toString(16)}+${h.payloadLen} refused`, h.raw);
     this.dst = r.buf;
     this.dstOff = r.off;
-    this.kind = 1;
+    this.kind = Place.TAGGED;
     this.tagOpen = !h.last;
     this.tagStag = h.stag;
     this.tagNextTo = h.to + h.payloadLen;
@@ -220,87 +344,90 @@ export class QpRx implements FpduSink {
     const tx = qp.tx;
     if (tx.rtrReadPending && tx.orq.length === 0) {
       // Response to our zero-length Read RTR.
-      if (h.payloadLen !== 0 || !h.last) throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x01, 'bad RTR read response', h.raw);
+      if (h.payloadLen !== 0 || !h.last) throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.BASE_BOUNDS, 'bad RTR read response', h.raw);
       tx.rtrReadPending = false;
-      this.kind = 3;
+      this.kind = Place.DISCARD;
       return;
     }
     const w = tx.orq[0];
-    if (!w) throw new TerminateError(L_DDP, 0, 0, 'Read Response without an outstanding Read', h.raw);
+    if (!w) throw new TerminateError(TermLayer.DDP, DdpEtype.CATASTROPHIC, DDP_ECODE_CATASTROPHIC, 'Read Response without an outstanding Read', h.raw);
     const s = w.sgList[0] as Sge;
-    if (h.stag !== s.lkey) throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x00, 'Read Response STag mismatch', h.raw);
+    if (h.stag !== s.lkey) throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.INVALID_STAG, 'Read Response STag mismatch', h.raw);
     if (h.to !== s.addr + this.readPlaced || this.readPlaced + h.payloadLen > s.length) {
-      throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x01, 'Read Response outside the requested sink', h.raw);
+      throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.BASE_BOUNDS, 'Read Response outside the requested sink', h.raw);
     }
     if (h.last && this.readPlaced + h.payloadLen !== s.length) {
-      throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x01, 'Read Response shorter than requested', h.raw);
+      throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.BASE_BOUNDS, 'Read Response shorter than requested', h.raw);
     }
     if (h.payloadLen > 0) {
       const r = qp.localTarget(s, this.readPlaced, h.payloadLen);
-      if (typeof r === 'number') throw new TerminateError(L_DDP, DDP_ET_TAGGED, 0x00, 'Read sink no longer valid', h.raw);
+      if (typeof r === 'number') throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.INVALID_STAG, 'Read sink no longer valid', h.raw);
       this.dst = r.buf;
       this.dstOff = r.off;
-      this.kind = 1;
-    } else this.kind = 3;
+      this.kind = Place.TAGGED;
+    } else this.kind = Place.DISCARD;
   }
 
   private hdrSend(h: FpduHeader): void {
     this.inSend = true;
-    if (h.qn !== DdpQn.SEND) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, `Send on queue ${h.qn}`, h.raw);
-    if (h.msn !== this.expectSendMsn) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x03, `Send MSN ${h.msn}, expected ${this.expectSendMsn}`, h.raw);
-    if (h.mo !== this.placed) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x04, `Send MO ${h.mo}, expected ${this.placed}`, h.raw);
+    if (h.qn !== DdpQn.SEND) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, `Send on queue ${h.qn}`, h.raw);
+    if (h.msn !== this.expectSendMsn) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MSN_RANGE, `Send MSN ${h.msn}, expected ${this.expectSendMsn}`, h.raw);
+    if (h.mo !== this.sendPlaced) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MO, `Send MO ${h.mo}, expected ${this.sendPlaced}`, h.raw);
     if (this.rqe === null) {
       const r = this.qp.rqTake();
-      if (!r) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x02, 'Send with no receive posted', h.raw);
+      if (!r) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MSN_NO_BUFFER, 'Send with no receive posted', h.raw);
       this.rqe = r;
       this.rqeStatus = WcStatus.GENERAL_ERR;
       this.rqeSge = 0;
       this.rqeSgeOff = 0;
     }
-    if (this.placed + h.payloadLen > this.rqe.length) {
+    if (this.sendPlaced + h.payloadLen > this.rqe.length) {
       // The receive is too small for the message: it completes with LOC_LEN_ERR (as siw).
       this.rqeStatus = WcStatus.LOC_LEN_ERR;
-      throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x02, `Send of ${this.placed + h.payloadLen}+ bytes into a ${this.rqe.length}-byte receive`, h.raw);
+      throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MSN_NO_BUFFER, `Send of ${this.sendPlaced + h.payloadLen}+ bytes into a ${this.rqe.length}-byte receive`, h.raw);
     }
-    this.kind = 2;
+    this.kind = Place.UNTAGGED;
   }
 
   private hdrReadReq(h: FpduHeader): void {
     const qp = this.qp;
-    if (h.qn !== DdpQn.READ) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x01, `Read Request on queue ${h.qn}`, h.raw);
-    if (h.msn !== this.expectReadMsn) throw new TerminateError(L_DDP, DDP_ET_UNTAGGED, 0x03, `Read Request MSN ${h.msn}, expected ${this.expectReadMsn}`, h.raw);
+    if (h.qn !== DdpQn.READ) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_QN, `Read Request on queue ${h.qn}`, h.raw);
+    if (h.msn !== this.expectReadMsn) throw new TerminateError(TermLayer.DDP, DdpEtype.UNTAGGED, DdpUntaggedEcode.INVALID_MSN_RANGE, `Read Request MSN ${h.msn}, expected ${this.expectReadMsn}`, h.raw);
     this.expectReadMsn = (this.expectReadMsn + 1) >>> 0;
     // Zero-length Reads count against the IRD like any other (siw's IRQ; an initiator's Read RTR
     // takes one of its ORD), else a peer that reads nothing grows the queue without bound. One
     // always fits: a Read RTR to a responder with IRD 0.
     const ird = h.readSize === 0 ? Math.max(qp.ird, 1) : qp.ird;
     if (ird <= 0 || qp.tx.irq.length >= ird) {
-      throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x07, `more than IRD ${qp.ird} outstanding Read Requests`, h.raw);
+      throw new TerminateError(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.CATASTROPHIC_STREAM, `more than IRD ${qp.ird} outstanding Read Requests`, h.raw);
     }
     if (h.readSize === 0) {
       // Zero-length read (an RTR): answered with a zero-length response, any STag.
       qp.tx.irq.push({ sinkStag: h.sinkStag, sinkTo: h.sinkTo, size: 0, srcStag: h.srcStag, srcTo: h.srcTo, buf: EMPTY, off: 0 });
-      this.kind = 3;
+      this.kind = Place.DISCARD;
       return;
     }
     const r = qp.remoteTarget(h.srcStag, h.srcTo, h.readSize, Access.REMOTE_READ);
     if (typeof r === 'number') {
       // RDMAP remote protection error with the Read Request header attached (siw).
-      throw new TerminateError(L_RDMAP, RDMAP_ET_PROT, rdmapProtEcode(r), `RDMA Read of ${hex(h.srcStag)}@${h.srcTo.toString(16)}+${h.readSize} refused`, h.raw);
+      throw new TerminateError(TermLayer.RDMAP, RdmapEtype.REMOTE_PROTECTION, rdmapProtEcode(r), `RDMA Read of ${hex(h.srcStag)}@${h.srcTo.toString(16)}+${h.readSize} refused`, h.raw);
     }
     qp.tx.irq.push({ sinkStag: h.sinkStag, sinkTo: h.sinkTo, size: h.readSize, srcStag: h.srcStag, srcTo: h.srcTo, buf: r.buf, off: r.off });
-    this.kind = 3;
+    this.kind = Place.DISCARD;
   }
 
   /**
-   * Where the socket should read next (see LlpReader.readTarget): inside a large tagged payload, a view
-   * of the destination memory (the kernel copies the bytes straight into the MR, as siw places
-   * them); while streaming large tagged messages, the byte count up to the next payload, so that
-   * the read stops there; otherwise null (one full read into the shared buffer).
+   * LlpReader: where the socket should read next. Inside a large tagged payload, a view of the
+   * destination memory (the kernel copies the bytes straight into the MR, as siw places them);
+   * while streaming large tagged messages, the byte count up to the next payload, so that the
+   * read stops there; otherwise (and once receiving stopped) null: one full read into the
+   * shared buffer.
    */
-  readTarget(dec: FpduDecoder): Buffer | number | null {
+  readTarget(): Buffer | number | null {
+    const dec = this.decoder;
+    if (dec === null) return null;
     this.zoneLen = 0;
-    if (this.kind === 1) {
+    if (this.kind === Place.TAGGED) {
       const rem = dec.payloadRemaining;
       if (rem >= this.directMin) {
         const dst = this.dst as Buffer;
@@ -331,7 +458,7 @@ export class QpRx implements FpduSink {
    * the stream bytes to {@link zoneBytes} and put the destination's own bytes back. Returns how
    * many stream bytes there were past the payload (0 when the read ended within it).
    */
-  takeZone(view: Buffer, n: number): number {
+  private takeZone(view: Buffer, n: number): number {
     const z = this.zoneLen;
     if (z === 0) return 0;
     this.zoneLen = 0;
@@ -343,11 +470,6 @@ export class QpRx implements FpduSink {
     copyBytes(this.zoneSaved, 0, dst, this.zoneAt, extra);
     this.zoneDst = null;
     return extra;
-  }
-
-  /** `n` payload bytes were read straight into the destination. */
-  placedDirect(n: number): void {
-    this.dstOff += n;
   }
 
   /**
@@ -377,20 +499,20 @@ export class QpRx implements FpduSink {
   onPayload(src: Uint8Array, start: number, end: number): void {
     const n = end - start;
     switch (this.kind) {
-      case 1: {
+      case Place.TAGGED: {
         copyBytes(src, start, this.dst as Buffer, this.dstOff, n);
         this.dstOff += n;
         return;
       }
-      case 2: {
+      case Place.UNTAGGED: {
         if (this.scatter(this.rqe as RqWqe, src, start, end) < end) {
           this.rqeStatus = WcStatus.LOC_PROT_ERR;
-          throw new TerminateError(0, 0, 0xff, 'receive buffer no longer valid');
+          throw new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, 'receive buffer no longer valid');
         }
-        this.placed += n;
+        this.sendPlaced += n;
         return;
       }
-      case 4: {
+      case Place.TERMINATE: {
         const t = this.term as Buffer;
         const k = Math.min(n, t.length - this.termLen);
         if (k > 0) copyBytes(src, start, t, this.termLen, k);
@@ -403,70 +525,109 @@ export class QpRx implements FpduSink {
   }
 
   onEnd(h: FpduHeader, crcOk: boolean): void {
-    if (!crcOk) throw new TerminateError(L_LLP, 0, 0x02, 'MPA CRC error', h.raw);
+    if (!crcOk) throw new TerminateError(TermLayer.LLP, LLP_ETYPE_MPA, MpaEcode.CRC, 'MPA CRC error', h.raw);
     if (!this.seenFirst) {
       this.seenFirst = true;
       const f = this.onFirstFpdu;
       this.onFirstFpdu = null;
       f?.();
     }
-    const qp = this.qp;
-    switch (h.opcode) {
-      case RdmapOpcode.SEND:
-      case RdmapOpcode.SEND_SE:
-      case RdmapOpcode.SEND_INV:
-      case RdmapOpcode.SEND_SE_INV: {
-        if (this.kind !== 2) break;
-        if (!h.last) break;
-        let flags = 0;
-        let inv = 0;
-        if (h.opcode === RdmapOpcode.SEND_INV || h.opcode === RdmapOpcode.SEND_SE_INV) {
-          if (!qp.invalidateStag(h.invStag)) {
-            // The receive stays in progress: failCurrent() completes it with this status, as
-            // siw_rdmap_complete completes it with REM_INV_REQ_ERR.
-            this.rqeStatus = WcStatus.REM_INV_REQ_ERR;
-            throw new TerminateError(L_RDMAP, RDMAP_ET_OP, 0x09, `STag ${hex(h.invStag)} cannot be invalidated`, h.raw);
-          }
-          flags |= WcFlags.WITH_INV;
-          inv = h.invStag;
-        }
-        const w = this.rqe as RqWqe;
-        const len = this.placed;
-        this.rqe = null;
-        this.placed = 0;
-        this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
-        const se = h.opcode === RdmapOpcode.SEND_SE || h.opcode === RdmapOpcode.SEND_SE_INV;
-        qp.rxRecvDone(w, len, flags, inv, se);
-        if (tracing('rx')) trace('rx', qp.tag, `SEND ${len} bytes msn ${h.msn}`);
-        break;
-      }
-      case RdmapOpcode.READ_RESP: {
-        if (this.kind === 3 && qp.tx.orq.length === 0) break; // RTR response
-        this.readPlaced += h.payloadLen;
-        if (h.last) {
-          this.readPlaced = 0;
-          const w = qp.tx.orq.shift() as SqWqe;
-          qp.sqDone(w);
-          if (tracing('rx')) trace('rx', qp.tag, `READ_RESP complete ${w.length} bytes`);
-          qp.tx.kick();
-        }
-        break;
-      }
-      case RdmapOpcode.READ_REQ:
-        // Answered after the whole received chunk is processed (siw's TX runs apart from RX), so
-        // a burst of Read Requests beyond the IRD is seen as such.
-        qp.tx.kickSoon();
-        break;
-      case RdmapOpcode.TERMINATE:
-        qp.peerTerminated(this.termHdr as Buffer, (this.term as Buffer).subarray(0, this.termLen));
-        break;
-      default:
-        break;
-    }
-    this.kind = 0;
+    (QpRx.endOf[h.opcode] as RxHandler).call(this, h);
+    this.kind = Place.NONE;
     this.dst = null;
     this.inSend = false;
   }
+
+  /**
+   * What the receive path does at an FPDU's header, by its 4-bit RDMAP opcode (siw's
+   * `iwarp_pktinfo[].rx_data`; the wire's facts per opcode are {@link IWARP_OPCODES}): the
+   * checks, and where the payload goes. Opcodes 8..15 (RFC 7306) are unexpected.
+   */
+  private static readonly hdrOf = byOpcode(
+    {
+      [RdmapOpcode.WRITE]: QpRx.prototype.hdrWrite,
+      [RdmapOpcode.READ_REQ]: QpRx.prototype.hdrReadReq,
+      [RdmapOpcode.READ_RESP]: QpRx.prototype.hdrReadResp,
+      [RdmapOpcode.SEND]: QpRx.prototype.hdrSend,
+      [RdmapOpcode.SEND_INV]: QpRx.prototype.hdrSend,
+      [RdmapOpcode.SEND_SE]: QpRx.prototype.hdrSend,
+      [RdmapOpcode.SEND_SE_INV]: QpRx.prototype.hdrSend,
+      [RdmapOpcode.TERMINATE]: QpRx.prototype.hdrTerminate,
+    },
+    QpRx.prototype.hdrUnexpected,
+  );
+
+  /** What the receive path does at an FPDU's end (its CRC checked), by opcode: the completions. */
+  private static readonly endOf = byOpcode(
+    {
+      [RdmapOpcode.WRITE]: QpRx.prototype.endNone,
+      [RdmapOpcode.READ_REQ]: QpRx.prototype.endReadReq,
+      [RdmapOpcode.READ_RESP]: QpRx.prototype.endReadResp,
+      [RdmapOpcode.SEND]: QpRx.prototype.endSend,
+      [RdmapOpcode.SEND_INV]: QpRx.prototype.endSend,
+      [RdmapOpcode.SEND_SE]: QpRx.prototype.endSend,
+      [RdmapOpcode.SEND_SE_INV]: QpRx.prototype.endSend,
+      [RdmapOpcode.TERMINATE]: QpRx.prototype.endTerminate,
+    },
+    QpRx.prototype.endNone,
+  );
+
+  /** The end of a Send segment: the last one completes the receive. */
+  private endSend(h: FpduHeader): void {
+    if (this.kind !== Place.UNTAGGED) return;
+    if (!h.last) return;
+    const qp = this.qp;
+    let flags = 0;
+    let inv = 0;
+    if (h.opcode === RdmapOpcode.SEND_INV || h.opcode === RdmapOpcode.SEND_SE_INV) {
+      if (!qp.invalidateStag(h.invStag)) {
+        // The receive stays in progress: failCurrent() completes it with this status, as
+        // siw_rdmap_complete completes it with REM_INV_REQ_ERR.
+        this.rqeStatus = WcStatus.REM_INV_REQ_ERR;
+        throw new TerminateError(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.CANNOT_INVALIDATE, `STag ${hex(h.invStag)} cannot be invalidated`, h.raw);
+      }
+      flags |= WcFlags.WITH_INV;
+      inv = h.invStag;
+    }
+    const w = this.rqe as RqWqe;
+    const len = this.sendPlaced;
+    this.rqe = null;
+    this.sendPlaced = 0;
+    this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
+    const se = h.opcode === RdmapOpcode.SEND_SE || h.opcode === RdmapOpcode.SEND_SE_INV;
+    qp.rxRecvDone(w, len, flags, inv, se);
+    if (tracing('rx')) trace('rx', qp.tag, `SEND ${len} bytes msn ${h.msn}`);
+  }
+
+  /** The end of a Read Response segment: the last one completes the Read at the head of the ORQ. */
+  private endReadResp(h: FpduHeader): void {
+    const qp = this.qp;
+    if (this.kind === Place.DISCARD && qp.tx.orq.length === 0) return; // RTR response
+    this.readPlaced += h.payloadLen;
+    if (h.last) {
+      this.readPlaced = 0;
+      const w = qp.tx.orq.shift() as SqWqe;
+      qp.sqDone(w);
+      if (tracing('rx')) trace('rx', qp.tag, `READ_RESP complete ${w.length} bytes`);
+      qp.tx.kick();
+    }
+  }
+
+  /**
+   * The end of a Read Request: answered after the whole received chunk is processed (siw's TX
+   * runs apart from RX), so a burst of Read Requests beyond the IRD is seen as such.
+   */
+  private endReadReq(_h: FpduHeader): void {
+    this.qp.tx.kickSoon();
+  }
+
+  /** The end of a TERMINATE: the QP fails with what it reports. */
+  private endTerminate(_h: FpduHeader): void {
+    this.qp.peerTerminated(this.termHdr as Buffer, (this.term as Buffer).subarray(0, this.termLen));
+  }
+
+  /** The end of an RDMA Write, or of opcodes 8..15 (never reached: rejected at their header). */
+  private endNone(_h: FpduHeader): void {}
 
   /**
    * Receiving failed (the decoder threw): if the failing FPDU is a Send, the receive it is placed
@@ -474,7 +635,7 @@ export class QpRx implements FpduSink {
    * LOC_PROT_ERR for a receive buffer gone, GENERAL_ERR otherwise), as siw_rdmap_complete does
    * on an error. A receive in progress under any other failure is left for {@link flushRecv}.
    */
-  failCurrent(): void {
+  private failCurrent(): void {
     if (this.inSend) this.endRecv(this.rqeStatus);
   }
 
@@ -488,10 +649,20 @@ export class QpRx implements FpduSink {
     this.inSend = false;
     if (w === null) return;
     this.rqe = null;
-    this.placed = 0;
-    this.kind = 0;
+    this.sendPlaced = 0;
+    this.kind = Place.NONE;
     this.qp.rxRecvFailed(w, status);
   }
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** A per-opcode step of the receive path, called with the QpRx as `this`. */
+type RxHandler = (this: QpRx, h: FpduHeader) => void;
+
+/** A table of all 16 values of the 4-bit RDMAP opcode: the handler given for it, else `rest`. */
+function byOpcode(of: { readonly [op in RdmapOpcode]: RxHandler }, rest: RxHandler): readonly RxHandler[] {
+  const t: RxHandler[] = [];
+  for (let op = 0; op <= RdmapCtrl.OPCODE; op++) t.push(op <= RDMAP_OPCODE_MAX ? of[op as RdmapOpcode] : rest);
+  return Object.freeze(t);
+}

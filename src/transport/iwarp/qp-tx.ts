@@ -24,11 +24,30 @@ import {
 import { WcStatus, WrOpcode, type Sge } from '../../verbs/types.js';
 import type { SqWqe } from '../../verbs/qp.js';
 import type { Llp } from './llp.js';
-import type { IwarpQp } from './iwarp-qp.js';
 import { copyBytes } from '../../util/copy.js';
+import { hex } from './mem.js';
 import { microtask } from '../../util/microtask.js';
 import { trace, tracing } from '../../trace.js';
 import { objectArray } from '../../util/arrays.js';
+
+/**
+ * The QP as its transmit path sees it (IwarpQp implements it): the send queue it drains, the
+ * memory it reads, and where a WQE completes or fails.
+ */
+export interface TxQp {
+  /** Trace tag. */
+  readonly tag: string;
+  /** Outbound Read Requests allowed in flight. */
+  readonly ord: number;
+  txAllowed(): boolean;
+  sqHead(): SqWqe | undefined;
+  sqShift(): void;
+  sqDone(w: SqWqe, status?: WcStatus): void;
+  sqDoneRecycle(w: SqWqe, status: WcStatus): void;
+  sqFail(w: SqWqe, status: WcStatus, why: string): void;
+  gather(w: SqWqe): { bufs: Buffer[]; offs: number[]; lens: number[] } | null;
+  localTarget(s: Sge, off: number, len: number): { buf: Buffer; off: number } | number;
+}
 
 /** Messages at or above this size go zero-copy (views of the MR + write callback). */
 const ZERO_COPY_MIN = 32 * 1024;
@@ -145,7 +164,7 @@ export class QpTx {
   /** Writes handed to the LLP in the current kick. */
   private nWrites = 0;
 
-  constructor(private readonly qp: IwarpQp) {
+  constructor(private readonly qp: TxQp) {
     // First changed by a reset or a zero-copy completion: mutable from the first QP on (see
     // util/arrays.ts).
     this.held = true;
@@ -689,10 +708,5 @@ export class QpTx {
     this.dropStage();
     this.held = false;
   }
-}
-
-/** STag as siw prints it. */
-export function hex(n: number): string {
-  return '0x' + (n >>> 0).toString(16).padStart(8, '0');
 }
 

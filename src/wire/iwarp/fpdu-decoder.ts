@@ -15,11 +15,12 @@ import type { FpduHeader } from './fpdu.js';
 import { checkFpduCtrl, createFpduHeader, parseFpduHeader } from './fpdu.js';
 import { crc32cRange } from './crc32c.js';
 import { MPA_CRC_LEN, MPA_LEN_FIELD, fpduPad, readCrcLE } from './mpa.js';
-import { DDP_VERSION, DdpCtrl } from './ddp.js';
+import { DDP_VERSION, DdpCtrl, FPDU_OFF_DDP_CTRL, FPDU_OFF_QN, FPDU_OFF_RDMAP_CTRL } from './ddp.js';
 import {
   IWARP_OPCODES,
   RDMAP_OPCODE_MAX,
   RDMAP_VERSION,
+  RdmapCtrl,
   RdmapOpcode,
   FPDU_MAX_HDR_LEN,
   FPDU_MIN_HDR_LEN,
@@ -374,10 +375,10 @@ export class FpduDecoder {
  */
 export function wholeFpdu(h: FpduHeader, b: Uint8Array, p: number, end: number, crc: boolean): number {
   if (end - p < FPDU_MIN_HDR_LEN) return 0;
-  const ddp = b[p + 2]!;
-  const rdmap = b[p + 3]!;
+  const ddp = b[p + FPDU_OFF_DDP_CTRL]!;
+  const rdmap = b[p + FPDU_OFF_RDMAP_CTRL]!;
   if ((ddp & DdpCtrl.VERSION) !== DDP_VERSION || rdmap >>> 6 !== RDMAP_VERSION) return 0;
-  const op = rdmap & 0x0f;
+  const op = rdmap & RdmapCtrl.OPCODE;
   if (op > RDMAP_OPCODE_MAX) return 0;
   const info = IWARP_OPCODES[op]!;
   if (((ddp & DdpCtrl.TAGGED) !== 0) !== info.tagged) return 0;
@@ -387,7 +388,8 @@ export function wholeFpdu(h: FpduHeader, b: Uint8Array, p: number, end: number, 
   if (body < hdrLen) return 0;
   const total = body + fpduPad(ulpdu) + MPA_CRC_LEN;
   if (total > end - p) return 0;
-  if (!info.tagged && ((b[p + 8]! << 24) | (b[p + 9]! << 16) | (b[p + 10]! << 8) | b[p + 11]!) >>> 0 !== info.qn) return 0;
+  const q = p + FPDU_OFF_QN;
+  if (!info.tagged && ((b[q]! << 24) | (b[q + 1]! << 16) | (b[q + 2]! << 8) | b[q + 3]!) >>> 0 !== info.qn) return 0;
   if (op === RdmapOpcode.READ_REQ && body !== hdrLen) return 0;
   if (crc && crc32cRange(b, p, p + total - MPA_CRC_LEN, 0) !== readCrcLE(b, p + total - MPA_CRC_LEN)) return 0;
   parseFpduHeader(h, b, p, hdrLen);

@@ -28,6 +28,13 @@ import {
   DdpQn,
   DdpTaggedEcode,
   DdpUntaggedEcode,
+  FPDU_OFF_DDP_CTRL,
+  FPDU_OFF_MO,
+  FPDU_OFF_MSN,
+  FPDU_OFF_QN,
+  FPDU_OFF_RDMAP_CTRL,
+  FPDU_OFF_STAG,
+  FPDU_OFF_TO,
 } from './ddp.js';
 import { MPA_LEN_FIELD, MPA_MAX_ULPDU, fpduPad, writeFpduTrailer } from './mpa.js';
 import {
@@ -37,6 +44,7 @@ import {
   RDMAP_READ_REQ_LEN,
   RDMAP_VERSION,
   READ_REQ_HDR_LEN,
+  RdmapCtrl,
   RdmapEcode,
   RdmapEtype,
   RdmapOpcode,
@@ -196,10 +204,10 @@ export function writeTaggedHdr(
   const ulpdu = DDP_TAGGED_HDR_LEN + payloadLen;
   ulpduCheck(ulpdu);
   put16(buf, off, ulpdu);
-  buf[off + 2] = last ? DdpCtrl.TAGGED | DdpCtrl.LAST | DDP_VERSION : DdpCtrl.TAGGED | DDP_VERSION;
-  buf[off + 3] = (RDMAP_VERSION << 6) | opcode;
-  put32(buf, off + 4, stag);
-  put64(buf, off + 8, to);
+  buf[off + FPDU_OFF_DDP_CTRL] = last ? DdpCtrl.TAGGED | DdpCtrl.LAST | DDP_VERSION : DdpCtrl.TAGGED | DDP_VERSION;
+  buf[off + FPDU_OFF_RDMAP_CTRL] = (RDMAP_VERSION << 6) | opcode;
+  put32(buf, off + FPDU_OFF_STAG, stag);
+  put64(buf, off + FPDU_OFF_TO, to);
   return off + MPA_LEN_FIELD + DDP_TAGGED_HDR_LEN;
 }
 
@@ -227,12 +235,12 @@ export function writeUntaggedHdr(
   const ulpdu = DDP_UNTAGGED_HDR_LEN + ulpBytes;
   ulpduCheck(ulpdu);
   put16(buf, off, ulpdu);
-  buf[off + 2] = last ? DdpCtrl.LAST | DDP_VERSION : DDP_VERSION;
-  buf[off + 3] = (RDMAP_VERSION << 6) | opcode;
-  put32(buf, off + 4, invStag);
-  put32(buf, off + 8, qn);
-  put32(buf, off + 12, msn);
-  put32(buf, off + 16, mo);
+  buf[off + FPDU_OFF_DDP_CTRL] = last ? DdpCtrl.LAST | DDP_VERSION : DDP_VERSION;
+  buf[off + FPDU_OFF_RDMAP_CTRL] = (RDMAP_VERSION << 6) | opcode;
+  put32(buf, off + FPDU_OFF_STAG, invStag);
+  put32(buf, off + FPDU_OFF_QN, qn);
+  put32(buf, off + FPDU_OFF_MSN, msn);
+  put32(buf, off + FPDU_OFF_MO, mo);
   return off + MPA_LEN_FIELD + DDP_UNTAGGED_HDR_LEN;
 }
 
@@ -283,8 +291,8 @@ function termErr(layer: number, etype: number, ecode: number, msg: string, b: Ui
  * Needs 4 bytes; `n` is how many bytes at `b[o]` to attach to the error (the header bytes read).
  */
 export function checkFpduCtrl(b: Uint8Array, o: number, n: number): number {
-  const ddp = b[o + 2]!;
-  const rdmap = b[o + 3]!;
+  const ddp = b[o + FPDU_OFF_DDP_CTRL]!;
+  const rdmap = b[o + FPDU_OFF_RDMAP_CTRL]!;
   if ((ddp & DdpCtrl.VERSION) !== DDP_VERSION) {
     const tagged = (ddp & DdpCtrl.TAGGED) !== 0;
     throw termErr(
@@ -301,7 +309,7 @@ export function checkFpduCtrl(b: Uint8Array, o: number, n: number): number {
     const why = `RDMAP version ${rdmap >>> 6}`;
     throw termErr(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.VERSION, why, b, o, n);
   }
-  const op = rdmap & 0x0f;
+  const op = rdmap & RdmapCtrl.OPCODE;
   if (op > RDMAP_OPCODE_MAX) {
     const why = `RDMAP opcode ${op}`;
     throw termErr(TermLayer.RDMAP, RdmapEtype.REMOTE_OPERATION, RdmapEcode.UNEXPECTED_OPCODE, why, b, o, n);
@@ -336,9 +344,9 @@ export function checkFpduCtrl(b: Uint8Array, o: number, n: number): number {
  * connection instead; the caller may choose not to send this TERMINATE). `h.raw` is not touched.
  */
 export function parseFpduHeader(h: FpduHeader, b: Uint8Array, o: number, hdrLen: number): void {
-  const ddp = b[o + 2]!;
-  const rdmap = b[o + 3]!;
-  const op = rdmap & 0x0f;
+  const ddp = b[o + FPDU_OFF_DDP_CTRL]!;
+  const rdmap = b[o + FPDU_OFF_RDMAP_CTRL]!;
+  const op = rdmap & RdmapCtrl.OPCODE;
   const ulpdu = (b[o]! << 8) | b[o + 1]!;
   h.ulpduLen = ulpdu;
   h.opcode = op;
@@ -349,8 +357,8 @@ export function parseFpduHeader(h: FpduHeader, b: Uint8Array, o: number, hdrLen:
   h.payloadLen = ulpdu + MPA_LEN_FIELD - hdrLen;
   if ((ddp & DdpCtrl.TAGGED) !== 0) {
     h.tagged = true;
-    h.stag = get32(b, o + 4);
-    h.to = get64(b, o + 8);
+    h.stag = get32(b, o + FPDU_OFF_STAG);
+    h.to = get64(b, o + FPDU_OFF_TO);
     h.invStag = 0;
     h.qn = 0;
     h.msn = 0;
@@ -359,10 +367,10 @@ export function parseFpduHeader(h: FpduHeader, b: Uint8Array, o: number, hdrLen:
     h.tagged = false;
     h.stag = 0;
     h.to = 0;
-    h.invStag = get32(b, o + 4);
-    h.qn = get32(b, o + 8);
-    h.msn = get32(b, o + 12);
-    h.mo = get32(b, o + 16);
+    h.invStag = get32(b, o + FPDU_OFF_STAG);
+    h.qn = get32(b, o + FPDU_OFF_QN);
+    h.msn = get32(b, o + FPDU_OFF_MSN);
+    h.mo = get32(b, o + FPDU_OFF_MO);
     const info = IWARP_OPCODES[op]!;
     if (h.qn !== info.qn) {
       const why = `QN ${h.qn} for ${info.name}`;

@@ -13,6 +13,7 @@
 import { TerminateError, TermLayer } from '../../errors.js';
 import { crc32cRange } from './crc32c.js';
 import { copyOf } from '../bytes.js';
+import { Errno } from '../../errno.js';
 
 // ---- start frame constants ----------------------------------------------------------------------
 
@@ -339,10 +340,10 @@ export function validateMpaReply(
   opts: { maxIrd?: number } = {},
 ): MpaReplyVerdict {
   if (rep.reject) return { action: 'rejected' };
-  if (rep.markers) return { action: 'fail', reason: 'MPA reply asks for markers', terminate: undefined, status: -111 };
+  if (rep.markers) return { action: 'fail', reason: 'MPA reply asks for markers', terminate: undefined, status: -Errno.ECONNREFUSED };
   if (!mpaHasV2Word(req)) return { action: 'accept', crc: rep.crc, ird: undefined, ord: undefined, rtr: null };
   if (!mpaHasV2Word(rep) || rep.ird === undefined || rep.ord === undefined) {
-    return { action: 'fail', reason: 'MPA reply to an Enhanced request is not Rev 2 + Enhanced', terminate: undefined, status: -104 };
+    return { action: 'fail', reason: 'MPA reply to an Enhanced request is not Rev 2 + Enhanced', terminate: undefined, status: -Errno.ECONNRESET };
   }
   const maxIrd = opts.maxIrd ?? 128;
   if (rep.ord > maxIrd) {
@@ -350,7 +351,7 @@ export function validateMpaReply(
       action: 'fail',
       reason: `MPA reply ORD ${rep.ord} exceeds our maximum IRD ${maxIrd}`,
       terminate: new TerminateError(TermLayer.LLP, LLP_ETYPE_MPA, MpaEcode.INSUFFICIENT_IRD, 'insufficient IRD'),
-      status: -22,
+      status: -Errno.EINVAL,
     };
   }
   let rtr: 'write' | 'read' | null = null;
@@ -362,7 +363,7 @@ export function validateMpaReply(
         action: 'fail',
         reason: 'MPA reply selects no RTR type we offered',
         terminate: new TerminateError(TermLayer.LLP, LLP_ETYPE_MPA, MpaEcode.NO_MATCHING_RTR, 'no matching RTR'),
-        status: -22,
+        status: -Errno.EINVAL,
       };
     }
     rtr = write ? 'write' : 'read';

@@ -17,11 +17,22 @@
  * @module
  */
 import { TermLayer } from '../../errors.js';
-import { DDP_TAGGED_HDR_LEN, DDP_UNTAGGED_HDR_LEN, DdpCtrl, DdpEtype, DdpQn } from './ddp.js';
+import {
+  DDP_TAGGED_HDR_LEN,
+  DDP_UNTAGGED_HDR_LEN,
+  DdpCtrl,
+  DdpEtype,
+  DdpQn,
+  FPDU_OFF_DDP_CTRL,
+  FPDU_OFF_MO,
+  FPDU_OFF_MSN,
+  FPDU_OFF_QN,
+  FPDU_OFF_RDMAP_CTRL,
+} from './ddp.js';
 import { crc32cRange } from './crc32c.js';
 import { copyOf } from '../bytes.js';
 import { LLP_ETYPE_MPA, MPA_LEN_FIELD, fpduPad, writeFpduTrailer } from './mpa.js';
-import { RDMAP_READ_REQ_LEN, RdmapEtype, RdmapOpcode, TERMINATE_HDR_LEN } from './rdmap.js';
+import { RDMAP_READ_REQ_LEN, RdmapCtrl, RdmapEtype, RdmapOpcode, TERMINATE_HDR_LEN } from './rdmap.js';
 import { writeUntaggedHdr } from './fpdu.js';
 
 /** Terminate control flag bits as RFC 5040 places them in byte 2 of the control word. */
@@ -82,12 +93,12 @@ export function encodeTerminate(t: TerminateSpec, opts: TerminateEncodeOptions):
   let ddpLen = 0;
   let rdmapLen = 0;
   if (hdr !== undefined && hdr.length >= MPA_LEN_FIELD + DDP_TAGGED_HDR_LEN) {
-    const tagged = (hdr[2]! & DdpCtrl.TAGGED) !== 0;
+    const tagged = (hdr[FPDU_OFF_DDP_CTRL]! & DdpCtrl.TAGGED) !== 0;
     ddpLen = tagged ? DDP_TAGGED_HDR_LEN : DDP_UNTAGGED_HDR_LEN;
     if (hdr.length < MPA_LEN_FIELD + ddpLen) ddpLen = 0;
     const fullRreq =
       ddpLen === DDP_UNTAGGED_HDR_LEN &&
-      (hdr[3]! & 0x0f) === RdmapOpcode.READ_REQ &&
+      (hdr[FPDU_OFF_RDMAP_CTRL]! & RdmapCtrl.OPCODE) === RdmapOpcode.READ_REQ &&
       hdr.length >= MPA_LEN_FIELD + DDP_UNTAGGED_HDR_LEN + RDMAP_READ_REQ_LEN;
     if (fullRreq && (opts.attachRdmap ?? true)) rdmapLen = RDMAP_READ_REQ_LEN;
   }
@@ -235,15 +246,15 @@ export function decodeTerminate(buf: Uint8Array, off = 0, end: number = buf.leng
  */
 export function decodeTerminateFpdu(fpdu: Uint8Array, off = 0): TerminateInfo & { msn: number; qn: number; mo: number } {
   if (fpdu.length - off < TERMINATE_HDR_LEN) throw new RangeError('Terminate FPDU truncated');
-  if ((fpdu[off + 3]! & 0x0f) !== RdmapOpcode.TERMINATE || (fpdu[off + 2]! & DdpCtrl.TAGGED) !== 0) {
+  if ((fpdu[off + FPDU_OFF_RDMAP_CTRL]! & RdmapCtrl.OPCODE) !== RdmapOpcode.TERMINATE || (fpdu[off + FPDU_OFF_DDP_CTRL]! & DdpCtrl.TAGGED) !== 0) {
     throw new RangeError('not a Terminate FPDU');
   }
   const ulpdu = (fpdu[off]! << 8) | fpdu[off + 1]!;
   const end = Math.min(fpdu.length, off + MPA_LEN_FIELD + ulpdu);
   const u32 = (o: number): number =>
     ((fpdu[o]! << 24) | (fpdu[o + 1]! << 16) | (fpdu[o + 2]! << 8) | fpdu[o + 3]!) >>> 0;
-  const info = decodeTerminate(fpdu, off + 20, end);
-  return Object.assign(info, { qn: u32(off + 8), msn: u32(off + 12), mo: u32(off + 16) });
+  const info = decodeTerminate(fpdu, off + MPA_LEN_FIELD + DDP_UNTAGGED_HDR_LEN, end);
+  return Object.assign(info, { qn: u32(off + FPDU_OFF_QN), msn: u32(off + FPDU_OFF_MSN), mo: u32(off + FPDU_OFF_MO) });
 }
 
 /**

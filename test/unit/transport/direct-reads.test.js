@@ -36,7 +36,7 @@ async function receiver(crc, shared = false) {
     terms.push(t);
     sendTerminate(t);
   };
-  return { pair, qp, mr, backing, shared, terms, reader: qp.llp.reader, dec: qp.decoder };
+  return { pair, qp, mr, backing, shared, terms, reader: qp.llp.reader, dec: qp.rx.decoder };
 }
 
 /**

@@ -45,7 +45,7 @@ async function receiver(fast, crc) {
     fastBytes += q - p;
     return q;
   };
-  return { pair, id, qp, mr, gone, backing, terms, reader: qp.llp.reader, dec: qp.decoder, fastBytes: () => fastBytes };
+  return { pair, id, qp, mr, gone, backing, terms, reader: qp.llp.reader, dec: qp.rx.decoder, fastBytes: () => fastBytes };
 }
 
 /**
