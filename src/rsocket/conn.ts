@@ -158,11 +158,6 @@ function sendWr(wrId: number, opcode: WrOpcode, sgList: Sge[], sendFlags: number
  */
 sendWr(WR_MSG_SEND, WrOpcode.SEND, [], 0, 2 ** 31, 2 ** 32, 2 ** 32 - 1);
 /**
- * Receives posted beyond the advertised credits. Credits bound the DATA messages in flight;
- * SGL and CTRL messages are not credited (rsocket relies on RNR retry, which iWARP lacks), so
- * a few spare receives absorb a burst of them. Invisible on the wire.
- */
-/**
  * Largest chunk (one RDMA WRITE + its DATA message) of a send call. rsocket.c starts each call at
  * 2 KiB and doubles up to RS_MAX_TRANSFER (64 KiB), overlapping the first small write with the
  * copy of the rest. The chunk size is the sender's choice — the receiver only sees the length in
@@ -184,6 +179,11 @@ const RIO_MAX_XFER = Math.max(RS_SNDLOWAT, envInt('RDMACM_RS_RIO_MAX_XFER', 1 <<
  * RsConn.early); `RDMACM_RS_EARLY=0` restores rsocket.c's behaviour (EAGAIN until a grant).
  */
 const EARLY_STAGING = process.env['RDMACM_RS_EARLY'] !== '0';
+/**
+ * Receives posted beyond the advertised credits. Credits bound the DATA messages in flight;
+ * SGL and CTRL messages are not credited (rsocket relies on RNR retry, which iWARP lacks), so
+ * a few spare receives absorb a burst of them. Invisible on the wire.
+ */
 const EXTRA_RECVS = 2 * RS_QP_CTRL_SIZE + 2;
 /**
  * The part of a large send buffer used as the ring on iWARP (RS_OPT_MSG_SEND). There an RDMA
@@ -2092,7 +2092,6 @@ export function noDevices(op: string): void {
   if (getDeviceList().length === 0) throw rsErr('ENODEV', op, 'No RDMA devices were detected');
 }
 
-/** Shared by {@link RsConn.setsockopt} and the listener's. */
 /**
  * The largest send or receive buffer an rsocket allocates. rs_init_bufs allocates and registers
  * the SO_SNDBUF/SO_RCVBUF sizes (doubled, in 32 bits: up to 4 GiB) and fails with ENOMEM when it
@@ -2111,6 +2110,7 @@ function rsBuffer(n: number): Buffer<ArrayBuffer> {
   }
 }
 
+/** rsetsockopt(), shared by {@link RsConn.setsockopt} and the listener's. */
 export function applySockopt(
   t: { cfg: RsConfig; state: number; _setFlag(level: number, name: number, on: boolean): void; _hasBuffers: boolean; _ensureId(): CmId; _setKeepalive?(on: boolean): void; _setKeepIdle?(s: number): void },
   level: number,
