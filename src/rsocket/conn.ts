@@ -122,7 +122,8 @@ import {
   TCP_NODELAY,
   MSG_PEEK,
 } from './options.js';
-import { RS_TRACE, RsState, describeState, rsTrace } from './state.js';
+import { RS_TRACE, RsState, describeState } from './state.js';
+import { trace } from '../trace.js';
 import { copyBytes as copyOut } from '../util/copy.js';
 import { microtask } from '../util/microtask.js';
 import { PollWaiters } from '../util/poll-waiters.js';
@@ -456,7 +457,7 @@ export class RsConn implements CqEventSink {
 
   private setState(s: number, why: string): void {
     if (s === this._state) return;
-    if (RS_TRACE) rsTrace(this.tag, `${describeState(this._state)} -> ${describeState(s)} (${why})`);
+    if (RS_TRACE) trace('rs', this.tag, `${describeState(this._state)} -> ${describeState(s)} (${why})`);
     this._state = s;
   }
 
@@ -1138,7 +1139,7 @@ export class RsConn implements CqEventSink {
       }
       msg = decodeMsg(this.msgBuf, slot * RS_MSG_SIZE, this.peerBigEndian);
     }
-    if (RS_TRACE) rsTrace(this.tag, `recv ${rsMsgStr(msg)}`);
+    if (RS_TRACE) trace('rs', this.tag, `recv ${rsMsgStr(msg)}`);
     const data = rsMsgData(msg);
     switch (rsMsgOp(msg)) {
       case RsOp.SGL:
@@ -1244,7 +1245,7 @@ export class RsConn implements CqEventSink {
         const s = this.smr as Mr;
         sg = { addr: s.addr + off, length: RS_SGE_SIZE, lkey: s.lkey };
       }
-      if (RS_TRACE) rsTrace(this.tag, `send SGL ${limit & 0xffff} + SGE ${sge.addr.toString(16)}+${half} -> slot ${this.remoteSge}`);
+      if (RS_TRACE) trace('rs', this.tag, `send SGL ${limit & 0xffff} + SGE ${sge.addr.toString(16)}+${half} -> slot ${this.remoteSge}`);
       this.queueWriteMsg([sg], msg, flags, this.remoteSgl.addr + this.remoteSge * RS_SGE_SIZE, this.remoteSgl.key);
       this.window += half;
       this.rbufBytesAvail -= half;
@@ -1252,7 +1253,7 @@ export class RsConn implements CqEventSink {
       if (this.rbufFreeOffset >= cfg.rbufSize) this.rbufFreeOffset = 0;
       if (++this.remoteSge === this.remoteSgl.length) this.remoteSge = 0;
     } else {
-      if (RS_TRACE) rsTrace(this.tag, `send SGL ${limit & 0xffff}`);
+      if (RS_TRACE) trace('rs', this.tag, `send SGL ${limit & 0xffff}`);
       this.queueMsg(msg);
     }
     this.flushPosts();
@@ -1809,7 +1810,7 @@ export class RsConn implements CqEventSink {
       if (!this.ctrlAvail()) await this.until(() => this.ctrlAvail() || !(this._state & RsState.connected));
       if (this._state & RsState.connected && this.ctrlAvail()) {
         this.ctrlSeqno++;
-        if (RS_TRACE) rsTrace(this.tag, `send CTRL ${RsCtrl[ctrl]}`);
+        if (RS_TRACE) trace('rs', this.tag, `send CTRL ${RsCtrl[ctrl]}`);
         this.queueMsg(rsMsgSet(RsOp.CTRL, ctrl));
         this.flushPosts();
         this.pump();
@@ -2008,7 +2009,7 @@ export class RsConn implements CqEventSink {
       this.sqeAvail -= this.wqesPerMsg;
       this.sbufBytesAvail -= RS_IOMAP_SIZE;
       const p = this.payload(entry, 0, RS_IOMAP_SIZE);
-      if (RS_TRACE) rsTrace(this.tag, `send IOMAP_SGL ${m.index} offset ${m.offset}`);
+      if (RS_TRACE) trace('rs', this.tag, `send IOMAP_SGL ${m.index} offset ${m.offset}`);
       this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.IOMAP_SGL, m.index), p.flags, this.remoteIomap.addr + m.index * RS_IOMAP_SIZE, this.remoteIomap.key);
       this.iomapQueue.shift();
       this.iomapList.push(m);

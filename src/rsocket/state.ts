@@ -12,6 +12,7 @@
  * ```
  * Every change goes through {@link describeState} in traces (`RDMA_TRACE=rs`).
  */
+import { tracing } from '../trace.js';
 
 export const RsState = {
   init: 0,
@@ -53,11 +54,5 @@ export function describeState(s: number): string {
   return parts.join('|');
 }
 
-const spec = (process.env['RDMA_TRACE'] ?? '').split(',').map((x) => x.trim());
 /** `RDMA_TRACE=rs` (or `all`, minus `-rs`): rsocket state changes and protocol messages. */
-export const RS_TRACE = (spec.includes('rs') || spec.includes('all')) && !spec.includes('-rs');
-
-/** Write one `[rdma:rs] RS[n] ...` trace line (callers check {@link RS_TRACE} first). */
-export function rsTrace(tag: string, msg: string): void {
-  process.stderr.write(`[rdma:rs] ${tag} ${msg}\n`);
-}
+export const RS_TRACE = tracing('rs');
