@@ -122,7 +122,7 @@ import {
   TCP_NODELAY,
   MSG_PEEK,
 } from './options.js';
-import { RS_TRACE, RsState, describeState } from './state.js';
+import { RS_TRACE, RsState, describeState, rsTransition } from './state.js';
 import { trace } from '../trace.js';
 import { copyBytes as copyOut } from '../util/copy.js';
 import { microtask } from '../util/microtask.js';
@@ -456,9 +456,7 @@ export class RsConn implements CqEventSink {
   }
 
   private setState(s: number, why: string): void {
-    if (s === this._state) return;
-    if (RS_TRACE) trace('rs', this.tag, `${describeState(this._state)} -> ${describeState(s)} (${why})`);
-    this._state = s;
+    this._state = rsTransition(this.tag, this._state, s, why);
   }
 
   /** The sticky error (once the connection failed), else null. */

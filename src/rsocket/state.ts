@@ -12,7 +12,7 @@
  * ```
  * Every change goes through {@link describeState} in traces (`RDMA_TRACE=rs`).
  */
-import { tracing } from '../trace.js';
+import { trace, tracing } from '../trace.js';
 
 export const RsState = {
   init: 0,
@@ -56,3 +56,13 @@ export function describeState(s: number): string {
 
 /** `RDMA_TRACE=rs` (or `all`, minus `-rs`): rsocket state changes and protocol messages. */
 export const RS_TRACE = tracing('rs');
+
+/**
+ * The state transition of every rsocket object (connection or listener): the state it goes to,
+ * `to`; a change to another state is traced as `from -> to (why)` under `RDMA_TRACE=rs`, a
+ * "change" to the state it is in already is none and leaves no line.
+ */
+export function rsTransition(tag: string, from: number, to: number, why: string): number {
+  if (to !== from && RS_TRACE) trace('rs', tag, `${describeState(from)} -> ${describeState(to)} (${why})`);
+  return to;
+}
