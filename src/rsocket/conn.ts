@@ -101,7 +101,6 @@ import {
   RDMA_ROUTE,
   RDMA_RQSIZE,
   RDMA_SQSIZE,
-  RS_DEFAULTS,
   SHUT_RD,
   SHUT_RDWR,
   SHUT_WR,
@@ -127,11 +126,22 @@ import { trace } from '../trace.js';
 import { copyBytes as copyOut } from '../util/copy.js';
 import { microtask } from '../util/microtask.js';
 import { PollWaiters } from '../util/poll-waiters.js';
-import { envInt } from '../util/env.js';
+import { RS_EAGAIN, rsBuffer, rsErr } from './errors.js';
+import {
+  EARLY_STAGING,
+  EXTRA_RECVS,
+  KEEPALIVE_DEFAULT_S,
+  MAX_XFER,
+  POST_ALONE_MIN,
+  RAMP,
+  RIO_MAX_XFER,
+  SBUF_SPAN,
+  fullConfig,
+  type RsConfig,
+} from './tunables.js';
 import { objectArray, objectSlots } from '../util/arrays.js';
 
-/** What {@link RsConn.send} / {@link RsConn.recv} return when nothing can move now (-EAGAIN). */
-export const RS_EAGAIN = -11;
+export { RS_EAGAIN } from './errors.js';
 
 /** Send work request ids: the 32-bit message, plus this flag on the SEND of RS_OPT_MSG_SEND. */
 const WR_MSG_SEND = 2 ** 32;
@@ -158,108 +168,9 @@ function sendWr(wrId: number, opcode: WrOpcode, sgList: Sge[], sendFlags: number
  * changes representation on the first large value, which deprecates the map).
  */
 sendWr(WR_MSG_SEND, WrOpcode.SEND, [], 0, 2 ** 31, 2 ** 32, 2 ** 32 - 1);
-/**
- * Largest chunk (one RDMA WRITE + its DATA message) of a send call. rsocket.c starts each call at
- * 2 KiB and doubles up to RS_MAX_TRANSFER (64 KiB), overlapping the first small write with the
- * copy of the rest. The chunk size is the sender's choice — the receiver only sees the length in
- * the DATA message, and each chunk stays within one target SGE either way — and over the software
- * device every work request costs TCP writes, so ours send up to 512 KiB per chunk from the start.
- * `RDMACM_RS_MAX_XFER=<bytes>` and `RDMACM_RS_RAMP=1` restore rsocket.c's behaviour.
- */
-const MAX_XFER = Math.max(RS_SNDLOWAT, envInt('RDMACM_RS_MAX_XFER', 512 * 1024) || 512 * 1024);
-const RAMP = process.env['RDMACM_RS_RAMP'] === '1';
-/**
- * Largest chunk (one RDMA WRITE) of a riowrite call. No message follows it and no target SGE
- * bounds it, so nothing on the peer's side waits for a chunk to end: one WRITE (and one writev)
- * per MiB instead of two costs less per byte. Bounded by the free send buffer as any chunk.
- * `RDMACM_RS_RIO_MAX_XFER=<bytes>` changes it; `RDMACM_RS_RAMP=1` restores rsocket.c's ramp.
- */
-const RIO_MAX_XFER = Math.max(RS_SNDLOWAT, envInt('RDMACM_RS_RIO_MAX_XFER', 1 << 20));
-/**
- * rsend copies ahead into the send buffer while the peer has granted no target space (see
- * RsConn.early); `RDMACM_RS_EARLY=0` restores rsocket.c's behaviour (EAGAIN until a grant).
- */
-const EARLY_STAGING = process.env['RDMACM_RS_EARLY'] !== '0';
-/**
- * Receives posted beyond the advertised credits. Credits bound the DATA messages in flight;
- * SGL and CTRL messages are not credited (rsocket relies on RNR retry, which iWARP lacks), so
- * a few spare receives absorb a burst of them. Invisible on the wire.
- */
-const EXTRA_RECVS = 2 * RS_QP_CTRL_SIZE + 2;
-/**
- * The part of a large send buffer used as the ring on iWARP (RS_OPT_MSG_SEND). There an RDMA
- * WRITE completes as soon as TCP has taken its bytes, so the ring only holds what waits for room
- * in TCP's socket buffer; a ring larger than this buys no throughput, while every byte sent
- * cycles through it (rsend's copy in, the kernel's copy out), and a ring beyond the CPU cache
- * makes both copies miss. On InfiniBand / RoCE a WRITE completes when the peer acknowledges it:
- * the ring covers the bytes in flight and is used whole. SO_SNDBUF still reports the size set;
- * `RDMACM_RS_SBUF_SPAN=<bytes>` changes the span, 0 uses the whole buffer.
- */
-const SBUF_SPAN = envInt('RDMACM_RS_SBUF_SPAN', 1 << 20);
-/**
- * Data chunks at least this large are posted at once, each RDMA WRITE followed directly by its
- * DATA message, instead of joining the batch that posts every queued WRITE before the messages.
- * The receiver learns of a chunk only from its message: behind a batch of large WRITEs it would
- * see none of them until the last had arrived, and so copy out and grant the first half of its
- * buffer only after the second half had arrived too (the sender then waited for the whole
- * window each time). A large WRITE goes to TCP as a writev of its own either way, so posting it
- * alone costs no extra write. `RDMACM_RS_POST_ALONE=<bytes>` changes the size.
- */
-const POST_ALONE_MIN = envInt('RDMACM_RS_POST_ALONE', 32 * 1024);
-/**
- * rpoll's busy-poll, in µs (rsocket.c's `polling_time`, 10 by default, set there by
- * /etc/rdma/rsocket/polling_time): `RDMACM_RS_POLLING_TIME=<µs>`, 0 to sleep at once.
- */
-const POLLING_TIME = envInt('RDMACM_RS_POLLING_TIME', RS_DEFAULTS.pollingTime, 1_000_000);
-/** Default keepalive interval when TCP_KEEPIDLE is not set (Linux tcp_keepalive_time). */
-const KEEPALIVE_DEFAULT_S = 7200;
 
 let connSeq = 0;
 
-/** Buffer and queue sizes, inherited by accepted sockets from their listener (rs_alloc). */
-export interface RsConfig {
-  /** Send buffer bytes (SO_SNDBUF value × 2). */
-  sbufSize: number;
-  /** Receive buffer bytes (SO_RCVBUF value × 2); the peer sees two halves. */
-  rbufSize: number;
-  /** Inline data limit (RDMA_INLINE); raised to 4 on iWARP, capped at the device limit. */
-  sqInline: number;
-  /** Send queue size (RDMA_SQSIZE). */
-  sqSize: number;
-  /** Receive queue size and receive credits (RDMA_RQSIZE). */
-  rqSize: number;
-  /** iomap table entries the peer may fill (RDMA_IOMAPSIZE, rounded). */
-  targetIomapSize: number;
-  /**
-   * Microseconds a {@link RsConn.poll} that has to wait keeps the event loop polling before it
-   * lets it sleep (rsocket.c's `polling_time`; 0: sleep at once). Default 10, or
-   * `RDMACM_RS_POLLING_TIME`.
-   */
-  pollingTime: number;
-}
-
-/** The library defaults as an {@link RsConfig}. */
-export function defaultConfig(): RsConfig {
-  return fullConfig();
-}
-
-/**
- * `cfg`'s fields over the library defaults, built in this one literal: every socket's
- * configuration then has one hidden class. (It was an object spread, whose copy takes its hidden
- * class from its sources': the connection rstream opens for its bandwidth tests found another one
- * than its latency connection had, and the data path compiled for that was thrown away.)
- */
-export function fullConfig(cfg?: Partial<RsConfig>): RsConfig {
-  return {
-    sbufSize: cfg?.sbufSize ?? RS_DEFAULTS.wmem,
-    rbufSize: cfg?.rbufSize ?? RS_DEFAULTS.mem,
-    sqInline: cfg?.sqInline ?? RS_DEFAULTS.inline,
-    sqSize: cfg?.sqSize ?? RS_DEFAULTS.sqSize,
-    rqSize: cfg?.rqSize ?? RS_DEFAULTS.rqSize,
-    targetIomapSize: cfg?.targetIomapSize ?? RS_DEFAULTS.iomapSize,
-    pollingTime: cfg?.pollingTime ?? POLLING_TIME,
-  };
-}
 
 /** A value for {@link RsConn.setsockopt}: an integer, a boolean, or SO_LINGER's struct. */
 export type SockOptValue = number | boolean | { onoff: boolean; linger: number };
@@ -273,10 +184,6 @@ interface IomapMr {
   index: number;
 }
 
-/** An rsocket error: an {@link RdmaError} whose `op` is the rsocket call. */
-function rsErr(code: ErrnoCode, op: string, detail?: string): RdmaError {
-  return new RdmaError(code, detail === undefined ? { op } : { op, detail });
-}
 
 /**
  * A stream rsocket. Create with `new RsConn()` then {@link connect}, or get one from
@@ -2091,23 +1998,6 @@ export function noDevices(op: string): void {
   if (getDeviceList().length === 0) throw rsErr('ENODEV', op, 'No RDMA devices were detected');
 }
 
-/**
- * The largest send or receive buffer an rsocket allocates. rs_init_bufs allocates and registers
- * the SO_SNDBUF/SO_RCVBUF sizes (doubled, in 32 bits: up to 4 GiB) and fails with ENOMEM when it
- * cannot, as happens on an ordinary machine long before that (the pinned memory of an MR is
- * limited by RLIMIT_MEMLOCK); here anything above 1 GiB is refused the same way.
- */
-export const RS_MAX_BUFFER = 1 << 30;
-
-/** A zeroed rsocket buffer (rs_init_bufs' calloc), or ENOMEM. */
-function rsBuffer(n: number): Buffer<ArrayBuffer> {
-  if (n > RS_MAX_BUFFER) throw rsErr('ENOMEM', 'rsocket', `a ${n}-byte buffer`);
-  try {
-    return Buffer.alloc(n);
-  } catch (e) {
-    throw new RdmaError('ENOMEM', { op: 'rsocket', detail: `a ${n}-byte buffer`, cause: e });
-  }
-}
 
 /** rsetsockopt(), shared by {@link RsConn.setsockopt} and the listener's. */
 export function applySockopt(
