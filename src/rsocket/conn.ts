@@ -26,7 +26,6 @@
 import {
   CmEventType,
   PortSpace,
-  RdmaOption,
   createEventChannel,
   createId,
   rdmaEventStr,
@@ -54,7 +53,10 @@ import {
 } from '../verbs/index.js';
 import type { CqEventSink } from '../verbs/comp-channel.js';
 import { RdmaError } from '../errors.js';
-import { errnoOf, type ErrnoCode } from '../errno.js';
+import {
+  errnoOf,
+  type ErrnoCode,
+} from '../errno.js';
 import {
   HOST_IS_BIG_ENDIAN,
   RS_CONN_FLAG_IOMAP,
@@ -77,7 +79,6 @@ import {
   encodeIomap,
   encodeMsg,
   encodeSge,
-  roundIomapSize,
   rsMsgData,
   rsMsgOp,
   rsMsgSet,
@@ -88,37 +89,17 @@ import {
   type RsConnData,
 } from './protocol.js';
 import {
-  IPPROTO_IPV6,
-  IPPROTO_TCP,
-  IPV6_V6ONLY,
   POLLERR,
   POLLHUP,
   POLLIN,
   POLLOUT,
   PROT_WRITE,
-  RDMA_INLINE,
-  RDMA_IOMAPSIZE,
-  RDMA_ROUTE,
-  RDMA_RQSIZE,
-  RDMA_SQSIZE,
   SHUT_RD,
   SHUT_RDWR,
   SHUT_WR,
-  SOL_RDMA,
   SOL_SOCKET,
-  SO_BROADCAST,
   SO_ERROR,
   SO_KEEPALIVE,
-  SO_LINGER,
-  SO_OOBINLINE,
-  SO_RCVBUF,
-  SO_REUSEADDR,
-  SO_SNDBUF,
-  TCP_KEEPCNT,
-  TCP_KEEPIDLE,
-  TCP_KEEPINTVL,
-  TCP_MAXSEG,
-  TCP_NODELAY,
   MSG_PEEK,
 } from './options.js';
 import { RS_TRACE, RsState, describeState, rsTransition } from './state.js';
@@ -126,7 +107,11 @@ import { trace } from '../trace.js';
 import { copyBytes as copyOut } from '../util/copy.js';
 import { microtask } from '../util/microtask.js';
 import { PollWaiters } from '../util/poll-waiters.js';
-import { RS_EAGAIN, rsBuffer, rsErr } from './errors.js';
+import {
+  RS_EAGAIN,
+  rsBuffer,
+  rsErr,
+} from './errors.js';
 import {
   EARLY_STAGING,
   EXTRA_RECVS,
@@ -142,6 +127,7 @@ import {
 import { objectArray, objectSlots } from '../util/arrays.js';
 
 export { RS_EAGAIN } from './errors.js';
+import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 
 /** Send work request ids: the 32-bit message, plus this flag on the SEND of RS_OPT_MSG_SEND. */
 const WR_MSG_SEND = 2 ** 32;
@@ -172,8 +158,6 @@ sendWr(WR_MSG_SEND, WrOpcode.SEND, [], 0, 2 ** 31, 2 ** 32, 2 ** 32 - 1);
 let connSeq = 0;
 
 
-/** A value for {@link RsConn.setsockopt}: an integer, a boolean, or SO_LINGER's struct. */
-export type SockOptValue = number | boolean | { onoff: boolean; linger: number };
 
 /** One local riomap registration (`struct rs_iomap_mr`). */
 interface IomapMr {
@@ -202,10 +186,8 @@ export class RsConn implements CqEventSink {
   private soError = 0;
   /** The error reported once queued data is read (ECONNRESET, EIO, EPROTO ...). */
   private _error: RdmaError | null = null;
-  private soOpts = 0;
-  private tcpOpts = 0;
-  private ipv6Opts = 0;
-  private keepaliveTime = 0;
+  /** The option flags and TCP_KEEPIDLE. */
+  private readonly opts = new RsSockOpts();
   private keepaliveTimer: NodeJS.Timeout | null = null;
 
   // rdma_cm / verbs objects
@@ -450,11 +432,7 @@ export class RsConn implements CqEventSink {
 
   /** @internal Option plumbing shared with the listener. */
   _setFlag(level: number, name: number, on: boolean): void {
-    const bit = 2 ** name;
-    const upd = (v: number): number => (on ? v | bit : v & ~bit) >>> 0;
-    if (level === SOL_SOCKET) this.soOpts = upd(this.soOpts);
-    else if (level === IPPROTO_TCP) this.tcpOpts = upd(this.tcpOpts);
-    else if (level === IPPROTO_IPV6) this.ipv6Opts = upd(this.ipv6Opts);
+    this.opts.setFlag(level, name, on);
   }
 
   /** @internal Whether buffers were created (SO_SNDBUF/SO_RCVBUF no longer apply). */
@@ -466,7 +444,7 @@ export class RsConn implements CqEventSink {
   _setKeepalive(on: boolean): void {
     if (on) {
       this._setFlag(SOL_SOCKET, SO_KEEPALIVE, true);
-      if (!this.keepaliveTime) this.keepaliveTime = KEEPALIVE_DEFAULT_S;
+      if (!this.opts.keepaliveTime) this.opts.keepaliveTime = KEEPALIVE_DEFAULT_S;
       this.armKeepalive();
     } else {
       this._setFlag(SOL_SOCKET, SO_KEEPALIVE, false);
@@ -477,7 +455,7 @@ export class RsConn implements CqEventSink {
 
   /** @internal */
   _setKeepIdle(secs: number): void {
-    this.keepaliveTime = secs;
+    this.opts.keepaliveTime = secs;
     if (this.keepaliveTimer) this.armKeepalive();
   }
 
@@ -495,59 +473,12 @@ export class RsConn implements CqEventSink {
    * clears the pending error. ENOTSUP for anything rsocket does not answer.
    */
   getsockopt(level: number, name: number): number {
-    const bit = (v: number): number => ((v >>> name) & 1);
-    if (level === SOL_SOCKET) {
-      switch (name) {
-        case SO_REUSEADDR:
-        case SO_KEEPALIVE:
-        case SO_OOBINLINE:
-          return bit(this.soOpts);
-        case SO_RCVBUF:
-          return this.cfg.rbufSize;
-        case SO_SNDBUF:
-          return this.cfg.sbufSize;
-        case SO_LINGER:
-          return bit(this.soOpts) ? 0 : 1;
-        case SO_ERROR: {
-          const e = this.soError;
-          this.soError = 0;
-          return e;
-        }
-        default:
-          throw rsErr('EOPNOTSUPP', 'rgetsockopt');
-      }
+    if (level === SOL_SOCKET && name === SO_ERROR) {
+      const e = this.soError;
+      this.soError = 0;
+      return e;
     }
-    if (level === IPPROTO_TCP) {
-      switch (name) {
-        case TCP_KEEPCNT:
-        case TCP_KEEPINTVL:
-          return 1;
-        case TCP_KEEPIDLE:
-          return this.keepaliveTime;
-        case TCP_NODELAY:
-          return bit(this.tcpOpts);
-        case TCP_MAXSEG:
-          return 2048;
-        default:
-          throw rsErr('EOPNOTSUPP', 'rgetsockopt');
-      }
-    }
-    if (level === IPPROTO_IPV6 && name === IPV6_V6ONLY) return bit(this.ipv6Opts);
-    if (level === SOL_RDMA) {
-      switch (name) {
-        case RDMA_SQSIZE:
-          return this.cfg.sqSize;
-        case RDMA_RQSIZE:
-          return this.cfg.rqSize;
-        case RDMA_INLINE:
-          return this.cfg.sqInline;
-        case RDMA_IOMAPSIZE:
-          return this.cfg.targetIomapSize;
-        default:
-          throw rsErr('EOPNOTSUPP', 'rgetsockopt');
-      }
-    }
-    throw rsErr('EOPNOTSUPP', 'rgetsockopt');
+    return this.opts.get(this.cfg, level, name);
   }
 
   // -- connection establishment -----------------------------------------------------------------
@@ -680,7 +611,7 @@ export class RsConn implements CqEventSink {
     this.setState(RsState.connectRdwr, why);
     void this.cmLoop();
     this.startCqEvents();
-    if (this.soOpts & (1 << SO_KEEPALIVE)) this.armKeepalive();
+    if (this.opts.so & (1 << SO_KEEPALIVE)) this.armKeepalive();
     this.progress();
   }
 
@@ -1831,8 +1762,8 @@ export class RsConn implements CqEventSink {
   private armKeepalive(): void {
     if (this.keepaliveTimer) clearInterval(this.keepaliveTimer);
     this.keepaliveTimer = null;
-    if (!(this.soOpts & (1 << SO_KEEPALIVE)) || !this.qp) return;
-    const t = setInterval(() => this.keepalive(), Math.max(1, this.keepaliveTime) * 1000);
+    if (!(this.opts.so & (1 << SO_KEEPALIVE)) || !this.qp) return;
+    const t = setInterval(() => this.keepalive(), Math.max(1, this.opts.keepaliveTime) * 1000);
     t.unref();
     this.keepaliveTimer = t;
   }
@@ -1999,98 +1930,4 @@ export function noDevices(op: string): void {
 }
 
 
-/** rsetsockopt(), shared by {@link RsConn.setsockopt} and the listener's. */
-export function applySockopt(
-  t: { cfg: RsConfig; state: number; _setFlag(level: number, name: number, on: boolean): void; _hasBuffers: boolean; _ensureId(): CmId; _setKeepalive?(on: boolean): void; _setKeepIdle?(s: number): void },
-  level: number,
-  name: number,
-  value: SockOptValue,
-): void {
-  const op = 'rsetsockopt';
-  const num = typeof value === 'number' ? value : typeof value === 'boolean' ? (value ? 1 : 0) : value.onoff ? 1 : 0;
-  if (level === SOL_SOCKET) {
-    switch (name) {
-      case SO_REUSEADDR:
-        try {
-          t._ensureId().setOption(RdmaOption.LEVEL_ID, RdmaOption.ID_REUSEADDR, num ? 1 : 0);
-        } catch (e) {
-          // rsocket.c ignores ENOSYS (and late IB sets); anything else is reported.
-          if (!(e instanceof RdmaError && e.code === 'ENOSYS')) throw e instanceof RdmaError ? new RdmaError(e.code, { op, cause: e }) : e;
-        }
-        t._setFlag(level, name, num !== 0);
-        return;
-      // The value as a uint32_t, doubled in 32 bits (rsocket.c: `*(uint32_t *)optval << 1`).
-      case SO_RCVBUF:
-        // (`>>> 0` keeps a small size a small integer: a double here would change the field's
-        // representation in every RsConn's map, and the data path's optimised code with it.)
-        if (!t._hasBuffers) t.cfg.rbufSize = (((num >>> 0) * 2) % 2 ** 32) >>> 0;
-        return;
-      case SO_SNDBUF:
-        if (!t._hasBuffers) t.cfg.sbufSize = (((num >>> 0) * 2) % 2 ** 32) >>> 0;
-        if (t.cfg.sbufSize < RS_SNDLOWAT) t.cfg.sbufSize = RS_SNDLOWAT << 1;
-        return;
-      case SO_LINGER:
-        // Inverted so that the default (0) means "on", as rsocket.c stores it.
-        t._setFlag(level, name, num === 0);
-        return;
-      case SO_KEEPALIVE:
-        if (t._setKeepalive) t._setKeepalive(num !== 0);
-        else t._setFlag(level, name, num !== 0);
-        return;
-      case SO_OOBINLINE:
-        t._setFlag(level, name, num !== 0);
-        return;
-      case SO_BROADCAST:
-      default:
-        throw rsErr('EOPNOTSUPP', op);
-    }
-  }
-  if (level === IPPROTO_TCP) {
-    switch (name) {
-      case TCP_KEEPCNT:
-      case TCP_KEEPINTVL:
-      case TCP_MAXSEG:
-        return;
-      case TCP_KEEPIDLE:
-        if (num <= 0) throw rsErr('EINVAL', op, 'TCP_KEEPIDLE');
-        t._setKeepIdle?.(num);
-        return;
-      case TCP_NODELAY:
-        t._setFlag(level, name, num !== 0);
-        return;
-      default:
-        throw rsErr('EOPNOTSUPP', op);
-    }
-  }
-  if (level === IPPROTO_IPV6) {
-    if (name !== IPV6_V6ONLY) throw rsErr('EOPNOTSUPP', op);
-    t._ensureId().setOption(RdmaOption.LEVEL_ID, RdmaOption.ID_AFONLY, num ? 1 : 0);
-    t._setFlag(level, name, num !== 0);
-    return;
-  }
-  if (level === SOL_RDMA) {
-    if (t.state >= RsState.opening) throw rsErr('EINVAL', op, 'SOL_RDMA options must be set before connecting');
-    const v = Math.min(num >>> 0, RS_QP_MAX_SIZE);
-    switch (name) {
-      case RDMA_SQSIZE:
-        t.cfg.sqSize = v;
-        return;
-      case RDMA_RQSIZE:
-        t.cfg.rqSize = v;
-        return;
-      case RDMA_INLINE:
-        t.cfg.sqInline = v;
-        return;
-      case RDMA_IOMAPSIZE:
-        t.cfg.targetIomapSize = roundIomapSize(num);
-        return;
-      case RDMA_ROUTE:
-        // Path records are an InfiniBand concept; an iWARP route is the IP route.
-        return;
-      default:
-        throw rsErr('EOPNOTSUPP', op);
-    }
-  }
-  throw rsErr('EOPNOTSUPP', op);
-}
 

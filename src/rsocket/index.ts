@@ -17,7 +17,8 @@
 import '../transports.js';
 export { RSocket, connect, createConnection, configFrom, type RSocketOptions, type RSocketConnectOptions } from './socket.js';
 export { RServer, createServer, type RServerListenOptions } from './server.js';
-export { RsConn, RS_EAGAIN, type SockOptValue } from './conn.js';
+export { RsConn, RS_EAGAIN } from './conn.js';
+export type { SockOptValue } from './sockopt.js';
 export { defaultConfig, type RsConfig } from './tunables.js';
 export { RsListener } from './listener.js';
 export { RsState, describeState } from './state.js';

@@ -6,7 +6,8 @@
  */
 import { CmEventType, PortSpace, createEventChannel, createId, type CmEvent, type CmId, type EventChannel, type SockAddr } from '../cm/index.js';
 import { RdmaError } from '../errors.js';
-import { RsConn, applySockopt, noDevices, type SockOptValue } from './conn.js';
+import { RsConn, noDevices } from './conn.js';
+import { applySockopt, type SockOptValue } from './sockopt.js';
 import { fullConfig, type RsConfig } from './tunables.js';
 import { IPPROTO_IPV6, IPPROTO_TCP, POLLIN, SOL_RDMA, SOL_SOCKET, SO_ERROR, SO_RCVBUF, SO_SNDBUF, RDMA_INLINE, RDMA_IOMAPSIZE, RDMA_RQSIZE, RDMA_SQSIZE, TCP_KEEPIDLE } from './options.js';
 import { RsState, rsTransition } from './state.js';
