@@ -93,7 +93,6 @@ import {
   POLLHUP,
   POLLIN,
   POLLOUT,
-  PROT_WRITE,
   SHUT_RD,
   SHUT_RDWR,
   SHUT_WR,
@@ -127,6 +126,7 @@ import {
 import { objectArray, objectSlots } from '../util/arrays.js';
 
 export { RS_EAGAIN } from './errors.js';
+import { RsIomap, findTargetIomap, type IomapMr, type TargetIomap } from './iomap.js';
 import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 
 /** Send work request ids: the 32-bit message, plus this flag on the SEND of RS_OPT_MSG_SEND. */
@@ -157,16 +157,6 @@ sendWr(WR_MSG_SEND, WrOpcode.SEND, [], 0, 2 ** 31, 2 ** 32, 2 ** 32 - 1);
 
 let connSeq = 0;
 
-
-
-/** One local riomap registration (`struct rs_iomap_mr`). */
-interface IomapMr {
-  offset: number;
-  mr: Mr | null;
-  buf: Uint8Array | null;
-  /** Index in the peer-visible table, or -1 for a local (PROT_NONE) mapping. */
-  index: number;
-}
 
 
 /**
@@ -235,7 +225,6 @@ export class RsConn implements CqEventSink {
   private rseqComp = 0;
   private remoteSge = 0;
   private remoteSgl = { addr: 0, key: 0, length: 0 };
-  private remoteIomap = { addr: 0, key: 0, length: 0 };
   private targetSge = 0;
   private rbufBytesAvail = 0;
   private rbufFreeOffset = 0;
@@ -260,11 +249,8 @@ export class RsConn implements CqEventSink {
   /** Receive-buffer bytes advertised to the peer and not yet filled. */
   private window = 0;
 
-  // iomap
-  private remoteIomappings: IomapMr[] = [];
-  private iomapList: IomapMr[] = [];
-  private iomapQueue: IomapMr[] = [];
-  private iomapPending = false;
+  /** The riomap registrations and the peer's iomap table. */
+  private readonly iomap = new RsIomap();
 
   // progress bookkeeping
   private inPump = false;
@@ -731,7 +717,7 @@ export class RsConn implements CqEventSink {
     this.peerBigEndian = (c.flags & RS_CONN_FLAG_NET) !== 0;
     this.swapSgl = this.peerBigEndian !== HOST_IS_BIG_ENDIAN;
     if (c.flags & RS_CONN_FLAG_IOMAP) {
-      this.remoteIomap = {
+      this.iomap.remote = {
         addr: c.targetSgl.addr + RS_SGE_SIZE * c.targetSgl.length,
         length: scaleToValue(c.targetIomapSize, 8),
         key: c.targetSgl.key,
@@ -1404,7 +1390,7 @@ export class RsConn implements CqEventSink {
     this.checkSend('rsend');
     this.rioBehindEarly = false;
     if (len === 0) return 0;
-    if (this.iomapPending) {
+    if (this.iomap.pending) {
       const r = this.sendIomaps();
       if (r !== 0) return r;
     }
@@ -1730,7 +1716,7 @@ export class RsConn implements CqEventSink {
     for (const mr of [this.smr, this.scratchMr, this.rmr, this.msgMr, this.tgtMr]) {
       if (mr?.registered) mr.dereg();
     }
-    for (const m of [...this.iomapList, ...this.iomapQueue]) if (m.mr?.registered) m.mr.dereg();
+    this.iomap.deregAll();
     if (id && !id.destroyed) {
       // Events nobody will read (no CM task runs before establishment) must not block destroy.
       const ch = this.ch;
@@ -1786,49 +1772,20 @@ export class RsConn implements CqEventSink {
    * (its RDMA_IOMAPSIZE) is full.
    */
   riomap(buf: Uint8Array, prot: number, offset: number): number {
-    const pd = this._id?.pd;
-    if (!pd || prot & ~PROT_WRITE) throw rsErr('EINVAL', 'riomap');
-    let iomr: IomapMr | undefined;
-    if (prot & PROT_WRITE) {
-      if (this.remoteIomappings.length === 0) {
-        for (let i = 0; i < this.remoteIomap.length; i++) this.remoteIomappings.push({ offset: 0, mr: null, buf: null, index: i });
-      }
-      iomr = this.remoteIomappings.find((m) => m.mr === null);
-    } else iomr = { offset: 0, mr: null, buf: null, index: -1 };
-    if (!iomr) throw rsErr('ENOMEM', 'riomap', 'the peer iomap table is full');
-    const mr = pd.regMr(buf, Access.LOCAL_WRITE | (prot & PROT_WRITE ? Access.REMOTE_WRITE : 0));
-    iomr.mr = mr;
-    iomr.buf = buf;
-    iomr.offset = offset === -1 ? mr.addr : offset;
-    if (iomr.index >= 0) {
-      this.iomapQueue.push(iomr);
-      this.iomapPending = true;
-    } else this.iomapList.push(iomr);
-    return iomr.offset;
+    return this.iomap.map(this._id?.pd ?? null, buf, prot, offset);
   }
 
   /** riounmap(): release the mapping of exactly `buf` (same memory and length). EINVAL if none. */
   riounmap(buf: Uint8Array): void {
-    for (const list of [this.iomapList, this.iomapQueue]) {
-      const i = list.findIndex((m) => m.buf !== null && m.buf.buffer === buf.buffer && m.buf.byteOffset === buf.byteOffset && m.buf.byteLength === buf.byteLength);
-      if (i >= 0) {
-        const m = list[i] as IomapMr;
-        list.splice(i, 1);
-        if (m.mr?.registered) m.mr.dereg();
-        m.mr = null;
-        m.buf = null;
-        this.iomapPending = this.iomapQueue.length > 0;
-        return;
-      }
-    }
-    throw rsErr('EINVAL', 'riounmap');
+    this.iomap.unmap(buf);
   }
 
   /** rs_send_iomaps: write queued iomap entries into the peer's table. 0, or RS_EAGAIN. */
   private sendIomaps(): number {
     if (this.earlyStillQueued()) return RS_EAGAIN;
     this.flushPending();
-    while (this.iomapQueue.length > 0) {
+    const iomap = this.iomap;
+    while (iomap.queue.length > 0) {
       if (!this.canSend()) {
         this.flushPosts();
         this.pump();
@@ -1838,7 +1795,7 @@ export class RsConn implements CqEventSink {
           return RS_EAGAIN;
         }
       }
-      const m = this.iomapQueue[0] as IomapMr;
+      const m = iomap.queue[0] as IomapMr;
       const mr = m.mr as Mr;
       const entry = encodeIomap({ offset: m.offset, sge: { addr: mr.addr, key: mr.rkey, length: mr.length } }, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN);
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
@@ -1846,28 +1803,13 @@ export class RsConn implements CqEventSink {
       this.sbufBytesAvail -= RS_IOMAP_SIZE;
       const p = this.payload(entry, 0, RS_IOMAP_SIZE);
       if (RS_TRACE) trace('rs', this.tag, `send IOMAP_SGL ${m.index} offset ${m.offset}`);
-      this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.IOMAP_SGL, m.index), p.flags, this.remoteIomap.addr + m.index * RS_IOMAP_SIZE, this.remoteIomap.key);
-      this.iomapQueue.shift();
-      this.iomapList.push(m);
+      this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.IOMAP_SGL, m.index), p.flags, iomap.remote.addr + m.index * RS_IOMAP_SIZE, iomap.remote.key);
+      iomap.queue.shift();
+      iomap.list.push(m);
     }
     this.flushPosts();
-    this.iomapPending = false;
+    iomap.pending = false;
     return 0;
-  }
-
-  /** The entry of our target iomap table covering `offset` (written there by the peer). */
-  private findIomap(offset: number): { offset: number; addr: number; key: number; length: number } | null {
-    const base = RS_SGE_SIZE * RS_SGL_SIZE;
-    const v = this.tgtView;
-    for (let i = 0; i < this.cfg.targetIomapSize; i++) {
-      const o = base + i * RS_IOMAP_SIZE;
-      const eoff = v.getUint32(o, true) + v.getUint32(o + 4, true) * 2 ** 32;
-      const addr = v.getUint32(o + 8, true) + v.getUint32(o + 12, true) * 2 ** 32;
-      const key = v.getUint32(o + 16, true);
-      const length = v.getUint32(o + 20, true);
-      if (offset >= eoff && offset < eoff + length) return { offset: eoff, addr, key, length };
-    }
-    return null;
   }
 
   /**
@@ -1881,11 +1823,11 @@ export class RsConn implements CqEventSink {
     this.rioBehindEarly = this.earlyStillQueued();
     if (this.rioBehindEarly) return RS_EAGAIN;
     this.flushPending();
-    if (this.iomapPending) {
+    if (this.iomap.pending) {
       const r = this.sendIomaps();
       if (r !== 0) return r;
     }
-    let iom: { offset: number; addr: number; key: number; length: number } | null = null;
+    let iom: TargetIomap | null = null;
     let olen = RAMP ? RS_OLAP_START_SIZE : RIO_MAX_XFER;
     let done = 0;
     while (done < count) {
@@ -1893,7 +1835,7 @@ export class RsConn implements CqEventSink {
       // A mapping covers [offset, offset + length): at its end the next one is looked up. Going on
       // with the used-up one would post zero-length writes without end.
       if (!iom || at >= iom.offset + iom.length) {
-        iom = this.findIomap(at);
+        iom = findTargetIomap(this.tgtView, this.cfg.targetIomapSize, at);
         if (!iom) break;
       }
       if (!this.canSend()) {
