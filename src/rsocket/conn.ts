@@ -126,13 +126,12 @@ import {
 import { objectArray, objectSlots } from '../util/arrays.js';
 
 export { RS_EAGAIN } from './errors.js';
+import { RsRx, WR_RECV, type RecvWr } from './rx.js';
 import { RsIomap, findTargetIomap, type IomapMr, type TargetIomap } from './iomap.js';
 import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 
 /** Send work request ids: the 32-bit message, plus this flag on the SEND of RS_OPT_MSG_SEND. */
 const WR_MSG_SEND = 2 ** 32;
-/** Receive work request ids: this flag plus the message slot. */
-const WR_RECV = 2 ** 40;
 
 /** A send work request as the rsocket posts it: every field present (see {@link sendWr}). */
 type RsSendWr = SendWr & { sendFlags: number; immData: number; rdma: { remoteAddr: number; rkey: number } };
@@ -208,10 +207,6 @@ export class RsConn implements CqEventSink {
   private wqesPerMsg = 2;
   private scratchSlotSize = 0;
   private scratchSlots = 0;
-  private rbuf = Buffer.alloc(0);
-  private rmr: Mr | null = null;
-  private msgBuf = Buffer.alloc(0);
-  private msgMr: Mr | null = null;
   private tgtBuf = Buffer.alloc(0);
   private tgtMr: Mr | null = null;
   private tgtView = new DataView(new ArrayBuffer(0));
@@ -221,34 +216,16 @@ export class RsConn implements CqEventSink {
   private ctrlMaxSeqno = RS_QP_CTRL_SIZE;
   private sseqNo = 0;
   private sseqComp = 0;
-  private rseqNo = 0;
-  private rseqComp = 0;
   private remoteSge = 0;
   private remoteSgl = { addr: 0, key: 0, length: 0 };
   private targetSge = 0;
-  private rbufBytesAvail = 0;
-  private rbufFreeOffset = 0;
-  private rbufOffset = 0;
   private sqeAvail = 0;
-  private peerBigEndian = false;
   /** We write SGEs/iomaps byte-swapped (the peer is big-endian): RS_OPT_SWAP_SGL. */
   private swapSgl = false;
 
-  // received DATA messages not yet consumed (rmsg ring), and their total
-  private rmsg = new Int32Array(1);
-  private rmsgHead = 0;
-  private rmsgTail = 0;
-  private rmsgCount = 0;
-  private queued = 0;
 
-  // checks of the peer's behaviour (not in rsocket.c, which trusts its peer)
-  /** Credit-consuming messages received (16-bit sequence). */
-  private rcvdSeq = 0;
-  /** The credit limit we last granted (16-bit). */
-  private grantSeq = 0;
-  /** Receive-buffer bytes advertised to the peer and not yet filled. */
-  private window = 0;
-
+  /** The receive side: buffers, message slots, received data, credit accounting. */
+  private readonly rx = new RsRx();
   /** The riomap registrations and the peer's iomap table. */
   private readonly iomap = new RsIomap();
 
@@ -261,7 +238,6 @@ export class RsConn implements CqEventSink {
   /** rpoll() callers waiting for readiness. */
   private readonly polls = new PollWaiters(this as RsConn, RsConn.prototype.pollEvents);
   private condWaiters = objectArray<{ cond: () => boolean; resolve: () => void }>();
-  private recvWrs: { wrId: number; sgList: Sge[] }[] = [];
   private readonly wcs = objectArray<Wc>();
   /** Work requests queued for the next post: RDMA WRITEs, then the message SENDs. */
   private readonly posts = objectArray<SendWr>();
@@ -356,12 +332,12 @@ export class RsConn implements CqEventSink {
 
   /** Bytes received and not yet read. */
   get readableLength(): number {
-    return this.queued;
+    return this.rx.queued;
   }
 
   /** True once the read side has ended: no queued data and no more can come. */
   get readEnded(): boolean {
-    return this.queued === 0 && (this._state & RsState.readable) === 0 && (this._state & RsState.opening) === 0;
+    return this.rx.queued === 0 && (this._state & RsState.readable) === 0 && (this._state & RsState.opening) === 0;
   }
 
   /** rs_can_send (RS_OPT_MSG_SEND form). */
@@ -633,8 +609,7 @@ export class RsConn implements CqEventSink {
     cfg.sqInline = this.qp.cap.maxInlineData;
     cq.reqNotify();
     this.initBufs(nrecv);
-    for (let i = 0; i < nrecv; i++) this.recvWrs.push(this.recvWr(i));
-    this.qp.postRecv(this.recvWrs);
+    this.qp.postRecv(this.rx.recvWrs);
   }
 
   /** rs_init_bufs. */
@@ -673,31 +648,15 @@ export class RsConn implements CqEventSink {
     this.tgtBuf = Buffer.alloc(RS_SGE_SIZE * RS_SGL_SIZE + RS_IOMAP_SIZE * cfg.targetIomapSize);
     this.tgtMr = pd.regMr(this.tgtBuf, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
     this.tgtView = new DataView(this.tgtBuf.buffer, this.tgtBuf.byteOffset, this.tgtBuf.byteLength);
-    this.rbuf = rsBuffer(cfg.rbufSize);
-    this.rmr = pd.regMr(this.rbuf, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
-    this.msgBuf = Buffer.alloc(RS_MSG_SIZE * nrecv);
-    this.msgMr = pd.regMr(this.msgBuf, Access.LOCAL_WRITE);
-    this.rmsg = new Int32Array(nrecv + 1);
-    this.rbufFreeOffset = cfg.rbufSize >> 1;
-    this.rbufBytesAvail = cfg.rbufSize >> 1;
+    this.rx.init(pd, cfg, nrecv, this.msgSendMode);
     this.sqeAvail = cfg.sqSize - this.ctrlMaxSeqno;
-    this.rseqComp = cfg.rqSize >> 1;
-    this.grantSeq = cfg.rqSize & 0xffff;
-    this.window = cfg.rbufSize >> 1;
-  }
-
-  private recvWr(slot: number): { wrId: number; sgList: Sge[] } {
-    // With immediate data the message needs no buffer (rs_post_recv: no SGE).
-    if (!this.msgSendMode) return { wrId: WR_RECV + slot, sgList: [] };
-    const m = this.msgMr as Mr;
-    return { wrId: WR_RECV + slot, sgList: [{ addr: m.addr + slot * RS_MSG_SIZE, length: RS_MSG_SIZE, lkey: m.lkey }] };
   }
 
   /** rs_format_conn_data. */
   private formatConnData(): Uint8Array {
     const cfg = this.cfg;
     const tgt = this.tgtMr as Mr;
-    const r = this.rmr as Mr;
+    const r = this.rx.rmr as Mr;
     return encodeConnData({
       version: RS_CONN_VERSION,
       flags: RS_CONN_FLAG_IOMAP | (HOST_IS_BIG_ENDIAN ? RS_CONN_FLAG_NET : 0),
@@ -714,8 +673,8 @@ export class RsConn implements CqEventSink {
     if (c.dataBuf.length === 0) throw rsErr('EPROTO', op, 'peer advertises an empty receive buffer');
     this.remoteSgl = { addr: c.targetSgl.addr, key: c.targetSgl.key, length: c.targetSgl.length };
     this.remoteSge = 1;
-    this.peerBigEndian = (c.flags & RS_CONN_FLAG_NET) !== 0;
-    this.swapSgl = this.peerBigEndian !== HOST_IS_BIG_ENDIAN;
+    this.rx.peerBigEndian = (c.flags & RS_CONN_FLAG_NET) !== 0;
+    this.swapSgl = this.rx.peerBigEndian !== HOST_IS_BIG_ENDIAN;
     if (c.flags & RS_CONN_FLAG_IOMAP) {
       this.iomap.remote = {
         addr: c.targetSgl.addr + RS_SGE_SIZE * c.targetSgl.length,
@@ -959,7 +918,7 @@ export class RsConn implements CqEventSink {
         this.fail('EPROTO', `a ${wc.byteLen}-byte message (rsocket messages are ${RS_MSG_SIZE} bytes)`);
         return;
       }
-      msg = decodeMsg(this.msgBuf, slot * RS_MSG_SIZE, this.peerBigEndian);
+      msg = decodeMsg(this.rx.msgBuf, slot * RS_MSG_SIZE, this.rx.peerBigEndian);
     }
     if (RS_TRACE) trace('rs', this.tag, `recv ${rsMsgStr(msg)}`);
     const data = rsMsgData(msg);
@@ -987,32 +946,24 @@ export class RsConn implements CqEventSink {
         break;
       case RsOp.DATA: {
         if (!this.takeCredit('DATA')) return;
-        if (data > this.window) {
-          this.fail('EPROTO', `${data} bytes of data with ${this.window} bytes of receive buffer advertised`);
+        if (!this.rx.takeData(data)) {
+          this.fail('EPROTO', `${data} bytes of data with ${this.rx.window} bytes of receive buffer advertised`);
           return;
         }
-        this.window -= data;
-        this.rmsg[this.rmsgTail] = data;
-        if (++this.rmsgTail === this.rmsg.length) this.rmsgTail = 0;
-        this.rmsgCount++;
-        this.queued += data;
         break;
       }
       default:
         this.fail('EPROTO', `unknown message type ${rsMsgOp(msg)} (0x${msg.toString(16).padStart(8, '0')})`);
         return;
     }
-    if (this._state & RsState.connected && this.qp) this.qp.postRecv(this.recvWrs[slot] as { wrId: number; sgList: Sge[] });
+    if (this._state & RsState.connected && this.qp) this.qp.postRecv(this.rx.recvWrs[slot] as RecvWr);
   }
 
-  /** A credit-consuming message arrived: it must be within what we granted. */
+  /** A credit-consuming message arrived: it must be within what we granted, else the socket fails. */
   private takeCredit(what: string): boolean {
-    if (seqDiff16(this.grantSeq, this.rcvdSeq) <= 0) {
-      this.fail('EPROTO', `${what} message beyond the ${this.cfg.rqSize} credits granted`);
-      return false;
-    }
-    this.rcvdSeq = (this.rcvdSeq + 1) & 0xffff;
-    return true;
+    if (this.rx.takeCredit()) return true;
+    this.fail('EPROTO', `${what} message beyond the ${this.cfg.rqSize} credits granted`);
+    return false;
   }
 
   /** Fatal error: remember it (SO_ERROR), stop the data path, close the connection. */
@@ -1033,7 +984,7 @@ export class RsConn implements CqEventSink {
   private updateCredits(): void {
     const half = this.cfg.rbufSize >> 1;
     if (
-      (this.rbufBytesAvail >= half || seqDiff16(this.rseqNo, this.rseqComp) >= 0) &&
+      (this.rx.rbufBytesAvail >= half || seqDiff16(this.rx.rseqNo, this.rx.rseqComp) >= 0) &&
       (this.msgSendMode ? this.ctrl2Avail() : this.ctrlAvail()) &&
       this._state & RsState.connected &&
       this.qp
@@ -1046,15 +997,15 @@ export class RsConn implements CqEventSink {
     const cfg = this.cfg;
     const half = cfg.rbufSize >> 1;
     this.ctrlSeqno++;
-    this.rseqComp = (this.rseqNo + (cfg.rqSize >> 1)) & 0xffff;
-    const limit = this.rseqNo + cfg.rqSize;
-    this.grantSeq = limit & 0xffff;
+    this.rx.rseqComp = (this.rx.rseqNo + (cfg.rqSize >> 1)) & 0xffff;
+    const limit = this.rx.rseqNo + cfg.rqSize;
+    this.rx.grantSeq = limit & 0xffff;
     const msg = rsMsgSet(RsOp.SGL, limit);
-    if (this.rbufBytesAvail >= half) {
+    if (this.rx.rbufBytesAvail >= half) {
       // RS_OPT_MSG_SEND: the WRITE and the SEND each take a control slot.
       if (this.msgSendMode) this.ctrlSeqno++;
-      const r = this.rmr as Mr;
-      const sge = { addr: r.addr + this.rbufFreeOffset, key: r.rkey, length: half };
+      const r = this.rx.rmr as Mr;
+      const sge = { addr: r.addr + this.rx.rbufFreeOffset, key: r.rkey, length: half };
       let sg: Sge;
       let flags = 0;
       if (cfg.sqInline >= RS_SGE_SIZE) {
@@ -1069,10 +1020,10 @@ export class RsConn implements CqEventSink {
       }
       if (RS_TRACE) trace('rs', this.tag, `send SGL ${limit & 0xffff} + SGE ${sge.addr.toString(16)}+${half} -> slot ${this.remoteSge}`);
       this.queueWriteMsg([sg], msg, flags, this.remoteSgl.addr + this.remoteSge * RS_SGE_SIZE, this.remoteSgl.key);
-      this.window += half;
-      this.rbufBytesAvail -= half;
-      this.rbufFreeOffset += half;
-      if (this.rbufFreeOffset >= cfg.rbufSize) this.rbufFreeOffset = 0;
+      this.rx.window += half;
+      this.rx.rbufBytesAvail -= half;
+      this.rx.rbufFreeOffset += half;
+      if (this.rx.rbufFreeOffset >= cfg.rbufSize) this.rx.rbufFreeOffset = 0;
       if (++this.remoteSge === this.remoteSgl.length) this.remoteSge = 0;
     } else {
       if (RS_TRACE) trace('rs', this.tag, `send SGL ${limit & 0xffff}`);
@@ -1442,94 +1393,30 @@ export class RsConn implements CqEventSink {
     const s = this._state;
     if (s & RsState.opening) return RS_EAGAIN;
     if (s === RsState.init || s & RsState.listening || s & RsState.connectError) throw rsErr('ENOTCONN', 'rrecv');
-    if (this.rmsgCount === 0) {
+    if (this.rx.rmsgCount === 0) {
       this.pump();
-      if (this.rmsgCount === 0) {
+      if (this.rx.rmsgCount === 0) {
         if (this._error) throw this._error;
         if (!(this._state & RsState.readable)) return 0;
         return RS_EAGAIN;
       }
     }
     if (len === 0) return 0;
-    if (flags & MSG_PEEK) return this.peek(dst, off, len);
-    const n = this.consume(dst, off, len);
+    if (flags & MSG_PEEK) return this.rx.peek(dst, off, len);
+    const n = this.rx.consume(dst, off, len);
     this.updateCredits();
     return n;
   }
 
   /** Take up to `max` queued bytes as a new Buffer (null if none): the Duplex read path. */
   readChunk(max: number): Buffer | null {
-    if (this.rmsgCount === 0) this.pump();
-    const n = Math.min(max, this.queued);
+    if (this.rx.rmsgCount === 0) this.pump();
+    const n = Math.min(max, this.rx.queued);
     if (n === 0) return null;
     const out = Buffer.allocUnsafe(n);
-    this.consume(out, 0, n);
+    this.rx.consume(out, 0, n);
     this.updateCredits();
     return out;
-  }
-
-  /** The rrecv copy loop: consume messages (rseq_no++ per finished one), free buffer space. */
-  private consume(dst: Uint8Array, off: number, len: number): number {
-    const size = this.cfg.rbufSize;
-    let left = len;
-    let at = off;
-    while (left > 0 && this.rmsgCount > 0) {
-      const m = this.rmsg[this.rmsgHead] as number;
-      // One path for a whole and a partial message (what is left of it stays in its slot): a
-      // receive that takes part of a message first happens in a bandwidth row, and code compiled
-      // in the latency rows then has every step of it already.
-      let rsize = left < m ? left : m;
-      this.rmsg[this.rmsgHead] = m - rsize;
-      if (rsize === m) {
-        this.rseqNo = (this.rseqNo + 1) & 0xffff;
-        if (++this.rmsgHead === this.rmsg.length) this.rmsgHead = 0;
-        this.rmsgCount--;
-      }
-      this.queued -= rsize;
-      left -= rsize;
-      const end = size - this.rbufOffset;
-      if (rsize > end) {
-        copyOut(this.rbuf, this.rbufOffset, dst, at, end);
-        at += end;
-        rsize -= end;
-        this.rbufOffset = 0;
-        this.rbufBytesAvail += end;
-      }
-      copyOut(this.rbuf, this.rbufOffset, dst, at, rsize);
-      at += rsize;
-      this.rbufOffset += rsize;
-      this.rbufBytesAvail += rsize;
-    }
-    return len - left;
-  }
-
-  private peek(dst: Uint8Array, off: number, len: number): number {
-    const size = this.cfg.rbufSize;
-    let head = this.rmsgHead;
-    let count = this.rmsgCount;
-    let ro = this.rbufOffset;
-    let left = len;
-    let at = off;
-    while (left > 0 && count > 0) {
-      const m = this.rmsg[head] as number;
-      let rsize = left < m ? left : m;
-      if (left >= m) {
-        if (++head === this.rmsg.length) head = 0;
-        count--;
-      }
-      left -= rsize;
-      const end = size - ro;
-      if (rsize > end) {
-        this.rbuf.copy(dst, at, ro, size);
-        at += end;
-        rsize -= end;
-        ro = 0;
-      }
-      this.rbuf.copy(dst, at, ro, ro + rsize);
-      at += rsize;
-      ro += rsize;
-    }
-    return len - left;
   }
 
   // -- poll ----------------------------------------------------------------------------------
@@ -1541,7 +1428,7 @@ export class RsConn implements CqEventSink {
     if (s === RsState.connectError) return (events & (POLLIN | POLLOUT)) | POLLERR;
     if (!(s & (RsState.connected | RsState.disconnected | RsState.error))) return 0;
     let r = 0;
-    if (events & POLLIN && (this.rmsgCount > 0 || !(s & RsState.readable))) r |= POLLIN;
+    if (events & POLLIN && (this.rx.rmsgCount > 0 || !(s & RsState.readable))) r |= POLLIN;
     // Writable: bytes can be copied ahead (with bytes staged early, only that; not for a riowrite
     // that found early bytes in its way), or posted. Worked out whether or not POLLOUT was asked,
     // and by one expression whichever case holds: the latency rows never ask for it, and code
@@ -1558,7 +1445,7 @@ export class RsConn implements CqEventSink {
       // together, and gives up). Here, as TCP ends a stream after its data, a poll for POLLIN
       // reports the hangup once the data received before it has been read.
       if (s & RsState.disconnected) {
-        if (!(events & POLLIN && this.rmsgCount > 0)) r |= POLLHUP;
+        if (!(events & POLLIN && this.rx.rmsgCount > 0)) r |= POLLHUP;
       } else r |= POLLERR;
     }
     return r;
@@ -1713,7 +1600,7 @@ export class RsConn implements CqEventSink {
     } catch {
       /* still has a CQ */
     }
-    for (const mr of [this.smr, this.scratchMr, this.rmr, this.msgMr, this.tgtMr]) {
+    for (const mr of [this.smr, this.scratchMr, this.rx.rmr, this.rx.msgMr, this.tgtMr]) {
       if (mr?.registered) mr.dereg();
     }
     this.iomap.deregAll();
