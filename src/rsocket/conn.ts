@@ -47,7 +47,6 @@ import {
   type Cq,
   type Mr,
   type Qp,
-  type SendWr,
   type Sge,
   type Wc,
 } from '../verbs/index.js';
@@ -77,7 +76,6 @@ import {
   decodeMsg,
   encodeConnData,
   encodeIomap,
-  encodeMsg,
   encodeSge,
   rsMsgData,
   rsMsgOp,
@@ -103,14 +101,9 @@ import {
 } from './options.js';
 import { RS_TRACE, RsState, describeState, rsTransition } from './state.js';
 import { trace } from '../trace.js';
-import { copyBytes as copyOut } from '../util/copy.js';
 import { microtask } from '../util/microtask.js';
 import { PollWaiters } from '../util/poll-waiters.js';
-import {
-  RS_EAGAIN,
-  rsBuffer,
-  rsErr,
-} from './errors.js';
+import { RS_EAGAIN, rsErr } from './errors.js';
 import {
   EARLY_STAGING,
   EXTRA_RECVS,
@@ -119,40 +112,17 @@ import {
   POST_ALONE_MIN,
   RAMP,
   RIO_MAX_XFER,
-  SBUF_SPAN,
   fullConfig,
   type RsConfig,
 } from './tunables.js';
-import { objectArray, objectSlots } from '../util/arrays.js';
+import { objectArray } from '../util/arrays.js';
 
 export { RS_EAGAIN } from './errors.js';
+import { RsTx, WR_MSG_SEND, sendWr } from './tx.js';
 import { RsRx, WR_RECV, type RecvWr } from './rx.js';
 import { RsIomap, findTargetIomap, type IomapMr, type TargetIomap } from './iomap.js';
 import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 
-/** Send work request ids: the 32-bit message, plus this flag on the SEND of RS_OPT_MSG_SEND. */
-const WR_MSG_SEND = 2 ** 32;
-
-/** A send work request as the rsocket posts it: every field present (see {@link sendWr}). */
-type RsSendWr = SendWr & { sendFlags: number; immData: number; rdma: { remoteAddr: number; rkey: number } };
-
-/**
- * Every send work request the rsocket posts — message SENDs, RDMA WRITEs of data, riowrite's
- * WRITEs, WRITE WITH IMMEDIATE, keepalives — is made here, so all have one shape: the same
- * properties in the same order, whatever the opcode (`immData` and `rdma` are ignored where the
- * opcode has none). ibv_post_send's checks and WQE fill then see one map from the first post on;
- * a kind of request first posted after they were optimised (the 16-byte sync messages of a
- * benchmark between bulk riowrites) no longer throws that code away.
- */
-function sendWr(wrId: number, opcode: WrOpcode, sgList: Sge[], sendFlags: number, immData: number, remoteAddr: number, rkey: number): RsSendWr {
-  return { wrId, opcode, sgList, sendFlags, immData, rdma: { remoteAddr, rkey } };
-}
-/**
- * The first request made fixes the representation of its numeric fields: doubles, as ids,
- * immediate data, addresses and keys reach 2^31 and beyond (a field that starts as a small integer
- * changes representation on the first large value, which deprecates the map).
- */
-sendWr(WR_MSG_SEND, WrOpcode.SEND, [], 0, 2 ** 31, 2 ** 32, 2 ** 32 - 1);
 
 let connSeq = 0;
 
@@ -185,28 +155,14 @@ export class RsConn implements CqEventSink {
   private ch: EventChannel | null = null;
   private compCh: CompChannel | null = null;
   private cq: Cq | null = null;
-  private qp: Qp | null = null;
+  /** @internal The QP (null before the endpoint is built and once torn down). */
+  qp: Qp | null = null;
   private cqDead = false;
   private closed = false;
   private closing: Promise<void> | null = null;
   private disconnectRequested = false;
 
   // buffers
-  private sbuf = Buffer.alloc(0);
-  private smr: Mr | null = null;
-  private sbufPos = 0;
-  private sbufBytesAvail = 0;
-  /** The ring size in use: SO_SNDBUF's buffer, or at most {@link SBUF_SPAN} of it on iWARP. */
-  private sbufRing = 0;
-  private scratch = Buffer.alloc(0);
-  private scratchMr: Mr | null = null;
-  private scratchSlot = 0;
-  /** RS_OPT_MSG_SEND (iWARP): messages are 4-byte SENDs; else RDMA WRITE WITH IMMEDIATE. */
-  private msgSendMode = true;
-  /** Send WQEs one message takes: 2 in RS_OPT_MSG_SEND mode (WRITE + SEND), else 1. */
-  private wqesPerMsg = 2;
-  private scratchSlotSize = 0;
-  private scratchSlots = 0;
   private tgtBuf = Buffer.alloc(0);
   private tgtMr: Mr | null = null;
   private tgtView = new DataView(new ArrayBuffer(0));
@@ -224,6 +180,8 @@ export class RsConn implements CqEventSink {
   private swapSgl = false;
 
 
+  /** The posting side: send buffer ring, scratch slots, the queue of work requests. */
+  private readonly tx: RsTx = new RsTx(this);
   /** The receive side: buffers, message slots, received data, credit accounting. */
   private readonly rx = new RsRx();
   /** The riomap registrations and the peer's iomap table. */
@@ -239,24 +197,6 @@ export class RsConn implements CqEventSink {
   private readonly polls = new PollWaiters(this as RsConn, RsConn.prototype.pollEvents);
   private condWaiters = objectArray<{ cond: () => boolean; resolve: () => void }>();
   private readonly wcs = objectArray<Wc>();
-  /** Work requests queued for the next post: RDMA WRITEs, then the message SENDs. */
-  private readonly posts = objectArray<SendWr>();
-  private nPosts = 0;
-  private readonly msgPosts = objectArray<SendWr>();
-  private nMsgPosts = 0;
-  /** The list of the usual post (one write + its message), reused while no post is running. */
-  private readonly postPair = objectSlots<SendWr>(2);
-  private posting = false;
-  /**
-   * Per scratch slot: its SGE, a one-SGE list of it, and the SEND / RDMA WRITE work requests
-   * that name it. Reused when the slot comes round again: ibv_post_send copies what it keeps
-   * (the verbs QP detaches the SGE lists of WRs still queued when it returns), and the slot's
-   * bytes themselves are reused then anyway.
-   */
-  private scratchSges: Sge[] = [];
-  private scratchSgls: Sge[][] = [];
-  private scratchMsgWrs: RsSendWr[] = [];
-  private scratchWriteWrs: RsSendWr[] = [];
   /** A data write being coalesced (see writeData). */
   private pend: { sgl: Sge[]; len: number; addr: number; rkey: number; tsge: number } | null = null;
   /**
@@ -343,8 +283,8 @@ export class RsConn implements CqEventSink {
   /** rs_can_send (RS_OPT_MSG_SEND form). */
   canSend(): boolean {
     return (
-      this.sqeAvail >= this.wqesPerMsg &&
-      this.sbufBytesAvail >= RS_SNDLOWAT &&
+      this.sqeAvail >= this.tx.wqesPerMsg &&
+      this.tx.sbufBytesAvail >= RS_SNDLOWAT &&
       this.sseqNo !== this.sseqComp &&
       this.tgtLen(this.targetSge) !== 0 &&
       (this._state & RsState.connected) !== 0
@@ -360,7 +300,7 @@ export class RsConn implements CqEventSink {
     // reach the cases the latency rows never did, and code compiled before has feedback for them.
     const early = this.early > 0;
     const noTarget = this.tgtLen(this.targetSge) === 0;
-    const room = this.sbufBytesAvail >= RS_SNDLOWAT;
+    const room = this.tx.sbufBytesAvail >= RS_SNDLOWAT;
     const connected = (this._state & RsState.connected) !== 0;
     return (early || noTarget) && room && connected && EARLY_STAGING;
   }
@@ -399,7 +339,7 @@ export class RsConn implements CqEventSink {
 
   /** @internal Whether buffers were created (SO_SNDBUF/SO_RCVBUF no longer apply). */
   get _hasBuffers(): boolean {
-    return this.smr !== null;
+    return this.tx.smr !== null;
   }
 
   /** @internal */
@@ -487,7 +427,7 @@ export class RsConn implements CqEventSink {
         rnrRetryCount: 7,
         responderResources: 0,
         // rsocket.c: "work-around: iWarp issues RDMA read during connection"
-        initiatorDepth: this.msgSendMode ? 1 : 0,
+        initiatorDepth: this.tx.msgSendMode ? 1 : 0,
       };
       await id.connect(param);
       const ev = await this.expectEvent(ch, CmEventType.ESTABLISHED, op, false);
@@ -583,8 +523,8 @@ export class RsConn implements CqEventSink {
     const ctx = id.verbs;
     if (!ctx) throw rsErr('ENODEV', op, 'no device');
     // rs_create_ep: iWARP has no immediate data, so messages are SENDs there.
-    this.msgSendMode = ctx.device.transportType === TransportType.IWARP;
-    this.wqesPerMsg = this.msgSendMode ? 2 : 1;
+    this.tx.msgSendMode = ctx.device.transportType === TransportType.IWARP;
+    this.tx.wqesPerMsg = this.tx.msgSendMode ? 2 : 1;
     const dev = ctx.queryDevice();
     const cfg = this.cfg;
     const maxSize = Math.min(dev.maxQpWr, RS_QP_MAX_SIZE);
@@ -593,7 +533,7 @@ export class RsConn implements CqEventSink {
     // RS_OPT_MSG_SEND needs inline sends of the 4-byte messages (rdma-core fc82b150b). A request
     // above what the device can do goes to ibv_create_qp as is, which refuses it (EINVAL), as
     // rsocket.c's rs_create_ep does on siw.
-    if (this.msgSendMode) cfg.sqInline = Math.max(cfg.sqInline, RS_MSG_SIZE);
+    if (this.tx.msgSendMode) cfg.sqInline = Math.max(cfg.sqInline, RS_MSG_SIZE);
     const nrecv = cfg.rqSize + EXTRA_RECVS;
     const compCh = ctx.createCompChannel();
     const cq = ctx.createCq(cfg.sqSize + nrecv, compCh);
@@ -617,38 +557,11 @@ export class RsConn implements CqEventSink {
     const pd = (this._id as CmId).pd;
     if (!pd) throw rsErr('EINVAL', 'rsocket', 'no PD');
     const cfg = this.cfg;
-    // Send ring plus RS_QP_CTRL_SIZE control slots for SGEs written without inline.
-    this.sbufRing = this.msgSendMode && SBUF_SPAN > 0 ? Math.min(cfg.sbufSize, Math.max(SBUF_SPAN, RS_SNDLOWAT << 1)) : cfg.sbufSize;
-    this.sbuf = rsBuffer(this.sbufRing + RS_SGE_SIZE * RS_QP_CTRL_SIZE);
-    this.smr = pd.regMr(this.sbuf, Access.LOCAL_WRITE);
-    this.sbufPos = 0;
-    this.sbufBytesAvail = this.sbufRing;
-    this.scratchSlotSize = Math.max(RS_IOMAP_SIZE, (cfg.sqInline + 7) & ~7);
-    this.scratchSlots = cfg.sqSize;
-    this.scratch = Buffer.alloc(this.scratchSlotSize * this.scratchSlots);
-    this.scratchMr = pd.regMr(this.scratch, 0);
-    this.scratchSges = [];
-    this.scratchSgls = [];
-    this.scratchMsgWrs = [];
-    this.scratchWriteWrs = [];
-    for (let i = 0; i < this.scratchSlots; i++) {
-      const sg: Sge = { addr: this.scratchMr.addr + i * this.scratchSlotSize, length: 0, lkey: this.scratchMr.lkey };
-      const sgl = [sg];
-      this.scratchSges.push(sg);
-      this.scratchSgls.push(sgl);
-      if (this.msgSendMode) {
-        this.scratchMsgWrs.push(sendWr(WR_MSG_SEND, WrOpcode.SEND, sgl, SendFlags.INLINE, 0, 0, 0));
-        this.scratchWriteWrs.push(sendWr(WR_MSG_SEND, WrOpcode.RDMA_WRITE, sgl, SendFlags.INLINE, 0, 0, 0));
-      } else {
-        // rs_post_msg: a zero-length RDMA WRITE WITH IMMEDIATE (no SGE, no target).
-        this.scratchMsgWrs.push(sendWr(WR_MSG_SEND, WrOpcode.RDMA_WRITE_WITH_IMM, [], 0, 0, 0, 0));
-        this.scratchWriteWrs.push(sendWr(WR_MSG_SEND, WrOpcode.RDMA_WRITE_WITH_IMM, sgl, SendFlags.INLINE, 0, 0, 0));
-      }
-    }
+    this.tx.init(pd, cfg);
     this.tgtBuf = Buffer.alloc(RS_SGE_SIZE * RS_SGL_SIZE + RS_IOMAP_SIZE * cfg.targetIomapSize);
     this.tgtMr = pd.regMr(this.tgtBuf, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
     this.tgtView = new DataView(this.tgtBuf.buffer, this.tgtBuf.byteOffset, this.tgtBuf.byteLength);
-    this.rx.init(pd, cfg, nrecv, this.msgSendMode);
+    this.rx.init(pd, cfg, nrecv, this.tx.msgSendMode);
     this.sqeAvail = cfg.sqSize - this.ctrlMaxSeqno;
   }
 
@@ -867,7 +780,7 @@ export class RsConn implements CqEventSink {
       if (n > 0) any = true;
       if (n < 32) break;
     }
-    this.flushPosts();
+    this.tx.flushPosts();
     // Completions polled from inside a call (rrecv, rpoll, ...) are told to whoever listens, a
     // microtask later. With no one listening there is nothing to tell: a poll or wait that
     // starts later looks at the state itself before it waits.
@@ -890,11 +803,11 @@ export class RsConn implements CqEventSink {
         break;
       case RsOp.IOMAP_SGL:
         this.sqeAvail++;
-        if (!msgSend) this.sbufBytesAvail += RS_IOMAP_SIZE;
+        if (!msgSend) this.tx.sbufBytesAvail += RS_IOMAP_SIZE;
         break;
       default:
         this.sqeAvail++;
-        this.sbufBytesAvail += rsMsgData(msg);
+        this.tx.sbufBytesAvail += rsMsgData(msg);
         break;
     }
     if (wc.status !== WcStatus.SUCCESS && this._state & RsState.connected) {
@@ -907,7 +820,7 @@ export class RsConn implements CqEventSink {
     if (wc.status !== WcStatus.SUCCESS) return;
     if (this._state & RsState.error) return;
     let msg: number;
-    if (!this.msgSendMode) {
+    if (!this.tx.msgSendMode) {
       if (!(wc.wcFlags & WcFlags.WITH_IMM)) {
         this.fail('EPROTO', 'a receive completion without immediate data');
         return;
@@ -966,8 +879,8 @@ export class RsConn implements CqEventSink {
     return false;
   }
 
-  /** Fatal error: remember it (SO_ERROR), stop the data path, close the connection. */
-  private fail(code: ErrnoCode, detail: string): void {
+  /** @internal Fatal error: remember it (SO_ERROR), stop the data path, close the connection. */
+  fail(code: ErrnoCode, detail: string): void {
     if (this._state & RsState.error || this.closed) return;
     this._error = rsErr(code, 'rsocket', detail);
     this.soError = errnoOf(code);
@@ -985,7 +898,7 @@ export class RsConn implements CqEventSink {
     const half = this.cfg.rbufSize >> 1;
     if (
       (this.rx.rbufBytesAvail >= half || seqDiff16(this.rx.rseqNo, this.rx.rseqComp) >= 0) &&
-      (this.msgSendMode ? this.ctrl2Avail() : this.ctrlAvail()) &&
+      (this.tx.msgSendMode ? this.ctrl2Avail() : this.ctrlAvail()) &&
       this._state & RsState.connected &&
       this.qp
     ) {
@@ -1003,23 +916,23 @@ export class RsConn implements CqEventSink {
     const msg = rsMsgSet(RsOp.SGL, limit);
     if (this.rx.rbufBytesAvail >= half) {
       // RS_OPT_MSG_SEND: the WRITE and the SEND each take a control slot.
-      if (this.msgSendMode) this.ctrlSeqno++;
+      if (this.tx.msgSendMode) this.ctrlSeqno++;
       const r = this.rx.rmr as Mr;
       const sge = { addr: r.addr + this.rx.rbufFreeOffset, key: r.rkey, length: half };
       let sg: Sge;
       let flags = 0;
       if (cfg.sqInline >= RS_SGE_SIZE) {
-        sg = this.scratchSge(RS_SGE_SIZE);
-        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.scratch, sg.addr - (this.scratchMr as Mr).addr);
+        sg = this.tx.scratchSge(RS_SGE_SIZE);
+        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.tx.scratch, sg.addr - (this.tx.scratchMr as Mr).addr);
         flags = SendFlags.INLINE;
       } else {
-        const off = this.sbufRing + RS_SGE_SIZE * (this.ctrlSeqno & (RS_QP_CTRL_SIZE - 1));
-        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.sbuf, off);
-        const s = this.smr as Mr;
+        const off = this.tx.sbufRing + RS_SGE_SIZE * (this.ctrlSeqno & (RS_QP_CTRL_SIZE - 1));
+        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.tx.sbuf, off);
+        const s = this.tx.smr as Mr;
         sg = { addr: s.addr + off, length: RS_SGE_SIZE, lkey: s.lkey };
       }
       if (RS_TRACE) trace('rs', this.tag, `send SGL ${limit & 0xffff} + SGE ${sge.addr.toString(16)}+${half} -> slot ${this.remoteSge}`);
-      this.queueWriteMsg([sg], msg, flags, this.remoteSgl.addr + this.remoteSge * RS_SGE_SIZE, this.remoteSgl.key);
+      this.tx.queueWriteMsg([sg], msg, flags, this.remoteSgl.addr + this.remoteSge * RS_SGE_SIZE, this.remoteSgl.key);
       this.rx.window += half;
       this.rx.rbufBytesAvail -= half;
       this.rx.rbufFreeOffset += half;
@@ -1029,156 +942,15 @@ export class RsConn implements CqEventSink {
       if (RS_TRACE) trace('rs', this.tag, `send SGL ${limit & 0xffff}`);
       this.queueMsg(msg);
     }
-    this.flushPosts();
+    this.tx.flushPosts();
   }
 
   // -- posting -------------------------------------------------------------------------------
 
-  /** A scratch slot of `len` bytes for inline payloads (copied by the QP at post time). */
-  private scratchSge(len: number): Sge {
-    const i = this.scratchSlot;
-    if (++this.scratchSlot === this.scratchSlots) this.scratchSlot = 0;
-    const sg = this.scratchSges[i] as Sge;
-    sg.length = len;
-    return sg;
-  }
-
-  /** Copy `len` bytes of `src[off..]` into the next scratch slot (its SGE sized to them): the slot. */
-  private scratchCopy(src: Uint8Array, off: number, len: number): number {
-    const i = this.scratchSlot;
-    this.scratchSge(len);
-    copyOut(src, off, this.scratch, i * this.scratchSlotSize, len);
-    return i;
-  }
-
-  /**
-   * The work request carrying `msg` alone (rs_post_msg): a 4-byte SEND in our byte order
-   * (RS_OPT_MSG_SEND), else a zero-length RDMA WRITE WITH IMMEDIATE.
-   */
-  private msgWr(wrId: number, msg: number): SendWr {
-    const i = this.scratchSlot;
-    const wr = this.scratchMsgWrs[i] as RsSendWr;
-    wr.wrId = wrId;
-    if (this.msgSendMode) {
-      this.scratchSge(RS_MSG_SIZE);
-      encodeMsg(msg, HOST_IS_BIG_ENDIAN, this.scratch, i * this.scratchSlotSize);
-    } else {
-      if (++this.scratchSlot === this.scratchSlots) this.scratchSlot = 0;
-      wr.immData = msg;
-    }
-    return wr;
-  }
-
-  /** Queue a work request for the next post (RDMA WRITEs and other non-message WRs). */
-  private addPost(wr: SendWr): void {
-    this.posts[this.nPosts++] = wr;
-  }
-
-  /** rs_post_msg. */
+  /** rs_post_msg, behind the pending data write. */
   private queueMsg(msg: number): void {
     this.flushPending();
-    this.msgPosts[this.nMsgPosts++] = this.msgWr(msg, msg);
-  }
-
-  /**
-   * rs_post_write_msg: an RDMA WRITE, then the SEND with the message (RS_OPT_MSG_SEND); else one
-   * RDMA WRITE WITH IMMEDIATE carrying both, in message order.
-   */
-  private queueWriteMsg(sgl: Sge[], msg: number, flags: number, addr: number, rkey: number): void {
-    if (!this.msgSendMode) {
-      this.msgPosts[this.nMsgPosts++] = sendWr(msg, WrOpcode.RDMA_WRITE_WITH_IMM, sgl, flags, msg, addr, rkey);
-      return;
-    }
-    this.addPost(sendWr(msg, WrOpcode.RDMA_WRITE, sgl, flags, 0, addr, rkey));
-    this.queueWriteMsgSend(msg);
-  }
-
-  /** The SEND carrying the message of an RDMA WRITE just queued (its completion id marks it). */
-  private queueWriteMsgSend(msg: number): void {
-    this.msgPosts[this.nMsgPosts++] = this.msgWr(rsMsgSet(rsMsgOp(msg), 0) + WR_MSG_SEND, msg);
-  }
-
-  /** rs_post_write_msg of `len <= sqInline` bytes of `src[off..]`, inline from a scratch slot. */
-  private queueInlineWriteMsg(src: Uint8Array, off: number, len: number, msg: number, addr: number, rkey: number): void {
-    const i = this.scratchCopy(src, off, len);
-    const wr = this.scratchWriteWrs[i] as RsSendWr;
-    wr.wrId = msg;
-    wr.rdma.remoteAddr = addr;
-    wr.rdma.rkey = rkey;
-    if (!this.msgSendMode) {
-      wr.immData = msg;
-      this.msgPosts[this.nMsgPosts++] = wr;
-      return;
-    }
-    this.addPost(wr);
-    this.queueWriteMsgSend(msg);
-  }
-
-  /**
-   * Post everything queued in one ibv_post_send: the RDMA WRITEs of the batch first, then the
-   * messages, in order. Each message still follows its own write, as the protocol requires;
-   * batching the small SENDs behind the large WRITEs lets the QP hand them to TCP together.
-   */
-  private flushPosts(): void {
-    const np = this.nPosts;
-    const nm = this.nMsgPosts;
-    if (np === 0 && nm === 0) return;
-    this.nPosts = 0;
-    this.nMsgPosts = 0;
-    const qp = this.qp;
-    if (!qp) return;
-    const p = this.posts;
-    const m = this.msgPosts;
-    // Writes first, then the messages. The usual write + message pair goes in one reused list
-    // (ibv_post_send copies what it queues); a post from inside a post gets a list of its own.
-    let list: SendWr[];
-    if (np === 1 && nm === 1 && !this.posting) {
-      list = this.postPair as SendWr[];
-      list[0] = p[0] as SendWr;
-      list[1] = m[0] as SendWr;
-    } else {
-      // Filled by push, as an array of objects like the pair's list: a preallocated `new
-      // Array(n)` has holey elements, another hidden class, which would make ibv_post_send see
-      // two kinds of list and throw away code compiled while it saw one.
-      list = objectArray<SendWr>();
-      for (let i = 0; i < np; i++) list.push(p[i] as SendWr);
-      for (let i = 0; i < nm; i++) list.push(m[i] as SendWr);
-    }
-    const was = this.posting;
-    this.posting = true;
-    try {
-      qp.postSend(list);
-    } catch (e) {
-      this.fail('EIO', `ibv_post_send: ${(e as Error).message}`);
-    } finally {
-      this.posting = was;
-    }
-  }
-
-  /** Copy `len` bytes into the send buffer ring; the SGEs that name them (1, or 2 on wrap). */
-  private stage(src: Uint8Array, off: number, len: number): Sge[] {
-    const s = this.smr as Mr;
-    const size = this.sbufRing;
-    const pos = this.sbufPos;
-    // One path for both cases (the part behind the wrap is empty when there is none): a chunk
-    // that wraps for the first time long after this was compiled does not throw the code away.
-    const left = size - pos;
-    const first = len < left ? len : left;
-    copyOut(src, off, this.sbuf, pos, first);
-    copyOut(src, off + first, this.sbuf, 0, len - first);
-    const end = pos + len;
-    this.sbufPos = end < size ? end : end - size;
-    const a = { addr: s.addr + pos, length: first, lkey: s.lkey };
-    return first === len ? [a] : [a, { addr: s.addr, length: len - first, lkey: s.lkey }];
-  }
-
-  /** The payload SGEs of a write: inline from scratch, else staged in the send buffer. */
-  private payload(src: Uint8Array, off: number, len: number): { sgl: Sge[]; flags: number } {
-    if (len <= this.cfg.sqInline) {
-      const i = this.scratchCopy(src, off, len);
-      return { sgl: [this.scratchSges[i] as Sge], flags: SendFlags.INLINE };
-    }
-    return { sgl: this.stage(src, off, len), flags: 0 };
+    this.tx.queueMsg(msg);
   }
 
   /**
@@ -1197,16 +969,16 @@ export class RsConn implements CqEventSink {
     const rkey = this.tgtKey(ts);
     const tlen = this.tgtLen(ts);
     if (!this.usableTarget(addr)) return;
-    this.sbufBytesAvail -= len;
+    this.tx.sbufBytesAvail -= len;
     const exhausted = this.takeTarget(ts, addr, rkey, tlen, len);
     if (len <= this.cfg.sqInline) {
       this.flushPending();
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= this.wqesPerMsg;
-      this.queueInlineWriteMsg(src, off, len, rsMsgSet(RsOp.DATA, len), addr, rkey);
+      this.sqeAvail -= this.tx.wqesPerMsg;
+      this.tx.queueInlineWriteMsg(src, off, len, rsMsgSet(RsOp.DATA, len), addr, rkey);
       return;
     }
-    const sgl = this.stage(src, off, len);
+    const sgl = this.tx.stage(src, off, len);
     const p = this.pend;
     if (p && p.tsge === ts && p.addr + p.len === addr && p.rkey === rkey && sgl.length === 1 && p.len + len <= MAX_XFER) {
       const last = p.sgl[p.sgl.length - 1] as Sge;
@@ -1220,7 +992,7 @@ export class RsConn implements CqEventSink {
     }
     this.flushPending();
     this.sseqNo = (this.sseqNo + 1) & 0xffff;
-    this.sqeAvail -= this.wqesPerMsg;
+    this.sqeAvail -= this.tx.wqesPerMsg;
     // `len` grows as later writes merge: stored twice, it is mutable from the first chunk on (see
     // util/arrays.ts; the first merge would otherwise throw away the code compiled before it).
     const chunk = { sgl, len: 0, addr, rkey, tsge: ts };
@@ -1236,7 +1008,7 @@ export class RsConn implements CqEventSink {
   private readonly pendTask = (): void => {
     this.pendQueued = false;
     this.flushPending();
-    this.flushPosts();
+    this.tx.flushPosts();
   };
 
   /** Whether a target address the peer wrote can be used; the socket fails when it cannot. */
@@ -1269,9 +1041,9 @@ export class RsConn implements CqEventSink {
 
   /** Copy `len` bytes behind the early-staged ones (see {@link early}). */
   private stageEarly(src: Uint8Array, off: number, len: number): void {
-    if (this.early === 0) this.earlyPos = this.sbufPos;
-    this.stage(src, off, len);
-    this.sbufBytesAvail -= len;
+    if (this.early === 0) this.earlyPos = this.tx.sbufPos;
+    this.tx.stage(src, off, len);
+    this.tx.sbufBytesAvail -= len;
     this.early += len;
   }
 
@@ -1281,11 +1053,11 @@ export class RsConn implements CqEventSink {
    * rsend would have posted them.
    */
   private drainEarly(): void {
-    const s = this.smr;
+    const s = this.tx.smr;
     if (!s) return;
-    const size = this.sbufRing;
+    const size = this.tx.sbufRing;
     this.flushPending();
-    while (this.early > 0 && this.sqeAvail >= this.wqesPerMsg && this.sseqNo !== this.sseqComp && this._state & RsState.connected) {
+    while (this.early > 0 && this.sqeAvail >= this.tx.wqesPerMsg && this.sseqNo !== this.sseqComp && this._state & RsState.connected) {
       const ts = this.targetSge;
       const tlen = this.tgtLen(ts);
       if (tlen === 0) break;
@@ -1298,16 +1070,16 @@ export class RsConn implements CqEventSink {
       if (len > size - this.earlyPos) len = size - this.earlyPos;
       this.takeTarget(ts, addr, rkey, tlen, len);
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= this.wqesPerMsg;
+      this.sqeAvail -= this.tx.wqesPerMsg;
       const sg = { addr: s.addr + this.earlyPos, length: len, lkey: s.lkey };
-      this.queueWriteMsg([sg], rsMsgSet(RsOp.DATA, len), 0, addr, rkey);
+      this.tx.queueWriteMsg([sg], rsMsgSet(RsOp.DATA, len), 0, addr, rkey);
       this.early -= len;
       this.earlyPos += len;
       if (this.earlyPos === size) this.earlyPos = 0;
       // A large chunk leaves with its message before the next is queued (see POST_ALONE_MIN).
-      if (len >= POST_ALONE_MIN) this.flushPosts();
+      if (len >= POST_ALONE_MIN) this.tx.flushPosts();
     }
-    this.flushPosts();
+    this.tx.flushPosts();
   }
 
   /** Queue the pending (coalesced) data write and its DATA message; post them if large. */
@@ -1316,8 +1088,8 @@ export class RsConn implements CqEventSink {
     if (!p) return;
     this.pend = null;
     if (!(this._state & RsState.connected)) return;
-    this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.DATA, p.len), 0, p.addr, p.rkey);
-    if (p.len >= POST_ALONE_MIN) this.flushPosts();
+    this.tx.queueWriteMsg(p.sgl, rsMsgSet(RsOp.DATA, p.len), 0, p.addr, p.rkey);
+    if (p.len >= POST_ALONE_MIN) this.tx.flushPosts();
   }
 
   // -- data ----------------------------------------------------------------------------------
@@ -1351,13 +1123,13 @@ export class RsConn implements CqEventSink {
     while (done < len) {
       if (this.early > 0 || !this.canSend()) {
         if (this.early === 0) {
-          this.flushPosts();
+          this.tx.flushPosts();
           this.pump();
         }
         if (this.early > 0 || !this.canSend()) {
           // No target space yet: copy ahead into the send buffer (posted when the grant comes).
           if (!this.canStageEarly() || !(this._state & RsState.writable)) break;
-          const n = Math.min(len - done, this.sbufBytesAvail);
+          const n = Math.min(len - done, this.tx.sbufBytesAvail);
           this.stageEarly(src, off + done, n);
           done += n;
           continue;
@@ -1370,13 +1142,13 @@ export class RsConn implements CqEventSink {
         xfer = olen;
         if (olen < MAX_XFER) olen <<= 1;
       } else xfer = left;
-      if (xfer > this.sbufBytesAvail) xfer = this.sbufBytesAvail;
+      if (xfer > this.tx.sbufBytesAvail) xfer = this.tx.sbufBytesAvail;
       const tl = this.tgtLen(this.targetSge);
       if (xfer > tl) xfer = tl;
       this.writeData(src, off + done, xfer);
       done += xfer;
     }
-    this.flushPosts();
+    this.tx.flushPosts();
     if (done > 0) return done;
     if (this._error) throw this._error;
     if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');
@@ -1521,7 +1293,7 @@ export class RsConn implements CqEventSink {
         this.ctrlSeqno++;
         if (RS_TRACE) trace('rs', this.tag, `send CTRL ${RsCtrl[ctrl]}`);
         this.queueMsg(rsMsgSet(RsOp.CTRL, ctrl));
-        this.flushPosts();
+        this.tx.flushPosts();
         this.pump();
       }
     }
@@ -1600,7 +1372,7 @@ export class RsConn implements CqEventSink {
     } catch {
       /* still has a CQ */
     }
-    for (const mr of [this.smr, this.scratchMr, this.rx.rmr, this.rx.msgMr, this.tgtMr]) {
+    for (const mr of [this.tx.smr, this.tx.scratchMr, this.rx.rmr, this.rx.msgMr, this.tgtMr]) {
       if (mr?.registered) mr.dereg();
     }
     this.iomap.deregAll();
@@ -1645,8 +1417,8 @@ export class RsConn implements CqEventSink {
   private keepalive(): void {
     if (!this.ctrlAvail() || !(this._state & RsState.connected) || !this.qp) return;
     this.ctrlSeqno++;
-    this.addPost(sendWr(rsMsgSet(RsOp.CTRL, RsCtrl.KEEPALIVE), WrOpcode.RDMA_WRITE, [], 0, 0, 0, 0));
-    this.flushPosts();
+    this.tx.addPost(sendWr(rsMsgSet(RsOp.CTRL, RsCtrl.KEEPALIVE), WrOpcode.RDMA_WRITE, [], 0, 0, 0, 0));
+    this.tx.flushPosts();
     this.progress();
   }
 
@@ -1674,7 +1446,7 @@ export class RsConn implements CqEventSink {
     const iomap = this.iomap;
     while (iomap.queue.length > 0) {
       if (!this.canSend()) {
-        this.flushPosts();
+        this.tx.flushPosts();
         this.pump();
         if (!this.canSend()) {
           if (this._error) throw this._error;
@@ -1686,15 +1458,15 @@ export class RsConn implements CqEventSink {
       const mr = m.mr as Mr;
       const entry = encodeIomap({ offset: m.offset, sge: { addr: mr.addr, key: mr.rkey, length: mr.length } }, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN);
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= this.wqesPerMsg;
-      this.sbufBytesAvail -= RS_IOMAP_SIZE;
-      const p = this.payload(entry, 0, RS_IOMAP_SIZE);
+      this.sqeAvail -= this.tx.wqesPerMsg;
+      this.tx.sbufBytesAvail -= RS_IOMAP_SIZE;
+      const p = this.tx.payload(entry, 0, RS_IOMAP_SIZE);
       if (RS_TRACE) trace('rs', this.tag, `send IOMAP_SGL ${m.index} offset ${m.offset}`);
-      this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.IOMAP_SGL, m.index), p.flags, iomap.remote.addr + m.index * RS_IOMAP_SIZE, iomap.remote.key);
+      this.tx.queueWriteMsg(p.sgl, rsMsgSet(RsOp.IOMAP_SGL, m.index), p.flags, iomap.remote.addr + m.index * RS_IOMAP_SIZE, iomap.remote.key);
       iomap.queue.shift();
       iomap.list.push(m);
     }
-    this.flushPosts();
+    this.tx.flushPosts();
     iomap.pending = false;
     return 0;
   }
@@ -1726,7 +1498,7 @@ export class RsConn implements CqEventSink {
         if (!iom) break;
       }
       if (!this.canSend()) {
-        this.flushPosts();
+        this.tx.flushPosts();
         this.pump();
         if (!this.canSend()) break;
       }
@@ -1736,16 +1508,16 @@ export class RsConn implements CqEventSink {
         xfer = olen;
         if (olen < RIO_MAX_XFER) olen <<= 1;
       } else xfer = left;
-      if (xfer > this.sbufBytesAvail) xfer = this.sbufBytesAvail;
+      if (xfer > this.tx.sbufBytesAvail) xfer = this.tx.sbufBytesAvail;
       if (xfer > iom.offset + iom.length - at) xfer = iom.offset + iom.length - at;
       // rs_write_direct
       this.sqeAvail--;
-      this.sbufBytesAvail -= xfer;
-      const p = this.payload(src, off + done, xfer);
-      this.addPost(sendWr(rsMsgSet(RsOp.WRITE, xfer), WrOpcode.RDMA_WRITE, p.sgl, p.flags, 0, iom.addr + at - iom.offset, iom.key));
+      this.tx.sbufBytesAvail -= xfer;
+      const p = this.tx.payload(src, off + done, xfer);
+      this.tx.addPost(sendWr(rsMsgSet(RsOp.WRITE, xfer), WrOpcode.RDMA_WRITE, p.sgl, p.flags, 0, iom.addr + at - iom.offset, iom.key));
       done += xfer;
     }
-    this.flushPosts();
+    this.tx.flushPosts();
     if (done > 0 || !iom) return done;
     if (this._error) throw this._error;
     if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'riowrite');
