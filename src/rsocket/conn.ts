@@ -1,7 +1,12 @@
 /**
- * One stream rsocket (rsocket.c's `struct rsocket` for SOCK_STREAM): an RC QP over rdma_cm, the
- * send and receive buffers, credits, the target SGL and iomap tables, and the protocol of
- * protocol.ts on top. The API is rsocket's, made non-blocking and promise-shaped for Node:
+ * One stream rsocket (rsocket.c's `struct rsocket` for SOCK_STREAM): an RC QP over rdma_cm, its
+ * state, setup, progress and close, and the protocol of protocol.ts on top. Its parts, one per
+ * connection: the posting side ({@link RsTx}, tx.ts), the receive side ({@link RsRx}, rx.ts), the
+ * riomap tables ({@link RsIomap}, iomap.ts) and the option flags ({@link RsSockOpts}, sockopt.ts);
+ * here stay the credits and target SGEs of the send side, the coalescing and early staging of
+ * data, and the dispatch of completions.
+ *
+ * The API is rsocket's, made non-blocking and promise-shaped for Node:
  *
  * - {@link RsConn.connect} / {@link RsListener.accept} (listener.ts) establish the connection;
  * - {@link RsConn.send} / {@link RsConn.recv} never block: they return a byte count, or
@@ -52,10 +57,7 @@ import {
 } from '../verbs/index.js';
 import type { CqEventSink } from '../verbs/comp-channel.js';
 import { RdmaError } from '../errors.js';
-import {
-  errnoOf,
-  type ErrnoCode,
-} from '../errno.js';
+import { errnoOf, type ErrnoCode } from '../errno.js';
 import {
   HOST_IS_BIG_ENDIAN,
   RS_CONN_FLAG_IOMAP,
@@ -116,12 +118,12 @@ import {
   type RsConfig,
 } from './tunables.js';
 import { objectArray } from '../util/arrays.js';
-
-export { RS_EAGAIN } from './errors.js';
 import { RsTx, WR_MSG_SEND, sendWr } from './tx.js';
 import { RsRx, WR_RECV, type RecvWr } from './rx.js';
 import { RsIomap, findTargetIomap, type IomapMr, type TargetIomap } from './iomap.js';
 import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
+
+export { RS_EAGAIN } from './errors.js';
 
 
 let connSeq = 0;
