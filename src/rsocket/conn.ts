@@ -1,7 +1,12 @@
 /**
- * One stream rsocket (rsocket.c's `struct rsocket` for SOCK_STREAM): an RC QP over rdma_cm, the
- * send and receive buffers, credits, the target SGL and iomap tables, and the protocol of
- * protocol.ts on top. The API is rsocket's, made non-blocking and promise-shaped for Node:
+ * One stream rsocket (rsocket.c's `struct rsocket` for SOCK_STREAM): an RC QP over rdma_cm, its
+ * state, setup, progress and close, and the protocol of protocol.ts on top. Its parts, one per
+ * connection: the posting side ({@link RsTx}, tx.ts), the receive side ({@link RsRx}, rx.ts), the
+ * riomap tables ({@link RsIomap}, iomap.ts) and the option flags ({@link RsSockOpts}, sockopt.ts);
+ * here stay the credits and target SGEs of the send side, the coalescing and early staging of
+ * data, and the dispatch of completions.
+ *
+ * The API is rsocket's, made non-blocking and promise-shaped for Node:
  *
  * - {@link RsConn.connect} / {@link RsListener.accept} (listener.ts) establish the connection;
  * - {@link RsConn.send} / {@link RsConn.recv} never block: they return a byte count, or
@@ -26,7 +31,6 @@
 import {
   CmEventType,
   PortSpace,
-  RdmaOption,
   createEventChannel,
   createId,
   rdmaEventStr,
@@ -48,7 +52,6 @@ import {
   type Cq,
   type Mr,
   type Qp,
-  type SendWr,
   type Sge,
   type Wc,
 } from '../verbs/index.js';
@@ -75,9 +78,7 @@ import {
   decodeMsg,
   encodeConnData,
   encodeIomap,
-  encodeMsg,
   encodeSge,
-  roundIomapSize,
   rsMsgData,
   rsMsgOp,
   rsMsgSet,
@@ -88,194 +89,46 @@ import {
   type RsConnData,
 } from './protocol.js';
 import {
-  IPPROTO_IPV6,
-  IPPROTO_TCP,
-  IPV6_V6ONLY,
   POLLERR,
   POLLHUP,
   POLLIN,
   POLLOUT,
-  PROT_WRITE,
-  RDMA_INLINE,
-  RDMA_IOMAPSIZE,
-  RDMA_ROUTE,
-  RDMA_RQSIZE,
-  RDMA_SQSIZE,
-  RS_DEFAULTS,
   SHUT_RD,
   SHUT_RDWR,
   SHUT_WR,
-  SOL_RDMA,
   SOL_SOCKET,
-  SO_BROADCAST,
   SO_ERROR,
   SO_KEEPALIVE,
-  SO_LINGER,
-  SO_OOBINLINE,
-  SO_RCVBUF,
-  SO_REUSEADDR,
-  SO_SNDBUF,
-  TCP_KEEPCNT,
-  TCP_KEEPIDLE,
-  TCP_KEEPINTVL,
-  TCP_MAXSEG,
-  TCP_NODELAY,
   MSG_PEEK,
 } from './options.js';
-import { RS_TRACE, RsState, describeState, rsTrace } from './state.js';
-import { copyBytes as copyOut } from '../util/copy.js';
+import { RS_TRACE, RsState, describeState, rsTransition } from './state.js';
+import { trace } from '../trace.js';
 import { microtask } from '../util/microtask.js';
 import { PollWaiters } from '../util/poll-waiters.js';
-import { envInt } from '../util/env.js';
-import { objectArray, objectSlots } from '../util/arrays.js';
+import { RS_EAGAIN, rsErr } from './errors.js';
+import {
+  EARLY_STAGING,
+  EXTRA_RECVS,
+  KEEPALIVE_DEFAULT_S,
+  MAX_XFER,
+  POST_ALONE_MIN,
+  RAMP,
+  RIO_MAX_XFER,
+  fullConfig,
+  type RsConfig,
+} from './tunables.js';
+import { objectArray } from '../util/arrays.js';
+import { RsTx, WR_MSG_SEND, sendWr } from './tx.js';
+import { RsRx, WR_RECV, type RecvWr } from './rx.js';
+import { RsIomap, findTargetIomap, type IomapMr, type TargetIomap } from './iomap.js';
+import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 
-/** What {@link RsConn.send} / {@link RsConn.recv} return when nothing can move now (-EAGAIN). */
-export const RS_EAGAIN = -11;
+export { RS_EAGAIN } from './errors.js';
 
-/** Send work request ids: the 32-bit message, plus this flag on the SEND of RS_OPT_MSG_SEND. */
-const WR_MSG_SEND = 2 ** 32;
-/** Receive work request ids: this flag plus the message slot. */
-const WR_RECV = 2 ** 40;
-
-/** A send work request as the rsocket posts it: every field present (see {@link sendWr}). */
-type RsSendWr = SendWr & { sendFlags: number; immData: number; rdma: { remoteAddr: number; rkey: number } };
-
-/**
- * Every send work request the rsocket posts — message SENDs, RDMA WRITEs of data, riowrite's
- * WRITEs, WRITE WITH IMMEDIATE, keepalives — is made here, so all have one shape: the same
- * properties in the same order, whatever the opcode (`immData` and `rdma` are ignored where the
- * opcode has none). ibv_post_send's checks and WQE fill then see one map from the first post on;
- * a kind of request first posted after they were optimised (the 16-byte sync messages of a
- * benchmark between bulk riowrites) no longer throws that code away.
- */
-function sendWr(wrId: number, opcode: WrOpcode, sgList: Sge[], sendFlags: number, immData: number, remoteAddr: number, rkey: number): RsSendWr {
-  return { wrId, opcode, sgList, sendFlags, immData, rdma: { remoteAddr, rkey } };
-}
-/**
- * The first request made fixes the representation of its numeric fields: doubles, as ids,
- * immediate data, addresses and keys reach 2^31 and beyond (a field that starts as a small integer
- * changes representation on the first large value, which deprecates the map).
- */
-sendWr(WR_MSG_SEND, WrOpcode.SEND, [], 0, 2 ** 31, 2 ** 32, 2 ** 32 - 1);
-/**
- * Receives posted beyond the advertised credits. Credits bound the DATA messages in flight;
- * SGL and CTRL messages are not credited (rsocket relies on RNR retry, which iWARP lacks), so
- * a few spare receives absorb a burst of them. Invisible on the wire.
- */
-/**
- * Largest chunk (one RDMA WRITE + its DATA message) of a send call. rsocket.c starts each call at
- * 2 KiB and doubles up to RS_MAX_TRANSFER (64 KiB), overlapping the first small write with the
- * copy of the rest. The chunk size is the sender's choice — the receiver only sees the length in
- * the DATA message, and each chunk stays within one target SGE either way — and over the software
- * device every work request costs TCP writes, so ours send up to 512 KiB per chunk from the start.
- * `RDMACM_RS_MAX_XFER=<bytes>` and `RDMACM_RS_RAMP=1` restore rsocket.c's behaviour.
- */
-const MAX_XFER = Math.max(RS_SNDLOWAT, envInt('RDMACM_RS_MAX_XFER', 512 * 1024) || 512 * 1024);
-const RAMP = process.env['RDMACM_RS_RAMP'] === '1';
-/**
- * Largest chunk (one RDMA WRITE) of a riowrite call. No message follows it and no target SGE
- * bounds it, so nothing on the peer's side waits for a chunk to end: one WRITE (and one writev)
- * per MiB instead of two costs less per byte. Bounded by the free send buffer as any chunk.
- * `RDMACM_RS_RIO_MAX_XFER=<bytes>` changes it; `RDMACM_RS_RAMP=1` restores rsocket.c's ramp.
- */
-const RIO_MAX_XFER = Math.max(RS_SNDLOWAT, envInt('RDMACM_RS_RIO_MAX_XFER', 1 << 20));
-/**
- * rsend copies ahead into the send buffer while the peer has granted no target space (see
- * RsConn.early); `RDMACM_RS_EARLY=0` restores rsocket.c's behaviour (EAGAIN until a grant).
- */
-const EARLY_STAGING = process.env['RDMACM_RS_EARLY'] !== '0';
-const EXTRA_RECVS = 2 * RS_QP_CTRL_SIZE + 2;
-/**
- * The part of a large send buffer used as the ring on iWARP (RS_OPT_MSG_SEND). There an RDMA
- * WRITE completes as soon as TCP has taken its bytes, so the ring only holds what waits for room
- * in TCP's socket buffer; a ring larger than this buys no throughput, while every byte sent
- * cycles through it (rsend's copy in, the kernel's copy out), and a ring beyond the CPU cache
- * makes both copies miss. On InfiniBand / RoCE a WRITE completes when the peer acknowledges it:
- * the ring covers the bytes in flight and is used whole. SO_SNDBUF still reports the size set;
- * `RDMACM_RS_SBUF_SPAN=<bytes>` changes the span, 0 uses the whole buffer.
- */
-const SBUF_SPAN = envInt('RDMACM_RS_SBUF_SPAN', 1 << 20);
-/**
- * Data chunks at least this large are posted at once, each RDMA WRITE followed directly by its
- * DATA message, instead of joining the batch that posts every queued WRITE before the messages.
- * The receiver learns of a chunk only from its message: behind a batch of large WRITEs it would
- * see none of them until the last had arrived, and so copy out and grant the first half of its
- * buffer only after the second half had arrived too (the sender then waited for the whole
- * window each time). A large WRITE goes to TCP as a writev of its own either way, so posting it
- * alone costs no extra write. `RDMACM_RS_POST_ALONE=<bytes>` changes the size.
- */
-const POST_ALONE_MIN = envInt('RDMACM_RS_POST_ALONE', 32 * 1024);
-/**
- * rpoll's busy-poll, in µs (rsocket.c's `polling_time`, 10 by default, set there by
- * /etc/rdma/rsocket/polling_time): `RDMACM_RS_POLLING_TIME=<µs>`, 0 to sleep at once.
- */
-const POLLING_TIME = envInt('RDMACM_RS_POLLING_TIME', RS_DEFAULTS.pollingTime, 1_000_000);
-/** Default keepalive interval when TCP_KEEPIDLE is not set (Linux tcp_keepalive_time). */
-const KEEPALIVE_DEFAULT_S = 7200;
 
 let connSeq = 0;
 
-/** Buffer and queue sizes, inherited by accepted sockets from their listener (rs_alloc). */
-export interface RsConfig {
-  /** Send buffer bytes (SO_SNDBUF value × 2). */
-  sbufSize: number;
-  /** Receive buffer bytes (SO_RCVBUF value × 2); the peer sees two halves. */
-  rbufSize: number;
-  /** Inline data limit (RDMA_INLINE); raised to 4 on iWARP, capped at the device limit. */
-  sqInline: number;
-  /** Send queue size (RDMA_SQSIZE). */
-  sqSize: number;
-  /** Receive queue size and receive credits (RDMA_RQSIZE). */
-  rqSize: number;
-  /** iomap table entries the peer may fill (RDMA_IOMAPSIZE, rounded). */
-  targetIomapSize: number;
-  /**
-   * Microseconds a {@link RsConn.poll} that has to wait keeps the event loop polling before it
-   * lets it sleep (rsocket.c's `polling_time`; 0: sleep at once). Default 10, or
-   * `RDMACM_RS_POLLING_TIME`.
-   */
-  pollingTime: number;
-}
 
-/** The library defaults as an {@link RsConfig}. */
-export function defaultConfig(): RsConfig {
-  return fullConfig();
-}
-
-/**
- * `cfg`'s fields over the library defaults, built in this one literal: every socket's
- * configuration then has one hidden class. (It was an object spread, whose copy takes its hidden
- * class from its sources': the connection rstream opens for its bandwidth tests found another one
- * than its latency connection had, and the data path compiled for that was thrown away.)
- */
-export function fullConfig(cfg?: Partial<RsConfig>): RsConfig {
-  return {
-    sbufSize: cfg?.sbufSize ?? RS_DEFAULTS.wmem,
-    rbufSize: cfg?.rbufSize ?? RS_DEFAULTS.mem,
-    sqInline: cfg?.sqInline ?? RS_DEFAULTS.inline,
-    sqSize: cfg?.sqSize ?? RS_DEFAULTS.sqSize,
-    rqSize: cfg?.rqSize ?? RS_DEFAULTS.rqSize,
-    targetIomapSize: cfg?.targetIomapSize ?? RS_DEFAULTS.iomapSize,
-    pollingTime: cfg?.pollingTime ?? POLLING_TIME,
-  };
-}
-
-/** A value for {@link RsConn.setsockopt}: an integer, a boolean, or SO_LINGER's struct. */
-export type SockOptValue = number | boolean | { onoff: boolean; linger: number };
-
-/** One local riomap registration (`struct rs_iomap_mr`). */
-interface IomapMr {
-  offset: number;
-  mr: Mr | null;
-  buf: Uint8Array | null;
-  /** Index in the peer-visible table, or -1 for a local (PROT_NONE) mapping. */
-  index: number;
-}
-
-/** An rsocket error: an {@link RdmaError} whose `op` is the rsocket call. */
-function rsErr(code: ErrnoCode, op: string, detail?: string): RdmaError {
-  return new RdmaError(code, detail === undefined ? { op } : { op, detail });
-}
 
 /**
  * A stream rsocket. Create with `new RsConn()` then {@link connect}, or get one from
@@ -294,10 +147,8 @@ export class RsConn implements CqEventSink {
   private soError = 0;
   /** The error reported once queued data is read (ECONNRESET, EIO, EPROTO ...). */
   private _error: RdmaError | null = null;
-  private soOpts = 0;
-  private tcpOpts = 0;
-  private ipv6Opts = 0;
-  private keepaliveTime = 0;
+  /** The option flags and TCP_KEEPIDLE. */
+  private readonly opts = new RsSockOpts();
   private keepaliveTimer: NodeJS.Timeout | null = null;
 
   // rdma_cm / verbs objects
@@ -306,32 +157,14 @@ export class RsConn implements CqEventSink {
   private ch: EventChannel | null = null;
   private compCh: CompChannel | null = null;
   private cq: Cq | null = null;
-  private qp: Qp | null = null;
+  /** @internal The QP (null before the endpoint is built and once torn down). */
+  qp: Qp | null = null;
   private cqDead = false;
   private closed = false;
   private closing: Promise<void> | null = null;
   private disconnectRequested = false;
 
   // buffers
-  private sbuf = Buffer.alloc(0);
-  private smr: Mr | null = null;
-  private sbufPos = 0;
-  private sbufBytesAvail = 0;
-  /** The ring size in use: SO_SNDBUF's buffer, or at most {@link SBUF_SPAN} of it on iWARP. */
-  private sbufRing = 0;
-  private scratch = Buffer.alloc(0);
-  private scratchMr: Mr | null = null;
-  private scratchSlot = 0;
-  /** RS_OPT_MSG_SEND (iWARP): messages are 4-byte SENDs; else RDMA WRITE WITH IMMEDIATE. */
-  private msgSendMode = true;
-  /** Send WQEs one message takes: 2 in RS_OPT_MSG_SEND mode (WRITE + SEND), else 1. */
-  private wqesPerMsg = 2;
-  private scratchSlotSize = 0;
-  private scratchSlots = 0;
-  private rbuf = Buffer.alloc(0);
-  private rmr: Mr | null = null;
-  private msgBuf = Buffer.alloc(0);
-  private msgMr: Mr | null = null;
   private tgtBuf = Buffer.alloc(0);
   private tgtMr: Mr | null = null;
   private tgtView = new DataView(new ArrayBuffer(0));
@@ -341,40 +174,20 @@ export class RsConn implements CqEventSink {
   private ctrlMaxSeqno = RS_QP_CTRL_SIZE;
   private sseqNo = 0;
   private sseqComp = 0;
-  private rseqNo = 0;
-  private rseqComp = 0;
   private remoteSge = 0;
   private remoteSgl = { addr: 0, key: 0, length: 0 };
-  private remoteIomap = { addr: 0, key: 0, length: 0 };
   private targetSge = 0;
-  private rbufBytesAvail = 0;
-  private rbufFreeOffset = 0;
-  private rbufOffset = 0;
   private sqeAvail = 0;
-  private peerBigEndian = false;
   /** We write SGEs/iomaps byte-swapped (the peer is big-endian): RS_OPT_SWAP_SGL. */
   private swapSgl = false;
 
-  // received DATA messages not yet consumed (rmsg ring), and their total
-  private rmsg = new Int32Array(1);
-  private rmsgHead = 0;
-  private rmsgTail = 0;
-  private rmsgCount = 0;
-  private queued = 0;
 
-  // checks of the peer's behaviour (not in rsocket.c, which trusts its peer)
-  /** Credit-consuming messages received (16-bit sequence). */
-  private rcvdSeq = 0;
-  /** The credit limit we last granted (16-bit). */
-  private grantSeq = 0;
-  /** Receive-buffer bytes advertised to the peer and not yet filled. */
-  private window = 0;
-
-  // iomap
-  private remoteIomappings: IomapMr[] = [];
-  private iomapList: IomapMr[] = [];
-  private iomapQueue: IomapMr[] = [];
-  private iomapPending = false;
+  /** The posting side: send buffer ring, scratch slots, the queue of work requests. */
+  private readonly tx: RsTx = new RsTx(this);
+  /** The receive side: buffers, message slots, received data, credit accounting. */
+  private readonly rx = new RsRx();
+  /** The riomap registrations and the peer's iomap table. */
+  private readonly iomap = new RsIomap();
 
   // progress bookkeeping
   private inPump = false;
@@ -385,26 +198,7 @@ export class RsConn implements CqEventSink {
   /** rpoll() callers waiting for readiness. */
   private readonly polls = new PollWaiters(this as RsConn, RsConn.prototype.pollEvents);
   private condWaiters = objectArray<{ cond: () => boolean; resolve: () => void }>();
-  private recvWrs: { wrId: number; sgList: Sge[] }[] = [];
   private readonly wcs = objectArray<Wc>();
-  /** Work requests queued for the next post: RDMA WRITEs, then the message SENDs. */
-  private readonly posts = objectArray<SendWr>();
-  private nPosts = 0;
-  private readonly msgPosts = objectArray<SendWr>();
-  private nMsgPosts = 0;
-  /** The list of the usual post (one write + its message), reused while no post is running. */
-  private readonly postPair = objectSlots<SendWr>(2);
-  private posting = false;
-  /**
-   * Per scratch slot: its SGE, a one-SGE list of it, and the SEND / RDMA WRITE work requests
-   * that name it. Reused when the slot comes round again: ibv_post_send copies what it keeps
-   * (the verbs QP detaches the SGE lists of WRs still queued when it returns), and the slot's
-   * bytes themselves are reused then anyway.
-   */
-  private scratchSges: Sge[] = [];
-  private scratchSgls: Sge[][] = [];
-  private scratchMsgWrs: RsSendWr[] = [];
-  private scratchWriteWrs: RsSendWr[] = [];
   /** A data write being coalesced (see writeData). */
   private pend: { sgl: Sge[]; len: number; addr: number; rkey: number; tsge: number } | null = null;
   /**
@@ -455,9 +249,7 @@ export class RsConn implements CqEventSink {
   }
 
   private setState(s: number, why: string): void {
-    if (s === this._state) return;
-    if (RS_TRACE) rsTrace(this.tag, `${describeState(this._state)} -> ${describeState(s)} (${why})`);
-    this._state = s;
+    this._state = rsTransition(this.tag, this._state, s, why);
   }
 
   /** The sticky error (once the connection failed), else null. */
@@ -482,19 +274,19 @@ export class RsConn implements CqEventSink {
 
   /** Bytes received and not yet read. */
   get readableLength(): number {
-    return this.queued;
+    return this.rx.queued;
   }
 
   /** True once the read side has ended: no queued data and no more can come. */
   get readEnded(): boolean {
-    return this.queued === 0 && (this._state & RsState.readable) === 0 && (this._state & RsState.opening) === 0;
+    return this.rx.queued === 0 && (this._state & RsState.readable) === 0 && (this._state & RsState.opening) === 0;
   }
 
   /** rs_can_send (RS_OPT_MSG_SEND form). */
   canSend(): boolean {
     return (
-      this.sqeAvail >= this.wqesPerMsg &&
-      this.sbufBytesAvail >= RS_SNDLOWAT &&
+      this.sqeAvail >= this.tx.wqesPerMsg &&
+      this.tx.sbufBytesAvail >= RS_SNDLOWAT &&
       this.sseqNo !== this.sseqComp &&
       this.tgtLen(this.targetSge) !== 0 &&
       (this._state & RsState.connected) !== 0
@@ -510,7 +302,7 @@ export class RsConn implements CqEventSink {
     // reach the cases the latency rows never did, and code compiled before has feedback for them.
     const early = this.early > 0;
     const noTarget = this.tgtLen(this.targetSge) === 0;
-    const room = this.sbufBytesAvail >= RS_SNDLOWAT;
+    const room = this.tx.sbufBytesAvail >= RS_SNDLOWAT;
     const connected = (this._state & RsState.connected) !== 0;
     return (early || noTarget) && room && connected && EARLY_STAGING;
   }
@@ -544,23 +336,19 @@ export class RsConn implements CqEventSink {
 
   /** @internal Option plumbing shared with the listener. */
   _setFlag(level: number, name: number, on: boolean): void {
-    const bit = 2 ** name;
-    const upd = (v: number): number => (on ? v | bit : v & ~bit) >>> 0;
-    if (level === SOL_SOCKET) this.soOpts = upd(this.soOpts);
-    else if (level === IPPROTO_TCP) this.tcpOpts = upd(this.tcpOpts);
-    else if (level === IPPROTO_IPV6) this.ipv6Opts = upd(this.ipv6Opts);
+    this.opts.setFlag(level, name, on);
   }
 
   /** @internal Whether buffers were created (SO_SNDBUF/SO_RCVBUF no longer apply). */
   get _hasBuffers(): boolean {
-    return this.smr !== null;
+    return this.tx.smr !== null;
   }
 
   /** @internal */
   _setKeepalive(on: boolean): void {
     if (on) {
       this._setFlag(SOL_SOCKET, SO_KEEPALIVE, true);
-      if (!this.keepaliveTime) this.keepaliveTime = KEEPALIVE_DEFAULT_S;
+      if (!this.opts.keepaliveTime) this.opts.keepaliveTime = KEEPALIVE_DEFAULT_S;
       this.armKeepalive();
     } else {
       this._setFlag(SOL_SOCKET, SO_KEEPALIVE, false);
@@ -571,7 +359,7 @@ export class RsConn implements CqEventSink {
 
   /** @internal */
   _setKeepIdle(secs: number): void {
-    this.keepaliveTime = secs;
+    this.opts.keepaliveTime = secs;
     if (this.keepaliveTimer) this.armKeepalive();
   }
 
@@ -589,59 +377,12 @@ export class RsConn implements CqEventSink {
    * clears the pending error. ENOTSUP for anything rsocket does not answer.
    */
   getsockopt(level: number, name: number): number {
-    const bit = (v: number): number => ((v >>> name) & 1);
-    if (level === SOL_SOCKET) {
-      switch (name) {
-        case SO_REUSEADDR:
-        case SO_KEEPALIVE:
-        case SO_OOBINLINE:
-          return bit(this.soOpts);
-        case SO_RCVBUF:
-          return this.cfg.rbufSize;
-        case SO_SNDBUF:
-          return this.cfg.sbufSize;
-        case SO_LINGER:
-          return bit(this.soOpts) ? 0 : 1;
-        case SO_ERROR: {
-          const e = this.soError;
-          this.soError = 0;
-          return e;
-        }
-        default:
-          throw rsErr('EOPNOTSUPP', 'rgetsockopt');
-      }
+    if (level === SOL_SOCKET && name === SO_ERROR) {
+      const e = this.soError;
+      this.soError = 0;
+      return e;
     }
-    if (level === IPPROTO_TCP) {
-      switch (name) {
-        case TCP_KEEPCNT:
-        case TCP_KEEPINTVL:
-          return 1;
-        case TCP_KEEPIDLE:
-          return this.keepaliveTime;
-        case TCP_NODELAY:
-          return bit(this.tcpOpts);
-        case TCP_MAXSEG:
-          return 2048;
-        default:
-          throw rsErr('EOPNOTSUPP', 'rgetsockopt');
-      }
-    }
-    if (level === IPPROTO_IPV6 && name === IPV6_V6ONLY) return bit(this.ipv6Opts);
-    if (level === SOL_RDMA) {
-      switch (name) {
-        case RDMA_SQSIZE:
-          return this.cfg.sqSize;
-        case RDMA_RQSIZE:
-          return this.cfg.rqSize;
-        case RDMA_INLINE:
-          return this.cfg.sqInline;
-        case RDMA_IOMAPSIZE:
-          return this.cfg.targetIomapSize;
-        default:
-          throw rsErr('EOPNOTSUPP', 'rgetsockopt');
-      }
-    }
-    throw rsErr('EOPNOTSUPP', 'rgetsockopt');
+    return this.opts.get(this.cfg, level, name);
   }
 
   // -- connection establishment -----------------------------------------------------------------
@@ -688,7 +429,7 @@ export class RsConn implements CqEventSink {
         rnrRetryCount: 7,
         responderResources: 0,
         // rsocket.c: "work-around: iWarp issues RDMA read during connection"
-        initiatorDepth: this.msgSendMode ? 1 : 0,
+        initiatorDepth: this.tx.msgSendMode ? 1 : 0,
       };
       await id.connect(param);
       const ev = await this.expectEvent(ch, CmEventType.ESTABLISHED, op, false);
@@ -774,7 +515,7 @@ export class RsConn implements CqEventSink {
     this.setState(RsState.connectRdwr, why);
     void this.cmLoop();
     this.startCqEvents();
-    if (this.soOpts & (1 << SO_KEEPALIVE)) this.armKeepalive();
+    if (this.opts.so & (1 << SO_KEEPALIVE)) this.armKeepalive();
     this.progress();
   }
 
@@ -784,8 +525,8 @@ export class RsConn implements CqEventSink {
     const ctx = id.verbs;
     if (!ctx) throw rsErr('ENODEV', op, 'no device');
     // rs_create_ep: iWARP has no immediate data, so messages are SENDs there.
-    this.msgSendMode = ctx.device.transportType === TransportType.IWARP;
-    this.wqesPerMsg = this.msgSendMode ? 2 : 1;
+    this.tx.msgSendMode = ctx.device.transportType === TransportType.IWARP;
+    this.tx.wqesPerMsg = this.tx.msgSendMode ? 2 : 1;
     const dev = ctx.queryDevice();
     const cfg = this.cfg;
     const maxSize = Math.min(dev.maxQpWr, RS_QP_MAX_SIZE);
@@ -794,7 +535,7 @@ export class RsConn implements CqEventSink {
     // RS_OPT_MSG_SEND needs inline sends of the 4-byte messages (rdma-core fc82b150b). A request
     // above what the device can do goes to ibv_create_qp as is, which refuses it (EINVAL), as
     // rsocket.c's rs_create_ep does on siw.
-    if (this.msgSendMode) cfg.sqInline = Math.max(cfg.sqInline, RS_MSG_SIZE);
+    if (this.tx.msgSendMode) cfg.sqInline = Math.max(cfg.sqInline, RS_MSG_SIZE);
     const nrecv = cfg.rqSize + EXTRA_RECVS;
     const compCh = ctx.createCompChannel();
     const cq = ctx.createCq(cfg.sqSize + nrecv, compCh);
@@ -810,8 +551,7 @@ export class RsConn implements CqEventSink {
     cfg.sqInline = this.qp.cap.maxInlineData;
     cq.reqNotify();
     this.initBufs(nrecv);
-    for (let i = 0; i < nrecv; i++) this.recvWrs.push(this.recvWr(i));
-    this.qp.postRecv(this.recvWrs);
+    this.qp.postRecv(this.rx.recvWrs);
   }
 
   /** rs_init_bufs. */
@@ -819,62 +559,19 @@ export class RsConn implements CqEventSink {
     const pd = (this._id as CmId).pd;
     if (!pd) throw rsErr('EINVAL', 'rsocket', 'no PD');
     const cfg = this.cfg;
-    // Send ring plus RS_QP_CTRL_SIZE control slots for SGEs written without inline.
-    this.sbufRing = this.msgSendMode && SBUF_SPAN > 0 ? Math.min(cfg.sbufSize, Math.max(SBUF_SPAN, RS_SNDLOWAT << 1)) : cfg.sbufSize;
-    this.sbuf = rsBuffer(this.sbufRing + RS_SGE_SIZE * RS_QP_CTRL_SIZE);
-    this.smr = pd.regMr(this.sbuf, Access.LOCAL_WRITE);
-    this.sbufPos = 0;
-    this.sbufBytesAvail = this.sbufRing;
-    this.scratchSlotSize = Math.max(RS_IOMAP_SIZE, (cfg.sqInline + 7) & ~7);
-    this.scratchSlots = cfg.sqSize;
-    this.scratch = Buffer.alloc(this.scratchSlotSize * this.scratchSlots);
-    this.scratchMr = pd.regMr(this.scratch, 0);
-    this.scratchSges = [];
-    this.scratchSgls = [];
-    this.scratchMsgWrs = [];
-    this.scratchWriteWrs = [];
-    for (let i = 0; i < this.scratchSlots; i++) {
-      const sg: Sge = { addr: this.scratchMr.addr + i * this.scratchSlotSize, length: 0, lkey: this.scratchMr.lkey };
-      const sgl = [sg];
-      this.scratchSges.push(sg);
-      this.scratchSgls.push(sgl);
-      if (this.msgSendMode) {
-        this.scratchMsgWrs.push(sendWr(WR_MSG_SEND, WrOpcode.SEND, sgl, SendFlags.INLINE, 0, 0, 0));
-        this.scratchWriteWrs.push(sendWr(WR_MSG_SEND, WrOpcode.RDMA_WRITE, sgl, SendFlags.INLINE, 0, 0, 0));
-      } else {
-        // rs_post_msg: a zero-length RDMA WRITE WITH IMMEDIATE (no SGE, no target).
-        this.scratchMsgWrs.push(sendWr(WR_MSG_SEND, WrOpcode.RDMA_WRITE_WITH_IMM, [], 0, 0, 0, 0));
-        this.scratchWriteWrs.push(sendWr(WR_MSG_SEND, WrOpcode.RDMA_WRITE_WITH_IMM, sgl, SendFlags.INLINE, 0, 0, 0));
-      }
-    }
+    this.tx.init(pd, cfg);
     this.tgtBuf = Buffer.alloc(RS_SGE_SIZE * RS_SGL_SIZE + RS_IOMAP_SIZE * cfg.targetIomapSize);
     this.tgtMr = pd.regMr(this.tgtBuf, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
     this.tgtView = new DataView(this.tgtBuf.buffer, this.tgtBuf.byteOffset, this.tgtBuf.byteLength);
-    this.rbuf = rsBuffer(cfg.rbufSize);
-    this.rmr = pd.regMr(this.rbuf, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
-    this.msgBuf = Buffer.alloc(RS_MSG_SIZE * nrecv);
-    this.msgMr = pd.regMr(this.msgBuf, Access.LOCAL_WRITE);
-    this.rmsg = new Int32Array(nrecv + 1);
-    this.rbufFreeOffset = cfg.rbufSize >> 1;
-    this.rbufBytesAvail = cfg.rbufSize >> 1;
+    this.rx.init(pd, cfg, nrecv, this.tx.msgSendMode);
     this.sqeAvail = cfg.sqSize - this.ctrlMaxSeqno;
-    this.rseqComp = cfg.rqSize >> 1;
-    this.grantSeq = cfg.rqSize & 0xffff;
-    this.window = cfg.rbufSize >> 1;
-  }
-
-  private recvWr(slot: number): { wrId: number; sgList: Sge[] } {
-    // With immediate data the message needs no buffer (rs_post_recv: no SGE).
-    if (!this.msgSendMode) return { wrId: WR_RECV + slot, sgList: [] };
-    const m = this.msgMr as Mr;
-    return { wrId: WR_RECV + slot, sgList: [{ addr: m.addr + slot * RS_MSG_SIZE, length: RS_MSG_SIZE, lkey: m.lkey }] };
   }
 
   /** rs_format_conn_data. */
   private formatConnData(): Uint8Array {
     const cfg = this.cfg;
     const tgt = this.tgtMr as Mr;
-    const r = this.rmr as Mr;
+    const r = this.rx.rmr as Mr;
     return encodeConnData({
       version: RS_CONN_VERSION,
       flags: RS_CONN_FLAG_IOMAP | (HOST_IS_BIG_ENDIAN ? RS_CONN_FLAG_NET : 0),
@@ -891,10 +588,10 @@ export class RsConn implements CqEventSink {
     if (c.dataBuf.length === 0) throw rsErr('EPROTO', op, 'peer advertises an empty receive buffer');
     this.remoteSgl = { addr: c.targetSgl.addr, key: c.targetSgl.key, length: c.targetSgl.length };
     this.remoteSge = 1;
-    this.peerBigEndian = (c.flags & RS_CONN_FLAG_NET) !== 0;
-    this.swapSgl = this.peerBigEndian !== HOST_IS_BIG_ENDIAN;
+    this.rx.peerBigEndian = (c.flags & RS_CONN_FLAG_NET) !== 0;
+    this.swapSgl = this.rx.peerBigEndian !== HOST_IS_BIG_ENDIAN;
     if (c.flags & RS_CONN_FLAG_IOMAP) {
-      this.remoteIomap = {
+      this.iomap.remote = {
         addr: c.targetSgl.addr + RS_SGE_SIZE * c.targetSgl.length,
         length: scaleToValue(c.targetIomapSize, 8),
         key: c.targetSgl.key,
@@ -1085,7 +782,7 @@ export class RsConn implements CqEventSink {
       if (n > 0) any = true;
       if (n < 32) break;
     }
-    this.flushPosts();
+    this.tx.flushPosts();
     // Completions polled from inside a call (rrecv, rpoll, ...) are told to whoever listens, a
     // microtask later. With no one listening there is nothing to tell: a poll or wait that
     // starts later looks at the state itself before it waits.
@@ -1108,11 +805,11 @@ export class RsConn implements CqEventSink {
         break;
       case RsOp.IOMAP_SGL:
         this.sqeAvail++;
-        if (!msgSend) this.sbufBytesAvail += RS_IOMAP_SIZE;
+        if (!msgSend) this.tx.sbufBytesAvail += RS_IOMAP_SIZE;
         break;
       default:
         this.sqeAvail++;
-        this.sbufBytesAvail += rsMsgData(msg);
+        this.tx.sbufBytesAvail += rsMsgData(msg);
         break;
     }
     if (wc.status !== WcStatus.SUCCESS && this._state & RsState.connected) {
@@ -1125,7 +822,7 @@ export class RsConn implements CqEventSink {
     if (wc.status !== WcStatus.SUCCESS) return;
     if (this._state & RsState.error) return;
     let msg: number;
-    if (!this.msgSendMode) {
+    if (!this.tx.msgSendMode) {
       if (!(wc.wcFlags & WcFlags.WITH_IMM)) {
         this.fail('EPROTO', 'a receive completion without immediate data');
         return;
@@ -1136,9 +833,9 @@ export class RsConn implements CqEventSink {
         this.fail('EPROTO', `a ${wc.byteLen}-byte message (rsocket messages are ${RS_MSG_SIZE} bytes)`);
         return;
       }
-      msg = decodeMsg(this.msgBuf, slot * RS_MSG_SIZE, this.peerBigEndian);
+      msg = decodeMsg(this.rx.msgBuf, slot * RS_MSG_SIZE, this.rx.peerBigEndian);
     }
-    if (RS_TRACE) rsTrace(this.tag, `recv ${rsMsgStr(msg)}`);
+    if (RS_TRACE) trace('rs', this.tag, `recv ${rsMsgStr(msg)}`);
     const data = rsMsgData(msg);
     switch (rsMsgOp(msg)) {
       case RsOp.SGL:
@@ -1164,36 +861,28 @@ export class RsConn implements CqEventSink {
         break;
       case RsOp.DATA: {
         if (!this.takeCredit('DATA')) return;
-        if (data > this.window) {
-          this.fail('EPROTO', `${data} bytes of data with ${this.window} bytes of receive buffer advertised`);
+        if (!this.rx.takeData(data)) {
+          this.fail('EPROTO', `${data} bytes of data with ${this.rx.window} bytes of receive buffer advertised`);
           return;
         }
-        this.window -= data;
-        this.rmsg[this.rmsgTail] = data;
-        if (++this.rmsgTail === this.rmsg.length) this.rmsgTail = 0;
-        this.rmsgCount++;
-        this.queued += data;
         break;
       }
       default:
         this.fail('EPROTO', `unknown message type ${rsMsgOp(msg)} (0x${msg.toString(16).padStart(8, '0')})`);
         return;
     }
-    if (this._state & RsState.connected && this.qp) this.qp.postRecv(this.recvWrs[slot] as { wrId: number; sgList: Sge[] });
+    if (this._state & RsState.connected && this.qp) this.qp.postRecv(this.rx.recvWrs[slot] as RecvWr);
   }
 
-  /** A credit-consuming message arrived: it must be within what we granted. */
+  /** A credit-consuming message arrived: it must be within what we granted, else the socket fails. */
   private takeCredit(what: string): boolean {
-    if (seqDiff16(this.grantSeq, this.rcvdSeq) <= 0) {
-      this.fail('EPROTO', `${what} message beyond the ${this.cfg.rqSize} credits granted`);
-      return false;
-    }
-    this.rcvdSeq = (this.rcvdSeq + 1) & 0xffff;
-    return true;
+    if (this.rx.takeCredit()) return true;
+    this.fail('EPROTO', `${what} message beyond the ${this.cfg.rqSize} credits granted`);
+    return false;
   }
 
-  /** Fatal error: remember it (SO_ERROR), stop the data path, close the connection. */
-  private fail(code: ErrnoCode, detail: string): void {
+  /** @internal Fatal error: remember it (SO_ERROR), stop the data path, close the connection. */
+  fail(code: ErrnoCode, detail: string): void {
     if (this._state & RsState.error || this.closed) return;
     this._error = rsErr(code, 'rsocket', detail);
     this.soError = errnoOf(code);
@@ -1210,8 +899,8 @@ export class RsConn implements CqEventSink {
   private updateCredits(): void {
     const half = this.cfg.rbufSize >> 1;
     if (
-      (this.rbufBytesAvail >= half || seqDiff16(this.rseqNo, this.rseqComp) >= 0) &&
-      (this.msgSendMode ? this.ctrl2Avail() : this.ctrlAvail()) &&
+      (this.rx.rbufBytesAvail >= half || seqDiff16(this.rx.rseqNo, this.rx.rseqComp) >= 0) &&
+      (this.tx.msgSendMode ? this.ctrl2Avail() : this.ctrlAvail()) &&
       this._state & RsState.connected &&
       this.qp
     ) {
@@ -1223,188 +912,47 @@ export class RsConn implements CqEventSink {
     const cfg = this.cfg;
     const half = cfg.rbufSize >> 1;
     this.ctrlSeqno++;
-    this.rseqComp = (this.rseqNo + (cfg.rqSize >> 1)) & 0xffff;
-    const limit = this.rseqNo + cfg.rqSize;
-    this.grantSeq = limit & 0xffff;
+    this.rx.rseqComp = (this.rx.rseqNo + (cfg.rqSize >> 1)) & 0xffff;
+    const limit = this.rx.rseqNo + cfg.rqSize;
+    this.rx.grantSeq = limit & 0xffff;
     const msg = rsMsgSet(RsOp.SGL, limit);
-    if (this.rbufBytesAvail >= half) {
+    if (this.rx.rbufBytesAvail >= half) {
       // RS_OPT_MSG_SEND: the WRITE and the SEND each take a control slot.
-      if (this.msgSendMode) this.ctrlSeqno++;
-      const r = this.rmr as Mr;
-      const sge = { addr: r.addr + this.rbufFreeOffset, key: r.rkey, length: half };
+      if (this.tx.msgSendMode) this.ctrlSeqno++;
+      const r = this.rx.rmr as Mr;
+      const sge = { addr: r.addr + this.rx.rbufFreeOffset, key: r.rkey, length: half };
       let sg: Sge;
       let flags = 0;
       if (cfg.sqInline >= RS_SGE_SIZE) {
-        sg = this.scratchSge(RS_SGE_SIZE);
-        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.scratch, sg.addr - (this.scratchMr as Mr).addr);
+        sg = this.tx.scratchSge(RS_SGE_SIZE);
+        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.tx.scratch, sg.addr - (this.tx.scratchMr as Mr).addr);
         flags = SendFlags.INLINE;
       } else {
-        const off = this.sbufRing + RS_SGE_SIZE * (this.ctrlSeqno & (RS_QP_CTRL_SIZE - 1));
-        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.sbuf, off);
-        const s = this.smr as Mr;
+        const off = this.tx.sbufRing + RS_SGE_SIZE * (this.ctrlSeqno & (RS_QP_CTRL_SIZE - 1));
+        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.tx.sbuf, off);
+        const s = this.tx.smr as Mr;
         sg = { addr: s.addr + off, length: RS_SGE_SIZE, lkey: s.lkey };
       }
-      if (RS_TRACE) rsTrace(this.tag, `send SGL ${limit & 0xffff} + SGE ${sge.addr.toString(16)}+${half} -> slot ${this.remoteSge}`);
-      this.queueWriteMsg([sg], msg, flags, this.remoteSgl.addr + this.remoteSge * RS_SGE_SIZE, this.remoteSgl.key);
-      this.window += half;
-      this.rbufBytesAvail -= half;
-      this.rbufFreeOffset += half;
-      if (this.rbufFreeOffset >= cfg.rbufSize) this.rbufFreeOffset = 0;
+      if (RS_TRACE) trace('rs', this.tag, `send SGL ${limit & 0xffff} + SGE ${sge.addr.toString(16)}+${half} -> slot ${this.remoteSge}`);
+      this.tx.queueWriteMsg([sg], msg, flags, this.remoteSgl.addr + this.remoteSge * RS_SGE_SIZE, this.remoteSgl.key);
+      this.rx.window += half;
+      this.rx.rbufBytesAvail -= half;
+      this.rx.rbufFreeOffset += half;
+      if (this.rx.rbufFreeOffset >= cfg.rbufSize) this.rx.rbufFreeOffset = 0;
       if (++this.remoteSge === this.remoteSgl.length) this.remoteSge = 0;
     } else {
-      if (RS_TRACE) rsTrace(this.tag, `send SGL ${limit & 0xffff}`);
+      if (RS_TRACE) trace('rs', this.tag, `send SGL ${limit & 0xffff}`);
       this.queueMsg(msg);
     }
-    this.flushPosts();
+    this.tx.flushPosts();
   }
 
   // -- posting -------------------------------------------------------------------------------
 
-  /** A scratch slot of `len` bytes for inline payloads (copied by the QP at post time). */
-  private scratchSge(len: number): Sge {
-    const i = this.scratchSlot;
-    if (++this.scratchSlot === this.scratchSlots) this.scratchSlot = 0;
-    const sg = this.scratchSges[i] as Sge;
-    sg.length = len;
-    return sg;
-  }
-
-  /** Copy `len` bytes of `src[off..]` into the next scratch slot (its SGE sized to them): the slot. */
-  private scratchCopy(src: Uint8Array, off: number, len: number): number {
-    const i = this.scratchSlot;
-    this.scratchSge(len);
-    copyOut(src, off, this.scratch, i * this.scratchSlotSize, len);
-    return i;
-  }
-
-  /**
-   * The work request carrying `msg` alone (rs_post_msg): a 4-byte SEND in our byte order
-   * (RS_OPT_MSG_SEND), else a zero-length RDMA WRITE WITH IMMEDIATE.
-   */
-  private msgWr(wrId: number, msg: number): SendWr {
-    const i = this.scratchSlot;
-    const wr = this.scratchMsgWrs[i] as RsSendWr;
-    wr.wrId = wrId;
-    if (this.msgSendMode) {
-      this.scratchSge(RS_MSG_SIZE);
-      encodeMsg(msg, HOST_IS_BIG_ENDIAN, this.scratch, i * this.scratchSlotSize);
-    } else {
-      if (++this.scratchSlot === this.scratchSlots) this.scratchSlot = 0;
-      wr.immData = msg;
-    }
-    return wr;
-  }
-
-  /** Queue a work request for the next post (RDMA WRITEs and other non-message WRs). */
-  private addPost(wr: SendWr): void {
-    this.posts[this.nPosts++] = wr;
-  }
-
-  /** rs_post_msg. */
+  /** rs_post_msg, behind the pending data write. */
   private queueMsg(msg: number): void {
     this.flushPending();
-    this.msgPosts[this.nMsgPosts++] = this.msgWr(msg, msg);
-  }
-
-  /**
-   * rs_post_write_msg: an RDMA WRITE, then the SEND with the message (RS_OPT_MSG_SEND); else one
-   * RDMA WRITE WITH IMMEDIATE carrying both, in message order.
-   */
-  private queueWriteMsg(sgl: Sge[], msg: number, flags: number, addr: number, rkey: number): void {
-    if (!this.msgSendMode) {
-      this.msgPosts[this.nMsgPosts++] = sendWr(msg, WrOpcode.RDMA_WRITE_WITH_IMM, sgl, flags, msg, addr, rkey);
-      return;
-    }
-    this.addPost(sendWr(msg, WrOpcode.RDMA_WRITE, sgl, flags, 0, addr, rkey));
-    this.queueWriteMsgSend(msg);
-  }
-
-  /** The SEND carrying the message of an RDMA WRITE just queued (its completion id marks it). */
-  private queueWriteMsgSend(msg: number): void {
-    this.msgPosts[this.nMsgPosts++] = this.msgWr(rsMsgSet(rsMsgOp(msg), 0) + WR_MSG_SEND, msg);
-  }
-
-  /** rs_post_write_msg of `len <= sqInline` bytes of `src[off..]`, inline from a scratch slot. */
-  private queueInlineWriteMsg(src: Uint8Array, off: number, len: number, msg: number, addr: number, rkey: number): void {
-    const i = this.scratchCopy(src, off, len);
-    const wr = this.scratchWriteWrs[i] as RsSendWr;
-    wr.wrId = msg;
-    wr.rdma.remoteAddr = addr;
-    wr.rdma.rkey = rkey;
-    if (!this.msgSendMode) {
-      wr.immData = msg;
-      this.msgPosts[this.nMsgPosts++] = wr;
-      return;
-    }
-    this.addPost(wr);
-    this.queueWriteMsgSend(msg);
-  }
-
-  /**
-   * Post everything queued in one ibv_post_send: the RDMA WRITEs of the batch first, then the
-   * messages, in order. Each message still follows its own write, as the protocol requires;
-   * batching the small SENDs behind the large WRITEs lets the QP hand them to TCP together.
-   */
-  private flushPosts(): void {
-    const np = this.nPosts;
-    const nm = this.nMsgPosts;
-    if (np === 0 && nm === 0) return;
-    this.nPosts = 0;
-    this.nMsgPosts = 0;
-    const qp = this.qp;
-    if (!qp) return;
-    const p = this.posts;
-    const m = this.msgPosts;
-    // Writes first, then the messages. The usual write + message pair goes in one reused list
-    // (ibv_post_send copies what it queues); a post from inside a post gets a list of its own.
-    let list: SendWr[];
-    if (np === 1 && nm === 1 && !this.posting) {
-      list = this.postPair as SendWr[];
-      list[0] = p[0] as SendWr;
-      list[1] = m[0] as SendWr;
-    } else {
-      // Filled by push, as an array of objects like the pair's list: a preallocated `new
-      // Array(n)` has holey elements, another hidden class, which would make ibv_post_send see
-      // two kinds of list and throw away code compiled while it saw one.
-      list = objectArray<SendWr>();
-      for (let i = 0; i < np; i++) list.push(p[i] as SendWr);
-      for (let i = 0; i < nm; i++) list.push(m[i] as SendWr);
-    }
-    const was = this.posting;
-    this.posting = true;
-    try {
-      qp.postSend(list);
-    } catch (e) {
-      this.fail('EIO', `ibv_post_send: ${(e as Error).message}`);
-    } finally {
-      this.posting = was;
-    }
-  }
-
-  /** Copy `len` bytes into the send buffer ring; the SGEs that name them (1, or 2 on wrap). */
-  private stage(src: Uint8Array, off: number, len: number): Sge[] {
-    const s = this.smr as Mr;
-    const size = this.sbufRing;
-    const pos = this.sbufPos;
-    // One path for both cases (the part behind the wrap is empty when there is none): a chunk
-    // that wraps for the first time long after this was compiled does not throw the code away.
-    const left = size - pos;
-    const first = len < left ? len : left;
-    copyOut(src, off, this.sbuf, pos, first);
-    copyOut(src, off + first, this.sbuf, 0, len - first);
-    const end = pos + len;
-    this.sbufPos = end < size ? end : end - size;
-    const a = { addr: s.addr + pos, length: first, lkey: s.lkey };
-    return first === len ? [a] : [a, { addr: s.addr, length: len - first, lkey: s.lkey }];
-  }
-
-  /** The payload SGEs of a write: inline from scratch, else staged in the send buffer. */
-  private payload(src: Uint8Array, off: number, len: number): { sgl: Sge[]; flags: number } {
-    if (len <= this.cfg.sqInline) {
-      const i = this.scratchCopy(src, off, len);
-      return { sgl: [this.scratchSges[i] as Sge], flags: SendFlags.INLINE };
-    }
-    return { sgl: this.stage(src, off, len), flags: 0 };
+    this.tx.queueMsg(msg);
   }
 
   /**
@@ -1423,16 +971,16 @@ export class RsConn implements CqEventSink {
     const rkey = this.tgtKey(ts);
     const tlen = this.tgtLen(ts);
     if (!this.usableTarget(addr)) return;
-    this.sbufBytesAvail -= len;
+    this.tx.sbufBytesAvail -= len;
     const exhausted = this.takeTarget(ts, addr, rkey, tlen, len);
     if (len <= this.cfg.sqInline) {
       this.flushPending();
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= this.wqesPerMsg;
-      this.queueInlineWriteMsg(src, off, len, rsMsgSet(RsOp.DATA, len), addr, rkey);
+      this.sqeAvail -= this.tx.wqesPerMsg;
+      this.tx.queueInlineWriteMsg(src, off, len, rsMsgSet(RsOp.DATA, len), addr, rkey);
       return;
     }
-    const sgl = this.stage(src, off, len);
+    const sgl = this.tx.stage(src, off, len);
     const p = this.pend;
     if (p && p.tsge === ts && p.addr + p.len === addr && p.rkey === rkey && sgl.length === 1 && p.len + len <= MAX_XFER) {
       const last = p.sgl[p.sgl.length - 1] as Sge;
@@ -1446,7 +994,7 @@ export class RsConn implements CqEventSink {
     }
     this.flushPending();
     this.sseqNo = (this.sseqNo + 1) & 0xffff;
-    this.sqeAvail -= this.wqesPerMsg;
+    this.sqeAvail -= this.tx.wqesPerMsg;
     // `len` grows as later writes merge: stored twice, it is mutable from the first chunk on (see
     // util/arrays.ts; the first merge would otherwise throw away the code compiled before it).
     const chunk = { sgl, len: 0, addr, rkey, tsge: ts };
@@ -1462,7 +1010,7 @@ export class RsConn implements CqEventSink {
   private readonly pendTask = (): void => {
     this.pendQueued = false;
     this.flushPending();
-    this.flushPosts();
+    this.tx.flushPosts();
   };
 
   /** Whether a target address the peer wrote can be used; the socket fails when it cannot. */
@@ -1495,9 +1043,9 @@ export class RsConn implements CqEventSink {
 
   /** Copy `len` bytes behind the early-staged ones (see {@link early}). */
   private stageEarly(src: Uint8Array, off: number, len: number): void {
-    if (this.early === 0) this.earlyPos = this.sbufPos;
-    this.stage(src, off, len);
-    this.sbufBytesAvail -= len;
+    if (this.early === 0) this.earlyPos = this.tx.sbufPos;
+    this.tx.stage(src, off, len);
+    this.tx.sbufBytesAvail -= len;
     this.early += len;
   }
 
@@ -1507,11 +1055,11 @@ export class RsConn implements CqEventSink {
    * rsend would have posted them.
    */
   private drainEarly(): void {
-    const s = this.smr;
+    const s = this.tx.smr;
     if (!s) return;
-    const size = this.sbufRing;
+    const size = this.tx.sbufRing;
     this.flushPending();
-    while (this.early > 0 && this.sqeAvail >= this.wqesPerMsg && this.sseqNo !== this.sseqComp && this._state & RsState.connected) {
+    while (this.early > 0 && this.sqeAvail >= this.tx.wqesPerMsg && this.sseqNo !== this.sseqComp && this._state & RsState.connected) {
       const ts = this.targetSge;
       const tlen = this.tgtLen(ts);
       if (tlen === 0) break;
@@ -1524,16 +1072,16 @@ export class RsConn implements CqEventSink {
       if (len > size - this.earlyPos) len = size - this.earlyPos;
       this.takeTarget(ts, addr, rkey, tlen, len);
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= this.wqesPerMsg;
+      this.sqeAvail -= this.tx.wqesPerMsg;
       const sg = { addr: s.addr + this.earlyPos, length: len, lkey: s.lkey };
-      this.queueWriteMsg([sg], rsMsgSet(RsOp.DATA, len), 0, addr, rkey);
+      this.tx.queueWriteMsg([sg], rsMsgSet(RsOp.DATA, len), 0, addr, rkey);
       this.early -= len;
       this.earlyPos += len;
       if (this.earlyPos === size) this.earlyPos = 0;
       // A large chunk leaves with its message before the next is queued (see POST_ALONE_MIN).
-      if (len >= POST_ALONE_MIN) this.flushPosts();
+      if (len >= POST_ALONE_MIN) this.tx.flushPosts();
     }
-    this.flushPosts();
+    this.tx.flushPosts();
   }
 
   /** Queue the pending (coalesced) data write and its DATA message; post them if large. */
@@ -1542,8 +1090,8 @@ export class RsConn implements CqEventSink {
     if (!p) return;
     this.pend = null;
     if (!(this._state & RsState.connected)) return;
-    this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.DATA, p.len), 0, p.addr, p.rkey);
-    if (p.len >= POST_ALONE_MIN) this.flushPosts();
+    this.tx.queueWriteMsg(p.sgl, rsMsgSet(RsOp.DATA, p.len), 0, p.addr, p.rkey);
+    if (p.len >= POST_ALONE_MIN) this.tx.flushPosts();
   }
 
   // -- data ----------------------------------------------------------------------------------
@@ -1567,7 +1115,7 @@ export class RsConn implements CqEventSink {
     this.checkSend('rsend');
     this.rioBehindEarly = false;
     if (len === 0) return 0;
-    if (this.iomapPending) {
+    if (this.iomap.pending) {
       const r = this.sendIomaps();
       if (r !== 0) return r;
     }
@@ -1577,13 +1125,13 @@ export class RsConn implements CqEventSink {
     while (done < len) {
       if (this.early > 0 || !this.canSend()) {
         if (this.early === 0) {
-          this.flushPosts();
+          this.tx.flushPosts();
           this.pump();
         }
         if (this.early > 0 || !this.canSend()) {
           // No target space yet: copy ahead into the send buffer (posted when the grant comes).
           if (!this.canStageEarly() || !(this._state & RsState.writable)) break;
-          const n = Math.min(len - done, this.sbufBytesAvail);
+          const n = Math.min(len - done, this.tx.sbufBytesAvail);
           this.stageEarly(src, off + done, n);
           done += n;
           continue;
@@ -1596,13 +1144,13 @@ export class RsConn implements CqEventSink {
         xfer = olen;
         if (olen < MAX_XFER) olen <<= 1;
       } else xfer = left;
-      if (xfer > this.sbufBytesAvail) xfer = this.sbufBytesAvail;
+      if (xfer > this.tx.sbufBytesAvail) xfer = this.tx.sbufBytesAvail;
       const tl = this.tgtLen(this.targetSge);
       if (xfer > tl) xfer = tl;
       this.writeData(src, off + done, xfer);
       done += xfer;
     }
-    this.flushPosts();
+    this.tx.flushPosts();
     if (done > 0) return done;
     if (this._error) throw this._error;
     if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');
@@ -1619,94 +1167,30 @@ export class RsConn implements CqEventSink {
     const s = this._state;
     if (s & RsState.opening) return RS_EAGAIN;
     if (s === RsState.init || s & RsState.listening || s & RsState.connectError) throw rsErr('ENOTCONN', 'rrecv');
-    if (this.rmsgCount === 0) {
+    if (this.rx.rmsgCount === 0) {
       this.pump();
-      if (this.rmsgCount === 0) {
+      if (this.rx.rmsgCount === 0) {
         if (this._error) throw this._error;
         if (!(this._state & RsState.readable)) return 0;
         return RS_EAGAIN;
       }
     }
     if (len === 0) return 0;
-    if (flags & MSG_PEEK) return this.peek(dst, off, len);
-    const n = this.consume(dst, off, len);
+    if (flags & MSG_PEEK) return this.rx.peek(dst, off, len);
+    const n = this.rx.consume(dst, off, len);
     this.updateCredits();
     return n;
   }
 
   /** Take up to `max` queued bytes as a new Buffer (null if none): the Duplex read path. */
   readChunk(max: number): Buffer | null {
-    if (this.rmsgCount === 0) this.pump();
-    const n = Math.min(max, this.queued);
+    if (this.rx.rmsgCount === 0) this.pump();
+    const n = Math.min(max, this.rx.queued);
     if (n === 0) return null;
     const out = Buffer.allocUnsafe(n);
-    this.consume(out, 0, n);
+    this.rx.consume(out, 0, n);
     this.updateCredits();
     return out;
-  }
-
-  /** The rrecv copy loop: consume messages (rseq_no++ per finished one), free buffer space. */
-  private consume(dst: Uint8Array, off: number, len: number): number {
-    const size = this.cfg.rbufSize;
-    let left = len;
-    let at = off;
-    while (left > 0 && this.rmsgCount > 0) {
-      const m = this.rmsg[this.rmsgHead] as number;
-      // One path for a whole and a partial message (what is left of it stays in its slot): a
-      // receive that takes part of a message first happens in a bandwidth row, and code compiled
-      // in the latency rows then has every step of it already.
-      let rsize = left < m ? left : m;
-      this.rmsg[this.rmsgHead] = m - rsize;
-      if (rsize === m) {
-        this.rseqNo = (this.rseqNo + 1) & 0xffff;
-        if (++this.rmsgHead === this.rmsg.length) this.rmsgHead = 0;
-        this.rmsgCount--;
-      }
-      this.queued -= rsize;
-      left -= rsize;
-      const end = size - this.rbufOffset;
-      if (rsize > end) {
-        copyOut(this.rbuf, this.rbufOffset, dst, at, end);
-        at += end;
-        rsize -= end;
-        this.rbufOffset = 0;
-        this.rbufBytesAvail += end;
-      }
-      copyOut(this.rbuf, this.rbufOffset, dst, at, rsize);
-      at += rsize;
-      this.rbufOffset += rsize;
-      this.rbufBytesAvail += rsize;
-    }
-    return len - left;
-  }
-
-  private peek(dst: Uint8Array, off: number, len: number): number {
-    const size = this.cfg.rbufSize;
-    let head = this.rmsgHead;
-    let count = this.rmsgCount;
-    let ro = this.rbufOffset;
-    let left = len;
-    let at = off;
-    while (left > 0 && count > 0) {
-      const m = this.rmsg[head] as number;
-      let rsize = left < m ? left : m;
-      if (left >= m) {
-        if (++head === this.rmsg.length) head = 0;
-        count--;
-      }
-      left -= rsize;
-      const end = size - ro;
-      if (rsize > end) {
-        this.rbuf.copy(dst, at, ro, size);
-        at += end;
-        rsize -= end;
-        ro = 0;
-      }
-      this.rbuf.copy(dst, at, ro, ro + rsize);
-      at += rsize;
-      ro += rsize;
-    }
-    return len - left;
   }
 
   // -- poll ----------------------------------------------------------------------------------
@@ -1718,7 +1202,7 @@ export class RsConn implements CqEventSink {
     if (s === RsState.connectError) return (events & (POLLIN | POLLOUT)) | POLLERR;
     if (!(s & (RsState.connected | RsState.disconnected | RsState.error))) return 0;
     let r = 0;
-    if (events & POLLIN && (this.rmsgCount > 0 || !(s & RsState.readable))) r |= POLLIN;
+    if (events & POLLIN && (this.rx.rmsgCount > 0 || !(s & RsState.readable))) r |= POLLIN;
     // Writable: bytes can be copied ahead (with bytes staged early, only that; not for a riowrite
     // that found early bytes in its way), or posted. Worked out whether or not POLLOUT was asked,
     // and by one expression whichever case holds: the latency rows never ask for it, and code
@@ -1735,7 +1219,7 @@ export class RsConn implements CqEventSink {
       // together, and gives up). Here, as TCP ends a stream after its data, a poll for POLLIN
       // reports the hangup once the data received before it has been read.
       if (s & RsState.disconnected) {
-        if (!(events & POLLIN && this.rmsgCount > 0)) r |= POLLHUP;
+        if (!(events & POLLIN && this.rx.rmsgCount > 0)) r |= POLLHUP;
       } else r |= POLLERR;
     }
     return r;
@@ -1809,9 +1293,9 @@ export class RsConn implements CqEventSink {
       if (!this.ctrlAvail()) await this.until(() => this.ctrlAvail() || !(this._state & RsState.connected));
       if (this._state & RsState.connected && this.ctrlAvail()) {
         this.ctrlSeqno++;
-        if (RS_TRACE) rsTrace(this.tag, `send CTRL ${RsCtrl[ctrl]}`);
+        if (RS_TRACE) trace('rs', this.tag, `send CTRL ${RsCtrl[ctrl]}`);
         this.queueMsg(rsMsgSet(RsOp.CTRL, ctrl));
-        this.flushPosts();
+        this.tx.flushPosts();
         this.pump();
       }
     }
@@ -1890,10 +1374,10 @@ export class RsConn implements CqEventSink {
     } catch {
       /* still has a CQ */
     }
-    for (const mr of [this.smr, this.scratchMr, this.rmr, this.msgMr, this.tgtMr]) {
+    for (const mr of [this.tx.smr, this.tx.scratchMr, this.rx.rmr, this.rx.msgMr, this.tgtMr]) {
       if (mr?.registered) mr.dereg();
     }
-    for (const m of [...this.iomapList, ...this.iomapQueue]) if (m.mr?.registered) m.mr.dereg();
+    this.iomap.deregAll();
     if (id && !id.destroyed) {
       // Events nobody will read (no CM task runs before establishment) must not block destroy.
       const ch = this.ch;
@@ -1925,8 +1409,8 @@ export class RsConn implements CqEventSink {
   private armKeepalive(): void {
     if (this.keepaliveTimer) clearInterval(this.keepaliveTimer);
     this.keepaliveTimer = null;
-    if (!(this.soOpts & (1 << SO_KEEPALIVE)) || !this.qp) return;
-    const t = setInterval(() => this.keepalive(), Math.max(1, this.keepaliveTime) * 1000);
+    if (!(this.opts.so & (1 << SO_KEEPALIVE)) || !this.qp) return;
+    const t = setInterval(() => this.keepalive(), Math.max(1, this.opts.keepaliveTime) * 1000);
     t.unref();
     this.keepaliveTimer = t;
   }
@@ -1935,8 +1419,8 @@ export class RsConn implements CqEventSink {
   private keepalive(): void {
     if (!this.ctrlAvail() || !(this._state & RsState.connected) || !this.qp) return;
     this.ctrlSeqno++;
-    this.addPost(sendWr(rsMsgSet(RsOp.CTRL, RsCtrl.KEEPALIVE), WrOpcode.RDMA_WRITE, [], 0, 0, 0, 0));
-    this.flushPosts();
+    this.tx.addPost(sendWr(rsMsgSet(RsOp.CTRL, RsCtrl.KEEPALIVE), WrOpcode.RDMA_WRITE, [], 0, 0, 0, 0));
+    this.tx.flushPosts();
     this.progress();
   }
 
@@ -1949,51 +1433,22 @@ export class RsConn implements CqEventSink {
    * (its RDMA_IOMAPSIZE) is full.
    */
   riomap(buf: Uint8Array, prot: number, offset: number): number {
-    const pd = this._id?.pd;
-    if (!pd || prot & ~PROT_WRITE) throw rsErr('EINVAL', 'riomap');
-    let iomr: IomapMr | undefined;
-    if (prot & PROT_WRITE) {
-      if (this.remoteIomappings.length === 0) {
-        for (let i = 0; i < this.remoteIomap.length; i++) this.remoteIomappings.push({ offset: 0, mr: null, buf: null, index: i });
-      }
-      iomr = this.remoteIomappings.find((m) => m.mr === null);
-    } else iomr = { offset: 0, mr: null, buf: null, index: -1 };
-    if (!iomr) throw rsErr('ENOMEM', 'riomap', 'the peer iomap table is full');
-    const mr = pd.regMr(buf, Access.LOCAL_WRITE | (prot & PROT_WRITE ? Access.REMOTE_WRITE : 0));
-    iomr.mr = mr;
-    iomr.buf = buf;
-    iomr.offset = offset === -1 ? mr.addr : offset;
-    if (iomr.index >= 0) {
-      this.iomapQueue.push(iomr);
-      this.iomapPending = true;
-    } else this.iomapList.push(iomr);
-    return iomr.offset;
+    return this.iomap.map(this._id?.pd ?? null, buf, prot, offset);
   }
 
   /** riounmap(): release the mapping of exactly `buf` (same memory and length). EINVAL if none. */
   riounmap(buf: Uint8Array): void {
-    for (const list of [this.iomapList, this.iomapQueue]) {
-      const i = list.findIndex((m) => m.buf !== null && m.buf.buffer === buf.buffer && m.buf.byteOffset === buf.byteOffset && m.buf.byteLength === buf.byteLength);
-      if (i >= 0) {
-        const m = list[i] as IomapMr;
-        list.splice(i, 1);
-        if (m.mr?.registered) m.mr.dereg();
-        m.mr = null;
-        m.buf = null;
-        this.iomapPending = this.iomapQueue.length > 0;
-        return;
-      }
-    }
-    throw rsErr('EINVAL', 'riounmap');
+    this.iomap.unmap(buf);
   }
 
   /** rs_send_iomaps: write queued iomap entries into the peer's table. 0, or RS_EAGAIN. */
   private sendIomaps(): number {
     if (this.earlyStillQueued()) return RS_EAGAIN;
     this.flushPending();
-    while (this.iomapQueue.length > 0) {
+    const iomap = this.iomap;
+    while (iomap.queue.length > 0) {
       if (!this.canSend()) {
-        this.flushPosts();
+        this.tx.flushPosts();
         this.pump();
         if (!this.canSend()) {
           if (this._error) throw this._error;
@@ -2001,36 +1456,21 @@ export class RsConn implements CqEventSink {
           return RS_EAGAIN;
         }
       }
-      const m = this.iomapQueue[0] as IomapMr;
+      const m = iomap.queue[0] as IomapMr;
       const mr = m.mr as Mr;
       const entry = encodeIomap({ offset: m.offset, sge: { addr: mr.addr, key: mr.rkey, length: mr.length } }, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN);
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= this.wqesPerMsg;
-      this.sbufBytesAvail -= RS_IOMAP_SIZE;
-      const p = this.payload(entry, 0, RS_IOMAP_SIZE);
-      if (RS_TRACE) rsTrace(this.tag, `send IOMAP_SGL ${m.index} offset ${m.offset}`);
-      this.queueWriteMsg(p.sgl, rsMsgSet(RsOp.IOMAP_SGL, m.index), p.flags, this.remoteIomap.addr + m.index * RS_IOMAP_SIZE, this.remoteIomap.key);
-      this.iomapQueue.shift();
-      this.iomapList.push(m);
+      this.sqeAvail -= this.tx.wqesPerMsg;
+      this.tx.sbufBytesAvail -= RS_IOMAP_SIZE;
+      const p = this.tx.payload(entry, 0, RS_IOMAP_SIZE);
+      if (RS_TRACE) trace('rs', this.tag, `send IOMAP_SGL ${m.index} offset ${m.offset}`);
+      this.tx.queueWriteMsg(p.sgl, rsMsgSet(RsOp.IOMAP_SGL, m.index), p.flags, iomap.remote.addr + m.index * RS_IOMAP_SIZE, iomap.remote.key);
+      iomap.queue.shift();
+      iomap.list.push(m);
     }
-    this.flushPosts();
-    this.iomapPending = false;
+    this.tx.flushPosts();
+    iomap.pending = false;
     return 0;
-  }
-
-  /** The entry of our target iomap table covering `offset` (written there by the peer). */
-  private findIomap(offset: number): { offset: number; addr: number; key: number; length: number } | null {
-    const base = RS_SGE_SIZE * RS_SGL_SIZE;
-    const v = this.tgtView;
-    for (let i = 0; i < this.cfg.targetIomapSize; i++) {
-      const o = base + i * RS_IOMAP_SIZE;
-      const eoff = v.getUint32(o, true) + v.getUint32(o + 4, true) * 2 ** 32;
-      const addr = v.getUint32(o + 8, true) + v.getUint32(o + 12, true) * 2 ** 32;
-      const key = v.getUint32(o + 16, true);
-      const length = v.getUint32(o + 20, true);
-      if (offset >= eoff && offset < eoff + length) return { offset: eoff, addr, key, length };
-    }
-    return null;
   }
 
   /**
@@ -2044,11 +1484,11 @@ export class RsConn implements CqEventSink {
     this.rioBehindEarly = this.earlyStillQueued();
     if (this.rioBehindEarly) return RS_EAGAIN;
     this.flushPending();
-    if (this.iomapPending) {
+    if (this.iomap.pending) {
       const r = this.sendIomaps();
       if (r !== 0) return r;
     }
-    let iom: { offset: number; addr: number; key: number; length: number } | null = null;
+    let iom: TargetIomap | null = null;
     let olen = RAMP ? RS_OLAP_START_SIZE : RIO_MAX_XFER;
     let done = 0;
     while (done < count) {
@@ -2056,11 +1496,11 @@ export class RsConn implements CqEventSink {
       // A mapping covers [offset, offset + length): at its end the next one is looked up. Going on
       // with the used-up one would post zero-length writes without end.
       if (!iom || at >= iom.offset + iom.length) {
-        iom = this.findIomap(at);
+        iom = findTargetIomap(this.tgtView, this.cfg.targetIomapSize, at);
         if (!iom) break;
       }
       if (!this.canSend()) {
-        this.flushPosts();
+        this.tx.flushPosts();
         this.pump();
         if (!this.canSend()) break;
       }
@@ -2070,16 +1510,16 @@ export class RsConn implements CqEventSink {
         xfer = olen;
         if (olen < RIO_MAX_XFER) olen <<= 1;
       } else xfer = left;
-      if (xfer > this.sbufBytesAvail) xfer = this.sbufBytesAvail;
+      if (xfer > this.tx.sbufBytesAvail) xfer = this.tx.sbufBytesAvail;
       if (xfer > iom.offset + iom.length - at) xfer = iom.offset + iom.length - at;
       // rs_write_direct
       this.sqeAvail--;
-      this.sbufBytesAvail -= xfer;
-      const p = this.payload(src, off + done, xfer);
-      this.addPost(sendWr(rsMsgSet(RsOp.WRITE, xfer), WrOpcode.RDMA_WRITE, p.sgl, p.flags, 0, iom.addr + at - iom.offset, iom.key));
+      this.tx.sbufBytesAvail -= xfer;
+      const p = this.tx.payload(src, off + done, xfer);
+      this.tx.addPost(sendWr(rsMsgSet(RsOp.WRITE, xfer), WrOpcode.RDMA_WRITE, p.sgl, p.flags, 0, iom.addr + at - iom.offset, iom.key));
       done += xfer;
     }
-    this.flushPosts();
+    this.tx.flushPosts();
     if (done > 0 || !iom) return done;
     if (this._error) throw this._error;
     if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'riowrite');
@@ -2092,116 +1532,5 @@ export function noDevices(op: string): void {
   if (getDeviceList().length === 0) throw rsErr('ENODEV', op, 'No RDMA devices were detected');
 }
 
-/** Shared by {@link RsConn.setsockopt} and the listener's. */
-/**
- * The largest send or receive buffer an rsocket allocates. rs_init_bufs allocates and registers
- * the SO_SNDBUF/SO_RCVBUF sizes (doubled, in 32 bits: up to 4 GiB) and fails with ENOMEM when it
- * cannot, as happens on an ordinary machine long before that (the pinned memory of an MR is
- * limited by RLIMIT_MEMLOCK); here anything above 1 GiB is refused the same way.
- */
-export const RS_MAX_BUFFER = 1 << 30;
 
-/** A zeroed rsocket buffer (rs_init_bufs' calloc), or ENOMEM. */
-function rsBuffer(n: number): Buffer<ArrayBuffer> {
-  if (n > RS_MAX_BUFFER) throw rsErr('ENOMEM', 'rsocket', `a ${n}-byte buffer`);
-  try {
-    return Buffer.alloc(n);
-  } catch (e) {
-    throw new RdmaError('ENOMEM', { op: 'rsocket', detail: `a ${n}-byte buffer`, cause: e });
-  }
-}
-
-export function applySockopt(
-  t: { cfg: RsConfig; state: number; _setFlag(level: number, name: number, on: boolean): void; _hasBuffers: boolean; _ensureId(): CmId; _setKeepalive?(on: boolean): void; _setKeepIdle?(s: number): void },
-  level: number,
-  name: number,
-  value: SockOptValue,
-): void {
-  const op = 'rsetsockopt';
-  const num = typeof value === 'number' ? value : typeof value === 'boolean' ? (value ? 1 : 0) : value.onoff ? 1 : 0;
-  if (level === SOL_SOCKET) {
-    switch (name) {
-      case SO_REUSEADDR:
-        try {
-          t._ensureId().setOption(RdmaOption.LEVEL_ID, RdmaOption.ID_REUSEADDR, num ? 1 : 0);
-        } catch (e) {
-          // rsocket.c ignores ENOSYS (and late IB sets); anything else is reported.
-          if (!(e instanceof RdmaError && e.code === 'ENOSYS')) throw e instanceof RdmaError ? new RdmaError(e.code, { op, cause: e }) : e;
-        }
-        t._setFlag(level, name, num !== 0);
-        return;
-      // The value as a uint32_t, doubled in 32 bits (rsocket.c: `*(uint32_t *)optval << 1`).
-      case SO_RCVBUF:
-        // (`>>> 0` keeps a small size a small integer: a double here would change the field's
-        // representation in every RsConn's map, and the data path's optimised code with it.)
-        if (!t._hasBuffers) t.cfg.rbufSize = (((num >>> 0) * 2) % 2 ** 32) >>> 0;
-        return;
-      case SO_SNDBUF:
-        if (!t._hasBuffers) t.cfg.sbufSize = (((num >>> 0) * 2) % 2 ** 32) >>> 0;
-        if (t.cfg.sbufSize < RS_SNDLOWAT) t.cfg.sbufSize = RS_SNDLOWAT << 1;
-        return;
-      case SO_LINGER:
-        // Inverted so that the default (0) means "on", as rsocket.c stores it.
-        t._setFlag(level, name, num === 0);
-        return;
-      case SO_KEEPALIVE:
-        if (t._setKeepalive) t._setKeepalive(num !== 0);
-        else t._setFlag(level, name, num !== 0);
-        return;
-      case SO_OOBINLINE:
-        t._setFlag(level, name, num !== 0);
-        return;
-      case SO_BROADCAST:
-      default:
-        throw rsErr('EOPNOTSUPP', op);
-    }
-  }
-  if (level === IPPROTO_TCP) {
-    switch (name) {
-      case TCP_KEEPCNT:
-      case TCP_KEEPINTVL:
-      case TCP_MAXSEG:
-        return;
-      case TCP_KEEPIDLE:
-        if (num <= 0) throw rsErr('EINVAL', op, 'TCP_KEEPIDLE');
-        t._setKeepIdle?.(num);
-        return;
-      case TCP_NODELAY:
-        t._setFlag(level, name, num !== 0);
-        return;
-      default:
-        throw rsErr('EOPNOTSUPP', op);
-    }
-  }
-  if (level === IPPROTO_IPV6) {
-    if (name !== IPV6_V6ONLY) throw rsErr('EOPNOTSUPP', op);
-    t._ensureId().setOption(RdmaOption.LEVEL_ID, RdmaOption.ID_AFONLY, num ? 1 : 0);
-    t._setFlag(level, name, num !== 0);
-    return;
-  }
-  if (level === SOL_RDMA) {
-    if (t.state >= RsState.opening) throw rsErr('EINVAL', op, 'SOL_RDMA options must be set before connecting');
-    const v = Math.min(num >>> 0, RS_QP_MAX_SIZE);
-    switch (name) {
-      case RDMA_SQSIZE:
-        t.cfg.sqSize = v;
-        return;
-      case RDMA_RQSIZE:
-        t.cfg.rqSize = v;
-        return;
-      case RDMA_INLINE:
-        t.cfg.sqInline = v;
-        return;
-      case RDMA_IOMAPSIZE:
-        t.cfg.targetIomapSize = roundIomapSize(num);
-        return;
-      case RDMA_ROUTE:
-        // Path records are an InfiniBand concept; an iWARP route is the IP route.
-        return;
-      default:
-        throw rsErr('EOPNOTSUPP', op);
-    }
-  }
-  throw rsErr('EOPNOTSUPP', op);
-}
 

@@ -18,7 +18,9 @@
 import '../transports.js';
 export { RSocket, connect, createConnection, configFrom, type RSocketOptions, type RSocketConnectOptions } from './socket.js';
 export { RServer, createServer, type RServerListenOptions } from './server.js';
-export { RsConn, RS_EAGAIN, defaultConfig, type RsConfig, type SockOptValue } from './conn.js';
+export { RsConn, RS_EAGAIN } from './conn.js';
+export type { SockOptValue } from './sockopt.js';
+export { defaultConfig, type RsConfig } from './tunables.js';
 export { RsListener } from './listener.js';
 export { RsState, describeState } from './state.js';
 export * from './options.js';

@@ -6,12 +6,18 @@
  */
 import { CmEventType, PortSpace, createEventChannel, createId, type CmEvent, type CmId, type EventChannel, type SockAddr } from '../cm/index.js';
 import { RdmaError } from '../errors.js';
-import { RsConn, applySockopt, fullConfig, noDevices, type RsConfig, type SockOptValue } from './conn.js';
+import { RsConn, noDevices } from './conn.js';
+import { applySockopt, type SockOptValue } from './sockopt.js';
+import { fullConfig, type RsConfig } from './tunables.js';
 import { IPPROTO_IPV6, IPPROTO_TCP, POLLIN, SOL_RDMA, SOL_SOCKET, SO_ERROR, SO_RCVBUF, SO_SNDBUF, RDMA_INLINE, RDMA_IOMAPSIZE, RDMA_RQSIZE, RDMA_SQSIZE, TCP_KEEPIDLE } from './options.js';
-import { RsState } from './state.js';
+import { RsState, rsTransition } from './state.js';
+
+let listenerSeq = 0;
 
 /** A listening rsocket. */
 export class RsListener {
+  /** Trace tag `RSL[n]`. */
+  readonly tag = `RSL[${++listenerSeq}]`;
   /** Sizes handed to accepted sockets. */
   readonly cfg: RsConfig;
   private _state: number = RsState.init;
@@ -31,6 +37,10 @@ export class RsListener {
   /** The rsocket state ({@link RsState}). */
   get state(): number {
     return this._state;
+  }
+
+  private setState(s: number, why: string): void {
+    this._state = rsTransition(this.tag, this._state, s, why);
   }
 
   /** rsetsockopt() on the listener (values are inherited by accepted sockets where rsocket.c does). */
@@ -88,7 +98,7 @@ export class RsListener {
     } catch (e) {
       throw e instanceof RdmaError ? new RdmaError(e.code, { op: 'rbind', cause: e }) : e;
     }
-    this._state = RsState.bound;
+    this.setState(RsState.bound, 'bind');
   }
 
   /** rlisten(): start accepting connect requests (binds to the wildcard, port 0, if unbound). */
@@ -101,7 +111,7 @@ export class RsListener {
     } catch (e) {
       throw e instanceof RdmaError ? new RdmaError(e.code, { op: 'rlisten', cause: e }) : e;
     }
-    this._state = RsState.listening;
+    this.setState(RsState.listening, 'listen');
     this.loop = this.run();
   }
 

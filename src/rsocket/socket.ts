@@ -12,7 +12,8 @@
 import { Duplex } from 'node:stream';
 import { isIP } from 'node:net';
 import { lookup } from 'node:dns/promises';
-import { RsConn, RS_EAGAIN, type RsConfig } from './conn.js';
+import { RsConn, RS_EAGAIN } from './conn.js';
+import type { RsConfig } from './tunables.js';
 import { SHUT_WR, SOL_SOCKET, SO_KEEPALIVE, IPPROTO_TCP, TCP_KEEPIDLE, TCP_NODELAY } from './options.js';
 import { RsState } from './state.js';
 

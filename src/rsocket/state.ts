@@ -12,6 +12,7 @@
  * ```
  * Every change goes through {@link describeState} in traces (`RDMA_TRACE=rs`).
  */
+import { trace, tracing } from '../trace.js';
 
 export const RsState = {
   init: 0,
@@ -53,11 +54,15 @@ export function describeState(s: number): string {
   return parts.join('|');
 }
 
-const spec = (process.env['RDMA_TRACE'] ?? '').split(',').map((x) => x.trim());
 /** `RDMA_TRACE=rs` (or `all`, minus `-rs`): rsocket state changes and protocol messages. */
-export const RS_TRACE = (spec.includes('rs') || spec.includes('all')) && !spec.includes('-rs');
+export const RS_TRACE = tracing('rs');
 
-/** Write one `[rdma:rs] RS[n] ...` trace line (callers check {@link RS_TRACE} first). */
-export function rsTrace(tag: string, msg: string): void {
-  process.stderr.write(`[rdma:rs] ${tag} ${msg}\n`);
+/**
+ * The state transition of every rsocket object (connection or listener): the state it goes to,
+ * `to`; a change to another state is traced as `from -> to (why)` under `RDMA_TRACE=rs`, a
+ * "change" to the state it is in already is none and leaves no line.
+ */
+export function rsTransition(tag: string, from: number, to: number, why: string): number {
+  if (to !== from && RS_TRACE) trace('rs', tag, `${describeState(from)} -> ${describeState(to)} (${why})`);
+  return to;
 }

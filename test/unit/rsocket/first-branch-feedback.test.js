@@ -58,7 +58,7 @@ test('a receive that takes part of a message runs the code compiled for whole on
   const out = child(`
     await withRsPair({}, async ({ c, s }) => {
       const buf = Buffer.alloc(256);
-      const consume = rs.RsConn.prototype.consume;
+      const consume = Object.getPrototypeOf(s.rx).consume;
       %PrepareFunctionForOptimization(consume);
       const msg = Buffer.alloc(100);
       for (let i = 0; i < 3; i++) {
