@@ -84,7 +84,9 @@ export function readDirectory(port: number): RoceDirectory {
   let at = text.indexOf(prefix);
   while (at >= 0) {
     const eol = text.indexOf('\n', at);
-    const name = text.slice(at + prefix.length, eol < 0 ? text.length : eol);
+    // Node binds an abstract name padded with NULs to the whole sun_path, which /proc/net/unix
+    // shows as trailing '@'s (no name of ours has one).
+    const name = text.slice(at + prefix.length, eol < 0 ? text.length : eol).replace(/@+$/, '');
     const m = /^u(\d+)-qpn-(\d+)$/.exec(name);
     if (m) {
       const uid = Number(m[1]);

@@ -59,14 +59,27 @@ function udQp(n = 4) {
   const ctx = getDeviceList().find((d) => d.name === 'rxe_lo').open();
   const pd = ctx.allocPd();
   const cq = ctx.createCq(16);
-  const buf = Buffer.alloc(256 * n);
+  const buf = Buffer.alloc(256 * (n + 1)); // n receive slots, then a send slot
   const mr = pd.regMr(buf, Access.LOCAL_WRITE);
   const qp = pd.createQp({ qpType: QpType.UD, sendCq: cq, recvCq: cq, cap: { maxSendWr: 4, maxRecvWr: n, maxSendSge: 1, maxRecvSge: 1 } });
   qp.modify({ qpState: QpState.INIT, pkeyIndex: 0, portNum: 1, qkey: QKEY });
   qp.modify({ qpState: QpState.RTR });
   qp.modify({ qpState: QpState.RTS, sqPsn: 0 });
   for (let i = 0; i < n; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr + 256 * i, length: 256, lkey: mr.lkey }] });
-  return { qp, cq, buf };
+  return { ctx, pd, qp, cq, buf, mr, n };
+}
+
+/** Send `text` (inline) from QP `q` to QPN `qpn` at 127.0.0.1 over rxe_lo. */
+function sendTo(q, qpn, text) {
+  let sgid = 0;
+  for (let i = 0; i < 8; i++) {
+    const g = q.ctx.queryGid(1, i);
+    if (g[10] === 0xff && g[11] === 0xff && g[12] === 127) sgid = i;
+  }
+  const ah = q.pd.createAh({ isGlobal: true, portNum: 1, grh: { dgid: q.ctx.queryGid(1, sgid), flowLabel: 0, sgidIndex: sgid, hopLimit: 64, trafficClass: 0 } });
+  const at = 256 * q.n;
+  const len = q.buf.write(text, at);
+  q.qp.postSend({ wrId: 's', opcode: lib.WrOpcode.SEND, sgList: [{ addr: q.mr.addr + at, length: len, lkey: q.mr.lkey }], ud: { ah, remoteQpn: qpn, remoteQkey: QKEY } });
 }
 
 /** What a QP received within `ms`: the payload texts. */
@@ -128,6 +141,8 @@ if (mode === 'root') {
   await squat.exited;
   const a = asNobody('udqp');
   const { qpn, block: bBlock } = await a.next();
+  // Root's QP sends to that user's QP on this host: its block is found under that user's name.
+  sendTo(q, qpn, 'from root');
   const f = asNobody('frame', [nobodyUid, bBlock, qpn]);
   await f.next();
   const same = await a.next();

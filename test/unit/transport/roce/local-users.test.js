@@ -4,7 +4,8 @@
 // - a frame nobody hands to root's process over the block's Unix socket is taken only when it
 //   claims a source address of this host (what nobody could send over UDP itself): one claiming a
 //   remote address is dropped and counted in fwd_forged_drop, and never reaches the QP;
-// - two processes of nobody share the device: a frame from its own user is taken whatever its source.
+// - two processes of nobody share the device: a frame from its own user is taken whatever its source;
+// - root's QP sends to nobody's QP on this host (its block found under nobody's name).
 // Skipped (with the reason) where the runner is not root, cannot make a namespace, or lacks the
 // netopt addon (which reads the peer's credentials).
 import { test } from 'node:test';
@@ -46,7 +47,7 @@ test('local users: nobody cannot starve root of QPN blocks, forge a remote sourc
   assert.deepEqual(r.got, ['forge: local'], 'only the frame from a local address reached root\'s QP');
   assert.equal(r.fwd_forged_drop, 1, 'the remote claim was dropped and counted');
   assert.equal(r.fwd_rcvd, 2);
-  assert.deepEqual(r.same.got.sort(), ['frame: local', 'frame: remote'], 'a process of its own user may hand over any source');
+  assert.deepEqual(r.same.got.sort(), ['frame: local', 'frame: remote', 'from root'], 'a process of its own user may hand over any source; root reaches another user\'s QP');
   assert.equal(r.same.fwd_forged_drop, 0);
   assert.deepEqual(r.exits, [0, 0, 0]);
 });
