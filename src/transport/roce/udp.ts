@@ -854,6 +854,11 @@ export class PortAgent {
     const name = this.serviceName(key);
     if (!this.fwd.has(name)) {
       const now = performance.now();
+      // A name that failed lately costs nothing (and spends no connect token).
+      if (this.liveName(name, now) === null) {
+        sink.rxDatagram(msg, meta);
+        return;
+      }
       const known = now - this.heldAt < HELD_FRESH_MS && this.held.services.has(key);
       if (!known && !this.takeConnectToken(now) && !(this.rereadDirectory(now) && this.held.services.has(key))) {
         sink.rxDatagram(msg, meta);
