@@ -5,6 +5,7 @@
 // its RTU, a REQ whose REP is rejected, garbage on QP1, a client that vanishes.
 import dgram from 'node:dgram';
 import { once } from 'node:events';
+import { arrivals } from './arrivals.js';
 
 const wire = await import('../../../dist/wire/roce/index.js');
 const { serviceId, PortSpace } = await import('../../../dist/index.js');
@@ -31,8 +32,8 @@ export async function rawCmPeer(port = processPort(), { peer = PEER, local = LOC
   const sock = dgram.createSocket('udp4');
   sock.bind(port, peer);
   await once(sock, 'listening');
-  const inbox = [];
-  let waiter = null;
+  const box = arrivals((items) => `inbox: ${items.map((x) => x.mad?.msg.kind ?? x.spec.opcode).join(',')}`);
+  const inbox = box.items;
   let closed = false;
   sock.on('message', (msg, rinfo) => {
     const net = { family: 4, src: V4(rinfo.address), dst: V4(peer), sport: rinfo.port, dport: port };
@@ -50,31 +51,14 @@ export async function rawCmPeer(port = processPort(), { peer = PEER, local = LOC
         }
       }
     }
-    inbox.push(item);
-    waiter?.();
+    box.push(item);
   });
   const out = { family: 4, src: V4(peer), dst: V4(local), sport: port, dport: port };
   let gsiPsn = 0;
   return {
     inbox,
     /** The next item matching `pred` (removed from the inbox), or an error after `ms`. */
-    async next(pred, ms = 3000, what = 'a packet') {
-      const end = Date.now() + ms;
-      for (;;) {
-        const i = inbox.findIndex(pred);
-        if (i >= 0) return inbox.splice(i, 1)[0];
-        const left = end - Date.now();
-        if (left <= 0) throw new Error(`no ${what} within ${ms} ms (inbox: ${inbox.map((x) => x.mad?.msg.kind ?? x.spec.opcode).join(',')})`);
-        await new Promise((r) => {
-          const t = setTimeout(r, left);
-          waiter = () => {
-            clearTimeout(t);
-            r();
-          };
-        });
-        waiter = null;
-      }
-    },
+    next: (pred, ms = 3000, what = 'a packet') => box.next(pred, ms, what),
     mad(kind, ms) {
       return this.next((x) => x.mad?.msg.kind === kind, ms, kind);
     },

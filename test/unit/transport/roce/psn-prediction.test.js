@@ -15,6 +15,7 @@ import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { PORT, lib, wire, pollN, WrOpcode, SendFlags, WcStatus, QpState } from './roce-helpers.js';
 import { predictNextMathRandom } from '../../lib/v8-random.js';
+import { arrivals } from '../../lib/arrivals.js';
 
 const { createEventChannel, createId, PortSpace, CmEventType } = lib;
 const { IbOpcode, encodeRocePacket } = wire;
@@ -45,27 +46,10 @@ async function server(port) {
   const c = spawn(process.execPath, [SERVER, String(port)], { env: { ...process.env, RDMACM_ROCE_PORT: String(PORT) }, stdio: ['pipe', 'pipe', 'inherit'] });
   children.add(c);
   c.on('exit', () => children.delete(c));
-  const lines = [];
-  let wake = null;
-  createInterface({ input: c.stdout }).on('line', (l) => {
-    lines.push(JSON.parse(l));
-    wake?.();
-  });
-  const until = async (pred, ms, what) => {
-    const end = Date.now() + ms;
-    while (!pred()) {
-      const left = end - Date.now();
-      if (left <= 0) throw new Error(`server: no ${what} within ${ms} ms`);
-      await new Promise((r) => {
-        const t = setTimeout(r, left);
-        wake = () => {
-          clearTimeout(t);
-          r();
-        };
-      });
-      wake = null;
-    }
-  };
+  const box = arrivals();
+  const lines = box.items;
+  createInterface({ input: c.stdout }).on('line', (l) => box.push(JSON.parse(l)));
+  const until = (pred, ms, what) => box.until(pred, ms, `server: ${what}`);
   await until(() => lines.some((x) => x.listening), 10_000, 'listening');
   return { proc: c, lines, until, stop: () => c.stdin.end() };
 }

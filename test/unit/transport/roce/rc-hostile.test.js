@@ -10,6 +10,7 @@ import dgram from 'node:dgram';
 import { once } from 'node:events';
 import { PORT, lib, wire, roceCounters, loDevice, v4GidIndex, pollN, until } from './roce-helpers.js';
 import { rcPair, destroyPairs, WrOpcode, WcStatus, SendFlags } from './rc-helpers.js';
+import { arrivals } from '../../lib/arrivals.js';
 
 const { Access, QpState, QpType } = lib;
 const { IbOpcode, AethSyndrome, encodeRocePacket, decodeRocePacket } = wire;
@@ -29,8 +30,8 @@ const MTU = 1024;
 // -- the peer -----------------------------------------------------------------------------------
 
 let sock;
-const inbox = [];
-let waiter = null;
+const box = arrivals((items) => `got ${items.map((s) => s.opcode).join(',')}`);
+const inbox = box.items;
 const OUT = { family: 4, src: V4(PEER), dst: V4(LOCAL), sport: PORT, dport: PORT };
 
 test.before(async () => {
@@ -39,8 +40,7 @@ test.before(async () => {
   await once(sock, 'listening');
   sock.on('message', (msg, rinfo) => {
     const d = decodeRocePacket(msg, { net: { family: 4, src: V4(rinfo.address), dst: V4(PEER), sport: rinfo.port, dport: PORT } });
-    if (d.ok) inbox.push(d.spec);
-    waiter?.();
+    if (d.ok) box.push(d.spec);
   });
 });
 test.after(() => sock.close());
@@ -58,23 +58,7 @@ function sendRaw(bytes) {
 }
 
 /** The next packet the peer got matching `pred` (taken out of the inbox). */
-async function next(pred, ms = 2000, what = 'a packet') {
-  const end = Date.now() + ms;
-  for (;;) {
-    const i = inbox.findIndex(pred);
-    if (i >= 0) return inbox.splice(i, 1)[0];
-    const left = end - Date.now();
-    if (left <= 0) throw new Error(`no ${what} within ${ms} ms (got ${inbox.map((s) => s.opcode).join(',')})`);
-    await new Promise((r) => {
-      const t = setTimeout(r, left);
-      waiter = () => {
-        clearTimeout(t);
-        r();
-      };
-    });
-    waiter = null;
-  }
-}
+const next = (pred, ms = 2000, what = 'a packet') => box.next(pred, ms, what);
 const ackOf = (s) => s.opcode === IbOpcode.RC_ACKNOWLEDGE;
 const nak = () => next(ackOf, 2000, 'an ACK/NAK');
 const quiet = (ms = 150) => new Promise((r) => setTimeout(r, ms));
