@@ -322,8 +322,8 @@ export class PortAgent {
   private readonly deadNames = new Map<string, number>();
   /** Per QPN block, the time until which it is known to have no holder (0: not known). */
   private readonly deadBlocks = new Float64Array(LAST_BLOCK + 1);
-  /** The forwarding connection to each QPN block's holder (by block). */
-  private readonly blockRoutes = new Map<number, net.Socket>();
+  /** The name each QPN block's holder is reached through while a forwarding connection to it is open (by block). */
+  private readonly blockRoutes = new Map<number, string>();
   /** What the namespace's processes hold: QPN blocks and their holders' user IDs, services ({@link readDirectory}). */
   private held: RoceDirectory = { blocks: new Map(), services: new Set() };
   /** When {@link held} was read (performance.now() ms; -Infinity: never). */
@@ -343,8 +343,6 @@ export class PortAgent {
   private readonly v4Text = new Map<number, string>();
   /** {@link blockName} by block number. */
   private readonly blockNames = new Map<number, string>();
-  /** Every forwarding connection's name (the abstract name it was made to). */
-  private readonly fwdNames = new WeakMap<net.Socket, string>();
   /** The buffer every read of a forwarding connection lands in ({@link acceptForward}). */
   private fwdRead: Buffer | null = null;
   /** Forwarding connections corked since the last {@link uncorkAll} (one writev per burst). */
@@ -391,8 +389,7 @@ export class PortAgent {
    * forwarding connection to it was made to, else this user's name for it.
    */
   blockHolderName(block: number): string {
-    const c = this.blockRoutes.get(block);
-    return (c !== undefined ? this.fwdNames.get(c) : undefined) ?? this.blockName(block);
+    return this.blockRoutes.get(block) ?? this.blockName(block);
   }
 
   /** The abstract socket name of a service directory entry. */
@@ -797,9 +794,9 @@ export class PortAgent {
    * answers them).
    */
   private forwardToBlock(sink: RxSink, block: number, msg: Buffer, meta: RxMeta): void {
-    const c = this.blockRoutes.get(block);
-    if (c !== undefined) {
-      this.forward(sink, this.fwdNames.get(c) as string, msg, meta, block);
+    const routed = this.blockRoutes.get(block);
+    if (routed !== undefined) {
+      this.forward(sink, routed, msg, meta, block);
       return;
     }
     const now = performance.now();
@@ -955,13 +952,14 @@ export class PortAgent {
   private connectForward(sink: RxSink, name: string, block: number): net.Socket {
     const conn = net.connect(name);
     this.fwd.set(name, conn);
-    this.fwdNames.set(conn, name);
     this.unconfirmed.set(conn, []);
-    if (block >= 0) this.blockRoutes.set(block, conn);
+    if (block >= 0) this.blockRoutes.set(block, name);
     sink.fwdCount('fwd_connect');
+    // Forget this connection (not a newer one made to the same name since).
     const drop = (): void => {
-      if (this.fwd.get(name) === conn) this.fwd.delete(name);
-      if (block >= 0 && this.blockRoutes.get(block) === conn) this.blockRoutes.delete(block);
+      if (this.fwd.get(name) !== conn) return;
+      this.fwd.delete(name);
+      if (block >= 0 && this.blockRoutes.get(block) === name) this.blockRoutes.delete(block);
     };
     const fail = (): void => {
       drop();
@@ -1163,6 +1161,7 @@ export class PortAgent {
     this.blocks.clear();
     this.services.clear();
     this.fwd.clear();
+    this.blockRoutes.clear();
     this.sinksByIp.clear();
     this.qpnsInUse.clear();
     agents.delete(this.port);
