@@ -9,7 +9,7 @@ import {
   createEp, destroyEp, getaddrinfo, RAI, PortSpace, SendFlags, WcOpcode, WcStatus, CmEventType,
   regMsgs, regRead, regWrite, deregMr, postRecv, postSend, postSendv, postRead, postWrite, getSendComp, getRecvComp, sgeOf,
 } from '../../dist/index.js';
-import { forEachDevice, Cap } from './lib/devices.js';
+import { forEachDevice, Cap } from '../lib/devices.js';
 
 const ATTR = () => ({ cap: { maxSendWr: 4, maxRecvWr: 4, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 16 }, sqSigAll: true });
 

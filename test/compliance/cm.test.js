@@ -9,8 +9,8 @@ import {
   Access, WrOpcode, SendFlags, WcStatus, QpState, RdmaOption,
   getCmTransport, TransportType,
 } from '../../dist/index.js';
-import { forEachDevice, Cap } from './lib/devices.js';
-import { nextEvent, syncAccept, syncPair } from './lib/cm.js';
+import { forEachDevice, Cap } from '../lib/devices.js';
+import { nextEvent, syncAccept, syncPair } from '../lib/cm.js';
 
 /**
  * Private data as the peer sent it. The IB CM carries fixed-size fields, so RoCE reports the

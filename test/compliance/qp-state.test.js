@@ -6,7 +6,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { QpState, QpType, QpAttrMask, QP_STATE_TABLE, qpTransitionAllowed, TransportType, RdmaError } from '../../dist/index.js';
-import { forEachDevice, Cap } from './lib/devices.js';
+import { forEachDevice, Cap } from '../lib/devices.js';
 
 const M = QpAttrMask;
 const S = [QpState.RESET, QpState.INIT, QpState.RTR, QpState.RTS, QpState.SQD, QpState.ERR];

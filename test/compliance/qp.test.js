@@ -9,8 +9,8 @@ import {
   createId, PortSpace, Access, WrOpcode, SendFlags, WcStatus, WcOpcode, WcFlags, QpState, QpAttrMask, TransportType,
   PostError, AsyncEventType, AtomicCap,
 } from '../../dist/index.js';
-import { rcPair, reap } from '../unit/lib/rc-pair.js';
-import { forEachDevice, Cap } from './lib/devices.js';
+import { rcPair, reap } from '../lib/cm-rc-pair.js';
+import { forEachDevice, Cap } from '../lib/devices.js';
 
 const pair = rcPair;
 

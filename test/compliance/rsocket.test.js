@@ -10,7 +10,7 @@ import { randomBytes, createHash } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as rs from '../../dist/rsocket/index.js';
-import { forEachDevice, Cap } from './lib/devices.js';
+import { forEachDevice, Cap } from '../lib/devices.js';
 
 const [NET, RSOCKET] = [
   {

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Access, AtomicCap, LinkLayer, PortState, QpState, QpType, RdmaError } from '../../dist/index.js';
-import { forEachDevice, Cap } from './lib/devices.js';
+import { forEachDevice, Cap } from '../lib/devices.js';
 
 const code = (c) => (e) => e instanceof RdmaError && e.code === c;
 

@@ -5,7 +5,8 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, runCli, freePort, describeRun, waitListening } from './helpers.js';
+import { REPO_ROOT, startCli, runCli, describeRun, waitListening } from '../lib/tools.js';
+import { freePort } from '../lib/ports.js';
 
 const CMTIME = join(REPO_ROOT, 'dist', 'cli', 'cmtime.js');
 const opts = { skip: existsSync(CMTIME) ? false : `${CMTIME} is missing: run npm run build` };

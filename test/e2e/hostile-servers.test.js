@@ -12,9 +12,10 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { RPING, REPO_ROOT, startCli, runCli, freePort, waitListening, waitRoceListening, describeRun, rpingLines } from './helpers.js';
-import { rawCmPeer, reqWithoutRtu, reqThenRej, establishThenVanish, sendThenVanish, garbageMads } from '../unit/lib/raw-cm.js';
-import { junkRequests, halfOpenFlood, replyThenClose, requestThenReset, garbageForRtr, hugeReads, rawClient, rtrWrite } from '../unit/lib/raw-mpa.js';
+import { RPING, REPO_ROOT, startCli, runCli, waitListening, waitRoceListening, describeRun, rpingLines } from '../lib/tools.js';
+import { freePort } from '../lib/ports.js';
+import { rawCmPeer, reqWithoutRtu, reqThenRej, establishThenVanish, sendThenVanish, garbageMads } from '../lib/raw-cm.js';
+import { junkRequests, halfOpenFlood, replyThenClose, requestThenReset, garbageForRtr, hugeReads, rawClient, rtrWrite } from '../lib/raw-mpa.js';
 import { encodeFpdu, RdmapOpcode } from '../../dist/wire/index.js';
 import { getDeviceList, TransportType } from '../../dist/index.js';
 

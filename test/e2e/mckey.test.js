@@ -5,7 +5,8 @@ import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, runCli, describeRun, makeNetns } from './helpers.js';
+import { REPO_ROOT, startCli, runCli, describeRun, makeNetns } from '../lib/tools.js';
+import { sleep } from '../lib/wait.js';
 
 const MCKEY = join(REPO_ROOT, 'dist', 'cli', 'mckey.js');
 const ns = existsSync(MCKEY) ? makeNetns('mckey') : { skip: `${MCKEY} is missing: run npm run build`, remove() {} };
@@ -15,7 +16,6 @@ const opts = { skip: ns.skip };
 const GROUP = '239.1.1.1';
 const JOINED = `mckey: joined dgid: ::ffff:${GROUP} mlid 0x0 sl 0`;
 const lines = (...l) => l.map((x) => `${x}\n`).join('');
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const RECEIVER_OK = (joins = 1) =>
   lines('mckey: starting server', 'mckey: joining', ...Array(joins).fill(JOINED), 'receiving data transfers', 'data transfers complete', 'test complete', 'return status 0');

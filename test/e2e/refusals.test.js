@@ -7,7 +7,8 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, runCli, freePort, waitListening, describeRun } from './helpers.js';
+import { REPO_ROOT, startCli, runCli, waitListening, describeRun } from '../lib/tools.js';
+import { freePort } from '../lib/ports.js';
 
 const tool = (name) => join(REPO_ROOT, 'dist', 'cli', `${name}.js`);
 const RSTREAM = tool('rstream');

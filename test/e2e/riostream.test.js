@@ -4,8 +4,8 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO_ROOT, runCli, describeRun } from './helpers.js';
-import { DEFAULT_SERIES, HEADER, assertOk, assertTable, pair } from './stream-helpers.js';
+import { REPO_ROOT, runCli, describeRun } from '../lib/tools.js';
+import { DEFAULT_SERIES, HEADER, assertOk, assertTable, pair } from '../lib/stream-tools.js';
 
 const RIOSTREAM = join(REPO_ROOT, 'dist', 'cli', 'riostream.js');
 const opts = { skip: existsSync(RIOSTREAM) ? false : `${RIOSTREAM} is missing: run npm run build`, timeout: 60_000 };

@@ -11,14 +11,14 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, describeRun, rpingLines, netemSparingDreq } from './helpers.js';
+import { REPO_ROOT, startCli, describeRun, rpingLines, netemSparingDreq } from '../lib/tools.js';
+import { sleep } from '../lib/wait.js';
 
 const cli = (name) => join(REPO_ROOT, 'dist', 'cli', `${name}.js`);
 const SERVER_IP = '10.77.0.1';
 const CLIENT_IP = '10.77.0.2';
 const ip = (...a) => spawnSync('ip', a, { encoding: 'utf8' });
 const tc = (ns, ...a) => spawnSync('ip', ['netns', 'exec', ns, 'tc', ...a], { encoding: 'utf8' });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Two namespaces joined by veth (rc0 in both): `{ a, b, skip, remove }`. */
 function makeLink() {

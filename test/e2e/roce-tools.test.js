@@ -6,14 +6,15 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, runCli, freePort, describeRun, rpingLines, waitRoceListening } from './helpers.js';
+import { REPO_ROOT, startCli, runCli, describeRun, rpingLines, waitRoceListening } from '../lib/tools.js';
+import { freePort } from '../lib/ports.js';
+import { sleep } from '../lib/wait.js';
 
 const cli = (name) => join(REPO_ROOT, 'dist', 'cli', `${name}.js`);
 // A private RoCE UDP port: other tests on this host never see these datagrams.
 const ROCE_PORT = String(40000 + Math.floor(Math.random() * 20000));
 const ENV = { RDMACM_DEVICE: 'rxe_lo', RDMACM_ROCE_PORT: ROCE_PORT };
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Start `tool` as server, wait until it listens, run the client; both results. */
 async function pair(tool, serverArgs, clientArgs, port, { env = {}, clientTool = tool, timeoutMs = 60_000 } = {}) {

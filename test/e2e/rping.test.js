@@ -4,7 +4,8 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { RPING, startCli, runCli, freePort, waitListening, describeRun, rpingLines } from './helpers.js';
+import { RPING, startCli, runCli, waitListening, describeRun, rpingLines } from '../lib/tools.js';
+import { freePort } from '../lib/ports.js';
 
 const built = existsSync(RPING);
 const opts = { skip: built ? false : `${RPING} is missing: run npm run build` };

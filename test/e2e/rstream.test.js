@@ -7,8 +7,9 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import net from 'node:net';
 import { join } from 'node:path';
-import { REPO_ROOT, runCli, freePort, describeRun } from './helpers.js';
-import { DEFAULT_SERIES, HEADER, assertOk, assertTable, pair } from './stream-helpers.js';
+import { REPO_ROOT, runCli, describeRun } from '../lib/tools.js';
+import { freePort } from '../lib/ports.js';
+import { DEFAULT_SERIES, HEADER, assertOk, assertTable, pair } from '../lib/stream-tools.js';
 
 const RSTREAM = join(REPO_ROOT, 'dist', 'cli', 'rstream.js');
 const opts = { skip: existsSync(RSTREAM) ? false : `${RSTREAM} is missing: run npm run build`, timeout: 60_000 };

@@ -5,10 +5,11 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
-import { RPING, startCli, freePort, waitListening, describeRun, rpingText } from './helpers.js';
+import { RPING, startCli, waitListening, describeRun, rpingText } from '../lib/tools.js';
+import { freePort } from '../lib/ports.js';
+import { sleep } from '../lib/wait.js';
 
 const opts = { skip: existsSync(RPING) ? false : `${RPING} is missing: run npm run build`, timeout: 120_000 };
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** One rping pair (-C 3 -V -v), `side` stopped for `pause` ms, `at` ms after the client started. */
 async function run(side, at, pause = 400) {

@@ -14,15 +14,16 @@ import { existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node
 import os, { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { REPO_ROOT, RPING, startCli, runCli, freePort, describeRun, rpingLines, waitListening } from './helpers.js';
-import { assertOk, assertTable, pair } from './stream-helpers.js';
+import { REPO_ROOT, RPING, startCli, runCli, describeRun, rpingLines, waitListening } from '../lib/tools.js';
+import { freePort } from '../lib/ports.js';
+import { assertOk, assertTable, pair } from '../lib/stream-tools.js';
+import { sleep } from '../lib/wait.js';
 
 const HOOK = pathToFileURL(join(REPO_ROOT, 'test', 'fixtures', 'module-log', 'register.mjs')).href;
 const DIST = pathToFileURL(join(REPO_ROOT, 'dist')).href;
 const dir = mkdtempSync(join(tmpdir(), 'rdmacm-modules-'));
 test.after(() => rmSync(dir, { recursive: true, force: true }));
 const ROCE_PORT = String(40000 + Math.floor(Math.random() * 20000));
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 let logs = 0;
 /** Environment that logs the process's modules to a new file; `read()` gives dist-relative paths. */

@@ -5,7 +5,8 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, runCli, freePort, waitListening, describeRun } from './helpers.js';
+import { REPO_ROOT, startCli, runCli, waitListening, describeRun } from '../lib/tools.js';
+import { freePort } from '../lib/ports.js';
 
 const UCMATOSE = join(REPO_ROOT, 'dist', 'cli', 'ucmatose.js');
 const opts = { skip: existsSync(UCMATOSE) ? false : `${UCMATOSE} is missing: run npm run build` };

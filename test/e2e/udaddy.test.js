@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, runCli, describeRun, makeNetns } from './helpers.js';
+import { REPO_ROOT, startCli, runCli, describeRun, makeNetns } from '../lib/tools.js';
+import { sleep } from '../lib/wait.js';
 
 const UDADDY = join(REPO_ROOT, 'dist', 'cli', 'udaddy.js');
 const ns = existsSync(UDADDY) ? makeNetns('udaddy') : { skip: `${UDADDY} is missing: run npm run build`, remove() {} };
@@ -14,7 +15,6 @@ after(() => ns.remove());
 const opts = { skip: ns.skip };
 
 const lines = (...l) => l.map((x) => `${x}\n`).join('');
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const SERVER_OK = lines('udaddy: starting server', 'receiving data transfers', 'sending replies', 'data transfers complete', 'test complete', 'return status 0');
 const CLIENT_OK = lines('udaddy: starting client', 'udaddy: connecting', 'initiating data transfers', 'receiving data transfers', 'data transfers complete', 'test complete', 'return status 0');

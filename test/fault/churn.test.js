@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
-import { REPO_ROOT } from '../e2e/helpers.js';
+import { REPO_ROOT } from '../lib/tools.js';
 
 const DIST_INDEX = join(REPO_ROOT, 'dist', 'index.js');
 const CYCLES = Number(process.env.CHURN_CYCLES ?? 5000);

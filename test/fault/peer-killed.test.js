@@ -8,22 +8,16 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, freePort, waitListening, describeRun, rpingLines } from '../e2e/helpers.js';
+import { REPO_ROOT, startCli, waitListening, describeRun, rpingLines } from '../lib/tools.js';
+import { freePort } from '../lib/ports.js';
+import { until, sleep } from '../lib/wait.js';
 
 const cli = (name) => join(REPO_ROOT, 'dist', 'cli', `${name}.js`);
 const DIST_INDEX = join(REPO_ROOT, 'dist', 'index.js');
 /** How long the surviving side may take to end after its peer is killed. */
 const SURVIVOR_MS = 8000;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-async function until(pred, what, ms = 10_000) {
-  const t0 = Date.now();
-  while (!pred()) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out after ${ms} ms waiting for ${what}`);
-    await sleep(10);
-  }
-}
 
 /** Whether an ESTABLISHED TCP connection has `port` at either end (from /proc/net/tcp{,6}). */
 function connectedOn(port) {
@@ -53,7 +47,7 @@ async function killMidway({ tool, serverArgs, clientArgs, port, midway, victim, 
   try {
     if (listening) await waitListening(port, { exited: srv.done });
     c = startCli(cli(tool), clientArgs, { timeoutMs: 60_000 });
-    await until(() => midway(srv, c), `${tool} to be mid-transfer (server: ${JSON.stringify(srv.stdout().slice(-200))}, client: ${JSON.stringify(c.stdout().slice(-200))})`);
+    await until(() => midway(srv, c), 10_000, `${tool} to be mid-transfer (server: ${JSON.stringify(srv.stdout().slice(-200))}, client: ${JSON.stringify(c.stdout().slice(-200))})`);
     const [dead, alive] = victim === 'server' ? [srv, c] : [c, srv];
     dead.kill('SIGKILL');
     const t0 = Date.now();
@@ -212,7 +206,7 @@ test('rdma_server: client killed before its message, the server ends with "end 0
   try {
     await waitListening(port, { exited: srv.done });
     peer = startPeer('client', port);
-    await until(() => peer.up(), `the peer to connect (${peer.err()})`);
+    await until(() => peer.up(), 10_000, `the peer to connect (${peer.err()})`);
     peer.child.kill('SIGKILL');
     const r = await Promise.race([srv.done, sleep(SURVIVOR_MS).then(() => null)]);
     assert.ok(r !== null, `rdma_server did not end within ${SURVIVOR_MS} ms: ${JSON.stringify(srv.stdout())} ${JSON.stringify(srv.stderr())}`);
@@ -234,7 +228,7 @@ test('rdma_client: server killed before its reply, the client ends with "end 0"'
   try {
     await waitListening(port, { exited: peer.done });
     c = startCli(cli('rdma_client'), ['-s', '127.0.0.1', '-p', String(port)], { timeoutMs: 30_000 });
-    await until(() => peer.up(), `the peer to accept (${peer.err()})`);
+    await until(() => peer.up(), 10_000, `the peer to accept (${peer.err()})`);
     peer.child.kill('SIGKILL');
     const r = await Promise.race([c.done, sleep(SURVIVOR_MS).then(() => null)]);
     assert.ok(r !== null, `rdma_client did not end within ${SURVIVOR_MS} ms: ${JSON.stringify(c.stdout())} ${JSON.stringify(c.stderr())}`);

@@ -27,7 +27,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf } from './lib/refvm.js';
 import { rpingStdout, assertRpingStdout, unexpectedStderr } from './lib/rping-pattern.js';
-import { netemSparingDreq } from '../e2e/helpers.js';
+import { netemSparingDreq } from '../lib/tools.js';
 
 const GUEST_IP = '10.77.0.2';
 const HOST_IP6 = 'fd77::1';

@@ -23,22 +23,15 @@ import {
   isValidTermCode,
 } from '../../../dist/wire/index.js';
 import { mutate, splits, hexHead } from '../lib/mutate.js';
+import { until, sleep } from '../../lib/wait.js';
 
 const PAGE = 4096;
 const RECV_LEN = 256;
 const WRITE_AREA = 2048; // Writes land in [2048, 4096) of the region, receives in [0, RECV_LEN * recvs)
 const WAIT_MS = 3000;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const turn = () => new Promise((r) => setImmediate(r));
 
-async function until(pred, what, ms = WAIT_MS) {
-  const t0 = Date.now();
-  while (!pred()) {
-    if (Date.now() - t0 > ms) throw new Error(`timed out after ${ms} ms waiting for ${typeof what === 'function' ? what() : what}`);
-    await sleep(1);
-  }
-}
 
 /** A raw TCP peer: connects, collects what it receives, notices the close. */
 async function rawPeer(port) {
@@ -178,7 +171,7 @@ async function fpduCase(rng, t, ctx) {
   const p = await rawPeer(ctx.port);
   try {
     p.sock.write(encodeMpaStartFrame({ type: 'request', markers: false, crc, reject: false, enhanced: true, rev: 2, ird: 4, ord: 4, p2p: true, rtrSend: false, rtrWrite: true, rtrRead: false, privateData: new Uint8Array(0) }));
-    await until(() => p.all().length >= 24 || p.closed, 'the MPA Reply');
+    await until(() => p.all().length >= 24 || p.closed, WAIT_MS, 'the MPA Reply', 1);
     const rep = decodeMpaStartFrame(p.all(), 'reply');
     assert.ok('frame' in rep && !rep.frame.reject, 'accepted');
     assert.equal(rep.frame.crc, crc);
@@ -210,7 +203,7 @@ async function fpduCase(rng, t, ctx) {
       await until(() => {
         wcs.push(...child.recvCq.poll(8));
         return wcs.length >= g.sends.length;
-      }, `${g.sends.length} receive completions`);
+      }, WAIT_MS, `${g.sends.length} receive completions`, 1);
       wcs.forEach((wc, i) => {
         assert.equal(wc.status, WcStatus.SUCCESS, `receive ${i}`);
         assert.equal(wc.wrId, i);
@@ -220,7 +213,7 @@ async function fpduCase(rng, t, ctx) {
       await until(() => {
         const d = decodeReturned(p.all().subarray(replyLen), crc, false);
         return !d.partial && d.responses.reduce((a, r) => a + r.len, 0) >= wantBytes && d.responses.length >= g.reads.length;
-      }, 'the Read Responses');
+      }, WAIT_MS, 'the Read Responses', 1);
       const d = decodeReturned(p.all().subarray(replyLen), crc, true);
       assert.equal(d.terminate, null, 'no TERMINATE for a valid stream');
       let k = 0;
@@ -238,7 +231,7 @@ async function fpduCase(rng, t, ctx) {
       }
       assert.equal(k, d.responses.length, 'no Read Response unasked');
       for (let i = 0; i < g.sends.length; i++) assert.ok(s.region.subarray(i * RECV_LEN, i * RECV_LEN + g.sends[i].length).equals(g.sends[i]), `Send ${i} data`);
-      await until(() => s.region.subarray(WRITE_AREA).equals(g.model.subarray(WRITE_AREA)), 'the RDMA Writes in memory');
+      await until(() => s.region.subarray(WRITE_AREA).equals(g.model.subarray(WRITE_AREA)), WAIT_MS, 'the RDMA Writes in memory', 1);
       t.count('valid');
     }
 
@@ -258,7 +251,7 @@ async function fpduCase(rng, t, ctx) {
     await until(() => {
       wcs.push(...child.recvCq.poll(16));
       return wcs.length >= recvs;
-    }, () => `${recvs} receive completions after DISCONNECTED (${got()})`);
+    }, WAIT_MS, () => `${recvs} receive completions after DISCONNECTED (${got()})`, 1);
     await turn();
     wcs.push(...child.recvCq.poll(16));
     assert.equal(wcs.length, recvs, `each posted receive completes exactly once (${got()})`);
@@ -266,7 +259,7 @@ async function fpduCase(rng, t, ctx) {
     for (const w of wcs) if (w.status === WcStatus.SUCCESS) assert.ok(w.byteLen <= RECV_LEN);
     assert.ok(guardsIntact(s), 'bytes outside the region unchanged');
     if (!rst) {
-      await until(() => p.closed, 'our side to close the connection');
+      await until(() => p.closed, WAIT_MS, 'our side to close the connection', 1);
       const d = decodeReturned(p.all().subarray(replyLen), crc, true);
       if (mutated) t.count(d.terminate ? 'terminate' : 'closed');
     } else t.count('rst');
@@ -294,7 +287,7 @@ async function mpaCase(rng, t) {
     await sleep(rng.int(5));
     p.sock.end();
     await listen.destroy(); // a request still queued is rejected
-    await until(() => p.closed, 'the connection to end after a mutated MPA Request');
+    await until(() => p.closed, WAIT_MS, 'the connection to end after a mutated MPA Request', 1);
     const got = p.all();
     if (got.length > 0) {
       const r = decodeMpaStartFrame(got, 'reply');

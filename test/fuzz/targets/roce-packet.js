@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { roce } from '../../../dist/wire/index.js';
-import { udpDatagrams } from '../../unit/wire/pcap-util.js';
+import { udpDatagrams } from '../../lib/pcap.js';
 import { guarded } from '../lib/assert-typed.js';
 import { hexHead, mutate } from '../lib/mutate.js';
 

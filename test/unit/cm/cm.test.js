@@ -8,15 +8,9 @@ import {
   createId, createEventChannel, PortSpace, CmEventType, CmState, rdmaEventStr, getaddrinfo, GaiError, RdmaError,
   Access, WrOpcode, SendFlags, WcStatus, QpState, RdmaOption,
 } from '../../../dist/index.js';
-import { nextEvent, syncPair } from '../../compliance/lib/cm.js';
+import { nextEvent, syncPair } from '../../lib/cm.js';
+import { freePort } from '../../lib/ports.js';
 
-async function freePort() {
-  const s = net.createServer();
-  await new Promise((r) => s.listen(0, '127.0.0.1', r));
-  const p = s.address().port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
 
 async function closePair({ id, child }) {
   await id.disconnect();

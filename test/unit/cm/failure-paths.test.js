@@ -15,19 +15,10 @@ import { fileURLToPath } from 'node:url';
 process.env.RDMACM_MPA_REPLY_TIMEOUT_MS = '400';
 const { createId, createEventChannel, PortSpace, CmEventType, WcStatus, Access, RdmaError } = await import('../../../dist/index.js');
 const { resolveNeighbor, nextHopV4, arpComplete } = await import('../../../dist/cm/addr.js');
+const { nextEvent } = await import('../../lib/cm.js');
+const { freePort } = await import('../../lib/ports.js');
 const DIST_INDEX = fileURLToPath(new URL('../../../dist/index.js', import.meta.url));
 
-async function nextEvent(ch, ms = 3000) {
-  return ch.getEvent(AbortSignal.timeout(ms));
-}
-
-async function freePort() {
-  const s = net.createServer();
-  await new Promise((r) => s.listen(0, '127.0.0.1', r));
-  const p = s.address().port;
-  await new Promise((r) => s.close(r));
-  return p;
-}
 
 /** An async client id with address and route resolved and a QP. */
 async function clientTo(port, address = '127.0.0.1') {

@@ -19,6 +19,7 @@ delete process.env.RDMACM_NATIVE;
 delete process.env.RDMACM_BACKEND;
 delete process.env.RDMACM_DEVICE;
 const m = await import('../../../dist/index.js');
+const { nextEvent } = await import('../../lib/cm.js');
 const { createEventChannel, createId, PortSpace, CmEventType, CmState, RdmaError, RdmaOption, QpState } = m;
 const fake = globalThis.__fakeAddon;
 const ADDR = nic?.a.address;
@@ -29,10 +30,6 @@ const names = (n) => since(n).map((c) => c.name);
 const keyOf = (h) => fake.calls.filter((c) => c.name === 'cmSetKey' && c.args[0] === h).at(-1)?.args[1];
 const emit = (ev) => fake.handlers.cm({ status: 0, listenKey: -1, conn: { privateData: Buffer.alloc(0), responderResources: 0, initiatorDepth: 0, flowControl: 0, retryCount: 0, rnrRetryCount: 0, srq: 0, qpNum: 0 }, ...ev });
 
-async function nextEvent(ch) {
-  const ev = await Promise.race([ch.getEvent(), new Promise((_, rej) => setTimeout(() => rej(new Error('no event')), 2000))]);
-  return ev;
-}
 
 test('an address of the kernel device binds the id to it through rdma_bind_addr', { skip }, async () => {
   const ch = createEventChannel();

@@ -6,11 +6,11 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import * as rs from '../../../dist/rsocket/index.js';
-import { withRsPair } from '../lib/rs-pair.js';
+import { withRsPair } from '../../lib/rs-pair.js';
+import { sleep } from '../../lib/wait.js';
 
 const { POLLIN, RS_DEFAULTS, RsConn, RsListener } = rs;
 const T = { timeout: 30_000 };
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** A connected pair whose client busy-polls for `us` µs. */
 async function withPair(us, fn) {

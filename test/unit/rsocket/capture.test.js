@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { FpduDecoder, RdmapOpcode, decodeMpaStartFrame } from '../../../dist/wire/index.js';
 import * as P from '../../../dist/rsocket/protocol.js';
-import { tcpStreams } from '../wire/pcap-util.js';
+import { tcpStreams } from '../../lib/pcap.js';
 import { RecordingSink } from '../wire/fpdu-cases.js';
 
 const PCAP = fileURLToPath(new URL('./fixtures/rstream-kernel-server.pcap', import.meta.url));

@@ -9,7 +9,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 
-const PAIR = new URL('../lib/rs-pair.js', import.meta.url).href;
+const PAIR = new URL('../../lib/rs-pair.js', import.meta.url).href;
+const WAIT = new URL('../../lib/wait.js', import.meta.url).href;
 const RS = new URL('../../../dist/rsocket/index.js', import.meta.url).href;
 
 function child(body) {
@@ -18,7 +19,7 @@ function child(body) {
     const rs = await import(${JSON.stringify(RS)});
     const { RS_EAGAIN, POLLIN, POLLOUT, SOL_SOCKET, SO_RCVBUF, SO_SNDBUF } = rs;
     const opt = (f) => (%GetOptimizationStatus(f) & 16) !== 0;
-    const until = async (cond) => { for (let i = 0; i < 2000 && !cond(); i++) await new Promise((r) => setTimeout(r, 2)); };
+    const { until } = await import(${JSON.stringify(WAIT)});
     const out = [];
     ${body}
     console.log(JSON.stringify(out));`;

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { once } from 'node:events';
 import { createId, PortSpace, Access, WrOpcode, SendFlags, CmEventType } from '../../../dist/index.js';
 import * as rs from '../../../dist/rsocket/index.js';
-import { rawClient, replyThenClose, junkRequests, rtrWrite, expectTerminateAmong } from '../lib/raw-mpa.js';
+import { rawClient, replyThenClose, junkRequests, rtrWrite, expectTerminateAmong } from '../../lib/raw-mpa.js';
 import { encodeFpdu, RdmapOpcode } from '../../../dist/wire/index.js';
 
 const P = rs.protocol;

@@ -5,7 +5,8 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import * as rs from '../../../dist/rsocket/index.js';
-import { withRsPair } from '../lib/rs-pair.js';
+import { withRsPair } from '../../lib/rs-pair.js';
+import { until } from '../../lib/wait.js';
 
 const { RS_EAGAIN, POLLIN, POLLOUT, POLLHUP, SHUT_RDWR } = rs;
 const T = { timeout: 30_000 };
@@ -13,20 +14,14 @@ const T = { timeout: 30_000 };
 const withPair = (fn) => withRsPair({}, fn);
 
 /** Wait until `c.poll(events, 0)` reports `bit`. */
-async function until(c, events, bit) {
-  const t0 = Date.now();
-  while (!((await c.poll(events, 0)) & bit)) {
-    if (Date.now() - t0 > 5000) throw new Error('timed out');
-    await new Promise((r) => setTimeout(r, 5));
-  }
-}
+const untilPolled = (c, events, bit) => until(async () => (await c.poll(events, 0)) & bit, 5000, `poll bit ${bit}`);
 
 test('data then DISCONNECT, processed together: POLLIN without POLLHUP until the data is read', T, () =>
   withPair(async ({ c, s }) => {
     const msg = Buffer.from('the last words');
     assert.equal(s.send(msg), msg.length);
     await s.shutdown(SHUT_RDWR);
-    await until(c, POLLOUT, POLLHUP); // the DISCONNECT has been processed
+    await untilPolled(c, POLLOUT, POLLHUP); // the DISCONNECT has been processed
     assert.equal(await c.poll(POLLIN, 0), POLLIN, 'data first');
     assert.equal(await c.poll(POLLIN | POLLOUT, 0), POLLIN, 'data first, also when POLLOUT is asked too');
     const got = Buffer.alloc(64);

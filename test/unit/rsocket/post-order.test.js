@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import * as rs from '../../../dist/rsocket/index.js';
 import { WrOpcode } from '../../../dist/verbs/index.js';
-import { withRsPair, sendAll, recvAll, fixed } from '../lib/rs-pair.js';
+import { withRsPair, sendAll, recvAll, fixed } from '../../lib/rs-pair.js';
 
 const { SOL_SOCKET, SO_RCVBUF, SO_SNDBUF } = rs;
 const T = { timeout: 30_000 };

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import * as rs from '../../../dist/rsocket/index.js';
 import { WrOpcode } from '../../../dist/verbs/index.js';
-import { withRsPair } from '../lib/rs-pair.js';
+import { withRsPair } from '../../lib/rs-pair.js';
 
 const { RS_EAGAIN, POLLIN, POLLOUT, PROT_WRITE, SOL_RDMA, RDMA_IOMAPSIZE, SOL_SOCKET, SO_SNDBUF } = rs;
 const MiB = 1024 * 1024;

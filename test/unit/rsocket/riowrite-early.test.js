@@ -6,7 +6,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import * as rs from '../../../dist/rsocket/index.js';
-import { withRsPair, recvAll, fixed } from '../lib/rs-pair.js';
+import { withRsPair, recvAll, fixed } from '../../lib/rs-pair.js';
 
 const { RS_EAGAIN, POLLIN, POLLOUT, PROT_WRITE, SOL_RDMA, RDMA_IOMAPSIZE, SOL_SOCKET, SO_RCVBUF, SO_SNDBUF } = rs;
 const T = { timeout: 30_000 };

@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import * as rs from '../../../dist/rsocket/index.js';
-import { withRsPair, sendAll, recvAll, fixed } from '../lib/rs-pair.js';
+import { withRsPair, sendAll, recvAll, fixed } from '../../lib/rs-pair.js';
 
 const { RS_EAGAIN, SOL_SOCKET, SO_RCVBUF, SO_SNDBUF } = rs;
 const T = { timeout: 60_000 };

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 
 const T = { timeout: 60_000 };
-const PAIR = new URL('../lib/rs-pair.js', import.meta.url).href;
+const PAIR = new URL('../../lib/rs-pair.js', import.meta.url).href;
 
 /** Run one connected pair and its close in a child with `RDMA_TRACE=trace`: the `[rdma:rs]` lines. */
 function rsTraceLines(traceSpec) {

@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { WrOpcode } from '../../../dist/verbs/index.js';
 
-const PAIR = new URL('../lib/rs-pair.js', import.meta.url).href;
+const PAIR = new URL('../../lib/rs-pair.js', import.meta.url).href;
 const RS = new URL('../../../dist/rsocket/index.js', import.meta.url).href;
 
 const DEVICES = [

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { setImmediate as tick } from 'node:timers/promises';
-import { LO, ETH, dev, code, wc } from './fake-provider.js';
+import { LO, ETH, dev, code, wc } from '../../lib/fake-provider.js';
 import { RdmaError } from '../../../dist/errors.js';
 
 function setup() {

@@ -5,7 +5,7 @@
 // destroy end the wait.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LO, dev, code, wc } from './fake-provider.js';
+import { LO, dev, code, wc } from '../../lib/fake-provider.js';
 
 const tick = () => new Promise((r) => setImmediate(r));
 /** Whether `p` has settled after the pending callbacks ran. */

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LO, ETH, SMALL, dev, code, wc, prng } from './fake-provider.js';
+import { LO, ETH, SMALL, dev, code, wc, prng } from '../../lib/fake-provider.js';
 import { AsyncEventType, QpType } from '../../../dist/verbs/types.js';
 import { eventTypeStr } from '../../../dist/verbs/async-event.js';
 

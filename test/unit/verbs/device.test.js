@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LO, ETH, SMALL, fake, dev, code, SIW_QUERIES } from './fake-provider.js';
+import { LO, ETH, SMALL, fake, dev, code, SIW_QUERIES } from '../../lib/fake-provider.js';
 import {
   getDeviceList,
   findDeviceByAddress,

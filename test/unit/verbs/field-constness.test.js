@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 
 test('tearing down the first MR / CQ / channel keeps code optimised against the teardown flags (V8)', () => {
-  const fp = new URL('./fake-provider.js', import.meta.url).href;
+  const fp = new URL('../../lib/fake-provider.js', import.meta.url).href;
   const src = `
     const { dev, LO } = await import(${JSON.stringify(fp)});
     const ctx = dev(LO).open();

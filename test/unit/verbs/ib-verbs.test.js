@@ -5,7 +5,7 @@
 // multicast attach/detach, provider-driven MR access rights.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LO, dev, code } from './fake-provider.js';
+import { LO, dev, code } from '../../lib/fake-provider.js';
 import { registerProvider } from '../../../dist/verbs/provider.js';
 import { getDeviceList as deviceList, LinkLayer, PortState, Mtu, AtomicCap } from '../../../dist/verbs/device.js';
 import { Qp } from '../../../dist/verbs/qp.js';

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LO, ETH, SMALL, dev, code, prng } from './fake-provider.js';
+import { LO, ETH, SMALL, dev, code, prng } from '../../lib/fake-provider.js';
 import {
   MrCheck,
   mrCheckStr,

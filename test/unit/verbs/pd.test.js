@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { LO, ETH, SMALL, fake, dev, code, SelfCleaningQp, FakeQp } from './fake-provider.js';
+import { LO, ETH, SMALL, fake, dev, code, SelfCleaningQp, FakeQp } from '../../lib/fake-provider.js';
 import { QpType } from '../../../dist/verbs/types.js';
 import { RdmaError } from '../../../dist/errors.js';
 

@@ -4,7 +4,7 @@ import { setImmediate as tick } from 'node:timers/promises';
 import { Ring, nextPow2 } from '../../../dist/util/ring.js';
 import { AsyncQueue } from '../../../dist/util/async-queue.js';
 import { ipKey, isLoopbackIp, parseIpv6, parseIpv4 } from '../../../dist/util/ip.js';
-import { code, prng } from './fake-provider.js';
+import { code, prng } from '../../lib/fake-provider.js';
 
 test('Ring: FIFO, deque ops, capacity, at()', () => {
   const r = new Ring(5, 2);

@@ -13,7 +13,7 @@ import {
   validateMpaRequest,
 } from '../../../dist/wire/index.js';
 import { RecordingSink, refDecode } from './fpdu-cases.js';
-import { tcpStreams } from './pcap-util.js';
+import { tcpStreams } from '../../lib/pcap.js';
 
 const capture = (name) => fileURLToPath(new URL(`../../fixtures/captures/${name}`, import.meta.url));
 const SERVER_PORT = 7174;

@@ -11,7 +11,7 @@ import {
   crc32cNative,
   crc32cRange,
 } from '../../../dist/wire/iwarp/crc32c.js';
-import { prng } from '../lib/prng.js';
+import { prng } from '../../lib/prng.js';
 
 const seq = (n, f) => Uint8Array.from({ length: n }, (_, i) => f(i));
 

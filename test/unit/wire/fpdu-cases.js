@@ -1,7 +1,7 @@
 // Shared FPDU test cases (not a test file itself).
 import { TerminateError } from '../../../dist/errors.js';
 import { encodeFpdu } from '../../../dist/wire/index.js';
-export { prng } from '../lib/prng.js';
+export { prng } from '../../lib/prng.js';
 
 /** Malformed headers and the TERMINATE each must raise (siw_qp_rx.c; fpdu.ts checkFpduCtrl docs). */
 export const MALFORMED = [

@@ -3,7 +3,7 @@
 //   listens on 127.0.0.1:<port> (or <bind address>:<port>, e.g. 0.0.0.0) (RDMA_PS_UDP), prints {"listening":true}, accepts one SIDR
 //   request (private data "hi from server"), receives <count> datagrams and answers each with
 //   "echo <text>" through the AH built from the completion, prints {"got":[...]} and exits.
-import { lib, pollN, WrOpcode, SendFlags, Access, WcStatus } from './roce-helpers.js';
+import { lib, pollN, WrOpcode, SendFlags, Access, WcStatus } from '../../../lib/roce.js';
 
 const { createEventChannel, createId, PortSpace, CmEventType, createAhFromWc, RDMA_UDP_QKEY } = lib;
 const [portS, countS, bindS] = process.argv.slice(2);

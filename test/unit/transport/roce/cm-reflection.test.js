@@ -7,8 +7,8 @@
 // counted as cm_reply_suppressed.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { lib, wire, roceCounters, until } from './roce-helpers.js';
-import { rawCmPeer, reqFrom, LOCAL, PEER, V4 } from '../../lib/raw-cm.js';
+import { lib, wire, roceCounters, until } from '../../../lib/roce.js';
+import { rawCmPeer, reqFrom, LOCAL, PEER, V4 } from '../../../lib/raw-cm.js';
 
 const { PortSpace, CmEventType, configureRoceRcCm, serviceId } = lib;
 const { CM_REPLY_BURST, CM_REPLY_RATE_PER_S } = await import('../../../../dist/transport/roce/reply-limit.js');

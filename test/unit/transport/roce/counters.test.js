@@ -4,7 +4,7 @@
 // counters, the one docs/design/roce-device.md names for its class.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { wire, loDevice, udQp, pollN, rawSender, Access, WcStatus, roceCounters } from './roce-helpers.js';
+import { wire, loDevice, udQp, pollN, rawSender, Access, WcStatus, roceCounters } from '../../../lib/roce.js';
 import { roceDevice } from '../../../../dist/transport/roce/device.js';
 
 const dev = loDevice();

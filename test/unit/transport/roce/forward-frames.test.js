@@ -2,12 +2,12 @@
 // sender writes (length, family, source port, both addresses, the datagram, for IPv4 and IPv6
 // pairs, repeated pairs included), and what the owner delivers when the stream arrives cut at
 // random places — every datagram once, in order, byte for byte, with its addresses and port.
-// The port is private to this file (roce-helpers.js).
+// The port is private to this file (test/lib/roce.js).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { once } from 'node:events';
-import { PORT } from './roce-helpers.js';
+import { PORT } from '../../../lib/roce.js';
 import { PortAgent } from '../../../../dist/transport/roce/udp.js';
 
 const agent = PortAgent.get(PORT);

@@ -4,7 +4,7 @@
 // ROCE_HOSTILE_MS sets the duration (default 3 s; the acceptance run uses 60000).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { loDevice, v4GidIndex, udQp, ahTo, pollN, rawSender, WrOpcode, SendFlags, Access, WcStatus, roceCounters } from './roce-helpers.js';
+import { loDevice, v4GidIndex, udQp, ahTo, pollN, rawSender, WrOpcode, SendFlags, Access, WcStatus, roceCounters } from '../../../lib/roce.js';
 
 const MS = Number(process.env.ROCE_HOSTILE_MS ?? 3000);
 

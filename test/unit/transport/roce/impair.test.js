@@ -4,7 +4,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
-import { REPO_ROOT } from '../../../e2e/helpers.js';
+import { REPO_ROOT } from '../../../lib/tools.js';
 
 const IMPAIR = join(REPO_ROOT, 'dist', 'transport', 'roce', 'impair.js');
 const { configureRoceImpairment, roceImpairmentCounts, impairedSend, isCmDreq } = await import(IMPAIR);

@@ -3,7 +3,7 @@
 // (rxe computes the ICRC over the received header, so any other identification is a bad ICRC
 // there). Captured on `lo` with tcpdump. Needs the package's netopt addon (built at install where
 // a C compiler and Node's headers exist) and tcpdump.
-import { PORT, wire, loDevice, v4GidIndex, udQp, ahTo, pollN, until, WrOpcode, SendFlags, Access, WcStatus } from './roce-helpers.js';
+import { PORT, wire, loDevice, v4GidIndex, udQp, ahTo, pollN, until, WrOpcode, SendFlags, Access, WcStatus } from '../../../lib/roce.js';
 import dgram from 'node:dgram';
 import { once } from 'node:events';
 import { test } from 'node:test';
@@ -12,8 +12,8 @@ import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { REPO_ROOT } from '../../../e2e/helpers.js';
-import { udpDatagrams } from '../../wire/pcap-util.js';
+import { REPO_ROOT } from '../../../lib/tools.js';
+import { udpDatagrams } from '../../../lib/pcap.js';
 
 const NETOPT = join(REPO_ROOT, 'native', 'build', 'netopt.node');
 const haveTcpdump = spawnSync('tcpdump', ['--version']).status === 0;
@@ -71,7 +71,7 @@ test('IPv4 datagrams leave with identification 0 and DF, their ICRC valid over t
     const wcs = await pollN(cq, N);
     assert.equal(wcs.length, N, 'every send completed');
     for (const wc of wcs) assert.equal(wc.status, WcStatus.SUCCESS);
-    assert.ok(await until(() => received === N), `the peer got ${received} of ${N} datagrams`);
+    await until(() => received === N, 3000, () => `the peer to get all ${N} datagrams (it got ${received})`);
     peer.close();
     a.destroy();
     // Let tcpdump write what it saw.

@@ -12,7 +12,7 @@
 //                                                 loop for <ms> (datagrams pile up in the socket's
 //                                                 receive buffer), lets them in and prints the
 //                                                 counters
-import { lib, loDevice, v4GidIndex, udQp, ahTo, WrOpcode, Access, roceCounters } from './roce-helpers.js';
+import { lib, loDevice, v4GidIndex, udQp, ahTo, WrOpcode, Access, roceCounters } from '../../../lib/roce.js';
 import { gidFromIp } from '../../../../dist/transport/roce/gid.js';
 
 const { createEventChannel, createId, PortSpace, settleConnections } = lib;

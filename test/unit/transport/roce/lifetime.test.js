@@ -10,7 +10,8 @@ import { readFileSync } from 'node:fs';
 import dgram from 'node:dgram';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { PORT } from './roce-helpers.js';
+import { PORT } from '../../../lib/roce.js';
+import { sleep } from '../../../lib/wait.js';
 
 const PEER = fileURLToPath(new URL('./lifetime-peer.js', import.meta.url));
 const UD_PEER = fileURLToPath(new URL('./ud-peer.js', import.meta.url));
@@ -18,7 +19,6 @@ const children = new Set();
 after(() => {
   for (const c of children) c.kill('SIGKILL');
 });
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** Start a peer script; `next()` resolves with its next JSON line, `exited` with its exit code. */
 function run(script, args, env = {}) {

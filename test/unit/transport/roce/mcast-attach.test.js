@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { PORT } from './roce-helpers.js';
+import { PORT } from '../../../lib/roce.js';
 
 const PEER = fileURLToPath(new URL('./mcast-limit-peer.js', import.meta.url));
 

@@ -7,7 +7,7 @@
 import dgram from 'node:dgram';
 import { once } from 'node:events';
 import { readdirSync } from 'node:fs';
-import { wire, loDevice, udQp, pollN, Access, WcStatus, lib } from './roce-helpers.js';
+import { wire, loDevice, udQp, pollN, Access, WcStatus, lib } from '../../../lib/roce.js';
 import { roceDevice } from '../../../../dist/transport/roce/device.js';
 import { PortAgent } from '../../../../dist/transport/roce/udp.js';
 import { gidKey } from '../../../../dist/transport/roce/gid.js';

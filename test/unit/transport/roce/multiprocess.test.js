@@ -1,7 +1,7 @@
 // Several processes on one host share the soft RoCE device and its UDP port: unicast reaches the
 // process that owns the destination QPN whichever process the kernel hands it to (forwarding
 // over the QPN block's Unix socket), and multicast reaches every attached process. The port is
-// private to this test file (roce-helpers.js), so other tests on the host see none of it.
+// private to this test file (test/lib/roce.js), so other tests on the host see none of it.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
@@ -23,7 +23,7 @@ import {
   WcStatus,
   roceCounters,
   rawSender,
-} from './roce-helpers.js';
+} from '../../../lib/roce.js';
 
 const PEER = fileURLToPath(new URL('./ud-peer.js', import.meta.url));
 const children = new Set();

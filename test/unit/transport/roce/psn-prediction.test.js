@@ -1,7 +1,7 @@
 // An off-path attacker against RC connections of the soft RoCE device. It makes ordinary
 // connections to a server (a process of its own, rc-server-peer.js), collects the starting PSN
 // the server put in each REP (the PSN our QP sends from), and solves for the state of V8's
-// Math.random (xorshift128+, test/unit/lib/v8-random.js) as if the server drew its PSNs from it.
+// Math.random (xorshift128+, test/lib/v8-random.js) as if the server drew its PSNs from it.
 // Then, while another client's connection is up but has sent nothing yet, it sprays forged RC
 // SENDs from a plain UDP socket — the client's address, the predicted PSN, the predicted QPN and
 // (worst case) the true one — and checks that the server takes none of them: the client's own
@@ -13,9 +13,10 @@ import { createInterface } from 'node:readline';
 import dgram from 'node:dgram';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { PORT, lib, wire, pollN, WrOpcode, SendFlags, WcStatus, QpState } from './roce-helpers.js';
-import { predictNextMathRandom } from '../../lib/v8-random.js';
-import { arrivals } from '../../lib/arrivals.js';
+import { PORT, lib, wire, pollN, WrOpcode, SendFlags, WcStatus, QpState } from '../../../lib/roce.js';
+import { expectEvent } from '../../../lib/cm.js';
+import { predictNextMathRandom } from '../../../lib/v8-random.js';
+import { arrivals } from '../../../lib/arrivals.js';
 
 const { createEventChannel, createId, PortSpace, CmEventType } = lib;
 const { IbOpcode, encodeRocePacket } = wire;
@@ -54,33 +55,25 @@ async function server(port) {
   return { proc: c, lines, until, stop: () => c.stdin.end() };
 }
 
-async function expectEvent(ch, type, ms = 5000) {
-  let t;
-  const ev = await Promise.race([ch.getEvent(), new Promise((_, rej) => (t = setTimeout(() => rej(new Error(`no ${lib.rdmaEventStr(type)} within ${ms} ms`)), ms)))]);
-  clearTimeout(t);
-  ev.ack();
-  assert.equal(lib.rdmaEventStr(ev.event), lib.rdmaEventStr(type), `got ${lib.rdmaEventStr(ev.event)} status ${ev.status}`);
-  return ev;
-}
 
 /** An ordinary client connection to the server; the QP's starting PSN and peer QPN as the REP gave them. */
 async function connect(ch, port) {
   const id = createId(ch, null, PortSpace.TCP, { device: 'rxe_lo' });
   ids.add(id);
   await id.resolveAddr({ address: LO, port: 0 }, { address: LO, port }, 2000);
-  await expectEvent(ch, CmEventType.ADDR_RESOLVED);
+  await expectEvent(ch, CmEventType.ADDR_RESOLVED, 5000, { ack: true });
   await id.resolveRoute(2000);
-  await expectEvent(ch, CmEventType.ROUTE_RESOLVED);
+  await expectEvent(ch, CmEventType.ROUTE_RESOLVED, 5000, { ack: true });
   id.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
   await id.connect();
-  await expectEvent(ch, CmEventType.ESTABLISHED);
+  await expectEvent(ch, CmEventType.ESTABLISHED, 5000, { ack: true });
   const a = id.qp.query();
   return { id, psn: a.sqPsn, qpn: a.destQpNum };
 }
 
 async function close(ch, id) {
   await id.disconnect();
-  await expectEvent(ch, CmEventType.DISCONNECTED);
+  await expectEvent(ch, CmEventType.DISCONNECTED, 5000, { ack: true });
   id.destroyQp();
   await id.destroy();
   ids.delete(id);

@@ -6,8 +6,9 @@
 // directions of the QPs it sets up, and what hostile MADs and a REQ flood do.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { PORT, lib, wire, roceCounters, until, Access, WcStatus } from './roce-helpers.js';
-import { rawCmPeer, reqFrom, LOCAL, PEER, V4, GID } from '../../lib/raw-cm.js';
+import { PORT, lib, wire, roceCounters, until, Access, WcStatus } from '../../../lib/roce.js';
+import { expectEvent as expectCmEvent } from '../../../lib/cm.js';
+import { rawCmPeer, reqFrom, LOCAL, PEER, V4, GID } from '../../../lib/raw-cm.js';
 
 const { PortSpace, CmEventType, QpState, RdmaOption, configureRoceRcCm, serviceId } = lib;
 const { cmAckTimeout } = await import('../../../../dist/transport/roce/cm-rc.js');
@@ -16,15 +17,8 @@ configureRoceRcCm({ cmTimeoutMs: 150, cmRetries: 2, timewaitMs: 60 });
 
 let nextPort = 30000 + Math.floor(Math.random() * 20000);
 
-async function expectEvent(ch, type, ms = 3000) {
-  let t;
-  const ev = await Promise.race([ch.getEvent(), new Promise((_, rej) => (t = setTimeout(() => rej(new Error(`no ${lib.rdmaEventStr(type)} within ${ms} ms`)), ms)))]);
-  clearTimeout(t);
-  if (ev.id) made.ids.add(ev.id);
-  if (ev.event !== type) ev.ack(); // so that the ids can be destroyed after the failure
-  assert.equal(lib.rdmaEventStr(ev.event), lib.rdmaEventStr(type), `got ${lib.rdmaEventStr(ev.event)} status ${ev.status}`);
-  return ev;
-}
+/** The next event, of `type`; its id (a request's child) is destroyed with the test's others. */
+const expectEvent = (ch, type, ms = 3000) => expectCmEvent(ch, type, ms, { seen: (ev) => ev.id && made.ids.add(ev.id) });
 
 /** No event on `ch` for `ms`. */
 async function noEvent(ch, ms = 200) {

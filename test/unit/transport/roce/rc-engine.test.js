@@ -5,9 +5,9 @@
 // error gets on the wire, and what a hostile peer's packets do.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { lib, wire, roceCounters, code } from './roce-helpers.js';
+import { lib, wire, roceCounters, code } from '../../../lib/roce.js';
 import { ackTimeoutMs } from '../../../../dist/transport/roce/rc/common.js';
-import { rcPair, destroyPairs, VirtualClock, SimLink, drain, deliver, prng, WcStatus, WrOpcode, WcOpcode, WcFlags, SendFlags } from './rc-helpers.js';
+import { wiredRcPair, destroyPairs, VirtualClock, SimLink, drain, deliver, prng, WcStatus, WrOpcode, WcOpcode, WcFlags, SendFlags } from '../../../lib/roce-rc.js';
 
 const { Access, QpState } = lib;
 const { IbOpcode, AethSyndrome, decodeRocePacket, encodeRocePacket } = wire;
@@ -16,16 +16,16 @@ const SIG = SendFlags.SIGNALED;
 test.afterEach(destroyPairs);
 const MR_ALL = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC;
 
-/** A pair under a virtual clock over a SimLink with `linkOpts`; `opts` for rcPair. */
+/** A pair under a virtual clock over a SimLink with `linkOpts`; `opts` for wiredRcPair. */
 function setup(linkOpts = {}, opts = {}) {
   const clock = new VirtualClock();
   const link = new SimLink(clock, linkOpts);
-  const p = rcPair({ clock, link, ...opts });
+  const p = wiredRcPair({ clock, link, ...opts });
   return { clock, link, ...p };
 }
 
 /** Run until `n` completions on `cq` (collected in order) or virtual `ms` elapse. */
-function until(clock, cqs, n, ms = 600_000) {
+function runUntil(clock, cqs, n, ms = 600_000) {
   const got = cqs.map(() => []);
   clock.run(() => {
     cqs.forEach((cq, i) => got[i].push(...drain(cq)));
@@ -57,7 +57,7 @@ test('SEND of 0, 1, MTU, MTU+1 and 5×MTU+3 bytes: FIRST/MIDDLE/LAST/ONLY, AckRe
   const md = pd.regMr(dst, Access.LOCAL_WRITE);
   sizes.forEach((n, i) => b.postRecv({ wrId: 100 + i, sgList: [{ addr: md.addr + i * 2048, length: 2048, lkey: md.lkey }] }));
   sizes.forEach((n, i) => a.postSend({ wrId: i, opcode: WrOpcode.SEND, sendFlags: SIG, sgList: [{ addr: ms.addr, length: n, lkey: ms.lkey }] }));
-  const [sa, rb] = until(clock, [cqA, cqB], 2 * sizes.length);
+  const [sa, rb] = runUntil(clock, [cqA, cqB], 2 * sizes.length);
   assert.deepEqual(sa.map((w) => [w.wrId, w.status, w.opcode]), sizes.map((_, i) => [i, WcStatus.SUCCESS, WcOpcode.SEND]));
   assert.deepEqual(rb.map((w) => [w.wrId, w.status, w.byteLen]), sizes.map((n, i) => [100 + i, WcStatus.SUCCESS, n]));
   sizes.forEach((n, i) => assert.ok(dst.subarray(i * 2048, i * 2048 + n).equals(src.subarray(0, n)), `message ${i}`));
@@ -88,7 +88,7 @@ test('a long message sets AckReq at least every 64 packets', () => {
   const ms = pd.regMr(src, Access.LOCAL_WRITE);
   const md = pd.regMr(dst, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
   a.postSend({ wrId: 1, opcode: WrOpcode.RDMA_WRITE, sendFlags: SIG, sgList: [{ addr: ms.addr, length: n, lkey: ms.lkey }], rdma: { remoteAddr: md.addr, rkey: md.rkey } });
-  const [sa] = until(clock, [cqA, cqB], 1);
+  const [sa] = runUntil(clock, [cqA, cqB], 1);
   assert.equal(sa[0].status, WcStatus.SUCCESS);
   assert.ok(dst.equals(src));
   const reqs = sentBy(link, a);
@@ -134,7 +134,7 @@ test('immediate data, invalidate, RDMA WRITE with immediate, READ into several S
     { wrId: 6, opcode: WrOpcode.ATOMIC_CMP_AND_SWP, sendFlags: SIG, sgList: [{ addr: mo.addr + 1908, length: 8, lkey: mo.lkey }], atomic: { remoteAddr: mr.addr + 3000, rkey: mr.rkey, compareAdd: 7n, swap: 1n } },
     { wrId: 7, opcode: WrOpcode.ATOMIC_FETCH_AND_ADD, sendFlags: SIG, sgList: [{ addr: mo.addr + 1916, length: 8, lkey: mo.lkey }], atomic: { remoteAddr: mr.addr + 3008, rkey: mr.rkey, compareAdd: 2n } },
   ]);
-  const [sa, rb] = until(clock, [cqA, cqB], 10);
+  const [sa, rb] = runUntil(clock, [cqA, cqB], 10);
   assert.deepEqual(sa.map((w) => [w.wrId, w.status, w.opcode]), [
     [1, 0, WcOpcode.SEND],
     [2, 0, WcOpcode.SEND],
@@ -239,7 +239,7 @@ for (const [name, linkOpts] of [
     const { clock, link, pd, a, b, cqA, cqB } = setup(linkOpts, { ord: 8, ird: 8 });
     const n = 120;
     const w = workload(pd, a, b, n, 100 + (linkOpts.seed ?? 0));
-    const [sa, rb] = until(clock, [cqA, cqB], n + w.sends);
+    const [sa, rb] = runUntil(clock, [cqA, cqB], n + w.sends);
     assert.deepEqual(sa.map((x) => x.wrId), w.wrs.map((x) => x.wrId), 'send completions in posting order, each once');
     assert.ok(sa.every((x) => x.status === WcStatus.SUCCESS), `statuses ${sa.map((x) => x.status)}`);
     assert.equal(rb.length, w.sends);
@@ -264,7 +264,7 @@ test('a silent peer: RETRY_EXC_ERR after retry_cnt + 1 timeouts, then every othe
   link.filter = () => false; // the peer is gone
   const t0 = clock.now();
   for (let i = 0; i < 4; i++) a.postSend({ wrId: i, opcode: WrOpcode.SEND, sgList: [{ addr: m.addr, length: 10, lkey: m.lkey }] });
-  const [sa] = until(clock, [cqA], 4);
+  const [sa] = runUntil(clock, [cqA], 4);
   const elapsed = clock.now() - t0;
   const rto = 64;
   assert.deepEqual(sa.map((w) => [w.wrId, w.status]), [
@@ -299,7 +299,7 @@ test('the local ACK timeout as rxe arms it: 4.096 µs × 2^timeout in whole 4 ms
     link.filter = () => false;
     const t0 = clock.now();
     a.postSend({ wrId: 1, opcode: WrOpcode.SEND, sgList: [] });
-    const [sa] = until(clock, [cqA], 1);
+    const [sa] = runUntil(clock, [cqA], 1);
     assert.deepEqual(sa.map((w) => w.status), [WcStatus.RETRY_EXC_ERR]);
     assert.equal(clock.now() - t0, ms, `timeout ${timeout}: one timeout`);
     assert.equal(link.sent, 1, 'retry_cnt 0: no retransmission');
@@ -310,7 +310,7 @@ test('retry_cnt 7 means seven retries (IBTA), not for ever', () => {
   const { clock, link, pd, a, cqA } = setup({}, { timeout: 10, retryCnt: 7 });
   link.filter = () => false;
   a.postSend({ wrId: 1, opcode: WrOpcode.SEND, sgList: [] });
-  const [sa] = until(clock, [cqA], 1, 60_000);
+  const [sa] = runUntil(clock, [cqA], 1, 60_000);
   assert.deepEqual(sa.map((w) => w.status), [WcStatus.RETRY_EXC_ERR]);
   assert.equal(link.sent, 8);
 });
@@ -320,7 +320,7 @@ test('RNR: no receive posted → RNR NAK, the requester waits the RNR time and r
   link.keepLog = true;
   a.postSend({ wrId: 1, opcode: WrOpcode.SEND, sendFlags: SIG, sgList: [] });
   const t0 = clock.now();
-  const [sa] = until(clock, [cqA], 1);
+  const [sa] = runUntil(clock, [cqA], 1);
   assert.deepEqual(sa.map((w) => [w.wrId, w.status]), [[1, WcStatus.RNR_RETRY_EXC_ERR]]);
   const naks = sentBy(link, b).filter((s) => s.opcode === IbOpcode.RC_ACKNOWLEDGE);
   assert.equal(naks.length, 3);
@@ -338,7 +338,7 @@ test('RNR: the receive posted during the wait gets the message (rnr_retry 7 wait
   clock.run(() => false, 50);
   assert.equal(drain(cqA).length, 0, 'still retrying');
   b.postRecv({ wrId: 2, sgList: [{ addr: m.addr, length: 64, lkey: m.lkey }] });
-  const [sa, rb] = until(clock, [cqA, cqB], 2);
+  const [sa, rb] = runUntil(clock, [cqA, cqB], 2);
   assert.deepEqual(sa.map((w) => w.status), [WcStatus.SUCCESS]);
   assert.deepEqual(rb.map((w) => [w.wrId, w.status]), [[2, WcStatus.SUCCESS]]);
 });
@@ -389,7 +389,7 @@ for (const [name, build, status, syndrome] of [
       { wrId: 1, ...w, sendFlags: SIG, sgList: [{ addr: ml.addr, length: w.len, lkey: ml.lkey }] },
       { wrId: 2, opcode: WrOpcode.SEND, sendFlags: SIG, sgList: [] },
     ]);
-    const [sa, rb] = until(clock, [cqA, cqB], 3);
+    const [sa, rb] = runUntil(clock, [cqA, cqB], 3);
     assert.deepEqual(sa.map((x) => [x.wrId, x.status]), [
       [1, status],
       [2, WcStatus.WR_FLUSH_ERR],
@@ -409,7 +409,7 @@ test('a READ on a QP without REMOTE_READ access: invalid request NAK, REM_INV_RE
   link.keepLog = true;
   const mr = pd.regMr(Buffer.alloc(64), MR_ALL);
   a.postSend({ wrId: 1, opcode: WrOpcode.RDMA_READ, sendFlags: SIG, sgList: [{ addr: mr.addr, length: 8, lkey: mr.lkey }], rdma: { remoteAddr: mr.addr, rkey: mr.rkey } });
-  const [sa] = until(clock, [cqA], 1);
+  const [sa] = runUntil(clock, [cqA], 1);
   assert.deepEqual(sa.map((x) => x.status), [WcStatus.REM_INV_REQ_ERR]);
   assert.deepEqual(naksOf(link, b).map((s) => s.aeth.syndrome), [AethSyndrome.NAK_INVALID_REQUEST]);
 });
@@ -421,7 +421,7 @@ test('a SEND longer than the receive buffer: the receive completes LOC_LEN_ERR, 
   b.postRecv({ wrId: 7, sgList: [{ addr: mr.addr, length: 300, lkey: mr.lkey }] });
   b.postRecv({ wrId: 8, sgList: [{ addr: mr.addr, length: 300, lkey: mr.lkey }] });
   a.postSend({ wrId: 1, opcode: WrOpcode.SEND, sendFlags: SIG, sgList: [{ addr: mr.addr, length: 1000, lkey: mr.lkey }] });
-  const [sa, rb] = until(clock, [cqA, cqB], 3);
+  const [sa, rb] = runUntil(clock, [cqA, cqB], 3);
   assert.deepEqual(sa.map((x) => x.status), [WcStatus.REM_INV_REQ_ERR]);
   assert.deepEqual(rb.map((x) => [x.wrId, x.status]), [
     [7, WcStatus.LOC_LEN_ERR],
@@ -447,7 +447,7 @@ test('READ and atomics with initiator depth 0: LOC_QP_OP_ERR; ORD 1 keeps one ou
     const { clock, pd, a, cqA } = setup({}, { ord: 0 });
     const mr = pd.regMr(Buffer.alloc(64), MR_ALL);
     a.postSend({ wrId: 1, opcode: WrOpcode.RDMA_READ, sendFlags: SIG, sgList: [{ addr: mr.addr, length: 8, lkey: mr.lkey }], rdma: { remoteAddr: mr.addr, rkey: mr.rkey } });
-    const [sa] = until(clock, [cqA], 1);
+    const [sa] = runUntil(clock, [cqA], 1);
     assert.deepEqual(sa.map((x) => x.status), [WcStatus.LOC_QP_OP_ERR]);
   }
   {
@@ -459,7 +459,7 @@ test('READ and atomics with initiator depth 0: LOC_QP_OP_ERR; ORD 1 keeps one ou
     a.postSend(wrs);
     // Before any response: one READ request on the wire.
     assert.equal(link.log.length, 1);
-    const [sa] = until(clock, [cqA], 5);
+    const [sa] = runUntil(clock, [cqA], 5);
     assert.ok(sa.every((x) => x.status === WcStatus.SUCCESS));
     assert.equal(sentBy(link, a).length, 5);
   }
@@ -483,7 +483,7 @@ test('the responder: a PSN far ahead of the window gets one sequence NAK with th
   assert.equal(b.state, QpState.RTS);
   // The connection still works.
   a.postSend({ wrId: 9, opcode: WrOpcode.SEND, sgList: [{ addr: mr.addr, length: 5, lkey: mr.lkey }] });
-  const [, rb] = until(clock, [a.sendCq, cqB], 1);
+  const [, rb] = runUntil(clock, [a.sendCq, cqB], 1);
   assert.deepEqual(rb.map((w) => w.status), [WcStatus.SUCCESS]);
 });
 
@@ -514,7 +514,7 @@ test('duplicates: a retried READ is replayed from the PSN asked for (memory read
     { wrId: 1, opcode: WrOpcode.RDMA_READ, sendFlags: SIG, sgList: [{ addr: ml.addr, length: 1000, lkey: ml.lkey }], rdma: { remoteAddr: mr.addr, rkey: mr.rkey } },
     { wrId: 2, opcode: WrOpcode.ATOMIC_FETCH_AND_ADD, sendFlags: SIG, sgList: [{ addr: ml.addr + 2000, length: 8, lkey: ml.lkey }], atomic: { remoteAddr: mr.addr + 4000, rkey: mr.rkey, compareAdd: 3n } },
   ]);
-  const [sa] = until(clock, [cqA], 2);
+  const [sa] = runUntil(clock, [cqA], 2);
   assert.deepEqual(sa.map((x) => [x.wrId, x.status]), [
     [1, 0],
     [2, 0],
@@ -613,7 +613,7 @@ test('a local ACK timeout that falls due with the ACK already arrived is not tak
   const m = pd.regMr(buf, Access.LOCAL_WRITE);
   b.postRecv({ wrId: 5, sgList: [{ addr: m.addr, length: 64, lkey: m.lkey }] });
   a.postSend({ wrId: 1, opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: [{ addr: m.addr, length: 8, lkey: m.lkey }] });
-  const [sa, sb] = until(clock, [cqA, cqB], 2);
+  const [sa, sb] = runUntil(clock, [cqA, cqB], 2);
   assert.deepEqual(sa.map((w) => [w.wrId, w.status]), [[1, WcStatus.SUCCESS]]);
   assert.deepEqual(sb.map((w) => [w.wrId, w.status]), [[5, WcStatus.SUCCESS]]);
   assert.equal(link.sent, 2, 'the SEND and its ACK, no retransmission');

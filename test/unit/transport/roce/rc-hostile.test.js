@@ -8,9 +8,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { once } from 'node:events';
-import { PORT, lib, wire, roceCounters, loDevice, v4GidIndex, pollN, until } from './roce-helpers.js';
-import { rcPair, destroyPairs, WrOpcode, WcStatus, SendFlags } from './rc-helpers.js';
-import { arrivals } from '../../lib/arrivals.js';
+import { PORT, lib, wire, roceCounters, loDevice, v4GidIndex, pollN, until } from '../../../lib/roce.js';
+import { wiredRcPair, destroyPairs, WrOpcode, WcStatus, SendFlags } from '../../../lib/roce-rc.js';
+import { arrivals } from '../../../lib/arrivals.js';
 
 const { Access, QpState, QpType } = lib;
 const { IbOpcode, AethSyndrome, encodeRocePacket, decodeRocePacket } = wire;
@@ -115,7 +115,7 @@ function delta(before) {
 
 /** The second connection: a pair of QPs over 127.0.0.1 still moves a SEND, a WRITE and a READ. */
 async function secondConnectionWorks() {
-  const { pd, a, b, cqA, cqB } = rcPair({ pathMtu: 3 });
+  const { pd, a, b, cqA, cqB } = wiredRcPair({ pathMtu: 3 });
   const mem = Buffer.alloc(4096);
   const mr = pd.regMr(mem, MR_ALL);
   Buffer.from('second connection').copy(mem, 0);

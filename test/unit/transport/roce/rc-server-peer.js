@@ -4,7 +4,7 @@
 //   request with a QP that has receives posted, prints {"qpn":N,"msg":"<text>"} for every message
 //   a QP receives, destroys each connection when its peer disconnects. Exits when its stdin closes
 //   (or after 30 s).
-import { lib, Access, WcStatus } from './roce-helpers.js';
+import { lib, Access, WcStatus } from '../../../lib/roce.js';
 
 const { createEventChannel, createId, PortSpace, CmEventType } = lib;
 setTimeout(() => process.exit(3), 30_000).unref();

@@ -5,8 +5,8 @@
 // sent_pkts) and by the impairment (datagrams dropped), over several runs.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { lib, Access, roceCounters, QpState } from './roce-helpers.js';
-import { rcPair, destroyPairs, drain, WcStatus, WrOpcode } from './rc-helpers.js';
+import { lib, Access, roceCounters, QpState } from '../../../lib/roce.js';
+import { wiredRcPair, destroyPairs, drain, WcStatus, WrOpcode } from '../../../lib/roce-rc.js';
 
 const { configureRoceImpairment, roceImpairmentCounts } = lib;
 
@@ -37,7 +37,7 @@ for (const [timeout, retryCnt, runs] of [
   test(`timeout ${timeout}, retry_cnt ${retryCnt}: RETRY_EXC_ERR after ${retryCnt + 1} timeouts and ${retryCnt} retransmissions, every run`, { timeout: 60_000 }, async () => {
     const rto = rtoMs(timeout);
     for (let run = 0; run < runs; run++) {
-      const { pd, a, b, cqA, cqB } = rcPair({ timeout, retryCnt });
+      const { pd, a, b, cqA, cqB } = wiredRcPair({ timeout, retryCnt });
       const buf = Buffer.alloc(64);
       const mr = pd.regMr(buf, Access.LOCAL_WRITE);
       b.postRecv({ wrId: 'r', sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });

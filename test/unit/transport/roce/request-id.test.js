@@ -3,7 +3,7 @@
 // never the ID of a request or connection the process still holds.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import './roce-helpers.js';
+import '../../../lib/roce.js';
 
 const { newRequestId, releaseRequestId, REQ_ID_SHIFT } = await import('../../../../dist/transport/roce/roce-cm.js');
 

@@ -6,8 +6,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { once } from 'node:events';
-import { PORT, lib, wire, pollN, WrOpcode, SendFlags, Access, WcStatus, WcFlags, roceCounters, until } from './roce-helpers.js';
-import { rawCmPeer, PEER, V4 } from '../../lib/raw-cm.js';
+import { PORT, lib, wire, pollN, WrOpcode, SendFlags, Access, WcStatus, WcFlags, roceCounters, until } from '../../../lib/roce.js';
+import { expectEvent } from '../../../lib/cm.js';
+import { rawCmPeer, PEER, V4 } from '../../../lib/raw-cm.js';
 
 const { createEventChannel, createId, PortSpace, CmEventType, RDMA_UDP_QKEY, configureRoceCm } = lib;
 configureRoceCm({ sidrTimeoutMs: 100, sidrRetries: 2 });
@@ -16,13 +17,6 @@ const code = (c) => (e) => e && e.code === c;
 const ADDR = '127.0.0.1';
 let nextPort = 40000 + Math.floor(Math.random() * 20000);
 
-async function expectEvent(ch, type, ms = 5000) {
-  const t = setTimeout(() => {}, ms);
-  const ev = await Promise.race([ch.getEvent(), new Promise((_, rej) => setTimeout(() => rej(new Error(`no ${type} within ${ms} ms`)), ms).unref())]);
-  clearTimeout(t);
-  assert.equal(lib.rdmaEventStr(ev.event), lib.rdmaEventStr(type), `got ${lib.rdmaEventStr(ev.event)} status ${ev.status}`);
-  return ev;
-}
 
 /** A UD id resolved to ADDR:port on rxe_lo. */
 async function client(ch, port) {

@@ -18,9 +18,9 @@ import {
   Access,
   WcStatus,
   roceCounters,
-} from './roce-helpers.js';
+} from '../../../lib/roce.js';
 import { gidFromIp } from '../../../../dist/transport/roce/gid.js';
-import { QpType, QpState, lib } from './roce-helpers.js';
+import { QpType, QpState, lib } from '../../../lib/roce.js';
 const { createAhFromWc } = lib;
 
 /** A UD QP in RTS with separate send and receive CQs. */

@@ -8,7 +8,9 @@ import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { once } from 'node:events';
 import { readFileSync } from 'node:fs';
-import { PORT, lib, wire } from './roce-helpers.js';
+import { PORT, lib, wire } from '../../../lib/roce.js';
+import { expectEvent } from '../../../lib/cm.js';
+import { until } from '../../../lib/wait.js';
 
 const { createEventChannel, createId, PortSpace, CmEventType, configureRoceRcCm } = lib;
 configureRoceRcCm({ cmTimeoutMs: 150, cmRetries: 2, timewaitMs: 60 });
@@ -25,13 +27,6 @@ const [LO, HI] = (() => {
 })();
 let nextPort = 30000 + Math.floor(Math.random() * 20000);
 
-async function expectEvent(ch, type, ms = 3000) {
-  let t;
-  const ev = await Promise.race([ch.getEvent(), new Promise((_, rej) => (t = setTimeout(() => rej(new Error(`no ${lib.rdmaEventStr(type)} within ${ms} ms`)), ms)))]);
-  clearTimeout(t);
-  assert.equal(lib.rdmaEventStr(ev.event), lib.rdmaEventStr(type), `got ${lib.rdmaEventStr(ev.event)} status ${ev.status}`);
-  return ev;
-}
 
 /** A UDP socket at 127.0.0.2 on the RoCE port that collects the MADs it receives. */
 async function madPeer() {
@@ -175,14 +170,9 @@ test('IPv6: a UD SEND with UDP checksum 0, as a kernel rxe sends it, is received
   const smr = pd.regMr(Buffer.from('warm up'), 0);
   qp.postSend({ wrId: 3, opcode: lib.WrOpcode.SEND, sendFlags: lib.SendFlags.SIGNALED, sgList: [{ addr: smr.addr, length: 7, lkey: smr.lkey }], ud: { ah, remoteQpn: qp.qpNum, remoteQkey: 0x1234 } });
   const got = [];
-  const until = async (pred, ms = 3000) => {
-    const end = Date.now() + ms;
-    while (!pred() && Date.now() < end) {
-      got.push(...cq.poll(8));
-      await new Promise((r) => setTimeout(r, 5));
-    }
-  };
-  await until(() => got.filter((w) => w.wrId === 1 || w.wrId === 2).length >= 1);
+  /** Reap `cq` into `got` until `pred()` holds. */
+  const reapUntil = (pred, what) => until(() => (got.push(...cq.poll(8)), pred()), 3000, what);
+  await reapUntil(() => got.filter((w) => w.wrId === 1 || w.wrId === 2).length >= 1, 'our own datagram');
   assert.equal(got.filter((w) => w.wrId === 1).length, 1, 'our own datagram over ::1 arrived');
   // UDP header with checksum 0, then the packet; the kernel adds the IPv6 header
   const udp = Buffer.alloc(8);
@@ -192,7 +182,7 @@ test('IPv6: a UD SEND with UDP checksum 0, as a kernel rxe sends it, is received
   const py = 'import socket,sys\ns=socket.socket(socket.AF_INET6,socket.SOCK_RAW,socket.IPPROTO_UDP)\ns.sendto(bytes.fromhex(sys.argv[1]),("::1",0))\n';
   const r = spawnSync('python3', ['-c', py, Buffer.concat([udp, udpPayload]).toString('hex')], { encoding: 'utf8', timeout: 10_000 });
   assert.equal(r.status, 0, `python3 raw socket: ${r.stderr}`);
-  await until(() => got.some((w) => w.wrId === 2));
+  await reapUntil(() => got.some((w) => w.wrId === 2), () => `the datagram with UDP checksum 0 (completions: ${JSON.stringify(got.map((w) => w.wrId))})`);
   const wc = got.find((w) => w.wrId === 2);
   assert.ok(wc, `the datagram with UDP checksum 0 was not received (completions: ${JSON.stringify(got.map((w) => w.wrId))})`);
   assert.equal(wc.status, lib.WcStatus.SUCCESS);

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { fileURLToPath } from 'node:url';
 import { roce } from '../../../../dist/wire/index.js';
-import { udpDatagrams } from '../pcap-util.js';
+import { udpDatagrams } from '../../../lib/pcap.js';
 
 const { IbOpcode, OpMask } = roce;
 const capture = (name) => fileURLToPath(new URL(`../../../fixtures/captures/${name}`, import.meta.url));
