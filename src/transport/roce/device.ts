@@ -16,7 +16,7 @@ import { rxePortMtu, ibMtuToBytes, iboePathMtu } from '../../wire/roce/index.js'
 import { RoceCounters, C } from './counters.js';
 import { buildGidTable, gidEqual, gidKey, ipFromGid, isMulticastGid, isV4MappedGid, type GidEntry } from './gid.js';
 import { PortAgent, type FwdEvent, type RxMeta, type RxSink } from './udp.js';
-import { parseIpv4, parseIpv6 } from '../../util/ip.js';
+import { ipBytes } from './ip-addr.js';
 import { rxeReceive } from './recv.js';
 import { impairedSend, impairing } from './impair.js';
 import type { RoceUdQp } from './ud-qp.js';
@@ -56,23 +56,11 @@ export interface RoceQp {
   _accepts?(p: RocePacket, meta: RxMeta): boolean;
 }
 
+/** The bytes of an address (ip-addr.ts), as the connection manager builds its headers with. */
+export { ipBytes };
+
 /** A handler of the datagrams for QP1 (the CM's GSI agent); returns nothing, never throws. */
 export type GsiHandler = (pkt: Buffer, meta: RxMeta, dev: RoceDevice) => void;
-
-/** IP address bytes (4 for IPv4, 16 for IPv6). */
-export function ipBytes(ip: string, family: 4 | 6): Uint8Array {
-  if (family === 4) {
-    const v = parseIpv4(ip) ?? 0;
-    return Uint8Array.of(v >>> 24, (v >>> 16) & 0xff, (v >>> 8) & 0xff, v & 0xff);
-  }
-  const w = parseIpv6(ip) ?? [];
-  const b = new Uint8Array(16);
-  for (let k = 0; k < 8; k++) {
-    b[2 * k] = (w[k] ?? 0) >>> 8;
-    b[2 * k + 1] = (w[k] ?? 0) & 0xff;
-  }
-  return b;
-}
 
 /**
  * The errno of a failed group join: the socket's own when this package knows it, else ENOMEM

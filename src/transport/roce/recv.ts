@@ -24,7 +24,8 @@ import {
 } from '../../wire/roce/index.js';
 import { C } from './counters.js';
 import { gidKey } from './gid.js';
-import { ipBytes, type RoceDevice, type RoceQp } from './device.js';
+import type { RoceDevice, RoceQp } from './device.js';
+import { ipBytes } from './ip-addr.js';
 import type { RxMeta } from './udp.js';
 import type { RoceUdQp } from './ud-qp.js';
 
