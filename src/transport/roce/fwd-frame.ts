@@ -1,6 +1,7 @@
 /**
  * The frames in which the processes sharing a soft RoCE device's UDP port hand each other
- * datagrams over their Unix sockets (see udp.ts): a pure codec, no sockets.
+ * datagrams over their Unix sockets (fwd-tx.ts writes them, fwd-rx.ts reads them): a pure codec,
+ * no sockets.
  *
  * ```
  * u32 length (of what follows) | u8 family (4 or 6) | u8 0 | u16 UDP source port |

@@ -3,7 +3,8 @@
  * stands for) and as the bytes the ICRC, the CMA header and the forwarding frames carry. Pure
  * functions, no sockets.
  */
-import { parseIpv4, parseIpv6 } from '../../util/ip.js';
+import { formatIpv4, parseIpv4, parseIpv6 } from '../../util/ip.js';
+import { formatIpv6 } from './gid.js';
 
 /** The bytes of address `ip`: 4 for IPv4, 16 for IPv6 (zeros for text that is no address). */
 export function ipBytes(ip: string, family: 4 | 6): Uint8Array {
@@ -18,4 +19,25 @@ export function ipBytes(ip: string, family: 4 | 6): Uint8Array {
     b[2 * k + 1] = (w[k] ?? 0) & 0xff;
   }
   return b;
+}
+
+/** The key under which a local address is known: the text without an IPv6 zone, lower case. */
+export function ipKey(ip: string): string {
+  const i = ip.indexOf('%');
+  return (i < 0 ? ip : ip.slice(0, i)).toLowerCase();
+}
+
+/**
+ * Write address `ip` into the 16-byte slot at `off` of `out` (an IPv4 address fills the first
+ * four bytes, the rest are zero), as a forwarding frame carries it.
+ */
+export function writeIpSlot(ip: string, family: 4 | 6, out: Uint8Array, off: number): void {
+  out.fill(0, off, off + 16);
+  out.set(ipBytes(ip, family), off);
+}
+
+/** The text of the address in the 16-byte slot at `off` of `b` (see {@link writeIpSlot}). */
+export function ipSlotText(b: Buffer, off: number, family: 4 | 6): string {
+  if (family === 4) return formatIpv4(b.readUInt32BE(off));
+  return formatIpv6(b.subarray(off, off + 16));
 }

@@ -26,7 +26,7 @@ import { C } from './counters.js';
 import { gidKey } from './gid.js';
 import type { RoceDevice, RoceQp } from './device.js';
 import { ipBytes } from './ip-addr.js';
-import type { RxMeta } from './udp.js';
+import type { RxMeta } from './datagram.js';
 import type { RoceUdQp } from './ud-qp.js';
 
 /** What the responder needs about the network headers of a delivered packet. */

@@ -1,7 +1,8 @@
 /**
  * The abstract Unix socket names through which the processes sharing a soft RoCE device's UDP
  * port find each other (udp.ts), who is at the other end of such a socket, and which QPN blocks
- * the network namespace's processes hold.
+ * the network namespace's processes hold (read afresh for a claim, at most so often for a lookup:
+ * {@link DirectoryView}).
  *
  * - A QPN block is held by listening on `@rdmacm-roce-<port>-u<uid>-qpn-<block>`: every user has a
  *   namespace of block names of its own, so no user can take another's by claiming names (the
@@ -98,4 +99,39 @@ export function readDirectory(port: number): RoceDirectory {
     at = text.indexOf(prefix, at + prefix.length);
   }
   return out;
+}
+
+/** How long a read of the directory answers lookups (ms). */
+export const DIRECTORY_FRESH_MS = 1000;
+/** The shortest time between two reads of the directory asked for by lookups (ms). */
+export const DIRECTORY_REREAD_MS = 250;
+
+/**
+ * The last read of the namespace's directory ({@link readDirectory}) on one port, shared by the
+ * claims of QPN blocks (which read it afresh) and the forwarding's lookups (which read it at most
+ * every {@link DIRECTORY_REREAD_MS} and trust a read for {@link DIRECTORY_FRESH_MS}).
+ */
+export class DirectoryView {
+  private last: RoceDirectory = { blocks: new Map(), services: new Set() };
+  /** When {@link last} was read (performance.now() ms; -Infinity: never). */
+  private at = -Infinity;
+
+  constructor(private readonly port: number) {}
+
+  /** Read the directory now (time `now`, performance.now() ms). */
+  read(now: number): RoceDirectory {
+    this.last = readDirectory(this.port);
+    this.at = now;
+    return this.last;
+  }
+
+  /** The last read when it is fresh at `now`, else null. */
+  fresh(now: number): RoceDirectory | null {
+    return now - this.at < DIRECTORY_FRESH_MS ? this.last : null;
+  }
+
+  /** A new read unless the last was made less than {@link DIRECTORY_REREAD_MS} before `now` (then null). */
+  reread(now: number): RoceDirectory | null {
+    return now - this.at < DIRECTORY_REREAD_MS ? null : this.read(now);
+  }
 }

@@ -11,7 +11,7 @@ import { localSgeOffset } from '../../../verbs/mr.js';
 import type { AsyncEventType, Sge, WcStatus } from '../../../verbs/types.js';
 import { BthMask, BTH_DEF_PKEY, IB_OPCODES, rocePacketLength } from '../../../wire/roce/index.js';
 import type { RoceCounters } from '../counters.js';
-import { packetBuffer } from '../udp.js';
+import { packetBuffer } from '../packet-buffer.js';
 import type { RcClock } from './clock.js';
 
 /** rxe `RXE_MAX_UNACKED_PSNS`: the requester stops this many PSNs past the oldest unacknowledged one. */

@@ -68,7 +68,7 @@ for (let i = 0; i < MAX_GROUPS; i++) {
 }
 const dev = roceDevice('rxe_lo');
 const agent = PortAgent.get();
-const out = { attached, failed, mcastGroups: dev.mcast.size, agentGroups: agent.groups.size, failedKept: dev.mcast.has(gidKey(groupGid(attached))) };
+const out = { attached, failed, mcastGroups: dev.mcast.size, agentGroups: agent.sockets.groupCount, failedKept: dev.mcast.has(gidKey(groupGid(attached))) };
 out.failedHeld = [...dev.mcast.values()].some((s) => s.size === 0);
 // The same group again, still no descriptor: fails again (no reference left behind by the first try).
 try {
@@ -105,7 +105,7 @@ for (let i = 1; i <= attached; i++) qp.detachMcast(groupGid(i), 0);
 await turn();
 await turn();
 out.fdsLeaked = fds() - fds0;
-out.agentGroupsAfter = agent.groups.size;
+out.agentGroupsAfter = agent.sockets.groupCount;
 out.mcastGroupsAfter = dev.mcast.size;
 qp.destroy();
 id.destroyQp();
