@@ -53,9 +53,9 @@ export const COUNTER_NAMES = [
   // multicast
   'sent_mcast_pkts',
   'rcvd_mcast_pkts',
-  // datagrams for QPs of another process on this host (udp.ts): handed over, received, lost on a
-  // connection that failed, forwarding connections opened, and datagrams a process of another
-  // user handed over with a source address not of this host (dropped)
+  // datagrams for QPs of another process on this host (fwd-tx.ts, fwd-rx.ts): handed over,
+  // received, lost on a connection that failed, forwarding connections opened, and datagrams a
+  // process of another user handed over with a source address not of this host (dropped)
   'fwd_sent',
   'fwd_rcvd',
   'fwd_failed_drop',

@@ -1,6 +1,6 @@
-// The frames in which a process hands datagrams to the owner of their QPN (udp.ts): what the
-// sender writes (length, family, source port, both addresses, the datagram, for IPv4 and IPv6
-// pairs, repeated pairs included), and what the owner delivers when the stream arrives cut at
+// The frames in which a process hands datagrams to the owner of their QPN (fwd-tx.ts, fwd-rx.ts):
+// what the sender writes (length, family, source port, both addresses, the datagram, for IPv4 and
+// IPv6 pairs, repeated pairs included), and what the owner delivers when the stream arrives cut at
 // random places — every datagram once, in order, byte for byte, with its addresses and port.
 // The port is private to this file (test/lib/roce.js).
 import { test, after } from 'node:test';

@@ -1,7 +1,7 @@
 // What datagrams to QPN blocks, services and communication IDs no process holds cost the process
 // that receives them, measured by the device's counters (not by time): 2,000 of them — UD packets
 // to random QPNs, SIDR_REQs for random services, DREQs naming random communication IDs — open at
-// most the forwarding connect budget's Unix connections (udp.ts: 32 at once, 16 a second), where
+// most the forwarding connect budget's Unix connections (fwd-tx.ts: 32 at once, 16 a second), where
 // each used to cost a connect(), and every one of them still ends in exactly one receive counter.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
