@@ -14,10 +14,14 @@
  * synchronous: each call awaits its own event and rejects with an errno-coded {@link RdmaError}
  * (REJECTED → ECONNREFUSED, status s → errno |s|), like `ucma_complete()`.
  *
- * State machine: the kernel's cm_id states (cma_priv.h), changed only through {@link CmId.setState}.
+ * State machine: the kernel's cm_id states (cma_priv.h) in a {@link StateCell}: a call's guard
+ * and its change are one step (`exch`, the kernel's `cma_comp_exch`), refused with EINVAL; a
+ * call that fails after it goes back, as the kernel's error paths do.
  */
 import { RdmaError, err } from '../errors.js';
+import { Errno } from '../errno.js';
 import { trace, tracing } from '../trace.js';
+import { StateCell } from '../util/state.js';
 import type { Context } from '../verbs/context.js';
 import { getDeviceList, type Device } from '../verbs/device.js';
 import type { Pd } from '../verbs/pd.js';
@@ -33,7 +37,7 @@ import { ipFamily, isAny, isLoopback, resolveNeighbor, routeSource, type SockAdd
 import { PortSpace, isPortSpace, qpTypeOfPortSpace } from './port-space.js';
 import { checkPortPrivilege } from './port-privilege.js';
 import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, isLocalAddress, transportOf } from './device-choice.js';
-import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type IncomingRequest } from './transport.js';
+import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type ConnectRequest, type IncomingRequest } from './transport.js';
 
 export { PortSpace } from './port-space.js';
 
@@ -262,7 +266,8 @@ export class CmId {
   portNum = 0;
   /** The device this id is pinned to (createId's `device`, or `RDMACM_DEVICE`), if any. */
   readonly devicePin: string | undefined;
-  private _state: CmState = CmState.IDLE;
+  /** The id's state; changed only by `move` and `exch`. */
+  private readonly cell: StateCell<CmState> = new StateCell<CmState>('cm', () => this.tag(), CmState.IDLE);
   private src: SockAddr | null = null;
   private dst: SockAddr | null = null;
   private readonly seq = ++idSeq;
@@ -320,7 +325,7 @@ export class CmId {
 
   /** Current state. */
   get state(): CmState {
-    return this._state;
+    return this.cell.state;
   }
   /** Whether rdma_destroy_id was called. */
   get destroyed(): boolean {
@@ -351,9 +356,19 @@ export class CmId {
     return `ID[${this.seq}]`;
   }
 
-  private setState(to: CmState, why: string): void {
-    if (tracing('cm')) trace('cm', this.tag(), `${this._state} -> ${to} (${why})`);
-    this._state = to;
+  /**
+   * Begin `op`: from one of `from` to `to` in one step (the kernel's `cma_comp_exch`), or EINVAL
+   * naming the state the id is in. Returns the state it left, for the way back.
+   */
+  private enter(from: CmState | readonly CmState[], to: CmState, op: string, why: string): CmState {
+    const was = this.cell.state;
+    if (!this.cell.exch(from, to, why)) throw err('EINVAL', op, `state ${was}`);
+    return was;
+  }
+
+  /** EINVAL naming the state unless the id is in one of `states` (a call that changes none). */
+  private expect(states: readonly CmState[], op: string): void {
+    if (!this.cell.in(states)) throw err('EINVAL', op, `state ${this.cell.state}`);
   }
 
   private checkAlive(op: string): void {
@@ -431,30 +446,30 @@ export class CmId {
       case CmEventType.CONNECT_ERROR:
         if (this.active && !this.established) {
           // The connect failed: the id can try again (ROUTE_RESOLVED); librdmacm moves the QP to ERR.
-          this.setState(CmState.ROUTE_RESOLVED, rdmaEventStr(ev.event));
+          this.cell.exch([CmState.CONNECT, CmState.DISCONNECT], CmState.ROUTE_RESOLVED, rdmaEventStr(ev.event));
           const qp = this.connQp;
           this.connQp = null;
           if (qp && qp.state !== QpState.RESET && qp.state !== QpState.ERR) qp.modify({ qpState: QpState.ERR });
-        } else if (this._state === CmState.CONNECT) this.setState(CmState.DISCONNECT, rdmaEventStr(ev.event));
+        } else this.cell.exch(CmState.CONNECT, CmState.DISCONNECT, rdmaEventStr(ev.event));
         break;
       case CmEventType.DISCONNECTED:
-        if (this._state === CmState.CONNECT) this.setState(CmState.DISCONNECT, 'disconnected');
+        this.cell.exch(CmState.CONNECT, CmState.DISCONNECT, 'disconnected');
         break;
       case CmEventType.MULTICAST_JOIN:
         if (!this.attachJoined(ev)) return;
         break;
       case CmEventType.ADDR_RESOLVED:
         if (ev.localAddr) this.src = ev.localAddr;
-        if (this._state === CmState.ADDR_QUERY) this.setState(CmState.ADDR_RESOLVED, 'address resolved');
+        this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved');
         break;
       case CmEventType.ADDR_ERROR:
-        if (this._state === CmState.ADDR_QUERY) this.setState(CmState.ADDR_BOUND, 'address error');
+        this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'address error');
         break;
       case CmEventType.ROUTE_RESOLVED:
-        if (this._state === CmState.ROUTE_QUERY) this.setState(CmState.ROUTE_RESOLVED, 'route resolved');
+        this.cell.exch(CmState.ROUTE_QUERY, CmState.ROUTE_RESOLVED, 'route resolved');
         break;
       case CmEventType.ROUTE_ERROR:
-        if (this._state === CmState.ROUTE_QUERY) this.setState(CmState.ADDR_RESOLVED, 'route error');
+        this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'route error');
         break;
       default:
         break;
@@ -465,7 +480,7 @@ export class CmId {
   /** A listener's transport reports a connect request: a new id takes it (CONNECT_REQUEST). */
   private incomingRequest(req: IncomingRequest | undefined): void {
     if (!req) return;
-    if (this._destroyed || this._state !== CmState.LISTEN) {
+    if (this._destroyed || !this.cell.is(CmState.LISTEN)) {
       req.refuse();
       return;
     }
@@ -476,7 +491,7 @@ export class CmId {
     child.src = req.local;
     child.dst = req.remote;
     child.reqParam = req.conn ?? {};
-    child.setState(CmState.CONNECT, 'connect request');
+    child.cell.exch(CmState.IDLE, CmState.CONNECT, 'connect request');
     child.ep = req.adopt(child.host);
     child.post(CmEventType.CONNECT_REQUEST, 0, req.conn, req.ud, undefined, this, this.channel);
   }
@@ -545,7 +560,17 @@ export class CmId {
   bindAddr(addr: SockAddr): void {
     const op = 'rdma_bind_addr';
     this.checkAlive(op);
-    if (this._state !== CmState.IDLE) throw err('EINVAL', op, `state ${this._state}`);
+    this.enter(CmState.IDLE, CmState.ADDR_BOUND, op, 'bind');
+    try {
+      this.bind(addr, op);
+    } catch (e) {
+      this.cell.exch(CmState.ADDR_BOUND, CmState.IDLE, 'bind failed');
+      throw e;
+    }
+  }
+
+  /** rdma_bind_addr's work: the address checked and reserved, the device taken. */
+  private bind(addr: SockAddr, op: string): void {
     const fam = ipFamily(addr.address, op);
     if (!Number.isInteger(addr.port) || addr.port < 0 || addr.port > 65535) throw err('EINVAL', op, `port ${addr.port}`);
     checkPortPrivilege(addr.port, op);
@@ -565,7 +590,6 @@ export class CmId {
     this.boundExplicitly = true;
     if (dev) this.useDevice(dev);
     this.ep?.bind?.(this.src);
-    this.setState(CmState.ADDR_BOUND, 'bind');
   }
 
   /**
@@ -580,27 +604,31 @@ export class CmId {
     const op = 'rdma_resolve_addr';
     this.checkAlive(op);
     const dfam = ipFamily(dst.address, op);
-    if (this._state === CmState.IDLE) {
+    if (this.cell.is(CmState.IDLE)) {
       if (src) this.bindAddr(src);
       else this.src = { address: dfam === 6 ? '::' : '0.0.0.0', port: 0, family: dfam === 6 ? 'IPv6' : 'IPv4' };
-    } else if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
-    const sfam = ipFamily((this.src as SockAddr).address, op);
-    if (sfam !== dfam && !isAny((this.src as SockAddr).address)) throw err('EINVAL', op, 'source and destination families differ');
-    if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw err('EINVAL', op, `timeout ${timeoutMs}`);
+    }
+    const was = this.enter([CmState.IDLE, CmState.ADDR_BOUND], CmState.ADDR_QUERY, op, 'resolve_addr');
+    try {
+      const sfam = ipFamily((this.src as SockAddr).address, op);
+      if (sfam !== dfam && !isAny((this.src as SockAddr).address)) throw err('EINVAL', op, 'source and destination families differ');
+      if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw err('EINVAL', op, `timeout ${timeoutMs}`);
+    } catch (e) {
+      this.cell.exch(CmState.ADDR_QUERY, was, 'resolve_addr refused');
+      throw e;
+    }
     if (this.ep?.resolveAddr) {
       // The transport resolves by itself (native): it reports ADDR_RESOLVED / ADDR_ERROR.
-      this.setState(CmState.ADDR_QUERY, 'resolve_addr');
       this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
       try {
         await this.ep.resolveAddr(src, dst, timeoutMs);
       } catch (e) {
-        if ((this._state as CmState) === CmState.ADDR_QUERY) this.setState(CmState.ADDR_BOUND, 'resolve failed');
+        this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'resolve failed');
         throw e;
       }
       if (this.sync) await this.complete(op);
       return;
     }
-    this.setState(CmState.ADDR_QUERY, 'resolve_addr');
     this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
     // The route lookup is synchronous in the kernel (rdma_resolve_ip): no route to the
     // destination fails the call itself (ENETUNREACH/EHOSTUNREACH), no event follows.
@@ -616,38 +644,33 @@ export class CmId {
         if (this.boundExplicitly && !s.port) this.boundIsRouteSource = from === dst.address || (await routeSource(dst.address, dfam).catch(() => '')) === from;
       }
     } catch (e) {
-      if ((this._state as CmState) === CmState.ADDR_QUERY) this.setState(CmState.ADDR_BOUND, 'no route');
+      this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'no route');
       const c = (e as NodeJS.ErrnoException).code;
       throw err(c === 'ENETUNREACH' || c === 'EHOSTUNREACH' || c === 'EADDRNOTAVAIL' ? c : 'ENETUNREACH', op, `${dst.address}: ${(e as Error).message}`);
     }
     const work = async (): Promise<void> => {
       let status = 0;
       const dev = chooseDevice(from, this.ps, this.devicePin);
-      if (!dev) status = -19;
+      if (!dev) status = -Errno.ENODEV;
       else {
         this.useDevice(dev);
-        if (this.ep?.resolveAddr && this._state === CmState.ADDR_QUERY) {
+        if (this.ep?.resolveAddr && this.cell.is(CmState.ADDR_QUERY)) {
           // The device's transport resolves by itself (native): now that the route picked its
           // device, hand it the call; it reports ADDR_RESOLVED / ADDR_ERROR.
           try {
             await this.ep.resolveAddr(src, dst, timeoutMs);
             return;
           } catch (e) {
-            status = -(e instanceof RdmaError ? e.errno : 5);
+            status = -(e instanceof RdmaError ? e.errno : Errno.EIO);
           }
         }
         if (status === 0) this.src = { address: from, port: s.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
         // The next hop's link address (ARP): -ETIMEDOUT when nobody answers within the timeout.
         if (status === 0 && !isLoopback(dst.address) && !isAny(dst.address) && devicesOwning(dst.address).length === 0) status = await resolveNeighbor(dst.address, timeoutMs);
       }
-      if (this._destroyed || this._state !== CmState.ADDR_QUERY) return;
       if (status === 0) {
-        this.setState(CmState.ADDR_RESOLVED, 'address resolved');
-        this.post(CmEventType.ADDR_RESOLVED);
-      } else {
-        this.setState(CmState.ADDR_BOUND, 'address error');
-        this.post(CmEventType.ADDR_ERROR, status);
-      }
+        if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved')) this.post(CmEventType.ADDR_RESOLVED);
+      } else if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'address error')) this.post(CmEventType.ADDR_ERROR, status);
     };
     setImmediate(() => void work());
     if (this.sync) await this.complete(op);
@@ -661,22 +684,19 @@ export class CmId {
   async resolveRoute(timeoutMs = 2000): Promise<void> {
     const op = 'rdma_resolve_route';
     this.checkAlive(op);
-    if (this._state !== CmState.ADDR_RESOLVED) throw err('EINVAL', op, `state ${this._state}`);
-    if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw err('EINVAL', op, `timeout ${timeoutMs}`);
-    this.setState(CmState.ROUTE_QUERY, 'resolve_route');
+    this.enter(CmState.ADDR_RESOLVED, CmState.ROUTE_QUERY, op, 'resolve_route');
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 0) {
+      this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'resolve_route refused');
+      throw err('EINVAL', op, `timeout ${timeoutMs}`);
+    }
     const ep = this.ep;
     setImmediate(() => {
       const done = (status: number): void => {
-        if (this._destroyed || this._state !== CmState.ROUTE_QUERY) return;
         if (status === 0) {
-          this.setState(CmState.ROUTE_RESOLVED, 'route resolved');
-          this.post(CmEventType.ROUTE_RESOLVED);
-        } else {
-          this.setState(CmState.ADDR_RESOLVED, 'route error');
-          this.post(CmEventType.ROUTE_ERROR, status);
-        }
+          if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ROUTE_RESOLVED, 'route resolved')) this.post(CmEventType.ROUTE_RESOLVED);
+        } else if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'route error')) this.post(CmEventType.ROUTE_ERROR, status);
       };
-      if (ep?.resolveRoute) ep.resolveRoute(timeoutMs).then(done, (e: unknown) => done(-(e instanceof RdmaError ? e.errno : 5)));
+      if (ep?.resolveRoute) ep.resolveRoute(timeoutMs).then(done, (e: unknown) => done(-(e instanceof RdmaError ? e.errno : Errno.EIO)));
       else done(0);
     });
     if (this.sync) await this.complete(op);
@@ -838,8 +858,32 @@ export class CmId {
   async connect(param?: ConnParam): Promise<void> {
     const op = 'rdma_connect';
     this.checkAlive(op);
-    if (this._state !== CmState.ROUTE_RESOLVED) throw err('EINVAL', op, `state ${this._state}`);
-    const ep = this.endpoint(op);
+    this.enter(CmState.ROUTE_RESOLVED, CmState.CONNECT, op, 'connect');
+    let ep: CmEndpoint;
+    let req: ConnectRequest;
+    try {
+      ep = this.endpoint(op);
+      req = this.connectRequest(param, op);
+    } catch (e) {
+      this.cell.exch(CmState.CONNECT, CmState.ROUTE_RESOLVED, 'connect refused');
+      throw e;
+    }
+    this.active = true;
+    this.established = false;
+    this.connQp = req.qp;
+    try {
+      await ep.connect(req);
+    } catch (e) {
+      // The call itself failed (no event follows): the id is back in ROUTE_RESOLVED.
+      if (!this.established) this.cell.exch(CmState.CONNECT, CmState.ROUTE_RESOLVED, 'connect failed');
+      this.connQp = null;
+      throw e;
+    }
+    if (this.sync) await this.complete(op);
+  }
+
+  /** What rdma_connect hands the endpoint: the QP, addresses, private data and IRD/ORD, checked. */
+  private connectRequest(param: ConnParam | undefined, op: string): ConnectRequest {
     const qp = this.qpFor(param);
     const pdata = this.checkPrivateData(param?.privateData, op, 'connect');
     const max = deviceMaxRd(this.verbs);
@@ -856,19 +900,7 @@ export class CmId {
       bind.port = src.port;
       bind.address ??= src.address;
     }
-    this.setState(CmState.CONNECT, 'connect');
-    this.active = true;
-    this.established = false;
-    this.connQp = qp;
-    try {
-      await ep.connect({ qp, ownQp: qp !== null && qp === this.qp, src, dst, bind, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} });
-    } catch (e) {
-      // The call itself failed (no event follows): the id is back in ROUTE_RESOLVED.
-      if (!this._destroyed && (this._state as CmState) === CmState.CONNECT && !this.established) this.setState(CmState.ROUTE_RESOLVED, 'connect failed');
-      this.connQp = null;
-      throw e;
-    }
-    if (this.sync) await this.complete(op);
+    return { qp, ownQp: qp !== null && qp === this.qp, src, dst, bind, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} };
   }
 
   // -- passive side -------------------------------------------------------------------------------
@@ -882,14 +914,14 @@ export class CmId {
   async listen(backlog = 0): Promise<void> {
     const op = 'rdma_listen';
     this.checkAlive(op);
-    if (this._state === CmState.IDLE) this.bindAddr({ address: '0.0.0.0', port: 0 });
-    if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
+    if (this.cell.is(CmState.IDLE)) this.bindAddr({ address: '0.0.0.0', port: 0 });
+    this.expect([CmState.ADDR_BOUND], op);
     if (!this.verbs && transportsDeferred()) {
       // Not bound to a device: every transport serving the port space listens, so load those
       // the process has deferred.
       await loadDeferredTransports();
       this.checkAlive(op);
-      if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
+      this.expect([CmState.ADDR_BOUND], op);
     }
     const wanted = this.listenTransports(op);
     const req = { backlog: backlog > 0 && backlog < MAX_BACKLOG ? backlog : MAX_BACKLOG };
@@ -911,7 +943,7 @@ export class CmId {
       this.reservedKey = `${this.ps}:${this.src?.port}`;
       boundPorts.set(this.reservedKey, this);
     }
-    this.setState(CmState.LISTEN, 'listen');
+    this.cell.move(CmState.LISTEN, 'listen');
   }
 
   /** The CM transports a listen uses (EOPNOTSUPP if none serves the port space). */
@@ -944,7 +976,7 @@ export class CmId {
   async getRequest(): Promise<CmId> {
     const op = 'rdma_get_request';
     this.checkAlive(op);
-    if (!this.sync || this._state !== CmState.LISTEN) throw err('EINVAL', op);
+    if (!this.sync || !this.cell.is(CmState.LISTEN)) throw err('EINVAL', op);
     if (this.event) {
       const e = this.event;
       this.event = null;
@@ -988,7 +1020,7 @@ export class CmId {
   async accept(param?: ConnParam): Promise<void> {
     const op = 'rdma_accept';
     this.checkAlive(op);
-    if (this._state !== CmState.CONNECT || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
+    if (!this.cell.is(CmState.CONNECT) || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
     const qp = this.qpFor(param);
     const pdata = this.checkPrivateData(param?.privateData, op, 'accept');
     const req = this.reqParam ?? {};
@@ -1028,9 +1060,10 @@ export class CmId {
     const op = 'rdma_reject';
     this.checkAlive(op);
     const pd = this.checkPrivateData(privateData, op, 'reject');
-    if (this._state !== CmState.CONNECT || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
+    if (!this.cell.is(CmState.CONNECT) || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
     this.ep.reject(pd);
-    this.setState(CmState.DISCONNECT, 'rejected');
+    // The reject may have failed the request already (CONNECT_ERROR: DISCONNECT).
+    this.cell.exch(CmState.CONNECT, CmState.DISCONNECT, 'rejected');
   }
 
   /**
@@ -1041,7 +1074,7 @@ export class CmId {
   async disconnect(): Promise<void> {
     const op = 'rdma_disconnect';
     this.checkAlive(op);
-    if (this._state !== CmState.CONNECT && this._state !== CmState.DISCONNECT) throw err('EINVAL', op, `state ${this._state}`);
+    this.expect([CmState.CONNECT, CmState.DISCONNECT], op);
     if (this.ep?.disconnect()) {
       if (this.sync) await this.complete(op);
       return;
@@ -1069,7 +1102,7 @@ export class CmId {
   async joinMulticastEx(opts: { addr: SockAddr; joinFlags?: number; context?: unknown }): Promise<void> {
     const op = 'rdma_join_multicast';
     this.checkAlive(op);
-    if (this._state !== CmState.ADDR_BOUND && this._state !== CmState.ADDR_RESOLVED) throw err('EINVAL', op, `state ${this._state}`);
+    this.expect([CmState.ADDR_BOUND, CmState.ADDR_RESOLVED], op);
     if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
     ipFamily(opts.addr.address, op);
     const flags = opts.joinFlags ?? McJoinFlag.FULLMEMBER;
@@ -1142,8 +1175,7 @@ export class CmId {
       this.event = null;
       e.ack();
     }
-    const wasListening = this._state === CmState.LISTEN;
-    this.setState(CmState.DESTROYING, 'destroy');
+    const wasListening = this.cell.move(CmState.DESTROYING, 'destroy') === CmState.LISTEN;
     this._destroyed = true;
     if (this.reservedKey && boundPorts.get(this.reservedKey) === this) boundPorts.delete(this.reservedKey);
     for (const l of this.listeners) l.close();
@@ -1223,11 +1255,11 @@ export class CmId {
           this.options.tos = value;
           return;
         case RdmaOption.ID_REUSEADDR:
-          if (this._state !== CmState.IDLE) throw err('EINVAL', op, 'REUSEADDR after bind');
+          if (!this.cell.is(CmState.IDLE)) throw err('EINVAL', op, 'REUSEADDR after bind');
           this.options.reuseAddr = value !== 0;
           return;
         case RdmaOption.ID_AFONLY:
-          if (this._state !== CmState.IDLE) throw err('EINVAL', op, 'AFONLY after bind');
+          if (!this.cell.is(CmState.IDLE)) throw err('EINVAL', op, 'AFONLY after bind');
           this.options.afOnly = value !== 0;
           return;
         case RdmaOption.ID_ACK_TIMEOUT:
