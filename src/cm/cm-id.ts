@@ -909,7 +909,8 @@ export class CmId {
    * rdma_listen(): accept connections on the bound address through the CM transport of its
    * device, or, bound to a wildcard, through every transport serving the port space (and the
    * pinned device only). Resolves once listening; EADDRINUSE if the port is taken, EOPNOTSUPP
-   * if no transport serves the port space, EINVAL unless bound or idle.
+   * if no transport serves the port space, EINVAL unless bound or idle (or once destroyed while
+   * the transports set up: their listeners are closed).
    */
   async listen(backlog = 0): Promise<void> {
     const op = 'rdma_listen';
@@ -938,12 +939,17 @@ export class CmId {
       for (const l of listeners) l.close();
       throw e;
     }
+    // An id destroyed (or moved on) while its transports set up: nothing listens for it.
+    if (!this.cell.exch(CmState.ADDR_BOUND, CmState.LISTEN, 'listen')) {
+      for (const l of listeners) l.close();
+      this.checkAlive(op);
+      throw err('EINVAL', op, `state ${this.cell.state}`);
+    }
     this.listeners = listeners;
     if (!this.reservedKey) {
       this.reservedKey = `${this.ps}:${this.src?.port}`;
       boundPorts.set(this.reservedKey, this);
     }
-    this.cell.move(CmState.LISTEN, 'listen');
   }
 
   /** The CM transports a listen uses (EOPNOTSUPP if none serves the port space). */
