@@ -53,6 +53,7 @@ export enum CmState {
   ADDR_BOUND = 'ADDR_BOUND',
   LISTEN = 'LISTEN',
   DEVICE_REMOVAL = 'DEVICE_REMOVAL',
+  /** rdma_destroy_id was called; no call or upcall leaves it. */
   DESTROYING = 'DESTROYING',
 }
 
@@ -295,7 +296,6 @@ export class CmId {
   /** Events handed to the application (rdma_get_cm_event) and not acknowledged. */
   private reportedUnacked = 0;
   private ackWaiters: (() => void)[] = [];
-  private _destroyed = false;
   private ownsQpResources = false;
   private reservedKey: string | null = null;
   /** Bound by the application (rdma_bind_addr, or a source given to rdma_resolve_addr). */
@@ -327,9 +327,9 @@ export class CmId {
   get state(): CmState {
     return this.cell.state;
   }
-  /** Whether rdma_destroy_id was called. */
+  /** Whether rdma_destroy_id was called (the id is DESTROYING). */
   get destroyed(): boolean {
-    return this._destroyed;
+    return this.cell.is(CmState.DESTROYING);
   }
   /** rdma_get_local_addr(). */
   get localAddr(): SockAddr | null {
@@ -372,7 +372,7 @@ export class CmId {
   }
 
   private checkAlive(op: string): void {
-    if (this._destroyed) throw err('EINVAL', op, 'id destroyed');
+    if (this.destroyed) throw err('EINVAL', op, 'id destroyed');
   }
 
   // -- the transport seam -------------------------------------------------------------------------
@@ -434,7 +434,7 @@ export class CmId {
       this.incomingRequest(ev.request);
       return;
     }
-    if (this._destroyed) return;
+    if (this.destroyed) return;
     const status = ev.status ?? 0;
     switch (ev.event) {
       case CmEventType.ESTABLISHED:
@@ -480,7 +480,7 @@ export class CmId {
   /** A listener's transport reports a connect request: a new id takes it (CONNECT_REQUEST). */
   private incomingRequest(req: IncomingRequest | undefined): void {
     if (!req) return;
-    if (this._destroyed || !this.cell.is(CmState.LISTEN)) {
+    if (!this.cell.is(CmState.LISTEN)) {
       req.refuse();
       return;
     }
@@ -503,7 +503,7 @@ export class CmId {
    * with the transport's connection and UD parameters over the defaults.
    */
   private post(type: CmEventType, status = 0, conn?: Partial<EventConnParam>, ud?: UdParam, mcContext?: unknown, listenId: CmId | null = null, on: EventChannel = this.channel): void {
-    if (this._destroyed) return;
+    if (this.destroyed) return;
     this.unacked++;
     if (tracing('cm')) trace('cm', this.tag(), `event ${rdmaEventStr(type)} status ${status}`);
     on._post(new PostedEvent(this, listenId, type, status, eventConnParam(conn), ud ?? NO_UD_PARAM, mcContext));
@@ -582,7 +582,7 @@ export class CmId {
     if (addr.port !== 0) {
       const key = `${this.ps}:${addr.port}`;
       const holder = boundPorts.get(key);
-      if (holder && !holder._destroyed && !(this.options.reuseAddr && holder.options.reuseAddr)) throw err('EADDRINUSE', op, `port ${addr.port}`);
+      if (holder && !holder.destroyed && !(this.options.reuseAddr && holder.options.reuseAddr)) throw err('EADDRINUSE', op, `port ${addr.port}`);
       boundPorts.set(key, this);
       this.reservedKey = key;
     }
@@ -1175,14 +1175,13 @@ export class CmId {
    * acknowledged (librdmacm blocks the same way). Destroy the QP first (rdma_destroy_qp).
    */
   async destroy(): Promise<void> {
-    if (this._destroyed) throw err('EINVAL', 'rdma_destroy_id', 'already destroyed');
+    if (this.destroyed) throw err('EINVAL', 'rdma_destroy_id', 'already destroyed');
     if (this.event) {
       const e = this.event;
       this.event = null;
       e.ack();
     }
     const wasListening = this.cell.move(CmState.DESTROYING, 'destroy') === CmState.LISTEN;
-    this._destroyed = true;
     if (this.reservedKey && boundPorts.get(this.reservedKey) === this) boundPorts.delete(this.reservedKey);
     for (const l of this.listeners) l.close();
     this.listeners = [];
