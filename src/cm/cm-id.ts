@@ -11,8 +11,13 @@
  *
  * Two modes, as librdmacm: an id created on an {@link EventChannel} reports outcomes as events
  * (the promise a call returns only means "started"); an id created with `channel = null` is
- * synchronous: each call awaits its own event and rejects with an errno-coded {@link RdmaError}
- * (REJECTED → ECONNREFUSED, status s → errno |s|), like `ucma_complete()`.
+ * synchronous: each call awaits its own event and rejects with an errno-coded error, like
+ * `ucma_complete()`.
+ *
+ * The id is composed of parts with one job each: its events and sync mode (id-events.ts), its
+ * QP (id-qp.ts), its multicast groups (id-multicast.ts), and what a transport sees of it
+ * (id-host.ts). This file keeps the id's state, addresses and device, route, connect, listen,
+ * accept and destroy.
  *
  * State machine: the kernel's cm_id states (cma_priv.h) in a {@link StateCell}: a call's guard
  * and its change are one step (`exch`, the kernel's `cma_comp_exch`), refused with EINVAL; a
@@ -20,7 +25,6 @@
  */
 import { RdmaError, err } from '../errors.js';
 import { Errno } from '../errno.js';
-import { trace, tracing } from '../trace.js';
 import { StateCell } from '../util/state.js';
 import type { Context } from '../verbs/context.js';
 import { getDeviceList, type Device } from '../verbs/device.js';
@@ -28,16 +32,19 @@ import type { Pd } from '../verbs/pd.js';
 import type { Cq } from '../verbs/cq.js';
 import type { CompChannel } from '../verbs/comp-channel.js';
 import type { Qp } from '../verbs/qp.js';
-import type { AhAttr } from '../verbs/ah.js';
-import { QpAttrMask, type QpAttr } from '../verbs/qp-attr.js';
-import { QpState, QpType, type QpCap } from '../verbs/types.js';
-import { EventChannel } from './event-channel.js';
-import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam, type UdParam } from './events.js';
+import type { QpAttr } from '../verbs/qp-attr.js';
+import { QpType, type QpState } from '../verbs/types.js';
+import type { EventChannel } from './event-channel.js';
+import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
 import { ipFamily, isAny, isLoopback, resolveNeighbor, routeSource, type SockAddr } from './addr.js';
 import { PortSpace, isPortSpace, qpTypeOfPortSpace } from './port-space.js';
 import { checkPortPrivilege } from './port-privilege.js';
-import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, isLocalAddress, transportOf } from './device-choice.js';
+import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, transportOf } from './device-choice.js';
 import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type ConnectRequest, type IncomingRequest } from './transport.js';
+import { IdEvents, NO_PRIVATE_DATA } from './id-events.js';
+import { IdQp, type CmQpInitAttr } from './id-qp.js';
+import { IdMulticast, McJoinFlag, checkJoinFlags } from './id-multicast.js';
+import { IdHost } from './id-host.js';
 
 export { PortSpace } from './port-space.js';
 
@@ -68,28 +75,11 @@ export const RdmaOption = {
   IB_PATH: 1,
 } as const;
 
-/** QP attributes for {@link CmId.createQp} (`struct ibv_qp_init_attr`). */
-export interface CmQpInitAttr {
-  sendCq?: Cq;
-  recvCq?: Cq;
-  cap?: Partial<QpCap>;
-  /** Default: the id's (UD for UDP/IPOIB port spaces, else RC). */
-  qpType?: QpType;
-  sqSigAll?: boolean;
-  qpContext?: unknown;
-}
-
 /**
  * The listen backlog the kernel uses when rdma_listen gets 0, a negative value or more than this
  * (ucma.c `max_backlog`, net/rdma_ucm/max_backlog, default 1024).
  */
 export const MAX_BACKLOG = 1024;
-
-/** `RDMA_MC_JOIN_FLAG_*` (rdma_cm.h): how an id joins a multicast group. */
-export const McJoinFlag = {
-  FULLMEMBER: 0,
-  SENDONLY_FULLMEMBER: 1,
-} as const;
 
 /** Options of {@link createId} beyond librdmacm's arguments. */
 export interface CreateIdOptions {
@@ -102,11 +92,6 @@ export interface CreateIdOptions {
   device?: string;
 }
 
-/** The QP number a multicast destination is addressed with (IB spec 9.8.1: 0xFFFFFF). */
-export const MULTICAST_QPN = 0xffffff;
-
-const defaultPds = new WeakMap<Context, Pd>();
-
 /** max_qp_rd_atom of the device (asked on every connect/accept); siw's 128 without one. */
 function deviceMaxRd(ctx: Context | null): number {
   return ctx ? ctx._attr.maxQpRdAtom : 128;
@@ -115,16 +100,6 @@ function deviceMaxRd(ctx: Context | null): number {
 const boundPorts = new Map<string, CmId>();
 let idSeq = 0;
 
-/** Synchronous calls wait on these outcomes (and reject on the error ones). */
-const ERROR_EVENTS = new Set([
-  CmEventType.ADDR_ERROR,
-  CmEventType.ROUTE_ERROR,
-  CmEventType.CONNECT_ERROR,
-  CmEventType.UNREACHABLE,
-  CmEventType.REJECTED,
-  CmEventType.DEVICE_REMOVAL,
-]);
-
 /** A responder resources / initiator depth value: `d` (capped at `max`) for unset or 0xff, else `v` within [0, max]. */
 function pickRd(v: number | undefined, d: number, max: number, what: string, op: string): number {
   if (v === undefined || v === 0xff) return Math.min(d, max);
@@ -132,137 +107,16 @@ function pickRd(v: number | undefined, d: number, max: number, what: string, op:
   return v;
 }
 
-/** The private data of an event that carries none (a shared empty view: it cannot be written). */
-const NO_PRIVATE_DATA = new Uint8Array(0);
-
-/** `param.ud` of an event that is not about UD (shared and frozen). */
-const NO_UD_PARAM: UdParam = Object.freeze({
-  privateData: NO_PRIVATE_DATA,
-  ahAttr: Object.freeze({ isGlobal: false, portNum: 0 }) as AhAttr,
-  qpNum: 0,
-  qkey: 0,
-});
-
-/** A multicast group the id joined, for leave and detach. */
-interface McEntry {
-  context: unknown;
-  /** The group's GID and LID once joined (MULTICAST_JOIN), for ibv_detach_mcast. */
-  mgid: Uint8Array | null;
-  mlid: number;
-}
-
-/**
- * A posted CM event. `_report` runs when the channel hands it to the application
- * (rdma_get_cm_event); `ack` may be called once.
- */
-class PostedEvent implements CmEvent {
-  private acked = false;
-  private wasReported = false;
-  constructor(
-    readonly id: CmId,
-    readonly listenId: CmId | null,
-    readonly event: CmEventType,
-    readonly status: number,
-    conn: EventConnParam,
-    ud: UdParam,
-    readonly mcContext: unknown,
-  ) {
-    this.param = { conn, ud };
-  }
-  readonly param: { conn: EventConnParam; ud: UdParam };
-  ack(): void {
-    if (this.acked) throw err('EINVAL', 'rdma_ack_cm_event', 'event already acknowledged');
-    this.acked = true;
-    this.id._eventAcked(this.wasReported);
-  }
-  _report(): void {
-    if (this.wasReported) return;
-    this.wasReported = true;
-    this.id._eventReported();
-  }
-}
-
-/** `param.conn` of an event: what the transport reported over the defaults (zeros, no private data). */
-function eventConnParam(c: Partial<EventConnParam> | undefined): EventConnParam {
-  if (c === undefined) return { privateData: NO_PRIVATE_DATA, responderResources: 0, initiatorDepth: 0, flowControl: 0, retryCount: 0, rnrRetryCount: 0, srq: 0, qpNum: 0 };
-  return {
-    privateData: c.privateData ?? NO_PRIVATE_DATA,
-    responderResources: c.responderResources ?? 0,
-    initiatorDepth: c.initiatorDepth ?? 0,
-    flowControl: c.flowControl ?? 0,
-    retryCount: c.retryCount ?? 0,
-    rnrRetryCount: c.rnrRetryCount ?? 0,
-    srq: c.srq ?? 0,
-    qpNum: c.qpNum ?? 0,
-  };
-}
-
-/**
- * What a transport sees of an id ({@link CmHost}): one object per id (and per extra transport of
- * a wildcard listener) whose getters read the id live. A class, so that every id's host shares
- * one shape and its accessors live on the prototype rather than being made per id.
- */
-class IdHost implements CmHost {
-  constructor(
-    private readonly id: CmId,
-    /** The transport it speaks for; null: the id's own. */
-    private readonly speaksFor: CmTransport | null,
-  ) {}
-  get tag(): string {
-    return this.id._hostTag();
-  }
-  get portSpace(): PortSpace {
-    return this.id.ps;
-  }
-  get qpType(): QpType {
-    return this.id.qpType;
-  }
-  get context(): Context | null {
-    return this.id.verbs;
-  }
-  get portNum(): number {
-    return this.id.portNum;
-  }
-  get localAddr(): SockAddr | null {
-    return this.id.localAddr;
-  }
-  get peerAddr(): SockAddr | null {
-    return this.id.peerAddr;
-  }
-  get options(): CmHost['options'] {
-    return this.id._hostOptions();
-  }
-  deviceFor(ip: string): Device | undefined {
-    return this.id._hostDeviceFor(ip, this.speaksFor);
-  }
-  isLocalAddress(ip: string): boolean {
-    return isLocalAddress(ip);
-  }
-  upcall(ev: CmUpcall): void {
-    this.id._hostUpcall(ev);
-  }
-}
-
 /**
  * An RDMA CM identifier. Create with {@link createId}.
  */
 export class CmId {
-  /** Event channel (a private one in synchronous mode). */
-  channel: EventChannel;
   /** The user's context pointer. */
   context: unknown;
   readonly ps: PortSpace;
   readonly qpType: QpType;
   /** The device context once bound/resolved (`id->verbs`). */
   verbs: Context | null = null;
-  pd: Pd | null = null;
-  qp: Qp | null = null;
-  sendCq: Cq | null = null;
-  recvCq: Cq | null = null;
-  sendCqChannel: CompChannel | null = null;
-  recvCqChannel: CompChannel | null = null;
-  /** Synchronous mode: the last event, acknowledged by the next call. */
-  event: CmEvent | null = null;
   /** Port number (always 1 on the software devices) once bound. */
   portNum = 0;
   /** The device this id is pinned to (createId's `device`, or `RDMACM_DEVICE`), if any. */
@@ -272,7 +126,12 @@ export class CmId {
   private src: SockAddr | null = null;
   private dst: SockAddr | null = null;
   private readonly seq = ++idSeq;
-  private sync: boolean;
+  /** The id's events: its channel, sync mode, acknowledgements. */
+  private readonly events: IdEvents;
+  /** The id's QP and the CQs rdma_create_qp made. */
+  private readonly qps = new IdQp();
+  /** The multicast groups the id joined. */
+  private readonly groups = new IdMulticast();
   /** The CM transport of the id's device, once known. */
   private transport: CmTransport | null = null;
   /** The transport half of this id (the kernel's iw_cm_id / ib_cm_id). */
@@ -287,16 +146,6 @@ export class CmId {
   private active = false;
   /** ESTABLISHED was reported. */
   private established = false;
-  /** The QP handed to the transport by connect/accept (the id's, or one named by `qpNum`). */
-  private connQp: Qp | null = null;
-  /** Joined multicast groups by address key. */
-  private readonly mcs = new Map<string, McEntry>();
-  /** Events posted for this id and not acknowledged (queued or handed out). */
-  private unacked = 0;
-  /** Events handed to the application (rdma_get_cm_event) and not acknowledged. */
-  private reportedUnacked = 0;
-  private ackWaiters: (() => void)[] = [];
-  private ownsQpResources = false;
   private reservedKey: string | null = null;
   /** Bound by the application (rdma_bind_addr, or a source given to rdma_resolve_addr). */
   private boundExplicitly = false;
@@ -313,14 +162,46 @@ export class CmId {
   constructor(channel: EventChannel | null, context: unknown, ps: PortSpace, opts: CreateIdOptions = {}) {
     if (!isPortSpace(ps)) throw err('EINVAL', 'rdma_create_id', `port space ${ps}`);
     if (opts.device !== undefined && (typeof opts.device !== 'string' || opts.device === '')) throw err('EINVAL', 'rdma_create_id', 'device must be a device name');
-    this.sync = channel === null;
-    this.channel = channel ?? new EventChannel(true);
-    this.channel._ids.add(this);
+    this.events = new IdEvents(this, this.tag(), channel);
     this.context = context;
     this.ps = ps;
     this.qpType = qpTypeOfPortSpace(ps);
     this.devicePin = opts.device ?? defaultDevicePin();
     this.host = this.makeHost();
+  }
+
+  /** Event channel (a private one in synchronous mode). */
+  get channel(): EventChannel {
+    return this.events.channel;
+  }
+  /** Synchronous mode: the last event, acknowledged by the next call. */
+  get event(): CmEvent | null {
+    return this.events.last;
+  }
+  /** The PD of the id's QP (rdma_create_ep: of its connections' QPs). */
+  get pd(): Pd | null {
+    return this.qps.pd;
+  }
+  set pd(pd: Pd | null) {
+    this.qps.pd = pd;
+  }
+  /** The QP rdma_create_qp made. */
+  get qp(): Qp | null {
+    return this.qps.qp;
+  }
+  get sendCq(): Cq | null {
+    return this.qps.sendCq;
+  }
+  get recvCq(): Cq | null {
+    return this.qps.recvCq;
+  }
+  /** The completion channel of the send CQ, when rdma_create_qp made the CQ. */
+  get sendCqChannel(): CompChannel | null {
+    return this.qps.sendCqChannel;
+  }
+  /** The completion channel of the receive CQ, when rdma_create_qp made the CQ. */
+  get recvCqChannel(): CompChannel | null {
+    return this.qps.recvCqChannel;
   }
 
   /** Current state. */
@@ -349,7 +230,7 @@ export class CmId {
   }
   /** Whether the id is synchronous (created without a channel). */
   get isSync(): boolean {
-    return this.sync;
+    return this.events.sync;
   }
 
   private tag(): string {
@@ -447,17 +328,20 @@ export class CmId {
         if (this.active && !this.established) {
           // The connect failed: the id can try again (ROUTE_RESOLVED); librdmacm moves the QP to ERR.
           this.cell.exch([CmState.CONNECT, CmState.DISCONNECT], CmState.ROUTE_RESOLVED, rdmaEventStr(ev.event));
-          const qp = this.connQp;
-          this.connQp = null;
-          if (qp && qp.state !== QpState.RESET && qp.state !== QpState.ERR) qp.modify({ qpState: QpState.ERR });
+          this.qps.connectFailed();
         } else this.cell.exch(CmState.CONNECT, CmState.DISCONNECT, rdmaEventStr(ev.event));
         break;
       case CmEventType.DISCONNECTED:
         this.cell.exch(CmState.CONNECT, CmState.DISCONNECT, 'disconnected');
         break;
-      case CmEventType.MULTICAST_JOIN:
-        if (!this.attachJoined(ev)) return;
+      case CmEventType.MULTICAST_JOIN: {
+        const attach = this.groups.joined(ev, this.qp);
+        if (attach !== 0) {
+          this.events.post(CmEventType.MULTICAST_ERROR, attach, undefined, undefined, ev.mcContext);
+          return;
+        }
         break;
+      }
       case CmEventType.ADDR_RESOLVED:
         if (ev.localAddr) this.src = ev.localAddr;
         this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved');
@@ -474,7 +358,7 @@ export class CmId {
       default:
         break;
     }
-    this.post(ev.event, status, ev.conn, ev.ud, ev.mcContext);
+    this.events.post(ev.event, status, ev.conn, ev.ud, ev.mcContext);
   }
 
   /** A listener's transport reports a connect request: a new id takes it (CONNECT_REQUEST). */
@@ -484,7 +368,7 @@ export class CmId {
       req.refuse();
       return;
     }
-    const child = new CmId(this.sync ? null : this.channel, this.context, this.ps, this.devicePin === undefined ? {} : { device: this.devicePin });
+    const child = new CmId(this.isSync ? null : this.channel, this.context, this.ps, this.devicePin === undefined ? {} : { device: this.devicePin });
     child.verbs = req.context;
     child.portNum = req.portNum;
     child.transport = transportOf(req.context.device) ?? null;
@@ -493,59 +377,7 @@ export class CmId {
     child.reqParam = req.conn ?? {};
     child.cell.exch(CmState.IDLE, CmState.CONNECT, 'connect request');
     child.ep = req.adopt(child.host);
-    child.post(CmEventType.CONNECT_REQUEST, 0, req.conn, req.ud, undefined, this, this.channel);
-  }
-
-  // -- events -------------------------------------------------------------------------------------
-
-  /**
-   * Queue event `type` of this id on its channel (`on`: the listener's, for CONNECT_REQUEST),
-   * with the transport's connection and UD parameters over the defaults.
-   */
-  private post(type: CmEventType, status = 0, conn?: Partial<EventConnParam>, ud?: UdParam, mcContext?: unknown, listenId: CmId | null = null, on: EventChannel = this.channel): void {
-    if (this.destroyed) return;
-    this.unacked++;
-    if (tracing('cm')) trace('cm', this.tag(), `event ${rdmaEventStr(type)} status ${status}`);
-    on._post(new PostedEvent(this, listenId, type, status, eventConnParam(conn), ud ?? NO_UD_PARAM, mcContext));
-  }
-
-  /** @internal An event of this id was acknowledged ({@link PostedEvent.ack}). */
-  _eventAcked(wasReported: boolean): void {
-    this.unacked--;
-    if (wasReported) this.reportedUnacked--;
-    if (this.ackWaiters.length === 0) return;
-    const ws = this.ackWaiters;
-    this.ackWaiters = [];
-    for (const w of ws) w();
-  }
-
-  /** @internal An event of this id was handed to the application (rdma_get_cm_event). */
-  _eventReported(): void {
-    this.reportedUnacked++;
-  }
-
-  /** Resolve once `done()` holds; re-checked after every acknowledgement of this id's events. */
-  private async waitAcks(done: () => boolean): Promise<void> {
-    while (!done()) await new Promise<void>((r) => this.ackWaiters.push(r));
-  }
-
-  /**
-   * Synchronous mode: acknowledge the previous event, wait for the next one of this id and map
-   * an error event to an RdmaError (ucma_complete()).
-   */
-  private async complete(op: string): Promise<CmEvent> {
-    if (this.event) {
-      const e = this.event;
-      this.event = null;
-      e.ack();
-    }
-    const ev = await this.channel.getEvent();
-    this.event = ev;
-    if (ev.event === CmEventType.REJECTED) throw new RdmaError('ECONNREFUSED', { op, detail: `${rdmaEventStr(ev.event)} status ${ev.status}` });
-    if (ev.status !== 0 || ERROR_EVENTS.has(ev.event)) {
-      throw RdmaError.fromErrno(ev.status === 0 ? 5 : Math.abs(ev.status), { op, detail: rdmaEventStr(ev.event) });
-    }
-    return ev;
+    child.events.post(CmEventType.CONNECT_REQUEST, 0, req.conn, req.ud, undefined, this, this.channel);
   }
 
   // -- address ------------------------------------------------------------------------------------
@@ -626,7 +458,7 @@ export class CmId {
         this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'resolve failed');
         throw e;
       }
-      if (this.sync) await this.complete(op);
+      if (this.isSync) await this.events.complete(op);
       return;
     }
     this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
@@ -669,11 +501,11 @@ export class CmId {
         if (status === 0 && !isLoopback(dst.address) && !isAny(dst.address) && devicesOwning(dst.address).length === 0) status = await resolveNeighbor(dst.address, timeoutMs);
       }
       if (status === 0) {
-        if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved')) this.post(CmEventType.ADDR_RESOLVED);
-      } else if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'address error')) this.post(CmEventType.ADDR_ERROR, status);
+        if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved')) this.events.post(CmEventType.ADDR_RESOLVED);
+      } else if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'address error')) this.events.post(CmEventType.ADDR_ERROR, status);
     };
     setImmediate(() => void work());
-    if (this.sync) await this.complete(op);
+    if (this.isSync) await this.events.complete(op);
   }
 
   /**
@@ -693,13 +525,13 @@ export class CmId {
     setImmediate(() => {
       const done = (status: number): void => {
         if (status === 0) {
-          if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ROUTE_RESOLVED, 'route resolved')) this.post(CmEventType.ROUTE_RESOLVED);
-        } else if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'route error')) this.post(CmEventType.ROUTE_ERROR, status);
+          if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ROUTE_RESOLVED, 'route resolved')) this.events.post(CmEventType.ROUTE_RESOLVED);
+        } else if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'route error')) this.events.post(CmEventType.ROUTE_ERROR, status);
       };
       if (ep?.resolveRoute) ep.resolveRoute(timeoutMs).then(done, (e: unknown) => done(-(e instanceof RdmaError ? e.errno : Errno.EIO)));
       else done(0);
     });
-    if (this.sync) await this.complete(op);
+    if (this.isSync) await this.events.complete(op);
   }
 
   // -- QP -----------------------------------------------------------------------------------------
@@ -715,120 +547,15 @@ export class CmId {
     const op = 'rdma_create_qp';
     this.checkAlive(op);
     if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
-    if (this.qp) throw err('EINVAL', op, 'id already has a QP');
-    const ctx = this.verbs;
-    if (pd && pd.context !== ctx) throw err('EINVAL', op, 'PD of another device');
-    const qpType = attr.qpType ?? this.qpType;
-    let thePd = pd;
-    if (!thePd) {
-      thePd = defaultPds.get(ctx) ?? ctx.allocPd();
-      defaultPds.set(ctx, thePd);
-    }
-    const cap = { maxSendWr: 1, maxRecvWr: 1, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0, ...attr.cap };
-    let sendCq = attr.sendCq;
-    let recvCq = attr.recvCq;
-    const made: { cq: Cq; ch: CompChannel }[] = [];
-    if (!sendCq) {
-      const ch = ctx.createCompChannel();
-      sendCq = ctx.createCq(Math.max(cap.maxSendWr, 1), ch);
-      made.push({ cq: sendCq, ch });
-      this.sendCqChannel = ch;
-    }
-    if (!recvCq) {
-      const ch = ctx.createCompChannel();
-      recvCq = ctx.createCq(Math.max(cap.maxRecvWr, 1), ch);
-      made.push({ cq: recvCq, ch });
-      this.recvCqChannel = ch;
-    }
-    let qp: Qp;
-    try {
-      const init = { qpType, sendCq, recvCq, cap, sqSigAll: attr.sqSigAll ?? false, qpContext: attr.qpContext };
-      qp = this.ep?.createQp ? this.ep.createQp(thePd, init) : (thePd.createQp(init) as Qp);
-    } catch (e) {
-      for (const m of made) {
-        m.cq.destroy();
-        m.ch.destroy();
-      }
-      this.sendCqChannel = null;
-      this.recvCqChannel = null;
-      throw e;
-    }
-    try {
-      this.initQp(qp);
-    } catch (e) {
-      qp.destroy();
-      for (const m of made) {
-        m.cq.destroy();
-        m.ch.destroy();
-      }
-      this.sendCqChannel = null;
-      this.recvCqChannel = null;
-      throw e;
-    }
-    this.ownsQpResources = made.length > 0;
-    this.pd = thePd;
-    this.qp = qp;
-    this.sendCq = sendCq;
-    this.recvCq = recvCq;
-    return qp;
-  }
-
-  /**
-   * librdmacm's `ucma_init_conn_qp` / `ucma_init_ud_qp`: INIT with rdma_init_qp_attr's
-   * attributes; a UD QP goes on to RTR and RTS (SQ PSN 0), since nothing else will move it.
-   */
-  private initQp(qp: Qp): void {
-    if (qp.state !== QpState.RESET) return;
-    if (!this.ep) {
-      qp.modify({ qpState: QpState.INIT });
-      return;
-    }
-    const init = this.ep.initQpAttr(QpState.INIT);
-    qp.modify(init.attr, init.mask);
-    if (qp.qpType === QpType.UD) {
-      qp.modify({ qpState: QpState.RTR }, QpAttrMask.STATE);
-      qp.modify({ qpState: QpState.RTS, sqPsn: 0 }, QpAttrMask.STATE | QpAttrMask.SQ_PSN);
-    }
+    return this.qps.create(this.verbs, this.ep, pd, attr, this.qpType, op);
   }
 
   /** rdma_destroy_qp(): destroy the QP and the CQs/channels rdma_create_qp made. */
   destroyQp(): void {
-    const qp = this.qp;
-    if (!qp) return;
-    this.qp = null;
-    try {
-      qp.destroy();
-    } catch {
-      /* already destroyed by the user */
-    }
-    if (this.ownsQpResources) {
-      for (const [cq, ch] of [
-        [this.sendCq, this.sendCqChannel],
-        [this.recvCq, this.recvCqChannel],
-      ] as const) {
-        if (cq && ch) {
-          try {
-            cq.destroy();
-            ch.destroy();
-          } catch {
-            /* the user still holds events; leave them */
-          }
-        }
-      }
-    }
-    this.sendCqChannel = this.recvCqChannel = null;
-    this.sendCq = this.recvCq = null;
+    this.qps.destroy();
   }
 
-  /** The QP a connect/accept uses: the id's, or the one `param.qpNum` names (null if neither). */
-  private qpFor(param: ConnParam | undefined): Qp | null {
-    if (this.qp) return this.qp;
-    if (param?.qpNum !== undefined && this.verbs) {
-      const q = this.verbs._qps.get(param.qpNum);
-      if (q) return q as Qp;
-    }
-    return null;
-  }
+  // -- connection parameters ----------------------------------------------------------------------
 
   private rdLimits(param: ConnParam | undefined, op: string, dflt: { ird: number; ord: number }): { ird: number; ord: number } {
     const max = deviceMaxRd(this.verbs);
@@ -870,21 +597,21 @@ export class CmId {
     }
     this.active = true;
     this.established = false;
-    this.connQp = req.qp;
+    this.qps.handOver(req.qp);
     try {
       await ep.connect(req);
     } catch (e) {
       // The call itself failed (no event follows): the id is back in ROUTE_RESOLVED.
       if (!this.established) this.cell.exch(CmState.CONNECT, CmState.ROUTE_RESOLVED, 'connect failed');
-      this.connQp = null;
+      this.qps.release();
       throw e;
     }
-    if (this.sync) await this.complete(op);
+    if (this.isSync) await this.events.complete(op);
   }
 
   /** What rdma_connect hands the endpoint: the QP, addresses, private data and IRD/ORD, checked. */
   private connectRequest(param: ConnParam | undefined, op: string): ConnectRequest {
-    const qp = this.qpFor(param);
+    const qp = this.qps.qpFor(param, this.verbs);
     const pdata = this.checkPrivateData(param?.privateData, op, 'connect');
     const max = deviceMaxRd(this.verbs);
     const { ird, ord } = this.rdLimits(param, op, { ird: max, ord: max });
@@ -982,38 +709,19 @@ export class CmId {
   async getRequest(): Promise<CmId> {
     const op = 'rdma_get_request';
     this.checkAlive(op);
-    if (!this.sync || !this.cell.is(CmState.LISTEN)) throw err('EINVAL', op);
-    if (this.event) {
-      const e = this.event;
-      this.event = null;
-      e.ack();
-    }
-    const ev = await this.channel.getEvent();
-    // As librdmacm: an event that is not a usable request stays in listen->event (acknowledged
-    // by the next call or by rdma_destroy_id).
-    if (ev.event === CmEventType.REJECTED) {
-      this.event = ev;
-      throw err('ECONNREFUSED', op);
-    }
-    if (ev.status !== 0) {
-      this.event = ev;
-      throw RdmaError.fromErrno(Math.abs(ev.status), { op });
-    }
-    if (ev.event !== CmEventType.CONNECT_REQUEST) {
-      this.event = ev;
-      throw err('EINVAL', op, rdmaEventStr(ev.event));
-    }
+    if (!this.isSync || !this.cell.is(CmState.LISTEN)) throw err('EINVAL', op);
+    const ev = await this.events.nextRequest(op);
     const child = ev.id;
     if (this._epQpInitAttr) {
       // rdma_create_ep saved the QP attributes: the new id gets its QP now, in the listener's PD.
       try {
         child.createQp(this.pd, { ...this._epQpInitAttr, cap: { ...this._epQpInitAttr.cap } });
       } catch (e) {
-        this.event = ev;
+        this.events.last = ev;
         throw e;
       }
     }
-    child.event = ev;
+    child.events.last = ev;
     return child;
   }
 
@@ -1027,13 +735,13 @@ export class CmId {
     const op = 'rdma_accept';
     this.checkAlive(op);
     if (!this.cell.is(CmState.CONNECT) || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
-    const qp = this.qpFor(param);
+    const qp = this.qps.qpFor(param, this.verbs);
     const pdata = this.checkPrivateData(param?.privateData, op, 'accept');
     const req = this.reqParam ?? {};
     const { ird, ord } = this.rdLimits(param, op, { ird: req.responderResources ?? 0, ord: req.initiatorDepth ?? 0 });
-    this.connQp = qp;
+    this.qps.handOver(qp);
     await this.ep.accept({ qp, ownQp: qp !== null && qp === this.qp, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} });
-    if (this.sync && this.qpType !== QpType.UD) await this.complete(op);
+    if (this.isSync && this.qpType !== QpType.UD) await this.events.complete(op);
   }
 
   /**
@@ -1082,12 +790,12 @@ export class CmId {
     this.checkAlive(op);
     this.expect([CmState.CONNECT, CmState.DISCONNECT], op);
     if (this.ep?.disconnect()) {
-      if (this.sync) await this.complete(op);
+      if (this.isSync) await this.events.complete(op);
       return;
     }
-    if (this.sync && this.event?.event !== CmEventType.DISCONNECTED) {
+    if (this.isSync && this.events.last?.event !== CmEventType.DISCONNECTED) {
       // Already disconnected by the peer: the DISCONNECTED event may be queued.
-      if (this.channel.pending > 0) await this.complete(op);
+      if (this.channel.pending > 0) await this.events.complete(op);
     }
   }
 
@@ -1111,20 +819,9 @@ export class CmId {
     this.expect([CmState.ADDR_BOUND, CmState.ADDR_RESOLVED], op);
     if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
     ipFamily(opts.addr.address, op);
-    const flags = opts.joinFlags ?? McJoinFlag.FULLMEMBER;
-    if (flags !== McJoinFlag.FULLMEMBER && flags !== McJoinFlag.SENDONLY_FULLMEMBER) throw err('EINVAL', op, `join flags ${flags}`);
-    const ep = this.endpoint(op);
-    if (!ep.joinMulticast) throw err('ENOSYS', op, `no multicast on ${this.verbs.device.name}`);
-    const key = mcKey(opts.addr.address);
-    if (this.mcs.has(key)) throw err('EADDRINUSE', op, opts.addr.address);
-    this.mcs.set(key, { context: opts.context, mgid: null, mlid: 0 });
-    try {
-      ep.joinMulticast({ addr: { ...opts.addr }, joinFlags: flags, context: opts.context });
-    } catch (e) {
-      this.mcs.delete(key);
-      throw e;
-    }
-    if (this.sync) await this.complete(op);
+    const flags = checkJoinFlags(opts.joinFlags, op);
+    this.groups.join(this.endpoint(op), this.verbs.device.name, opts.addr, flags, opts.context, op);
+    if (this.isSync) await this.events.complete(op);
   }
 
   /**
@@ -1134,40 +831,7 @@ export class CmId {
   async leaveMulticast(addr: SockAddr): Promise<void> {
     const op = 'rdma_leave_multicast';
     this.checkAlive(op);
-    const key = mcKey(addr.address);
-    const mc = this.mcs.get(key);
-    if (!mc) throw err('EADDRNOTAVAIL', op, addr.address);
-    this.mcs.delete(key);
-    if (this.qp && mc.mgid) {
-      try {
-        this.qp.detachMcast(mc.mgid, mc.mlid);
-      } catch {
-        /* the QP may be gone or never attached */
-      }
-    }
-    this.ep?.leaveMulticast?.({ ...addr });
-  }
-
-  /**
-   * MULTICAST_JOIN arrived: remember the group's GID and attach the id's QP (librdmacm's
-   * `ucma_process_join`). A failed attach turns the event into MULTICAST_ERROR. Returns false
-   * if the event is not to be posted as is.
-   */
-  private attachJoined(ev: CmUpcall): boolean {
-    const grh = ev.ud?.ahAttr.grh;
-    const entry = [...this.mcs.values()].find((m) => m.context === ev.mcContext && m.mgid === null) ?? null;
-    if (entry && grh) {
-      entry.mgid = Uint8Array.from(grh.dgid);
-      entry.mlid = ev.ud?.ahAttr.dlid ?? 0;
-    }
-    if (!this.qp || !grh) return true;
-    try {
-      this.qp.attachMcast(Uint8Array.from(grh.dgid), ev.ud?.ahAttr.dlid ?? 0);
-    } catch (e) {
-      this.post(CmEventType.MULTICAST_ERROR, -(e instanceof RdmaError ? e.errno : 5), undefined, undefined, ev.mcContext);
-      return false;
-    }
-    return true;
+    this.groups.leave(addr, this.qp, this.ep, op);
   }
 
   /**
@@ -1176,44 +840,19 @@ export class CmId {
    */
   async destroy(): Promise<void> {
     if (this.destroyed) throw err('EINVAL', 'rdma_destroy_id', 'already destroyed');
-    if (this.event) {
-      const e = this.event;
-      this.event = null;
-      e.ack();
-    }
+    this.events.ackLast();
     const wasListening = this.cell.move(CmState.DESTROYING, 'destroy') === CmState.LISTEN;
     if (this.reservedKey && boundPorts.get(this.reservedKey) === this) boundPorts.delete(this.reservedKey);
     for (const l of this.listeners) l.close();
     this.listeners = [];
-    if (this.qp) {
-      for (const mc of this.mcs.values()) {
-        if (!mc.mgid) continue;
-        try {
-          this.qp.detachMcast(mc.mgid, mc.mlid);
-        } catch {
-          /* already detached */
-        }
-      }
-    }
-    this.mcs.clear();
+    this.groups.clear(this.qp);
     // A connect request never accepted is rejected (iw_cm / ib_cm on destroy); a connection is
     // aborted; nothing more is reported.
     this.ep?.destroy();
     this.ep = null;
-    this.connQp = null;
-    // The kernel drops the events not yet retrieved (ucma_cleanup_ctx_events); a listener's
-    // queued connect requests go with it, their new ids destroyed (the requesters are rejected).
-    this.channel._dropEventsOf(this);
-    if (wasListening) {
-      for (const e of this.channel._takeWhere((x) => x.listenId === this && x.event === CmEventType.CONNECT_REQUEST)) {
-        e.ack();
-        void e.id.destroy().catch(() => {});
-      }
-    }
-    // rdma_destroy_id blocks until every event reported for the id is acknowledged.
-    await this.waitAcks(() => this.unacked <= 0);
-    this.channel._ids.delete(this);
-    if (this.sync) this.channel.destroy();
+    this.qps.release();
+    // Its events are dropped, and rdma_destroy_id blocks until every one reported is acknowledged.
+    await this.events.close(wasListening);
   }
 
   /**
@@ -1223,24 +862,9 @@ export class CmId {
   async migrate(channel: EventChannel | null): Promise<void> {
     const op = 'rdma_migrate_id';
     this.checkAlive(op);
-    if (channel === null && this.sync) throw err('EINVAL', op, 'already synchronous');
+    if (channel === null && this.isSync) throw err('EINVAL', op, 'already synchronous');
     if (channel?.isDestroyed) throw err('EINVAL', op, 'channel destroyed');
-    if (this.sync && this.event) {
-      const e = this.event;
-      this.event = null;
-      e.ack();
-    }
-    const target = channel ?? new EventChannel(true);
-    const moved = this.channel._takeEventsOf(this);
-    this.channel._ids.delete(this);
-    const old = this.channel;
-    this.channel = target;
-    target._ids.add(this);
-    this.sync = channel === null;
-    for (const e of moved) target._post(e);
-    if (old._sync && old._ids.size === 0) old.destroy();
-    // librdmacm blocks until the events already reported on the old channel are acknowledged.
-    await this.waitAcks(() => this.reportedUnacked <= 0);
+    await this.events.migrate(channel);
   }
 
   /**
@@ -1294,11 +918,6 @@ export class CmId {
   get ackTimeout(): number {
     return this.options.ackTimeout;
   }
-}
-
-/** The key of a multicast group address (normalised, so `::ffff:a.b.c.d` is `a.b.c.d`). */
-function mcKey(address: string): string {
-  return address.startsWith('::ffff:') ? address.slice(7) : address.toLowerCase();
 }
 
 /**
