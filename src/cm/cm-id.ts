@@ -11,29 +11,40 @@
  *
  * Two modes, as librdmacm: an id created on an {@link EventChannel} reports outcomes as events
  * (the promise a call returns only means "started"); an id created with `channel = null` is
- * synchronous: each call awaits its own event and rejects with an errno-coded {@link RdmaError}
- * (REJECTED → ECONNREFUSED, status s → errno |s|), like `ucma_complete()`.
+ * synchronous: each call awaits its own event and rejects with an errno-coded error, like
+ * `ucma_complete()`.
  *
- * State machine: the kernel's cm_id states (cma_priv.h), changed only through {@link CmId.setState}.
+ * The id is composed of parts with one job each: its events and sync mode (id-events.ts), its
+ * QP (id-qp.ts), its multicast groups (id-multicast.ts), and what a transport sees of it
+ * (id-host.ts). This file keeps the id's state, addresses and device, route, connect, listen,
+ * accept and destroy.
+ *
+ * State machine: the kernel's cm_id states (cma_priv.h) in a {@link StateCell}: a call's guard
+ * and its change are one step (`exch`, the kernel's `cma_comp_exch`), refused with EINVAL; a
+ * call that fails after it goes back, as the kernel's error paths do.
  */
 import { RdmaError, err } from '../errors.js';
-import { trace, tracing } from '../trace.js';
+import { Errno } from '../errno.js';
+import { StateCell } from '../util/state.js';
 import type { Context } from '../verbs/context.js';
 import { getDeviceList, type Device } from '../verbs/device.js';
 import type { Pd } from '../verbs/pd.js';
 import type { Cq } from '../verbs/cq.js';
 import type { CompChannel } from '../verbs/comp-channel.js';
 import type { Qp } from '../verbs/qp.js';
-import type { AhAttr } from '../verbs/ah.js';
-import { QpAttrMask, type QpAttr } from '../verbs/qp-attr.js';
-import { QpState, QpType, type QpCap } from '../verbs/types.js';
-import { EventChannel } from './event-channel.js';
-import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam, type UdParam } from './events.js';
+import type { QpAttr } from '../verbs/qp-attr.js';
+import { QpType, type QpState } from '../verbs/types.js';
+import type { EventChannel } from './event-channel.js';
+import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
 import { ipFamily, isAny, isLoopback, resolveNeighbor, routeSource, type SockAddr } from './addr.js';
 import { PortSpace, isPortSpace, qpTypeOfPortSpace } from './port-space.js';
 import { checkPortPrivilege } from './port-privilege.js';
-import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, isLocalAddress, transportOf } from './device-choice.js';
-import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type IncomingRequest } from './transport.js';
+import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, transportOf } from './device-choice.js';
+import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type ConnectRequest, type IncomingRequest } from './transport.js';
+import { IdEvents, NO_PRIVATE_DATA } from './id-events.js';
+import { IdQp, type CmQpInitAttr } from './id-qp.js';
+import { IdMulticast, McJoinFlag, checkJoinFlags } from './id-multicast.js';
+import { IdHost } from './id-host.js';
 
 export { PortSpace } from './port-space.js';
 
@@ -49,6 +60,7 @@ export enum CmState {
   ADDR_BOUND = 'ADDR_BOUND',
   LISTEN = 'LISTEN',
   DEVICE_REMOVAL = 'DEVICE_REMOVAL',
+  /** rdma_destroy_id was called; no call or upcall leaves it. */
   DESTROYING = 'DESTROYING',
 }
 
@@ -63,28 +75,11 @@ export const RdmaOption = {
   IB_PATH: 1,
 } as const;
 
-/** QP attributes for {@link CmId.createQp} (`struct ibv_qp_init_attr`). */
-export interface CmQpInitAttr {
-  sendCq?: Cq;
-  recvCq?: Cq;
-  cap?: Partial<QpCap>;
-  /** Default: the id's (UD for UDP/IPOIB port spaces, else RC). */
-  qpType?: QpType;
-  sqSigAll?: boolean;
-  qpContext?: unknown;
-}
-
 /**
  * The listen backlog the kernel uses when rdma_listen gets 0, a negative value or more than this
  * (ucma.c `max_backlog`, net/rdma_ucm/max_backlog, default 1024).
  */
 export const MAX_BACKLOG = 1024;
-
-/** `RDMA_MC_JOIN_FLAG_*` (rdma_cm.h): how an id joins a multicast group. */
-export const McJoinFlag = {
-  FULLMEMBER: 0,
-  SENDONLY_FULLMEMBER: 1,
-} as const;
 
 /** Options of {@link createId} beyond librdmacm's arguments. */
 export interface CreateIdOptions {
@@ -97,11 +92,6 @@ export interface CreateIdOptions {
   device?: string;
 }
 
-/** The QP number a multicast destination is addressed with (IB spec 9.8.1: 0xFFFFFF). */
-export const MULTICAST_QPN = 0xffffff;
-
-const defaultPds = new WeakMap<Context, Pd>();
-
 /** max_qp_rd_atom of the device (asked on every connect/accept); siw's 128 without one. */
 function deviceMaxRd(ctx: Context | null): number {
   return ctx ? ctx._attr.maxQpRdAtom : 128;
@@ -110,16 +100,6 @@ function deviceMaxRd(ctx: Context | null): number {
 const boundPorts = new Map<string, CmId>();
 let idSeq = 0;
 
-/** Synchronous calls wait on these outcomes (and reject on the error ones). */
-const ERROR_EVENTS = new Set([
-  CmEventType.ADDR_ERROR,
-  CmEventType.ROUTE_ERROR,
-  CmEventType.CONNECT_ERROR,
-  CmEventType.UNREACHABLE,
-  CmEventType.REJECTED,
-  CmEventType.DEVICE_REMOVAL,
-]);
-
 /** A responder resources / initiator depth value: `d` (capped at `max`) for unset or 0xff, else `v` within [0, max]. */
 function pickRd(v: number | undefined, d: number, max: number, what: string, op: string): number {
   if (v === undefined || v === 0xff) return Math.min(d, max);
@@ -127,146 +107,31 @@ function pickRd(v: number | undefined, d: number, max: number, what: string, op:
   return v;
 }
 
-/** The private data of an event that carries none (a shared empty view: it cannot be written). */
-const NO_PRIVATE_DATA = new Uint8Array(0);
-
-/** `param.ud` of an event that is not about UD (shared and frozen). */
-const NO_UD_PARAM: UdParam = Object.freeze({
-  privateData: NO_PRIVATE_DATA,
-  ahAttr: Object.freeze({ isGlobal: false, portNum: 0 }) as AhAttr,
-  qpNum: 0,
-  qkey: 0,
-});
-
-/** A multicast group the id joined, for leave and detach. */
-interface McEntry {
-  context: unknown;
-  /** The group's GID and LID once joined (MULTICAST_JOIN), for ibv_detach_mcast. */
-  mgid: Uint8Array | null;
-  mlid: number;
-}
-
-/**
- * A posted CM event. `_report` runs when the channel hands it to the application
- * (rdma_get_cm_event); `ack` may be called once.
- */
-class PostedEvent implements CmEvent {
-  private acked = false;
-  private wasReported = false;
-  constructor(
-    readonly id: CmId,
-    readonly listenId: CmId | null,
-    readonly event: CmEventType,
-    readonly status: number,
-    conn: EventConnParam,
-    ud: UdParam,
-    readonly mcContext: unknown,
-  ) {
-    this.param = { conn, ud };
-  }
-  readonly param: { conn: EventConnParam; ud: UdParam };
-  ack(): void {
-    if (this.acked) throw err('EINVAL', 'rdma_ack_cm_event', 'event already acknowledged');
-    this.acked = true;
-    this.id._eventAcked(this.wasReported);
-  }
-  _report(): void {
-    if (this.wasReported) return;
-    this.wasReported = true;
-    this.id._eventReported();
-  }
-}
-
-/** `param.conn` of an event: what the transport reported over the defaults (zeros, no private data). */
-function eventConnParam(c: Partial<EventConnParam> | undefined): EventConnParam {
-  if (c === undefined) return { privateData: NO_PRIVATE_DATA, responderResources: 0, initiatorDepth: 0, flowControl: 0, retryCount: 0, rnrRetryCount: 0, srq: 0, qpNum: 0 };
-  return {
-    privateData: c.privateData ?? NO_PRIVATE_DATA,
-    responderResources: c.responderResources ?? 0,
-    initiatorDepth: c.initiatorDepth ?? 0,
-    flowControl: c.flowControl ?? 0,
-    retryCount: c.retryCount ?? 0,
-    rnrRetryCount: c.rnrRetryCount ?? 0,
-    srq: c.srq ?? 0,
-    qpNum: c.qpNum ?? 0,
-  };
-}
-
-/**
- * What a transport sees of an id ({@link CmHost}): one object per id (and per extra transport of
- * a wildcard listener) whose getters read the id live. A class, so that every id's host shares
- * one shape and its accessors live on the prototype rather than being made per id.
- */
-class IdHost implements CmHost {
-  constructor(
-    private readonly id: CmId,
-    /** The transport it speaks for; null: the id's own. */
-    private readonly speaksFor: CmTransport | null,
-  ) {}
-  get tag(): string {
-    return this.id._hostTag();
-  }
-  get portSpace(): PortSpace {
-    return this.id.ps;
-  }
-  get qpType(): QpType {
-    return this.id.qpType;
-  }
-  get context(): Context | null {
-    return this.id.verbs;
-  }
-  get portNum(): number {
-    return this.id.portNum;
-  }
-  get localAddr(): SockAddr | null {
-    return this.id.localAddr;
-  }
-  get peerAddr(): SockAddr | null {
-    return this.id.peerAddr;
-  }
-  get options(): CmHost['options'] {
-    return this.id._hostOptions();
-  }
-  deviceFor(ip: string): Device | undefined {
-    return this.id._hostDeviceFor(ip, this.speaksFor);
-  }
-  isLocalAddress(ip: string): boolean {
-    return isLocalAddress(ip);
-  }
-  upcall(ev: CmUpcall): void {
-    this.id._hostUpcall(ev);
-  }
-}
-
 /**
  * An RDMA CM identifier. Create with {@link createId}.
  */
 export class CmId {
-  /** Event channel (a private one in synchronous mode). */
-  channel: EventChannel;
   /** The user's context pointer. */
   context: unknown;
   readonly ps: PortSpace;
   readonly qpType: QpType;
   /** The device context once bound/resolved (`id->verbs`). */
   verbs: Context | null = null;
-  pd: Pd | null = null;
-  qp: Qp | null = null;
-  sendCq: Cq | null = null;
-  recvCq: Cq | null = null;
-  sendCqChannel: CompChannel | null = null;
-  recvCqChannel: CompChannel | null = null;
-  /** Synchronous mode: the last event, acknowledged by the next call. */
-  event: CmEvent | null = null;
   /** Port number (always 1 on the software devices) once bound. */
   portNum = 0;
   /** The device this id is pinned to (createId's `device`, or `RDMACM_DEVICE`), if any. */
   readonly devicePin: string | undefined;
-  private _state: CmState = CmState.IDLE;
+  /** The id's state; changed only by `move` and `exch`. */
+  private readonly cell: StateCell<CmState> = new StateCell<CmState>('cm', () => this.tag(), CmState.IDLE);
   private src: SockAddr | null = null;
   private dst: SockAddr | null = null;
   private readonly seq = ++idSeq;
-  private sync: boolean;
+  /** The id's events: its channel, sync mode, acknowledgements. */
+  private readonly events: IdEvents;
+  /** The id's QP and the CQs rdma_create_qp made. */
+  private readonly qps = new IdQp();
+  /** The multicast groups the id joined. */
+  private readonly groups = new IdMulticast();
   /** The CM transport of the id's device, once known. */
   private transport: CmTransport | null = null;
   /** The transport half of this id (the kernel's iw_cm_id / ib_cm_id). */
@@ -281,17 +146,6 @@ export class CmId {
   private active = false;
   /** ESTABLISHED was reported. */
   private established = false;
-  /** The QP handed to the transport by connect/accept (the id's, or one named by `qpNum`). */
-  private connQp: Qp | null = null;
-  /** Joined multicast groups by address key. */
-  private readonly mcs = new Map<string, McEntry>();
-  /** Events posted for this id and not acknowledged (queued or handed out). */
-  private unacked = 0;
-  /** Events handed to the application (rdma_get_cm_event) and not acknowledged. */
-  private reportedUnacked = 0;
-  private ackWaiters: (() => void)[] = [];
-  private _destroyed = false;
-  private ownsQpResources = false;
   private reservedKey: string | null = null;
   /** Bound by the application (rdma_bind_addr, or a source given to rdma_resolve_addr). */
   private boundExplicitly = false;
@@ -308,9 +162,7 @@ export class CmId {
   constructor(channel: EventChannel | null, context: unknown, ps: PortSpace, opts: CreateIdOptions = {}) {
     if (!isPortSpace(ps)) throw err('EINVAL', 'rdma_create_id', `port space ${ps}`);
     if (opts.device !== undefined && (typeof opts.device !== 'string' || opts.device === '')) throw err('EINVAL', 'rdma_create_id', 'device must be a device name');
-    this.sync = channel === null;
-    this.channel = channel ?? new EventChannel(true);
-    this.channel._ids.add(this);
+    this.events = new IdEvents(this, this.tag(), channel);
     this.context = context;
     this.ps = ps;
     this.qpType = qpTypeOfPortSpace(ps);
@@ -318,13 +170,47 @@ export class CmId {
     this.host = this.makeHost();
   }
 
+  /** Event channel (a private one in synchronous mode). */
+  get channel(): EventChannel {
+    return this.events.channel;
+  }
+  /** Synchronous mode: the last event, acknowledged by the next call. */
+  get event(): CmEvent | null {
+    return this.events.last;
+  }
+  /** The PD of the id's QP (rdma_create_ep: of its connections' QPs). */
+  get pd(): Pd | null {
+    return this.qps.pd;
+  }
+  set pd(pd: Pd | null) {
+    this.qps.pd = pd;
+  }
+  /** The QP rdma_create_qp made. */
+  get qp(): Qp | null {
+    return this.qps.qp;
+  }
+  get sendCq(): Cq | null {
+    return this.qps.sendCq;
+  }
+  get recvCq(): Cq | null {
+    return this.qps.recvCq;
+  }
+  /** The completion channel of the send CQ, when rdma_create_qp made the CQ. */
+  get sendCqChannel(): CompChannel | null {
+    return this.qps.sendCqChannel;
+  }
+  /** The completion channel of the receive CQ, when rdma_create_qp made the CQ. */
+  get recvCqChannel(): CompChannel | null {
+    return this.qps.recvCqChannel;
+  }
+
   /** Current state. */
   get state(): CmState {
-    return this._state;
+    return this.cell.state;
   }
-  /** Whether rdma_destroy_id was called. */
+  /** Whether rdma_destroy_id was called (the id is DESTROYING). */
   get destroyed(): boolean {
-    return this._destroyed;
+    return this.cell.is(CmState.DESTROYING);
   }
   /** rdma_get_local_addr(). */
   get localAddr(): SockAddr | null {
@@ -344,20 +230,30 @@ export class CmId {
   }
   /** Whether the id is synchronous (created without a channel). */
   get isSync(): boolean {
-    return this.sync;
+    return this.events.sync;
   }
 
   private tag(): string {
     return `ID[${this.seq}]`;
   }
 
-  private setState(to: CmState, why: string): void {
-    if (tracing('cm')) trace('cm', this.tag(), `${this._state} -> ${to} (${why})`);
-    this._state = to;
+  /**
+   * Begin `op`: from one of `from` to `to` in one step (the kernel's `cma_comp_exch`), or EINVAL
+   * naming the state the id is in. Returns the state it left, for the way back.
+   */
+  private enter(from: CmState | readonly CmState[], to: CmState, op: string, why: string): CmState {
+    const was = this.cell.state;
+    if (!this.cell.exch(from, to, why)) throw err('EINVAL', op, `state ${was}`);
+    return was;
+  }
+
+  /** EINVAL naming the state unless the id is in one of `states` (a call that changes none). */
+  private expect(states: readonly CmState[], op: string): void {
+    if (!this.cell.in(states)) throw err('EINVAL', op, `state ${this.cell.state}`);
   }
 
   private checkAlive(op: string): void {
-    if (this._destroyed) throw err('EINVAL', op, 'id destroyed');
+    if (this.destroyed) throw err('EINVAL', op, 'id destroyed');
   }
 
   // -- the transport seam -------------------------------------------------------------------------
@@ -419,7 +315,7 @@ export class CmId {
       this.incomingRequest(ev.request);
       return;
     }
-    if (this._destroyed) return;
+    if (this.destroyed) return;
     const status = ev.status ?? 0;
     switch (ev.event) {
       case CmEventType.ESTABLISHED:
@@ -431,106 +327,57 @@ export class CmId {
       case CmEventType.CONNECT_ERROR:
         if (this.active && !this.established) {
           // The connect failed: the id can try again (ROUTE_RESOLVED); librdmacm moves the QP to ERR.
-          this.setState(CmState.ROUTE_RESOLVED, rdmaEventStr(ev.event));
-          const qp = this.connQp;
-          this.connQp = null;
-          if (qp && qp.state !== QpState.RESET && qp.state !== QpState.ERR) qp.modify({ qpState: QpState.ERR });
-        } else if (this._state === CmState.CONNECT) this.setState(CmState.DISCONNECT, rdmaEventStr(ev.event));
+          this.cell.exch([CmState.CONNECT, CmState.DISCONNECT], CmState.ROUTE_RESOLVED, rdmaEventStr(ev.event));
+          this.qps.connectFailed();
+        } else this.cell.exch(CmState.CONNECT, CmState.DISCONNECT, rdmaEventStr(ev.event));
         break;
       case CmEventType.DISCONNECTED:
-        if (this._state === CmState.CONNECT) this.setState(CmState.DISCONNECT, 'disconnected');
+        this.cell.exch(CmState.CONNECT, CmState.DISCONNECT, 'disconnected');
         break;
-      case CmEventType.MULTICAST_JOIN:
-        if (!this.attachJoined(ev)) return;
+      case CmEventType.MULTICAST_JOIN: {
+        const attach = this.groups.joined(ev, this.qp);
+        if (attach !== 0) {
+          this.events.post(CmEventType.MULTICAST_ERROR, attach, undefined, undefined, ev.mcContext);
+          return;
+        }
         break;
+      }
       case CmEventType.ADDR_RESOLVED:
         if (ev.localAddr) this.src = ev.localAddr;
-        if (this._state === CmState.ADDR_QUERY) this.setState(CmState.ADDR_RESOLVED, 'address resolved');
+        this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved');
         break;
       case CmEventType.ADDR_ERROR:
-        if (this._state === CmState.ADDR_QUERY) this.setState(CmState.ADDR_BOUND, 'address error');
+        this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'address error');
         break;
       case CmEventType.ROUTE_RESOLVED:
-        if (this._state === CmState.ROUTE_QUERY) this.setState(CmState.ROUTE_RESOLVED, 'route resolved');
+        this.cell.exch(CmState.ROUTE_QUERY, CmState.ROUTE_RESOLVED, 'route resolved');
         break;
       case CmEventType.ROUTE_ERROR:
-        if (this._state === CmState.ROUTE_QUERY) this.setState(CmState.ADDR_RESOLVED, 'route error');
+        this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'route error');
         break;
       default:
         break;
     }
-    this.post(ev.event, status, ev.conn, ev.ud, ev.mcContext);
+    this.events.post(ev.event, status, ev.conn, ev.ud, ev.mcContext);
   }
 
   /** A listener's transport reports a connect request: a new id takes it (CONNECT_REQUEST). */
   private incomingRequest(req: IncomingRequest | undefined): void {
     if (!req) return;
-    if (this._destroyed || this._state !== CmState.LISTEN) {
+    if (!this.cell.is(CmState.LISTEN)) {
       req.refuse();
       return;
     }
-    const child = new CmId(this.sync ? null : this.channel, this.context, this.ps, this.devicePin === undefined ? {} : { device: this.devicePin });
+    const child = new CmId(this.isSync ? null : this.channel, this.context, this.ps, this.devicePin === undefined ? {} : { device: this.devicePin });
     child.verbs = req.context;
     child.portNum = req.portNum;
     child.transport = transportOf(req.context.device) ?? null;
     child.src = req.local;
     child.dst = req.remote;
     child.reqParam = req.conn ?? {};
-    child.setState(CmState.CONNECT, 'connect request');
+    child.cell.exch(CmState.IDLE, CmState.CONNECT, 'connect request');
     child.ep = req.adopt(child.host);
-    child.post(CmEventType.CONNECT_REQUEST, 0, req.conn, req.ud, undefined, this, this.channel);
-  }
-
-  // -- events -------------------------------------------------------------------------------------
-
-  /**
-   * Queue event `type` of this id on its channel (`on`: the listener's, for CONNECT_REQUEST),
-   * with the transport's connection and UD parameters over the defaults.
-   */
-  private post(type: CmEventType, status = 0, conn?: Partial<EventConnParam>, ud?: UdParam, mcContext?: unknown, listenId: CmId | null = null, on: EventChannel = this.channel): void {
-    if (this._destroyed) return;
-    this.unacked++;
-    if (tracing('cm')) trace('cm', this.tag(), `event ${rdmaEventStr(type)} status ${status}`);
-    on._post(new PostedEvent(this, listenId, type, status, eventConnParam(conn), ud ?? NO_UD_PARAM, mcContext));
-  }
-
-  /** @internal An event of this id was acknowledged ({@link PostedEvent.ack}). */
-  _eventAcked(wasReported: boolean): void {
-    this.unacked--;
-    if (wasReported) this.reportedUnacked--;
-    if (this.ackWaiters.length === 0) return;
-    const ws = this.ackWaiters;
-    this.ackWaiters = [];
-    for (const w of ws) w();
-  }
-
-  /** @internal An event of this id was handed to the application (rdma_get_cm_event). */
-  _eventReported(): void {
-    this.reportedUnacked++;
-  }
-
-  /** Resolve once `done()` holds; re-checked after every acknowledgement of this id's events. */
-  private async waitAcks(done: () => boolean): Promise<void> {
-    while (!done()) await new Promise<void>((r) => this.ackWaiters.push(r));
-  }
-
-  /**
-   * Synchronous mode: acknowledge the previous event, wait for the next one of this id and map
-   * an error event to an RdmaError (ucma_complete()).
-   */
-  private async complete(op: string): Promise<CmEvent> {
-    if (this.event) {
-      const e = this.event;
-      this.event = null;
-      e.ack();
-    }
-    const ev = await this.channel.getEvent();
-    this.event = ev;
-    if (ev.event === CmEventType.REJECTED) throw new RdmaError('ECONNREFUSED', { op, detail: `${rdmaEventStr(ev.event)} status ${ev.status}` });
-    if (ev.status !== 0 || ERROR_EVENTS.has(ev.event)) {
-      throw RdmaError.fromErrno(ev.status === 0 ? 5 : Math.abs(ev.status), { op, detail: rdmaEventStr(ev.event) });
-    }
-    return ev;
+    child.events.post(CmEventType.CONNECT_REQUEST, 0, req.conn, req.ud, undefined, this, this.channel);
   }
 
   // -- address ------------------------------------------------------------------------------------
@@ -545,7 +392,17 @@ export class CmId {
   bindAddr(addr: SockAddr): void {
     const op = 'rdma_bind_addr';
     this.checkAlive(op);
-    if (this._state !== CmState.IDLE) throw err('EINVAL', op, `state ${this._state}`);
+    this.enter(CmState.IDLE, CmState.ADDR_BOUND, op, 'bind');
+    try {
+      this.bind(addr, op);
+    } catch (e) {
+      this.cell.exch(CmState.ADDR_BOUND, CmState.IDLE, 'bind failed');
+      throw e;
+    }
+  }
+
+  /** rdma_bind_addr's work: the address checked and reserved, the device taken. */
+  private bind(addr: SockAddr, op: string): void {
     const fam = ipFamily(addr.address, op);
     if (!Number.isInteger(addr.port) || addr.port < 0 || addr.port > 65535) throw err('EINVAL', op, `port ${addr.port}`);
     checkPortPrivilege(addr.port, op);
@@ -557,7 +414,7 @@ export class CmId {
     if (addr.port !== 0) {
       const key = `${this.ps}:${addr.port}`;
       const holder = boundPorts.get(key);
-      if (holder && !holder._destroyed && !(this.options.reuseAddr && holder.options.reuseAddr)) throw err('EADDRINUSE', op, `port ${addr.port}`);
+      if (holder && !holder.destroyed && !(this.options.reuseAddr && holder.options.reuseAddr)) throw err('EADDRINUSE', op, `port ${addr.port}`);
       boundPorts.set(key, this);
       this.reservedKey = key;
     }
@@ -565,7 +422,6 @@ export class CmId {
     this.boundExplicitly = true;
     if (dev) this.useDevice(dev);
     this.ep?.bind?.(this.src);
-    this.setState(CmState.ADDR_BOUND, 'bind');
   }
 
   /**
@@ -580,27 +436,31 @@ export class CmId {
     const op = 'rdma_resolve_addr';
     this.checkAlive(op);
     const dfam = ipFamily(dst.address, op);
-    if (this._state === CmState.IDLE) {
+    if (this.cell.is(CmState.IDLE)) {
       if (src) this.bindAddr(src);
       else this.src = { address: dfam === 6 ? '::' : '0.0.0.0', port: 0, family: dfam === 6 ? 'IPv6' : 'IPv4' };
-    } else if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
-    const sfam = ipFamily((this.src as SockAddr).address, op);
-    if (sfam !== dfam && !isAny((this.src as SockAddr).address)) throw err('EINVAL', op, 'source and destination families differ');
-    if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw err('EINVAL', op, `timeout ${timeoutMs}`);
+    }
+    const was = this.enter([CmState.IDLE, CmState.ADDR_BOUND], CmState.ADDR_QUERY, op, 'resolve_addr');
+    try {
+      const sfam = ipFamily((this.src as SockAddr).address, op);
+      if (sfam !== dfam && !isAny((this.src as SockAddr).address)) throw err('EINVAL', op, 'source and destination families differ');
+      if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw err('EINVAL', op, `timeout ${timeoutMs}`);
+    } catch (e) {
+      this.cell.exch(CmState.ADDR_QUERY, was, 'resolve_addr refused');
+      throw e;
+    }
     if (this.ep?.resolveAddr) {
       // The transport resolves by itself (native): it reports ADDR_RESOLVED / ADDR_ERROR.
-      this.setState(CmState.ADDR_QUERY, 'resolve_addr');
       this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
       try {
         await this.ep.resolveAddr(src, dst, timeoutMs);
       } catch (e) {
-        if ((this._state as CmState) === CmState.ADDR_QUERY) this.setState(CmState.ADDR_BOUND, 'resolve failed');
+        this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'resolve failed');
         throw e;
       }
-      if (this.sync) await this.complete(op);
+      if (this.isSync) await this.events.complete(op);
       return;
     }
-    this.setState(CmState.ADDR_QUERY, 'resolve_addr');
     this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
     // The route lookup is synchronous in the kernel (rdma_resolve_ip): no route to the
     // destination fails the call itself (ENETUNREACH/EHOSTUNREACH), no event follows.
@@ -616,41 +476,36 @@ export class CmId {
         if (this.boundExplicitly && !s.port) this.boundIsRouteSource = from === dst.address || (await routeSource(dst.address, dfam).catch(() => '')) === from;
       }
     } catch (e) {
-      if ((this._state as CmState) === CmState.ADDR_QUERY) this.setState(CmState.ADDR_BOUND, 'no route');
+      this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'no route');
       const c = (e as NodeJS.ErrnoException).code;
       throw err(c === 'ENETUNREACH' || c === 'EHOSTUNREACH' || c === 'EADDRNOTAVAIL' ? c : 'ENETUNREACH', op, `${dst.address}: ${(e as Error).message}`);
     }
     const work = async (): Promise<void> => {
       let status = 0;
       const dev = chooseDevice(from, this.ps, this.devicePin);
-      if (!dev) status = -19;
+      if (!dev) status = -Errno.ENODEV;
       else {
         this.useDevice(dev);
-        if (this.ep?.resolveAddr && this._state === CmState.ADDR_QUERY) {
+        if (this.ep?.resolveAddr && this.cell.is(CmState.ADDR_QUERY)) {
           // The device's transport resolves by itself (native): now that the route picked its
           // device, hand it the call; it reports ADDR_RESOLVED / ADDR_ERROR.
           try {
             await this.ep.resolveAddr(src, dst, timeoutMs);
             return;
           } catch (e) {
-            status = -(e instanceof RdmaError ? e.errno : 5);
+            status = -(e instanceof RdmaError ? e.errno : Errno.EIO);
           }
         }
         if (status === 0) this.src = { address: from, port: s.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
         // The next hop's link address (ARP): -ETIMEDOUT when nobody answers within the timeout.
         if (status === 0 && !isLoopback(dst.address) && !isAny(dst.address) && devicesOwning(dst.address).length === 0) status = await resolveNeighbor(dst.address, timeoutMs);
       }
-      if (this._destroyed || this._state !== CmState.ADDR_QUERY) return;
       if (status === 0) {
-        this.setState(CmState.ADDR_RESOLVED, 'address resolved');
-        this.post(CmEventType.ADDR_RESOLVED);
-      } else {
-        this.setState(CmState.ADDR_BOUND, 'address error');
-        this.post(CmEventType.ADDR_ERROR, status);
-      }
+        if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved')) this.events.post(CmEventType.ADDR_RESOLVED);
+      } else if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'address error')) this.events.post(CmEventType.ADDR_ERROR, status);
     };
     setImmediate(() => void work());
-    if (this.sync) await this.complete(op);
+    if (this.isSync) await this.events.complete(op);
   }
 
   /**
@@ -661,25 +516,22 @@ export class CmId {
   async resolveRoute(timeoutMs = 2000): Promise<void> {
     const op = 'rdma_resolve_route';
     this.checkAlive(op);
-    if (this._state !== CmState.ADDR_RESOLVED) throw err('EINVAL', op, `state ${this._state}`);
-    if (!Number.isInteger(timeoutMs) || timeoutMs < 0) throw err('EINVAL', op, `timeout ${timeoutMs}`);
-    this.setState(CmState.ROUTE_QUERY, 'resolve_route');
+    this.enter(CmState.ADDR_RESOLVED, CmState.ROUTE_QUERY, op, 'resolve_route');
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 0) {
+      this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'resolve_route refused');
+      throw err('EINVAL', op, `timeout ${timeoutMs}`);
+    }
     const ep = this.ep;
     setImmediate(() => {
       const done = (status: number): void => {
-        if (this._destroyed || this._state !== CmState.ROUTE_QUERY) return;
         if (status === 0) {
-          this.setState(CmState.ROUTE_RESOLVED, 'route resolved');
-          this.post(CmEventType.ROUTE_RESOLVED);
-        } else {
-          this.setState(CmState.ADDR_RESOLVED, 'route error');
-          this.post(CmEventType.ROUTE_ERROR, status);
-        }
+          if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ROUTE_RESOLVED, 'route resolved')) this.events.post(CmEventType.ROUTE_RESOLVED);
+        } else if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'route error')) this.events.post(CmEventType.ROUTE_ERROR, status);
       };
-      if (ep?.resolveRoute) ep.resolveRoute(timeoutMs).then(done, (e: unknown) => done(-(e instanceof RdmaError ? e.errno : 5)));
+      if (ep?.resolveRoute) ep.resolveRoute(timeoutMs).then(done, (e: unknown) => done(-(e instanceof RdmaError ? e.errno : Errno.EIO)));
       else done(0);
     });
-    if (this.sync) await this.complete(op);
+    if (this.isSync) await this.events.complete(op);
   }
 
   // -- QP -----------------------------------------------------------------------------------------
@@ -695,120 +547,15 @@ export class CmId {
     const op = 'rdma_create_qp';
     this.checkAlive(op);
     if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
-    if (this.qp) throw err('EINVAL', op, 'id already has a QP');
-    const ctx = this.verbs;
-    if (pd && pd.context !== ctx) throw err('EINVAL', op, 'PD of another device');
-    const qpType = attr.qpType ?? this.qpType;
-    let thePd = pd;
-    if (!thePd) {
-      thePd = defaultPds.get(ctx) ?? ctx.allocPd();
-      defaultPds.set(ctx, thePd);
-    }
-    const cap = { maxSendWr: 1, maxRecvWr: 1, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0, ...attr.cap };
-    let sendCq = attr.sendCq;
-    let recvCq = attr.recvCq;
-    const made: { cq: Cq; ch: CompChannel }[] = [];
-    if (!sendCq) {
-      const ch = ctx.createCompChannel();
-      sendCq = ctx.createCq(Math.max(cap.maxSendWr, 1), ch);
-      made.push({ cq: sendCq, ch });
-      this.sendCqChannel = ch;
-    }
-    if (!recvCq) {
-      const ch = ctx.createCompChannel();
-      recvCq = ctx.createCq(Math.max(cap.maxRecvWr, 1), ch);
-      made.push({ cq: recvCq, ch });
-      this.recvCqChannel = ch;
-    }
-    let qp: Qp;
-    try {
-      const init = { qpType, sendCq, recvCq, cap, sqSigAll: attr.sqSigAll ?? false, qpContext: attr.qpContext };
-      qp = this.ep?.createQp ? this.ep.createQp(thePd, init) : (thePd.createQp(init) as Qp);
-    } catch (e) {
-      for (const m of made) {
-        m.cq.destroy();
-        m.ch.destroy();
-      }
-      this.sendCqChannel = null;
-      this.recvCqChannel = null;
-      throw e;
-    }
-    try {
-      this.initQp(qp);
-    } catch (e) {
-      qp.destroy();
-      for (const m of made) {
-        m.cq.destroy();
-        m.ch.destroy();
-      }
-      this.sendCqChannel = null;
-      this.recvCqChannel = null;
-      throw e;
-    }
-    this.ownsQpResources = made.length > 0;
-    this.pd = thePd;
-    this.qp = qp;
-    this.sendCq = sendCq;
-    this.recvCq = recvCq;
-    return qp;
-  }
-
-  /**
-   * librdmacm's `ucma_init_conn_qp` / `ucma_init_ud_qp`: INIT with rdma_init_qp_attr's
-   * attributes; a UD QP goes on to RTR and RTS (SQ PSN 0), since nothing else will move it.
-   */
-  private initQp(qp: Qp): void {
-    if (qp.state !== QpState.RESET) return;
-    if (!this.ep) {
-      qp.modify({ qpState: QpState.INIT });
-      return;
-    }
-    const init = this.ep.initQpAttr(QpState.INIT);
-    qp.modify(init.attr, init.mask);
-    if (qp.qpType === QpType.UD) {
-      qp.modify({ qpState: QpState.RTR }, QpAttrMask.STATE);
-      qp.modify({ qpState: QpState.RTS, sqPsn: 0 }, QpAttrMask.STATE | QpAttrMask.SQ_PSN);
-    }
+    return this.qps.create(this.verbs, this.ep, pd, attr, this.qpType, op);
   }
 
   /** rdma_destroy_qp(): destroy the QP and the CQs/channels rdma_create_qp made. */
   destroyQp(): void {
-    const qp = this.qp;
-    if (!qp) return;
-    this.qp = null;
-    try {
-      qp.destroy();
-    } catch {
-      /* already destroyed by the user */
-    }
-    if (this.ownsQpResources) {
-      for (const [cq, ch] of [
-        [this.sendCq, this.sendCqChannel],
-        [this.recvCq, this.recvCqChannel],
-      ] as const) {
-        if (cq && ch) {
-          try {
-            cq.destroy();
-            ch.destroy();
-          } catch {
-            /* the user still holds events; leave them */
-          }
-        }
-      }
-    }
-    this.sendCqChannel = this.recvCqChannel = null;
-    this.sendCq = this.recvCq = null;
+    this.qps.destroy();
   }
 
-  /** The QP a connect/accept uses: the id's, or the one `param.qpNum` names (null if neither). */
-  private qpFor(param: ConnParam | undefined): Qp | null {
-    if (this.qp) return this.qp;
-    if (param?.qpNum !== undefined && this.verbs) {
-      const q = this.verbs._qps.get(param.qpNum);
-      if (q) return q as Qp;
-    }
-    return null;
-  }
+  // -- connection parameters ----------------------------------------------------------------------
 
   private rdLimits(param: ConnParam | undefined, op: string, dflt: { ird: number; ord: number }): { ird: number; ord: number } {
     const max = deviceMaxRd(this.verbs);
@@ -838,9 +585,33 @@ export class CmId {
   async connect(param?: ConnParam): Promise<void> {
     const op = 'rdma_connect';
     this.checkAlive(op);
-    if (this._state !== CmState.ROUTE_RESOLVED) throw err('EINVAL', op, `state ${this._state}`);
-    const ep = this.endpoint(op);
-    const qp = this.qpFor(param);
+    this.enter(CmState.ROUTE_RESOLVED, CmState.CONNECT, op, 'connect');
+    let ep: CmEndpoint;
+    let req: ConnectRequest;
+    try {
+      ep = this.endpoint(op);
+      req = this.connectRequest(param, op);
+    } catch (e) {
+      this.cell.exch(CmState.CONNECT, CmState.ROUTE_RESOLVED, 'connect refused');
+      throw e;
+    }
+    this.active = true;
+    this.established = false;
+    this.qps.handOver(req.qp);
+    try {
+      await ep.connect(req);
+    } catch (e) {
+      // The call itself failed (no event follows): the id is back in ROUTE_RESOLVED.
+      if (!this.established) this.cell.exch(CmState.CONNECT, CmState.ROUTE_RESOLVED, 'connect failed');
+      this.qps.release();
+      throw e;
+    }
+    if (this.isSync) await this.events.complete(op);
+  }
+
+  /** What rdma_connect hands the endpoint: the QP, addresses, private data and IRD/ORD, checked. */
+  private connectRequest(param: ConnParam | undefined, op: string): ConnectRequest {
+    const qp = this.qps.qpFor(param, this.verbs);
     const pdata = this.checkPrivateData(param?.privateData, op, 'connect');
     const max = deviceMaxRd(this.verbs);
     const { ird, ord } = this.rdLimits(param, op, { ird: max, ord: max });
@@ -856,19 +627,7 @@ export class CmId {
       bind.port = src.port;
       bind.address ??= src.address;
     }
-    this.setState(CmState.CONNECT, 'connect');
-    this.active = true;
-    this.established = false;
-    this.connQp = qp;
-    try {
-      await ep.connect({ qp, ownQp: qp !== null && qp === this.qp, src, dst, bind, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} });
-    } catch (e) {
-      // The call itself failed (no event follows): the id is back in ROUTE_RESOLVED.
-      if (!this._destroyed && (this._state as CmState) === CmState.CONNECT && !this.established) this.setState(CmState.ROUTE_RESOLVED, 'connect failed');
-      this.connQp = null;
-      throw e;
-    }
-    if (this.sync) await this.complete(op);
+    return { qp, ownQp: qp !== null && qp === this.qp, src, dst, bind, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} };
   }
 
   // -- passive side -------------------------------------------------------------------------------
@@ -877,19 +636,20 @@ export class CmId {
    * rdma_listen(): accept connections on the bound address through the CM transport of its
    * device, or, bound to a wildcard, through every transport serving the port space (and the
    * pinned device only). Resolves once listening; EADDRINUSE if the port is taken, EOPNOTSUPP
-   * if no transport serves the port space, EINVAL unless bound or idle.
+   * if no transport serves the port space, EINVAL unless bound or idle (or once destroyed while
+   * the transports set up: their listeners are closed).
    */
   async listen(backlog = 0): Promise<void> {
     const op = 'rdma_listen';
     this.checkAlive(op);
-    if (this._state === CmState.IDLE) this.bindAddr({ address: '0.0.0.0', port: 0 });
-    if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
+    if (this.cell.is(CmState.IDLE)) this.bindAddr({ address: '0.0.0.0', port: 0 });
+    this.expect([CmState.ADDR_BOUND], op);
     if (!this.verbs && transportsDeferred()) {
       // Not bound to a device: every transport serving the port space listens, so load those
       // the process has deferred.
       await loadDeferredTransports();
       this.checkAlive(op);
-      if (this._state !== CmState.ADDR_BOUND) throw err('EINVAL', op, `state ${this._state}`);
+      this.expect([CmState.ADDR_BOUND], op);
     }
     const wanted = this.listenTransports(op);
     const req = { backlog: backlog > 0 && backlog < MAX_BACKLOG ? backlog : MAX_BACKLOG };
@@ -906,12 +666,17 @@ export class CmId {
       for (const l of listeners) l.close();
       throw e;
     }
+    // An id destroyed (or moved on) while its transports set up: nothing listens for it.
+    if (!this.cell.exch(CmState.ADDR_BOUND, CmState.LISTEN, 'listen')) {
+      for (const l of listeners) l.close();
+      this.checkAlive(op);
+      throw err('EINVAL', op, `state ${this.cell.state}`);
+    }
     this.listeners = listeners;
     if (!this.reservedKey) {
       this.reservedKey = `${this.ps}:${this.src?.port}`;
       boundPorts.set(this.reservedKey, this);
     }
-    this.setState(CmState.LISTEN, 'listen');
   }
 
   /** The CM transports a listen uses (EOPNOTSUPP if none serves the port space). */
@@ -944,38 +709,19 @@ export class CmId {
   async getRequest(): Promise<CmId> {
     const op = 'rdma_get_request';
     this.checkAlive(op);
-    if (!this.sync || this._state !== CmState.LISTEN) throw err('EINVAL', op);
-    if (this.event) {
-      const e = this.event;
-      this.event = null;
-      e.ack();
-    }
-    const ev = await this.channel.getEvent();
-    // As librdmacm: an event that is not a usable request stays in listen->event (acknowledged
-    // by the next call or by rdma_destroy_id).
-    if (ev.event === CmEventType.REJECTED) {
-      this.event = ev;
-      throw err('ECONNREFUSED', op);
-    }
-    if (ev.status !== 0) {
-      this.event = ev;
-      throw RdmaError.fromErrno(Math.abs(ev.status), { op });
-    }
-    if (ev.event !== CmEventType.CONNECT_REQUEST) {
-      this.event = ev;
-      throw err('EINVAL', op, rdmaEventStr(ev.event));
-    }
+    if (!this.isSync || !this.cell.is(CmState.LISTEN)) throw err('EINVAL', op);
+    const ev = await this.events.nextRequest(op);
     const child = ev.id;
     if (this._epQpInitAttr) {
       // rdma_create_ep saved the QP attributes: the new id gets its QP now, in the listener's PD.
       try {
         child.createQp(this.pd, { ...this._epQpInitAttr, cap: { ...this._epQpInitAttr.cap } });
       } catch (e) {
-        this.event = ev;
+        this.events.last = ev;
         throw e;
       }
     }
-    child.event = ev;
+    child.events.last = ev;
     return child;
   }
 
@@ -988,14 +734,14 @@ export class CmId {
   async accept(param?: ConnParam): Promise<void> {
     const op = 'rdma_accept';
     this.checkAlive(op);
-    if (this._state !== CmState.CONNECT || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
-    const qp = this.qpFor(param);
+    if (!this.cell.is(CmState.CONNECT) || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
+    const qp = this.qps.qpFor(param, this.verbs);
     const pdata = this.checkPrivateData(param?.privateData, op, 'accept');
     const req = this.reqParam ?? {};
     const { ird, ord } = this.rdLimits(param, op, { ird: req.responderResources ?? 0, ord: req.initiatorDepth ?? 0 });
-    this.connQp = qp;
+    this.qps.handOver(qp);
     await this.ep.accept({ qp, ownQp: qp !== null && qp === this.qp, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} });
-    if (this.sync && this.qpType !== QpType.UD) await this.complete(op);
+    if (this.isSync && this.qpType !== QpType.UD) await this.events.complete(op);
   }
 
   /**
@@ -1028,9 +774,10 @@ export class CmId {
     const op = 'rdma_reject';
     this.checkAlive(op);
     const pd = this.checkPrivateData(privateData, op, 'reject');
-    if (this._state !== CmState.CONNECT || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
+    if (!this.cell.is(CmState.CONNECT) || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
     this.ep.reject(pd);
-    this.setState(CmState.DISCONNECT, 'rejected');
+    // The reject may have failed the request already (CONNECT_ERROR: DISCONNECT).
+    this.cell.exch(CmState.CONNECT, CmState.DISCONNECT, 'rejected');
   }
 
   /**
@@ -1041,14 +788,14 @@ export class CmId {
   async disconnect(): Promise<void> {
     const op = 'rdma_disconnect';
     this.checkAlive(op);
-    if (this._state !== CmState.CONNECT && this._state !== CmState.DISCONNECT) throw err('EINVAL', op, `state ${this._state}`);
+    this.expect([CmState.CONNECT, CmState.DISCONNECT], op);
     if (this.ep?.disconnect()) {
-      if (this.sync) await this.complete(op);
+      if (this.isSync) await this.events.complete(op);
       return;
     }
-    if (this.sync && this.event?.event !== CmEventType.DISCONNECTED) {
+    if (this.isSync && this.events.last?.event !== CmEventType.DISCONNECTED) {
       // Already disconnected by the peer: the DISCONNECTED event may be queued.
-      if (this.channel.pending > 0) await this.complete(op);
+      if (this.channel.pending > 0) await this.events.complete(op);
     }
   }
 
@@ -1069,23 +816,12 @@ export class CmId {
   async joinMulticastEx(opts: { addr: SockAddr; joinFlags?: number; context?: unknown }): Promise<void> {
     const op = 'rdma_join_multicast';
     this.checkAlive(op);
-    if (this._state !== CmState.ADDR_BOUND && this._state !== CmState.ADDR_RESOLVED) throw err('EINVAL', op, `state ${this._state}`);
+    this.expect([CmState.ADDR_BOUND, CmState.ADDR_RESOLVED], op);
     if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
     ipFamily(opts.addr.address, op);
-    const flags = opts.joinFlags ?? McJoinFlag.FULLMEMBER;
-    if (flags !== McJoinFlag.FULLMEMBER && flags !== McJoinFlag.SENDONLY_FULLMEMBER) throw err('EINVAL', op, `join flags ${flags}`);
-    const ep = this.endpoint(op);
-    if (!ep.joinMulticast) throw err('ENOSYS', op, `no multicast on ${this.verbs.device.name}`);
-    const key = mcKey(opts.addr.address);
-    if (this.mcs.has(key)) throw err('EADDRINUSE', op, opts.addr.address);
-    this.mcs.set(key, { context: opts.context, mgid: null, mlid: 0 });
-    try {
-      ep.joinMulticast({ addr: { ...opts.addr }, joinFlags: flags, context: opts.context });
-    } catch (e) {
-      this.mcs.delete(key);
-      throw e;
-    }
-    if (this.sync) await this.complete(op);
+    const flags = checkJoinFlags(opts.joinFlags, op);
+    this.groups.join(this.endpoint(op), this.verbs.device.name, opts.addr, flags, opts.context, op);
+    if (this.isSync) await this.events.complete(op);
   }
 
   /**
@@ -1095,40 +831,7 @@ export class CmId {
   async leaveMulticast(addr: SockAddr): Promise<void> {
     const op = 'rdma_leave_multicast';
     this.checkAlive(op);
-    const key = mcKey(addr.address);
-    const mc = this.mcs.get(key);
-    if (!mc) throw err('EADDRNOTAVAIL', op, addr.address);
-    this.mcs.delete(key);
-    if (this.qp && mc.mgid) {
-      try {
-        this.qp.detachMcast(mc.mgid, mc.mlid);
-      } catch {
-        /* the QP may be gone or never attached */
-      }
-    }
-    this.ep?.leaveMulticast?.({ ...addr });
-  }
-
-  /**
-   * MULTICAST_JOIN arrived: remember the group's GID and attach the id's QP (librdmacm's
-   * `ucma_process_join`). A failed attach turns the event into MULTICAST_ERROR. Returns false
-   * if the event is not to be posted as is.
-   */
-  private attachJoined(ev: CmUpcall): boolean {
-    const grh = ev.ud?.ahAttr.grh;
-    const entry = [...this.mcs.values()].find((m) => m.context === ev.mcContext && m.mgid === null) ?? null;
-    if (entry && grh) {
-      entry.mgid = Uint8Array.from(grh.dgid);
-      entry.mlid = ev.ud?.ahAttr.dlid ?? 0;
-    }
-    if (!this.qp || !grh) return true;
-    try {
-      this.qp.attachMcast(Uint8Array.from(grh.dgid), ev.ud?.ahAttr.dlid ?? 0);
-    } catch (e) {
-      this.post(CmEventType.MULTICAST_ERROR, -(e instanceof RdmaError ? e.errno : 5), undefined, undefined, ev.mcContext);
-      return false;
-    }
-    return true;
+    this.groups.leave(addr, this.qp, this.ep, op);
   }
 
   /**
@@ -1136,47 +839,20 @@ export class CmId {
    * acknowledged (librdmacm blocks the same way). Destroy the QP first (rdma_destroy_qp).
    */
   async destroy(): Promise<void> {
-    if (this._destroyed) throw err('EINVAL', 'rdma_destroy_id', 'already destroyed');
-    if (this.event) {
-      const e = this.event;
-      this.event = null;
-      e.ack();
-    }
-    const wasListening = this._state === CmState.LISTEN;
-    this.setState(CmState.DESTROYING, 'destroy');
-    this._destroyed = true;
+    if (this.destroyed) throw err('EINVAL', 'rdma_destroy_id', 'already destroyed');
+    this.events.ackLast();
+    const wasListening = this.cell.move(CmState.DESTROYING, 'destroy') === CmState.LISTEN;
     if (this.reservedKey && boundPorts.get(this.reservedKey) === this) boundPorts.delete(this.reservedKey);
     for (const l of this.listeners) l.close();
     this.listeners = [];
-    if (this.qp) {
-      for (const mc of this.mcs.values()) {
-        if (!mc.mgid) continue;
-        try {
-          this.qp.detachMcast(mc.mgid, mc.mlid);
-        } catch {
-          /* already detached */
-        }
-      }
-    }
-    this.mcs.clear();
+    this.groups.clear(this.qp);
     // A connect request never accepted is rejected (iw_cm / ib_cm on destroy); a connection is
     // aborted; nothing more is reported.
     this.ep?.destroy();
     this.ep = null;
-    this.connQp = null;
-    // The kernel drops the events not yet retrieved (ucma_cleanup_ctx_events); a listener's
-    // queued connect requests go with it, their new ids destroyed (the requesters are rejected).
-    this.channel._dropEventsOf(this);
-    if (wasListening) {
-      for (const e of this.channel._takeWhere((x) => x.listenId === this && x.event === CmEventType.CONNECT_REQUEST)) {
-        e.ack();
-        void e.id.destroy().catch(() => {});
-      }
-    }
-    // rdma_destroy_id blocks until every event reported for the id is acknowledged.
-    await this.waitAcks(() => this.unacked <= 0);
-    this.channel._ids.delete(this);
-    if (this.sync) this.channel.destroy();
+    this.qps.release();
+    // Its events are dropped, and rdma_destroy_id blocks until every one reported is acknowledged.
+    await this.events.close(wasListening);
   }
 
   /**
@@ -1186,24 +862,9 @@ export class CmId {
   async migrate(channel: EventChannel | null): Promise<void> {
     const op = 'rdma_migrate_id';
     this.checkAlive(op);
-    if (channel === null && this.sync) throw err('EINVAL', op, 'already synchronous');
+    if (channel === null && this.isSync) throw err('EINVAL', op, 'already synchronous');
     if (channel?.isDestroyed) throw err('EINVAL', op, 'channel destroyed');
-    if (this.sync && this.event) {
-      const e = this.event;
-      this.event = null;
-      e.ack();
-    }
-    const target = channel ?? new EventChannel(true);
-    const moved = this.channel._takeEventsOf(this);
-    this.channel._ids.delete(this);
-    const old = this.channel;
-    this.channel = target;
-    target._ids.add(this);
-    this.sync = channel === null;
-    for (const e of moved) target._post(e);
-    if (old._sync && old._ids.size === 0) old.destroy();
-    // librdmacm blocks until the events already reported on the old channel are acknowledged.
-    await this.waitAcks(() => this.reportedUnacked <= 0);
+    await this.events.migrate(channel);
   }
 
   /**
@@ -1223,11 +884,11 @@ export class CmId {
           this.options.tos = value;
           return;
         case RdmaOption.ID_REUSEADDR:
-          if (this._state !== CmState.IDLE) throw err('EINVAL', op, 'REUSEADDR after bind');
+          if (!this.cell.is(CmState.IDLE)) throw err('EINVAL', op, 'REUSEADDR after bind');
           this.options.reuseAddr = value !== 0;
           return;
         case RdmaOption.ID_AFONLY:
-          if (this._state !== CmState.IDLE) throw err('EINVAL', op, 'AFONLY after bind');
+          if (!this.cell.is(CmState.IDLE)) throw err('EINVAL', op, 'AFONLY after bind');
           this.options.afOnly = value !== 0;
           return;
         case RdmaOption.ID_ACK_TIMEOUT:
@@ -1257,11 +918,6 @@ export class CmId {
   get ackTimeout(): number {
     return this.options.ackTimeout;
   }
-}
-
-/** The key of a multicast group address (normalised, so `::ffff:a.b.c.d` is `a.b.c.d`). */
-function mcKey(address: string): string {
-  return address.startsWith('::ffff:') ? address.slice(7) : address.toLowerCase();
 }
 
 /**

@@ -12,7 +12,8 @@ import { err } from '../errors.js';
 import type { Pd } from '../verbs/pd.js';
 import { QpType } from '../verbs/types.js';
 import { RAI, type RdmaAddrinfo } from './addr.js';
-import { CmId, PortSpace, createId, type CmQpInitAttr } from './cm-id.js';
+import { CmId, PortSpace, createId } from './cm-id.js';
+import type { CmQpInitAttr } from './id-qp.js';
 
 /** Address and route resolution timeout rdma_create_ep uses (ms). */
 export const EP_RESOLVE_TIMEOUT_MS = 2000;

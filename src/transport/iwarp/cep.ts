@@ -10,14 +10,16 @@
  * revision/oversized private data: drop or reject as siw does) → report to the CM → accept (Reply
  * echoing rev/C/enhanced, one RTR type if P2P) or reject (Reply with R and private data).
  *
- * Every socket callback is turned into one call of {@link Cep.handle} with a typed work item, so
- * the endpoint's state changes in one place (siw's CM work queue).
+ * Every socket callback and timer is turned into one call of {@link Cep.handle} with a typed work
+ * item (siw's CM work queue), which acts on it by the endpoint's state. The state is a
+ * {@link StateCell}: every change goes through `move` or `exch` and is traced under `mpa`.
  */
 import { TerminateError, TermLayer } from '../../errors.js';
 import { Errno } from '../../errno.js';
 import { LLP_ETYPE_MPA, MpaEcode, decodeMpaStartFrame, mpaKeyMatches, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/iwarp/index.js';
 import { Llp } from './llp.js';
 import { trace, tracing } from '../../trace.js';
+import { StateCell } from '../../util/state.js';
 import { armDeadline, cancelDeadline, type Deadline, type DeadlineTarget } from '../../util/deadlines.js';
 
 /** siw's hard maximum IRD/ORD. */
@@ -32,6 +34,9 @@ export enum CepState {
   RDMA_MODE = 'RDMA_MODE',
   CLOSED = 'CLOSED',
 }
+
+/** The states {@link Cep.fail} closes from: all but CLOSED. */
+const OPEN_STATES: readonly CepState[] = [CepState.CONNECTING, CepState.AWAIT_MPAREP, CepState.AWAIT_MPAREQ, CepState.RECVD_MPAREQ, CepState.RDMA_MODE];
 
 /** What the active side offers. */
 export interface MpaOffer {
@@ -87,7 +92,8 @@ const CONNECTED = Promise.resolve(0);
 export class Cep implements DeadlineTarget {
   readonly id = ++cepIds;
   readonly llp: Llp;
-  state: CepState;
+  /** The endpoint's state; changed only by `move` and `exch`. */
+  private readonly cell: StateCell<CepState>;
   /** Receives the endpoint's events. */
   onEvent: (ev: CepEvent) => void = noEvent;
   private acc: Buffer = NO_BYTES;
@@ -100,9 +106,14 @@ export class Cep implements DeadlineTarget {
 
   private constructor(llp: Llp, state: CepState) {
     this.llp = llp;
-    this.state = state;
+    this.cell = new StateCell<CepState>('mpa', () => `CEP[${this.id}]`, state);
     llp.onClose = (err) => this.handle({ w: 'closed', err });
     llp.setConsumer((buf, start, end) => this.handle({ w: 'bytes', buf, start, end }));
+  }
+
+  /** The endpoint's state (siw's SIW_EPSTATE_*). */
+  get state(): CepState {
+    return this.cell.state;
   }
 
   private tcpDone: ((status: number) => void) | null = null;
@@ -153,9 +164,9 @@ export class Cep implements DeadlineTarget {
     if (tracing('mpa')) trace('mpa', `CEP[${this.id}]`, `${this.state}: ${msg}`);
   }
 
-  /** The one place the endpoint's state changes. */
+  /** The one place work comes in: what a work item does depends on the state. */
   private handle(work: Work): void {
-    switch (this.state) {
+    switch (this.cell.state) {
       case CepState.CONNECTING:
         if (work.w === 'connected') {
           const o = this.offer as MpaOffer;
@@ -176,15 +187,13 @@ export class Cep implements DeadlineTarget {
           };
           this.llp.write(encodeMpaStartFrame(f));
           this.sentRequest = f;
-          this.state = CepState.AWAIT_MPAREP;
+          this.cell.move(CepState.AWAIT_MPAREP, 'MPA Request sent');
           this.arm(o.replyTimeoutMs);
-          this.trace('MPA Request sent');
           this.tcpDone?.(0);
         } else if (work.w === 'closed') {
           // Linux siw connects TCP inside rdma_connect: a refused or failed connect is the
           // call's own error, not an event (measured against the kernel).
-          this.state = CepState.CLOSED;
-          if (tracing('mpa')) this.trace(`connect failed: ${work.err?.message ?? 'closed'}`);
+          this.cell.move(CepState.CLOSED, `connect failed: ${work.err?.message ?? 'closed'}`);
           this.tcpDone?.(errnoStatus(work.err));
         }
         return;
@@ -251,7 +260,7 @@ export class Cep implements DeadlineTarget {
     if (tracing('mpa')) this.trace(`MPA Reply rev ${f.rev} flags crc=${f.crc} reject=${f.reject} enhanced=${f.enhanced} ird=${f.ird} ord=${f.ord} p2p=${f.p2p}`);
     const v = validateMpaReply(f, this.sentRequest as MpaStartFrame, { maxIrd: MAX_IRD_ORD });
     if (v.action === 'rejected') {
-      this.state = CepState.CLOSED;
+      this.cell.move(CepState.CLOSED, 'MPA Reply rejects');
       // Linux siw reports a peer's MPA reject as REJECTED with -ECONNRESET (measured).
       this.onEvent({ type: 'rejected', privateData: f.privateData, status: -Errno.ECONNRESET });
       this.llp.end();
@@ -265,7 +274,7 @@ export class Cep implements DeadlineTarget {
     const ird = v.ird ?? o.ird;
     const ord = Math.min(v.ord ?? o.ord, MAX_IRD_ORD);
     const rtr = v.rtr;
-    this.state = CepState.RDMA_MODE;
+    this.cell.move(CepState.RDMA_MODE, 'MPA Reply accepted');
     this.llp.onClose = null;
     this.llp.setConsumer(null);
     this.onEvent({ type: 'reply', result: { crc: v.crc, ird, ord, rtr, p2p: rtr !== null, privateData: f.privateData, leftover } });
@@ -302,7 +311,7 @@ export class Cep implements DeadlineTarget {
       return;
     }
     this.requestRtr = verdict.rtr;
-    this.state = CepState.RECVD_MPAREQ;
+    this.cell.move(CepState.RECVD_MPAREQ, 'MPA Request valid');
     if (tracing('mpa')) this.trace(`MPA Request rev ${f.rev} crc=${f.crc} ird=${f.ird} ord=${f.ord} p2p=${f.p2p} pd ${f.privateData.length} bytes`);
     this.onEvent({ type: 'request', frame: f });
   }
@@ -318,7 +327,7 @@ export class Cep implements DeadlineTarget {
    */
   accept(ulpIrd: number, ulpOrd: number, privateData: Uint8Array): MpaResult {
     const req = this.request;
-    if (!req || this.state !== CepState.RECVD_MPAREQ) throw new TerminateError(TermLayer.LLP, LLP_ETYPE_MPA, MpaEcode.LOCAL_CATASTROPHIC, 'accept without a pending request');
+    if (!req || !this.cell.is(CepState.RECVD_MPAREQ)) throw new TerminateError(TermLayer.LLP, LLP_ETYPE_MPA, MpaEcode.LOCAL_CATASTROPHIC, 'accept without a pending request');
     let ird = ulpIrd;
     let ord = ulpOrd;
     let rtr: 'write' | 'read' | null = null;
@@ -347,7 +356,7 @@ export class Cep implements DeadlineTarget {
       rep.rtrRead = rtr === 'read';
     }
     this.llp.write(encodeMpaStartFrame(rep));
-    this.state = CepState.RDMA_MODE;
+    this.cell.move(CepState.RDMA_MODE, 'accept');
     this.llp.onClose = null;
     this.llp.setConsumer(null);
     if (tracing('mpa')) this.trace(`MPA Reply sent ird=${ird} ord=${ord} rtr=${rtr}`);
@@ -356,7 +365,7 @@ export class Cep implements DeadlineTarget {
 
   /** Passive reject: Reply with R set and the private data (request rev ≥ 1), then close. */
   reject(privateData: Uint8Array): void {
-    if (this.state !== CepState.RECVD_MPAREQ) return;
+    if (!this.cell.is(CepState.RECVD_MPAREQ)) return;
     this.sendRejectFrame(privateData);
   }
 
@@ -392,18 +401,15 @@ export class Cep implements DeadlineTarget {
   }
 
   private fail(status: number, reason: string): void {
-    if (this.state === CepState.CLOSED) return;
+    if (!this.cell.exch(OPEN_STATES, CepState.CLOSED, `failed: ${reason}`)) return;
     this.disarm();
-    if (tracing('mpa')) this.trace(`failed: ${reason}`);
-    this.state = CepState.CLOSED;
     this.onEvent({ type: 'failed', status, reason });
   }
 
   /** Close the endpoint (graceful FIN or not). */
   close(graceful: boolean): void {
     this.disarm();
-    const was = this.state;
-    this.state = CepState.CLOSED;
+    const was = this.cell.move(CepState.CLOSED, graceful ? 'closed' : 'aborted');
     if (graceful) this.llp.end();
     else this.llp.abort();
     if (was === CepState.RECVD_MPAREQ) this.onEvent({ type: 'failed', status: -Errno.ECONNRESET, reason: 'closed' });

@@ -427,6 +427,20 @@ test('listen: wildcard uses every transport serving the port space; requests bec
   ch.destroy();
 });
 
+test('an id destroyed while its transport sets up the listener: listen fails and the listener is closed', async () => {
+  const ch = createEventChannel();
+  const ln = createId(ch, null, PortSpace.TCP, { device: 'fakeiw0' });
+  ln.bindAddr({ address: ADDR, port: 0 });
+  const before = IW.listens.length;
+  const p = ln.listen(1);
+  await ln.destroy();
+  await assert.rejects(p, code('EINVAL'));
+  assert.equal(IW.listens.length, before + 1);
+  assert.equal(IW.listens.at(-1).closed, true, 'nothing listens for a destroyed id');
+  assert.equal(ln.state, CmState.DESTROYING);
+  ch.destroy();
+});
+
 let NT;
 test('a transport that resolves addresses itself reports ADDR_RESOLVED by upcall', async () => {
   NT = cmTransport('fake-native', 'fakenative', [PortSpace.TCP], { connect: 56, accept: 196, reject: 148, udConnect: 180, udAccept: 136 }, { resolves: true });
