@@ -48,10 +48,12 @@
  */
 import net from 'node:net';
 import { err, RdmaError } from '../../errors.js';
+import { Errno } from '../../errno.js';
 import { trace, tracing } from '../../trace.js';
 import { QpAttrMask, type QpAttr } from '../../verbs/qp-attr.js';
 import type { Qp } from '../../verbs/qp.js';
 import { Access, QpState, QpType } from '../../verbs/types.js';
+import { Mtu } from '../../verbs/device.js';
 import {
   CmEventType,
   PortSpace,
@@ -141,7 +143,6 @@ const REP_PD = CmPrivateDataLen.REP;
 const REJ_PD = CmPrivateDataLen.REJ;
 /** The agent ID Linux puts in the top of a CM TID (the CM's MAD agent on rxe ports). */
 const TID_AGENT = 2n;
-const ETIMEDOUT = -110;
 
 /** Tunables of the connected CM. */
 export interface RoceRcCmConfig {
@@ -601,7 +602,7 @@ export class RcEndpoint implements CmEndpoint {
     c.setState(RcCmState.REQ_SENT, 'connect');
     c.sendReliably(msg, () => {
       c.forget();
-      this.upcall({ event: CmEventType.UNREACHABLE, status: ETIMEDOUT });
+      this.upcall({ event: CmEventType.UNREACHABLE, status: -Errno.ETIMEDOUT });
     });
   }
 
@@ -645,7 +646,7 @@ export class RcEndpoint implements CmEndpoint {
     } catch (e) {
       c.reject(CmRejReason.CONSUMER_DEFINED, new Uint8Array(0), CmMsgRef.REP);
       c.enterTimewait();
-      this.upcall({ event: CmEventType.CONNECT_ERROR, status: -(e instanceof RdmaError ? e.errno : 22) });
+      this.upcall({ event: CmEventType.CONNECT_ERROR, status: -(e instanceof RdmaError ? e.errno : Errno.EINVAL) });
       return;
     }
     c.send({ kind: 'RTU', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
@@ -727,7 +728,7 @@ export class RcEndpoint implements CmEndpoint {
     if (qp instanceof RoceRcQp) qp.onCommEstablished = () => this.established(c, 'first request on the QP');
     c.sendReliably(rep, () => {
       c.forget();
-      this.upcall({ event: CmEventType.UNREACHABLE, status: ETIMEDOUT });
+      this.upcall({ event: CmEventType.UNREACHABLE, status: -Errno.ETIMEDOUT });
     });
     c.lastReply = null;
   }
@@ -841,7 +842,7 @@ export class RcEndpoint implements CmEndpoint {
         c.sendReliably({ kind: 'DREQ', localCommId: c.localCommId, remoteCommId: c.remoteCommId, remoteQpn: c.remoteQpn, privateData: new Uint8Array(0) }, () => {
           // No DREP: cm.c's DREQ_ERROR, cma reports DISCONNECTED -ETIMEDOUT.
           c.enterTimewait();
-          this.disconnected(c, ETIMEDOUT);
+          this.disconnected(c, -Errno.ETIMEDOUT);
         });
         return true;
       case RcCmState.DREQ_RCVD:
@@ -1096,7 +1097,7 @@ function request(dev: RoceDevice, m: CmReq, tid: bigint, meta: RxMeta): void {
   const l = findListener(sid);
   if (l === undefined || (ps !== PortSpace.TCP && ps !== PortSpace.IB)) return refuse(CmRejReason.INVALID_SERVICE_ID, 'nobody listens');
   if (!dev.ownsGid(m.primaryPath.remoteGid)) return refuse(CmRejReason.INVALID_GID, 'not a GID of this port', dev.gid(0));
-  if (m.pathMtu < 1 || m.pathMtu > 5) return refuse(CmRejReason.INVALID_MTU, `path MTU ${m.pathMtu}`);
+  if (m.pathMtu < Mtu.MTU_256 || m.pathMtu > Mtu.MTU_4096) return refuse(CmRejReason.INVALID_MTU, `path MTU ${m.pathMtu}`);
   let hdr;
   try {
     hdr = decodeCmaHeader(m.privateData);

@@ -30,6 +30,7 @@
  * guesses a request ID cannot point the requester at a QP of its choice.
  */
 import { err } from '../../errors.js';
+import { Errno } from '../../errno.js';
 import { trace, tracing } from '../../trace.js';
 import { QpState, QpType } from '../../verbs/types.js';
 import { QpAttrMask, type QpAttr } from '../../verbs/qp-attr.js';
@@ -74,6 +75,7 @@ import {
   DETH_LEN,
   dethSrcQp,
   gsiCmAttrId,
+  IB_MULTICAST_QPN,
   type CmSidrReq,
   type CmSidrRep,
   type CmMad,
@@ -495,7 +497,7 @@ class RoceEndpoint implements CmEndpoint {
       if (this.dead || this.requestId !== requestId) return;
       if (tries > config.sidrRetries) {
         this.finish();
-        this.host.upcall({ event: CmEventType.UNREACHABLE, status: -110 });
+        this.host.upcall({ event: CmEventType.UNREACHABLE, status: -Errno.ETIMEDOUT });
         return;
       }
       tries++;
@@ -531,11 +533,11 @@ class RoceEndpoint implements CmEndpoint {
     try {
       qkey = this.qkeyOf('rdma_connect');
     } catch {
-      this.host.upcall({ event: CmEventType.ADDR_ERROR, status: -19 });
+      this.host.upcall({ event: CmEventType.ADDR_ERROR, status: -Errno.ENODEV });
       return;
     }
     if (rep.qkey !== qkey) {
-      this.host.upcall({ event: CmEventType.ADDR_ERROR, status: -22 });
+      this.host.upcall({ event: CmEventType.ADDR_ERROR, status: -Errno.EINVAL });
       return;
     }
     this.host.upcall({ event: CmEventType.ESTABLISHED, ud });
@@ -602,7 +604,7 @@ class RoceEndpoint implements CmEndpoint {
     const host = this.host;
     const local = host.localAddr?.address;
     if (!(first >= 224 && first <= 239)) {
-      setImmediate(() => host.upcall({ event: CmEventType.MULTICAST_ERROR, status: -22, mcContext: join.context }));
+      setImmediate(() => host.upcall({ event: CmEventType.MULTICAST_ERROR, status: -Errno.EINVAL, mcContext: join.context }));
       return;
     }
     const mgid = cmaIboeMgid(ipBytes(join.addr.address, 4));
@@ -612,7 +614,7 @@ class RoceEndpoint implements CmEndpoint {
     const ud: UdParam = {
       privateData: new Uint8Array(0),
       ahAttr: { isGlobal: true, portNum: 1, grh: { dgid: mgid, flowLabel: 0, sgidIndex: sg.index, hopLimit: HOP_LIMIT, trafficClass: tos > 0 ? tos : 0 } },
-      qpNum: 0xffffff,
+      qpNum: IB_MULTICAST_QPN,
       qkey: RDMA_UDP_QKEY,
     };
     dev.activate();
