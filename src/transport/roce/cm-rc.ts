@@ -92,6 +92,7 @@ import type { RxMeta } from './udp.js';
 import { RXE_PROVIDER } from './provider.js';
 import { ephemeralPort } from './local-port.js';
 import { envInt } from '../../util/env.js';
+import { StateCell } from '../../util/state.js';
 import { randomPsn } from '../../util/random.js';
 import { RoceRcQp } from './rc/rc-qp.js';
 import {
@@ -192,21 +193,19 @@ export function roceRcCmConfig(): RoceRcCmConfig {
 // -- connection states --------------------------------------------------------------------------
 
 /** The IB CM states of one connection (cm.c `enum ib_cm_state`, the ones RC over RoCE uses). */
-export const RcCmState = {
-  IDLE: 'IDLE',
-  REQ_SENT: 'REQ_SENT',
-  MRA_REQ_RCVD: 'MRA_REQ_RCVD',
-  REP_RCVD: 'REP_RCVD',
-  REQ_RCVD: 'REQ_RCVD',
-  MRA_REQ_SENT: 'MRA_REQ_SENT',
-  REP_SENT: 'REP_SENT',
-  ESTABLISHED: 'ESTABLISHED',
-  DREQ_SENT: 'DREQ_SENT',
-  DREQ_RCVD: 'DREQ_RCVD',
-  TIMEWAIT: 'TIMEWAIT',
-} as const;
-/** One of {@link RcCmState}. */
-export type RcCmState = (typeof RcCmState)[keyof typeof RcCmState];
+export enum RcCmState {
+  IDLE = 'IDLE',
+  REQ_SENT = 'REQ_SENT',
+  MRA_REQ_RCVD = 'MRA_REQ_RCVD',
+  REP_RCVD = 'REP_RCVD',
+  REQ_RCVD = 'REQ_RCVD',
+  MRA_REQ_SENT = 'MRA_REQ_SENT',
+  REP_SENT = 'REP_SENT',
+  ESTABLISHED = 'ESTABLISHED',
+  DREQ_SENT = 'DREQ_SENT',
+  DREQ_RCVD = 'DREQ_RCVD',
+  TIMEWAIT = 'TIMEWAIT',
+}
 
 /** Connections of this process by local communication ID. */
 const conns = new Map<number, RcConn>();
@@ -276,7 +275,8 @@ function unwatchPeer(c: RcConn): void {
 
 /** One connection: the IB CM's `cm_id_private`. */
 class RcConn {
-  state: RcCmState = RcCmState.IDLE;
+  /** The connection's state, traced under `cm` as `IBCM[<local comm ID>]`. */
+  readonly cell: StateCell<RcCmState> = new StateCell<RcCmState>('cm', () => this.tag, RcCmState.IDLE);
   localCommId: number;
   remoteCommId = 0;
   tid: bigint;
@@ -339,10 +339,14 @@ class RcConn {
     conns.set(this.localCommId, this);
   }
 
-  /** The one place the state changes. */
-  setState(to: RcCmState, why: string): void {
-    if (tracing('cm')) trace('cm', `IBCM[0x${this.localCommId.toString(16)}]`, `${this.state} -> ${to} (${why})`);
-    this.state = to;
+  /** The trace prefix of this connection. */
+  get tag(): string {
+    return `IBCM[0x${this.localCommId.toString(16)}]`;
+  }
+
+  /** Go to state `to`, with its entry actions: the peer's process is watched from REP_SENT / ESTABLISHED until TIMEWAIT / IDLE. */
+  enter(to: RcCmState, why: string): void {
+    this.cell.move(to, why);
     if (to === RcCmState.ESTABLISHED || to === RcCmState.REP_SENT) watchPeer(this);
     else if (to === RcCmState.TIMEWAIT || to === RcCmState.IDLE) unwatchPeer(this);
   }
@@ -351,7 +355,7 @@ class RcConn {
   send(msg: CmMessage): Uint8Array {
     const mad = encodeCmMad(msg, this.tid);
     sendMad(this.dev, mad, this.local, this.remote, this.family);
-    if (tracing('cm')) trace('cm', `IBCM[0x${this.localCommId.toString(16)}]`, `${msg.kind} -> ${this.remote}`);
+    if (tracing('cm')) trace('cm', this.tag, `${msg.kind} -> ${this.remote}`);
     return mad;
   }
 
@@ -398,7 +402,7 @@ class RcConn {
       // The REQ may have been forged: an address that never answers gets no more than the REP
       // and its first resends. The timer still runs, so the id ends as it would.
       this.dev.counters.inc(C.cm_reply_suppressed);
-      if (tracing('cm')) trace('cm', `IBCM[0x${this.localCommId.toString(16)}]`, `REP resend ${this.resent} suppressed: nothing heard from ${this.remote}`);
+      if (tracing('cm')) trace('cm', this.tag, `REP resend ${this.resent} suppressed: nothing heard from ${this.remote}`);
     } else if (mayReply(this.dev)) sendMad(this.dev, this.resend, this.local, this.remote, this.family);
     this.arm(config.cmTimeoutMs);
   }
@@ -425,9 +429,9 @@ class RcConn {
   enterTimewait(): void {
     this.stopResend();
     this.leaveBacklog();
-    this.setState(RcCmState.TIMEWAIT, 'timewait');
+    this.enter(RcCmState.TIMEWAIT, 'timewait');
     const t = setTimeout(() => {
-      if (this.state !== RcCmState.TIMEWAIT) return;
+      if (!this.cell.is(RcCmState.TIMEWAIT)) return;
       this.forget();
       const ep = this.ep;
       this.ep = null;
@@ -440,7 +444,7 @@ class RcConn {
   forget(): void {
     this.stopResend();
     this.leaveBacklog();
-    this.setState(RcCmState.IDLE, 'gone');
+    this.enter(RcCmState.IDLE, 'gone');
     if (conns.get(this.localCommId) === this) {
       conns.delete(this.localCommId);
       releaseRequestId(this.localCommId);
@@ -599,7 +603,7 @@ export class RcEndpoint implements CmEndpoint {
       privateData: pd,
     };
     dev.activate();
-    c.setState(RcCmState.REQ_SENT, 'connect');
+    c.enter(RcCmState.REQ_SENT, 'connect');
     c.sendReliably(msg, () => {
       c.forget();
       this.upcall({ event: CmEventType.UNREACHABLE, status: -Errno.ETIMEDOUT });
@@ -608,12 +612,12 @@ export class RcEndpoint implements CmEndpoint {
 
   /** REP for our REQ. */
   rep(c: RcConn, m: CmRep): void {
-    if (c.state === RcCmState.ESTABLISHED && m.localCommId === c.remoteCommId) {
+    if (c.cell.is(RcCmState.ESTABLISHED) && m.localCommId === c.remoteCommId) {
       // A repeated REP: our RTU was lost.
       c.sendUnsolicited({ kind: 'RTU', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
       return;
     }
-    if (c.state !== RcCmState.REQ_SENT && c.state !== RcCmState.MRA_REQ_RCVD) {
+    if (!c.cell.in([RcCmState.REQ_SENT, RcCmState.MRA_REQ_RCVD])) {
       c.dev.counters.inc(C.rcvd_mad_unroutable_drop);
       return;
     }
@@ -637,7 +641,7 @@ export class RcEndpoint implements CmEndpoint {
       qpNum: m.localQpn,
     };
     if (this.qp === null) {
-      c.setState(RcCmState.REP_RCVD, 'REP, no QP on the id');
+      c.enter(RcCmState.REP_RCVD, 'REP, no QP on the id');
       this.upcall({ event: CmEventType.CONNECT_RESPONSE, conn });
       return;
     }
@@ -650,21 +654,20 @@ export class RcEndpoint implements CmEndpoint {
       return;
     }
     c.send({ kind: 'RTU', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
-    c.setState(RcCmState.ESTABLISHED, 'REP, RTU sent');
+    c.enter(RcCmState.ESTABLISHED, 'REP, RTU sent');
     this.upcall({ event: CmEventType.ESTABLISHED, conn, localAddr: { address: c.local, port: c.localPort, family: c.family === 4 ? 'IPv4' : 'IPv6' } });
   }
 
   /** rdma_establish after CONNECT_RESPONSE: the RTU. */
   establish(): void {
     const c = this.conn;
-    if (c === null || c.state !== RcCmState.REP_RCVD) throw err('EINVAL', 'rdma_establish', `state ${c?.state ?? 'none'}`);
+    if (c === null || !c.cell.is(RcCmState.REP_RCVD)) throw err('EINVAL', 'rdma_establish', `state ${c?.cell.state ?? 'none'}`);
     c.send({ kind: 'RTU', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
-    c.setState(RcCmState.ESTABLISHED, 'established by the application');
+    c.enter(RcCmState.ESTABLISHED, 'established by the application');
   }
 
   mra(c: RcConn, serviceTimeout: number): void {
-    if (c.state === RcCmState.REQ_SENT) c.setState(RcCmState.MRA_REQ_RCVD, 'MRA');
-    else if (c.state !== RcCmState.MRA_REQ_RCVD && c.state !== RcCmState.REP_SENT) {
+    if (!c.cell.exch(RcCmState.REQ_SENT, RcCmState.MRA_REQ_RCVD, 'MRA') && !c.cell.in([RcCmState.MRA_REQ_RCVD, RcCmState.REP_SENT])) {
       c.dev.counters.inc(C.rcvd_mad_unroutable_drop);
       return;
     }
@@ -685,7 +688,7 @@ export class RcEndpoint implements CmEndpoint {
     const op = 'rdma_accept';
     const c = this.conn;
     const req = this.req;
-    if (c === null || req === null || (c.state !== RcCmState.REQ_RCVD && c.state !== RcCmState.MRA_REQ_SENT)) throw err('EINVAL', op, 'no request to accept');
+    if (c === null || req === null || !c.cell.in([RcCmState.REQ_RCVD, RcCmState.MRA_REQ_SENT])) throw err('EINVAL', op, 'no request to accept');
     if (a.qp !== null && !(a.qp instanceof RoceRcQp)) throw err('EINVAL', op, 'the QP is not an RC QP of a soft RoCE device');
     // As librdmacm's rdma_accept: only the id's own QP is moved to RTR and RTS here.
     const qp = a.ownQp === false ? null : a.qp;
@@ -724,7 +727,7 @@ export class RcEndpoint implements CmEndpoint {
       localCaGuid: caGuid(c.dev),
       privateData: a.privateData,
     };
-    c.setState(RcCmState.REP_SENT, 'accept');
+    c.enter(RcCmState.REP_SENT, 'accept');
     if (qp instanceof RoceRcQp) qp.onCommEstablished = () => this.established(c, 'first request on the QP');
     c.sendReliably(rep, () => {
       c.forget();
@@ -735,17 +738,17 @@ export class RcEndpoint implements CmEndpoint {
 
   /** RTU (or the first request on the QP): the passive side is established. */
   established(c: RcConn, why: string): void {
-    if (c.state !== RcCmState.REP_SENT) return;
+    if (!c.cell.is(RcCmState.REP_SENT)) return;
     c.stopResend();
     c.leaveBacklog();
-    c.setState(RcCmState.ESTABLISHED, why);
+    c.enter(RcCmState.ESTABLISHED, why);
     if (this.qp instanceof RoceRcQp) this.qp.onCommEstablished = null;
     this.upcall({ event: CmEventType.ESTABLISHED });
   }
 
   reject(privateData: Uint8Array): void {
     const c = this.conn;
-    if (c === null || (c.state !== RcCmState.REQ_RCVD && c.state !== RcCmState.MRA_REQ_SENT)) throw err('EINVAL', 'rdma_reject', 'no request to reject');
+    if (c === null || !c.cell.in([RcCmState.REQ_RCVD, RcCmState.MRA_REQ_SENT])) throw err('EINVAL', 'rdma_reject', 'no request to reject');
     if (privateData.length > REJ_PD) throw err('EINVAL', 'rdma_reject', `private data ${privateData.length} > ${REJ_PD}`);
     c.reject(CmRejReason.CONSUMER_DEFINED, privateData);
     c.forget();
@@ -754,11 +757,10 @@ export class RcEndpoint implements CmEndpoint {
 
   /** REJ for this connection. */
   rejected(c: RcConn, reason: number, privateData: Uint8Array): void {
-    const s = c.state;
-    if (s === RcCmState.REQ_SENT || s === RcCmState.MRA_REQ_RCVD || s === RcCmState.REQ_RCVD || s === RcCmState.MRA_REQ_SENT || s === RcCmState.REP_SENT) {
+    if (c.cell.in([RcCmState.REQ_SENT, RcCmState.MRA_REQ_RCVD, RcCmState.REQ_RCVD, RcCmState.MRA_REQ_SENT, RcCmState.REP_SENT])) {
       if (reason === CmRejReason.STALE_CONN) c.enterTimewait();
       else c.forget();
-    } else if (s === RcCmState.REP_RCVD || s === RcCmState.DREQ_SENT || s === RcCmState.ESTABLISHED) c.enterTimewait();
+    } else if (c.cell.in([RcCmState.REP_RCVD, RcCmState.DREQ_SENT, RcCmState.ESTABLISHED])) c.enterTimewait();
     else {
       c.dev.counters.inc(C.rcvd_mad_unroutable_drop);
       return;
@@ -803,7 +805,7 @@ export class RcEndpoint implements CmEndpoint {
         return { attr: { qpState: QpState.INIT, pkeyIndex: 0, portNum: 1, qpAccessFlags: access }, mask: M.STATE | M.PKEY_INDEX | M.PORT | M.ACCESS_FLAGS };
       }
       case QpState.RTR: {
-        if (c === null || c.remoteQpn === 0 && c.state !== RcCmState.REQ_RCVD && c.state !== RcCmState.MRA_REQ_SENT && c.state !== RcCmState.REP_RCVD) {
+        if (c === null || (c.remoteQpn === 0 && !c.cell.in([RcCmState.REQ_RCVD, RcCmState.MRA_REQ_SENT, RcCmState.REP_RCVD]))) {
           throw err('EINVAL', 'rdma_init_qp_attr', 'no connection');
         }
         const ah = ahTo(c.dev, c.local, c.remote, c.family, this.host.options.tos);
@@ -835,10 +837,10 @@ export class RcEndpoint implements CmEndpoint {
   disconnect(): boolean {
     const c = this.conn;
     if (c === null) return false;
-    switch (c.state) {
+    switch (c.cell.state) {
       case RcCmState.ESTABLISHED:
         this.qpToErr();
-        c.setState(RcCmState.DREQ_SENT, 'disconnect');
+        c.enter(RcCmState.DREQ_SENT, 'disconnect');
         c.sendReliably({ kind: 'DREQ', localCommId: c.localCommId, remoteCommId: c.remoteCommId, remoteQpn: c.remoteQpn, privateData: new Uint8Array(0) }, () => {
           // No DREP: cm.c's DREQ_ERROR, cma reports DISCONNECTED -ETIMEDOUT.
           c.enterTimewait();
@@ -860,12 +862,12 @@ export class RcEndpoint implements CmEndpoint {
 
   /** DREQ for this connection (its QPN checked by the caller). */
   dreq(c: RcConn): void {
-    switch (c.state) {
+    switch (c.cell.state) {
       case RcCmState.ESTABLISHED:
       case RcCmState.REP_SENT:
         c.stopResend();
         c.leaveBacklog();
-        c.setState(RcCmState.DREQ_RCVD, 'DREQ');
+        c.enter(RcCmState.DREQ_RCVD, 'DREQ');
         this.disconnected(c);
         return;
       case RcCmState.DREQ_SENT:
@@ -885,9 +887,9 @@ export class RcEndpoint implements CmEndpoint {
 
   /** The peer's process on this host is gone: as the DREQ its kernel would have sent. */
   peerDied(c: RcConn): void {
-    if (tracing('cm')) trace('cm', `IBCM[0x${c.localCommId.toString(16)}]`, 'the peer process is gone');
-    if (c.state === RcCmState.ESTABLISHED || c.state === RcCmState.REP_SENT || c.state === RcCmState.DREQ_SENT) {
-      if (c.state === RcCmState.DREQ_SENT) {
+    if (tracing('cm')) trace('cm', c.tag, 'the peer process is gone');
+    if (c.cell.in([RcCmState.ESTABLISHED, RcCmState.REP_SENT, RcCmState.DREQ_SENT])) {
+      if (c.cell.is(RcCmState.DREQ_SENT)) {
         c.enterTimewait();
         this.disconnected(c);
         return;
@@ -898,7 +900,7 @@ export class RcEndpoint implements CmEndpoint {
 
   /** DREP for our DREQ. */
   drep(c: RcConn): void {
-    if (c.state !== RcCmState.DREQ_SENT) {
+    if (!c.cell.is(RcCmState.DREQ_SENT)) {
       c.dev.counters.inc(C.rcvd_mad_unroutable_drop);
       return;
     }
@@ -928,7 +930,7 @@ export class RcEndpoint implements CmEndpoint {
     this.conn = null;
     if (c === null) return;
     c.ep = null;
-    switch (c.state) {
+    switch (c.cell.state) {
       case RcCmState.REQ_SENT:
       case RcCmState.MRA_REQ_RCVD:
         // cm.c: REJ "timeout" with this CA's GUID as ARI (the responder finds its request by it).
@@ -938,7 +940,7 @@ export class RcEndpoint implements CmEndpoint {
       case RcCmState.REQ_RCVD:
       case RcCmState.MRA_REQ_SENT:
       case RcCmState.REP_SENT:
-        c.reject(CmRejReason.CONSUMER_DEFINED, new Uint8Array(0), c.state === RcCmState.REP_SENT ? CmMsgRef.REP : CmMsgRef.REQ);
+        c.reject(CmRejReason.CONSUMER_DEFINED, new Uint8Array(0), c.cell.is(RcCmState.REP_SENT) ? CmMsgRef.REP : CmMsgRef.REQ);
         c.forget();
         break;
       case RcCmState.REP_RCVD:
@@ -977,7 +979,7 @@ function drop(dev: RoceDevice, why: string): void {
 /** A reply naming connection `c` that came from somewhere other than its peer. */
 function dropForeign(dev: RoceDevice, c: RcConn, kind: string, meta: RxMeta, srcQp: number): void {
   dev.counters.inc(C.rcvd_mad_src_drop);
-  if (tracing('cm')) trace('cm', `IBCM[0x${c.localCommId.toString(16)}]`, `${kind} from ${meta.src} QP ${srcQp} dropped: the peer is ${c.remote}`);
+  if (tracing('cm')) trace('cm', c.tag, `${kind} from ${meta.src} QP ${srcQp} dropped: the peer is ${c.remote}`);
 }
 
 /** Whether a MAD came from the peer of connection `c`: its address, its GSI QP. */
@@ -1006,7 +1008,7 @@ function receive(dev: RoceDevice, mad: CmMad, meta: RxMeta, srcQp: number): void
       const qpn = c.ep?.qpNum();
       if (qpn !== undefined && qpn !== m.remoteQpn) return drop(dev, `DREQ for QPN 0x${m.remoteQpn.toString(16)}`);
       if (c.ep === null) {
-        if (c.state === RcCmState.TIMEWAIT) c.sendUnsolicited({ kind: 'DREP', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
+        if (c.cell.is(RcCmState.TIMEWAIT)) c.sendUnsolicited({ kind: 'DREP', localCommId: c.localCommId, remoteCommId: c.remoteCommId, privateData: new Uint8Array(0) });
         return;
       }
       c.ep.dreq(c);
@@ -1036,8 +1038,8 @@ function receive(dev: RoceDevice, mad: CmMad, meta: RxMeta, srcQp: number): void
       if (m.kind === 'REP') ep.rep(c, m);
       else if (m.kind === 'MRA') ep.mra(c, m.serviceTimeout);
       else if (m.kind === 'RTU') {
-        if (c.state === RcCmState.REP_SENT) ep.established(c, 'RTU');
-        else if (c.state !== RcCmState.ESTABLISHED) drop(dev, `RTU in ${c.state}`);
+        if (c.cell.is(RcCmState.REP_SENT)) ep.established(c, 'RTU');
+        else if (!c.cell.is(RcCmState.ESTABLISHED)) drop(dev, `RTU in ${c.cell.state}`);
       } else ep.drep(c);
       return;
     }
@@ -1125,7 +1127,7 @@ function request(dev: RoceDevice, m: CmReq, tid: bigint, meta: RxMeta): void {
   c.backlogOf = l.host;
   halfOpen.set(l.host, open + 1);
   byRemote.set(remoteKey(meta.src, m.localCommId), c);
-  c.setState(RcCmState.REQ_RCVD, 'REQ');
+  c.enter(RcCmState.REQ_RCVD, 'REQ');
   const user = padded(m.privateData.subarray(CMA_HDR_LEN), CMA_REQ_USER_PD);
   const srcText = ipFromGid(gidFromBytes(hdr.src)).ip;
   let adopted = false;
@@ -1153,11 +1155,11 @@ function request(dev: RoceDevice, m: CmReq, tid: bigint, meta: RxMeta): void {
         return ep;
       },
       refuse: () => {
-        if (!adopted && c.state === RcCmState.REQ_RCVD) refuse(CmRejReason.CONSUMER_DEFINED, 'the listener is gone');
+        if (!adopted && c.cell.is(RcCmState.REQ_RCVD)) refuse(CmRejReason.CONSUMER_DEFINED, 'the listener is gone');
       },
     },
   });
-  if (!adopted && c.state === RcCmState.REQ_RCVD) refuse(CmRejReason.CONSUMER_DEFINED, 'not taken');
+  if (!adopted && c.cell.is(RcCmState.REQ_RCVD)) refuse(CmRejReason.CONSUMER_DEFINED, 'not taken');
 }
 
 /**
@@ -1170,10 +1172,10 @@ const REP_RESENDS_UNHEARD = 3;
 
 /** The same REQ again (cm.c `cm_dup_req_handler` with rdma_cm's prepared MRA). */
 function repeatedRequest(c: RcConn): void {
-  switch (c.state) {
+  switch (c.cell.state) {
     case RcCmState.REQ_RCVD:
     case RcCmState.MRA_REQ_SENT:
-      if (c.state === RcCmState.REQ_RCVD) c.setState(RcCmState.MRA_REQ_SENT, 'repeated REQ');
+      c.cell.exch(RcCmState.REQ_RCVD, RcCmState.MRA_REQ_SENT, 'repeated REQ');
       c.sendUnsolicited({ kind: 'MRA', localCommId: c.localCommId, remoteCommId: c.remoteCommId, messageMraed: CmMsgRef.REQ, serviceTimeout: MRA_SERVICE_TIMEOUT, privateData: new Uint8Array(0) });
       return;
     case RcCmState.TIMEWAIT:
