@@ -98,7 +98,7 @@ test('a wildcard rping server loads RoCE before it listens and takes a RoCE-pinn
   const s = traced({ RDMACM_BACKEND: 'soft', RDMACM_ROCE_PORT: ROCE_PORT });
   const c = traced({ RDMACM_BACKEND: 'soft', RDMACM_ROCE_PORT: ROCE_PORT, RDMACM_DEVICE: 'rxe_lo' });
   await rpingPair(s.env, c.env, { serverAddr: '0.0.0.0', roce: true });
-  for (const mods of [s.read(), c.read()]) assert.ok(mods.includes('transport/roce/cm-rc.js'), mods.join(' '));
+  for (const mods of [s.read(), c.read()]) assert.ok(mods.includes('transport/roce/cm/rc-endpoint.js'), mods.join(' '));
 });
 
 test('rping pinned to a soft iWARP device loads no RoCE', async () => {

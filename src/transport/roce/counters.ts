@@ -63,7 +63,7 @@ export const COUNTER_NAMES = [
   'fwd_forged_drop',
   // the connection manager: REQs dropped because their listener had `backlog` half-open
   // connections (SIDR_REQs: `backlog` unanswered); unsolicited answers and REP resends not sent
-  // (reply-limit.ts, cm-rc.ts)
+  // (cm/reply-limit.ts, cm/conn.ts)
   'rcvd_req_backlog_drop',
   'cm_reply_suppressed',
   // datagrams the kernel dropped before the device saw them: a receive buffer of this process

@@ -1,4 +1,5 @@
-// The connected IB CM of the soft RoCE device (cm-rc.ts) fed through the device's receive path:
+// The connected IB CM of the soft RoCE device (transport/roce/cm/: conn.ts, conn-rx.ts,
+// rc-endpoint.ts) fed through the device's receive path:
 // REQ, MRA, REJ, REP, RTU, DREQ and DREP MADs from a made-up peer at 127.0.0.2, whole or mutated,
 // naming the communication IDs our CM really uses (read from the MADs it sends to that address)
 // or made-up ones, while a listener takes requests and active ids connect towards the peer; the

@@ -11,7 +11,7 @@ import { lib, wire, roceCounters, until } from '../../../lib/roce.js';
 import { rawCmPeer, reqFrom, LOCAL, PEER, V4 } from '../../../lib/raw-cm.js';
 
 const { PortSpace, CmEventType, configureRoceRcCm, serviceId } = lib;
-const { CM_REPLY_BURST, CM_REPLY_RATE_PER_S } = await import('../../../../dist/transport/roce/reply-limit.js');
+const { CM_REPLY_BURST, CM_REPLY_RATE_PER_S } = await import('../../../../dist/transport/roce/cm/reply-limit.js');
 const RETRIES = 8;
 const UNHEARD = 3;
 configureRoceRcCm({ cmTimeoutMs: 40, cmRetries: RETRIES, timewaitMs: 60 });

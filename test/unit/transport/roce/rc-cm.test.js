@@ -11,7 +11,7 @@ import { expectEvent as expectCmEvent } from '../../../lib/cm.js';
 import { rawCmPeer, reqFrom, LOCAL, PEER, V4, GID } from '../../../lib/raw-cm.js';
 
 const { PortSpace, CmEventType, QpState, RdmaOption, configureRoceRcCm, serviceId } = lib;
-const { cmAckTimeout } = await import('../../../../dist/transport/roce/cm-rc.js');
+const { cmAckTimeout } = await import('../../../../dist/transport/roce/cm/timing.js');
 const { CmRejReason, CmMsgRef, IbOpcode, AethSyndrome } = wire;
 configureRoceRcCm({ cmTimeoutMs: 150, cmRetries: 2, timewaitMs: 60 });
 

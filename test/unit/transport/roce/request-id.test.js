@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import '../../../lib/roce.js';
 
-const { newRequestId, releaseRequestId, REQ_ID_SHIFT } = await import('../../../../dist/transport/roce/roce-cm.js');
+const { newRequestId, releaseRequestId, REQ_ID_SHIFT } = await import('../../../../dist/transport/roce/cm/ids.js');
 
 /** A port agent that owns QPN block `b` (all newRequestId asks of it). */
 const agentOf = (b) => ({ anyBlock: () => b });

@@ -10,8 +10,8 @@
  * counted as `cm_reply_suppressed`. A connection in progress only meets the limit while such
  * traffic is being forged at more than the refill rate.
  */
-import type { RoceDevice } from './device.js';
-import { C } from './counters.js';
+import type { RoceDevice } from '../device.js';
+import { C } from '../counters.js';
 
 /** Tokens a quiet device holds: the answers it sends back to back. */
 export const CM_REPLY_BURST = 64;
