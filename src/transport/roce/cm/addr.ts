@@ -2,13 +2,14 @@
  * Addresses as the RoCE CM meets them (cma.c's IBoE address and route side): the family of a
  * socket address, the wildcard, the soft RoCE device of an id's context, the address handle of a
  * RoCEv2 path (`cma_resolve_iboe_route`: GIDs from the IP addresses, hop limit 64) and GIDs from
- * the CMA header's address bytes.
+ * the CMA header's address bytes; where an rdma_connect goes from and the CMA header it sends.
  */
 import { err } from '../../../errors.js';
 import type { AhAttr } from '../../../verbs/ah.js';
 import type { Context } from '../../../verbs/context.js';
-import type { SockAddr } from '../../../cm/transport.js';
-import { RoceDevice } from '../device.js';
+import type { CmHost, ConnectRequest, SockAddr } from '../../../cm/transport.js';
+import { encodeCmaPrivateData } from '../../../wire/roce/index.js';
+import { RoceDevice, ipBytes } from '../device.js';
 import { gidFromIp } from '../gid.js';
 import { RXE_PROVIDER } from '../provider.js';
 
@@ -47,4 +48,29 @@ export function gidFromBytes(b: Uint8Array): Uint8Array {
   g[11] = 0xff;
   g.set(b, 12);
   return g;
+}
+
+/** Where an rdma_connect goes from: the id's device, the address family and the local address. */
+export interface ConnectFrom {
+  dev: RoceDevice;
+  family: 4 | 6;
+  local: string;
+}
+
+/**
+ * The device, family and local address of `req` on the id of `host` (a wildcard source: the
+ * id's local address). EINVAL when the id is not on a soft RoCE device or has no local address.
+ */
+export function connectFrom(host: CmHost, req: ConnectRequest, op: string): ConnectFrom {
+  const dev = devOf(host.context, op);
+  const family = familyOf(req.dst);
+  const local = isAnyAddr(req.src.address) ? (host.localAddr?.address ?? '') : req.src.address;
+  if (!local || isAnyAddr(local)) throw err('EINVAL', op, 'no local address');
+  return { dev, family, local };
+}
+
+/** The private data of a REQ or SIDR_REQ: the CMA header (addresses, source port), then `user`. */
+export function cmaPrivateData(from: ConnectFrom, dst: string, srcPort: number, user: Uint8Array): Uint8Array {
+  const { family } = from;
+  return encodeCmaPrivateData({ version: 0, ipVersion: family, srcPort, src: ipBytes(from.local, family), dst: ipBytes(dst, family) }, user);
 }

@@ -9,9 +9,10 @@
  * DREQ, DREP) naming a connection of ours is taken only from the address and the GSI QP of that
  * connection's peer; from anywhere else it is dropped and counted (`rcvd_mad_src_drop`).
  *
- * A REQ: the same REQ again goes to its connection; otherwise a new connection, refused with a
- * REJ when nobody listens to its service in the port spaces of RC ids (8), when its GID is not
- * ours (12) or its path MTU invalid; else rdma_cm's handler of the listener decides.
+ * A REQ: the same REQ again goes to its connection (an MRA while the application decides, REJ 10
+ * "stale connection" from TIMEWAIT); otherwise a new connection, refused with a REJ when nobody
+ * listens to its service in the port spaces of RC ids (8), when its GID is not ours (12) or its
+ * path MTU is invalid; else rdma_cm's handler of the listener decides.
  */
 import { PortSpace } from '../../../cm/transport.js';
 import { Mtu } from '../../../verbs/device.js';

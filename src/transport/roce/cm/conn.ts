@@ -9,11 +9,14 @@
  * under `cm` as `IBCM[<local comm ID>]`:
  *
  * ```
- * active:  IDLE → REQ_SENT ⇄ MRA_REQ_RCVD → (REP) REP_RCVD → (RTU) ESTABLISHED
- *                                        → (REP, RTU) ESTABLISHED
- * passive: IDLE → (REQ) REQ_RCVD → (REQ again) MRA_REQ_SENT → (accept) REP_SENT → (RTU) ESTABLISHED
- * either:  ESTABLISHED → DREQ_SENT → (DREP) TIMEWAIT → IDLE
- *          ESTABLISHED / REP_SENT → (DREQ) DREQ_RCVD → (DREP sent) TIMEWAIT → IDLE
+ * active:  IDLE → REQ_SENT → (MRA) MRA_REQ_RCVD
+ *          REQ_SENT, MRA_REQ_RCVD → (REP, QP moved, RTU sent) ESTABLISHED
+ *                                 → (REP, no QP on the id) REP_RCVD → (rdma_establish: RTU) ESTABLISHED
+ * passive: IDLE → (REQ) REQ_RCVD → (the REQ again) MRA_REQ_SENT
+ *          REQ_RCVD, MRA_REQ_SENT → (rdma_accept: REP) REP_SENT → (RTU, first request) ESTABLISHED
+ * either:  ESTABLISHED → (rdma_disconnect: DREQ) DREQ_SENT → (DREP, DREQ, no DREP) TIMEWAIT
+ *          ESTABLISHED, REP_SENT → (DREQ) DREQ_RCVD → (DREP sent) TIMEWAIT
+ *          TIMEWAIT → (timewaitMs) IDLE; a REJ, a refusal or resends run out → IDLE (or TIMEWAIT)
  * ```
  *
  * A connection in REP_SENT or ESTABLISHED whose peer is a process of this host is watched

@@ -51,18 +51,16 @@ import {
   cmaServiceIdParts,
   decodeCmaHeader,
   emptyCmPath,
-  encodeCmaPrivateData,
   type CmRep,
   type CmReq,
 } from '../../../wire/roce/index.js';
 import { C } from '../counters.js';
-import { ipBytes } from '../device.js';
 import { gidFromIp, ipFromGid } from '../gid.js';
 import { ephemeralPort } from '../local-port.js';
 import { RXE_PROVIDER } from '../provider.js';
 import { RoceRcQp } from '../rc/rc-qp.js';
 import type { RxMeta } from '../udp.js';
-import { HOP_LIMIT, ahTo, devOf, familyOf, gidFromBytes, isAnyAddr } from './addr.js';
+import { HOP_LIMIT, ahTo, cmaPrivateData, connectFrom, familyOf, gidFromBytes, isAnyAddr } from './addr.js';
 import { rcConfig } from './config.js';
 import { RcCmState, RcConn, caGuid, type ConnOwner } from './conn.js';
 import { rcBacklog, type Listener } from './listeners.js';
@@ -104,10 +102,8 @@ export class RcEndpoint implements CmEndpoint, ConnOwner {
 
   async connect(req: ConnectRequest): Promise<void> {
     const op = 'rdma_connect';
-    const dev = devOf(this.host.context, op);
-    const family = familyOf(req.dst);
-    const local = isAnyAddr(req.src.address) ? (this.host.localAddr?.address ?? '') : req.src.address;
-    if (!local || isAnyAddr(local)) throw err('EINVAL', op, 'no local address');
+    const from = connectFrom(this.host, req, op);
+    const { dev, family, local } = from;
     const lg = gidFromIp(local);
     const rg = gidFromIp(req.dst.address);
     if (!lg || !rg) throw err('EINVAL', op, 'address is not IPv4 or IPv6');
@@ -144,7 +140,7 @@ export class RcEndpoint implements CmEndpoint, ConnOwner {
       hopLimit: HOP_LIMIT,
       localAckTimeout: cmAckTimeout(CA_ACK_DELAY, lifetime),
     };
-    const pd = encodeCmaPrivateData({ version: 0, ipVersion: family, srcPort, src: ipBytes(local, family), dst: ipBytes(req.dst.address, family) }, req.privateData);
+    const pd = cmaPrivateData(from, req.dst.address, srcPort, req.privateData);
     const msg: CmReq = {
       kind: 'REQ',
       localCommId: c.localCommId,

@@ -39,17 +39,15 @@ import {
   CmSidrStatus,
   cmaServiceIdParts,
   decodeCmaHeader,
-  encodeCmaPrivateData,
   type CmSidrRep,
   type CmSidrReq,
 } from '../../../wire/roce/index.js';
 import { C } from '../counters.js';
-import { ipBytes } from '../device.js';
 import { ipFromGid } from '../gid.js';
 import { ephemeralPort } from '../local-port.js';
 import { RXE_PROVIDER } from '../provider.js';
 import type { RxMeta } from '../udp.js';
-import { ahTo, devOf, familyOf, gidFromBytes, isAnyAddr } from './addr.js';
+import { ahTo, cmaPrivateData, connectFrom, familyOf, gidFromBytes, isAnyAddr } from './addr.js';
 import { sidrBacklog, type Listener } from './listeners.js';
 import { joinMulticast } from './multicast.js';
 import { SidrQuery, answerSidr, holdSidr, refuseSidr, releaseSidr, type SidrRequest } from './sidr.js';
@@ -79,18 +77,11 @@ export class UdEndpoint implements CmEndpoint {
   }
 
   async connect(req: ConnectRequest): Promise<void> {
-    const op = 'rdma_connect';
-    const dev = devOf(this.host.context, op);
-    const family = familyOf(req.dst);
-    const local = isAnyAddr(req.src.address) ? (this.host.localAddr?.address ?? '') : req.src.address;
-    if (!local || isAnyAddr(local)) throw err('EINVAL', op, 'no local address');
+    const from = connectFrom(this.host, req, 'rdma_connect');
     this.query?.cancel();
     this.query = null;
-    const pd = encodeCmaPrivateData(
-      { version: 0, ipVersion: family, srcPort: req.src.port || this.host.localAddr?.port || ephemeralPort(), src: ipBytes(local, family), dst: ipBytes(req.dst.address, family) },
-      req.privateData,
-    );
-    const q = new SidrQuery(dev, local, req.dst.address, family, serviceId(this.host.portSpace, req.dst.port), pd, {
+    const pd = cmaPrivateData(from, req.dst.address, req.src.port || this.host.localAddr?.port || ephemeralPort(), req.privateData);
+    const q = new SidrQuery(from.dev, from.local, req.dst.address, from.family, serviceId(this.host.portSpace, req.dst.port), pd, {
       reply: (rep) => this.sidrReply(q, rep),
       timeout: () => this.host.upcall({ event: CmEventType.UNREACHABLE, status: -Errno.ETIMEDOUT }),
     });
