@@ -9,7 +9,8 @@ import type { AhAttr } from '../../../verbs/ah.js';
 import type { Context } from '../../../verbs/context.js';
 import type { CmHost, ConnectRequest, SockAddr } from '../../../cm/transport.js';
 import { encodeCmaPrivateData } from '../../../wire/roce/index.js';
-import { RoceDevice, ipBytes } from '../device.js';
+import { RoceDevice } from '../device.js';
+import { ipBytes } from '../ip-addr.js';
 import { gidFromIp } from '../gid.js';
 import { RXE_PROVIDER } from '../provider.js';
 

@@ -27,7 +27,7 @@ import {
   type CmReq,
 } from '../../../wire/roce/index.js';
 import type { RoceDevice } from '../device.js';
-import type { RxMeta } from '../udp.js';
+import type { RxMeta } from '../datagram.js';
 import { RcConn, connById, connByRemote } from './conn.js';
 import { findListener, type Listener } from './listeners.js';
 import { dropForeign, dropMad, fromPeer, sendMad } from './mad-agent.js';

@@ -34,8 +34,10 @@ import {
   type CmSidrReq,
 } from '../../../wire/roce/index.js';
 import { C } from '../counters.js';
-import { ipBytes, setGsiHandler, type RoceDevice } from '../device.js';
-import { PortAgent, type GsiRoute, type RxMeta } from '../udp.js';
+import type { RxMeta } from '../datagram.js';
+import { setGsiHandler, type RoceDevice } from '../device.js';
+import { ipBytes } from '../ip-addr.js';
+import { PortAgent, type GsiRoute } from '../udp.js';
 import { HOP_LIMIT } from './addr.js';
 import { blockOfId, sidKey } from './ids.js';
 

@@ -9,7 +9,7 @@ import { err } from '../../../errors.js';
 import { Errno } from '../../../errno.js';
 import { CmEventType, RDMA_UDP_QKEY, type CmHost, type McJoin, type UdParam } from '../../../cm/transport.js';
 import { IB_MULTICAST_QPN, cmaIboeMgid } from '../../../wire/roce/index.js';
-import { ipBytes } from '../device.js';
+import { ipBytes } from '../ip-addr.js';
 import { HOP_LIMIT, devOf, familyOf, isAnyAddr } from './addr.js';
 
 /**

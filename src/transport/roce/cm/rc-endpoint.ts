@@ -59,7 +59,7 @@ import { gidFromIp, ipFromGid } from '../gid.js';
 import { ephemeralPort } from '../local-port.js';
 import { RXE_PROVIDER } from '../provider.js';
 import { RoceRcQp } from '../rc/rc-qp.js';
-import type { RxMeta } from '../udp.js';
+import type { RxMeta } from '../datagram.js';
 import { HOP_LIMIT, ahTo, cmaPrivateData, connectFrom, familyOf, gidFromBytes, isAnyAddr } from './addr.js';
 import { rcConfig } from './config.js';
 import { RcCmState, RcConn, caGuid, type ConnOwner } from './conn.js';

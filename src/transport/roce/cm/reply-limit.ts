@@ -12,25 +12,12 @@
  */
 import type { RoceDevice } from '../device.js';
 import { C } from '../counters.js';
+import { TokenBucket } from '../../../util/token-bucket.js';
 
 /** Tokens a quiet device holds: the answers it sends back to back. */
 export const CM_REPLY_BURST = 64;
 /** Tokens a second added back (the sustained rate of unsolicited answers and resends). */
 export const CM_REPLY_RATE_PER_S = 32;
-
-class TokenBucket {
-  private tokens = CM_REPLY_BURST;
-  private at = performance.now();
-
-  take(): boolean {
-    const now = performance.now();
-    this.tokens = Math.min(CM_REPLY_BURST, this.tokens + ((now - this.at) * CM_REPLY_RATE_PER_S) / 1000);
-    this.at = now;
-    if (this.tokens < 1) return false;
-    this.tokens -= 1;
-    return true;
-  }
-}
 
 const buckets = new WeakMap<RoceDevice, TokenBucket>();
 
@@ -41,7 +28,7 @@ const buckets = new WeakMap<RoceDevice, TokenBucket>();
 export function mayReply(dev: RoceDevice): boolean {
   let b = buckets.get(dev);
   if (b === undefined) {
-    b = new TokenBucket();
+    b = new TokenBucket(CM_REPLY_BURST, CM_REPLY_RATE_PER_S);
     buckets.set(dev, b);
   }
   if (b.take()) return true;

@@ -21,7 +21,7 @@
 import { CmSidrStatus, encodeCmMad, type CmSidrRep, type CmSidrReq } from '../../../wire/roce/index.js';
 import type { CmHost } from '../../../cm/transport.js';
 import type { RoceDevice } from '../device.js';
-import type { RxMeta } from '../udp.js';
+import type { RxMeta } from '../datagram.js';
 import { sidrConfig } from './config.js';
 import { newRequestId, releaseRequestId, sidrTid } from './ids.js';
 import { findListener, sidrBacklog, type Listener } from './listeners.js';

@@ -46,7 +46,7 @@ import { C } from '../counters.js';
 import { ipFromGid } from '../gid.js';
 import { ephemeralPort } from '../local-port.js';
 import { RXE_PROVIDER } from '../provider.js';
-import type { RxMeta } from '../udp.js';
+import type { RxMeta } from '../datagram.js';
 import { ahTo, cmaPrivateData, connectFrom, familyOf, gidFromBytes, isAnyAddr } from './addr.js';
 import { sidrBacklog, type Listener } from './listeners.js';
 import { joinMulticast } from './multicast.js';
