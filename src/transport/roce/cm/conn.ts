@@ -150,8 +150,6 @@ export class RcConn {
   private onGiveUp: (() => void) | null = null;
   /** The listener this half-open connection counts against. */
   private backlogOf: CmHost | null = null;
-  /** The DREP to resend for a repeated DREQ in TIMEWAIT; the last REP/MRA for a repeated REQ. */
-  lastReply: Uint8Array | null = null;
   /** The peer process's socket name this connection is watched through ('' if none). */
   watch = '';
   /** DISCONNECTED was reported for this connection (then, and only then, TIMEWAIT_EXIT is too). */
@@ -428,7 +426,6 @@ export class RcConn {
   sendRep(rep: CmRep, giveUp: () => void): void {
     this.enter(S.REP_SENT, 'accept');
     this.sendReliably(rep, giveUp);
-    this.lastReply = null;
   }
 
   /** The RTU or the first request on the QP: the passive side is established. */
@@ -474,7 +471,7 @@ export class RcConn {
         });
         return true;
       case S.DREQ_RCVD:
-        this.lastReply = this.send(this.drep());
+        this.send(this.drep());
         this.enterTimewait();
         return false;
       case S.DREQ_SENT:
@@ -497,7 +494,7 @@ export class RcConn {
       case S.DREQ_SENT:
         // Both sides disconnected together: answer and finish.
         this.stopResend();
-        this.lastReply = this.send(this.drep());
+        this.send(this.drep());
         this.enterTimewait();
         this.reportDisconnected();
         return;
