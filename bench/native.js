@@ -12,7 +12,7 @@
 // BENCH_NATIVE_WARMUP (untimed JS round trips first, 10000),
 // BENCH_NATIVE_SIZE (64), BENCH_NATIVE_DEVICE (a device name; default: the first native one),
 // BENCH_JSON=1 (one JSON line instead of the table).
-import { Access, NATIVE_PROVIDER, PortSpace, SendFlags, WrOpcode, createId, getDeviceList, nativeAddonStatus } from '../dist/index.js';
+import { Access, native, PortSpace, SendFlags, WrOpcode, createId, getDeviceList } from '../dist/index.js';
 import { loadBinding } from '../dist/native/binding.js';
 
 const ITERS = Number(process.env.BENCH_NATIVE_ITERS || 20000);
@@ -99,10 +99,10 @@ function cLoop(b, p, iters) {
 
 async function main() {
   const want = process.env.BENCH_NATIVE_DEVICE;
-  const dev = getDeviceList().find((d) => d.provider === NATIVE_PROVIDER && (!want || d.name === want));
+  const dev = getDeviceList().find((d) => d.provider === native.PROVIDER && (!want || d.name === want));
   const b = loadBinding();
   if (!dev || !b) {
-    const st = nativeAddonStatus();
+    const st = native.addonStatus();
     console.log(`native data path: skipped (${!st.loaded ? `native addon not loaded: ${st.reason}` : 'no kernel RDMA device'})`);
     return;
   }

@@ -137,11 +137,11 @@ if (kind === 'dgram-echo') {
     u.scq.poll(64);
   });
 } else if (kind === 'ud-sink') {
-  const { WcStatus, roceCounters } = await import('../dist/index.js');
+  const { WcStatus, roce } = await import('../dist/index.js');
   const [group] = args;
   // The device's drops, for the JSON: datagrams that reached this process but no receive WQE.
   const hit = burstCounter(() => {
-    const c = roceCounters('rxe_lo');
+    const c = roce.counters('rxe_lo');
     return { rcvdPkts: c.rcvd_pkts, noRecvWqe: c.rcvd_no_recv_wqe_drop };
   });
   const u = await udSetup(1024, 0x11111111);

@@ -3,6 +3,6 @@
  * devices and connection managers registered).
  * @packageDocumentation
  */
-import './transports.js';
+/** Loads the transports; each one's settings: `iwarp`, `roce`, `native` (src/transport-settings.ts). */
+export * from './transport-settings.js';
 export * from './cm/index.js';
-export { IWARP_MAX_PRIVATE_DATA } from './transport/iwarp/index.js';

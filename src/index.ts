@@ -14,17 +14,11 @@
  * ```
  * @packageDocumentation
  */
-import './transports.js';
+/** Loads the transports; each one's settings: `iwarp`, `roce`, `native` (src/transport-settings.ts). */
+export * from './transport-settings.js';
 export * from './verbs/index.js';
-export { SIW_LIMITS } from './transport/iwarp/index.js';
-export { RXE_LIMITS, RXE_PROVIDER, rxeDeviceName, roceCounters, ROCE_COUNTER_NAMES, type RoceCounterName, configureRoceCm, roceCmConfig, type RoceCmConfig,
-  configureRoceRcCm, roceRcCmConfig, roceRcHalfOpen, type RoceRcCmConfig, configureRoceImpairment, roceImpairmentCounts, type RoceImpairment } from './transport/roce/index.js';
 export * from './cm/index.js';
-export { IWARP_MAX_PRIVATE_DATA, configureIwarp, iwarpConfig, type IwarpConfig } from './transport/iwarp/index.js';
 export { RdmaError, PostError, TerminateError, type RdmaErrorOptions } from './errors.js';
 export { Errno, errnoOf, strerror, type ErrnoCode } from './errno.js';
 /** rsockets: `rsocket.connect()` / `rsocket.createServer()` give Node `Duplex` streams over RDMA. */
 export * as rsocket from './rsocket/index.js';
-/** The native (rdma-core) backend: whether its addon is loaded, and the name of its provider. */
-export { bindingStatus as nativeAddonStatus, type BindingStatus as NativeAddonStatus } from './native/binding.js';
-export { NATIVE_PROVIDER } from './native/provider.js';

@@ -4,7 +4,6 @@
  * with its providers installed.
  * @packageDocumentation
  */
-import './transports.js';
+/** Loads the transports; each one's settings: `iwarp`, `roce`, `native` (src/transport-settings.ts). */
+export * from './transport-settings.js';
 export * from './verbs/index.js';
-export { SIW_LIMITS } from './transport/iwarp/index.js';
-export { RXE_LIMITS, RXE_PROVIDER, rxeDeviceName, roceCounters, ROCE_COUNTER_NAMES, type RoceCounterName, configureRoceCm, roceCmConfig, type RoceCmConfig } from './transport/roce/index.js';

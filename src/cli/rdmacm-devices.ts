@@ -11,7 +11,7 @@
  * Exit status 0; 1 for a bad option.
  */
 import './startup.js';
-import { NATIVE_PROVIDER, PortState, TransportType, backendSelection, getDeviceList, nativeAddonStatus, portStateStr, type Device } from '../index.js';
+import { PortState, TransportType, backendSelection, getDeviceList, native, portStateStr, type Device } from '../index.js';
 import { Getopt, exit, getoptComplaint, installTopLevelHandlers, out } from './common.js';
 
 const PROG = 'rdmacm-devices';
@@ -37,11 +37,11 @@ interface Row {
 }
 
 function rowOf(dev: Device, verbose: boolean): Row {
-  const native = dev.provider === NATIVE_PROVIDER;
+  const kernel = dev.provider === native.PROVIDER;
   const row: Row = {
     device: dev.name,
     nodeGuid: BigInt.asUintN(64, dev.guid).toString(16).padStart(16, '0'),
-    backend: native ? 'native' : 'soft',
+    backend: kernel ? 'native' : 'soft',
     transport: transportName(dev.transportType),
     netdev: dev.ifname,
     addresses: dev.info.addresses.map((a) => a.address),
@@ -83,7 +83,7 @@ function main(): void {
         return;
     }
   }
-  const st = nativeAddonStatus();
+  const st = native.addonStatus();
   const rows = getDeviceList().map((d) => rowOf(d, verbose));
   if (json) {
     out(`${JSON.stringify({ backend: backendSelection(), native: { loaded: st.loaded, reason: st.reason, path: st.path }, devices: rows }, null, 2)}\n`);

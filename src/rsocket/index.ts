@@ -15,7 +15,7 @@
  * ```
  * @packageDocumentation
  */
-import '../transports.js';
+import '../transport-settings.js';
 export { RSocket, connect, createConnection, configFrom, type RSocketOptions, type RSocketConnectOptions } from './socket.js';
 export { RServer, createServer, type RServerListenOptions } from './server.js';
 export { RsConn, RS_EAGAIN } from './conn.js';

@@ -10,7 +10,7 @@ export const PORT = Number(process.env.RDMACM_ROCE_PORT);
 
 export const lib = await import('../../dist/index.js');
 export const wire = await import('../../dist/wire/roce/index.js');
-export const { getDeviceList, QpType, QpState, WrOpcode, SendFlags, Access, WcStatus, WcFlags, WcOpcode, roceCounters } = lib;
+export const { getDeviceList, QpType, QpState, WrOpcode, SendFlags, Access, WcStatus, WcFlags, WcOpcode, roce } = lib;
 
 /** rxe_lo, opened. */
 export function loDevice() {

@@ -4,7 +4,7 @@
 // transports (src/transport/*, and the native backend src/native/) implement the CM's interface,
 // so they may import src/cm/transport.ts (and nothing
 // else of cm), as a kernel driver includes <rdma/iw_cm.h>; and the verbs and CM layers never load
-// a transport (src/transports.ts is for entry points).
+// a transport (src/transport-settings.ts is for entry points).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
@@ -42,7 +42,7 @@ test('no source file imports a higher layer', () => {
         if (rel.startsWith('index') && from !== 'cli') bad.push(`${relative(SRC, f)} -> ${rel}`);
         continue;
       }
-      if ((from === 'verbs' || from === 'cm') && (rel === 'transports.js' || rel === 'transports.ts')) bad.push(`${relative(SRC, f)} -> ${rel} (loads transports)`);
+      if ((from === 'verbs' || from === 'cm') && (rel === 'transport-settings.js' || rel === 'transport-settings.ts')) bad.push(`${relative(SRC, f)} -> ${rel} (loads transports)`);
       if (!(to in RANK) || !(from in RANK)) continue;
       // The CM transport interface is the one file of cm/ a transport implements.
       if ((from === 'transport' || from === 'native') && (rel === 'cm/transport.js' || rel === 'cm/transport.ts')) continue;

@@ -2,13 +2,8 @@
  * Tunables of the software iWARP device, as typed configuration: process-wide defaults, and
  * per-device overrides by device name (`siw_lo`, `siw_eth0`). An environment variable sets each
  * default; it is read when the configuration is first used, not when the module loads. See
- * docs/config.md for the table.
- *
- * ```ts
- * import { configureIwarp } from 'rdmacm';
- * configureIwarp({ crc: true });                       // every siw device
- * configureIwarp({ rtrNudgeMs: 0 }, 'siw_eth0');       // one device
- * ```
+ * docs/config.md for the table. The package exports it as `iwarp.configure` and `iwarp.config`
+ * (settings.ts).
  */
 import { existsSync } from 'node:fs';
 import { err } from '../../errors.js';

@@ -19,7 +19,7 @@ import { encodeCmMad, decodeCmMad, encodeGsiPacket, decodeGsiPacket, encodeCmaPr
 import { randomCmMessage } from '../../unit/wire/roce/roce-util.js';
 import { mutate, hexHead } from '../lib/mutate.js';
 
-const { createEventChannel, createId, PortSpace, CmEventType, serviceId, configureRoceRcCm } = lib;
+const { createEventChannel, createId, PortSpace, CmEventType, serviceId, roce } = lib;
 const PORT = Number(process.env.RDMACM_ROCE_PORT ?? 4791);
 const LOCAL = '127.0.0.1';
 const PEER = '127.0.0.2';
@@ -177,7 +177,7 @@ export default {
   budgetMs: 700,
   caseTimeoutMs: 10000,
   async setup() {
-    configureRoceRcCm({ cmTimeoutMs: 40, cmRetries: 1, timewaitMs: 20 });
+    roce.configureRcCm({ cmTimeoutMs: 40, cmRetries: 1, timewaitMs: 20 });
     const ch = createEventChannel();
     const port = 20000 + Math.floor(Math.random() * 40000);
     const l = createId(ch, 'L', PortSpace.TCP, { device: 'rxe_lo' });

@@ -7,7 +7,7 @@
 // check, and carries exactly the bytes that datagram held after the 40-byte GRH area; the QP stays
 // where it was (RTR).
 import assert from 'node:assert/strict';
-import { getDeviceList, QpType, QpState, Access, WcStatus, roceCounters } from '../../../dist/index.js';
+import { getDeviceList, QpType, QpState, Access, WcStatus, roce } from '../../../dist/index.js';
 import { roceDevice } from '../../../dist/transport/roce/device.js';
 import { IbOpcode, encodeRocePacket, encodeCmMad, encodeGsiPacket } from '../../../dist/wire/roce/index.js';
 import { mutate, hexHead } from '../lib/mutate.js';
@@ -62,10 +62,10 @@ export default {
     const whole = rng.int(4) === 0;
     const { bytes, ops } = whole ? { bytes: valid, ops: ['none'] } : mutate(rng, valid);
     t.note(`${kind} ${ops.join(' ')}: ${hexHead(bytes)}`);
-    const before = roceCounters('rxe_lo');
+    const before = roce.counters('rxe_lo');
     const dst = kind === 2 ? '239.1.2.3' : '127.0.0.1';
     rd.rxDatagram(Buffer.from(bytes), { family: 4, src: '127.0.0.1', dst, srcPort: NET.sport, forwarded: false });
-    const after = roceCounters('rxe_lo');
+    const after = roce.counters('rxe_lo');
     const d = sum(after) - sum(before);
     assert.equal(d, 1, `one counter per datagram (got ${d})`);
     const wcs = cq.poll(8);

@@ -2,10 +2,10 @@
 // destroyed objects and handles of the wrong kind, passed to the addon directly (below the JS
 // checks), must give -EINVAL and never crash. Prints a JSON object: { device, results: [[call, r]] }.
 const root = process.argv[2];
-const { getDeviceList, NATIVE_PROVIDER, QpType, Access } = await import(`${root}/dist/index.js`);
+const { getDeviceList, native, QpType, Access } = await import(`${root}/dist/index.js`);
 const { loadBinding } = await import(`${root}/dist/native/binding.js`);
 const b = loadBinding();
-const dev = getDeviceList().find((d) => d.provider === NATIVE_PROVIDER);
+const dev = getDeviceList().find((d) => d.provider === native.PROVIDER);
 const ctx = dev.open();
 const pd = ctx.allocPd();
 const ch = ctx.createCompChannel();

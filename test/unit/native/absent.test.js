@@ -26,7 +26,7 @@ const CLEAN = { RDMACM_NATIVE: undefined, RDMACM_BACKEND: undefined, RDMACM_NATI
 function probe(env) {
   const r = run(
     ['--input-type=module', '-e', `const m = await import(${JSON.stringify(join(ROOT, 'dist', 'index.js'))});
-      console.log(JSON.stringify({ st: m.nativeAddonStatus(), devs: m.getDeviceList().map((d) => [d.name, d.provider]), backend: m.backendSelection() }));`],
+      console.log(JSON.stringify({ st: m.native.addonStatus(), devs: m.getDeviceList().map((d) => [d.name, d.provider]), backend: m.backendSelection() }));`],
     { ...CLEAN, ...env },
   );
   assert.equal(r.status, 0, r.stderr);

@@ -10,7 +10,7 @@ process.env.RDMACM_NATIVE_PATH = fileURLToPath(new URL('../../fixtures/native/fa
 delete process.env.RDMACM_NATIVE;
 delete process.env.RDMACM_BACKEND;
 const m = await import('../../../dist/index.js');
-const { getDeviceList, NATIVE_PROVIDER, QpType, QpState, WrOpcode, SendFlags, RdmaError, PostError, CompChannel, Cq, Pd, Mr, Qp, Context } = m;
+const { getDeviceList, native, QpType, QpState, WrOpcode, SendFlags, RdmaError, PostError, CompChannel, Cq, Pd, Mr, Qp, Context } = m;
 const fake = globalThis.__fakeAddon;
 
 /** Run `fn`, expect an RdmaError `code`, and no addon call named `name` meanwhile. */
@@ -25,13 +25,13 @@ function callsOf(name, since = 0) {
   return fake.calls.slice(since).filter((c) => c.name === name);
 }
 
-const dev = getDeviceList().find((d) => d.provider === NATIVE_PROVIDER);
+const dev = getDeviceList().find((d) => d.provider === native.PROVIDER);
 
 test('the stand-in addon registers one native device, listed before the soft ones', () => {
   assert.ok(dev, 'fake0 listed');
   assert.equal(dev.name, 'fake0');
   assert.equal(getDeviceList()[0], dev);
-  assert.ok(getDeviceList().some((d) => d.provider !== NATIVE_PROVIDER), 'soft devices too');
+  assert.ok(getDeviceList().some((d) => d.provider !== native.PROVIDER), 'soft devices too');
   assert.equal(dev.guid, 0x0123456789abcdefn);
 });
 

@@ -6,14 +6,14 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 
 // Set before the first use of the configuration, after the module has loaded: still honoured.
-const { configureIwarp, iwarpConfig, createId, createEventChannel, PortSpace, CmEventType, getDeviceList, RdmaError } = await import('../../../../dist/index.js');
+const { iwarp, createId, createEventChannel, PortSpace, CmEventType, getDeviceList, RdmaError } = await import('../../../../dist/index.js');
 const { resetIwarpConfig } = await import('../../../../dist/transport/iwarp/config.js');
 process.env.RDMACM_IWARP_HOLD_MS = '123';
 process.env.RDMACM_IWARP_P2P = '0';
 
 test('defaults come from the environment when first used; overrides per device win', () => {
   resetIwarpConfig();
-  const d = iwarpConfig();
+  const d = iwarp.config();
   assert.equal(d.holdGraceMs, 123);
   assert.equal(d.p2p, false);
   assert.equal(d.crc, false);
@@ -21,29 +21,29 @@ test('defaults come from the environment when first used; overrides per device w
   assert.equal(d.mpaReplyTimeoutMs, 10_000);
   assert.equal(d.mpaRequestTimeoutMs, 5_000);
   assert.equal(d.directPlacementMin, 8192, 'direct placement on by default');
-  assert.equal(iwarpConfig('siw_nosuch'), d, 'no override: the defaults');
-  configureIwarp({ crc: true }, 'siw_x');
-  assert.equal(iwarpConfig('siw_x').crc, true);
-  assert.equal(iwarpConfig('siw_x').holdGraceMs, 123, 'other fields from the defaults');
-  assert.equal(iwarpConfig().crc, false);
-  configureIwarp({ holdGraceMs: 7 });
-  assert.equal(iwarpConfig('siw_x').holdGraceMs, 7, 'a changed default shows through the override');
-  assert.equal(iwarpConfig('siw_x').crc, true);
-  configureIwarp({ rtrNudgeLocal: true });
-  assert.equal(iwarpConfig().nudgeLocalPeers(), true);
-  configureIwarp({ rtrNudgeLocal: false });
-  assert.equal(iwarpConfig().nudgeLocalPeers(), false);
+  assert.equal(iwarp.config('siw_nosuch'), d, 'no override: the defaults');
+  iwarp.configure({ crc: true }, 'siw_x');
+  assert.equal(iwarp.config('siw_x').crc, true);
+  assert.equal(iwarp.config('siw_x').holdGraceMs, 123, 'other fields from the defaults');
+  assert.equal(iwarp.config().crc, false);
+  iwarp.configure({ holdGraceMs: 7 });
+  assert.equal(iwarp.config('siw_x').holdGraceMs, 7, 'a changed default shows through the override');
+  assert.equal(iwarp.config('siw_x').crc, true);
+  iwarp.configure({ rtrNudgeLocal: true });
+  assert.equal(iwarp.config().nudgeLocalPeers(), true);
+  iwarp.configure({ rtrNudgeLocal: false });
+  assert.equal(iwarp.config().nudgeLocalPeers(), false);
   for (const bad of [{ crc: 1 }, { holdGraceMs: -1 }, { holdGraceMs: '5' }, { rtrNudgeLocal: 'yes' }, { nope: 1 }]) {
-    assert.throws(() => configureIwarp(bad), (e) => e instanceof RdmaError && e.code === 'EINVAL', JSON.stringify(bad));
+    assert.throws(() => iwarp.configure(bad), (e) => e instanceof RdmaError && e.code === 'EINVAL', JSON.stringify(bad));
   }
-  assert.ok(Object.isFrozen(iwarpConfig()));
+  assert.ok(Object.isFrozen(iwarp.config()));
   resetIwarpConfig();
   delete process.env.RDMACM_IWARP_HOLD_MS;
   delete process.env.RDMACM_IWARP_P2P;
-  assert.equal(iwarpConfig().holdGraceMs, 200, 'reset re-reads the environment');
+  assert.equal(iwarp.config().holdGraceMs, 200, 'reset re-reads the environment');
   process.env.RDMACM_IWARP_DIRECT = '0';
   resetIwarpConfig();
-  assert.equal(iwarpConfig().directPlacementMin, Infinity, 'RDMACM_IWARP_DIRECT=0 turns direct placement off');
+  assert.equal(iwarp.config().directPlacementMin, Infinity, 'RDMACM_IWARP_DIRECT=0 turns direct placement off');
   delete process.env.RDMACM_IWARP_DIRECT;
   resetIwarpConfig();
 });
@@ -52,7 +52,7 @@ test("a device's override changes its connections: the MPA Reply wait of siw_lo"
   resetIwarpConfig();
   const lo = getDeviceList().find((d) => d.name === 'siw_lo');
   assert.ok(lo, 'siw_lo listed');
-  configureIwarp({ mpaReplyTimeoutMs: 150 }, 'siw_lo');
+  iwarp.configure({ mpaReplyTimeoutMs: 150 }, 'siw_lo');
   // A TCP server that accepts and never answers the MPA Request.
   const socks = [];
   const srv = net.createServer((s) => socks.push(s));

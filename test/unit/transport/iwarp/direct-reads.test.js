@@ -8,7 +8,7 @@
 // else, and the decoder must have taken every FPDU.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Access, configureIwarp } from '../../../../dist/index.js';
+import { Access, iwarp } from '../../../../dist/index.js';
 import { resetIwarpConfig } from '../../../../dist/transport/iwarp/config.js';
 import { encodeFpdu, RdmapOpcode } from '../../../../dist/wire/index.js';
 import { rcPair } from '../../../lib/cm-rc-pair.js';
@@ -20,7 +20,7 @@ const PAGE = 4096;
 const REGION = 64 * PAGE;
 
 async function receiver(crc, shared = false) {
-  configureIwarp({ crc, rtrNudgeLocal: false, directPlacementMin: 8192 });
+  iwarp.configure({ crc, rtrNudgeLocal: false, directPlacementMin: 8192 });
   const pair = await rcPair({ recv: 4, sge: 1 });
   const id = pair.b;
   const qp = id.qp;

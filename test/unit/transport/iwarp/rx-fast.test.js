@@ -7,7 +7,7 @@
 // changed, the stream cut short) and split at random points.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Access, configureIwarp } from '../../../../dist/index.js';
+import { Access, iwarp } from '../../../../dist/index.js';
 import { resetIwarpConfig } from '../../../../dist/transport/iwarp/config.js';
 import { encodeFpdu, RdmapOpcode, wholeFpdu, FpduDecoder, createFpduHeader } from '../../../../dist/wire/index.js';
 import { rcPair } from '../../../lib/cm-rc-pair.js';
@@ -20,7 +20,7 @@ const PAGE = 4096;
 
 /** A connected pair whose accepting side `b` receives; its QP with an MR and receives posted. */
 async function receiver(fast, crc) {
-  configureIwarp({ rxFastPath: fast, crc, rtrNudgeLocal: false });
+  iwarp.configure({ rxFastPath: fast, crc, rtrNudgeLocal: false });
   const pair = await rcPair({ recv: 16, sge: 4 });
   const id = pair.b;
   const qp = id.qp;

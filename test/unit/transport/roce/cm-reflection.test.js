@@ -7,14 +7,14 @@
 // counted as cm_reply_suppressed.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { lib, wire, roceCounters, until } from '../../../lib/roce.js';
+import { lib, wire, roce, until } from '../../../lib/roce.js';
 import { rawCmPeer, reqFrom, LOCAL, PEER, V4 } from '../../../lib/raw-cm.js';
 
-const { PortSpace, CmEventType, configureRoceRcCm, serviceId } = lib;
+const { PortSpace, CmEventType, serviceId } = lib;
 const { CM_REPLY_BURST, CM_REPLY_RATE_PER_S } = await import('../../../../dist/transport/roce/cm/reply-limit.js');
 const RETRIES = 8;
 const UNHEARD = 3;
-configureRoceRcCm({ cmTimeoutMs: 40, cmRetries: RETRIES, timewaitMs: 60 });
+roce.configureRcCm({ cmTimeoutMs: 40, cmRetries: RETRIES, timewaitMs: 60 });
 let nextPort = 30000 + Math.floor(Math.random() * 20000);
 
 /** A listener on rxe_lo whose CONNECT_REQUESTs are accepted at once; `events` lists what came. */
@@ -66,12 +66,12 @@ test('one forged REQ: the REP and its first resends reach the silent address, th
   const peer = await rawCmPeer();
   const srv = await acceptingListener();
   try {
-    const c0 = roceCounters('rxe_lo').cm_reply_suppressed;
+    const c0 = roce.counters('rxe_lo').cm_reply_suppressed;
     peer.sendMad(reqFrom(srv.port), 0x1n);
     await until(() => unreachable(srv.events) === 1, 10000);
     await new Promise((r) => setTimeout(r, 50));
     assert.equal(peer.count('REP'), 1 + UNHEARD, 'the REP and its first resends');
-    assert.equal(roceCounters('rxe_lo').cm_reply_suppressed - c0, RETRIES - UNHEARD, 'the later resends suppressed');
+    assert.equal(roce.counters('rxe_lo').cm_reply_suppressed - c0, RETRIES - UNHEARD, 'the later resends suppressed');
   } finally {
     await srv.close();
     peer.close();
@@ -82,7 +82,7 @@ test('a requester that repeats its REQ (our REP was lost) is heard from: the REP
   const peer = await rawCmPeer();
   const srv = await acceptingListener();
   try {
-    const c0 = roceCounters('rxe_lo').cm_reply_suppressed;
+    const c0 = roce.counters('rxe_lo').cm_reply_suppressed;
     const req = reqFrom(srv.port);
     peer.sendMad(req, 0x2n);
     await peer.mad('REP');
@@ -90,7 +90,7 @@ test('a requester that repeats its REQ (our REP was lost) is heard from: the REP
     await until(() => unreachable(srv.events) === 1, 10000);
     await new Promise((r) => setTimeout(r, 50));
     assert.equal(peer.count('REP'), RETRIES, 'every resend (the first REP taken off the inbox)');
-    assert.equal(roceCounters('rxe_lo').cm_reply_suppressed - c0, 0);
+    assert.equal(roce.counters('rxe_lo').cm_reply_suppressed - c0, 0);
   } finally {
     await srv.close();
     peer.close();
@@ -99,7 +99,7 @@ test('a requester that repeats its REQ (our REP was lost) is heard from: the REP
 
 /** Send `n` MADs made by `make(i)` from the peer; resolve when our side has sent or suppressed an answer to each. */
 async function stream(peer, n, make) {
-  const c0 = roceCounters('rxe_lo');
+  const c0 = roce.counters('rxe_lo');
   const t0 = performance.now();
   for (let i = 0; i < n; i++) {
     const [msg, tid] = make(i);
@@ -107,11 +107,11 @@ async function stream(peer, n, make) {
     if (i % 50 === 49) await new Promise((r) => setImmediate(r));
   }
   await until(() => {
-    const c = roceCounters('rxe_lo');
+    const c = roce.counters('rxe_lo');
     return c.sent_pkts - c0.sent_pkts + c.cm_reply_suppressed - c0.cm_reply_suppressed >= n;
   }, 10000);
   const elapsedS = (performance.now() - t0) / 1000;
-  const c = roceCounters('rxe_lo');
+  const c = roce.counters('rxe_lo');
   return { sent: c.sent_pkts - c0.sent_pkts, suppressed: c.cm_reply_suppressed - c0.cm_reply_suppressed, elapsedS };
 }
 

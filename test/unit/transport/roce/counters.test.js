@@ -4,7 +4,7 @@
 // counters, the one docs/design/roce-device.md names for its class.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { wire, loDevice, udQp, pollN, rawSender, Access, WcStatus, roceCounters } from '../../../lib/roce.js';
+import { wire, loDevice, udQp, pollN, rawSender, Access, WcStatus, roce } from '../../../lib/roce.js';
 import { roceDevice } from '../../../../dist/transport/roce/device.js';
 
 const dev = loDevice();
@@ -77,16 +77,16 @@ test('every datagram ends in exactly one of rcvd_pkts and the drop counters, the
     ['rcvd_bad_qkey_drop', raw.ud({ destQp: good.qpNum, qkey: 0x5556 }), local()],
     ['rcvd_pkts', raw.ud({ destQp: good.qpNum, qkey: 0x5555, payload: Buffer.from('two') }), local()],
   ];
-  const start = roceCounters('rxe_lo');
+  const start = roce.counters('rxe_lo');
   const qkeyViol0 = ctx.queryPort(1).qkeyViolCntr;
   for (const [name, bytes, meta] of cases) {
-    const before = roceCounters('rxe_lo');
+    const before = roce.counters('rxe_lo');
     d.rxDatagram(bytes, meta);
-    const now = roceCounters('rxe_lo');
+    const now = roce.counters('rxe_lo');
     assert.equal(accounted(now) - accounted(before), 1, `${name}: counted once`);
     assert.equal(now[name], before[name] + 1, `${name}: in its counter`);
   }
-  const end = roceCounters('rxe_lo');
+  const end = roce.counters('rxe_lo');
   assert.equal(accounted(end) - accounted(start), cases.length, 'sum = rcvd_pkts + Σ drops');
   assert.equal(end.rcvd_pkts - start.rcvd_pkts, 3);
   assert.equal(end.rcvd_mcast_pkts - start.rcvd_mcast_pkts, 1, 'rcvd_mcast_pkts: the group datagram a QP took');

@@ -23,7 +23,7 @@ import {
   WcStatus,
   WcFlags,
   WcOpcode,
-  roceCounters,
+  roce,
 } from '../../../lib/roce.js';
 import { buildGidTable, formatIpv6, gidFromIp } from '../../../../dist/transport/roce/gid.js';
 import { rxeDeviceAttr, ROCE_DEVICE_CAP_FLAGS } from '../../../../dist/transport/roce/params.js';
@@ -56,7 +56,7 @@ function qp(qkey, cap) {
   qps.push(q);
   return q;
 }
-const count = (name) => roceCounters('rxe_lo')[name];
+const count = (name) => roce.counters('rxe_lo')[name];
 
 test('devices are named rxe_<ifname>, transport IB, node GUID = EUI-64 of the MAC', () => {
   assert.equal(dev.name, 'rxe_lo');
@@ -302,10 +302,10 @@ test('every drop reason is counted and nothing is delivered', async () => {
   ];
   const port0 = ctx.queryPort(1);
   for (const [name, bytes] of cases) {
-    const before = roceCounters('rxe_lo');
+    const before = roce.counters('rxe_lo');
     await raw.send(bytes);
     await until(() => count(name) === before[name] + 1, 2000, `${name} counted`);
-    const now = roceCounters('rxe_lo');
+    const now = roce.counters('rxe_lo');
     assert.equal(now.rcvd_pkts, before.rcvd_pkts, `${name}: not received`);
   }
   const port1 = ctx.queryPort(1);
@@ -339,7 +339,7 @@ test('decoder fuzz: random and mutated datagrams never throw and are each droppe
   let seed = 12345;
   const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 8);
   const sum = () => {
-    const c = roceCounters('rxe_lo');
+    const c = roce.counters('rxe_lo');
     let n = c.rcvd_pkts;
     for (const [k, v] of Object.entries(c)) if (k.startsWith('rcvd_') && k.endsWith('_drop')) n += v;
     return n;
@@ -420,5 +420,5 @@ test('ibv_init_ah_from_wc on an IPv6 header: the next header picks RoCE v2 (UDP)
 
 test('RoCE CM defaults as cma.c: SIDR resend every 4096 ms, 15 resends', () => {
   assert.equal(process.env.RDMACM_ROCE_SIDR_TIMEOUT_MS, undefined);
-  assert.deepEqual(lib.roceCmConfig(), { sidrTimeoutMs: 4096, sidrRetries: 15 });
+  assert.deepEqual(roce.cmConfig(), { sidrTimeoutMs: 4096, sidrRetries: 15 });
 });

@@ -5,7 +5,7 @@
 // each used to cost a connect(), and every one of them still ends in exactly one receive counter.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { PORT, lib, wire, loDevice, udQp, rawSender, roceCounters, until } from '../../../lib/roce.js';
+import { PORT, lib, wire, loDevice, udQp, rawSender, roce, until } from '../../../lib/roce.js';
 import { rawCmPeer } from '../../../lib/raw-cm.js';
 
 const { serviceId, PortSpace } = lib;
@@ -35,7 +35,7 @@ test('2,000 datagrams to random blocks, services and communication IDs: a bounde
     while (b === own);
     return b;
   };
-  const before = roceCounters('rxe_lo');
+  const before = roce.counters('rxe_lo');
   const t0 = performance.now();
   let n = 0;
   for (let i = 0; i < 2000; i++) {
@@ -51,10 +51,10 @@ test('2,000 datagrams to random blocks, services and communication IDs: a bounde
     n++;
     if (i % 50 === 49) await new Promise((r) => setImmediate(r));
   }
-  await until(() => landed(roceCounters('rxe_lo')) - landed(before) >= n, 10000, () => `every datagram to reach a receive counter (${landed(roceCounters('rxe_lo')) - landed(before)} of ${n})`);
+  await until(() => landed(roce.counters('rxe_lo')) - landed(before) >= n, 10000, () => `every datagram to reach a receive counter (${landed(roce.counters('rxe_lo')) - landed(before)} of ${n})`);
   const secs = (performance.now() - t0) / 1000;
   await new Promise((r) => setTimeout(r, 200));
-  const after2 = roceCounters('rxe_lo');
+  const after2 = roce.counters('rxe_lo');
   assert.equal(landed(after2) - landed(before), n, 'each datagram counted exactly once');
   const connects = after2.fwd_connect - before.fwd_connect;
   const bound = 32 + Math.ceil(16 * (secs + 0.2)) + 2;

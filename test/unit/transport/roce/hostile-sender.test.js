@@ -4,7 +4,7 @@
 // ROCE_HOSTILE_MS sets the duration (default 3 s; the acceptance run uses 60000).
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { loDevice, v4GidIndex, udQp, ahTo, pollN, rawSender, WrOpcode, SendFlags, Access, WcStatus, roceCounters } from '../../../lib/roce.js';
+import { loDevice, v4GidIndex, udQp, ahTo, pollN, rawSender, WrOpcode, SendFlags, Access, WcStatus, roce } from '../../../lib/roce.js';
 
 const MS = Number(process.env.ROCE_HOSTILE_MS ?? 3000);
 
@@ -28,7 +28,7 @@ test(`random datagrams at the RoCE port for ${MS} ms leave the device serving`, 
   const template = Buffer.from(raw.ud({ destQp: b.qpNum, qkey: 0x42, payload: Buffer.alloc(32, 1) }));
   let seed = (Date.now() & 0xffff) | 1;
   const rnd = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) >>> 8);
-  const before = roceCounters('rxe_lo');
+  const before = roce.counters('rxe_lo');
   const end = Date.now() + MS;
   let sent = 0;
   while (Date.now() < end) {
@@ -62,7 +62,7 @@ test(`random datagrams at the RoCE port for ${MS} ms leave the device serving`, 
     sent += batch.length;
   }
   await new Promise((r) => setTimeout(r, 200));
-  const mid = roceCounters('rxe_lo');
+  const mid = roce.counters('rxe_lo');
   assert.ok(sent > 100, `sent ${sent}`);
   // Nothing garbled reached a receive buffer (a corrupted packet passes the 16 remaining ICRC
   // bits with probability 2^-16 per packet; allow for that, never more than a few).

@@ -12,7 +12,7 @@
 //                                                 loop for <ms> (datagrams pile up in the socket's
 //                                                 receive buffer), lets them in and prints the
 //                                                 counters
-import { lib, loDevice, v4GidIndex, udQp, ahTo, WrOpcode, Access, roceCounters } from '../../../lib/roce.js';
+import { lib, loDevice, v4GidIndex, udQp, ahTo, WrOpcode, Access, roce } from '../../../lib/roce.js';
 import { gidFromIp } from '../../../../dist/transport/roce/gid.js';
 
 const { createEventChannel, createId, PortSpace, settleConnections } = lib;
@@ -57,7 +57,7 @@ if (mode === 'listen') {
     const end = Date.now() + Number(args[0]);
     while (Date.now() < end);
     setTimeout(() => {
-      out({ counters: roceCounters('rxe_lo') });
+      out({ counters: roce.counters('rxe_lo') });
       qp.destroy();
     }, 300);
   }

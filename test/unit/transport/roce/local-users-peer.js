@@ -21,7 +21,7 @@ guard.unref();
 
 const lib = await import('../../../../dist/index.js');
 const wire = await import('../../../../dist/wire/roce/index.js');
-const { getDeviceList, QpType, QpState, Access, WcStatus, roceCounters } = lib;
+const { getDeviceList, QpType, QpState, Access, WcStatus, roce } = lib;
 const QKEY = 0x11110000;
 
 /** Run this script as `nobody` in mode `m`; resolves with its first JSON line and keeps it running. */
@@ -134,7 +134,7 @@ if (mode === 'root') {
   const forge = asNobody('forge', [0, block, q.qp.qpNum]);
   await forge.next();
   const got = await received(q, 500);
-  const c = roceCounters('rxe_lo');
+  const c = roce.counters('rxe_lo');
   // 3. Two processes of that user share the device: one hands the other a datagram with a remote
   //    source (its own user: taken). Its names are free again first.
   squat.proc.kill();
@@ -171,7 +171,7 @@ if (mode === 'root') {
   const q = udQp();
   out({ qpn: q.qp.qpNum, block: q.qp.qpNum >>> 10 });
   const got = await received(q, 800);
-  const c = roceCounters('rxe_lo');
+  const c = roce.counters('rxe_lo');
   out({ got, fwd_forged_drop: c.fwd_forged_drop, fwd_rcvd: c.fwd_rcvd });
   q.qp.destroy();
   clearTimeout(guard);

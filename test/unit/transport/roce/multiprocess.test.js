@@ -21,7 +21,7 @@ import {
   SendFlags,
   Access,
   WcStatus,
-  roceCounters,
+  roce,
   rawSender,
 } from '../../../lib/roce.js';
 
@@ -91,7 +91,7 @@ test('two processes exchange UD datagrams (each hands its datagrams to the other
   for (let i = 0; i < 3; i++) qp.postRecv({ wrId: `r${i}`, sgList: [{ addr: mr.addr + 1024 + 256 * i, length: 256, lkey: mr.lkey }] });
   const ah = ahTo(pd, ctx.queryGid(1, sgid), sgid);
   await new Promise((r) => setTimeout(r, 50)); // let the bind finish
-  const before = roceCounters('rxe_lo');
+  const before = roce.counters('rxe_lo');
   for (let i = 0; i < 3; i++) {
     buf.write(`ping ${i}`, 100 * i);
     qp.postSend({ wrId: `s${i}`, opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: [{ addr: mr.addr + 100 * i, length: 6, lkey: mr.lkey }], ud: { ah, remoteQpn: qpn, remoteQkey: 0x1234 } });
@@ -105,7 +105,7 @@ test('two processes exchange UD datagrams (each hands its datagrams to the other
   assert.equal(recvs[0].srcQp, qpn);
   const res = await echo.next();
   assert.deepEqual(res.got.sort(), ['ping 0', 'ping 1', 'ping 2']);
-  const after = roceCounters('rxe_lo');
+  const after = roce.counters('rxe_lo');
   // Datagrams to another process of this host go straight to its QPN block's Unix socket.
   assert.equal(after.fwd_sent - before.fwd_sent, 3);
   assert.equal(after.fwd_rcvd - before.fwd_rcvd, 3);
@@ -203,7 +203,7 @@ for (const [bind, what] of [
     for (let i = 0; i < 2; i++) qp.postRecv({ wrId: i, sgList: [{ addr: mr.addr + 1024 + 512 * i, length: 512, lkey: mr.lkey }] });
     await id.connect({ privateData: Buffer.from('hi from client') });
     const est = await ch.getEvent();
-    assert.equal(lib.rdmaEventStr(est.event), 'RDMA_CM_EVENT_ESTABLISHED', `status ${est.status} ${JSON.stringify(roceCounters('rxe_lo'))}`);
+    assert.equal(lib.rdmaEventStr(est.event), 'RDMA_CM_EVENT_ESTABLISHED', `status ${est.status} ${JSON.stringify(roce.counters('rxe_lo'))}`);
     assert.equal(Buffer.from(est.param.ud.privateData.subarray(0, 14)).toString(), 'hi from server');
     const ah = pd.createAh(est.param.ud.ahAttr);
     for (let i = 0; i < 2; i++) {

@@ -15,8 +15,8 @@ const INDEX = fileURLToPath(new URL('../../../../dist/index.js', import.meta.url
 
 const CHILD = `
 const lib = await import(process.argv[1]);
-const { createId, PortSpace, configureRoceRcCm } = lib;
-configureRoceRcCm({ cmTimeoutMs: 300, cmRetries: 2 });
+const { createId, PortSpace, roce } = lib;
+roce.configureRcCm({ cmTimeoutMs: 300, cmRetries: 2 });
 const id = createId(null, null, PortSpace.TCP, { device: 'rxe_lo' });
 await id.resolveAddr({ address: '127.0.0.1', port: 0 }, { address: '${PEER}', port: 7471 }, 2000);
 await id.resolveRoute(2000);

@@ -6,14 +6,14 @@
 // directions of the QPs it sets up, and what hostile MADs and a REQ flood do.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { PORT, lib, wire, roceCounters, until, Access, WcStatus } from '../../../lib/roce.js';
+import { PORT, lib, wire, roce, until, Access, WcStatus } from '../../../lib/roce.js';
 import { expectEvent as expectCmEvent } from '../../../lib/cm.js';
 import { rawCmPeer, reqFrom, LOCAL, PEER, V4, GID } from '../../../lib/raw-cm.js';
 
-const { PortSpace, CmEventType, QpState, RdmaOption, configureRoceRcCm, serviceId } = lib;
+const { PortSpace, CmEventType, QpState, RdmaOption, serviceId } = lib;
 const { cmAckTimeout } = await import('../../../../dist/transport/roce/cm/timing.js');
 const { CmRejReason, CmMsgRef, IbOpcode, AethSyndrome } = wire;
-configureRoceRcCm({ cmTimeoutMs: 150, cmRetries: 2, timewaitMs: 60 });
+roce.configureRcCm({ cmTimeoutMs: 150, cmRetries: 2, timewaitMs: 60 });
 
 let nextPort = 30000 + Math.floor(Math.random() * 20000);
 
@@ -573,7 +573,7 @@ test('out-of-state and forged MADs on an established connection: REJ of the REQ,
   (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
   await peer.mad('RTU');
   const me = mad.msg.localCommId;
-  const c0 = roceCounters('rxe_lo').rcvd_mad_unroutable_drop;
+  const c0 = roce.counters('rxe_lo').rcvd_mad_unroutable_drop;
   const rej = { kind: 'REJ', localCommId: rep.localCommId, remoteCommId: me, ariLength: 0, ari: new Uint8Array(0), privateData: new Uint8Array(0) };
   // cm.c finds the connection of a REJ of a REQ by our ID alone, and only while the peer's is unknown
   peer.sendMad({ ...rej, messageRejected: CmMsgRef.REQ, reason: CmRejReason.CONSUMER_DEFINED }, mad.hdr.tid);
@@ -581,9 +581,9 @@ test('out-of-state and forged MADs on an established connection: REJ of the REQ,
   peer.sendMad({ ...rep, localCommId: rep.localCommId + 1 }, mad.hdr.tid);
   peer.sendMad({ kind: 'DREP', localCommId: rep.localCommId, remoteCommId: me, privateData: new Uint8Array(0) }, mad.hdr.tid);
   peer.sendMad({ kind: 'MRA', localCommId: rep.localCommId, remoteCommId: me, messageMraed: CmMsgRef.REP, serviceTimeout: 20, privateData: new Uint8Array(0) }, mad.hdr.tid);
-  await until(() => roceCounters('rxe_lo').rcvd_mad_unroutable_drop - c0 >= 5, 2000);
+  await until(() => roce.counters('rxe_lo').rcvd_mad_unroutable_drop - c0 >= 5, 2000);
   await noEvent(ch, 200);
-  assert.equal(roceCounters('rxe_lo').rcvd_mad_unroutable_drop - c0, 5);
+  assert.equal(roce.counters('rxe_lo').rcvd_mad_unroutable_drop - c0, 5);
   assert.equal(id.qp.state, QpState.RTS);
   assert.equal(peer.count('RTU') + peer.count('REJ') + peer.count('DREQ'), 0, 'nothing answered');
   // the real peer's REJ (of the REP, both IDs right) still ends it
@@ -614,7 +614,7 @@ test('an established connection takes replies only from its peer: REP, REJ, MRA,
   const none = new Uint8Array(0);
   const rej = { kind: 'REJ', localCommId: them, remoteCommId: me, messageRejected: CmMsgRef.REP, reason: CmRejReason.CONSUMER_DEFINED, ariLength: 0, ari: none, privateData: none };
   const dreq = { kind: 'DREQ', localCommId: them, remoteCommId: me, remoteQpn: id.qp.qpNum, privateData: none };
-  const before = roceCounters('rxe_lo');
+  const before = roce.counters('rxe_lo');
   intruder.sendMad(rep, mad.hdr.tid);
   intruder.sendMad(rej, mad.hdr.tid);
   intruder.sendMad({ kind: 'MRA', localCommId: them, remoteCommId: me, messageMraed: CmMsgRef.REP, serviceTimeout: 20, privateData: none }, mad.hdr.tid);
@@ -623,9 +623,9 @@ test('an established connection takes replies only from its peer: REP, REJ, MRA,
   intruder.sendMad({ kind: 'RTU', localCommId: them, remoteCommId: me, privateData: none }, mad.hdr.tid);
   peer.sendMadFromQp(0x99, rej, mad.hdr.tid);
   peer.sendMadFromQp(0x99, dreq, mad.hdr.tid);
-  await until(() => roceCounters('rxe_lo').rcvd_mad_src_drop - before.rcvd_mad_src_drop >= 8, 2000);
+  await until(() => roce.counters('rxe_lo').rcvd_mad_src_drop - before.rcvd_mad_src_drop >= 8, 2000);
   await noEvent(ch, 200);
-  const after = roceCounters('rxe_lo');
+  const after = roce.counters('rxe_lo');
   assert.equal(after.rcvd_mad_src_drop - before.rcvd_mad_src_drop, 8);
   assert.equal(after.rcvd_mad_unroutable_drop - before.rcvd_mad_unroutable_drop, 0);
   assert.equal(id.qp.state, QpState.RTS);
@@ -648,10 +648,10 @@ test('passive: an RTU from a third address does not establish the accepted conne
   const cr = await acceptFromPeer(peer, ch, req, 0x31n);
   const { mad } = await peer.mad('REP');
   const rtu = { kind: 'RTU', localCommId: req.localCommId, remoteCommId: mad.msg.localCommId, privateData: new Uint8Array(0) };
-  const before = roceCounters('rxe_lo').rcvd_mad_src_drop;
+  const before = roce.counters('rxe_lo').rcvd_mad_src_drop;
   intruder.sendMad(rtu, 0x31n);
   peer.sendMadFromQp(0x99, rtu, 0x31n);
-  await until(() => roceCounters('rxe_lo').rcvd_mad_src_drop - before >= 2, 2000);
+  await until(() => roce.counters('rxe_lo').rcvd_mad_src_drop - before >= 2, 2000);
   await noEvent(ch, 200);
   peer.sendMad(rtu, 0x31n);
   (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
@@ -876,7 +876,7 @@ test('hostile MADs: wrong class version or method, REP/RTU/DREP/MRA for unknown 
   const peer = await rawPeer();
   const ch = createEventChannel();
   const { l, port } = await listener(ch);
-  const before = roceCounters('rxe_lo');
+  const before = roce.counters('rxe_lo');
   const c0 = before.rcvd_mad_unroutable_drop;
   const fake = { kind: 'REP', ...repFor({ localCommId: 0x424242 }) };
   peer.sendMad(fake, 1n);
@@ -899,8 +899,8 @@ test('hostile MADs: wrong class version or method, REP/RTU/DREP/MRA for unknown 
   await noEvent(ch, 300);
   // Seven MADs the CM cannot use: four for connections nobody has, two bad headers, the junk.
   // The short datagram never reaches the CM: the device drops it (its ICRC is cut off).
-  await until(() => roceCounters('rxe_lo').rcvd_mad_unroutable_drop - c0 >= 7, 2000);
-  const after = roceCounters('rxe_lo');
+  await until(() => roce.counters('rxe_lo').rcvd_mad_unroutable_drop - c0 >= 7, 2000);
+  const after = roce.counters('rxe_lo');
   assert.equal(after.rcvd_mad_unroutable_drop - c0, 7);
   const drops = (c) => Object.entries(c).reduce((n, [k, v]) => (k.startsWith('rcvd_') && k.endsWith('_drop') ? n + v : n), 0);
   assert.equal(drops(after) - drops(before), 8, 'every datagram dropped is counted once');
@@ -946,25 +946,25 @@ test('a REQ flood against a listener that accepts everything (rping -s -P): at m
       } else ev.ack();
     }
   })();
-  const c0 = roceCounters('rxe_lo');
+  const c0 = roce.counters('rxe_lo');
   let most = 0;
   for (let i = 0; i < FLOOD; i++) {
     peer.sendMad(reqFrom(port, { commId: 0x100000 + i }), BigInt(i));
     if (i % 20 === 19) {
       await new Promise((r) => setImmediate(r));
-      most = Math.max(most, lib.roceRcHalfOpen());
+      most = Math.max(most, roce.rcHalfOpen());
     }
   }
-  await until(() => roceCounters('rxe_lo').rcvd_req_backlog_drop - c0.rcvd_req_backlog_drop + accepted.length >= FLOOD, 5000);
-  most = Math.max(most, lib.roceRcHalfOpen());
+  await until(() => roce.counters('rxe_lo').rcvd_req_backlog_drop - c0.rcvd_req_backlog_drop + accepted.length >= FLOOD, 5000);
+  most = Math.max(most, roce.rcHalfOpen());
   assert.equal(accepted.length, BACKLOG, 'one CONNECT_REQUEST per half-open slot');
-  assert.equal(roceCounters('rxe_lo').rcvd_req_backlog_drop - c0.rcvd_req_backlog_drop, FLOOD - BACKLOG);
+  assert.equal(roce.counters('rxe_lo').rcvd_req_backlog_drop - c0.rcvd_req_backlog_drop, FLOOD - BACKLOG);
   assert.ok(most <= BACKLOG, `at most ${BACKLOG} half-open, saw ${most}`);
-  assert.equal(lib.roceRcHalfOpen(), BACKLOG);
+  assert.equal(roce.rcHalfOpen(), BACKLOG);
   assert.equal(peer.count('REJ'), 0, 'a REQ past the backlog gets no REJ (cm.c: -ENOMEM, "allow future retries")');
   // Nobody answers the REPs: each connection ends when its resends run out, freeing its slot.
   await until(() => events.filter((e) => e === 'RDMA_CM_EVENT_UNREACHABLE').length >= BACKLOG, 5000);
-  assert.equal(lib.roceRcHalfOpen(), 0);
+  assert.equal(roce.rcHalfOpen(), 0);
   // A real client now connects to the same listener.
   const cch = createEventChannel();
   const cid = createId(cch, null, PortSpace.TCP, { device: 'rxe_lo' });
@@ -977,7 +977,7 @@ test('a REQ flood against a listener that accepts everything (rping -s -P): at m
   (await expectEvent(cch, CmEventType.ESTABLISHED)).ack();
   await until(() => events.includes('RDMA_CM_EVENT_ESTABLISHED'), 3000);
   assert.equal(accepted.length, BACKLOG + 1);
-  assert.equal(lib.roceRcHalfOpen(), 0, 'an established connection is no longer half-open');
+  assert.equal(roce.rcHalfOpen(), 0, 'an established connection is no longer half-open');
   serving = false;
   await serve;
   cid.destroyQp();

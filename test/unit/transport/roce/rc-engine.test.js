@@ -5,7 +5,7 @@
 // error gets on the wire, and what a hostile peer's packets do.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { lib, wire, roceCounters, code } from '../../../lib/roce.js';
+import { lib, wire, roce, code } from '../../../lib/roce.js';
 import { ackTimeoutMs } from '../../../../dist/transport/roce/rc/common.js';
 import { wiredRcPair, destroyPairs, VirtualClock, SimLink, drain, deliver, prng, WcStatus, WrOpcode, WcOpcode, WcFlags, SendFlags } from '../../../lib/roce-rc.js';
 
@@ -326,7 +326,7 @@ test('RNR: no receive posted → RNR NAK, the requester waits the RNR time and r
   assert.equal(naks.length, 3);
   assert.ok(naks.every((s) => s.aeth.syndrome === (AethSyndrome.RNR_NAK | 14)));
   assert.ok(clock.now() - t0 >= 2 * 1.28);
-  assert.equal(roceCounters('rxe_lo').retry_rnr_exceeded_err > 0, true);
+  assert.equal(roce.counters('rxe_lo').retry_rnr_exceeded_err > 0, true);
   assert.equal(drain(cqB).length, 0);
 });
 
@@ -384,7 +384,7 @@ for (const [name, build, status, syndrome] of [
     const ml = pd.regMr(local, Access.LOCAL_WRITE);
     b.postRecv({ wrId: 50, sgList: [{ addr: ml.addr, length: 8, lkey: ml.lkey }] });
     const w = build(pd, mr);
-    const before = roceCounters('rxe_lo').rkey_violation_err;
+    const before = roce.counters('rxe_lo').rkey_violation_err;
     a.postSend([
       { wrId: 1, ...w, sendFlags: SIG, sgList: [{ addr: ml.addr, length: w.len, lkey: ml.lkey }] },
       { wrId: 2, opcode: WrOpcode.SEND, sendFlags: SIG, sgList: [] },
@@ -400,7 +400,7 @@ for (const [name, build, status, syndrome] of [
     assert.equal(b.state, QpState.ERR);
     assert.ok(target.every((x) => x === 0xaa));
     assert.ok(local.every((x) => x === 0x11));
-    assert.equal(roceCounters('rxe_lo').rkey_violation_err, before + 1);
+    assert.equal(roce.counters('rxe_lo').rkey_violation_err, before + 1);
   });
 }
 
@@ -471,14 +471,14 @@ test('the responder: a PSN far ahead of the window gets one sequence NAK with th
   const mr = pd.regMr(Buffer.alloc(64), MR_ALL);
   b.postRecv({ wrId: 1, sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
   const net = { family: 4, src: Uint8Array.of(127, 0, 0, 1), dst: Uint8Array.of(127, 0, 0, 1), sport: b.dev.agent.port, dport: b.dev.agent.port };
-  const before = roceCounters('rxe_lo').out_of_seq_request;
+  const before = roce.counters('rxe_lo').out_of_seq_request;
   for (const psn of [0x100 + 0x400000, 0x100 + 5, 0x100 + 0x7fffff]) {
     deliver(b, Buffer.from(encodeRocePacket({ opcode: IbOpcode.RC_SEND_ONLY, destQp: b.qpNum, psn, ackReq: true, payload: Buffer.from('hostile') }, net)));
   }
   clock.run(() => false, 10);
   const naks = naksOf(link, b);
   assert.deepEqual(naks.map((s) => [s.aeth.syndrome, s.psn]), [[AethSyndrome.NAK_PSN_SEQ_ERROR, 0x100]]);
-  assert.equal(roceCounters('rxe_lo').out_of_seq_request, before + 3);
+  assert.equal(roce.counters('rxe_lo').out_of_seq_request, before + 3);
   assert.equal(drain(cqB).length, 0);
   assert.equal(b.state, QpState.RTS);
   // The connection still works.
@@ -537,7 +537,7 @@ test('duplicates: a retried READ is replayed from the PSN asked for (memory read
 test('hostile responses and packets: bad ICRC, unsent PSN, wrong source address, RC opcode to a UD-style check — dropped and counted, nothing completes', () => {
   const { clock, pd, a, b, cqA, cqB } = setup();
   const net = { family: 4, src: Uint8Array.of(127, 0, 0, 1), dst: Uint8Array.of(127, 0, 0, 1), sport: a.dev.agent.port, dport: a.dev.agent.port };
-  const c0 = roceCounters('rxe_lo');
+  const c0 = roce.counters('rxe_lo');
   // An ACK for a PSN a never sent.
   deliver(a, Buffer.from(encodeRocePacket({ opcode: IbOpcode.RC_ACKNOWLEDGE, destQp: a.qpNum, psn: 0x100 + 50, aeth: { syndrome: 0x1f, msn: 1 } }, net)));
   // A read response out of nowhere.
@@ -552,7 +552,7 @@ test('hostile responses and packets: bad ICRC, unsent PSN, wrong source address,
   // A UD opcode to an RC QP.
   deliver(b, Buffer.from(encodeRocePacket({ opcode: IbOpcode.UD_SEND_ONLY, destQp: b.qpNum, psn: 0xfffff0, deth: { qkey: 1, srcQp: 5 } }, net)));
   clock.run(() => false, 100);
-  const c1 = roceCounters('rxe_lo');
+  const c1 = roce.counters('rxe_lo');
   assert.equal(c1.rcvd_bad_resp_drop - c0.rcvd_bad_resp_drop, 2);
   assert.equal(c1.rcvd_icrc_err_drop - c0.rcvd_icrc_err_drop, 1);
   assert.equal(c1.rcvd_rc_addr_drop - c0.rcvd_rc_addr_drop, 1);

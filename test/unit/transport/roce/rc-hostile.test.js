@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { once } from 'node:events';
-import { PORT, lib, wire, roceCounters, loDevice, v4GidIndex, pollN, until } from '../../../lib/roce.js';
+import { PORT, lib, wire, roce, loDevice, v4GidIndex, pollN, until } from '../../../lib/roce.js';
 import { wiredRcPair, destroyPairs, WrOpcode, WcStatus, SendFlags } from '../../../lib/roce-rc.js';
 import { arrivals } from '../../../lib/arrivals.js';
 
@@ -107,7 +107,7 @@ function target({ access = Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REM
 
 /** Counter deltas since `before`. */
 function delta(before) {
-  const now = roceCounters('rxe_lo');
+  const now = roce.counters('rxe_lo');
   const out = {};
   for (const k of Object.keys(now)) if (now[k] !== before[k]) out[k] = now[k] - before[k];
   return out;
@@ -220,7 +220,7 @@ for (const [name, opts, build, syndrome, counter] of [
   test(`${name}: NAK ${syndrome.toString(16)} at its PSN, the QP to ERR, memory untouched, the next request dropped; another connection unaffected`, async () => {
     const t = target(opts);
     t.qp.postRecv({ wrId: 77, sgList: [{ addr: t.mr.addr, length: 64, lkey: t.mr.lkey }] });
-    const before = roceCounters('rxe_lo');
+    const before = roce.counters('rxe_lo');
     send({ destQp: t.qp.qpNum, psn: RQ_PSN, ackReq: true, ...build(t) });
     const n = await nak();
     assert.deepEqual([n.destQp, n.psn, n.aeth.syndrome], [PEER_QPN, RQ_PSN, syndrome]);
@@ -324,7 +324,7 @@ test('a retried multi-packet READ from a PSN inside it, for any part of the orig
 test('a PSN far ahead of the window: one sequence NAK with the expected PSN, nothing executed; the connection goes on', async () => {
   const t = target();
   t.qp.postRecv({ wrId: 1, sgList: [{ addr: t.mr.addr, length: 64, lkey: t.mr.lkey }] });
-  const before = roceCounters('rxe_lo');
+  const before = roce.counters('rxe_lo');
   for (const off of [0x400000, 5, 0x7fffff]) {
     send({ opcode: IbOpcode.RC_RDMA_WRITE_ONLY, destQp: t.qp.qpNum, psn: (RQ_PSN + off) & 0xffffff, ackReq: true, reth: { va: t.mr.addr, rkey: t.mr.rkey, len: 8 }, payload: Buffer.alloc(8, 0x11) });
   }
@@ -356,7 +356,7 @@ test('the PSN window at its edges (IBA 9.7.5.1, rxe check_psn): only the expecte
   const t = target();
   t.qp.postRecv({ wrId: 1, sgList: [{ addr: t.mr.addr, length: 64, lkey: t.mr.lkey }] });
   const sendAt = (off, text) => send({ opcode: IbOpcode.RC_SEND_ONLY, destQp: t.qp.qpNum, psn: (RQ_PSN + off) & 0xffffff, ackReq: true, payload: Buffer.from(text) });
-  const before = roceCounters('rxe_lo');
+  const before = roce.counters('rxe_lo');
   for (const off of [-1, -0x800000]) {
     sendAt(off, 'a duplicate');
     const a = await nak();
@@ -383,7 +383,7 @@ test('the PSN window at its edges (IBA 9.7.5.1, rxe check_psn): only the expecte
 test('bad ICRC, bad transport version, truncated packets, an unknown QPN, a stranger\'s address: dropped, each counted, nothing answered or written', async () => {
   const t = target();
   t.qp.postRecv({ wrId: 1, sgList: [{ addr: t.mr.addr, length: 64, lkey: t.mr.lkey }] });
-  const before = roceCounters('rxe_lo');
+  const before = roce.counters('rxe_lo');
   const write = { opcode: IbOpcode.RC_RDMA_WRITE_ONLY, destQp: t.qp.qpNum, psn: RQ_PSN, ackReq: true, reth: { va: t.mr.addr, rkey: t.mr.rkey, len: 8 }, payload: Buffer.alloc(8, 0x11) };
   const badIcrc = Buffer.from(encodeRocePacket(write, OUT));
   badIcrc[badIcrc.length - 2] ^= 0x40;
@@ -428,7 +428,7 @@ test('bad ICRC, bad transport version, truncated packets, an unknown QPN, a stra
 
 test('hostile responses to the target\'s own requests: an ACK for a PSN never sent, a READ response out of nowhere, an atomic ACK too long — dropped and counted; then a proper ACK completes the SEND', async () => {
   const t = target();
-  const before = roceCounters('rxe_lo');
+  const before = roce.counters('rxe_lo');
   t.qp.postSend({ wrId: 5, opcode: WrOpcode.SEND, sendFlags: SIG, sgList: [{ addr: t.mr.addr, length: 4, lkey: t.mr.lkey }] });
   const req = await next((s) => s.opcode === IbOpcode.RC_SEND_ONLY, 2000, 'the SEND');
   assert.deepEqual([req.destQp, req.psn], [PEER_QPN, SQ_PSN]);
@@ -449,7 +449,7 @@ test('hostile responses to the target\'s own requests: an ACK for a PSN never se
 test('a flood of 2000 out-of-window requests and garbage datagrams: counted, one NAK, and the other connection and this one still work', async () => {
   const t = target();
   t.qp.postRecv({ wrId: 1, sgList: [{ addr: t.mr.addr, length: 64, lkey: t.mr.lkey }] });
-  const before = roceCounters('rxe_lo');
+  const before = roce.counters('rxe_lo');
   for (let i = 0; i < 1000; i++) {
     send({ opcode: IbOpcode.RC_SEND_ONLY, destQp: t.qp.qpNum, psn: (RQ_PSN + 1 + i) & 0xffffff, ackReq: true, payload: Buffer.alloc(16, i & 0xff) });
     const junk = Buffer.alloc(60 + (i % 40));

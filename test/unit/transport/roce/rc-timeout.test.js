@@ -5,13 +5,11 @@
 // sent_pkts) and by the impairment (datagrams dropped), over several runs.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { lib, Access, roceCounters, QpState } from '../../../lib/roce.js';
+import { Access, roce, QpState } from '../../../lib/roce.js';
 import { wiredRcPair, destroyPairs, drain, WcStatus, WrOpcode } from '../../../lib/roce-rc.js';
 
-const { configureRoceImpairment, roceImpairmentCounts } = lib;
-
 after(() => {
-  configureRoceImpairment(null);
+  roce.configureImpairment(null);
   destroyPairs();
 });
 
@@ -41,16 +39,16 @@ for (const [timeout, retryCnt, runs] of [
       const buf = Buffer.alloc(64);
       const mr = pd.regMr(buf, Access.LOCAL_WRITE);
       b.postRecv({ wrId: 'r', sgList: [{ addr: mr.addr, length: 64, lkey: mr.lkey }] });
-      configureRoceImpairment({ loss: 1, seed: 1 });
-      const c0 = roceCounters('rxe_lo');
+      roce.configureImpairment({ loss: 1, seed: 1 });
+      const c0 = roce.counters('rxe_lo');
       const t0 = performance.now();
       a.postSend({ wrId: run, opcode: WrOpcode.SEND, sgList: [{ addr: mr.addr, length: 16, lkey: mr.lkey }] });
       // Generous: the event loop of a loaded machine may be late, never early.
       const limit = (retryCnt + 1) * rto * 4 + 5000;
       const { wc, at } = await firstCompletion(cqA, limit);
-      const dropped = roceImpairmentCounts().dropped;
-      configureRoceImpairment(null);
-      const c1 = roceCounters('rxe_lo');
+      const dropped = roce.impairmentCounts().dropped;
+      roce.configureImpairment(null);
+      const c1 = roce.counters('rxe_lo');
       assert.ok(wc !== undefined, `run ${run}: a completion within ${limit} ms`);
       assert.equal(wc.status, WcStatus.RETRY_EXC_ERR, `run ${run}: status`);
       assert.equal(wc.wrId, run);

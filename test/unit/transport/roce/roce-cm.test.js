@@ -6,12 +6,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { once } from 'node:events';
-import { PORT, lib, wire, pollN, WrOpcode, SendFlags, Access, WcStatus, WcFlags, roceCounters, until } from '../../../lib/roce.js';
+import { PORT, lib, wire, pollN, WrOpcode, SendFlags, Access, WcStatus, WcFlags, roce, until } from '../../../lib/roce.js';
 import { expectEvent } from '../../../lib/cm.js';
 import { rawCmPeer, PEER, V4 } from '../../../lib/raw-cm.js';
 
-const { createEventChannel, createId, PortSpace, CmEventType, RDMA_UDP_QKEY, configureRoceCm } = lib;
-configureRoceCm({ sidrTimeoutMs: 100, sidrRetries: 2 });
+const { createEventChannel, createId, PortSpace, CmEventType, RDMA_UDP_QKEY } = lib;
+roce.configureCm({ sidrTimeoutMs: 100, sidrRetries: 2 });
 const gidText = (g) => wire.formatIp(wire.ipFromGid(g));
 const code = (c) => (e) => e && e.code === c;
 const ADDR = '127.0.0.1';
@@ -110,14 +110,14 @@ test('SIDR to a port nobody listens on: UNREACHABLE status 1 (unsupported servic
   const c = await client(cch, nextPort++);
   c.createQp(null);
   // No process publishes the service: the first SIDR_REQ itself is answered (resends 10 s apart).
-  configureRoceCm({ sidrTimeoutMs: 10_000 });
+  roce.configureCm({ sidrTimeoutMs: 10_000 });
   try {
     await c.connect();
     const un = await expectEvent(cch, CmEventType.UNREACHABLE, 5000);
     assert.equal(un.status, 1);
     un.ack();
   } finally {
-    configureRoceCm({ sidrTimeoutMs: 100 });
+    roce.configureCm({ sidrTimeoutMs: 100 });
   }
   c.destroyQp();
   await c.destroy();
@@ -228,7 +228,7 @@ test('a SIDR_REP is taken only from the address and GSI QP its SIDR_REQ went to:
         { opcode: wire.IbOpcode.UD_SEND_ONLY, destQp: 1, psn: 0, ackReq: true, deth: { qkey: wire.GSI_QKEY, srcQp }, payload: mad },
         { family: 4, src: Uint8Array.from(ip.split('.').map(Number)), dst: Uint8Array.of(127, 0, 0, 1), sport, dport: PORT },
       );
-    const before = roceCounters('rxe_lo');
+    const before = roce.counters('rxe_lo');
     // A third address that knows the request ID, pointing the requester at a QP of its choice.
     intruder.send(from('127.0.0.3', intruder.address().port, repFor(req.msg.requestId, 0x6666)), PORT, ADDR);
     // The right address, but not from its GSI QP.
@@ -236,7 +236,7 @@ test('a SIDR_REP is taken only from the address and GSI QP its SIDR_REQ went to:
     // The right address and QP, but a request nobody made.
     peer.send(from('127.0.0.2', PORT, repFor((req.msg.requestId ^ 1) >>> 0, 0x6668)), PORT, ADDR);
     const deadline = Date.now() + 2000;
-    const delta = (k) => roceCounters('rxe_lo')[k] - before[k];
+    const delta = (k) => roce.counters('rxe_lo')[k] - before[k];
     while ((delta('rcvd_mad_src_drop') < 2 || delta('rcvd_mad_unroutable_drop') < 1) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 10));
     assert.equal(delta('rcvd_mad_src_drop'), 2, 'the third address and the other QP');
     assert.equal(delta('rcvd_mad_unroutable_drop'), 1, 'the unknown request');
@@ -292,7 +292,7 @@ test('multicast join: MULTICAST_JOIN with the group AH (MGID ::ffff:group), QPN 
   const [w] = await pollN(rqp.recvCq, 1);
   assert.equal(w?.status, WcStatus.SUCCESS);
   assert.equal(rbuf.subarray(40, 52).toString(), 'to the group');
-  assert.equal(roceCounters('rxe_lo').rcvd_mcast_pkts > 0, true);
+  assert.equal(roce.counters('rxe_lo').rcvd_mcast_pkts > 0, true);
   await recv.leaveMulticast({ address: group, port: 0 });
   await assert.rejects(recv.leaveMulticast({ address: group, port: 0 }), code('EADDRNOTAVAIL'));
   // a join of a non-multicast address: MULTICAST_ERROR
@@ -348,12 +348,12 @@ test('SIDR_REQs past a UD listener\'s backlog: dropped without an answer and cou
   const peer = await rawCmPeer();
   const pd = wire.encodeCmaPrivateData({ version: 0, ipVersion: 4, srcPort: 5555, src: V4(PEER), dst: V4(ADDR) });
   const sidrReq = (i) => ({ kind: 'SIDR_REQ', requestId: 0x3ff00000 + i, pkey: 0xffff, reserved: 0, serviceId: lib.serviceId(PortSpace.UDP, port), privateData: pd });
-  const c0 = roceCounters('rxe_lo').rcvd_req_backlog_drop;
+  const c0 = roce.counters('rxe_lo').rcvd_req_backlog_drop;
   for (let i = 0; i < 10; i++) peer.sendMad(sidrReq(i), BigInt(i));
-  await until(() => roceCounters('rxe_lo').rcvd_req_backlog_drop - c0 >= 8, 3000);
+  await until(() => roce.counters('rxe_lo').rcvd_req_backlog_drop - c0 >= 8, 3000);
   const first = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
   const second = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
-  assert.equal(roceCounters('rxe_lo').rcvd_req_backlog_drop - c0, 8);
+  assert.equal(roce.counters('rxe_lo').rcvd_req_backlog_drop - c0, 8);
   assert.equal(peer.count('SIDR_REP'), 0, 'nothing answered yet');
   // rdma_reject answers the first: its place is free, and the resend of a dropped request is taken.
   first.ack();
@@ -361,7 +361,7 @@ test('SIDR_REQs past a UD listener\'s backlog: dropped without an answer and cou
   await peer.mad('SIDR_REP');
   peer.sendMad(sidrReq(5), 5n);
   const third = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
-  assert.equal(roceCounters('rxe_lo').rcvd_req_backlog_drop - c0, 8);
+  assert.equal(roce.counters('rxe_lo').rcvd_req_backlog_drop - c0, 8);
   await first.id.destroy();
   for (const ev of [second, third]) {
     ev.ack();

@@ -17,7 +17,7 @@ import {
   SendFlags,
   Access,
   WcStatus,
-  roceCounters,
+  roce,
 } from '../../../lib/roce.js';
 import { gidFromIp } from '../../../../dist/transport/roce/gid.js';
 import { QpType, QpState, lib } from '../../../lib/roce.js';
@@ -50,7 +50,7 @@ const scq = ctx.createCq(4 * count + 8);
 const qp = udQpSplit(pd, scq, cq, qkey, count + 1);
 const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 const counters = () => {
-  const c = roceCounters('rxe_lo');
+  const c = roce.counters('rxe_lo');
   return { fwd_sent: c.fwd_sent, fwd_rcvd: c.fwd_rcvd, rcvd_pkts: c.rcvd_pkts, sent_pkts: c.sent_pkts };
 };
 

@@ -12,8 +12,8 @@ import { PORT, lib, wire } from '../../../lib/roce.js';
 import { expectEvent } from '../../../lib/cm.js';
 import { until } from '../../../lib/wait.js';
 
-const { createEventChannel, createId, PortSpace, CmEventType, configureRoceRcCm } = lib;
-configureRoceRcCm({ cmTimeoutMs: 150, cmRetries: 2, timewaitMs: 60 });
+const { createEventChannel, createId, PortSpace, CmEventType, roce } = lib;
+roce.configureRcCm({ cmTimeoutMs: 150, cmRetries: 2, timewaitMs: 60 });
 
 const LOCAL = '127.0.0.1';
 const PEER = '127.0.0.2';

@@ -1,0 +1,18 @@
+/**
+ * The soft RoCEv2 transport's settings and counters, exported by the package entry points as the
+ * namespace `roce`. Importing it loads the transport (index.ts registers it).
+ *
+ * ```ts
+ * import { roce } from 'rdmacm';
+ * roce.configureCm({ sidrTimeoutMs: 500 });
+ * console.log(roce.counters('rxe_lo').rcvd_pkts);
+ * ```
+ */
+import './index.js';
+export { RXE_PROVIDER as PROVIDER, rxeDeviceName as deviceName, roceCounters as counters } from './provider.js';
+export { RXE_LIMITS as LIMITS } from './params.js';
+export { COUNTER_NAMES, type CounterName } from './counters.js';
+export { configureRoceCm as configureCm, roceCmConfig as cmConfig, type RoceCmConfig as CmConfig } from './cm/config.js';
+export { configureRoceRcCm as configureRcCm, roceRcCmConfig as rcCmConfig, type RoceRcCmConfig as RcCmConfig } from './cm/config.js';
+export { roceRcHalfOpen as rcHalfOpen } from './cm/index.js';
+export { configureRoceImpairment as configureImpairment, roceImpairmentCounts as impairmentCounts, type RoceImpairment as Impairment } from './impair.js';
