@@ -1,10 +1,13 @@
 /**
  * The package entry points' loader: importing this module loads every built-in transport, in
- * registration order (soft iWARP, soft RoCEv2, the native backend), and gives each one's settings
- * as a namespace named after it — `import { iwarp, roce, native } from 'rdmacm'`, then
+ * the order of the transport manifest (src/transports.ts), and gives each one's settings as a
+ * namespace named after it — `import { iwarp, roce, native } from 'rdmacm'`, then
  * `iwarp.configure(...)`, `roce.counters('rxe_lo')`, `native.addonStatus()`. A transport's
- * settings module loads its transport, so these lines are the registration order. The verbs and
- * CM layers never import it.
+ * settings module loads its transport, so these lines are the registration order.
+ *
+ * Static imports, not the manifest's `load()`: an entry point that awaited at the top level could
+ * no longer be loaded through require() from CommonJS. test/unit/transports.test.js checks that
+ * this order is the manifest's and that every manifest entry has its namespace here.
  */
 export * as iwarp from './transport/iwarp/settings.js';
 export * as roce from './transport/roce/settings.js';

@@ -3,43 +3,30 @@
  * package: the verbs and rdma_cm APIs, like the `rdmacm` entry point, but with only the transports
  * a run needs loaded. Loading a module costs about a millisecond at start, and a tool run over the
  * soft iWARP device needs neither the soft RoCE transport (about 30 modules) nor the native
- * backend:
+ * backend. Each transport of the manifest (src/transports.ts) says when a run loads it, through
+ * the policy in its folder, and the manifest's order is kept:
  *
- * - the soft iWARP transport is always loaded;
- * - the native backend (and with it the RoCE transport, so that the transports register in the
- *   order the package entry points register them) when the backend selection admits kernel
- *   devices and the kernel has some (`nativeWanted`);
- * - the soft RoCE transport when `RDMACM_DEVICE` pins a device that is not a soft iWARP one;
- *   otherwise it is deferred to the first wildcard `rdma_listen` (which listens through every
- *   transport serving its port space; the CM runs the deferred loader first). Ids bound to an
- *   address take the iWARP device for RDMA_PS_TCP and RDMA_PS_IB, as they do with every transport
- *   loaded.
+ * - the soft iWARP transport at start, always;
+ * - the soft RoCE transport at start when `RDMACM_DEVICE` pins a device that is not a soft iWARP
+ *   one; otherwise deferred to the first wildcard `rdma_listen` (which listens through every
+ *   transport serving its port space; the CM runs the deferred loaders first). Ids bound to an
+ *   address take the iWARP device for RDMA_PS_TCP and RDMA_PS_IB, as they do with every
+ *   transport loaded;
+ * - the native backend at start when the backend selection admits kernel devices and the kernel
+ *   has some (`nativeWanted`), and with it the RoCE transport before it (the registration order
+ *   of the package entry points); otherwise never.
  *
  * Tools of other port spaces (udaddy, mckey: UD over RoCE) import the package entry point.
  */
-import '../transport/iwarp/index.js';
+import { loadPlan } from '../transports.js';
 import { deferTransports } from '../cm/transport.js';
 import { backendSelection } from '../verbs/provider.js';
-import { nativeWanted } from '../native/wanted.js';
 
 export * from '../verbs/index.js';
 export * from '../cm/index.js';
 export { RdmaError, PostError, TerminateError } from '../errors.js';
 export { Errno, errnoOf, strerror, type ErrnoCode } from '../errno.js';
 
-/** Whether `RDMACM_DEVICE` pins the process to a device other than a soft iWARP one. */
-function pinsOtherDevice(): boolean {
-  const pin = process.env['RDMACM_DEVICE'];
-  return pin !== undefined && pin !== '' && !pin.startsWith('siw_');
-}
-
-const loadRoce = (): Promise<unknown> => import('../transport/roce/index.js');
-
-if (backendSelection() !== 'soft' && nativeWanted()) {
-  await loadRoce();
-  await import('../native/index.js');
-} else if (pinsOtherDevice()) {
-  await loadRoce();
-} else {
-  deferTransports(loadRoce);
-}
+const plan = loadPlan({ env: process.env, backend: backendSelection() });
+for (const t of plan.now) await t.load();
+for (const t of plan.deferred) deferTransports(t.load);

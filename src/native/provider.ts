@@ -278,4 +278,4 @@ export function bindingOrThrow(op: string): NativeBinding {
   return b;
 }
 
-export { nativeWanted } from './wanted.js';
+export { nativeWanted } from './policy.js';

@@ -37,8 +37,9 @@ function traced(env = {}) {
   };
 }
 
-const ROCE = /^(transport\/roce|wire\/roce)\//;
-const NATIVE = /^native\/(?!wanted\.js$)/;
+// A transport's policy module (policy.js: when the tools load it) is asked, not the transport.
+const ROCE = /^(transport\/roce\/(?!policy\.js$)|wire\/roce\/)/;
+const NATIVE = /^native\/(?!policy\.js$)/;
 const RSOCKET = /^rsocket\//;
 const matching = (mods, re) => mods.filter((m) => re.test(m));
 

@@ -1,18 +1,25 @@
 // The layering rule of docs/design/layers.md, checked on the sources:
 // wire ← verbs ← transport ← cm ← rsocket ← cli; util and the top-level error/trace modules are
-// shared; nothing imports upward and there is no import cycle between layers. Two seams:
-// transports (src/transport/*, and the native backend src/native/) implement the CM's interface,
-// so they may import src/cm/transport.ts (and nothing
-// else of cm), as a kernel driver includes <rdma/iw_cm.h>; and the verbs and CM layers never load
-// a transport (src/transport-settings.ts is for entry points).
+// shared; nothing imports upward and there is no import cycle between layers. The transports are
+// the folders the transport manifest (src/transports.ts) names: src/transport/<name>/, and the
+// native backend's src/native/. Two seams: a transport implements the CM's interface, so it may
+// import src/cm/transport.ts (and nothing else of cm), as a kernel driver includes
+// <rdma/iw_cm.h>; and the verbs and CM layers never load a transport nor name one (the manifest
+// and the settings namespaces are for entry points).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync, readdirSync, statSync } from 'node:fs';
 import { join, dirname, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { TRANSPORTS } from '../../dist/transports.js';
 
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
-const RANK = { wire: 0, util: 0, verbs: 1, transport: 2, cm: 3, rsocket: 4, cli: 5, native: 2 };
+const TRANSPORT = 2;
+const RANK = { wire: 0, util: 0, verbs: 1, transport: TRANSPORT, cm: 3, rsocket: 4, cli: 5 };
+// A transport's top folder is of the transport layer (src/transport/, src/native/).
+for (const t of TRANSPORTS) RANK[t.dir.split('/')[0]] = TRANSPORT;
+/** The top-level modules that load transports: for entry points, never for verbs or cm. */
+const LOADERS = ['transports', 'transport-settings'];
 
 function files(dir) {
   return readdirSync(dir).flatMap((f) => {
@@ -21,45 +28,102 @@ function files(dir) {
   });
 }
 
-function layerOf(file) {
-  const top = relative(SRC, file).split('/')[0];
-  return top.endsWith('.ts') ? null : top; // src/*.ts (index, errors, errno, trace) are shared
+/** `src/`-relative path → text of every source file. */
+function sources() {
+  return new Map(files(SRC).map((f) => [relative(SRC, f), readFileSync(f, 'utf8')]));
+}
+
+/** The layer of a `src/`-relative path, or null for src/*.ts (index, errors, errno, trace: shared). */
+function layerOf(rel) {
+  return rel.includes('/') ? rel.split('/')[0] : null;
+}
+
+/** The `src/`-relative paths a module imports (relative specifiers only). */
+function importsOf(rel, text) {
+  const out = [];
+  for (const m of text.matchAll(/(?:import|export)[^'";]*?from\s+'(\.[^']+)'|import\s+'(\.[^']+)'|import\('(\.[^']+)'\)/g)) {
+    out.push(relative(SRC, resolve(SRC, dirname(rel), m[1] ?? m[2] ?? m[3])));
+  }
+  return out;
+}
+
+const stem = (rel) => rel.replace(/\.[jt]s$/, '');
+
+/** The imports that break the layering, as `from -> to (why)` lines. */
+function layerViolations(srcs) {
+  const bad = [];
+  for (const [f, text] of srcs) {
+    const from = layerOf(f);
+    if (from === null) continue;
+    for (const rel of importsOf(f, text)) {
+      const to = layerOf(rel);
+      if (to === null) {
+        // src/index.ts is the public face: only the CLI may use it.
+        if (stem(rel) === 'index' && from !== 'cli') bad.push(`${f} -> ${rel}`);
+        if ((from === 'verbs' || from === 'cm') && LOADERS.includes(stem(rel))) bad.push(`${f} -> ${rel} (loads transports)`);
+        continue;
+      }
+      if (!(to in RANK) || !(from in RANK)) continue;
+      // The CM transport interface is the one file of cm/ a transport implements.
+      if (RANK[from] === TRANSPORT && stem(rel) === 'cm/transport') continue;
+      if (RANK[to] > RANK[from]) bad.push(`${f} -> ${rel}`);
+      if (from === 'wire' && to !== 'wire') bad.push(`${f} -> ${rel} (wire is pure)`);
+    }
+  }
+  return bad;
+}
+
+/** Where the CM and verbs layers name a transport: an import of its folder, or one of its classes. */
+function transportMentions(srcs) {
+  const classes = new Set();
+  for (const [f, text] of srcs) {
+    if (TRANSPORTS.some((t) => f.startsWith(`${t.dir}/`))) for (const m of text.matchAll(/export (?:abstract )?class (\w+)/g)) classes.add(m[1]);
+  }
+  const named = new RegExp(`\\b(${[...classes].join('|')})\\b`);
+  const bad = [];
+  for (const [f, text] of srcs) {
+    if (!['cm', 'verbs'].includes(layerOf(f))) continue;
+    for (const rel of importsOf(f, text)) {
+      const t = TRANSPORTS.find((x) => rel.startsWith(`${x.dir}/`));
+      if (t) bad.push(`${f} -> ${rel} (${t.name})`);
+    }
+    const m = named.exec(text);
+    if (m) bad.push(`${f} names ${m[1]}`);
+  }
+  return bad;
 }
 
 test('no source file imports a higher layer', () => {
-  const bad = [];
-  for (const f of files(SRC)) {
-    const from = layerOf(f);
-    if (from === null) continue;
-    const text = readFileSync(f, 'utf8');
-    for (const m of text.matchAll(/(?:import|export)[^'";]*?from\s+'(\.[^']+)'|import\s+'(\.[^']+)'/g)) {
-      const spec = m[1] ?? m[2];
-      const target = resolve(dirname(f), spec);
-      const rel = relative(SRC, target);
-      const to = rel.includes('/') ? rel.split('/')[0] : null;
-      if (to === null) {
-        // src/index.ts is the public face: only the CLI may use it.
-        if (rel.startsWith('index') && from !== 'cli') bad.push(`${relative(SRC, f)} -> ${rel}`);
-        continue;
-      }
-      if ((from === 'verbs' || from === 'cm') && (rel === 'transport-settings.js' || rel === 'transport-settings.ts')) bad.push(`${relative(SRC, f)} -> ${rel} (loads transports)`);
-      if (!(to in RANK) || !(from in RANK)) continue;
-      // The CM transport interface is the one file of cm/ a transport implements.
-      if ((from === 'transport' || from === 'native') && (rel === 'cm/transport.js' || rel === 'cm/transport.ts')) continue;
-      if (RANK[to] > RANK[from]) bad.push(`${relative(SRC, f)} -> ${rel}`);
-      if (from === 'wire' && to !== 'wire') bad.push(`${relative(SRC, f)} -> ${rel} (wire is pure)`);
-    }
-  }
-  assert.deepEqual(bad, []);
+  assert.deepEqual(layerViolations(sources()), []);
 });
 
 test('the CM and verbs layers name no concrete transport', () => {
-  for (const layer of ['cm', 'verbs']) {
-    for (const f of files(join(SRC, layer))) {
-      const text = readFileSync(f, 'utf8');
-      assert.doesNotMatch(text, /from '[^']*transport\/(iwarp|roce)|import '[^']*transport\/|from '[^']*native\/|import '[^']*native\/|IwarpQp|RoceQp|NativeQp|\bCep\b/, relative(SRC, f));
-    }
-  }
+  assert.deepEqual(transportMentions(sources()), []);
+});
+
+test('the checks catch what they are for: upward imports, a transport reached from verbs or cm', () => {
+  const [iw, , nat] = TRANSPORTS;
+  const up = new Map([
+    ['verbs/x-up.ts', "import { createId } from '../cm/cm-id.js';"],
+    [`${iw.dir}/x-up.ts`, "import { RSocket } from '../../rsocket/socket.js';"],
+    [`${nat.dir}/x-up.ts`, "import { CmId } from '../cm/cm-id.js';"],
+    [`${nat.dir}/x-seam.ts`, "import { registerCmTransport } from '../cm/transport.js';"],
+    ['wire/x-up.ts', "import '../verbs/qp.js';"],
+    ['cm/x-load.ts', "import { TRANSPORTS } from '../transports.js';"],
+  ]);
+  assert.deepEqual(layerViolations(up), [
+    'verbs/x-up.ts -> cm/cm-id.js',
+    `${iw.dir}/x-up.ts -> rsocket/socket.js`,
+    `${nat.dir}/x-up.ts -> cm/cm-id.js`,
+    'wire/x-up.ts -> verbs/qp.js',
+    'wire/x-up.ts -> verbs/qp.js (wire is pure)',
+    'cm/x-load.ts -> transports.js (loads transports)',
+  ]);
+  const named = new Map([...sources()].filter(([f]) => TRANSPORTS.some((t) => f.startsWith(`${t.dir}/`))));
+  named.set('cm/x-a.ts', `export const p = () => import('../${nat.dir}/index.js');`);
+  const cls = [...named].filter(([f]) => f.startsWith(`${iw.dir}/`)).map(([, text]) => /export class (\w+)/.exec(text)?.[1]).find(Boolean);
+  named.set('verbs/x-b.ts', `/** like ${cls} */`);
+  assert.deepEqual(transportMentions(named), [`cm/x-a.ts -> ${nat.dir}/index.js (${nat.name})`, `verbs/x-b.ts names ${cls}`]);
 });
 
 test('wire modules are pure: no sockets, timers or process state', () => {
