@@ -7,9 +7,9 @@
 import { CmEventType, PortSpace, createEventChannel, createId, type CmEvent, type CmId, type EventChannel, type SockAddr } from '../cm/index.js';
 import { RdmaError } from '../errors.js';
 import { RsConn, noDevices } from './conn.js';
-import { applySockopt, type SockOptValue } from './sockopt.js';
+import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 import { fullConfig, type RsConfig } from './tunables.js';
-import { IPPROTO_IPV6, IPPROTO_TCP, POLLIN, SOL_RDMA, SOL_SOCKET, SO_ERROR, SO_RCVBUF, SO_SNDBUF, RDMA_INLINE, RDMA_IOMAPSIZE, RDMA_RQSIZE, RDMA_SQSIZE, TCP_KEEPIDLE } from './options.js';
+import { POLLIN, SOL_SOCKET, SO_ERROR } from './options.js';
 import { RsState, rsTransition } from './state.js';
 
 let listenerSeq = 0;
@@ -25,8 +25,8 @@ export class RsListener {
   private ch: EventChannel | null = null;
   private readonly requests: CmEvent[] = [];
   private readonly waiters: { resolve: () => void }[] = [];
-  private opts = [0, 0, 0];
-  private keepIdle = 0;
+  /** The option flags and TCP_KEEPIDLE, answered as a connection answers them. */
+  private readonly opts = new RsSockOpts();
   private closed = false;
   private loop: Promise<void> | null = null;
 
@@ -48,28 +48,19 @@ export class RsListener {
     applySockopt(this, level, name, value);
   }
 
-  /** rgetsockopt() on the listener. */
+  /**
+   * rgetsockopt() on the listener: what a connection answers (rsocket.c has one rgetsockopt for
+   * every rsocket), with the sizes accepted sockets inherit; SO_ERROR is 0 (a listener has no
+   * connection to fail).
+   */
   getsockopt(level: number, name: number): number {
-    if (level === SOL_SOCKET && name === SO_RCVBUF) return this.cfg.rbufSize;
-    if (level === SOL_SOCKET && name === SO_SNDBUF) return this.cfg.sbufSize;
     if (level === SOL_SOCKET && name === SO_ERROR) return 0;
-    if (level === IPPROTO_TCP && name === TCP_KEEPIDLE) return this.keepIdle;
-    if (level === SOL_RDMA) {
-      if (name === RDMA_SQSIZE) return this.cfg.sqSize;
-      if (name === RDMA_RQSIZE) return this.cfg.rqSize;
-      if (name === RDMA_INLINE) return this.cfg.sqInline;
-      if (name === RDMA_IOMAPSIZE) return this.cfg.targetIomapSize;
-    }
-    const i = level === SOL_SOCKET ? 0 : level === IPPROTO_TCP ? 1 : level === IPPROTO_IPV6 ? 2 : -1;
-    if (i < 0) throw new RdmaError('EOPNOTSUPP', { op: 'rgetsockopt' });
-    return ((this.opts[i] as number) >>> name) & 1;
+    return this.opts.get(this.cfg, level, name);
   }
 
   /** @internal */
   _setFlag(level: number, name: number, on: boolean): void {
-    const i = level === SOL_SOCKET ? 0 : level === IPPROTO_TCP ? 1 : 2;
-    const bit = 2 ** name;
-    this.opts[i] = (on ? (this.opts[i] as number) | bit : (this.opts[i] as number) & ~bit) >>> 0;
+    this.opts.setFlag(level, name, on);
   }
   /** @internal */
   get _hasBuffers(): boolean {
@@ -77,7 +68,7 @@ export class RsListener {
   }
   /** @internal */
   _setKeepIdle(s: number): void {
-    this.keepIdle = s;
+    this.opts.keepaliveTime = s;
   }
   /** @internal */
   _ensureId(): CmId {
