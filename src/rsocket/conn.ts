@@ -101,7 +101,8 @@ import {
   SO_KEEPALIVE,
   MSG_PEEK,
 } from './options.js';
-import { RS_TRACE, RsState, describeState, rsTransition } from './state.js';
+import { RS_TRACE, RsState, describeState } from './state.js';
+import { StateCell } from '../util/state.js';
 import { trace } from '../trace.js';
 import { microtask } from '../util/microtask.js';
 import { PollWaiters } from '../util/poll-waiters.js';
@@ -125,10 +126,10 @@ import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 
 export { RS_EAGAIN } from './errors.js';
 
-
 let connSeq = 0;
 
-
+/** The states rconnect starts from. */
+const SETUP_FROM = [RsState.init, RsState.bound] as const;
 
 /**
  * A stream rsocket. Create with `new RsConn()` then {@link connect}, or get one from
@@ -142,7 +143,8 @@ export class RsConn implements CqEventSink {
   /** Called after every progress step (data arrived, credits, state change). */
   onNotify: (() => void) | null = null;
 
-  private _state: number = RsState.init;
+  /** The rsocket state ({@link RsState}), every change traced under `RDMA_TRACE=rs`. */
+  private readonly st = new StateCell<number>('rs', () => this.tag, RsState.init, describeState);
   /** SO_ERROR (errno number), cleared when read. */
   private soError = 0;
   /** The error reported once queued data is read (ECONNRESET, EIO, EPROTO ...). */
@@ -245,11 +247,7 @@ export class RsConn implements CqEventSink {
 
   /** The rsocket state bitmask ({@link RsState}). */
   get state(): number {
-    return this._state;
-  }
-
-  private setState(s: number, why: string): void {
-    this._state = rsTransition(this.tag, this._state, s, why);
+    return this.st.state;
   }
 
   /** The sticky error (once the connection failed), else null. */
@@ -259,7 +257,7 @@ export class RsConn implements CqEventSink {
 
   /** Connected in both or one direction (the data path is up). */
   get connected(): boolean {
-    return (this._state & RsState.connected) !== 0;
+    return (this.st.state & RsState.connected) !== 0;
   }
 
   /** The local address (rgetsockname). */
@@ -279,7 +277,7 @@ export class RsConn implements CqEventSink {
 
   /** True once the read side has ended: no queued data and no more can come. */
   get readEnded(): boolean {
-    return this.rx.queued === 0 && (this._state & RsState.readable) === 0 && (this._state & RsState.opening) === 0;
+    return this.rx.queued === 0 && (this.st.state & RsState.readable) === 0 && (this.st.state & RsState.opening) === 0;
   }
 
   /** rs_can_send (RS_OPT_MSG_SEND form). */
@@ -289,7 +287,7 @@ export class RsConn implements CqEventSink {
       this.tx.sbufBytesAvail >= RS_SNDLOWAT &&
       this.sseqNo !== this.sseqComp &&
       this.tgtLen(this.targetSge) !== 0 &&
-      (this._state & RsState.connected) !== 0
+      (this.st.state & RsState.connected) !== 0
     );
   }
 
@@ -303,7 +301,7 @@ export class RsConn implements CqEventSink {
     const early = this.early > 0;
     const noTarget = this.tgtLen(this.targetSge) === 0;
     const room = this.tx.sbufBytesAvail >= RS_SNDLOWAT;
-    const connected = (this._state & RsState.connected) !== 0;
+    const connected = (this.st.state & RsState.connected) !== 0;
     return (early || noTarget) && room && connected && EARLY_STAGING;
   }
 
@@ -318,7 +316,7 @@ export class RsConn implements CqEventSink {
 
   /** rs_conn_all_sends_done. */
   private allSendsDone(): boolean {
-    return this.ctrlMaxSeqno - this.ctrlSeqno + this.sqeAvail === this.cfg.sqSize || (this._state & RsState.connected) === 0;
+    return this.ctrlMaxSeqno - this.ctrlSeqno + this.sqeAvail === this.cfg.sqSize || (this.st.state & RsState.connected) === 0;
   }
 
   // -- options -------------------------------------------------------------------------------
@@ -389,14 +387,14 @@ export class RsConn implements CqEventSink {
 
   /** rbind(): bind the cm_id to a local address (port 0 picks one at connect). */
   bind(addr: SockAddr): void {
-    if (this._state !== RsState.init) throw rsErr('EINVAL', 'rbind', describeState(this._state));
+    if (!this.st.is(RsState.init)) throw rsErr('EINVAL', 'rbind', describeState(this.st.state));
     const id = this._ensureId();
     try {
       id.bindAddr(addr);
     } catch (e) {
       throw e instanceof RdmaError ? new RdmaError(e.code, { op: 'rbind', cause: e }) : e;
     }
-    this.setState(RsState.bound, 'bind');
+    this.st.move(RsState.bound, 'bind');
   }
 
   /**
@@ -407,20 +405,20 @@ export class RsConn implements CqEventSink {
    */
   async connect(dst: SockAddr): Promise<void> {
     const op = 'rconnect';
-    if (this._state & RsState.opening) throw rsErr('EALREADY', op);
-    if (this._state & RsState.connected || this._state & RsState.disconnected) throw rsErr('EISCONN', op);
-    if (this._state !== RsState.init && this._state !== RsState.bound) throw rsErr('EINVAL', op, describeState(this._state));
+    if (this.st.state & RsState.opening) throw rsErr('EALREADY', op);
+    if (this.st.state & RsState.connected || this.st.state & RsState.disconnected) throw rsErr('EISCONN', op);
+    if (!this.st.in(SETUP_FROM)) throw rsErr('EINVAL', op, describeState(this.st.state));
     noDevices(op);
     const id = this._ensureId();
     const ch = this.ch as EventChannel;
     try {
-      this.setState(RsState.resolvingAddr, 'connect');
+      this.st.move(RsState.resolvingAddr, 'connect');
       await id.resolveAddr(null, dst, 1000);
       await this.expectEvent(ch, CmEventType.ADDR_RESOLVED, op);
-      this.setState(RsState.resolvingRoute, 'address resolved');
+      this.st.move(RsState.resolvingRoute, 'address resolved');
       await id.resolveRoute(1000);
       await this.expectEvent(ch, CmEventType.ROUTE_RESOLVED, op);
-      this.setState(RsState.connecting, 'route resolved');
+      this.st.move(RsState.connecting, 'route resolved');
       this.createEp(op);
       const param: ConnParam = {
         privateData: this.formatConnData(),
@@ -441,7 +439,7 @@ export class RsConn implements CqEventSink {
     } catch (e) {
       const re = e instanceof RdmaError ? new RdmaError(e.code, { op, cause: e }) : rsErr('EIO', op, String(e));
       this.soError = re.errno;
-      this.setState(RsState.connectError, re.message);
+      this.st.move(RsState.connectError, re.message);
       if (this._id && this.qp) void this._id.disconnect().catch(() => {});
       throw re;
     }
@@ -481,7 +479,7 @@ export class RsConn implements CqEventSink {
       await id.migrate(this.ch);
       const cd = decodeConnData(req.privateData);
       if (typeof cd === 'string') throw rsErr(cd === 'version' ? 'EOPNOTSUPP' : 'EPROTO', op, `peer connection data: ${cd}`);
-      this.setState(RsState.accepting, 'connect request');
+      this.st.move(RsState.accepting, 'connect request');
       this.createEp(op);
       this.saveConnData(cd, op);
       const param: ConnParam = {
@@ -497,7 +495,7 @@ export class RsConn implements CqEventSink {
       this.established('accepted');
     } catch (e) {
       const re = e instanceof RdmaError ? new RdmaError(e.code, { op, cause: e }) : rsErr('EIO', op, String(e));
-      if (this._state === RsState.init) {
+      if (this.st.is(RsState.init)) {
         // Refused before anything was built: tell the requester (rdma_reject).
         try {
           id.reject();
@@ -505,14 +503,14 @@ export class RsConn implements CqEventSink {
           /* the requester is gone */
         }
       }
-      this.setState(RsState.connectError, re.message);
+      this.st.move(RsState.connectError, re.message);
       await this.teardown();
       throw re;
     }
   }
 
   private established(why: string): void {
-    this.setState(RsState.connectRdwr, why);
+    this.st.move(RsState.connectRdwr, why);
     void this.cmLoop();
     this.startCqEvents();
     if (this.opts.so & (1 << SO_KEEPALIVE)) this.armKeepalive();
@@ -683,11 +681,11 @@ export class RsConn implements CqEventSink {
   /** The connection under us is gone (TCP closed): drain what arrived, then judge. */
   private peerGone(type: CmEventType): void {
     this.pump();
-    if (this._state & RsState.connected && !this.disconnectRequested) {
+    if (this.st.state & RsState.connected && !this.disconnectRequested) {
       // A peer closes after an rsocket DISCONNECT; without one, data may have been lost.
       this.fail('ECONNRESET', type === CmEventType.DEVICE_REMOVAL ? 'device removed' : 'the peer closed the connection without an rsocket DISCONNECT');
-    } else if (this._state & RsState.connected) {
-      this.setState(RsState.disconnected, 'connection closed');
+    } else if (this.st.state & RsState.connected) {
+      this.st.move(RsState.disconnected, 'connection closed');
     }
     this.notify();
   }
@@ -799,8 +797,8 @@ export class RsConn implements CqEventSink {
         break;
       case RsOp.CTRL:
         this.ctrlMaxSeqno++;
-        if (rsMsgData(msg) === RsCtrl.DISCONNECT && !msgSend && this._state & RsState.connected) {
-          this.setState(RsState.disconnected, 'DISCONNECT sent');
+        if (rsMsgData(msg) === RsCtrl.DISCONNECT && !msgSend && this.st.state & RsState.connected) {
+          this.st.move(RsState.disconnected, 'DISCONNECT sent');
         }
         break;
       case RsOp.IOMAP_SGL:
@@ -812,7 +810,7 @@ export class RsConn implements CqEventSink {
         this.tx.sbufBytesAvail += rsMsgData(msg);
         break;
     }
-    if (wc.status !== WcStatus.SUCCESS && this._state & RsState.connected) {
+    if (wc.status !== WcStatus.SUCCESS && this.st.state & RsState.connected) {
       this.fail('EIO', `send completion status ${wc.status}`);
     }
   }
@@ -820,7 +818,7 @@ export class RsConn implements CqEventSink {
   /** A receive completion: one 4-byte message (rs_poll_cq's receive branch). */
   private recvDone(wc: Wc, slot: number): void {
     if (wc.status !== WcStatus.SUCCESS) return;
-    if (this._state & RsState.error) return;
+    if (this.st.state & RsState.error) return;
     let msg: number;
     if (!this.tx.msgSendMode) {
       if (!(wc.wcFlags & WcFlags.WITH_IMM)) {
@@ -850,10 +848,10 @@ export class RsConn implements CqEventSink {
         break;
       case RsOp.CTRL:
         if (data === RsCtrl.DISCONNECT) {
-          this.setState(RsState.disconnected, 'DISCONNECT received');
+          this.st.move(RsState.disconnected, 'DISCONNECT received');
         } else if (data === RsCtrl.SHUTDOWN) {
-          if (this._state & RsState.writable) this.setState(this._state & ~RsState.readable, 'SHUTDOWN received');
-          else this.setState(RsState.disconnected, 'SHUTDOWN received');
+          if (this.st.state & RsState.writable) this.st.move(this.st.state & ~RsState.readable, 'SHUTDOWN received');
+          else this.st.move(RsState.disconnected, 'SHUTDOWN received');
         } else if (data !== RsCtrl.KEEPALIVE) {
           this.fail('EPROTO', `unknown control message ${data}`);
           return;
@@ -871,7 +869,7 @@ export class RsConn implements CqEventSink {
         this.fail('EPROTO', `unknown message type ${rsMsgOp(msg)} (0x${msg.toString(16).padStart(8, '0')})`);
         return;
     }
-    if (this._state & RsState.connected && this.qp) this.qp.postRecv(this.rx.recvWrs[slot] as RecvWr);
+    if (this.st.state & RsState.connected && this.qp) this.qp.postRecv(this.rx.recvWrs[slot] as RecvWr);
   }
 
   /** A credit-consuming message arrived: it must be within what we granted, else the socket fails. */
@@ -883,10 +881,10 @@ export class RsConn implements CqEventSink {
 
   /** @internal Fatal error: remember it (SO_ERROR), stop the data path, close the connection. */
   fail(code: ErrnoCode, detail: string): void {
-    if (this._state & RsState.error || this.closed) return;
+    if (this.st.state & RsState.error || this.closed) return;
     this._error = rsErr(code, 'rsocket', detail);
     this.soError = errnoOf(code);
-    this.setState(RsState.error, detail);
+    this.st.move(RsState.error, detail);
     this.disconnectRequested = true;
     const id = this._id;
     if (id) void id.disconnect().catch(() => {});
@@ -901,7 +899,7 @@ export class RsConn implements CqEventSink {
     if (
       (this.rx.rbufBytesAvail >= half || seqDiff16(this.rx.rseqNo, this.rx.rseqComp) >= 0) &&
       (this.tx.msgSendMode ? this.ctrl2Avail() : this.ctrlAvail()) &&
-      this._state & RsState.connected &&
+      this.st.state & RsState.connected &&
       this.qp
     ) {
       this.sendCredits();
@@ -1059,7 +1057,7 @@ export class RsConn implements CqEventSink {
     if (!s) return;
     const size = this.tx.sbufRing;
     this.flushPending();
-    while (this.early > 0 && this.sqeAvail >= this.tx.wqesPerMsg && this.sseqNo !== this.sseqComp && this._state & RsState.connected) {
+    while (this.early > 0 && this.sqeAvail >= this.tx.wqesPerMsg && this.sseqNo !== this.sseqComp && this.st.state & RsState.connected) {
       const ts = this.targetSge;
       const tlen = this.tgtLen(ts);
       if (tlen === 0) break;
@@ -1089,7 +1087,7 @@ export class RsConn implements CqEventSink {
     const p = this.pend;
     if (!p) return;
     this.pend = null;
-    if (!(this._state & RsState.connected)) return;
+    if (!(this.st.state & RsState.connected)) return;
     this.tx.queueWriteMsg(p.sgl, rsMsgSet(RsOp.DATA, p.len), 0, p.addr, p.rkey);
     if (p.len >= POST_ALONE_MIN) this.tx.flushPosts();
   }
@@ -1098,7 +1096,7 @@ export class RsConn implements CqEventSink {
 
   private checkSend(op: string): void {
     if (this._error) throw this._error;
-    const s = this._state;
+    const s = this.st.state;
     if (s & RsState.opening) throw rsErr('EAGAIN', op);
     if (!(s & RsState.connected)) throw rsErr(s & RsState.disconnected ? 'ECONNRESET' : 'ENOTCONN', op);
     if (!(s & RsState.writable)) throw rsErr('ECONNRESET', op, 'not writable');
@@ -1130,14 +1128,14 @@ export class RsConn implements CqEventSink {
         }
         if (this.early > 0 || !this.canSend()) {
           // No target space yet: copy ahead into the send buffer (posted when the grant comes).
-          if (!this.canStageEarly() || !(this._state & RsState.writable)) break;
+          if (!this.canStageEarly() || !(this.st.state & RsState.writable)) break;
           const n = Math.min(len - done, this.tx.sbufBytesAvail);
           this.stageEarly(src, off + done, n);
           done += n;
           continue;
         }
       }
-      if (!(this._state & RsState.writable)) break;
+      if (!(this.st.state & RsState.writable)) break;
       const left = len - done;
       let xfer: number;
       if (olen < left) {
@@ -1153,7 +1151,7 @@ export class RsConn implements CqEventSink {
     this.tx.flushPosts();
     if (done > 0) return done;
     if (this._error) throw this._error;
-    if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');
+    if (!(this.st.state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');
     return RS_EAGAIN;
   }
 
@@ -1164,14 +1162,14 @@ export class RsConn implements CqEventSink {
    * the queued data is still returned first, then the error is thrown.
    */
   recv(dst: Uint8Array, off = 0, len = dst.length - off, flags = 0): number {
-    const s = this._state;
+    const s = this.st.state;
     if (s & RsState.opening) return RS_EAGAIN;
     if (s === RsState.init || s & RsState.listening || s & RsState.connectError) throw rsErr('ENOTCONN', 'rrecv');
     if (this.rx.rmsgCount === 0) {
       this.pump();
       if (this.rx.rmsgCount === 0) {
         if (this._error) throw this._error;
-        if (!(this._state & RsState.readable)) return 0;
+        if (!(this.st.state & RsState.readable)) return 0;
         return RS_EAGAIN;
       }
     }
@@ -1197,7 +1195,7 @@ export class RsConn implements CqEventSink {
 
   /** rs_poll_rs for a stream socket: the revents of `events` now. */
   pollEvents(events: number): number {
-    const s = this._state;
+    const s = this.st.state;
     if (s & RsState.opening) return 0;
     if (s === RsState.connectError) return (events & (POLLIN | POLLOUT)) | POLLERR;
     if (!(s & (RsState.connected | RsState.disconnected | RsState.error))) return 0;
@@ -1272,26 +1270,26 @@ export class RsConn implements CqEventSink {
    */
   async shutdown(how: number): Promise<void> {
     if (how !== SHUT_RD && how !== SHUT_WR && how !== SHUT_RDWR) throw rsErr('EINVAL', 'rshutdown', `how ${how}`);
-    if (this._state & RsState.connected) {
+    if (this.st.state & RsState.connected) {
       let ctrl: RsCtrl;
       if (how === SHUT_RDWR) {
         ctrl = RsCtrl.DISCONNECT;
-        this.setState(this._state & ~(RsState.readable | RsState.writable), 'shutdown(RDWR)');
+        this.st.move(this.st.state & ~(RsState.readable | RsState.writable), 'shutdown(RDWR)');
       } else if (how === SHUT_WR) {
-        this.setState(this._state & ~RsState.writable, 'shutdown(WR)');
-        ctrl = this._state & RsState.readable ? RsCtrl.SHUTDOWN : RsCtrl.DISCONNECT;
+        this.st.move(this.st.state & ~RsState.writable, 'shutdown(WR)');
+        ctrl = this.st.state & RsState.readable ? RsCtrl.SHUTDOWN : RsCtrl.DISCONNECT;
       } else {
-        this.setState(this._state & ~RsState.readable, 'shutdown(RD)');
-        if (this._state & RsState.writable) {
+        this.st.move(this.st.state & ~RsState.readable, 'shutdown(RD)');
+        if (this.st.state & RsState.writable) {
           this.notify();
           return;
         }
         ctrl = RsCtrl.DISCONNECT;
       }
       // Bytes staged ahead of the peer's grants go before the SHUTDOWN/DISCONNECT.
-      if (this.early > 0) await this.until(() => this.early === 0 || !(this._state & RsState.connected));
-      if (!this.ctrlAvail()) await this.until(() => this.ctrlAvail() || !(this._state & RsState.connected));
-      if (this._state & RsState.connected && this.ctrlAvail()) {
+      if (this.early > 0) await this.until(() => this.early === 0 || !(this.st.state & RsState.connected));
+      if (!this.ctrlAvail()) await this.until(() => this.ctrlAvail() || !(this.st.state & RsState.connected));
+      if (this.st.state & RsState.connected && this.ctrlAvail()) {
         this.ctrlSeqno++;
         if (RS_TRACE) trace('rs', this.tag, `send CTRL ${RsCtrl[ctrl]}`);
         this.queueMsg(rsMsgSet(RsOp.CTRL, ctrl));
@@ -1299,7 +1297,7 @@ export class RsConn implements CqEventSink {
         this.pump();
       }
     }
-    if (this._state & RsState.connected) await this.until(() => this.allSendsDone());
+    if (this.st.state & RsState.connected) await this.until(() => this.allSendsDone());
     this.notify();
   }
 
@@ -1320,7 +1318,7 @@ export class RsConn implements CqEventSink {
   }
 
   private async doClose(): Promise<void> {
-    if (this._state & RsState.connected && !(this._state & RsState.error)) {
+    if (this.st.state & RsState.connected && !(this.st.state & RsState.error)) {
       try {
         await this.shutdown(SHUT_RDWR);
       } catch {
@@ -1393,7 +1391,7 @@ export class RsConn implements CqEventSink {
     } catch {
       /* ids left */
     }
-    if (this._state & RsState.connected) this.setState(RsState.disconnected, 'closed');
+    if (this.st.state & RsState.connected) this.st.move(RsState.disconnected, 'closed');
     this.notify();
     this.polls.release(POLLHUP);
     for (const w of this.condWaiters.splice(0)) w.resolve();
@@ -1417,7 +1415,7 @@ export class RsConn implements CqEventSink {
 
   /** A zero-length RDMA WRITE (rsocket.c's keepalive): fails, and fails the socket, if the peer is gone. */
   private keepalive(): void {
-    if (!this.ctrlAvail() || !(this._state & RsState.connected) || !this.qp) return;
+    if (!this.ctrlAvail() || !(this.st.state & RsState.connected) || !this.qp) return;
     this.ctrlSeqno++;
     this.tx.addPost(sendWr(rsMsgSet(RsOp.CTRL, RsCtrl.KEEPALIVE), WrOpcode.RDMA_WRITE, [], 0, 0, 0, 0));
     this.tx.flushPosts();
@@ -1452,7 +1450,7 @@ export class RsConn implements CqEventSink {
         this.pump();
         if (!this.canSend()) {
           if (this._error) throw this._error;
-          if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');
+          if (!(this.st.state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');
           return RS_EAGAIN;
         }
       }
@@ -1522,7 +1520,7 @@ export class RsConn implements CqEventSink {
     this.tx.flushPosts();
     if (done > 0 || !iom) return done;
     if (this._error) throw this._error;
-    if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'riowrite');
+    if (!(this.st.state & RsState.writable)) throw rsErr('ECONNRESET', 'riowrite');
     return RS_EAGAIN;
   }
 }

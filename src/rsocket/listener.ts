@@ -10,7 +10,8 @@ import { RsConn, noDevices } from './conn.js';
 import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 import { fullConfig, type RsConfig } from './tunables.js';
 import { POLLIN, SOL_SOCKET, SO_ERROR } from './options.js';
-import { RsState, rsTransition } from './state.js';
+import { RsState, describeState } from './state.js';
+import { StateCell } from '../util/state.js';
 
 let listenerSeq = 0;
 
@@ -20,7 +21,8 @@ export class RsListener {
   readonly tag = `RSL[${++listenerSeq}]`;
   /** Sizes handed to accepted sockets. */
   readonly cfg: RsConfig;
-  private _state: number = RsState.init;
+  /** The rsocket state ({@link RsState}), every change traced under `RDMA_TRACE=rs`. */
+  private readonly st = new StateCell<number>('rs', () => this.tag, RsState.init, describeState);
   private id: CmId | null = null;
   private ch: EventChannel | null = null;
   private readonly requests: CmEvent[] = [];
@@ -36,11 +38,7 @@ export class RsListener {
 
   /** The rsocket state ({@link RsState}). */
   get state(): number {
-    return this._state;
-  }
-
-  private setState(s: number, why: string): void {
-    this._state = rsTransition(this.tag, this._state, s, why);
+    return this.st.state;
   }
 
   /** rsetsockopt() on the listener (values are inherited by accepted sockets where rsocket.c does). */
@@ -81,7 +79,7 @@ export class RsListener {
 
   /** rbind(). */
   bind(addr: SockAddr): void {
-    if (this._state !== RsState.init) throw new RdmaError('EINVAL', { op: 'rbind' });
+    if (!this.st.is(RsState.init)) throw new RdmaError('EINVAL', { op: 'rbind' });
     noDevices('rbind');
     const id = this._ensureId();
     try {
@@ -89,20 +87,20 @@ export class RsListener {
     } catch (e) {
       throw e instanceof RdmaError ? new RdmaError(e.code, { op: 'rbind', cause: e }) : e;
     }
-    this.setState(RsState.bound, 'bind');
+    this.st.move(RsState.bound, 'bind');
   }
 
   /** rlisten(): start accepting connect requests (binds to the wildcard, port 0, if unbound). */
   async listen(backlog = 1): Promise<void> {
-    if (this._state === RsState.listening) return;
-    if (this._state === RsState.init) this.bind({ address: '0.0.0.0', port: 0 });
+    if (this.st.is(RsState.listening)) return;
+    if (this.st.is(RsState.init)) this.bind({ address: '0.0.0.0', port: 0 });
     const id = this.id as CmId;
     try {
       await id.listen(backlog);
     } catch (e) {
       throw e instanceof RdmaError ? new RdmaError(e.code, { op: 'rlisten', cause: e }) : e;
     }
-    this.setState(RsState.listening, 'listen');
+    this.st.move(RsState.listening, 'listen');
     this.loop = this.run();
   }
 
@@ -166,7 +164,7 @@ export class RsListener {
 
   /** @internal The next connect request, waited for; EBADF when not listening or once closed. */
   async _nextRequest(): Promise<CmEvent> {
-    if (this._state !== RsState.listening) throw new RdmaError('EBADF', { op: 'raccept', detail: 'not listening' });
+    if (!this.st.is(RsState.listening)) throw new RdmaError('EBADF', { op: 'raccept', detail: 'not listening' });
     for (;;) {
       const ev = this.requests.shift();
       if (ev) return ev;
