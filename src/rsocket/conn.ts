@@ -41,7 +41,6 @@ import {
   type SockAddr,
 } from '../cm/index.js';
 import {
-  Access,
   SendFlags,
   TransportType,
   WcFlags,
@@ -123,6 +122,7 @@ import { RsTx, WR_MSG_SEND, sendWr } from './tx.js';
 import { RsRx, WR_RECV, type RecvWr } from './rx.js';
 import { RsIomap, findTargetIomap, type IomapMr, type TargetIomap } from './iomap.js';
 import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
+import { RsTarget } from './target.js';
 
 export { RS_EAGAIN } from './errors.js';
 
@@ -166,11 +166,6 @@ export class RsConn implements CqEventSink {
   private closing: Promise<void> | null = null;
   private disconnectRequested = false;
 
-  // buffers
-  private tgtBuf = Buffer.alloc(0);
-  private tgtMr: Mr | null = null;
-  private tgtView = new DataView(new ArrayBuffer(0));
-
   // protocol counters (rsocket.c names)
   private ctrlSeqno = 0;
   private ctrlMaxSeqno = RS_QP_CTRL_SIZE;
@@ -178,7 +173,6 @@ export class RsConn implements CqEventSink {
   private sseqComp = 0;
   private remoteSge = 0;
   private remoteSgl = { addr: 0, key: 0, length: 0 };
-  private targetSge = 0;
   private sqeAvail = 0;
   /** We write SGEs/iomaps byte-swapped (the peer is big-endian): RS_OPT_SWAP_SGL. */
   private swapSgl = false;
@@ -190,6 +184,8 @@ export class RsConn implements CqEventSink {
   private readonly rx = new RsRx();
   /** The riomap registrations and the peer's iomap table. */
   private readonly iomap = new RsIomap();
+  /** The target SGL: where the peer lets our data writes land. */
+  private readonly target = new RsTarget(this);
 
   // progress bookkeeping
   private inPump = false;
@@ -286,7 +282,7 @@ export class RsConn implements CqEventSink {
       this.sqeAvail >= this.tx.wqesPerMsg &&
       this.tx.sbufBytesAvail >= RS_SNDLOWAT &&
       this.sseqNo !== this.sseqComp &&
-      this.tgtLen(this.targetSge) !== 0 &&
+      this.target.room() !== 0 &&
       (this.st.state & RsState.connected) !== 0
     );
   }
@@ -299,7 +295,7 @@ export class RsConn implements CqEventSink {
     // Every field is read whichever way the test goes (no short circuit): the bandwidth rows
     // reach the cases the latency rows never did, and code compiled before has feedback for them.
     const early = this.early > 0;
-    const noTarget = this.tgtLen(this.targetSge) === 0;
+    const noTarget = this.target.room() === 0;
     const room = this.tx.sbufBytesAvail >= RS_SNDLOWAT;
     const connected = (this.st.state & RsState.connected) !== 0;
     return (early || noTarget) && room && connected && EARLY_STAGING;
@@ -558,9 +554,7 @@ export class RsConn implements CqEventSink {
     if (!pd) throw rsErr('EINVAL', 'rsocket', 'no PD');
     const cfg = this.cfg;
     this.tx.init(pd, cfg);
-    this.tgtBuf = Buffer.alloc(RS_SGE_SIZE * RS_SGL_SIZE + RS_IOMAP_SIZE * cfg.targetIomapSize);
-    this.tgtMr = pd.regMr(this.tgtBuf, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
-    this.tgtView = new DataView(this.tgtBuf.buffer, this.tgtBuf.byteOffset, this.tgtBuf.byteLength);
+    this.target.init(pd, cfg.targetIomapSize);
     this.rx.init(pd, cfg, nrecv, this.tx.msgSendMode);
     this.sqeAvail = cfg.sqSize - this.ctrlMaxSeqno;
   }
@@ -568,7 +562,7 @@ export class RsConn implements CqEventSink {
   /** rs_format_conn_data. */
   private formatConnData(): Uint8Array {
     const cfg = this.cfg;
-    const tgt = this.tgtMr as Mr;
+    const tgt = this.target.mr as Mr;
     const r = this.rx.rmr as Mr;
     return encodeConnData({
       version: RS_CONN_VERSION,
@@ -595,29 +589,8 @@ export class RsConn implements CqEventSink {
         key: c.targetSgl.key,
       };
     }
-    this.setTgt(0, c.dataBuf.addr, c.dataBuf.key, c.dataBuf.length);
+    this.target.set(0, c.dataBuf.addr, c.dataBuf.key, c.dataBuf.length);
     this.sseqComp = c.credits;
-  }
-
-  // target SGL accessors (native byte order; the peer writes them so)
-  private tgtAddr(i: number): number {
-    return this.tgtView.getUint32(i * RS_SGE_SIZE, true) + this.tgtView.getUint32(i * RS_SGE_SIZE + 4, true) * 2 ** 32;
-  }
-  private tgtKey(i: number): number {
-    return this.tgtView.getUint32(i * RS_SGE_SIZE + 8, true);
-  }
-  private tgtLen(i: number): number {
-    if (this.tgtView.byteLength === 0) return 0;
-    return this.tgtView.getUint32(i * RS_SGE_SIZE + 12, true);
-  }
-  private setTgt(i: number, addr: number, key: number, length: number): void {
-    const o = i * RS_SGE_SIZE;
-    // Low word by subtraction: addr % 2 ** 32 on a double above 2^31 is a slow fmod.
-    const hi = Math.floor(addr / 2 ** 32);
-    this.tgtView.setUint32(o, addr - hi * 2 ** 32, true);
-    this.tgtView.setUint32(o + 4, hi, true);
-    this.tgtView.setUint32(o + 8, key >>> 0, true);
-    this.tgtView.setUint32(o + 12, length >>> 0, true);
   }
 
   // -- progress ------------------------------------------------------------------------------
@@ -964,13 +937,14 @@ export class RsConn implements CqEventSink {
    * keep DATA messages in data order).
    */
   private writeData(src: Uint8Array, off: number, len: number): void {
-    const ts = this.targetSge;
-    const addr = this.tgtAddr(ts);
-    const rkey = this.tgtKey(ts);
-    const tlen = this.tgtLen(ts);
-    if (!this.usableTarget(addr)) return;
+    const target = this.target;
+    const ts = target.sge;
+    const addr = target.addr(ts);
+    const rkey = target.key(ts);
+    const tlen = target.len(ts);
+    if (!target.usable(addr)) return;
     this.tx.sbufBytesAvail -= len;
-    const exhausted = this.takeTarget(ts, addr, rkey, tlen, len);
+    const exhausted = target.take(ts, addr, rkey, tlen, len);
     if (len <= this.cfg.sqInline) {
       this.flushPending();
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
@@ -1011,24 +985,6 @@ export class RsConn implements CqEventSink {
     this.tx.flushPosts();
   };
 
-  /** Whether a target address the peer wrote can be used; the socket fails when it cannot. */
-  private usableTarget(addr: number): boolean {
-    if (Number.isSafeInteger(addr)) return true;
-    this.fail('EPROTO', 'the peer wrote an unusable target SGE');
-    return false;
-  }
-
-  /**
-   * Use `len` bytes of target SGE `ts` (at `addr`, `tlen` bytes left): the next write goes behind
-   * them, and to the next SGE once this one is used up. Whether it was.
-   */
-  private takeTarget(ts: number, addr: number, rkey: number, tlen: number, len: number): boolean {
-    this.setTgt(ts, addr + len, rkey, tlen - len);
-    if (tlen - len !== 0) return false;
-    if (++this.targetSge === RS_SGL_SIZE) this.targetSge = 0;
-    return true;
-  }
-
   /**
    * Whether early-staged bytes are still waiting for target space after a pump: iomap writes and
    * riowrite must not overtake them.
@@ -1058,17 +1014,18 @@ export class RsConn implements CqEventSink {
     const size = this.tx.sbufRing;
     this.flushPending();
     while (this.early > 0 && this.sqeAvail >= this.tx.wqesPerMsg && this.sseqNo !== this.sseqComp && this.st.state & RsState.connected) {
-      const ts = this.targetSge;
-      const tlen = this.tgtLen(ts);
+      const target = this.target;
+      const ts = target.sge;
+      const tlen = target.len(ts);
       if (tlen === 0) break;
-      const addr = this.tgtAddr(ts);
-      const rkey = this.tgtKey(ts);
-      if (!this.usableTarget(addr)) return;
+      const addr = target.addr(ts);
+      const rkey = target.key(ts);
+      if (!target.usable(addr)) return;
       let len = this.early;
       if (len > tlen) len = tlen;
       if (len > MAX_XFER) len = MAX_XFER;
       if (len > size - this.earlyPos) len = size - this.earlyPos;
-      this.takeTarget(ts, addr, rkey, tlen, len);
+      target.take(ts, addr, rkey, tlen, len);
       this.sseqNo = (this.sseqNo + 1) & 0xffff;
       this.sqeAvail -= this.tx.wqesPerMsg;
       const sg = { addr: s.addr + this.earlyPos, length: len, lkey: s.lkey };
@@ -1143,7 +1100,7 @@ export class RsConn implements CqEventSink {
         if (olen < MAX_XFER) olen <<= 1;
       } else xfer = left;
       if (xfer > this.tx.sbufBytesAvail) xfer = this.tx.sbufBytesAvail;
-      const tl = this.tgtLen(this.targetSge);
+      const tl = this.target.room();
       if (xfer > tl) xfer = tl;
       this.writeData(src, off + done, xfer);
       done += xfer;
@@ -1372,7 +1329,7 @@ export class RsConn implements CqEventSink {
     } catch {
       /* still has a CQ */
     }
-    for (const mr of [this.tx.smr, this.tx.scratchMr, this.rx.rmr, this.rx.msgMr, this.tgtMr]) {
+    for (const mr of [this.tx.smr, this.tx.scratchMr, this.rx.rmr, this.rx.msgMr, this.target.mr]) {
       if (mr?.registered) mr.dereg();
     }
     this.iomap.deregAll();
@@ -1494,7 +1451,7 @@ export class RsConn implements CqEventSink {
       // A mapping covers [offset, offset + length): at its end the next one is looked up. Going on
       // with the used-up one would post zero-length writes without end.
       if (!iom || at >= iom.offset + iom.length) {
-        iom = findTargetIomap(this.tgtView, this.cfg.targetIomapSize, at);
+        iom = findTargetIomap(this.target.view, this.cfg.targetIomapSize, at);
         if (!iom) break;
       }
       if (!this.canSend()) {
