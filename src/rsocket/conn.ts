@@ -41,7 +41,6 @@ import {
   type SockAddr,
 } from '../cm/index.js';
 import {
-  SendFlags,
   TransportType,
   WcFlags,
   WcStatus,
@@ -65,7 +64,6 @@ import {
   RS_IOMAP_SIZE,
   RS_MSG_SIZE,
   RS_OLAP_START_SIZE,
-  RS_QP_CTRL_SIZE,
   RS_QP_MAX_SIZE,
   RS_QP_MIN_SIZE,
   RS_SGE_SIZE,
@@ -77,13 +75,11 @@ import {
   decodeMsg,
   encodeConnData,
   encodeIomap,
-  encodeSge,
   rsMsgData,
   rsMsgOp,
   rsMsgSet,
   rsMsgStr,
   scaleToValue,
-  seqDiff16,
   valueToScale,
   type RsConnData,
 } from './protocol.js';
@@ -123,6 +119,7 @@ import { RsRx, WR_RECV, type RecvWr } from './rx.js';
 import { RsIomap, findTargetIomap, type IomapMr, type TargetIomap } from './iomap.js';
 import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 import { RsTarget } from './target.js';
+import { RsCredits } from './credits.js';
 
 export { RS_EAGAIN } from './errors.js';
 
@@ -166,18 +163,6 @@ export class RsConn implements CqEventSink {
   private closing: Promise<void> | null = null;
   private disconnectRequested = false;
 
-  // protocol counters (rsocket.c names)
-  private ctrlSeqno = 0;
-  private ctrlMaxSeqno = RS_QP_CTRL_SIZE;
-  private sseqNo = 0;
-  private sseqComp = 0;
-  private remoteSge = 0;
-  private remoteSgl = { addr: 0, key: 0, length: 0 };
-  private sqeAvail = 0;
-  /** We write SGEs/iomaps byte-swapped (the peer is big-endian): RS_OPT_SWAP_SGL. */
-  private swapSgl = false;
-
-
   /** The posting side: send buffer ring, scratch slots, the queue of work requests. */
   private readonly tx: RsTx = new RsTx(this);
   /** The receive side: buffers, message slots, received data, credit accounting. */
@@ -186,6 +171,8 @@ export class RsConn implements CqEventSink {
   private readonly iomap = new RsIomap();
   /** The target SGL: where the peer lets our data writes land. */
   private readonly target = new RsTarget(this);
+  /** The credits: what the peer lets us send, what we grant it. */
+  private readonly credits = new RsCredits(this, this.rx, this.tx);
 
   // progress bookkeeping
   private inPump = false;
@@ -279,9 +266,8 @@ export class RsConn implements CqEventSink {
   /** rs_can_send (RS_OPT_MSG_SEND form). */
   canSend(): boolean {
     return (
-      this.sqeAvail >= this.tx.wqesPerMsg &&
+      this.credits.canPost() &&
       this.tx.sbufBytesAvail >= RS_SNDLOWAT &&
-      this.sseqNo !== this.sseqComp &&
       this.target.room() !== 0 &&
       (this.st.state & RsState.connected) !== 0
     );
@@ -301,18 +287,9 @@ export class RsConn implements CqEventSink {
     return (early || noTarget) && room && connected && EARLY_STAGING;
   }
 
-  private ctrlAvail(): boolean {
-    return this.ctrlSeqno !== this.ctrlMaxSeqno;
-  }
-
-  /** rs_2ctrl_avail: two control slots free (MSG_SEND credit updates need a WRITE and a SEND). */
-  private ctrl2Avail(): boolean {
-    return this.ctrlSeqno + 1 - this.ctrlMaxSeqno < 0;
-  }
-
   /** rs_conn_all_sends_done. */
   private allSendsDone(): boolean {
-    return this.ctrlMaxSeqno - this.ctrlSeqno + this.sqeAvail === this.cfg.sqSize || (this.st.state & RsState.connected) === 0;
+    return this.credits.allDone() || (this.st.state & RsState.connected) === 0;
   }
 
   // -- options -------------------------------------------------------------------------------
@@ -556,7 +533,7 @@ export class RsConn implements CqEventSink {
     this.tx.init(pd, cfg);
     this.target.init(pd, cfg.targetIomapSize);
     this.rx.init(pd, cfg, nrecv, this.tx.msgSendMode);
-    this.sqeAvail = cfg.sqSize - this.ctrlMaxSeqno;
+    this.credits.init(cfg.sqSize);
   }
 
   /** rs_format_conn_data. */
@@ -578,10 +555,7 @@ export class RsConn implements CqEventSink {
   private saveConnData(c: RsConnData, op: string): void {
     if (c.targetSgl.length < 1 || c.targetSgl.length > 0xffff) throw rsErr('EPROTO', op, `peer target SGL of ${c.targetSgl.length} entries`);
     if (c.dataBuf.length === 0) throw rsErr('EPROTO', op, 'peer advertises an empty receive buffer');
-    this.remoteSgl = { addr: c.targetSgl.addr, key: c.targetSgl.key, length: c.targetSgl.length };
-    this.remoteSge = 1;
     this.rx.peerBigEndian = (c.flags & RS_CONN_FLAG_NET) !== 0;
-    this.swapSgl = this.rx.peerBigEndian !== HOST_IS_BIG_ENDIAN;
     if (c.flags & RS_CONN_FLAG_IOMAP) {
       this.iomap.remote = {
         addr: c.targetSgl.addr + RS_SGE_SIZE * c.targetSgl.length,
@@ -590,7 +564,7 @@ export class RsConn implements CqEventSink {
       };
     }
     this.target.set(0, c.dataBuf.addr, c.dataBuf.key, c.dataBuf.length);
-    this.sseqComp = c.credits;
+    this.credits.peer(c.targetSgl, c.credits);
   }
 
   // -- progress ------------------------------------------------------------------------------
@@ -694,10 +668,10 @@ export class RsConn implements CqEventSink {
     try {
       do {
         this.pumpAgain = false;
-        this.updateCredits();
+        this.credits.update();
         this.pollCq();
         if (this.early > 0) this.drainEarly();
-        this.updateCredits();
+        this.credits.update();
       } while (this.pumpAgain);
     } finally {
       this.inPump = false;
@@ -766,20 +740,20 @@ export class RsConn implements CqEventSink {
     const msgSend = id >= WR_MSG_SEND;
     switch (rsMsgOp(msg)) {
       case RsOp.SGL:
-        this.ctrlMaxSeqno++;
+        this.credits.ctrlDone();
         break;
       case RsOp.CTRL:
-        this.ctrlMaxSeqno++;
+        this.credits.ctrlDone();
         if (rsMsgData(msg) === RsCtrl.DISCONNECT && !msgSend && this.st.state & RsState.connected) {
           this.st.move(RsState.disconnected, 'DISCONNECT sent');
         }
         break;
       case RsOp.IOMAP_SGL:
-        this.sqeAvail++;
+        this.credits.wqeDone();
         if (!msgSend) this.tx.sbufBytesAvail += RS_IOMAP_SIZE;
         break;
       default:
-        this.sqeAvail++;
+        this.credits.wqeDone();
         this.tx.sbufBytesAvail += rsMsgData(msg);
         break;
     }
@@ -810,7 +784,7 @@ export class RsConn implements CqEventSink {
     const data = rsMsgData(msg);
     switch (rsMsgOp(msg)) {
       case RsOp.SGL:
-        this.sseqComp = data & 0xffff;
+        this.credits.granted(data);
         break;
       case RsOp.IOMAP_SGL:
         if (!this.takeCredit('IOMAP_SGL')) return;
@@ -864,64 +838,10 @@ export class RsConn implements CqEventSink {
     this.notifySoon();
   }
 
-  // -- credits -------------------------------------------------------------------------------
-
-  /** rs_update_credits: rs_give_credits → rs_send_credits. */
-  private updateCredits(): void {
-    const half = this.cfg.rbufSize >> 1;
-    if (
-      (this.rx.rbufBytesAvail >= half || seqDiff16(this.rx.rseqNo, this.rx.rseqComp) >= 0) &&
-      (this.tx.msgSendMode ? this.ctrl2Avail() : this.ctrlAvail()) &&
-      this.st.state & RsState.connected &&
-      this.qp
-    ) {
-      this.sendCredits();
-    }
-  }
-
-  private sendCredits(): void {
-    const cfg = this.cfg;
-    const half = cfg.rbufSize >> 1;
-    this.ctrlSeqno++;
-    this.rx.rseqComp = (this.rx.rseqNo + (cfg.rqSize >> 1)) & 0xffff;
-    const limit = this.rx.rseqNo + cfg.rqSize;
-    this.rx.grantSeq = limit & 0xffff;
-    const msg = rsMsgSet(RsOp.SGL, limit);
-    if (this.rx.rbufBytesAvail >= half) {
-      // RS_OPT_MSG_SEND: the WRITE and the SEND each take a control slot.
-      if (this.tx.msgSendMode) this.ctrlSeqno++;
-      const r = this.rx.rmr as Mr;
-      const sge = { addr: r.addr + this.rx.rbufFreeOffset, key: r.rkey, length: half };
-      let sg: Sge;
-      let flags = 0;
-      if (cfg.sqInline >= RS_SGE_SIZE) {
-        sg = this.tx.scratchSge(RS_SGE_SIZE);
-        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.tx.scratch, sg.addr - (this.tx.scratchMr as Mr).addr);
-        flags = SendFlags.INLINE;
-      } else {
-        const off = this.tx.sbufRing + RS_SGE_SIZE * (this.ctrlSeqno & (RS_QP_CTRL_SIZE - 1));
-        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.tx.sbuf, off);
-        const s = this.tx.smr as Mr;
-        sg = { addr: s.addr + off, length: RS_SGE_SIZE, lkey: s.lkey };
-      }
-      if (RS_TRACE) trace('rs', this.tag, `send SGL ${limit & 0xffff} + SGE ${sge.addr.toString(16)}+${half} -> slot ${this.remoteSge}`);
-      this.tx.queueWriteMsg([sg], msg, flags, this.remoteSgl.addr + this.remoteSge * RS_SGE_SIZE, this.remoteSgl.key);
-      this.rx.window += half;
-      this.rx.rbufBytesAvail -= half;
-      this.rx.rbufFreeOffset += half;
-      if (this.rx.rbufFreeOffset >= cfg.rbufSize) this.rx.rbufFreeOffset = 0;
-      if (++this.remoteSge === this.remoteSgl.length) this.remoteSge = 0;
-    } else {
-      if (RS_TRACE) trace('rs', this.tag, `send SGL ${limit & 0xffff}`);
-      this.queueMsg(msg);
-    }
-    this.tx.flushPosts();
-  }
-
   // -- posting -------------------------------------------------------------------------------
 
-  /** rs_post_msg, behind the pending data write. */
-  private queueMsg(msg: number): void {
+  /** @internal rs_post_msg, behind the pending data write. */
+  _queueMsg(msg: number): void {
     this.flushPending();
     this.tx.queueMsg(msg);
   }
@@ -947,8 +867,7 @@ export class RsConn implements CqEventSink {
     const exhausted = target.take(ts, addr, rkey, tlen, len);
     if (len <= this.cfg.sqInline) {
       this.flushPending();
-      this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= this.tx.wqesPerMsg;
+      this.credits.take();
       this.tx.queueInlineWriteMsg(src, off, len, rsMsgSet(RsOp.DATA, len), addr, rkey);
       return;
     }
@@ -965,8 +884,7 @@ export class RsConn implements CqEventSink {
       }
     }
     this.flushPending();
-    this.sseqNo = (this.sseqNo + 1) & 0xffff;
-    this.sqeAvail -= this.tx.wqesPerMsg;
+    this.credits.take();
     // `len` grows as later writes merge: stored twice, it is mutable from the first chunk on (see
     // util/arrays.ts; the first merge would otherwise throw away the code compiled before it).
     const chunk = { sgl, len: 0, addr, rkey, tsge: ts };
@@ -1013,7 +931,7 @@ export class RsConn implements CqEventSink {
     if (!s) return;
     const size = this.tx.sbufRing;
     this.flushPending();
-    while (this.early > 0 && this.sqeAvail >= this.tx.wqesPerMsg && this.sseqNo !== this.sseqComp && this.st.state & RsState.connected) {
+    while (this.early > 0 && this.credits.canPost() && this.st.state & RsState.connected) {
       const target = this.target;
       const ts = target.sge;
       const tlen = target.len(ts);
@@ -1026,8 +944,7 @@ export class RsConn implements CqEventSink {
       if (len > MAX_XFER) len = MAX_XFER;
       if (len > size - this.earlyPos) len = size - this.earlyPos;
       target.take(ts, addr, rkey, tlen, len);
-      this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= this.tx.wqesPerMsg;
+      this.credits.take();
       const sg = { addr: s.addr + this.earlyPos, length: len, lkey: s.lkey };
       this.tx.queueWriteMsg([sg], rsMsgSet(RsOp.DATA, len), 0, addr, rkey);
       this.early -= len;
@@ -1133,7 +1050,7 @@ export class RsConn implements CqEventSink {
     if (len === 0) return 0;
     if (flags & MSG_PEEK) return this.rx.peek(dst, off, len);
     const n = this.rx.consume(dst, off, len);
-    this.updateCredits();
+    this.credits.update();
     return n;
   }
 
@@ -1144,7 +1061,7 @@ export class RsConn implements CqEventSink {
     if (n === 0) return null;
     const out = Buffer.allocUnsafe(n);
     this.rx.consume(out, 0, n);
-    this.updateCredits();
+    this.credits.update();
     return out;
   }
 
@@ -1245,11 +1162,12 @@ export class RsConn implements CqEventSink {
       }
       // Bytes staged ahead of the peer's grants go before the SHUTDOWN/DISCONNECT.
       if (this.early > 0) await this.until(() => this.early === 0 || !(this.st.state & RsState.connected));
-      if (!this.ctrlAvail()) await this.until(() => this.ctrlAvail() || !(this.st.state & RsState.connected));
-      if (this.st.state & RsState.connected && this.ctrlAvail()) {
-        this.ctrlSeqno++;
+      const credits = this.credits;
+      if (!credits.ctrlAvail()) await this.until(() => credits.ctrlAvail() || !(this.st.state & RsState.connected));
+      if (this.st.state & RsState.connected && credits.ctrlAvail()) {
+        credits.takeCtrl();
         if (RS_TRACE) trace('rs', this.tag, `send CTRL ${RsCtrl[ctrl]}`);
-        this.queueMsg(rsMsgSet(RsOp.CTRL, ctrl));
+        this._queueMsg(rsMsgSet(RsOp.CTRL, ctrl));
         this.tx.flushPosts();
         this.pump();
       }
@@ -1372,8 +1290,8 @@ export class RsConn implements CqEventSink {
 
   /** A zero-length RDMA WRITE (rsocket.c's keepalive): fails, and fails the socket, if the peer is gone. */
   private keepalive(): void {
-    if (!this.ctrlAvail() || !(this.st.state & RsState.connected) || !this.qp) return;
-    this.ctrlSeqno++;
+    if (!this.credits.ctrlAvail() || !(this.st.state & RsState.connected) || !this.qp) return;
+    this.credits.takeCtrl();
     this.tx.addPost(sendWr(rsMsgSet(RsOp.CTRL, RsCtrl.KEEPALIVE), WrOpcode.RDMA_WRITE, [], 0, 0, 0, 0));
     this.tx.flushPosts();
     this.progress();
@@ -1413,9 +1331,8 @@ export class RsConn implements CqEventSink {
       }
       const m = iomap.queue[0] as IomapMr;
       const mr = m.mr as Mr;
-      const entry = encodeIomap({ offset: m.offset, sge: { addr: mr.addr, key: mr.rkey, length: mr.length } }, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN);
-      this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= this.tx.wqesPerMsg;
+      const entry = encodeIomap({ offset: m.offset, sge: { addr: mr.addr, key: mr.rkey, length: mr.length } }, !this.rx.peerBigEndian);
+      this.credits.take();
       this.tx.sbufBytesAvail -= RS_IOMAP_SIZE;
       const p = this.tx.payload(entry, 0, RS_IOMAP_SIZE);
       if (RS_TRACE) trace('rs', this.tag, `send IOMAP_SGL ${m.index} offset ${m.offset}`);
@@ -1468,7 +1385,7 @@ export class RsConn implements CqEventSink {
       if (xfer > this.tx.sbufBytesAvail) xfer = this.tx.sbufBytesAvail;
       if (xfer > iom.offset + iom.length - at) xfer = iom.offset + iom.length - at;
       // rs_write_direct
-      this.sqeAvail--;
+      this.credits.takeWqe();
       this.tx.sbufBytesAvail -= xfer;
       const p = this.tx.payload(src, off + done, xfer);
       this.tx.addPost(sendWr(rsMsgSet(RsOp.WRITE, xfer), WrOpcode.RDMA_WRITE, p.sgl, p.flags, 0, iom.addr + at - iom.offset, iom.key));
