@@ -50,7 +50,6 @@ import {
   type Cq,
   type Mr,
   type Qp,
-  type Sge,
   type Wc,
 } from '../verbs/index.js';
 import type { CqEventSink } from '../verbs/comp-channel.js';
@@ -120,6 +119,7 @@ import { RsIomap, findTargetIomap, type IomapMr, type TargetIomap } from './ioma
 import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 import { RsTarget } from './target.js';
 import { RsCredits } from './credits.js';
+import { RsCoalescer } from './coalesce.js';
 
 export { RS_EAGAIN } from './errors.js';
 
@@ -173,6 +173,8 @@ export class RsConn implements CqEventSink {
   private readonly target = new RsTarget(this);
   /** The credits: what the peer lets us send, what we grant it. */
   private readonly credits = new RsCredits(this, this.rx, this.tx);
+  /** The data write being coalesced. */
+  private readonly writes = new RsCoalescer(this, this.tx, this.target, this.credits);
 
   // progress bookkeeping
   private inPump = false;
@@ -184,8 +186,6 @@ export class RsConn implements CqEventSink {
   private readonly polls = new PollWaiters(this as RsConn, RsConn.prototype.pollEvents);
   private condWaiters = objectArray<{ cond: () => boolean; resolve: () => void }>();
   private readonly wcs = objectArray<Wc>();
-  /** A data write being coalesced (see writeData). */
-  private pend: { sgl: Sge[]; len: number; addr: number; rkey: number; tsge: number } | null = null;
   /**
    * Early-staged bytes: copied into the send buffer by rsend while the peer had granted no target
    * space, posted (in order, before anything sent later) as soon as a target SGE arrives — from
@@ -200,21 +200,17 @@ export class RsConn implements CqEventSink {
    */
   private rioBehindEarly = false;
   private earlyPos = 0;
-  private pendQueued = false;
 
   constructor(cfg?: Partial<RsConfig>) {
     this.cfg = fullConfig(cfg);
     // Fields first changed late, mutable from the first socket on (see util/arrays.ts): the
-    // teardown flags and timer, the close promise, the coalesced chunk (first made by a size above
-    // the inline limit) and the early-staged count.
+    // teardown flags and timer, the close promise and the early-staged count.
     this.closed = this.cqDead = this.disconnectRequested = true;
     this.closed = this.cqDead = this.disconnectRequested = false;
     this.keepaliveTimer = this.closing = undefined as never;
     this.keepaliveTimer = this.closing = null;
     this.early = 1;
     this.early = 0;
-    this.pend = { sgl: objectArray<Sge>(), len: 0, addr: 2 ** 32, rkey: 2 ** 32 - 1, tsge: 0 };
-    this.pend = null;
     // The busy-poll's flag and deadline, first set by the first wait; the deadline a double from
     // the start (it holds performance.now() values). The riowrite flag, first set when a riowrite
     // finds early bytes.
@@ -664,7 +660,7 @@ export class RsConn implements CqEventSink {
     // re-arm, then poll): the completions are polled now, so that task has nothing left to do.
     const ch = this.compCh;
     if (this.cqTaskQueued && ch !== null && ch.pending > 0 && this.cq !== null && !this.cqDead && !ch.destroyed) this.takeCqEvents(ch, this.cq);
-    this.flushPending();
+    this.writes.flush();
     try {
       do {
         this.pumpAgain = false;
@@ -842,66 +838,9 @@ export class RsConn implements CqEventSink {
 
   /** @internal rs_post_msg, behind the pending data write. */
   _queueMsg(msg: number): void {
-    this.flushPending();
+    this.writes.flush();
     this.tx.queueMsg(msg);
   }
-
-  /**
-   * rs_write_data, with coalescing: a chunk that continues the previous one — same target SGE,
-   * next address there and next bytes of the send buffer — is merged into it until the chunk is
-   * posted (in the next event-loop turn, or as soon as anything must follow it or anyone waits
-   * or polls: every wait goes through pump(), which posts it). One
-   * RDMA WRITE and one DATA message then carry what several send calls wrote; the receiver sees
-   * only a longer DATA message within the SGE it advertised. Credits and send WQEs are taken when
-   * a chunk starts. Inline-sized chunks are never merged (and post what is pending first, to
-   * keep DATA messages in data order).
-   */
-  private writeData(src: Uint8Array, off: number, len: number): void {
-    const target = this.target;
-    const ts = target.sge;
-    const addr = target.addr(ts);
-    const rkey = target.key(ts);
-    const tlen = target.len(ts);
-    if (!target.usable(addr)) return;
-    this.tx.sbufBytesAvail -= len;
-    const exhausted = target.take(ts, addr, rkey, tlen, len);
-    if (len <= this.cfg.sqInline) {
-      this.flushPending();
-      this.credits.take();
-      this.tx.queueInlineWriteMsg(src, off, len, rsMsgSet(RsOp.DATA, len), addr, rkey);
-      return;
-    }
-    const sgl = this.tx.stage(src, off, len);
-    const p = this.pend;
-    if (p && p.tsge === ts && p.addr + p.len === addr && p.rkey === rkey && sgl.length === 1 && p.len + len <= MAX_XFER) {
-      const last = p.sgl[p.sgl.length - 1] as Sge;
-      const next = sgl[0] as Sge;
-      if (last.addr + last.length === next.addr) {
-        last.length += len;
-        p.len += len;
-        if (exhausted) this.flushPending();
-        return;
-      }
-    }
-    this.flushPending();
-    this.credits.take();
-    // `len` grows as later writes merge: stored twice, it is mutable from the first chunk on (see
-    // util/arrays.ts; the first merge would otherwise throw away the code compiled before it).
-    const chunk = { sgl, len: 0, addr, rkey, tsge: ts };
-    chunk.len = len;
-    this.pend = chunk;
-    if (exhausted) this.flushPending();
-    else if (!this.pendQueued) {
-      this.pendQueued = true;
-      setImmediate(this.pendTask);
-    }
-  }
-  /** Post the pending chunk in the next event-loop turn (one function per socket, not per chunk). */
-  private readonly pendTask = (): void => {
-    this.pendQueued = false;
-    this.flushPending();
-    this.tx.flushPosts();
-  };
 
   /**
    * Whether early-staged bytes are still waiting for target space after a pump: iomap writes and
@@ -930,7 +869,7 @@ export class RsConn implements CqEventSink {
     const s = this.tx.smr;
     if (!s) return;
     const size = this.tx.sbufRing;
-    this.flushPending();
+    this.writes.flush();
     while (this.early > 0 && this.credits.canPost() && this.st.state & RsState.connected) {
       const target = this.target;
       const ts = target.sge;
@@ -954,16 +893,6 @@ export class RsConn implements CqEventSink {
       if (len >= POST_ALONE_MIN) this.tx.flushPosts();
     }
     this.tx.flushPosts();
-  }
-
-  /** Queue the pending (coalesced) data write and its DATA message; post them if large. */
-  private flushPending(): void {
-    const p = this.pend;
-    if (!p) return;
-    this.pend = null;
-    if (!(this.st.state & RsState.connected)) return;
-    this.tx.queueWriteMsg(p.sgl, rsMsgSet(RsOp.DATA, p.len), 0, p.addr, p.rkey);
-    if (p.len >= POST_ALONE_MIN) this.tx.flushPosts();
   }
 
   // -- data ----------------------------------------------------------------------------------
@@ -1019,7 +948,7 @@ export class RsConn implements CqEventSink {
       if (xfer > this.tx.sbufBytesAvail) xfer = this.tx.sbufBytesAvail;
       const tl = this.target.room();
       if (xfer > tl) xfer = tl;
-      this.writeData(src, off + done, xfer);
+      this.writes.write(src, off + done, xfer);
       done += xfer;
     }
     this.tx.flushPosts();
@@ -1317,7 +1246,7 @@ export class RsConn implements CqEventSink {
   /** rs_send_iomaps: write queued iomap entries into the peer's table. 0, or RS_EAGAIN. */
   private sendIomaps(): number {
     if (this.earlyStillQueued()) return RS_EAGAIN;
-    this.flushPending();
+    this.writes.flush();
     const iomap = this.iomap;
     while (iomap.queue.length > 0) {
       if (!this.canSend()) {
@@ -1355,7 +1284,7 @@ export class RsConn implements CqEventSink {
     // Bytes rsend copied ahead go first; until they are posted, POLLOUT is not reported for this.
     this.rioBehindEarly = this.earlyStillQueued();
     if (this.rioBehindEarly) return RS_EAGAIN;
-    this.flushPending();
+    this.writes.flush();
     if (this.iomap.pending) {
       const r = this.sendIomaps();
       if (r !== 0) return r;
