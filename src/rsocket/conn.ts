@@ -102,11 +102,9 @@ import { microtask } from '../util/microtask.js';
 import { PollWaiters } from '../util/poll-waiters.js';
 import { RS_EAGAIN, rsErr } from './errors.js';
 import {
-  EARLY_STAGING,
   EXTRA_RECVS,
   KEEPALIVE_DEFAULT_S,
   MAX_XFER,
-  POST_ALONE_MIN,
   RAMP,
   RIO_MAX_XFER,
   fullConfig,
@@ -120,6 +118,7 @@ import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 import { RsTarget } from './target.js';
 import { RsCredits } from './credits.js';
 import { RsCoalescer } from './coalesce.js';
+import { RsEarly } from './early.js';
 
 export { RS_EAGAIN } from './errors.js';
 
@@ -175,6 +174,8 @@ export class RsConn implements CqEventSink {
   private readonly credits = new RsCredits(this, this.rx, this.tx);
   /** The data write being coalesced. */
   private readonly writes = new RsCoalescer(this, this.tx, this.target, this.credits);
+  /** Bytes rsend copied ahead of the peer's grants. */
+  private readonly early = new RsEarly(this, this.tx, this.target, this.credits, this.writes);
 
   // progress bookkeeping
   private inPump = false;
@@ -186,40 +187,21 @@ export class RsConn implements CqEventSink {
   private readonly polls = new PollWaiters(this as RsConn, RsConn.prototype.pollEvents);
   private condWaiters = objectArray<{ cond: () => boolean; resolve: () => void }>();
   private readonly wcs = objectArray<Wc>();
-  /**
-   * Early-staged bytes: copied into the send buffer by rsend while the peer had granted no target
-   * space, posted (in order, before anything sent later) as soon as a target SGE arrives — from
-   * the progress step that receives it, without waiting for the application. They occupy
-   * `sbuf[earlyPos ...]` (ring order) and are already counted out of sbufBytesAvail.
-   */
-  private early = 0;
-  /**
-   * The last riowrite returned EAGAIN because bytes rsend copied ahead were still unposted
-   * (cleared by the next rsend or riowrite): POLLOUT then waits until they are posted, rather
-   * than counting room to copy more ahead, which only rsend can use.
-   */
-  private rioBehindEarly = false;
-  private earlyPos = 0;
 
   constructor(cfg?: Partial<RsConfig>) {
     this.cfg = fullConfig(cfg);
     // Fields first changed late, mutable from the first socket on (see util/arrays.ts): the
-    // teardown flags and timer, the close promise and the early-staged count.
+    // teardown flags and timer, the close promise.
     this.closed = this.cqDead = this.disconnectRequested = true;
     this.closed = this.cqDead = this.disconnectRequested = false;
     this.keepaliveTimer = this.closing = undefined as never;
     this.keepaliveTimer = this.closing = null;
-    this.early = 1;
-    this.early = 0;
     // The busy-poll's flag and deadline, first set by the first wait; the deadline a double from
-    // the start (it holds performance.now() values). The riowrite flag, first set when a riowrite
-    // finds early bytes.
+    // the start (it holds performance.now() values).
     this.spinning = true;
     this.spinning = false;
     this.spinUntil = 0.5;
     this.spinUntil = -Infinity;
-    this.rioBehindEarly = true;
-    this.rioBehindEarly = false;
   }
 
   // -- state ---------------------------------------------------------------------------------
@@ -267,20 +249,6 @@ export class RsConn implements CqEventSink {
       this.target.room() !== 0 &&
       (this.st.state & RsState.connected) !== 0
     );
-  }
-
-  /**
-   * Whether rsend may copy into the send buffer now although it cannot post (no target space
-   * granted yet), or must queue behind bytes staged that way: the send buffer has room.
-   */
-  private canStageEarly(): boolean {
-    // Every field is read whichever way the test goes (no short circuit): the bandwidth rows
-    // reach the cases the latency rows never did, and code compiled before has feedback for them.
-    const early = this.early > 0;
-    const noTarget = this.target.room() === 0;
-    const room = this.tx.sbufBytesAvail >= RS_SNDLOWAT;
-    const connected = (this.st.state & RsState.connected) !== 0;
-    return (early || noTarget) && room && connected && EARLY_STAGING;
   }
 
   /** rs_conn_all_sends_done. */
@@ -666,7 +634,7 @@ export class RsConn implements CqEventSink {
         this.pumpAgain = false;
         this.credits.update();
         this.pollCq();
-        if (this.early > 0) this.drainEarly();
+        if (this.early.bytes > 0) this.early.drain();
         this.credits.update();
       } while (this.pumpAgain);
     } finally {
@@ -847,52 +815,9 @@ export class RsConn implements CqEventSink {
    * riowrite must not overtake them.
    */
   private earlyStillQueued(): boolean {
-    if (this.early === 0) return false;
+    if (this.early.bytes === 0) return false;
     this.pump();
-    return this.early > 0;
-  }
-
-  /** Copy `len` bytes behind the early-staged ones (see {@link early}). */
-  private stageEarly(src: Uint8Array, off: number, len: number): void {
-    if (this.early === 0) this.earlyPos = this.tx.sbufPos;
-    this.tx.stage(src, off, len);
-    this.tx.sbufBytesAvail -= len;
-    this.early += len;
-  }
-
-  /**
-   * Post early-staged bytes as far as target space, credits and send queue allow: each chunk one
-   * RDMA WRITE of the send buffer region and its DATA message, within one target SGE, exactly as
-   * rsend would have posted them.
-   */
-  private drainEarly(): void {
-    const s = this.tx.smr;
-    if (!s) return;
-    const size = this.tx.sbufRing;
-    this.writes.flush();
-    while (this.early > 0 && this.credits.canPost() && this.st.state & RsState.connected) {
-      const target = this.target;
-      const ts = target.sge;
-      const tlen = target.len(ts);
-      if (tlen === 0) break;
-      const addr = target.addr(ts);
-      const rkey = target.key(ts);
-      if (!target.usable(addr)) return;
-      let len = this.early;
-      if (len > tlen) len = tlen;
-      if (len > MAX_XFER) len = MAX_XFER;
-      if (len > size - this.earlyPos) len = size - this.earlyPos;
-      target.take(ts, addr, rkey, tlen, len);
-      this.credits.take();
-      const sg = { addr: s.addr + this.earlyPos, length: len, lkey: s.lkey };
-      this.tx.queueWriteMsg([sg], rsMsgSet(RsOp.DATA, len), 0, addr, rkey);
-      this.early -= len;
-      this.earlyPos += len;
-      if (this.earlyPos === size) this.earlyPos = 0;
-      // A large chunk leaves with its message before the next is queued (see POST_ALONE_MIN).
-      if (len >= POST_ALONE_MIN) this.tx.flushPosts();
-    }
-    this.tx.flushPosts();
+    return this.early.bytes > 0;
   }
 
   // -- data ----------------------------------------------------------------------------------
@@ -914,7 +839,7 @@ export class RsConn implements CqEventSink {
    */
   send(src: Uint8Array, off = 0, len = src.length - off, ramp = RAMP): number {
     this.checkSend('rsend');
-    this.rioBehindEarly = false;
+    this.early.rioBehind = false;
     if (len === 0) return 0;
     if (this.iomap.pending) {
       const r = this.sendIomaps();
@@ -922,18 +847,18 @@ export class RsConn implements CqEventSink {
     }
     let olen = ramp ? RS_OLAP_START_SIZE : MAX_XFER;
     let done = 0;
-    if (this.early > 0) this.drainEarly();
+    if (this.early.bytes > 0) this.early.drain();
     while (done < len) {
-      if (this.early > 0 || !this.canSend()) {
-        if (this.early === 0) {
+      if (this.early.bytes > 0 || !this.canSend()) {
+        if (this.early.bytes === 0) {
           this.tx.flushPosts();
           this.pump();
         }
-        if (this.early > 0 || !this.canSend()) {
+        if (this.early.bytes > 0 || !this.canSend()) {
           // No target space yet: copy ahead into the send buffer (posted when the grant comes).
-          if (!this.canStageEarly() || !(this.st.state & RsState.writable)) break;
+          if (!this.early.canStage() || !(this.st.state & RsState.writable)) break;
           const n = Math.min(len - done, this.tx.sbufBytesAvail);
-          this.stageEarly(src, off + done, n);
+          this.early.stage(src, off + done, n);
           done += n;
           continue;
         }
@@ -1009,9 +934,9 @@ export class RsConn implements CqEventSink {
     // and by one expression whichever case holds: the latency rows never ask for it, and code
     // compiled there then has feedback for every step when a bandwidth row's first EAGAIN asks
     // and the first early bytes appear.
-    const ahead = this.canStageEarly();
-    const notRio = !this.rioBehindEarly;
-    const writable = (ahead && notRio) || (this.early === 0 && this.canSend());
+    const ahead = this.early.canStage();
+    const notRio = !this.early.rioBehind;
+    const writable = (ahead && notRio) || (this.early.bytes === 0 && this.canSend());
     r |= writable ? events & POLLOUT : 0;
     if (!(s & RsState.connected)) {
       // rsocket.c raises POLLHUP as soon as it has processed the peer's DISCONNECT, even with data
@@ -1090,7 +1015,7 @@ export class RsConn implements CqEventSink {
         ctrl = RsCtrl.DISCONNECT;
       }
       // Bytes staged ahead of the peer's grants go before the SHUTDOWN/DISCONNECT.
-      if (this.early > 0) await this.until(() => this.early === 0 || !(this.st.state & RsState.connected));
+      if (this.early.bytes > 0) await this.until(() => this.early.bytes === 0 || !(this.st.state & RsState.connected));
       const credits = this.credits;
       if (!credits.ctrlAvail()) await this.until(() => credits.ctrlAvail() || !(this.st.state & RsState.connected));
       if (this.st.state & RsState.connected && credits.ctrlAvail()) {
@@ -1282,8 +1207,8 @@ export class RsConn implements CqEventSink {
   riowrite(src: Uint8Array, off: number, count: number, offset: number): number {
     this.checkSend('riowrite');
     // Bytes rsend copied ahead go first; until they are posted, POLLOUT is not reported for this.
-    this.rioBehindEarly = this.earlyStillQueued();
-    if (this.rioBehindEarly) return RS_EAGAIN;
+    this.early.rioBehind = this.earlyStillQueued();
+    if (this.early.rioBehind) return RS_EAGAIN;
     this.writes.flush();
     if (this.iomap.pending) {
       const r = this.sendIomaps();
