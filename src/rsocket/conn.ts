@@ -2,9 +2,11 @@
  * One stream rsocket (rsocket.c's `struct rsocket` for SOCK_STREAM): an RC QP over rdma_cm, its
  * state, setup, progress and close, and the protocol of protocol.ts on top. Its parts, one per
  * connection: the posting side ({@link RsTx}, tx.ts), the receive side ({@link RsRx}, rx.ts), the
- * riomap tables ({@link RsIomap}, iomap.ts) and the option flags ({@link RsSockOpts}, sockopt.ts);
- * here stay the credits and target SGEs of the send side, the coalescing and early staging of
- * data, and the dispatch of completions.
+ * credits both ways ({@link RsCredits}, credits.ts), the target SGL our data writes land by
+ * ({@link RsTarget}, target.ts), the coalescing of data writes ({@link RsCoalescer}, coalesce.ts),
+ * the bytes staged ahead of the peer's grants ({@link RsEarly}, early.ts), the riomap tables
+ * ({@link RsIomap}, iomap.ts) and the option flags ({@link RsSockOpts}, sockopt.ts). Here stay the
+ * calls, the dispatch of completions to those parts, and the posting of iomap entries and riowrite.
  *
  * The API is rsocket's, made non-blocking and promise-shaped for Node:
  *
