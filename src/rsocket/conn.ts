@@ -2,9 +2,11 @@
  * One stream rsocket (rsocket.c's `struct rsocket` for SOCK_STREAM): an RC QP over rdma_cm, its
  * state, setup, progress and close, and the protocol of protocol.ts on top. Its parts, one per
  * connection: the posting side ({@link RsTx}, tx.ts), the receive side ({@link RsRx}, rx.ts), the
- * riomap tables ({@link RsIomap}, iomap.ts) and the option flags ({@link RsSockOpts}, sockopt.ts);
- * here stay the credits and target SGEs of the send side, the coalescing and early staging of
- * data, and the dispatch of completions.
+ * credits both ways ({@link RsCredits}, credits.ts), the target SGL our data writes land by
+ * ({@link RsTarget}, target.ts), the coalescing of data writes ({@link RsCoalescer}, coalesce.ts),
+ * the bytes staged ahead of the peer's grants ({@link RsEarly}, early.ts), the riomap tables
+ * ({@link RsIomap}, iomap.ts) and the option flags ({@link RsSockOpts}, sockopt.ts). Here stay the
+ * calls, the dispatch of completions to those parts, and the posting of iomap entries and riowrite.
  *
  * The API is rsocket's, made non-blocking and promise-shaped for Node:
  *
@@ -41,8 +43,6 @@ import {
   type SockAddr,
 } from '../cm/index.js';
 import {
-  Access,
-  SendFlags,
   TransportType,
   WcFlags,
   WcStatus,
@@ -52,7 +52,6 @@ import {
   type Cq,
   type Mr,
   type Qp,
-  type Sge,
   type Wc,
 } from '../verbs/index.js';
 import type { CqEventSink } from '../verbs/comp-channel.js';
@@ -66,7 +65,6 @@ import {
   RS_IOMAP_SIZE,
   RS_MSG_SIZE,
   RS_OLAP_START_SIZE,
-  RS_QP_CTRL_SIZE,
   RS_QP_MAX_SIZE,
   RS_QP_MIN_SIZE,
   RS_SGE_SIZE,
@@ -78,13 +76,11 @@ import {
   decodeMsg,
   encodeConnData,
   encodeIomap,
-  encodeSge,
   rsMsgData,
   rsMsgOp,
   rsMsgSet,
   rsMsgStr,
   scaleToValue,
-  seqDiff16,
   valueToScale,
   type RsConnData,
 } from './protocol.js';
@@ -101,17 +97,16 @@ import {
   SO_KEEPALIVE,
   MSG_PEEK,
 } from './options.js';
-import { RS_TRACE, RsState, describeState, rsTransition } from './state.js';
+import { RS_TRACE, RsState, describeState } from './state.js';
+import { StateCell } from '../util/state.js';
 import { trace } from '../trace.js';
 import { microtask } from '../util/microtask.js';
 import { PollWaiters } from '../util/poll-waiters.js';
 import { RS_EAGAIN, rsErr } from './errors.js';
 import {
-  EARLY_STAGING,
   EXTRA_RECVS,
   KEEPALIVE_DEFAULT_S,
   MAX_XFER,
-  POST_ALONE_MIN,
   RAMP,
   RIO_MAX_XFER,
   fullConfig,
@@ -122,13 +117,17 @@ import { RsTx, WR_MSG_SEND, sendWr } from './tx.js';
 import { RsRx, WR_RECV, type RecvWr } from './rx.js';
 import { RsIomap, findTargetIomap, type IomapMr, type TargetIomap } from './iomap.js';
 import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
+import { RsTarget } from './target.js';
+import { RsCredits } from './credits.js';
+import { RsCoalescer } from './coalesce.js';
+import { RsEarly } from './early.js';
 
 export { RS_EAGAIN } from './errors.js';
 
-
 let connSeq = 0;
 
-
+/** The states rconnect starts from. */
+const SETUP_FROM = [RsState.init, RsState.bound] as const;
 
 /**
  * A stream rsocket. Create with `new RsConn()` then {@link connect}, or get one from
@@ -142,7 +141,8 @@ export class RsConn implements CqEventSink {
   /** Called after every progress step (data arrived, credits, state change). */
   onNotify: (() => void) | null = null;
 
-  private _state: number = RsState.init;
+  /** The rsocket state ({@link RsState}), every change traced under `RDMA_TRACE=rs`. */
+  private readonly st = new StateCell<number>('rs', () => this.tag, RsState.init, describeState);
   /** SO_ERROR (errno number), cleared when read. */
   private soError = 0;
   /** The error reported once queued data is read (ECONNRESET, EIO, EPROTO ...). */
@@ -164,30 +164,20 @@ export class RsConn implements CqEventSink {
   private closing: Promise<void> | null = null;
   private disconnectRequested = false;
 
-  // buffers
-  private tgtBuf = Buffer.alloc(0);
-  private tgtMr: Mr | null = null;
-  private tgtView = new DataView(new ArrayBuffer(0));
-
-  // protocol counters (rsocket.c names)
-  private ctrlSeqno = 0;
-  private ctrlMaxSeqno = RS_QP_CTRL_SIZE;
-  private sseqNo = 0;
-  private sseqComp = 0;
-  private remoteSge = 0;
-  private remoteSgl = { addr: 0, key: 0, length: 0 };
-  private targetSge = 0;
-  private sqeAvail = 0;
-  /** We write SGEs/iomaps byte-swapped (the peer is big-endian): RS_OPT_SWAP_SGL. */
-  private swapSgl = false;
-
-
   /** The posting side: send buffer ring, scratch slots, the queue of work requests. */
   private readonly tx: RsTx = new RsTx(this);
   /** The receive side: buffers, message slots, received data, credit accounting. */
   private readonly rx = new RsRx();
   /** The riomap registrations and the peer's iomap table. */
   private readonly iomap = new RsIomap();
+  /** The target SGL: where the peer lets our data writes land. */
+  private readonly target = new RsTarget(this);
+  /** The credits: what the peer lets us send, what we grant it. */
+  private readonly credits = new RsCredits(this, this.rx, this.tx);
+  /** The data write being coalesced. */
+  private readonly writes = new RsCoalescer(this, this.tx, this.target, this.credits);
+  /** Bytes rsend copied ahead of the peer's grants. */
+  private readonly early = new RsEarly(this, this.tx, this.target, this.credits, this.writes);
 
   // progress bookkeeping
   private inPump = false;
@@ -199,57 +189,28 @@ export class RsConn implements CqEventSink {
   private readonly polls = new PollWaiters(this as RsConn, RsConn.prototype.pollEvents);
   private condWaiters = objectArray<{ cond: () => boolean; resolve: () => void }>();
   private readonly wcs = objectArray<Wc>();
-  /** A data write being coalesced (see writeData). */
-  private pend: { sgl: Sge[]; len: number; addr: number; rkey: number; tsge: number } | null = null;
-  /**
-   * Early-staged bytes: copied into the send buffer by rsend while the peer had granted no target
-   * space, posted (in order, before anything sent later) as soon as a target SGE arrives — from
-   * the progress step that receives it, without waiting for the application. They occupy
-   * `sbuf[earlyPos ...]` (ring order) and are already counted out of sbufBytesAvail.
-   */
-  private early = 0;
-  /**
-   * The last riowrite returned EAGAIN because bytes rsend copied ahead were still unposted
-   * (cleared by the next rsend or riowrite): POLLOUT then waits until they are posted, rather
-   * than counting room to copy more ahead, which only rsend can use.
-   */
-  private rioBehindEarly = false;
-  private earlyPos = 0;
-  private pendQueued = false;
 
   constructor(cfg?: Partial<RsConfig>) {
     this.cfg = fullConfig(cfg);
     // Fields first changed late, mutable from the first socket on (see util/arrays.ts): the
-    // teardown flags and timer, the close promise, the coalesced chunk (first made by a size above
-    // the inline limit) and the early-staged count.
+    // teardown flags and timer, the close promise.
     this.closed = this.cqDead = this.disconnectRequested = true;
     this.closed = this.cqDead = this.disconnectRequested = false;
     this.keepaliveTimer = this.closing = undefined as never;
     this.keepaliveTimer = this.closing = null;
-    this.early = 1;
-    this.early = 0;
-    this.pend = { sgl: objectArray<Sge>(), len: 0, addr: 2 ** 32, rkey: 2 ** 32 - 1, tsge: 0 };
-    this.pend = null;
     // The busy-poll's flag and deadline, first set by the first wait; the deadline a double from
-    // the start (it holds performance.now() values). The riowrite flag, first set when a riowrite
-    // finds early bytes.
+    // the start (it holds performance.now() values).
     this.spinning = true;
     this.spinning = false;
     this.spinUntil = 0.5;
     this.spinUntil = -Infinity;
-    this.rioBehindEarly = true;
-    this.rioBehindEarly = false;
   }
 
   // -- state ---------------------------------------------------------------------------------
 
   /** The rsocket state bitmask ({@link RsState}). */
   get state(): number {
-    return this._state;
-  }
-
-  private setState(s: number, why: string): void {
-    this._state = rsTransition(this.tag, this._state, s, why);
+    return this.st.state;
   }
 
   /** The sticky error (once the connection failed), else null. */
@@ -259,7 +220,7 @@ export class RsConn implements CqEventSink {
 
   /** Connected in both or one direction (the data path is up). */
   get connected(): boolean {
-    return (this._state & RsState.connected) !== 0;
+    return (this.st.state & RsState.connected) !== 0;
   }
 
   /** The local address (rgetsockname). */
@@ -279,46 +240,22 @@ export class RsConn implements CqEventSink {
 
   /** True once the read side has ended: no queued data and no more can come. */
   get readEnded(): boolean {
-    return this.rx.queued === 0 && (this._state & RsState.readable) === 0 && (this._state & RsState.opening) === 0;
+    return this.rx.queued === 0 && (this.st.state & RsState.readable) === 0 && (this.st.state & RsState.opening) === 0;
   }
 
   /** rs_can_send (RS_OPT_MSG_SEND form). */
   canSend(): boolean {
     return (
-      this.sqeAvail >= this.tx.wqesPerMsg &&
+      this.credits.canPost() &&
       this.tx.sbufBytesAvail >= RS_SNDLOWAT &&
-      this.sseqNo !== this.sseqComp &&
-      this.tgtLen(this.targetSge) !== 0 &&
-      (this._state & RsState.connected) !== 0
+      this.target.room() !== 0 &&
+      (this.st.state & RsState.connected) !== 0
     );
-  }
-
-  /**
-   * Whether rsend may copy into the send buffer now although it cannot post (no target space
-   * granted yet), or must queue behind bytes staged that way: the send buffer has room.
-   */
-  private canStageEarly(): boolean {
-    // Every field is read whichever way the test goes (no short circuit): the bandwidth rows
-    // reach the cases the latency rows never did, and code compiled before has feedback for them.
-    const early = this.early > 0;
-    const noTarget = this.tgtLen(this.targetSge) === 0;
-    const room = this.tx.sbufBytesAvail >= RS_SNDLOWAT;
-    const connected = (this._state & RsState.connected) !== 0;
-    return (early || noTarget) && room && connected && EARLY_STAGING;
-  }
-
-  private ctrlAvail(): boolean {
-    return this.ctrlSeqno !== this.ctrlMaxSeqno;
-  }
-
-  /** rs_2ctrl_avail: two control slots free (MSG_SEND credit updates need a WRITE and a SEND). */
-  private ctrl2Avail(): boolean {
-    return this.ctrlSeqno + 1 - this.ctrlMaxSeqno < 0;
   }
 
   /** rs_conn_all_sends_done. */
   private allSendsDone(): boolean {
-    return this.ctrlMaxSeqno - this.ctrlSeqno + this.sqeAvail === this.cfg.sqSize || (this._state & RsState.connected) === 0;
+    return this.credits.allDone() || (this.st.state & RsState.connected) === 0;
   }
 
   // -- options -------------------------------------------------------------------------------
@@ -389,14 +326,14 @@ export class RsConn implements CqEventSink {
 
   /** rbind(): bind the cm_id to a local address (port 0 picks one at connect). */
   bind(addr: SockAddr): void {
-    if (this._state !== RsState.init) throw rsErr('EINVAL', 'rbind', describeState(this._state));
+    if (!this.st.is(RsState.init)) throw rsErr('EINVAL', 'rbind', describeState(this.st.state));
     const id = this._ensureId();
     try {
       id.bindAddr(addr);
     } catch (e) {
       throw e instanceof RdmaError ? new RdmaError(e.code, { op: 'rbind', cause: e }) : e;
     }
-    this.setState(RsState.bound, 'bind');
+    this.st.move(RsState.bound, 'bind');
   }
 
   /**
@@ -407,20 +344,20 @@ export class RsConn implements CqEventSink {
    */
   async connect(dst: SockAddr): Promise<void> {
     const op = 'rconnect';
-    if (this._state & RsState.opening) throw rsErr('EALREADY', op);
-    if (this._state & RsState.connected || this._state & RsState.disconnected) throw rsErr('EISCONN', op);
-    if (this._state !== RsState.init && this._state !== RsState.bound) throw rsErr('EINVAL', op, describeState(this._state));
+    if (this.st.state & RsState.opening) throw rsErr('EALREADY', op);
+    if (this.st.state & RsState.connected || this.st.state & RsState.disconnected) throw rsErr('EISCONN', op);
+    if (!this.st.in(SETUP_FROM)) throw rsErr('EINVAL', op, describeState(this.st.state));
     noDevices(op);
     const id = this._ensureId();
     const ch = this.ch as EventChannel;
     try {
-      this.setState(RsState.resolvingAddr, 'connect');
+      this.st.move(RsState.resolvingAddr, 'connect');
       await id.resolveAddr(null, dst, 1000);
       await this.expectEvent(ch, CmEventType.ADDR_RESOLVED, op);
-      this.setState(RsState.resolvingRoute, 'address resolved');
+      this.st.move(RsState.resolvingRoute, 'address resolved');
       await id.resolveRoute(1000);
       await this.expectEvent(ch, CmEventType.ROUTE_RESOLVED, op);
-      this.setState(RsState.connecting, 'route resolved');
+      this.st.move(RsState.connecting, 'route resolved');
       this.createEp(op);
       const param: ConnParam = {
         privateData: this.formatConnData(),
@@ -441,7 +378,7 @@ export class RsConn implements CqEventSink {
     } catch (e) {
       const re = e instanceof RdmaError ? new RdmaError(e.code, { op, cause: e }) : rsErr('EIO', op, String(e));
       this.soError = re.errno;
-      this.setState(RsState.connectError, re.message);
+      this.st.move(RsState.connectError, re.message);
       if (this._id && this.qp) void this._id.disconnect().catch(() => {});
       throw re;
     }
@@ -481,7 +418,7 @@ export class RsConn implements CqEventSink {
       await id.migrate(this.ch);
       const cd = decodeConnData(req.privateData);
       if (typeof cd === 'string') throw rsErr(cd === 'version' ? 'EOPNOTSUPP' : 'EPROTO', op, `peer connection data: ${cd}`);
-      this.setState(RsState.accepting, 'connect request');
+      this.st.move(RsState.accepting, 'connect request');
       this.createEp(op);
       this.saveConnData(cd, op);
       const param: ConnParam = {
@@ -497,7 +434,7 @@ export class RsConn implements CqEventSink {
       this.established('accepted');
     } catch (e) {
       const re = e instanceof RdmaError ? new RdmaError(e.code, { op, cause: e }) : rsErr('EIO', op, String(e));
-      if (this._state === RsState.init) {
+      if (this.st.is(RsState.init)) {
         // Refused before anything was built: tell the requester (rdma_reject).
         try {
           id.reject();
@@ -505,14 +442,14 @@ export class RsConn implements CqEventSink {
           /* the requester is gone */
         }
       }
-      this.setState(RsState.connectError, re.message);
+      this.st.move(RsState.connectError, re.message);
       await this.teardown();
       throw re;
     }
   }
 
   private established(why: string): void {
-    this.setState(RsState.connectRdwr, why);
+    this.st.move(RsState.connectRdwr, why);
     void this.cmLoop();
     this.startCqEvents();
     if (this.opts.so & (1 << SO_KEEPALIVE)) this.armKeepalive();
@@ -560,17 +497,15 @@ export class RsConn implements CqEventSink {
     if (!pd) throw rsErr('EINVAL', 'rsocket', 'no PD');
     const cfg = this.cfg;
     this.tx.init(pd, cfg);
-    this.tgtBuf = Buffer.alloc(RS_SGE_SIZE * RS_SGL_SIZE + RS_IOMAP_SIZE * cfg.targetIomapSize);
-    this.tgtMr = pd.regMr(this.tgtBuf, Access.LOCAL_WRITE | Access.REMOTE_WRITE);
-    this.tgtView = new DataView(this.tgtBuf.buffer, this.tgtBuf.byteOffset, this.tgtBuf.byteLength);
+    this.target.init(pd, cfg.targetIomapSize);
     this.rx.init(pd, cfg, nrecv, this.tx.msgSendMode);
-    this.sqeAvail = cfg.sqSize - this.ctrlMaxSeqno;
+    this.credits.init(cfg.sqSize);
   }
 
   /** rs_format_conn_data. */
   private formatConnData(): Uint8Array {
     const cfg = this.cfg;
-    const tgt = this.tgtMr as Mr;
+    const tgt = this.target.mr as Mr;
     const r = this.rx.rmr as Mr;
     return encodeConnData({
       version: RS_CONN_VERSION,
@@ -586,10 +521,7 @@ export class RsConn implements CqEventSink {
   private saveConnData(c: RsConnData, op: string): void {
     if (c.targetSgl.length < 1 || c.targetSgl.length > 0xffff) throw rsErr('EPROTO', op, `peer target SGL of ${c.targetSgl.length} entries`);
     if (c.dataBuf.length === 0) throw rsErr('EPROTO', op, 'peer advertises an empty receive buffer');
-    this.remoteSgl = { addr: c.targetSgl.addr, key: c.targetSgl.key, length: c.targetSgl.length };
-    this.remoteSge = 1;
     this.rx.peerBigEndian = (c.flags & RS_CONN_FLAG_NET) !== 0;
-    this.swapSgl = this.rx.peerBigEndian !== HOST_IS_BIG_ENDIAN;
     if (c.flags & RS_CONN_FLAG_IOMAP) {
       this.iomap.remote = {
         addr: c.targetSgl.addr + RS_SGE_SIZE * c.targetSgl.length,
@@ -597,29 +529,8 @@ export class RsConn implements CqEventSink {
         key: c.targetSgl.key,
       };
     }
-    this.setTgt(0, c.dataBuf.addr, c.dataBuf.key, c.dataBuf.length);
-    this.sseqComp = c.credits;
-  }
-
-  // target SGL accessors (native byte order; the peer writes them so)
-  private tgtAddr(i: number): number {
-    return this.tgtView.getUint32(i * RS_SGE_SIZE, true) + this.tgtView.getUint32(i * RS_SGE_SIZE + 4, true) * 2 ** 32;
-  }
-  private tgtKey(i: number): number {
-    return this.tgtView.getUint32(i * RS_SGE_SIZE + 8, true);
-  }
-  private tgtLen(i: number): number {
-    if (this.tgtView.byteLength === 0) return 0;
-    return this.tgtView.getUint32(i * RS_SGE_SIZE + 12, true);
-  }
-  private setTgt(i: number, addr: number, key: number, length: number): void {
-    const o = i * RS_SGE_SIZE;
-    // Low word by subtraction: addr % 2 ** 32 on a double above 2^31 is a slow fmod.
-    const hi = Math.floor(addr / 2 ** 32);
-    this.tgtView.setUint32(o, addr - hi * 2 ** 32, true);
-    this.tgtView.setUint32(o + 4, hi, true);
-    this.tgtView.setUint32(o + 8, key >>> 0, true);
-    this.tgtView.setUint32(o + 12, length >>> 0, true);
+    this.target.set(0, c.dataBuf.addr, c.dataBuf.key, c.dataBuf.length);
+    this.credits.peer(c.targetSgl, c.credits);
   }
 
   // -- progress ------------------------------------------------------------------------------
@@ -683,11 +594,11 @@ export class RsConn implements CqEventSink {
   /** The connection under us is gone (TCP closed): drain what arrived, then judge. */
   private peerGone(type: CmEventType): void {
     this.pump();
-    if (this._state & RsState.connected && !this.disconnectRequested) {
+    if (this.st.state & RsState.connected && !this.disconnectRequested) {
       // A peer closes after an rsocket DISCONNECT; without one, data may have been lost.
       this.fail('ECONNRESET', type === CmEventType.DEVICE_REMOVAL ? 'device removed' : 'the peer closed the connection without an rsocket DISCONNECT');
-    } else if (this._state & RsState.connected) {
-      this.setState(RsState.disconnected, 'connection closed');
+    } else if (this.st.state & RsState.connected) {
+      this.st.move(RsState.disconnected, 'connection closed');
     }
     this.notify();
   }
@@ -719,14 +630,14 @@ export class RsConn implements CqEventSink {
     // re-arm, then poll): the completions are polled now, so that task has nothing left to do.
     const ch = this.compCh;
     if (this.cqTaskQueued && ch !== null && ch.pending > 0 && this.cq !== null && !this.cqDead && !ch.destroyed) this.takeCqEvents(ch, this.cq);
-    this.flushPending();
+    this.writes.flush();
     try {
       do {
         this.pumpAgain = false;
-        this.updateCredits();
+        this.credits.update();
         this.pollCq();
-        if (this.early > 0) this.drainEarly();
-        this.updateCredits();
+        if (this.early.bytes > 0) this.early.drain();
+        this.credits.update();
       } while (this.pumpAgain);
     } finally {
       this.inPump = false;
@@ -795,24 +706,24 @@ export class RsConn implements CqEventSink {
     const msgSend = id >= WR_MSG_SEND;
     switch (rsMsgOp(msg)) {
       case RsOp.SGL:
-        this.ctrlMaxSeqno++;
+        this.credits.ctrlDone();
         break;
       case RsOp.CTRL:
-        this.ctrlMaxSeqno++;
-        if (rsMsgData(msg) === RsCtrl.DISCONNECT && !msgSend && this._state & RsState.connected) {
-          this.setState(RsState.disconnected, 'DISCONNECT sent');
+        this.credits.ctrlDone();
+        if (rsMsgData(msg) === RsCtrl.DISCONNECT && !msgSend && this.st.state & RsState.connected) {
+          this.st.move(RsState.disconnected, 'DISCONNECT sent');
         }
         break;
       case RsOp.IOMAP_SGL:
-        this.sqeAvail++;
+        this.credits.wqeDone();
         if (!msgSend) this.tx.sbufBytesAvail += RS_IOMAP_SIZE;
         break;
       default:
-        this.sqeAvail++;
+        this.credits.wqeDone();
         this.tx.sbufBytesAvail += rsMsgData(msg);
         break;
     }
-    if (wc.status !== WcStatus.SUCCESS && this._state & RsState.connected) {
+    if (wc.status !== WcStatus.SUCCESS && this.st.state & RsState.connected) {
       this.fail('EIO', `send completion status ${wc.status}`);
     }
   }
@@ -820,7 +731,7 @@ export class RsConn implements CqEventSink {
   /** A receive completion: one 4-byte message (rs_poll_cq's receive branch). */
   private recvDone(wc: Wc, slot: number): void {
     if (wc.status !== WcStatus.SUCCESS) return;
-    if (this._state & RsState.error) return;
+    if (this.st.state & RsState.error) return;
     let msg: number;
     if (!this.tx.msgSendMode) {
       if (!(wc.wcFlags & WcFlags.WITH_IMM)) {
@@ -839,7 +750,7 @@ export class RsConn implements CqEventSink {
     const data = rsMsgData(msg);
     switch (rsMsgOp(msg)) {
       case RsOp.SGL:
-        this.sseqComp = data & 0xffff;
+        this.credits.granted(data);
         break;
       case RsOp.IOMAP_SGL:
         if (!this.takeCredit('IOMAP_SGL')) return;
@@ -850,10 +761,10 @@ export class RsConn implements CqEventSink {
         break;
       case RsOp.CTRL:
         if (data === RsCtrl.DISCONNECT) {
-          this.setState(RsState.disconnected, 'DISCONNECT received');
+          this.st.move(RsState.disconnected, 'DISCONNECT received');
         } else if (data === RsCtrl.SHUTDOWN) {
-          if (this._state & RsState.writable) this.setState(this._state & ~RsState.readable, 'SHUTDOWN received');
-          else this.setState(RsState.disconnected, 'SHUTDOWN received');
+          if (this.st.state & RsState.writable) this.st.move(this.st.state & ~RsState.readable, 'SHUTDOWN received');
+          else this.st.move(RsState.disconnected, 'SHUTDOWN received');
         } else if (data !== RsCtrl.KEEPALIVE) {
           this.fail('EPROTO', `unknown control message ${data}`);
           return;
@@ -871,7 +782,7 @@ export class RsConn implements CqEventSink {
         this.fail('EPROTO', `unknown message type ${rsMsgOp(msg)} (0x${msg.toString(16).padStart(8, '0')})`);
         return;
     }
-    if (this._state & RsState.connected && this.qp) this.qp.postRecv(this.rx.recvWrs[slot] as RecvWr);
+    if (this.st.state & RsState.connected && this.qp) this.qp.postRecv(this.rx.recvWrs[slot] as RecvWr);
   }
 
   /** A credit-consuming message arrived: it must be within what we granted, else the socket fails. */
@@ -883,152 +794,22 @@ export class RsConn implements CqEventSink {
 
   /** @internal Fatal error: remember it (SO_ERROR), stop the data path, close the connection. */
   fail(code: ErrnoCode, detail: string): void {
-    if (this._state & RsState.error || this.closed) return;
+    if (this.st.state & RsState.error || this.closed) return;
     this._error = rsErr(code, 'rsocket', detail);
     this.soError = errnoOf(code);
-    this.setState(RsState.error, detail);
+    this.st.move(RsState.error, detail);
     this.disconnectRequested = true;
     const id = this._id;
     if (id) void id.disconnect().catch(() => {});
     this.notifySoon();
   }
 
-  // -- credits -------------------------------------------------------------------------------
-
-  /** rs_update_credits: rs_give_credits → rs_send_credits. */
-  private updateCredits(): void {
-    const half = this.cfg.rbufSize >> 1;
-    if (
-      (this.rx.rbufBytesAvail >= half || seqDiff16(this.rx.rseqNo, this.rx.rseqComp) >= 0) &&
-      (this.tx.msgSendMode ? this.ctrl2Avail() : this.ctrlAvail()) &&
-      this._state & RsState.connected &&
-      this.qp
-    ) {
-      this.sendCredits();
-    }
-  }
-
-  private sendCredits(): void {
-    const cfg = this.cfg;
-    const half = cfg.rbufSize >> 1;
-    this.ctrlSeqno++;
-    this.rx.rseqComp = (this.rx.rseqNo + (cfg.rqSize >> 1)) & 0xffff;
-    const limit = this.rx.rseqNo + cfg.rqSize;
-    this.rx.grantSeq = limit & 0xffff;
-    const msg = rsMsgSet(RsOp.SGL, limit);
-    if (this.rx.rbufBytesAvail >= half) {
-      // RS_OPT_MSG_SEND: the WRITE and the SEND each take a control slot.
-      if (this.tx.msgSendMode) this.ctrlSeqno++;
-      const r = this.rx.rmr as Mr;
-      const sge = { addr: r.addr + this.rx.rbufFreeOffset, key: r.rkey, length: half };
-      let sg: Sge;
-      let flags = 0;
-      if (cfg.sqInline >= RS_SGE_SIZE) {
-        sg = this.tx.scratchSge(RS_SGE_SIZE);
-        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.tx.scratch, sg.addr - (this.tx.scratchMr as Mr).addr);
-        flags = SendFlags.INLINE;
-      } else {
-        const off = this.tx.sbufRing + RS_SGE_SIZE * (this.ctrlSeqno & (RS_QP_CTRL_SIZE - 1));
-        encodeSge(sge, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN, this.tx.sbuf, off);
-        const s = this.tx.smr as Mr;
-        sg = { addr: s.addr + off, length: RS_SGE_SIZE, lkey: s.lkey };
-      }
-      if (RS_TRACE) trace('rs', this.tag, `send SGL ${limit & 0xffff} + SGE ${sge.addr.toString(16)}+${half} -> slot ${this.remoteSge}`);
-      this.tx.queueWriteMsg([sg], msg, flags, this.remoteSgl.addr + this.remoteSge * RS_SGE_SIZE, this.remoteSgl.key);
-      this.rx.window += half;
-      this.rx.rbufBytesAvail -= half;
-      this.rx.rbufFreeOffset += half;
-      if (this.rx.rbufFreeOffset >= cfg.rbufSize) this.rx.rbufFreeOffset = 0;
-      if (++this.remoteSge === this.remoteSgl.length) this.remoteSge = 0;
-    } else {
-      if (RS_TRACE) trace('rs', this.tag, `send SGL ${limit & 0xffff}`);
-      this.queueMsg(msg);
-    }
-    this.tx.flushPosts();
-  }
-
   // -- posting -------------------------------------------------------------------------------
 
-  /** rs_post_msg, behind the pending data write. */
-  private queueMsg(msg: number): void {
-    this.flushPending();
+  /** @internal rs_post_msg, behind the pending data write. */
+  _queueMsg(msg: number): void {
+    this.writes.flush();
     this.tx.queueMsg(msg);
-  }
-
-  /**
-   * rs_write_data, with coalescing: a chunk that continues the previous one — same target SGE,
-   * next address there and next bytes of the send buffer — is merged into it until the chunk is
-   * posted (in the next event-loop turn, or as soon as anything must follow it or anyone waits
-   * or polls: every wait goes through pump(), which posts it). One
-   * RDMA WRITE and one DATA message then carry what several send calls wrote; the receiver sees
-   * only a longer DATA message within the SGE it advertised. Credits and send WQEs are taken when
-   * a chunk starts. Inline-sized chunks are never merged (and post what is pending first, to
-   * keep DATA messages in data order).
-   */
-  private writeData(src: Uint8Array, off: number, len: number): void {
-    const ts = this.targetSge;
-    const addr = this.tgtAddr(ts);
-    const rkey = this.tgtKey(ts);
-    const tlen = this.tgtLen(ts);
-    if (!this.usableTarget(addr)) return;
-    this.tx.sbufBytesAvail -= len;
-    const exhausted = this.takeTarget(ts, addr, rkey, tlen, len);
-    if (len <= this.cfg.sqInline) {
-      this.flushPending();
-      this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= this.tx.wqesPerMsg;
-      this.tx.queueInlineWriteMsg(src, off, len, rsMsgSet(RsOp.DATA, len), addr, rkey);
-      return;
-    }
-    const sgl = this.tx.stage(src, off, len);
-    const p = this.pend;
-    if (p && p.tsge === ts && p.addr + p.len === addr && p.rkey === rkey && sgl.length === 1 && p.len + len <= MAX_XFER) {
-      const last = p.sgl[p.sgl.length - 1] as Sge;
-      const next = sgl[0] as Sge;
-      if (last.addr + last.length === next.addr) {
-        last.length += len;
-        p.len += len;
-        if (exhausted) this.flushPending();
-        return;
-      }
-    }
-    this.flushPending();
-    this.sseqNo = (this.sseqNo + 1) & 0xffff;
-    this.sqeAvail -= this.tx.wqesPerMsg;
-    // `len` grows as later writes merge: stored twice, it is mutable from the first chunk on (see
-    // util/arrays.ts; the first merge would otherwise throw away the code compiled before it).
-    const chunk = { sgl, len: 0, addr, rkey, tsge: ts };
-    chunk.len = len;
-    this.pend = chunk;
-    if (exhausted) this.flushPending();
-    else if (!this.pendQueued) {
-      this.pendQueued = true;
-      setImmediate(this.pendTask);
-    }
-  }
-  /** Post the pending chunk in the next event-loop turn (one function per socket, not per chunk). */
-  private readonly pendTask = (): void => {
-    this.pendQueued = false;
-    this.flushPending();
-    this.tx.flushPosts();
-  };
-
-  /** Whether a target address the peer wrote can be used; the socket fails when it cannot. */
-  private usableTarget(addr: number): boolean {
-    if (Number.isSafeInteger(addr)) return true;
-    this.fail('EPROTO', 'the peer wrote an unusable target SGE');
-    return false;
-  }
-
-  /**
-   * Use `len` bytes of target SGE `ts` (at `addr`, `tlen` bytes left): the next write goes behind
-   * them, and to the next SGE once this one is used up. Whether it was.
-   */
-  private takeTarget(ts: number, addr: number, rkey: number, tlen: number, len: number): boolean {
-    this.setTgt(ts, addr + len, rkey, tlen - len);
-    if (tlen - len !== 0) return false;
-    if (++this.targetSge === RS_SGL_SIZE) this.targetSge = 0;
-    return true;
   }
 
   /**
@@ -1036,69 +817,16 @@ export class RsConn implements CqEventSink {
    * riowrite must not overtake them.
    */
   private earlyStillQueued(): boolean {
-    if (this.early === 0) return false;
+    if (this.early.bytes === 0) return false;
     this.pump();
-    return this.early > 0;
-  }
-
-  /** Copy `len` bytes behind the early-staged ones (see {@link early}). */
-  private stageEarly(src: Uint8Array, off: number, len: number): void {
-    if (this.early === 0) this.earlyPos = this.tx.sbufPos;
-    this.tx.stage(src, off, len);
-    this.tx.sbufBytesAvail -= len;
-    this.early += len;
-  }
-
-  /**
-   * Post early-staged bytes as far as target space, credits and send queue allow: each chunk one
-   * RDMA WRITE of the send buffer region and its DATA message, within one target SGE, exactly as
-   * rsend would have posted them.
-   */
-  private drainEarly(): void {
-    const s = this.tx.smr;
-    if (!s) return;
-    const size = this.tx.sbufRing;
-    this.flushPending();
-    while (this.early > 0 && this.sqeAvail >= this.tx.wqesPerMsg && this.sseqNo !== this.sseqComp && this._state & RsState.connected) {
-      const ts = this.targetSge;
-      const tlen = this.tgtLen(ts);
-      if (tlen === 0) break;
-      const addr = this.tgtAddr(ts);
-      const rkey = this.tgtKey(ts);
-      if (!this.usableTarget(addr)) return;
-      let len = this.early;
-      if (len > tlen) len = tlen;
-      if (len > MAX_XFER) len = MAX_XFER;
-      if (len > size - this.earlyPos) len = size - this.earlyPos;
-      this.takeTarget(ts, addr, rkey, tlen, len);
-      this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= this.tx.wqesPerMsg;
-      const sg = { addr: s.addr + this.earlyPos, length: len, lkey: s.lkey };
-      this.tx.queueWriteMsg([sg], rsMsgSet(RsOp.DATA, len), 0, addr, rkey);
-      this.early -= len;
-      this.earlyPos += len;
-      if (this.earlyPos === size) this.earlyPos = 0;
-      // A large chunk leaves with its message before the next is queued (see POST_ALONE_MIN).
-      if (len >= POST_ALONE_MIN) this.tx.flushPosts();
-    }
-    this.tx.flushPosts();
-  }
-
-  /** Queue the pending (coalesced) data write and its DATA message; post them if large. */
-  private flushPending(): void {
-    const p = this.pend;
-    if (!p) return;
-    this.pend = null;
-    if (!(this._state & RsState.connected)) return;
-    this.tx.queueWriteMsg(p.sgl, rsMsgSet(RsOp.DATA, p.len), 0, p.addr, p.rkey);
-    if (p.len >= POST_ALONE_MIN) this.tx.flushPosts();
+    return this.early.bytes > 0;
   }
 
   // -- data ----------------------------------------------------------------------------------
 
   private checkSend(op: string): void {
     if (this._error) throw this._error;
-    const s = this._state;
+    const s = this.st.state;
     if (s & RsState.opening) throw rsErr('EAGAIN', op);
     if (!(s & RsState.connected)) throw rsErr(s & RsState.disconnected ? 'ECONNRESET' : 'ENOTCONN', op);
     if (!(s & RsState.writable)) throw rsErr('ECONNRESET', op, 'not writable');
@@ -1113,7 +841,7 @@ export class RsConn implements CqEventSink {
    */
   send(src: Uint8Array, off = 0, len = src.length - off, ramp = RAMP): number {
     this.checkSend('rsend');
-    this.rioBehindEarly = false;
+    this.early.rioBehind = false;
     if (len === 0) return 0;
     if (this.iomap.pending) {
       const r = this.sendIomaps();
@@ -1121,23 +849,23 @@ export class RsConn implements CqEventSink {
     }
     let olen = ramp ? RS_OLAP_START_SIZE : MAX_XFER;
     let done = 0;
-    if (this.early > 0) this.drainEarly();
+    if (this.early.bytes > 0) this.early.drain();
     while (done < len) {
-      if (this.early > 0 || !this.canSend()) {
-        if (this.early === 0) {
+      if (this.early.bytes > 0 || !this.canSend()) {
+        if (this.early.bytes === 0) {
           this.tx.flushPosts();
           this.pump();
         }
-        if (this.early > 0 || !this.canSend()) {
+        if (this.early.bytes > 0 || !this.canSend()) {
           // No target space yet: copy ahead into the send buffer (posted when the grant comes).
-          if (!this.canStageEarly() || !(this._state & RsState.writable)) break;
+          if (!this.early.canStage() || !(this.st.state & RsState.writable)) break;
           const n = Math.min(len - done, this.tx.sbufBytesAvail);
-          this.stageEarly(src, off + done, n);
+          this.early.stage(src, off + done, n);
           done += n;
           continue;
         }
       }
-      if (!(this._state & RsState.writable)) break;
+      if (!(this.st.state & RsState.writable)) break;
       const left = len - done;
       let xfer: number;
       if (olen < left) {
@@ -1145,15 +873,15 @@ export class RsConn implements CqEventSink {
         if (olen < MAX_XFER) olen <<= 1;
       } else xfer = left;
       if (xfer > this.tx.sbufBytesAvail) xfer = this.tx.sbufBytesAvail;
-      const tl = this.tgtLen(this.targetSge);
+      const tl = this.target.room();
       if (xfer > tl) xfer = tl;
-      this.writeData(src, off + done, xfer);
+      this.writes.write(src, off + done, xfer);
       done += xfer;
     }
     this.tx.flushPosts();
     if (done > 0) return done;
     if (this._error) throw this._error;
-    if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');
+    if (!(this.st.state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');
     return RS_EAGAIN;
   }
 
@@ -1164,21 +892,21 @@ export class RsConn implements CqEventSink {
    * the queued data is still returned first, then the error is thrown.
    */
   recv(dst: Uint8Array, off = 0, len = dst.length - off, flags = 0): number {
-    const s = this._state;
+    const s = this.st.state;
     if (s & RsState.opening) return RS_EAGAIN;
     if (s === RsState.init || s & RsState.listening || s & RsState.connectError) throw rsErr('ENOTCONN', 'rrecv');
     if (this.rx.rmsgCount === 0) {
       this.pump();
       if (this.rx.rmsgCount === 0) {
         if (this._error) throw this._error;
-        if (!(this._state & RsState.readable)) return 0;
+        if (!(this.st.state & RsState.readable)) return 0;
         return RS_EAGAIN;
       }
     }
     if (len === 0) return 0;
     if (flags & MSG_PEEK) return this.rx.peek(dst, off, len);
     const n = this.rx.consume(dst, off, len);
-    this.updateCredits();
+    this.credits.update();
     return n;
   }
 
@@ -1189,7 +917,7 @@ export class RsConn implements CqEventSink {
     if (n === 0) return null;
     const out = Buffer.allocUnsafe(n);
     this.rx.consume(out, 0, n);
-    this.updateCredits();
+    this.credits.update();
     return out;
   }
 
@@ -1197,7 +925,7 @@ export class RsConn implements CqEventSink {
 
   /** rs_poll_rs for a stream socket: the revents of `events` now. */
   pollEvents(events: number): number {
-    const s = this._state;
+    const s = this.st.state;
     if (s & RsState.opening) return 0;
     if (s === RsState.connectError) return (events & (POLLIN | POLLOUT)) | POLLERR;
     if (!(s & (RsState.connected | RsState.disconnected | RsState.error))) return 0;
@@ -1208,9 +936,9 @@ export class RsConn implements CqEventSink {
     // and by one expression whichever case holds: the latency rows never ask for it, and code
     // compiled there then has feedback for every step when a bandwidth row's first EAGAIN asks
     // and the first early bytes appear.
-    const ahead = this.canStageEarly();
-    const notRio = !this.rioBehindEarly;
-    const writable = (ahead && notRio) || (this.early === 0 && this.canSend());
+    const ahead = this.early.canStage();
+    const notRio = !this.early.rioBehind;
+    const writable = (ahead && notRio) || (this.early.bytes === 0 && this.canSend());
     r |= writable ? events & POLLOUT : 0;
     if (!(s & RsState.connected)) {
       // rsocket.c raises POLLHUP as soon as it has processed the peer's DISCONNECT, even with data
@@ -1272,34 +1000,35 @@ export class RsConn implements CqEventSink {
    */
   async shutdown(how: number): Promise<void> {
     if (how !== SHUT_RD && how !== SHUT_WR && how !== SHUT_RDWR) throw rsErr('EINVAL', 'rshutdown', `how ${how}`);
-    if (this._state & RsState.connected) {
+    if (this.st.state & RsState.connected) {
       let ctrl: RsCtrl;
       if (how === SHUT_RDWR) {
         ctrl = RsCtrl.DISCONNECT;
-        this.setState(this._state & ~(RsState.readable | RsState.writable), 'shutdown(RDWR)');
+        this.st.move(this.st.state & ~(RsState.readable | RsState.writable), 'shutdown(RDWR)');
       } else if (how === SHUT_WR) {
-        this.setState(this._state & ~RsState.writable, 'shutdown(WR)');
-        ctrl = this._state & RsState.readable ? RsCtrl.SHUTDOWN : RsCtrl.DISCONNECT;
+        this.st.move(this.st.state & ~RsState.writable, 'shutdown(WR)');
+        ctrl = this.st.state & RsState.readable ? RsCtrl.SHUTDOWN : RsCtrl.DISCONNECT;
       } else {
-        this.setState(this._state & ~RsState.readable, 'shutdown(RD)');
-        if (this._state & RsState.writable) {
+        this.st.move(this.st.state & ~RsState.readable, 'shutdown(RD)');
+        if (this.st.state & RsState.writable) {
           this.notify();
           return;
         }
         ctrl = RsCtrl.DISCONNECT;
       }
       // Bytes staged ahead of the peer's grants go before the SHUTDOWN/DISCONNECT.
-      if (this.early > 0) await this.until(() => this.early === 0 || !(this._state & RsState.connected));
-      if (!this.ctrlAvail()) await this.until(() => this.ctrlAvail() || !(this._state & RsState.connected));
-      if (this._state & RsState.connected && this.ctrlAvail()) {
-        this.ctrlSeqno++;
+      if (this.early.bytes > 0) await this.until(() => this.early.bytes === 0 || !(this.st.state & RsState.connected));
+      const credits = this.credits;
+      if (!credits.ctrlAvail()) await this.until(() => credits.ctrlAvail() || !(this.st.state & RsState.connected));
+      if (this.st.state & RsState.connected && credits.ctrlAvail()) {
+        credits.takeCtrl();
         if (RS_TRACE) trace('rs', this.tag, `send CTRL ${RsCtrl[ctrl]}`);
-        this.queueMsg(rsMsgSet(RsOp.CTRL, ctrl));
+        this._queueMsg(rsMsgSet(RsOp.CTRL, ctrl));
         this.tx.flushPosts();
         this.pump();
       }
     }
-    if (this._state & RsState.connected) await this.until(() => this.allSendsDone());
+    if (this.st.state & RsState.connected) await this.until(() => this.allSendsDone());
     this.notify();
   }
 
@@ -1320,7 +1049,7 @@ export class RsConn implements CqEventSink {
   }
 
   private async doClose(): Promise<void> {
-    if (this._state & RsState.connected && !(this._state & RsState.error)) {
+    if (this.st.state & RsState.connected && !(this.st.state & RsState.error)) {
       try {
         await this.shutdown(SHUT_RDWR);
       } catch {
@@ -1374,7 +1103,7 @@ export class RsConn implements CqEventSink {
     } catch {
       /* still has a CQ */
     }
-    for (const mr of [this.tx.smr, this.tx.scratchMr, this.rx.rmr, this.rx.msgMr, this.tgtMr]) {
+    for (const mr of [this.tx.smr, this.tx.scratchMr, this.rx.rmr, this.rx.msgMr, this.target.mr]) {
       if (mr?.registered) mr.dereg();
     }
     this.iomap.deregAll();
@@ -1393,7 +1122,7 @@ export class RsConn implements CqEventSink {
     } catch {
       /* ids left */
     }
-    if (this._state & RsState.connected) this.setState(RsState.disconnected, 'closed');
+    if (this.st.state & RsState.connected) this.st.move(RsState.disconnected, 'closed');
     this.notify();
     this.polls.release(POLLHUP);
     for (const w of this.condWaiters.splice(0)) w.resolve();
@@ -1417,8 +1146,8 @@ export class RsConn implements CqEventSink {
 
   /** A zero-length RDMA WRITE (rsocket.c's keepalive): fails, and fails the socket, if the peer is gone. */
   private keepalive(): void {
-    if (!this.ctrlAvail() || !(this._state & RsState.connected) || !this.qp) return;
-    this.ctrlSeqno++;
+    if (!this.credits.ctrlAvail() || !(this.st.state & RsState.connected) || !this.qp) return;
+    this.credits.takeCtrl();
     this.tx.addPost(sendWr(rsMsgSet(RsOp.CTRL, RsCtrl.KEEPALIVE), WrOpcode.RDMA_WRITE, [], 0, 0, 0, 0));
     this.tx.flushPosts();
     this.progress();
@@ -1444,7 +1173,7 @@ export class RsConn implements CqEventSink {
   /** rs_send_iomaps: write queued iomap entries into the peer's table. 0, or RS_EAGAIN. */
   private sendIomaps(): number {
     if (this.earlyStillQueued()) return RS_EAGAIN;
-    this.flushPending();
+    this.writes.flush();
     const iomap = this.iomap;
     while (iomap.queue.length > 0) {
       if (!this.canSend()) {
@@ -1452,15 +1181,14 @@ export class RsConn implements CqEventSink {
         this.pump();
         if (!this.canSend()) {
           if (this._error) throw this._error;
-          if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');
+          if (!(this.st.state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');
           return RS_EAGAIN;
         }
       }
       const m = iomap.queue[0] as IomapMr;
       const mr = m.mr as Mr;
-      const entry = encodeIomap({ offset: m.offset, sge: { addr: mr.addr, key: mr.rkey, length: mr.length } }, !this.swapSgl ? !HOST_IS_BIG_ENDIAN : HOST_IS_BIG_ENDIAN);
-      this.sseqNo = (this.sseqNo + 1) & 0xffff;
-      this.sqeAvail -= this.tx.wqesPerMsg;
+      const entry = encodeIomap({ offset: m.offset, sge: { addr: mr.addr, key: mr.rkey, length: mr.length } }, !this.rx.peerBigEndian);
+      this.credits.take();
       this.tx.sbufBytesAvail -= RS_IOMAP_SIZE;
       const p = this.tx.payload(entry, 0, RS_IOMAP_SIZE);
       if (RS_TRACE) trace('rs', this.tag, `send IOMAP_SGL ${m.index} offset ${m.offset}`);
@@ -1481,9 +1209,9 @@ export class RsConn implements CqEventSink {
   riowrite(src: Uint8Array, off: number, count: number, offset: number): number {
     this.checkSend('riowrite');
     // Bytes rsend copied ahead go first; until they are posted, POLLOUT is not reported for this.
-    this.rioBehindEarly = this.earlyStillQueued();
-    if (this.rioBehindEarly) return RS_EAGAIN;
-    this.flushPending();
+    this.early.rioBehind = this.earlyStillQueued();
+    if (this.early.rioBehind) return RS_EAGAIN;
+    this.writes.flush();
     if (this.iomap.pending) {
       const r = this.sendIomaps();
       if (r !== 0) return r;
@@ -1496,7 +1224,7 @@ export class RsConn implements CqEventSink {
       // A mapping covers [offset, offset + length): at its end the next one is looked up. Going on
       // with the used-up one would post zero-length writes without end.
       if (!iom || at >= iom.offset + iom.length) {
-        iom = findTargetIomap(this.tgtView, this.cfg.targetIomapSize, at);
+        iom = findTargetIomap(this.target.view, this.cfg.targetIomapSize, at);
         if (!iom) break;
       }
       if (!this.canSend()) {
@@ -1513,7 +1241,7 @@ export class RsConn implements CqEventSink {
       if (xfer > this.tx.sbufBytesAvail) xfer = this.tx.sbufBytesAvail;
       if (xfer > iom.offset + iom.length - at) xfer = iom.offset + iom.length - at;
       // rs_write_direct
-      this.sqeAvail--;
+      this.credits.takeWqe();
       this.tx.sbufBytesAvail -= xfer;
       const p = this.tx.payload(src, off + done, xfer);
       this.tx.addPost(sendWr(rsMsgSet(RsOp.WRITE, xfer), WrOpcode.RDMA_WRITE, p.sgl, p.flags, 0, iom.addr + at - iom.offset, iom.key));
@@ -1522,7 +1250,7 @@ export class RsConn implements CqEventSink {
     this.tx.flushPosts();
     if (done > 0 || !iom) return done;
     if (this._error) throw this._error;
-    if (!(this._state & RsState.writable)) throw rsErr('ECONNRESET', 'riowrite');
+    if (!(this.st.state & RsState.writable)) throw rsErr('ECONNRESET', 'riowrite');
     return RS_EAGAIN;
   }
 }

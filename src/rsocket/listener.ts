@@ -7,10 +7,11 @@
 import { CmEventType, PortSpace, createEventChannel, createId, type CmEvent, type CmId, type EventChannel, type SockAddr } from '../cm/index.js';
 import { RdmaError } from '../errors.js';
 import { RsConn, noDevices } from './conn.js';
-import { applySockopt, type SockOptValue } from './sockopt.js';
+import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 import { fullConfig, type RsConfig } from './tunables.js';
-import { IPPROTO_IPV6, IPPROTO_TCP, POLLIN, SOL_RDMA, SOL_SOCKET, SO_ERROR, SO_RCVBUF, SO_SNDBUF, RDMA_INLINE, RDMA_IOMAPSIZE, RDMA_RQSIZE, RDMA_SQSIZE, TCP_KEEPIDLE } from './options.js';
-import { RsState, rsTransition } from './state.js';
+import { POLLIN, SOL_SOCKET, SO_ERROR } from './options.js';
+import { RsState, describeState } from './state.js';
+import { StateCell } from '../util/state.js';
 
 let listenerSeq = 0;
 
@@ -20,13 +21,14 @@ export class RsListener {
   readonly tag = `RSL[${++listenerSeq}]`;
   /** Sizes handed to accepted sockets. */
   readonly cfg: RsConfig;
-  private _state: number = RsState.init;
+  /** The rsocket state ({@link RsState}), every change traced under `RDMA_TRACE=rs`. */
+  private readonly st = new StateCell<number>('rs', () => this.tag, RsState.init, describeState);
   private id: CmId | null = null;
   private ch: EventChannel | null = null;
   private readonly requests: CmEvent[] = [];
   private readonly waiters: { resolve: () => void }[] = [];
-  private opts = [0, 0, 0];
-  private keepIdle = 0;
+  /** The option flags and TCP_KEEPIDLE, answered as a connection answers them. */
+  private readonly opts = new RsSockOpts();
   private closed = false;
   private loop: Promise<void> | null = null;
 
@@ -36,11 +38,7 @@ export class RsListener {
 
   /** The rsocket state ({@link RsState}). */
   get state(): number {
-    return this._state;
-  }
-
-  private setState(s: number, why: string): void {
-    this._state = rsTransition(this.tag, this._state, s, why);
+    return this.st.state;
   }
 
   /** rsetsockopt() on the listener (values are inherited by accepted sockets where rsocket.c does). */
@@ -48,28 +46,19 @@ export class RsListener {
     applySockopt(this, level, name, value);
   }
 
-  /** rgetsockopt() on the listener. */
+  /**
+   * rgetsockopt() on the listener: what a connection answers (rsocket.c has one rgetsockopt for
+   * every rsocket), with the sizes accepted sockets inherit; SO_ERROR is 0 (a listener has no
+   * connection to fail).
+   */
   getsockopt(level: number, name: number): number {
-    if (level === SOL_SOCKET && name === SO_RCVBUF) return this.cfg.rbufSize;
-    if (level === SOL_SOCKET && name === SO_SNDBUF) return this.cfg.sbufSize;
     if (level === SOL_SOCKET && name === SO_ERROR) return 0;
-    if (level === IPPROTO_TCP && name === TCP_KEEPIDLE) return this.keepIdle;
-    if (level === SOL_RDMA) {
-      if (name === RDMA_SQSIZE) return this.cfg.sqSize;
-      if (name === RDMA_RQSIZE) return this.cfg.rqSize;
-      if (name === RDMA_INLINE) return this.cfg.sqInline;
-      if (name === RDMA_IOMAPSIZE) return this.cfg.targetIomapSize;
-    }
-    const i = level === SOL_SOCKET ? 0 : level === IPPROTO_TCP ? 1 : level === IPPROTO_IPV6 ? 2 : -1;
-    if (i < 0) throw new RdmaError('EOPNOTSUPP', { op: 'rgetsockopt' });
-    return ((this.opts[i] as number) >>> name) & 1;
+    return this.opts.get(this.cfg, level, name);
   }
 
   /** @internal */
   _setFlag(level: number, name: number, on: boolean): void {
-    const i = level === SOL_SOCKET ? 0 : level === IPPROTO_TCP ? 1 : 2;
-    const bit = 2 ** name;
-    this.opts[i] = (on ? (this.opts[i] as number) | bit : (this.opts[i] as number) & ~bit) >>> 0;
+    this.opts.setFlag(level, name, on);
   }
   /** @internal */
   get _hasBuffers(): boolean {
@@ -77,7 +66,7 @@ export class RsListener {
   }
   /** @internal */
   _setKeepIdle(s: number): void {
-    this.keepIdle = s;
+    this.opts.keepaliveTime = s;
   }
   /** @internal */
   _ensureId(): CmId {
@@ -90,7 +79,7 @@ export class RsListener {
 
   /** rbind(). */
   bind(addr: SockAddr): void {
-    if (this._state !== RsState.init) throw new RdmaError('EINVAL', { op: 'rbind' });
+    if (!this.st.is(RsState.init)) throw new RdmaError('EINVAL', { op: 'rbind' });
     noDevices('rbind');
     const id = this._ensureId();
     try {
@@ -98,20 +87,20 @@ export class RsListener {
     } catch (e) {
       throw e instanceof RdmaError ? new RdmaError(e.code, { op: 'rbind', cause: e }) : e;
     }
-    this.setState(RsState.bound, 'bind');
+    this.st.move(RsState.bound, 'bind');
   }
 
   /** rlisten(): start accepting connect requests (binds to the wildcard, port 0, if unbound). */
   async listen(backlog = 1): Promise<void> {
-    if (this._state === RsState.listening) return;
-    if (this._state === RsState.init) this.bind({ address: '0.0.0.0', port: 0 });
+    if (this.st.is(RsState.listening)) return;
+    if (this.st.is(RsState.init)) this.bind({ address: '0.0.0.0', port: 0 });
     const id = this.id as CmId;
     try {
       await id.listen(backlog);
     } catch (e) {
       throw e instanceof RdmaError ? new RdmaError(e.code, { op: 'rlisten', cause: e }) : e;
     }
-    this.setState(RsState.listening, 'listen');
+    this.st.move(RsState.listening, 'listen');
     this.loop = this.run();
   }
 
@@ -175,7 +164,7 @@ export class RsListener {
 
   /** @internal The next connect request, waited for; EBADF when not listening or once closed. */
   async _nextRequest(): Promise<CmEvent> {
-    if (this._state !== RsState.listening) throw new RdmaError('EBADF', { op: 'raccept', detail: 'not listening' });
+    if (!this.st.is(RsState.listening)) throw new RdmaError('EBADF', { op: 'raccept', detail: 'not listening' });
     for (;;) {
       const ev = this.requests.shift();
       if (ev) return ev;

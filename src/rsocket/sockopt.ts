@@ -1,7 +1,7 @@
 /**
  * rsocket's socket options: rsetsockopt (shared by a connection and a listener) and the option
- * state a connection answers rgetsockopt from. SO_ERROR, which reads and clears the connection's
- * pending error, is the connection's own.
+ * state a connection or a listener answers rgetsockopt from. SO_ERROR, which reads and clears the
+ * connection's pending error, is the connection's own.
  */
 import { RdmaOption, type CmId } from '../cm/index.js';
 import { RdmaError } from '../errors.js';
@@ -37,7 +37,7 @@ import type { RsConfig } from './tunables.js';
 /** A value for {@link RsConn.setsockopt}: an integer, a boolean, or SO_LINGER's struct. */
 export type SockOptValue = number | boolean | { onoff: boolean; linger: number };
 
-/** A connection's option flags (one bit per option name, per level) and its TCP_KEEPIDLE. */
+/** An rsocket's option flags (one bit per option name, per level) and its TCP_KEEPIDLE. */
 export class RsSockOpts {
   /** SOL_SOCKET flags. */
   so = 0;

@@ -10,9 +10,10 @@
  *             DISCONNECT (sent and completed, or received) → disconnected;
  *             a failed send / protocol violation → error
  * ```
- * Every change goes through {@link describeState} in traces (`RDMA_TRACE=rs`).
+ * A connection's or a listener's state is a `StateCell` (util/state.ts) showing its states with
+ * {@link describeState}: every change is traced under `RDMA_TRACE=rs` as `from -> to (why)`.
  */
-import { trace, tracing } from '../trace.js';
+import { tracing } from '../trace.js';
 
 export const RsState = {
   init: 0,
@@ -56,13 +57,3 @@ export function describeState(s: number): string {
 
 /** `RDMA_TRACE=rs` (or `all`, minus `-rs`): rsocket state changes and protocol messages. */
 export const RS_TRACE = tracing('rs');
-
-/**
- * The state transition of every rsocket object (connection or listener): the state it goes to,
- * `to`; a change to another state is traced as `from -> to (why)` under `RDMA_TRACE=rs`, a
- * "change" to the state it is in already is none and leaves no line.
- */
-export function rsTransition(tag: string, from: number, to: number, why: string): number {
-  if (to !== from && RS_TRACE) trace('rs', tag, `${describeState(from)} -> ${describeState(to)} (${why})`);
-  return to;
-}

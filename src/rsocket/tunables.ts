@@ -26,7 +26,7 @@ export const RAMP = process.env['RDMACM_RS_RAMP'] === '1';
 export const RIO_MAX_XFER = Math.max(RS_SNDLOWAT, envInt('RDMACM_RS_RIO_MAX_XFER', 1 << 20));
 /**
  * rsend copies ahead into the send buffer while the peer has granted no target space (see
- * RsConn.early); `RDMACM_RS_EARLY=0` restores rsocket.c's behaviour (EAGAIN until a grant).
+ * early.ts); `RDMACM_RS_EARLY=0` restores rsocket.c's behaviour (EAGAIN until a grant).
  */
 export const EARLY_STAGING = process.env['RDMACM_RS_EARLY'] !== '0';
 /**

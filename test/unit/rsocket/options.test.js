@@ -137,3 +137,34 @@ test('SO_SNDBUF/SO_RCVBUF are doubled in 32 bits; buffers above 1 GiB are refuse
   await assert.rejects(c.connect({ address: '127.0.0.1', port: 1 }), { code: 'ENOMEM' });
   await c.close();
 });
+
+test('a listener answers rgetsockopt as a connection does: SO_LINGER on by default (the stored bit is inverted), TCP_KEEPCNT 1, TCP_MAXSEG 2048, unknown names ENOTSUP', () => {
+  const l = new RsListener();
+  const c = new RsConn();
+  const ask = (level, name) => [l.getsockopt(level, name), c.getsockopt(level, name)];
+  // rsocket.c stores SO_LINGER inverted so that a fresh socket's 0 means on; rgetsockopt inverts it back.
+  assert.deepEqual(ask(rs.SOL_SOCKET, rs.SO_LINGER), [1, 1]);
+  for (const x of [l, c]) x.setsockopt(rs.SOL_SOCKET, rs.SO_LINGER, { onoff: false, linger: 0 });
+  assert.deepEqual(ask(rs.SOL_SOCKET, rs.SO_LINGER), [0, 0]);
+  for (const x of [l, c]) x.setsockopt(rs.SOL_SOCKET, rs.SO_LINGER, { onoff: true, linger: 5 });
+  assert.deepEqual(ask(rs.SOL_SOCKET, rs.SO_LINGER), [1, 1]);
+  for (const x of [l, c]) {
+    x.setsockopt(rs.SOL_SOCKET, rs.SO_KEEPALIVE, 1);
+    x.setsockopt(rs.IPPROTO_TCP, rs.TCP_KEEPIDLE, 7);
+    x.setsockopt(rs.IPPROTO_TCP, rs.TCP_NODELAY, 1);
+  }
+  assert.deepEqual(ask(rs.SOL_SOCKET, rs.SO_KEEPALIVE), [1, 1]);
+  assert.deepEqual(ask(rs.IPPROTO_TCP, rs.TCP_KEEPIDLE), [7, 7]);
+  assert.deepEqual(ask(rs.IPPROTO_TCP, rs.TCP_NODELAY), [1, 1]);
+  assert.deepEqual(ask(rs.IPPROTO_TCP, rs.TCP_KEEPCNT), [1, 1]);
+  assert.deepEqual(ask(rs.IPPROTO_TCP, rs.TCP_KEEPINTVL), [1, 1]);
+  assert.deepEqual(ask(rs.IPPROTO_TCP, rs.TCP_MAXSEG), [2048, 2048]);
+  assert.deepEqual(ask(rs.SOL_SOCKET, rs.SO_ERROR), [0, 0]);
+  for (const x of [l, c]) {
+    assert.throws(() => x.getsockopt(rs.SOL_SOCKET, 99), { code: 'EOPNOTSUPP' });
+    assert.throws(() => x.getsockopt(rs.IPPROTO_TCP, 99), { code: 'EOPNOTSUPP' });
+    assert.throws(() => x.getsockopt(rs.IPPROTO_IPV6, 99), { code: 'EOPNOTSUPP' });
+    x.setsockopt(rs.SOL_SOCKET, rs.SO_KEEPALIVE, 0);
+  }
+  return c.close();
+});
