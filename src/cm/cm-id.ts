@@ -758,8 +758,8 @@ export class CmId {
 
   /**
    * rdma_init_qp_attr(): the attributes to move an application-created QP to `state`, from the
-   * transport. On iWARP the CM drives RTR/RTS itself, so only INIT carries attributes (access
-   * flags, port); the mask is 0 for the other states, as the iWARP kernel path returns. On IB:
+   * transport. On iWARP the state with access flags and the port for INIT and RTR (no access
+   * before rdma_connect), the port alone for RTS: the CM moves the QP to RTS itself. On IB:
    * P_Key index and Q_Key (UD) or access flags at INIT, path, PSNs and QPNs at RTR/RTS.
    */
   initQpAttr(state: QpState): { attr: QpAttr; mask: number } {
