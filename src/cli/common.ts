@@ -428,7 +428,7 @@ export async function resolveHost(name: string): Promise<HostAddr> {
   const r = await getaddrinfo(name, null, {});
   const a = r.dstAddr;
   if (!a || !a.address) throw new GaiError(-2, 'EAI_NONAME', gaiStrerror(-2));
-  return { address: canonicalIp(a.address), family: a.family ?? (a.address.includes(':') ? 'IPv6' : 'IPv4') };
+  return { address: canonicalIp(a.address), family: a.family === 'IPv6' || (a.family === undefined && a.address.includes(':')) ? 'IPv6' : 'IPv4' };
 }
 
 /**
@@ -606,16 +606,14 @@ export function prefixIs(arg: string, word: string, n: number): boolean {
 
 /**
  * `-f address_format` of cmatose and udaddy: `ip` (or `ipv6`) makes the addresses numeric, `gid`
- * numeric AF_IB ones (then the result is true), `name` is the default; another word warns on
- * stderr and changes nothing.
+ * numeric AF_IB ones, `name` is the default; another word warns on stderr and changes nothing.
  */
-export function addressFormatArg(arg: string, hints: RdmaAddrinfoHints): boolean {
+export function addressFormatArg(arg: string, hints: RdmaAddrinfoHints): void {
   if (prefixIs(arg, 'ip', 2)) hints.flags = RAI.NUMERICHOST;
   else if (prefixIs(arg, 'gid', 3)) {
     hints.flags = RAI.NUMERICHOST | RAI.FAMILY;
-    return true;
+    hints.family = 'IB';
   } else if (!prefixIs(arg, 'name', 4)) errOut('Warning: unknown address format\n');
-  return false;
 }
 
 /**
