@@ -48,7 +48,10 @@ import {
   type RdmaAddrinfo,
   type SockAddr,
 } from './rdma.js';
-import { Getopt, atoi, cAllocOk, createFirstEventChannel, eaiOf, errOut, exit, getoptComplaint, installTopLevelHandlers, out, perror, sizeT, takeLongOptions, u32 } from './common.js';
+import { atoi, cAllocOk, errOut, exit, installTopLevelHandlers, out, perror, sizeT, u32 } from './c-compat.js';
+import { Getopt, getoptComplaint, takeLongOptions } from './getopt.js';
+import { eaiOf } from './addresses.js';
+import { createFirstEventChannel } from './common.js';
 
 const PROG = 'cmtime';
 const OPTSTRING = 'B:b:C:c:Lm:n:P:p:q:r:St:';

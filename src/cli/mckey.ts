@@ -15,21 +15,10 @@
 import './startup.js';
 import { CmEventType, McJoinFlag, PortSpace, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
 import { parseIpv6 } from '../util/ip.js';
-import {
-  Getopt,
-  allocCmNodes,
-  atoi,
-  createFirstEventChannel,
-  eaiOf,
-  errnoFrom,
-  gaiMessage,
-  getoptComplaint,
-  runMain,
-  out,
-  perror,
-  resolveHost,
-  inetNtop6,
-} from './common.js';
+import { atoi, errnoFrom, out, perror, runMain } from './c-compat.js';
+import { Getopt, getoptComplaint } from './getopt.js';
+import { eaiOf, gaiMessage, inetNtop6, resolveHost } from './addresses.js';
+import { allocCmNodes, createFirstEventChannel } from './common.js';
 import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from './ud-test.js';
 
 const PROG = 'mckey';

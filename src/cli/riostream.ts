@@ -33,7 +33,8 @@ import {
   MSG_WAITALL,
 } from '../rsocket/options.js';
 import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, type SockAddr } from './rdma.js';
-import { Getopt, progName, errOut, isMainModule, runMain, out } from './common.js';
+import { errOut, isMainModule, out, progName, runMain } from './c-compat.js';
+import { Getopt } from './getopt.js';
 import { GaiErr, HEADER, StreamTool, TEST_SIZES, bandwidthPhaseBudget, gaiCode, gaiText, perrorN, streamLongOptions } from './rstream.js';
 
 const EAGAIN = errnoOf('EAGAIN');

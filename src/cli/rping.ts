@@ -49,26 +49,10 @@ import {
   type RecvWr,
   type Wc,
 } from './rdma.js';
-import {
-  Getopt,
-  Semaphore,
-  anyAddr,
-  atoi,
-  eaiOf,
-  errOut,
-  errnoFrom,
-  exit,
-  gaiMessage,
-  runMain,
-  objId,
-  out,
-  perror,
-  resolveHost,
-  createFirstEventChannel,
-  takeLongOptions,
-  sockAddr,
-  type HostAddr,
-} from './common.js';
+import { atoi, errnoFrom, errOut, exit, objId, out, perror, runMain, Semaphore } from './c-compat.js';
+import { Getopt, takeLongOptions } from './getopt.js';
+import { anyAddr, eaiOf, gaiMessage, resolveHost, sockAddr, type HostAddr } from './addresses.js';
+import { createFirstEventChannel } from './common.js';
 import { copyBytes } from '../util/copy.js';
 
 /** Test states (rping.c `enum test_state`); the numbers appear in messages. */

@@ -43,7 +43,10 @@ import { errnoOf, strerror } from '../errno.js';
 import { RAI, getaddrinfo, type SockAddr } from '../cm/index.js';
 import { getDeviceList } from '../verbs/index.js';
 import { NetSock } from './net-sock.js';
-import { BytePattern, Getopt, atoi, cMalloc, cntStr, progName, errOut, isMainModule, runMain, out, sizeStr, sizeToCount, eaiOf, gaiMessage, takeLongOptions } from './common.js';
+import { atoi, cMalloc, errOut, isMainModule, out, progName, runMain } from './c-compat.js';
+import { Getopt, takeLongOptions } from './getopt.js';
+import { eaiOf, gaiMessage } from './addresses.js';
+import { BytePattern, cntStr, sizeStr, sizeToCount } from './common.js';
 
 // -- the test table (rstream.c test_size[]) ---------------------------------------------------------
 

@@ -34,7 +34,9 @@ import {
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
 } from './rdma.js';
-import { Getopt, addressFormatArg, allocCmNodes, atoi, cmEventLoop, prefixIs, cMalloc, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, perror, strtoul, u8 } from './common.js';
+import { atoi, cMalloc, errnoFrom, errOut, out, perror, runMain, strtoul, u8 } from './c-compat.js';
+import { Getopt, getoptComplaint } from './getopt.js';
+import { addressFormatArg, allocCmNodes, cmEventLoop, getRdmaAddr, prefixIs } from './common.js';
 
 const PROG = 'ucmatose';
 const OPTSTRING = 's:b:f:P:c:C:S:t:p:a:m';

@@ -9,7 +9,8 @@
  * 40-byte GRH area that every UD receive fills first. All receives share that buffer, as in C.
  */
 import { Access, GRH_AREA_LEN, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmEvent, type CmId, type Cq, type EventChannel, type Mr, type Pd, type UdParam, type Wc } from '../index.js';
-import { cmEventLoop, errOut, errnoFrom, out, perror, strtoul } from './common.js';
+import { errnoFrom, errOut, out, perror, strtoul } from './c-compat.js';
+import { cmEventLoop } from './common.js';
 
 const ENOMEM = 12;
 const EINVAL = 22;

@@ -30,7 +30,9 @@ import {
   type RdmaAddrinfoHints,
   type Wc,
 } from '../index.js';
-import { Getopt, addressFormatArg, allocCmNodes, atoi, prefixIs, createFirstEventChannel, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, strtoul, u8 } from './common.js';
+import { atoi, errnoFrom, errOut, out, runMain, strtoul, u8 } from './c-compat.js';
+import { Getopt, getoptComplaint } from './getopt.js';
+import { addressFormatArg, allocCmNodes, createFirstEventChannel, getRdmaAddr, prefixIs } from './common.js';
 import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from './ud-test.js';
 
 const PROG = 'udaddy';
