@@ -103,3 +103,22 @@ export function sockAddr(host: HostAddr, port: number): SockAddr {
 export function anyAddr(family: 'IPv4' | 'IPv6' = 'IPv4'): HostAddr {
   return { address: family === 'IPv6' ? '::' : '0.0.0.0', family };
 }
+
+/** A resolver failure carrying its EAI code (rstream's and riostream's getaddrinfo paths). */
+export class GaiErr extends Error {
+  constructor(readonly eai: number) {
+    super(`EAI ${eai}`);
+  }
+}
+
+/** gai_strerror() of a failure of the stream tools' resolution. */
+export function gaiText(e: unknown): string {
+  if (e instanceof GaiErr) return e.eai === -6 ? 'ai_family not supported' : 'Name or service not known';
+  return gaiMessage(e);
+}
+
+/** The EAI code of a failure of the stream tools' resolution. */
+export function gaiCode(e: unknown): number {
+  if (e instanceof GaiErr) return e.eai;
+  return eaiOf(e);
+}

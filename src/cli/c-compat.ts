@@ -11,10 +11,8 @@
  * kernel does for a C tool's sockets after it exits.
  */
 import { constants as bufferConstants } from 'node:buffer';
-import { realpathSync } from 'node:fs';
 import os from 'node:os';
 import { basename as pathBasename } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { settleConnections } from '../verbs/index.js';
 import { RdmaError } from '../errors.js';
 import { strerror } from '../errno.js';
@@ -117,17 +115,6 @@ export function runMain(prog: string, main: (argv: string[]) => Promise<number>)
   main(process.argv.slice(2)).then((code) => exit(code), unexpected(prog));
 }
 
-/** Whether the module at `url` (its `import.meta.url`) is the script node was started with. */
-export function isMainModule(url: string): boolean {
-  const a = process.argv[1];
-  if (!a) return false;
-  try {
-    return realpathSync(a) === fileURLToPath(url);
-  } catch {
-    return false;
-  }
-}
-
 /** The program name for messages (`basename(argv[0])`). */
 export function basename(p: string): string {
   return pathBasename(p);
@@ -151,6 +138,11 @@ export function errnoFrom(e: unknown): number {
 /** perror(3): `<prefix>: <strerror(errno)>` on stderr. */
 export function perror(prefix: string, e: unknown): void {
   errOut(`${prefix}: ${strerror(errnoFrom(e))}\n`);
+}
+
+/** perror(3) with errno set to `errno`. */
+export function perrorN(prefix: string, errno: number): void {
+  errOut(`${prefix}: ${strerror(errno)}\n`);
 }
 
 // -- numbers --------------------------------------------------------------------------------------

@@ -33,17 +33,12 @@ import {
   MSG_WAITALL,
 } from '../rsocket/options.js';
 import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, type SockAddr } from './rdma.js';
-import { errOut, isMainModule, out, progName, runMain } from './c-compat.js';
+import { errOut, out, perrorN, progName, runMain } from './c-compat.js';
 import { Getopt } from './getopt.js';
-import { GaiErr, HEADER, StreamTool, TEST_SIZES, bandwidthPhaseBudget, gaiCode, gaiText, perrorN, streamLongOptions } from './rstream.js';
+import { GaiErr, gaiCode, gaiText } from './addresses.js';
+import { HEADER, Optimization, StreamTool, TEST_SIZES, bandwidthPhaseBudget, streamLongOptions } from './stream-tool.js';
 
 const EAGAIN = errnoOf('EAGAIN');
-
-const enum Opt {
-  MIXED = 0,
-  LATENCY = 1,
-  BANDWIDTH = 2,
-}
 
 function errnoOfErr(e: unknown): number {
   return e instanceof RdmaError ? e.errno : 5;
@@ -56,7 +51,6 @@ function turn(): Promise<void> {
 
 /** Everything riostream.c keeps in globals (beyond {@link StreamTool}). */
 class Riostream extends StreamTool {
-  optimization: Opt = Opt.MIXED;
   rs: RsConn | null = null;
   lrs: RsListener | null = null;
 
@@ -246,8 +240,8 @@ class Riostream extends StreamTool {
     set(SOL_SOCKET, SO_RCVBUF, b);
     set(IPPROTO_TCP, TCP_NODELAY, 1);
     set(SOL_RDMA, RDMA_IOMAPSIZE, 1);
-    if (this.optimization === Opt.LATENCY) set(SOL_RDMA, RDMA_INLINE, this.inlineSize);
-    else if (this.optimization === Opt.BANDWIDTH) set(SOL_RDMA, RDMA_INLINE, 0);
+    if (this.optimization === Optimization.LATENCY) set(SOL_RDMA, RDMA_INLINE, this.inlineSize);
+    else if (this.optimization === Optimization.BANDWIDTH) set(SOL_RDMA, RDMA_INLINE, 0);
   }
 
   async resolve(node: string | null, passive: boolean): Promise<SockAddr> {
@@ -359,7 +353,7 @@ class Riostream extends StreamTool {
     }
     if (!this.json) out(HEADER);
     if (!this.custom) {
-      this.optimization = Opt.LATENCY;
+      this.optimization = Optimization.LATENCY;
       ret = this.dstAddr ? await this.clientConnect() : await this.serverConnect();
       if (ret) return ret;
       for (const t of TEST_SIZES) {
@@ -368,7 +362,7 @@ class Riostream extends StreamTool {
         await this.runTest();
       }
       await this.closeRs();
-      this.optimization = Opt.BANDWIDTH;
+      this.optimization = Optimization.BANDWIDTH;
       bandwidthPhaseBudget();
       ret = this.dstAddr ? await this.clientConnect() : await this.serverConnect();
       if (ret) return ret;
@@ -459,4 +453,4 @@ async function main(argv: readonly string[]): Promise<number> {
   return r.run();
 }
 
-if (isMainModule(import.meta.url)) runMain('riostream', main);
+runMain('riostream', main);
