@@ -15,7 +15,7 @@ import os from 'node:os';
 import { basename as pathBasename } from 'node:path';
 import { settleConnections } from '../verbs/index.js';
 import { RdmaError } from '../errors.js';
-import { strerror } from '../errno.js';
+import { Errno, strerror } from '../errno.js';
 
 // -- output and process exit ----------------------------------------------------------------------
 
@@ -132,7 +132,7 @@ export function errnoFrom(e: unknown): number {
   if (e instanceof RdmaError) return e.errno;
   const n = (e as { errno?: unknown } | null)?.errno;
   if (typeof n === 'number' && Number.isInteger(n) && n !== 0) return Math.abs(n);
-  return 5;
+  return Errno.EIO;
 }
 
 /** perror(3): `<prefix>: <strerror(errno)>` on stderr. */

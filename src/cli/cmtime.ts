@@ -35,7 +35,7 @@ import {
   RAI,
   createId,
   getaddrinfo,
-  errnoOf,
+  Errno,
   gaiStrerror,
   rdmaEventStr,
   type CmEvent,
@@ -388,7 +388,7 @@ async function setupMesh(): Promise<number> {
   // uint32_t arithmetic, then conns = calloc(num_conns, sizeof *conns), which may fail.
   if (role === Role.CONNECT) numConns = Math.imul(numConns, numListeners) >>> 0;
   else numConns = Math.imul(numConns, numPeers - numListeners) >>> 0;
-  if (!cAllocOk(numConns, CONN_SIZE)) return -errnoOf('ENOMEM');
+  if (!cAllocOk(numConns, CONN_SIZE)) return -Errno.ENOMEM;
   conns = Array.from({ length: numConns }, newConn);
   return 0;
 }
@@ -1142,7 +1142,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const ch = createFirstEventChannel();
   if (!ch.channel) {
-    errOut(`create_event_channel: ${(ch.errno === 19 ? 'No such device' : 'Input/output error')}\n`);
+    errOut(`create_event_channel: ${(ch.errno === Errno.ENODEV ? 'No such device' : 'Input/output error')}\n`);
     return EXIT_FAILURE;
   }
   channel = ch.channel;

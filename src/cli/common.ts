@@ -20,7 +20,7 @@ import {
   type RdmaAddrinfoHints,
 } from '../cm/index.js';
 import { getDeviceList } from '../verbs/index.js';
-import { errnoOf } from '../errno.js';
+import { Errno } from '../errno.js';
 import { errOut, errnoFrom, out, perror } from './c-compat.js';
 import { eaiOf } from './addresses.js';
 
@@ -149,7 +149,7 @@ export function createFirstEventChannel(): { channel: EventChannel | null; errno
   }
   if (ndev === 0) {
     errOut('No RDMA devices were detected\n');
-    return { channel: null, errno: 19 };
+    return { channel: null, errno: Errno.ENODEV };
   }
   try {
     return { channel: createEventChannel(), errno: 0 };
@@ -204,7 +204,7 @@ export function allocCmNodes<N extends { cmaId: CmId | null }>(
   if (count < 0) {
     // malloc(sizeof *nodes * connections) of a negative count fails.
     out(`${prog}: unable to allocate memory for test nodes\n`);
-    return { nodes, ret: -errnoOf('ENOMEM') };
+    return { nodes, ret: -Errno.ENOMEM };
   }
   for (let i = 0; i < count; i++) {
     const node = make(i);

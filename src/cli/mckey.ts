@@ -13,7 +13,7 @@
  * `return status N`, where N is the result of the last leave, and exit with N (mod 256).
  */
 import './startup.js';
-import { CmEventType, McJoinFlag, PortSpace, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
+import { CmEventType, Errno, McJoinFlag, PortSpace, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
 import { parseIpv6 } from '../util/ip.js';
 import { atoi, errnoFrom, out, perror, runMain } from './c-compat.js';
 import { Getopt, getoptComplaint } from './getopt.js';
@@ -23,10 +23,6 @@ import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from '
 
 const PROG = 'mckey';
 const OPTSTRING = 'm:M:sb:c:C:S:p:ol';
-const EINVAL = 22;
-const EADDRNOTAVAIL = 99;
-/** The kernel's internal ENOTSUPP, which reaches applications as errno 524. */
-const ENOTSUPP = 524;
 /** `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`. */
 const QP_CREATE_BLOCK_SELF_MCAST_LB = 1 << 1;
 /** The pause after the joins, "to give the SM a chance to configure switches" (mckey.c: sleep(3)). */
@@ -70,7 +66,7 @@ async function join(node: UdNode): Promise<void> {
   const dst = test.dst as GroupAddr;
   if (dst.kind === 'ib') {
     const zero = dst.mgid.every((b) => b === 0);
-    throw Object.assign(new Error('AF_IB multicast group'), { errno: zero ? EINVAL : ENOTSUPP });
+    throw Object.assign(new Error('AF_IB multicast group'), { errno: zero ? Errno.EINVAL : Errno.ENOTSUPP });
   }
   await id.joinMulticastEx({ addr: dst.addr, joinFlags, context: node });
 }
@@ -260,7 +256,7 @@ async function run(): Promise<number> {
   for (const node of test.nodes) {
     const dst = test.dst as GroupAddr;
     try {
-      if (dst.kind === 'ib') throw Object.assign(new Error('not joined'), { errno: EADDRNOTAVAIL });
+      if (dst.kind === 'ib') throw Object.assign(new Error('not joined'), { errno: Errno.EADDRNOTAVAIL });
       await (node.cmaId as CmId).leaveMulticast(dst.addr);
       ret = 0;
     } catch (e) {

@@ -8,7 +8,7 @@
  * {@link OobStar.recv} on a leaf).
  */
 import net from 'node:net';
-import { RAI, errnoOf, gaiStrerror, getaddrinfo, strerror, type SockAddr } from './rdma.js';
+import { Errno, RAI, gaiStrerror, getaddrinfo, strerror, type SockAddr } from './rdma.js';
 import { errOut, out } from './c-compat.js';
 import { eaiOf } from './addresses.js';
 
@@ -126,8 +126,8 @@ export class OobStar {
       star = new OobStar(port, leaves, null);
       return star;
     }
-    if (bound.code !== 'EADDRINUSE' && bound.code !== 'EADDRNOTAVAIL') {
-      const en = bound.errno !== undefined ? Math.abs(bound.errno) : errnoOf('EIO');
+    const en = bound.errno !== undefined ? Math.abs(bound.errno) : Errno.EIO;
+    if (en !== Errno.EADDRINUSE && en !== Errno.EADDRNOTAVAIL) {
       errOut(`unexpected bind error: ${strerror(en)} (${en})\n`);
       errOut(`oob_try_bind: ${strerror(en)}\n`);
       return -en;

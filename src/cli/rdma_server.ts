@@ -7,6 +7,7 @@
  */
 import './startup.js';
 import {
+  Errno,
   RAI,
   PortSpace,
   SendFlags,
@@ -61,7 +62,7 @@ async function run(server: string, port: string): Promise<number> {
       let maxInline: number;
       try {
         const qp = id.qp;
-        if (!qp) throw Object.assign(new Error('no QP'), { errno: 22 });
+        if (!qp) throw Object.assign(new Error('no QP'), { errno: Errno.EINVAL });
         maxInline = qp.query().cap?.maxInlineData ?? 0;
       } catch (e) {
         perror('ibv_query_qp', e);

@@ -32,16 +32,14 @@ import {
   MSG_DONTWAIT,
   MSG_WAITALL,
 } from '../rsocket/options.js';
-import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, type SockAddr } from './rdma.js';
+import { Errno, RdmaError, RAI, getDeviceList, getaddrinfo, type SockAddr } from './rdma.js';
 import { errOut, out, perrorN, progName, runMain } from './c-compat.js';
 import { Getopt } from './getopt.js';
 import { GaiErr, gaiCode, gaiText } from './addresses.js';
 import { HEADER, Optimization, StreamTool, TEST_SIZES, bandwidthPhaseBudget, streamLongOptions } from './stream-tool.js';
 
-const EAGAIN = errnoOf('EAGAIN');
-
 function errnoOfErr(e: unknown): number {
-  return e instanceof RdmaError ? e.errno : 5;
+  return e instanceof RdmaError ? e.errno : Errno.EIO;
 }
 
 /** One event-loop turn (the peer's writes are placed by socket reads). */
@@ -104,7 +102,7 @@ class Riostream extends StreamTool {
       }
       if (ret > 0) offset += ret;
       else if (ret === 0) {
-        perrorN('rrecv', errnoOf('ECONNRESET'));
+        perrorN('rrecv', Errno.ECONNRESET);
         return -1;
       } else if (!this.useAsync) await c.poll(POLLIN, -1);
     }
@@ -148,7 +146,7 @@ class Riostream extends StreamTool {
     while (this.buf[at] !== marker) {
       if ((++spins & 63) === 0) c.progress();
       if (!(c.state & RsState.connected) || c.error) {
-        perrorN('riostream: waiting for the peer', c.error ? c.error.errno : errnoOf('ECONNRESET'));
+        perrorN('riostream: waiting for the peer', c.error ? c.error.errno : Errno.ECONNRESET);
         return -1;
       }
       await turn();
@@ -261,7 +259,7 @@ class Riostream extends StreamTool {
       return gaiCode(e);
     }
     if (getDeviceList().length === 0) {
-      perrorN('rsocket', errnoOf('ENODEV'));
+      perrorN('rsocket', Errno.ENODEV);
       return -1;
     }
     const l = new RsListener();
@@ -313,7 +311,7 @@ class Riostream extends StreamTool {
       return gaiCode(e);
     }
     if (getDeviceList().length === 0) {
-      perrorN('rsocket', errnoOf('ENODEV'));
+      perrorN('rsocket', Errno.ENODEV);
       return -1;
     }
     const c = new RsConn();

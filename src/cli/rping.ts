@@ -22,6 +22,7 @@
  */
 import { deferOptimization, idleBackgroundThreads, setInterruptBudget } from './startup.js';
 import {
+  Errno,
   Access,
   CmEventType,
   PortSpace,
@@ -70,8 +71,6 @@ enum TestState {
   ERROR = 11,
 }
 
-const EINVAL = 22;
-const ENOMEM = 12;
 /** Largest buffer + 1 (RPING_BUFSIZE): sizes up to 65535 are accepted. */
 const RPING_BUFSIZE = 64 * 1024;
 /** sizeof("2147483647") + sizeof("rdma-ping-%d: ") = 11 + 15. */
@@ -642,7 +641,7 @@ function setupBuffers(cb: Cb): number {
   // malloc(size): a negative size (which the -S check lets through) cannot be allocated.
   if (cb.size < 0) {
     errOut('rdma_buf malloc failed\n');
-    return unwind(2, -ENOMEM);
+    return unwind(2, -Errno.ENOMEM);
   }
   cb.rdmaBuf = Buffer.alloc(cb.size);
 
@@ -1389,7 +1388,7 @@ async function main(argv: readonly string[]): Promise<number> {
   if (long.bad) {
     errOut('rping: --warmup needs a number of pings\n');
     usage('rping');
-    return EINVAL;
+    return Errno.EINVAL;
   }
   cb.json = long.flags.has('json');
   cb.warmup = long.values.get('warmup') ?? 0;
@@ -1430,14 +1429,14 @@ async function main(argv: readonly string[]): Promise<number> {
         // The C test compares an int with a size_t: a negative size passes it.
         if ((cb.size >= 0 && cb.size < RPING_MIN_BUFSIZE) || cb.size > RPING_BUFSIZE - 1) {
           errOut(`Invalid size ${cb.size} (valid range is ${RPING_MIN_BUFSIZE} to ${RPING_BUFSIZE})\n`);
-          ret = EINVAL;
+          ret = Errno.EINVAL;
         } else DEBUG_LOG(`size ${atoi(optarg)}\n`);
         break;
       case 'C':
         cb.count = atoi(optarg);
         if (cb.count < 0) {
           errOut(`Invalid count ${cb.count}\n`);
-          ret = EINVAL;
+          ret = Errno.EINVAL;
         } else DEBUG_LOG(`count ${cb.count}\n`);
         break;
       case 'v':
@@ -1457,14 +1456,14 @@ async function main(argv: readonly string[]): Promise<number> {
       default:
         // Unknown option, missing argument, and -t (in the option string, never handled).
         usage('rping');
-        return EINVAL;
+        return Errno.EINVAL;
     }
   }
   if (ret) return ret;
 
   if (cb.server === -1) {
     usage('rping');
-    return EINVAL;
+    return Errno.EINVAL;
   }
 
   const ch = createFirstEventChannel();

@@ -29,7 +29,6 @@ import {
   SO_RCVBUF,
   SO_REUSEADDR,
   SO_KEEPALIVE,
-  SO_ERROR,
   TCP_NODELAY,
   TCP_KEEPIDLE,
   RDMA_INLINE,
@@ -39,7 +38,7 @@ import {
 // No transport here: rsockets take the soft iWARP device (and what src/cli/rdma.ts adds), loaded by
 // main() unless the run uses plain sockets (-T s, -T f).
 import { RdmaError } from '../errors.js';
-import { errnoOf } from '../errno.js';
+import { Errno } from '../errno.js';
 import { RAI, getaddrinfo, type SockAddr } from '../cm/index.js';
 import { getDeviceList } from '../verbs/index.js';
 import { NetSock } from './net-sock.js';
@@ -48,7 +47,7 @@ import { Getopt } from './getopt.js';
 import { GaiErr, gaiCode, gaiText } from './addresses.js';
 import { HEADER, Optimization, StreamTool, TEST_SIZES, bandwidthPhaseBudget, streamLongOptions } from './stream-tool.js';
 
-const EAGAIN = errnoOf('EAGAIN');
+const EAGAIN = Errno.EAGAIN;
 
 // -- the socket layer (common.h's rs_* macros: rsocket or plain socket) ---------------------------
 
@@ -80,7 +79,7 @@ class RsSock implements Sock {
       }
       return n;
     } catch (e) {
-      this.errno = e instanceof RdmaError ? e.errno : 5;
+      this.errno = e instanceof RdmaError ? e.errno : Errno.EIO;
       return -1;
     }
   }
@@ -93,7 +92,7 @@ class RsSock implements Sock {
       }
       return n;
     } catch (e) {
-      this.errno = e instanceof RdmaError ? e.errno : 5;
+      this.errno = e instanceof RdmaError ? e.errno : Errno.EIO;
       return -1;
     }
   }
@@ -107,7 +106,7 @@ class RsSock implements Sock {
     try {
       return this.conn.getsockopt(level, name);
     } catch (e) {
-      this.errno = e instanceof RdmaError ? e.errno : 5;
+      this.errno = e instanceof RdmaError ? e.errno : Errno.EIO;
       return null;
     }
   }
@@ -124,7 +123,7 @@ function rsSetsockopt(t: RsConn | RsListener, level: number, name: number, value
     t.setsockopt(level, name, value);
     return 0;
   } catch (e) {
-    setErrno(e instanceof RdmaError ? e.errno : 5);
+    setErrno(e instanceof RdmaError ? e.errno : Errno.EIO);
     return -1;
   }
 }
@@ -154,7 +153,7 @@ class NetListener {
     if (level === SOL_SOCKET && name === SO_KEEPALIVE) this.keepalive = value !== 0;
     else if (level === IPPROTO_TCP && name === TCP_KEEPIDLE) {
       if (value <= 0) {
-        this.errno = errnoOf('EINVAL');
+        this.errno = Errno.EINVAL;
         return -1;
       }
       this.keepIdle = value;
@@ -294,7 +293,7 @@ class Rstream extends StreamTool {
 
   /** rstream.c would spin on the stale errno at end of stream; report it instead. */
   private recvEof(): number {
-    perrorN('rrecv', errnoOf('ECONNRESET'));
+    perrorN('rrecv', Errno.ECONNRESET);
     return -1;
   }
 
@@ -436,7 +435,7 @@ class Rstream extends StreamTool {
       server.listen({ host: addr.address, port: addr.port, backlog: 1, exclusive: true }, () => resolve(null));
     });
     if (ok) {
-      perrorN(ok.syscall === 'listen' ? 'rlisten' : 'rbind', ok.errno !== undefined ? Math.abs(ok.errno) : 5);
+      perrorN(ok.syscall === 'listen' ? 'rlisten' : 'rbind', ok.errno !== undefined ? Math.abs(ok.errno) : Errno.EIO);
       return -1;
     }
     server.on('error', () => {});
@@ -526,7 +525,7 @@ class Rstream extends StreamTool {
       try {
         await c.connect(dst);
       } catch (e) {
-        const en = e instanceof RdmaError ? e.errno : 5;
+        const en = e instanceof RdmaError ? e.errno : Errno.EIO;
         await c.close();
         if (nonblock) {
           // rconnect returned EINPROGRESS; rpoll then reports POLLOUT|POLLERR with errno set.
@@ -550,10 +549,10 @@ class Rstream extends StreamTool {
       const fail = e as NodeJS.ErrnoException;
       if (nonblock) {
         // connect() said EINPROGRESS; poll() then reports POLLERR|POLLHUP and errno is unchanged.
-        perrorN('rpoll', errnoOf('EINPROGRESS'));
+        perrorN('rpoll', Errno.EINPROGRESS);
         return POLLERR | POLLHUP;
       }
-      perrorN(fail.syscall === 'bind' ? 'rbind' : 'rconnect', fail.errno !== undefined ? Math.abs(fail.errno) : 5);
+      perrorN(fail.syscall === 'bind' ? 'rbind' : 'rconnect', fail.errno !== undefined ? Math.abs(fail.errno) : Errno.EIO);
       return -1;
     }
     s.zeroCopy = !this.verify;
@@ -703,7 +702,7 @@ function withErrno(fd: { errno: number }, r: number): number {
 }
 
 function perror(prefix: string, e: unknown): void {
-  perrorN(prefix, e instanceof RdmaError ? e.errno : 5);
+  perrorN(prefix, e instanceof RdmaError ? e.errno : Errno.EIO);
 }
 
 /** The usage text (stdout), as rstream.c prints it. */

@@ -6,7 +6,7 @@
  */
 import { V8_INTERRUPT_BUDGET, setInterruptBudget } from './startup.js';
 import { MSG_DONTWAIT } from '../rsocket/options.js';
-import { errnoOf } from '../errno.js';
+import { Errno } from '../errno.js';
 import { atoi, cMalloc, errOut, out, perrorN, progName } from './c-compat.js';
 import { takeLongOptions } from './getopt.js';
 import { BytePattern, cntStr, sizeStr, sizeToCount } from './common.js';
@@ -159,7 +159,7 @@ export abstract class StreamTool {
   allocBuf(): boolean {
     const b = cMalloc(!this.custom ? (TEST_SIZES[TEST_SIZES.length - 1] as { size: number }).size : this.transferSize);
     if (!b) {
-      perrorN('malloc', errnoOf('ENOMEM'));
+      perrorN('malloc', Errno.ENOMEM);
       return false;
     }
     // The sync messages are 16 bytes (the C tools read and write past a smaller buffer).

@@ -14,6 +14,7 @@
  */
 import './startup.js';
 import {
+  Errno,
   Access,
   CmEventType,
   PortSpace,
@@ -40,8 +41,6 @@ import { addressFormatArg, allocCmNodes, cmEventLoop, getRdmaAddr, prefixIs } fr
 
 const PROG = 'ucmatose';
 const OPTSTRING = 's:b:f:P:c:C:S:t:p:a:m';
-const ENOMEM = 12;
-const EINVAL = 22;
 
 enum CqIndex {
   SEND = 0,
@@ -111,7 +110,7 @@ function initNode(node: Node): number {
     node.pd = ctx.allocPd();
   } catch {
     out('cmatose: unable to allocate PD\n');
-    return -ENOMEM;
+    return -Errno.ENOMEM;
   }
   const cqe = messageCount ? messageCount : 1;
   try {
@@ -119,7 +118,7 @@ function initNode(node: Node): number {
     node.cq[CqIndex.RECV] = ctx.createCq(cqe, null, 0, node);
   } catch {
     out('cmatose: unable to create CQ\n');
-    return -ENOMEM;
+    return -Errno.ENOMEM;
   }
   try {
     id.createQp(node.pd, {
@@ -225,7 +224,7 @@ async function routeHandler(node: Node): Promise<number> {
 async function connectHandler(cmaId: CmId): Promise<number> {
   let ret: number;
   if (test.connIndex === connections) {
-    ret = -ENOMEM;
+    ret = -Errno.ENOMEM;
   } else {
     const node = test.nodes[test.connIndex++] as Node;
     node.cmaId = cmaId;
@@ -380,7 +379,7 @@ async function migrateChannel(listenId: CmId | null): Promise<number> {
   let failure: unknown = null;
   const move = async (id: CmId | null): Promise<void> => {
     try {
-      if (!id) throw Object.assign(new Error('no id'), { errno: EINVAL });
+      if (!id) throw Object.assign(new Error('no id'), { errno: Errno.EINVAL });
       await id.migrate(channel);
     } catch (e) {
       failure = e;

@@ -14,6 +14,7 @@
  */
 import './startup.js';
 import {
+  Errno,
   CmEventType,
   PortSpace,
   RAI,
@@ -37,7 +38,6 @@ import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from '
 
 const PROG = 'udaddy';
 const OPTSTRING = 's:b:c:C:S:t:p:P:f:';
-const ENOMEM = 12;
 
 /** `struct cmatest`. */
 const test = {
@@ -103,7 +103,7 @@ async function routeHandler(node: UdNode): Promise<number> {
 async function connectHandler(cmaId: CmId): Promise<number> {
   let ret: number;
   if (test.connIndex === connections) {
-    ret = -ENOMEM;
+    ret = -Errno.ENOMEM;
   } else {
     const node = test.nodes[test.connIndex++] as UdNode;
     node.cmaId = cmaId;
