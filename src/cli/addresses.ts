@@ -4,6 +4,7 @@
  * resolver's EAI codes and messages.
  */
 import { GaiError, gaiStrerror, getaddrinfo, type SockAddr } from '../cm/index.js';
+import { parseIpv6 } from '../util/ip.js';
 
 /** A resolved host: the first getaddrinfo answer (`struct sockaddr_in`/`sockaddr_in6`). */
 export interface HostAddr {
@@ -82,6 +83,18 @@ export function inetNtop6(b: Uint8Array): string {
   }
   if (best.base !== -1 && best.base + best.len === 8) s += ':';
   return s;
+}
+
+/**
+ * inet_pton(AF_INET6, ...): the 16 bytes of an IPv6 literal (an embedded IPv4 tail included), or
+ * null for anything else (a `%scope` or brackets too, which inet_pton refuses).
+ */
+export function inetPton6(s: string): Uint8Array | null {
+  const words = s.includes('%') || s.startsWith('[') ? undefined : parseIpv6(s);
+  if (!words) return null;
+  const b = new Uint8Array(16);
+  words.forEach((w, i) => ((b[2 * i] = w >> 8), (b[2 * i + 1] = w & 0xff)));
+  return b;
 }
 
 /** The EAI code of a resolver failure (GaiError), else -1 (EAI_BADFLAGS, as glibc reports -1). */

@@ -14,10 +14,9 @@
  */
 import './startup.js';
 import { CmEventType, Errno, McJoinFlag, PortSpace, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
-import { parseIpv6 } from '../util/ip.js';
 import { atoi, errnoFrom, out, perror, runMain } from './c-compat.js';
 import { Getopt, getoptComplaint } from './getopt.js';
-import { eaiOf, gaiMessage, inetNtop6, resolveHost } from './addresses.js';
+import { eaiOf, gaiMessage, inetNtop6, inetPton6, resolveHost } from './addresses.js';
 import { allocCmNodes, createFirstEventChannel } from './common.js';
 import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from './ud-test.js';
 
@@ -183,10 +182,7 @@ async function getDstAddr(name: string | null): Promise<number> {
     if (r.addr) test.dst = { kind: 'ip', addr: r.addr };
     return r.ret;
   }
-  const mgid = new Uint8Array(16);
-  const s = name ?? '';
-  const words = s.includes('%') || s.startsWith('[') ? undefined : parseIpv6(s);
-  if (words) words.forEach((w, i) => ((mgid[2 * i] = w >> 8), (mgid[2 * i + 1] = w & 0xff)));
+  const mgid = inetPton6(name ?? '') ?? new Uint8Array(16);
   test.dst = { kind: 'ib', mgid };
   return 0;
 }
