@@ -4,10 +4,10 @@
  * `librdmacm/examples/cmtime.c` (the multi-peer version with an out-of-band controller, v60+):
  * same options, progress lines, timing table and exit codes.
  *
- * Peers meet over TCP at the controller address (`-C addr`, port `-p`, default 7471): the first
- * process that can listen there becomes the OOB root, the others connect to it. Every peer sends
- * its role and (listeners) the address of its RDMA listener, 136-byte `struct peer_info` records
- * as the C tool lays them out; one-byte barriers separate the steps. Connecting peers then time
+ * Peers meet over TCP at the controller address (`-C addr`, port `-p`, default 7471; oob.ts): the
+ * first process that can listen there becomes the OOB root, the others connect to it. Every peer
+ * sends its role and (listeners) the address of its RDMA listener, 136-byte `struct peer_info`
+ * records as the C tool lays them out; one-byte barriers separate the steps. Connecting peers then time
  * every step of setting up `-c` connections per listener — create id, bind, resolve address and
  * route, create the QP and move it to INIT, connect, disconnect, destroy — and print the table:
  *
@@ -35,10 +35,9 @@ import {
   RAI,
   createId,
   getaddrinfo,
-  errnoOf,
+  Errno,
   gaiStrerror,
   rdmaEventStr,
-  strerror,
   type CmEvent,
   type CmId,
   type Cq,
@@ -48,7 +47,11 @@ import {
   type RdmaAddrinfo,
   type SockAddr,
 } from './rdma.js';
-import { Getopt, atoi, cAllocOk, createFirstEventChannel, eaiOf, errOut, exit, getoptComplaint, installTopLevelHandlers, out, perror, sizeT, takeLongOptions, u32 } from './common.js';
+import { atoi, cAllocOk, errOut, exit, installTopLevelHandlers, out, perror, sizeT, u32 } from './c-compat.js';
+import { Getopt, getoptComplaint, takeLongOptions } from './getopt.js';
+import { eaiOf } from './addresses.js';
+import { createFirstEventChannel } from './common.js';
+import { OobStar } from './oob.js';
 
 const PROG = 'cmtime';
 const OPTSTRING = 'B:b:C:c:Lm:n:P:p:q:r:St:';
@@ -307,146 +310,11 @@ function showPerf(): void {
 
 // -- out-of-band controller -----------------------------------------------------------------------
 
-/** A TCP socket read as a byte stream (recv() of exact sizes). */
-class OobSock {
-  private buf: Buffer = Buffer.alloc(0);
-  private want: { n: number; resolve: (b: Buffer) => void; reject: (e: Error) => void } | null = null;
-  private closed: Error | null = null;
-  /** Set while nothing is expected: an unexpected close ends the process (the peer is gone). */
-  constructor(readonly sock: net.Socket) {
-    sock.setNoDelay(true);
-    sock.on('data', (d: Buffer) => {
-      this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d;
-      this.pump();
-    });
-    const gone = (e?: Error): void => {
-      if (this.closed) return;
-      this.closed = e ?? new Error('connection closed by peer');
-      if (this.want) {
-        const w = this.want;
-        this.want = null;
-        w.reject(this.closed);
-      } else if (!closingOob) {
-        // The C tool would spin forever waiting for a peer that is gone; end instead.
-        errOut(`${PROG}: OOB connection lost (${this.closed.message})\n`);
-        die();
-      }
-    };
-    sock.on('error', (e) => gone(e));
-    sock.on('close', () => gone());
-  }
-  private pump(): void {
-    const w = this.want;
-    if (w && this.buf.length >= w.n) {
-      this.want = null;
-      const b = this.buf.subarray(0, w.n);
-      this.buf = this.buf.subarray(w.n);
-      w.resolve(b);
-    }
-  }
-  recv(n: number): Promise<Buffer> {
-    if (this.closed && this.buf.length < n) return Promise.reject(this.closed);
-    return new Promise((resolve, reject) => {
-      this.want = { n, resolve, reject };
-      this.pump();
-    });
-  }
-  send(b: Buffer): void {
-    this.sock.write(b);
-  }
-}
+let oob: OobStar;
 
-let isRoot = false;
-let oobRoot: OobSock[] = [];
-let oobUp: OobSock | null = null;
-let closingOob = false;
-/** The OOB port as getaddrinfo made it of `-p` (the socket baseline listens and connects there too). */
-let oobPortNum = 0;
-
-/**
- * oob_try_bind + oob_root_setup / oob_leaf_setup (common.c). The root binds the controller address
- * of any family (AI_PASSIVE); whoever finds it taken (EADDRINUSE, or EADDRNOTAVAIL: not ours)
- * connects to it as a leaf, over IPv4 only (the leaf's getaddrinfo asks for AF_INET). 0, or the
- * failure (the caller exits with EXIT_FAILURE); the messages are common.c's.
- */
-async function setupOob(): Promise<number> {
-  let bindAddr: SockAddr;
-  try {
-    bindAddr = (await getaddrinfo(ctrlAddr, oobPort, { flags: RAI.PASSIVE })).srcAddr as SockAddr;
-  } catch (e) {
-    errOut(`getaddrinfo error: ${gaiStrerror(eaiOf(e))}\n`);
-    return eaiOf(e);
-  }
-  oobPortNum = bindAddr.port;
-  const server = net.createServer({ noDelay: true });
-  const bound = await new Promise<NodeJS.ErrnoException | null>((resolve) => {
-    server.once('error', (e: NodeJS.ErrnoException) => resolve(e));
-    server.listen({ host: bindAddr.address, port: bindAddr.port, backlog: 1 }, () => resolve(null));
-  });
-  if (bound === null) {
-    isRoot = true;
-    out('Running as OOB root\n');
-    const want = numPeers - 1;
-    oobRoot = await new Promise<OobSock[]>((resolve) => {
-      const socks: OobSock[] = [];
-      if (want <= 0) resolve(socks);
-      server.on('connection', (s: net.Socket) => {
-        // close() comes after the last peer, as oob_root_setup's; anything later is not a peer.
-        if (socks.length >= want) {
-          s.destroy();
-          return;
-        }
-        socks.push(new OobSock(s));
-        if (socks.length === want) resolve(socks);
-      });
-    });
-    server.close();
-    return 0;
-  }
-  if (bound.code !== 'EADDRINUSE' && bound.code !== 'EADDRNOTAVAIL') {
-    const en = bound.errno !== undefined ? Math.abs(bound.errno) : errnoOf('EIO');
-    errOut(`unexpected bind error: ${strerror(en)} (${en})\n`);
-    errOut(`oob_try_bind: ${strerror(en)}\n`);
-    return -en;
-  }
-  let host: string;
-  try {
-    host = ((await getaddrinfo(ctrlAddr, oobPort, { family: 'IPv4' })).dstAddr as SockAddr).address;
-  } catch (e) {
-    out(`getaddrinfo error: ${gaiStrerror(eaiOf(e))}\n`);
-    return eaiOf(e);
-  }
-  // A failed connect(2) is only the return value of oob_leaf_setup: nothing is printed.
-  return new Promise<number>((resolve) => {
-    const s = net.connect({ host, port: oobPortNum, noDelay: true });
-    s.once('connect', () => {
-      oobUp = new OobSock(s);
-      resolve(0);
-    });
-    s.once('error', () => resolve(-1));
-  });
-}
-
-function cleanupOob(): void {
-  closingOob = true;
-  for (const s of oobRoot) s.sock.destroy();
-  oobUp?.sock.destroy();
-}
-
-/** oob_syncdown / oob_syncup: a one-byte barrier through the root. Errors are ignored, as in C. */
-async function doSync(val: number): Promise<void> {
-  const b = Buffer.from([val & 0xff]);
-  try {
-    if (isRoot) {
-      for (const s of oobRoot) await s.recv(1);
-      for (const s of oobRoot) s.send(b);
-    } else if (oobUp) {
-      oobUp.send(b);
-      await oobUp.recv(1);
-    }
-  } catch {
-    /* do_sync's result is not checked by cmtime */
-  }
+/** oob_syncdown / oob_syncup: a one-byte barrier through the root. */
+function doSync(val: number): Promise<void> {
+  return oob.sync(val);
 }
 
 /** `struct peer_info` as laid out by the C tool: sockaddr_storage (128) + enum (4) + padding. */
@@ -504,14 +372,13 @@ function canonical6(a: string): string {
 /** setup_mesh(): exchange peer_info through the root; size `conns`. */
 async function setupMesh(): Promise<number> {
   try {
-    if (isRoot) {
-      for (let i = 0; i < oobRoot.length; i++) peers[i + 1] = decodePeer(await (oobRoot[i] as OobSock).recv(PEER_INFO_SIZE));
-      const all = Buffer.concat(peers.map(encodePeer));
-      for (const s of oobRoot) s.send(all);
+    if (oob.isRoot) {
+      const leaves = await oob.gather(PEER_INFO_SIZE);
+      leaves.forEach((b, i) => (peers[i + 1] = decodePeer(b)));
+      oob.broadcast(Buffer.concat(peers.map(encodePeer)));
     } else {
-      const up = oobUp as OobSock;
-      up.send(encodePeer(peers[0] as PeerInfo));
-      const all = await up.recv(PEER_INFO_SIZE * numPeers);
+      oob.send(encodePeer(peers[0] as PeerInfo));
+      const all = await oob.recv(PEER_INFO_SIZE * numPeers);
       for (let i = 0; i < numPeers; i++) peers[i] = decodePeer(all.subarray(i * PEER_INFO_SIZE, (i + 1) * PEER_INFO_SIZE));
     }
   } catch {
@@ -521,7 +388,7 @@ async function setupMesh(): Promise<number> {
   // uint32_t arithmetic, then conns = calloc(num_conns, sizeof *conns), which may fail.
   if (role === Role.CONNECT) numConns = Math.imul(numConns, numListeners) >>> 0;
   else numConns = Math.imul(numConns, numPeers - numListeners) >>> 0;
-  if (!cAllocOk(numConns, CONN_SIZE)) return -errnoOf('ENOMEM');
+  if (!cAllocOk(numConns, CONN_SIZE)) return -Errno.ENOMEM;
   conns = Array.from({ length: numConns }, newConn);
   return 0;
 }
@@ -1074,7 +941,7 @@ async function sockServer(timed: boolean): Promise<void> {
       perror('bind', e);
       die();
     });
-    server.listen({ host: (rai.srcAddr as SockAddr).address, port: oobPortNum, backlog: numConns }, () => resolve());
+    server.listen({ host: (rai.srcAddr as SockAddr).address, port: oob.port, backlog: numConns }, () => resolve());
   });
   // The C tool has no barrier here (its client may connect before this listen); one OOB sync
   // makes the client wait for it. Nothing is printed for it.
@@ -1119,7 +986,7 @@ async function sockClient(timed: boolean): Promise<void> {
     perror('getaddrinfo', e);
     die();
   }
-  const port = oobPortNum;
+  const port = oob.port;
   startTime(Step.FULL_CONNECT);
   say('Creating sockets\n');
   startTime(Step.CREATE_ID);
@@ -1275,7 +1142,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const ch = createFirstEventChannel();
   if (!ch.channel) {
-    errOut(`create_event_channel: ${(ch.errno === 19 ? 'No such device' : 'Input/output error')}\n`);
+    errOut(`create_event_channel: ${(ch.errno === Errno.ENODEV ? 'No such device' : 'Input/output error')}\n`);
     return EXIT_FAILURE;
   }
   channel = ch.channel;
@@ -1287,7 +1154,13 @@ async function main(argv: string[]): Promise<number> {
   if (!cAllocOk(numPeers, PEER_INFO_SIZE) || !cAllocOk(sizeT(numThreads), 8)) return EXIT_FAILURE;
   peers = Array.from({ length: numPeers }, () => ({ sa: null, role: Role.CONNECT }));
   wq = new WorkQueue(numThreads);
-  if (await setupOob()) return EXIT_FAILURE;
+  const star = await OobStar.setup(ctrlAddr, oobPort, numPeers, (e) => {
+    // The C tool would spin forever waiting for a peer that is gone; end instead.
+    errOut(`${PROG}: OOB connection lost (${e.message})\n`);
+    die();
+  });
+  if (typeof star === 'number') return EXIT_FAILURE;
+  oob = star;
 
   if (role === Role.CONNECT) {
     if (socktest) await sockRounds(sockClient);
@@ -1295,7 +1168,7 @@ async function main(argv: string[]): Promise<number> {
   } else if (socktest) await sockRounds(sockServer);
   else await runServer();
 
-  cleanupOob();
+  oob.close();
   return 0;
 }
 

@@ -14,44 +14,26 @@
  */
 import './startup.js';
 import { CmEventType, McJoinFlag, PortSpace, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
-import { parseIpv6 } from '../util/ip.js';
-import {
-  Getopt,
-  allocCmNodes,
-  atoi,
-  createFirstEventChannel,
-  eaiOf,
-  errnoFrom,
-  gaiMessage,
-  getoptComplaint,
-  runMain,
-  out,
-  perror,
-  resolveHost,
-  inetNtop6,
-} from './common.js';
+import { atoi, errnoFrom, out, perror, runMain } from './c-compat.js';
+import { Getopt, getoptComplaint } from './getopt.js';
+import { eaiOf, gaiMessage, inetNtop6, inetPton6, resolveHost } from './addresses.js';
+import { allocCmNodes, createFirstEventChannel } from './common.js';
 import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from './ud-test.js';
 
 const PROG = 'mckey';
 const OPTSTRING = 'm:M:sb:c:C:S:p:ol';
-const EINVAL = 22;
-const EADDRNOTAVAIL = 99;
-/** The kernel's internal ENOTSUPP, which reaches applications as errno 524. */
-const ENOTSUPP = 524;
 /** `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`. */
 const QP_CREATE_BLOCK_SELF_MCAST_LB = 1 << 1;
 /** The pause after the joins, "to give the SM a chance to configure switches" (mckey.c: sleep(3)). */
 const SETTLE_MS = 3000;
-
-/** The group address: an IP socket address, or the 16-byte MGID of `-M` (`struct sockaddr_ib`). */
-type GroupAddr = { kind: 'ip'; addr: SockAddr } | { kind: 'ib'; mgid: Uint8Array };
 
 /** `struct cmatest`. */
 const test = {
   channel: null as EventChannel | null,
   nodes: [] as UdNode[],
   connectsLeft: 0,
-  dst: null as GroupAddr | null,
+  /** The group: an IP address, or with `-M` the AF_IB address of an MGID (`struct sockaddr_ib`). */
+  dst: null as SockAddr | null,
   src: null as SockAddr | null,
 };
 
@@ -69,21 +51,11 @@ function connectError(): void {
   test.connectsLeft--;
 }
 
-/**
- * rdma_join_multicast_ex. An AF_IB group (`-M`) never gets to the CM: it resolves IP addresses
- * only. On the RoCE ports this package has, the kernel refuses such a join the same way
- * (cma_iboe_join_multicast): EINVAL for the zero MGID, ENOTSUPP for any other (RoCEv2 groups are
- * IP addresses).
- */
+/** rdma_join_multicast_ex. */
 async function join(node: UdNode): Promise<void> {
   const id = node.cmaId as CmId;
   const joinFlags = sendOnly ? McJoinFlag.SENDONLY_FULLMEMBER : McJoinFlag.FULLMEMBER;
-  const dst = test.dst as GroupAddr;
-  if (dst.kind === 'ib') {
-    const zero = dst.mgid.every((b) => b === 0);
-    throw Object.assign(new Error('AF_IB multicast group'), { errno: zero ? EINVAL : ENOTSUPP });
-  }
-  await id.joinMulticastEx({ addr: dst.addr, joinFlags, context: node });
+  await id.joinMulticastEx({ addr: test.dst as SockAddr, joinFlags, context: node });
 }
 
 /** ADDR_RESOLVED (or, with `-M`, straight after the bind): QP, receives, join. */
@@ -195,14 +167,11 @@ async function getAddr(name: string | null): Promise<{ ret: number; addr: SockAd
 async function getDstAddr(name: string | null): Promise<number> {
   if (!unmappedAddr) {
     const r = await getAddr(name);
-    if (r.addr) test.dst = { kind: 'ip', addr: r.addr };
+    if (r.addr) test.dst = r.addr;
     return r.ret;
   }
-  const mgid = new Uint8Array(16);
-  const s = name ?? '';
-  const words = s.includes('%') || s.startsWith('[') ? undefined : parseIpv6(s);
-  if (words) words.forEach((w, i) => ((mgid[2 * i] = w >> 8), (mgid[2 * i + 1] = w & 0xff)));
-  test.dst = { kind: 'ib', mgid };
+  const mgid = inetPton6(name ?? '') ?? new Uint8Array(16);
+  test.dst = { address: inetNtop6(mgid), port: 0, family: 'IB' };
   return 0;
 }
 
@@ -230,11 +199,11 @@ async function run(): Promise<number> {
         return -1;
       }
     }
-    const dst = test.dst as GroupAddr;
-    if (dst.kind === 'ib') ret = await addrHandler(node);
+    const dst = test.dst as SockAddr;
+    if (dst.family === 'IB') ret = await addrHandler(node);
     else {
       try {
-        await id.resolveAddr(test.src, dst.addr, 2000);
+        await id.resolveAddr(test.src, dst, 2000);
         ret = 0;
       } catch (e) {
         ud.errno = errnoFrom(e);
@@ -269,10 +238,8 @@ async function run(): Promise<number> {
     }
   }
   for (const node of test.nodes) {
-    const dst = test.dst as GroupAddr;
     try {
-      if (dst.kind === 'ib') throw Object.assign(new Error('not joined'), { errno: EADDRNOTAVAIL });
-      await (node.cmaId as CmId).leaveMulticast(dst.addr);
+      await (node.cmaId as CmId).leaveMulticast(test.dst as SockAddr);
       ret = 0;
     } catch (e) {
       ud.perror('mckey: failure leaving', e);

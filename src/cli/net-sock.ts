@@ -21,14 +21,14 @@
  */
 import net from 'node:net';
 import { once } from 'node:events';
-import { errnoOf } from '../errno.js';
+import { Errno } from '../errno.js';
 import { PollWaiters } from '../util/poll-waiters.js';
 import { POLLERR, POLLHUP, POLLIN, POLLOUT, SOL_SOCKET, IPPROTO_TCP, SO_SNDBUF, SO_RCVBUF, SO_KEEPALIVE, SO_ERROR, TCP_NODELAY, TCP_KEEPIDLE } from '../rsocket/options.js';
 
-const EAGAIN = errnoOf('EAGAIN');
-const EPIPE = errnoOf('EPIPE');
-const ECONNRESET = errnoOf('ECONNRESET');
-const EINVAL = errnoOf('EINVAL');
+const EAGAIN = Errno.EAGAIN;
+const EPIPE = Errno.EPIPE;
+const ECONNRESET = Errno.ECONNRESET;
+const EINVAL = Errno.EINVAL;
 
 /** How many slabs reads land in, and their size: up to 256 KiB per read(2), 1 MiB buffered. */
 export const SLABS = 4;

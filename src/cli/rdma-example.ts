@@ -14,7 +14,8 @@ import {
   type CmId,
   type Mr,
 } from './rdma.js';
-import { Getopt, getoptComplaint, out, perror, runMain } from './common.js';
+import { out, perror, runMain } from './c-compat.js';
+import { Getopt, getoptComplaint } from './getopt.js';
 
 /**
  * The command line of the synchronous-API examples (rdma_client, rdma_server): `-s

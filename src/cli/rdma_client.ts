@@ -18,7 +18,8 @@ import {
   type CmQpInitAttr,
   type RdmaAddrinfo,
 } from './rdma.js';
-import { eaiOf, out, perror } from './common.js';
+import { out, perror } from './c-compat.js';
+import { eaiOf } from './addresses.js';
 import { exampleExchange, runExample } from './rdma-example.js';
 
 async function run(server: string, port: string): Promise<number> {

@@ -7,6 +7,7 @@
  */
 import './startup.js';
 import {
+  Errno,
   RAI,
   PortSpace,
   SendFlags,
@@ -18,7 +19,8 @@ import {
   type CmQpInitAttr,
   type RdmaAddrinfo,
 } from './rdma.js';
-import { eaiOf, out, perror } from './common.js';
+import { out, perror } from './c-compat.js';
+import { eaiOf } from './addresses.js';
 import { exampleExchange, runExample } from './rdma-example.js';
 
 async function run(server: string, port: string): Promise<number> {
@@ -60,7 +62,7 @@ async function run(server: string, port: string): Promise<number> {
       let maxInline: number;
       try {
         const qp = id.qp;
-        if (!qp) throw Object.assign(new Error('no QP'), { errno: 22 });
+        if (!qp) throw Object.assign(new Error('no QP'), { errno: Errno.EINVAL });
         maxInline = qp.query().cap?.maxInlineData ?? 0;
       } catch (e) {
         perror('ibv_query_qp', e);

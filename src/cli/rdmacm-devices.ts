@@ -12,7 +12,8 @@
  */
 import './startup.js';
 import { PortState, TransportType, backendSelection, getDeviceList, native, portStateStr, type Device } from '../index.js';
-import { Getopt, exit, getoptComplaint, installTopLevelHandlers, out } from './common.js';
+import { exit, installTopLevelHandlers, out } from './c-compat.js';
+import { Getopt, getoptComplaint } from './getopt.js';
 
 const PROG = 'rdmacm-devices';
 

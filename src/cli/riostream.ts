@@ -32,20 +32,14 @@ import {
   MSG_DONTWAIT,
   MSG_WAITALL,
 } from '../rsocket/options.js';
-import { RdmaError, RAI, errnoOf, getDeviceList, getaddrinfo, type SockAddr } from './rdma.js';
-import { Getopt, progName, errOut, isMainModule, runMain, out } from './common.js';
-import { GaiErr, HEADER, StreamTool, TEST_SIZES, bandwidthPhaseBudget, gaiCode, gaiText, perrorN, streamLongOptions } from './rstream.js';
-
-const EAGAIN = errnoOf('EAGAIN');
-
-const enum Opt {
-  MIXED = 0,
-  LATENCY = 1,
-  BANDWIDTH = 2,
-}
+import { Errno, RdmaError, RAI, getDeviceList, getaddrinfo, type SockAddr } from './rdma.js';
+import { errOut, out, perrorN, progName, runMain } from './c-compat.js';
+import { Getopt } from './getopt.js';
+import { GaiErr, gaiCode, gaiText } from './addresses.js';
+import { HEADER, Optimization, StreamTool, TEST_SIZES, bandwidthPhaseBudget, streamLongOptions } from './stream-tool.js';
 
 function errnoOfErr(e: unknown): number {
-  return e instanceof RdmaError ? e.errno : 5;
+  return e instanceof RdmaError ? e.errno : Errno.EIO;
 }
 
 /** One event-loop turn (the peer's writes are placed by socket reads). */
@@ -55,7 +49,6 @@ function turn(): Promise<void> {
 
 /** Everything riostream.c keeps in globals (beyond {@link StreamTool}). */
 class Riostream extends StreamTool {
-  optimization: Opt = Opt.MIXED;
   rs: RsConn | null = null;
   lrs: RsListener | null = null;
 
@@ -109,7 +102,7 @@ class Riostream extends StreamTool {
       }
       if (ret > 0) offset += ret;
       else if (ret === 0) {
-        perrorN('rrecv', errnoOf('ECONNRESET'));
+        perrorN('rrecv', Errno.ECONNRESET);
         return -1;
       } else if (!this.useAsync) await c.poll(POLLIN, -1);
     }
@@ -153,7 +146,7 @@ class Riostream extends StreamTool {
     while (this.buf[at] !== marker) {
       if ((++spins & 63) === 0) c.progress();
       if (!(c.state & RsState.connected) || c.error) {
-        perrorN('riostream: waiting for the peer', c.error ? c.error.errno : errnoOf('ECONNRESET'));
+        perrorN('riostream: waiting for the peer', c.error ? c.error.errno : Errno.ECONNRESET);
         return -1;
       }
       await turn();
@@ -245,8 +238,8 @@ class Riostream extends StreamTool {
     set(SOL_SOCKET, SO_RCVBUF, b);
     set(IPPROTO_TCP, TCP_NODELAY, 1);
     set(SOL_RDMA, RDMA_IOMAPSIZE, 1);
-    if (this.optimization === Opt.LATENCY) set(SOL_RDMA, RDMA_INLINE, this.inlineSize);
-    else if (this.optimization === Opt.BANDWIDTH) set(SOL_RDMA, RDMA_INLINE, 0);
+    if (this.optimization === Optimization.LATENCY) set(SOL_RDMA, RDMA_INLINE, this.inlineSize);
+    else if (this.optimization === Optimization.BANDWIDTH) set(SOL_RDMA, RDMA_INLINE, 0);
   }
 
   async resolve(node: string | null, passive: boolean): Promise<SockAddr> {
@@ -266,7 +259,7 @@ class Riostream extends StreamTool {
       return gaiCode(e);
     }
     if (getDeviceList().length === 0) {
-      perrorN('rsocket', errnoOf('ENODEV'));
+      perrorN('rsocket', Errno.ENODEV);
       return -1;
     }
     const l = new RsListener();
@@ -318,7 +311,7 @@ class Riostream extends StreamTool {
       return gaiCode(e);
     }
     if (getDeviceList().length === 0) {
-      perrorN('rsocket', errnoOf('ENODEV'));
+      perrorN('rsocket', Errno.ENODEV);
       return -1;
     }
     const c = new RsConn();
@@ -358,7 +351,7 @@ class Riostream extends StreamTool {
     }
     if (!this.json) out(HEADER);
     if (!this.custom) {
-      this.optimization = Opt.LATENCY;
+      this.optimization = Optimization.LATENCY;
       ret = this.dstAddr ? await this.clientConnect() : await this.serverConnect();
       if (ret) return ret;
       for (const t of TEST_SIZES) {
@@ -367,7 +360,7 @@ class Riostream extends StreamTool {
         await this.runTest();
       }
       await this.closeRs();
-      this.optimization = Opt.BANDWIDTH;
+      this.optimization = Optimization.BANDWIDTH;
       bandwidthPhaseBudget();
       ret = this.dstAddr ? await this.clientConnect() : await this.serverConnect();
       if (ret) return ret;
@@ -458,4 +451,4 @@ async function main(argv: readonly string[]): Promise<number> {
   return r.run();
 }
 
-if (isMainModule(import.meta.url)) runMain('riostream', main);
+runMain('riostream', main);

@@ -22,6 +22,7 @@
  */
 import { deferOptimization, idleBackgroundThreads, setInterruptBudget } from './startup.js';
 import {
+  Errno,
   Access,
   CmEventType,
   PortSpace,
@@ -49,26 +50,10 @@ import {
   type RecvWr,
   type Wc,
 } from './rdma.js';
-import {
-  Getopt,
-  Semaphore,
-  anyAddr,
-  atoi,
-  eaiOf,
-  errOut,
-  errnoFrom,
-  exit,
-  gaiMessage,
-  runMain,
-  objId,
-  out,
-  perror,
-  resolveHost,
-  createFirstEventChannel,
-  takeLongOptions,
-  sockAddr,
-  type HostAddr,
-} from './common.js';
+import { atoi, errnoFrom, errOut, exit, objId, out, perror, runMain, Semaphore } from './c-compat.js';
+import { Getopt, takeLongOptions } from './getopt.js';
+import { anyAddr, eaiOf, gaiMessage, resolveHost, sockAddr, type HostAddr } from './addresses.js';
+import { createFirstEventChannel } from './common.js';
 import { copyBytes } from '../util/copy.js';
 
 /** Test states (rping.c `enum test_state`); the numbers appear in messages. */
@@ -86,8 +71,6 @@ enum TestState {
   ERROR = 11,
 }
 
-const EINVAL = 22;
-const ENOMEM = 12;
 /** Largest buffer + 1 (RPING_BUFSIZE): sizes up to 65535 are accepted. */
 const RPING_BUFSIZE = 64 * 1024;
 /** sizeof("2147483647") + sizeof("rdma-ping-%d: ") = 11 + 15. */
@@ -614,47 +597,25 @@ function connParam(cb: Cb): ConnParam {
 }
 
 /**
- * What `rdma_init_qp_attr()` returns on an iWARP id (iw_cm_init_qp_attr, plus the port the CM
- * always adds): INIT and RTR → state + access flags (remote read/write); RTS → nothing to change.
+ * rping_self_modify_qp(): INIT, RTR and RTS with rdma_init_qp_attr()'s attributes. `ret` is 0,
+ * -1 when rdma_init_qp_attr fails, or the errno ibv_modify_qp returns; `errno` what perror shows.
  */
-function iwInitQpAttr(id: CmId, state: QpState): { attr: QpAttr; mask: number } {
-  const attr: QpAttr = { qpState: state, portNum: id.portNum };
-  let mask = QpAttrMask.PORT;
-  if (state === QpState.INIT || state === QpState.RTR) {
-    attr.qpAccessFlags = Access.REMOTE_WRITE | Access.REMOTE_READ;
-    mask |= QpAttrMask.STATE | QpAttrMask.ACCESS_FLAGS;
-  }
-  return { attr, mask };
-}
-
-/**
- * ibv_modify_qp() applied the way siw does: a request for RTR is ignored, and so is a move back to
- * INIT from a connected QP (siw leaves the state alone in both cases and returns success).
- * Returns 0 or the errno.
- */
-function siwModifyQp(qp: Qp, attr: QpAttr, mask: number): number {
-  let m = mask;
-  if (m & QpAttrMask.STATE) {
-    const to = attr.qpState;
-    const cur = qp.state;
-    if (to === QpState.RTR || (to === QpState.INIT && cur !== QpState.RESET && cur !== QpState.INIT)) m &= ~QpAttrMask.STATE;
-  }
-  try {
-    qp.modify(attr, m);
-    return 0;
-  } catch (e) {
-    return errnoFrom(e);
-  }
-}
-
-/** rping_self_modify_qp(): INIT, RTR, RTS from the CM's attributes. */
-function selfModifyQp(cb: Cb, id: CmId): number {
+function selfModifyQp(cb: Cb, id: CmId): { ret: number; errno: number } {
   for (const s of [QpState.INIT, QpState.RTR, QpState.RTS]) {
-    const { attr, mask } = iwInitQpAttr(id, s);
-    const ret = siwModifyQp(cb.qp as Qp, attr, mask);
-    if (ret) return ret;
+    let a: { attr: QpAttr; mask: number };
+    try {
+      a = id.initQpAttr(s);
+    } catch (e) {
+      return { ret: -1, errno: errnoFrom(e) };
+    }
+    try {
+      (cb.qp as Qp).modify(a.attr, a.mask);
+    } catch (e) {
+      const errno = errnoFrom(e);
+      return { ret: errno, errno };
+    }
   }
-  return 0;
+  return { ret: 0, errno: 0 };
 }
 
 function setupBuffers(cb: Cb): number {
@@ -680,7 +641,7 @@ function setupBuffers(cb: Cb): number {
   // malloc(size): a negative size (which the -S check lets through) cannot be allocated.
   if (cb.size < 0) {
     errOut('rdma_buf malloc failed\n');
-    return unwind(2, -ENOMEM);
+    return unwind(2, -Errno.ENOMEM);
   }
   cb.rdmaBuf = Buffer.alloc(cb.size);
 
@@ -892,7 +853,7 @@ async function rpingAccept(cb: Cb): Promise<number> {
 
   try {
     if (cb.selfCreateQp) {
-      const r = selfModifyQp(cb, child);
+      const r = selfModifyQp(cb, child).ret;
       if (r) return r;
       await child.accept(connParam(cb));
     } else {
@@ -1286,16 +1247,17 @@ async function rpingConnectClient(cb: Cb): Promise<number> {
   if (!inState(cb, TestState.CONNECTED)) return -1;
 
   if (cb.selfCreateQp) {
-    const ret = selfModifyQp(cb, id);
+    const { ret, errno } = selfModifyQp(cb, id);
     if (ret) {
-      perror('rping_modify_qp', RdmaError.fromErrno(ret));
+      perror('rping_modify_qp', RdmaError.fromErrno(errno));
       return ret;
     }
-    // rdma_establish() completes a connection that reported CONNECT_RESPONSE. An iWARP
-    // connection reports ESTABLISHED instead, and the kernel refuses the call (EINVAL): the
-    // id has no QP and there is nothing to accept.
-    perror('rdma_establish', new RdmaError('EINVAL', { op: 'rdma_establish' }));
-    return -1;
+    try {
+      id.establish();
+    } catch (e) {
+      perror('rdma_establish', e);
+      return -1;
+    }
   }
 
   DEBUG_LOG('rdma_connect successful\n');
@@ -1426,7 +1388,7 @@ async function main(argv: readonly string[]): Promise<number> {
   if (long.bad) {
     errOut('rping: --warmup needs a number of pings\n');
     usage('rping');
-    return EINVAL;
+    return Errno.EINVAL;
   }
   cb.json = long.flags.has('json');
   cb.warmup = long.values.get('warmup') ?? 0;
@@ -1467,14 +1429,14 @@ async function main(argv: readonly string[]): Promise<number> {
         // The C test compares an int with a size_t: a negative size passes it.
         if ((cb.size >= 0 && cb.size < RPING_MIN_BUFSIZE) || cb.size > RPING_BUFSIZE - 1) {
           errOut(`Invalid size ${cb.size} (valid range is ${RPING_MIN_BUFSIZE} to ${RPING_BUFSIZE})\n`);
-          ret = EINVAL;
+          ret = Errno.EINVAL;
         } else DEBUG_LOG(`size ${atoi(optarg)}\n`);
         break;
       case 'C':
         cb.count = atoi(optarg);
         if (cb.count < 0) {
           errOut(`Invalid count ${cb.count}\n`);
-          ret = EINVAL;
+          ret = Errno.EINVAL;
         } else DEBUG_LOG(`count ${cb.count}\n`);
         break;
       case 'v':
@@ -1494,14 +1456,14 @@ async function main(argv: readonly string[]): Promise<number> {
       default:
         // Unknown option, missing argument, and -t (in the option string, never handled).
         usage('rping');
-        return EINVAL;
+        return Errno.EINVAL;
     }
   }
   if (ret) return ret;
 
   if (cb.server === -1) {
     usage('rping');
-    return EINVAL;
+    return Errno.EINVAL;
   }
 
   const ch = createFirstEventChannel();

@@ -14,6 +14,7 @@
  */
 import './startup.js';
 import {
+  Errno,
   Access,
   CmEventType,
   PortSpace,
@@ -34,12 +35,12 @@ import {
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
 } from './rdma.js';
-import { Getopt, addressFormatArg, allocCmNodes, atoi, cmEventLoop, prefixIs, cMalloc, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, perror, strtoul, u8 } from './common.js';
+import { atoi, cMalloc, errnoFrom, errOut, out, perror, runMain, strtoul, u8 } from './c-compat.js';
+import { Getopt, getoptComplaint } from './getopt.js';
+import { addressFormatArg, allocCmNodes, cmEventLoop, getRdmaAddr, prefixIs } from './common.js';
 
 const PROG = 'ucmatose';
 const OPTSTRING = 's:b:f:P:c:C:S:t:p:a:m';
-const ENOMEM = 12;
-const EINVAL = 22;
 
 enum CqIndex {
   SEND = 0,
@@ -77,13 +78,6 @@ let setTimeoutOpt = false;
 let ackTimeout = 0;
 let migrate = false;
 let dstAddr: string | null = null;
-/**
- * `-f gid`: AF_IB addressing. rdma_getaddrinfo takes the numeric address as a GID; an iWARP
- * device has no AF_IB addresses, so the kernel fails rdma_resolve_addr with ENODEV (measured on
- * siw: `cmatose: failure getting addr: No such device`). A server binds as usual.
- */
-let afIb = false;
-const ENODEV = 19;
 let srcAddr: string | null = null;
 const hints: RdmaAddrinfoHints & { portSpace: number } = { portSpace: PortSpace.TCP };
 /** Ids rejected with "failing connection request" (never destroyed by the C tool either). */
@@ -116,7 +110,7 @@ function initNode(node: Node): number {
     node.pd = ctx.allocPd();
   } catch {
     out('cmatose: unable to allocate PD\n');
-    return -ENOMEM;
+    return -Errno.ENOMEM;
   }
   const cqe = messageCount ? messageCount : 1;
   try {
@@ -124,7 +118,7 @@ function initNode(node: Node): number {
     node.cq[CqIndex.RECV] = ctx.createCq(cqe, null, 0, node);
   } catch {
     out('cmatose: unable to create CQ\n');
-    return -ENOMEM;
+    return -Errno.ENOMEM;
   }
   try {
     id.createQp(node.pd, {
@@ -230,7 +224,7 @@ async function routeHandler(node: Node): Promise<number> {
 async function connectHandler(cmaId: CmId): Promise<number> {
   let ret: number;
   if (test.connIndex === connections) {
-    ret = -ENOMEM;
+    ret = -Errno.ENOMEM;
   } else {
     const node = test.nodes[test.connIndex++] as Node;
     node.cmaId = cmaId;
@@ -385,7 +379,7 @@ async function migrateChannel(listenId: CmId | null): Promise<number> {
   let failure: unknown = null;
   const move = async (id: CmId | null): Promise<void> => {
     try {
-      if (!id) throw Object.assign(new Error('no id'), { errno: EINVAL });
+      if (!id) throw Object.assign(new Error('no id'), { errno: Errno.EINVAL });
       await id.migrate(channel);
     } catch (e) {
       failure = e;
@@ -482,7 +476,6 @@ async function runClient(): Promise<number> {
   out('cmatose: connecting\n');
   for (const node of test.nodes) {
     try {
-      if (afIb) throw Object.assign(new Error('AF_IB address on an iWARP device'), { errno: ENODEV });
       await (node.cmaId as CmId).resolveAddr(rai.srcAddr, rai.dstAddr as NonNullable<RdmaAddrinfo['dstAddr']>, 2000);
     } catch (e) {
       perror('cmatose: failure getting addr', e);
@@ -545,7 +538,7 @@ async function main(argv: string[]): Promise<number> {
         srcAddr = optarg;
         break;
       case 'f':
-        if (addressFormatArg(optarg, hints)) afIb = true;
+        addressFormatArg(optarg, hints);
         break;
       case 'P':
         if (prefixIs(optarg, 'ib', 2)) hints.portSpace = PortSpace.IB;

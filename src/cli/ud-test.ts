@@ -8,13 +8,10 @@
  * (`message_count` send and receive WRs, `sq_sig_all` 0) and one buffer of `message_size` plus the
  * 40-byte GRH area that every UD receive fills first. All receives share that buffer, as in C.
  */
-import { Access, GRH_AREA_LEN, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmEvent, type CmId, type Cq, type EventChannel, type Mr, type Pd, type UdParam, type Wc } from '../index.js';
-import { cmEventLoop, errOut, errnoFrom, out, perror, strtoul } from './common.js';
+import { Errno, Access, GRH_AREA_LEN, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmEvent, type CmId, type Cq, type EventChannel, type Mr, type Pd, type UdParam, type Wc } from '../index.js';
+import { errnoFrom, errOut, out, perror, strtoul } from './c-compat.js';
+import { cmEventLoop } from './common.js';
 
-const ENOMEM = 12;
-const EINVAL = 22;
-const ENODEV = 19;
-const EOPNOTSUPP = 95;
 
 /** `struct cmatest_node`. */
 export interface UdNode {
@@ -108,7 +105,7 @@ export class UdTest {
     const id = node.cmaId as CmId;
     let activeMtu: number;
     try {
-      if (!id.verbs) throw Object.assign(new Error('no device'), { errno: ENODEV });
+      if (!id.verbs) throw Object.assign(new Error('no device'), { errno: Errno.ENODEV });
       activeMtu = id.verbs.queryPort(id.portNum).activeMtu;
     } catch (e) {
       this.errno = errnoFrom(e);
@@ -117,7 +114,7 @@ export class UdTest {
     const mtu = 1 << (activeMtu + 7);
     if (this.messageCount && this.messageSize > mtu) {
       out(`${this.prog}: message_size ${this.messageSize} is larger than active mtu ${mtu}\n`);
-      return -EINVAL;
+      return -Errno.EINVAL;
     }
     return 0;
   }
@@ -138,7 +135,7 @@ export class UdTest {
     } catch (e) {
       this.errno = errnoFrom(e);
       out(`${this.prog}: unable to allocate PD\n`);
-      return -ENOMEM;
+      return -Errno.ENOMEM;
     }
     const cqe = this.messageCount ? this.messageCount * 2 : 2;
     try {
@@ -146,11 +143,11 @@ export class UdTest {
     } catch (e) {
       this.errno = errnoFrom(e);
       out(`${this.prog}: unable to create CQ\n`);
-      return -ENOMEM;
+      return -Errno.ENOMEM;
     }
     const wr = this.messageCount ? this.messageCount : 1;
     try {
-      if (createFlags) throw Object.assign(new Error('QP create flags'), { errno: EOPNOTSUPP });
+      if (createFlags) throw Object.assign(new Error('QP create flags'), { errno: Errno.EOPNOTSUPP });
       id.createQp(node.pd, {
         cap: { maxSendWr: wr, maxRecvWr: wr, maxSendSge: 1, maxRecvSge: 1 },
         qpContext: node,

@@ -14,6 +14,7 @@
  */
 import './startup.js';
 import {
+  Errno,
   CmEventType,
   PortSpace,
   RAI,
@@ -30,13 +31,13 @@ import {
   type RdmaAddrinfoHints,
   type Wc,
 } from '../index.js';
-import { Getopt, addressFormatArg, allocCmNodes, atoi, prefixIs, createFirstEventChannel, errOut, errnoFrom, getRdmaAddr, getoptComplaint, runMain, out, strtoul, u8 } from './common.js';
+import { atoi, errnoFrom, errOut, out, runMain, strtoul, u8 } from './c-compat.js';
+import { Getopt, getoptComplaint } from './getopt.js';
+import { addressFormatArg, allocCmNodes, createFirstEventChannel, getRdmaAddr, prefixIs } from './common.js';
 import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from './ud-test.js';
 
 const PROG = 'udaddy';
 const OPTSTRING = 's:b:c:C:S:t:p:P:f:';
-const ENOMEM = 12;
-const ENODEV = 19;
 
 /** `struct cmatest`. */
 const test = {
@@ -55,12 +56,6 @@ let setTos = false;
 let tos = 0;
 let dstAddr: string | null = null;
 let srcAddr: string | null = null;
-/**
- * `-f gid`: AF_IB addressing (RAI_FAMILY with AF_IB). This CM resolves IP addresses only; an id
- * with an AF_IB destination fails rdma_resolve_addr with ENODEV, as the kernel reports when no
- * device serves the address.
- */
-let afIb = false;
 const hints: RdmaAddrinfoHints & { portSpace: number } = { portSpace: PortSpace.UDP };
 /** Ids refused with "failing connection request" (never destroyed by the C tool either). */
 const rejected: CmId[] = [];
@@ -108,7 +103,7 @@ async function routeHandler(node: UdNode): Promise<number> {
 async function connectHandler(cmaId: CmId): Promise<number> {
   let ret: number;
   if (test.connIndex === connections) {
-    ret = -ENOMEM;
+    ret = -Errno.ENOMEM;
   } else {
     const node = test.nodes[test.connIndex++] as UdNode;
     node.cmaId = cmaId;
@@ -290,7 +285,6 @@ async function runClient(): Promise<number> {
   out('udaddy: connecting\n');
   for (const node of test.nodes) {
     try {
-      if (afIb) throw Object.assign(new Error('AF_IB address'), { errno: ENODEV });
       await (node.cmaId as CmId).resolveAddr(rai.srcAddr, rai.dstAddr as NonNullable<RdmaAddrinfo['dstAddr']>, 2000);
     } catch (e) {
       ud.perror('udaddy: failure getting addr', e);
@@ -360,7 +354,7 @@ async function main(argv: string[]): Promise<number> {
         hints.portSpace = portSpaceArg(optarg);
         break;
       case 'f':
-        if (addressFormatArg(optarg, hints)) afIb = true;
+        addressFormatArg(optarg, hints);
         break;
       case 'P':
         if (prefixIs(optarg, 'ipoib', 5)) hints.portSpace = PortSpace.IPOIB;

@@ -9,12 +9,21 @@ import net from 'node:net';
 import { err } from '../errors.js';
 import { formatIpv4, ipKey, isLoopbackIp, parseIpv4, unmapV4 } from '../util/ip.js';
 
-/** A socket address (`struct sockaddr_in`/`sockaddr_in6`), Node style. */
+/**
+ * A socket address (`struct sockaddr_in`/`sockaddr_in6`), Node style; or, with family `'IB'`, an
+ * AF_IB address (`struct sockaddr_ib`): `address` is its GID in IPv6 notation, `port` the port
+ * of its service ID.
+ */
 export interface SockAddr {
   address: string;
   port: number;
-  /** Derived from `address` when omitted. */
-  family?: 'IPv4' | 'IPv6';
+  /** Derived from `address` when omitted (an IP address). */
+  family?: 'IPv4' | 'IPv6' | 'IB';
+}
+
+/** An AF_IB address: such an address names a GID, which no device here is addressed by. */
+export function isAfIb(a: SockAddr | null | undefined): boolean {
+  return a?.family === 'IB';
 }
 
 /** 4 or 6 for an IP literal, else EINVAL. */
@@ -213,7 +222,7 @@ export const RAI = {
 /** `struct rdma_addrinfo` (one result; librdmacm uses only the first getaddrinfo answer). */
 export interface RdmaAddrinfo {
   flags: number;
-  family: 'IPv4' | 'IPv6';
+  family: 'IPv4' | 'IPv6' | 'IB';
   /** ibv_qp_type: 2 = RC, 4 = UD. */
   qpType: number;
   portSpace: number;
@@ -223,10 +232,13 @@ export interface RdmaAddrinfo {
   dstCanonname: string | null;
 }
 
-/** Hints for {@link getaddrinfo}. */
+/**
+ * Hints for {@link getaddrinfo}. Family `'IB'` with the flags FAMILY and NUMERICHOST asks for
+ * AF_IB addresses: the numeric address is read as a GID.
+ */
 export interface RdmaAddrinfoHints {
   flags?: number;
-  family?: 'IPv4' | 'IPv6';
+  family?: 'IPv4' | 'IPv6' | 'IB';
   qpType?: number;
   portSpace?: number;
   srcAddr?: SockAddr;
@@ -302,6 +314,15 @@ function serviceNames(): Promise<Map<string, number>> {
 }
 
 /**
+ * The GID an IP address gives as an AF_IB address (librdmacm's `ucma_convert_in6`): an IPv6
+ * address is the GID; an IPv4 one gives the zero GID (librdmacm reads its sockaddr_in as a
+ * sockaddr_in6, whose address bytes lie past the IPv4 address: sin_zero and beyond).
+ */
+function gidOfIp(address: string, family: 4 | 6): string {
+  return family === 6 ? address : '::';
+}
+
+/**
  * rdma_getaddrinfo(node, service, hints). EINVAL if node and service are both missing; name
  * resolution failures reject with a {@link GaiError} carrying the EAI code.
  */
@@ -315,12 +336,14 @@ export async function getaddrinfo(node: string | null, service: string | number 
     port = p;
   }
   const passive = (flags & RAI.PASSIVE) !== 0;
+  // AF_IB is no family of the name lookup (librdmacm's ucma_convert_to_ai leaves it unset).
+  const ipFamilyHint = hints.family === 'IB' ? undefined : hints.family;
   let address: string;
   let canon: string | null = null;
   let family: 4 | 6;
   if (node === '') throw new GaiError(-2, 'EAI_NONAME', gaiStrerror(-2));
   if (node === null) {
-    family = hints.family === 'IPv6' ? 6 : 4;
+    family = ipFamilyHint === 'IPv6' ? 6 : 4;
     address = passive ? (family === 6 ? '::' : '0.0.0.0') : family === 6 ? '::1' : '127.0.0.1';
   } else if (net.isIP(node)) {
     family = net.isIP(node) as 4 | 6;
@@ -329,7 +352,7 @@ export async function getaddrinfo(node: string | null, service: string | number 
     if (flags & RAI.NUMERICHOST) throw new GaiError(-2, 'EAI_NONAME', gaiStrerror(-2));
     try {
       const opts: dns.LookupOneOptions = {};
-      if (hints.family) opts.family = hints.family === 'IPv6' ? 6 : 4;
+      if (ipFamilyHint) opts.family = ipFamilyHint === 'IPv6' ? 6 : 4;
       const r = await dns.promises.lookup(node, opts);
       address = r.address;
       family = r.family as 4 | 6;
@@ -341,11 +364,12 @@ export async function getaddrinfo(node: string | null, service: string | number 
     }
   }
   // An address of the other family than the hint asks for (glibc: EAI_ADDRFAMILY).
-  if (hints.family && (hints.family === 'IPv6') !== (family === 6)) throw new GaiError(-9, 'EAI_ADDRFAMILY', gaiStrerror(-9));
-  const sa: SockAddr = { address, port, family: family === 6 ? 'IPv6' : 'IPv4' };
+  if (ipFamilyHint && (ipFamilyHint === 'IPv6') !== (family === 6)) throw new GaiError(-9, 'EAI_ADDRFAMILY', gaiStrerror(-9));
+  const afIb = hints.family === 'IB' && (flags & (RAI.FAMILY | RAI.NUMERICHOST)) === (RAI.FAMILY | RAI.NUMERICHOST);
+  const sa: SockAddr = afIb ? { address: gidOfIp(address, family), port, family: 'IB' } : { address, port, family: family === 6 ? 'IPv6' : 'IPv4' };
   return {
     flags,
-    family: sa.family as 'IPv4' | 'IPv6',
+    family: sa.family as 'IPv4' | 'IPv6' | 'IB',
     qpType: hints.qpType ?? 2,
     portSpace: hints.portSpace ?? 0x0106,
     srcAddr: passive ? sa : (hints.srcAddr ?? null),

@@ -36,7 +36,7 @@ import type { QpAttr } from '../verbs/qp-attr.js';
 import { QpType, type QpState } from '../verbs/types.js';
 import type { EventChannel } from './event-channel.js';
 import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
-import { ipFamily, isAny, isLoopback, resolveNeighbor, routeSource, type SockAddr } from './addr.js';
+import { ipFamily, isAfIb, isAny, isLoopback, resolveNeighbor, routeSource, type SockAddr } from './addr.js';
 import { PortSpace, isPortSpace, qpTypeOfPortSpace } from './port-space.js';
 import { checkPortPrivilege } from './port-privilege.js';
 import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, transportOf } from './device-choice.js';
@@ -387,14 +387,15 @@ export class CmId {
    * whose CM serves the id's port space, or the pinned one); port 0 picks one when connecting
    * or listening. EADDRNOTAVAIL for an address no (pinned) device owns, EADDRINUSE for a port
    * another id holds, EACCES for a privileged port without CAP_NET_BIND_SERVICE (any port space,
-   * any device: port-privilege.ts), EINVAL when not IDLE.
+   * any device: port-privilege.ts), ENODEV for an AF_IB address but the zero GID, EINVAL when
+   * not IDLE.
    */
-  bindAddr(addr: SockAddr): void {
+  bindAddr(given: SockAddr): void {
     const op = 'rdma_bind_addr';
     this.checkAlive(op);
     this.enter(CmState.IDLE, CmState.ADDR_BOUND, op, 'bind');
     try {
-      this.bind(addr, op);
+      this.bind(given, op);
     } catch (e) {
       this.cell.exch(CmState.ADDR_BOUND, CmState.IDLE, 'bind failed');
       throw e;
@@ -402,7 +403,11 @@ export class CmId {
   }
 
   /** rdma_bind_addr's work: the address checked and reserved, the device taken. */
-  private bind(addr: SockAddr, op: string): void {
+  private bind(given: SockAddr, op: string): void {
+    // AF_IB: no device here is addressed by GID (the kernel finds none owning it: ENODEV); the
+    // zero GID binds no device, as the IP wildcard does.
+    if (isAfIb(given) && !isAny(given.address)) throw err('ENODEV', op, `no device has GID ${given.address}`);
+    const addr = isAfIb(given) ? { address: '0.0.0.0', port: given.port } : given;
     const fam = ipFamily(addr.address, op);
     if (!Number.isInteger(addr.port) || addr.port < 0 || addr.port > 65535) throw err('EINVAL', op, `port ${addr.port}`);
     checkPortPrivilege(addr.port, op);
@@ -431,10 +436,14 @@ export class CmId {
    * address is waited for (IPv4: the ARP table) up to `timeoutMs`.
    * Event: ADDR_RESOLVED, or ADDR_ERROR with a negative
    * errno status (-ENODEV: no (pinned) device owns the source; -ETIMEDOUT: no ARP answer).
+   * An AF_IB source or destination fails the call with ENODEV.
    */
   async resolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs = 2000): Promise<void> {
     const op = 'rdma_resolve_addr';
     this.checkAlive(op);
+    // The kernel resolves an AF_IB address to the device owning its GID (cma_resolve_ib_dev);
+    // no device here is addressed by GID.
+    if (isAfIb(dst) || isAfIb(src)) throw err('ENODEV', op, 'no device resolves AF_IB addresses');
     const dfam = ipFamily(dst.address, op);
     if (this.cell.is(CmState.IDLE)) {
       if (src) this.bindAddr(src);
@@ -758,8 +767,8 @@ export class CmId {
 
   /**
    * rdma_init_qp_attr(): the attributes to move an application-created QP to `state`, from the
-   * transport. On iWARP the CM drives RTR/RTS itself, so only INIT carries attributes (access
-   * flags, port); the mask is 0 for the other states, as the iWARP kernel path returns. On IB:
+   * transport. On iWARP the state with access flags and the port for INIT and RTR (no access
+   * before rdma_connect), the port alone for RTS: the CM moves the QP to RTS itself. On IB:
    * P_Key index and Q_Key (UD) or access flags at INIT, path, PSNs and QPNs at RTR/RTS.
    */
   initQpAttr(state: QpState): { attr: QpAttr; mask: number } {

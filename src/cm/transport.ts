@@ -252,7 +252,7 @@ export interface CmEndpoint {
   /**
    * rdma_init_qp_attr: the attributes and mask that move a QP of this id to `state` (INIT: access
    * flags and port, plus P_Key index and Q_Key on IB; RTR/RTS: path, PSNs, QPNs on IB; iWARP
-   * drives RTR/RTS itself and returns mask 0).
+   * gives state and access for RTR as for INIT, and only the port for RTS, which its CM makes).
    */
   initQpAttr(state: QpState): { attr: QpAttr; mask: number };
   /** rdma_join_multicast(_ex): join; MULTICAST_JOIN or MULTICAST_ERROR is upcalled. Absent: ENOSYS. */

@@ -190,7 +190,7 @@ export abstract class Qp {
     if (this.destroyed) throw err('EINVAL', op, 'QP destroyed');
     const m = mask ?? qpAttrMaskOf(attr);
     const cur = this._state;
-    const next = m & QpAttrMask.STATE && attr.qpState !== undefined ? attr.qpState : cur;
+    const next = m & QpAttrMask.STATE && attr.qpState !== undefined ? this._stateFor(cur, attr.qpState) : cur;
     if (m & QpAttrMask.CUR_STATE && attr.curQpState !== undefined && attr.curQpState !== cur) {
       throw err('EINVAL', op, `cur_qp_state ${attr.curQpState} != ${cur}`);
     }
@@ -290,6 +290,14 @@ export abstract class Qp {
    */
   protected _checkModify(_attr: QpAttr, _mask: number, _next: QpState): string | null {
     return null;
+  }
+
+  /**
+   * Transport hook: the state a modify asking for `asked` moves the QP to from `cur` (by default
+   * `asked`; a device may leave the state alone for requests it ignores, as siw does).
+   */
+  protected _stateFor(_cur: QpState, asked: QpState): QpState {
+    return asked;
   }
 
   /** Hook for the transport to veto or act on a user modify (e.g. RTS needs a connection). */

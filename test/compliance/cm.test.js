@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   createId, createEventChannel, PortSpace, CmEventType, CmState,
-  Access, WrOpcode, SendFlags, WcStatus, QpState, RdmaOption,
+  Access, WrOpcode, SendFlags, WcStatus, QpState, RdmaOption, QpType,
   getCmTransport, TransportType,
 } from '../../dist/index.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
@@ -247,5 +247,75 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
       await closePair({ id, child });
     }
     await listen.destroy();
+  });
+
+  test('QPs the application made and moves with rdma_init_qp_attr carry a connection (rping -q on both sides)', async () => {
+    const sch = createEventChannel();
+    const cch = createEventChannel();
+    const listen = createId(sch, 'L', PortSpace.TCP);
+    listen.bindAddr({ address: '127.0.0.1', port: 0 });
+    await listen.listen(1);
+    const id = createId(cch, 'C', PortSpace.TCP);
+    await id.resolveAddr(null, { address: '127.0.0.1', port: listen.srcPort }, 2000);
+    (await nextEvent(cch)).ack();
+    await id.resolveRoute(2000);
+    (await nextEvent(cch)).ack();
+    const own = (cmId) => {
+      const pd = cmId.verbs.allocPd();
+      const cq = cmId.verbs.createCq(4);
+      const qp = pd.createQp({ qpType: QpType.RC, sendCq: cq, recvCq: cq, cap: { maxSendWr: 2, maxRecvWr: 2 } });
+      const mr = pd.regMr(Buffer.alloc(64), Access.LOCAL_WRITE);
+      return { qp, cq, mr, free: () => (mr.dereg(), qp.destroy(), cq.destroy(), pd.dealloc()) };
+    };
+    const move = (cmId, qp, states) => {
+      for (const s of states) {
+        const { attr, mask } = cmId.initQpAttr(s);
+        qp.modify(attr, mask);
+      }
+    };
+    const cli = own(id);
+    move(id, cli.qp, [QpState.INIT]);
+    await id.connect({ qpNum: cli.qp.qpNum, responderResources: 1, initiatorDepth: 1 });
+    let ev = await nextEvent(sch);
+    assert.equal(ev.event, CmEventType.CONNECT_REQUEST);
+    const child = ev.id;
+    ev.ack();
+    const srv = own(child);
+    move(child, srv.qp, [QpState.INIT]);
+    srv.qp.postRecv({ wrId: 'r', sgList: [{ addr: srv.mr.addr, length: 64, lkey: srv.mr.lkey }] });
+    move(child, srv.qp, [QpState.RTR, QpState.RTS]);
+    await child.accept({ qpNum: srv.qp.qpNum, responderResources: 1, initiatorDepth: 1 });
+    ev = await nextEvent(cch);
+    // IB: CONNECT_RESPONSE, then the application moves its QP and rdma_establish sends the RTU.
+    // iWARP: ESTABLISHED with the QP in RTS already; the moves change nothing and
+    // rdma_establish has nothing to do (EINVAL).
+    const iwarp = d.transportType === TransportType.IWARP;
+    assert.equal(ev.event, iwarp ? CmEventType.ESTABLISHED : CmEventType.CONNECT_RESPONSE);
+    ev.ack();
+    move(id, cli.qp, [QpState.INIT, QpState.RTR, QpState.RTS]);
+    assert.equal(cli.qp.state, QpState.RTS);
+    if (iwarp) assert.throws(() => id.establish(), (e) => e.code === 'EINVAL');
+    else id.establish();
+    ev = await nextEvent(sch);
+    assert.equal(ev.event, CmEventType.ESTABLISHED);
+    ev.ack();
+    assert.equal(srv.qp.state, QpState.RTS);
+    Buffer.from(cli.mr.buf.buffer, cli.mr.buf.byteOffset, 7).write('own QPs');
+    cli.qp.postSend({ wrId: 's', opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: [{ addr: cli.mr.addr, length: 7, lkey: cli.mr.lkey }] });
+    let wc = [];
+    for (const t0 = Date.now(); wc.length === 0 && Date.now() - t0 < 3000; await new Promise((r) => setTimeout(r, 5))) wc = srv.cq.poll(1);
+    assert.equal(wc.length, 1, 'the Send arrived');
+    assert.equal(wc[0].status, WcStatus.SUCCESS);
+    assert.equal(Buffer.from(srv.mr.buf.subarray(0, 7)).toString(), 'own QPs');
+    await Promise.all([id.disconnect(), child.disconnect()]);
+    for (const [ch, x] of [[cch, id], [sch, child]]) {
+      while (ch.pending > 0) (await nextEvent(ch)).ack();
+      await x.destroy();
+    }
+    cli.free();
+    srv.free();
+    await listen.destroy();
+    sch.destroy();
+    cch.destroy();
   });
 });

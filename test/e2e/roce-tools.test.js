@@ -43,6 +43,16 @@ test('rping -C 20 -v -V over RoCE: the ping data both ways, DISCONNECT, exit 0/0
   assert.equal(r.srv.stderr, 'server DISCONNECT EVENT...\nwait for RDMA_READ_ADV state 10\n', r.both);
 });
 
+test('rping -q over RoCE: both sides move their own QPs with rdma_init_qp_attr, the client completes with rdma_establish; the pings run', async () => {
+  const port = await freePort();
+  const args = ['-q', '-a', '127.0.0.1', '-p', String(port), '-C', '5', '-v', '-V'];
+  const r = await pair('rping', ['-s', ...args], ['-c', ...args], port);
+  assert.equal(r.cli.code, 0, r.both);
+  assert.equal(r.srv.code, 0, r.both);
+  assert.equal(r.cli.stdout, rpingLines({ count: 5, role: 'client' }), r.both);
+  assert.equal(r.srv.stdout, rpingLines({ count: 5, role: 'server' }), r.both);
+});
+
 test('rping -c to a port nobody listens on: REJECTED with status 8 (invalid service ID), exit 255', async () => {
   const port = await freePort();
   const r = await runCli(cli('rping'), ['-c', '-a', '127.0.0.1', '-p', String(port), '-C', '1'], { env: ENV, timeoutMs: 20_000 });

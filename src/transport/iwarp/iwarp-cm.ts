@@ -14,8 +14,8 @@ import net from 'node:net';
 import { RdmaError, err } from '../../errors.js';
 import { Errno, type ErrnoCode } from '../../errno.js';
 import { isAnyIp, unmapV4 } from '../../util/ip.js';
-import { QpState } from '../../verbs/types.js';
-import type { QpAttr } from '../../verbs/qp-attr.js';
+import { Access, QpState } from '../../verbs/types.js';
+import { QpAttrMask, type QpAttr } from '../../verbs/qp-attr.js';
 import {
   CmEventType,
   PortSpace,
@@ -39,10 +39,10 @@ import { SIW_PROVIDER } from './provider.js';
 /** Private data limit on iWARP (256-byte MPA limit minus the 4-byte IRD/ORD word). */
 export const IWARP_MAX_PRIVATE_DATA = 252;
 
-/** `IB_QP_STATE | IB_QP_ACCESS_FLAGS | IB_QP_PORT`: what iw_cm_init_qp_attr sets for INIT. */
-const INIT_MASK = 1 | 8 | 32;
-/** The QP access iw_cm grants at INIT: local write, remote write, remote read. */
-const INIT_ACCESS = 0x7;
+/** What rdma_init_qp_attr sets for INIT and RTR on iWARP: state and access flags (iw_cm), port (cma.c). */
+const INIT_MASK = QpAttrMask.STATE | QpAttrMask.ACCESS_FLAGS | QpAttrMask.PORT;
+/** The QP access iw_cm grants at INIT and RTR: local write, remote write, remote read. */
+const INIT_ACCESS = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ;
 
 /** IPv4 + TCP header bytes per segment. */
 const IPV4_TCP_HEADERS = 40;
@@ -72,12 +72,18 @@ class IwarpEndpoint implements CmEndpoint {
   /** The ESTABLISHED of a peer-to-peer accept, reported on the initiator's RTR or at the connection's end. */
   private pendingEstablished: (() => void) | null = null;
   private dead = false;
+  /**
+   * The id has its iw_cm id: from rdma_connect (unless the call itself fails), or from the
+   * connect request it was made for. Before that rdma_init_qp_attr grants no access (cma.c).
+   */
+  private iwId = false;
 
   constructor(private readonly host: CmHost) {}
 
   /** A listener's request becomes this endpoint's (passive side). */
   takeRequest(cep: Cep): void {
     this.cep = cep;
+    this.iwId = true;
     cep.onEvent = (ev) => {
       // The requester went away before accept/reject.
       if (ev.type === 'failed' && !this.connected && this.cep === cep) this.cep = null;
@@ -94,6 +100,7 @@ class IwarpEndpoint implements CmEndpoint {
     const src = req.src;
     const cep = Cep.connect(opts, { ird: req.responderResources, ord: req.initiatorDepth, privateData: req.privateData, crc: cfg.crc, p2p: cfg.p2p, replyTimeoutMs: cfg.mpaReplyTimeoutMs });
     this.cep = cep;
+    this.iwId = true;
     cep.onEvent = (ev) => {
       if (this.dead) return;
       switch (ev.type) {
@@ -125,6 +132,7 @@ class IwarpEndpoint implements CmEndpoint {
       // The TCP connect failed: rdma_connect itself fails with that errno (siw connects inside
       // the call) and no event follows.
       if (this.cep === cep) this.cep = null;
+      this.iwId = false;
       throw RdmaError.fromErrno(-tcp, { op });
     }
   }
@@ -173,12 +181,16 @@ class IwarpEndpoint implements CmEndpoint {
   }
 
   /**
-   * On iWARP the CM drives RTR/RTS itself, so only INIT carries attributes (access flags, port);
-   * the mask is 0 for the other states, as the kernel's iWARP path returns.
+   * The kernel's answer (cma.c rdma_init_qp_attr over iw_cm_init_qp_attr), the port always
+   * included: before the id has its iw_cm id, the state with no access whatever the state; then
+   * INIT and RTR give the state with local write, remote write and remote read access, RTS only
+   * the port (the CM moves the QP to RTS itself), any other state EINVAL.
    */
   initQpAttr(state: QpState): { attr: QpAttr; mask: number } {
-    if (state === QpState.INIT) return { attr: { qpState: state, qpAccessFlags: INIT_ACCESS, portNum: this.host.portNum || 1 }, mask: INIT_MASK };
-    if (state === QpState.RTR || state === QpState.RTS) return { attr: { qpState: state }, mask: 0 };
+    const portNum = this.host.portNum || 1;
+    if (!this.iwId) return { attr: { qpState: state, qpAccessFlags: 0, portNum }, mask: INIT_MASK };
+    if (state === QpState.INIT || state === QpState.RTR) return { attr: { qpState: state, qpAccessFlags: INIT_ACCESS, portNum }, mask: INIT_MASK };
+    if (state === QpState.RTS) return { attr: { qpState: state, portNum }, mask: QpAttrMask.PORT };
     throw err('EINVAL', 'rdma_init_qp_attr', `state ${state}`);
   }
 

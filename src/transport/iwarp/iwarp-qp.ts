@@ -11,7 +11,7 @@ import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { Cq } from '../../verbs/cq.js';
 import type { QpInitAttr } from '../../verbs/provider.js';
-import { Qp, type RqWqe, type SqWqe } from '../../verbs/qp.js';
+import { Qp, qpTransitionAllowed, type RqWqe, type SqWqe } from '../../verbs/qp.js';
 import { AsyncEventType, QpState, WcStatus, WrOpcode, type QpCap, type SendWr, type Sge } from '../../verbs/types.js';
 import { localSgeTarget, remoteTarget as mrRemoteTarget, invalidateMr } from './mem.js';
 import type { Llp } from './llp.js';
@@ -220,6 +220,18 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
   }
 
   // -- Qp hooks ----------------------------------------------------------------------------------
+
+  /**
+   * siw acts on a request for RTS, CLOSING, TERMINATE or ERROR; a request for INIT or RTR that
+   * the state graph does not take (RTR asked for again or after RTS, a connected QP asked back to
+   * INIT) leaves the state as it is and the modify succeeds (siw_qp_nextstate_from_idle and
+   * siw_qp_nextstate_from_rts ignore them). rdma_init_qp_attr's INIT and RTR answers on a
+   * connected id are such requests.
+   */
+  protected override _stateFor(cur: QpState, asked: QpState): QpState {
+    if ((asked === QpState.INIT || asked === QpState.RTR) && !qpTransitionAllowed(cur, asked)) return cur;
+    return asked;
+  }
 
   protected override _modifyState(to: QpState): void {
     if (to === QpState.ERR && this.llp) {

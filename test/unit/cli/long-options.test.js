@@ -2,7 +2,7 @@
 // its rdma-core getopt string sees it.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { takeLongOptions } from '../../../dist/cli/common.js';
+import { takeLongOptions } from '../../../dist/cli/getopt.js';
 
 test('flags and valued options in both forms are taken out; the rest keeps its order', () => {
   const r = takeLongOptions(['-s', 'h', '--json', '--warmup', '12', '-C', '3', '--warmup=40'], ['json'], ['warmup']);

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { inetNtop6 } from '../../../dist/cli/common.js';
+import { inetNtop6 } from '../../../dist/cli/addresses.js';
 
 const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', 'dist', 'cli');
 const UDADDY = join(CLI, 'udaddy.js');

@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import net from 'node:net';
 import {
   createId, createEventChannel, PortSpace, CmEventType, CmState, rdmaEventStr, getaddrinfo, GaiError, RdmaError,
-  Access, WrOpcode, SendFlags, WcStatus, QpState, RdmaOption,
+  Access, WrOpcode, SendFlags, WcStatus, QpState, RdmaOption, QpAttrMask, QpType,
 } from '../../../dist/index.js';
 import { nextEvent, syncPair } from '../../lib/cm.js';
 import { freePort } from '../../lib/ports.js';
@@ -119,6 +119,65 @@ test('an explicit bind is honoured on connect: 127.0.0.2 stays the source; a bin
     assert.deepEqual(child.localAddr, { address: '127.0.0.1', port: listen.srcPort, family: 'IPv4' });
     assert.deepEqual(id.peerAddr, child.localAddr);
     await closePair({ id, child });
+  }
+  await listen.destroy();
+});
+
+test('rdma_init_qp_attr as the kernel answers on iWARP: no access before the id connects; then INIT and RTR give state, access and port, RTS the port alone', async () => {
+  const M = QpAttrMask;
+  const STATE_ACCESS_PORT = M.STATE | M.ACCESS_FLAGS | M.PORT;
+  const RW = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ;
+  const listen = createId(null, null, PortSpace.TCP);
+  listen.bindAddr({ address: '127.0.0.1', port: 0 });
+  await listen.listen(1);
+  const request = listen.getRequest();
+  const id = createId(null, null, PortSpace.TCP);
+  await id.resolveAddr(null, { address: '127.0.0.1', port: listen.srcPort });
+  await id.resolveRoute();
+  // cma.c: an id without its iw_cm id yet gets the state with no access, whatever the state.
+  for (const s of [QpState.INIT, QpState.RTR, QpState.RTS]) {
+    assert.deepEqual(id.initQpAttr(s), { attr: { qpState: s, qpAccessFlags: 0, portNum: 1 }, mask: STATE_ACCESS_PORT }, `before rdma_connect: ${s}`);
+  }
+  const own = (cmId) => {
+    const pd = cmId.verbs.allocPd();
+    const cq = cmId.verbs.createCq(4);
+    const qp = pd.createQp({ qpType: QpType.RC, sendCq: cq, recvCq: cq, cap: { maxSendWr: 2, maxRecvWr: 2 } });
+    return { qp, free: () => (qp.destroy(), cq.destroy(), pd.dealloc()) };
+  };
+  const move = (cmId, qp, s) => {
+    const { attr, mask } = cmId.initQpAttr(s);
+    qp.modify(attr, mask);
+  };
+  const cli = own(id);
+  move(id, cli.qp, QpState.INIT);
+  assert.equal(cli.qp.state, QpState.INIT);
+  const connected = id.connect({ qpNum: cli.qp.qpNum });
+  const child = await request;
+  // The connect request's id has its iw_cm id (iw_cm_init_qp_attr).
+  for (const s of [QpState.INIT, QpState.RTR]) {
+    assert.deepEqual(child.initQpAttr(s), { attr: { qpState: s, qpAccessFlags: RW, portNum: 1 }, mask: STATE_ACCESS_PORT }, `request: ${s}`);
+  }
+  assert.deepEqual(child.initQpAttr(QpState.RTS), { attr: { qpState: QpState.RTS, portNum: 1 }, mask: M.PORT });
+  assert.throws(() => child.initQpAttr(QpState.SQD), (e) => e instanceof RdmaError && e.code === 'EINVAL');
+  const srv = own(child);
+  move(child, srv.qp, QpState.INIT);
+  move(child, srv.qp, QpState.RTR);
+  move(child, srv.qp, QpState.RTS);
+  assert.equal(srv.qp.state, QpState.RTR, 'RTS is the CM\'s to make');
+  assert.equal(srv.qp.query().qpAccessFlags, RW);
+  await Promise.all([child.accept({ qpNum: srv.qp.qpNum }), connected]);
+  assert.equal(srv.qp.state, QpState.RTS);
+  assert.equal(cli.qp.state, QpState.RTS);
+  // After ESTABLISHED (rping -q's client): the INIT and RTR answers change nothing but the access
+  // of a connected QP (siw ignores those moves), and rdma_establish has nothing to do (EINVAL).
+  for (const s of [QpState.INIT, QpState.RTR, QpState.RTS]) move(id, cli.qp, s);
+  assert.equal(cli.qp.state, QpState.RTS);
+  assert.equal(cli.qp.query().qpAccessFlags, RW);
+  assert.throws(() => id.establish(), (e) => e instanceof RdmaError && e.code === 'EINVAL');
+  await id.disconnect();
+  for (const [x, q] of [[id, cli], [child, srv]]) {
+    q.free();
+    await x.destroy();
   }
   await listen.destroy();
 });

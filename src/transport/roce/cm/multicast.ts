@@ -15,15 +15,16 @@ import { HOP_LIMIT, devOf, familyOf, isAnyAddr } from './addr.js';
 /**
  * rdma_join_multicast on the id of `host`: MULTICAST_JOIN (or MULTICAST_ERROR) is upcalled on a
  * later turn, unless `alive()` is false by then.
- * @throws RdmaError EINVAL for the zero address, ENOTSUPP for an IPv6 group, EADDRNOTAVAIL when
- *   the device has no IPv4 address.
+ * @throws RdmaError EINVAL for the zero address, ENOTSUPP for a group not of IPv4 (IPv6, or the
+ *   MGID of an AF_IB address), EADDRNOTAVAIL when the device has no IPv4 address.
  */
 export function joinMulticast(host: CmHost, join: McJoin, alive: () => boolean): void {
   const op = 'rdma_join_multicast';
   const dev = devOf(host.context, op);
   const family = familyOf(join.addr);
-  // cma_iboe_join_multicast: the zero address is refused first, then an IPv6 group on a RoCEv2
-  // port (the only GID type here) with the kernel's ENOTSUPP; both before anything is queued.
+  // cma_iboe_join_multicast: the zero address is refused first, then a group not of AF_INET
+  // (IPv6, AF_IB) on a RoCEv2 port (the only GID type here) with the kernel's ENOTSUPP; both
+  // before anything is queued.
   if (isAnyAddr(join.addr.address)) throw err('EINVAL', op, 'zero multicast address');
   if (family === 6) throw err('ENOTSUPP', op, 'IPv6 multicast groups on a RoCEv2 port');
   const first = Number(join.addr.address.split('.')[0]);

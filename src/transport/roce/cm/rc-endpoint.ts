@@ -428,6 +428,10 @@ export function rcConnectRequest(c: RcConn, m: CmReq, l: Listener, meta: RxMeta)
     return;
   }
   c.pathMtu = Math.min(m.pathMtu, dev.pathMtu || m.pathMtu);
+  // The requester's resources in this side's perspective until rdma_accept gives its own
+  // (cm.c cm_req_handler): rdma_init_qp_attr answers with them before the accept.
+  c.ord = m.responderResources;
+  c.ird = m.initiatorDepth;
   c.holdRequest(l.host);
   const user = padded(m.privateData.subarray(CMA_HDR_LEN), CMA_REQ_USER_PD);
   const srcText = ipFromGid(gidFromBytes(hdr.src)).ip;

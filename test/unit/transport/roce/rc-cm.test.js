@@ -731,6 +731,23 @@ test('passive: REQ â†’ CONNECT_REQUEST (56 bytes, IRD/ORD swapped, addresses) â†
   peer.close();
 });
 
+test('passive: before rdma_accept, rdma_init_qp_attr gives the REQ\'s resources in this side\'s perspective (cm_req_handler): its initiator depth as RTR\'s responder resources, its responder resources as RTS\'s initiator depth', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const { l, port } = await listener(ch);
+  peer.sendMad(reqFrom(port, { ird: 4, ord: 2 }), 0x67n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  cr.ack();
+  assert.equal(cr.id.initQpAttr(QpState.RTR).attr.maxDestRdAtomic, 2);
+  assert.equal(cr.id.initQpAttr(QpState.RTS).attr.maxRdAtomic, 4);
+  cr.id.reject();
+  await peer.mad('REJ');
+  await cr.id.destroy();
+  await l.destroy();
+  ch.destroy();
+  peer.close();
+});
+
 test('passive: the first request on the QP establishes the connection when the RTU is lost', async () => {
   const peer = await rawPeer();
   const ch = createEventChannel();
