@@ -13,9 +13,7 @@
 import { constants as bufferConstants } from 'node:buffer';
 import os from 'node:os';
 import { basename as pathBasename } from 'node:path';
-import { settleConnections } from '../verbs/index.js';
-import { RdmaError } from '../errors.js';
-import { Errno, strerror } from '../errno.js';
+import { settleConnections, RdmaError, Errno, strerror } from './api.js';
 
 // -- output and process exit ----------------------------------------------------------------------
 

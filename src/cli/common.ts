@@ -18,9 +18,9 @@ import {
   type PortSpace,
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
-} from '../cm/index.js';
-import { getDeviceList } from '../verbs/index.js';
-import { Errno } from '../errno.js';
+  getDeviceList,
+  Errno,
+} from './api.js';
 import { errOut, errnoFrom, out, perror } from './c-compat.js';
 import { eaiOf } from './addresses.js';
 

@@ -21,9 +21,22 @@
  */
 import net from 'node:net';
 import { once } from 'node:events';
-import { Errno } from '../errno.js';
-import { PollWaiters } from '../util/poll-waiters.js';
-import { POLLERR, POLLHUP, POLLIN, POLLOUT, SOL_SOCKET, IPPROTO_TCP, SO_SNDBUF, SO_RCVBUF, SO_KEEPALIVE, SO_ERROR, TCP_NODELAY, TCP_KEEPIDLE } from '../rsocket/options.js';
+import { Errno } from './api.js';
+import {
+  PollWaiters,
+  POLLERR,
+  POLLHUP,
+  POLLIN,
+  POLLOUT,
+  SOL_SOCKET,
+  IPPROTO_TCP,
+  SO_SNDBUF,
+  SO_RCVBUF,
+  SO_KEEPALIVE,
+  SO_ERROR,
+  TCP_NODELAY,
+  TCP_KEEPIDLE,
+} from './rs-api.js';
 
 const EAGAIN = Errno.EAGAIN;
 const EPIPE = Errno.EPIPE;

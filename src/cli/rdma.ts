@@ -22,10 +22,7 @@ import { loadPlan } from '../transports.js';
 import { deferTransports } from '../cm/transport.js';
 import { backendSelection } from '../verbs/provider.js';
 
-export * from '../verbs/index.js';
-export * from '../cm/index.js';
-export { RdmaError, PostError, TerminateError } from '../errors.js';
-export { Errno, errnoOf, strerror, type ErrnoCode } from '../errno.js';
+export * from './api.js';
 
 const plan = loadPlan({ env: process.env, backend: backendSelection() });
 for (const t of plan.now) await t.load();

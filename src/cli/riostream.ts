@@ -10,10 +10,11 @@
  * loop that lets the event loop (which places the peer's writes) run between two looks.
  */
 import { eagerFeedback } from './startup.js';
-import { RsConn, RS_EAGAIN } from '../rsocket/conn.js';
-import { RsListener } from '../rsocket/listener.js';
-import { RsState } from '../rsocket/state.js';
 import {
+  RsConn,
+  RS_EAGAIN,
+  RsListener,
+  RsState,
   POLLERR,
   POLLHUP,
   POLLIN,
@@ -31,7 +32,7 @@ import {
   RDMA_IOMAPSIZE,
   MSG_DONTWAIT,
   MSG_WAITALL,
-} from '../rsocket/options.js';
+} from './rs-api.js';
 import { Errno, RdmaError, RAI, getDeviceList, getaddrinfo, type SockAddr } from './rdma.js';
 import { errOut, out, perrorN, progName, runMain } from './c-compat.js';
 import { Getopt } from './getopt.js';

@@ -54,7 +54,7 @@ import { atoi, errnoFrom, errOut, exit, objId, out, perror, runMain, Semaphore }
 import { Getopt, takeLongOptions } from './getopt.js';
 import { anyAddr, eaiOf, gaiMessage, resolveHost, sockAddr, type HostAddr } from './addresses.js';
 import { createFirstEventChannel } from './common.js';
-import { copyBytes } from '../util/copy.js';
+import { copyBytes } from './api.js';
 
 /** Test states (rping.c `enum test_state`); the numbers appear in messages. */
 enum TestState {

@@ -14,9 +14,10 @@ import { eagerFeedback } from './startup.js';
 import net from 'node:net';
 import { fork, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { RsConn, RS_EAGAIN } from '../rsocket/conn.js';
-import { RsListener } from '../rsocket/listener.js';
 import {
+  RsConn,
+  RS_EAGAIN,
+  RsListener,
   POLLERR,
   POLLHUP,
   POLLIN,
@@ -34,13 +35,10 @@ import {
   RDMA_INLINE,
   MSG_DONTWAIT,
   MSG_WAITALL,
-} from '../rsocket/options.js';
+} from './rs-api.js';
 // No transport here: rsockets take the soft iWARP device (and what src/cli/rdma.ts adds), loaded by
 // main() unless the run uses plain sockets (-T s, -T f).
-import { RdmaError } from '../errors.js';
-import { Errno } from '../errno.js';
-import { RAI, getaddrinfo, type SockAddr } from '../cm/index.js';
-import { getDeviceList } from '../verbs/index.js';
+import { RdmaError, Errno, RAI, getaddrinfo, type SockAddr, getDeviceList } from './api.js';
 import { NetSock } from './net-sock.js';
 import { atoi, errOut, out, perrorN, progName, runMain } from './c-compat.js';
 import { Getopt } from './getopt.js';

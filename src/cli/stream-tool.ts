@@ -5,8 +5,8 @@
  * options, and the interrupt budget of the series' bandwidth phase.
  */
 import { V8_INTERRUPT_BUDGET, setInterruptBudget } from './startup.js';
-import { MSG_DONTWAIT } from '../rsocket/options.js';
-import { Errno } from '../errno.js';
+import { MSG_DONTWAIT } from './rs-api.js';
+import { Errno } from './api.js';
 import { atoi, cMalloc, errOut, out, perrorN, progName } from './c-compat.js';
 import { takeLongOptions } from './getopt.js';
 import { BytePattern, cntStr, sizeStr, sizeToCount } from './common.js';
