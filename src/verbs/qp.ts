@@ -350,7 +350,7 @@ export abstract class Qp {
         this.kickIf(queued);
         throw new PostError('ENOMEM', op, i, 'send queue full');
       }
-      const bad = (ud && this.udProblem(wr)) || this._checkSendWr(wr);
+      const bad = wrShapeProblem(wr) ?? ((ud && this.udProblem(wr)) || this._checkSendWr(wr));
       if (bad) {
         this.kickIf(queued);
         throw new PostError('EINVAL', op, i, bad);
@@ -515,6 +515,8 @@ export abstract class Qp {
     const op = 'ibv_post_recv';
     if (this.destroyed || this._state === QpState.RESET) throw new PostError('EINVAL', op, i, `QP in state ${this._state}`);
     if (this.rq.length >= this.cap.maxRecvWr) throw new PostError('ENOMEM', op, i, 'receive queue full');
+    const shape = wrShapeProblem(wr);
+    if (shape !== null) throw new PostError('EINVAL', op, i, shape);
     const src = wr.sgList;
     const n = src.length;
     if (n > this.cap.maxRecvSge) throw new PostError('EINVAL', op, i, 'too many SGEs');
@@ -619,10 +621,15 @@ function u64(v: bigint | number): bigint {
   return BigInt.asUintN(64, typeof v === 'bigint' ? v : BigInt(Math.trunc(v)));
 }
 
-/** An SGE is well formed: non-negative safe integers. */
+/** A work request is an object with an SGE list (the rest is checked per field). */
+function wrShapeProblem(wr: SendWr | RecvWr): string | null {
+  return typeof wr !== 'object' || wr === null ? 'not a work request' : Array.isArray(wr.sgList) ? null : 'sg_list must be an array';
+}
+
+/** An SGE is well formed: an object of non-negative safe integers, the lkey a u32. */
 export function validSge(s: Sge): boolean {
   return (
-    Number.isSafeInteger(s.addr) && s.addr >= 0 && Number.isInteger(s.length) && s.length >= 0 && s.length <= 0x7fffffff &&
+    typeof s === 'object' && s !== null && Number.isSafeInteger(s.addr) && s.addr >= 0 && Number.isInteger(s.length) && s.length >= 0 && s.length <= 0x7fffffff &&
     Number.isInteger(s.lkey) && s.lkey >= 0 && s.lkey <= 0xffffffff
   );
 }

@@ -11,7 +11,7 @@ import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { Cq } from '../../verbs/cq.js';
 import type { QpInitAttr } from '../../verbs/provider.js';
-import { Qp, type RqWqe, type SqWqe } from '../../verbs/qp.js';
+import { Qp, validSge, type RqWqe, type SqWqe } from '../../verbs/qp.js';
 import { AsyncEventType, QpState, WcStatus, WrOpcode, type QpCap, type SendWr, type Sge } from '../../verbs/types.js';
 import { localSgeTarget, remoteTarget as mrRemoteTarget, invalidateMr } from './mem.js';
 import type { Llp } from './llp.js';
@@ -264,12 +264,12 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
 
   protected _checkSendWr(wr: SendWr): string | null {
     if (wr.sgList.length > this.cap.maxSendSge) return `${wr.sgList.length} SGEs > max_send_sge ${this.cap.maxSendSge}`;
-    for (const s of wr.sgList) if (!validSgeShape(s)) return 'malformed SGE';
+    for (const s of wr.sgList) if (!validSge(s)) return 'malformed SGE';
     switch (wr.opcode) {
       case WrOpcode.SEND:
         return null;
       case WrOpcode.SEND_WITH_INV:
-        return wr.invalidateRkey === undefined ? 'SEND_WITH_INV without invalidate_rkey' : null;
+        return isU32(wr.invalidateRkey) ? null : 'SEND_WITH_INV without a valid invalidate_rkey';
       case WrOpcode.RDMA_WRITE:
         return wr.rdma ? checkRemote(wr.rdma) : 'RDMA_WRITE without rdma.remoteAddr/rkey';
       case WrOpcode.RDMA_READ:
@@ -404,8 +404,8 @@ function cqOverflowed(cq: Cq): void {
   }
 }
 
-function validSgeShape(s: Sge): boolean {
-  return Number.isSafeInteger(s.addr) && s.addr >= 0 && Number.isInteger(s.length) && s.length >= 0 && s.length <= 0x7fffffff && Number.isInteger(s.lkey);
+function isU32(v: number | undefined): boolean {
+  return Number.isInteger(v) && (v as number) >= 0 && (v as number) <= 0xffffffff;
 }
 
 function checkRemote(r: { remoteAddr: number; rkey: number }): string | null {

@@ -19,7 +19,7 @@ import { trace, tracing } from '../../trace.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { QpInitAttr } from '../../verbs/provider.js';
-import { Qp, type RqWqe, type SqWqe } from '../../verbs/qp.js';
+import { Qp, validSge, type RqWqe, type SqWqe } from '../../verbs/qp.js';
 import { localSgeOffset } from '../../verbs/mr.js';
 import {
   QpState,
@@ -114,9 +114,11 @@ export class RoceUdQp extends Qp {
     if (wr.sgList.length > this.cap.maxSendSge) return `${wr.sgList.length} SGEs > max_send_sge ${this.cap.maxSendSge}`;
     let len = 0;
     for (const s of wr.sgList) {
-      if (!Number.isSafeInteger(s.addr) || s.addr < 0 || !Number.isInteger(s.length) || s.length < 0 || !Number.isInteger(s.lkey)) return 'malformed SGE';
+      if (!validSge(s)) return 'malformed SGE';
       len += s.length;
     }
+    const imm = wr.immData;
+    if (wr.opcode === WrOpcode.SEND_WITH_IMM && imm !== undefined && (!Number.isInteger(imm) || imm < -0x80000000 || imm > 0xffffffff)) return `imm_data ${String(imm)}`;
     const mtu = this.dev.mtuBytes;
     if (len > mtu) return `UD message of ${len} bytes > port MTU ${mtu}`;
     const ah = wr.ud?.ah;

@@ -317,7 +317,7 @@ export class RoceRcQp extends Qp implements RcCore {
     }
     if (len > MAX_RDMA_LEN) return `message of ${len} bytes > 2^31`;
     const remote = (r: { remoteAddr: number; rkey: number } | undefined, what: string): string | null => {
-      if (r === undefined) return `${what} without remote address and rkey`;
+      if (typeof r !== 'object' || r === null) return `${what} without remote address and rkey`;
       if (!Number.isSafeInteger(r.remoteAddr) || r.remoteAddr < 0) return `${what}: remote address ${String(r.remoteAddr)}`;
       if (!Number.isInteger(r.rkey) || r.rkey < 0 || r.rkey > 0xffffffff) return `${what}: rkey ${String(r.rkey)}`;
       return null;
