@@ -500,14 +500,17 @@ export abstract class Qp {
 
   /**
    * ibv_post_recv. Allowed from INIT on (EINVAL in RESET); in ERR the WRs complete with
-   * WR_FLUSH_ERR.
+   * WR_FLUSH_ERR — those queued before a bad one too.
    */
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
-    if (Array.isArray(wrs)) {
-      const list = wrs as readonly RecvWr[];
-      for (let i = 0; i < list.length; i++) this.queueRecv(list[i] as RecvWr, i);
-    } else this.queueRecv(wrs as RecvWr, 0);
-    if (this._state === QpState.ERR) this.flush();
+    try {
+      if (Array.isArray(wrs)) {
+        const list = wrs as readonly RecvWr[];
+        for (let i = 0; i < list.length; i++) this.queueRecv(list[i] as RecvWr, i);
+      } else this.queueRecv(wrs as RecvWr, 0);
+    } finally {
+      if (this._state === QpState.ERR) this.flush();
+    }
   }
 
   /** Validate receive WR `i` of an ibv_post_recv and queue a private copy of it. */

@@ -77,8 +77,8 @@ for (const [name, type] of QPS) {
     for (const [what, wr] of bads) refusedAt1(x, wr, what);
   });
 
-  test(`malformed receive WRs are EINVAL with their index on ${name} ${QpType[type]}`, () => {
-    const { qp, mr } = errQp(name, type);
+  test(`malformed receive WRs are EINVAL with their index (those before it flush in ERR) on ${name} ${QpType[type]}`, () => {
+    const { qp, cq, mr } = errQp(name, type);
     const good = { wrId: 'good', sgList: [{ addr: mr.addr, length: 8, lkey: mr.lkey }] };
     for (const [what, wr] of [
       ['no WR', null],
@@ -86,6 +86,7 @@ for (const [name, type] of QPS) {
       ['a null SGE', { wrId: 1, sgList: [null] }],
     ]) {
       assert.throws(() => qp.postRecv([good, wr]), (e) => e instanceof PostError && e.code === 'EINVAL' && e.badWrIndex === 1, what);
+      assert.deepEqual(cq.poll(4).map((w) => [w.wrId, w.status]), [['good', WcStatus.WR_FLUSH_ERR]], `${what}: the WR before it was queued, and flushed at once`);
     }
   });
 }
