@@ -20,7 +20,7 @@
  */
 import { PostError, RdmaError, err } from '../errors.js';
 import type { ErrnoCode } from '../errno.js';
-import type { AhAttr } from '../verbs/ah.js';
+import { Ah, type AhAttr } from '../verbs/ah.js';
 import { CompChannel } from '../verbs/comp-channel.js';
 import { Context } from '../verbs/context.js';
 import { Cq } from '../verbs/cq.js';
@@ -567,12 +567,6 @@ export function decodeQpAttr(v: Float64Array, gid: Uint8Array): QpAttr {
 /** Every `IBV_QP_*` mask bit up to IBV_QP_DEST_QPN. */
 const ALL_QP_ATTR = (1 << 21) - 1;
 
-/** A UD send's addressing, as the verbs API names it (`SendWr.ud`). */
-interface UdDest {
-  ah: { _provider?: unknown; destroyed?: boolean };
-  remoteQpn: number;
-  remoteQkey: number;
-}
 
 /** What `createAh` returns to the verbs layer for a native device (kept in `ah._provider`). */
 export interface NativeAhData {
@@ -584,7 +578,7 @@ export interface NativeAhData {
  * Check one send WR (ibv_post_send argument errors), without touching the addon.
  * @returns a reason (EINVAL) or null.
  */
-function sendWrProblem(wr: SendWr, maxSge: number): string | null {
+function sendWrProblem(wr: SendWr, maxSge: number, qp: NativeQp): string | null {
   if (typeof wr !== 'object' || wr === null) return 'not a work request';
   if (!validWrId(wr.wrId)) return 'wr_id must be a safe non-negative integer or a bigint below 2^63';
   const op = wr.opcode;
@@ -600,11 +594,12 @@ function sendWrProblem(wr: SendWr, maxSge: number): string | null {
   if (wr.invalidateRkey !== undefined && !isU32(wr.invalidateRkey)) return 'invalidate_rkey';
   const r = wr.rdma;
   if (r !== undefined && (typeof r !== 'object' || r === null || !isAddr(r.remoteAddr) || !isU32(r.rkey))) return 'rdma.remote_addr/rkey';
-  const ud = (wr as { ud?: UdDest }).ud;
-  if (ud !== undefined) {
+  const ud = wr.ud;
+  // A UD send names its destination: the provider would dereference a NULL address handle.
+  if (ud !== undefined || qp.qpType === QpType.UD) {
     if (typeof ud !== 'object' || ud === null || !isU32(ud.remoteQpn) || ud.remoteQpn > 0xff_ffff || !isU32(ud.remoteQkey)) return 'ud.remote_qpn/remote_qkey';
-    const data = ud.ah?._provider as NativeAhData | undefined;
-    if (ud.ah?.destroyed === true || typeof data !== 'object' || data === null || !Number.isInteger(data.index)) return 'ud.ah is not a live address handle of this device';
+    const ah = ud.ah;
+    if (!(ah instanceof Ah) || ah.destroyed || ah.pd.context !== qp.context) return 'ud.ah is not a live address handle of this device';
   }
   return null;
 }
@@ -772,7 +767,7 @@ export class NativeQp extends Qp {
       let bad: string | null = null;
       for (; i < count && n < WR_MAX; i++) {
         const wr = many ? (list[i] as SendWr) : (wrs as SendWr);
-        bad = sendWrProblem(wr, maxSge);
+        bad = sendWrProblem(wr, maxSge, this);
         if (bad !== null) break;
         const sgl = wr.sgList;
         if (sge + sgl.length > SGE_MAX) break;
@@ -785,7 +780,7 @@ export class NativeQp extends Qp {
         w[o + W.IMM] = wr.immData ?? 0;
         w[o + W.INV] = wr.invalidateRkey ?? 0;
         const r = wr.rdma;
-        const ud = (wr as { ud?: UdDest }).ud;
+        const ud = wr.ud;
         if (ud !== undefined) {
           w[o + W.AH] = (ud.ah._provider as NativeAhData).index;
           w[o + W.RQPN] = ud.remoteQpn;

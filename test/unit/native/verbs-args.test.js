@@ -202,6 +202,29 @@ test('post_send encodes WRs, SGEs and wr_ids as the addon reads them', () => {
   assert.equal(w[22], 0xcafebabe);
 });
 
+test('post_send on a UD QP: the destination is a live address handle of this device, or the WR is refused in JS', () => {
+  const ud = pd.createQp({ qpType: QpType.UD, sendCq: cq, recvCq: cq, cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  const ah = pd.createAh({ isGlobal: true, portNum: 1, grh: { dgid: new Uint8Array(16), flowLabel: 0, sgidIndex: 0, hopLimit: 64, trafficClass: 0 } });
+  const dead = pd.createAh({ isGlobal: true, portNum: 1, grh: { dgid: new Uint8Array(16), flowLabel: 0, sgidIndex: 0, hopLimit: 64, trafficClass: 0 } });
+  dead.destroy();
+  const send = (extra) => ({ wrId: 1, opcode: WrOpcode.SEND, sgList: [], ...extra });
+  for (const [what, wr] of [
+    ['no destination (a NULL address handle for the provider)', send({})],
+    ['a destroyed AH', send({ ud: { ah: dead, remoteQpn: 5, remoteQkey: 1 } })],
+    ['an object that is no AH', send({ ud: { ah: { _provider: ah._provider }, remoteQpn: 5, remoteQkey: 1 } })],
+  ]) {
+    const before = fake.calls.length;
+    assert.throws(() => ud.postSend([send({ ud: { ah, remoteQpn: 5, remoteQkey: 1 } }), wr]), (e) => e instanceof PostError && e.code === 'EINVAL' && e.badWrIndex === 1, what);
+    assert.deepEqual(callsOf('postSend', before).map((c) => c.args[1]), [1], `${what}: only the good WR reached the addon`);
+  }
+  const before = fake.calls.length;
+  ud.postSend(send({ ud: { ah, remoteQpn: 0x123, remoteQkey: 0x11 } }));
+  assert.equal(callsOf('postSend', before).length, 1);
+  assert.deepEqual([fake.wr[12], fake.wr[13], fake.wr[11]], [ah._provider.index, 0x123, 0x11], 'AH index, remote QPN, Q_Key as the addon reads them');
+  ah.destroy();
+  ud.destroy();
+});
+
 test('a provider error on post names the first WR not posted', () => {
   const good = { wrId: 1, opcode: WrOpcode.SEND, sgList: [] };
   fake.next.postSend = () => {
