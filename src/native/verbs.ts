@@ -20,7 +20,7 @@
  */
 import { PostError, RdmaError, err } from '../errors.js';
 import type { ErrnoCode } from '../errno.js';
-import { Ah, type AhAttr } from '../verbs/ah.js';
+import type { AhAttr } from '../verbs/ah.js';
 import { CompChannel } from '../verbs/comp-channel.js';
 import { Context } from '../verbs/context.js';
 import { Cq } from '../verbs/cq.js';
@@ -28,9 +28,10 @@ import type { Device } from '../verbs/device.js';
 import { Mr } from '../verbs/mr.js';
 import { Pd, type MrMemory } from '../verbs/pd.js';
 import { Qp } from '../verbs/qp.js';
+import { recvWrProblem, sendWrProblem } from '../verbs/wr-check.js';
 import { QpAttrMask, type QpAttr } from '../verbs/qp-attr.js';
 import type { QpInitAttr } from '../verbs/provider.js';
-import { AsyncEventType, QP_STATE_NUM, QpState, QpType, WcFlags, WrOpcode, type QpCap, type RecvWr, type SendWr, type Sge, type Wc, type WrId } from '../verbs/types.js';
+import { AsyncEventType, QP_STATE_NUM, QpState, WcFlags, type QpCap, type RecvWr, type SendWr, type Sge, type Wc, type WrId } from '../verbs/types.js';
 import {
   AH,
   QA,
@@ -574,45 +575,6 @@ export interface NativeAhData {
   index: number;
 }
 
-/**
- * Check one send WR (ibv_post_send argument errors), without touching the addon.
- * @returns a reason (EINVAL) or null.
- */
-function sendWrProblem(wr: SendWr, maxSge: number, qp: NativeQp): string | null {
-  if (typeof wr !== 'object' || wr === null) return 'not a work request';
-  if (!validWrId(wr.wrId)) return 'wr_id must be a safe non-negative integer or a bigint below 2^63';
-  const op = wr.opcode;
-  if (!Number.isInteger(op) || op < WrOpcode.RDMA_WRITE || op > WrOpcode.SEND_WITH_INV || op === WrOpcode.ATOMIC_CMP_AND_SWP || op === WrOpcode.ATOMIC_FETCH_AND_ADD || op === WrOpcode.BIND_MW) {
-    return `opcode ${String(op)}`;
-  }
-  const sgl = wr.sgList;
-  if (!Array.isArray(sgl)) return 'sg_list must be an array';
-  if (sgl.length > maxSge) return `${sgl.length} SGEs > max_send_sge ${maxSge}`;
-  for (let j = 0; j < sgl.length; j++) if (!sgeOk(sgl[j])) return `bad SGE ${j}`;
-  if (wr.sendFlags !== undefined && !isU32(wr.sendFlags)) return 'send_flags';
-  if (wr.immData !== undefined && !isU32(wr.immData)) return 'imm_data';
-  if (wr.invalidateRkey !== undefined && !isU32(wr.invalidateRkey)) return 'invalidate_rkey';
-  const r = wr.rdma;
-  if (r !== undefined && (typeof r !== 'object' || r === null || !isAddr(r.remoteAddr) || !isU32(r.rkey))) return 'rdma.remote_addr/rkey';
-  const ud = wr.ud;
-  // A UD send names its destination: the provider would dereference a NULL address handle.
-  if (ud !== undefined || qp.qpType === QpType.UD) {
-    if (typeof ud !== 'object' || ud === null || !isU32(ud.remoteQpn) || ud.remoteQpn > 0xff_ffff || !isU32(ud.remoteQkey)) return 'ud.remote_qpn/remote_qkey';
-    const ah = ud.ah;
-    if (!(ah instanceof Ah) || ah.destroyed || ah.pd.context !== qp.context) return 'ud.ah is not a live address handle of this device';
-  }
-  return null;
-}
-
-function validWrId(id: WrId): boolean {
-  if (typeof id === 'number') return Number.isSafeInteger(id) && id >= 0;
-  return typeof id === 'bigint' && id >= 0n && id < 0x8000_0000_0000_0000n;
-}
-
-function sgeOk(s: Sge | undefined): boolean {
-  return typeof s === 'object' && s !== null && isAddr(s.addr) && isU32(s.length) && isU32(s.lkey);
-}
-
 /** Write wr_id into words `o`, `o+1`: numbers carry bit 63 so they come back as numbers. */
 function putWrId(w: Uint32Array, o: number, id: WrId): void {
   if (typeof id === 'number') {
@@ -635,8 +597,6 @@ export class NativeQp extends Qp {
   readonly _key: number;
   /** @internal The addon (the data path's calls). */
   private readonly _b: NativeBinding;
-  private readonly _maxSendSge: number;
-  private readonly _maxRecvSge: number;
   declare readonly context: NativeContext;
 
   /** @internal Use `pd.createQp()` or `cmId.createQp()`. */
@@ -646,8 +606,6 @@ export class NativeQp extends Qp {
     this._h = r[0];
     this._key = key;
     this._b = ctx._b;
-    this._maxSendSge = Math.min(cap.maxSendSge, SGE_MAX);
-    this._maxRecvSge = Math.min(cap.maxRecvSge, SGE_MAX);
     qps.set(key, this);
   }
 
@@ -758,7 +716,8 @@ export class NativeQp extends Qp {
     const s = scratch();
     const w = s.wr;
     const f = s.wrF64;
-    const maxSge = this._maxSendSge;
+    const rules = this.wrRules;
+    const pd = this.pd;
     let i = 0;
     while (i < count) {
       const start = i;
@@ -767,7 +726,7 @@ export class NativeQp extends Qp {
       let bad: string | null = null;
       for (; i < count && n < WR_MAX; i++) {
         const wr = many ? (list[i] as SendWr) : (wrs as SendWr);
-        bad = sendWrProblem(wr, maxSge, this);
+        bad = sendWrProblem(wr, rules, pd);
         if (bad !== null) break;
         const sgl = wr.sgList;
         if (sge + sgl.length > SGE_MAX) break;
@@ -817,7 +776,7 @@ export class NativeQp extends Qp {
     const s = scratch();
     const w = s.wr;
     const f = s.wrF64;
-    const maxSge = this._maxRecvSge;
+    const rules = this.wrRules;
     let i = 0;
     while (i < count) {
       const start = i;
@@ -826,7 +785,7 @@ export class NativeQp extends Qp {
       let bad: string | null = null;
       for (; i < count && n < WR_MAX; i++) {
         const wr = many ? (list[i] as RecvWr) : (wrs as RecvWr);
-        bad = recvWrProblem(wr, maxSge);
+        bad = recvWrProblem(wr, rules);
         if (bad !== null) break;
         const sgl = wr.sgList;
         if (sge + sgl.length > SGE_MAX) break;
@@ -863,22 +822,9 @@ export class NativeQp extends Qp {
   protected _stateChanged(): void {}
   protected _sqKick(): void {}
   protected _destroyed(): void {}
-  protected _checkSendWr(): string | null {
-    return null;
-  }
   protected _copyInline(): Buffer | string {
     return 'not used';
   }
-}
-
-function recvWrProblem(wr: RecvWr, maxSge: number): string | null {
-  if (typeof wr !== 'object' || wr === null) return 'not a work request';
-  if (!validWrId(wr.wrId)) return 'wr_id must be a safe non-negative integer or a bigint below 2^63';
-  const sgl = wr.sgList;
-  if (!Array.isArray(sgl)) return 'sg_list must be an array';
-  if (sgl.length > maxSge) return `${sgl.length} SGEs > max_recv_sge ${maxSge}`;
-  for (let j = 0; j < sgl.length; j++) if (!sgeOk(sgl[j])) return `bad SGE ${j}`;
-  return null;
 }
 
 function postError(errno: number, op: string, index: number): PostError {

@@ -19,7 +19,7 @@ import { trace, tracing } from '../../trace.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { QpInitAttr } from '../../verbs/provider.js';
-import { Qp, validSge, type RqWqe, type SqWqe } from '../../verbs/qp.js';
+import { Qp, type RqWqe, type SqWqe } from '../../verbs/qp.js';
 import { localSgeOffset } from '../../verbs/mr.js';
 import {
   QpState,
@@ -107,23 +107,16 @@ export class RoceUdQp extends Qp {
   }
 
   /**
-   * Post-time checks of a UD send (the verbs layer checked the AH, QPN, Q_Key and opcode):
-   * SGE count and shape, and the message size against the port MTU.
+   * The one post-time check of a UD send that depends on the device's state (the verbs layer
+   * checked the rest, wr-check.ts): the message fits the port's active MTU, which follows the
+   * interface's.
    */
-  protected _checkSendWr(wr: SendWr): string | null {
-    if (wr.sgList.length > this.cap.maxSendSge) return `${wr.sgList.length} SGEs > max_send_sge ${this.cap.maxSendSge}`;
+  protected override _checkSendWr(wr: SendWr): string | null {
+    const sgl = wr.sgList;
     let len = 0;
-    for (const s of wr.sgList) {
-      if (!validSge(s)) return 'malformed SGE';
-      len += s.length;
-    }
-    const imm = wr.immData;
-    if (wr.opcode === WrOpcode.SEND_WITH_IMM && imm !== undefined && (!Number.isInteger(imm) || imm < -0x80000000 || imm > 0xffffffff)) return `imm_data ${String(imm)}`;
+    for (let j = 0; j < sgl.length; j++) len += (sgl[j] as Sge).length;
     const mtu = this.dev.mtuBytes;
-    if (len > mtu) return `UD message of ${len} bytes > port MTU ${mtu}`;
-    const ah = wr.ud?.ah;
-    if (ah && ah.pd.context !== this.context) return 'AH of another device';
-    return null;
+    return len > mtu ? `UD message of ${len} bytes > port MTU ${mtu}` : null;
   }
 
   protected _copyInline(sgList: readonly Sge[], length: number): Buffer | string {

@@ -90,3 +90,85 @@ for (const [name, type] of QPS) {
     }
   });
 }
+
+// The table-driven checks themselves (pure: no device), per declared caps. Each row is a WR and
+// what each provider's QPs answer: null (posted) or EINVAL. Where the devices differ, each keeps
+// the answer its kernel counterpart gives: siw has no immediate data, no atomics and one READ sink
+// SGE, and ignores INLINE on a READ, which rxe refuses; rxe caps a message at 2^31; the native
+// backend refuses only what the addon cannot carry and leaves the rest to the kernel's provider.
+const { sendWrProblem, recvWrProblem, wrRules, DEFAULT_WR_CAPS, SEND_OPCODES, WrMask } = await import('../../../dist/verbs/wr-check.js');
+const { SIW_WR_CAPS } = await import('../../../dist/transport/iwarp/provider.js');
+const { RXE_WR_CAPS } = await import('../../../dist/transport/roce/provider.js');
+const { NATIVE_WR_CAPS } = await import('../../../dist/native/provider.js');
+
+const CAP = { maxSendWr: 8, maxRecvWr: 8, maxSendSge: 2, maxRecvSge: 2, maxInlineData: 64 };
+const RULES = {
+  siw: wrRules(SIW_WR_CAPS, QpType.RC, CAP),
+  rxe: wrRules(RXE_WR_CAPS, QpType.RC, CAP),
+  native: wrRules(NATIVE_WR_CAPS, QpType.RC, CAP),
+  default: wrRules(DEFAULT_WR_CAPS, QpType.RC, CAP),
+};
+const PD = {};
+const sge = (length = 8) => ({ addr: 0x1000, length, lkey: 0x100 });
+const rdma = { remoteAddr: 0x2000, rkey: 0x200 };
+const OK = null;
+const NO = 'EINVAL';
+
+test('send WRs against each provider\'s declared caps (RC QPs)', () => {
+  const rows = [
+    ['SEND', { opcode: WrOpcode.SEND, sgList: [sge()] }, { siw: OK, rxe: OK, native: OK, default: OK }],
+    ['SEND_WITH_IMM', { opcode: WrOpcode.SEND_WITH_IMM, sgList: [sge()], immData: 7 }, { siw: NO, rxe: OK, native: OK, default: OK }],
+    ['immediate data -1', { opcode: WrOpcode.SEND_WITH_IMM, sgList: [], immData: -1 }, { siw: NO, rxe: OK, native: NO, default: OK }],
+    ['LOCAL_INV', { opcode: WrOpcode.LOCAL_INV, sgList: [], invalidateRkey: 5 }, { siw: NO, rxe: OK, native: OK, default: OK }],
+    ['SEND_WITH_INV without its rkey', { opcode: WrOpcode.SEND_WITH_INV, sgList: [] }, { siw: NO, rxe: NO, native: OK, default: NO }],
+    ['RDMA_WRITE without rdma', { opcode: WrOpcode.RDMA_WRITE, sgList: [sge()] }, { siw: NO, rxe: NO, native: OK, default: NO }],
+    ['rdma on a SEND, malformed', { opcode: WrOpcode.SEND, sgList: [], rdma: { remoteAddr: -1, rkey: 0 } }, { siw: OK, rxe: OK, native: NO, default: OK }],
+    ['RDMA_READ, two sink SGEs', { opcode: WrOpcode.RDMA_READ, sgList: [sge(), sge()], rdma }, { siw: NO, rxe: OK, native: OK, default: OK }],
+    ['RDMA_READ, no sink SGE', { opcode: WrOpcode.RDMA_READ, sgList: [], rdma }, { siw: NO, rxe: OK, native: OK, default: OK }],
+    ['RDMA_READ, INLINE', { opcode: WrOpcode.RDMA_READ, sgList: [sge()], rdma, sendFlags: SendFlags.INLINE }, { siw: OK, rxe: NO, native: OK, default: OK }],
+    ['inline beyond max_inline_data', { opcode: WrOpcode.SEND, sgList: [sge(65)], sendFlags: SendFlags.INLINE }, { siw: NO, rxe: NO, native: OK, default: NO }],
+    ['an SGE of 2^31 bytes', { opcode: WrOpcode.SEND, sgList: [sge(2 ** 31)] }, { siw: NO, rxe: NO, native: OK, default: NO }],
+    ['a message of 2^32 - 2 bytes', { opcode: WrOpcode.RDMA_WRITE, sgList: [sge(2 ** 31 - 1), sge(2 ** 31 - 1)], rdma }, { siw: OK, rxe: NO, native: OK, default: OK }],
+    ['three SGEs (max_send_sge 2)', { opcode: WrOpcode.SEND, sgList: [sge(), sge(), sge()] }, { siw: NO, rxe: NO, native: NO, default: NO }],
+    ['FETCH_AND_ADD', { opcode: WrOpcode.ATOMIC_FETCH_AND_ADD, sgList: [sge(8)], atomic: { remoteAddr: 0x2000, rkey: 0x200, compareAdd: 1n } }, { siw: NO, rxe: OK, native: NO, default: OK }],
+    ['CMP_AND_SWP without swap', { opcode: WrOpcode.ATOMIC_CMP_AND_SWP, sgList: [sge(8)], atomic: { remoteAddr: 0x2000, rkey: 0x200, compareAdd: 1n } }, { siw: NO, rxe: NO, native: NO, default: NO }],
+    ['atomic, misaligned', { opcode: WrOpcode.ATOMIC_FETCH_AND_ADD, sgList: [sge(8)], atomic: { remoteAddr: 0x2004, rkey: 0x200, compareAdd: 1n } }, { siw: NO, rxe: NO, native: NO, default: NO }],
+    ['atomic, 4 local bytes', { opcode: WrOpcode.ATOMIC_FETCH_AND_ADD, sgList: [sge(4)], atomic: { remoteAddr: 0x2000, rkey: 0x200, compareAdd: 1n } }, { siw: NO, rxe: NO, native: NO, default: NO }],
+    ['BIND_MW', { opcode: WrOpcode.BIND_MW, sgList: [] }, { siw: NO, rxe: NO, native: NO, default: OK }],
+    ['opcode 99', { opcode: 99, sgList: [] }, { siw: NO, rxe: NO, native: NO, default: NO }],
+    ['opcode "2"', { opcode: '2', sgList: [] }, { siw: NO, rxe: NO, native: NO, default: NO }],
+    ['wr_id a string', { wrId: 'x', opcode: WrOpcode.SEND, sgList: [] }, { siw: OK, rxe: OK, native: NO, default: OK }],
+    ['send_flags -1', { opcode: WrOpcode.SEND, sgList: [], sendFlags: -1 }, { siw: OK, rxe: OK, native: NO, default: OK }],
+  ];
+  for (const [what, wr, want] of rows) {
+    for (const [dev, r] of Object.entries(RULES)) {
+      const got = sendWrProblem({ wrId: 1, ...wr }, r, PD);
+      assert.equal(got === null ? OK : NO, want[dev], `${what} on ${dev}: ${got}`);
+    }
+  }
+});
+
+test('the opcode table: what each opcode carries; the rules a QP gets from its provider', () => {
+  assert.equal(SEND_OPCODES.length, 10);
+  assert.equal(SEND_OPCODES[WrOpcode.RDMA_READ].name, 'RDMA_READ');
+  assert.equal(SEND_OPCODES[WrOpcode.RDMA_READ].mask, WrMask.RDMA | WrMask.READ);
+  assert.equal(SEND_OPCODES[WrOpcode.RDMA_WRITE_WITH_IMM].mask, WrMask.RDMA | WrMask.IMM);
+  assert.ok(Object.isFrozen(SEND_OPCODES) && Object.isFrozen(SEND_OPCODES[0]));
+  // A QP type the provider does not list takes no opcode; the native addon's per-call scratch
+  // bounds the SGEs of one WR whatever the QP's cap.
+  assert.ok(wrRules(SIW_WR_CAPS, QpType.UD, CAP).ops.every((x) => x === null));
+  assert.deepEqual(wrRules(SIW_WR_CAPS, QpType.RC, CAP).ops.flatMap((x) => (x === null ? [] : [x.name])), ['RDMA_WRITE', 'SEND', 'RDMA_READ', 'SEND_WITH_INV']);
+  assert.equal(wrRules(NATIVE_WR_CAPS, QpType.RC, { ...CAP, maxSendSge: 1000, maxRecvSge: 1000 }).maxSendSge, 256);
+  assert.equal(wrRules(RXE_WR_CAPS, QpType.UD, CAP).maxMessage, Infinity, 'UD: the port MTU, checked by the QP');
+  assert.equal(wrRules(RXE_WR_CAPS, QpType.RC, CAP).maxMessage, 2 ** 31);
+});
+
+test('receive WRs: SGE count and shape; wr_id only where the C struct holds it', () => {
+  for (const [dev, r] of Object.entries(RULES)) {
+    assert.equal(recvWrProblem({ wrId: 1, sgList: [sge(), sge()] }, r), null, dev);
+    assert.notEqual(recvWrProblem({ wrId: 1, sgList: [sge(), sge(), sge()] }, r), null, dev);
+    assert.notEqual(recvWrProblem({ wrId: 1, sgList: [{ addr: 0, length: 1, lkey: -1 }] }, r), null, dev);
+    assert.equal(recvWrProblem({ wrId: 'x', sgList: [] }, r) === null, dev !== 'native', dev);
+    assert.equal(recvWrProblem({ wrId: 1, sgList: [sge(2 ** 31)] }, r) === null, dev === 'native', dev);
+  }
+});
