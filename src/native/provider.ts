@@ -11,7 +11,7 @@
  * that owns it, as librdmacm does.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { err } from '../errors.js';
 import { registerProvider, type QpInitAttr, type VerbsProvider } from '../verbs/provider.js';
 import { netdevs, type DeviceAttr, type DeviceInfo, type Device, type NetdevInfo, type PortAttr } from '../verbs/device.js';
@@ -22,8 +22,12 @@ import type { AhAttr } from '../verbs/ah.js';
 import { ACCESS_ALL } from '../verbs/mr.js';
 import { QpType, TransportType, WrOpcode } from '../verbs/types.js';
 import type { WrCaps } from '../verbs/wr-check.js';
-import { AH, SGE_MAX, check, loadBinding, type Handle, type NativeBinding, type NativeDeviceEntry } from './binding.js';
-import { NativeContext, NativePd, NativeQp, encodeAh, takeAttached, type NativeAhData } from './verbs.js';
+import { AH, SGE_MAX, encodeAh, type NativeAhData } from './abi.js';
+import { check, loadBinding, type Handle, type NativeBinding, type NativeDeviceEntry } from './binding.js';
+import { takeAttached } from './cm-qp.js';
+import { NativeContext } from './context.js';
+import { NativePd } from './pd.js';
+import { NativeQp } from './qp.js';
 
 /** The provider name native devices carry in `DeviceInfo.provider`. */
 export const NATIVE_PROVIDER = 'rdma-core';

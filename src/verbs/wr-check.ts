@@ -12,6 +12,7 @@
  * be handed (the native backend, whose provider in rdma-core answers the rest with its errno).
  * {@link wrRules} makes the two into one QP's rules when the QP is created.
  */
+import { isAddr, isU32 } from '../util/fields.js';
 import { Ah } from './ah.js';
 import type { Pd } from './pd.js';
 import { QpType, SendFlags, WrOpcode, type QpCap, type RecvWr, type SendWr, type Sge, type UdDest, type WrId } from './types.js';
@@ -267,14 +268,6 @@ function validWrId(id: WrId): boolean {
 
 function opName(op: WrOpcode): string {
   return (typeof op === 'number' ? SEND_OPCODES[op]?.name : undefined) ?? String(op);
-}
-
-function isU32(v: unknown): v is number {
-  return typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0xffff_ffff;
-}
-
-function isAddr(v: unknown): v is number {
-  return typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 }
 
 /** Immediate data on a soft device: a u32, or an int32 taken as its two's complement. */

@@ -365,8 +365,7 @@ test('QP: modify/query/destroy argument checks; destroyed QP', () => {
 });
 
 test('the ibv_qp_attr layout decodes to QpAttr as ibv_query_qp and rdma_init_qp_attr report it', async () => {
-  const { decodeQpAttr } = await import('../../../dist/native/verbs.js');
-  const { QA, AH } = await import('../../../dist/native/binding.js');
+  const { decodeQpAttr, QA, AH } = await import('../../../dist/native/abi.js');
   const v = new Float64Array(QA.WORDS);
   const put = { STATE: 3, ACCESS: 7, PKEY_INDEX: 1, PORT: 1, QKEY: 0x11111111, PATH_MTU: 3, TIMEOUT: 14, RETRY_CNT: 7, RNR_RETRY: 6, RQ_PSN: 0xabcdef, SQ_PSN: 0x123456, MAX_RD_ATOMIC: 4, MAX_DEST_RD_ATOMIC: 2, MIN_RNR_TIMER: 12, DEST_QPN: 0x99 };
   for (const [k, x] of Object.entries(put)) v[QA[k]] = x;
