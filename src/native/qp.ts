@@ -10,9 +10,10 @@ import type { ErrnoCode } from '../errno.js';
 import { isU32 } from '../util/fields.js';
 import { QpAttrMask, type QpAttr } from '../verbs/qp-attr.js';
 import { Qp } from '../verbs/qp.js';
+import type { Pd } from '../verbs/pd.js';
 import type { QpInitAttr } from '../verbs/provider.js';
 import { QpState, type QpCap, type RecvWr, type SendWr } from '../verbs/types.js';
-import { recvWrProblem, sendWrProblem } from '../verbs/wr-check.js';
+import { recvWrProblem, sendWrProblem, type WrRules } from '../verbs/wr-check.js';
 import { ALL_QP_ATTR, QA, SGE_MAX, WR_MAX, WR_STATUS_WORD, decodeQpAttr, encodeQpAttr, encodeRecvWr, encodeSendWr, qpStateOfNum } from './abi.js';
 import { check, scratchBuffers, type Handle, type NativeBinding, type QpResult } from './binding.js';
 import { cmQpRequests } from './cm-qp.js';
@@ -107,13 +108,27 @@ export class NativeQp extends Qp {
   }
 
   /**
-   * `ibv_post_send()`. Each WR is checked here first (PostError EINVAL naming it), then handed to
-   * the provider; WRs before the failing one are posted.
+   * `ibv_post_send()`. Each WR is checked first (PostError EINVAL naming it), then handed to the
+   * provider; WRs before the failing one are posted.
    */
   override postSend(wrs: SendWr | readonly SendWr[]): void {
-    const op = 'ibv_post_send';
+    this.post(SEND_PATH, wrs);
+  }
+
+  /** `ibv_post_recv()`, checked and posted as {@link postSend}. */
+  override postRecv(wrs: RecvWr | readonly RecvWr[]): void {
+    this.post(RECV_PATH, wrs);
+  }
+
+  /**
+   * Check, encode and post `wrs` in batches of what one addon call carries (WR_MAX WRs, SGE_MAX
+   * SGEs). A provider error names the first WR it did not post, counted over the whole list; a
+   * WR refused here is thrown after the ones before it are posted.
+   */
+  private post<T extends SendWr | RecvWr>(path: PostPath<T>, wrs: T | readonly T[]): void {
+    const op = path.op;
     const many = Array.isArray(wrs);
-    const list = wrs as readonly SendWr[];
+    const list = wrs as readonly T[];
     const count = many ? list.length : 1;
     if (this.destroyed) throw new PostError('EINVAL', op, 0, 'QP destroyed');
     const s = scratchBuffers();
@@ -128,50 +143,15 @@ export class NativeQp extends Qp {
       let sge = 0;
       let bad: string | null = null;
       for (; i < count && n < WR_MAX; i++) {
-        const wr = many ? (list[i] as SendWr) : (wrs as SendWr);
-        bad = sendWrProblem(wr, rules, pd);
+        const wr = many ? (list[i] as T) : (wrs as T);
+        bad = path.problem(wr, rules, pd);
         if (bad !== null) break;
-        const sgl = wr.sgList;
-        if (sge + sgl.length > SGE_MAX) break;
-        sge = encodeSendWr(w, f, n, sge, wr);
+        if (sge + wr.sgList.length > SGE_MAX) break;
+        sge = path.encode(w, f, n, sge, wr);
         n++;
       }
       if (n > 0) {
-        const rc = this._b.postSend(this._h, n);
-        if (rc < 0) throw postError(-rc, op, start + (w[WR_STATUS_WORD] as number));
-      }
-      if (bad !== null) throw new PostError('EINVAL', op, i, bad);
-    }
-  }
-
-  /** `ibv_post_recv()`, checked and posted as {@link postSend}. */
-  override postRecv(wrs: RecvWr | readonly RecvWr[]): void {
-    const op = 'ibv_post_recv';
-    const many = Array.isArray(wrs);
-    const list = wrs as readonly RecvWr[];
-    const count = many ? list.length : 1;
-    if (this.destroyed) throw new PostError('EINVAL', op, 0, 'QP destroyed');
-    const s = scratchBuffers();
-    const w = s.wr;
-    const f = s.wrF64;
-    const rules = this.wrRules;
-    let i = 0;
-    while (i < count) {
-      const start = i;
-      let n = 0;
-      let sge = 0;
-      let bad: string | null = null;
-      for (; i < count && n < WR_MAX; i++) {
-        const wr = many ? (list[i] as RecvWr) : (wrs as RecvWr);
-        bad = recvWrProblem(wr, rules);
-        if (bad !== null) break;
-        const sgl = wr.sgList;
-        if (sge + sgl.length > SGE_MAX) break;
-        sge = encodeRecvWr(w, f, n, sge, wr);
-        n++;
-      }
-      if (n > 0) {
-        const rc = this._b.postRecv(this._h, n);
+        const rc = path.post(this._b, this._h, n);
         if (rc < 0) throw postError(-rc, op, start + (w[WR_STATUS_WORD] as number));
       }
       if (bad !== null) throw new PostError('EINVAL', op, i, bad);
@@ -194,6 +174,28 @@ export class NativeQp extends Qp {
     return 'not used';
   }
 }
+
+/** One direction of posting: its call's name, its checks, its encoding, its addon call. */
+interface PostPath<T> {
+  readonly op: string;
+  problem(wr: T, rules: WrRules, pd: Pd): string | null;
+  encode(w: Uint32Array, f: Float64Array, n: number, sge: number, wr: T): number;
+  post(b: NativeBinding, h: Handle, n: number): number;
+}
+
+const SEND_PATH: PostPath<SendWr> = {
+  op: 'ibv_post_send',
+  problem: sendWrProblem,
+  encode: encodeSendWr,
+  post: (b, h, n) => b.postSend(h, n),
+};
+
+const RECV_PATH: PostPath<RecvWr> = {
+  op: 'ibv_post_recv',
+  problem: (wr, rules) => recvWrProblem(wr, rules),
+  encode: encodeRecvWr,
+  post: (b, h, n) => b.postRecv(h, n),
+};
 
 function postError(errno: number, op: string, index: number): PostError {
   const e = RdmaError.fromErrno(errno);
