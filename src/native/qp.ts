@@ -13,7 +13,7 @@ import { Qp } from '../verbs/qp.js';
 import type { Pd } from '../verbs/pd.js';
 import type { QpInitAttr } from '../verbs/provider.js';
 import { QpState, type QpCap, type RecvWr, type SendWr } from '../verbs/types.js';
-import { recvWrProblem, sendWrProblem, type WrRules } from '../verbs/wr-check.js';
+import { checkRecvWr, checkSendWr, type WrRules } from '../verbs/wr-check.js';
 import { ALL_QP_ATTR, QA, SGE_MAX, WR_MAX, WR_STATUS_WORD, decodeQpAttr, encodeQpAttr, encodeRecvWr, encodeSendWr, qpStateOfNum } from './abi.js';
 import { check, scratchBuffers, type Handle, type NativeBinding, type QpResult } from './binding.js';
 import { cmQpRequests } from './cm-qp.js';
@@ -144,8 +144,11 @@ export class NativeQp extends Qp {
       let bad: string | null = null;
       for (; i < count && n < WR_MAX; i++) {
         const wr = many ? (list[i] as T) : (wrs as T);
-        bad = path.problem(wr, rules, pd);
-        if (bad !== null) break;
+        const length = path.check(wr, rules, pd);
+        if (typeof length === 'string') {
+          bad = length;
+          break;
+        }
         if (sge + wr.sgList.length > SGE_MAX) break;
         sge = path.encode(w, f, n, sge, wr);
         n++;
@@ -178,21 +181,21 @@ export class NativeQp extends Qp {
 /** One direction of posting: its call's name, its checks, its encoding, its addon call. */
 interface PostPath<T> {
   readonly op: string;
-  problem(wr: T, rules: WrRules, pd: Pd): string | null;
+  check(wr: T, rules: WrRules, pd: Pd): number | string;
   encode(w: Uint32Array, f: Float64Array, n: number, sge: number, wr: T): number;
   post(b: NativeBinding, h: Handle, n: number): number;
 }
 
 const SEND_PATH: PostPath<SendWr> = {
   op: 'ibv_post_send',
-  problem: sendWrProblem,
+  check: checkSendWr,
   encode: encodeSendWr,
   post: (b, h, n) => b.postSend(h, n),
 };
 
 const RECV_PATH: PostPath<RecvWr> = {
   op: 'ibv_post_recv',
-  problem: (wr, rules) => recvWrProblem(wr, rules),
+  check: (wr, rules) => checkRecvWr(wr, rules),
   encode: encodeRecvWr,
   post: (b, h, n) => b.postRecv(h, n),
 };

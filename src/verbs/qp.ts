@@ -41,7 +41,7 @@ import {
   type WrId,
 } from './types.js';
 import { objectArray } from '../util/arrays.js';
-import { DEFAULT_WR_CAPS, recvWrProblem, sendWrProblem, wrRules, type WrRules } from './wr-check.js';
+import { DEFAULT_WR_CAPS, checkRecvWr, checkSendWr, wrRules, type WrRules } from './wr-check.js';
 
 export { QpAttrMask, qpTransitionAllowed, type QpAttr } from './qp-attr.js';
 
@@ -356,18 +356,17 @@ export abstract class Qp {
         this.kickIf(queued);
         throw new PostError('ENOMEM', op, i, 'send queue full');
       }
-      const bad = sendWrProblem(wr, rules, pd) ?? this._checkSendWr(wr);
+      const length = checkSendWr(wr, rules, pd);
+      const bad = typeof length === 'string' ? length : this._checkSendWr(wr, length);
       if (bad !== null) {
         this.kickIf(queued);
         throw new PostError('EINVAL', op, i, bad);
       }
       const flags = wr.sendFlags ?? 0;
       const sgl = wr.sgList;
-      let length = 0;
-      for (let j = 0; j < sgl.length; j++) length += (sgl[j] as Sge).length;
       // The caller's SGE list is used as is while postSend runs; whatever is still queued when it
       // returns gets private copies (see detachQueued) — most WRs are on the wire by then.
-      this.sq.push(this.makeSqWqe(wr, sgl as Sge[], flags, sigAll || (flags & SendFlags.SIGNALED) !== 0, length, ud));
+      this.sq.push(this.makeSqWqe(wr, sgl as Sge[], flags, sigAll || (flags & SendFlags.SIGNALED) !== 0, length as number, ud));
       queued++;
     }
     this.kickIf(queued);
@@ -488,7 +487,7 @@ export abstract class Qp {
    * declared ones of wr-check.ts (RoCE UD: the message against the port's MTU). A reason refuses
    * it (EINVAL).
    */
-  protected _checkSendWr(_wr: SendWr): string | null {
+  protected _checkSendWr(_wr: SendWr, _length: number): string | null {
     return null;
   }
   /** Copy inline data out of the registered memory the SGEs name; a string is an error reason. */
@@ -499,27 +498,24 @@ export abstract class Qp {
    * WR_FLUSH_ERR — those queued before a bad one too.
    */
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
-    try {
-      if (Array.isArray(wrs)) {
-        const list = wrs as readonly RecvWr[];
-        for (let i = 0; i < list.length; i++) this.queueRecv(list[i] as RecvWr, i);
-      } else this.queueRecv(wrs as RecvWr, 0);
-    } finally {
-      if (this._state === QpState.ERR) this.flush();
-    }
+    let bad: PostError | null = null;
+    if (Array.isArray(wrs)) {
+      const list = wrs as readonly RecvWr[];
+      for (let i = 0; i < list.length && bad === null; i++) bad = this.queueRecv(list[i] as RecvWr, i);
+    } else bad = this.queueRecv(wrs as RecvWr, 0);
+    if (this._state === QpState.ERR) this.flush();
+    if (bad !== null) throw bad;
   }
 
-  /** Validate receive WR `i` of an ibv_post_recv and queue a private copy of it. */
-  private queueRecv(wr: RecvWr, i: number): void {
+  /** Validate receive WR `i` of an ibv_post_recv and queue a private copy of it; or why not. */
+  private queueRecv(wr: RecvWr, i: number): PostError | null {
     const op = 'ibv_post_recv';
-    if (this.destroyed || this._state === QpState.RESET) throw new PostError('EINVAL', op, i, `QP in state ${this._state}`);
-    if (this.rq.length >= this.cap.maxRecvWr) throw new PostError('ENOMEM', op, i, 'receive queue full');
-    const bad = recvWrProblem(wr, this.wrRules);
-    if (bad !== null) throw new PostError('EINVAL', op, i, bad);
+    if (this.destroyed || this._state === QpState.RESET) return new PostError('EINVAL', op, i, `QP in state ${this._state}`);
+    if (this.rq.length >= this.cap.maxRecvWr) return new PostError('ENOMEM', op, i, 'receive queue full');
+    const length = checkRecvWr(wr, this.wrRules);
+    if (typeof length === 'string') return new PostError('EINVAL', op, i, length);
     const src = wr.sgList;
     const n = src.length;
-    let length = 0;
-    for (let j = 0; j < n; j++) length += (src[j] as Sge).length;
     const f = this.rqFree.pop();
     if (f !== undefined && f.sgList.length === n) {
       // A completed WQE handed back by the transport: its SGE copies are overwritten in place.
@@ -533,7 +529,7 @@ export abstract class Qp {
       f.wrId = wr.wrId;
       f.length = length;
       this.rq.push(f);
-      return;
+      return null;
     }
     const sgList: Sge[] = new Array<Sge>(n);
     for (let j = 0; j < n; j++) {
@@ -541,6 +537,7 @@ export abstract class Qp {
       sgList[j] = { addr: s.addr, length: s.length, lkey: s.lkey };
     }
     this.rq.push({ wrId: wr.wrId, sgList, length });
+    return null;
   }
 
   /** Complete every queued WR with WR_FLUSH_ERR (send queue first, then receive queue). */

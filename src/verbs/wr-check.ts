@@ -153,44 +153,62 @@ export function wrRules(caps: WrCaps, qpType: QpType, cap: QpCap): WrRules {
 
 /**
  * Check send WR `wr` of a QP of `pd` with rules `r` (everything but the QP's state and queue
- * room, which the caller checks first).
- * @returns null, or why the WR is refused (EINVAL).
+ * room, which the caller checks first). The common case takes a few loads and compares; every
+ * reason is worded out of line.
+ * @returns the message length (the sum of the SGE lengths) of a WR that may be posted, or why it
+ *   is refused (EINVAL).
  */
-export function sendWrProblem(wr: SendWr, r: WrRules, pd: Pd): string | null {
-  if (typeof wr !== 'object' || wr === null) return 'not a work request';
-  const sgl = wr.sgList;
-  if (!Array.isArray(sgl)) return 'sg_list must be an array';
-  if (r.abi && !validWrId(wr.wrId)) return 'wr_id must be a safe non-negative integer or a bigint below 2^63';
+export function checkSendWr(wr: SendWr, r: WrRules, pd: Pd): number | string {
+  if (typeof wr !== 'object' || wr === null || !Array.isArray(wr.sgList)) return shapeReason(wr);
   const op = wr.opcode;
   const info = typeof op === 'number' ? r.ops[op] : undefined;
-  if (info === undefined || info === null) return `opcode ${opName(op)} not supported on this device's ${QpType[r.qpType] ?? r.qpType} QPs`;
+  if (info === undefined || info === null) return opcodeReason(op, r);
+  const len = sglLength(wr.sgList, r.maxSendSge, r.maxSgeLength);
+  if (len < 0) return sglReason(len, wr.sgList, 'max_send_sge', r.maxSendSge);
+  if (len > r.maxMessage) return `message of ${len} bytes > ${r.maxMessage}`;
+  const mask = info.mask;
+  // The common case, a plain Send on a connected QP, has nothing more to check.
+  if (mask === 0 && !r.ud && !r.abi && ((wr.sendFlags ?? 0) & INLINE) === 0) return len;
+  return (r.abi ? givenFieldsProblem(wr, r, pd) : operandsProblem(wr, mask, len, r, pd)) ?? len;
+}
+
+/** Check receive WR `wr` with rules `r`: the length its SGEs describe, or why it is refused (EINVAL). */
+export function checkRecvWr(wr: RecvWr, r: WrRules): number | string {
+  if (typeof wr !== 'object' || wr === null || !Array.isArray(wr.sgList)) return shapeReason(wr);
+  if (r.abi && !validWrId(wr.wrId)) return WR_ID_REASON;
+  const len = sglLength(wr.sgList, r.maxRecvSge, r.maxSgeLength);
+  return len < 0 ? sglReason(len, wr.sgList, 'max_recv_sge', r.maxRecvSge) : len;
+}
+
+/** {@link sglLength}'s answer for more SGEs than the QP takes; below it, -(2 + j) for a malformed SGE j. */
+const SGL_TOO_LONG = -1;
+
+/** The total length of `sgl`; or, negative, what is wrong with it (see {@link SGL_TOO_LONG}). */
+function sglLength(sgl: readonly Sge[], max: number, maxSgeLength: number): number {
   const n = sgl.length;
-  if (n > r.maxSendSge) return `${n} SGEs > max_send_sge ${r.maxSendSge}`;
+  if (n > max) return SGL_TOO_LONG;
   let len = 0;
   for (let j = 0; j < n; j++) {
     const s = sgl[j] as Sge;
-    if (!sgeOk(s, r.maxSgeLength)) return `malformed SGE ${j}`;
+    if (!sgeOk(s, maxSgeLength)) return -2 - j;
     len += s.length;
   }
-  if (len > r.maxMessage) return `message of ${len} bytes > ${r.maxMessage}`;
-  if (r.abi) return givenFieldsProblem(wr, r, pd);
-  const mask = info.mask;
-  // The common case, a plain Send on a connected QP, has nothing more to check.
-  if (mask === 0 && !r.ud && ((wr.sendFlags ?? 0) & INLINE) === 0) return null;
-  return operandsProblem(wr, mask, len, r, pd);
+  return len;
 }
 
-/** Check receive WR `wr` with rules `r`; null, or why it is refused (EINVAL). */
-export function recvWrProblem(wr: RecvWr, r: WrRules): string | null {
-  if (typeof wr !== 'object' || wr === null) return 'not a work request';
-  const sgl = wr.sgList;
-  if (!Array.isArray(sgl)) return 'sg_list must be an array';
-  if (r.abi && !validWrId(wr.wrId)) return 'wr_id must be a safe non-negative integer or a bigint below 2^63';
-  const n = sgl.length;
-  if (n > r.maxRecvSge) return `${n} SGEs > max_recv_sge ${r.maxRecvSge}`;
-  for (let j = 0; j < n; j++) if (!sgeOk(sgl[j] as Sge, r.maxSgeLength)) return `malformed SGE ${j}`;
-  return null;
+function sglReason(code: number, sgl: readonly Sge[], what: string, max: number): string {
+  return code === SGL_TOO_LONG ? `${sgl.length} SGEs > ${what} ${max}` : `malformed SGE ${-2 - code}`;
 }
+
+function shapeReason(wr: unknown): string {
+  return typeof wr !== 'object' || wr === null ? 'not a work request' : 'sg_list must be an array';
+}
+
+function opcodeReason(op: WrOpcode, r: WrRules): string {
+  return `opcode ${opName(op)} not supported on this device's ${QpType[r.qpType] ?? r.qpType} QPs`;
+}
+
+const WR_ID_REASON = 'wr_id must be a safe non-negative integer or a bigint below 2^63';
 
 /** `checks: 'device'`: the operands the opcode (`mask`) needs, the READ sink, inline data, a UD destination. */
 function operandsProblem(wr: SendWr, mask: number, len: number, r: WrRules, pd: Pd): string | null {
@@ -212,8 +230,9 @@ function operandsProblem(wr: SendWr, mask: number, len: number, r: WrRules, pd: 
   return r.ud ? udDestProblem(wr.ud, pd, false) : null;
 }
 
-/** `checks: 'abi'`: every field given has the shape the C struct holds; a UD QP's destination. */
+/** `checks: 'abi'`: wr_id and every field given have the shape the C struct holds; a UD QP's destination. */
 function givenFieldsProblem(wr: SendWr, r: WrRules, pd: Pd): string | null {
+  if (!validWrId(wr.wrId)) return WR_ID_REASON;
   if (wr.sendFlags !== undefined && !isU32(wr.sendFlags)) return 'send_flags';
   if (wr.immData !== undefined && !isU32(wr.immData)) return 'imm_data';
   if (wr.invalidateRkey !== undefined && !isU32(wr.invalidateRkey)) return 'invalidate_rkey';
@@ -257,7 +276,7 @@ function udDestProblem(d: UdDest | undefined, pd: Pd, abi: boolean): string | nu
 
 /** An SGE: an object; a non-negative safe integer address, a length up to `maxLength`, a u32 lkey. */
 function sgeOk(s: Sge, maxLength: number): boolean {
-  return typeof s === 'object' && s !== null && isAddr(s.addr) && Number.isInteger(s.length) && s.length >= 0 && s.length <= maxLength && isU32(s.lkey);
+  return s !== null && s !== undefined && isAddr(s.addr) && Number.isInteger(s.length) && s.length >= 0 && s.length <= maxLength && isU32(s.lkey);
 }
 
 /** A wr_id the C struct holds: a u64 (numbers: safe and non-negative; bigints: below 2^63, bit 63 marks numbers). */

@@ -111,12 +111,9 @@ export class RoceUdQp extends Qp {
    * checked the rest, wr-check.ts): the message fits the port's active MTU, which follows the
    * interface's.
    */
-  protected override _checkSendWr(wr: SendWr): string | null {
-    const sgl = wr.sgList;
-    let len = 0;
-    for (let j = 0; j < sgl.length; j++) len += (sgl[j] as Sge).length;
+  protected override _checkSendWr(_wr: SendWr, length: number): string | null {
     const mtu = this.dev.mtuBytes;
-    return len > mtu ? `UD message of ${len} bytes > port MTU ${mtu}` : null;
+    return length > mtu ? `UD message of ${length} bytes > port MTU ${mtu}` : null;
   }
 
   protected _copyInline(sgList: readonly Sge[], length: number): Buffer | string {
