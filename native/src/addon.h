@@ -83,7 +83,7 @@ struct addon_state {
 	napi_ref cm_event_cb;    /* (event object) */
 	napi_ref async_event_cb; /* (ctxKey, type, kind, key) */
 	napi_async_context actx;
-	/* Data path scratch buffers, allocated by JS and shared (see src/native/binding.ts). */
+	/* Data path scratch buffers, allocated by JS and shared (see src/native/binding.ts; layouts in src/native/abi.ts). */
 	napi_ref wr_ref, wc_ref;
 	uint32_t *wr;  /* send/recv WR encoding */
 	size_t wr_bytes;
@@ -97,7 +97,7 @@ struct addon_state {
 	int cm_init_err;
 };
 
-/* Scratch layout, in 32-bit words. Keep in sync with src/native/binding.ts. */
+/* Scratch layout, in 32-bit words. Keep in sync with src/native/abi.ts. */
 #define WR_WORDS 16        /* one work request */
 #define WR_MAX 32          /* work requests per call */
 #define SGE_WORDS 4        /* one SGE: addr (f64), length, lkey */
@@ -123,11 +123,11 @@ struct addon_state {
 #define W_AH 12
 #define W_RQPN 13
 
-/* AH attribute layout in a Float64Array (see AH_* in src/native/binding.ts). */
+/* AH attribute layout in a Float64Array (see AH in src/native/abi.ts). */
 enum { AH_DLID, AH_SL, AH_SRC_PATH_BITS, AH_STATIC_RATE, AH_IS_GLOBAL, AH_PORT, AH_FLOW_LABEL, AH_SGID_INDEX,
        AH_HOP_LIMIT, AH_TCLASS, AH_WORDS };
 
-/* QP attribute layout in a Float64Array (see QA_* in src/native/binding.ts). */
+/* QP attribute layout in a Float64Array (see QA in src/native/abi.ts). */
 enum { QA_STATE, QA_CUR_STATE, QA_ACCESS, QA_PKEY_INDEX, QA_PORT, QA_QKEY, QA_PATH_MTU, QA_TIMEOUT, QA_RETRY_CNT,
        QA_RNR_RETRY, QA_RQ_PSN, QA_SQ_PSN, QA_MAX_RD_ATOMIC, QA_MAX_DEST_RD_ATOMIC, QA_MIN_RNR_TIMER, QA_DEST_QPN,
        QA_EN_SQD_ASYNC, QA_SQ_DRAINING, QA_MAX_SEND_WR, QA_MAX_RECV_WR, QA_MAX_SEND_SGE, QA_MAX_RECV_SGE,

@@ -9,14 +9,15 @@
  * Every addon function returns a negative errno number instead of throwing; {@link check} turns
  * that into an {@link RdmaError} naming the ibverbs/librdmacm call. The data path shares two
  * scratch buffers with the addon (no per-call allocation): work requests are encoded into
- * {@link Scratch.wr} and completions decoded from {@link Scratch.wc}; layouts below, kept in
- * step with native/src/addon.h.
+ * {@link Scratch.wr} and completions decoded from {@link Scratch.wc}, in the layouts of abi.ts
+ * (kept in step with native/src/addon.h); loading checks that the addon was built for them.
  */
 import { createRequire } from 'node:module';
 import { existsSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RdmaError } from '../errors.js';
+import { AH, QA, WR_STATUS_WORD } from './abi.js';
 
 /** The ABI the JS side speaks (native/src/addon.h `ADDON_ABI`). */
 export const ADDON_ABI = 1;
@@ -139,57 +140,6 @@ export interface NativeBinding {
 
 /** `[qp, qpNum, maxSendWr, maxRecvWr, maxSendSge, maxRecvSge, maxInlineData]`. */
 export type QpResult = [Handle, number, number, number, number, number, number];
-
-// -- scratch layouts (32-bit words) -------------------------------------------------------------
-
-/** Words per work request. */
-export const WR_WORDS = 16;
-/** Work requests per addon call. */
-export const WR_MAX = 32;
-/** Words per SGE: addr (f64), length, lkey. */
-export const SGE_WORDS = 4;
-/** SGEs per addon call. */
-export const SGE_MAX = 256;
-/** First SGE word. */
-export const SGE_BASE = WR_MAX * WR_WORDS;
-/** Word holding the index of the first WR not posted after a failed post. */
-export const WR_STATUS_WORD = SGE_BASE + SGE_MAX * SGE_WORDS;
-/** Work request word offsets. */
-export const W = { ID_LO: 0, ID_HI: 1, OPCODE: 2, FLAGS: 3, NSGE: 4, SGE0: 5, IMM: 6, RKEY: 7, RADDR: 8, INV: 10, QKEY: 11, AH: 12, RQPN: 13 } as const;
-/** Words per completion, completions per call. */
-export const WC_WORDS = 12;
-export const WC_MAX = 64;
-/** `ibv_ah_attr` in a Float64Array (native/src/addon.h AH_*). */
-export const AH = { DLID: 0, SL: 1, SRC_PATH_BITS: 2, STATIC_RATE: 3, IS_GLOBAL: 4, PORT: 5, FLOW_LABEL: 6, SGID_INDEX: 7, HOP_LIMIT: 8, TCLASS: 9, WORDS: 10 } as const;
-/** `ibv_qp_attr` in a Float64Array (native/src/addon.h QA_*). */
-export const QA = {
-  STATE: 0,
-  CUR_STATE: 1,
-  ACCESS: 2,
-  PKEY_INDEX: 3,
-  PORT: 4,
-  QKEY: 5,
-  PATH_MTU: 6,
-  TIMEOUT: 7,
-  RETRY_CNT: 8,
-  RNR_RETRY: 9,
-  RQ_PSN: 10,
-  SQ_PSN: 11,
-  MAX_RD_ATOMIC: 12,
-  MAX_DEST_RD_ATOMIC: 13,
-  MIN_RNR_TIMER: 14,
-  DEST_QPN: 15,
-  EN_SQD_ASYNC: 16,
-  SQ_DRAINING: 17,
-  MAX_SEND_WR: 18,
-  MAX_RECV_WR: 19,
-  MAX_SEND_SGE: 20,
-  MAX_RECV_SGE: 21,
-  MAX_INLINE: 22,
-  PATH_MIG_STATE: 23,
-  AH: 24,
-  WORDS: 24 + 10,
-} as const;
 
 /** The data-path scratch buffers shared with the addon. */
 export interface Scratch {

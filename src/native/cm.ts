@@ -39,9 +39,12 @@ import {
   type SockAddr,
   type UdParam,
 } from '../cm/transport.js';
-import { QA, check, dispatch, loadBinding, type Handle, type NativeBinding, type NativeCmEvent } from './binding.js';
+import { QA, decodeQpAttr, type NativeAhAttr } from './abi.js';
+import { check, dispatch, loadBinding, type Handle, type NativeBinding, type NativeCmEvent } from './binding.js';
 import { NATIVE_PROVIDER } from './provider.js';
-import { NativeQp, cmQpRequests, decodeQpAttr, markAttached, newKey, type NativeAhAttr } from './verbs.js';
+import { cmQpRequests, markAttached } from './cm-qp.js';
+import { NativeQp } from './qp.js';
+import { newKey } from './registry.js';
 
 /** rdma_set_option constants (rdma_cma.h). */
 const OPT = { LEVEL_ID: 0, TOS: 0, REUSEADDR: 1, AFONLY: 2, ACK_TIMEOUT: 3 } as const;

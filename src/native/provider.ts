@@ -11,7 +11,7 @@
  * that owns it, as librdmacm does.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { err } from '../errors.js';
 import { registerProvider, type QpInitAttr, type VerbsProvider } from '../verbs/provider.js';
 import { netdevs, type DeviceAttr, type DeviceInfo, type Device, type NetdevInfo, type PortAttr } from '../verbs/device.js';
@@ -20,9 +20,14 @@ import type { Pd } from '../verbs/pd.js';
 import type { Qp } from '../verbs/qp.js';
 import type { AhAttr } from '../verbs/ah.js';
 import { ACCESS_ALL } from '../verbs/mr.js';
-import { TransportType } from '../verbs/types.js';
-import { AH, check, loadBinding, type Handle, type NativeBinding, type NativeDeviceEntry } from './binding.js';
-import { NativeContext, NativePd, NativeQp, encodeAh, takeAttached, type NativeAhData } from './verbs.js';
+import { QpType, TransportType, WrOpcode } from '../verbs/types.js';
+import type { WrCaps } from '../verbs/wr-check.js';
+import { AH, SGE_MAX, encodeAh, type NativeAhData } from './abi.js';
+import { check, loadBinding, type Handle, type NativeBinding, type NativeDeviceEntry } from './binding.js';
+import { takeAttached } from './cm-qp.js';
+import { NativeContext } from './context.js';
+import { NativePd } from './pd.js';
+import { NativeQp } from './qp.js';
 
 /** The provider name native devices carry in `DeviceInfo.provider`. */
 export const NATIVE_PROVIDER = 'rdma-core';
@@ -228,6 +233,35 @@ function mcast(qp: Qp, gid: Uint8Array, lid: number, attach: boolean): void {
   check(attach ? b.attachMcast(qp._h, gid, lid) : b.detachMcast(qp._h, gid, lid), op);
 }
 
+/**
+ * The send opcodes the addon's work-request layout carries (native/src/addon.h): no atomic
+ * operands, no memory-window binding. Which of them a QP type takes is the kernel provider's
+ * answer, as for a C program.
+ */
+const NATIVE_OPCODES: readonly WrOpcode[] = [
+  WrOpcode.RDMA_WRITE,
+  WrOpcode.RDMA_WRITE_WITH_IMM,
+  WrOpcode.SEND,
+  WrOpcode.SEND_WITH_IMM,
+  WrOpcode.RDMA_READ,
+  WrOpcode.LOCAL_INV,
+  WrOpcode.SEND_WITH_INV,
+];
+
+/**
+ * What the verbs layer checks before a work request reaches rdma-core: only what the C structs
+ * cannot hold (`checks: 'abi'`: u32 fields, u64 wr_id, SGE lengths as ibverbs' u32, no more SGEs
+ * than one addon call carries); the kernel's provider checks the rest — opcodes per QP type,
+ * operands, inline size — and its errno is the answer.
+ */
+export const NATIVE_WR_CAPS: WrCaps = {
+  sendOpcodes: { [QpType.RC]: NATIVE_OPCODES, [QpType.UC]: NATIVE_OPCODES, [QpType.UD]: NATIVE_OPCODES },
+  maxSgeLength: 0xffff_ffff,
+  maxSgePerWr: SGE_MAX,
+  inlineRead: 'ignore',
+  checks: 'abi',
+};
+
 const provider: VerbsProvider = {
   name: NATIVE_PROVIDER,
   native: true,
@@ -240,6 +274,7 @@ const provider: VerbsProvider = {
   // The kernel enforces the rights of its MRs; the verbs layer grants what was asked.
   accessMask: () => ACCESS_ALL,
   createQp,
+  wrCaps: NATIVE_WR_CAPS,
   createAh,
   destroyAh,
   attachMcast: (qp, gid, lid) => mcast(qp, gid, lid, true),

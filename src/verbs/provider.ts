@@ -15,6 +15,7 @@ import type { Cq } from './cq.js';
 import type { Device, DeviceAttr, DeviceInfo, PortAttr } from './device.js';
 import type { Pd } from './pd.js';
 import type { Qp } from './qp.js';
+import type { WrCaps } from './wr-check.js';
 
 /**
  * `struct ibv_qp_init_attr` as handed to {@link VerbsProvider.createQp} by `Pd.createQp`
@@ -101,6 +102,13 @@ export interface VerbsProvider {
    */
   createQp(ctx: Context, pd: Pd, attr: QpInitAttr): QpLike;
   /**
+   * What this provider's QPs accept at post time — the opcodes of each QP type, SGE and message
+   * limits, an RDMA READ's sink, how much the verbs layer checks (see wr-check.ts). The verbs
+   * layer checks every work request against it once per post. Absent: wr-check.ts's
+   * `DEFAULT_WR_CAPS` (IB's opcodes, every check made there).
+   */
+  readonly wrCaps?: WrCaps;
+  /**
    * `ibv_create_ah`: check `attr` against the device (port, GID index, GRH required on RoCE:
    * EINVAL) and return what the provider needs to address packets (kept in `ah._provider`).
    * Absent: the device has no address handles (iWARP), `createAh` fails with EOPNOTSUPP.
@@ -144,7 +152,8 @@ export function registerProvider(p: VerbsProvider): void {
     typeof p.queryPort !== 'function' ||
     typeof p.queryGid !== 'function' ||
     typeof p.accessMask !== 'function' ||
-    OPTIONAL_OPS.some((k) => p[k] !== undefined && typeof p[k] !== 'function')
+    OPTIONAL_OPS.some((k) => p[k] !== undefined && typeof p[k] !== 'function') ||
+    (p.wrCaps !== undefined && (typeof p.wrCaps !== 'object' || p.wrCaps === null))
   ) {
     throw err('EINVAL', 'registerProvider', 'not a VerbsProvider');
   }

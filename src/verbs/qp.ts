@@ -1,8 +1,9 @@
 /**
  * The queue pair (`struct ibv_qp`): the verbs state machine, the send and receive queues, posting,
  * completion generation and flushing, for every QP type (RC, UC, UD). Transport providers
- * subclass {@link Qp} and implement the hooks ({@link Qp._sqKick}, {@link Qp._stateChanged},
- * {@link Qp._checkSendWr} ...); this file knows nothing of any wire.
+ * subclass {@link Qp} and implement the hooks ({@link Qp._sqKick}, {@link Qp._stateChanged} ...);
+ * this file knows nothing of any wire. Work requests are checked once per post against the
+ * provider's declared capabilities (wr-check.ts) before they are queued.
  *
  * `modify` applies every attribute the mask names. On devices that follow the IB rules (RoCE,
  * InfiniBand) the mask is checked against the per-QP-type transition table (qp-attr.ts, the
@@ -19,7 +20,7 @@ import type { Context } from './context.js';
 import type { Cq } from './cq.js';
 import type { Pd } from './pd.js';
 import type { QpInitAttr, VerbsProvider } from './provider.js';
-import { Ah, ahAttrProblem, copyAhAttr } from './ah.js';
+import { ahAttrProblem, copyAhAttr, type Ah } from './ah.js';
 import { QpAttrMask, modifyQpProblem, qpAttrMaskOf, qpTransitionAllowed, type QpAttr } from './qp-attr.js';
 import {
   AsyncEventType,
@@ -40,6 +41,7 @@ import {
   type WrId,
 } from './types.js';
 import { objectArray } from '../util/arrays.js';
+import { DEFAULT_WR_CAPS, checkRecvWr, checkSendWr, wrRules, type WrRules } from './wr-check.js';
 
 export { QpAttrMask, qpTransitionAllowed, type QpAttr } from './qp-attr.js';
 
@@ -145,6 +147,8 @@ export abstract class Qp {
   protected readonly attr: QpAttr = {};
   /** Which modify rules apply: IB's attribute table, or (iWARP devices) the state graph only. */
   protected readonly modifyRules: ModifyRules;
+  /** What a work request must be to be posted here: the provider's declared caps for this QP. */
+  protected readonly wrRules: WrRules;
 
   protected constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
     this.context = context;
@@ -165,6 +169,7 @@ export abstract class Qp {
     this.rq = new Ring<RqWqe>(Infinity, ringStart(cap.maxRecvWr));
     this.tag = `QP[${qpNum}]`;
     this.modifyRules = context.device.transportType === TransportType.IWARP ? 'iwarp' : 'ib';
+    this.wrRules = wrRules(context.device._provider('ibv_create_qp').wrCaps ?? DEFAULT_WR_CAPS, init.qpType, cap);
     nextQpTrace++;
   }
 
@@ -345,7 +350,8 @@ export abstract class Qp {
     const st = this._state;
     const stateOk = !this.destroyed && (st === QpState.RTS || st === QpState.SQD || st === QpState.ERR);
     const room = this.cap.maxSendWr - (stateOk ? this._inflight() : 0);
-    const maxInline = this.cap.maxInlineData;
+    const rules = this.wrRules;
+    const pd = this.pd;
     const sigAll = this.sqSigAll;
     const ud = this.qpType === QpType.UD;
     for (let i = 0; i < n; i++) {
@@ -358,22 +364,17 @@ export abstract class Qp {
         this.kickIf(queued);
         throw new PostError('ENOMEM', op, i, 'send queue full');
       }
-      const bad = (ud && this.udProblem(wr)) || this._checkSendWr(wr);
-      if (bad) {
+      const length = checkSendWr(wr, rules, pd);
+      const bad = typeof length === 'string' ? length : this._checkSendWr(wr, length);
+      if (bad !== null) {
         this.kickIf(queued);
         throw new PostError('EINVAL', op, i, bad);
       }
       const flags = wr.sendFlags ?? 0;
       const sgl = wr.sgList;
-      let length = 0;
-      for (let j = 0; j < sgl.length; j++) length += (sgl[j] as Sge).length;
-      if (flags & SendFlags.INLINE && wr.opcode !== WrOpcode.RDMA_READ && length > maxInline) {
-        this.kickIf(queued);
-        throw new PostError('EINVAL', op, i, `inline ${length} > max_inline_data ${maxInline}`);
-      }
       // The caller's SGE list is used as is while postSend runs; whatever is still queued when it
       // returns gets private copies (see detachQueued) — most WRs are on the wire by then.
-      this.sq.push(this.makeSqWqe(wr, sgl as Sge[], flags, sigAll || (flags & SendFlags.SIGNALED) !== 0, length, ud));
+      this.sq.push(this.makeSqWqe(wr, sgl as Sge[], flags, sigAll || (flags & SendFlags.SIGNALED) !== 0, length as number, ud));
       queued++;
     }
     this.kickIf(queued);
@@ -422,18 +423,6 @@ export abstract class Qp {
   /** Transport side: as {@link _recycleSqWqe}, for a receive WQE whose completion is generated. */
   protected _recycleRqWqe(w: RqWqe): void {
     if (this.rqFree.length < WQE_POOL) this.rqFree.push(w);
-  }
-
-  /** UD send WR checks (IB spec 11.4.1.1): a live AH of this PD, a 24-bit QPN, a Q_Key, SENDs only. */
-  private udProblem(wr: SendWr): string | null {
-    const d = wr.ud;
-    if (d === undefined || d === null) return 'UD send without ud.ah/remoteQpn/remoteQkey';
-    if (!(d.ah instanceof Ah) || d.ah.destroyed) return 'UD send with a destroyed or foreign AH';
-    if (d.ah.pd !== this.pd) return 'UD send with an AH of another PD';
-    if (!Number.isInteger(d.remoteQpn) || d.remoteQpn < 0 || d.remoteQpn > 0xffffff) return `remote_qpn ${String(d.remoteQpn)}`;
-    if (!Number.isInteger(d.remoteQkey) || d.remoteQkey < 0 || d.remoteQkey > 0xffffffff) return `remote_qkey ${String(d.remoteQkey)}`;
-    if (wr.opcode !== WrOpcode.SEND && wr.opcode !== WrOpcode.SEND_WITH_IMM) return `opcode ${WrOpcode[wr.opcode] ?? wr.opcode} on a UD QP`;
-    return null;
   }
 
   /** The Q_Key a UD WR sends with: bit 31 set means the QP's own Q_Key (IB spec 10.2.5). */
@@ -501,37 +490,40 @@ export abstract class Qp {
     return 0;
   }
 
-  /** Transport-specific WR validation; return a reason string to refuse (EINVAL). */
-  protected abstract _checkSendWr(wr: SendWr): string | null;
+  /**
+   * Transport hook: checks of a send WR that depend on the device's live state, made after the
+   * declared ones of wr-check.ts (RoCE UD: the message against the port's MTU). A reason refuses
+   * it (EINVAL).
+   */
+  protected _checkSendWr(_wr: SendWr, _length: number): string | null {
+    return null;
+  }
   /** Copy inline data out of the registered memory the SGEs name; a string is an error reason. */
   protected abstract _copyInline(sgList: readonly Sge[], length: number): Buffer | string;
 
   /**
    * ibv_post_recv. Allowed from INIT on (EINVAL in RESET); in ERR the WRs complete with
-   * WR_FLUSH_ERR.
+   * WR_FLUSH_ERR — those queued before a bad one too.
    */
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
+    let bad: PostError | null = null;
     if (Array.isArray(wrs)) {
       const list = wrs as readonly RecvWr[];
-      for (let i = 0; i < list.length; i++) this.queueRecv(list[i] as RecvWr, i);
-    } else this.queueRecv(wrs as RecvWr, 0);
+      for (let i = 0; i < list.length && bad === null; i++) bad = this.queueRecv(list[i] as RecvWr, i);
+    } else bad = this.queueRecv(wrs as RecvWr, 0);
     if (this._state === QpState.ERR) this.flush();
+    if (bad !== null) throw bad;
   }
 
-  /** Validate receive WR `i` of an ibv_post_recv and queue a private copy of it. */
-  private queueRecv(wr: RecvWr, i: number): void {
+  /** Validate receive WR `i` of an ibv_post_recv and queue a private copy of it; or why not. */
+  private queueRecv(wr: RecvWr, i: number): PostError | null {
     const op = 'ibv_post_recv';
-    if (this.destroyed || this._state === QpState.RESET) throw new PostError('EINVAL', op, i, `QP in state ${this._state}`);
-    if (this.rq.length >= this.cap.maxRecvWr) throw new PostError('ENOMEM', op, i, 'receive queue full');
+    if (this.destroyed || this._state === QpState.RESET) return new PostError('EINVAL', op, i, `QP in state ${this._state}`);
+    if (this.rq.length >= this.cap.maxRecvWr) return new PostError('ENOMEM', op, i, 'receive queue full');
+    const length = checkRecvWr(wr, this.wrRules);
+    if (typeof length === 'string') return new PostError('EINVAL', op, i, length);
     const src = wr.sgList;
     const n = src.length;
-    if (n > this.cap.maxRecvSge) throw new PostError('EINVAL', op, i, 'too many SGEs');
-    let length = 0;
-    for (let j = 0; j < n; j++) {
-      const s = src[j] as Sge;
-      if (!validSge(s)) throw new PostError('EINVAL', op, i, 'bad SGE');
-      length += s.length;
-    }
     const f = this.rqFree.pop();
     if (f !== undefined && f.sgList.length === n) {
       // A completed WQE handed back by the transport: its SGE copies are overwritten in place.
@@ -545,7 +537,7 @@ export abstract class Qp {
       f.wrId = wr.wrId;
       f.length = length;
       this.rq.push(f);
-      return;
+      return null;
     }
     const sgList: Sge[] = new Array<Sge>(n);
     for (let j = 0; j < n; j++) {
@@ -553,6 +545,7 @@ export abstract class Qp {
       sgList[j] = { addr: s.addr, length: s.length, lkey: s.lkey };
     }
     this.rq.push({ wrId: wr.wrId, sgList, length });
+    return null;
   }
 
   /** Complete every queued WR with WR_FLUSH_ERR (send queue first, then receive queue). */
@@ -625,14 +618,6 @@ export abstract class Qp {
 /** An atomic operand as an unsigned 64-bit bigint (a number is accepted; the transport checked it). */
 function u64(v: bigint | number): bigint {
   return BigInt.asUintN(64, typeof v === 'bigint' ? v : BigInt(Math.trunc(v)));
-}
-
-/** An SGE is well formed: non-negative safe integers. */
-export function validSge(s: Sge): boolean {
-  return (
-    Number.isSafeInteger(s.addr) && s.addr >= 0 && Number.isInteger(s.length) && s.length >= 0 && s.length <= 0x7fffffff &&
-    Number.isInteger(s.lkey) && s.lkey >= 0 && s.lkey <= 0xffffffff
-  );
 }
 
 /** The completion opcode of a send WR. */

@@ -12,7 +12,7 @@ import type { Pd } from '../../verbs/pd.js';
 import type { Cq } from '../../verbs/cq.js';
 import type { QpInitAttr } from '../../verbs/provider.js';
 import { Qp, qpTransitionAllowed, type RqWqe, type SqWqe } from '../../verbs/qp.js';
-import { AsyncEventType, QpState, WcStatus, WrOpcode, type QpCap, type SendWr, type Sge } from '../../verbs/types.js';
+import { AsyncEventType, QpState, WcStatus, type QpCap, type Sge } from '../../verbs/types.js';
 import { localSgeTarget, remoteTarget as mrRemoteTarget, invalidateMr } from './mem.js';
 import type { Llp } from './llp.js';
 import { QpTx, type TxQp } from './qp-tx.js';
@@ -274,26 +274,6 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     super.flush();
   }
 
-  protected _checkSendWr(wr: SendWr): string | null {
-    if (wr.sgList.length > this.cap.maxSendSge) return `${wr.sgList.length} SGEs > max_send_sge ${this.cap.maxSendSge}`;
-    for (const s of wr.sgList) if (!validSgeShape(s)) return 'malformed SGE';
-    switch (wr.opcode) {
-      case WrOpcode.SEND:
-        return null;
-      case WrOpcode.SEND_WITH_INV:
-        return wr.invalidateRkey === undefined ? 'SEND_WITH_INV without invalidate_rkey' : null;
-      case WrOpcode.RDMA_WRITE:
-        return wr.rdma ? checkRemote(wr.rdma) : 'RDMA_WRITE without rdma.remoteAddr/rkey';
-      case WrOpcode.RDMA_READ:
-        if (!wr.rdma) return 'RDMA_READ without rdma.remoteAddr/rkey';
-        // siw: one SGE for the read sink.
-        if (wr.sgList.length !== 1) return 'RDMA_READ needs exactly one SGE (siw max_sge_rd = 1)';
-        return checkRemote(wr.rdma);
-      default:
-        return `opcode ${WrOpcode[wr.opcode] ?? wr.opcode} not supported on iWARP`;
-    }
-  }
-
   protected _copyInline(sgList: readonly Sge[], length: number): Buffer | string {
     const out = Buffer.allocUnsafe(length);
     let at = 0;
@@ -414,14 +394,4 @@ function cqOverflowed(cq: Cq): void {
       qp.modify({ qpState: QpState.ERR });
     }
   }
-}
-
-function validSgeShape(s: Sge): boolean {
-  return Number.isSafeInteger(s.addr) && s.addr >= 0 && Number.isInteger(s.length) && s.length >= 0 && s.length <= 0x7fffffff && Number.isInteger(s.lkey);
-}
-
-function checkRemote(r: { remoteAddr: number; rkey: number }): string | null {
-  if (!Number.isSafeInteger(r.remoteAddr) || r.remoteAddr < 0) return 'bad remote address';
-  if (!Number.isInteger(r.rkey) || r.rkey < 0 || r.rkey > 0xffffffff) return 'bad rkey';
-  return null;
 }

@@ -9,7 +9,8 @@ import { registerProvider, type QpInitAttr, type VerbsProvider } from '../../ver
 import { netdevs, guidFromMac, guidFromName, type DeviceInfo } from '../../verbs/device.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
-import { QpType, TransportType, type QpCap } from '../../verbs/types.js';
+import { QpType, TransportType, WrOpcode, type QpCap } from '../../verbs/types.js';
+import type { WrCaps } from '../../verbs/wr-check.js';
 import { IwarpQp } from './iwarp-qp.js';
 import { llpsSettled } from './llp.js';
 import { SIW_LIMITS, siwAccessMask, siwDeviceAttr, siwGid, siwPortAttr } from './attrs.js';
@@ -65,6 +66,20 @@ function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): IwarpQp {
 /** siw's max inline data (SIW_MAX_INLINE = sizeof(struct siw_sge) * (SIW_MAX_SGE - 1)). */
 export const SIW_MAX_INLINE = SIW_LIMITS.maxInline;
 
+/**
+ * What siw's QPs take at post time (siw_post_send): RC only; Send, Send with Invalidate, RDMA
+ * Write and RDMA Read — RFC 5040 has no immediate data, siw no atomics. A Read's sink is one SGE
+ * (one tagged buffer: max_sge_rd 1); INLINE on a Read is ignored, as siw copies inline data only
+ * for Sends and Writes.
+ */
+export const SIW_WR_CAPS: WrCaps = {
+  sendOpcodes: { [QpType.RC]: [WrOpcode.SEND, WrOpcode.SEND_WITH_INV, WrOpcode.RDMA_WRITE, WrOpcode.RDMA_READ] },
+  maxSgeLength: 0x7fff_ffff,
+  readSges: 1,
+  inlineRead: 'ignore',
+  checks: 'device',
+};
+
 const provider: VerbsProvider = {
   name: SIW_PROVIDER,
   listDevices,
@@ -73,6 +88,7 @@ const provider: VerbsProvider = {
   queryGid: siwGid,
   accessMask: siwAccessMask,
   createQp,
+  wrCaps: SIW_WR_CAPS,
   settle: llpsSettled,
 };
 

@@ -16,11 +16,13 @@ import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { AhAttr } from '../../verbs/ah.js';
 import type { Qp } from '../../verbs/qp.js';
-import { Access, GidType, QpType, TransportType, type QpCap } from '../../verbs/types.js';
+import { Access, GidType, QpType, TransportType, WrOpcode, type QpCap } from '../../verbs/types.js';
+import type { WrCaps } from '../../verbs/wr-check.js';
 import { eui64, guidOf, macToBytes, rxeDeviceAttr, rxePortAttr, RXE_LIMITS } from './params.js';
 import { RoceDevice, roceDevice } from './device.js';
 import { RoceUdQp } from './ud-qp.js';
 import { RoceRcQp } from './rc/rc-qp.js';
+import { MAX_RDMA_LEN } from './rc/common.js';
 import { PortAgent } from './udp.js';
 import { COUNTER_NAMES, type CounterName } from './counters.js';
 import { BTH_DEF_PKEY } from '../../wire/roce/index.js';
@@ -119,6 +121,34 @@ function detachMcast(qp: Qp, gid: Uint8Array, _lid: number): void {
   qp.dev.detach(qp, gid);
 }
 
+/**
+ * What rxe's QPs take at post time (rxe_wr_opcode_info[], validate_send_wr): RC — Sends with
+ * and without immediate data or invalidation, RDMA Write (with immediate), RDMA Read, the two
+ * atomics, Local Invalidate, a message of at most 2^31 bytes; UD — Sends with and without
+ * immediate data (its message limit is the port MTU, checked by the UD QP: it follows the
+ * interface). INLINE on a Read is refused: the opcode has no inline mask.
+ */
+export const RXE_WR_CAPS: WrCaps = {
+  sendOpcodes: {
+    [QpType.RC]: [
+      WrOpcode.SEND,
+      WrOpcode.SEND_WITH_IMM,
+      WrOpcode.SEND_WITH_INV,
+      WrOpcode.RDMA_WRITE,
+      WrOpcode.RDMA_WRITE_WITH_IMM,
+      WrOpcode.RDMA_READ,
+      WrOpcode.ATOMIC_CMP_AND_SWP,
+      WrOpcode.ATOMIC_FETCH_AND_ADD,
+      WrOpcode.LOCAL_INV,
+    ],
+    [QpType.UD]: [WrOpcode.SEND, WrOpcode.SEND_WITH_IMM],
+  },
+  maxSgeLength: 0x7fff_ffff,
+  maxMessage: { [QpType.RC]: MAX_RDMA_LEN },
+  inlineRead: 'refuse',
+  checks: 'device',
+};
+
 const provider: VerbsProvider = {
   name: RXE_PROVIDER,
   listDevices,
@@ -132,6 +162,7 @@ const provider: VerbsProvider = {
   queryPkey: () => BTH_DEF_PKEY,
   accessMask: () => Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC,
   createQp,
+  wrCaps: RXE_WR_CAPS,
   createAh,
   attachMcast,
   detachMcast,

@@ -107,21 +107,13 @@ export class RoceUdQp extends Qp {
   }
 
   /**
-   * Post-time checks of a UD send (the verbs layer checked the AH, QPN, Q_Key and opcode):
-   * SGE count and shape, and the message size against the port MTU.
+   * The one post-time check of a UD send that depends on the device's state (the verbs layer
+   * checked the rest, wr-check.ts): the message fits the port's active MTU, which follows the
+   * interface's.
    */
-  protected _checkSendWr(wr: SendWr): string | null {
-    if (wr.sgList.length > this.cap.maxSendSge) return `${wr.sgList.length} SGEs > max_send_sge ${this.cap.maxSendSge}`;
-    let len = 0;
-    for (const s of wr.sgList) {
-      if (!Number.isSafeInteger(s.addr) || s.addr < 0 || !Number.isInteger(s.length) || s.length < 0 || !Number.isInteger(s.lkey)) return 'malformed SGE';
-      len += s.length;
-    }
+  protected override _checkSendWr(_wr: SendWr, length: number): string | null {
     const mtu = this.dev.mtuBytes;
-    if (len > mtu) return `UD message of ${len} bytes > port MTU ${mtu}`;
-    const ah = wr.ud?.ah;
-    if (ah && ah.pd.context !== this.context) return 'AH of another device';
-    return null;
+    return length > mtu ? `UD message of ${length} bytes > port MTU ${mtu}` : null;
   }
 
   protected _copyInline(sgList: readonly Sge[], length: number): Buffer | string {

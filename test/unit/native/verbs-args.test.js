@@ -202,6 +202,29 @@ test('post_send encodes WRs, SGEs and wr_ids as the addon reads them', () => {
   assert.equal(w[22], 0xcafebabe);
 });
 
+test('post_send on a UD QP: the destination is a live address handle of this device, or the WR is refused in JS', () => {
+  const ud = pd.createQp({ qpType: QpType.UD, sendCq: cq, recvCq: cq, cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  const ah = pd.createAh({ isGlobal: true, portNum: 1, grh: { dgid: new Uint8Array(16), flowLabel: 0, sgidIndex: 0, hopLimit: 64, trafficClass: 0 } });
+  const dead = pd.createAh({ isGlobal: true, portNum: 1, grh: { dgid: new Uint8Array(16), flowLabel: 0, sgidIndex: 0, hopLimit: 64, trafficClass: 0 } });
+  dead.destroy();
+  const send = (extra) => ({ wrId: 1, opcode: WrOpcode.SEND, sgList: [], ...extra });
+  for (const [what, wr] of [
+    ['no destination (a NULL address handle for the provider)', send({})],
+    ['a destroyed AH', send({ ud: { ah: dead, remoteQpn: 5, remoteQkey: 1 } })],
+    ['an object that is no AH', send({ ud: { ah: { _provider: ah._provider }, remoteQpn: 5, remoteQkey: 1 } })],
+  ]) {
+    const before = fake.calls.length;
+    assert.throws(() => ud.postSend([send({ ud: { ah, remoteQpn: 5, remoteQkey: 1 } }), wr]), (e) => e instanceof PostError && e.code === 'EINVAL' && e.badWrIndex === 1, what);
+    assert.deepEqual(callsOf('postSend', before).map((c) => c.args[1]), [1], `${what}: only the good WR reached the addon`);
+  }
+  const before = fake.calls.length;
+  ud.postSend(send({ ud: { ah, remoteQpn: 0x123, remoteQkey: 0x11 } }));
+  assert.equal(callsOf('postSend', before).length, 1);
+  assert.deepEqual([fake.wr[12], fake.wr[13], fake.wr[11]], [ah._provider.index, 0x123, 0x11], 'AH index, remote QPN, Q_Key as the addon reads them');
+  ah.destroy();
+  ud.destroy();
+});
+
 test('a provider error on post names the first WR not posted', () => {
   const good = { wrId: 1, opcode: WrOpcode.SEND, sgList: [] };
   fake.next.postSend = () => {
@@ -342,8 +365,7 @@ test('QP: modify/query/destroy argument checks; destroyed QP', () => {
 });
 
 test('the ibv_qp_attr layout decodes to QpAttr as ibv_query_qp and rdma_init_qp_attr report it', async () => {
-  const { decodeQpAttr } = await import('../../../dist/native/verbs.js');
-  const { QA, AH } = await import('../../../dist/native/binding.js');
+  const { decodeQpAttr, QA, AH } = await import('../../../dist/native/abi.js');
   const v = new Float64Array(QA.WORDS);
   const put = { STATE: 3, ACCESS: 7, PKEY_INDEX: 1, PORT: 1, QKEY: 0x11111111, PATH_MTU: 3, TIMEOUT: 14, RETRY_CNT: 7, RNR_RETRY: 6, RQ_PSN: 0xabcdef, SQ_PSN: 0x123456, MAX_RD_ATOMIC: 4, MAX_DEST_RD_ATOMIC: 2, MIN_RNR_TIMER: 12, DEST_QPN: 0x99 };
   for (const [k, x] of Object.entries(put)) v[QA[k]] = x;

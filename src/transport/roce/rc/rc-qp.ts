@@ -18,18 +18,9 @@ import type { Context } from '../../../verbs/context.js';
 import type { Pd } from '../../../verbs/pd.js';
 import type { Cq } from '../../../verbs/cq.js';
 import type { QpInitAttr } from '../../../verbs/provider.js';
-import { Qp, validSge, type RecvInfo, type RqWqe, type SqWqe } from '../../../verbs/qp.js';
+import { Qp, type RecvInfo, type RqWqe, type SqWqe } from '../../../verbs/qp.js';
 import { QpAttrMask, type QpAttr } from '../../../verbs/qp-attr.js';
-import {
-  AsyncEventType,
-  QpState,
-  SendFlags,
-  WcStatus,
-  WrOpcode,
-  type QpCap,
-  type SendWr,
-  type Sge,
-} from '../../../verbs/types.js';
+import { AsyncEventType, QpState, WcStatus, type QpCap, type Sge } from '../../../verbs/types.js';
 import {
   IbTransport,
   OpMask,
@@ -44,7 +35,7 @@ import { ipBytes, type RoceAv, type RoceDevice } from '../device.js';
 import type { RxNet } from '../recv.js';
 import type { RxMeta } from '../udp.js';
 import { realClock, type RcClock } from './clock.js';
-import { MAX_RDMA_LEN, ackTimeoutMs, gatherSges, type RcCore } from './common.js';
+import { ackTimeoutMs, gatherSges, type RcCore } from './common.js';
 import { RcCompleter } from './comp.js';
 import { RcRequester, type RcWqe } from './req.js';
 import { RcResponder } from './resp.js';
@@ -304,57 +295,6 @@ export class RoceRcQp extends Qp implements RcCore {
     const r = this.resp.takeRecvInProgress();
     if (r !== null) this.completeRecv(r, WcStatus.WR_FLUSH_ERR, 0, 0, 0);
     for (let w = this.rq.shift(); w !== undefined; w = this.rq.shift()) this.completeRecv(w, WcStatus.WR_FLUSH_ERR, 0, 0, 0);
-  }
-
-  /** Post-time checks of an RC send WR (rxe `validate_send_wr`). */
-  protected _checkSendWr(wr: SendWr): string | null {
-    const sg = wr.sgList;
-    if (sg.length > this.cap.maxSendSge) return `${sg.length} SGEs > max_send_sge ${this.cap.maxSendSge}`;
-    let len = 0;
-    for (const s of sg) {
-      if (!validSge(s)) return 'malformed SGE';
-      len += s.length;
-    }
-    if (len > MAX_RDMA_LEN) return `message of ${len} bytes > 2^31`;
-    const remote = (r: { remoteAddr: number; rkey: number } | undefined, what: string): string | null => {
-      if (r === undefined) return `${what} without remote address and rkey`;
-      if (!Number.isSafeInteger(r.remoteAddr) || r.remoteAddr < 0) return `${what}: remote address ${String(r.remoteAddr)}`;
-      if (!Number.isInteger(r.rkey) || r.rkey < 0 || r.rkey > 0xffffffff) return `${what}: rkey ${String(r.rkey)}`;
-      return null;
-    };
-    switch (wr.opcode) {
-      case WrOpcode.SEND:
-        return null;
-      case WrOpcode.SEND_WITH_IMM:
-      case WrOpcode.RDMA_WRITE_WITH_IMM:
-        if (wr.immData !== undefined && (!Number.isInteger(wr.immData) || wr.immData < -0x80000000 || wr.immData > 0xffffffff)) return `imm_data ${String(wr.immData)}`;
-        return wr.opcode === WrOpcode.SEND_WITH_IMM ? null : remote(wr.rdma, 'RDMA_WRITE_WITH_IMM');
-      case WrOpcode.SEND_WITH_INV:
-      case WrOpcode.LOCAL_INV:
-        if (!Number.isInteger(wr.invalidateRkey) || (wr.invalidateRkey as number) < 0 || (wr.invalidateRkey as number) > 0xffffffff) {
-          return `${WrOpcode[wr.opcode]} without a valid invalidate_rkey`;
-        }
-        return null;
-      case WrOpcode.RDMA_WRITE:
-        return remote(wr.rdma, 'RDMA_WRITE');
-      case WrOpcode.RDMA_READ:
-        if (wr.sendFlags !== undefined && wr.sendFlags & SendFlags.INLINE) return 'RDMA_READ cannot be inline';
-        return remote(wr.rdma, 'RDMA_READ');
-      case WrOpcode.ATOMIC_CMP_AND_SWP:
-      case WrOpcode.ATOMIC_FETCH_AND_ADD: {
-        const a = wr.atomic;
-        const bad = remote(a, WrOpcode[wr.opcode] as string);
-        if (bad !== null || a === undefined) return bad;
-        if (a.remoteAddr % 8 !== 0) return `atomic remote address 0x${a.remoteAddr.toString(16)} not 8-byte aligned`;
-        if (len !== 8) return `atomic local buffer of ${len} bytes (8 needed)`;
-        const num = (v: unknown): boolean => typeof v === 'bigint' || (typeof v === 'number' && Number.isSafeInteger(v));
-        if (!num(a.compareAdd)) return 'atomic compare/add operand';
-        if (wr.opcode === WrOpcode.ATOMIC_CMP_AND_SWP && !num(a.swap)) return 'compare-and-swap without a swap value';
-        return null;
-      }
-      default:
-        return `opcode ${WrOpcode[wr.opcode] ?? wr.opcode} not supported on RC`;
-    }
   }
 
   protected _copyInline(sgList: readonly Sge[], length: number): Buffer | string {

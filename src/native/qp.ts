@@ -1,0 +1,206 @@
+/**
+ * `ibv_qp` of a native device. Every work request is checked by the verbs layer against the
+ * native provider's declared caps (what the C structs can hold), encoded into the scratch shared
+ * with the addon (abi.ts) and posted in batches of what one addon call carries; the kernel's
+ * provider answers the rest with its errno and the index of the first WR it did not post.
+ * Attributes cross in the `QA` layout.
+ */
+import { PostError, RdmaError, err } from '../errors.js';
+import type { ErrnoCode } from '../errno.js';
+import { isU32 } from '../util/fields.js';
+import { QpAttrMask, type QpAttr } from '../verbs/qp-attr.js';
+import { Qp } from '../verbs/qp.js';
+import type { Pd } from '../verbs/pd.js';
+import type { QpInitAttr } from '../verbs/provider.js';
+import { QpState, type QpCap, type RecvWr, type SendWr } from '../verbs/types.js';
+import { checkRecvWr, checkSendWr, type WrRules } from '../verbs/wr-check.js';
+import { ALL_QP_ATTR, QA, SGE_MAX, WR_MAX, WR_STATUS_WORD, decodeQpAttr, encodeQpAttr, encodeRecvWr, encodeSendWr, qpStateOfNum } from './abi.js';
+import { check, scratchBuffers, type Handle, type NativeBinding, type QpResult } from './binding.js';
+import { cmQpRequests } from './cm-qp.js';
+import type { NativeContext } from './context.js';
+import { NativeCq } from './cq.js';
+import type { NativePd } from './pd.js';
+import { newKey, qps } from './registry.js';
+
+const qaBuf = new Float64Array(QA.WORDS);
+const qaGid = new Uint8Array(16);
+
+/**
+ * `ibv_qp` of a native device. Created by `pd.createQp()` (ibv_create_qp) or by a native cm_id
+ * (rdma_create_qp, which also moves it to INIT and lets librdmacm drive RTR/RTS on connect).
+ */
+export class NativeQp extends Qp {
+  /** @internal */
+  readonly _h: Handle;
+  /** @internal */
+  readonly _key: number;
+  /** @internal The addon (the data path's calls). */
+  private readonly _b: NativeBinding;
+  declare readonly context: NativeContext;
+
+  /** @internal Use `pd.createQp()` or `cmId.createQp()`. */
+  constructor(ctx: NativeContext, pd: NativePd, init: QpInitAttr, r: QpResult, key: number) {
+    const cap: QpCap = { maxSendWr: r[2], maxRecvWr: r[3], maxSendSge: r[4], maxRecvSge: r[5], maxInlineData: r[6] };
+    super(ctx, pd, r[1], init, cap);
+    this._h = r[0];
+    this._key = key;
+    this._b = ctx._b;
+    qps.set(key, this);
+  }
+
+  /** @internal ibv_create_qp / rdma_create_qp for the provider's `createQp`. */
+  static _create(ctx: NativeContext, pd: NativePd, attr: QpInitAttr): NativeQp {
+    const op = 'ibv_create_qp';
+    const c = attr.cap;
+    const scq = attr.sendCq as NativeCq;
+    const rcq = attr.recvCq as NativeCq;
+    if (!(scq instanceof NativeCq) || !(rcq instanceof NativeCq)) throw err('EINVAL', op, 'CQs of another device');
+    if (attr.srq !== undefined) throw err('EOPNOTSUPP', op, 'SRQ not supported by this API yet');
+    const v = [c.maxSendWr ?? 1, c.maxRecvWr ?? 1, c.maxSendSge ?? 1, c.maxRecvSge ?? 1, c.maxInlineData ?? 0];
+    if (!v.every(isU32)) throw err('EINVAL', op, 'cap');
+    const key = newKey();
+    const cmId = cmQpRequests.get(attr);
+    const b = ctx._b;
+    const sig = attr.sqSigAll === true;
+    const r = cmId
+      ? check(b.cmCreateQp(cmId, pd._h, scq._h, rcq._h, attr.qpType, v[0] as number, v[1] as number, v[2] as number, v[3] as number, v[4] as number, sig, key), 'rdma_create_qp')
+      : check(b.createQp(pd._h, scq._h, rcq._h, attr.qpType, v[0] as number, v[1] as number, v[2] as number, v[3] as number, v[4] as number, sig, key), op);
+    return new NativeQp(ctx, pd, attr, r, key);
+  }
+
+  /** The state the kernel reports (ibv_query_qp). */
+  override get state(): QpState {
+    if (this.destroyed) return QpState.RESET;
+    const n = this.context._b.qpState(this._h);
+    return n < 0 ? QpState.ERR : qpStateOfNum(n);
+  }
+
+  /** `ibv_query_qp()`: the attributes in `mask` (default: all). */
+  override query(mask: number = ALL_QP_ATTR): QpAttr {
+    const op = 'ibv_query_qp';
+    if (this.destroyed) throw err('EINVAL', op, 'QP destroyed');
+    if (!isU32(mask)) throw err('EINVAL', op, 'mask');
+    check(this.context._b.queryQp(this._h, mask, qaBuf, qaGid), op);
+    const a: QpAttr = {
+      ...decodeQpAttr(qaBuf, qaGid),
+      curQpState: qpStateOfNum(qaBuf[QA.CUR_STATE] as number),
+      sqDraining: qaBuf[QA.SQ_DRAINING] as number,
+      cap: { ...this.cap },
+    };
+    return a;
+  }
+
+  /**
+   * `ibv_modify_qp()`: `mask` (default: every attribute present in `attr`) names the attributes
+   * applied; the provider checks the transition and the attributes (EINVAL as the kernel's
+   * `ib_modify_qp_is_ok`).
+   */
+  override modify(attr: QpAttr, mask?: number): void {
+    const op = 'ibv_modify_qp';
+    if (this.destroyed) throw err('EINVAL', op, 'QP destroyed');
+    if (typeof attr !== 'object' || attr === null) throw err('EINVAL', op, 'no attributes');
+    const m = encodeQpAttr(attr, qaBuf, qaGid);
+    if (typeof m === 'string') throw err('EINVAL', op, m);
+    const useMask = mask ?? m;
+    if (!isU32(useMask)) throw err('EINVAL', op, `mask ${String(mask)}`);
+    check(this.context._b.modifyQp(this._h, useMask, qaBuf, m & QpAttrMask.AV ? qaGid : null), op);
+    if (attr.qpState !== undefined && (useMask & QpAttrMask.STATE) !== 0) this._state = attr.qpState;
+  }
+
+  /**
+   * `ibv_post_send()`. Each WR is checked first (PostError EINVAL naming it), then handed to the
+   * provider; WRs before the failing one are posted.
+   */
+  override postSend(wrs: SendWr | readonly SendWr[]): void {
+    this.post(SEND_PATH, wrs);
+  }
+
+  /** `ibv_post_recv()`, checked and posted as {@link postSend}. */
+  override postRecv(wrs: RecvWr | readonly RecvWr[]): void {
+    this.post(RECV_PATH, wrs);
+  }
+
+  /**
+   * Check, encode and post `wrs` in batches of what one addon call carries (WR_MAX WRs, SGE_MAX
+   * SGEs). A provider error names the first WR it did not post, counted over the whole list; a
+   * WR refused here is thrown after the ones before it are posted.
+   */
+  private post<T extends SendWr | RecvWr>(path: PostPath<T>, wrs: T | readonly T[]): void {
+    const op = path.op;
+    const many = Array.isArray(wrs);
+    const list = wrs as readonly T[];
+    const count = many ? list.length : 1;
+    if (this.destroyed) throw new PostError('EINVAL', op, 0, 'QP destroyed');
+    const s = scratchBuffers();
+    const w = s.wr;
+    const f = s.wrF64;
+    const rules = this.wrRules;
+    const pd = this.pd;
+    let i = 0;
+    while (i < count) {
+      const start = i;
+      let n = 0;
+      let sge = 0;
+      let bad: string | null = null;
+      for (; i < count && n < WR_MAX; i++) {
+        const wr = many ? (list[i] as T) : (wrs as T);
+        const length = path.check(wr, rules, pd);
+        if (typeof length === 'string') {
+          bad = length;
+          break;
+        }
+        if (sge + wr.sgList.length > SGE_MAX) break;
+        sge = path.encode(w, f, n, sge, wr);
+        n++;
+      }
+      if (n > 0) {
+        const rc = path.post(this._b, this._h, n);
+        if (rc < 0) throw postError(-rc, op, start + (w[WR_STATUS_WORD] as number));
+      }
+      if (bad !== null) throw new PostError('EINVAL', op, i, bad);
+    }
+  }
+
+  /** `ibv_destroy_qp()`. */
+  override destroy(): void {
+    const op = 'ibv_destroy_qp';
+    if (this.destroyed) throw err('EINVAL', op, 'already destroyed');
+    check(this.context._b.destroyQp(this._h), op);
+    qps.delete(this._key);
+    super.destroy();
+  }
+
+  protected _stateChanged(): void {}
+  protected _sqKick(): void {}
+  protected _destroyed(): void {}
+  protected _copyInline(): Buffer | string {
+    return 'not used';
+  }
+}
+
+/** One direction of posting: its call's name, its checks, its encoding, its addon call. */
+interface PostPath<T> {
+  readonly op: string;
+  check(wr: T, rules: WrRules, pd: Pd): number | string;
+  encode(w: Uint32Array, f: Float64Array, n: number, sge: number, wr: T): number;
+  post(b: NativeBinding, h: Handle, n: number): number;
+}
+
+const SEND_PATH: PostPath<SendWr> = {
+  op: 'ibv_post_send',
+  check: checkSendWr,
+  encode: encodeSendWr,
+  post: (b, h, n) => b.postSend(h, n),
+};
+
+const RECV_PATH: PostPath<RecvWr> = {
+  op: 'ibv_post_recv',
+  check: (wr, rules) => checkRecvWr(wr, rules),
+  encode: encodeRecvWr,
+  post: (b, h, n) => b.postRecv(h, n),
+};
+
+function postError(errno: number, op: string, index: number): PostError {
+  const e = RdmaError.fromErrno(errno);
+  return new PostError(e.code as ErrnoCode, op, index);
+}
