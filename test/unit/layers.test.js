@@ -132,3 +132,70 @@ test('wire modules are pure: no sockets, timers or process state', () => {
     assert.doesNotMatch(text, /from 'node:(net|dgram|dns|child_process|fs)'|setTimeout|setImmediate|process\.on/, relative(SRC, f));
   }
 });
+
+/**
+ * The value imports of every source file (`import type` and all-type `import { type … }` lists
+ * are erased by the compiler and load nothing, so they are left out).
+ */
+function valueImports() {
+  const graph = new Map();
+  for (const f of files(SRC)) {
+    const text = readFileSync(f, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '');
+    const out = [];
+    for (const m of text.matchAll(/^\s*(?:import|export)\s+(type\s+)?([^'";]*?)\s*(?:from\s+)?'(\.[^']+)'/gm)) {
+      if (m[1]) continue;
+      const names = m[2].trim();
+      if (/^\{[^}]*\}$/.test(names) && names.slice(1, -1).split(',').map((n) => n.trim()).filter(Boolean).every((n) => n.startsWith('type '))) continue;
+      out.push(resolve(dirname(f), m[3]).replace(/\.js$/, '.ts'));
+    }
+    graph.set(f, out);
+  }
+  return graph;
+}
+
+/** The strongly connected groups of more than one file (Tarjan's algorithm). */
+function cycles(graph) {
+  let next = 0;
+  const index = new Map();
+  const low = new Map();
+  const stack = [];
+  const onStack = new Set();
+  const found = [];
+  const visit = (v) => {
+    index.set(v, next);
+    low.set(v, next++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!graph.has(w)) continue;
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v), low.get(w)));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v), index.get(w)));
+    }
+    if (low.get(v) === index.get(v)) {
+      const group = [];
+      let w;
+      do {
+        w = stack.pop();
+        onStack.delete(w);
+        group.push(relative(SRC, w));
+      } while (w !== v);
+      if (group.length > 1) found.push(group.sort());
+    }
+  };
+  for (const v of graph.keys()) if (!index.has(v)) visit(v);
+  return found;
+}
+
+test('no value-import cycle: every module can be loaded before the modules that use it', () => {
+  assert.deepEqual(cycles(valueImports()), []);
+});
+
+test('the cycle finder finds a cycle of value imports and ignores one of type imports', () => {
+  const a = join(SRC, 'a.ts');
+  const b = join(SRC, 'b.ts');
+  const c = join(SRC, 'c.ts');
+  assert.deepEqual(cycles(new Map([[a, [b]], [b, [c]], [c, [a]]])), [['a.ts', 'b.ts', 'c.ts']]);
+  assert.deepEqual(cycles(new Map([[a, [b]], [b, []], [c, [a]]])), []);
+});
