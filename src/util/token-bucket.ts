@@ -1,4 +1,10 @@
 /**
+ * How far short of a whole token still counts as one: elapsed times are differences of large
+ * floating-point millisecond clocks, so a refill of exactly one token can come out a few ulps short.
+ */
+const WHOLE = 1 - 1e-9;
+
+/**
  * A token bucket: up to `burst` actions back to back, then `ratePerS` a second. It starts full.
  */
 export class TokenBucket {
@@ -17,11 +23,11 @@ export class TokenBucket {
   take(now = performance.now()): boolean {
     const t = Math.min(this.burst, this.tokens + ((now - this.at) * this.ratePerS) / 1000);
     this.at = now;
-    if (t < 1) {
+    if (t < WHOLE) {
       this.tokens = t;
       return false;
     }
-    this.tokens = t - 1;
+    this.tokens = Math.max(0, t - 1);
     return true;
   }
 }

@@ -22,3 +22,14 @@ test('a bucket that rested long holds no more than its burst', () => {
   while (b.take(t0 + 60_000)) n++;
   assert.equal(n, 3);
 });
+
+test('a refill of exactly one token is one token whatever the clock reads (no rounding short of it)', () => {
+  // clock readings where (t0 + 100) - (t0 + 50) + (t0 + 50) - t0 sums to a hair under 100 ms
+  for (const t0 of [2097102.3766076446, 262103.27643908738, 524244.2041005302]) {
+    const b = new TokenBucket(4, 10);
+    while (b.take(t0));
+    assert.equal(b.take(t0 + 50), false, `half a token at ${t0} + 50`);
+    assert.equal(b.take(t0 + 100), true, `one token at ${t0} + 100`);
+    assert.equal(b.take(t0 + 100), false, `and no more at ${t0} + 100`);
+  }
+});
