@@ -104,7 +104,7 @@ export class NativeQp extends Qp {
     const useMask = mask ?? m;
     if (!isU32(useMask)) throw err('EINVAL', op, `mask ${String(mask)}`);
     check(this.context._b.modifyQp(this._h, useMask, qaBuf, m & QpAttrMask.AV ? qaGid : null), op);
-    if (attr.qpState !== undefined && (useMask & QpAttrMask.STATE) !== 0) this._state = attr.qpState;
+    if (attr.qpState !== undefined && (useMask & QpAttrMask.STATE) !== 0) this.st.move(attr.qpState, 'modify_qp');
   }
 
   /**

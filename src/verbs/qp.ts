@@ -15,7 +15,6 @@
  */
 import { PostError, err } from '../errors.js';
 import { Ring } from '../util/ring.js';
-import { trace, tracing } from '../trace.js';
 import type { Context } from './context.js';
 import type { Cq } from './cq.js';
 import type { Pd } from './pd.js';
@@ -41,6 +40,7 @@ import {
   type WrId,
 } from './types.js';
 import { objectArray } from '../util/arrays.js';
+import { StateCell } from '../util/state.js';
 import { DEFAULT_WR_CAPS, checkRecvWr, checkSendWr, wrRules, type WrRules } from './wr-check.js';
 
 export { QpAttrMask, qpTransitionAllowed, type QpAttr } from './qp-attr.js';
@@ -124,12 +124,13 @@ export abstract class Qp {
   readonly cap: QpCap;
   /** Current state. Change it with {@link modify}; the transport uses {@link _transition}. */
   get state(): QpState {
-    return this._state;
+    return this.st.state;
   }
   /** ORD (max outstanding outbound RDMA Reads) and IRD (inbound), as negotiated. */
   ord = 0;
   ird = 0;
-  protected _state: QpState = QpState.RESET;
+  /** The state, changed only by {@link _transition} (and by destroy, which ends the QP in RESET). */
+  protected readonly st: StateCell<QpState> = new StateCell<QpState>('qp', () => this.tag, QpState.RESET);
   /** Send queue: posted, not yet handed to the transport. Oldest first. */
   protected readonly sq: Ring<SqWqe>;
   /** Receive queue: posted, not yet consumed. */
@@ -178,7 +179,7 @@ export abstract class Qp {
    * `mask` is accepted for ibverbs' signature; every attribute is returned, as the kernel does.
    */
   query(_mask?: number): QpAttr {
-    const a: QpAttr = { ...this.attr, qpState: this._state, curQpState: this._state, maxRdAtomic: this.ord, maxDestRdAtomic: this.ird, cap: { ...this.cap } };
+    const a: QpAttr = { ...this.attr, qpState: this.st.state, curQpState: this.st.state, maxRdAtomic: this.ord, maxDestRdAtomic: this.ird, cap: { ...this.cap } };
     if (this.attr.ahAttr) a.ahAttr = copyAhAttr(this.attr.ahAttr);
     if (this.attr.altAhAttr) a.altAhAttr = copyAhAttr(this.attr.altAhAttr);
     return a;
@@ -194,7 +195,7 @@ export abstract class Qp {
     const op = 'ibv_modify_qp';
     if (this.destroyed) throw err('EINVAL', op, 'QP destroyed');
     const m = mask ?? qpAttrMaskOf(attr);
-    const cur = this._state;
+    const cur = this.st.state;
     const next = m & QpAttrMask.STATE && attr.qpState !== undefined ? this._stateFor(cur, attr.qpState) : cur;
     if (m & QpAttrMask.CUR_STATE && attr.curQpState !== undefined && attr.curQpState !== cur) {
       throw err('EINVAL', op, `cur_qp_state ${attr.curQpState} != ${cur}`);
@@ -315,10 +316,8 @@ export abstract class Qp {
    * them) and tell the transport. The single place state changes: every move is traced.
    */
   _transition(to: QpState, reason: string): void {
-    const from = this._state;
+    const from = this.st.move(to, reason);
     if (from === to) return;
-    this._state = to;
-    if (tracing('qp')) trace('qp', this.tag, `${from} -> ${to} (${reason})`);
     if (to === QpState.ERR) this.flush();
     else if (to === QpState.RESET) {
       this.sq.clear();
@@ -347,7 +346,7 @@ export abstract class Qp {
     let queued = 0;
     // Nothing runs between the WRs of one call (the transport is kicked after the loop), so the
     // state and the in-flight count are those of the first WR for every WR.
-    const st = this._state;
+    const st = this.st.state;
     const stateOk = !this.destroyed && (st === QpState.RTS || st === QpState.SQD || st === QpState.ERR);
     const room = this.cap.maxSendWr - (stateOk ? this._inflight() : 0);
     const rules = this.wrRules;
@@ -460,7 +459,7 @@ export abstract class Qp {
 
   private kickIf(queued: number): void {
     if (queued === 0) return;
-    if (this._state === QpState.ERR) this.flush();
+    if (this.st.state === QpState.ERR) this.flush();
     else this._sqKick();
     this.detachQueued();
   }
@@ -511,14 +510,14 @@ export abstract class Qp {
       const list = wrs as readonly RecvWr[];
       for (let i = 0; i < list.length && bad === null; i++) bad = this.queueRecv(list[i] as RecvWr, i);
     } else bad = this.queueRecv(wrs as RecvWr, 0);
-    if (this._state === QpState.ERR) this.flush();
+    if (this.st.state === QpState.ERR) this.flush();
     if (bad !== null) throw bad;
   }
 
   /** Validate receive WR `i` of an ibv_post_recv and queue a private copy of it; or why not. */
   private queueRecv(wr: RecvWr, i: number): PostError | null {
     const op = 'ibv_post_recv';
-    if (this.destroyed || this._state === QpState.RESET) return new PostError('EINVAL', op, i, `QP in state ${this._state}`);
+    if (this.destroyed || this.st.state === QpState.RESET) return new PostError('EINVAL', op, i, `QP in state ${this.st.state}`);
     if (this.rq.length >= this.cap.maxRecvWr) return new PostError('ENOMEM', op, i, 'receive queue full');
     const length = checkRecvWr(wr, this.wrRules);
     if (typeof length === 'string') return new PostError('EINVAL', op, i, length);
@@ -610,7 +609,7 @@ export abstract class Qp {
     this._destroyed();
     this.sq.clear();
     this.rq.clear();
-    this._state = QpState.RESET;
+    this.st.move(QpState.RESET, 'destroyed');
     this.pd._releaseQp(this);
   }
 }

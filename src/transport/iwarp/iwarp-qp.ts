@@ -119,7 +119,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     // Direct placement: large tagged payloads are read by the socket straight into the MR. When
     // it is off, readTarget would answer null for every read: the LLP does not ask.
     llp.setReader(rx, this.directMin !== Infinity);
-    if (this._state !== QpState.RTS) this._transition(QpState.RTS, 'connection established');
+    if (this.st.state !== QpState.RTS) this._transition(QpState.RTS, 'connection established');
     if (p.rtr) this.tx.sendRtr(p.rtr);
     if (leftover && leftover.length > 0) rx.leftover(leftover);
     this.tx.kick();
@@ -199,7 +199,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
       llp.end();
     }
     this.tx.llp = null;
-    if (this._state !== QpState.ERR && this._state !== QpState.RESET) this._transition(QpState.ERR, info.terminate ? 'terminate' : info.byPeer ? 'peer closed' : 'closed');
+    if (this.st.state !== QpState.ERR && this.st.state !== QpState.RESET) this._transition(QpState.ERR, info.terminate ? 'terminate' : info.byPeer ? 'peer closed' : 'closed');
     const cb = this.onLlpDown;
     this.onLlpDown = null;
     cb?.(info);
@@ -291,7 +291,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
 
   /** The TX path may run (RTS with a connection, not errored). */
   txAllowed(): boolean {
-    return this._state === QpState.RTS && this.llp !== null && !this.ended;
+    return this.st.state === QpState.RTS && this.llp !== null && !this.ended;
   }
   /** Oldest WQE not yet transmitted. */
   sqHead(): SqWqe | undefined {

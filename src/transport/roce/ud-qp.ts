@@ -124,7 +124,7 @@ export class RoceUdQp extends Qp {
 
   /** Requester: every queued WQE goes out now (UD has no flow control). */
   protected _sqKick(): void {
-    if (this._state !== QpState.RTS && this._state !== QpState.SQD) return;
+    if (this.st.state !== QpState.RTS && this.st.state !== QpState.SQD) return;
     for (let w = this.sq.shift(); w !== undefined; w = this.sq.shift()) {
       if (!this.sendOne(w)) return;
     }

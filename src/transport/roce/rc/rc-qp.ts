@@ -109,7 +109,7 @@ export class RoceRcQp extends Qp implements RcCore {
     return this.attr.minRnrTimer ?? 0;
   }
   sendReady(): boolean {
-    return this._state === QpState.RTS && !this.destroyed;
+    return this.st.state === QpState.RTS && !this.destroyed;
   }
   sqPeek(): SqWqe | undefined {
     return this.sq.peek();
@@ -133,7 +133,7 @@ export class RoceRcQp extends Qp implements RcCore {
     this.completeRecv(w, status, byteLen, flags, invalidated, solicited, info);
   }
   fatal(why: string, event?: AsyncEventType): void {
-    if (this._state === QpState.ERR || this.destroyed) return;
+    if (this.st.state === QpState.ERR || this.destroyed) return;
     if (event !== undefined) this.raiseAsync(event);
     this._transition(QpState.ERR, why);
   }
@@ -141,14 +141,14 @@ export class RoceRcQp extends Qp implements RcCore {
     // The first request of the connection. In RTR it is the COMM_EST async event; rdma_accept
     // moves the QP on to RTS before its REP goes out, so the CM (waiting for an RTU that may be
     // lost) is told in RTS as well.
-    const s = this._state;
+    const s = this.st.state;
     if (s === QpState.RTR) this.raiseAsync(AsyncEventType.COMM_EST);
     if (s === QpState.RTR || s === QpState.RTS) this.onCommEstablished?.();
   }
 
   /** Finish (pad, ICRC) and send a packet; dropped unless the QP may send (RTR and later). */
   transmit(buf: Buffer, payloadEnd: number): void {
-    const s = this._state;
+    const s = this.st.state;
     const net = this.net;
     const av = this.av;
     if (net === null || av === null || this.destroyed || s === QpState.RESET || s === QpState.INIT || s === QpState.ERR) return;
@@ -178,7 +178,7 @@ export class RoceRcQp extends Qp implements RcCore {
       c.inc(C.rcvd_bad_opcode_drop);
       return false;
     }
-    const s = this._state;
+    const s = this.st.state;
     const ok = p.mask & OpMask.REQ ? s === QpState.RTR || s === QpState.RTS || s === QpState.SQD : s === QpState.RTS || s === QpState.SQD;
     if (!ok) {
       c.inc(C.rcvd_qp_state_drop);
