@@ -7,6 +7,7 @@ import dns from 'node:dns';
 import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import { err } from '../errors.js';
+import { Errno } from '../errno.js';
 import { formatIpv4, ipKey, isLoopbackIp, parseIpv4, unmapV4 } from '../util/ip.js';
 
 /**
@@ -195,7 +196,7 @@ export async function resolveNeighbor(dst: string, timeoutMs: number, src: Neigh
     if ((await complete()) !== false) return 0;
     wait = Math.min(wait * 2, every);
   }
-  return -110;
+  return -Errno.ETIMEDOUT;
 }
 
 /** 224.0.0.0/4 (multicast) or 255.255.255.255 (limited broadcast). */
