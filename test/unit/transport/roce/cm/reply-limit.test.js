@@ -7,11 +7,11 @@
 // counted as cm_reply_suppressed.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { lib, wire, roce, until } from '../../../lib/roce.js';
-import { rawCmPeer, reqFrom, LOCAL, PEER, V4 } from '../../../lib/raw-cm.js';
+import { lib, wire, roce, until } from '../../../../lib/roce.js';
+import { rawCmPeer, reqFrom, LOCAL, PEER, V4 } from '../../../../lib/raw-cm.js';
 
 const { PortSpace, CmEventType, serviceId } = lib;
-const { CM_REPLY_BURST, CM_REPLY_RATE_PER_S } = await import('../../../../dist/transport/roce/cm/reply-limit.js');
+const { CM_REPLY_BURST, CM_REPLY_RATE_PER_S } = await import('../../../../../dist/transport/roce/cm/reply-limit.js');
 const RETRIES = 8;
 const UNHEARD = 3;
 roce.configureRcCm({ cmTimeoutMs: 40, cmRetries: RETRIES, timewaitMs: 60 });

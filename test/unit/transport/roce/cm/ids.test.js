@@ -3,9 +3,9 @@
 // never the ID of a request or connection the process still holds.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import '../../../lib/roce.js';
+import '../../../../lib/roce.js';
 
-const { newRequestId, releaseRequestId, REQ_ID_SHIFT } = await import('../../../../dist/transport/roce/cm/ids.js');
+const { newRequestId, releaseRequestId, REQ_ID_SHIFT } = await import('../../../../../dist/transport/roce/cm/ids.js');
 
 /** A port agent that owns QPN block `b` (all newRequestId asks of it). */
 const agentOf = (b) => ({ anyBlock: () => b });

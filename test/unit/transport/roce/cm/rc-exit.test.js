@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 
 const PORT = 20000 + Math.floor(Math.random() * 30000);
 const PEER = '127.0.0.2';
-const INDEX = fileURLToPath(new URL('../../../../dist/index.js', import.meta.url));
+const INDEX = fileURLToPath(new URL('../../../../../dist/index.js', import.meta.url));
 
 const CHILD = `
 const lib = await import(process.argv[1]);

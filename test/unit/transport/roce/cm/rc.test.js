@@ -6,12 +6,12 @@
 // directions of the QPs it sets up, and what hostile MADs and a REQ flood do.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { PORT, lib, wire, roce, until, Access, WcStatus } from '../../../lib/roce.js';
-import { expectEvent as expectCmEvent } from '../../../lib/cm.js';
-import { rawCmPeer, reqFrom, LOCAL, PEER, V4, GID } from '../../../lib/raw-cm.js';
+import { PORT, lib, wire, roce, until, Access, WcStatus } from '../../../../lib/roce.js';
+import { expectEvent as expectCmEvent } from '../../../../lib/cm.js';
+import { rawCmPeer, reqFrom, LOCAL, PEER, V4, GID } from '../../../../lib/raw-cm.js';
 
 const { PortSpace, CmEventType, QpState, RdmaOption, serviceId } = lib;
-const { cmAckTimeout } = await import('../../../../dist/transport/roce/cm/timing.js');
+const { cmAckTimeout } = await import('../../../../../dist/transport/roce/cm/timing.js');
 const { CmRejReason, CmMsgRef, IbOpcode, AethSyndrome } = wire;
 roce.configureRcCm({ cmTimeoutMs: 150, cmRetries: 2, timewaitMs: 60 });
 

@@ -6,9 +6,9 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
 import { once } from 'node:events';
-import { PORT, lib, wire, pollN, WrOpcode, SendFlags, Access, WcStatus, WcFlags, roce, until } from '../../../lib/roce.js';
-import { expectEvent } from '../../../lib/cm.js';
-import { rawCmPeer, PEER, V4 } from '../../../lib/raw-cm.js';
+import { PORT, lib, wire, pollN, WrOpcode, SendFlags, Access, WcStatus, WcFlags, roce, until } from '../../../../lib/roce.js';
+import { expectEvent } from '../../../../lib/cm.js';
+import { rawCmPeer, PEER, V4 } from '../../../../lib/raw-cm.js';
 
 const { createEventChannel, createId, PortSpace, CmEventType, RDMA_UDP_QKEY } = lib;
 roce.configureCm({ sidrTimeoutMs: 100, sidrRetries: 2 });
