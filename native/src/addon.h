@@ -98,7 +98,7 @@ struct addon_state {
 };
 
 /* Scratch layout, in 32-bit words. Keep in sync with src/native/abi.ts. */
-#define WR_WORDS 16        /* one work request */
+#define WR_WORDS 20        /* one work request */
 #define WR_MAX 32          /* work requests per call */
 #define SGE_WORDS 4        /* one SGE: addr (f64), length, lkey */
 #define SGE_MAX 256        /* SGEs per call */
@@ -122,6 +122,10 @@ struct addon_state {
 #define W_QKEY 11
 #define W_AH 12
 #define W_RQPN 13
+#define W_CMP_LO 16 /* atomic compare (CAS) or add (FAA) operand, low and high 32 bits */
+#define W_CMP_HI 17
+#define W_SWAP_LO 18 /* CAS swap operand */
+#define W_SWAP_HI 19
 
 /* AH attribute layout in a Float64Array (see AH in src/native/abi.ts). */
 enum { AH_DLID, AH_SL, AH_SRC_PATH_BITS, AH_STATIC_RATE, AH_IS_GLOBAL, AH_PORT, AH_FLOW_LABEL, AH_SGID_INDEX,

@@ -1040,7 +1040,14 @@ static napi_value post_send(napi_env env, napi_callback_info info)
 			wr->invalidate_rkey = w[W_INV];
 		else
 			wr->imm_data = htobe32(w[W_IMM]);
-		if (w[W_AH]) {
+		if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+			double ra;
+			memcpy(&ra, w + W_RADDR, 8);
+			wr->wr.atomic.remote_addr = (uint64_t)ra;
+			wr->wr.atomic.rkey = w[W_RKEY];
+			wr->wr.atomic.compare_add = (uint64_t)w[W_CMP_LO] | (uint64_t)w[W_CMP_HI] << 32;
+			wr->wr.atomic.swap = (uint64_t)w[W_SWAP_LO] | (uint64_t)w[W_SWAP_HI] << 32;
+		} else if (w[W_AH]) {
 			uint32_t ai = w[W_AH] - 1;
 			if (ai >= ah_cap || !ah_tab[ai] || !ah_tab[ai]->ptr) {
 				base[WR_STATUS_WORD] = i;

@@ -12,14 +12,14 @@
  */
 import type { AhAttr } from '../verbs/ah.js';
 import { QpAttrMask, type QpAttr } from '../verbs/qp-attr.js';
-import { QP_STATE_NUM, QpState, WcFlags, type RecvWr, type SendWr, type Sge, type Wc, type WrId } from '../verbs/types.js';
+import { QP_STATE_NUM, QpState, WcFlags, WrOpcode, type RecvWr, type SendWr, type Sge, type Wc, type WrId } from '../verbs/types.js';
 import { isU32 } from '../util/fields.js';
 import type { Handle } from './binding.js';
 
 // -- the work-request scratch (32-bit words) -----------------------------------------------------
 
 /** Words per work request. */
-export const WR_WORDS = 16;
+export const WR_WORDS = 20;
 /** Work requests per addon call. */
 export const WR_MAX = 32;
 /** Words per SGE: addr (f64), length, lkey. */
@@ -31,7 +31,11 @@ export const SGE_BASE = WR_MAX * WR_WORDS;
 /** Word holding the index of the first WR not posted after a failed post. */
 export const WR_STATUS_WORD = SGE_BASE + SGE_MAX * SGE_WORDS;
 /** Work request word offsets (`W_*`). */
-export const W = { ID_LO: 0, ID_HI: 1, OPCODE: 2, FLAGS: 3, NSGE: 4, SGE0: 5, IMM: 6, RKEY: 7, RADDR: 8, INV: 10, QKEY: 11, AH: 12, RQPN: 13 } as const;
+export const W = {
+  ID_LO: 0, ID_HI: 1, OPCODE: 2, FLAGS: 3, NSGE: 4, SGE0: 5, IMM: 6, RKEY: 7, RADDR: 8, INV: 10, QKEY: 11, AH: 12, RQPN: 13,
+  /** An atomic WR's compare (CAS) or add (FAA) operand and its swap operand, as 32-bit halves. */
+  CMP_LO: 16, CMP_HI: 17, SWAP_LO: 18, SWAP_HI: 19,
+} as const;
 /** SGE word offsets: the address is the double at words 0-1. */
 export const S = { ADDR: 0, LENGTH: 2, LKEY: 3 } as const;
 
@@ -109,6 +113,16 @@ export function putWrId(w: Uint32Array, o: number, id: WrId): void {
   }
 }
 
+/**
+ * Write the 64-bit atomic operand `v` (a bigint or a safe integer; a negative one wraps as C's
+ * uint64_t does) into words `o` (low half) and `o+1` (high half).
+ */
+export function putU64(w: Uint32Array, o: number, v: bigint | number): void {
+  const u = BigInt.asUintN(64, typeof v === 'bigint' ? v : BigInt(v));
+  w[o] = Number(u & 0xffff_ffffn);
+  w[o + 1] = Number(u >> 32n);
+}
+
 /** The wr_id in words `o`, `o+1` (see {@link putWrId}). */
 export function wrIdAt(w: Uint32Array, o: number): WrId {
   const lo = w[o] as number;
@@ -150,6 +164,13 @@ export function encodeSendWr(w: Uint32Array, f: Float64Array, n: number, sge: nu
     w[o + W.AH] = (ud.ah._provider as NativeAhData).index;
     w[o + W.RQPN] = ud.remoteQpn;
     w[o + W.QKEY] = ud.remoteQkey;
+  } else if (wr.opcode === WrOpcode.ATOMIC_CMP_AND_SWP || wr.opcode === WrOpcode.ATOMIC_FETCH_AND_ADD) {
+    const a = wr.atomic;
+    w[o + W.AH] = 0;
+    w[o + W.RKEY] = a !== undefined ? a.rkey : 0;
+    f[(o + W.RADDR) >> 1] = a !== undefined ? a.remoteAddr : 0;
+    putU64(w, o + W.CMP_LO, a?.compareAdd ?? 0);
+    putU64(w, o + W.SWAP_LO, a?.swap ?? 0);
   } else {
     const r = wr.rdma;
     w[o + W.AH] = 0;

@@ -234,9 +234,10 @@ function mcast(qp: Qp, gid: Uint8Array, lid: number, attach: boolean): void {
 }
 
 /**
- * The send opcodes the addon's work-request layout carries (native/src/addon.h): no atomic
- * operands, no memory-window binding. Which of them a QP type takes is the kernel provider's
- * answer, as for a C program.
+ * The send opcodes the addon's work-request layout carries (native/src/addon.h), the atomics with
+ * their operands among them; no memory-window binding. Which of them a QP type takes, and whether
+ * the device has atomics at all (its `atomic_cap`), is the kernel provider's answer, as for a C
+ * program.
  */
 const NATIVE_OPCODES: readonly WrOpcode[] = [
   WrOpcode.RDMA_WRITE,
@@ -244,6 +245,8 @@ const NATIVE_OPCODES: readonly WrOpcode[] = [
   WrOpcode.SEND,
   WrOpcode.SEND_WITH_IMM,
   WrOpcode.RDMA_READ,
+  WrOpcode.ATOMIC_CMP_AND_SWP,
+  WrOpcode.ATOMIC_FETCH_AND_ADD,
   WrOpcode.LOCAL_INV,
   WrOpcode.SEND_WITH_INV,
 ];

@@ -237,6 +237,10 @@ function givenFieldsProblem(wr: SendWr, r: WrRules, pd: Pd): string | null {
   if (wr.immData !== undefined && !isU32(wr.immData)) return 'imm_data';
   if (wr.invalidateRkey !== undefined && !isU32(wr.invalidateRkey)) return 'invalidate_rkey';
   if (wr.rdma !== undefined && remoteProblem(wr.rdma) !== null) return 'rdma.remote_addr/rkey';
+  if (wr.atomic !== undefined) {
+    if (remoteProblem(wr.atomic) !== null) return 'atomic.remote_addr/rkey';
+    if (!isOperand(wr.atomic.compareAdd) || (wr.atomic.swap !== undefined && !isOperand(wr.atomic.swap))) return 'atomic operands';
+  }
   return wr.ud !== undefined || r.ud ? udDestProblem(wr.ud, pd, true) : null;
 }
 

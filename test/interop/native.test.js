@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import { withGuest, requireRefvm, banner, REPO_ROOT } from './lib/refvm.js';
 import { rpingStdout, assertRpingStdout, unexpectedStderr } from './lib/rping-pattern.js';
 import { sizeStr, cntStr } from '../../dist/cli/common.js';
+import { AtomicCap, WcOpcode, WcStatus } from '../../dist/verbs/index.js';
 
 const ADDON = join(REPO_ROOT, 'native', 'build', 'rdmacm.node');
 const DEVICES = (process.env.NATIVE_INTEROP_DEVICES || 'siw,rxe').split(',');
@@ -94,6 +95,7 @@ function jobFor(dev) {
 mark ready
 gtool devices 60 $OUR/rdmacm-devices.js -j
 gtool misuse 60 $H/node /mnt/src/test/interop/lib/native-misuse.mjs /mnt/src
+gtool atomics 90 $H/node /mnt/src/test/interop/lib/native-atomics.mjs /mnt/src ${dev}0 $IP 7790
 ${sc.map((s) => `pair ${s.name} ${s.port} "${s.srv}" "${s.cli}"`).join('\n')}
 # A process that ends with resources open (killed mid-run): the kernel keeps nothing of it.
 gstart leak-srv 120 rping -s -a $IP -p 7799 -C 0; lp=$GPID
@@ -193,6 +195,25 @@ for (const dev of DEVICES) {
       assert.equal(j.device, kernelDev);
       assert.ok(j.results.length >= 19);
       assert.deepEqual(j.results.filter(([, v]) => v !== -22), [], 'every call answered EINVAL');
+    });
+
+    await t.test(dev === 'rxe' ? 'atomics through the native backend: compare-and-swap and fetch-and-add land in the peer\'s memory and return the old values' : 'atomics through the native backend on a device without them (atomic_cap NONE): the post is refused as rdma-core refuses it', () => {
+      const r = result('atomics');
+      assert.equal(r.rc, 0, desc('native-atomics.mjs', r));
+      const j = JSON.parse(r.out.trim().split('\n').at(-1));
+      assert.equal(j.device, kernelDev);
+      if (dev === 'rxe') {
+        assert.notEqual(j.atomicCap, AtomicCap.NONE, r.out);
+        assert.deepEqual(j.completions, [
+          { wrId: 1, opcode: WcOpcode.COMP_SWAP, status: WcStatus.SUCCESS, byteLen: 8, old: '5' },
+          { wrId: 2, opcode: WcOpcode.FETCH_ADD, status: WcStatus.SUCCESS, byteLen: 8, old: '100' },
+        ], r.out);
+        assert.deepEqual(j.remote, ['42', '107'], 'swapped, and added to');
+      } else {
+        assert.equal(j.atomicCap, AtomicCap.NONE, r.out);
+        // rdma-core 44's siw provider answers an opcode it does not carry with EIO
+        assert.equal(j.refused, 'EIO', r.out);
+      }
     });
 
     for (const s of scenarios(dev)) {

@@ -133,3 +133,22 @@ test('QP attributes: the mask of what is present, encoded where ibv_qp_attr has 
   assert.equal(abi.qpStateOfNum(3), QpState.RTS);
   assert.equal(abi.qpStateOfNum(99), QpState.ERR, 'a state the kernel adds later reads as ERR');
 });
+
+test('atomic WRs: remote address and rkey where an RDMA target goes, both 64-bit operands in their halves (addon.h W_CMP_*, W_SWAP_*)', () => {
+  const s = scratch();
+  const sgList = [{ addr: 0x1000, length: 8, lkey: 7 }];
+  abi.encodeSendWr(s.w, s.f, 0, 0, { wrId: 1, opcode: WrOpcode.ATOMIC_CMP_AND_SWP, sgList, atomic: { remoteAddr: 0x7f00_0000_1008, rkey: 0xabcd, compareAdd: 0x0123456789abcdefn, swap: 0xfedcba9876543210n } });
+  assert.equal(s.w[W.OPCODE], WrOpcode.ATOMIC_CMP_AND_SWP);
+  assert.equal(s.f[W.RADDR / 2], 0x7f00_0000_1008);
+  assert.equal(s.w[W.RKEY], 0xabcd);
+  assert.deepEqual([s.w[W.CMP_LO], s.w[W.CMP_HI]], [0x89abcdef, 0x01234567]);
+  assert.deepEqual([s.w[W.SWAP_LO], s.w[W.SWAP_HI]], [0x76543210, 0xfedcba98]);
+  assert.equal(s.w[W.AH], 0, 'not a UD destination');
+  // fetch-and-add of a number (a negative one wraps as uint64_t), no swap operand
+  abi.encodeSendWr(s.w, s.f, 1, 1, { wrId: 2, opcode: WrOpcode.ATOMIC_FETCH_AND_ADD, sgList, atomic: { remoteAddr: 0x2000, rkey: 3, compareAdd: -1 } });
+  const o = WR_WORDS;
+  assert.deepEqual([s.w[o + W.CMP_LO], s.w[o + W.CMP_HI]], [0xffffffff, 0xffffffff]);
+  assert.deepEqual([s.w[o + W.SWAP_LO], s.w[o + W.SWAP_HI]], [0, 0]);
+  assert.equal(s.f[(o + W.RADDR) / 2], 0x2000);
+  assert.equal(Math.max(...Object.values(W)) + 1, WR_WORDS, 'the operands end the WR');
+});

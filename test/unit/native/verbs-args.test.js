@@ -139,7 +139,9 @@ test('post_send: each bad WR refused in JS with its index; WRs before it are pos
     { ...good, wrId: 2n ** 63n },
     { ...good, wrId: 'x' },
     { ...good, opcode: 99 },
-    { ...good, opcode: WrOpcode.ATOMIC_FETCH_AND_ADD },
+    { ...good, opcode: WrOpcode.ATOMIC_FETCH_AND_ADD, atomic: { remoteAddr: 8, rkey: -1, compareAdd: 1 } },
+    { ...good, opcode: WrOpcode.ATOMIC_CMP_AND_SWP, atomic: { remoteAddr: 8, rkey: 1, compareAdd: 1.5, swap: 0 } },
+    { ...good, opcode: WrOpcode.ATOMIC_CMP_AND_SWP, atomic: { remoteAddr: 8, rkey: 1, compareAdd: 1, swap: 'x' } },
     { ...good, sgList: 'no' },
     { ...good, sgList: [sge, sge, sge] },
     { ...good, sgList: [{ addr: -1, length: 1, lkey: 1 }] },
@@ -188,18 +190,33 @@ test('post_send encodes WRs, SGEs and wr_ids as the addon reads them', () => {
   assert.equal(w[5], 0);
   assert.equal(w[7], 0xdead);
   assert.equal(f[4], 0x12345678abc);
-  const sgeBase = 32 * 16;
+  const sgeBase = 32 * 20;
   assert.equal(f[sgeBase / 2], s1.addr);
   assert.equal(w[sgeBase + 2], 10);
   assert.equal(w[sgeBase + 3], mr.lkey);
   assert.equal(f[(sgeBase + 4) / 2], s2.addr);
-  // WR 1
-  assert.equal(w[16], 0x89abcdef);
-  assert.equal(w[17], 0x01234567, 'bigints do not');
-  assert.equal(w[18], WrOpcode.SEND_WITH_IMM);
-  assert.equal(w[20], 0);
-  assert.equal(w[21], 2, 'its SGEs would start after WR 0\'s');
-  assert.equal(w[22], 0xcafebabe);
+  // WR 1 (20 words per WR)
+  assert.equal(w[20], 0x89abcdef);
+  assert.equal(w[21], 0x01234567, 'bigints do not');
+  assert.equal(w[22], WrOpcode.SEND_WITH_IMM);
+  assert.equal(w[24], 0);
+  assert.equal(w[25], 2, 'its SGEs would start after WR 0\'s');
+  assert.equal(w[26], 0xcafebabe);
+});
+
+test('post_send hands atomics to the kernel provider with their operands (the device\'s atomic_cap decides there)', () => {
+  const sge = { addr: mr.addr, length: 8, lkey: mr.lkey };
+  const before = fake.calls.length;
+  qp.postSend([
+    { wrId: 1, opcode: WrOpcode.ATOMIC_CMP_AND_SWP, sgList: [sge], atomic: { remoteAddr: 0x10008, rkey: 0x77, compareAdd: 5n, swap: 2n ** 40n + 9n } },
+    { wrId: 2, opcode: WrOpcode.ATOMIC_FETCH_AND_ADD, sgList: [sge], atomic: { remoteAddr: 0x10010, rkey: 0x78, compareAdd: 3 } },
+  ]);
+  const [call] = callsOf('postSend', before);
+  assert.equal(call.args[1], 2);
+  const w = fake.wr;
+  const f = new Float64Array(w.buffer);
+  assert.deepEqual([w[2], w[7], f[4], w[16], w[17], w[18], w[19]], [WrOpcode.ATOMIC_CMP_AND_SWP, 0x77, 0x10008, 5, 0, 9, 2 ** 8]);
+  assert.deepEqual([w[22], w[27], f[14], w[36], w[37]], [WrOpcode.ATOMIC_FETCH_AND_ADD, 0x78, 0x10010, 3, 0]);
 });
 
 test('post_send on a UD QP: the destination is a live address handle of this device, or the WR is refused in JS', () => {
@@ -228,7 +245,7 @@ test('post_send on a UD QP: the destination is a live address handle of this dev
 test('a provider error on post names the first WR not posted', () => {
   const good = { wrId: 1, opcode: WrOpcode.SEND, sgList: [] };
   fake.next.postSend = () => {
-    fake.wr[32 * 16 + 256 * 4] = 1;
+    fake.wr[32 * 20 + 256 * 4] = 1;
     return -12;
   };
   try {
@@ -241,7 +258,7 @@ test('a provider error on post names the first WR not posted', () => {
   fake.next.postSend = (_h, cnt) => {
     n++;
     if (n === 2) {
-      fake.wr[32 * 16 + 256 * 4] = 3;
+      fake.wr[32 * 20 + 256 * 4] = 3;
       return -22;
     }
     return 0;
