@@ -188,7 +188,8 @@ export default {
     const psn = isReq ? near(epsn) : near(qp.comp.psn);
     const va = () => (rng.chance(0.15) ? ctx.mrWin.addr + 236 + rng.int(300) : rng.chance(0.7) ? mr.addr + (rng.chance(0.8) ? 8 * rng.int(512) : rng.int(4200) - 50) : rng.chance(0.5) ? ctx.mrClosed.addr : rng.u32());
     const rkey = () => (rng.chance(0.15) ? ctx.mw.rkey : rng.chance(0.75) ? mr.rkey : rng.chance(0.5) ? ctx.mrClosed.rkey : rng.u32());
-    const len = () => (rng.chance(0.7) ? rng.int(600) : rng.u32());
+    // Sometimes the packet's own payload length, so that a WRITE ONLY can be whole.
+    const len = () => (rng.chance(0.25) ? payloadLen : rng.chance(0.7) ? rng.int(600) : rng.u32());
     const payloadLen = rng.chance(0.6) ? rng.pick([0, 1, MTU, MTU - 1, MTU + 1]) : rng.int(MTU + 64);
     const spec = { opcode, destQp: qp.qpNum, psn, ackReq: rng.chance(0.7), se: rng.chance(0.2), payload: Buffer.alloc(payloadLen, 0x33) };
     if (opcode === O.RC_RDMA_READ_REQUEST) spec.payload = Buffer.alloc(0);
@@ -222,6 +223,7 @@ export default {
     const guardsBefore = ctx.closed.every((x) => x === 0x77);
     assert.ok(guardsBefore);
     const before = ctx.rd.counters.snapshot();
+    const windowBefore = Buffer.from(ctx.winBuf.subarray(256, 512));
     rxeReceive(rd, Buffer.from(bytes), { family: 4, src: PEER, dst: '127.0.0.1', srcPort: sport, forwarded: false });
     clock.advance(rng.chance(0.1) ? 2000 : 0);
     const after = ctx.rd.counters.snapshot();
@@ -229,6 +231,7 @@ export default {
     assert.ok(ctx.whole.subarray(0, 256).every((x) => x === GUARD) && ctx.whole.subarray(256 + 4096).every((x) => x === GUARD), 'a byte outside the remote region changed');
     assert.ok(ctx.closed.every((x) => x === 0x77), 'a region without remote access changed');
     assert.ok(ctx.winBuf.subarray(0, 256).every((x) => x === 0x55) && ctx.winBuf.subarray(512).every((x) => x === 0x55), 'a byte outside the memory window changed');
+    if (!windowBefore.equals(ctx.winBuf.subarray(256, 512))) t.count('written through the window');
     for (const pkt of out) {
       const d = decodeRocePacket(pkt);
       assert.ok(d.ok, `the QP sent a packet that does not decode: ${hexHead(pkt)}`);
