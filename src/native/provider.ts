@@ -14,7 +14,17 @@ import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { err } from '../errors.js';
 import { registerProvider, type QpInitAttr, type VerbsProvider } from '../verbs/provider.js';
-import { netdevs, type DeviceAttr, type DeviceInfo, type Device, type NetdevInfo, type PortAttr } from '../verbs/device.js';
+import {
+  DEVICE_MEM_WINDOW,
+  DEVICE_MEM_WINDOW_TYPE_2A,
+  DEVICE_MEM_WINDOW_TYPE_2B,
+  netdevs,
+  type DeviceAttr,
+  type DeviceInfo,
+  type Device,
+  type NetdevInfo,
+  type PortAttr,
+} from '../verbs/device.js';
 import type { Context } from '../verbs/context.js';
 import type { Pd } from '../verbs/pd.js';
 import type { Qp } from '../verbs/qp.js';
@@ -101,6 +111,19 @@ function ifnameOf(name: string, guid: string, nds: NetdevInfo[]): string {
   return '';
 }
 
+/** The `device_cap_flags` bits that say a device has memory windows. */
+const MW_CAP_FLAGS = DEVICE_MEM_WINDOW | DEVICE_MEM_WINDOW_TYPE_2A | DEVICE_MEM_WINDOW_TYPE_2B;
+
+/**
+ * A kernel device's attributes as this backend offers the device: the addon has no
+ * `ibv_alloc_mw` / `ibv_bind_mw` and its work requests carry no BIND_MW, so memory windows are
+ * not available through it — `max_mw` 0 and no window capability bits, and `allocMw` refuses
+ * with EOPNOTSUPP (libibverbs' answer for a provider without `alloc_mw`).
+ */
+function withoutWindows(a: DeviceAttr): DeviceAttr {
+  return { ...a, maxMw: 0, deviceCapFlags: (a.deviceCapFlags & ~MW_CAP_FLAGS) >>> 0 };
+}
+
 /** The device list, read once (rdma-core's contexts stay open for the process's life). */
 function nativeDevices(b: NativeBinding): NativeDev[] {
   if (devs !== null) return devs;
@@ -111,7 +134,7 @@ function nativeDevices(b: NativeBinding): NativeDev[] {
   for (const e of r) {
     const q = b.queryDevice(e.ctx);
     if (typeof q === 'number') continue;
-    const attr = { ...(q as unknown as DeviceAttr), maxInlineData: NATIVE_MAX_INLINE };
+    const attr = withoutWindows({ ...(q as unknown as DeviceAttr), maxInlineData: NATIVE_MAX_INLINE });
     devs.push({ entry: e, attr, ifname: ifnameOf(e.name, e.guid, nds) });
   }
   return devs;

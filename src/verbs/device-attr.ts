@@ -92,6 +92,12 @@ export enum AtomicCap {
 
 /** `IBV_DEVICE_MEM_MGT_EXTENSIONS`, the one `device_cap_flags` bit siw reports. */
 export const DEVICE_MEM_MGT_EXTENSIONS = 1 << 21;
+/** `IBV_DEVICE_MEM_WINDOW`: the device has memory windows (`max_mw` > 0; type 1 unless a type 2 bit says more). */
+export const DEVICE_MEM_WINDOW = 1 << 17;
+/** `IBV_DEVICE_MEM_WINDOW_TYPE_2A`: type 2 windows of the 2A kind (bound to a QP number). */
+export const DEVICE_MEM_WINDOW_TYPE_2A = 1 << 23;
+/** `IBV_DEVICE_MEM_WINDOW_TYPE_2B`: type 2 windows of the 2B kind (bound to a QP; rxe's). */
+export const DEVICE_MEM_WINDOW_TYPE_2B = 1 << 24;
 
 /** Port capability bits siw reports: `IB_PORT_CM_SUP | IB_PORT_DEVICE_MGMT_SUP`. */
 export const PORT_CAP_CM_SUP = 1 << 16;
@@ -153,7 +159,7 @@ export interface DeviceAttr {
   maxEe: number;
   /** `max_rdd`. */
   maxRdd: number;
-  /** `max_mw`: max memory windows (siw: 0). */
+  /** `max_mw`: max memory windows (siw: 0; rxe: 524287). */
   maxMw: number;
   /** `max_raw_ipv6_qp`. */
   maxRawIpv6Qp: number;

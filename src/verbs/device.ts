@@ -20,6 +20,9 @@ import { NodeType, type DeviceAttr, type PortAttr } from './device-attr.js';
 export {
   AtomicCap,
   DEVICE_MEM_MGT_EXTENSIONS,
+  DEVICE_MEM_WINDOW,
+  DEVICE_MEM_WINDOW_TYPE_2A,
+  DEVICE_MEM_WINDOW_TYPE_2B,
   LinkLayer,
   Mtu,
   NodeType,

@@ -16,6 +16,9 @@ export {
   Mtu,
   LinkLayer,
   AtomicCap,
+  DEVICE_MEM_WINDOW,
+  DEVICE_MEM_WINDOW_TYPE_2A,
+  DEVICE_MEM_WINDOW_TYPE_2B,
   mtuToEnum,
   mtuEnumToBytes,
   formatGuid,
@@ -26,6 +29,7 @@ export {
 export { Context } from './context.js';
 export { Pd, type MrMemory } from './pd.js';
 export { Mr, MrCheck, mrCheckStr, stagStr } from './mr.js';
+export { Mw, MwState, incRkey } from './mw.js';
 export { Cq, type CompletionsOptions } from './cq.js';
 export { CompChannel } from './comp-channel.js';
 export { eventTypeStr, type AsyncEvent } from './async-event.js';

@@ -50,6 +50,7 @@ import { Access } from './types.js';
 import type { Sge } from './types.js';
 import type { Context } from './context.js';
 import type { Pd } from './pd.js';
+import type { Mw } from './mw.js';
 import { random } from '../util/random.js';
 
 /** Lowest synthetic MR address (4 GiB; addresses below it are never handed out). */
@@ -123,6 +124,8 @@ export class Mr {
   readonly _bytes: Buffer;
   /** @internal False once deregistered or invalidated. */
   _stagValid = true;
+  /** @internal Memory windows bound to it (rxe `num_mw`): it can be neither deregistered nor invalidated. */
+  _mwCount = 0;
   /** @internal The address was drawn by the context's {@link MrTable} (freed on dereg). */
   _vaOwned = false;
   private _registered = true;
@@ -161,10 +164,12 @@ export class Mr {
    * `ibv_dereg_mr()`. The STag becomes invalid at once: remote accesses get an invalid-STag
    * error, local SGEs using it a protection error. (Work requests already in progress that hold
    * an offset keep using the memory until their current segment ends.)
-   * @throws RdmaError EINVAL if already deregistered.
+   * @throws RdmaError EINVAL if already deregistered, or while memory windows are bound to it
+   *   (IBA 10.6.7.2.6, rxe_dereg_mr).
    */
   dereg(): void {
     if (!this._registered) throw err('EINVAL', 'ibv_dereg_mr', 'MR already deregistered');
+    if (this._mwCount > 0) throw err('EINVAL', 'ibv_dereg_mr', `${this._mwCount} memory window(s) bound to it`);
     this._registered = false;
     this._stagValid = false;
     this.context._mrs._remove(this);
@@ -190,16 +195,20 @@ const MAX_DRAWS = 256;
 /**
  * The device-wide MR table (`siw_device.mem_xa`) and synthetic address allocator of a context.
  * Every STag and every synthetic address is drawn at random (see the module comment); lookups by
- * STag are one hash-map probe.
+ * STag are one hash-map probe. Memory windows (mw.ts) draw their rkey indices from the same
+ * space, so an index names an MR or a window, never both.
  */
 export class MrTable {
   /**
-   * The MR found by the last {@link localSgeOffset} call (`undefined` for a zero-length SGE or
-   * an unknown STag). Read it right after a successful call to get the MR without allocating.
+   * The MR found by the last {@link localSgeOffset} or `remoteKeyOffset` (mw.ts) call
+   * (`undefined` for a zero-length access or an unknown key). Read it right after a successful
+   * call to get the MR without allocating.
    */
   last: Mr | undefined = undefined;
   /** Live MRs by STag index. */
   private readonly _byIndex = new Map<number, Mr>();
+  /** Live memory windows by rkey index. */
+  private readonly _mws = new Map<number, Mw>();
   /** The MR the last successful lookup found (a data path mostly touches one MR in a row). */
   private _hot: Mr | undefined = undefined;
   /** Index reserved by {@link _allocStag}, not yet published by {@link _insert}. */
@@ -210,6 +219,21 @@ export class MrTable {
   /** Number of registered MRs. */
   get size(): number {
     return this._byIndex.size;
+  }
+
+  /** Number of allocated memory windows. */
+  get mwCount(): number {
+    return this._mws.size;
+  }
+
+  /** Whether any memory window is allocated (an rkey no MR has may then name one). */
+  get hasMws(): boolean {
+    return this._mws.size > 0;
+  }
+
+  /** The allocated memory window whose rkey has the index of `rkey` (its key byte is not compared). */
+  lookupMw(rkey: number): Mw | undefined {
+    return this._mws.size === 0 ? undefined : this._mws.get(rkey >>> 8);
   }
 
   /**
@@ -229,15 +253,26 @@ export class MrTable {
    * @internal Reserve a random unused index and return its new STag (random key).
    * @throws RdmaError ENOMEM when no free index is found (the table is nearly full).
    */
-  _allocStag(): number {
+  _allocStag(op = 'ibv_reg_mr'): number {
     for (let i = 0; i < MAX_DRAWS; i++) {
       const stag = random.next() & 0x7fff_ffff;
       const index = stag >>> 8;
-      if (index === 0 || index === this._reserved || this._byIndex.has(index)) continue;
+      if (index === 0 || index === this._reserved || this._byIndex.has(index) || this._mws.has(index)) continue;
       this._reserved = index;
       return stag;
     }
-    throw err('ENOMEM', 'ibv_reg_mr', 'STag index space exhausted');
+    throw err('ENOMEM', op, 'STag index space exhausted');
+  }
+
+  /** @internal Publish a new memory window in its reserved slot. */
+  _insertMw(mw: Mw): void {
+    this._mws.set(mw.handle, mw);
+    if (this._reserved === mw.handle) this._reserved = 0;
+  }
+
+  /** @internal Remove a deallocated memory window: its index becomes free. */
+  _removeMw(mw: Mw): void {
+    if (this._mws.get(mw.handle) === mw) this._mws.delete(mw.handle);
   }
 
   /** @internal Publish a new MR in its reserved slot. */
@@ -345,13 +380,16 @@ export function remoteAccessOffset(mr: Mr | undefined, pd: Pd, stag: number, to:
 /**
  * Invalidate an STag (Local Invalidate, Send with Invalidate; siw_invalidate_stag): the MR
  * stays registered but every later check on it fails with INVALID_STAG. Invalidating an already
- * invalid STag succeeds, per the verbs definition.
- * @returns 0, or MrCheck.INVALID_STAG (no MR with that exact STag), MrCheck.PD_MISMATCH.
+ * invalid STag succeeds, per the verbs definition. An MR that memory windows are bound to is not
+ * invalidated (rxe_invalidate_mr).
+ * @returns 0, or MrCheck.INVALID_STAG (no MR with that exact STag), MrCheck.PD_MISMATCH,
+ *   MrCheck.ACCESS (windows bound to it).
  */
 export function invalidateStag(ctx: Context, pd: Pd, stag: number): number {
   const mr = ctx._mrs.lookup(stag);
   if (mr === undefined) return MrCheck.INVALID_STAG;
   if (mr.pd !== pd) return MrCheck.PD_MISMATCH;
+  if (mr._mwCount > 0) return MrCheck.ACCESS;
   mr._stagValid = false;
   if (tracing('mr')) trace('mr', `MR[${stagStr(stag)}]`, 'invalidated');
   return 0;

@@ -1,15 +1,16 @@
 /**
  * Protection domain (`ibv_alloc_pd`, `ibv_dealloc_pd`) and the calls that create objects in it:
- * `ibv_reg_mr` / `ibv_reg_mr_iova`, `ibv_create_qp` and `ibv_create_ah` (the last two delegated
- * to the device's provider).
+ * `ibv_reg_mr` / `ibv_reg_mr_iova`, `ibv_alloc_mw`, `ibv_create_qp` and `ibv_create_ah` (the
+ * device's provider says whether it has windows, and creates QPs and AHs).
  */
 import { err } from '../errors.js';
 import { Ah, ahAttrProblem, copyAhAttr, type AhAttr } from './ah.js';
 import { trace, tracing } from '../trace.js';
 import { Cq } from './cq.js';
 import { ACCESS_ALL, Mr, stagStr } from './mr.js';
+import { Mw } from './mw.js';
 import type { QpInitAttr, QpLike } from './provider.js';
-import { Access, QpType } from './types.js';
+import { Access, MwType, QpType } from './types.js';
 import type { QpCap } from './types.js';
 import type { Context } from './context.js';
 import type { Qp } from './qp.js';
@@ -30,6 +31,8 @@ export class Pd {
   readonly handle: number;
   /** @internal Registered MRs of this PD. */
   _mrCount = 0;
+  /** @internal Allocated memory windows of this PD. */
+  _mwCount = 0;
   /** @internal QPs of this PD, with the CQs they are attached to. */
   readonly _qps = new Map<QpLike, QpRecord>();
   /** @internal Live address handles of this PD. */
@@ -53,8 +56,9 @@ export class Pd {
    * @param mem the memory; a view registers exactly its bytes. Resizable or growable buffers are
    *   refused (they could shrink under the MR).
    * @param access bitwise OR of `Access` flags. REMOTE_WRITE or REMOTE_ATOMIC require
-   *   LOCAL_WRITE (as ibverbs). REMOTE_ATOMIC and MW_BIND are accepted but not granted (siw
-   *   has neither atomics nor memory windows). ZERO_BASED: the iova defaults to 0.
+   *   LOCAL_WRITE (as ibverbs). Rights outside the device's access mask are accepted but not
+   *   granted (siw has neither atomics nor memory windows). MW_BIND lets windows be bound to
+   *   the MR. ZERO_BASED: the iova defaults to 0.
    * @param iova the MR's address (`ibv_reg_mr_iova`); by default a random, page-aligned
    *   synthetic address whose range (and the guard page after it) no other live MR of the
    *   context overlaps. A safe non-negative integer with `iova + length < 2^53`.
@@ -89,6 +93,31 @@ export class Pd {
       trace('mr', `MR[${stagStr(stag)}]`, `reg PD[${this.handle}] addr 0x${addr.toString(16)} len ${len} access 0x${access.toString(16)}`);
     }
     return mr;
+  }
+
+  /**
+   * `ibv_alloc_mw()`: a memory window of `type` in this PD (mw.ts), not bound: a type 1 window
+   * valid with length 0, a type 2 window free. Its rkey's index is drawn among those no MR or
+   * window of the context uses, its key byte at random (rxe_alloc_mw).
+   * @throws RdmaError EOPNOTSUPP on a device without memory windows (libibverbs' answer when the
+   *   provider has no `alloc_mw`: siw, the native backend); EINVAL (a type other than 1 and 2, as
+   *   ib_uverbs_alloc_mw; more than `maxMw` windows, as rxe's pool; PD deallocated); whatever the
+   *   device's provider refuses.
+   */
+  allocMw(type: MwType): Mw {
+    const op = 'ibv_alloc_mw';
+    const ctx = this.context;
+    const provider = ctx.device._provider(op);
+    if (provider.allocMw === undefined) throw err('EOPNOTSUPP', op, `${ctx.device.name} has no memory windows`);
+    if (this._deallocated) throw err('EINVAL', op, 'PD deallocated');
+    if (type !== MwType.TYPE_1 && type !== MwType.TYPE_2) throw err('EINVAL', op, `mw_type ${String(type)}`);
+    if (ctx._mrs.mwCount >= ctx._attr.maxMw) throw err('EINVAL', op, `more than ${ctx._attr.maxMw} memory windows`);
+    provider.allocMw(ctx, this, type);
+    const mw = new Mw(this, type, ctx._mrs._allocStag(op));
+    ctx._mrs._insertMw(mw);
+    this._mwCount++;
+    if (tracing('mr')) trace('mr', `MW[${stagStr(mw.rkey)}]`, `alloc type ${type} PD[${this.handle}]`);
+    return mw;
   }
 
   /**
@@ -192,7 +221,8 @@ export class Pd {
 
   /**
    * `ibv_dealloc_pd()`.
-   * @throws RdmaError EBUSY while MRs, QPs or AHs of this PD exist; EINVAL if already deallocated.
+   * @throws RdmaError EBUSY while MRs, memory windows, QPs or AHs of this PD exist; EINVAL if
+   *   already deallocated.
    */
   dealloc(): void {
     if (this._deallocated) throw err('EINVAL', 'ibv_dealloc_pd', 'already deallocated');
@@ -200,6 +230,7 @@ export class Pd {
     if (this._mrCount > 0 || this._qps.size > 0) {
       throw err('EBUSY', 'ibv_dealloc_pd', `${this._mrCount} MR(s) and ${this._qps.size} QP(s) still use it`);
     }
+    if (this._mwCount > 0) throw err('EBUSY', 'ibv_dealloc_pd', `${this._mwCount} memory window(s) still use it`);
     if (this._ahs.size > 0) throw err('EBUSY', 'ibv_dealloc_pd', `${this._ahs.size} AH(s) still use it`);
     this._deallocated = true;
     this.context._pdDeallocated(this);

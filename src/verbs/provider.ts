@@ -8,7 +8,8 @@
  * address handles and multicast attachment.
  */
 import { err } from '../errors.js';
-import type { GidType, QpCap, QpType } from './types.js';
+import type { GidType, MwBind, MwType, QpCap, QpType } from './types.js';
+import type { Mw } from './mw.js';
 import type { AhAttr } from './ah.js';
 import type { Context } from './context.js';
 import type { Cq } from './cq.js';
@@ -90,7 +91,8 @@ export interface VerbsProvider {
   /**
    * The MR access rights the device enforces (`Access` bits; siw: local write, remote write,
    * remote read). Registration accepts any valid combination; rights outside this mask are not
-   * granted (siw's `IWARP_ACCESS_MASK`; a device with atomics includes REMOTE_ATOMIC).
+   * granted (siw's `IWARP_ACCESS_MASK`; a device with atomics includes REMOTE_ATOMIC, one with
+   * memory windows MW_BIND).
    */
   accessMask(info: DeviceInfo): number;
   /**
@@ -108,6 +110,23 @@ export interface VerbsProvider {
    * `DEFAULT_WR_CAPS` (IB's opcodes, every check made there).
    */
   readonly wrCaps?: WrCaps;
+  /**
+   * `ibv_alloc_mw` for a device with memory windows: refuse a type it lacks (throw); the verbs
+   * layer has checked the type (1 or 2), the PD and `max_mw`, and makes the window (mw.ts).
+   * Absent: the device has no windows, `allocMw` fails with EOPNOTSUPP (siw; libibverbs'
+   * answer for a provider without `alloc_mw`). A device that has them also says so in its
+   * attributes (`max_mw`, `IBV_DEVICE_MEM_WINDOW`, `..._TYPE_2A/2B`).
+   */
+  allocMw?(ctx: Context, pd: Pd, type: MwType): void;
+  /**
+   * `ibv_bind_mw` (the provider's `bind_mw`) for a type 1 window: after libibverbs' checks
+   * (type 1, an MR only with an address and length, the MR in the window's PD), bind `mw` as
+   * `bind` says through `qp` — rxe posts a BIND_MW work request — and return the rkey it binds
+   * with (the verbs layer sets `mw.rkey` to it). Absent: EOPNOTSUPP.
+   * @throws RdmaError as the provider refuses (rxe: EINVAL for a zero-based window, the
+   *   post's errno).
+   */
+  bindMw?(qp: Qp, mw: Mw, bind: MwBind): number;
   /**
    * `ibv_create_ah`: check `attr` against the device (port, GID index, GRH required on RoCE:
    * EINVAL) and return what the provider needs to address packets (kept in `ah._provider`).
@@ -133,7 +152,7 @@ export interface VerbsProvider {
 const providers = new Map<string, VerbsProvider>();
 
 /** The operations a provider may leave out. */
-const OPTIONAL_OPS = ['queryGidType', 'queryPkey', 'createAh', 'destroyAh', 'attachMcast', 'detachMcast', 'settle', 'openDevice'] as const;
+const OPTIONAL_OPS = ['queryGidType', 'queryPkey', 'allocMw', 'bindMw', 'createAh', 'destroyAh', 'attachMcast', 'detachMcast', 'settle', 'openDevice'] as const;
 
 /**
  * Register a provider (rdma-core `verbs_register_driver`). Registering the same object again is

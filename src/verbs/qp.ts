@@ -23,6 +23,7 @@ import { ahAttrProblem, copyAhAttr, type Ah } from './ah.js';
 import { QpAttrMask, modifyQpProblem, qpAttrMaskOf, qpTransitionAllowed, type QpAttr } from './qp-attr.js';
 import {
   AsyncEventType,
+  MwType,
   QpState,
   QpType,
   SendFlags,
@@ -34,6 +35,7 @@ import {
   type QpCap,
   type RecvWr,
   type SendWr,
+  type MwBind,
   type Sge,
   type UdDest,
   type Wc,
@@ -42,6 +44,8 @@ import {
 import { objectArray } from '../util/arrays.js';
 import { StateCell } from '../util/state.js';
 import { DEFAULT_WR_CAPS, checkRecvWr, checkSendWr, wrRules, type WrRules } from './wr-check.js';
+import { Mw, MwState, type BindWqe } from './mw.js';
+import { Mr } from './mr.js';
 
 export { QpAttrMask, qpTransitionAllowed, type QpAttr } from './qp-attr.js';
 
@@ -71,6 +75,8 @@ export interface SqWqe {
   remoteQpn: number;
   /** UD: Q_Key to send with (the QP's own when the WR's has bit 31 set, IB spec 10.2.5). */
   remoteQkey: number;
+  /** BIND_MW: the window, MR and binding, as the device executes it (null otherwise). */
+  bind: BindWqe | null;
   /** Transport progress: bytes already handed to the wire. */
   sent: number;
   /** The SGE list is a private copy (inline data copied too). */
@@ -405,6 +411,7 @@ export abstract class Qp {
     w.ah = d !== null ? d.ah : null;
     w.remoteQpn = d !== null ? d.remoteQpn : 0;
     w.remoteQkey = d !== null ? this.udQkey(d) : 0;
+    w.bind = wr.opcode === WrOpcode.BIND_MW ? bindWqe(wr) : null;
     w.sent = 0;
     w.detached = false;
     return w;
@@ -427,6 +434,38 @@ export abstract class Qp {
   /** The Q_Key a UD WR sends with: bit 31 set means the QP's own Q_Key (IB spec 10.2.5). */
   private udQkey(d: UdDest): number {
     return d.remoteQkey & 0x80000000 ? (this.attr.qkey ?? 0) : d.remoteQkey >>> 0;
+  }
+
+  /**
+   * `ibv_bind_mw()`: bind type 1 window `mw` to `bind.bindInfo` (an MR of the window's PD, an
+   * address range inside it, the window's access rights) through this QP, or unbind it (no MR,
+   * address and length 0). The device posts the bind as a BIND_MW work request: it completes on
+   * the send CQ (opcode BIND_MW; on failure MW_BIND_ERR and the QP to ERR, as any failed WR).
+   * `mw.rkey` becomes the rkey the bind gives the window (its key byte increased, ibv_inc_rkey)
+   * as soon as it is posted; the old rkey stops working when the bind executes.
+   * @returns the window's new rkey.
+   * @throws RdmaError EINVAL (a type 2 window — those are bound by BIND_MW work requests —, an
+   *   address or length without an MR, a window deallocated, a malformed argument; what the
+   *   device refuses: rxe refuses zero-based type 1 windows, the post's EINVAL/ENOMEM); EPERM
+   *   (the MR in another PD than the window); EOPNOTSUPP (a device without windows).
+   */
+  bindMw(mw: Mw, bind: MwBind): number {
+    const op = 'ibv_bind_mw';
+    if (!(mw instanceof Mw)) throw err('EINVAL', op, 'not a memory window');
+    if (typeof bind !== 'object' || bind === null || typeof bind.bindInfo !== 'object' || bind.bindInfo === null) throw err('EINVAL', op, 'no bind_info');
+    const info = bind.bindInfo;
+    // libibverbs' ibv_bind_mw.
+    if (mw.type !== MwType.TYPE_1) throw err('EINVAL', op, 'only type 1 windows are bound by ibv_bind_mw');
+    // `mr` may be left out as well as null (NULL in C).
+    const mr = info.mr as Mr | null | undefined;
+    if ((mr === null || mr === undefined) && (info.addr !== 0 || info.length !== 0)) throw err('EINVAL', op, 'address or length without an MR');
+    if (mr !== null && mr !== undefined && (!(mr instanceof Mr) || mr.pd !== mw.pd)) throw err('EPERM', op, 'MR of another PD than the window');
+    if (mw.state === MwState.INVALID) throw err('EINVAL', op, 'MW deallocated');
+    const p = this.context.device._provider(op);
+    if (p.bindMw === undefined) throw err('EOPNOTSUPP', op, `${this.context.device.name} has no memory windows`);
+    const rkey = p.bindMw(this, mw, bind);
+    mw.rkey = rkey;
+    return rkey;
   }
 
   /**
@@ -650,7 +689,17 @@ const BYTE_LEN_OPS = new Set<WrOpcode>([WrOpcode.RDMA_READ, WrOpcode.ATOMIC_CMP_
 
 /** A zeroed send WQE (the one shape every WQE has; {@link Qp.makeSqWqe} writes every field). */
 function newSqWqe(): SqWqe {
-  return { wrId: 0, opcode: WrOpcode.SEND, sgList: [], flags: 0, signaled: false, length: 0, inline: null, remoteAddr: 0, rkey: 0, invalidateRkey: 0, compareAdd: 0n, swap: 0n, immData: 0, ah: null, remoteQpn: 0, remoteQkey: 0, sent: 0, detached: false };
+  return { wrId: 0, opcode: WrOpcode.SEND, sgList: [], flags: 0, signaled: false, length: 0, inline: null, remoteAddr: 0, rkey: 0, invalidateRkey: 0, compareAdd: 0n, swap: 0n, immData: 0, ah: null, remoteQpn: 0, remoteQkey: 0, bind: null, sent: 0, detached: false };
+}
+
+/**
+ * A checked BIND_MW WR's operands as the device executes them (rdma-core's rxe `convert_send_wr`:
+ * the window by its rkey as the application has it now, the MR by its lkey).
+ */
+function bindWqe(wr: SendWr): BindWqe {
+  const b = wr.bindMw as NonNullable<SendWr['bindMw']>;
+  const i = b.bindInfo;
+  return { mwRkey: b.mw.rkey >>> 0, rkey: b.rkey >>> 0, mrLkey: i.mr?.lkey ?? 0, addr: i.addr, length: i.length, access: i.mwAccessFlags };
 }
 
 /** Write every field of a completion into `wc` (a CQ's reused object or a new one). */

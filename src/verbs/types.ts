@@ -4,6 +4,8 @@
  * rdma-core's (e.g. rping's `cq completion failed status %d`).
  */
 import type { Ah } from './ah.js';
+import type { Mr } from './mr.js';
+import type { Mw } from './mw.js';
 
 /** `enum ibv_access_flags`. */
 export const Access = {
@@ -83,6 +85,43 @@ export const WcFlags = {
   IP_CSUM_OK: 4,
   WITH_INV: 8,
 } as const;
+
+/** `enum ibv_mw_type`. */
+export enum MwType {
+  /** Bound by `qp.bindMw()` (ibv_bind_mw), unbound by binding again; never invalidated. */
+  TYPE_1 = 1,
+  /** Bound by a BIND_MW work request while free; freed by LOCAL_INV or SEND_WITH_INV (type 2B). */
+  TYPE_2 = 2,
+}
+
+/** `struct ibv_mw_bind_info`: what a window is bound to. */
+export interface MwBindInfo {
+  /** The region (its PD must be the window's); `null` with `addr` and `length` 0 unbinds a type 1 window. */
+  mr: Mr | null;
+  /** The window's first byte, an address in the MR's address space. */
+  addr: number;
+  /** Its length in bytes (0: unbind, type 1 only). */
+  length: number;
+  /** `mw_access_flags`: `Access` bits (REMOTE_READ, REMOTE_WRITE, REMOTE_ATOMIC, ZERO_BASED). */
+  mwAccessFlags: number;
+}
+
+/** `struct ibv_mw_bind`: the argument of `qp.bindMw()` (ibv_bind_mw, type 1 windows). */
+export interface MwBind {
+  wrId: WrId;
+  /** Bitwise OR of {@link SendFlags} (SIGNALED: a BIND_MW completion on success). */
+  sendFlags?: number;
+  bindInfo: MwBindInfo;
+}
+
+/** `wr.bind_mw` of `struct ibv_send_wr`: a BIND_MW work request's operands. */
+export interface BindMwWr {
+  /** The window. */
+  mw: Mw;
+  /** The rkey it gets: its key byte (bits 0-7) replaces the window's (`incRkey(mw.rkey)` is the usual choice). */
+  rkey: number;
+  bindInfo: MwBindInfo;
+}
 
 /** `enum ibv_qp_type`. */
 export enum QpType {
@@ -193,6 +232,8 @@ export interface SendWr {
   immData?: number;
   /** UD QPs only: the destination (required there, ignored on connected QPs). */
   ud?: UdDest;
+  /** BIND_MW: the window, its new rkey and what it is bound to. */
+  bindMw?: BindMwWr;
 }
 
 /** `struct ibv_recv_wr`. */

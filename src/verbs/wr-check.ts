@@ -14,6 +14,8 @@
  */
 import { isAddr, isU32 } from '../util/fields.js';
 import { Ah } from './ah.js';
+import { Mr } from './mr.js';
+import { Mw } from './mw.js';
 import type { Pd } from './pd.js';
 import { QpType, SendFlags, WrOpcode, type QpCap, type RecvWr, type SendWr, type Sge, type UdDest, type WrId } from './types.js';
 
@@ -29,6 +31,8 @@ export const WrMask = {
   ATOMIC: 8,
   /** The SGEs are the sink of an RDMA READ: `SendFlags.INLINE` has nothing to copy. */
   READ: 16,
+  /** `wr.bindMw`: a window, its new rkey and what it is bound to; no SGEs, no immediate data (WR_LOCAL_OP_MASK). */
+  BIND: 32,
 } as const;
 
 /** One row of {@link SEND_OPCODES}. */
@@ -51,7 +55,7 @@ export const SEND_OPCODES: readonly SendOpcodeInfo[] = opcodeTable([
   [WrOpcode.ATOMIC_CMP_AND_SWP, M.ATOMIC],
   [WrOpcode.ATOMIC_FETCH_AND_ADD, M.ATOMIC],
   [WrOpcode.LOCAL_INV, M.INV],
-  [WrOpcode.BIND_MW, 0],
+  [WrOpcode.BIND_MW, M.BIND],
   [WrOpcode.SEND_WITH_INV, M.INV],
 ]);
 
@@ -222,6 +226,7 @@ function operandsProblem(wr: SendWr, mask: number, len: number, r: WrRules, pd: 
     const bad = atomicProblem(wr, len);
     if (bad !== null) return bad;
   }
+  if (mask & M.BIND) return bindProblem(wr);
   const inline = ((wr.sendFlags ?? 0) & INLINE) !== 0;
   if (mask & M.READ) {
     if (r.readSges !== 0 && wr.sgList.length !== r.readSges) return `RDMA_READ needs exactly ${r.readSges} SGE(s) (max_sge_rd)`;
@@ -261,6 +266,27 @@ function atomicProblem(wr: SendWr, len: number): string | null {
   if (len !== 8) return `atomic local buffer of ${len} bytes (8 needed)`;
   if (!isOperand(a.compareAdd)) return 'atomic compare/add operand';
   if (wr.opcode === WrOpcode.ATOMIC_CMP_AND_SWP && !isOperand(a.swap)) return 'compare-and-swap without a swap value';
+  return null;
+}
+
+/**
+ * A BIND_MW WR (rdma-core's rxe `validate_send_wr`: no SGEs, no immediate data; the QP type is
+ * the caps' answer): a window, a u32 rkey, bind_info with an MR or none, a safe address and
+ * length, u32 access flags. What the window and MR must be is the device's check when it
+ * executes the bind (a failure completes with MW_BIND_ERR).
+ */
+function bindProblem(wr: SendWr): string | null {
+  if (wr.sgList.length !== 0) return 'BIND_MW with SGEs';
+  if (wr.immData !== undefined && wr.immData !== 0) return 'BIND_MW with imm_data';
+  const b = wr.bindMw;
+  if (typeof b !== 'object' || b === null || !(b.mw instanceof Mw)) return 'BIND_MW without bind_mw.mw';
+  if (!isU32(b.rkey)) return `BIND_MW rkey ${String(b.rkey)}`;
+  const i = b.bindInfo;
+  if (typeof i !== 'object' || i === null) return 'BIND_MW without bind_info';
+  const mr = i.mr as Mr | null | undefined;
+  if (mr !== null && mr !== undefined && !(mr instanceof Mr)) return 'bind_info.mr is not an MR';
+  if (!isAddr(i.addr) || !isAddr(i.length)) return `bind_info addr/length ${String(i.addr)}/${String(i.length)}`;
+  if (!isU32(i.mwAccessFlags)) return `bind_info.mw_access_flags ${String(i.mwAccessFlags)}`;
   return null;
 }
 

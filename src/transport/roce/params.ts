@@ -4,8 +4,7 @@
  * 6.1 kernels, and the MTU rules of rxe (`eth_mtu_int_to_enum`, `rxe_set_mtu`) and of the
  * connection manager (`iboe_get_mtu`, include/rdma/ib_addr.h) are in wire/roce/packet.ts.
  *
- * Where rxe advertises a feature this device does not have (memory windows), the attribute says
- * "none" instead of rxe's value; everything else is rxe's (atomics: IBV_ATOMIC_HCA, as rxe).
+ * Everything is rxe's (atomics: IBV_ATOMIC_HCA; memory windows of types 1 and 2B, as rxe).
  */
 import { AtomicCap, LinkLayer, Mtu, PortState, type DeviceAttr, type PortAttr } from '../../verbs/device.js';
 import { rxePortMtu } from '../../wire/roce/index.js';
@@ -42,6 +41,8 @@ export const RXE_LIMITS = Object.freeze({
   minQpIndex: 16,
   maxQp: DEFAULT_MAX_VALUE - 16,
   maxMr: (DEFAULT_MAX_VALUE >> 1) - 1,
+  /** `RXE_MAX_MW`: the MW indices are the upper half of rxe's index space. */
+  maxMw: (DEFAULT_MAX_VALUE >> 1) - 1,
   maxSrq: DEFAULT_MAX_VALUE - 0x20001,
   /** `RXE_VENDOR_ID`: 0xFFFFFF, "no vendor" (IBTA A3.3.1). */
   vendorId: 0xffffff,
@@ -69,10 +70,7 @@ export const DeviceCap = {
   MEM_WINDOW_TYPE_2B: 1 << 24,
 } as const;
 
-/**
- * rxe's `RXE_DEVICE_CAP_FLAGS` on 6.1 is 0x01223c76 (the bits above). This device does not
- * offer memory windows, so it leaves out MEM_WINDOW and MEM_WINDOW_TYPE_2B: 0x00203c76.
- */
+/** rxe's `RXE_DEVICE_CAP_FLAGS` on 6.1: 0x01223c76 (the bits above). */
 export const ROCE_DEVICE_CAP_FLAGS =
   DeviceCap.BAD_PKEY_CNTR |
   DeviceCap.BAD_QKEY_CNTR |
@@ -83,7 +81,9 @@ export const ROCE_DEVICE_CAP_FLAGS =
   DeviceCap.SYS_IMAGE_GUID |
   DeviceCap.RC_RNR_NAK_GEN |
   DeviceCap.SRQ_RESIZE |
-  DeviceCap.MEM_MGT_EXTENSIONS;
+  DeviceCap.MEM_WINDOW |
+  DeviceCap.MEM_MGT_EXTENSIONS |
+  DeviceCap.MEM_WINDOW_TYPE_2B;
 
 /** `IB_PORT_CM_SUP`: the only port capability rxe sets (`RXE_PORT_PORT_CAP_FLAGS`). */
 export const PORT_CAP_CM_SUP = 1 << 16;
@@ -158,7 +158,7 @@ export function rxeDeviceAttr(nodeGuid: bigint): DeviceAttr {
     atomicCap: AtomicCap.HCA,
     maxEe: 0,
     maxRdd: 0,
-    maxMw: 0,
+    maxMw: L.maxMw,
     maxRawIpv6Qp: 0,
     maxRawEthyQp: 0,
     maxMcastGrp: L.maxMcastGrp,

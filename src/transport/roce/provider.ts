@@ -6,7 +6,8 @@
  * scripts can predict it, and `rdma link` users recognize the `rxe_` prefix.
  *
  * What the device reports (`ibv_query_device`, `ibv_query_port`, `ibv_query_gid`) follows rxe
- * (params.ts, gid.ts); QPs: UD and RC (rc/; UC: EOPNOTSUPP). Per-device counters:
+ * (params.ts, gid.ts); QPs: UD and RC (rc/; UC: EOPNOTSUPP); memory windows of types 1 and 2
+ * (mw.ts). Per-device counters:
  * {@link roceCounters}.
  */
 import { err } from '../../errors.js';
@@ -24,6 +25,7 @@ import { RoceUdQp } from './ud-qp.js';
 import { RoceRcQp } from './rc/rc-qp.js';
 import { MAX_RDMA_LEN } from './rc/common.js';
 import { PortAgent } from './udp.js';
+import { rxeAllocMw, rxeBindMw } from './mw.js';
 import { COUNTER_NAMES, type CounterName } from './counters.js';
 import { BTH_DEF_PKEY } from '../../wire/roce/index.js';
 
@@ -124,7 +126,7 @@ function detachMcast(qp: Qp, gid: Uint8Array, _lid: number): void {
 /**
  * What rxe's QPs take at post time (rxe_wr_opcode_info[], validate_send_wr): RC — Sends with
  * and without immediate data or invalidation, RDMA Write (with immediate), RDMA Read, the two
- * atomics, Local Invalidate, a message of at most 2^31 bytes; UD — Sends with and without
+ * atomics, Local Invalidate, Bind MW, a message of at most 2^31 bytes; UD — Sends with and without
  * immediate data (its message limit is the port MTU, checked by the UD QP: it follows the
  * interface). INLINE on a Read is refused: the opcode has no inline mask.
  */
@@ -140,6 +142,7 @@ export const RXE_WR_CAPS: WrCaps = {
       WrOpcode.ATOMIC_CMP_AND_SWP,
       WrOpcode.ATOMIC_FETCH_AND_ADD,
       WrOpcode.LOCAL_INV,
+      WrOpcode.BIND_MW,
     ],
     [QpType.UD]: [WrOpcode.SEND, WrOpcode.SEND_WITH_IMM],
   },
@@ -160,9 +163,11 @@ const provider: VerbsProvider = {
   queryGid: (info, _port, index) => dev(info).gid(index),
   queryGidType: () => GidType.ROCE_V2,
   queryPkey: () => BTH_DEF_PKEY,
-  accessMask: () => Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC,
+  accessMask: () => Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC | Access.MW_BIND,
   createQp,
   wrCaps: RXE_WR_CAPS,
+  allocMw: rxeAllocMw,
+  bindMw: rxeBindMw,
   createAh,
   attachMcast,
   detachMcast,

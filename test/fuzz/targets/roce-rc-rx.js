@@ -6,12 +6,15 @@
 // the connected peer's address. The QP's packets go to a capture instead of the sockets and its
 // timers run on a virtual clock.
 //
+// Requests also name a memory window (type 1, on the middle quarter of a region registered with no
+// remote right of its own) by its rkey, at addresses in and around it.
+//
 // Invariants: nothing throws; every datagram is counted once (`rcvd_pkts` or one `rcvd_*_drop`);
 // no byte outside the region registered for remote access changes, nor a byte of a region
-// registered without it; everything the QP sends decodes; every work request completes at most
+// registered without it, nor a byte of the windowed region outside the window; everything the QP sends decodes; every work request completes at most
 // once; a QP that went to ERR is taken back to RTS (RESET → INIT → RTR → RTS) and works again.
 import assert from 'node:assert/strict';
-import { getDeviceList, QpType, QpState, Access, WrOpcode, SendFlags } from '../../../dist/index.js';
+import { getDeviceList, QpType, QpState, Access, WrOpcode, SendFlags, MwType } from '../../../dist/index.js';
 import { roceDevice } from '../../../dist/transport/roce/device.js';
 import { rxeReceive } from '../../../dist/transport/roce/recv.js';
 import { IbOpcode, AethSyndrome, encodeRocePacket, decodeRocePacket } from '../../../dist/wire/roce/index.js';
@@ -128,6 +131,10 @@ export default {
     // Local buffers for receives and for the QP's own requests.
     const local = Buffer.alloc(8192);
     const ml = pd.regMr(local, Access.LOCAL_WRITE);
+    // A region reachable only through a window on [256, 512) of it.
+    const winBuf = Buffer.alloc(1024, 0x55);
+    const mrWin = pd.regMr(winBuf, Access.LOCAL_WRITE | Access.MW_BIND);
+    const mw = pd.allocMw(MwType.TYPE_1);
     let sgid = 0;
     for (let i = 0; i < 8; i++) {
       const g = c.queryGid(1, i);
@@ -137,8 +144,10 @@ export default {
       }
     }
     const dgid = Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 2]);
-    const ctx = { rd: roceDevice('rxe_lo'), pd, cq, qp, clock, out, whole, region, mr, closed, mrClosed, local, ml, sgid, dgid, wrId: 1, done: new Set(), recvIds: new Set(), outstanding: 0, recvs: 0, sqPsn: 0 };
+    const ctx = { rd: roceDevice('rxe_lo'), pd, cq, qp, clock, out, whole, region, mr, closed, mrClosed, local, ml, winBuf, mrWin, mw, sgid, dgid, wrId: 1, done: new Set(), recvIds: new Set(), outstanding: 0, recvs: 0, sqPsn: 0 };
     connect(ctx);
+    // Unsignaled and carried out at once (nothing is outstanding yet): no completion.
+    qp.bindMw(mw, { wrId: 0, bindInfo: { mr: mrWin, addr: mrWin.addr + 256, length: 256, mwAccessFlags: Access.REMOTE_WRITE | Access.REMOTE_READ } });
     return ctx;
   },
   async teardown(ctx) {
@@ -177,9 +186,10 @@ export default {
     const epsn = qp.resp.epsn;
     const near = (base) => (base + (rng.chance(0.6) ? 0 : rng.chance(0.8) ? rng.int(9) - 4 : rng.int(1 << 24))) & 0xffffff;
     const psn = isReq ? near(epsn) : near(qp.comp.psn);
-    const va = () => (rng.chance(0.7) ? mr.addr + (rng.chance(0.8) ? 8 * rng.int(512) : rng.int(4200) - 50) : rng.chance(0.5) ? ctx.mrClosed.addr : rng.u32());
-    const rkey = () => (rng.chance(0.75) ? mr.rkey : rng.chance(0.5) ? ctx.mrClosed.rkey : rng.u32());
-    const len = () => (rng.chance(0.7) ? rng.int(600) : rng.u32());
+    const va = () => (rng.chance(0.15) ? ctx.mrWin.addr + 236 + rng.int(300) : rng.chance(0.7) ? mr.addr + (rng.chance(0.8) ? 8 * rng.int(512) : rng.int(4200) - 50) : rng.chance(0.5) ? ctx.mrClosed.addr : rng.u32());
+    const rkey = () => (rng.chance(0.15) ? ctx.mw.rkey : rng.chance(0.75) ? mr.rkey : rng.chance(0.5) ? ctx.mrClosed.rkey : rng.u32());
+    // Sometimes the packet's own payload length, so that a WRITE ONLY can be whole.
+    const len = () => (rng.chance(0.25) ? payloadLen : rng.chance(0.7) ? rng.int(600) : rng.u32());
     const payloadLen = rng.chance(0.6) ? rng.pick([0, 1, MTU, MTU - 1, MTU + 1]) : rng.int(MTU + 64);
     const spec = { opcode, destQp: qp.qpNum, psn, ackReq: rng.chance(0.7), se: rng.chance(0.2), payload: Buffer.alloc(payloadLen, 0x33) };
     if (opcode === O.RC_RDMA_READ_REQUEST) spec.payload = Buffer.alloc(0);
@@ -213,12 +223,15 @@ export default {
     const guardsBefore = ctx.closed.every((x) => x === 0x77);
     assert.ok(guardsBefore);
     const before = ctx.rd.counters.snapshot();
+    const windowBefore = Buffer.from(ctx.winBuf.subarray(256, 512));
     rxeReceive(rd, Buffer.from(bytes), { family: 4, src: PEER, dst: '127.0.0.1', srcPort: sport, forwarded: false });
     clock.advance(rng.chance(0.1) ? 2000 : 0);
     const after = ctx.rd.counters.snapshot();
     assert.equal(counted(after) - counted(before), 1, 'one counter per datagram');
     assert.ok(ctx.whole.subarray(0, 256).every((x) => x === GUARD) && ctx.whole.subarray(256 + 4096).every((x) => x === GUARD), 'a byte outside the remote region changed');
     assert.ok(ctx.closed.every((x) => x === 0x77), 'a region without remote access changed');
+    assert.ok(ctx.winBuf.subarray(0, 256).every((x) => x === 0x55) && ctx.winBuf.subarray(512).every((x) => x === 0x55), 'a byte outside the memory window changed');
+    if (!windowBefore.equals(ctx.winBuf.subarray(256, 512))) t.count('written through the window');
     for (const pkt of out) {
       const d = decodeRocePacket(pkt);
       assert.ok(d.ok, `the QP sent a packet that does not decode: ${hexHead(pkt)}`);

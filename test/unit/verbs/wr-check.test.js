@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 
 // A private RoCE UDP port: other tests on this host never see this process's datagrams.
 if (!process.env.RDMACM_ROCE_PORT) process.env.RDMACM_ROCE_PORT = String(20000 + Math.floor(Math.random() * 30000));
-const { getDeviceList, QpType, QpState, WrOpcode, SendFlags, WcStatus, PostError } = await import('../../../dist/index.js');
+const { getDeviceList, QpType, QpState, WrOpcode, SendFlags, WcStatus, PostError, Mw, MwType } = await import('../../../dist/index.js');
 
 const cleanup = [];
 after(() => {
@@ -109,6 +109,7 @@ const RULES = {
   default: wrRules(DEFAULT_WR_CAPS, QpType.RC, CAP),
 };
 const PD = {};
+const MW = new Mw({ context: {} }, MwType.TYPE_1, 0x100);
 const sge = (length = 8) => ({ addr: 0x1000, length, lkey: 0x100 });
 const rdma = { remoteAddr: 0x2000, rkey: 0x200 };
 const OK = null;
@@ -135,7 +136,10 @@ test('send WRs against each provider\'s declared caps (RC QPs)', () => {
     ['atomic, misaligned', { opcode: WrOpcode.ATOMIC_FETCH_AND_ADD, sgList: [sge(8)], atomic: { remoteAddr: 0x2004, rkey: 0x200, compareAdd: 1n } }, { siw: NO, rxe: NO, native: OK, default: NO }],
     ['atomic, 4 local bytes', { opcode: WrOpcode.ATOMIC_FETCH_AND_ADD, sgList: [sge(4)], atomic: { remoteAddr: 0x2000, rkey: 0x200, compareAdd: 1n } }, { siw: NO, rxe: NO, native: OK, default: NO }],
     ['atomic, operand 1.5', { opcode: WrOpcode.ATOMIC_FETCH_AND_ADD, sgList: [sge(8)], atomic: { remoteAddr: 0x2000, rkey: 0x200, compareAdd: 1.5 } }, { siw: NO, rxe: NO, native: NO, default: NO }],
-    ['BIND_MW', { opcode: WrOpcode.BIND_MW, sgList: [] }, { siw: NO, rxe: NO, native: NO, default: OK }],
+    ['BIND_MW without its operands', { opcode: WrOpcode.BIND_MW, sgList: [] }, { siw: NO, rxe: NO, native: NO, default: NO }],
+    ['BIND_MW', { opcode: WrOpcode.BIND_MW, sgList: [], bindMw: { mw: MW, rkey: 0x101, bindInfo: { mr: null, addr: 0, length: 0, mwAccessFlags: 0 } } }, { siw: NO, rxe: OK, native: NO, default: OK }],
+    ['BIND_MW with an SGE', { opcode: WrOpcode.BIND_MW, sgList: [sge()], bindMw: { mw: MW, rkey: 0x101, bindInfo: { mr: null, addr: 0, length: 0, mwAccessFlags: 0 } } }, { siw: NO, rxe: NO, native: NO, default: NO }],
+    ['BIND_MW, bind_info.mr not an MR', { opcode: WrOpcode.BIND_MW, sgList: [], bindMw: { mw: MW, rkey: 0x101, bindInfo: { mr: {}, addr: 0, length: 8, mwAccessFlags: 0 } } }, { siw: NO, rxe: NO, native: NO, default: NO }],
     ['opcode 99', { opcode: 99, sgList: [] }, { siw: NO, rxe: NO, native: NO, default: NO }],
     ['opcode "2"', { opcode: '2', sgList: [] }, { siw: NO, rxe: NO, native: NO, default: NO }],
     ['wr_id a string', { wrId: 'x', opcode: WrOpcode.SEND, sgList: [] }, { siw: OK, rxe: OK, native: NO, default: OK }],

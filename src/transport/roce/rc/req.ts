@@ -10,13 +10,15 @@
  *
  * Sending stops at the window (128 PSNs past the oldest unacknowledged one), at the initiator
  * depth (ORD) for READs and atomics, at a fenced WQE while reads/atomics are outstanding, at a
- * local operation until everything before it has completed, during an RNR wait, and, when the
- * responder advertises no credits, after one outstanding SEND (IBTA 9.7.7.2's limited mode).
+ * local operation (LOCAL_INV, BIND_MW) until everything before it has completed, during an RNR
+ * wait, and, when the responder advertises no credits, after one outstanding SEND (IBTA
+ * 9.7.7.2's limited mode).
  * AckReq is set on the last packet of each message and at least every 64 packets.
  */
 import { trace, tracing } from '../../../trace.js';
 import type { SqWqe } from '../../../verbs/qp.js';
-import { invalidateStag } from '../../../verbs/mr.js';
+import { bindMw, invalidateRkey } from '../../../verbs/mw.js';
+import { mrCheckStr } from '../../../verbs/mr.js';
 import { Ring } from '../../../util/ring.js';
 import { SendFlags, WcStatus, WrOpcode, type Sge } from '../../../verbs/types.js';
 import {
@@ -39,7 +41,7 @@ export const WqeKind = {
   WRITE: 'write',
   READ: 'read',
   ATOMIC: 'atomic',
-  /** Executed locally (LOCAL_INV). */
+  /** Executed locally (LOCAL_INV, BIND_MW). */
   LOCAL: 'local',
 } as const;
 /** One of {@link WqeKind}. */
@@ -198,7 +200,10 @@ export class RcRequester {
   private mayStart(w: SqWqe): boolean {
     switch (w.opcode) {
       case WrOpcode.LOCAL_INV:
-        // Local invalidate fence (IBA 10.6.5.1, mandatory in rxe): everything before completes first.
+      case WrOpcode.BIND_MW:
+        // Local invalidate fence (IBA 10.6.5.1, mandatory in rxe): everything before completes
+        // first. rxe runs a bind at once and completes it in its turn; here it waits for the WQEs
+        // before it as an invalidation does, which only delays it.
         return this.list.length === 0;
       case WrOpcode.RDMA_READ:
       case WrOpcode.ATOMIC_CMP_AND_SWP:
@@ -253,16 +258,26 @@ export class RcRequester {
     return { w, kind, npkts, started: false, firstPsn: 0, lastPsn: 0, rdAtomic: false, errStatus: WcStatus.WR_FLUSH_ERR };
   }
 
-  /** LOCAL_INV: done here, completes at once (it is at the head). */
+  /**
+   * LOCAL_INV and BIND_MW (rxe_do_local_ops): done here, completes at once (it is at the head).
+   * A failed invalidation completes with LOC_QP_OP_ERR, a failed bind with MW_BIND_ERR; either
+   * moves the QP to ERR.
+   */
   private local(e: RcWqe): void {
     const core = this.core;
     const w = e.w;
-    if (w.opcode === WrOpcode.LOCAL_INV && invalidateStag(core.context, core.pd, w.invalidateRkey) === 0) {
+    let why: string | null;
+    if (w.opcode === WrOpcode.BIND_MW && w.bind !== null) why = bindMw(core.context._mrs, core, core.pd, w.bind);
+    else if (w.opcode === WrOpcode.LOCAL_INV) {
+      const r = invalidateRkey(core.context, core.pd, w.invalidateRkey);
+      why = r === 0 ? null : `invalidate of rkey 0x${(w.invalidateRkey >>> 0).toString(16)}: ${mrCheckStr(r)}`;
+    } else why = `local operation ${w.opcode}`;
+    if (why === null) {
       this.list.shift();
       core.sendDone(w, WcStatus.SUCCESS);
       return;
     }
-    this.fail(e, WcStatus.LOC_QP_OP_ERR, `local operation failed (rkey 0x${(w.invalidateRkey >>> 0).toString(16)})`);
+    this.fail(e, w.opcode === WrOpcode.BIND_MW ? WcStatus.MW_BIND_ERR : WcStatus.LOC_QP_OP_ERR, `local operation failed: ${why}`);
   }
 
   /** A requester error on `e`: it completes with `status` when the QP flushes. */

@@ -16,8 +16,10 @@
  * 4. Lengths: FIRST and MIDDLE payloads exactly the path MTU, LAST 1..MTU, ONLY <= MTU, a RETH
  *    length <= 2^31, WRITE packets consistent with the RETH length → invalid request.
  * 5. R_Key (WRITE, READ, atomic): the MR of that key, in this QP's PD, with the remote right,
- *    covering the whole range → "remote access error" NAK; atomics at an address that is not
- *    8-byte aligned → invalid request.
+ *    covering the whole range, or the memory window of that key (bound, in this QP's PD, type 2
+ *    bound through this QP, with the remote right, the range inside the window and its MR) →
+ *    "remote access error" NAK; atomics at an address that is not 8-byte aligned → invalid
+ *    request. A SEND with Invalidate frees the window or invalidates the MR its IETH names.
  * 6. Execute: data into the receive WQE (a message larger than the buffer: the receive completes
  *    with LOC_LEN_ERR and the requester gets an invalid request NAK) or into the MR; READ and
  *    atomics get a responder resource (a ring of IRD entries, the oldest reused, as rxe).
@@ -33,7 +35,8 @@
  */
 import { trace, tracing } from '../../../trace.js';
 import type { RqWqe } from '../../../verbs/qp.js';
-import { invalidateStag, remoteAccessOffset, type Mr } from '../../../verbs/mr.js';
+import type { Mr } from '../../../verbs/mr.js';
+import { invalidateRkey, remoteKeyOffset } from '../../../verbs/mw.js';
 import { Access, AsyncEventType, WcFlags, WcOpcode, WcStatus } from '../../../verbs/types.js';
 import {
   AethSyndrome,
@@ -272,7 +275,7 @@ export class RcResponder {
     let invalidated = 0;
     if (m & OpMask.IETH) {
       invalidated = iethRkey(p.buf, p.hdrOffset(Hdr.IETH));
-      if (invalidateStag(core.context, core.pd, invalidated) !== 0) return INVALID(`SEND with invalidate of rkey 0x${invalidated.toString(16)} that cannot be invalidated`);
+      if (invalidateRkey(core.context, core.pd, invalidated) !== 0) return INVALID(`SEND with invalidate of rkey 0x${invalidated.toString(16)} that cannot be invalidated`);
     }
     this.epsn = psnAdd(p.psn, 1);
     this.lastOp = op;
@@ -316,8 +319,8 @@ export class RcResponder {
       this.wMr = null;
       this.wOff = 0;
       if (total > 0) {
-        const mr = core.context._mrs.lookup(rkey);
-        const off = va === VA_OVERFLOW ? -2 : remoteAccessOffset(mr, core.pd, rkey, va, total, Access.REMOTE_WRITE);
+        const off = va === VA_OVERFLOW ? -2 : remoteKeyOffset(core.context, core, core.pd, rkey, va, total, Access.REMOTE_WRITE);
+        const mr = core.context._mrs.last;
         if (off < 0 || mr === undefined) {
           core.counters.inc(C.rkey_violation_err);
           return ACCESS(`RDMA WRITE to rkey 0x${rkey.toString(16)} va 0x${va.toString(16)} len ${total}: ${off}`);
@@ -370,7 +373,7 @@ export class RcResponder {
     const len = rethLen(p.buf, o);
     if (len > MAX_RDMA_LEN) return INVALID(`RDMA READ of ${len} bytes`);
     if (len > 0) {
-      const off = va === VA_OVERFLOW ? -2 : remoteAccessOffset(core.context._mrs.lookup(rkey), core.pd, rkey, va, len, Access.REMOTE_READ);
+      const off = va === VA_OVERFLOW ? -2 : remoteKeyOffset(core.context, core, core.pd, rkey, va, len, Access.REMOTE_READ);
       if (off < 0) {
         core.counters.inc(C.rkey_violation_err);
         return ACCESS(`RDMA READ of rkey 0x${rkey.toString(16)} va 0x${va.toString(16)} len ${len}: ${off}`);
@@ -394,8 +397,8 @@ export class RcResponder {
     const o = p.hdrOffset(Hdr.ATMETH);
     const va = atmethVa(p.buf, o);
     const rkey = atmethRkey(p.buf, o);
-    const mr = core.context._mrs.lookup(rkey);
-    const off = va === VA_OVERFLOW ? -2 : remoteAccessOffset(mr, core.pd, rkey, va, 8, Access.REMOTE_ATOMIC);
+    const off = va === VA_OVERFLOW ? -2 : remoteKeyOffset(core.context, core, core.pd, rkey, va, 8, Access.REMOTE_ATOMIC);
+    const mr = core.context._mrs.last;
     if (off < 0 || mr === undefined) {
       core.counters.inc(C.rkey_violation_err);
       return ACCESS(`atomic on rkey 0x${rkey.toString(16)} va 0x${va.toString(16)}: ${off}`);
@@ -576,8 +579,10 @@ export class RcResponder {
       if (aeth >= 0) writeAeth(buf, aeth, this.ackSyndrome(), o.msn);
       if (len > 0) {
         const va = o.va + o.done;
-        const mr = core.context._mrs.lookup(o.res.rkey);
-        const off = remoteAccessOffset(mr, core.pd, o.res.rkey, va, len, Access.REMOTE_READ);
+        // Each packet looks the key up again (rxe_recheck_mr): the region, or the window, may
+        // have gone away since the request.
+        const off = remoteKeyOffset(core.context, core, core.pd, o.res.rkey, va, len, Access.REMOTE_READ);
+        const mr = core.context._mrs.last;
         if (off < 0 || mr === undefined) {
           // The region went away while its READ was answered.
           this.out.length = 0;

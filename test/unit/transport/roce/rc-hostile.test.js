@@ -12,7 +12,7 @@ import { PORT, lib, wire, roce, loDevice, v4GidIndex, pollN, until } from '../..
 import { wiredRcPair, destroyPairs, WrOpcode, WcStatus, SendFlags } from '../../../lib/roce-rc.js';
 import { arrivals } from '../../../lib/arrivals.js';
 
-const { Access, QpState, QpType } = lib;
+const { Access, QpState, QpType, MwType, MwState, incRkey } = lib;
 const { IbOpcode, AethSyndrome, encodeRocePacket, decodeRocePacket } = wire;
 const SIG = SendFlags.SIGNALED;
 const MR_ALL = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC;
@@ -70,9 +70,11 @@ const cleanups = [];
 /**
  * An RC QP on rxe_lo in RTS towards the peer (QP `PEER_QPN` at 127.0.0.2), with `access` as its
  * remote access flags, IRD 4, a 1024-byte path MTU; `region` registered with `mrAccess` inside a
- * larger buffer whose guard bytes on both sides must never change.
+ * larger buffer whose guard bytes on both sides must never change. With `window` ({ type, offset,
+ * length, access, invalidate }), a memory window `mw` bound to `[offset, offset + length)` of the
+ * region through the QP (unsignaled), and for `invalidate` freed again by a LOCAL_INV.
  */
-function target({ access = Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC, mrAccess = MR_ALL, size = 64 } = {}) {
+function target({ access = Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC, mrAccess = MR_ALL, size = 64, window = null } = {}) {
   const ctx = loDevice().open();
   const pd = ctx.allocPd();
   const cq = ctx.createCq(64);
@@ -101,8 +103,24 @@ function target({ access = Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REM
       // destroyed by the test
     }
   });
+  const mw = window === null ? null : bindWindow(pd, qp, mr, window);
   const untouched = () => whole.subarray(0, 64).every((x) => x === 0xee) && whole.subarray(64 + size).every((x) => x === 0xee);
-  return { ctx, pd, cq, qp, mr, region, untouched };
+  return { ctx, pd, cq, qp, mr, mw, region, untouched };
+}
+
+/** The window of {@link target}: bound (local operations run at once on an idle QP in RTS). */
+function bindWindow(pd, qp, mr, { type = MwType.TYPE_1, offset, length, access, invalidate = false }) {
+  const mw = pd.allocMw(type);
+  const bindInfo = { mr, addr: mr.addr + offset, length, mwAccessFlags: access };
+  if (type === MwType.TYPE_1) qp.bindMw(mw, { wrId: 'bind', bindInfo });
+  else {
+    const rkey = incRkey(mw.rkey);
+    qp.postSend({ wrId: 'bind', opcode: WrOpcode.BIND_MW, sgList: [], bindMw: { mw, rkey, bindInfo } });
+    mw.rkey = rkey;
+    if (invalidate) qp.postSend({ wrId: 'inv', opcode: WrOpcode.LOCAL_INV, sgList: [], invalidateRkey: rkey });
+  }
+  assert.equal(mw.state, invalidate ? MwState.FREE : MwState.VALID);
+  return mw;
 }
 
 /** Counter deltas since `before`. */
@@ -199,6 +217,27 @@ for (const [name, opts, build, syndrome, counter] of [
     'an atomic on a region registered without REMOTE_ATOMIC',
     { mrAccess: Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ },
     (t) => ({ opcode: IbOpcode.RC_FETCH_ADD, atmeth: { va: t.mr.addr, rkey: t.mr.rkey, swapAdd: 1n, compare: 0n } }),
+    AethSyndrome.NAK_REMOTE_ACCESS_ERROR,
+    'rkey_violation_err',
+  ],
+  [
+    'an RDMA WRITE through a memory window, past its end (inside its region)',
+    { mrAccess: MR_ALL | Access.MW_BIND, window: { offset: 16, length: 32, access: Access.REMOTE_WRITE } },
+    (t) => ({ opcode: IbOpcode.RC_RDMA_WRITE_ONLY, reth: { va: t.mr.addr + 40, rkey: t.mw.rkey, len: 16 }, payload: Buffer.alloc(16, 0x11) }),
+    AethSyndrome.NAK_REMOTE_ACCESS_ERROR,
+    'rkey_violation_err',
+  ],
+  [
+    'an RDMA READ through a write-only memory window',
+    { mrAccess: MR_ALL | Access.MW_BIND, window: { offset: 16, length: 32, access: Access.REMOTE_WRITE } },
+    (t) => ({ opcode: IbOpcode.RC_RDMA_READ_REQUEST, reth: { va: t.mr.addr + 16, rkey: t.mw.rkey, len: 8 } }),
+    AethSyndrome.NAK_REMOTE_ACCESS_ERROR,
+    'rkey_violation_err',
+  ],
+  [
+    'an RDMA WRITE through an invalidated type 2 window',
+    { mrAccess: MR_ALL | Access.MW_BIND, window: { type: MwType.TYPE_2, offset: 0, length: 64, access: Access.REMOTE_WRITE, invalidate: true } },
+    (t) => ({ opcode: IbOpcode.RC_RDMA_WRITE_ONLY, reth: { va: t.mr.addr, rkey: t.mw.rkey, len: 8 }, payload: Buffer.alloc(8, 0x11) }),
     AethSyndrome.NAK_REMOTE_ACCESS_ERROR,
     'rkey_violation_err',
   ],
