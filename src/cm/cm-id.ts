@@ -1,7 +1,7 @@
 /**
  * `struct rdma_cm_id` and its calls (rdma_bind_addr, rdma_resolve_addr, rdma_resolve_route,
  * rdma_create_qp, rdma_connect, rdma_listen, rdma_accept, rdma_reject, rdma_disconnect,
- * rdma_establish, rdma_init_qp_attr, rdma_join_multicast, rdma_leave_multicast,
+ * rdma_establish, rdma_init_qp_attr, rdma_notify, rdma_join_multicast, rdma_leave_multicast,
  * rdma_destroy_id, rdma_migrate_id, rdma_set_option, rdma_get_request): the kernel's cma.c role.
  * What differs per device family — TCP + MPA on iWARP, CM MADs and SIDR on RoCE, a whole native
  * librdmacm — is the device's CM transport (transport.ts): each call does the generic part here
@@ -33,7 +33,7 @@ import type { Cq } from '../verbs/cq.js';
 import type { CompChannel } from '../verbs/comp-channel.js';
 import type { Qp } from '../verbs/qp.js';
 import type { QpAttr } from '../verbs/qp-attr.js';
-import { QpType, type QpState } from '../verbs/types.js';
+import { QpType, TransportType, type QpState } from '../verbs/types.js';
 import type { EventChannel } from './event-channel.js';
 import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
 import { ipFamily, isAfIb, isAny, isLoopback, resolveNeighbor, routeSource, type SockAddr } from './addr.js';
@@ -43,8 +43,9 @@ import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, trans
 import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type ConnectRequest, type IncomingRequest } from './transport.js';
 import { IdEvents, NO_PRIVATE_DATA } from './id-events.js';
 import { IdQp, type CmQpInitAttr } from './id-qp.js';
-import { IdMulticast, McJoinFlag, checkJoinFlags } from './id-multicast.js';
+import { IdMulticast, McJoinFlag, checkJoinCompMask, checkJoinFlags } from './id-multicast.js';
 import { IdHost } from './id-host.js';
+import { ROCE_PKEY, copyPathRec, ipToGid, type RdmaRoute } from './id-route.js';
 
 export { PortSpace } from './port-space.js';
 
@@ -228,6 +229,53 @@ export class CmId {
   get dstPort(): number {
     return this.dst?.port ?? 0;
   }
+  /**
+   * `id->route` (`struct rdma_route`), as librdmacm fills it after rdma_resolve_route or for the
+   * id of a connect request (see id-route.ts): the addresses, `ibaddr` (source and destination
+   * GIDs, P_Key) and the path records — on RoCE one record (GIDs, flow label, hop limit 64,
+   * traffic class from RDMA_OPTION_ID_TOS, the port's MTU, the port's rate, P_Key 0xFFFF, packet
+   * lifetime), on iWARP none. A fresh copy on each read.
+   * @throws RdmaError EOPNOTSUPP where the transport cannot report it (the native backend's addon
+   *   does not expose librdmacm's `id->route`).
+   */
+  get route(): RdmaRoute {
+    const resolved = this.cell.in([CmState.ROUTE_RESOLVED, CmState.CONNECT, CmState.DISCONNECT]);
+    const paths = this.ep?.routePaths?.(resolved).map(copyPathRec) ?? [];
+    const first = paths[0];
+    const ctx = this.verbs;
+    let ibaddr: RdmaRoute['addr']['ibaddr'];
+    if (first) ibaddr = { sgid: Uint8Array.from(first.sgid), dgid: Uint8Array.from(first.dgid), pkey: first.pkey };
+    else if (ctx === null) ibaddr = { sgid: new Uint8Array(16), dgid: new Uint8Array(16), pkey: 0 };
+    else if (ctx.device.transportType === TransportType.IWARP) ibaddr = { sgid: this.linkGid(ctx), dgid: this.peerLinkGid(ctx), pkey: 0 };
+    else ibaddr = { sgid: ipToGid(this.src?.address), dgid: ipToGid(this.dst?.address), pkey: ROCE_PKEY };
+    return {
+      addr: { srcAddr: this.src ? { ...this.src } : null, dstAddr: this.dst ? { ...this.dst } : null, ibaddr },
+      pathRec: paths,
+      numPaths: paths.length,
+    };
+  }
+
+  /** GID 0 of `ctx`'s port (iWARP: the link address), zeros if it has none. */
+  private linkGid(ctx: Context): Uint8Array {
+    try {
+      return ctx.queryGid(this.portNum || 1, 0);
+    } catch {
+      return new Uint8Array(16);
+    }
+  }
+
+  /**
+   * The destination's link-layer GID on iWARP (`rdma_addr_get_dgid`): that of the local device of
+   * the same transport owning the destination; zeros for a remote one (the soft device does not
+   * learn its neighbours' link addresses).
+   */
+  private peerLinkGid(ctx: Context): Uint8Array {
+    const dst = this.dst?.address;
+    if (dst === undefined || isAny(dst)) return new Uint8Array(16);
+    const owner = devicesOwning(dst).find((d) => d.provider === ctx.device.provider);
+    return owner ? this.linkGid(owner.open()) : new Uint8Array(16);
+  }
+
   /** Whether the id is synchronous (created without a channel). */
   get isSync(): boolean {
     return this.events.sync;
@@ -778,6 +826,25 @@ export class CmId {
     return this.endpoint(op).initQpAttr(state);
   }
 
+  /**
+   * rdma_notify(): tell the CM of async event `event` (`AsyncEventType`) seen on the id's QP.
+   * Where the CM is the IB CM (RoCE), COMM_EST on an accepted connection whose RTU has not
+   * arrived establishes it (ESTABLISHED follows), as the first request on the QP would; EISCONN
+   * once established; LID_CHANGE is accepted on an established connection; other events and
+   * states EINVAL. On iWARP it does nothing (the kernel's `rdma_notify` acts on IB CAs only).
+   * EINVAL for an id with no device or no connection of its transport yet (no `cm_id`);
+   * EOPNOTSUPP where the transport cannot pass it on (the native backend's addon).
+   */
+  notify(event: number): void {
+    const op = 'rdma_notify';
+    this.checkAlive(op);
+    if (!Number.isInteger(event) || event < 0) throw err('EINVAL', op, `event ${String(event)}`);
+    if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
+    const ep = this.endpoint(op);
+    if (!ep.notify) throw err('EOPNOTSUPP', op, `not passed on by ${this.transport?.name ?? 'this transport'}`);
+    ep.notify(event);
+  }
+
   /** rdma_reject(): refuse a connect request; the requester gets REJECTED with `privateData`. */
   reject(privateData?: Uint8Array): void {
     const op = 'rdma_reject';
@@ -821,10 +888,19 @@ export class CmId {
     await this.joinMulticastEx({ addr, joinFlags: McJoinFlag.FULLMEMBER, context });
   }
 
-  /** rdma_join_multicast_ex(): {@link joinMulticast} with `joinFlags` (`McJoinFlag`). */
-  async joinMulticastEx(opts: { addr: SockAddr; joinFlags?: number; context?: unknown }): Promise<void> {
+  /**
+   * rdma_join_multicast_ex(): {@link joinMulticast} with `joinFlags` (`McJoinFlag`). A
+   * SENDONLY_FULLMEMBER join sends to the group only: MULTICAST_JOIN gives the group's AH
+   * attributes, but the id's QP is not attached (librdmacm's `ucma_process_join`), so it
+   * receives nothing sent to the group; on RoCE no IGMP join is sent either
+   * (`cma_iboe_join_multicast`). EINVAL for other flags. `compMask` (`McJoinAttr` bits), when
+   * given, is checked as librdmacm checks `rdma_cm_join_mc_attr_ex.comp_mask`: EOPNOTSUPP for
+   * unknown bits, EINVAL without ADDRESS or JOIN_FLAGS.
+   */
+  async joinMulticastEx(opts: { addr: SockAddr; joinFlags?: number; context?: unknown; compMask?: number }): Promise<void> {
     const op = 'rdma_join_multicast';
     this.checkAlive(op);
+    if (opts.compMask !== undefined) checkJoinCompMask(opts.compMask, 'rdma_join_multicast_ex');
     this.expect([CmState.ADDR_BOUND, CmState.ADDR_RESOLVED], op);
     if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
     ipFamily(opts.addr.address, op);
@@ -834,8 +910,8 @@ export class CmId {
   }
 
   /**
-   * rdma_leave_multicast(): detach the id's QP from the group and leave it. EADDRNOTAVAIL if the
-   * id did not join `addr` (librdmacm).
+   * rdma_leave_multicast(): detach the id's QP from the group (not after a send-only join, which
+   * never attached it) and leave it. EADDRNOTAVAIL if the id did not join `addr` (librdmacm).
    */
   async leaveMulticast(addr: SockAddr): Promise<void> {
     const op = 'rdma_leave_multicast';

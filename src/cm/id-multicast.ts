@@ -16,6 +16,26 @@ export const McJoinFlag = {
   SENDONLY_FULLMEMBER: 1,
 } as const;
 
+/** `RDMA_CM_JOIN_MC_ATTR_*` (rdma_cma.h): which fields of `rdma_cm_join_mc_attr_ex` are valid. */
+export const McJoinAttr = {
+  ADDRESS: 1 << 0,
+  JOIN_FLAGS: 1 << 1,
+} as const;
+
+/** `RDMA_CM_JOIN_MC_ATTR_RESERVED`: the first comp_mask bit librdmacm does not know. */
+const MC_JOIN_ATTR_RESERVED = 1 << 2;
+
+/**
+ * librdmacm's checks of `rdma_cm_join_mc_attr_ex.comp_mask` (cma.c `rdma_join_multicast_ex`):
+ * EOPNOTSUPP (ENOTSUP) for unknown bits, EINVAL without the address or the join flags.
+ */
+export function checkJoinCompMask(compMask: number, op: string): void {
+  if (!Number.isInteger(compMask) || compMask < 0) throw err('EINVAL', op, `comp_mask ${String(compMask)}`);
+  if (compMask >= MC_JOIN_ATTR_RESERVED) throw err('EOPNOTSUPP', op, `comp_mask 0x${compMask.toString(16)}`);
+  if (!(compMask & McJoinAttr.ADDRESS)) throw err('EINVAL', op, 'comp_mask without RDMA_CM_JOIN_MC_ATTR_ADDRESS');
+  if (!(compMask & McJoinAttr.JOIN_FLAGS)) throw err('EINVAL', op, 'comp_mask without RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS');
+}
+
 /** The QP number a multicast destination is addressed with (IB spec 9.8.1: 0xFFFFFF). */
 export const MULTICAST_QPN = 0xffffff;
 
@@ -29,6 +49,8 @@ export function checkJoinFlags(flags: number | undefined, op: string): number {
 /** A multicast group the id joined, for leave and detach. */
 interface McEntry {
   context: unknown;
+  /** The {@link McJoinFlag} of the join. */
+  flags: number;
   /** The group's GID and LID once joined (MULTICAST_JOIN), for ibv_detach_mcast. */
   mgid: Uint8Array | null;
   mlid: number;
@@ -39,9 +61,14 @@ function mcKey(address: string): string {
   return address.startsWith('::ffff:') ? address.slice(7) : address.toLowerCase();
 }
 
+/** Whether a join of `flags` attaches the id's QP (every join but a send-only one). */
+export function joinAttaches(flags: number): boolean {
+  return flags !== McJoinFlag.SENDONLY_FULLMEMBER;
+}
+
 /** Detach `qp` from a group, when it was attached (the QP may be gone or never attached). */
 function detach(qp: Qp | null, mc: McEntry): void {
-  if (!qp || !mc.mgid) return;
+  if (!qp || !mc.mgid || !joinAttaches(mc.flags)) return;
   try {
     qp.detachMcast(mc.mgid, mc.mlid);
   } catch {
@@ -63,7 +90,7 @@ export class IdMulticast {
     if (!ep.joinMulticast) throw err('ENOSYS', op, `no multicast on ${device}`);
     const key = mcKey(addr.address);
     if (this.groups.has(key)) throw err('EADDRINUSE', op, addr.address);
-    this.groups.set(key, { context, mgid: null, mlid: 0 });
+    this.groups.set(key, { context, flags, mgid: null, mlid: 0 });
     try {
       ep.joinMulticast({ addr: { ...addr }, joinFlags: flags, context });
     } catch (e) {
@@ -86,8 +113,9 @@ export class IdMulticast {
   }
 
   /**
-   * MULTICAST_JOIN arrived: remember the group's GID and LID and attach `qp` to it. Returns 0, or
-   * the negative errno of a failed attach (the event becomes MULTICAST_ERROR with it).
+   * MULTICAST_JOIN arrived: remember the group's GID and LID and attach `qp` to it, unless the
+   * join was send-only. Returns 0, or the negative errno of a failed attach (the event becomes
+   * MULTICAST_ERROR with it).
    */
   joined(ev: CmUpcall, qp: Qp | null): number {
     const grh = ev.ud?.ahAttr.grh;
@@ -96,7 +124,7 @@ export class IdMulticast {
       entry.mgid = Uint8Array.from(grh.dgid);
       entry.mlid = ev.ud?.ahAttr.dlid ?? 0;
     }
-    if (!qp || !grh) return 0;
+    if (!qp || !grh || (entry !== null && !joinAttaches(entry.flags))) return 0;
     try {
       qp.attachMcast(Uint8Array.from(grh.dgid), ev.ud?.ahAttr.dlid ?? 0);
     } catch (e) {

@@ -5,7 +5,7 @@
  */
 export { EventChannel, createEventChannel } from './event-channel.js';
 export { CmId, CmState, PortSpace, RdmaOption, createId, type CreateIdOptions } from './cm-id.js';
-export { McJoinFlag, MULTICAST_QPN } from './id-multicast.js';
+export { McJoinAttr, McJoinFlag, MULTICAST_QPN } from './id-multicast.js';
 export type { CmQpInitAttr } from './id-qp.js';
 export { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam, type UdParam } from './events.js';
 export { RDMA_UDP_QKEY, RDMA_IB_IP_PS_MASK, RDMA_IB_IP_PS_TCP, RDMA_IB_IP_PS_UDP, RDMA_IB_IP_PS_IB, serviceId } from './port-space.js';
@@ -31,6 +31,7 @@ export {
 } from './transport.js';
 export { getaddrinfo, gaiStrerror, GaiError, RAI, type SockAddr, type RdmaAddrinfo, type RdmaAddrinfoHints } from './addr.js';
 export { MAX_BACKLOG } from './cm-id.js';
+export { ipToGid, type RdmaRoute, type SaPathRec } from './id-route.js';
 export { createEp, destroyEp, EP_RESOLVE_TIMEOUT_MS } from './ep.js';
 export {
   regMsgs,
@@ -42,6 +43,7 @@ export {
   postRecvv,
   postSend,
   postSendv,
+  postUdSend,
   postRead,
   postReadv,
   postWrite,

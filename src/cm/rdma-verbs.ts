@@ -13,6 +13,8 @@
  * const wc = await getRecvComp(id);
  * postSend(id, null, reply, 16, null, SendFlags.INLINE);   // inline: no MR needed
  * await getSendComp(id);
+ * // UD ids: the peer's AH and QP number from ESTABLISHED's `param.ud`
+ * postUdSend(udId, null, msg, 16, mr, SendFlags.SIGNALED, ah, ev.param.ud.qpNum);
  * ```
  */
 import { err } from '../errors.js';
@@ -21,7 +23,9 @@ import type { Cq } from '../verbs/cq.js';
 import type { CompChannel } from '../verbs/comp-channel.js';
 import type { MrMemory } from '../verbs/pd.js';
 import { Access, SendFlags, WrOpcode, type RecvWr, type SendWr, type Sge, type Wc, type WrId } from '../verbs/types.js';
+import type { Ah } from '../verbs/ah.js';
 import type { CmId } from './cm-id.js';
+import { RDMA_UDP_QKEY } from './port-space.js';
 
 /** A buffer address: a number in the MR address space or a view inside the MR's memory. */
 export type BufAddr = number | Uint8Array;
@@ -90,29 +94,50 @@ export function postSendv(id: CmId, context: WrId | null, sgl: readonly Sge[], f
 }
 
 /**
- * rdma_post_send(): a SEND of `length` bytes at `addr`. With `mr` null the send must be inline
- * (`SendFlags.INLINE`, `addr` a Uint8Array): the bytes are copied when posting, as ibverbs
- * copies inline data, so the buffer may be reused at once.
+ * The one SGE of a SEND of `length` bytes at `addr` in `mr`, handed to `post`. With `mr` null the
+ * send must be inline (`SendFlags.INLINE`, `addr` a Uint8Array): C reads the inline bytes through
+ * the pointer; here they are reached through a short-lived registration that lasts while the post
+ * copies them, as ibverbs copies inline data, so the buffer may be reused at once.
  */
-export function postSend(id: CmId, context: WrId | null, addr: BufAddr, length: number, mr: Mr | null, flags = 0): void {
-  const op = 'rdma_post_send';
+function withSendSge(id: CmId, addr: BufAddr, length: number, mr: Mr | null, flags: number, op: string, post: (sgl: readonly Sge[]) => void): void {
   if (mr) {
-    postSendv(id, context, [sgeOf(mr, addr, length, op)], flags);
+    post([sgeOf(mr, addr, length, op)]);
     return;
   }
   if (length === 0) {
-    postSendv(id, context, [], flags);
+    post([]);
     return;
   }
   if (!(flags & SendFlags.INLINE) || typeof addr === 'number') throw err('EINVAL', op, 'no memory region: only inline sends of a buffer');
-  // C reads the inline bytes through the pointer; here they are reached through a short-lived
-  // registration that lasts while the post copies them.
   const tmp = pdOf(id, op).regMr(addr.subarray(0, length), 0);
   try {
-    postSendv(id, context, [{ addr: tmp.addr, length, lkey: tmp.lkey }], flags);
+    post([{ addr: tmp.addr, length, lkey: tmp.lkey }]);
   } finally {
     tmp.dereg();
   }
+}
+
+/**
+ * rdma_post_send(): a SEND of `length` bytes at `addr`. With `mr` null the send must be inline
+ * (`SendFlags.INLINE`, `addr` a Uint8Array); the buffer may be reused as soon as this returns.
+ */
+export function postSend(id: CmId, context: WrId | null, addr: BufAddr, length: number, mr: Mr | null, flags = 0): void {
+  withSendSge(id, addr, length, mr, flags, 'rdma_post_send', (sgl) => postSendv(id, context, sgl, flags));
+}
+
+/**
+ * rdma_post_ud_send(): a datagram of `length` bytes at `addr` to QP `remoteQpn` behind `ah`, with
+ * the Q_Key of rdma_cm's UD ids (`RDMA_UDP_QKEY`), on the id's (UD) QP. `mr` null: an inline
+ * send, as {@link postSend}. The peer's AH and QP number come from the ESTABLISHED event of a
+ * UD connect (`ev.param.ud`) or a MULTICAST_JOIN (QP number 0xFFFFFF).
+ */
+export function postUdSend(id: CmId, context: WrId | null, addr: BufAddr, length: number, mr: Mr | null, flags: number, ah: Ah, remoteQpn: number): void {
+  const op = 'rdma_post_ud_send';
+  const qp = qpOf(id, op);
+  withSendSge(id, addr, length, mr, flags, op, (sgl) => {
+    const wr: SendWr = { wrId: context ?? 0, opcode: WrOpcode.SEND, sgList: sgl, sendFlags: flags, ud: { ah, remoteQpn, remoteQkey: RDMA_UDP_QKEY } };
+    qp.postSend(wr);
+  });
 }
 
 function rdmaWr(opcode: WrOpcode, context: WrId | null, sgl: readonly Sge[], flags: number, remoteAddr: number, rkey: number): SendWr {

@@ -32,10 +32,12 @@ import type { QpState, QpType } from '../verbs/types.js';
 import type { SockAddr } from './addr.js';
 import { CmEventType, type ConnParam, type EventConnParam, type UdParam } from './events.js';
 import { PortSpace } from './port-space.js';
+import type { SaPathRec } from './id-route.js';
 
 export { CmEventType, PortSpace };
 export type { ConnParam, EventConnParam, SockAddr, UdParam };
 export { RDMA_UDP_QKEY, serviceId } from './port-space.js';
+export { IB_RATE_PORT_CURRENT, PATH_FLAGS_PRIMARY, ROCE_PKEY, SA_SELECTOR_EXACTLY, type SaPathRec } from './id-route.js';
 
 /**
  * The largest private data (bytes) the application may pass per message kind; more is EINVAL.
@@ -259,6 +261,23 @@ export interface CmEndpoint {
   joinMulticast?(join: McJoin): void;
   /** rdma_leave_multicast. */
   leaveMulticast?(addr: SockAddr): void;
+  /**
+   * rdma_notify: the application saw async event `event` (`AsyncEventType`) on the id's QP. The
+   * kernel (cma.c `rdma_notify`) refuses an id with no CM id of its transport yet (EINVAL),
+   * passes the event to the IB CM on IB/RoCE devices (`ib_cm_notify`: COMM_EST establishes a
+   * connection whose RTU is missing, EISCONN once established; LID_CHANGE is taken on an
+   * established one; any other event or state EINVAL) and does nothing on iWARP. Absent:
+   * EOPNOTSUPP.
+   */
+  notify?(event: number): void;
+  /**
+   * The path records of the id's route (`id->route.path_rec`), fresh copies: `resolved` says
+   * whether the route is resolved (rdma_resolve_route done, or a connection under way). RoCE:
+   * one record once resolved (cma.c `cma_resolve_iboe_route`), a passive id's from the REQ.
+   * Absent: none (iWARP: the route is the IP route). A transport that cannot tell throws
+   * EOPNOTSUPP.
+   */
+  routePaths?(resolved: boolean): SaPathRec[];
   /** rdma_set_option at level RDMA_OPTION_IB (e.g. IB_PATH). Absent: EOPNOTSUPP. */
   setIbOption?(name: number, value: number): void;
   /** rdma_destroy_id: drop everything without further upcalls (a pending request is rejected). */

@@ -36,6 +36,7 @@ import {
   type IncomingRequest,
   type ListenRequest,
   type McJoin,
+  type SaPathRec,
   type SockAddr,
   type UdParam,
 } from '../cm/transport.js';
@@ -48,6 +49,8 @@ import { newKey } from './registry.js';
 
 /** rdma_set_option constants (rdma_cma.h). */
 const OPT = { LEVEL_ID: 0, TOS: 0, REUSEADDR: 1, AFONLY: 2, ACK_TIMEOUT: 3 } as const;
+/** RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER (rdma_cma.h). */
+const MC_JOIN_SENDONLY_FULLMEMBER = 1;
 
 /** Targets of events, by the rdma_cm_id's key (its `context`). */
 const targets = new Map<number, { onEvent(ev: NativeCmEvent): void }>();
@@ -125,6 +128,8 @@ class NativeEndpoint implements CmEndpoint {
   private qp: NativeQp | null = null;
   private readonly mcContexts = new Map<number, unknown>();
   private readonly mcKeys = new Map<string, number>();
+  /** The keys of send-only joins: librdmacm attaches no QP for them (ucma_process_join). */
+  private readonly mcSendOnly = new Set<number>();
 
   constructor(
     private host: CmHost,
@@ -216,7 +221,8 @@ class NativeEndpoint implements CmEndpoint {
         // librdmacm attached the id's QP already (ucma_process_join): the CM's own attach of
         // the same group is then a no-op.
         const grh = ud?.ahAttr.grh;
-        if (t === CmEventType.MULTICAST_JOIN && this.qp !== null && grh) markAttached(this.qp, grh.dgid, ud?.ahAttr.dlid ?? 0);
+        const attached = !this.mcSendOnly.has(ev.mcKey ?? -1);
+        if (t === CmEventType.MULTICAST_JOIN && attached && this.qp !== null && grh) markAttached(this.qp, grh.dgid, ud?.ahAttr.dlid ?? 0);
         this.host.upcall(ud ? { event: t, status: ev.status, ud, mcContext } : { event: t, status: ev.status, mcContext });
         return;
       }
@@ -389,6 +395,14 @@ class NativeEndpoint implements CmEndpoint {
     return { attr, mask };
   }
 
+  /**
+   * `id->route`: librdmacm's struct is not exposed by the addon (it would need a `cmRoute(id)`
+   * returning `route.num_paths`, `route.path_rec[]` and `route.addr.addr.ibaddr`): EOPNOTSUPP.
+   */
+  routePaths(_resolved: boolean): SaPathRec[] {
+    throw err('EOPNOTSUPP', 'rdma_route', 'the native addon does not expose id->route');
+  }
+
   joinMulticast(join: McJoin): void {
     const op = 'rdma_join_multicast';
     const key = newKey();
@@ -399,6 +413,7 @@ class NativeEndpoint implements CmEndpoint {
       throw RdmaError.fromErrno(-r, { op });
     }
     this.mcKeys.set(join.addr.address, key);
+    if (join.joinFlags === MC_JOIN_SENDONLY_FULLMEMBER) this.mcSendOnly.add(key);
   }
 
   leaveMulticast(addr: SockAddr): void {
@@ -408,6 +423,7 @@ class NativeEndpoint implements CmEndpoint {
     if (key !== undefined) {
       this.mcKeys.delete(addr.address);
       this.mcContexts.delete(key);
+      this.mcSendOnly.delete(key);
     }
   }
 

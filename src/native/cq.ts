@@ -29,7 +29,7 @@ export class NativeCq extends Cq {
   /** @internal Use `ctx.createCq()`. */
   constructor(ctx: NativeContext, cqe: number, ch: NativeCompChannel | undefined, compVector: number, cqContext: unknown, key: number, h: Handle) {
     super(ctx, 1, ch, compVector, cqContext, key);
-    (this as { cqe: number }).cqe = cqe;
+    this._cqe = cqe;
     this._h = h;
     this._key = key;
     this._b = ctx._b;

@@ -81,11 +81,22 @@ export class NativeQp extends Qp {
     if (this.destroyed) throw err('EINVAL', op, 'QP destroyed');
     if (!isU32(mask)) throw err('EINVAL', op, 'mask');
     check(this.context._b.queryQp(this._h, mask, qaBuf, qaGid), op);
+    // Everything the addon's attribute block carries from the kernel's answer. It carries no
+    // alternate path (alt_ah_attr, alt_pkey_index, alt_port_num, alt_timeout) nor rate_limit:
+    // those stay absent rather than reported as zero.
     const a: QpAttr = {
       ...decodeQpAttr(qaBuf, qaGid),
       curQpState: qpStateOfNum(qaBuf[QA.CUR_STATE] as number),
+      pathMigState: qaBuf[QA.PATH_MIG_STATE] as number,
+      enSqdAsyncNotify: qaBuf[QA.EN_SQD_ASYNC] as number,
       sqDraining: qaBuf[QA.SQ_DRAINING] as number,
-      cap: { ...this.cap },
+      cap: {
+        maxSendWr: qaBuf[QA.MAX_SEND_WR] as number,
+        maxRecvWr: qaBuf[QA.MAX_RECV_WR] as number,
+        maxSendSge: qaBuf[QA.MAX_SEND_SGE] as number,
+        maxRecvSge: qaBuf[QA.MAX_RECV_SGE] as number,
+        maxInlineData: qaBuf[QA.MAX_INLINE] as number,
+      },
     };
     return a;
   }

@@ -22,10 +22,25 @@ import { LinkLayer, type DeviceAttr, type PortAttr } from './device-attr.js';
 import { MrTable } from './mr.js';
 import { Pd } from './pd.js';
 import type { QpLike } from './provider.js';
-import { GidType } from './types.js';
+import { GidType, TransportType } from './types.js';
+import { ifindexOf } from './ifindex.js';
 
 /** The default (full-membership) P_Key, IB spec 10.9.1.1. */
 export const DEFAULT_PKEY = 0xffff;
+
+/** `struct ibv_gid_entry`: one valid entry of a port's GID table (`ibv_query_gid_table`). */
+export interface GidEntry {
+  /** The GID (16 bytes, a copy). */
+  gid: Uint8Array;
+  /** `gid_index`. */
+  gidIndex: number;
+  /** `port_num`. */
+  portNum: number;
+  /** `gid_type`: IB, RoCE v1 or RoCE v2. */
+  gidType: GidType;
+  /** `ndev_ifindex`: the interface index of the entry's net device (0 if unknown). */
+  ndevIfindex: number;
+}
 
 /** Largest QP number (24 bits, as IB QPNs) before numbering wraps to 1. */
 const MAX_QP_NUM = 0xff_ffff;
@@ -122,6 +137,48 @@ export class Context {
     if (!Number.isInteger(index) || index < 0 || index >= port.pkeyTblLen) throw err('EINVAL', op, `index ${String(index)} (table of ${port.pkeyTblLen})`);
     const p = this.device._provider(op);
     return p.queryPkey ? p.queryPkey(this.device.info, portNum, index) : DEFAULT_PKEY;
+  }
+
+  /**
+   * `ibv_get_pkey_index()`: the index of `pkey` in the port's P_Key table, searched from index 0
+   * as libibverbs does (`ibv_query_pkey` until it matches).
+   * @throws RdmaError EINVAL for a bad port; ENOENT when the table has no such P_Key (libibverbs
+   *   reads past the table's last sysfs entry: ENOENT), e.g. on iWARP devices, which have none.
+   */
+  getPkeyIndex(portNum: number, pkey: number): number {
+    const op = 'ibv_get_pkey_index';
+    this._checkPort(portNum, op);
+    const len = this.queryPort(portNum).pkeyTblLen;
+    for (let i = 0; i < len; i++) if (this.queryPkey(portNum, i) === pkey) return i;
+    throw err('ENOENT', op, `P_Key 0x${(pkey >>> 0).toString(16)} not in the table of port ${portNum}`);
+  }
+
+  /**
+   * `ibv_query_gid_table()`: every valid GID entry of every port, with its index, port, type and
+   * the interface index of its net device (cache.c `rdma_query_gid_table`). A zero GID is no
+   * entry (cache.c `add_modify_gid` stores none), so siw on loopback, whose GID is its zero MAC,
+   * reports none. The entries of ports that are not RoCE (iWARP) have type IB, as the kernel's
+   * `config_non_roce_gid_cache` makes them.
+   * @param maxEntries room for this many entries: EINVAL when the table holds more (as the
+   *   kernel); default: no limit.
+   * @throws RdmaError EINVAL (a bad or too small `maxEntries`).
+   */
+  queryGidTable(maxEntries?: number): GidEntry[] {
+    const op = 'ibv_query_gid_table';
+    if (maxEntries !== undefined && (!Number.isInteger(maxEntries) || maxEntries < 0)) throw err('EINVAL', op, `max_entries ${String(maxEntries)}`);
+    const out: GidEntry[] = [];
+    const iwarp = this.device.transportType === TransportType.IWARP;
+    const ndevIfindex = ifindexOf(this.device.info.ifname);
+    for (let port = 1; port <= this._attr.physPortCnt; port++) {
+      const len = this.queryPort(port).gidTblLen;
+      for (let i = 0; i < len; i++) {
+        const gid = this.queryGid(port, i);
+        if (gid.every((b) => b === 0)) continue;
+        if (maxEntries !== undefined && out.length >= maxEntries) throw err('EINVAL', op, `more than ${maxEntries} entries`);
+        out.push({ gid, gidIndex: i, portNum: port, gidType: iwarp ? GidType.IB : this.queryGidType(port, i), ndevIfindex });
+      }
+    }
+    return out;
   }
 
   /** @internal EINVAL unless `portNum` is one of the device's ports (1..`physPortCnt`). */

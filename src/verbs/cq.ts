@@ -48,6 +48,9 @@ export interface CompletionsOptions {
   max?: number;
 }
 
+/** The ring a CQ holds for an instant while it is built (see the constructor). */
+const NO_RING = new Ring<Wc>(1, 1);
+
 /** A parked {@link Cq.waitForCompletions} call (it re-checks the CQ when woken). */
 type CqWaiter = () => void;
 
@@ -61,8 +64,10 @@ export class Cq {
   readonly compVector: number;
   /** `cq_context`: the opaque user value given at creation. */
   readonly cqContext: unknown;
-  /** Actual number of CQEs (the request rounded up to a power of two). */
-  readonly cqe: number;
+  /** Actual number of CQEs (the request rounded up to a power of two; changed by {@link resize}). */
+  get cqe(): number {
+    return this._cqe;
+  }
   /** Per-context CQ number (`handle`), for traces. */
   readonly handle: number;
   /**
@@ -72,7 +77,9 @@ export class Cq {
   onOverflow: ((cq: Cq) => void) | undefined = undefined;
   /** @internal QPs using this CQ (send or receive). */
   readonly _qps = new Set<QpLike>();
-  private readonly _ring: Ring<Wc>;
+  private _ring: Ring<Wc>;
+  /** The number of CQEs ({@link cqe}); a subclass whose device sizes the CQ sets it. */
+  protected _cqe: number;
   /** `Wc` objects whose contents {@link pollInto} copied out: reused by {@link _wc}. */
   private readonly _free = objectArray<Wc>();
   private _arm: Arm = Arm.NONE;
@@ -91,9 +98,12 @@ export class Cq {
     this.channel = channel;
     this.compVector = compVector;
     this.cqContext = cqContext;
-    this.cqe = nextPow2(cqe);
     this.handle = handle;
-    this._ring = new Ring<Wc>(this.cqe, 64);
+    // Replaced by resize: mutable from the first CQ on (see util/arrays.ts).
+    this._cqe = 0;
+    this._cqe = nextPow2(cqe);
+    this._ring = NO_RING;
+    this._ring = new Ring<Wc>(this._cqe, 64);
     // Set at teardown: mutable from the first CQ on (see util/arrays.ts).
     this._destroyed = true;
     this._destroyed = false;
@@ -132,6 +142,35 @@ export class Cq {
   /** Events read from the channel and not yet acknowledged. */
   get unackedEvents(): number {
     return this._eventsReported - this._eventsAcked;
+  }
+
+  /**
+   * `ibv_resize_cq()`: give the CQ room for at least `cqe` completions (rounded up as at
+   * creation; {@link cqe} reports the new size). Completions already queued stay, in order. The
+   * device decides: rxe resizes (`rxe_resize_cq`: EINVAL for `cqe` < 1, above `maxCqe` or below
+   * the completions queued); siw has no resize (rdma-core's siw provider leaves `resize_cq` to the
+   * default op: EOPNOTSUPP), nor does the native backend's addon.
+   * @throws RdmaError EINVAL (destroyed CQ, bad size), EOPNOTSUPP (the device cannot resize).
+   */
+  resize(cqe: number): void {
+    const op = 'ibv_resize_cq';
+    if (this._destroyed) throw err('EINVAL', op, 'CQ destroyed');
+    const p = this.context.device._provider(op);
+    if (!p.resizeCq) throw err('EOPNOTSUPP', op, `${this.context.device.name} cannot resize a CQ`);
+    p.resizeCq(this, cqe);
+  }
+
+  /**
+   * @internal The provider's resize: room for `cqe` completions (rounded up to a power of two),
+   * the queued ones moved over in order. The provider has checked `cqe`.
+   */
+  _setSize(cqe: number): void {
+    const size = nextPow2(cqe);
+    const ring = new Ring<Wc>(size, 64);
+    for (let w = this._ring.shift(); w !== undefined; w = this._ring.shift()) ring.push(w);
+    this._ring = ring;
+    this._cqe = size;
+    if (tracing('cq')) trace('cq', `CQ[${this.handle}]`, `resized to ${size}`);
   }
 
   /**

@@ -28,7 +28,7 @@ export {
 } from './device.js';
 export { Context } from './context.js';
 export { Pd, type MrMemory } from './pd.js';
-export { Mr, MrCheck, mrCheckStr, stagStr } from './mr.js';
+export { Mr, MrCheck, ReregMrFlag, mrCheckStr, stagStr } from './mr.js';
 export { Mw, MwState, incRkey } from './mw.js';
 export { Cq, type CompletionsOptions } from './cq.js';
 export { CompChannel } from './comp-channel.js';
@@ -37,5 +37,5 @@ export { Qp, type RecvInfo } from './qp.js';
 export { QpAttrMask, MigState, QP_STATE_TABLE, qpTransitionAllowed, modifyQpProblem, qpAttrMaskOf, type QpAttr } from './qp-attr.js';
 export { Ah, type AhAttr, type GlobalRoute } from './ah.js';
 export { initAhFromWc, createAhFromWc, findGidIndex, GRH_AREA_LEN } from './ah-wc.js';
-export { DEFAULT_PKEY } from './context.js';
+export { DEFAULT_PKEY, type GidEntry } from './context.js';
 export { registerProvider, unregisterProvider, settleConnections, backendSelection, type Backend, type VerbsProvider, type QpInitAttr, type QpLike } from './provider.js';

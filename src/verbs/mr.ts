@@ -66,6 +66,19 @@ export const MAX_STAG_INDEX = 0x7f_ffff;
 export const ACCESS_ALL =
   Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC | Access.MW_BIND | Access.ZERO_BASED;
 
+/** `enum ibv_rereg_mr_flags`: what `ibv_rereg_mr` changes. */
+export const ReregMrFlag = {
+  /** The memory (address and length). */
+  CHANGE_TRANSLATION: 1 << 0,
+  /** The protection domain. */
+  CHANGE_PD: 1 << 1,
+  /** The access flags. */
+  CHANGE_ACCESS: 1 << 2,
+} as const;
+
+/** `IBV_REREG_MR_FLAGS_SUPPORTED`. */
+const REREG_FLAGS_SUPPORTED = ReregMrFlag.CHANGE_TRANSLATION | ReregMrFlag.CHANGE_PD | ReregMrFlag.CHANGE_ACCESS;
+
 /** Negative results of the MR checks (see the module comment for the mapping). */
 export enum MrCheck {
   INVALID_STAG = -1,
@@ -158,6 +171,27 @@ export class Mr {
   /** False once deregistered or its STag invalidated (then every access check fails). */
   get stagValid(): boolean {
     return this._stagValid;
+  }
+
+  /**
+   * `ibv_rereg_mr()`: change the region's memory (`ReregMrFlag.CHANGE_TRANSLATION`, `mem`), PD
+   * (`CHANGE_PD`, `pd`) or access flags (`CHANGE_ACCESS`, `access`) in place, keeping its keys.
+   * libibverbs' checks come first: EINVAL for unknown flags, for CHANGE_TRANSLATION without
+   * memory, for access flags without CHANGE_ACCESS. Then the device decides, and none of ours
+   * rereg: rdma-core's siw and rxe providers have no `rereg_mr` op (rxe's kernel driver can change
+   * the PD and access, but userspace never reaches it), so libibverbs' default op answers
+   * EOPNOTSUPP; the native backend's addon has no rereg either. The region is unchanged then.
+   * @throws RdmaError EINVAL (bad input, deregistered), EOPNOTSUPP (the device cannot rereg).
+   */
+  rereg(flags: number, pd: Pd | null, mem: ArrayBufferView | ArrayBuffer | SharedArrayBuffer | null, access: number): void {
+    const op = 'ibv_rereg_mr';
+    if (!this._registered) throw err('EINVAL', op, 'MR deregistered');
+    if (!Number.isInteger(flags) || flags < 0 || (flags & ~REREG_FLAGS_SUPPORTED) !== 0) throw err('EINVAL', op, `flags ${String(flags)}`);
+    if (flags & ReregMrFlag.CHANGE_TRANSLATION && (mem === null || mem.byteLength === 0)) throw err('EINVAL', op, 'CHANGE_TRANSLATION without memory');
+    if (!Number.isInteger(access) || (access !== 0 && !(flags & ReregMrFlag.CHANGE_ACCESS))) throw err('EINVAL', op, 'access flags without CHANGE_ACCESS');
+    const p = this.context.device._provider(op);
+    if (!p.reregMr) throw err('EOPNOTSUPP', op, `${this.context.device.name} cannot re-register memory`);
+    p.reregMr(this, flags, pd, mem, access);
   }
 
   /**

@@ -15,6 +15,7 @@ import type { Context } from './context.js';
 import type { Cq } from './cq.js';
 import type { Device, DeviceAttr, DeviceInfo, PortAttr } from './device.js';
 import type { Pd } from './pd.js';
+import type { Mr } from './mr.js';
 import type { Qp } from './qp.js';
 import type { WrCaps } from './wr-check.js';
 
@@ -143,6 +144,16 @@ export interface VerbsProvider {
   /** `ibv_detach_mcast`. EINVAL if the QP is not attached to the group. */
   detachMcast?(qp: Qp, gid: Uint8Array, lid: number): void;
   /**
+   * `ibv_rereg_mr` for an MR of this provider's device, after libibverbs' input checks. Absent:
+   * EOPNOTSUPP (libibverbs' default op), as for every provider of rdma-core without `rereg_mr`.
+   */
+  reregMr?(mr: Mr, flags: number, pd: Pd | null, mem: ArrayBufferView | ArrayBuffer | SharedArrayBuffer | null, access: number): void;
+  /**
+   * `ibv_resize_cq` for a CQ of this provider's device: check `cqe` as the device does and call
+   * `cq._setSize(cqe)`. Absent: the device cannot resize CQs (EOPNOTSUPP, rdma-core's default op).
+   */
+  resizeCq?(cq: Cq, cqe: number): void;
+  /**
    * Resolves once the connections this provider closed gracefully have sent everything they had
    * queued and closed, or after `timeoutMs`. See {@link settleConnections}.
    */
@@ -152,7 +163,7 @@ export interface VerbsProvider {
 const providers = new Map<string, VerbsProvider>();
 
 /** The operations a provider may leave out. */
-const OPTIONAL_OPS = ['queryGidType', 'queryPkey', 'allocMw', 'bindMw', 'createAh', 'destroyAh', 'attachMcast', 'detachMcast', 'settle', 'openDevice'] as const;
+const OPTIONAL_OPS = ['queryGidType', 'queryPkey', 'allocMw', 'bindMw', 'createAh', 'destroyAh', 'attachMcast', 'detachMcast', 'resizeCq', 'reregMr', 'settle', 'openDevice'] as const;
 
 /**
  * Register a provider (rdma-core `verbs_register_driver`). Registering the same object again is

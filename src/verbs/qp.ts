@@ -19,7 +19,7 @@ import type { Context } from './context.js';
 import type { Cq } from './cq.js';
 import type { Pd } from './pd.js';
 import type { QpInitAttr, VerbsProvider } from './provider.js';
-import { ahAttrProblem, copyAhAttr, type Ah } from './ah.js';
+import { ahAttrProblem, copyAhAttr, type Ah, type AhAttr } from './ah.js';
 import { QpAttrMask, modifyQpProblem, qpAttrMaskOf, qpTransitionAllowed, type QpAttr } from './qp-attr.js';
 import {
   AsyncEventType,
@@ -108,6 +108,11 @@ export interface RecvInfo {
 /** How a QP checks `modify`: IB's per-type attribute table, or only the state graph (iWARP). */
 export type ModifyRules = 'ib' | 'iwarp';
 
+/** The address vector a QP reports before one is set (all zero). */
+function noAv(): AhAttr {
+  return { dlid: 0, sl: 0, srcPathBits: 0, staticRate: 0, isGlobal: false, portNum: 0 };
+}
+
 let nextQpTrace = 0;
 /** Completed WQEs a QP keeps for reuse, per queue. */
 const WQE_POOL = 32;
@@ -181,13 +186,62 @@ export abstract class Qp {
   }
 
   /**
-   * ibv_query_qp: the current attributes (state, ORD/IRD, cap, and everything `modify` set).
-   * `mask` is accepted for ibverbs' signature; every attribute is returned, as the kernel does.
+   * ibv_query_qp: every attribute `struct ibv_qp_attr` holds — the state, ORD/IRD, cap, what
+   * `modify` set, and zero for what it never set (the kernel's attribute block starts zeroed) —
+   * as the device reports them: rxe (`rxe_qp_to_attr`) gives the PSNs the QP is at, siw
+   * (`siw_query_qp`) only a few fields (see the transports). `sq_draining` is 1 while a QP in
+   * SQD still has send WRs to finish. `mask` is accepted for ibverbs' signature; every
+   * attribute is returned, as the kernel does.
+   * @throws RdmaError EINVAL once the QP is destroyed.
    */
   query(_mask?: number): QpAttr {
-    const a: QpAttr = { ...this.attr, qpState: this.st.state, curQpState: this.st.state, maxRdAtomic: this.ord, maxDestRdAtomic: this.ird, cap: { ...this.cap } };
-    if (this.attr.ahAttr) a.ahAttr = copyAhAttr(this.attr.ahAttr);
-    if (this.attr.altAhAttr) a.altAhAttr = copyAhAttr(this.attr.altAhAttr);
+    if (this.destroyed) throw err('EINVAL', 'ibv_query_qp', 'QP destroyed');
+    const t = this.attr;
+    const st = this.st.state;
+    const a: QpAttr = {
+      qpState: st,
+      curQpState: st,
+      pathMtu: t.pathMtu ?? 0,
+      pathMigState: t.pathMigState ?? 0,
+      qkey: t.qkey ?? 0,
+      rqPsn: t.rqPsn ?? 0,
+      sqPsn: t.sqPsn ?? 0,
+      destQpNum: t.destQpNum ?? 0,
+      qpAccessFlags: t.qpAccessFlags ?? 0,
+      cap: { ...this.cap },
+      ahAttr: t.ahAttr ? copyAhAttr(t.ahAttr) : noAv(),
+      altAhAttr: t.altAhAttr ? copyAhAttr(t.altAhAttr) : noAv(),
+      pkeyIndex: t.pkeyIndex ?? 0,
+      altPkeyIndex: t.altPkeyIndex ?? 0,
+      enSqdAsyncNotify: t.enSqdAsyncNotify ?? 0,
+      sqDraining: st === QpState.SQD && (this.sq.length > 0 || this._inflight() > 0) ? 1 : 0,
+      maxRdAtomic: this.ord,
+      maxDestRdAtomic: this.ird,
+      minRnrTimer: t.minRnrTimer ?? 0,
+      portNum: t.portNum ?? 0,
+      timeout: t.timeout ?? 0,
+      retryCnt: t.retryCnt ?? 0,
+      rnrRetry: t.rnrRetry ?? 0,
+      altPortNum: t.altPortNum ?? 0,
+      altTimeout: t.altTimeout ?? 0,
+      rateLimit: t.rateLimit ?? 0,
+    };
+    return this._queryAttr(a);
+  }
+
+  /**
+   * ibv_query_qp's `init_attr`: the QP type, its CQs, the queue sizes, `sq_sig_all` and the
+   * `qp_context` it was created with.
+   */
+  queryInitAttr(): { qpType: QpType; sendCq: Cq; recvCq: Cq; cap: QpCap; sqSigAll: boolean; qpContext: unknown } {
+    return { qpType: this.qpType, sendCq: this.sendCq, recvCq: this.recvCq, cap: { ...this.cap }, sqSigAll: this.sqSigAll, qpContext: this.qpContext };
+  }
+
+  /**
+   * Transport hook of {@link query}: the attributes as the device reports them, from the full
+   * set (a fresh object the hook may change). Default: unchanged.
+   */
+  protected _queryAttr(a: QpAttr): QpAttr {
     return a;
   }
 

@@ -2,12 +2,12 @@
 // device that connects RDMA_PS_TCP ids (pinned to it): the passive
 // endpoint creates each connection's QP from the saved attributes; registration, posting (with
 // buffer views or MR addresses, inline without an MR), RDMA Read/Write, and waiting for one
-// completion through the channels rdma_create_qp made.
+// completion through the channels rdma_create_qp made; rdma_post_ud_send on devices with UD ids.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  createEp, destroyEp, getaddrinfo, RAI, PortSpace, SendFlags, WcOpcode, WcStatus, CmEventType,
-  regMsgs, regRead, regWrite, deregMr, postRecv, postSend, postSendv, postRead, postWrite, getSendComp, getRecvComp, sgeOf,
+  createEp, destroyEp, getaddrinfo, RAI, PortSpace, SendFlags, WcOpcode, WcStatus, CmEventType, createId, RDMA_UDP_QKEY,
+  postUdSend, regMsgs, regRead, regWrite, deregMr, postRecv, postSend, postSendv, postRead, postWrite, getSendComp, getRecvComp, sgeOf,
 } from '../../dist/index.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 
@@ -127,5 +127,61 @@ forEachDevice([Cap.RC, Cap.CM_TCP], () => {
     const id = await createEp(await getaddrinfo('127.0.0.1', '1'), null, ATTR());
     await assert.rejects(id.connect(), { code: 'ECONNREFUSED', errno: 111 });
     await destroyEp(id);
+  });
+});
+
+forEachDevice([Cap.UD, Cap.CM_UDP, Cap.AH], () => {
+  test('rdma_post_ud_send: a datagram to the peer the UD connect found (its AH and QP number), from an MR and inline; RDMA_UDP_QKEY; an id without a QP: EINVAL', async () => {
+    const listen = createId(null, null, PortSpace.UDP);
+    listen.bindAddr({ address: '127.0.0.1', port: 0 });
+    await listen.listen(0);
+    const got = Buffer.alloc(2 * 1064);
+    const serverSide = (async () => {
+      const child = await listen.getRequest();
+      child.createQp(null, { cap: { maxRecvWr: 2, maxSendWr: 1 } });
+      const mr = regMsgs(child, got);
+      postRecv(child, 'r1', got.subarray(0, 1064), 1064, mr);
+      postRecv(child, 'r2', got.subarray(1064), 1064, mr);
+      await child.accept();
+      return { child, mr };
+    })();
+    const id = createId(null, null, PortSpace.UDP);
+    assert.throws(() => postUdSend(id, 1, Buffer.alloc(4), 4, null, SendFlags.INLINE, null, 1), { code: 'EINVAL' }, 'no QP');
+    await id.resolveAddr(null, { address: '127.0.0.1', port: listen.srcPort });
+    await id.resolveRoute();
+    id.createQp(null, { cap: { maxSendWr: 2, maxRecvWr: 1, maxInlineData: 16 } });
+    await id.connect();
+    const { child, mr: rmr } = await serverSide;
+    const ud = id.event.param.ud;
+    assert.equal(ud.qpNum, child.qp.qpNum);
+    assert.equal(ud.qkey, RDMA_UDP_QKEY);
+    const ah = id.pd.createAh(ud.ahAttr);
+    const msg = Buffer.from('one datagram');
+    const smr = regMsgs(id, msg);
+    postUdSend(id, 'u1', msg, msg.length, smr, SendFlags.SIGNALED, ah, ud.qpNum);
+    let wc = await getSendComp(id);
+    assert.equal(wc.wrId, 'u1');
+    assert.equal(wc.status, WcStatus.SUCCESS);
+    wc = await getRecvComp(child);
+    assert.equal(wc.wrId, 'r1');
+    assert.equal(wc.status, WcStatus.SUCCESS);
+    assert.equal(wc.srcQp, id.qp.qpNum);
+    assert.equal(got.subarray(40, 40 + msg.length).toString(), 'one datagram', 'after the 40-byte GRH');
+    const inl = Buffer.from('inline!');
+    postUdSend(id, 'u2', inl, inl.length, null, SendFlags.SIGNALED | SendFlags.INLINE, ah, ud.qpNum);
+    inl.fill(0);
+    assert.equal((await getSendComp(id)).status, WcStatus.SUCCESS);
+    wc = await getRecvComp(child);
+    assert.equal(wc.wrId, 'r2');
+    assert.equal(got.subarray(1064 + 40, 1064 + 47).toString(), 'inline!');
+    assert.throws(() => postUdSend(id, 3, msg, 4, null, 0, ah, ud.qpNum), { code: 'EINVAL' }, 'no MR and not inline');
+    ah.destroy();
+    deregMr(smr);
+    deregMr(rmr);
+    id.destroyQp();
+    child.destroyQp();
+    await id.destroy();
+    await child.destroy();
+    await listen.destroy();
   });
 });

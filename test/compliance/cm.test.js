@@ -7,8 +7,9 @@ import assert from 'node:assert/strict';
 import {
   createId, createEventChannel, PortSpace, CmEventType, CmState,
   Access, WrOpcode, SendFlags, WcStatus, QpState, RdmaOption, QpType,
-  getCmTransport, TransportType,
+  getCmTransport, TransportType, AsyncEventType,
 } from '../../dist/index.js';
+import { getProvider } from '../../dist/verbs/provider.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 import { nextEvent, syncAccept, syncPair } from '../lib/cm.js';
 
@@ -317,5 +318,98 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
     await listen.destroy();
     sch.destroy();
     cch.destroy();
+  });
+
+  test('id.route as librdmacm fills it: addresses and GIDs; RoCE one path record (GIDs, hop limit 64, ToS, port MTU, rate, P_Key 0xFFFF) on both sides, iWARP none', async () => {
+    const native = getProvider(d.provider)?.native === true;
+    const iwarp = d.transportType === TransportType.IWARP;
+    const listen = createId(null, null, PortSpace.TCP);
+    listen.bindAddr({ address: '127.0.0.1', port: 0 });
+    await listen.listen(1);
+    const server = syncAccept(listen);
+    const id = createId(null, null, PortSpace.TCP);
+    const before = id.route;
+    assert.equal(before.numPaths, 0);
+    assert.equal(before.addr.srcAddr, null);
+    assert.deepEqual([...before.addr.ibaddr.sgid], new Array(16).fill(0));
+    id.setOption(RdmaOption.LEVEL_ID, RdmaOption.ID_TOS, 0x20);
+    await id.resolveAddr(null, { address: '127.0.0.1', port: listen.srcPort });
+    if (native) {
+      assert.throws(() => id.route, { code: 'EOPNOTSUPP' });
+      await id.destroy();
+      await listen.destroy();
+      return;
+    }
+    assert.equal(id.route.numPaths, 0, 'no path before rdma_resolve_route');
+    await id.resolveRoute();
+    const r = id.route;
+    assert.equal(r.addr.srcAddr.address, '127.0.0.1');
+    assert.deepEqual(r.addr.dstAddr, { address: '127.0.0.1', port: listen.srcPort, family: 'IPv4' });
+    const v4gid = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1];
+    if (iwarp) {
+      assert.equal(r.numPaths, 0, 'iWARP: the route is the IP route');
+      assert.deepEqual(r.pathRec, []);
+      assert.equal(r.addr.ibaddr.pkey, 0);
+      assert.deepEqual([...r.addr.ibaddr.sgid], [...id.verbs.queryGid(1, 0)], 'the link-layer GID of the device');
+    } else {
+      assert.equal(r.numPaths, 1);
+      const [p] = r.pathRec;
+      assert.deepEqual([...p.sgid], v4gid);
+      assert.deepEqual([...p.dgid], v4gid);
+      assert.equal(p.pkey, 0xffff);
+      assert.equal(p.hopLimit, 64);
+      assert.equal(p.trafficClass, 0x20, 'RDMA_OPTION_ID_TOS');
+      assert.equal(p.reversible, 1);
+      assert.equal(p.numbPath, 1);
+      assert.equal(p.rate, 0, 'IB_RATE_PORT_CURRENT');
+      assert.equal(p.mtuSelector, 2);
+      assert.ok(p.mtu >= 1 && p.mtu <= id.verbs.queryPort(1).activeMtu, `path MTU ${p.mtu} within the port's`);
+      assert.deepEqual([...r.addr.ibaddr.sgid], v4gid);
+      assert.deepEqual([...r.addr.ibaddr.dgid], v4gid);
+      assert.equal(r.addr.ibaddr.pkey, 0xffff);
+      // a copy: changing it changes nothing
+      p.sgid.fill(9);
+      assert.deepEqual([...id.route.pathRec[0].sgid], v4gid);
+    }
+    id.createQp(null, {});
+    await id.connect();
+    const child = await server;
+    const cr = child.route;
+    assert.equal(cr.addr.srcAddr.port, listen.srcPort);
+    assert.equal(cr.addr.dstAddr.address, '127.0.0.1');
+    if (iwarp) assert.equal(cr.numPaths, 0);
+    else {
+      assert.equal(cr.numPaths, 1, 'the passive id has the REQ\'s path');
+      assert.deepEqual([...cr.pathRec[0].sgid], v4gid);
+      assert.equal(cr.pathRec[0].trafficClass, 0x20, 'the REQ\'s traffic class');
+      assert.equal(cr.pathRec[0].mtu, id.route.pathRec[0].mtu);
+    }
+    await closePair({ id, child });
+    await listen.destroy();
+  });
+
+  test('rdma_notify: EINVAL without a device or a connection; once connected RoCE\'s IB CM answers COMM_EST with EISCONN and takes LID_CHANGE, iWARP ignores both', async () => {
+    const native = getProvider(d.provider)?.native === true;
+    const iwarp = d.transportType === TransportType.IWARP;
+    const idle = createId(null, null, PortSpace.TCP);
+    assert.throws(() => idle.notify(AsyncEventType.COMM_EST), { code: 'EINVAL' }, 'no device');
+    await idle.destroy();
+    const listen = createId(null, null, PortSpace.TCP);
+    listen.bindAddr({ address: '127.0.0.1', port: 0 });
+    await listen.listen(1);
+    const pair = await syncPair(listen, '127.0.0.1');
+    if (native) assert.throws(() => pair.id.notify(AsyncEventType.COMM_EST), { code: 'EOPNOTSUPP' });
+    else if (iwarp) {
+      pair.id.notify(AsyncEventType.COMM_EST);
+      pair.child.notify(AsyncEventType.QP_FATAL);
+    } else {
+      assert.throws(() => pair.id.notify(AsyncEventType.COMM_EST), { code: 'EISCONN' });
+      assert.throws(() => pair.child.notify(AsyncEventType.COMM_EST), { code: 'EISCONN' });
+      pair.id.notify(AsyncEventType.LID_CHANGE);
+      assert.throws(() => pair.id.notify(AsyncEventType.QP_FATAL), { code: 'EINVAL' });
+    }
+    assert.throws(() => pair.id.notify(-1), { code: 'EINVAL' });
+    await closePair(pair);
+    await listen.destroy();
   });
 });

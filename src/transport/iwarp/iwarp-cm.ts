@@ -167,6 +167,14 @@ class IwarpEndpoint implements CmEndpoint {
     throw err('EINVAL', 'rdma_establish', 'not used on iWARP');
   }
 
+  /**
+   * rdma_notify: nothing to do on iWARP (cma.c `rdma_notify` passes events to the IB CM only);
+   * EINVAL before the id has its iw_cm id, as the kernel's `!id_priv->cm_id.iw` check.
+   */
+  notify(_event: number): void {
+    if (!this.iwId) throw err('EINVAL', 'rdma_notify', 'no connection yet');
+  }
+
   disconnect(): boolean {
     if (this.connected && this.qp) {
       // Queued sends go out, then FIN; the QP goes to ERR; llpDown reports DISCONNECTED.

@@ -12,7 +12,9 @@ import type { Pd } from '../../verbs/pd.js';
 import type { Cq } from '../../verbs/cq.js';
 import type { QpInitAttr } from '../../verbs/provider.js';
 import { Qp, qpTransitionAllowed, type RqWqe, type SqWqe } from '../../verbs/qp.js';
-import { AsyncEventType, QpState, WcStatus, type QpCap, type Sge } from '../../verbs/types.js';
+import { Access, AsyncEventType, QpState, WcStatus, type QpCap, type Sge } from '../../verbs/types.js';
+import type { QpAttr } from '../../verbs/qp-attr.js';
+import { SIW_LIMITS } from './attrs.js';
 import { localSgeTarget, remoteTarget as mrRemoteTarget, invalidateMr } from './mem.js';
 import type { Llp } from './llp.js';
 import { QpTx, type TxQp } from './qp-tx.js';
@@ -48,6 +50,18 @@ export interface LlpDownInfo {
 const NO_PIECE = Buffer.alloc(0);
 
 /** An RC QP on the software iWARP device. */
+/** SIW_MAX_INLINE: the inline data siw_query_qp reports whatever the QP was created with. */
+const SIW_QP_MAX_INLINE = SIW_LIMITS.maxInline;
+
+/** `ib_mtu_int_to_enum`: the IB MTU enum of an interface MTU (4096 and up: 5, below 512: 1). */
+function mtuEnumOf(mtu: number): number {
+  if (mtu >= 4096) return 5;
+  if (mtu >= 2048) return 4;
+  if (mtu >= 1024) return 3;
+  if (mtu >= 512) return 2;
+  return 1;
+}
+
 export class IwarpQp extends Qp implements TxQp, RxQp {
   readonly tx: QpTx;
   rx: QpRx;
@@ -85,6 +99,45 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     this.directMin = iwarpConfig(context.device.name).directPlacementMin;
     this.rx = new QpRx(this, this.directMin);
     for (const cq of [init.sendCq, init.recvCq]) if (!cq.onOverflow) cq.onOverflow = cqOverflowed;
+  }
+
+  /**
+   * ibv_query_qp as siw (siw_verbs.c `siw_query_qp`): the state, the queue sizes (inline data
+   * SIW_MAX_INLINE), the path MTU of the interface (`ib_mtu_int_to_enum`), local write, remote
+   * write and remote read access, and the read queue sizes — `max_rd_atomic` from the inbound
+   * read queue (`irq_size`, the IRD) and `max_dest_rd_atomic` from the outbound one (`orq_size`,
+   * the ORD), the other way round from the IB names, as siw fills them. Every other attribute is
+   * zero (`cur_qp_state` too, RESET): siw fills no more.
+   */
+  protected override _queryAttr(a: QpAttr): QpAttr {
+    return {
+      qpState: a.qpState as QpState,
+      curQpState: QpState.RESET,
+      pathMtu: mtuEnumOf(this.context.device.info.mtu),
+      pathMigState: 0,
+      qkey: 0,
+      rqPsn: 0,
+      sqPsn: 0,
+      destQpNum: 0,
+      qpAccessFlags: Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ,
+      cap: { ...this.cap, maxInlineData: SIW_QP_MAX_INLINE },
+      ahAttr: { dlid: 0, sl: 0, srcPathBits: 0, staticRate: 0, isGlobal: false, portNum: 0 },
+      altAhAttr: { dlid: 0, sl: 0, srcPathBits: 0, staticRate: 0, isGlobal: false, portNum: 0 },
+      pkeyIndex: 0,
+      altPkeyIndex: 0,
+      enSqdAsyncNotify: 0,
+      sqDraining: 0,
+      maxRdAtomic: this.ird,
+      maxDestRdAtomic: this.ord,
+      minRnrTimer: 0,
+      portNum: 0,
+      timeout: 0,
+      retryCnt: 0,
+      rnrRetry: 0,
+      altPortNum: 0,
+      altTimeout: 0,
+      rateLimit: 0,
+    };
   }
 
   // -- connection ---------------------------------------------------------------------------

@@ -17,6 +17,7 @@ import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import type { AhAttr } from '../../verbs/ah.js';
 import type { Qp } from '../../verbs/qp.js';
+import type { Cq } from '../../verbs/cq.js';
 import { Access, GidType, QpType, TransportType, WrOpcode, type QpCap } from '../../verbs/types.js';
 import type { WrCaps } from '../../verbs/wr-check.js';
 import { eui64, guidOf, macToBytes, rxeDeviceAttr, rxePortAttr, RXE_LIMITS } from './params.js';
@@ -112,6 +113,20 @@ function createAh(ctx: Context, _pd: Pd, attr: AhAttr): unknown {
   return dev(ctx.device.info).resolveAv(attr);
 }
 
+/**
+ * `ibv_resize_cq` as rxe (rxe_verbs.c `rxe_resize_cq` → rxe_cq.c `rxe_cq_chk_attr`): EINVAL for
+ * fewer than one entry, more than `max_cqe`, or fewer than the completions queued; then the
+ * queue is resized with its completions kept.
+ */
+function resizeCq(cq: Cq, cqe: number): void {
+  const op = 'ibv_resize_cq';
+  const max = cq.context._attr.maxCqe;
+  if (!Number.isInteger(cqe) || cqe <= 0) throw err('EINVAL', op, `cqe ${String(cqe)}`);
+  if (cqe > max) throw err('EINVAL', op, `cqe ${cqe} > max_cqe ${max}`);
+  if (cqe < cq.pending) throw err('EINVAL', op, `cqe ${cqe} < ${cq.pending} completions queued`);
+  cq._setSize(cqe);
+}
+
 function attachMcast(qp: Qp, gid: Uint8Array, _lid: number): void {
   if (!(qp instanceof RoceUdQp)) throw err('EINVAL', 'ibv_attach_mcast', 'not a QP of this device');
   const a = qp.context._attr;
@@ -171,6 +186,7 @@ const provider: VerbsProvider = {
   createAh,
   attachMcast,
   detachMcast,
+  resizeCq,
   settle: (timeoutMs) => PortAgent.get().settle(timeoutMs),
 };
 

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { registerProvider } from '../../../dist/verbs/provider.js';
 import { Qp } from '../../../dist/verbs/qp.js';
 import { siwDeviceAttr, siwPortAttr } from '../../../dist/transport/iwarp/attrs.js';
-import { TransportType, QpType, QpState, Access, GidType } from '../../../dist/verbs/types.js';
+import { TransportType, QpType, QpState, Access, GidType, AsyncEventType } from '../../../dist/verbs/types.js';
 import { QpAttrMask } from '../../../dist/verbs/qp-attr.js';
 import {
   createId,
@@ -17,7 +17,9 @@ import {
   CmState,
   PortSpace,
   McJoinFlag,
+  McJoinAttr,
   RDMA_UDP_QKEY,
+  ipToGid,
 } from '../../../dist/cm/index.js';
 import { RdmaError } from '../../../dist/errors.js';
 
@@ -76,6 +78,14 @@ registerProvider(provider('fakeiw', TransportType.IWARP, false));
 registerProvider(provider('fakeroce', TransportType.IB, true));
 registerProvider(provider('fakenative', TransportType.IB, true));
 
+/** The path record the fake IB CM gives a resolved route. */
+const FAKE_PATH = {
+  dgid: Uint8Array.from([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]),
+  sgid: Uint8Array.from([0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]),
+  dlid: 0, slid: 0, rawTraffic: 0, flowLabel: 0x12345, hopLimit: 64, trafficClass: 0, reversible: 1, numbPath: 1,
+  pkey: 0x8001, sl: 0, mtuSelector: 2, mtu: 3, rateSelector: 2, rate: 0, packetLifeTimeSelector: 2, packetLifeTime: 18, preference: 0x2b,
+};
+
 /** A fake CM transport: endpoints record calls; tests upcall through `ep.host`. */
 function cmTransport(name, providerName, portSpaces, limits, opts = {}) {
   const t = {
@@ -89,6 +99,7 @@ function cmTransport(name, providerName, portSpaces, limits, opts = {}) {
       const ep = {
         host,
         calls: [],
+        paths: [],
         async connect(req) {
           ep.calls.push(['connect', req]);
           if (opts.needsQp && !req.qp) throw new RdmaError('EINVAL', { op: 'rdma_connect', detail: 'no QP' });
@@ -127,6 +138,19 @@ function cmTransport(name, providerName, portSpaces, limits, opts = {}) {
               },
             }
           : {}),
+        ...(opts.notify
+          ? {
+              notify(event) {
+                ep.calls.push(['notify', event]);
+              },
+              routePaths(resolved) {
+                if (!resolved) return [];
+                const path = { ...FAKE_PATH, sgid: Uint8Array.from(FAKE_PATH.sgid), dgid: Uint8Array.from(FAKE_PATH.dgid) };
+                ep.paths.push(path);
+                return [path];
+              },
+            }
+          : {}),
         ...(opts.resolves
           ? {
               async resolveAddr(src, dst) {
@@ -149,7 +173,7 @@ function cmTransport(name, providerName, portSpaces, limits, opts = {}) {
 }
 
 const IW = cmTransport('fake-iwcm', 'fakeiw', [PortSpace.TCP, PortSpace.IB], { connect: 252, accept: 252, reject: 252, udConnect: 0, udAccept: 0 }, { needsQp: true });
-const RC = cmTransport('fake-ibcm', 'fakeroce', [PortSpace.UDP, PortSpace.IPOIB], { connect: 56, accept: 196, reject: 148, udConnect: 180, udAccept: 136 }, { multicast: true, resolves: false });
+const RC = cmTransport('fake-ibcm', 'fakeroce', [PortSpace.UDP, PortSpace.IPOIB], { connect: 56, accept: 196, reject: 148, udConnect: 180, udAccept: 136 }, { multicast: true, resolves: false, notify: true });
 
 const lastEp = (t) => t.endpoints.at(-1);
 
@@ -317,7 +341,7 @@ test('UD ids on a device without UD: EOPNOTSUPP from the provider, resources rel
   await id.destroy();
 });
 
-test('multicast: join reports MULTICAST_JOIN with the context, attaches the QP; leave detaches', async () => {
+test('multicast: join reports MULTICAST_JOIN with the context; a full member is attached and detached on leave, a send-only one never', async () => {
   const ch = createEventChannel();
   const id = createId(ch, null, PortSpace.UDP);
   await assert.rejects(id.joinMulticast({ address: '224.1.2.3', port: 0 }), code('EINVAL'), 'not bound');
@@ -328,6 +352,12 @@ test('multicast: join reports MULTICAST_JOIN with the context, attaches the QP; 
   await id.joinMulticastEx({ addr: { address: '224.1.2.3', port: 0 }, joinFlags: McJoinFlag.SENDONLY_FULLMEMBER, context: ctxObj });
   await assert.rejects(id.joinMulticast({ address: '224.1.2.3', port: 0 }), code('EADDRINUSE'));
   await assert.rejects(id.joinMulticastEx({ addr: { address: '224.1.2.4', port: 0 }, joinFlags: 7 }), code('EINVAL'));
+  // rdma_cm_join_mc_attr_ex.comp_mask as librdmacm checks it
+  const g5 = { address: '224.1.2.5', port: 0 };
+  await assert.rejects(id.joinMulticastEx({ addr: g5, joinFlags: 0, compMask: McJoinAttr.ADDRESS | McJoinAttr.JOIN_FLAGS | 4 }), code('EOPNOTSUPP'), 'an unknown comp_mask bit');
+  await assert.rejects(id.joinMulticastEx({ addr: g5, joinFlags: 0, compMask: McJoinAttr.JOIN_FLAGS }), code('EINVAL'), 'no ADDRESS');
+  await assert.rejects(id.joinMulticastEx({ addr: g5, joinFlags: 0, compMask: McJoinAttr.ADDRESS }), code('EINVAL'), 'no JOIN_FLAGS');
+  assert.equal(ep.calls.filter((c) => c[0] === 'join').length, 1, 'none of them reached the transport');
   const [, join] = ep.calls.find((c) => c[0] === 'join');
   assert.equal(join.addr.address, '224.1.2.3');
   assert.equal(join.joinFlags, McJoinFlag.SENDONLY_FULLMEMBER);
@@ -344,11 +374,23 @@ test('multicast: join reports MULTICAST_JOIN with the context, attaches the QP; 
   assert.equal(ev.param.ud.qpNum, 0xffffff);
   assert.equal(ev.param.ud.privateData.length, 0);
   ev.ack();
-  assert.deepEqual(qp.mcast, [{ op: 'attach', gid: [...mgid], lid: 0 }]);
+  assert.deepEqual(qp.mcast, [], 'a send-only full member is not attached (ucma_process_join)');
   await assert.rejects(id.leaveMulticast({ address: '224.9.9.9', port: 0 }), code('EADDRNOTAVAIL'));
   await id.leaveMulticast({ address: '224.1.2.3', port: 0 });
-  assert.deepEqual(qp.mcast.at(-1), { op: 'detach', gid: [...mgid], lid: 0 });
+  assert.deepEqual(qp.mcast, [], 'nor detached when it leaves');
   assert.equal(ep.calls.at(-1)[0], 'leave');
+  // a full member is attached on MULTICAST_JOIN and detached when it leaves
+  const full = { tag: 'group-2' };
+  await id.joinMulticast({ address: '224.1.2.3', port: 0 }, full);
+  ep.host.upcall({
+    event: CmEventType.MULTICAST_JOIN,
+    mcContext: full,
+    ud: { privateData: new Uint8Array(0), ahAttr: { isGlobal: true, portNum: 1, grh: { dgid: mgid, flowLabel: 0, sgidIndex: 0, hopLimit: 64, trafficClass: 0 } }, qpNum: 0xffffff, qkey: RDMA_UDP_QKEY },
+  });
+  (await ch.getEvent()).ack();
+  assert.deepEqual(qp.mcast, [{ op: 'attach', gid: [...mgid], lid: 0 }]);
+  await id.leaveMulticast({ address: '224.1.2.3', port: 0 });
+  assert.deepEqual(qp.mcast.at(-1), { op: 'detach', gid: [...mgid], lid: 0 });
   ep.host.upcall({ event: CmEventType.MULTICAST_ERROR, status: -110, mcContext: 'x' });
   const err = await ch.getEvent();
   assert.equal(err.event, CmEventType.MULTICAST_ERROR);
@@ -475,4 +517,69 @@ test('a wildcard listener served by two transports: one port, each listener plac
   assert.equal(b.host.deviceFor(ADDR).name, 'fakenative0');
   await ln.destroy();
   assert.ok(a.closed && b.closed);
+});
+
+test('rdma_notify: EINVAL without a device or for a bad event; the endpoint gets the event; EOPNOTSUPP where the transport does not pass it on', async () => {
+  const ud = createId(null, null, PortSpace.UDP);
+  assert.throws(() => ud.notify(AsyncEventType.COMM_EST), code('EINVAL'), 'no device');
+  ud.bindAddr({ address: ADDR, port: 0 });
+  ud.notify(AsyncEventType.COMM_EST);
+  assert.deepEqual(lastEp(RC).calls.at(-1), ['notify', AsyncEventType.COMM_EST]);
+  assert.throws(() => ud.notify(1.5), code('EINVAL'));
+  assert.throws(() => ud.notify(-1), code('EINVAL'));
+  const tcp = createId(null, null, PortSpace.TCP);
+  tcp.bindAddr({ address: ADDR, port: 0 });
+  assert.throws(() => tcp.notify(AsyncEventType.COMM_EST), code('EOPNOTSUPP'), 'the fake iWARP CM has no notify');
+  await ud.destroy();
+  await tcp.destroy();
+  assert.throws(() => ud.notify(AsyncEventType.COMM_EST), code('EINVAL'), 'destroyed');
+});
+
+test('id.route: addresses, and the GIDs and P_Key of the first path record once resolved (copies); without records: ip2gid GIDs and P_Key 0xFFFF (IB), the device GID and no P_Key (iWARP)', async () => {
+  const ch = createEventChannel();
+  const fresh = createId(ch, null, PortSpace.UDP);
+  const r0 = fresh.route;
+  assert.deepEqual([r0.numPaths, r0.pathRec, r0.addr.srcAddr, r0.addr.dstAddr, r0.addr.ibaddr.pkey], [0, [], null, null, 0]);
+  await fresh.destroy();
+  const id = createId(ch, null, PortSpace.UDP);
+  await id.resolveAddr({ address: ADDR, port: 0 }, { address: PEER, port: 7000 });
+  (await ch.getEvent()).ack();
+  const addrOnly = id.route;
+  assert.equal(addrOnly.numPaths, 0, 'no path record before rdma_resolve_route');
+  assert.deepEqual([...addrOnly.addr.ibaddr.sgid], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 51, 100, 20], 'rdma_ip2gid of the source');
+  assert.deepEqual([...addrOnly.addr.ibaddr.dgid], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 51, 100, 21]);
+  assert.equal(addrOnly.addr.ibaddr.pkey, 0xffff);
+  await id.resolveRoute();
+  (await ch.getEvent()).ack();
+  const r = id.route;
+  assert.equal(r.numPaths, 1);
+  assert.deepEqual(r.addr.dstAddr, { address: PEER, port: 7000, family: 'IPv4' });
+  assert.equal(r.addr.srcAddr.address, ADDR);
+  assert.deepEqual([...r.pathRec[0].sgid], [...FAKE_PATH.sgid]);
+  assert.deepEqual([...r.addr.ibaddr.sgid], [...FAKE_PATH.sgid], 'ibaddr from the path record');
+  assert.deepEqual([...r.addr.ibaddr.dgid], [...FAKE_PATH.dgid]);
+  assert.equal(r.addr.ibaddr.pkey, 0x8001);
+  r.pathRec[0].sgid.fill(7);
+  r.addr.srcAddr.address = 'x';
+  assert.deepEqual([...lastEp(RC).paths.at(-1).sgid], [...FAKE_PATH.sgid], 'the transport\'s record untouched');
+  assert.equal(id.route.addr.srcAddr.address, ADDR, 'the id\'s address untouched');
+  const iw = await routed(PortSpace.TCP, ch);
+  const ri = iw.route;
+  assert.deepEqual([ri.numPaths, ri.addr.ibaddr.pkey], [0, 0], 'iWARP: no path record, no P_Key');
+  assert.deepEqual([...ri.addr.ibaddr.sgid], [...iw.verbs.queryGid(1, 0)]);
+  await id.destroy();
+  await iw.destroy();
+  ch.destroy();
+});
+
+test('ipToGid (rdma_ip2gid): IPv4-mapped for IPv4, the address for IPv6 (scope dropped), zeros for anything else', () => {
+  const g = (ip) => [...ipToGid(ip)];
+  assert.deepEqual(g('10.1.2.3'), [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 10, 1, 2, 3]);
+  assert.deepEqual(g('::ffff:10.1.2.3'), g('10.1.2.3'));
+  assert.deepEqual(g('::1'), [...new Array(15).fill(0), 1]);
+  assert.deepEqual(g('fe80::1:2%lo'), [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 2]);
+  assert.deepEqual(g('2001:db8:1:2:3:4:5:6'), [0x20, 0x01, 0x0d, 0xb8, 0, 1, 0, 2, 0, 3, 0, 4, 0, 5, 0, 6]);
+  assert.deepEqual(g('not an address'), new Array(16).fill(0));
+  assert.deepEqual(g('1:2:3'), new Array(16).fill(0));
+  assert.deepEqual(g(undefined), new Array(16).fill(0));
 });

@@ -7,7 +7,7 @@
 import { err } from '../../../errors.js';
 import type { AhAttr } from '../../../verbs/ah.js';
 import type { Context } from '../../../verbs/context.js';
-import type { CmHost, ConnectRequest, SockAddr } from '../../../cm/transport.js';
+import { IB_RATE_PORT_CURRENT, PATH_FLAGS_PRIMARY, ROCE_PKEY, SA_SELECTOR_EXACTLY, type CmHost, type ConnectRequest, type SaPathRec, type SockAddr } from '../../../cm/transport.js';
 import { encodeCmaPrivateData } from '../../../wire/roce/index.js';
 import { RoceDevice } from '../device.js';
 import { ipBytes } from '../ip-addr.js';
@@ -38,6 +38,46 @@ export function ahTo(dev: RoceDevice, local: string, remote: string, family: 4 |
     isGlobal: true,
     portNum: 1,
     grh: { dgid: gidFromIp(remote) ?? new Uint8Array(16), flowLabel: 0, sgidIndex: sg?.index ?? 0, hopLimit: HOP_LIMIT, trafficClass: tos > 0 ? tos : 0 },
+  };
+}
+
+/** What differs between the RoCEv2 path records of two routes. */
+export interface IboePath {
+  local: string;
+  remote: string;
+  flowLabel: number;
+  trafficClass: number;
+  /** `enum ibv_mtu`. */
+  mtu: number;
+  packetLifeTime: number;
+}
+
+/**
+ * The path record of a RoCEv2 route (cma.c `cma_resolve_iboe_route`, as librdmacm's
+ * `ucma_convert_path` hands it over): the GIDs of the IP addresses, hop limit 64, reversible,
+ * P_Key 0xFFFF, SL 0 (no VLAN priority), the port's MTU and current rate, selectors "exactly".
+ */
+export function iboePathRec(p: IboePath): SaPathRec {
+  return {
+    dgid: gidFromIp(p.remote) ?? new Uint8Array(16),
+    sgid: gidFromIp(p.local) ?? new Uint8Array(16),
+    dlid: 0,
+    slid: 0,
+    rawTraffic: 0,
+    flowLabel: p.flowLabel,
+    hopLimit: HOP_LIMIT,
+    trafficClass: p.trafficClass,
+    reversible: 1,
+    numbPath: 1,
+    pkey: ROCE_PKEY,
+    sl: 0,
+    mtuSelector: SA_SELECTOR_EXACTLY,
+    mtu: p.mtu,
+    rateSelector: SA_SELECTOR_EXACTLY,
+    rate: IB_RATE_PORT_CURRENT,
+    packetLifeTimeSelector: SA_SELECTOR_EXACTLY,
+    packetLifeTime: p.packetLifeTime,
+    preference: PATH_FLAGS_PRIMARY & 0xff,
   };
 }
 

@@ -30,7 +30,7 @@ import { Errno } from '../../../errno.js';
 import { trace, tracing } from '../../../trace.js';
 import { QpAttrMask, type QpAttr } from '../../../verbs/qp-attr.js';
 import type { Qp } from '../../../verbs/qp.js';
-import { Access, QpState, QpType } from '../../../verbs/types.js';
+import { Access, AsyncEventType, QpState, QpType } from '../../../verbs/types.js';
 import {
   CmEventType,
   serviceId,
@@ -39,6 +39,7 @@ import {
   type CmHost,
   type ConnectRequest,
   type EventConnParam,
+  type SaPathRec,
 } from '../../../cm/transport.js';
 import {
   CMA_HDR_LEN,
@@ -60,7 +61,7 @@ import { ephemeralPort } from '../local-port.js';
 import { RXE_PROVIDER } from '../provider.js';
 import { RoceRcQp } from '../rc/rc-qp.js';
 import type { RxMeta } from '../datagram.js';
-import { HOP_LIMIT, ahTo, cmaPrivateData, connectFrom, familyOf, gidFromBytes, isAnyAddr } from './addr.js';
+import { HOP_LIMIT, ahTo, cmaPrivateData, connectFrom, devOf, familyOf, gidFromBytes, iboePathRec, isAnyAddr } from './addr.js';
 import { rcConfig } from './config.js';
 import { RcCmState, RcConn, caGuid, type ConnOwner } from './conn.js';
 import { rcBacklog, type Listener } from './listeners.js';
@@ -211,6 +212,70 @@ export class RcEndpoint implements CmEndpoint, ConnOwner {
     const c = this.conn;
     if (c === null || !c.cell.is(S.REP_RCVD)) throw err('EINVAL', 'rdma_establish', `state ${c?.cell.state ?? 'none'}`);
     c.establish('established by the application');
+  }
+
+  /**
+   * `id->route.path_rec`: the connection's path (its GIDs, flow label, traffic class and MTU; a
+   * passive id's from the REQ, as cm.c `cm_format_paths_from_req`), or once the route is
+   * resolved the one `cma_resolve_iboe_route` makes for the id's addresses; none before.
+   */
+  routePaths(resolved: boolean): SaPathRec[] {
+    const c = this.conn;
+    const tos = this.host.options.tos;
+    const activeLifetime = (): number => {
+      const opt = this.ackTimeoutOption;
+      return opt > 0 ? opt - 1 : CMA_IBOE_PACKET_LIFETIME;
+    };
+    if (c !== null) {
+      return [
+        iboePathRec({
+          local: c.local,
+          remote: c.remote,
+          flowLabel: c.flowLabel,
+          trafficClass: c.trafficClass >= 0 ? c.trafficClass : Math.max(tos, 0),
+          mtu: c.pathMtu,
+          packetLifeTime: this.req !== null ? Math.max(c.avTimeout - 1, 0) : activeLifetime(),
+        }),
+      ];
+    }
+    const local = this.host.localAddr;
+    const remote = this.host.peerAddr;
+    if (!resolved || local === null || remote === null) return [];
+    const dev = devOf(this.host.context, 'rdma_route');
+    return [
+      iboePathRec({
+        local: local.address,
+        remote: remote.address,
+        flowLabel: cmaRoceFlowLabel(local.port, remote.port),
+        trafficClass: Math.max(tos, 0),
+        mtu: dev.pathMtu || 1,
+        packetLifeTime: activeLifetime(),
+      }),
+    ];
+  }
+
+  /**
+   * rdma_notify → cm.c `ib_cm_notify`: COMM_EST is `cm_establish` (REP_SENT: established as by
+   * the RTU, ESTABLISHED follows; ESTABLISHED: EISCONN; other states EINVAL), LID_CHANGE is
+   * `cm_migrate` (taken on an established connection, which has no alternate path to load here),
+   * every other event EINVAL. No connection (no `ib_cm_id`): EINVAL, as cma.c.
+   */
+  notify(event: number): void {
+    const op = 'rdma_notify';
+    const c = this.conn;
+    if (c === null) throw err('EINVAL', op, 'no IB CM connection');
+    switch (event) {
+      case AsyncEventType.COMM_EST:
+        if (c.cell.is(S.ESTABLISHED)) throw err('EISCONN', op, 'already established');
+        if (!c.cell.is(S.REP_SENT)) throw err('EINVAL', op, `state ${c.cell.state}`);
+        c.establishedIn('rdma_notify COMM_EST');
+        return;
+      case AsyncEventType.LID_CHANGE:
+        if (!c.cell.is(S.ESTABLISHED)) throw err('EINVAL', op, `state ${c.cell.state}`);
+        return;
+      default:
+        throw err('EINVAL', op, `event ${event}`);
+    }
   }
 
   // -- passive side -----------------------------------------------------------------------------

@@ -29,6 +29,7 @@ import {
   type CmHost,
   type ConnectRequest,
   type McJoin,
+  type SaPathRec,
   type SockAddr,
   type UdParam,
 } from '../../../cm/transport.js';
@@ -37,6 +38,7 @@ import {
   CMA_SIDR_USER_PD,
   CmPrivateDataLen,
   CmSidrStatus,
+  cmaRoceFlowLabel,
   cmaServiceIdParts,
   decodeCmaHeader,
   type CmSidrRep,
@@ -47,7 +49,8 @@ import { ipFromGid } from '../gid.js';
 import { ephemeralPort } from '../local-port.js';
 import { RXE_PROVIDER } from '../provider.js';
 import type { RxMeta } from '../datagram.js';
-import { ahTo, cmaPrivateData, connectFrom, familyOf, gidFromBytes, isAnyAddr } from './addr.js';
+import { ahTo, cmaPrivateData, connectFrom, devOf, familyOf, gidFromBytes, iboePathRec, isAnyAddr } from './addr.js';
+import { CMA_IBOE_PACKET_LIFETIME } from './timing.js';
 import { sidrBacklog, type Listener } from './listeners.js';
 import { joinMulticast } from './multicast.js';
 import { SidrQuery, answerSidr, holdSidr, refuseSidr, releaseSidr, type SidrRequest } from './sidr.js';
@@ -61,6 +64,8 @@ export class UdEndpoint implements CmEndpoint {
   pending: SidrRequest | null = null;
   /** Active side: the query in flight. */
   private query: SidrQuery | null = null;
+  /** The id was made for a SIDR_REQ (cma.c `cma_new_udp_id` gives it no path record). */
+  passive = false;
   private dead = false;
 
   constructor(private readonly host: CmHost) {}
@@ -141,6 +146,37 @@ export class UdEndpoint implements CmEndpoint {
 
   disconnect(): boolean {
     return false;
+  }
+
+  /**
+   * `id->route.path_rec`: once resolved, the record `cma_resolve_iboe_route` makes for the id's
+   * addresses (flow label from the rdma_cm ports, traffic class from RDMA_OPTION_ID_TOS, the
+   * port's MTU, lifetime CMA_IBOE_PACKET_LIFETIME); none before, and none for the id of a
+   * SIDR_REQ.
+   */
+  routePaths(resolved: boolean): SaPathRec[] {
+    const local = this.host.localAddr;
+    const remote = this.host.peerAddr;
+    if (!resolved || this.passive || local === null || remote === null) return [];
+    const dev = devOf(this.host.context, 'rdma_route');
+    return [
+      iboePathRec({
+        local: local.address,
+        remote: remote.address,
+        flowLabel: cmaRoceFlowLabel(local.port, remote.port),
+        trafficClass: Math.max(this.host.options.tos, 0),
+        mtu: dev.pathMtu || 1,
+        packetLifeTime: CMA_IBOE_PACKET_LIFETIME,
+      }),
+    ];
+  }
+
+  /**
+   * rdma_notify: a UD id has at most a SIDR exchange, which `ib_cm_notify` cannot establish
+   * (`cm_establish` in a SIDR state), and before one no `ib_cm_id` (cma.c): EINVAL either way.
+   */
+  notify(event: number): void {
+    throw err('EINVAL', 'rdma_notify', `event ${event} on a UD id`);
   }
 
   initQpAttr(state: QpState): { attr: QpAttr; mask: number } {
@@ -230,6 +266,7 @@ export function udConnectRequest(req: SidrRequest, m: CmSidrReq, l: Listener, me
         adopted = true;
         const ep = new UdEndpoint(host);
         ep.pending = req;
+        ep.passive = true;
         return ep;
       },
       refuse: () => {

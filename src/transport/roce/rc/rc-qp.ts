@@ -225,6 +225,17 @@ export class RoceRcQp extends Qp implements RcCore {
     return null;
   }
 
+  /**
+   * ibv_query_qp as rxe (`rxe_qp_to_attr`): `rq_psn` is the PSN the responder expects next
+   * (`qp->resp.psn`), `sq_psn` the one the requester sends next (`qp->req.psn`), once they run.
+   */
+  protected override _queryAttr(a: QpAttr): QpAttr {
+    const st = this.state;
+    if (this.av !== null && st !== QpState.RESET && st !== QpState.INIT) a.rqPsn = this.resp.epsn;
+    if (st === QpState.RTS || st === QpState.SQD || st === QpState.SQE || (st === QpState.ERR && this.av !== null)) a.sqPsn = this.req.psn;
+    return a;
+  }
+
   protected _stateChanged(from: QpState, to: QpState, _reason: string): void {
     switch (to) {
       case QpState.RTR:

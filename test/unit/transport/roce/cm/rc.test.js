@@ -1006,3 +1006,31 @@ test('a REQ flood against a listener that accepts everything (rping -s -P): at m
   await l.destroy();
   void WcStatus;
 });
+
+test('rdma_notify as cm.c ib_cm_notify: COMM_EST establishes an accepted connection whose RTU is missing (ESTABLISHED follows), then EISCONN; LID_CHANGE taken once established; other events, ids without a connection: EINVAL', async () => {
+  const peer = await rawPeer();
+  const ch = createEventChannel();
+  const idle = createId(ch, null, PortSpace.TCP, { device: 'rxe_lo' });
+  assert.throws(() => idle.notify(lib.AsyncEventType.COMM_EST), { code: 'EINVAL' }, 'no device');
+  idle.bindAddr({ address: LOCAL, port: 0 });
+  assert.throws(() => idle.notify(lib.AsyncEventType.COMM_EST), { code: 'EINVAL' }, 'no ib_cm_id');
+  const { port } = await listener(ch);
+  const req = reqFrom(port);
+  peer.sendMad(req, 0x99n);
+  const cr = await expectEvent(ch, CmEventType.CONNECT_REQUEST);
+  const c = cr.id;
+  cr.ack();
+  c.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 4 } });
+  assert.throws(() => c.notify(lib.AsyncEventType.COMM_EST), { code: 'EINVAL' }, 'REQ_RCVD: nothing to establish');
+  await c.accept({});
+  const { mad: rep } = await peer.mad('REP');
+  assert.throws(() => c.notify(lib.AsyncEventType.LID_CHANGE), { code: 'EINVAL' }, 'LID_CHANGE before established');
+  assert.throws(() => c.notify(lib.AsyncEventType.QP_FATAL), { code: 'EINVAL' }, 'not an event the CM takes');
+  c.notify(lib.AsyncEventType.COMM_EST);
+  (await expectEvent(ch, CmEventType.ESTABLISHED)).ack();
+  assert.throws(() => c.notify(lib.AsyncEventType.COMM_EST), { code: 'EISCONN', errno: 106 });
+  c.notify(lib.AsyncEventType.LID_CHANGE);
+  // the RTU arriving late changes nothing: no second ESTABLISHED
+  peer.sendMad({ kind: 'RTU', localCommId: req.localCommId, remoteCommId: rep.msg.localCommId, privateData: new Uint8Array(0) }, rep.hdr.tid);
+  await noEvent(ch);
+});

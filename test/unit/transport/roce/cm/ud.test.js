@@ -278,7 +278,7 @@ test('multicast join: MULTICAST_JOIN with the group AH (MGID ::ffff:group), QPN 
   // a sender id joins send-only and sends to the group
   const send = createId(ch, null, PortSpace.UDP, { device: 'rxe_lo' });
   send.bindAddr({ address: ADDR, port: 0 });
-  const sqp = send.createQp(null, { cap: { maxSendWr: 4 } });
+  const sqp = send.createQp(null, { cap: { maxSendWr: 4, maxRecvWr: 1 } });
   await send.joinMulticastEx({ addr: { address: group, port: 0 }, joinFlags: lib.McJoinFlag.SENDONLY_FULLMEMBER, context: 'ctx-s' });
   const js = await expectEvent(ch, CmEventType.MULTICAST_JOIN);
   js.ack();
@@ -287,12 +287,18 @@ test('multicast join: MULTICAST_JOIN with the group AH (MGID ::ffff:group), QPN 
   const smr = spd.regMr(sbuf, Access.LOCAL_WRITE);
   sbuf.write('to the group');
   const ah = spd.createAh(ahAttr);
+  // the send-only member's QP is not attached: a receive it posts gets nothing from the group
+  const sown = Buffer.alloc(2048);
+  const sownMr = spd.regMr(sown, Access.LOCAL_WRITE);
+  sqp.postRecv({ wrId: 'own', sgList: [{ addr: sownMr.addr, length: 1024, lkey: sownMr.lkey }] });
   await new Promise((r) => setTimeout(r, 50)); // the group socket's bind and IGMP join
   sqp.postSend({ wrId: 's', opcode: WrOpcode.SEND, sgList: [{ addr: smr.addr, length: 12, lkey: smr.lkey }], ud: { ah, remoteQpn: 0xffffff, remoteQkey: RDMA_UDP_QKEY } });
   const [w] = await pollN(rqp.recvCq, 1);
   assert.equal(w?.status, WcStatus.SUCCESS);
   assert.equal(rbuf.subarray(40, 52).toString(), 'to the group');
   assert.equal(roce.counters('rxe_lo').rcvd_mcast_pkts > 0, true);
+  await new Promise((r) => setTimeout(r, 100));
+  assert.deepEqual(sqp.recvCq.poll(1), [], 'the send-only member received nothing from the group');
   await recv.leaveMulticast({ address: group, port: 0 });
   await assert.rejects(recv.leaveMulticast({ address: group, port: 0 }), code('EADDRNOTAVAIL'));
   // a join of a non-multicast address: MULTICAST_ERROR
