@@ -204,16 +204,20 @@ export class Srq {
    * the WRs before it stay posted. ENOMEM when the SRQ holds `max_wr` WRs.
    */
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
+    // A single WR is taken as is: no array is made for it.
+    const many = Array.isArray(wrs);
+    const n = many ? (wrs as readonly RecvWr[]).length : 1;
+    for (let i = 0; i < n; i++) this.queue(many ? ((wrs as readonly RecvWr[])[i] as RecvWr) : (wrs as RecvWr), i);
+  }
+
+  /** Check WR `i` of an ibv_post_srq_recv and queue a private copy of it. */
+  private queue(wr: RecvWr, i: number): void {
     const op = 'ibv_post_srq_recv';
-    const list = Array.isArray(wrs) ? (wrs as readonly RecvWr[]) : [wrs as RecvWr];
-    for (let i = 0; i < list.length; i++) {
-      if (this._destroyed) throw new PostError('EINVAL', op, i, 'SRQ destroyed');
-      if (this.q.length >= this.maxWr) throw new PostError('ENOMEM', op, i, 'SRQ full');
-      const wr = list[i] as RecvWr;
-      const length = checkRecvWr(wr, this.rules);
-      if (typeof length === 'string') throw new PostError('EINVAL', op, i, length);
-      this.q.push(this.copy(wr, length));
-    }
+    if (this._destroyed) throw new PostError('EINVAL', op, i, 'SRQ destroyed');
+    if (this.q.length >= this.maxWr) throw new PostError('ENOMEM', op, i, 'SRQ full');
+    const length = checkRecvWr(wr, this.rules);
+    if (typeof length === 'string') throw new PostError('EINVAL', op, i, length);
+    this.q.push(this.copy(wr, length));
   }
 
   /** A private copy of a checked WR: a WQE handed back by a QP, or a new one. */
