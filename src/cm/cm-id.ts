@@ -32,6 +32,7 @@ import type { Pd } from '../verbs/pd.js';
 import type { Cq } from '../verbs/cq.js';
 import type { CompChannel } from '../verbs/comp-channel.js';
 import type { Qp } from '../verbs/qp.js';
+import { SrqInitAttrMask, SrqType, type Srq, type SrqInitAttr } from '../verbs/srq.js';
 import type { QpAttr } from '../verbs/qp-attr.js';
 import { QpType, TransportType, type QpState } from '../verbs/types.js';
 import type { EventChannel } from './event-channel.js';
@@ -42,7 +43,7 @@ import { checkPortPrivilege } from './port-privilege.js';
 import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, transportOf } from './device-choice.js';
 import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type ConnectRequest, type IncomingRequest } from './transport.js';
 import { IdEvents, NO_PRIVATE_DATA } from './id-events.js';
-import { IdQp, type CmQpInitAttr } from './id-qp.js';
+import { IdQp, type CmQpInitAttr, type CmQpInitAttrEx, type CmSrqInitAttrEx } from './id-qp.js';
 import { IdMulticast, McJoinFlag, checkJoinCompMask, checkJoinFlags } from './id-multicast.js';
 import { IdHost } from './id-host.js';
 import { ROCE_PKEY, copyPathRec, ipToGid, type RdmaRoute } from './id-route.js';
@@ -612,6 +613,48 @@ export class CmId {
     this.qps.destroy();
   }
 
+  /**
+   * rdma_create_qp_ex(): as {@link createQp}, with `comp_mask` saying which of `pd` and
+   * `createFlags` are valid. EINVAL (no device, a QP already, a PD of another device);
+   * EOPNOTSUPP for any `comp_mask` bit but `QpInitAttrMask.PD` (see id-qp.ts).
+   */
+  createQpEx(attr: CmQpInitAttrEx): Qp {
+    const op = 'rdma_create_qp_ex';
+    this.checkAlive(op);
+    if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
+    return this.qps.createEx(this.verbs, this.ep, attr, this.qpType, op);
+  }
+
+  /** The SRQ rdma_create_srq made (`id->srq`); QPs rdma_create_qp makes afterwards use it. */
+  get srq(): Srq | null {
+    return this.qps.srq;
+  }
+
+  /**
+   * rdma_create_srq(): a shared receive queue on the id's device, in `pd` (null: the device's
+   * default PD, the one rdma_create_qp uses); `attr.attr.maxWr` / `maxSge` are written back as
+   * the device sized them. QPs rdma_create_qp makes on this id afterwards take their receives
+   * from it. EINVAL (no device, an SRQ already); whatever ibv_create_srq throws (EOPNOTSUPP on a
+   * device without SRQs).
+   */
+  createSrq(pd: Pd | null, attr: SrqInitAttr): Srq {
+    const op = 'rdma_create_srq';
+    const ex: CmSrqInitAttrEx = { ...attr, compMask: SrqInitAttrMask.TYPE | SrqInitAttrMask.PD, srqType: SrqType.BASIC, pd };
+    return this.createSrqEx(ex, op);
+  }
+
+  /** rdma_create_srq_ex(): `comp_mask` must have TYPE (EINVAL); see id-qp.ts. */
+  createSrqEx(attr: CmSrqInitAttrEx, op = 'rdma_create_srq_ex'): Srq {
+    this.checkAlive(op);
+    if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
+    return this.qps.createSrqEx(this.verbs, attr, op);
+  }
+
+  /** rdma_destroy_srq(): destroy the id's SRQ (EBUSY, kept, while a QP uses it). */
+  destroySrq(): void {
+    this.qps.destroySrq();
+  }
+
   // -- connection parameters ----------------------------------------------------------------------
 
   private rdLimits(param: ConnParam | undefined, op: string, dflt: { ird: number; ord: number }): { ird: number; ord: number } {
@@ -666,6 +709,15 @@ export class CmId {
     if (this.isSync) await this.events.complete(op);
   }
 
+  /**
+   * The connection parameters handed to the transport: with the id's own QP, its SRQ flag is
+   * the QP's (librdmacm: `id->qp->srq != NULL`), else the application's.
+   */
+  private srqParam(qp: Qp | null, param: ConnParam | undefined): ConnParam {
+    if (qp === null || qp !== this.qp) return param ?? {};
+    return { ...param, srq: qp.srq !== null ? 1 : 0 };
+  }
+
   /** What rdma_connect hands the endpoint: the QP, addresses, private data and IRD/ORD, checked. */
   private connectRequest(param: ConnParam | undefined, op: string): ConnectRequest {
     const qp = this.qps.qpFor(param, this.verbs);
@@ -684,7 +736,7 @@ export class CmId {
       bind.port = src.port;
       bind.address ??= src.address;
     }
-    return { qp, ownQp: qp !== null && qp === this.qp, src, dst, bind, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} };
+    return { qp, ownQp: qp !== null && qp === this.qp, src, dst, bind, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: this.srqParam(qp, param) };
   }
 
   // -- passive side -------------------------------------------------------------------------------
@@ -797,7 +849,7 @@ export class CmId {
     const req = this.reqParam ?? {};
     const { ird, ord } = this.rdLimits(param, op, { ird: req.responderResources ?? 0, ord: req.initiatorDepth ?? 0 });
     this.qps.handOver(qp);
-    await this.ep.accept({ qp, ownQp: qp !== null && qp === this.qp, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: param ?? {} });
+    await this.ep.accept({ qp, ownQp: qp !== null && qp === this.qp, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: this.srqParam(qp, param) });
     if (this.isSync && this.qpType !== QpType.UD) await this.events.complete(op);
   }
 

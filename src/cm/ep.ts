@@ -63,9 +63,16 @@ function qpTypeOf(res: RdmaAddrinfo): QpType {
   return res.qpType === QpType.UD || res.qpType === QpType.UC ? res.qpType : QpType.RC;
 }
 
-/** rdma_destroy_ep(): destroy the id's QP (and the CQs rdma_create_qp made), then the id. */
+/** rdma_destroy_ep(): destroy the id's QP (and the CQs rdma_create_qp made) and its SRQ, then the id. */
 export async function destroyEp(id: CmId): Promise<void> {
   if (id.qp) id.destroyQp();
+  if (id.srq) {
+    try {
+      id.destroySrq();
+    } catch {
+      // Still used by QPs of other ids (EBUSY): librdmacm's rdma_destroy_srq goes on regardless.
+    }
+  }
   id._epQpInitAttr = null;
   await id.destroy();
 }

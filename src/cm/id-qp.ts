@@ -1,8 +1,10 @@
 /**
- * The QP of one CM id: rdma_create_qp (the QP, its CQs and completion channels when not given,
- * moved to INIT with the attributes rdma_init_qp_attr gives, UD on to RTS), rdma_destroy_qp, the
- * QP a connect or accept hands to the transport (the id's, or one named by `qpNum`), and that
- * QP's move to ERR when the connect fails (librdmacm's `ucma_modify_qp_err`).
+ * The QP of one CM id: rdma_create_qp / rdma_create_qp_ex (the QP, its CQs and completion
+ * channels when not given, moved to INIT with the attributes rdma_init_qp_attr gives, UD on to
+ * RTS; on the id's SRQ when it has one), rdma_destroy_qp, the QP a connect or accept hands to the
+ * transport (the id's, or one named by `qpNum`), and that QP's move to ERR when the connect fails
+ * (librdmacm's `ucma_modify_qp_err`); the id's SRQ (rdma_create_srq / rdma_create_srq_ex /
+ * rdma_destroy_srq).
  */
 import { err } from '../errors.js';
 import type { Context } from '../verbs/context.js';
@@ -10,6 +12,7 @@ import type { Pd } from '../verbs/pd.js';
 import type { Cq } from '../verbs/cq.js';
 import type { CompChannel } from '../verbs/comp-channel.js';
 import type { Qp } from '../verbs/qp.js';
+import { SrqInitAttrMask, SrqType, type Srq, type SrqInitAttr } from '../verbs/srq.js';
 import { QpAttrMask } from '../verbs/qp-attr.js';
 import { QpState, QpType, type QpCap } from '../verbs/types.js';
 import type { ConnParam } from './events.js';
@@ -24,10 +27,51 @@ export interface CmQpInitAttr {
   qpType?: QpType;
   sqSigAll?: boolean;
   qpContext?: unknown;
+  /** The SRQ the QP takes its receives from; default: the id's (`id.srq`), as librdmacm. */
+  srq?: Srq | null;
+}
+
+/** `enum ibv_qp_init_attr_mask` (the `comp_mask` of `ibv_qp_init_attr_ex`). */
+export const QpInitAttrMask = {
+  PD: 1 << 0,
+  XRCD: 1 << 1,
+  CREATE_FLAGS: 1 << 2,
+  MAX_TSO_HEADER: 1 << 3,
+  IND_TABLE: 1 << 4,
+  RX_HASH: 1 << 5,
+  SEND_OPS_FLAGS: 1 << 6,
+} as const;
+
+/** rdma_create_qp_ex's attributes (`struct ibv_qp_init_attr_ex`). */
+export interface CmQpInitAttrEx extends CmQpInitAttr {
+  /** `comp_mask`: {@link QpInitAttrMask} bits saying which of the fields below are valid. */
+  compMask: number;
+  /** With `QpInitAttrMask.PD`: the PD (null or absent: the id's). */
+  pd?: Pd | null;
+  /** With `QpInitAttrMask.CREATE_FLAGS`: `enum ibv_qp_create_flags`. */
+  createFlags?: number;
+}
+
+/** rdma_create_srq_ex's attributes (`struct ibv_srq_init_attr_ex`). */
+export interface CmSrqInitAttrEx extends SrqInitAttr {
+  /** `comp_mask`: `SrqInitAttrMask` bits; TYPE is required (librdmacm: EINVAL without it). */
+  compMask: number;
+  /** With `SrqInitAttrMask.PD`: the PD (null or absent: the id's). */
+  pd?: Pd | null;
 }
 
 /** The PD rdma_create_qp uses when given none: one per device context. */
 const defaultPds = new WeakMap<Context, Pd>();
+
+/** The device's default PD (librdmacm's `cma_dev->pd`). */
+function defaultPd(ctx: Context): Pd {
+  let pd = defaultPds.get(ctx);
+  if (!pd) {
+    pd = ctx.allocPd();
+    defaultPds.set(ctx, pd);
+  }
+  return pd;
+}
 
 /** A CQ and its completion channel that rdma_create_qp made. */
 interface MadeCq {
@@ -46,6 +90,8 @@ function destroyMade(made: readonly MadeCq[]): void {
 export class IdQp {
   pd: Pd | null = null;
   qp: Qp | null = null;
+  /** The SRQ rdma_create_srq made (`id->srq`). */
+  srq: Srq | null = null;
   sendCq: Cq | null = null;
   recvCq: Cq | null = null;
   sendCqChannel: CompChannel | null = null;
@@ -64,11 +110,9 @@ export class IdQp {
     if (this.qp) throw err('EINVAL', op, 'id already has a QP');
     if (pd && pd.context !== ctx) throw err('EINVAL', op, 'PD of another device');
     const qpType = attr.qpType ?? idQpType;
-    let thePd = pd;
-    if (!thePd) {
-      thePd = defaultPds.get(ctx) ?? ctx.allocPd();
-      defaultPds.set(ctx, thePd);
-    }
+    const thePd = pd ?? defaultPd(ctx);
+    // librdmacm's rdma_create_qp_ex: `if (id->srq && !attr->srq) attr->srq = id->srq`.
+    const srq = attr.srq ?? this.srq;
     const cap = { maxSendWr: 1, maxRecvWr: 1, maxSendSge: 1, maxRecvSge: 1, maxInlineData: 0, ...attr.cap };
     let sendCq = attr.sendCq;
     let recvCq = attr.recvCq;
@@ -87,7 +131,7 @@ export class IdQp {
     }
     let qp: Qp;
     try {
-      const init = { qpType, sendCq, recvCq, cap, sqSigAll: attr.sqSigAll ?? false, qpContext: attr.qpContext };
+      const init = { qpType, sendCq, recvCq, cap, sqSigAll: attr.sqSigAll ?? false, qpContext: attr.qpContext, ...(srq ? { srq } : {}) };
       qp = ep?.createQp ? ep.createQp(thePd, init) : (thePd.createQp(init) as Qp);
     } catch (e) {
       destroyMade(made);
@@ -110,6 +154,61 @@ export class IdQp {
     this.sendCq = sendCq;
     this.recvCq = recvCq;
     return qp;
+  }
+
+  /**
+   * rdma_create_qp_ex: `comp_mask` says which fields are valid. PD: the one given, else the id's
+   * (EINVAL for a PD of another device). Every other bit — CREATE_FLAGS, SEND_OPS_FLAGS, XRCD,
+   * ... — is EOPNOTSUPP: the soft devices' providers create only what `ibv_create_qp` does
+   * (libibverbs' `ibv_create_qp_ex` sends any other mask to the provider's `create_qp_ex`: siw
+   * has none, rxe's refuses every bit but PD and SEND_OPS_FLAGS, whose `ibv_wr_*` interface is not
+   * offered here; rxe and siw refuse non-zero create_flags).
+   */
+  createEx(ctx: Context, ep: CmEndpoint | null, attr: CmQpInitAttrEx, idQpType: QpType, op: string): Qp {
+    if (typeof attr !== 'object' || attr === null) throw err('EINVAL', op, 'no init attributes');
+    const m = attr.compMask;
+    if (!Number.isInteger(m) || m < 0 || m > 0xffff_ffff) throw err('EINVAL', op, `comp_mask ${String(m)}`);
+    if (this.qp) throw err('EINVAL', op, 'id already has a QP');
+    // Without a PD: the id's, which librdmacm's ids have from the device (`cma_dev->pd`).
+    const pd = m & QpInitAttrMask.PD && attr.pd ? attr.pd : null;
+    if (pd && pd.context !== ctx) throw err('EINVAL', op, 'PD of another device');
+    const other = m & ~QpInitAttrMask.PD;
+    if (other !== 0) throw err('EOPNOTSUPP', op, `comp_mask 0x${other.toString(16)} (create flags 0x${((attr.createFlags ?? 0) >>> 0).toString(16)})`);
+    return this.create(ctx, ep, pd, attr, idQpType, op);
+  }
+
+  /**
+   * rdma_create_srq_ex (librdmacm cma.c): EINVAL without `SrqInitAttrMask.TYPE`; the PD given,
+   * else the id's (the device's default PD, `cma_dev->pd`, as for rdma_create_qp).
+   * Then `ibv_create_srq_ex`: a mask beyond TYPE and PD, or a type other than BASIC, goes to the
+   * provider's `create_srq_ex`, which rxe and siw lack: EOPNOTSUPP. EINVAL if the id has an SRQ
+   * already (an id has one SRQ, rdma_create_srq(3)).
+   */
+  createSrqEx(ctx: Context, attr: CmSrqInitAttrEx, op: string): Srq {
+    if (typeof attr !== 'object' || attr === null) throw err('EINVAL', op, 'no init attributes');
+    const m = attr.compMask;
+    if (!Number.isInteger(m) || m < 0 || !(m & SrqInitAttrMask.TYPE)) throw err('EINVAL', op, 'comp_mask without IBV_SRQ_INIT_ATTR_TYPE');
+    if (this.srq) throw err('EINVAL', op, 'id already has an SRQ');
+    const pd = m & SrqInitAttrMask.PD && attr.pd ? attr.pd : defaultPd(ctx);
+    if (pd.context !== ctx) throw err('EINVAL', op, 'PD of another device');
+    if (m & ~(SrqInitAttrMask.TYPE | SrqInitAttrMask.PD)) throw err('EOPNOTSUPP', op, `comp_mask 0x${m.toString(16)}`);
+    if ((attr.srqType ?? SrqType.BASIC) !== SrqType.BASIC) throw err('EOPNOTSUPP', op, `srq_type ${String(attr.srqType)}`);
+    const init: SrqInitAttr = { attr: attr.attr, srqType: SrqType.BASIC };
+    if (attr.srqContext !== undefined) init.srqContext = attr.srqContext;
+    const srq = pd.createSrq(init);
+    this.srq = srq;
+    return srq;
+  }
+
+  /**
+   * rdma_destroy_srq: `ibv_destroy_srq` of the id's SRQ. EBUSY (the id keeps it) while a QP uses
+   * it; librdmacm, a void call, drops the SRQ from the id whatever ibv_destroy_srq said.
+   */
+  destroySrq(): void {
+    const srq = this.srq;
+    if (!srq) return;
+    srq.destroy();
+    this.srq = null;
   }
 
   /** rdma_destroy_qp: destroy the QP and the CQs/channels rdma_create_qp made. */

@@ -79,10 +79,13 @@ function qpOf(id: CmId, op: string): NonNullable<CmId['qp']> {
 /** rdma_post_recvv(): one receive of the SGEs (`context` is the wrId). */
 export function postRecvv(id: CmId, context: WrId | null, sgl: readonly Sge[]): void {
   const wr: RecvWr = { wrId: context ?? 0, sgList: sgl };
-  qpOf(id, 'rdma_post_recv').postRecv(wr);
+  // rdma_verbs.h: to the id's SRQ when it has one (ibv_post_srq_recv), else to its QP.
+  const srq = id.srq;
+  if (srq !== null) srq.postRecv(wr);
+  else qpOf(id, 'rdma_post_recv').postRecv(wr);
 }
 
-/** rdma_post_recv(): one receive into `length` bytes at `addr` of `mr`. */
+/** rdma_post_recv(): one receive into `length` bytes at `addr` of `mr` (on the id's SRQ when it has one). */
 export function postRecv(id: CmId, context: WrId | null, addr: BufAddr, length: number, mr: Mr): void {
   postRecvv(id, context, [sgeOf(mr, addr, length, 'rdma_post_recv')]);
 }

@@ -134,7 +134,9 @@ function nativeDevices(b: NativeBinding): NativeDev[] {
   for (const e of r) {
     const q = b.queryDevice(e.ctx);
     if (typeof q === 'number') continue;
-    const attr = withoutWindows({ ...(q as unknown as DeviceAttr), maxInlineData: NATIVE_MAX_INLINE });
+    // The addon has no SRQ entry points (ibv_create_srq ...): the device says it has none, and
+    // ibv_create_srq is EOPNOTSUPP, whatever the kernel's device could do.
+    const attr = withoutWindows({ ...(q as unknown as DeviceAttr), maxInlineData: NATIVE_MAX_INLINE, maxSrq: 0, maxSrqWr: 0, maxSrqSge: 0 });
     devs.push({ entry: e, attr, ifname: ifnameOf(e.name, e.guid, nds) });
   }
   return devs;

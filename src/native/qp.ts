@@ -55,7 +55,7 @@ export class NativeQp extends Qp {
     const scq = attr.sendCq as NativeCq;
     const rcq = attr.recvCq as NativeCq;
     if (!(scq instanceof NativeCq) || !(rcq instanceof NativeCq)) throw err('EINVAL', op, 'CQs of another device');
-    if (attr.srq !== undefined) throw err('EOPNOTSUPP', op, 'SRQ not supported by this API yet');
+    if (attr.srq !== undefined && attr.srq !== null) throw err('EOPNOTSUPP', op, 'the native backend has no SRQs');
     const v = [c.maxSendWr ?? 1, c.maxRecvWr ?? 1, c.maxSendSge ?? 1, c.maxRecvSge ?? 1, c.maxInlineData ?? 0];
     if (!v.every(isU32)) throw err('EINVAL', op, 'cap');
     const key = newKey();

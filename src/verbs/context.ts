@@ -63,6 +63,9 @@ export class Context {
   readonly _async = new AsyncEventQueue();
   /** @internal Live address handles (all PDs), against `maxAh`. */
   _ahCount = 0;
+  /** @internal Live SRQs (all PDs), against `maxSrq`. */
+  _srqCount = 0;
+  private _srqHandle = 1;
   private _pdCount = 0;
   private _cqCount = 0;
   private _nextPdHandle = 1;
@@ -295,6 +298,11 @@ export class Context {
   /** @internal Drop unread async events of a destroyed object. */
   _purgeAsyncEvents(obj: object): void {
     this._async.purge(obj);
+  }
+
+  /** @internal The handle of a new SRQ (per context, counting up from 1). */
+  _nextSrqHandle(): number {
+    return this._srqHandle++;
   }
 
   /** @internal */

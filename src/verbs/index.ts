@@ -1,6 +1,6 @@
 /**
  * Verbs (libibverbs): devices, contexts, protection domains, memory regions, completion queues
- * and channels, queue pairs, async events.
+ * and channels, queue pairs, shared receive queues, async events.
  * @packageDocumentation
  */
 export * from './types.js';
@@ -34,6 +34,7 @@ export { Cq, type CompletionsOptions } from './cq.js';
 export { CompChannel } from './comp-channel.js';
 export { eventTypeStr, type AsyncEvent } from './async-event.js';
 export { Qp, type RecvInfo } from './qp.js';
+export { Srq, SrqAttrMask, SrqInitAttrMask, SrqType, DEVICE_SRQ_RESIZE, type SrqAttr, type SrqInitAttr, type SrqCaps } from './srq.js';
 export { QpAttrMask, MigState, QP_STATE_TABLE, qpTransitionAllowed, modifyQpProblem, qpAttrMaskOf, type QpAttr } from './qp-attr.js';
 export { Ah, type AhAttr, type GlobalRoute } from './ah.js';
 export { initAhFromWc, createAhFromWc, findGidIndex, GRH_AREA_LEN } from './ah-wc.js';

@@ -1,7 +1,8 @@
 /**
  * Protection domain (`ibv_alloc_pd`, `ibv_dealloc_pd`) and the calls that create objects in it:
  * `ibv_reg_mr` / `ibv_reg_mr_iova`, `ibv_alloc_mw`, `ibv_create_qp` and `ibv_create_ah` (the
- * device's provider says whether it has windows, and creates QPs and AHs).
+ * device's provider says whether it has windows, and creates QPs and AHs), `ibv_create_srq`
+ * (sized and checked as the provider declares).
  */
 import { err } from '../errors.js';
 import { Ah, ahAttrProblem, copyAhAttr, type AhAttr } from './ah.js';
@@ -14,6 +15,7 @@ import { Access, MwType, QpType } from './types.js';
 import type { QpCap } from './types.js';
 import type { Context } from './context.js';
 import type { Qp } from './qp.js';
+import { Srq, SrqType, type SrqInitAttr } from './srq.js';
 
 /** Memory `Pd.regMr()` accepts: any ArrayBuffer view (Buffer, Uint8Array ...) or a whole buffer. */
 export type MrMemory = ArrayBufferView | ArrayBuffer | SharedArrayBuffer;
@@ -21,6 +23,7 @@ export type MrMemory = ArrayBufferView | ArrayBuffer | SharedArrayBuffer;
 interface QpRecord {
   sendCq: Cq;
   recvCq: Cq;
+  srq: Srq | null;
 }
 
 /** `struct ibv_pd`. Create with `Context.allocPd()`. */
@@ -38,6 +41,8 @@ export class Pd {
   /** @internal Live address handles of this PD. */
   readonly _ahs = new Set<Ah>();
   private _nextAhHandle = 1;
+  /** @internal Live SRQs of this PD. */
+  readonly _srqs = new Set<Srq>();
   private _deallocated = false;
 
   /** @internal Use `Context.allocPd()`. */
@@ -137,7 +142,14 @@ export class Pd {
     }
     this._checkCq(attr.sendCq, 'send_cq');
     this._checkCq(attr.recvCq, 'recv_cq');
-    this._checkCap(attr.cap);
+    const srq = attr.srq;
+    if (srq !== undefined && srq !== null) {
+      if (!(srq instanceof Srq)) throw err('EINVAL', op, 'srq is not an SRQ');
+      if (srq.context !== this.context) throw err('EINVAL', op, 'srq belongs to another device');
+      if (srq.destroyed) throw err('EINVAL', op, 'srq destroyed');
+    }
+    // The receive capabilities of a QP on an SRQ are not looked at (rxe_qp_chk_cap, siw_create_qp).
+    this._checkCap(attr.cap, srq instanceof Srq);
     const ctx = this.context;
     const provider = ctx.device._provider(op);
     let qp: QpLike;
@@ -150,10 +162,11 @@ export class Pd {
       throw err('EIO', op, `provider '${provider.name}' returned a bad QP`);
     }
     ctx._qps.set(qp.qpNum, qp);
-    this._qps.set(qp, { sendCq: attr.sendCq, recvCq: attr.recvCq });
+    this._qps.set(qp, { sendCq: attr.sendCq, recvCq: attr.recvCq, srq: srq instanceof Srq ? srq : null });
     attr.sendCq._attachQp(qp);
     attr.recvCq._attachQp(qp);
-    if (tracing('qp')) trace('qp', `QP[${qp.qpNum}]`, `created on PD[${this.handle}] ${ctx.device.name}`);
+    if (srq instanceof Srq) srq._attach(qp);
+    if (tracing('qp')) trace('qp', `QP[${qp.qpNum}]`, `created on PD[${this.handle}] ${ctx.device.name}${srq instanceof Srq ? ` with ${srq.tag}` : ''}`);
     return qp as Qp;
   }
 
@@ -182,6 +195,45 @@ export class Pd {
     return ah;
   }
 
+  /**
+   * `ibv_create_srq()`: a shared receive queue in this PD (see srq.ts). `attr.attr.maxWr` and
+   * `maxSge` are written back as the device sized them (rxe: 2^k - 1 WRs, siw: 2^k).
+   * @throws RdmaError EINVAL (max_wr 0 or above `max_srq_wr`, max_sge above `max_srq_sge`, a
+   *   negative or — siw — above max_wr srq_limit, PD deallocated); ENOMEM beyond `max_srq`;
+   *   EOPNOTSUPP on a device without SRQs and for an srq_type other than BASIC.
+   */
+  createSrq(init: SrqInitAttr): Srq {
+    const op = 'ibv_create_srq';
+    if (this._deallocated) throw err('EINVAL', op, 'PD deallocated');
+    if (typeof init !== 'object' || init === null || typeof init.attr !== 'object' || init.attr === null) throw err('EINVAL', op, 'no init attributes');
+    const ctx = this.context;
+    const caps = ctx.device._provider(op).srqCaps;
+    if (caps === undefined || ctx._attr.maxSrq === 0) throw err('EOPNOTSUPP', op, `${ctx.device.name} has no shared receive queues`);
+    if ((init.srqType ?? SrqType.BASIC) !== SrqType.BASIC) throw err('EOPNOTSUPP', op, `srq_type ${String(init.srqType)}`);
+    const a = ctx._attr;
+    const { maxWr } = init.attr;
+    const maxSge = init.attr.maxSge ?? 1;
+    const limit = init.attr.srqLimit ?? 0;
+    if (!Number.isInteger(maxWr) || maxWr <= 0 || maxWr > a.maxSrqWr) throw err('EINVAL', op, `max_wr ${String(maxWr)} (device max ${a.maxSrqWr})`);
+    if (!Number.isInteger(maxSge) || maxSge < 0 || maxSge > a.maxSrqSge) throw err('EINVAL', op, `max_sge ${String(maxSge)} (device max ${a.maxSrqSge})`);
+    if (!Number.isInteger(limit) || limit < 0 || limit > 0xffff_ffff) throw err('EINVAL', op, `srq_limit ${String(limit)}`);
+    if (caps.limitCheckedAtCreate && limit > maxWr) throw err('EINVAL', op, `srq_limit ${limit} > max_wr ${maxWr}`);
+    if (ctx._srqCount >= a.maxSrq) throw err('ENOMEM', op, `more than ${a.maxSrq} SRQs`);
+    const attr = { maxWr: caps.depth(maxWr), maxSge: Math.max(maxSge, caps.minSge), srqLimit: limit };
+    const srq = new Srq(this, ctx._nextSrqHandle(), caps, attr, init.srqContext);
+    ctx._srqCount++;
+    this._srqs.add(srq);
+    init.attr.maxWr = attr.maxWr;
+    init.attr.maxSge = attr.maxSge;
+    if (tracing('qp')) trace('qp', srq.tag, `created on PD[${this.handle}] ${ctx.device.name} max_wr ${attr.maxWr} max_sge ${attr.maxSge} srq_limit ${limit}`);
+    return srq;
+  }
+
+  /** @internal `Srq.destroy()`. */
+  _srqDestroyed(srq: Srq): void {
+    if (this._srqs.delete(srq)) this.context._srqCount--;
+  }
+
   /** @internal `Ah.destroy()`: forget it and let the provider release its data. */
   _ahDestroyed(ah: Ah): void {
     if (!this._ahs.delete(ah)) return;
@@ -204,6 +256,7 @@ export class Pd {
     this._qps.delete(qp);
     rec.sendCq._detachQp(qp);
     rec.recvCq._detachQp(qp);
+    rec.srq?._detach(qp);
     ctx._async.purge(qp);
   }
 
@@ -221,8 +274,8 @@ export class Pd {
 
   /**
    * `ibv_dealloc_pd()`.
-   * @throws RdmaError EBUSY while MRs, memory windows, QPs or AHs of this PD exist; EINVAL if
-   *   already deallocated.
+   * @throws RdmaError EBUSY while MRs, memory windows, QPs, SRQs or AHs of this PD exist; EINVAL
+   *   if already deallocated.
    */
   dealloc(): void {
     if (this._deallocated) throw err('EINVAL', 'ibv_dealloc_pd', 'already deallocated');
@@ -232,6 +285,7 @@ export class Pd {
     }
     if (this._mwCount > 0) throw err('EBUSY', 'ibv_dealloc_pd', `${this._mwCount} memory window(s) still use it`);
     if (this._ahs.size > 0) throw err('EBUSY', 'ibv_dealloc_pd', `${this._ahs.size} AH(s) still use it`);
+    if (this._srqs.size > 0) throw err('EBUSY', 'ibv_dealloc_pd', `${this._srqs.size} SRQ(s) still use it`);
     this._deallocated = true;
     this.context._pdDeallocated(this);
   }
@@ -242,13 +296,15 @@ export class Pd {
     if (cq.destroyed) throw err('EINVAL', 'ibv_create_qp', `${name} destroyed`);
   }
 
-  private _checkCap(cap: Partial<QpCap> | undefined): void {
+  private _checkCap(cap: Partial<QpCap> | undefined, srq: boolean): void {
     if (typeof cap !== 'object' || cap === null) throw err('EINVAL', 'ibv_create_qp', 'no cap');
     const a = this.context._attr;
     checkCapField(cap, 'maxSendWr', a.maxQpWr);
-    checkCapField(cap, 'maxRecvWr', a.maxQpWr);
     checkCapField(cap, 'maxSendSge', a.maxSge);
-    checkCapField(cap, 'maxRecvSge', a.maxSge);
+    if (!srq) {
+      checkCapField(cap, 'maxRecvWr', a.maxQpWr);
+      checkCapField(cap, 'maxRecvSge', a.maxSge);
+    }
     checkCapField(cap, 'maxInlineData', a.maxInlineData);
   }
 }

@@ -18,6 +18,7 @@ import type { Pd } from './pd.js';
 import type { Mr } from './mr.js';
 import type { Qp } from './qp.js';
 import type { WrCaps } from './wr-check.js';
+import type { Srq, SrqCaps } from './srq.js';
 
 /**
  * `struct ibv_qp_init_attr` as handed to {@link VerbsProvider.createQp} by `Pd.createQp`
@@ -30,8 +31,12 @@ export interface QpInitAttr {
   sendCq: Cq;
   /** CQ for receive completions. */
   recvCq: Cq;
-  /** Shared receive queue (passed through to the provider; not interpreted by the verbs layer). */
-  srq?: unknown;
+  /**
+   * `srq`: the shared receive queue the QP takes its receive WQEs from (same context, not
+   * destroyed: checked). Its own receive queue is then unused; `cap.maxRecvWr` / `maxRecvSge`
+   * are not checked.
+   */
+  srq?: Srq | null;
   /** Requested queue sizes; missing fields are the provider's defaults. */
   cap: Partial<QpCap>;
   /** `sq_sig_all`: every send WR generates a completion. */
@@ -129,6 +134,12 @@ export interface VerbsProvider {
    */
   bindMw?(qp: Qp, mw: Mw, bind: MwBind): number;
   /**
+   * How the device sizes and checks shared receive queues (srq.ts); the queue and its limit
+   * event are the verbs layer's, the providers' QPs take WQEs from it through `Qp`. Absent: the
+   * device has no SRQs (`ibv_create_srq` EOPNOTSUPP) and must report `max_srq` 0.
+   */
+  readonly srqCaps?: SrqCaps;
+  /**
    * `ibv_create_ah`: check `attr` against the device (port, GID index, GRH required on RoCE:
    * EINVAL) and return what the provider needs to address packets (kept in `ah._provider`).
    * Absent: the device has no address handles (iWARP), `createAh` fails with EOPNOTSUPP.
@@ -183,7 +194,8 @@ export function registerProvider(p: VerbsProvider): void {
     typeof p.queryGid !== 'function' ||
     typeof p.accessMask !== 'function' ||
     OPTIONAL_OPS.some((k) => p[k] !== undefined && typeof p[k] !== 'function') ||
-    (p.wrCaps !== undefined && (typeof p.wrCaps !== 'object' || p.wrCaps === null))
+    (p.wrCaps !== undefined && (typeof p.wrCaps !== 'object' || p.wrCaps === null)) ||
+    (p.srqCaps !== undefined && (typeof p.srqCaps !== 'object' || p.srqCaps === null || typeof p.srqCaps.depth !== 'function'))
   ) {
     throw err('EINVAL', 'registerProvider', 'not a VerbsProvider');
   }

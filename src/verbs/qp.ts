@@ -19,6 +19,7 @@ import type { Context } from './context.js';
 import type { Cq } from './cq.js';
 import type { Pd } from './pd.js';
 import type { QpInitAttr, VerbsProvider } from './provider.js';
+import type { Srq } from './srq.js';
 import { ahAttrProblem, copyAhAttr, type Ah, type AhAttr } from './ah.js';
 import { QpAttrMask, modifyQpProblem, qpAttrMaskOf, qpTransitionAllowed, type QpAttr } from './qp-attr.js';
 import {
@@ -128,6 +129,8 @@ export abstract class Qp {
   readonly qpType: QpType;
   readonly sendCq: Cq;
   readonly recvCq: Cq;
+  /** The shared receive queue this QP takes its receive WQEs from (`null`: its own RQ). */
+  readonly srq: Srq | null;
   readonly sqSigAll: boolean;
   /** The caller's `qp_context`. */
   qpContext: unknown;
@@ -169,6 +172,7 @@ export abstract class Qp {
     this.qpType = init.qpType;
     this.sendCq = init.sendCq;
     this.recvCq = init.recvCq;
+    this.srq = init.srq ?? null;
     this.sqSigAll = init.sqSigAll ?? false;
     this.qpContext = init.qpContext;
     this.cap = cap;
@@ -372,14 +376,20 @@ export abstract class Qp {
   }
 
   /**
-   * Move to `to`, run its entry actions (ERR: flush both queues with WR_FLUSH_ERR; RESET: empty
-   * them) and tell the transport. The single place state changes: every move is traced.
+   * Move to `to`, run its entry actions (ERR: flush both queues with WR_FLUSH_ERR — of an SRQ
+   * only the WQE this QP took, the SRQ's own stay posted — then, on an IB device, the Last WQE
+   * Reached event of a QP on an SRQ; RESET: empty them) and tell the transport. The single place
+   * state changes: every move is traced.
    */
   _transition(to: QpState, reason: string): void {
     const from = this.st.move(to, reason);
     if (from === to) return;
-    if (to === QpState.ERR) this.flush();
-    else if (to === QpState.RESET) {
+    if (to === QpState.ERR) {
+      this.flush();
+      // IB spec 11.6.3.1 / rxe_resp.c flush_recv_queue: a QP on an SRQ that went to ERR has
+      // completed its last receive WQE. iWARP verbs have no such event (siw raises none).
+      if (this.srq !== null && this.context.device.transportType !== TransportType.IWARP) this.raiseAsync(AsyncEventType.QP_LAST_WQE_REACHED);
+    } else if (to === QpState.RESET) {
       this.sq.clear();
       this.rq.clear();
     }
@@ -482,7 +492,30 @@ export abstract class Qp {
 
   /** Transport side: as {@link _recycleSqWqe}, for a receive WQE whose completion is generated. */
   protected _recycleRqWqe(w: RqWqe): void {
-    if (this.rqFree.length < WQE_POOL) this.rqFree.push(w);
+    if (this.srq !== null) this.srq._recycle(w);
+    else if (this.rqFree.length < WQE_POOL) this.rqFree.push(w);
+  }
+
+  /**
+   * Transport side: take the next receive WQE — off this QP's receive queue, or off its SRQ
+   * (which raises the SRQ limit event when it is due). The WQE is this QP's from now on: it
+   * completes on this QP, or is flushed with it.
+   */
+  protected _rqTake(): RqWqe | undefined {
+    const s = this.srq;
+    return s === null ? this.rq.shift() : s._take();
+  }
+
+  /** Transport side: the WQE {@link _rqTake} would take, left where it is. */
+  protected _rqPeek(): RqWqe | undefined {
+    const s = this.srq;
+    return s === null ? this.rq.peek() : s._peek();
+  }
+
+  /** Transport side: receive WQEs available to this QP (its RQ's, or its SRQ's). */
+  protected _rqCount(): number {
+    const s = this.srq;
+    return s === null ? this.rq.length : s._count();
   }
 
   /** The Q_Key a UD WR sends with: bit 31 set means the QP's own Q_Key (IB spec 10.2.5). */
@@ -595,9 +628,11 @@ export abstract class Qp {
 
   /**
    * ibv_post_recv. Allowed from INIT on (EINVAL in RESET); in ERR the WRs complete with
-   * WR_FLUSH_ERR — those queued before a bad one too.
+   * WR_FLUSH_ERR — those queued before a bad one too. A QP on an SRQ has no receive queue of its
+   * own: EINVAL for the first WR (rxe_post_recv, siw_post_receive); post to the SRQ instead.
    */
   postRecv(wrs: RecvWr | readonly RecvWr[]): void {
+    if (this.srq !== null && !this.destroyed && this.st.state !== QpState.RESET) throw new PostError('EINVAL', 'ibv_post_recv', 0, `QP uses ${this.srq.tag}: post to the SRQ`);
     let bad: PostError | null = null;
     if (Array.isArray(wrs)) {
       const list = wrs as readonly RecvWr[];

@@ -404,17 +404,24 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
   localTarget(s: Sge, off: number, len: number): { buf: Buffer; off: number } | number {
     return localSgeTarget(this.context, this.pd, s, off, len, true);
   }
+  /**
+   * Placement target inside receive SGE `s`: checked against the SRQ's PD when the QP takes its
+   * receives from an SRQ, else the QP's (siw_proc_send).
+   */
+  recvTarget(s: Sge, off: number, len: number): { buf: Buffer; off: number } | number {
+    return localSgeTarget(this.context, this.srq !== null ? this.srq.pd : this.pd, s, off, len, true);
+  }
   /** Remote access to our memory: returns the target or a TERMINATE ecode. */
   remoteTarget(stag: number, to: number, len: number, access: number): { buf: Buffer; off: number } | number {
     return mrRemoteTarget(this.context, this.pd, stag, to, len, access);
   }
-  /** Next posted receive. */
+  /** Next posted receive (the QP's RQ, or its SRQ: siw_rqe_get). */
   rqTake(): RqWqe | undefined {
-    return this.rq.shift();
+    return this._rqTake();
   }
-  /** Next posted receive, left on the RQ. */
+  /** Next posted receive, left where it is. */
   rqPeek(): RqWqe | undefined {
-    return this.rq.peek();
+    return this._rqPeek();
   }
   /** A Send was placed into `w` (taken off the RQ; the RX path holds it no longer): complete it. */
   rxRecvDone(w: RqWqe, len: number, flags: number, inv: number, solicited: boolean): void {

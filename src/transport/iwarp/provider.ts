@@ -11,6 +11,7 @@ import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import { QpType, TransportType, WrOpcode, type QpCap } from '../../verbs/types.js';
 import type { WrCaps } from '../../verbs/wr-check.js';
+import type { SrqCaps } from '../../verbs/srq.js';
 import { IwarpQp } from './iwarp-qp.js';
 import { llpsSettled } from './llp.js';
 import { SIW_LIMITS, siwAccessMask, siwDeviceAttr, siwGid, siwPortAttr } from './attrs.js';
@@ -45,14 +46,15 @@ function listDevices(): DeviceInfo[] {
 
 function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): IwarpQp {
   if (attr.qpType !== QpType.RC) throw err('EOPNOTSUPP', 'ibv_create_qp', 'siw supports RC QPs only');
-  if (attr.srq !== undefined) throw err('EOPNOTSUPP', 'ibv_create_qp', 'SRQ not supported yet');
   const dev = ctx._attr;
   const c = attr.cap;
+  // A QP on an SRQ has no receive queue (siw_create_qp: rq_size 0, Verbs 6.3.7 "ignore RQ size").
+  const srq = attr.srq !== undefined && attr.srq !== null;
   const cap: QpCap = {
     maxSendWr: Math.max(c.maxSendWr ?? 1, 1),
-    maxRecvWr: Math.max(c.maxRecvWr ?? 1, 1),
+    maxRecvWr: srq ? 0 : Math.max(c.maxRecvWr ?? 1, 1),
     maxSendSge: Math.max(c.maxSendSge ?? 1, 1),
-    maxRecvSge: Math.max(c.maxRecvSge ?? 1, 1),
+    maxRecvSge: srq ? 0 : Math.max(c.maxRecvSge ?? 1, 1),
     maxInlineData: Math.max(c.maxInlineData ?? 0, 0),
   };
   if (cap.maxSendWr > dev.maxQpWr || cap.maxRecvWr > dev.maxQpWr) throw err('EINVAL', 'ibv_create_qp', 'queue depth above max_qp_wr');
@@ -80,6 +82,22 @@ export const SIW_WR_CAPS: WrCaps = {
   checks: 'device',
 };
 
+/**
+ * siw's shared receive queues (siw_create_srq, siw_modify_srq, siw_query_srq): `num_rqe` is
+ * max_wr rounded up to a power of two; srq_limit above max_wr is refused at create; no resize
+ * (the device has no IBV_DEVICE_SRQ_RESIZE: EOPNOTSUPP); the limit event clears `armed` only.
+ */
+export const SIW_SRQ_CAPS: SrqCaps = {
+  depth: (n) => {
+    let p = 1;
+    while (p < n) p *= 2;
+    return p;
+  },
+  minSge: 0,
+  limitCheckedAtCreate: true,
+  keepsLimitAfterEvent: true,
+};
+
 const provider: VerbsProvider = {
   name: SIW_PROVIDER,
   listDevices,
@@ -89,6 +107,7 @@ const provider: VerbsProvider = {
   accessMask: siwAccessMask,
   createQp,
   wrCaps: SIW_WR_CAPS,
+  srqCaps: SIW_SRQ_CAPS,
   settle: llpsSettled,
 };
 

@@ -63,6 +63,8 @@ export interface RxQp {
   readonly tx: QpTx;
   remoteTarget(stag: number, to: number, len: number, access: number): { buf: Buffer; off: number } | number;
   localTarget(s: Sge, off: number, len: number): { buf: Buffer; off: number } | number;
+  /** As {@link localTarget}, for an SGE of a receive WQE (checked against the SRQ's PD when it came from one). */
+  recvTarget(s: Sge, off: number, len: number): { buf: Buffer; off: number } | number;
   rqTake(): RqWqe | undefined;
   rqPeek(): RqWqe | undefined;
   invalidateStag(stag: number): boolean;
@@ -487,7 +489,7 @@ export class QpRx implements FpduSink, LlpReader {
         continue;
       }
       const k = room < end - at ? room : end - at;
-      const r = this.qp.localTarget(s, this.rqeSgeOff, k);
+      const r = this.qp.recvTarget(s, this.rqeSgeOff, k);
       if (typeof r === 'number') return at;
       copyBytes(src, at, r.buf, r.off, k);
       at += k;

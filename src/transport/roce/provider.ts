@@ -20,6 +20,7 @@ import type { Qp } from '../../verbs/qp.js';
 import type { Cq } from '../../verbs/cq.js';
 import { Access, GidType, QpType, TransportType, WrOpcode, type QpCap } from '../../verbs/types.js';
 import type { WrCaps } from '../../verbs/wr-check.js';
+import type { SrqCaps } from '../../verbs/srq.js';
 import { eui64, guidOf, macToBytes, rxeDeviceAttr, rxePortAttr, RXE_LIMITS } from './params.js';
 import { RoceDevice, roceDevice } from './device.js';
 import { RoceUdQp } from './ud-qp.js';
@@ -82,20 +83,22 @@ function rxeQueueDepth(n: number): number {
 function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): RoceUdQp | RoceRcQp {
   const op = 'ibv_create_qp';
   if (attr.qpType !== QpType.UD && attr.qpType !== QpType.RC) throw err('EOPNOTSUPP', op, `${ctx.device.name}: UD and RC QPs only`);
-  if (attr.srq !== undefined) throw err('EOPNOTSUPP', op, 'SRQ not supported yet');
   const c = attr.cap;
+  // A QP on an SRQ has no receive queue: rxe_qp_init_resp and rxe_qp_chk_cap leave the receive
+  // capabilities as asked, unchecked.
+  const srq = attr.srq !== undefined && attr.srq !== null;
   const sendSge = c.maxSendSge ?? 1;
   const inline = c.maxInlineData ?? 0;
   // rxe_qp_init_req: the send WQE holds max(SGEs, inline bytes); both are reported back from it.
   const wqeSize = Math.max(sendSge * 16, inline);
   const cap: QpCap = {
     maxSendWr: rxeQueueDepth(Math.max(c.maxSendWr ?? 1, 1)),
-    maxRecvWr: rxeQueueDepth(Math.max(c.maxRecvWr ?? 1, 1)),
+    maxRecvWr: srq ? (c.maxRecvWr ?? 0) : rxeQueueDepth(Math.max(c.maxRecvWr ?? 1, 1)),
     maxSendSge: Math.floor(wqeSize / 16),
-    maxRecvSge: c.maxRecvSge ?? 1,
+    maxRecvSge: srq ? (c.maxRecvSge ?? 0) : (c.maxRecvSge ?? 1),
     maxInlineData: wqeSize,
   };
-  if (cap.maxSendWr > RXE_LIMITS.maxQpWr || cap.maxRecvWr > RXE_LIMITS.maxQpWr) throw err('EINVAL', op, 'queue depth above max_qp_wr');
+  if (cap.maxSendWr > RXE_LIMITS.maxQpWr || (!srq && cap.maxRecvWr > RXE_LIMITS.maxQpWr)) throw err('EINVAL', op, 'queue depth above max_qp_wr');
   const d = dev(ctx.device.info);
   const qpn = d.agent.allocQpn();
   let qp: RoceUdQp | RoceRcQp;
@@ -167,6 +170,19 @@ export const RXE_WR_CAPS: WrCaps = {
   checks: 'device',
 };
 
+/**
+ * rxe's shared receive queues (rxe_srq.c): the queue holds 2^k - 1 WRs, at least the request
+ * (rxe_queue_init), at least one SGE (RXE_MIN_SRQ_SGE); srq_limit is taken as given at create
+ * (rxe_srq_chk_init does not look at it); resize allowed (IBV_DEVICE_SRQ_RESIZE); the limit
+ * event sets the limit back to 0 (get_srq_wqe).
+ */
+export const RXE_SRQ_CAPS: SrqCaps = {
+  depth: rxeQueueDepth,
+  minSge: 1,
+  limitCheckedAtCreate: false,
+  keepsLimitAfterEvent: false,
+};
+
 const provider: VerbsProvider = {
   name: RXE_PROVIDER,
   listDevices,
@@ -183,6 +199,7 @@ const provider: VerbsProvider = {
   wrCaps: RXE_WR_CAPS,
   allocMw: rxeAllocMw,
   bindMw: rxeBindMw,
+  srqCaps: RXE_SRQ_CAPS,
   createAh,
   attachMcast,
   detachMcast,

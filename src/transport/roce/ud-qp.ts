@@ -219,7 +219,7 @@ export class RoceUdQp extends Qp {
    */
   _take(p: RocePacket, net: RxNet): boolean {
     const dev = this.dev;
-    const w = this.rq.shift();
+    const w = this._rqTake();
     if (w === undefined) return false;
     const need = GRH_AREA_LEN + p.payloadLen;
     if (need > w.length) {

@@ -6,7 +6,8 @@
 // Invariants: nothing throws in the process; bytes outside the registered region never change; a
 // valid stream is delivered exactly (Send completions in order with their data, Writes in memory,
 // every Read answered); after the peer's FIN or RST the QP reports DISCONNECTED within a bound and
-// every posted receive completes exactly once; whatever our side sends back decodes as well-formed
+// every posted receive completes exactly once (some cases put the QP's receives on a shared
+// receive queue: every one the QP took, the rest stay there); whatever our side sends back decodes as well-formed
 // FPDUs (Read Responses, then at most one TERMINATE with an RFC code, last); a mutated MPA Request
 // gets no answer or a reject reply, and the connection ends.
 import assert from 'node:assert/strict';
@@ -53,18 +54,22 @@ async function sendChunks(rng, sock, bytes) {
   }
 }
 
-/** Our passive side for one connection: a QP with `recvs` receives posted and a guarded region. */
-function serve(listen, recvs) {
+/**
+ * Our passive side for one connection: a QP with `recvs` receives posted — to its own receive
+ * queue, or (`onSrq`) to a shared receive queue it takes them from — and a guarded region.
+ */
+function serve(listen, recvs, onSrq) {
   const backing = Buffer.alloc(3 * PAGE, 0xee);
   const region = backing.subarray(PAGE, 2 * PAGE);
   region.fill(0);
-  const s = { backing, region, child: null, mr: null, recvs };
+  const s = { backing, region, child: null, mr: null, recvs, srq: null };
   s.ready = (async () => {
     const child = await listen.getRequest();
     s.child = child;
+    if (onSrq) s.srq = child.createSrq(null, { attr: { maxWr: 8 } });
     const qp = child.createQp(null, { cap: { maxSendWr: 8, maxRecvWr: 8 } });
     s.mr = child.pd.regMr(region, Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ);
-    for (let i = 0; i < recvs; i++) qp.postRecv({ wrId: i, sgList: [{ addr: s.mr.addr + i * RECV_LEN, length: RECV_LEN, lkey: s.mr.lkey }] });
+    for (let i = 0; i < recvs; i++) (s.srq ?? qp).postRecv({ wrId: i, sgList: [{ addr: s.mr.addr + i * RECV_LEN, length: RECV_LEN, lkey: s.mr.lkey }] });
     await child.accept({ responderResources: 4, initiatorDepth: 4 });
   })();
   return s;
@@ -167,7 +172,8 @@ function decodeReturned(bytes, crc, complete) {
 async function fpduCase(rng, t, ctx) {
   const crc = rng.chance(0.4);
   const recvs = 1 + rng.int(6);
-  const s = serve(ctx.listen, recvs);
+  const onSrq = rng.chance(0.3);
+  const s = serve(ctx.listen, recvs, onSrq);
   const p = await rawPeer(ctx.port);
   try {
     p.sock.write(encodeMpaStartFrame({ type: 'request', markers: false, crc, reject: false, enhanced: true, rev: 2, ird: 4, ord: 4, p2p: true, rtrSend: false, rtrWrite: true, rtrRead: false, privateData: new Uint8Array(0) }));
@@ -194,7 +200,7 @@ async function fpduCase(rng, t, ctx) {
       bytes = m.bytes;
       t.note(`mutated: ${m.ops.join(' ')}`);
     }
-    t.note(`crc ${crc}, ${recvs} receives, ${g.sends.length} sends, ${g.reads.length} reads; ${hexHead(bytes)}`);
+    t.note(`crc ${crc}, ${recvs} receives${onSrq ? ' on an SRQ' : ''}, ${g.sends.length} sends, ${g.reads.length} reads; ${hexHead(bytes)}`);
     await sendChunks(rng, p.sock, bytes);
 
     const replyLen = rep.length;
@@ -238,7 +244,8 @@ async function fpduCase(rng, t, ctx) {
     const rst = mutated && rng.chance(0.3);
     if (rst) p.sock.destroy();
     else p.sock.end();
-    // The connection ends: DISCONNECTED, then every posted receive has completed exactly once.
+    // The connection ends: DISCONNECTED, then every posted receive has completed exactly once —
+    // on an SRQ, every one the QP took (the oldest), the others still posted there.
     let ev;
     try {
       ev = await child.channel.getEvent(AbortSignal.timeout(WAIT_MS));
@@ -248,14 +255,16 @@ async function fpduCase(rng, t, ctx) {
     assert.equal(ev.event, CmEventType.DISCONNECTED);
     ev.ack();
     const got = () => `got ${wcs.map((w) => `wr ${w.wrId} status ${w.status}`).join(', ') || 'none'}`;
+    const left = () => s.srq?.depth ?? 0;
     await until(() => {
       wcs.push(...child.recvCq.poll(16));
-      return wcs.length >= recvs;
-    }, WAIT_MS, () => `${recvs} receive completions after DISCONNECTED (${got()})`, 1);
+      return wcs.length + left() >= recvs;
+    }, WAIT_MS, () => `${recvs} receive completions after DISCONNECTED (${got()}, ${left()} on the SRQ)`, 1);
     await turn();
     wcs.push(...child.recvCq.poll(16));
-    assert.equal(wcs.length, recvs, `each posted receive completes exactly once (${got()})`);
-    assert.deepEqual(wcs.map((w) => w.wrId), [...Array(recvs).keys()], 'in posting order');
+    assert.equal(wcs.length + left(), recvs, `each posted receive completes exactly once, or stays on the SRQ (${got()}, ${left()} on the SRQ)`);
+    assert.deepEqual(wcs.map((w) => w.wrId), [...Array(wcs.length).keys()], 'in posting order');
+    if (onSrq) t.count('srq');
     for (const w of wcs) if (w.status === WcStatus.SUCCESS) assert.ok(w.byteLen <= RECV_LEN);
     assert.ok(guardsIntact(s), 'bytes outside the region unchanged');
     if (!rst) {
@@ -268,6 +277,7 @@ async function fpduCase(rng, t, ctx) {
     await s.ready.catch(() => {});
     if (s.child) {
       s.child.destroyQp();
+      s.child.destroySrq();
       await s.child.destroy();
     }
   }
@@ -320,6 +330,6 @@ export default {
   },
   check(counts, cases) {
     if (cases < 200) return;
-    for (const k of ['valid', 'terminate', 'mpaDropped']) assert.ok(counts[k] > 0, `no ${k} outcome in ${cases} cases`);
+    for (const k of ['valid', 'terminate', 'mpaDropped', 'srq']) assert.ok(counts[k] > 0, `no ${k} outcome in ${cases} cases`);
   },
 };

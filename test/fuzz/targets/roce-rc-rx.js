@@ -13,6 +13,7 @@
 // no byte outside the region registered for remote access changes, nor a byte of a region
 // registered without it, nor a byte of the windowed region outside the window; everything the QP sends decodes; every work request completes at most
 // once; a QP that went to ERR is taken back to RTS (RESET → INIT → RTR → RTS) and works again.
+// roce-rc-rx-srq.js runs the same with the QP's receives on a shared receive queue.
 import assert from 'node:assert/strict';
 import { getDeviceList, QpType, QpState, Access, WrOpcode, SendFlags, MwType } from '../../../dist/index.js';
 import { roceDevice } from '../../../dist/transport/roce/device.js';
@@ -104,20 +105,27 @@ function connect(ctx) {
   });
   qp.modify({ qpState: QpState.RTS, sqPsn: 0xfffffa, timeout: 14, retryCnt: 7, rnrRetry: 7, maxRdAtomic: 4 });
   ctx.outstanding = 0;
-  ctx.recvs = 0;
+  // The QP's own receive queue is empty now; an SRQ keeps what no QP took.
+  ctx.recvs = ctx.srq ? ctx.srq.depth : 0;
   ctx.sqPsn = 0xfffffa;
 }
 
-export default {
-  name: 'roce-rc-rx',
-  about: 'RC requests and responses into an RC QP in RTS through the device receive path, whole and mutated',
+/**
+ * The target; `onSrq`: the QP takes its receives from a shared receive queue (which a QP in ERR
+ * does not flush: only the receive it was filling completes).
+ */
+export function rcRxTarget(onSrq) {
+  return {
+  name: onSrq ? 'roce-rc-rx-srq' : 'roce-rc-rx',
+  about: `RC requests and responses into an RC QP${onSrq ? ' on an SRQ' : ''} in RTS through the device receive path, whole and mutated`,
   budgetMs: 600,
   async setup() {
     const dev = getDeviceList().find((d) => d.name === 'rxe_lo');
     const c = dev.open();
     const pd = c.allocPd();
     const cq = c.createCq(8192);
-    const qp = pd.createQp({ qpType: QpType.RC, sendCq: cq, recvCq: cq, cap: { maxSendWr: 64, maxRecvWr: 64, maxSendSge: 2, maxRecvSge: 2 } });
+    const srq = onSrq ? pd.createSrq({ attr: { maxWr: 64, maxSge: 2 } }) : null;
+    const qp = pd.createQp({ qpType: QpType.RC, sendCq: cq, recvCq: cq, ...(srq ? { srq } : {}), cap: { maxSendWr: 64, maxRecvWr: 64, maxSendSge: 2, maxRecvSge: 2 } });
     const clock = new Clock();
     qp.clock = clock;
     const out = [];
@@ -144,7 +152,7 @@ export default {
       }
     }
     const dgid = Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 2]);
-    const ctx = { rd: roceDevice('rxe_lo'), pd, cq, qp, clock, out, whole, region, mr, closed, mrClosed, local, ml, winBuf, mrWin, mw, sgid, dgid, wrId: 1, done: new Set(), recvIds: new Set(), outstanding: 0, recvs: 0, sqPsn: 0 };
+    const ctx = { rd: roceDevice('rxe_lo'), pd, cq, qp, srq, clock, out, whole, region, mr, closed, mrClosed, local, ml, winBuf, mrWin, mw, sgid, dgid, wrId: 1, done: new Set(), recvIds: new Set(), outstanding: 0, recvs: 0, sqPsn: 0 };
     connect(ctx);
     // Unsignaled and carried out at once (nothing is outstanding yet): no completion.
     qp.bindMw(mw, { wrId: 0, bindInfo: { mr: mrWin, addr: mrWin.addr + 256, length: 256, mwAccessFlags: Access.REMOTE_WRITE | Access.REMOTE_READ } });
@@ -152,6 +160,7 @@ export default {
   },
   async teardown(ctx) {
     ctx.qp.destroy();
+    ctx.srq?.destroy();
   },
   run(rng, t, ctx) {
     const { rd, qp, cq, clock, out, mr, ml } = ctx;
@@ -164,7 +173,7 @@ export default {
     // Keep receives posted and a few requests of the QP's own outstanding.
     while (ctx.recvs < 8) {
       ctx.recvIds.add(ctx.wrId);
-      qp.postRecv({ wrId: ctx.wrId++, sgList: [{ addr: ml.addr + 512 * (ctx.recvs % 8), length: 512, lkey: ml.lkey }] });
+      (ctx.srq ?? qp).postRecv({ wrId: ctx.wrId++, sgList: [{ addr: ml.addr + 512 * (ctx.recvs % 8), length: 512, lkey: ml.lkey }] });
       ctx.recvs++;
     }
     while (ctx.outstanding < 3) {
@@ -246,7 +255,10 @@ export default {
     if (cases < 1000) return;
     for (const k of ['request taken', 'response taken', 'dropped', 'NAK sent', 'reconnected']) assert.ok(counts[k] > 0, `no case ended in ${k}: ${JSON.stringify(counts)}`);
   },
-};
+  };
+}
+
+export default rcRxTarget(false);
 
 /** A completion: its WR must not have completed before. */
 function seen(ctx, w) {

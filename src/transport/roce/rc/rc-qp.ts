@@ -118,10 +118,11 @@ export class RoceRcQp extends Qp implements RcCore {
     return this.sq.shift();
   }
   rqTake(): RqWqe | undefined {
-    return this.rq.shift();
+    return this._rqTake();
   }
   rqAvailable(): number {
-    return this.rq.length;
+    // IBA 9.7.5.1.1 (C9-150.2.1): a QP on an SRQ reports no credits — the invalid count.
+    return this.srq !== null ? Infinity : this._rqCount();
   }
   inlineCopy(w: SqWqe): Buffer | string {
     return this._copyInline(w.sgList, w.length);

@@ -45,6 +45,7 @@ import {
   OpMask,
   VA_OVERFLOW,
   aethCreditCode,
+  AETH_CREDIT_INVALID,
   ibOpcodeName,
   atmethCompare,
   atmethRkey,
@@ -538,9 +539,10 @@ export class RcResponder {
     }
   }
 
-  /** ACK syndrome with the credit count: receive WQEs posted and not taken. */
+  /** ACK syndrome with the credit count: receive WQEs posted and not taken (a QP on an SRQ: the invalid count). */
   private ackSyndrome(): number {
-    return AethSyndrome.ACK | aethCreditCode(this.core.rqAvailable());
+    const n = this.core.rqAvailable();
+    return AethSyndrome.ACK | (n === Infinity ? AETH_CREDIT_INVALID : aethCreditCode(n));
   }
 
   private sendAck(psn: number, syndrome: number, msn: number): void {
