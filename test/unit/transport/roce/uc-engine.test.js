@@ -396,3 +396,20 @@ test('a UC QP takes no RC packet and an RC QP no UC packet (rcvd_bad_opcode_drop
   assert.equal(b.state, QpState.RTS);
   assert.equal(rc.b.state, QpState.RTS);
 });
+
+test('hostile: a UC FIRST/ONLY from an address other than the connected peer is dropped (rcvd_rc_addr_drop), even though UC takes any PSN', () => {
+  const { clock, pd, b, cqB } = setup();
+  const mr = pd.regMr(Buffer.alloc(64), Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+  postRecvs(b, mr, 1, 64);
+  const c0 = roce.counters('rxe_lo').rcvd_rc_addr_drop;
+  const stranger = { family: 4, src: Uint8Array.of(127, 0, 0, 3), dst: Uint8Array.of(127, 0, 0, 1), sport: b.dev.agent.port, dport: b.dev.agent.port };
+  for (const [opcode, extra] of [[O.UC_SEND_ONLY, {}], [O.UC_RDMA_WRITE_ONLY, { reth: { va: mr.addr, rkey: mr.rkey, len: 8 } }]]) {
+    const pkt = Buffer.from(wire.encodeRocePacket({ opcode, destQp: b.qpNum, psn: 0x42, payload: Buffer.from('spoofed!'), ...extra }, stranger));
+    b.dev.rxDatagram(pkt, { family: 4, src: '127.0.0.3', dst: '127.0.0.1', srcPort: b.dev.agent.port, forwarded: false });
+  }
+  clock.run(() => false, 10);
+  assert.equal(roce.counters('rxe_lo').rcvd_rc_addr_drop, c0 + 2);
+  assert.deepEqual(drain(cqB), []);
+  assert.ok(Buffer.from(mr.buf).every((x) => x === 0));
+  assert.equal(b.state, QpState.RTS);
+});
