@@ -92,6 +92,13 @@ export interface CreateIdOptions {
    * port space.
    */
   device?: string;
+  /**
+   * The QP type of an RDMA_PS_IB id (`rdma_create_id2`'s `qp_type`): RC (the default) or UC. The
+   * other port spaces connect the type the kernel gives them whatever is asked (its
+   * `ucma_get_qp_type`): RC for RDMA_PS_TCP, UD for RDMA_PS_UDP and RDMA_PS_IPOIB. UD on
+   * RDMA_PS_IB is not supported here (EOPNOTSUPP).
+   */
+  qpType?: QpType;
 }
 
 /** max_qp_rd_atom of the device (asked on every connect/accept); siw's 128 without one. */
@@ -166,8 +173,11 @@ export class CmId {
     if (opts.device !== undefined && (typeof opts.device !== 'string' || opts.device === '')) throw err('EINVAL', 'rdma_create_id', 'device must be a device name');
     this.events = new IdEvents(this, this.tag(), channel);
     this.context = context;
+    const asked = opts.qpType ?? QpType.RC;
+    if (asked !== QpType.RC && asked !== QpType.UC && asked !== QpType.UD) throw err('EINVAL', 'rdma_create_id', `qp_type ${String(asked)}`);
+    if (ps === PortSpace.IB && asked === QpType.UD) throw err('EOPNOTSUPP', 'rdma_create_id', 'UD ids on RDMA_PS_IB');
     this.ps = ps;
-    this.qpType = qpTypeOfPortSpace(ps);
+    this.qpType = qpTypeOfPortSpace(ps, asked);
     this.devicePin = opts.device ?? defaultDevicePin();
     this.host = this.makeHost();
   }
@@ -417,7 +427,9 @@ export class CmId {
       req.refuse();
       return;
     }
-    const child = new CmId(this.isSync ? null : this.channel, this.context, this.ps, this.devicePin === undefined ? {} : { device: this.devicePin });
+    const opts: CreateIdOptions = { qpType: this.qpType };
+    if (this.devicePin !== undefined) opts.device = this.devicePin;
+    const child = new CmId(this.isSync ? null : this.channel, this.context, this.ps, opts);
     child.verbs = req.context;
     child.portNum = req.portNum;
     child.transport = transportOf(req.context.device) ?? null;
@@ -1058,10 +1070,11 @@ export class CmId {
 }
 
 /**
- * rdma_create_id(channel, context, ps). `channel === null` makes a synchronous id. Port spaces:
- * TCP and IB connect RC QPs (iWARP, and RoCE once it serves them), UDP and IPOIB connect UD QPs
- * (RoCE; on iWARP they cannot make QPs: EOPNOTSUPP, as siw). `opts.device` pins the id to a
- * device (default: `RDMACM_DEVICE`).
+ * rdma_create_id(channel, context, ps), and rdma_create_id2 with `opts.qpType`. `channel ===
+ * null` makes a synchronous id. Port spaces: TCP connects RC QPs (iWARP, RoCE), IB RC or UC QPs
+ * (`opts.qpType`; UC on RoCE only: an iWARP device makes no UC QP, EOPNOTSUPP as siw), UDP and
+ * IPOIB connect UD QPs (RoCE; on iWARP they cannot make QPs: EOPNOTSUPP, as siw). `opts.device`
+ * pins the id to a device (default: `RDMACM_DEVICE`).
  */
 export function createId(channel: EventChannel | null, context: unknown = null, ps: PortSpace = PortSpace.TCP, opts: CreateIdOptions = {}): CmId {
   if (channel?.isDestroyed) throw err('EINVAL', 'rdma_create_id', 'channel destroyed');

@@ -35,7 +35,8 @@ export async function createEp(res: RdmaAddrinfo, pd: Pd | null = null, qpInitAt
   const op = 'rdma_create_ep';
   if (!res) throw err('EINVAL', op, 'no rdma_addrinfo');
   const ps = (res.portSpace || PortSpace.TCP) as PortSpace;
-  const id = createId(null, null, ps);
+  // rdma_create_id2 with the addrinfo's QP type: the kernel takes it for RDMA_PS_IB only.
+  const id = createId(null, null, ps, ps === PortSpace.IB ? { qpType: qpTypeOf(res) } : {});
   try {
     if (res.flags & RAI.PASSIVE) {
       if (!res.srcAddr) throw err('EINVAL', op, 'passive rdma_addrinfo without a source address');

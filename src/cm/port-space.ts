@@ -38,7 +38,12 @@ export function isPortSpace(ps: unknown): ps is PortSpace {
   return ps === PortSpace.TCP || ps === PortSpace.UDP || ps === PortSpace.IB || ps === PortSpace.IPOIB;
 }
 
-/** The QP type ids of a port space connect (UD for UDP and IPOIB, else RC), as rdma_create_id. */
-export function qpTypeOfPortSpace(ps: PortSpace): QpType {
-  return ps === PortSpace.UDP || ps === PortSpace.IPOIB ? QpType.UD : QpType.RC;
+/**
+ * The QP type ids of a port space connect, as the kernel's `ucma_get_qp_type` decides it: UD for
+ * UDP and IPOIB, RC for TCP, and for IB the type asked for (`rdma_create_id2`; RC by default, as
+ * `rdma_create_id` asks).
+ */
+export function qpTypeOfPortSpace(ps: PortSpace, asked: QpType = QpType.RC): QpType {
+  if (ps === PortSpace.UDP || ps === PortSpace.IPOIB) return QpType.UD;
+  return ps === PortSpace.IB ? asked : QpType.RC;
 }

@@ -21,7 +21,7 @@ import type { Pd } from '../verbs/pd.js';
 import type { Qp } from '../verbs/qp.js';
 import type { QpAttr } from '../verbs/qp-attr.js';
 import type { QpInitAttr } from '../verbs/provider.js';
-import { QP_STATE_NUM, TransportType, type QpState } from '../verbs/types.js';
+import { QP_STATE_NUM, QpType, TransportType, type QpState } from '../verbs/types.js';
 import {
   CmEventType,
   PortSpace,
@@ -139,9 +139,13 @@ class NativeEndpoint implements CmEndpoint {
     check(b('rdma_create_id').cmSetKey(h, this.key), 'rdma_create_id');
   }
 
-  /** A new rdma_cm_id of the host's port space. */
+  /**
+   * A new rdma_cm_id of the host's port space. The addon creates ids with rdma_create_id, whose
+   * RDMA_PS_IB ids are RC: a UC id is refused (EOPNOTSUPP) rather than connected as RC.
+   */
   static create(host: CmHost): NativeEndpoint {
     const op = 'rdma_create_id';
+    if (host.qpType === QpType.UC) throw err('EOPNOTSUPP', op, 'UC ids (rdma_create_id2) through the native addon');
     const h = check(b(op).cmCreateId(-1, host.portSpace), op);
     return new NativeEndpoint(host, h);
   }

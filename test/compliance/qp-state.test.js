@@ -70,6 +70,7 @@ function move(from, to, type, v, dropBit = 0) {
 
 for (const [type, cap] of [
   [QpType.RC, Cap.RC],
+  [QpType.UC, Cap.UC],
   [QpType.UD, Cap.UD],
 ]) {
   forEachDevice(

@@ -65,6 +65,7 @@ forEachDevice([], (d) => {
     const cq = ctx.createCq(4);
     for (const [type, cap] of [
       [QpType.RC, Cap.RC],
+      [QpType.UC, Cap.UC],
       [QpType.UD, Cap.UD],
     ]) {
       const make = () => pd.createQp({ qpType: type, sendCq: cq, recvCq: cq, cap: { maxSendWr: 2, maxRecvWr: 2 } });

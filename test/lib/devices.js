@@ -6,6 +6,7 @@
 //
 // RDMACM_COMPLIANCE_DEVICES=siw_lo,rxe_lo restricts the run to those devices.
 import { describe, before, after } from 'node:test';
+import * as pkg from '../../dist/index.js';
 import { getDeviceList, PortSpace, QpType, getCmTransport } from '../../dist/index.js';
 import { getProvider } from '../../dist/verbs/provider.js';
 
@@ -15,6 +16,10 @@ export const Cap = Object.freeze({
   RC: 'rc',
   /** The device creates UD QPs. */
   UD: 'ud',
+  /** The device creates UC QPs. */
+  UC: 'uc',
+  /** Its transport can impair the link (drop datagrams on purpose): see {@link impairmentOf}. */
+  IMPAIR: 'impair',
   /** The device has address handles. */
   AH: 'ah',
   /** The device attaches UD QPs to multicast groups. */
@@ -23,6 +28,8 @@ export const Cap = Object.freeze({
   CM_TCP: 'cm-tcp',
   /** Its CM connects RDMA_PS_UDP ids (SIDR). */
   CM_UDP: 'cm-udp',
+  /** Its CM serves RDMA_PS_IB ids (RC, and UC ids where the device makes UC QPs). */
+  CM_IB: 'cm-ib',
 });
 
 /** What `device` can do, probed through the public API (a QP of each type is tried). */
@@ -33,6 +40,7 @@ function probe(device) {
   const cq = ctx.createCq(1);
   for (const [type, cap] of [
     [QpType.RC, Cap.RC],
+    [QpType.UC, Cap.UC],
     [QpType.UD, Cap.UD],
   ]) {
     try {
@@ -50,7 +58,23 @@ function probe(device) {
   const t = getCmTransport(device.provider);
   if (t?.portSpaces.includes(PortSpace.TCP)) caps.add(Cap.CM_TCP);
   if (t?.portSpaces.includes(PortSpace.UDP)) caps.add(Cap.CM_UDP);
+  if (t?.portSpaces.includes(PortSpace.IB)) caps.add(Cap.CM_IB);
+  if (impairmentOf(device) !== null) caps.add(Cap.IMPAIR);
   return caps;
+}
+
+/**
+ * The link impairment of `device`'s transport, when its settings namespace (`roce`, ...) has one
+ * for the device's provider: `{ configure(cfg | null), counts() }` (see docs/config.md, RDMACM_ROCE_IMPAIR).
+ */
+export function impairmentOf(device) {
+  for (const ns of Object.values(pkg)) {
+    if (ns === null || typeof ns !== 'object' || ns.PROVIDER !== device.provider) continue;
+    if (typeof ns.configureImpairment === 'function' && typeof ns.impairmentCounts === 'function') {
+      return { configure: ns.configureImpairment, counts: ns.impairmentCounts };
+    }
+  }
+  return null;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', '::1']);

@@ -112,7 +112,8 @@ export function deliver(to, buf) {
 
 /**
  * Two RC QPs connected to each other on rxe_lo: `{ ctx, pd, a, b, cqA, cqB }`. `opts.clock`
- * (a VirtualClock) and `opts.link` (a SimLink) replace time and the sockets.
+ * (a VirtualClock) and `opts.link` (a SimLink) replace time and the sockets. `opts.qpType`
+ * `QpType.UC` makes a UC pair (moved with the attributes UC's modify table takes).
  */
 export function wiredRcPair(opts = {}) {
   const dev = loDevice();
@@ -121,8 +122,10 @@ export function wiredRcPair(opts = {}) {
   const cqA = ctx.createCq(4096);
   const cqB = ctx.createCq(4096);
   const cap = { maxSendWr: 1024, maxRecvWr: 1024, maxSendSge: 4, maxRecvSge: 4, maxInlineData: 64, ...(opts.cap ?? {}) };
-  const a = pd.createQp({ qpType: QpType.RC, sendCq: cqA, recvCq: cqA, cap });
-  const b = pd.createQp({ qpType: QpType.RC, sendCq: cqB, recvCq: cqB, cap });
+  const qpType = opts.qpType ?? QpType.RC;
+  const uc = qpType === QpType.UC;
+  const a = pd.createQp({ qpType, sendCq: cqA, recvCq: cqA, cap });
+  const b = pd.createQp({ qpType, sendCq: cqB, recvCq: cqB, cap });
   if (opts.clock) {
     a.clock = opts.clock;
     b.clock = opts.clock;
@@ -133,11 +136,22 @@ export function wiredRcPair(opts = {}) {
   }
   const sgid = v4GidIndex(ctx);
   const gid = ctx.queryGid(1, sgid);
-  const access = opts.access ?? Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC;
+  const access = opts.access ?? (uc ? Access.REMOTE_WRITE : Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC);
   const psnA = opts.psnA ?? 0x100;
   const psnB = opts.psnB ?? 0xfffff0;
   const connect = (qp, peer, sq, rq) => {
     qp.modify({ qpState: QpState.INIT, pkeyIndex: 0, portNum: 1, qpAccessFlags: access });
+    if (uc) {
+      qp.modify({
+        qpState: QpState.RTR,
+        ahAttr: { isGlobal: true, portNum: 1, grh: { dgid: gid, flowLabel: 0, sgidIndex: sgid, hopLimit: 64, trafficClass: 0 } },
+        pathMtu: opts.pathMtu ?? 1,
+        destQpNum: peer.qpNum,
+        rqPsn: rq,
+      });
+      qp.modify({ qpState: QpState.RTS, sqPsn: sq });
+      return;
+    }
     qp.modify({
       qpState: QpState.RTR,
       ahAttr: { isGlobal: true, portNum: 1, grh: { dgid: gid, flowLabel: 0, sgidIndex: sgid, hopLimit: 64, trafficClass: 0 } },

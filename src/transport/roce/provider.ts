@@ -6,8 +6,8 @@
  * scripts can predict it, and `rdma link` users recognize the `rxe_` prefix.
  *
  * What the device reports (`ibv_query_device`, `ibv_query_port`, `ibv_query_gid`) follows rxe
- * (params.ts, gid.ts); QPs: UD and RC (rc/; UC: EOPNOTSUPP); memory windows of types 1 and 2
- * (mw.ts). Per-device counters:
+ * (params.ts, gid.ts); QPs: UD, and RC and UC (rc/, rxe's engines with its UC checks); memory
+ * windows of types 1 and 2 (mw.ts). Per-device counters:
  * {@link roceCounters}.
  */
 import { err } from '../../errors.js';
@@ -82,7 +82,9 @@ function rxeQueueDepth(n: number): number {
 
 function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): RoceUdQp | RoceRcQp {
   const op = 'ibv_create_qp';
-  if (attr.qpType !== QpType.UD && attr.qpType !== QpType.RC) throw err('EOPNOTSUPP', op, `${ctx.device.name}: UD and RC QPs only`);
+  if (attr.qpType !== QpType.UD && attr.qpType !== QpType.RC && attr.qpType !== QpType.UC) {
+    throw err('EOPNOTSUPP', op, `${ctx.device.name}: RC, UC and UD QPs only`);
+  }
   const c = attr.cap;
   // A QP on an SRQ has no receive queue: rxe_qp_init_resp and rxe_qp_chk_cap leave the receive
   // capabilities as asked, unchecked.
@@ -103,7 +105,7 @@ function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): RoceUdQp | RoceRcQp {
   const qpn = d.agent.allocQpn();
   let qp: RoceUdQp | RoceRcQp;
   try {
-    qp = attr.qpType === QpType.RC ? new RoceRcQp(ctx, pd, qpn, attr, cap, d) : new RoceUdQp(ctx, pd, qpn, attr, cap, d);
+    qp = attr.qpType === QpType.UD ? new RoceUdQp(ctx, pd, qpn, attr, cap, d) : new RoceRcQp(ctx, pd, qpn, attr, cap, d);
   } catch (e) {
     d.agent.releaseQpn(qpn);
     throw e;
@@ -144,9 +146,13 @@ function detachMcast(qp: Qp, gid: Uint8Array, _lid: number): void {
 /**
  * What rxe's QPs take at post time (rxe_wr_opcode_info[], validate_send_wr): RC — Sends with
  * and without immediate data or invalidation, RDMA Write (with immediate), RDMA Read, the two
- * atomics, Local Invalidate, Bind MW, a message of at most 2^31 bytes; UD — Sends with and without
- * immediate data (its message limit is the port MTU, checked by the UD QP: it follows the
- * interface). INLINE on a Read is refused: the opcode has no inline mask.
+ * atomics, Local Invalidate, Bind MW, a message of at most 2^31 bytes; UC — Sends and RDMA Writes
+ * with and without immediate data, 2^31 bytes (RDMA Read and the atomics have no UC mask: EINVAL;
+ * rxe's table also lists Send with Invalidate for UC, but IB has no UC opcode for it and rxe's
+ * requester (`next_opcode_uc`) fails such a WR with LOC_QP_OP_ERR and the QP: it is refused here
+ * when posted); UD — Sends with and without immediate data (its message limit is the port MTU,
+ * checked by the UD QP: it follows the interface). INLINE on a Read is refused: the opcode has no
+ * inline mask.
  */
 export const RXE_WR_CAPS: WrCaps = {
   sendOpcodes: {
@@ -162,10 +168,11 @@ export const RXE_WR_CAPS: WrCaps = {
       WrOpcode.LOCAL_INV,
       WrOpcode.BIND_MW,
     ],
+    [QpType.UC]: [WrOpcode.SEND, WrOpcode.SEND_WITH_IMM, WrOpcode.RDMA_WRITE, WrOpcode.RDMA_WRITE_WITH_IMM],
     [QpType.UD]: [WrOpcode.SEND, WrOpcode.SEND_WITH_IMM],
   },
   maxSgeLength: 0x7fff_ffff,
-  maxMessage: { [QpType.RC]: MAX_RDMA_LEN },
+  maxMessage: { [QpType.RC]: MAX_RDMA_LEN, [QpType.UC]: MAX_RDMA_LEN },
   inlineRead: 'refuse',
   checks: 'device',
 };

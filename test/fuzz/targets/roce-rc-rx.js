@@ -3,7 +3,9 @@
 // every kind near and far from the expected PSN (SEND first/middle/last/only, WRITE, READ,
 // atomics, with good and bad rkeys, addresses and lengths) and responses near the PSNs the QP's
 // own outstanding requests carry (ACK, NAKs, READ responses, atomic ACKs), whole or mutated, from
-// the connected peer's address. The QP's packets go to a capture instead of the sockets and its
+// the connected peer's address. A third of the cases go to a UC QP of the same device instead:
+// UC SENDs and WRITEs in every position of a message, near and far from its expected PSN (and RC
+// opcodes, which it drops). The QPs' packets go to captures instead of the sockets and their
 // timers run on a virtual clock.
 //
 // Requests also name a memory window (type 1, on the middle quarter of a region registered with no
@@ -11,11 +13,12 @@
 //
 // Invariants: nothing throws; every datagram is counted once (`rcvd_pkts` or one `rcvd_*_drop`);
 // no byte outside the region registered for remote access changes, nor a byte of a region
-// registered without it, nor a byte of the windowed region outside the window; everything the QP sends decodes; every work request completes at most
-// once; a QP that went to ERR is taken back to RTS (RESET → INIT → RTR → RTS) and works again.
-// roce-rc-rx-srq.js runs the same with the QP's receives on a shared receive queue.
+// registered without it, nor a byte of the windowed region outside the window; everything the QP
+// sends decodes; the UC QP sends nothing back; every work request completes at most once; a QP
+// that went to ERR is taken back to RTS (RESET → INIT → RTR → RTS) and works again.
+// roce-rc-rx-srq.js runs the same with the RC QP's receives on a shared receive queue.
 import assert from 'node:assert/strict';
-import { getDeviceList, QpType, QpState, Access, WrOpcode, SendFlags, MwType } from '../../../dist/index.js';
+import { getDeviceList, QpType, QpState, Access, WrOpcode, SendFlags, MwType, WcStatus } from '../../../dist/index.js';
 import { roceDevice } from '../../../dist/transport/roce/device.js';
 import { rxeReceive } from '../../../dist/transport/roce/recv.js';
 import { IbOpcode, AethSyndrome, encodeRocePacket, decodeRocePacket } from '../../../dist/wire/roce/index.js';
@@ -46,6 +49,8 @@ const REQUESTS = [
   O.RC_COMPARE_SWAP,
   O.RC_FETCH_ADD,
 ];
+/** Every UC request opcode (0x20-0x2B). */
+const UC_REQUESTS = Array.from({ length: 12 }, (_, i) => 0x20 + i);
 const RESPONSES = [O.RC_ACKNOWLEDGE, O.RC_ATOMIC_ACKNOWLEDGE, O.RC_RDMA_READ_RESPONSE_FIRST, O.RC_RDMA_READ_RESPONSE_MIDDLE, O.RC_RDMA_READ_RESPONSE_LAST, O.RC_RDMA_READ_RESPONSE_ONLY];
 const SYNDROMES = [AethSyndrome.ACK_UNLIMITED, 0x00, AethSyndrome.RNR_NAK | 1, AethSyndrome.NAK_PSN_SEQ_ERROR, AethSyndrome.NAK_INVALID_REQUEST, AethSyndrome.NAK_REMOTE_ACCESS_ERROR, AethSyndrome.NAK_REMOTE_OP_ERROR, 0x64, 0x40];
 
@@ -110,6 +115,22 @@ function connect(ctx) {
   ctx.sqPsn = 0xfffffa;
 }
 
+/** The UC QP: RESET → INIT → RTR → RTS towards the peer with UC's attributes; receives posted again. */
+function connectUc(ctx) {
+  const u = ctx.uc;
+  if (u.qp.state !== QpState.RESET) u.qp.modify({ qpState: QpState.RESET });
+  u.qp.modify({ qpState: QpState.INIT, pkeyIndex: 0, portNum: 1, qpAccessFlags: Access.REMOTE_WRITE });
+  u.qp.modify({
+    qpState: QpState.RTR,
+    ahAttr: { isGlobal: true, portNum: 1, grh: { dgid: ctx.dgid, flowLabel: 0, sgidIndex: ctx.sgid, hopLimit: 64, trafficClass: 0 } },
+    pathMtu: 1,
+    destQpNum: PEER_QPN,
+    rqPsn: 0x800,
+  });
+  u.qp.modify({ qpState: QpState.RTS, sqPsn: 0x40 });
+  u.recvs = 0;
+}
+
 /**
  * The target; `onSrq`: the QP takes its receives from a shared receive queue (which a QP in ERR
  * does not flush: only the receive it was filling completes).
@@ -156,10 +177,19 @@ export function rcRxTarget(onSrq) {
     connect(ctx);
     // Unsignaled and carried out at once (nothing is outstanding yet): no completion.
     qp.bindMw(mw, { wrId: 0, bindInfo: { mr: mrWin, addr: mrWin.addr + 256, length: 256, mwAccessFlags: Access.REMOTE_WRITE | Access.REMOTE_READ } });
+    const ucCq = c.createCq(4096);
+    const ucQp = pd.createQp({ qpType: QpType.UC, sendCq: ucCq, recvCq: ucCq, cap: { maxSendWr: 16, maxRecvWr: 16, maxSendSge: 2, maxRecvSge: 2 } });
+    ucQp.clock = clock;
+    const ucOut = [];
+    ucQp.link = (pkt) => ucOut.push(Buffer.from(pkt));
+    ctx.uc = { qp: ucQp, cq: ucCq, out: ucOut, recvs: 0, recvIds: new Set(), recvBuf: Buffer.alloc(4 * 700), done: new Set() };
+    ctx.uc.mrRecv = pd.regMr(ctx.uc.recvBuf, Access.LOCAL_WRITE);
+    connectUc(ctx);
     return ctx;
   },
   async teardown(ctx) {
     ctx.qp.destroy();
+    ctx.uc.qp.destroy();
     ctx.srq?.destroy();
   },
   run(rng, t, ctx) {
@@ -189,10 +219,16 @@ export function rcRxTarget(onSrq) {
       ctx.outstanding++;
     }
     out.length = 0;
-    // One packet from the peer.
-    const isReq = rng.chance(0.65);
-    const opcode = isReq ? rng.pick(REQUESTS) : rng.pick(RESPONSES);
-    const epsn = qp.resp.epsn;
+    // One packet from the peer, to the RC QP or (a third of the time) to the UC QP.
+    const u = ctx.uc;
+    const toUc = rng.chance(0.33);
+    if (toUc) ucPrepare(ctx, rng, t);
+    const isReq = toUc || rng.chance(0.65);
+    const opcode = toUc ? (rng.chance(0.9) ? rng.pick(UC_REQUESTS) : rng.pick(REQUESTS)) : isReq ? rng.pick(REQUESTS) : rng.pick(RESPONSES);
+    // The RC opcode of the same operation decides the headers (UC's are RC's | 0x20).
+    const rcOp = (opcode & 0xe0) === 0x20 ? opcode & 0x1f : opcode;
+    const target = toUc ? u.qp : qp;
+    const epsn = target.resp.epsn;
     const near = (base) => (base + (rng.chance(0.6) ? 0 : rng.chance(0.8) ? rng.int(9) - 4 : rng.int(1 << 24))) & 0xffffff;
     const psn = isReq ? near(epsn) : near(qp.comp.psn);
     const va = () => (rng.chance(0.15) ? ctx.mrWin.addr + 236 + rng.int(300) : rng.chance(0.7) ? mr.addr + (rng.chance(0.8) ? 8 * rng.int(512) : rng.int(4200) - 50) : rng.chance(0.5) ? ctx.mrClosed.addr : rng.u32());
@@ -200,14 +236,14 @@ export function rcRxTarget(onSrq) {
     // Sometimes the packet's own payload length, so that a WRITE ONLY can be whole.
     const len = () => (rng.chance(0.25) ? payloadLen : rng.chance(0.7) ? rng.int(600) : rng.u32());
     const payloadLen = rng.chance(0.6) ? rng.pick([0, 1, MTU, MTU - 1, MTU + 1]) : rng.int(MTU + 64);
-    const spec = { opcode, destQp: qp.qpNum, psn, ackReq: rng.chance(0.7), se: rng.chance(0.2), payload: Buffer.alloc(payloadLen, 0x33) };
+    const spec = { opcode, destQp: target.qpNum, psn, ackReq: rng.chance(0.7), se: rng.chance(0.2), payload: Buffer.alloc(payloadLen, 0x33) };
     if (opcode === O.RC_RDMA_READ_REQUEST) spec.payload = Buffer.alloc(0);
-    if ([O.RC_RDMA_WRITE_ONLY, O.RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, O.RC_RDMA_WRITE_FIRST, O.RC_RDMA_READ_REQUEST].includes(opcode)) spec.reth = { va: va(), rkey: rkey(), len: len() };
+    if ([O.RC_RDMA_WRITE_ONLY, O.RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, O.RC_RDMA_WRITE_FIRST, O.RC_RDMA_READ_REQUEST].includes(rcOp)) spec.reth = { va: va(), rkey: rkey(), len: len() };
     if (opcode === O.RC_COMPARE_SWAP || opcode === O.RC_FETCH_ADD) {
       spec.atmeth = { va: va(), rkey: rkey(), swapAdd: BigInt(rng.u32()), compare: BigInt(rng.u32()) };
       spec.payload = Buffer.alloc(0);
     }
-    if ([O.RC_SEND_ONLY_WITH_IMMEDIATE, O.RC_SEND_LAST_WITH_IMMEDIATE, O.RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, O.RC_RDMA_WRITE_LAST_WITH_IMMEDIATE].includes(opcode)) spec.immDt = rng.u32();
+    if ([O.RC_SEND_ONLY_WITH_IMMEDIATE, O.RC_SEND_LAST_WITH_IMMEDIATE, O.RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE, O.RC_RDMA_WRITE_LAST_WITH_IMMEDIATE].includes(rcOp)) spec.immDt = rng.u32();
     if (opcode === O.RC_SEND_ONLY_WITH_INVALIDATE) spec.ieth = rkey();
     if (!isReq) {
       spec.aeth = { syndrome: rng.pick(SYNDROMES), msn: rng.int(1 << 24) };
@@ -228,7 +264,8 @@ export function rcRxTarget(onSrq) {
     }
     const whole = rng.chance(0.5);
     const { bytes, ops } = whole ? { bytes: valid, ops: ['none'] } : mutate(rng, valid, { fields: [{ off: 0, size: 1 }, { off: 4, size: 4 }, { off: 8, size: 4 }, { off: 12, size: 4 }, { off: 16, size: 4 }] });
-    t.note(`op 0x${opcode.toString(16)} psn 0x${psn.toString(16)} (epsn 0x${epsn.toString(16)}) ${ops.join(' ')}: ${hexHead(bytes)}`);
+    t.note(`${toUc ? 'UC' : 'RC'} QP: op 0x${opcode.toString(16)} psn 0x${psn.toString(16)} (epsn 0x${epsn.toString(16)}) ${ops.join(' ')}: ${hexHead(bytes)}`);
+    u.out.length = 0;
     const guardsBefore = ctx.closed.every((x) => x === 0x77);
     assert.ok(guardsBefore);
     const before = ctx.rd.counters.snapshot();
@@ -247,13 +284,18 @@ export function rcRxTarget(onSrq) {
       assert.equal(d.spec.destQp, PEER_QPN);
     }
     for (let w = cq.poll(64); w.length > 0; w = cq.poll(64)) for (const x of w) seen(ctx, x);
-    if (after.rcvd_pkts > before.rcvd_pkts) t.count(isReq ? 'request taken' : 'response taken');
+    assert.equal(u.out.length, 0, 'the UC QP answered a packet');
+    const ucGot = ucReap(u);
+    if (ucGot > 0) t.count('UC message received', ucGot);
+    if (after.rcvd_pkts > before.rcvd_pkts) t.count(toUc ? 'UC request taken' : isReq ? 'request taken' : 'response taken');
     else t.count('dropped');
     if (out.some((p) => decodeRocePacket(p).spec?.aeth && (decodeRocePacket(p).spec.aeth.syndrome & 0xe0) === 0x60)) t.count('NAK sent');
   },
   check(counts, cases) {
     if (cases < 1000) return;
-    for (const k of ['request taken', 'response taken', 'dropped', 'NAK sent', 'reconnected']) assert.ok(counts[k] > 0, `no case ended in ${k}: ${JSON.stringify(counts)}`);
+    for (const k of ['request taken', 'response taken', 'dropped', 'NAK sent', 'reconnected', 'UC request taken', 'UC message received']) {
+      assert.ok(counts[k] > 0, `no case ended in ${k}: ${JSON.stringify(counts)}`);
+    }
   },
   };
 }
@@ -266,4 +308,46 @@ function seen(ctx, w) {
   ctx.done.add(w.wrId);
   if (ctx.recvIds.delete(w.wrId)) ctx.recvs--;
   else ctx.outstanding--;
+}
+
+/** The UC QP before a case: back to RTS if a case failed it, receives posted, now and then a send of its own. */
+function ucPrepare(ctx, rng, t) {
+  const u = ctx.uc;
+  if (u.qp.state !== QpState.RTS) {
+    ucReap(u);
+    connectUc(ctx);
+    t.count('UC reconnected');
+  }
+  while (u.recvs < 4) {
+    u.recvIds.add(ctx.wrId);
+    u.qp.postRecv({ wrId: ctx.wrId++, sgList: [{ addr: u.mrRecv.addr + 700 * (u.recvs % 4), length: 700, lkey: u.mrRecv.lkey }] });
+    u.recvs++;
+  }
+  if (rng.chance(0.1)) {
+    u.out.length = 0;
+    const sge = [{ addr: ctx.ml.addr + rng.int(4096), length: rng.int(700), lkey: ctx.ml.lkey }];
+    const write = rng.chance(0.5);
+    u.qp.postSend({ wrId: ctx.wrId++, sendFlags: SendFlags.SIGNALED, opcode: write ? WrOpcode.RDMA_WRITE : WrOpcode.SEND, sgList: sge, ...(write ? { rdma: { remoteAddr: rng.u32(), rkey: rng.u32() } } : {}) });
+    ctx.clock.advance(0);
+    for (const pkt of u.out) {
+      const d = decodeRocePacket(pkt);
+      assert.ok(d.ok && (d.spec.opcode & 0xe0) === 0x20 && d.spec.destQp === PEER_QPN, `the UC QP sent ${hexHead(pkt)}`);
+    }
+  }
+}
+
+/** The UC QP's completions: each work request at most once. Returns the receives that succeeded. */
+function ucReap(u) {
+  let got = 0;
+  for (let w = u.cq.poll(64); w.length > 0; w = u.cq.poll(64)) {
+    for (const x of w) {
+      assert.ok(!u.done.has(x.wrId), `UC work request ${x.wrId} completed twice`);
+      u.done.add(x.wrId);
+      if (u.recvIds.delete(x.wrId)) {
+        u.recvs--;
+        if (x.status === WcStatus.SUCCESS) got++;
+      }
+    }
+  }
+  return got;
 }

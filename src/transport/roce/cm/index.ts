@@ -34,7 +34,7 @@ export function roceRcHalfOpen(): number {
 export const roceCmTransport: CmTransport = {
   name: 'ibcm',
   provider: RXE_PROVIDER,
-  portSpaces: [PortSpace.UDP, PortSpace.IPOIB, PortSpace.TCP],
+  portSpaces: [PortSpace.UDP, PortSpace.IPOIB, PortSpace.TCP, PortSpace.IB],
   privateDataLimits: {
     connect: CMA_REQ_USER_PD,
     accept: CmPrivateDataLen.REP,

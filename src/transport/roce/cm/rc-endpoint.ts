@@ -1,7 +1,14 @@
 /**
- * The rdma_cm endpoint of a connected id (RDMA_PS_TCP, and RDMA_PS_IB RC) over RoCE: cma.c's IB
+ * The rdma_cm endpoint of a connected id (RDMA_PS_TCP; RDMA_PS_IB RC or UC) over RoCE: cma.c's IB
  * side (`cma_connect_ib`, `cma_ib_handler`, `cma_rep_recv`, `cma_accept_ib`,
  * `rdma_init_qp_attr`) on one IB CM connection (conn.ts).
+ *
+ * The id's QP type is the connection's (cm.c keeps `qp_type` from `ib_send_cm_req` and from the
+ * REQ it receives): the REQ's transport service type says it, a listener takes only REQs of its
+ * own type (cma.c `cma_check_req_qp_type`), and `rdma_init_qp_attr` gives a UC connection's QP
+ * the attributes UC's modify table takes (cm.c `cm_init_qp_rtr_attr` / `cm_init_qp_rts_attr`: no
+ * max_dest_rd_atomic and min_rnr_timer at RTR, only the SQ PSN at RTS). An RDMA_PS_TCP id is RC
+ * whatever QP it is given: a UC QP then fails its move to RTR (EINVAL), as with the kernel.
  *
  * Active side: rdma_connect → REQ (service ID `0x0106 << 16 | port`, the QP number, a random
  * starting PSN — the PSN this side expects to receive — IRD as responder resources, ORD as
@@ -108,7 +115,7 @@ export class RcEndpoint implements CmEndpoint, ConnOwner {
     const lg = gidFromIp(local);
     const rg = gidFromIp(req.dst.address);
     if (!lg || !rg) throw err('EINVAL', op, 'address is not IPv4 or IPv6');
-    if (req.qp !== null && !(req.qp instanceof RoceRcQp)) throw err('EINVAL', op, 'the QP is not an RC QP of a soft RoCE device');
+    if (req.qp !== null && !(req.qp instanceof RoceRcQp)) throw err('EINVAL', op, 'the QP is not a connected QP of a soft RoCE device');
     // Only the id's own QP is moved here (librdmacm's ucma_process_conn_resp); one the
     // application names by number it moves itself after CONNECT_RESPONSE.
     const qp = req.ownQp === false ? null : req.qp;
@@ -155,7 +162,7 @@ export class RcEndpoint implements CmEndpoint, ConnOwner {
       initiatorDepth: c.ord,
       remoteEecn: 0,
       remoteCmResponseTimeout: CM_RESPONSE_TIMEOUT,
-      transportType: CmTransportType.RC,
+      transportType: cmTransportOf(this.host.qpType),
       e2eFlowControl: (req.param.flowControl ?? 0) !== 0,
       startingPsn: c.rqPsn,
       localCmResponseTimeout: CM_RESPONSE_TIMEOUT,
@@ -292,7 +299,7 @@ export class RcEndpoint implements CmEndpoint, ConnOwner {
     const c = this.conn;
     const req = this.req;
     if (c === null || req === null || !c.cell.in([S.REQ_RCVD, S.MRA_REQ_SENT])) throw err('EINVAL', op, 'no request to accept');
-    if (a.qp !== null && !(a.qp instanceof RoceRcQp)) throw err('EINVAL', op, 'the QP is not an RC QP of a soft RoCE device');
+    if (a.qp !== null && !(a.qp instanceof RoceRcQp)) throw err('EINVAL', op, 'the QP is not a connected QP of a soft RoCE device');
     // As librdmacm's rdma_accept: only the id's own QP is moved to RTR and RTS here.
     const qp = a.ownQp === false ? null : a.qp;
     c.ird = a.responderResources;
@@ -402,13 +409,18 @@ export class RcEndpoint implements CmEndpoint, ConnOwner {
           ah.grh.flowLabel = c.flowLabel;
           if (c.trafficClass >= 0) ah.grh.trafficClass = c.trafficClass;
         }
+        const base = M.STATE | M.AV | M.PATH_MTU | M.DEST_QPN | M.RQ_PSN;
+        if (this.host.qpType === QpType.UC) {
+          return { attr: { qpState: QpState.RTR, ahAttr: ah, pathMtu: c.pathMtu, destQpNum: c.remoteQpn, rqPsn: c.rqPsn }, mask: base };
+        }
         return {
           attr: { qpState: QpState.RTR, ahAttr: ah, pathMtu: c.pathMtu, destQpNum: c.remoteQpn, rqPsn: c.rqPsn, maxDestRdAtomic: c.ird, minRnrTimer: 0 },
-          mask: M.STATE | M.AV | M.PATH_MTU | M.DEST_QPN | M.RQ_PSN | M.MAX_DEST_RD_ATOMIC | M.MIN_RNR_TIMER,
+          mask: base | M.MAX_DEST_RD_ATOMIC | M.MIN_RNR_TIMER,
         };
       }
       case QpState.RTS: {
         if (c === null) throw err('EINVAL', 'rdma_init_qp_attr', 'no connection');
+        if (this.host.qpType === QpType.UC) return { attr: { qpState: QpState.RTS, sqPsn: c.sqPsn }, mask: M.STATE | M.SQ_PSN };
         // cm.c `cm_init_qp_rts_attr` (av.timeout), then cma.c `rdma_init_qp_attr` (the id's option).
         const opt = this.ackTimeoutOption;
         return {
@@ -475,7 +487,8 @@ export function rcConnectRequest(c: RcConn, m: CmReq, l: Listener, meta: RxMeta)
   } catch {
     return c.refuse(CmRejReason.CONSUMER_DEFINED, 'no CMA header');
   }
-  if (hdr.version !== 0 || m.transportType !== CmTransportType.RC || l.host.qpType !== QpType.RC) return c.refuse(CmRejReason.CONSUMER_DEFINED, 'not an RC request of rdma_cm');
+  if (hdr.version !== 0) return c.refuse(CmRejReason.CONSUMER_DEFINED, 'not a request of rdma_cm');
+  if (l.host.qpType === QpType.UD || m.transportType !== cmTransportOf(l.host.qpType)) return c.refuse(CmRejReason.CONSUMER_DEFINED, 'a request for another QP type');
   const dstText = ipFromGid(gidFromBytes(hdr.dst)).ip;
   const la = l.addr.address;
   const fits = isAnyAddr(la) ? la !== '0.0.0.0' || hdr.ipVersion === 4 : familyOf(l.addr) === hdr.ipVersion && la === dstText;
@@ -530,4 +543,9 @@ export function rcConnectRequest(c: RcConn, m: CmReq, l: Listener, meta: RxMeta)
     },
   });
   if (!adopted && c.cell.is(S.REQ_RCVD)) c.refuse(CmRejReason.CONSUMER_DEFINED, 'not taken');
+}
+
+/** The REQ's transport service type of a connected id's QP type (cm.c `cm_req_set_qp_type`). */
+function cmTransportOf(t: QpType): number {
+  return t === QpType.UC ? CmTransportType.UC : CmTransportType.RC;
 }

@@ -18,6 +18,12 @@ import type { RcClock } from './clock.js';
 export const MAX_UNACKED_PSNS = 128;
 /** rxe `RXE_MAX_PKT_PER_ACK`: AckReq is set at least this often within a long message. */
 export const MAX_PKT_PER_ACK = 64;
+/**
+ * rxe `RXE_INFLIGHT_SKBS_PER_QP_HIGH`: packets a UC requester sends before it lets other work run
+ * (rxe stops a QP's requester while this many of its packets are still with the network). RC
+ * needs no such bound: its window ({@link MAX_UNACKED_PSNS}) stops it first.
+ */
+export const MAX_INFLIGHT_PKTS = 64;
 /** Read response packets the responder sends before letting other work run. */
 export const READ_RESPONSE_BURST = 64;
 /** The largest RDMA length a RETH may carry (IBTA C9-94; rxe refuses more with an invalid request NAK). */
@@ -42,9 +48,18 @@ export function ackTimeoutMs(timeout: number): number {
   return Math.max(1, Math.floor(ns / (JIFFY_MS * 1e6))) * JIFFY_MS;
 }
 
-/** The QP as the engines see it (implemented by the RC QP of the device). */
+/**
+ * The QP as the engines see it (implemented by the connected QP of the device, RC or UC).
+ *
+ * A UC QP (`uc`) runs the same engines as rxe does, with its QP-type checks: the requester sends
+ * UC opcodes with no window and completes a WQE when its last packet is sent; the responder
+ * checks PSNs and opcode sequences the UC way and sends no response; the completer has nothing
+ * to do.
+ */
 export interface RcCore {
   readonly tag: string;
+  /** An Unreliable Connected QP (IBTA 9.8.2): no acknowledgements, no retries, no READ or atomics. */
+  readonly uc: boolean;
   readonly qpNum: number;
   readonly context: Context;
   readonly pd: Pd;

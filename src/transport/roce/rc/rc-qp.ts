@@ -1,12 +1,14 @@
 /**
- * The RC QP of the soft RoCE device: the verbs QP (queues, posting checks, completions, the
- * modify rules of qp-attr.ts) wired to the three engines of rxe's split — requester (req.ts),
- * completer (comp.ts), responder (resp.ts) — and to the device's receive path and sockets.
+ * The connected QP of the soft RoCE device, RC or UC: the verbs QP (queues, posting checks,
+ * completions, the modify rules of qp-attr.ts for its type) wired to the three engines of rxe's
+ * split — requester (req.ts), completer (comp.ts), responder (resp.ts) — and to the device's
+ * receive path and sockets. A UC QP runs the same engines with rxe's UC checks (see
+ * {@link RcCore.uc}): UC opcodes, no acknowledgements, no retries; its completer never runs.
  *
- * - RTR (`ib_modify_qp` with AV, path MTU, destination QPN, RQ PSN, max_dest_rd_atomic,
+ * - RTR (`ib_modify_qp` with AV, path MTU, destination QPN, RQ PSN; RC: max_dest_rd_atomic,
  *   min_rnr_timer): the path is resolved (source GID, destination address), the responder starts
- *   at the RQ PSN. RTS (SQ PSN, timeout, retry_cnt, rnr_retry, max_rd_atomic): the requester and
- *   completer start at the SQ PSN.
+ *   at the RQ PSN. RTS (SQ PSN; RC: timeout, retry_cnt, rnr_retry, max_rd_atomic): the requester
+ *   and completer start at the SQ PSN.
  * - Packets from the peer reach {@link RoceRcQp._respond} after the device's checks (headers,
  *   ICRC) and this QP's (opcode class, state, source and destination address of the connection);
  *   requests go to the responder, responses to the completer.
@@ -20,7 +22,7 @@ import type { Cq } from '../../../verbs/cq.js';
 import type { QpInitAttr } from '../../../verbs/provider.js';
 import { Qp, type RecvInfo, type RqWqe, type SqWqe } from '../../../verbs/qp.js';
 import { QpAttrMask, type QpAttr } from '../../../verbs/qp-attr.js';
-import { AsyncEventType, QpState, WcStatus, type QpCap, type Sge } from '../../../verbs/types.js';
+import { AsyncEventType, QpState, QpType, WcStatus, type QpCap, type Sge } from '../../../verbs/types.js';
 import {
   IbTransport,
   OpMask,
@@ -44,9 +46,10 @@ import { RcResponder } from './resp.js';
 export type RcLink = (pkt: Buffer) => void;
 
 
-/** An RC QP on a soft RoCE device. */
+/** An RC or UC QP on a soft RoCE device. */
 export class RoceRcQp extends Qp implements RcCore {
   readonly dev: RoceDevice;
+  readonly uc: boolean;
   /** The clock of the engines' timers (a virtual one in tests). */
   clock: RcClock = realClock;
   /** Set to carry this QP's packets instead of the device's sockets (tests). */
@@ -68,6 +71,7 @@ export class RoceRcQp extends Qp implements RcCore {
   constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap, dev: RoceDevice) {
     super(context, pd, qpNum, init, cap);
     this.dev = dev;
+    this.uc = init.qpType === QpType.UC;
     this.req = new RcRequester(this);
     this.comp = new RcCompleter(this);
     this.resp = new RcResponder(this);
@@ -170,12 +174,13 @@ export class RoceRcQp extends Qp implements RcCore {
 
   /**
    * @internal The device's QP-level checks for a packet to this QP (rxe `check_type_state`,
-   * `check_addr`): an RC opcode, a state that takes it (requests from RTR, responses from RTS),
-   * and the connection's addresses. Counts and returns false to drop.
+   * `check_addr`): an opcode of the QP's class (RC, UC: requests only), a state that takes it
+   * (requests from RTR, responses from RTS), and the connection's addresses. Counts and returns
+   * false to drop.
    */
   _accepts(p: RocePacket, meta: RxMeta): boolean {
     const c = this.dev.counters;
-    if (!opcodeFitsQp(p.opcode, IbTransport.RC)) {
+    if (!opcodeFitsQp(p.opcode, this.uc ? IbTransport.UC : IbTransport.RC)) {
       c.inc(C.rcvd_bad_opcode_drop);
       return false;
     }
@@ -252,6 +257,7 @@ export class RoceRcQp extends Qp implements RcCore {
       case QpState.ERR:
         this.comp.stop();
         this.resp.stop();
+        this.req.stop();
         break;
       case QpState.RESET:
         this.comp.stop();
@@ -284,6 +290,7 @@ export class RoceRcQp extends Qp implements RcCore {
   protected _destroyed(): void {
     this.comp.stop();
     this.resp.stop();
+    this.req.stop();
     this.dev._removeQp(this);
   }
 
@@ -315,7 +322,7 @@ export class RoceRcQp extends Qp implements RcCore {
   }
 }
 
-/** A CQ overflowed (CQ_ERR already raised): every RC QP using it is fatally broken (IB spec 11.6.2). */
+/** A CQ overflowed (CQ_ERR already raised): every RC or UC QP using it is fatally broken (IB spec 11.6.2). */
 function cqOverflowed(cq: Cq): void {
   for (const qp of cq.qps) if (qp instanceof RoceRcQp) qp.fatal('completion queue overflow', AsyncEventType.QP_FATAL);
 }

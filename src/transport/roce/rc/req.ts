@@ -14,6 +14,12 @@
  * wait, and, when the responder advertises no credits, after one outstanding SEND (IBTA
  * 9.7.7.2's limited mode).
  * AckReq is set on the last packet of each message and at least every 64 packets.
+ *
+ * UC (rxe_req.c with `qp_type` UC): the same packets with the UC opcodes (`next_opcode_uc`;
+ * AckReq set as for RC, as rxe does), no window, no retransmission timer; a WQE completes as soon
+ * as its last packet is handed to the network (rxe_net.c `rxe_xmit_packet`), whether or not it
+ * arrives. After {@link MAX_INFLIGHT_PKTS} packets the requester lets other work run and goes on
+ * in the next turn.
  */
 import { trace, tracing } from '../../../trace.js';
 import type { SqWqe } from '../../../verbs/qp.js';
@@ -24,6 +30,7 @@ import { SendFlags, WcStatus, WrOpcode, type Sge } from '../../../verbs/types.js
 import {
   Hdr,
   IbOpcode,
+  IbTransport,
   psnAdd,
   psnDiff,
   writeAtmeth,
@@ -32,7 +39,8 @@ import {
   writeReth,
 } from '../../../wire/roce/index.js';
 import { C } from '../counters.js';
-import { MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, gatherSges, hdrAt, rcPacket, sgesValid, type RcCore } from './common.js';
+import { MAX_INFLIGHT_PKTS, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, gatherSges, hdrAt, rcPacket, sgesValid, type RcCore } from './common.js';
+import type { RcTimer } from './clock.js';
 import type { RcCompleter } from './comp.js';
 
 /** What a WQE does on the wire. */
@@ -87,6 +95,9 @@ export class RcRequester {
   private noAck = 0;
   private kicking = false;
   private again = false;
+  /** UC: packets sent by this kick, and the deferred kick that goes on after {@link MAX_INFLIGHT_PKTS}. */
+  private burst = 0;
+  private resume: RcTimer | null = null;
   comp!: RcCompleter;
 
   constructor(private readonly core: RcCore) {}
@@ -106,6 +117,14 @@ export class RcRequester {
     this.list.clear();
     this.cur = 0;
     this.rdAtomicOut = 0;
+    this.stop();
+  }
+
+  /** Cancel the deferred kick of a UC burst (QP to ERR, RESET or destroyed). */
+  stop(): void {
+    this.resume?.cancel();
+    this.resume = null;
+    this.burst = 0;
   }
 
   /** Send what may be sent now. Re-entrant calls (from a completion) are folded into the running one. */
@@ -114,6 +133,8 @@ export class RcRequester {
       this.again = true;
       return;
     }
+    // UC: each kick (a post, the next turn of a long message) may send a burst.
+    if (this.resume === null) this.burst = 0;
     this.kicking = true;
     try {
       do {
@@ -169,7 +190,17 @@ export class RcRequester {
     const comp = this.comp;
     for (;;) {
       if (!core.sendReady() || this.rnrWait) return;
-      if (psnDiff(this.psn, comp.psn) >= MAX_UNACKED_PSNS) return;
+      if (core.uc) {
+        // rxe checks the window for RC only; UC yields to other work after a burst instead.
+        if (this.resume !== null) return;
+        if (this.burst >= MAX_INFLIGHT_PKTS) {
+          this.resume = core.clock.defer(() => {
+            this.resume = null;
+            this.kick();
+          });
+          return;
+        }
+      } else if (psnDiff(this.psn, comp.psn) >= MAX_UNACKED_PSNS) return;
       let e = this.list.at(this.cur);
       if (e === undefined) {
         // A WQE leaves the send queue only when it may start (it stays there, with its own copy
@@ -333,7 +364,8 @@ export class RcRequester {
         const off = k * mtu;
         const len = Math.max(0, Math.min(mtu, w.length - off));
         const last = k === e.npkts - 1;
-        const op = dataOpcode(w.opcode, k === 0, last);
+        const rcOp = dataOpcode(w.opcode, k === 0, last);
+        const op = core.uc ? ucOpcode(rcOp) : rcOp;
         const ackReq = last || ++this.noAck >= MAX_PKT_PER_ACK;
         if (ackReq) this.noAck = 0;
         const se = last && (w.flags & SendFlags.SOLICITED) !== 0 && (e.kind === WqeKind.SEND || w.opcode === WrOpcode.RDMA_WRITE_WITH_IMM);
@@ -354,11 +386,36 @@ export class RcRequester {
     this.psn = nextPsn;
     if (psnDiff(nextPsn, this.sentEnd) > 0) this.sentEnd = nextPsn;
     if (psnDiff(nextPsn, e.lastPsn) > 0) this.cur++;
-    if (tracing('tx')) trace('tx', core.tag, `RC ${e.kind} psn ${psn} (${k + 1}/${e.npkts})`);
+    if (tracing('tx')) trace('tx', core.tag, `${core.uc ? 'UC' : 'RC'} ${e.kind} psn ${psn} (${k + 1}/${e.npkts})`);
     core.transmit(buf, end);
-    this.comp.armTimer();
+    if (!core.uc) {
+      this.comp.armTimer();
+      return true;
+    }
+    this.burst++;
+    if (psnDiff(nextPsn, e.lastPsn) > 0) this.sent(e);
     return true;
   }
+
+  /**
+   * UC: the last packet of `e` (the head: UC WQEs complete in the order they start) went out, so
+   * it completes successfully now (rxe_net.c `rxe_xmit_packet` marks a non-RC WQE done when its
+   * last packet is sent). What happens to it on the way is not the sender's to know.
+   */
+  private sent(e: RcWqe): void {
+    if (this.list.peek() !== e) return;
+    this.list.shift();
+    this.popped();
+    this.core.sendDone(e.w, WcStatus.SUCCESS);
+  }
+}
+
+/**
+ * The UC opcode of an RC SEND or RDMA WRITE opcode (rxe `next_opcode_uc`): the same operation
+ * (the low five bits, 0x00-0x0B) in the UC class (0x20-0x2B).
+ */
+export function ucOpcode(rcOp: number): number {
+  return IbTransport.UC | (rcOp & 0x1f);
 }
 
 /** The opcode of packet `first`/`last` of a SEND or RDMA WRITE WQE (rxe `next_opcode_rc`). */

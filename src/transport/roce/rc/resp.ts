@@ -32,6 +32,23 @@
  * ACK queued behind them waits; a later ACK replaces one still queued (they acknowledge
  * cumulatively). ACKs answer the packets that ask for one (AckReq: the last packet of each
  * message, and one in 64 of a long one), so one ACK covers many packets.
+ *
+ * UC (rxe_resp.c with `qp_type` UC, IBTA 9.7.5.1.2 and the class D errors of 9.9.3): the same
+ * checks and placement, and no response of any kind.
+ * - PSN (`check_psn`): a packet other than the expected PSN starts dropping the message it belongs
+ *   to; every packet is dropped until a FIRST or ONLY, which the responder takes as the new
+ *   expected PSN (it resynchronises). The sender learns nothing: its WQE completed when sent.
+ * - Opcode sequence (`check_op_seq`): a MIDDLE or LAST without its FIRST drops the rest of its
+ *   message. A FIRST or ONLY while a message is in progress ends that message unfinished (its
+ *   receive WQE is kept, emptied, for the next message: `do_class_d1e_error`) and starts its own.
+ *   rxe discards that FIRST/ONLY as well, and, when no receive WQE was in progress (a cut RDMA
+ *   WRITE), keeps the cut message open so that every later message is discarded too; here the
+ *   new message is taken, as the class D1 rule reads and rxe's comment there says.
+ * - Everything an RC QP NAKs as invalid or a remote access error (an RDMA WRITE the QP's access
+ *   flags refuse, a bad R_Key or range, a bad length, a message longer than the receive buffer)
+ *   and no posted receive WQE drop the message silently (class D, `rcvd_no_recv_wqe_drop` for the
+ *   latter); the receive WQE taken for it is kept for the next message. A receive WQE naming
+ *   invalid memory is class A as for RC: it completes with LOC_QP_OP_ERR and the QP goes to ERR.
  */
 import { trace, tracing } from '../../../trace.js';
 import type { RqWqe } from '../../../verbs/qp.js';
@@ -95,6 +112,8 @@ interface ClassC {
   /** The affiliated asynchronous event of the responder's QP (IBTA 11.6.3). */
   event: AsyncEventType;
   why: string;
+  /** Class A (a malformed receive WQE): fatal for every QP type, UC included. */
+  classA?: true;
 }
 
 const INVALID = (why: string, recvStatus: WcStatus = WcStatus.REM_INV_REQ_ERR): ClassC => ({
@@ -109,7 +128,20 @@ const REMOTE_OP = (why: string): ClassC => ({
   recvStatus: WcStatus.LOC_QP_OP_ERR,
   event: AsyncEventType.QP_FATAL,
   why,
+  classA: true,
 });
+
+/** What {@link RcResponder.sequenceProblem} finds wrong with an opcode following the last one. */
+const SeqFault = {
+  /** A MIDDLE or LAST with no message in progress. */
+  NO_FIRST: 1,
+  /** A packet that does not continue the message in progress. */
+  IN_MESSAGE: 2,
+} as const;
+type SeqFault = (typeof SeqFault)[keyof typeof SeqFault];
+
+/** Operation bits (the low five) of the opcodes the sequence checks name; UC's are these | 0x20. */
+const OP_MASK = 0x1f;
 
 /** The responder of one RC QP. */
 export class RcResponder {
@@ -137,6 +169,8 @@ export class RcResponder {
   private drainTimer: RcTimer | null = null;
   /** The QP has seen its first request (communication established). */
   private started = false;
+  /** UC: the rest of the current message is being dropped (rxe `resp.drop_msg`). */
+  private dropMsg = false;
 
   constructor(private readonly core: RcCore) {}
 
@@ -153,6 +187,7 @@ export class RcResponder {
     this.res = [];
     this.resNext = 0;
     this.started = false;
+    this.dropMsg = false;
   }
 
   /** Drop queued responses and the deferred drain (QP to ERR, RESET or destroyed). */
@@ -173,6 +208,10 @@ export class RcResponder {
   /** A request packet for this QP (headers, ICRC, state and addresses checked by the device). */
   onRequest(p: RocePacket): void {
     const core = this.core;
+    if (core.uc) {
+      this.ucRequest(p);
+      return;
+    }
     const c = core.counters;
     // IBA 9.7.5.1 (rxe `check_psn`): only the expected PSN executes. Up to 2^23 − 1 ahead is the
     // invalid region: one sequence NAK until the expected PSN arrives, nothing else. Up to 2^23
@@ -207,6 +246,57 @@ export class RcResponder {
     else this.flushNow();
   }
 
+  /** A UC request packet (rxe_resp.c `check_psn`, `check_op_seq` for UC, then the common checks). */
+  private ucRequest(p: RocePacket): void {
+    const m = p.mask;
+    const start = (m & OpMask.START) !== 0;
+    const inSequence = p.psn === this.epsn;
+    if (this.dropMsg || !inSequence) {
+      // Only a FIRST or ONLY ends the drop: it is the start of a message to take.
+      if (!start) {
+        if (!this.dropMsg && tracing('rx')) trace('rx', this.core.tag, `UC psn ${p.psn}, expected ${this.epsn}: message dropped`);
+        this.dropMsg = true;
+        return;
+      }
+      this.dropMsg = false;
+    }
+    const seq = this.sequenceProblem(p.opcode);
+    if (seq !== null) {
+      this.ucEndMessage(`${ibOpcodeName(p.opcode)} ${seq === SeqFault.NO_FIRST ? 'without its FIRST' : 'inside another message'}`);
+      // A FIRST or ONLY starts its own message (class D1); anything else is dropped with the rest of its message.
+      if (!start) {
+        this.dropMsg = true;
+        return;
+      }
+    }
+    // As for RC, only a packet at the expected PSN establishes the connection (a spoofed FIRST or
+    // ONLY elsewhere is taken, as UC takes it, but does not end the passive side's REP resends).
+    if (!this.started && inSequence) {
+      this.started = true;
+      this.core.commEstablished();
+    }
+    const err = this.execute(p);
+    if (err === null) return;
+    if (err.classA) {
+      this.classC(p.psn, err);
+      return;
+    }
+    this.ucEndMessage(err.why);
+    this.dropMsg = true;
+  }
+
+  /**
+   * UC: the message in progress ends unfinished (rxe `do_class_d1e_error` without an SRQ): the
+   * receive WQE it was filling is kept, emptied, for the next message; nothing completes.
+   */
+  private ucEndMessage(why: string): void {
+    if (tracing('rx')) trace('rx', this.core.tag, `UC message dropped: ${why}`);
+    this.recvOff = 0;
+    this.lastOp = -1;
+    this.wMr = null;
+    this.wLeft = 0;
+  }
+
   /**
    * Send what the request just queued before anything else runs: an ACK leaves before the
    * application can see (and react to) the completion it follows, as rxe's responder task does.
@@ -224,8 +314,10 @@ export class RcResponder {
     const core = this.core;
     const m = p.mask;
     const op = p.opcode;
-    const seq = this.sequenceProblem(op);
-    if (seq !== null) return INVALID(seq);
+    if (!core.uc) {
+      const seq = this.sequenceProblem(op);
+      if (seq !== null) return INVALID(`${ibOpcodeName(op)} ${seq === SeqFault.NO_FIRST ? 'without its FIRST' : 'inside another message'}`);
+    }
     const acc = core.accessFlags;
     if (
       (m & OpMask.READ && !(acc & Access.REMOTE_READ)) ||
@@ -249,6 +341,11 @@ export class RcResponder {
     } else if (len === 0 || len > mtu) return INVALID(`LAST packet of ${len} bytes`);
     if (m & OpMask.RWR && this.recv === null) {
       const w = core.rqTake();
+      if (w === undefined && core.uc) {
+        // UC: no RNR NAK, the message is dropped (rxe RESPST_ERR_RNR: "UD/UC - class D").
+        core.counters.inc(C.rcvd_no_recv_wqe_drop);
+        return INVALID('no receive WQE posted');
+      }
       if (w === undefined) {
         core.counters.inc(C.send_rnr_err);
         this.queueAck(p.psn, AethSyndrome.RNR_NAK | (core.minRnrTimer & AethSyndrome.VALUE_MASK));
@@ -285,22 +382,26 @@ export class RcResponder {
       if (m & OpMask.WRITE) this.wMr = null;
     }
     if (m & OpMask.COMP) this.completeRecv(p, invalidated);
-    if (p.ackReq) this.queueAck(p.psn, AethSyndrome.ACK);
+    if (p.ackReq && !core.uc) this.queueAck(p.psn, AethSyndrome.ACK);
     return null;
   }
 
-  /** What is wrong with `op` following the last executed opcode (rxe `check_op_seq`), or null. */
-  private sequenceProblem(op: number): string | null {
+  /**
+   * What is wrong with `op` following the last executed opcode (rxe `check_op_seq`), or null.
+   * RC and UC opcodes are compared by their operation bits (the same for both classes; a QP only
+   * receives its own class).
+   */
+  private sequenceProblem(op: number): SeqFault | null {
     const O = IbOpcode;
-    const last = this.lastOp;
+    const last = this.lastOp < 0 ? -1 : this.lastOp & OP_MASK;
+    const o = op & OP_MASK;
     const inSend = last === O.RC_SEND_FIRST || last === O.RC_SEND_MIDDLE;
     const inWrite = last === O.RC_RDMA_WRITE_FIRST || last === O.RC_RDMA_WRITE_MIDDLE;
-    const sendCont =
-      op === O.RC_SEND_MIDDLE || op === O.RC_SEND_LAST || op === O.RC_SEND_LAST_WITH_IMMEDIATE || op === O.RC_SEND_LAST_WITH_INVALIDATE;
-    const writeCont = op === O.RC_RDMA_WRITE_MIDDLE || op === O.RC_RDMA_WRITE_LAST || op === O.RC_RDMA_WRITE_LAST_WITH_IMMEDIATE;
-    if (inSend) return sendCont ? null : `${ibOpcodeName(op)} inside a SEND message`;
-    if (inWrite) return writeCont ? null : `${ibOpcodeName(op)} inside an RDMA WRITE message`;
-    if (sendCont || writeCont) return `${ibOpcodeName(op)} without its FIRST`;
+    const sendCont = o === O.RC_SEND_MIDDLE || o === O.RC_SEND_LAST || o === O.RC_SEND_LAST_WITH_IMMEDIATE || o === O.RC_SEND_LAST_WITH_INVALIDATE;
+    const writeCont = o === O.RC_RDMA_WRITE_MIDDLE || o === O.RC_RDMA_WRITE_LAST || o === O.RC_RDMA_WRITE_LAST_WITH_IMMEDIATE;
+    if (inSend) return sendCont ? null : SeqFault.IN_MESSAGE;
+    if (inWrite) return writeCont ? null : SeqFault.IN_MESSAGE;
+    if (sendCont || writeCont) return SeqFault.NO_FIRST;
     return null;
   }
 
@@ -471,8 +572,8 @@ export class RcResponder {
   // -- errors -------------------------------------------------------------------------------------
 
   /**
-   * A class C error at PSN `psn`: the receive in progress (if any) completes with the error, the
-   * NAK goes out after the responses queued before it, and the QP moves to ERR.
+   * A class C error at PSN `psn` (class A too): the receive in progress (if any) completes with
+   * the error, the NAK goes out after the responses queued before it (RC), and the QP moves to ERR.
    */
   private classC(psn: number, e: ClassC): void {
     const core = this.core;
@@ -480,8 +581,10 @@ export class RcResponder {
     const w = this.recv;
     this.recv = null;
     if (w !== null) core.recvDone(w, e.recvStatus, 0, 0, 0, false);
-    this.queue({ kind: 'ack', psn, syndrome: e.syndrome, msn: this.msn, credits: false });
-    this.drain(Infinity);
+    if (!core.uc) {
+      this.queue({ kind: 'ack', psn, syndrome: e.syndrome, msn: this.msn, credits: false });
+      this.drain(Infinity);
+    }
     core.fatal(e.why, e.event);
   }
 
