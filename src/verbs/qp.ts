@@ -44,6 +44,7 @@ import {
 } from './types.js';
 import { objectArray } from '../util/arrays.js';
 import { StateCell } from '../util/state.js';
+import { recvWqe } from './recv-wqe.js';
 import { DEFAULT_WR_CAPS, checkRecvWr, checkSendWr, wrRules, type WrRules } from './wr-check.js';
 import { Mw, MwState, type BindWqe } from './mw.js';
 import { Mr } from './mr.js';
@@ -649,29 +650,7 @@ export abstract class Qp {
     if (this.rq.length >= this.cap.maxRecvWr) return new PostError('ENOMEM', op, i, 'receive queue full');
     const length = checkRecvWr(wr, this.wrRules);
     if (typeof length === 'string') return new PostError('EINVAL', op, i, length);
-    const src = wr.sgList;
-    const n = src.length;
-    const f = this.rqFree.pop();
-    if (f !== undefined && f.sgList.length === n) {
-      // A completed WQE handed back by the transport: its SGE copies are overwritten in place.
-      for (let j = 0; j < n; j++) {
-        const s = src[j] as Sge;
-        const d = f.sgList[j] as Sge;
-        d.addr = s.addr;
-        d.length = s.length;
-        d.lkey = s.lkey;
-      }
-      f.wrId = wr.wrId;
-      f.length = length;
-      this.rq.push(f);
-      return null;
-    }
-    const sgList: Sge[] = new Array<Sge>(n);
-    for (let j = 0; j < n; j++) {
-      const s = src[j] as Sge;
-      sgList[j] = { addr: s.addr, length: s.length, lkey: s.lkey };
-    }
-    this.rq.push({ wrId: wr.wrId, sgList, length });
+    this.rq.push(recvWqe(wr, length, this.rqFree));
     return null;
   }
 

@@ -29,7 +29,8 @@ import type { Context } from './context.js';
 import type { Pd } from './pd.js';
 import type { QpLike } from './provider.js';
 import type { RqWqe } from './qp.js';
-import { AsyncEventType, QpType, type RecvWr, type Sge } from './types.js';
+import { recvWqe } from './recv-wqe.js';
+import { AsyncEventType, QpType, type RecvWr } from './types.js';
 import { DEFAULT_WR_CAPS, checkRecvWr, wrRules, type WrRules } from './wr-check.js';
 
 /** `struct ibv_srq_attr`. */
@@ -217,32 +218,7 @@ export class Srq {
     if (this.q.length >= this.maxWr) throw new PostError('ENOMEM', op, i, 'SRQ full');
     const length = checkRecvWr(wr, this.rules);
     if (typeof length === 'string') throw new PostError('EINVAL', op, i, length);
-    this.q.push(this.copy(wr, length));
-  }
-
-  /** A private copy of a checked WR: a WQE handed back by a QP, or a new one. */
-  private copy(wr: RecvWr, length: number): RqWqe {
-    const src = wr.sgList;
-    const n = src.length;
-    const f = this.free.pop();
-    if (f !== undefined && f.sgList.length === n) {
-      for (let j = 0; j < n; j++) {
-        const s = src[j] as Sge;
-        const d = f.sgList[j] as Sge;
-        d.addr = s.addr;
-        d.length = s.length;
-        d.lkey = s.lkey;
-      }
-      f.wrId = wr.wrId;
-      f.length = length;
-      return f;
-    }
-    const sgList: Sge[] = new Array<Sge>(n);
-    for (let j = 0; j < n; j++) {
-      const s = src[j] as Sge;
-      sgList[j] = { addr: s.addr, length: s.length, lkey: s.lkey };
-    }
-    return { wrId: wr.wrId, sgList, length };
+    this.q.push(recvWqe(wr, length, this.free));
   }
 
   /**
