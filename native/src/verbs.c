@@ -138,6 +138,61 @@ static napi_value query_device(napi_env env, napi_callback_info info)
 	return o;
 }
 
+/*
+ * queryDeviceEx(ctx) -> the fields of struct ibv_device_attr_ex past orig_attr (flattened;
+ * the JS side has orig_attr from queryDevice) | -errno
+ */
+static napi_value query_device_ex(napi_env env, napi_callback_info info)
+{
+	ARGS(1);
+	struct ctx_obj *c = get_obj(env, argv[0], T_CTX);
+	struct ibv_device_attr_ex a;
+	napi_value o;
+	if (!c)
+		return neg_errno(env, EINVAL);
+	memset(&a, 0, sizeof a);
+	int r = ibv_query_device_ex(c->ctx, NULL, &a);
+	if (r)
+		return neg_errno(env, r);
+	napi_create_object(env, &o);
+	set_val(env, o, "odpGeneralCaps", u64(env, a.odp_caps.general_caps));
+	set_val(env, o, "completionTimestampMask", u64(env, a.completion_timestamp_mask));
+	set_val(env, o, "hcaCoreClock", u64(env, a.hca_core_clock));
+	set_val(env, o, "deviceCapFlagsEx", u64(env, a.device_cap_flags_ex));
+	set_val(env, o, "rxHashFieldsMask", u64(env, a.rss_caps.rx_hash_fields_mask));
+	set_val(env, o, "maxDmSize", u64(env, a.max_dm_size));
+#define F(js, c) set_num(env, o, js, (double)a.c)
+	F("compMask", comp_mask);
+	F("odpRc", odp_caps.per_transport_caps.rc_odp_caps);
+	F("odpUc", odp_caps.per_transport_caps.uc_odp_caps);
+	F("odpUd", odp_caps.per_transport_caps.ud_odp_caps);
+	F("maxTso", tso_caps.max_tso);
+	F("tsoSupportedQpts", tso_caps.supported_qpts);
+	F("rssSupportedQpts", rss_caps.supported_qpts);
+	F("maxRwqIndirectionTables", rss_caps.max_rwq_indirection_tables);
+	F("maxRwqIndirectionTableSize", rss_caps.max_rwq_indirection_table_size);
+	F("rxHashFunction", rss_caps.rx_hash_function);
+	F("maxWqTypeRq", max_wq_type_rq);
+	F("qpRateLimitMin", packet_pacing_caps.qp_rate_limit_min);
+	F("qpRateLimitMax", packet_pacing_caps.qp_rate_limit_max);
+	F("ppSupportedQpts", packet_pacing_caps.supported_qpts);
+	F("rawPacketCaps", raw_packet_caps);
+	F("tmMaxRndvHdrSize", tm_caps.max_rndv_hdr_size);
+	F("tmMaxNumTags", tm_caps.max_num_tags);
+	F("tmFlags", tm_caps.flags);
+	F("tmMaxOps", tm_caps.max_ops);
+	F("tmMaxSge", tm_caps.max_sge);
+	F("maxCqCount", cq_mod_caps.max_cq_count);
+	F("maxCqPeriod", cq_mod_caps.max_cq_period);
+	F("pciFetchAdd", pci_atomic_caps.fetch_add);
+	F("pciSwap", pci_atomic_caps.swap);
+	F("pciCompareSwap", pci_atomic_caps.compare_swap);
+	F("xrcOdpCaps", xrc_odp_caps);
+	F("physPortCntEx", phys_port_cnt_ex);
+#undef F
+	return o;
+}
+
 /* queryPort(ctx, port) -> attrs | -errno */
 static napi_value query_port(napi_env env, napi_callback_info info)
 {
@@ -1175,6 +1230,7 @@ void verbs_register(napi_env env, napi_value exports)
 {
 	EXPORT("deviceList", device_list);
 	EXPORT("queryDevice", query_device);
+	EXPORT("queryDeviceEx", query_device_ex);
 	EXPORT("queryPort", query_port);
 	EXPORT("queryGid", query_gid);
 	EXPORT("queryPkey", query_pkey);

@@ -88,6 +88,8 @@ export interface NativeBinding {
   setHandlers(cq: (chanKey: number, cqKey: number) => void, cm: (ev: NativeCmEvent) => void, async: (ctxKey: number, type: number, kind: number, key: number) => void): number;
   deviceList(): R<NativeDeviceEntry[]>;
   queryDevice(ctx: Handle): R<Record<string, number | bigint | string>>;
+  /** ibv_query_device_ex's fields past orig_attr, flattened (absent in addons built before it). */
+  queryDeviceEx?(ctx: Handle): R<Record<string, number | bigint>>;
   queryPort(ctx: Handle, port: number): R<Record<string, number>>;
   queryGid(ctx: Handle, port: number, index: number, out: Uint8Array): number;
   queryPkey(ctx: Handle, port: number, index: number): number;
