@@ -159,7 +159,10 @@ export class QpEx {
     this._started = false;
     const n = this._n;
     this._n = 0;
-    if (this._err !== 0) return this._err;
+    if (this._err !== 0) {
+      this.releaseRefs(n);
+      return this._err;
+    }
     if (n === 0) return 0;
     const bad = this.qp._postAll(this._wrs as unknown as readonly SendWr[], n);
     this.releaseRefs(n);

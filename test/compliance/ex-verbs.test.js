@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import {
   Access, SendFlags, WcStatus, WcOpcode, WcFlags, QpType, QpState, AtomicCap, RdmaError, Errno,
   WcExFlags, WC_STANDARD_FLAGS, CqInitAttrMask, CreateCqAttrFlags, QpExSendOps, QpInitAttrMask, qpToQpEx, supportedSendOps,
-  DEVICE_FLUSH_GLOBAL, DEVICE_FLUSH_PERSISTENT, DEVICE_ATOMIC_WRITE,
+  DEVICE_FLUSH_GLOBAL, DEVICE_FLUSH_PERSISTENT, DEVICE_ATOMIC_WRITE, DEVICE_MEM_WINDOW_TYPE_2B, MwType, MwState, incRkey,
 } from '../../dist/index.js';
 import { rcPair, reap } from '../lib/cm-rc-pair.js';
 import { until } from '../lib/wait.js';
@@ -394,6 +394,75 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
       old.dereg();
     } finally {
       await close();
+    }
+  });
+});
+
+forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
+  const a0 = d.device.open().queryDevice();
+  const skip = (!hasEx(d) && 'the device has no ibv_create_cq_ex') || (!(a0.maxMw > 0 && a0.deviceCapFlags & DEVICE_MEM_WINDOW_TYPE_2B) && 'no type 2B memory windows');
+
+  test('memory windows through the builder: BIND_MW of a type 2 window, an RDMA WRITE through it, SEND_WITH_INV and LOCAL_INV', { skip }, async () => {
+    const ops = O.WITH_BIND_MW | O.WITH_LOCAL_INV | O.WITH_SEND_WITH_INV | O.WITH_RDMA_WRITE | O.WITH_SEND;
+    const made = [];
+    const { a, b, close } = await rcPair({
+      createQp: (id, cap) => {
+        const cqx = id.verbs.createCqEx({ cqe: 32, wcFlags: WC_STANDARD_FLAGS });
+        id.createQpEx({ compMask: EX_MASK, sendOpsFlags: ops, sendCq: cqx.cq, recvCq: cqx.cq, cap });
+        id.cqx = cqx;
+        made.push(cqx);
+      },
+    });
+    try {
+      const region = b.pd.regMr(Buffer.alloc(64), Access.LOCAL_WRITE | Access.MW_BIND);
+      const mw = b.pd.allocMw(MwType.TYPE_2);
+      const src = a.pd.regMr(Buffer.from('through-a-window'), Access.LOCAL_WRITE);
+      const xb = qpToQpEx(b.qp);
+      const rkey = incRkey(mw.rkey);
+      xb.wrStart();
+      xb.wrId = 1;
+      xb.wrFlags = SendFlags.SIGNALED;
+      xb.wrBindMw(mw, rkey, { mr: region, addr: region.addr + 16, length: 32, mwAccessFlags: Access.REMOTE_WRITE });
+      assert.equal(xb.wrComplete(), 0, xb.lastError?.message);
+      const [bound] = await reapEx(b.cqx, 1);
+      assert.deepEqual([bound.wrId, bound.status, bound.opcode], [1, WcStatus.SUCCESS, WcOpcode.BIND_MW]);
+      mw.rkey = rkey;
+      const xa = qpToQpEx(a.qp);
+      b.qp.postRecv({ wrId: 7, sgList: [] });
+      xa.wrStart();
+      xa.wrFlags = SendFlags.SIGNALED;
+      xa.wrId = 2;
+      xa.wrRdmaWrite(rkey, region.addr + 16);
+      xa.wrSetSge(src.lkey, src.addr, 16);
+      xa.wrId = 3;
+      xa.wrSendInv(rkey);
+      assert.equal(xa.wrComplete(), 0, xa.lastError?.message);
+      const sent = await reapEx(a.cqx, 2);
+      assert.deepEqual(sent.map((w) => [w.wrId, w.status]), [[2, WcStatus.SUCCESS], [3, WcStatus.SUCCESS]]);
+      const [inv] = await reapEx(b.cqx, 1);
+      assert.equal(inv.wrId, 7);
+      assert.ok(inv.wcFlags & WcFlags.WITH_INV);
+      assert.equal(inv.invalidatedRkey, rkey, 'read by field under WITH_IMM, as ibv_wc_read_invalidated_rkey');
+      assert.equal(bytes(region).subarray(16, 32).toString(), 'through-a-window');
+      assert.equal(mw.state, MwState.FREE, 'invalidated by the SEND_WITH_INV');
+      // Bound again, then invalidated locally.
+      const rkey2 = incRkey(rkey);
+      xb.wrStart();
+      xb.wrFlags = SendFlags.SIGNALED;
+      xb.wrId = 4;
+      xb.wrBindMw(mw, rkey2, { mr: region, addr: region.addr, length: 8, mwAccessFlags: Access.REMOTE_WRITE });
+      xb.wrId = 5;
+      xb.wrLocalInv(rkey2);
+      assert.equal(xb.wrComplete(), 0, xb.lastError?.message);
+      const done = await reapEx(b.cqx, 2);
+      assert.deepEqual(done.map((w) => [w.wrId, w.status, w.opcode]), [[4, WcStatus.SUCCESS, WcOpcode.BIND_MW], [5, WcStatus.SUCCESS, WcOpcode.LOCAL_INV]]);
+      assert.equal(mw.state, MwState.FREE);
+      mw.dealloc();
+      region.dereg();
+      src.dereg();
+    } finally {
+      await close();
+      for (const c of made) c.destroy();
     }
   });
 });
