@@ -576,6 +576,54 @@ static napi_value create_cq(napi_env env, napi_callback_info info)
 	return arr;
 }
 
+/*
+ * createCqEx(ctx, cqe, chan|null, vector, key, wcFlags) -> [cq, actual cqe] | -errno: the
+ * device's own ibv_create_cq_ex, for wc_flags ibv_poll_cq cannot report (completion
+ * timestamps); the provider refuses what it cannot serve. The CQ is otherwise an ordinary one
+ * (ibv_cq_ex_to_cq).
+ */
+static napi_value create_cq_ex(napi_env env, napi_callback_info info)
+{
+	ARGS(6);
+	struct ctx_obj *c = get_obj(env, argv[0], T_CTX);
+	uint32_t cqe, vec, flags;
+	int32_t key;
+	struct chan_obj *ch = NULL;
+	if (!c || !arg_u32(env, argv[1], &cqe) || !arg_u32(env, argv[3], &vec) || !arg_i32(env, argv[4], &key) ||
+	    !arg_u32(env, argv[5], &flags) || cqe < 1 || cqe > 0x7fffffff || vec > 0x7fffffff)
+		return neg_errno(env, EINVAL);
+	if (!is_nullish(env, argv[2])) {
+		ch = get_obj(env, argv[2], T_CHAN);
+		if (!ch)
+			return neg_errno(env, EINVAL);
+	}
+	struct cq_obj *o = calloc(1, sizeof(*o));
+	if (!o)
+		return neg_errno(env, ENOMEM);
+	o->st = state_of(env);
+	struct ibv_cq_init_attr_ex a;
+	memset(&a, 0, sizeof a);
+	a.cqe = cqe;
+	a.cq_context = (void *)(intptr_t)key;
+	a.channel = ch ? ch->h.ptr : NULL;
+	a.comp_vector = vec;
+	a.wc_flags = flags;
+	struct ibv_cq_ex *x = ibv_create_cq_ex(c->ctx, &a);
+	if (!x) {
+		int e = errno;
+		free(o);
+		return neg_errno(env, e ? e : ENOMEM);
+	}
+	o->ex = x;
+	o->wc_flags = flags;
+	struct ibv_cq *cq = ibv_cq_ex_to_cq(x);
+	napi_value arr;
+	napi_create_array_with_length(env, 2, &arr);
+	napi_set_element(env, arr, 0, wrap_obj(env, &o->h, T_CQ, cq));
+	napi_set_element(env, arr, 1, num(env, cq->cqe));
+	return arr;
+}
+
 static napi_value destroy_cq(napi_env env, napi_callback_info info)
 {
 	ARGS(1);
@@ -647,6 +695,84 @@ static napi_value poll_cq(napi_env env, napi_callback_info info)
 		w[11] = (uint32_t)c->sl | ((uint32_t)c->dlid_path_bits << 8);
 	}
 	return int32(env, n);
+}
+
+/*
+ * pollCqEx(cq, max, ts: BigUint64Array) -> n | -errno: up to max completions of a CQ made by
+ * createCqEx, through ibv_start_poll / ibv_next_poll / ibv_end_poll, into the WC scratch as
+ * poll_cq lays them out (the fields its wc_flags did not ask for 0; pkey_index always 0, the
+ * extended CQ has none), and their completion timestamp and wallclock (ns) into ts[2i], ts[2i+1].
+ * Of a failed completion only wr_id, status, qp_num and vendor_err are read (ibv_poll_cq(3)).
+ */
+static napi_value poll_cq_ex(napi_env env, napi_callback_info info)
+{
+	size_t argc = 3;
+	napi_value argv[3];
+	uint32_t max;
+	napi_typedarray_type t;
+	size_t len;
+	void *data;
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3)
+		return neg_errno(env, EINVAL);
+	struct cq_obj *o = get_obj(env, argv[0], T_CQ);
+	if (!o || !o->ex || !o->st || !o->st->wc || napi_get_value_uint32(env, argv[1], &max) != napi_ok ||
+	    napi_get_typedarray_info(env, argv[2], &t, &len, &data, NULL, NULL) != napi_ok || t != napi_biguint64_array)
+		return neg_errno(env, EINVAL);
+	if (max > WC_MAX)
+		max = WC_MAX;
+	if (len < 2 * (size_t)max)
+		return neg_errno(env, EINVAL);
+	struct ibv_cq_ex *x = o->ex;
+	const uint64_t f = o->wc_flags;
+	uint64_t *ts = data;
+	uint32_t *w = o->st->wc;
+	uint32_t n = 0;
+	if (max == 0)
+		return int32(env, 0);
+	struct ibv_poll_cq_attr pa;
+	memset(&pa, 0, sizeof pa);
+	int r = ibv_start_poll(x, &pa);
+	if (r == ENOENT)
+		return int32(env, 0);
+	if (r)
+		return neg_errno(env, r);
+	for (;;) {
+		const int ok = x->status == IBV_WC_SUCCESS;
+		memset(w, 0, WC_WORDS * sizeof(*w));
+		w[0] = (uint32_t)x->wr_id;
+		w[1] = (uint32_t)(x->wr_id >> 32);
+		w[2] = x->status;
+		w[4] = ibv_wc_read_vendor_err(x);
+		if (f & IBV_WC_EX_WITH_QP_NUM)
+			w[6] = ibv_wc_read_qp_num(x);
+		ts[2 * n] = 0;
+		ts[2 * n + 1] = 0;
+		if (ok) {
+			uint32_t wcf = ibv_wc_read_wc_flags(x);
+			w[3] = ibv_wc_read_opcode(x);
+			if (f & IBV_WC_EX_WITH_BYTE_LEN)
+				w[5] = ibv_wc_read_byte_len(x);
+			if (f & IBV_WC_EX_WITH_SRC_QP)
+				w[7] = ibv_wc_read_src_qp(x);
+			w[8] = wcf;
+			if (f & IBV_WC_EX_WITH_IMM)
+				w[9] = (wcf & IBV_WC_WITH_IMM) ? be32toh(ibv_wc_read_imm_data(x)) : ibv_wc_read_invalidated_rkey(x);
+			if (f & IBV_WC_EX_WITH_SLID)
+				w[10] = ibv_wc_read_slid(x) << 16;
+			w[11] = ((f & IBV_WC_EX_WITH_SL) ? ibv_wc_read_sl(x) : 0) |
+				((f & IBV_WC_EX_WITH_DLID_PATH_BITS) ? (uint32_t)ibv_wc_read_dlid_path_bits(x) << 8 : 0);
+			if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+				ts[2 * n] = ibv_wc_read_completion_ts(x);
+			if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+				ts[2 * n + 1] = ibv_wc_read_completion_wallclock_ns(x);
+		}
+		n++;
+		w += WC_WORDS;
+		if (n >= max || ibv_next_poll(x) != 0)
+			break;
+	}
+	ibv_end_poll(x);
+	return int32(env, (int32_t)n);
 }
 
 /* --- AH table (UD sends name their AH by index in the WR scratch) ---------------------------- */
@@ -1243,6 +1369,8 @@ void verbs_register(napi_env env, napi_value exports)
 	EXPORT("compChannelRef", comp_channel_ref);
 	EXPORT("destroyCompChannel", destroy_comp_channel);
 	EXPORT("createCq", create_cq);
+	EXPORT("createCqEx", create_cq_ex);
+	EXPORT("pollCqEx", poll_cq_ex);
 	EXPORT("destroyCq", destroy_cq);
 	EXPORT("reqNotifyCq", req_notify_cq);
 	EXPORT("ackCqEvents", ack_cq_events);

@@ -102,6 +102,10 @@ export interface NativeBinding {
   compChannelRef(ch: Handle, delta: number): number;
   destroyCompChannel(ch: Handle): number;
   createCq(ctx: Handle, cqe: number, ch: Handle | null, vector: number, key: number): R<[Handle, number]>;
+  /** ibv_create_cq_ex with `wcFlags` (absent in addons built before it). */
+  createCqEx?(ctx: Handle, cqe: number, ch: Handle | null, vector: number, key: number, wcFlags: number): R<[Handle, number]>;
+  /** Poll a CQ made by createCqEx through ibv_start_poll: the WC scratch, and each completion's timestamp and wallclock in `ts[2i]`, `ts[2i + 1]`. */
+  pollCqEx?(cq: Handle, max: number, ts: BigUint64Array): number;
   destroyCq(cq: Handle): number;
   reqNotifyCq(cq: Handle, solicitedOnly: boolean): number;
   ackCqEvents(cq: Handle, n: number): number;

@@ -33,7 +33,7 @@ import { ACCESS_ALL } from '../verbs/mr.js';
 import { QpType, TransportType, WrOpcode } from '../verbs/types.js';
 import type { WrCaps } from '../verbs/wr-check.js';
 import { baseDeviceAttrEx, type DeviceAttrEx } from '../verbs/device-attr-ex.js';
-import { WC_STANDARD_FLAGS } from '../verbs/cq-ex.js';
+import { WC_STANDARD_FLAGS, WcExFlags } from '../verbs/cq-ex.js';
 import { AH, SGE_MAX, encodeAh, type NativeAhData } from './abi.js';
 import { check, loadBinding, type Handle, type NativeBinding, type NativeDeviceEntry } from './binding.js';
 import { takeAttached } from './cm-qp.js';
@@ -347,8 +347,14 @@ const provider: VerbsProvider = {
   createQp,
   wrCaps: NATIVE_WR_CAPS,
   // The extended CQ and QP over ibv_create_cq / ibv_poll_cq and ibv_create_qp / ibv_post_send
-  // (src/verbs/cq-ex.ts, qp-ex.ts): the fields ibv_poll_cq reports, no completion timestamps.
-  exCaps: { wcFlags: WC_STANDARD_FLAGS },
+  // (src/verbs/cq-ex.ts, qp-ex.ts): the fields ibv_poll_cq reports.
+  // Completion timestamps go to the device's own ibv_create_cq_ex, which refuses them where the
+  // device has no clock (rdma-core's answer).
+  exCaps: { wcFlags: WC_STANDARD_FLAGS, deviceWcFlags: WcExFlags.WITH_COMPLETION_TIMESTAMP | WcExFlags.WITH_COMPLETION_TIMESTAMP_WALLCLOCK },
+  createCqEx: (ctx, a, wcFlags) => {
+    if (!(ctx instanceof NativeContext)) throw err('EINVAL', 'ibv_create_cq_ex', 'context of another device');
+    return ctx._createCqEx(a.cqe, a.channel, a.compVector, a.cqContext, wcFlags);
+  },
   queryDeviceEx,
   createAh,
   destroyAh,

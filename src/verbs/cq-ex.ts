@@ -14,7 +14,10 @@
  *
  * Which `wc_flags` a device serves is its provider's answer (`VerbsProvider.exCaps`); rxe's are
  * the standard ones (`IBV_WC_STANDARD_FLAGS`), without completion timestamps (its devices have no
- * completion clock: `completion_timestamp_mask` 0), and anything more is EOPNOTSUPP.
+ * completion clock: `completion_timestamp_mask` 0), and anything more is EOPNOTSUPP. The native
+ * backend hands timestamp flags to the kernel device's own `ibv_create_cq_ex`
+ * (`VerbsProvider.createCqEx`), which serves them where the device has a clock and refuses them
+ * otherwise; its CQ's `pollInto` fills the timestamps of the {@link WcTs} kept here.
  */
 import { err } from '../errors.js';
 import { Errno } from '../errno.js';
@@ -76,6 +79,20 @@ export interface CqInitAttrEx {
   parentDomain?: Pd | null;
 }
 
+/**
+ * A completion with its timestamps: the object an extended CQ created with a timestamp flag keeps
+ * (a device's own `create_cq_ex` fills them in `pollInto`).
+ */
+export interface WcTs extends Wc {
+  /** `ibv_wc_read_completion_ts`: the device clock's raw value. */
+  completionTs: bigint;
+  /** `ibv_wc_read_completion_wallclock_ns`. */
+  completionWallclockNs: bigint;
+}
+
+/** The timestamp flags. */
+const TS_FLAGS = WcExFlags.WITH_COMPLETION_TIMESTAMP | WcExFlags.WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+
 /** `struct ibv_poll_cq_attr`: `comp_mask` must be 0. */
 export interface PollCqAttr {
   compMask: number;
@@ -103,8 +120,11 @@ export class CqEx {
   constructor(cq: Cq, wcFlags: number) {
     this.cq = cq;
     this.wcFlags = wcFlags;
-    this._wc = newWc();
-    this._slot = [this._wc];
+    const wc = newWc();
+    // A CQ with timestamps keeps a completion with their fields (one shape from the start).
+    if (wcFlags & TS_FLAGS) Object.assign(wc, { completionTs: 0n, completionWallclockNs: 0n });
+    this._wc = wc;
+    this._slot = [wc];
     // Changed on every poll: mutable from the first CQ on (see util/arrays.ts).
     this._polling = true;
     this._polling = false;
@@ -239,17 +259,17 @@ export class CqEx {
     return this.cur(F.WITH_DLID_PATH_BITS, 'ibv_wc_read_dlid_path_bits').dlidPathBits;
   }
   /**
-   * `ibv_wc_read_completion_ts()` (`IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`): no device here has a
-   * completion clock, so no CQ is created with the flag and this always throws EINVAL.
+   * `ibv_wc_read_completion_ts()` (`IBV_WC_EX_WITH_COMPLETION_TIMESTAMP`): the raw device clock
+   * (`hca_core_clock` kHz, `completion_timestamp_mask` bits). Only a device with a completion
+   * clock creates a CQ with the flag: through the native backend, where the kernel's device has
+   * one; never on the soft devices.
    */
   readCompletionTs(): bigint {
-    this.cur(F.WITH_COMPLETION_TIMESTAMP, 'ibv_wc_read_completion_ts');
-    return 0n;
+    return (this.cur(F.WITH_COMPLETION_TIMESTAMP, 'ibv_wc_read_completion_ts') as WcTs).completionTs;
   }
-  /** `ibv_wc_read_completion_wallclock_ns()`: as {@link readCompletionTs}. */
+  /** `ibv_wc_read_completion_wallclock_ns()` (`IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK`): as {@link readCompletionTs}. */
   readCompletionWallclockNs(): bigint {
-    this.cur(F.WITH_COMPLETION_TIMESTAMP_WALLCLOCK, 'ibv_wc_read_completion_wallclock_ns');
-    return 0n;
+    return (this.cur(F.WITH_COMPLETION_TIMESTAMP_WALLCLOCK, 'ibv_wc_read_completion_wallclock_ns') as WcTs).completionWallclockNs;
   }
 
   /** `ibv_req_notify_cq()` on the CQ. */

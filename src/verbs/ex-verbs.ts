@@ -50,7 +50,7 @@ const INV_OPS = QpExSendOps.WITH_LOCAL_INV | QpExSendOps.WITH_SEND_WITH_INV;
 /**
  * `ibv_create_cq_ex()`: an extended CQ over a new CQ of `ctx`.
  * @throws RdmaError EOPNOTSUPP (a device without create_cq_ex — siw —, `wc_flags` it does not
- *   serve — completion timestamps on every device here —, a `comp_mask` beyond FLAGS and PD,
+ *   serve — completion timestamps on the soft devices, and where the kernel device has no clock —, a `comp_mask` beyond FLAGS and PD,
  *   `IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN`); EINVAL (malformed attributes) and whatever
  *   `ibv_create_cq` throws for the size, channel and vector.
  */
@@ -62,16 +62,19 @@ export function createCqEx(ctx: Context, attr: CqInitAttrEx): CqEx {
   const flags = mask & CqInitAttrMask.FLAGS ? (attr.flags ?? 0) : 0;
   if (!isFlags(wcFlags)) throw err('EINVAL', op, `wc_flags ${String(wcFlags)}`);
   if (!isFlags(mask) || !isFlags(flags)) throw err('EINVAL', op, 'comp_mask / flags');
-  const caps = ctx.device._provider(op).exCaps;
+  const p = ctx.device._provider(op);
+  const caps = p.exCaps;
   if (caps === undefined) throw err('EOPNOTSUPP', op, `${ctx.device.name} has no extended CQs`);
   // libibverbs ibv_icmd_create_cq_ex: comp_mask beyond FLAGS | PD.
   if (mask & ~(CqInitAttrMask.FLAGS | CqInitAttrMask.PD)) throw err('EOPNOTSUPP', op, `comp_mask 0x${mask.toString(16)}`);
   // rxe_create_cq_ex: "user is asking for flags we don't support".
-  const extra = wcFlags & ~caps.wcFlags;
+  const hook = p.createCqEx !== undefined ? (caps.deviceWcFlags ?? 0) : 0;
+  const extra = wcFlags & ~(caps.wcFlags | hook);
   if (extra !== 0) throw err('EOPNOTSUPP', op, `wc_flags 0x${extra.toString(16)} not served by ${ctx.device.name}`);
   // IGNORE_OVERRUN goes to the kernel, whose rxe_create_cq and siw_create_cq refuse any flag.
   if (flags & ~CreateCqAttrFlags.SINGLE_THREADED) throw err('EOPNOTSUPP', op, `flags 0x${flags.toString(16)}`);
-  const cq = ctx.createCq(attr.cqe, attr.channel ?? null, attr.compVector ?? 0, attr.cqContext);
+  const args = { cqe: attr.cqe, channel: attr.channel ?? null, compVector: attr.compVector ?? 0, cqContext: attr.cqContext };
+  const cq = (wcFlags & hook) !== 0 && p.createCqEx !== undefined ? p.createCqEx(ctx, args, wcFlags) : ctx.createCq(args.cqe, args.channel, args.compVector, args.cqContext);
   return new CqEx(cq, wcFlags);
 }
 

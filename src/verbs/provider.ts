@@ -13,6 +13,7 @@ import type { Mw } from './mw.js';
 import type { AhAttr } from './ah.js';
 import type { Context } from './context.js';
 import type { Cq } from './cq.js';
+import type { CompChannel } from './comp-channel.js';
 import type { Device, DeviceAttr, DeviceInfo, PortAttr } from './device.js';
 import type { DeviceAttrEx } from './device-attr-ex.js';
 import type { Pd } from './pd.js';
@@ -53,8 +54,25 @@ export interface QpInitAttr {
  * memory windows).
  */
 export interface ExCaps {
-  /** The `wc_flags` (`IBV_WC_EX_WITH_*`) `ibv_create_cq_ex` accepts; others are EOPNOTSUPP. */
+  /**
+   * The `wc_flags` (`IBV_WC_EX_WITH_*`) `ibv_create_cq_ex` serves over an ordinary CQ of the
+   * device (what `ibv_poll_cq` reports).
+   */
   readonly wcFlags: number;
+  /**
+   * With {@link VerbsProvider.createCqEx}: the `wc_flags` beyond those it hands to the device's
+   * own `ibv_create_cq_ex`, which refuses what the device cannot serve (the native backend:
+   * completion timestamps). Any other flag is EOPNOTSUPP.
+   */
+  readonly deviceWcFlags?: number;
+}
+
+/** `ibv_create_cq`'s arguments, as {@link VerbsProvider.createCqEx} takes them. */
+export interface CqArgs {
+  cqe: number;
+  channel: CompChannel | null;
+  compVector: number;
+  cqContext: unknown;
 }
 
 /**
@@ -140,6 +158,12 @@ export interface VerbsProvider {
    */
   queryDeviceEx?(info: DeviceInfo, attr: Readonly<DeviceAttr>): DeviceAttrEx;
   /**
+   * The device's own `ibv_create_cq_ex`, for `wc_flags` in `exCaps.deviceWcFlags`: a CQ of the
+   * context (checked as `ibv_create_cq` checks its arguments) whose `pollInto` also fills the
+   * completion timestamps of `WcTs` objects (cq-ex.ts). The device refuses flags it lacks.
+   */
+  createCqEx?(ctx: Context, args: CqArgs, wcFlags: number): Cq;
+  /**
    * `ibv_alloc_mw` for a device with memory windows: refuse a type it lacks (throw); the verbs
    * layer has checked the type (1 or 2), the PD and `max_mw`, and makes the window (mw.ts).
    * Absent: the device has no windows, `allocMw` fails with EOPNOTSUPP (siw; libibverbs'
@@ -197,7 +221,7 @@ export interface VerbsProvider {
 const providers = new Map<string, VerbsProvider>();
 
 /** The operations a provider may leave out. */
-const OPTIONAL_OPS = ['queryGidType', 'queryPkey', 'allocMw', 'bindMw', 'createAh', 'destroyAh', 'attachMcast', 'detachMcast', 'resizeCq', 'reregMr', 'settle', 'openDevice', 'queryDeviceEx'] as const;
+const OPTIONAL_OPS = ['queryGidType', 'queryPkey', 'allocMw', 'bindMw', 'createAh', 'destroyAh', 'attachMcast', 'detachMcast', 'resizeCq', 'reregMr', 'settle', 'openDevice', 'queryDeviceEx', 'createCqEx'] as const;
 
 /**
  * Register a provider (rdma-core `verbs_register_driver`). Registering the same object again is

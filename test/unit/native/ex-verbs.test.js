@@ -42,11 +42,11 @@ test('ibv_query_device_ex: every field of the addon\'s answer, orig_attr from ib
   assert.equal(callsOf('queryDeviceEx').length, n, 'asked once per context');
 });
 
-test('ibv_create_cq_ex over ibv_create_cq: the standard fields; completion timestamps refused (not read through ibv_poll_cq)', () => {
-  assert.throws(() => ctx.createCqEx({ cqe: 4, wcFlags: WcExFlags.WITH_COMPLETION_TIMESTAMP }), code('EOPNOTSUPP'));
+test('ibv_create_cq_ex over ibv_create_cq: the standard fields', () => {
   const since = fake.calls.length;
   const x = ctx.createCqEx({ cqe: 4, wcFlags: WC_STANDARD_FLAGS });
   assert.equal(callsOf('createCq', since).length, 1);
+  assert.equal(callsOf('createCqEx', since).length, 0, 'the standard fields need no ibv_create_cq_ex');
   fake.next.pollCq = (_h, max) => {
     assert.equal(max, 1, 'one completion at a time');
     const w = fake.wc;
@@ -70,6 +70,52 @@ test('ibv_create_cq_ex over ibv_create_cq: the standard fields; completion times
   assert.equal(x.nextPoll(), Errno.ENOENT);
   x.endPoll();
   delete fake.next.pollCq;
+  x.destroy();
+});
+
+test('completion timestamps: the device\'s own ibv_create_cq_ex (refused where it has no clock), polled through ibv_start_poll', () => {
+  const TS = WcExFlags.WITH_COMPLETION_TIMESTAMP | WcExFlags.WITH_COMPLETION_TIMESTAMP_WALLCLOCK;
+  fake.next.createCqEx = -95;
+  assert.throws(() => ctx.createCqEx({ cqe: 4, wcFlags: WC_STANDARD_FLAGS | TS }), code('EOPNOTSUPP'), 'rdma-core\'s answer');
+  delete fake.next.createCqEx;
+  assert.throws(() => ctx.createCqEx({ cqe: 4, wcFlags: WcExFlags.WITH_CVLAN }), code('EOPNOTSUPP'), 'not carried by the addon');
+  let since = fake.calls.length;
+  assert.throws(() => ctx.createCqEx({ cqe: 0, wcFlags: TS }), code('EINVAL'));
+  assert.deepEqual(callsOf('createCqEx', since), [], 'checked before the addon');
+  const x = ctx.createCqEx({ cqe: 4, wcFlags: WcExFlags.WITH_BYTE_LEN | TS, compVector: 0 });
+  const [c] = callsOf('createCqEx', since);
+  assert.equal(c.args[1], 4);
+  assert.equal(c.args[5], WcExFlags.WITH_BYTE_LEN | TS, 'the wc_flags handed to rdma-core');
+  since = fake.calls.length;
+  // Two completions, handed out as many at a time as asked (the C side's ibv_start_poll loop).
+  const queue = [
+    { id: 1, len: 64, ts: 123456789n, wall: 1_700_000_000_000_000_000n },
+    { id: 2, len: 8, ts: 123456999n, wall: 1_700_000_000_000_000_500n },
+  ];
+  fake.next.pollCqEx = (_h, max, ts) => {
+    assert.ok(ts instanceof BigUint64Array && ts.length >= 2 * max);
+    let n = 0;
+    for (; n < max && queue.length > 0; n++) {
+      const c = queue.shift();
+      fake.wc.fill(0, n * 12, n * 12 + 12);
+      fake.wc[n * 12] = c.id;
+      fake.wc[n * 12 + 1] = 0x8000_0000;
+      fake.wc[n * 12 + 5] = c.len;
+      ts[2 * n] = c.ts;
+      ts[2 * n + 1] = c.wall;
+    }
+    return n;
+  };
+  assert.equal(x.startPoll(), 0);
+  assert.deepEqual([x.wrId, x.readByteLen(), x.readCompletionTs(), x.readCompletionWallclockNs()], [1, 64, 123456789n, 1_700_000_000_000_000_000n]);
+  assert.throws(() => x.readQpNum(), code('EINVAL'), 'not asked for');
+  assert.equal(x.nextPoll(), 0);
+  assert.deepEqual([x.wrId, x.readCompletionTs(), x.readCompletionWallclockNs()], [2, 123456999n, 1_700_000_000_000_000_500n]);
+  assert.equal(x.nextPoll(), Errno.ENOENT);
+  x.endPoll();
+  assert.equal(callsOf('pollCq', since).length, 0, 'an ex CQ is polled through ibv_start_poll');
+  assert.ok(callsOf('pollCqEx', since).length >= 2);
+  delete fake.next.pollCqEx;
   x.destroy();
 });
 
