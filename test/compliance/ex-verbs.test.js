@@ -361,6 +361,49 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
     }
   });
 
+  test('completion timestamps where the device has a completion clock: read by field, non-decreasing', { skip }, async (t) => {
+    const x0 = d.device.open().queryDeviceEx();
+    if (x0.completionTimestampMask === 0n) {
+      t.skip('completion_timestamp_mask 0: no completion clock');
+      return;
+    }
+    const made = [];
+    const { a, b, close } = await rcPair({
+      createQp: (id, cap) => {
+        const cqx = id.verbs.createCqEx({ cqe: 32, wcFlags: WC_STANDARD_FLAGS | WcExFlags.WITH_COMPLETION_TIMESTAMP });
+        id.createQpEx({ compMask: EX_MASK, sendOpsFlags: O.WITH_SEND, sendCq: cqx.cq, recvCq: cqx.cq, cap });
+        id.cqx = cqx;
+        made.push(cqx);
+      },
+    });
+    try {
+      const mr = b.pd.regMr(Buffer.alloc(8), Access.LOCAL_WRITE);
+      b.qp.postRecv([{ wrId: 1, sgList: [{ addr: mr.addr, length: 8, lkey: mr.lkey }] }, { wrId: 2, sgList: [{ addr: mr.addr, length: 8, lkey: mr.lkey }] }]);
+      const x = qpToQpEx(a.qp);
+      x.wrStart();
+      x.wrFlags = SendFlags.SIGNALED;
+      x.wrSend();
+      x.wrSend();
+      assert.equal(x.wrComplete(), 0, x.lastError?.message);
+      const stamps = [];
+      const end = Date.now() + 5000;
+      while (stamps.length < 2 && Date.now() < end) {
+        if (b.cqx.startPoll() === 0) {
+          do stamps.push(b.cqx.readCompletionTs() & x0.completionTimestampMask);
+          while (b.cqx.nextPoll() === 0);
+          b.cqx.endPoll();
+        } else await new Promise((r) => setImmediate(r));
+      }
+      assert.equal(stamps.length, 2);
+      assert.ok(stamps[0] > 0n && stamps[1] >= stamps[0], `timestamps ${stamps}`);
+      await reapEx(a.cqx, 2);
+      mr.dereg();
+    } finally {
+      await close();
+      for (const c of made) c.destroy();
+    }
+  });
+
   test('atomics through the builder where atomic_cap says so: compare-and-swap, fetch-and-add', { skip }, async (t) => {
     if (d.device.open().queryDevice().atomicCap === AtomicCap.NONE) {
       t.skip('atomic_cap NONE');
