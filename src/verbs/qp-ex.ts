@@ -167,8 +167,8 @@ export class QpEx {
     const bad = this.qp._postAll(this._wrs as unknown as readonly SendWr[], n);
     this.releaseRefs(n);
     if (bad === null) return 0;
-    // The post path's queue-full answer is ENOMEM; rxe's builder says ENOSPC (check_qp_queue_full).
-    this.lastError = bad.code === 'ENOMEM' ? new PostError('ENOSPC', 'ibv_wr_complete', bad.badWrIndex, bad.message) : bad;
+    // A kernel's post (native backend) says ENOMEM for a full queue; rxe's builder ENOSPC.
+    this.lastError = bad.code === 'ENOMEM' ? new PostError('ENOSPC', 'ibv_wr_complete', bad.badWrIndex, 'send queue full') : bad;
     return this.lastError.errno;
   }
 

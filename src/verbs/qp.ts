@@ -456,14 +456,15 @@ export abstract class Qp {
    * @internal The `ibv_wr_*` builder's post (qp-ex.ts): `wrs[0..n)` are all queued, or none is.
    * The QP's state and the room for all `n` are checked first, then every WR once (wr-check.ts
    * and the device's `_checkSendWr`), and only then are they queued, as `postSend` queues them.
-   * @returns null, or the PostError naming the WR refused (EINVAL; ENOMEM: no room for the batch).
+   * @returns null, or the PostError naming the WR refused (EINVAL; ENOSPC: no room for the batch).
    */
   _postAll(wrs: readonly SendWr[], n: number): PostError | null {
     const op = 'ibv_wr_complete';
     const st = this.st.state;
     if (this.destroyed || (st !== QpState.RTS && st !== QpState.SQD && st !== QpState.ERR)) return new PostError('EINVAL', op, 0, `QP in state ${st}`);
     const room = this.cap.maxSendWr - this._inflight() - this.sq.length;
-    if (n > room) return new PostError('ENOMEM', op, Math.max(0, room), `send queue full (room for ${Math.max(0, room)} of ${n})`);
+    // rxe's builder (check_qp_queue_full): ENOSPC.
+    if (n > room) return new PostError('ENOSPC', op, Math.max(0, room), `send queue full (room for ${Math.max(0, room)} of ${n})`);
     const rules = this.wrRules;
     const pd = this.pd;
     const lens = this.batchLens;
