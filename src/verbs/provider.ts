@@ -21,6 +21,7 @@ import type { Mr } from './mr.js';
 import type { Qp } from './qp.js';
 import type { WrCaps } from './wr-check.js';
 import type { Srq, SrqCaps } from './srq.js';
+import type { NetdevPolicy } from './port-watch.js';
 
 /**
  * `struct ibv_qp_init_attr` as handed to {@link VerbsProvider.createQp} by `Pd.createQp`
@@ -187,6 +188,13 @@ export interface VerbsProvider {
    */
   readonly srqCaps?: SrqCaps;
   /**
+   * For a device bound to a network interface that the kernel does not watch for it (the soft
+   * devices): how its port follows the interface — state, events, what happens to its QPs, and
+   * its removal (port-watch.ts). Absent: the port is not watched (a fake device; the native
+   * backend, whose kernel raises the events itself).
+   */
+  readonly netdevPolicy?: NetdevPolicy;
+  /**
    * `ibv_create_ah`: check `attr` against the device (port, GID index, GRH required on RoCE:
    * EINVAL) and return what the provider needs to address packets (kept in `ah._provider`).
    * Absent: the device has no address handles (iWARP), `createAh` fails with EOPNOTSUPP.
@@ -243,6 +251,7 @@ export function registerProvider(p: VerbsProvider): void {
     OPTIONAL_OPS.some((k) => p[k] !== undefined && typeof p[k] !== 'function') ||
     (p.wrCaps !== undefined && (typeof p.wrCaps !== 'object' || p.wrCaps === null)) ||
     (p.exCaps !== undefined && (typeof p.exCaps !== 'object' || p.exCaps === null || typeof p.exCaps.wcFlags !== 'number')) ||
+    (p.netdevPolicy !== undefined && (typeof p.netdevPolicy !== 'object' || p.netdevPolicy === null || typeof p.netdevPolicy.portActive !== 'function')) ||
     (p.srqCaps !== undefined && (typeof p.srqCaps !== 'object' || p.srqCaps === null || typeof p.srqCaps.depth !== 'function'))
   ) {
     throw err('EINVAL', 'registerProvider', 'not a VerbsProvider');

@@ -48,6 +48,7 @@ import { recvWqe } from './recv-wqe.js';
 import { DEFAULT_WR_CAPS, checkRecvWr, checkSendWr, wrRules, type WrRules } from './wr-check.js';
 import { Mw, MwState, type BindWqe } from './mw.js';
 import { Mr } from './mr.js';
+import { trace, tracing } from '../trace.js';
 
 export { QpAttrMask, qpTransitionAllowed, type QpAttr } from './qp-attr.js';
 
@@ -371,6 +372,16 @@ export abstract class Qp {
    */
   protected _stateFor(_cur: QpState, asked: QpState): QpState {
     return asked;
+  }
+
+  /**
+   * @internal The device moves the QP to ERR by itself (siw_netdev_down; a device removed): as a
+   * modify to ERR, so the transport also tears down a connection. Its WRs are flushed.
+   */
+  _deviceError(why: string): void {
+    if (this.destroyed || this.st.state === QpState.ERR) return;
+    if (tracing('qp')) trace('qp', `QP[${this.qpNum}]`, `to ERR: ${why}`);
+    this._modifyState(QpState.ERR);
   }
 
   /** Hook for the transport to veto or act on a user modify (e.g. RTS needs a connection). */
