@@ -90,20 +90,27 @@ function sysRead(ifname: string, attr: string): string | undefined {
 
 /** The IPv6 addresses of every interface, from `/proc/net/if_inet6` (by interface name). */
 function procInet6(): Map<string, DeviceAddress[]> {
-  const out = new Map<string, DeviceAddress[]>();
-  let text: string;
   try {
-    text = readFileSync('/proc/net/if_inet6', 'utf8');
+    return parseIfInet6(readFileSync('/proc/net/if_inet6', 'utf8'));
   } catch {
-    return out;
+    return new Map();
   }
+}
+
+/**
+ * The addresses `/proc/net/if_inet6` lists, by interface name: one line per address — 32 hex
+ * digits, interface index, prefix length, scope, flags (all hex), name. Lines not of that form
+ * are skipped.
+ */
+export function parseIfInet6(text: string): Map<string, DeviceAddress[]> {
+  const out = new Map<string, DeviceAddress[]>();
   for (const line of text.split('\n')) {
     // "fe80000000000000f0e672fffe4e937f 03 40 20 80 v0": address, ifindex, prefix, scope, flags, name.
     const f = line.trim().split(/\s+/);
-    if (f.length < 6 || (f[0] as string).length !== 32) continue;
+    if (f.length < 6 || !/^[0-9a-fA-F]{32}$/.test(f[0] as string)) continue;
     const hex = f[0] as string;
     const groups: string[] = [];
-    for (let k = 0; k < 32; k += 4) groups.push(hex.slice(k, k + 4).replace(/^0+(?=.)/, ''));
+    for (let k = 0; k < 32; k += 4) groups.push(hex.slice(k, k + 4).toLowerCase().replace(/^0+(?=.)/, ''));
     const prefix = parseInt(f[2] as string, 16);
     const scope = parseInt(f[3] as string, 16);
     const a: DeviceAddress = { address: compressIpv6(groups), family: 'IPv6', netmask: ipv6Mask(prefix) };

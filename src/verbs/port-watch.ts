@@ -94,6 +94,11 @@ const watches = new Set<PortWatch>();
 let timer: NodeJS.Timeout | null = null;
 let timerMs = 0;
 
+/** @internal The interfaces watched now and the poll interval (0: no timer): for tests. */
+export function portWatchState(): { ifnames: string[]; intervalMs: number } {
+  return { ifnames: [...watches].map((w) => w.ifname), intervalMs: timer === null ? 0 : timerMs };
+}
+
 function reschedule(): void {
   let ms = Infinity;
   for (const w of watches) ms = Math.min(ms, w.pollMs());
