@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { getDeviceList, TransportType, PortState } from '../../dist/index.js';
+import { getDeviceList, TransportType, PortState, WcStatus } from '../../dist/index.js';
 import { getProvider } from '../../dist/verbs/provider.js';
 
 const SCENARIO = fileURLToPath(new URL('../lib/port-scenario.js', import.meta.url));
@@ -98,6 +98,11 @@ for (const provider of providers) {
       assert.deepEqual(down.port, { state: PortState.DOWN, physState: PHYS.DISABLED });
       assert.equal(down.bind, 'EADDRNOTAVAIL', 'a device whose interface is down takes no new id');
       assert.equal(down.qp, iwarp ? 'ERR' : 'RTS');
+      if (r.udUp !== undefined) {
+        // A port that is down carries nothing: a datagram fails as one that cannot be sent.
+        assert.equal(r.udUp, WcStatus.SUCCESS);
+        assert.equal(r.udDown, WcStatus.LOC_QP_OP_ERR);
+      }
       assert.deepEqual(down.cm, iwarp && !followsCarrier ? disconnects : []);
       const up = stepOf(r, 'up');
       assert.deepEqual(up.async, ['PORT_ACTIVE']);
@@ -146,6 +151,9 @@ for (const provider of providers) {
       assert.equal(gone.boundState, 'DEVICE_REMOVAL');
       assert.equal(gone.clientState, 'DEVICE_REMOVAL');
       assert.equal(gone.listed, false);
+      // Every work request posted completes once: the receive posted before, flushed.
+      assert.deepEqual(gone.flushed, [`77 ${WcStatus.WR_FLUSH_ERR}`]);
+      assert.equal(r.flushedLater, 0);
       // The wildcard listener (on loopback's device) keeps accepting.
       assert.equal(r.serverAfter, 'CONNECT');
     });

@@ -107,7 +107,32 @@ async function step(name, act, extra = () => ({})) {
   out.steps.push({ step: name, async: [...asyncLog], cm: [...cmLog].sort(), port: portNow(), ...extra() });
 }
 
+// Where the device has UD QPs: a datagram to v1's address, sent while v0 is up and while down.
+let ud = null;
+try {
+  const pd = ctx.allocPd();
+  const cq = ctx.createCq(8);
+  const qp = pd.createQp({ qpType: pkg.QpType.UD, sendCq: cq, recvCq: cq, cap: { maxSendWr: 4, maxRecvWr: 1, maxInlineData: 64 } });
+  qp.modify({ qpState: pkg.QpState.INIT, pkeyIndex: 0, portNum: 1, qkey: 0x11111111 });
+  qp.modify({ qpState: pkg.QpState.RTR });
+  qp.modify({ qpState: pkg.QpState.RTS, sqPsn: 0 });
+  const sgid = ctx.queryGidTable().find((e) => Buffer.from(e.gid).toString('hex').endsWith('ffff0a090001')).gidIndex;
+  const dgid = Uint8Array.from(Buffer.from('00000000000000000000ffff0a090002', 'hex'));
+  const ah = pd.createAh({ isGlobal: true, portNum: 1, grh: { dgid, flowLabel: 0, sgidIndex: sgid, hopLimit: 64, trafficClass: 0 } });
+  const mr = pd.regMr(Buffer.alloc(64), pkg.Access.LOCAL_WRITE);
+  ud = { pd, cq, qp, ah, mr };
+} catch (e) {
+  if (e.code !== 'EOPNOTSUPP') throw e;
+}
+async function udSend() {
+  ud.qp.postSend({ wrId: 5, opcode: pkg.WrOpcode.SEND, sendFlags: pkg.SendFlags.SIGNALED, sgList: [{ addr: ud.mr.addr, length: 8, lkey: ud.mr.lkey }], ud: { ah: ud.ah, remoteQpn: 0x11, remoteQkey: 0x11111111 } });
+  let wc = [];
+  await until(() => (wc = ud.cq.poll(1)).length === 1, 3000, 'the UD send completion');
+  return wc[0].status;
+}
+
 await sleep(SETTLE_MS);
+if (ud !== null) out.udUp = await udSend();
 out.start = { port: portNow(), gids: gids(), qp: client.qp.state };
 await step('peer down', () => ip('link', 'set', 'v1', 'down'));
 await step('peer up', () => ip('link', 'set', 'v1', 'up'));
@@ -123,12 +148,15 @@ await step('down', () => ip('link', 'set', 'v0', 'down'), () => {
   void id.destroy();
   return { qp: client.qp.state, bind };
 });
+if (ud !== null) out.udDown = await udSend();
 await step('up', () => ip('link', 'set', 'v0', 'up'));
 const before = gids();
 await step('address added', () => ip('addr', 'add', '10.9.1.1/24', 'dev', 'v0'), () => ({ gids: gids() }));
 await step('address removed', () => ip('addr', 'del', '10.9.1.1/24', 'dev', 'v0'), () => ({ gids: gids() }));
 out.gidsBack = JSON.stringify(gids()) === JSON.stringify(before);
 await step('hardware address', () => ip('link', 'set', 'v0', 'address', '02:11:22:33:44:55'), () => ({ gids: gids() }));
+// A receive posted before the device goes completes once, flushed, with the QP's move to ERR.
+client.qp.postRecv({ wrId: 77n, sgList: [] });
 await step('deleted', () => ip('link', 'del', 'v0'), () => {
   let pd = 'allocated';
   try {
@@ -136,8 +164,12 @@ await step('deleted', () => ip('link', 'del', 'v0'), () => {
   } catch (e) {
     pd = e.code;
   }
-  return { pd, qp: client.qp.state, boundState: bound.state, clientState: client.state, listed: devOf('v0') !== undefined };
+  const flushed = client.recvCq.poll(8).map((wc) => `${wc.wrId} ${wc.status}`);
+  return { pd, qp: client.qp.state, boundState: bound.state, clientState: client.state, listed: devOf('v0') !== undefined, flushed };
 });
+
+await sleep(SETTLE_MS);
+out.flushedLater = client.recvCq.poll(8).length;
 
 // The listener on loopback still takes connections.
 try {
@@ -160,6 +192,14 @@ try {
   }
 } catch (e) {
   out.serverAfter = e.code ?? String(e);
+}
+
+if (ud !== null) {
+  ud.qp.destroy();
+  ud.ah.destroy();
+  ud.mr.dereg();
+  ud.cq.destroy();
+  ud.pd.dealloc();
 }
 
 // Every id can still be destroyed.
