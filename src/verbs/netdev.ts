@@ -47,13 +47,13 @@ export interface NetdevState {
 
 const ZERO_MAC = '00:00:00:00:00:00';
 
-/** The interface names of this network namespace (`/proc/net/dev`). */
-function procNames(): string[] {
+/** The interface names of this network namespace (`/proc/net/dev`); null where there is none. */
+function procNames(): string[] | null {
   let text: string;
   try {
     text = readFileSync('/proc/net/dev', 'utf8');
   } catch {
-    return [];
+    return null;
   }
   const out: string[] = [];
   // Two header lines, then "  name: counters ...".
@@ -157,14 +157,18 @@ function ipv6Mask(prefix: number): string {
 /**
  * The interfaces of this network namespace now, by name; `detail` names those whose flags,
  * carrier, MAC and MTU are read from sysfs (the others get what `os.networkInterfaces()` says).
- * Never throws: what cannot be read is left at its fallback.
+ * An address label (`eth0:1`) counts as an interface while it is listed. Never throws: what
+ * cannot be read is left at its fallback.
+ * @returns null where the interfaces cannot be listed (no `/proc/net/dev`: not Linux): nothing
+ *   can be told then.
  */
-export function readNetdevs(detail: ReadonlySet<string>): Map<string, NetdevState> {
-  const names = procNames();
+export function readNetdevs(detail: ReadonlySet<string>): Map<string, NetdevState> | null {
+  const proc = procNames();
+  if (proc === null) return null;
   const out = new Map<string, NetdevState>();
-  if (names.length === 0) return out;
   const running = networkInterfaces();
-  const sysfs = detail.size > 0 && sysfsIsOurs(names);
+  const names = [...proc, ...Object.keys(running).filter((n) => !proc.includes(n))];
+  const sysfs = detail.size > 0 && sysfsIsOurs(proc);
   let inet6: Map<string, DeviceAddress[]> | null = null;
   for (const name of names) {
     const infos = running[name] ?? [];

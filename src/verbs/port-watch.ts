@@ -116,27 +116,36 @@ function pollAll(): void {
   const names = new Set<string>();
   for (const w of watches) names.add(w.ifname);
   const now = readNetdevs(names);
+  // Interfaces that cannot be listed here: nothing to tell.
+  if (now === null) return;
   for (const w of [...watches]) w.tick(now.get(w.ifname));
 }
 
-/** The interface state of `ifname` now (for ibv_query_port), read at most every few ms. */
-const recent = new Map<string, { at: number; nd: NetdevState | undefined }>();
+const recent = new Map<string, { at: number; nd: NetdevState | undefined | null }>();
 const RECENT_MS = 20;
-export function currentNetdev(ifname: string): NetdevState | undefined {
+
+/**
+ * The interface state of `ifname` now (for ibv_query_port), read at most every few ms:
+ * `undefined` when it does not exist, null when interfaces cannot be listed here.
+ */
+export function currentNetdev(ifname: string): NetdevState | undefined | null {
   const t = Date.now();
   const r = recent.get(ifname);
   if (r !== undefined && t - r.at < RECENT_MS) return r.nd;
-  const nd = readNetdevs(new Set([ifname])).get(ifname);
+  const all = readNetdevs(new Set([ifname]));
+  const nd = all === null ? null : all.get(ifname);
   recent.set(ifname, { at: t, nd });
   return nd;
 }
 
 /**
  * The port of a soft device's context as `ibv_query_port` reports it: ACTIVE or not and its
- * `phys_state`. An interface that cannot be found counts as down.
+ * `phys_state`. An interface that cannot be found counts as down; where interfaces cannot be
+ * listed at all, the port is ACTIVE.
  */
 export function portStatus(info: DeviceInfo, policy: NetdevPolicy): { active: boolean; physState: number } {
   const nd = currentNetdev(info.ifname);
+  if (nd === null) return { active: true, physState: PhysState.LINK_UP };
   const active = nd !== undefined && policy.portActive(nd);
   return { active, physState: policy.physState(nd, active) };
 }
@@ -179,7 +188,8 @@ export class PortWatch {
   hold(): () => void {
     if (this.dead) return () => undefined;
     if (this.holds++ === 0) {
-      this.seen ??= this.snapshot(currentNetdev(this.ifname));
+      const nd = currentNetdev(this.ifname);
+      if (nd !== null) this.seen ??= this.snapshot(nd);
       watches.add(this);
       reschedule();
     }
