@@ -282,16 +282,16 @@ export class PortWatch {
   }
 }
 
+/** Every QP of the context to ERR (the soft devices' QPs are all `Qp`s; others are skipped). */
 function errorAllQps(ctx: Context, why: string): void {
   for (const qp of [...ctx._qps.values()]) {
     const q = qp as Partial<Qp>;
-    if (typeof q._transition === 'function' && q.state !== QpState.ERR && q.state !== QpState.RESET) {
-      try {
-        // The device's own move (siw_qp_modify to ERROR): the transport tears its connection down.
-        (q as Qp)._deviceError(why);
-      } catch {
-        // A QP that cannot move any more is left as it is.
-      }
+    if (typeof q._deviceError !== 'function' || q.state === QpState.RESET) continue;
+    try {
+      // The device's own move (siw_qp_modify to ERROR): the transport tears its connection down.
+      q._deviceError(why);
+    } catch {
+      // A QP that cannot move any more is left as it is.
     }
   }
 }

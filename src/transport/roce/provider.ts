@@ -73,7 +73,11 @@ export function rxeDeviceInfos(): readonly DeviceInfo[] {
 }
 
 function dev(info: DeviceInfo): RoceDevice {
-  return RoceDevice.of(info);
+  if (roceDevice(info.name) !== undefined) return RoceDevice.of(info);
+  // A device made while its interface is down (its context outlives the listing) starts down.
+  const d = RoceDevice.of(info);
+  d.portUp = portStatus(info, RXE_NETDEV_POLICY).active;
+  return d;
 }
 
 /** Round a queue depth up as rxe's queues do: 2^k - 1 slots usable, at least the request. */
