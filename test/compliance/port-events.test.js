@@ -127,6 +127,13 @@ for (const provider of providers) {
       assert.ok(r.gidsBack, 'the table is back as it was once the address is gone');
       assert.deepEqual([...added.cm, ...removed.cm], []);
 
+      // NETDEV_CHANGEMTU: no event (rxe_notify sets the MTU, siw ignores it); the port's active
+      // MTU follows the interface (1500 → 1024, 9000 → 4096) where the MTU can be read.
+      const mtu = stepOf(r, 'mtu');
+      assert.deepEqual([...mtu.async, ...mtu.cm], []);
+      assert.equal(r.start.activeMtu, 3);
+      if (sysfs) assert.equal(mtu.activeMtu, 5);
+
       const mac = stepOf(r, 'hardware address');
       if (iwarp) {
         // siw: NETDEV_CHANGEADDR → LID_CHANGE; its GID is the new MAC.

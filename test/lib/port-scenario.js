@@ -133,7 +133,7 @@ async function udSend() {
 
 await sleep(SETTLE_MS);
 if (ud !== null) out.udUp = await udSend();
-out.start = { port: portNow(), gids: gids(), qp: client.qp.state };
+out.start = { port: portNow(), gids: gids(), qp: client.qp.state, activeMtu: ctx.queryPort(1).activeMtu };
 await step('peer down', () => ip('link', 'set', 'v1', 'down'));
 await step('peer up', () => ip('link', 'set', 'v1', 'up'));
 await step('down', () => ip('link', 'set', 'v0', 'down'), () => {
@@ -154,6 +154,7 @@ const before = gids();
 await step('address added', () => ip('addr', 'add', '10.9.1.1/24', 'dev', 'v0'), () => ({ gids: gids() }));
 await step('address removed', () => ip('addr', 'del', '10.9.1.1/24', 'dev', 'v0'), () => ({ gids: gids() }));
 out.gidsBack = JSON.stringify(gids()) === JSON.stringify(before);
+await step('mtu', () => ip('link', 'set', 'v0', 'mtu', '9000'), () => ({ activeMtu: ctx.queryPort(1).activeMtu }));
 await step('hardware address', () => ip('link', 'set', 'v0', 'address', '02:11:22:33:44:55'), () => ({ gids: gids() }));
 // A receive posted before the device goes completes once, flushed, with the QP's move to ERR.
 client.qp.postRecv({ wrId: 77n, sgList: [] });
