@@ -7,6 +7,7 @@
 //
 //   node port-scenario.js <provider>        (as root, in a namespace of its own)
 import { execFileSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import * as pkg from '../../dist/index.js';
 import { until, sleep } from './wait.js';
 
@@ -22,6 +23,7 @@ roce.configureDevice({ portPollMs: POLL_MS });
 
 ip('link', 'add', 'v0', 'type', 'veth', 'peer', 'name', 'v1');
 ip('addr', 'add', '10.9.0.1/24', 'dev', 'v0');
+ip('addr', 'add', 'fd00:9::1/64', 'dev', 'v0', 'nodad');
 ip('addr', 'add', '10.9.0.2/24', 'dev', 'v1');
 ip('link', 'set', 'v0', 'up');
 ip('link', 'set', 'v1', 'up');
@@ -32,6 +34,14 @@ const dev = devOf('v0');
 const lo = devOf('lo');
 const ctx = dev.open();
 const out = { device: dev.name, transport: dev.transportType, steps: [] };
+// Whether the kernel keeps v0's IPv6 addresses when it goes down (by default it drops them).
+out.keepV6 = (() => {
+  try {
+    return readFileSync('/proc/sys/net/ipv6/conf/v0/keep_addr_on_down', 'utf8').trim() !== '0';
+  } catch {
+    return false;
+  }
+})();
 
 // The context's async events, as a reader waiting on them sees them.
 const asyncLog = [];
@@ -146,10 +156,10 @@ await step('down', () => ip('link', 'set', 'v0', 'down'), () => {
     bind = e.code;
   }
   void id.destroy();
-  return { qp: client.qp.state, bind };
+  return { qp: client.qp.state, bind, gids: gids() };
 });
 if (ud !== null) out.udDown = await udSend();
-await step('up', () => ip('link', 'set', 'v0', 'up'));
+await step('up', () => ip('link', 'set', 'v0', 'up'), () => ({ gids: gids() }));
 const before = gids();
 await step('address added', () => ip('addr', 'add', '10.9.1.1/24', 'dev', 'v0'), () => ({ gids: gids() }));
 await step('address removed', () => ip('addr', 'del', '10.9.1.1/24', 'dev', 'v0'), () => ({ gids: gids() }));
