@@ -9,7 +9,7 @@ import { RdmaError } from '../errors.js';
 import { RsConn, noDevices } from './conn.js';
 import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 import { fullConfig, type RsConfig } from './tunables.js';
-import { POLLIN, SOL_SOCKET, SO_ERROR } from './options.js';
+import { POLLIN, POLLNVAL, POLLOUT, SOL_SOCKET, SO_ERROR } from './options.js';
 import { RsState, describeState } from './state.js';
 import { StateCell } from '../util/state.js';
 
@@ -134,22 +134,38 @@ export class RsListener {
     return this.requests.length;
   }
 
-  /** rpoll() on a listener: POLLIN once a connect request waits. */
-  async poll(events: number, timeoutMs = -1): Promise<number> {
-    if (this.requests.length > 0 || !(events & POLLIN)) return events & POLLIN && this.requests.length > 0 ? POLLIN : 0;
-    if (timeoutMs === 0) return 0;
+  /**
+   * The revents of `events` now (rsocket.c's rs_poll_rs on a listener polls its accept queue, one
+   * end of a socketpair): POLLIN while a connect request waits, POLLOUT whenever asked (that end
+   * is always writable), POLLNVAL once closed.
+   */
+  pollNow(events: number): number {
+    if (this.closed) return POLLNVAL;
+    return (events & POLLIN && this.requests.length > 0 ? POLLIN : 0) | (events & POLLOUT);
+  }
+
+  /**
+   * rpoll() on a listener: {@link pollNow}'s revents once not 0; 0 after `timeoutMs` (negative:
+   * no timeout; 0: check once) or once `signal` aborts.
+   */
+  async poll(events: number, timeoutMs = -1, signal?: AbortSignal): Promise<number> {
+    const now = this.pollNow(events);
+    if (now !== 0 || timeoutMs === 0 || signal?.aborted) return now;
     await new Promise<void>((resolve) => {
-      const w = { resolve };
+      let timer: NodeJS.Timeout | null = null;
+      const done = (): void => {
+        const i = this.waiters.indexOf(w);
+        if (i >= 0) this.waiters.splice(i, 1);
+        if (timer) clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const w = { resolve: done };
       this.waiters.push(w);
-      if (timeoutMs > 0) {
-        setTimeout(() => {
-          const i = this.waiters.indexOf(w);
-          if (i >= 0) this.waiters.splice(i, 1);
-          resolve();
-        }, timeoutMs).unref();
-      }
+      if (timeoutMs > 0) timer = setTimeout(done, timeoutMs).unref();
+      signal?.addEventListener('abort', done, { once: true });
     });
-    return this.requests.length > 0 ? POLLIN : 0;
+    return this.pollNow(events);
   }
 
   /**
