@@ -120,8 +120,9 @@ export class RsListener {
       }
       if (ev.event === CmEventType.CONNECT_REQUEST && !this.closed) {
         this.requests.push(ev);
-        const w = this.waiters.shift();
-        w?.resolve();
+        // Every waiter looks: an raccept takes the request, an rpoll reports it (waking only the
+        // first could leave an raccept asleep behind an rpoll with the request queued).
+        for (const w of this.waiters.splice(0)) w.resolve();
       } else {
         ev.ack();
         if (ev.event === CmEventType.CONNECT_REQUEST) rejectQuietly(ev);

@@ -204,6 +204,29 @@ forEachDevice([Cap.CM_TCP], () => {
     }
   });
 
+  test('rpoll on a listener beside a waiting raccept: the connect request wakes both, raccept takes it', T, async () => {
+    const { l, c, s } = await rsPair();
+    let c2;
+    let s2;
+    try {
+      const fds = [{ fd: l, events: POLLIN, revents: 0 }];
+      // The rpoll waits first; the raccept behind it must not sleep on with the request queued.
+      // Whether the rpoll still sees the request depends on who looks first (as with poll(2)
+      // beside a blocking accept in another thread): 1 with POLLIN, or 0 once its timeout ends.
+      const polled = rpoll(fds, 1000);
+      const accepted = l.accept();
+      c2 = new RsConn();
+      await c2.connect({ address: '127.0.0.1', port: l.localAddress.port });
+      const n = await polled;
+      assert.deepEqual([n, fds[0].revents], n === 1 ? [1, POLLIN] : [0, 0]);
+      s2 = await Promise.race([accepted, new Promise((_, rej) => setTimeout(() => rej(new Error('raccept still asleep')), 10_000).unref())]);
+      assert.ok(s2 instanceof RsConn);
+    } finally {
+      await closeAll(c, s, ...(c2 ? [c2] : []), ...(s2 ? [s2] : []));
+      await l.close();
+    }
+  });
+
   test('rselect: read, write and except sets kept to the ready sockets, cleared on timeout', T, async () => {
     const A = await rsPair();
     const B = await rsPair();
