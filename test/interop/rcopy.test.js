@@ -61,14 +61,14 @@ function job() {
 cmlisten() { local i=0; until rdma res show cm_id 2>/dev/null | grep LISTEN | grep -qE ":$1( |$)"; do sleep 0.2; i=$((i+1)); [ $i -ge $(($2*5)) ] && return 1; done; return 0; }
 mkdir -p /tmp/rc && cd /tmp/rc
 head -c ${BYTES} /dev/urandom > /tmp/src.bin
-sha256sum < /tmp/src.bin | cut -d' ' -f1 > $H/B.srcsha
+sha256sum < /tmp/src.bin | cut -d' ' -f1 > $H/B.srcsha.tmp; mv -f $H/B.srcsha.tmp $H/B.srcsha
 mark ready
 # A: the kernel's server
 gstart ksrv ${TIMEOUT_SEC * 3} stdbuf -oL rcopy; sp=$GPID
 cmlisten ${PORT_A} 60 || glog "ksrv: nothing listens on ${PORT_A} after 60 s"
 mark ready-A
 waitfile $H/hdone-A1 ${TIMEOUT_SEC + 120}
-{ sha256sum < /tmp/rc/copied.bin | cut -d' ' -f1; stat -c %a /tmp/rc/copied.bin; } > $H/A1.sha 2>&1
+{ sha256sum < /tmp/rc/copied.bin | cut -d' ' -f1; stat -c %a /tmp/rc/copied.bin; } > $H/A1.sha.tmp 2>&1; mv -f $H/A1.sha.tmp $H/A1.sha
 waitfile $H/hdone-A2 ${TIMEOUT_SEC}
 sleep 1; kill $sp; gwait ksrv $sp
 # B: the kernel's client
