@@ -341,8 +341,13 @@ export async function serverRun(port: string): Promise<number> {
     let c: RsConn | null = null;
     try {
       c = await l.accept();
-    } catch {
-      /* rcopy.c goes on with rs = -1: an empty address, and its first rrecv fails */
+    } catch (e) {
+      // rcopy.c goes on with rs = -1: an empty address, and its first rrecv fails. A listener
+      // that is gone (EBADF) would make that a loop without end: stop there.
+      if ((e as { code?: string }).code === 'EBADF') {
+        perror('raccept', e);
+        return -1;
+      }
     }
     out(`client: ${ntop(c?.remoteAddress ?? null)}\n`);
     if (!c) continue;
