@@ -382,6 +382,8 @@ export class RsConn implements CqEventSink {
       this.soError = re.errno;
       this.st.move(RsState.connectError, re.message);
       if (this._id && this.qp) void this._id.disconnect().catch(() => {});
+      // An rpoll waiting on the connect (a non-blocking rconnect) learns of it: POLLERR.
+      this.notify();
       throw re;
     }
   }

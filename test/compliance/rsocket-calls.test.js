@@ -14,6 +14,7 @@ import {
   POLLOUT,
   POLLHUP,
   POLLNVAL,
+  POLLERR,
   MSG_PEEK,
 } from '../../dist/rsocket/index.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
@@ -223,6 +224,33 @@ forEachDevice([Cap.CM_TCP], () => {
       assert.ok(s2 instanceof RsConn);
     } finally {
       await closeAll(c, s, ...(c2 ? [c2] : []), ...(s2 ? [s2] : []));
+      await l.close();
+    }
+  });
+
+  test('rpoll on a connect in progress: POLLOUT once connected; POLLOUT|POLLERR when refused', T, async () => {
+    const { l, c, s } = await rsPair();
+    const c2 = new RsConn();
+    const c3 = new RsConn();
+    let s2;
+    try {
+      const connecting = c2.connect({ address: '127.0.0.1', port: l.localAddress.port });
+      const fds = [{ fd: c2, events: POLLOUT, revents: 0 }];
+      const accepted = l.accept();
+      assert.equal(await rpoll(fds, 10_000), 1);
+      assert.equal(fds[0].revents, POLLOUT);
+      await connecting;
+      s2 = await accepted;
+      // A port nobody listens on (the listener's, once closed).
+      const dead = l.localAddress.port;
+      await l.close();
+      const refused = c3.connect({ address: '127.0.0.1', port: dead }).catch((e) => e);
+      const f3 = [{ fd: c3, events: POLLIN | POLLOUT, revents: 0 }];
+      assert.equal(await rpoll(f3, 10_000), 1);
+      assert.equal(f3[0].revents, POLLIN | POLLOUT | POLLERR);
+      assert.equal((await refused).code, 'ECONNREFUSED');
+    } finally {
+      await closeAll(c, s, c2, c3, ...(s2 ? [s2] : []));
       await l.close();
     }
   });
