@@ -166,6 +166,29 @@ forEachDevice([Cap.CM_TCP], (dev) => {
     assert.equal(readFileSync(final, 'utf8'), 'next');
   });
 
+  test('a server killed mid-file: the client stops (not 0), prints no "done", and no file has the final name', opts, async () => {
+    const own = mkdtempSync(join(tmpdir(), 'rcopy-killed-'));
+    const p2 = await freePort();
+    const victim = startCli(RCOPY, ['-p', String(p2)], { env, cwd: own, timeoutMs: 120_000 });
+    try {
+      await until(() => victim.stdout().startsWith('waiting for connection...'), 20_000, 'the second server listening');
+      const src = join(dir, 'large.bin');
+      writeFileSync(src, randomBytes(128 * 1024 * 1024));
+      const client = startCli(RCOPY, [src, '127.0.0.1:gone.bin', '-p', String(p2)], { env, timeoutMs: 100_000 });
+      await until(() => victim.stdout().includes('bytes...') || client.child.exitCode !== null, 30_000, 'the transfer under way');
+      victim.kill('SIGKILL');
+      const r = await client.done;
+      assert.ok(!r.timedOut, describeRun('client', r));
+      assert.notEqual(r.code, 0, describeRun('client', r));
+      assert.equal(r.stdout, 'opening...transferring...closing...', describeRun('client', r));
+      assert.ok(!existsSync(join(own, 'gone.bin')), 'nothing under the final name');
+    } finally {
+      victim.kill('SIGKILL');
+      await victim.done;
+      rmSync(own, { recursive: true, force: true });
+    }
+  });
+
   test('bad messages: another version ends the connection with rcopy.c\'s line; an unknown command gets EINVAL', opts, async () => {
     let from = srv.stdout().length;
     let c = new RsConn();
