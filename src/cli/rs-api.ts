@@ -6,6 +6,7 @@
  */
 export { RsConn, RS_EAGAIN } from '../rsocket/conn.js';
 export { RsListener } from '../rsocket/listener.js';
+export { rpoll, rselect, type RsPollFd } from '../rsocket/rpoll.js';
 export { RsState } from '../rsocket/state.js';
 export * from '../rsocket/options.js';
 export { PollWaiters } from '../util/poll-waiters.js';

@@ -96,6 +96,7 @@ import {
   SO_ERROR,
   SO_KEEPALIVE,
   MSG_PEEK,
+  POLLNVAL,
 } from './options.js';
 import { RS_TRACE, RsState, describeState } from './state.js';
 import { StateCell } from '../util/state.js';
@@ -121,6 +122,7 @@ import { RsTarget } from './target.js';
 import { RsCredits } from './credits.js';
 import { RsCoalescer } from './coalesce.js';
 import { RsEarly } from './early.js';
+import { recvMsg, recvVec, sendMsg, sendVec, type RsMsghdr } from './vec.js';
 
 export { RS_EAGAIN } from './errors.js';
 
@@ -380,6 +382,8 @@ export class RsConn implements CqEventSink {
       this.soError = re.errno;
       this.st.move(RsState.connectError, re.message);
       if (this._id && this.qp) void this._id.disconnect().catch(() => {});
+      // An rpoll waiting on the connect (a non-blocking rconnect) learns of it: POLLERR.
+      this.notify();
       throw re;
     }
   }
@@ -910,6 +914,26 @@ export class RsConn implements CqEventSink {
     return n;
   }
 
+  /** rwritev(): {@link send} of the vectors' bytes in order, gathered (vec.ts). */
+  writev(iov: readonly Uint8Array[]): number {
+    return sendVec(this, iov);
+  }
+
+  /** rreadv(): {@link recv} scattered over the vectors in order (vec.ts). */
+  readv(iov: readonly Uint8Array[]): number {
+    return recvVec(this, iov, 0);
+  }
+
+  /** rsendmsg() of a stream socket: {@link writev} of `msg.iov`; EOPNOTSUPP with control data. */
+  sendmsg(msg: RsMsghdr, flags = 0): number {
+    return sendMsg(this, msg, flags);
+  }
+
+  /** rrecvmsg() of a stream socket: {@link readv} of `msg.iov` with `flags` (MSG_PEEK). */
+  recvmsg(msg: RsMsghdr, flags = 0): number {
+    return recvMsg(this, msg, flags);
+  }
+
   /** Take up to `max` queued bytes as a new Buffer (null if none): the Duplex read path. */
   readChunk(max: number): Buffer | null {
     if (this.rx.rmsgCount === 0) this.pump();
@@ -954,14 +978,26 @@ export class RsConn implements CqEventSink {
   }
 
   /**
-   * rpoll() on this socket: resolves with the revents once any of `events` (POLLIN, POLLOUT) is
-   * ready, or POLLHUP/POLLERR; with 0 after `timeoutMs` (negative: no timeout; 0: check once).
+   * The revents of `events` now, after taking what completed (rsocket.c's rs_poll_rs with
+   * nonblock set, as rpoll's first pass calls it); POLLNVAL once the socket is closed, as poll(2)
+   * reports a descriptor that is no longer open.
    */
-  poll(events: number, timeoutMs = -1): Promise<number> {
+  pollNow(events: number): number {
+    if (this.closed) return POLLNVAL;
+    this.pump();
+    return this.pollEvents(events);
+  }
+
+  /**
+   * rpoll() on this socket: resolves with the revents once any of `events` (POLLIN, POLLOUT) is
+   * ready, or POLLHUP/POLLERR; with 0 after `timeoutMs` (negative: no timeout; 0: check once) or
+   * once `signal` aborts. Several sockets at once: {@link rpoll} (rpoll.ts).
+   */
+  poll(events: number, timeoutMs = -1, signal?: AbortSignal): Promise<number> {
     this.pump();
     const now = this.pollEvents(events);
     if (now !== 0 || timeoutMs === 0) return Promise.resolve(now);
-    const p = this.polls.wait(events, timeoutMs);
+    const p = this.polls.wait(events, timeoutMs, signal);
     if (this.cfg.pollingTime > 0) this.busyPoll();
     return p;
   }

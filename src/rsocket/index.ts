@@ -5,7 +5,8 @@
  *
  * Node face: {@link RSocket} (a `stream.Duplex` like `net.Socket`), {@link createServer} /
  * {@link connect} like `node:net`. rsocket face: {@link RsConn} / {@link RsListener} with
- * non-blocking `send`/`recv`/`poll`, `shutdown`, `setsockopt`, `riomap`/`riowrite`.
+ * non-blocking `send`/`recv`/`poll`, `writev`/`readv`/`sendmsg`/`recvmsg`, `shutdown`,
+ * `setsockopt`, `riomap`/`riowrite`, and {@link rpoll} / {@link rselect} over several sockets.
  *
  * ```ts
  * import { createServer, connect } from 'rdmacm/rsocket';
@@ -22,6 +23,8 @@ export { RsConn, RS_EAGAIN } from './conn.js';
 export type { SockOptValue } from './sockopt.js';
 export { defaultConfig, type RsConfig } from './tunables.js';
 export { RsListener } from './listener.js';
+export { rpoll, rselect, type RsPollFd, type RsPollable, type RsFdSet, type RsTimeval } from './rpoll.js';
+export type { RsMsghdr } from './vec.js';
 export { RsState, describeState } from './state.js';
 export * from './options.js';
 export * as protocol from './protocol.js';

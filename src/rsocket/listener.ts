@@ -9,7 +9,7 @@ import { RdmaError } from '../errors.js';
 import { RsConn, noDevices } from './conn.js';
 import { RsSockOpts, applySockopt, type SockOptValue } from './sockopt.js';
 import { fullConfig, type RsConfig } from './tunables.js';
-import { POLLIN, SOL_SOCKET, SO_ERROR } from './options.js';
+import { POLLIN, POLLNVAL, POLLOUT, SOL_SOCKET, SO_ERROR } from './options.js';
 import { RsState, describeState } from './state.js';
 import { StateCell } from '../util/state.js';
 
@@ -120,8 +120,9 @@ export class RsListener {
       }
       if (ev.event === CmEventType.CONNECT_REQUEST && !this.closed) {
         this.requests.push(ev);
-        const w = this.waiters.shift();
-        w?.resolve();
+        // Every waiter looks: an raccept takes the request, an rpoll reports it (waking only the
+        // first could leave an raccept asleep behind an rpoll with the request queued).
+        for (const w of this.waiters.splice(0)) w.resolve();
       } else {
         ev.ack();
         if (ev.event === CmEventType.CONNECT_REQUEST) rejectQuietly(ev);
@@ -134,22 +135,38 @@ export class RsListener {
     return this.requests.length;
   }
 
-  /** rpoll() on a listener: POLLIN once a connect request waits. */
-  async poll(events: number, timeoutMs = -1): Promise<number> {
-    if (this.requests.length > 0 || !(events & POLLIN)) return events & POLLIN && this.requests.length > 0 ? POLLIN : 0;
-    if (timeoutMs === 0) return 0;
+  /**
+   * The revents of `events` now (rsocket.c's rs_poll_rs on a listener polls its accept queue, one
+   * end of a socketpair): POLLIN while a connect request waits, POLLOUT whenever asked (that end
+   * is always writable), POLLNVAL once closed.
+   */
+  pollNow(events: number): number {
+    if (this.closed) return POLLNVAL;
+    return (events & POLLIN && this.requests.length > 0 ? POLLIN : 0) | (events & POLLOUT);
+  }
+
+  /**
+   * rpoll() on a listener: {@link pollNow}'s revents once not 0; 0 after `timeoutMs` (negative:
+   * no timeout; 0: check once) or once `signal` aborts.
+   */
+  async poll(events: number, timeoutMs = -1, signal?: AbortSignal): Promise<number> {
+    const now = this.pollNow(events);
+    if (now !== 0 || timeoutMs === 0 || signal?.aborted) return now;
     await new Promise<void>((resolve) => {
-      const w = { resolve };
+      let timer: NodeJS.Timeout | null = null;
+      const done = (): void => {
+        const i = this.waiters.indexOf(w);
+        if (i >= 0) this.waiters.splice(i, 1);
+        if (timer) clearTimeout(timer);
+        signal?.removeEventListener('abort', done);
+        resolve();
+      };
+      const w = { resolve: done };
       this.waiters.push(w);
-      if (timeoutMs > 0) {
-        setTimeout(() => {
-          const i = this.waiters.indexOf(w);
-          if (i >= 0) this.waiters.splice(i, 1);
-          resolve();
-        }, timeoutMs).unref();
-      }
+      if (timeoutMs > 0) timer = setTimeout(done, timeoutMs).unref();
+      signal?.addEventListener('abort', done, { once: true });
     });
-    return this.requests.length > 0 ? POLLIN : 0;
+    return this.pollNow(events);
   }
 
   /**

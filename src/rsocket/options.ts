@@ -48,6 +48,8 @@ export const POLLIN = 0x001;
 export const POLLOUT = 0x004;
 export const POLLERR = 0x008;
 export const POLLHUP = 0x010;
+/** poll(2)'s answer for a descriptor that is not open (an rsocket after rclose). */
+export const POLLNVAL = 0x020;
 
 /** send/recv flags. */
 export const MSG_PEEK = 0x2;

@@ -42,21 +42,31 @@ export class PollWaiters<T> {
 
   /**
    * Wait for `events` (the caller found them not ready): resolves with the revents once
-   * {@link wake} finds them ready, with 0 after `timeoutMs` (negative: no timeout).
+   * {@link wake} finds them ready, with 0 after `timeoutMs` (negative: no timeout) or once
+   * `signal` aborts (the wait is then forgotten: a multi-socket rpoll that found another socket
+   * ready leaves nothing behind on this one).
    */
-  wait(events: number, timeoutMs: number): Promise<number> {
-    if (timeoutMs < 0 && this.oneResolve === null && this.list.length === 0) {
+  wait(events: number, timeoutMs: number, signal?: AbortSignal): Promise<number> {
+    if (signal === undefined && timeoutMs < 0 && this.oneResolve === null && this.list.length === 0) {
       this.oneEvents = events;
       return new Promise<number>(this.setOne);
     }
+    if (signal?.aborted) return Promise.resolve(0);
     return new Promise<number>((resolve) => {
       const w: Waiter = { events, resolve, timer: null };
-      if (timeoutMs > 0) {
-        w.timer = setTimeout(() => {
-          const i = this.list.indexOf(w);
-          if (i >= 0) this.list.splice(i, 1);
-          resolve(0);
-        }, timeoutMs);
+      const forget = (): void => {
+        const i = this.list.indexOf(w);
+        if (i >= 0) this.list.splice(i, 1);
+        if (w.timer) clearTimeout(w.timer);
+        resolve(0);
+      };
+      if (timeoutMs > 0) w.timer = setTimeout(forget, timeoutMs);
+      if (signal) {
+        signal.addEventListener('abort', forget, { once: true });
+        w.resolve = (revents: number): void => {
+          signal.removeEventListener('abort', forget);
+          resolve(revents);
+        };
       }
       this.list.push(w);
     });

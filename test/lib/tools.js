@@ -12,17 +12,18 @@ export const RPING = join(REPO_ROOT, 'dist', 'cli', 'rping.js');
 
 /**
  * Start `node <script> ...args` (inside network namespace `netns` when given: `ip netns exec`
- * replaces itself with node, so the child is the tool). Returns a handle: `stdout()`/`stderr()`
+ * replaces itself with node, so the child is the tool), in directory `cwd` when given. Returns a handle: `stdout()`/`stderr()`
  * (output so far), `kill()`, and `done`, a promise of `{ code, signal, stdout, stderr, timedOut,
  * ms }`. The process is SIGKILLed when it outlives `timeoutMs` (then `timedOut` is true).
  */
-export function startCli(script, args, { timeoutMs = 20_000, env, netns, nodeArgs = [] } = {}) {
+export function startCli(script, args, { timeoutMs = 20_000, env, netns, nodeArgs = [], cwd } = {}) {
   const t0 = Date.now();
   const node = [...nodeArgs, script, ...args];
   const [cmd, argv] = netns ? ['ip', ['netns', 'exec', netns, process.execPath, ...node]] : [process.execPath, node];
   const child = spawn(cmd, argv, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },
+    cwd,
   });
   const out = [];
   const err = [];

@@ -92,3 +92,27 @@ test('wake(true) resolves every waiter, ready or not; release() resolves them al
   assert.deepEqual(await Promise.all([c, d]), [16, 16]);
   assert.equal(w.waiting, false);
 });
+
+test('a wait with an AbortSignal: resolved with 0 and forgotten once aborted, and never after', async () => {
+  const { state, w } = make();
+  const ac = new AbortController();
+  const p = w.wait(POLLIN, -1, ac.signal);
+  assert.equal(w.waiting, true);
+  ac.abort();
+  assert.equal(await p, 0);
+  assert.equal(w.waiting, false, 'nothing left behind on this socket');
+  state.ready = POLLIN;
+  w.wake();
+  // An already aborted signal does not wait at all.
+  assert.equal(await w.wait(POLLIN, -1, ac.signal), 0);
+  assert.equal(w.waiting, false);
+  // Not aborted: answered as any other wait, and the signal's later abort changes nothing.
+  const ac2 = new AbortController();
+  state.ready = 0;
+  const q = w.wait(POLLIN, 5000, ac2.signal);
+  state.ready = POLLIN;
+  w.wake();
+  assert.equal(await q, POLLIN);
+  ac2.abort();
+  assert.equal(w.waiting, false);
+});
