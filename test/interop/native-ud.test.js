@@ -20,6 +20,8 @@
 // receiver of M1 waits, the guest lists the kernel's QPs: ours is a UD QP of the node process,
 // made by the kernel (the native backend, not a soft device).
 //
+// A tool that crashes leaves its core in the job folder (core.<pid>; the guest's libraries are
+// those of the VM image's rootfs, for gdb's sysroot).
 // Needs, besides the VM: native/build/rdmacm.node (npm run build:native).
 // Env: NATIVE_UD_VM (the VM slot, default 0).
 import test from 'node:test';
@@ -77,6 +79,8 @@ function requireAddon(t) {
 const tool = (who, name) => (who === 'kernel' ? name : `env RDMACM_BACKEND=native $H/node /mnt/src/dist/cli/${name}.js`);
 const PRELUDE = `
 IP=$REFVM_IP
+# a process that crashes leaves its core in the job folder (core.<pid>)
+ulimit -c unlimited; echo "$H/core.%p" > /proc/sys/kernel/core_pattern
 waitout() { local i=0; while [ "$(grep -cE "$2" "$1" 2>/dev/null)" -lt "$3" ]; do sleep 0.2; i=$((i+1)); [ $i -ge $(($4*5)) ] && return 1; done; return 0; }
 udlisten() { local i=0; until rdma res show cm_id 2>/dev/null | grep -q LISTEN; do sleep 0.2; i=$((i+1)); [ $i -ge 300 ] && return 1; done; return 0; }
 # ends NAME PID: give a background run 30 s to end on its own, then end it; NAME.rc
