@@ -1,5 +1,5 @@
-// QP create flags (`ibv_qp_init_attr_ex.create_flags`, given through rdma_create_qp_ex or
-// `createFlags` of ibv_create_qp) on every device: a flag the device lacks is refused with
+// QP create flags (`ibv_qp_init_attr_ex.create_flags`, through ibv_create_qp_ex and
+// rdma_create_qp_ex) on every device: a flag the device lacks is refused with
 // EOPNOTSUPP, as rxe (provider check_qp_init_attr, kernel rxe_create_qp) and siw (no
 // create_qp_ex: libibverbs answers EOPNOTSUPP) refuse them all; a mask that is not 32 bits is
 // EINVAL. A device that reports IB_DEVICE_BLOCK_MULTICAST_LOOPBACK in `device_cap_flags` honours
@@ -35,12 +35,14 @@ forEachDevice([], (d) => {
     try {
       for (const [type, cap] of QP_TYPES) {
         if (!d.caps.has(cap)) continue;
-        const make = (createFlags) => pd.createQp({ qpType: type, sendCq: cq, recvCq: cq, cap: { maxSendWr: 1, maxRecvWr: 1 }, createFlags });
+        const init = { qpType: type, sendCq: cq, recvCq: cq, cap: { maxSendWr: 1, maxRecvWr: 1 } };
+        // ibv_create_qp_ex with comp_mask PD | CREATE_FLAGS
+        const make = (createFlags) => ctx.createQpEx({ ...init, pd, compMask: QpInitAttrMask.PD | QpInitAttrMask.CREATE_FLAGS, createFlags });
         for (const f of OTHER_FLAGS) assert.throws(() => make(f), { code: 'EOPNOTSUPP' }, `${QpType[type]} flag 0x${f.toString(16)}`);
-        for (const f of [-1, 2 ** 32, 0.5]) assert.throws(() => make(f), { code: 'EINVAL' }, `${QpType[type]} create_flags ${f}`);
+        for (const f of [-1, 2 ** 32, 0.5]) assert.throws(() => pd.createQp({ ...init, createFlags: f }), { code: 'EINVAL' }, `${QpType[type]} create_flags ${f}`);
         if (blocks) make(QpCreateFlags.BLOCK_SELF_MCAST_LB).destroy();
         else assert.throws(() => make(QpCreateFlags.BLOCK_SELF_MCAST_LB), { code: 'EOPNOTSUPP' }, `${QpType[type]}: no IB_DEVICE_BLOCK_MULTICAST_LOOPBACK`);
-        make(0).destroy();
+        pd.createQp(init).destroy();
       }
     } finally {
       cq.destroy();
