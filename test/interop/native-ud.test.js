@@ -101,8 +101,8 @@ ends ${s.name}-srv $sp`;
 function mcJob(s) {
   const args = `-m ${s.group} -b $IP -C ${COUNT}${s.conns > 1 ? ` -c ${s.conns}` : ''}`;
   const rcv = s.receivers.map((who, i) => `
-gstart ${s.name}-r${i} 200 stdbuf -oL ${tool(who, 'mckey')} ${args}; r${i}=$GPID
-waitout $H/${s.name}-r${i}.out '^mckey: joined' ${s.conns} 120 || glog "${s.name}-r${i}: not joined within 120 s"`).join('');
+gstart ${s.name}-r${i} 400 stdbuf -oL ${tool(who, 'mckey')} ${args}; r${i}=$GPID
+waitout $H/${s.name}-r${i}.out '^mckey: joined' ${s.conns} 300 || glog "${s.name}-r${i}: not joined within 300 s"`).join('');
   const listQps = s.name === 'M1' ? '\nrdma res show qp > $H/M1-qps.txt 2>&1' : '';
   return `${rcv}${listQps}
 gtool ${s.name}-s 150 ${tool(s.sender, 'mckey')} ${args} -s${s.sendOnly ? ' -o' : ''}
