@@ -174,6 +174,7 @@ void cm_register(napi_env env, napi_value exports);
 napi_value ah_attr_value(napi_env env, const struct ibv_ah_attr *ah);
 struct qp_obj *qp_wrap_new(void);
 bool qp_init_from(napi_env env, napi_value *argv, struct ibv_qp_init_attr *a);
+void qp_init_ex_from(const struct ibv_qp_init_attr *a, struct ibv_pd *pd, uint32_t flags, struct ibv_qp_init_attr_ex *x);
 void qa_to(const struct ibv_qp_attr *a, double *v, uint8_t *gid);
 bool f64s(napi_env env, napi_value v, double **out, size_t min);
 bool gid16(napi_env env, napi_value v, uint8_t **out);

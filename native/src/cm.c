@@ -420,22 +420,35 @@ static napi_value cm_info(napi_env env, napi_callback_info info)
 	return arr;
 }
 
-/* cmCreateQp(id, pd, sendCq, recvCq, qpType, sendWr, recvWr, sendSge, recvSge, inline, sigAll, key) */
+/*
+ * cmCreateQp(id, pd, sendCq, recvCq, qpType, sendWr, recvWr, sendSge, recvSge, inline, sigAll,
+ * key, createFlags): rdma_create_qp, or with create flags rdma_create_qp_ex (mckey -l).
+ */
 static napi_value cm_create_qp(napi_env env, napi_callback_info info)
 {
-	ARGS(12);
+	ARGS(13);
 	struct cmid_obj *c;
 	struct rdma_cm_id *id = cmid(env, argv[0], &c);
 	struct obj *pd = get_obj(env, argv[1], T_PD);
 	struct ibv_qp_init_attr a;
-	if (!id || !pd || !qp_init_from(env, argv + 2, &a))
+	uint32_t flags;
+	if (!id || !pd || !qp_init_from(env, argv + 2, &a) || !arg_u32(env, argv[12], &flags))
 		return neg_errno(env, EINVAL);
 	struct qp_obj *o = qp_wrap_new();
 	if (!o)
 		return neg_errno(env, ENOMEM);
 	o->st = state_of(env);
 	errno = 0;
-	if (rdma_create_qp(id, pd->ptr, &a)) {
+	int r;
+	if (flags) {
+		struct ibv_qp_init_attr_ex x;
+		qp_init_ex_from(&a, pd->ptr, flags, &x);
+		r = rdma_create_qp_ex(id, &x);
+		a.cap = x.cap;
+	} else {
+		r = rdma_create_qp(id, pd->ptr, &a);
+	}
+	if (r) {
 		int e = errno;
 		free(o);
 		return neg_errno(env, e ? e : EINVAL);

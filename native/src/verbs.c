@@ -987,19 +987,45 @@ bool qp_init_from(napi_env env, napi_value *argv, struct ibv_qp_init_attr *a)
 	return true;
 }
 
-/* createQp(pd, sendCq, recvCq, qpType, sendWr, recvWr, sendSge, recvSge, inline, sigAll, key) */
+/*
+ * ibv_qp_init_attr_ex of `a` (whose layout begins it, as librdmacm's rdma_create_qp copies it)
+ * with comp_mask PD | CREATE_FLAGS: the device takes or refuses the flags (rxe: EOPNOTSUPP).
+ */
+void qp_init_ex_from(const struct ibv_qp_init_attr *a, struct ibv_pd *pd, uint32_t flags, struct ibv_qp_init_attr_ex *x)
+{
+	memset(x, 0, sizeof(*x));
+	memcpy(x, a, sizeof(*a));
+	x->comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+	x->pd = pd;
+	x->create_flags = flags;
+}
+
+/*
+ * createQp(pd, sendCq, recvCq, qpType, sendWr, recvWr, sendSge, recvSge, inline, sigAll, key,
+ * createFlags): ibv_create_qp, or with create flags ibv_create_qp_ex.
+ */
 static napi_value create_qp(napi_env env, napi_callback_info info)
 {
-	ARGS(11);
+	ARGS(12);
 	struct obj *pd = get_obj(env, argv[0], T_PD);
 	struct ibv_qp_init_attr a;
-	if (!pd || !qp_init_from(env, argv + 1, &a))
+	uint32_t flags;
+	if (!pd || !qp_init_from(env, argv + 1, &a) || !arg_u32(env, argv[11], &flags))
 		return neg_errno(env, EINVAL);
 	struct qp_obj *o = qp_wrap_new();
 	if (!o)
 		return neg_errno(env, ENOMEM);
 	o->st = state_of(env);
-	struct ibv_qp *qp = ibv_create_qp(pd->ptr, &a);
+	errno = 0;
+	struct ibv_qp *qp;
+	if (flags) {
+		struct ibv_qp_init_attr_ex x;
+		qp_init_ex_from(&a, pd->ptr, flags, &x);
+		qp = ibv_create_qp_ex(((struct ibv_pd *)pd->ptr)->context, &x);
+		a.cap = x.cap;
+	} else {
+		qp = ibv_create_qp(pd->ptr, &a);
+	}
 	if (!qp) {
 		int e = errno;
 		free(o);

@@ -11,9 +11,14 @@
  * the group on each QP, a receiver waits until each QP has received `-C` of them (for ever if
  * they never come, as mckey does). Then every id leaves the group. Both print `test complete` and
  * `return status N`, where N is the result of the last leave, and exit with N (mod 256).
+ *
+ * `-l` creates the QPs with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB (rdma_create_qp_ex): the group's
+ * datagrams this process sends reach no QP of this host, its own included. The soft RoCE device
+ * has it; rxe (and so the native backend on rxe) refuses it: `mckey: unable to create QP:
+ * Operation not supported`, status -1.
  */
 import './startup.js';
-import { CmEventType, McJoinFlag, PortSpace, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
+import { CmEventType, McJoinFlag, PortSpace, QpCreateFlags, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
 import { atoi, errnoFrom, out, perror, runMain } from './c-compat.js';
 import { Getopt, getoptComplaint } from './getopt.js';
 import { eaiOf, gaiMessage, inetNtop6, inetPton6, resolveHost } from './addresses.js';
@@ -22,8 +27,6 @@ import { PORT_SPACE_USAGE, UdTest, newUdNode, portSpaceArg, type UdNode } from '
 
 const PROG = 'mckey';
 const OPTSTRING = 'm:M:sb:c:C:S:p:ol';
-/** `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`. */
-const QP_CREATE_BLOCK_SELF_MCAST_LB = 1 << 1;
 /** The pause after the joins, "to give the SM a chance to configure switches" (mckey.c: sleep(3)). */
 const SETTLE_MS = 3000;
 
@@ -61,7 +64,7 @@ async function join(node: UdNode): Promise<void> {
 /** ADDR_RESOLVED (or, with `-M`, straight after the bind): QP, receives, join. */
 async function addrHandler(node: UdNode): Promise<number> {
   let ret = ud.verifyTestParams(node);
-  if (!ret) ret = ud.initNode(node, loopback ? 0 : QP_CREATE_BLOCK_SELF_MCAST_LB);
+  if (!ret) ret = ud.initNode(node, loopback ? 0 : QpCreateFlags.BLOCK_SELF_MCAST_LB);
   if (!ret && !isSender) ret = ud.postRecvs(node);
   if (!ret) {
     try {

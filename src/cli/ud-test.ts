@@ -8,7 +8,7 @@
  * (`message_count` send and receive WRs, `sq_sig_all` 0) and one buffer of `message_size` plus the
  * 40-byte GRH area that every UD receive fills first. All receives share that buffer, as in C.
  */
-import { Errno, Access, GRH_AREA_LEN, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmEvent, type CmId, type Cq, type EventChannel, type Mr, type Pd, type UdParam, type Wc } from '../index.js';
+import { Errno, Access, GRH_AREA_LEN, QpInitAttrMask, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmEvent, type CmId, type Cq, type EventChannel, type Mr, type Pd, type UdParam, type Wc } from '../index.js';
 import { errnoFrom, errOut, out, perror, strtoul } from './c-compat.js';
 import { cmEventLoop } from './common.js';
 
@@ -124,8 +124,8 @@ export class UdTest {
    * value after printing why.
    *
    * `createFlags` are `ibv_qp_init_attr_ex.create_flags`, which mckey -l sets
-   * (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB, through `rdma_create_qp_ex`). Our devices take no QP
-   * create flags — rxe and siw refuse any with EOPNOTSUPP — so such a QP fails the same way.
+   * (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB): the QP is then made by `rdma_create_qp_ex` with
+   * `comp_mask` CREATE_FLAGS | PD, and the device takes the flag or refuses it (rxe: EOPNOTSUPP).
    */
   initNode(node: UdNode, createFlags = 0): number {
     const id = node.cmaId as CmId;
@@ -147,15 +147,16 @@ export class UdTest {
     }
     const wr = this.messageCount ? this.messageCount : 1;
     try {
-      if (createFlags) throw Object.assign(new Error('QP create flags'), { errno: Errno.EOPNOTSUPP });
-      id.createQp(node.pd, {
+      const init = {
         cap: { maxSendWr: wr, maxRecvWr: wr, maxSendSge: 1, maxRecvSge: 1 },
         qpContext: node,
         sqSigAll: false,
         qpType: QpType.UD,
         sendCq: node.cq,
         recvCq: node.cq,
-      });
+      };
+      if (createFlags) id.createQpEx({ ...init, compMask: QpInitAttrMask.CREATE_FLAGS | QpInitAttrMask.PD, pd: node.pd, createFlags });
+      else id.createQp(node.pd, init);
     } catch (e) {
       this.perror(`${this.prog}: unable to create QP`, e);
       return -1;

@@ -665,9 +665,9 @@ export class CmId implements DeviceBoundId {
   /**
    * rdma_create_qp_ex(): as {@link createQp}, with `comp_mask` saying which of `pd`,
    * `createFlags` and `sendOpsFlags` are valid; with SEND_OPS_FLAGS the QP has the `ibv_wr_*`
-   * builder (`qpToQpEx(id.qp)`). EINVAL (no device, a QP already, a PD of another device);
-   * EOPNOTSUPP for bits the device's `create_qp_ex` refuses — every one but PD on siw (see
-   * id-qp.ts).
+   * builder (`qpToQpEx(id.qp)`). EINVAL (no device, a QP already, a PD of another device, create
+   * flags not a 32-bit mask); EOPNOTSUPP for bits the device's `create_qp_ex` refuses — every
+   * one but PD on siw — and for create flags the device lacks (see id-qp.ts).
    */
   createQpEx(attr: CmQpInitAttrEx): Qp {
     const op = 'rdma_create_qp_ex';

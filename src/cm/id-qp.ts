@@ -100,9 +100,10 @@ export class IdQp {
   /**
    * rdma_create_qp on `ctx`, through the endpoint `ep` when it makes QPs itself (`idQpType`: the
    * id's type, when `attr` names none). EINVAL if the id has a QP already or `pd` is of another
-   * device; whatever the device's provider throws (nothing is left behind then).
+   * device; whatever the device's provider throws (nothing is left behind then). `createFlags`:
+   * rdma_create_qp_ex's `create_flags` (`ibv_qp_create_flags`), given to the device.
    */
-  create(ctx: Context, ep: CmEndpoint | null, pd: Pd | null, attr: CmQpInitAttr, idQpType: QpType, op: string): Qp {
+  create(ctx: Context, ep: CmEndpoint | null, pd: Pd | null, attr: CmQpInitAttr, idQpType: QpType, op: string, createFlags = 0): Qp {
     if (this.qp) throw err('EINVAL', op, 'id already has a QP');
     if (pd && pd.context !== ctx) throw err('EINVAL', op, 'PD of another device');
     const qpType = attr.qpType ?? idQpType;
@@ -127,7 +128,7 @@ export class IdQp {
     }
     let qp: Qp;
     try {
-      const init = { qpType, sendCq, recvCq, cap, sqSigAll: attr.sqSigAll ?? false, qpContext: attr.qpContext, ...(srq ? { srq } : {}) };
+      const init = { qpType, sendCq, recvCq, cap, sqSigAll: attr.sqSigAll ?? false, qpContext: attr.qpContext, ...(srq ? { srq } : {}), ...(createFlags ? { createFlags } : {}) };
       qp = ep?.createQp ? ep.createQp(thePd, init) : (thePd.createQp(init) as Qp);
     } catch (e) {
       destroyMade(made);
@@ -156,8 +157,10 @@ export class IdQp {
    * rdma_create_qp_ex: `comp_mask` says which fields are valid. PD: the one given, else the id's
    * (EINVAL for a PD of another device). Any other bit makes it the provider's `create_qp_ex`
    * (libibverbs' `ibv_create_qp_ex`, checked by the verbs layer's `qpExSendOps`): siw has none
-   * (EOPNOTSUPP); rxe and the native backend take CREATE_FLAGS (none non-zero) and
-   * SEND_OPS_FLAGS, whose QP gets the `ibv_wr_*` builder (`qpToQpEx(id.qp)`).
+   * (EOPNOTSUPP); rxe and the native backend take CREATE_FLAGS and SEND_OPS_FLAGS, whose QP gets
+   * the `ibv_wr_*` builder (`qpToQpEx(id.qp)`). The create flags go to the device, which refuses
+   * those it lacks with EOPNOTSUPP (rxe takes none; the soft RoCE device BLOCK_SELF_MCAST_LB; the
+   * native backend hands them to the kernel's).
    */
   createEx(ctx: Context, ep: CmEndpoint | null, attr: CmQpInitAttrEx, idQpType: QpType, op: string): Qp {
     if (typeof attr !== 'object' || attr === null) throw err('EINVAL', op, 'no init attributes');
@@ -171,7 +174,8 @@ export class IdQp {
     if (attr.createFlags !== undefined) exAttr.createFlags = attr.createFlags;
     if (attr.sendOpsFlags !== undefined) exAttr.sendOpsFlags = attr.sendOpsFlags;
     const ops = qpExSendOps(ctx, exAttr, op);
-    const qp = this.create(ctx, ep, pd, attr, idQpType, op);
+    const flags = m & QpInitAttrMask.CREATE_FLAGS ? (attr.createFlags ?? 0) : 0;
+    const qp = this.create(ctx, ep, pd, attr, idQpType, op, flags);
     if (ops !== null) attachQpEx(qp, ops);
     return qp;
   }

@@ -112,7 +112,8 @@ export interface NativeBinding {
   pollCq(cq: Handle, max: number): number;
   createAh(pd: Handle, attr: Float64Array, dgid: Uint8Array | null): R<[Handle, number]>;
   destroyAh(ah: Handle): number;
-  createQp(pd: Handle, sendCq: Handle, recvCq: Handle, qpType: number, sendWr: number, recvWr: number, sendSge: number, recvSge: number, inline: number, sigAll: boolean, key: number): R<QpResult>;
+  /** ibv_create_qp, or with `createFlags` non-zero ibv_create_qp_ex (comp_mask PD | CREATE_FLAGS). */
+  createQp(pd: Handle, sendCq: Handle, recvCq: Handle, qpType: number, sendWr: number, recvWr: number, sendSge: number, recvSge: number, inline: number, sigAll: boolean, key: number, createFlags: number): R<QpResult>;
   modifyQp(qp: Handle, mask: number, attr: Float64Array, dgid: Uint8Array | null): number;
   queryQp(qp: Handle, mask: number, out: Float64Array, dgid: Uint8Array | null): number;
   qpState(qp: Handle): number;
@@ -137,7 +138,8 @@ export interface NativeBinding {
   cmEstablish(id: Handle): number;
   cmDestroyId(id: Handle): number;
   cmInfo(id: Handle): R<[string | null, number, string, number, string, number]>;
-  cmCreateQp(id: Handle, pd: Handle, sendCq: Handle, recvCq: Handle, qpType: number, sendWr: number, recvWr: number, sendSge: number, recvSge: number, inline: number, sigAll: boolean, key: number): R<QpResult>;
+  /** rdma_create_qp, or with `createFlags` non-zero rdma_create_qp_ex (comp_mask PD | CREATE_FLAGS). */
+  cmCreateQp(id: Handle, pd: Handle, sendCq: Handle, recvCq: Handle, qpType: number, sendWr: number, recvWr: number, sendSge: number, recvSge: number, inline: number, sigAll: boolean, key: number, createFlags: number): R<QpResult>;
   cmSetOption(id: Handle, level: number, name: number, value: number): number;
   cmInitQpAttr(id: Handle, state: number, out: Float64Array, dgid: Uint8Array | null): number;
   cmJoinMulticast(id: Handle, address: string, port: number, scope: number, key: number, flags: number): number;

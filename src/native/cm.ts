@@ -130,6 +130,12 @@ class NativeEndpoint implements CmEndpoint {
   private readonly mcKeys = new Map<string, number>();
   /** The keys of send-only joins: librdmacm attaches no QP for them (ucma_process_join). */
   private readonly mcSendOnly = new Set<number>();
+  /**
+   * The keys of joins whose MULTICAST_JOIN / MULTICAST_ERROR has not come yet: each holds the
+   * event loop (as a pending resolve does), or a process waiting for its join — where the C
+   * tool blocks in rdma_get_cm_event — would end with nothing else to do.
+   */
+  private readonly mcWaiting = new Set<number>();
 
   constructor(
     private host: CmHost,
@@ -151,7 +157,7 @@ class NativeEndpoint implements CmEndpoint {
   }
 
   private update(): void {
-    this.live.set(!this.destroyed && (this.pending > 0 || this.connected || this.listening));
+    this.live.set(!this.destroyed && (this.pending > 0 || this.mcWaiting.size > 0 || this.connected || this.listening));
   }
 
   private info(): [string | null, number, string, number, string, number] {
@@ -220,6 +226,7 @@ class NativeEndpoint implements CmEndpoint {
         return;
       case CmEventType.MULTICAST_JOIN:
       case CmEventType.MULTICAST_ERROR: {
+        if (this.mcWaiting.delete(ev.mcKey ?? -1)) this.update();
         const mcContext = this.mcContexts.get(ev.mcKey ?? -1);
         const ud = udOf(ev);
         // librdmacm attached the id's QP already (ucma_process_join): the CM's own attach of
@@ -418,6 +425,8 @@ class NativeEndpoint implements CmEndpoint {
     }
     this.mcKeys.set(join.addr.address, key);
     if (join.joinFlags === MC_JOIN_SENDONLY_FULLMEMBER) this.mcSendOnly.add(key);
+    this.mcWaiting.add(key);
+    this.update();
   }
 
   leaveMulticast(addr: SockAddr): void {
@@ -428,6 +437,7 @@ class NativeEndpoint implements CmEndpoint {
       this.mcKeys.delete(addr.address);
       this.mcContexts.delete(key);
       this.mcSendOnly.delete(key);
+      if (this.mcWaiting.delete(key)) this.update();
     }
   }
 

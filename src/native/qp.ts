@@ -62,9 +62,11 @@ export class NativeQp extends Qp {
     const cmId = cmQpRequests.get(attr);
     const b = ctx._b;
     const sig = attr.sqSigAll === true;
+    // Create flags go to the kernel's device through the _ex calls, which answer for it.
+    const flags = attr.createFlags ?? 0;
     const r = cmId
-      ? check(b.cmCreateQp(cmId, pd._h, scq._h, rcq._h, attr.qpType, v[0] as number, v[1] as number, v[2] as number, v[3] as number, v[4] as number, sig, key), 'rdma_create_qp')
-      : check(b.createQp(pd._h, scq._h, rcq._h, attr.qpType, v[0] as number, v[1] as number, v[2] as number, v[3] as number, v[4] as number, sig, key), op);
+      ? check(b.cmCreateQp(cmId, pd._h, scq._h, rcq._h, attr.qpType, v[0] as number, v[1] as number, v[2] as number, v[3] as number, v[4] as number, sig, key, flags), flags ? 'rdma_create_qp_ex' : 'rdma_create_qp')
+      : check(b.createQp(pd._h, scq._h, rcq._h, attr.qpType, v[0] as number, v[1] as number, v[2] as number, v[3] as number, v[4] as number, sig, key, flags), flags ? 'ibv_create_qp_ex' : op);
     return new NativeQp(ctx, pd, attr, r, key);
   }
 

@@ -98,6 +98,12 @@ export const DEVICE_MEM_WINDOW = 1 << 17;
 export const DEVICE_MEM_WINDOW_TYPE_2A = 1 << 23;
 /** `IBV_DEVICE_MEM_WINDOW_TYPE_2B`: type 2 windows of the 2B kind (bound to a QP; rxe's). */
 export const DEVICE_MEM_WINDOW_TYPE_2B = 1 << 24;
+/**
+ * The kernel's `IB_DEVICE_BLOCK_MULTICAST_LOOPBACK` (libibverbs passes `device_cap_flags` through
+ * without naming it): QPs may be created with `QpCreateFlags.BLOCK_SELF_MCAST_LB` (mlx4 and mlx5
+ * report it; rxe and siw do not, and refuse the flag).
+ */
+export const DEVICE_BLOCK_MULTICAST_LOOPBACK = 1 << 22;
 
 /** Port capability bits siw reports: `IB_PORT_CM_SUP | IB_PORT_DEVICE_MGMT_SUP`. */
 export const PORT_CAP_CM_SUP = 1 << 16;

@@ -34,7 +34,7 @@ export interface QpInitAttrEx extends QpInitAttr {
   compMask: number;
   /** The PD (`QpInitAttrMask.PD`). */
   pd: Pd;
-  /** With `QpInitAttrMask.CREATE_FLAGS`: `enum ibv_qp_create_flags` (none is supported: EOPNOTSUPP). */
+  /** With `QpInitAttrMask.CREATE_FLAGS`: `enum ibv_qp_create_flags` (`QpCreateFlags`), which the device takes or refuses (EOPNOTSUPP). */
   createFlags?: number;
   /** With `QpInitAttrMask.SEND_OPS_FLAGS`: the builder calls the QP is for ({@link QpExSendOps}). */
   sendOpsFlags?: number;
@@ -103,7 +103,7 @@ export function supportedSendOps(ctx: Context, qpType: QpType): number {
  * (`qpToQpEx(qp)`).
  * @throws RdmaError EINVAL (no PD, a PD of another device, malformed attributes); EOPNOTSUPP (a
  *   device without create_qp_ex — siw —, a `comp_mask` bit beyond PD, CREATE_FLAGS and
- *   SEND_OPS_FLAGS, non-zero create flags, a send op the device lacks for that QP type —
+ *   SEND_OPS_FLAGS, create flags the device lacks, a send op the device lacks for that QP type —
  *   FLUSH and ATOMIC_WRITE everywhere); whatever `ibv_create_qp` throws.
  */
 export function createQpEx(ctx: Context, attr: QpInitAttrEx): Qp {
@@ -115,6 +115,7 @@ export function createQpEx(ctx: Context, attr: QpInitAttrEx): Qp {
   if (!(mask & QpInitAttrMask.PD) || !(pd instanceof Pd)) throw err('EINVAL', op, 'no PD (IBV_QP_INIT_ATTR_PD)');
   if (pd.context !== ctx) throw err('EINVAL', op, 'PD of another device');
   const base: QpInitAttr = { qpType: attr.qpType, sendCq: attr.sendCq, recvCq: attr.recvCq, cap: attr.cap };
+  if (mask & QpInitAttrMask.CREATE_FLAGS && attr.createFlags) base.createFlags = attr.createFlags;
   if (attr.srq !== undefined) base.srq = attr.srq;
   if (attr.sqSigAll !== undefined) base.sqSigAll = attr.sqSigAll;
   if (attr.qpContext !== undefined) base.qpContext = attr.qpContext;
@@ -139,7 +140,8 @@ export function qpExSendOps(ctx: Context, attr: { compMask: number; qpType: QpTy
   if (mask & ~QP_COMP_MASK_SUP) throw err('EOPNOTSUPP', op, `comp_mask 0x${(mask & ~QP_COMP_MASK_SUP).toString(16)}`);
   const createFlags = mask & QpInitAttrMask.CREATE_FLAGS ? (attr.createFlags ?? 0) : 0;
   if (!isFlags(createFlags)) throw err('EINVAL', op, `create_flags ${String(createFlags)}`);
-  if (createFlags !== 0) throw err('EOPNOTSUPP', op, `create_flags 0x${createFlags.toString(16)}`);
+  // The create flags go on to the provider's QP creation, which refuses those it lacks
+  // (EOPNOTSUPP: rxe all of them, the soft RoCE device all but BLOCK_SELF_MCAST_LB).
   if (!(mask & QpInitAttrMask.SEND_OPS_FLAGS)) return 0;
   const sendOps = attr.sendOpsFlags ?? 0;
   if (!isFlags(sendOps)) throw err('EINVAL', op, `send_ops_flags ${String(sendOps)}`);

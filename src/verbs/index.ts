@@ -19,6 +19,7 @@ export {
   DEVICE_MEM_WINDOW,
   DEVICE_MEM_WINDOW_TYPE_2A,
   DEVICE_MEM_WINDOW_TYPE_2B,
+  DEVICE_BLOCK_MULTICAST_LOOPBACK,
   mtuToEnum,
   mtuEnumToBytes,
   formatGuid,
@@ -55,4 +56,4 @@ export { QpAttrMask, MigState, QP_STATE_TABLE, qpTransitionAllowed, modifyQpProb
 export { Ah, type AhAttr, type GlobalRoute } from './ah.js';
 export { initAhFromWc, createAhFromWc, findGidIndex, GRH_AREA_LEN } from './ah-wc.js';
 export { DEFAULT_PKEY, type GidEntry } from './context.js';
-export { registerProvider, unregisterProvider, settleConnections, backendSelection, type Backend, type VerbsProvider, type QpInitAttr, type QpLike, type ExCaps, type CqArgs } from './provider.js';
+export { registerProvider, unregisterProvider, settleConnections, backendSelection, type Backend, type VerbsProvider, QpCreateFlags, type QpInitAttr, type QpLike, type ExCaps, type CqArgs } from './provider.js';

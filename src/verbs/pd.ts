@@ -132,8 +132,9 @@ export class Pd {
    * create the QP, and register it (context QP table, this PD, both CQs).
    * @throws RdmaError EINVAL (bad QP type, CQ missing, destroyed or of another context, a `cap`
    *   field negative, non-integer or above the device limit — maxQpWr, maxSge, maxInlineData —,
-   *   PD deallocated); ENODEV (the device's provider is no longer registered); whatever the
-   *   provider throws (EOPNOTSUPP for QP types it lacks, ENOMEM ...).
+   *   PD deallocated, `createFlags` not a 32-bit mask); ENODEV (the device's provider is no
+   *   longer registered); whatever the provider throws (EOPNOTSUPP for QP types or create flags
+   *   it lacks, ENOMEM ...).
    */
   createQp(attr: QpInitAttr): Qp {
     const op = 'ibv_create_qp';
@@ -153,6 +154,8 @@ export class Pd {
     }
     // The receive capabilities of a QP on an SRQ are not looked at (rxe_qp_chk_cap, siw_create_qp).
     this._checkCap(attr.cap, srq instanceof Srq);
+    const flags = attr.createFlags ?? 0;
+    if (!Number.isInteger(flags) || flags < 0 || flags > 0xffff_ffff) throw err('EINVAL', op, `create_flags ${String(flags)}`);
     const ctx = this.context;
     const provider = ctx.device._provider(op);
     let qp: QpLike;

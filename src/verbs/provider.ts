@@ -46,7 +46,28 @@ export interface QpInitAttr {
   sqSigAll?: boolean;
   /** `qp_context`: an opaque user value, returned unchanged. */
   qpContext?: unknown;
+  /**
+   * `create_flags` of `ibv_qp_init_attr_ex` (with `IBV_QP_INIT_ATTR_CREATE_FLAGS`): a
+   * {@link QpCreateFlags} mask, 0 or absent for none. A device refuses a flag it lacks with
+   * EOPNOTSUPP (rxe's `check_qp_init_attr` and `rxe_create_qp` refuse them all; siw has no
+   * `create_qp_ex`, for which libibverbs answers EOPNOTSUPP).
+   */
+  createFlags?: number;
 }
+
+/** `enum ibv_qp_create_flags`. */
+export const QpCreateFlags = {
+  /**
+   * The QP's sends to a multicast group are not looped back to this host: no QP of the device
+   * (of this process or another) receives them, the QP itself included; the network does.
+   * Devices that have it report `DEVICE_BLOCK_MULTICAST_LOOPBACK` in `deviceCapFlags`.
+   */
+  BLOCK_SELF_MCAST_LB: 1 << 1,
+  SCATTER_FCS: 1 << 8,
+  CVLAN_STRIPPING: 1 << 9,
+  SOURCE_QPN: 1 << 10,
+  PCI_WRITE_END_PADDING: 1 << 11,
+} as const;
 
 /**
  * What a provider's extended verbs serve (its `create_cq_ex` and `create_qp_ex`, ex-verbs.ts).

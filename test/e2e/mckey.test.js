@@ -1,16 +1,21 @@
 // mckey end to end on the soft RoCE device: receivers and a sender as separate processes on one
 // host, in a network namespace of this test (only its loopback interface, so the group's traffic
-// stays inside it); output lines and exit codes as rdma-core's mckey.c prints them on rxe.
+// stays inside it); output lines and exit codes as rdma-core's mckey.c prints them on rxe. For -l
+// (multicast loopback blocked), also two namespaces joined by a veth pair: two hosts on one link.
 import test, { after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, runCli, describeRun, makeNetns } from '../lib/tools.js';
+import { REPO_ROOT, startCli, runCli, describeRun, makeNetns, makeVethPair } from '../lib/tools.js';
 import { sleep } from '../lib/wait.js';
 
 const MCKEY = join(REPO_ROOT, 'dist', 'cli', 'mckey.js');
 const ns = existsSync(MCKEY) ? makeNetns('mckey') : { skip: `${MCKEY} is missing: run npm run build`, remove() {} };
-after(() => ns.remove());
+const veth = existsSync(MCKEY) ? makeVethPair('mckey') : { skip: ns.skip, remove() {} };
+after(() => {
+  ns.remove();
+  veth.remove();
+});
 const opts = { skip: ns.skip };
 
 const GROUP = '239.1.1.1';
@@ -136,11 +141,61 @@ test('-M (AF_IB groups, which RoCE ports refuse): -M 0 EINVAL, another MGID ENOT
   assert.equal(r.code, 255);
 });
 
-test('-l: no device here takes QP create flags (EOPNOTSUPP, as rxe)', opts, async () => {
-  const r = await mckey(['-l']).done;
-  assert.equal(r.stdout, lines('mckey: starting server', 'mckey: joining', 'test complete', 'return status -1'), describeRun('-l', r));
-  assert.equal(r.stderr, 'mckey: unable to create QP: Operation not supported\nmckey: failure leaving: Cannot assign requested address\n', describeRun('-l', r));
-  assert.equal(r.code, 255);
+test('-l on the loopback interface: the sender\'s datagrams reach no receiver of this host; the same receivers get an ordinary sender\'s', opts, async () => {
+  const rs = [mckey([]), mckey([])];
+  try {
+    for (const r of rs) await joined(r);
+    const s = await mckey(['-s', '-l']).done;
+    assert.equal(s.stdout, SENDER_OK(), describeRun('mckey -s -l', s));
+    assert.equal(s.stderr, '', describeRun('mckey -s -l', s));
+    assert.equal(s.code, 0);
+    await sleep(1000);
+    for (const r of rs) {
+      assert.equal(r.stdout(), lines('mckey: starting server', 'mckey: joining', JOINED, 'receiving data transfers'), `nothing received:\n${r.stderr()}`);
+      assert.equal(r.child.exitCode, null, 'still waiting');
+    }
+    // The receivers were listening all along: an ordinary sender completes them.
+    const s2 = await mckey(['-s']).done;
+    assert.equal(s2.code, 0, describeRun('mckey -s', s2));
+    for (const r of rs) {
+      const d = await r.done;
+      assert.equal(d.stdout, RECEIVER_OK(), describeRun('receiver', d));
+      assert.equal(d.code, 0);
+    }
+  } finally {
+    for (const r of rs) r.kill('SIGKILL');
+  }
+});
+
+test('-l on a receiver: only its own sends are kept from the host; it receives the group as ever', opts, async () => {
+  const { s, rr, all } = await group({ receivers: 1, recv: ['-l'] });
+  assert.equal(s.stdout, SENDER_OK(), all);
+  assert.equal(s.code, 0, all);
+  assert.equal(rr[0].stdout, RECEIVER_OK(), all);
+  assert.equal(rr[0].stderr, '', all);
+  assert.equal(rr[0].code, 0, all);
+});
+
+test('-l between two hosts (network namespaces on a veth pair): the other host receives everything, the sender\'s own host nothing', { skip: veth.skip || ns.skip }, async () => {
+  const at = (netns, bind, args) => startCli(MCKEY, ['-m', GROUP, '-b', bind, ...args], { timeoutMs: 30_000, netns });
+  const far = at(veth.b, veth.ipB, []);
+  const near = at(veth.a, veth.ipA, []);
+  try {
+    await joined(far);
+    await joined(near);
+    const s = await at(veth.a, veth.ipA, ['-s', '-l']).done;
+    assert.equal(s.stdout, SENDER_OK(), describeRun('mckey -s -l', s));
+    assert.equal(s.code, 0, describeRun('mckey -s -l', s));
+    const f = await far.done;
+    assert.equal(f.stdout, RECEIVER_OK(), describeRun('receiver on the other host', f));
+    assert.equal(f.code, 0, describeRun('receiver on the other host', f));
+    await sleep(1000);
+    assert.equal(near.stdout(), lines('mckey: starting server', 'mckey: joining', JOINED, 'receiving data transfers'), `the sender's host receives nothing:\n${near.stderr()}`);
+    assert.equal(near.child.exitCode, null, 'still waiting');
+  } finally {
+    far.kill('SIGKILL');
+    near.kill('SIGKILL');
+  }
 });
 
 test('-S 0: join and leave only', opts, async () => {
@@ -151,9 +206,11 @@ test('-S 0: join and leave only', opts, async () => {
   assert.equal(rr[0].code, 0, all);
 });
 
-test('on an iWARP device: no UD QP (EOPNOTSUPP, as siw)', opts, async () => {
-  const r = await startCli(MCKEY, ['-m', GROUP, '-b', '127.0.0.1'], { netns: ns.name, env: { RDMACM_DEVICE: 'siw_lo' } }).done;
-  assert.equal(r.stdout, lines('mckey: starting server', 'mckey: joining', 'test complete', 'return status -1'), describeRun('siw', r));
-  assert.equal(r.stderr, 'mckey: unable to create QP: Operation not supported\nmckey: failure leaving: Cannot assign requested address\n', describeRun('siw', r));
-  assert.equal(r.code, 255);
+test('on an iWARP device: no UD QP (EOPNOTSUPP, as siw), with -l or without', opts, async () => {
+  for (const extra of [[], ['-l']]) {
+    const r = await startCli(MCKEY, ['-m', GROUP, '-b', '127.0.0.1', ...extra], { netns: ns.name, env: { RDMACM_DEVICE: 'siw_lo' } }).done;
+    assert.equal(r.stdout, lines('mckey: starting server', 'mckey: joining', 'test complete', 'return status -1'), describeRun(`siw ${extra}`, r));
+    assert.equal(r.stderr, 'mckey: unable to create QP: Operation not supported\nmckey: failure leaving: Cannot assign requested address\n', describeRun(`siw ${extra}`, r));
+    assert.equal(r.code, 255);
+  }
 });

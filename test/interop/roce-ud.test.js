@@ -9,6 +9,8 @@
 //   M4  as M2 with `-c 2`
 //   M5  our sender (host) -> a kernel receiver (guest) and our receiver (host) in the group at once
 //   M6  kernel sender (guest) -> a kernel receiver (same guest) and our receiver (host) at once
+//   M9  our `mckey -s -l` (host, multicast loopback blocked) -> a kernel receiver (guest), which
+//       gets everything, and our receiver (host), which gets nothing
 //   U1  kernel `udaddy` server (guest)          <-  our `udaddy -s` client (host)
 // Every tool runs `-C 10` with a deadline; every scenario checks both sides' exit codes and their
 // exact stdout (the kernel's tools and ours print the same lines). The kernel rxe sends to UDP
@@ -16,7 +18,7 @@
 // After each scenario the guest saves rxe0's hw counters (counters-<scenario> in the job folder,
 // quoted in failures) and the host captures the bridge (roce.pcap) for diagnosis.
 //
-// Env: ROCE_UD_TIMEOUT_SEC (deadline of one host-side run, default 90).
+// Env: ROCE_UD_TIMEOUT_SEC (deadline of one host-side run, default 90), ROCE_UD_VM (VM slot, 0).
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -27,6 +29,7 @@ const UDADDY = join(REPO_ROOT, 'dist', 'cli', 'udaddy.js');
 const MCKEY = join(REPO_ROOT, 'dist', 'cli', 'mckey.js');
 const NETOPT = join(REPO_ROOT, 'native', 'build', 'netopt.node');
 const HOST_TIMEOUT_MS = Number(process.env.ROCE_UD_TIMEOUT_SEC || 90) * 1000;
+const VM = Number(process.env.ROCE_UD_VM || 0);
 const COUNT = 10;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const lines = (...l) => l.map((x) => `${x}\n`).join('');
@@ -46,6 +49,8 @@ const MC = {
   M3: { group: '239.77.0.3', conns: 2, sender: 'kernel' },
   M4: { group: '239.77.0.4', conns: 2, sender: 'ours' },
   M5: { group: '239.77.0.5', conns: 1, sender: 'ours', alsoOurs: true },
+  // -l: the kernel (another host) receives everything, our receiver on the sender's host nothing
+  M9: { group: '239.77.0.9', conns: 1, sender: 'ours', alsoOurs: true, noLoop: true },
 };
 /** A kernel sender, with a kernel receiver in the same guest and ours on the host. */
 const M6 = { group: '239.77.0.6' };
@@ -166,7 +171,7 @@ test('interop: udaddy and mckey, ours (host, soft RoCE) <-> kernel (guest, rxe)'
   // The real RoCE port: the kernel sends everything to 4791 (an empty value means the default).
   const env = { RDMACM_ROCE_PORT: '' };
   let stopCapture = null;
-  const res = await withGuest({ name: 'roce-ud', rdma: 'rxe', job, timeoutSec: 540 }, async (ctx) => {
+  const res = await withGuest({ name: 'roce-ud', rdma: 'rxe', vm: VM, job, timeoutSec: 540 }, async (ctx) => {
     stopCapture = await ctx.capture('roce.pcap', 'udp port 4791 or igmp', { snap: 256, timeoutMs: 560_000 });
     const host = (tool, args, timeoutMs = HOST_TIMEOUT_MS) => ctx.hostStart(process.execPath, [tool, ...args], { timeoutMs, env });
 
@@ -196,7 +201,9 @@ test('interop: udaddy and mckey, ours (host, soft RoCE) <-> kernel (guest, rxe)'
     for (const [n, s] of Object.entries(MC)) {
       const title = s.sender === 'kernel'
         ? `${n}: kernel mckey -s (rxe) -> our mckey receiver${s.conns > 1 ? `, -c ${s.conns}` : ''}`
-        : `${n}: our mckey -s -> kernel mckey receiver (rxe)${s.alsoOurs ? ' and our receiver, in one group' : ''}${s.conns > 1 ? `, -c ${s.conns}` : ''}`;
+        : s.noLoop
+          ? `${n}: our mckey -s -l -> kernel mckey receiver (rxe, another host) gets everything, our receiver (the sender's host) nothing`
+          : `${n}: our mckey -s -> kernel mckey receiver (rxe)${s.alsoOurs ? ' and our receiver, in one group' : ''}${s.conns > 1 ? `, -c ${s.conns}` : ''}`;
       await t.test(title, async () => {
         const args = ['-b', HOST_IP, ...mcArgs(s)];
         let results = [];
@@ -227,10 +234,12 @@ test('interop: udaddy and mckey, ours (host, soft RoCE) <-> kernel (guest, rxe)'
               rcv2 = host(MCKEY, args, HOST_TIMEOUT_MS + 60_000);
               if (!(await waitOutput(rcv2, /^mckey: joined/, s.conns))) throw new Error(`our receiver did not join:\n${rcv2.output()}`);
             }
-            r = await host(MCKEY, [...args, '-s']).done;
+            r = await host(MCKEY, [...args, '-s', ...(s.noLoop ? ['-l'] : [])]).done;
           } finally {
             ctx.touch(`hdone-${n}`);
-            if (rcv2) r2 = await settle(rcv2);
+            // -l: our receiver gets nothing and waits; end it once the kernel's receiver is done
+            if (rcv2 && s.noLoop) await ctx.waitFile(`${n}-k.rc`, 60_000).catch(() => {});
+            if (rcv2) r2 = await settle(rcv2, s.noLoop ? 2_000 : undefined);
           }
           save(ctx, `${n}-h`, r);
           save(ctx, `${n}-h2`, r2);
@@ -240,7 +249,10 @@ test('interop: udaddy and mckey, ours (host, soft RoCE) <-> kernel (guest, rxe)'
           const both = `${hostDesc('mckey sender', r)}\n${r2 ? `${hostDesc('mckey receiver', r2)}\n` : ''}${guestDesc('kernel mckey receiver', g)}\n${counters(ctx, n)}${stack ? `\nkernel mckey receiver, 20 s after our sender ended:\n${stack}` : ''}`;
           results = [() => assert.equal(r.code, 0, both), () => assert.equal(r.stdout, MC_SENDER_OK(s.group, s.conns), both),
             () => assert.equal(g.rc, 0, both), () => assert.equal(g.out, MC_RECEIVER_OK(s.group, s.conns), both)];
-          if (r2) results.push(() => assert.equal(r2.code, 0, both), () => assert.equal(r2.stdout, MC_RECEIVER_OK(s.group, s.conns), both));
+          if (r2 && s.noLoop) {
+            results.push(() => assert.equal(r2.stdout, lines('mckey: starting server', 'mckey: joining', joinedLine(s.group), 'receiving data transfers'), `our receiver on the sender's host got nothing\n${both}`),
+              () => assert.match(r2.stderr, /killed: still running/, `and was still waiting\n${both}`));
+          } else if (r2) results.push(() => assert.equal(r2.code, 0, both), () => assert.equal(r2.stdout, MC_RECEIVER_OK(s.group, s.conns), both));
         }
         for (const check of results) check();
       });

@@ -83,6 +83,42 @@ export function makeNetns(tag) {
   return { name, skip: false, remove };
 }
 
+/**
+ * Two network namespaces joined by a veth pair: `a` (10.66.<n>.1/24 on `va`) and `b`
+ * (10.66.<n>.2/24 on `vb`), each with its loopback up — two hosts on one link, for traffic that
+ * must leave a host (multicast without loopback). `{ a, b, ipA, ipB, skip, remove() }`.
+ */
+export function makeVethPair(tag, n = process.pid % 250) {
+  const a = `rdmacm-${tag}-a-${process.pid}`;
+  const b = `rdmacm-${tag}-b-${process.pid}`;
+  const ipA = `10.66.${n}.1`;
+  const ipB = `10.66.${n}.2`;
+  const ip = (...x) => spawnSync('ip', x, { encoding: 'utf8' });
+  const remove = () => {
+    ip('netns', 'del', a);
+    ip('netns', 'del', b);
+  };
+  const steps = [
+    ['netns', 'add', a],
+    ['netns', 'add', b],
+    ['link', 'add', 'va', 'netns', a, 'type', 'veth', 'peer', 'name', 'vb', 'netns', b],
+    ['-n', a, 'addr', 'add', `${ipA}/24`, 'dev', 'va'],
+    ['-n', b, 'addr', 'add', `${ipB}/24`, 'dev', 'vb'],
+    ['-n', a, 'link', 'set', 'va', 'up'],
+    ['-n', b, 'link', 'set', 'vb', 'up'],
+    ['-n', a, 'link', 'set', 'lo', 'up'],
+    ['-n', b, 'link', 'set', 'lo', 'up'],
+  ];
+  for (const st of steps) {
+    const r = ip(...st);
+    if (r.error || r.status !== 0) {
+      remove();
+      return { a, b, ipA, ipB, skip: `cannot set up a veth pair (ip ${st.join(' ')}): ${(r.error?.message ?? r.stderr).trim()}`, remove() {} };
+    }
+  }
+  return { a, b, ipA, ipB, skip: false, remove };
+}
+
 function listeningIn(file, port) {
   let text;
   try {

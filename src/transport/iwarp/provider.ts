@@ -49,6 +49,8 @@ function listDevices(): DeviceInfo[] {
 
 function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): IwarpQp {
   if (attr.qpType !== QpType.RC) throw err('EOPNOTSUPP', 'ibv_create_qp', 'siw supports RC QPs only');
+  // siw's provider has no create_qp_ex: libibverbs' ibv_create_qp_ex answers EOPNOTSUPP.
+  if (attr.createFlags) throw err('EOPNOTSUPP', 'ibv_create_qp_ex', `create_flags 0x${attr.createFlags.toString(16)}`);
   const dev = ctx._attr;
   const c = attr.cap;
   // A QP on an SRQ has no receive queue (siw_create_qp: rq_size 0, Verbs 6.3.7 "ignore RQ size").

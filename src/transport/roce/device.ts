@@ -10,7 +10,7 @@
 import { err } from '../../errors.js';
 import { codeOf, type ErrnoCode } from '../../errno.js';
 import { trace, tracing } from '../../trace.js';
-import type { DeviceInfo } from '../../verbs/device.js';
+import { netdevs, type DeviceInfo } from '../../verbs/device.js';
 import type { AhAttr } from '../../verbs/ah.js';
 import { rxePortMtu, ibMtuToBytes, iboePathMtu } from '../../wire/roce/index.js';
 import { RoceCounters, C } from './counters.js';
@@ -147,9 +147,13 @@ export class RoceDevice implements RxSink {
   /** {@link ownsIp} answers by address text (emptied whenever the GID table is rebuilt). */
   private readonly owns = new Map<string, boolean>();
 
+  /** The interface is the loopback one: every receiver of a datagram it sends is on this host. */
+  private loopbackLink: boolean;
+
   private constructor(info: DeviceInfo, agent: PortAgent) {
     this.name = info.name;
     this._info = info;
+    this.loopbackLink = isLoopbackIf(info.ifname);
     this._gids = buildGidTable(info.ifname, info.mac ?? '00:00:00:00:00:00', info.addresses);
     this.agent = agent;
     this.gsi = defaultGsi;
@@ -180,6 +184,7 @@ export class RoceDevice implements RxSink {
    * indices: {@link mergeGidTable}), bind new addresses.
    */
   update(info: DeviceInfo): void {
+    if (info.ifname !== this._info.ifname) this.loopbackLink = isLoopbackIf(info.ifname);
     this._info = info;
     this._gids = mergeGidTable(this._gids, buildGidTable(info.ifname, info.mac ?? '00:00:00:00:00:00', info.addresses));
     this.owns.clear();
@@ -362,15 +367,20 @@ export class RoceDevice implements RxSink {
   // -- datagrams ---------------------------------------------------------------------------------
 
   /**
-   * Send one packet (`buf[0, len)`, ICRC included) from the source GID of `av`.
+   * Send one packet (`buf[0, len)`, ICRC included) from the source GID of `av`; to a group with
+   * `mcastLoop` false, none of this host's QPs receives it (a QP created with
+   * IBV_QP_CREATE_BLOCK_SELF_MCAST_LB): it leaves without multicast loopback, and on the loopback
+   * interface, whose every receiver is on this host, it is counted as sent and goes nowhere.
    * @returns false when the source address has no socket (the interface lost it).
    */
-  transmit(buf: Buffer, len: number, av: RoceAv): boolean {
+  transmit(buf: Buffer, len: number, av: RoceAv, mcastLoop = true): boolean {
     if (!this.portUp) {
       this.counters.inc(C.send_err);
       return false;
     }
-    const ok = this.agent.send(buf, len, av.sgid.ip, av.dst, av.hopLimit, av.multicast);
+    const ok = !mcastLoop && av.multicast && this.loopbackLink
+      ? this.agent.bound(av.sgid.ip)
+      : this.agent.send(buf, len, av.sgid.ip, av.dst, av.hopLimit, av.multicast, mcastLoop);
     if (ok) {
       this.counters.inc(C.sent_pkts);
       if (av.multicast) this.counters.inc(C.sent_mcast_pkts);
@@ -445,4 +455,9 @@ export class RoceDevice implements RxSink {
   fwdCount(e: FwdEvent): void {
     this.counters.inc(C[e]);
   }
+}
+
+/** Whether `ifname` is the loopback interface (Node's `internal`). */
+function isLoopbackIf(ifname: string): boolean {
+  return netdevs().some((n) => n.name === ifname && n.loopback);
 }

@@ -68,9 +68,17 @@ export const DeviceCap = {
   MEM_WINDOW: 1 << 17,
   MEM_MGT_EXTENSIONS: 1 << 21,
   MEM_WINDOW_TYPE_2B: 1 << 24,
+  /**
+   * `IB_DEVICE_BLOCK_MULTICAST_LOOPBACK`: not rxe's. Ours honours `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB`
+   * (a UD QP's group sends leave without multicast loopback, see udp-sockets.ts), as mlx4/mlx5 do.
+   */
+  BLOCK_MULTICAST_LOOPBACK: 1 << 22,
 } as const;
 
-/** rxe's `RXE_DEVICE_CAP_FLAGS` on 6.1: 0x01223c76 (the bits above). */
+/**
+ * rxe's `RXE_DEVICE_CAP_FLAGS` on 6.1 (0x01223c76), plus BLOCK_MULTICAST_LOOPBACK (0x01623c76),
+ * which rxe lacks and this device has.
+ */
 export const ROCE_DEVICE_CAP_FLAGS =
   DeviceCap.BAD_PKEY_CNTR |
   DeviceCap.BAD_QKEY_CNTR |
@@ -83,7 +91,8 @@ export const ROCE_DEVICE_CAP_FLAGS =
   DeviceCap.SRQ_RESIZE |
   DeviceCap.MEM_WINDOW |
   DeviceCap.MEM_MGT_EXTENSIONS |
-  DeviceCap.MEM_WINDOW_TYPE_2B;
+  DeviceCap.MEM_WINDOW_TYPE_2B |
+  DeviceCap.BLOCK_MULTICAST_LOOPBACK;
 
 /** `IB_PORT_CM_SUP`: the only port capability rxe sets (`RXE_PORT_PORT_CAP_FLAGS`). */
 export const PORT_CAP_CM_SUP = 1 << 16;

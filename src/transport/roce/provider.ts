@@ -11,7 +11,7 @@
  * {@link roceCounters}.
  */
 import { err } from '../../errors.js';
-import { registerProvider, type QpInitAttr, type VerbsProvider } from '../../verbs/provider.js';
+import { QpCreateFlags, registerProvider, type QpInitAttr, type VerbsProvider } from '../../verbs/provider.js';
 import { netdevs, type DeviceInfo } from '../../verbs/device.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
@@ -87,8 +87,18 @@ function rxeQueueDepth(n: number): number {
   return slots - 1;
 }
 
+/**
+ * The create flags this device takes: multicast loopback blocking only (rxe takes none; see
+ * `DEVICE_BLOCK_MULTICAST_LOOPBACK` in params.ts). It matters to UD QPs, the only ones that send
+ * to a group; RC and UC QPs accept it as NICs that have it do.
+ */
+const ROCE_CREATE_FLAGS = QpCreateFlags.BLOCK_SELF_MCAST_LB;
+
 function createQp(ctx: Context, pd: Pd, attr: QpInitAttr): RoceUdQp | RoceRcQp {
   const op = 'ibv_create_qp';
+  // As rxe's check_qp_init_attr, before anything else: a flag the device lacks is EOPNOTSUPP.
+  const flags = attr.createFlags ?? 0;
+  if (flags & ~ROCE_CREATE_FLAGS) throw err('EOPNOTSUPP', 'ibv_create_qp_ex', `create_flags 0x${(flags >>> 0).toString(16)}`);
   if (attr.qpType !== QpType.UD && attr.qpType !== QpType.RC && attr.qpType !== QpType.UC) {
     throw err('EOPNOTSUPP', op, `${ctx.device.name}: RC, UC and UD QPs only`);
   }

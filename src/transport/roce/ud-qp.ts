@@ -7,6 +7,8 @@
  *   copy), pad, ICRC. A message longer than the port MTU is refused when posted (EINVAL) — rxe
  *   instead completes it successfully without sending anything (IBTA C10-93.1.1), which hides the
  *   loss; see docs/design/roce.md. A send completes when its packet is handed to the socket.
+ * - a QP created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB (which rxe refuses) sends to a group
+ *   without multicast loopback: no QP of this host receives it, the sender's own included.
  * - responder (rxe_resp.c): a packet the receive path accepted takes the oldest receive WQE,
  *   which gets the 40-byte network-header area (the IPv4 header at bytes 20-39 after 20 zero
  *   bytes, or the IPv6 header) and then the payload; the completion carries GRH, the source QP,
@@ -18,7 +20,7 @@
 import { trace, tracing } from '../../trace.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
-import type { QpInitAttr } from '../../verbs/provider.js';
+import { QpCreateFlags, type QpInitAttr } from '../../verbs/provider.js';
 import { Qp, type RqWqe, type SqWqe } from '../../verbs/qp.js';
 import { localSgeOffset } from '../../verbs/mr.js';
 import {
@@ -85,10 +87,16 @@ export class RoceUdQp extends Qp {
   readonly dev: RoceDevice;
   /** Next PSN of the requester (24 bits). */
   private psn = 0;
+  /**
+   * Whether the QP's group sends loop back to this host: false when it was created with
+   * IBV_QP_CREATE_BLOCK_SELF_MCAST_LB.
+   */
+  private readonly mcastLoop: boolean;
 
   constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap, dev: RoceDevice) {
     super(context, pd, qpNum, init, cap);
     this.dev = dev;
+    this.mcastLoop = ((init.createFlags ?? 0) & QpCreateFlags.BLOCK_SELF_MCAST_LB) === 0;
   }
 
   /** The QP's Q_Key (0 until set). */
@@ -193,7 +201,7 @@ export class RoceUdQp extends Qp {
         loopbackScheduled = true;
         queueMicrotask(drainLoopback);
       }
-    } else if (!dev.transmit(buf, len, av)) {
+    } else if (!dev.transmit(buf, len, av, this.mcastLoop)) {
       this.requesterError(w, WcStatus.LOC_QP_OP_ERR, `no socket for source ${av.sgid.ip}`);
       return false;
     }

@@ -8,7 +8,12 @@
  *   by destination QPN (udp.ts). One socket per address tells the destination address of each.
  * - **Multicast.** A process with a QP attached to a group binds a socket to the group address
  *   and joins the group on the interface: the kernel gives every such socket its own copy, so
- *   multicast needs no forwarding and goes to the device straight away.
+ *   multicast needs no forwarding and goes to the device straight away. A group datagram leaves
+ *   by the local address's socket, which loops it back to this host's receivers (IP_MULTICAST_LOOP);
+ *   one of a QP created with `IBV_QP_CREATE_BLOCK_SELF_MCAST_LB` leaves by a second socket on the
+ *   same address and port with the loopback off, so that no process of this host receives it.
+ *   That socket receives unicast as the first does (being the newest on the port, the kernel
+ *   gives it the unicast datagrams of the address).
  */
 import dgram from 'node:dgram';
 import { trace, tracing } from '../../trace.js';
@@ -31,14 +36,26 @@ export function roceSockBufSize(): number {
 /** Takes a unicast datagram the kernel handed to this process, for the device of its address. */
 export type UnicastHandler = (sink: RxSink, msg: Buffer, meta: RxMeta) => void;
 
-interface LocalSock {
+/** A socket bound to a local address and the port, and what was set on it. */
+interface BoundSock {
   sock: dgram.Socket;
-  family: 4 | 6;
-  ip: string;
-  sinks: Set<RxSink>;
+  /** The multicast interface (and loopback) is set: group sends may go. */
   mcastIf: boolean;
   ttl: number;
   mcastTtl: number;
+}
+
+interface LocalSock {
+  /** The socket that receives, and sends all but the group sends kept from this host. */
+  main: BoundSock;
+  family: 4 | 6;
+  ip: string;
+  /** `ip` with the IPv6 zone the bind names. */
+  bindIp: string;
+  zone: string;
+  sinks: Set<RxSink>;
+  /** The socket for group sends without multicast loopback, opened at the first such send. */
+  noLoop: BoundSock | null;
 }
 
 interface GroupSock {
@@ -101,7 +118,10 @@ export class UdpSockets {
     const before = this.liveQps;
     this.liveQps = Math.max(0, before + delta);
     if ((before === 0) === (this.liveQps === 0)) return;
-    for (const ls of this.locals.values()) this.applyRef(ls.sock);
+    for (const ls of this.locals.values()) {
+      this.applyRef(ls.main.sock);
+      if (ls.noLoop) this.applyRef(ls.noLoop.sock);
+    }
     for (const g of this.groups.values()) this.applyRef(g.sock);
   }
 
@@ -147,10 +167,18 @@ export class UdpSockets {
       ls.sinks.add(sink);
       return;
     }
-    const sock = this.socket(family);
-    ls = { sock, family, ip: key, sinks: new Set([sink]), mcastIf: false, ttl: 64, mcastTtl: 1 };
-    this.locals.set(key, ls);
     const bindIp = family === 6 && zone !== '' ? `${key}%${zone}` : key;
+    ls = { main: this.openLocal(key, bindIp, family, zone, true), family, ip: key, bindIp, zone, sinks: new Set([sink]), noLoop: null };
+    this.locals.set(key, ls);
+  }
+
+  /**
+   * A socket on local address `key` and the port, its datagrams given to the device of the
+   * address; group sends leave by the address's interface and loop back to this host or not.
+   */
+  private openLocal(key: string, bindIp: string, family: 4 | 6, zone: string, loop: boolean): BoundSock {
+    const sock = this.socket(family);
+    const b: BoundSock = { sock, mcastIf: false, ttl: 64, mcastTtl: 1 };
     sock.on('message', (msg, rinfo) => {
       const to = this.sinksByIp.get(key);
       if (to) this.onUnicast(to, msg, { family, src: ipKey(rinfo.address), dst: key, srcPort: rinfo.port, forwarded: false });
@@ -158,21 +186,21 @@ export class UdpSockets {
     sock.on('error', (e) => {
       if (tracing('rx')) trace('rx', `roce:${this.port}`, `socket ${bindIp}: ${e.message}`);
     });
-    const bound = ls;
     sock.bind({ port: this.port, address: bindIp, exclusive: false }, () => {
       if (family === 4 && setPmtuProbe(sock)) this.ipIdZero = true;
       if (family === 6) allowZeroChecksum6(sock);
-      // Multicast leaves by this address's interface, and loops back to this host's other
-      // receivers; set before any send queued during the bind goes out.
+      // Multicast leaves by this address's interface, looped back to this host's other
+      // receivers or not; set before any send queued during the bind goes out.
       try {
         sock.setMulticastInterface(family === 4 ? key : `::%${zone || 'lo'}`);
-        sock.setMulticastLoopback(true);
-        bound.mcastIf = true;
+        sock.setMulticastLoopback(loop);
+        b.mcastIf = true;
       } catch {
         // an interface without multicast: group sends fail, unicast is unaffected
       }
     });
     this.applyRef(sock);
+    return b;
   }
 
   /** Stop receiving for `sink` (sockets no other device uses are closed). */
@@ -181,7 +209,8 @@ export class UdpSockets {
       ls.sinks.delete(sink);
       if (ls.sinks.size === 0) {
         this.locals.delete(key);
-        ls.sock.close();
+        ls.main.sock.close();
+        ls.noLoop?.sock.close();
       }
     }
     for (const [k, s] of this.sinksByIp) if (s === sink) this.sinksByIp.delete(k);
@@ -189,34 +218,42 @@ export class UdpSockets {
 
   /**
    * Send one datagram from local address `src` to `dst` (port {@link port}). `ttl` is the IP TTL
-   * / hop limit; for a multicast destination the multicast TTL, on the interface of `src`.
+   * / hop limit; for a multicast destination the multicast TTL, on the interface of `src`, and
+   * `loop` false keeps it from this host's receivers (no IP_MULTICAST_LOOP).
    * @returns false when `src` is not a bound local address of this process.
    */
-  send(buf: Buffer, len: number, src: string, dst: string, ttl: number, multicast: boolean): boolean {
+  send(buf: Buffer, len: number, src: string, dst: string, ttl: number, multicast: boolean, loop = true): boolean {
     const ls = this.locals.get(ipKey(src));
     if (!ls) return false;
-    const sock = ls.sock;
+    let b = ls.main;
     if (multicast) {
-      if (!ls.mcastIf && sock.listenerCount('listening') === 0) return false;
-      if (ls.mcastTtl !== ttl) {
+      if (!loop) b = ls.noLoop ??= this.openLocal(ls.ip, ls.bindIp, ls.family, ls.zone, false);
+      if (!b.mcastIf && b.sock.listenerCount('listening') === 0) return false;
+      if (b.mcastTtl !== ttl) {
         try {
-          sock.setMulticastTTL(ttl);
-          ls.mcastTtl = ttl;
+          b.sock.setMulticastTTL(ttl);
+          b.mcastTtl = ttl;
         } catch {
           // before bind: keep the default
         }
       }
-    } else if (ls.ttl !== ttl) {
+    } else if (b.ttl !== ttl) {
       try {
-        sock.setTTL(ttl);
-        ls.ttl = ttl;
+        b.sock.setTTL(ttl);
+        b.ttl = ttl;
       } catch {
         // before bind: keep the default
       }
     }
+    const sock = b.sock;
     if (impairing()) impairedSend(buf, () => sock.send(buf, 0, len, this.port, dst));
     else sock.send(buf, 0, len, this.port, dst);
     return true;
+  }
+
+  /** Whether local address `src` has its socket in this process. */
+  bound(src: string): boolean {
+    return this.locals.has(ipKey(src));
   }
 
   /**
@@ -295,14 +332,17 @@ export class UdpSockets {
 
   /** Whether some datagram is still queued in a socket (the kernel has not taken it yet). */
   unsent(): boolean {
-    for (const ls of this.locals.values()) if (sendQueued(ls.sock)) return true;
+    for (const ls of this.locals.values()) if (sendQueued(ls.main.sock) || (ls.noLoop && sendQueued(ls.noLoop.sock))) return true;
     for (const g of this.groups.values()) if (sendQueued(g.sock)) return true;
     return false;
   }
 
   /** Close every socket. */
   close(): void {
-    for (const ls of this.locals.values()) ls.sock.close();
+    for (const ls of this.locals.values()) {
+      ls.main.sock.close();
+      ls.noLoop?.sock.close();
+    }
     for (const g of this.groups.values()) g.sock.close();
     this.locals.clear();
     this.groups.clear();

@@ -163,11 +163,17 @@ export class PortAgent {
   }
 
   /**
-   * Send one datagram from local address `src` to `dst` (port {@link port}).
+   * Send one datagram from local address `src` to `dst` (port {@link port}); a group datagram
+   * with `loop` false is not looped back to this host (udp-sockets.ts).
    * @returns false when `src` is not a bound local address of this process.
    */
-  send(buf: Buffer, len: number, src: string, dst: string, ttl: number, multicast: boolean): boolean {
-    return this.sockets.send(buf, len, src, dst, ttl, multicast);
+  send(buf: Buffer, len: number, src: string, dst: string, ttl: number, multicast: boolean, loop = true): boolean {
+    return this.sockets.send(buf, len, src, dst, ttl, multicast, loop);
+  }
+
+  /** Whether local address `src` is bound here (a send from it would go out). */
+  bound(src: string): boolean {
+    return this.sockets.bound(src);
   }
 
   /**

@@ -192,3 +192,43 @@ test('RDMACM_DEVICE-style pins and the soft devices still work beside the native
   assert.deepEqual(names(n).filter((x) => x.startsWith('cm')), [], 'a soft id never touches librdmacm');
   await id.destroy();
 });
+
+test('a join holds the event loop until its MULTICAST_JOIN (or a leave), as a pending resolve does', { skip }, async () => {
+  const ch = createEventChannel();
+  const id = createId(ch, null, PortSpace.UDP);
+  const group = { address: '239.1.2.3', port: 0 };
+  let n = fake.calls.length;
+  await id.resolveAddr({ address: ADDR, port: 0 }, group, 1500);
+  for (let i = 0; i < 50 && !names(n).includes('cmResolveAddr'); i++) await new Promise((r) => setTimeout(r, 20));
+  const h = since(n).find((c) => c.name === 'cmResolveAddr').args[0];
+  emit({ key: keyOf(h), event: CmEventType.ADDR_RESOLVED });
+  (await nextEvent(ch)).ack();
+  /** The last liveness change the id asked of the addon (+1 held, -1 released). */
+  const lastRef = (from) => since(from).filter((c) => c.name === 'cmRef').at(-1)?.args[0];
+  assert.equal(lastRef(0), -1, 'resolved and nothing pending: the loop is free');
+
+  n = fake.calls.length;
+  await id.joinMulticast(group, 'ctx');
+  const join = since(n).find((c) => c.name === 'cmJoinMulticast');
+  assert.ok(join, names(n).join(','));
+  assert.equal(lastRef(n), 1, 'waiting for MULTICAST_JOIN: the loop is held');
+  n = fake.calls.length;
+  const ahAttr = { dlid: 0, sl: 0, srcPathBits: 0, staticRate: 0, isGlobal: true, portNum: 1, flowLabel: 0, sgidIndex: 0, hopLimit: 1, trafficClass: 0, dgid: Buffer.from('00000000000000000000ffffef010203', 'hex') };
+  emit({ key: keyOf(h), event: CmEventType.MULTICAST_JOIN, mcKey: join.args[4], ud: { privateData: Buffer.alloc(0), ahAttr, qpNum: 0xffffff, qkey: 0x01234567 } });
+  const ev = await nextEvent(ch);
+  assert.equal(ev.event, CmEventType.MULTICAST_JOIN);
+  assert.equal(ev.mcContext, 'ctx');
+  ev.ack();
+  assert.equal(lastRef(n), -1, 'joined: released');
+  await id.leaveMulticast(group);
+
+  // A leave before the join's event releases it too.
+  n = fake.calls.length;
+  await id.joinMulticast(group);
+  assert.equal(lastRef(n), 1);
+  n = fake.calls.length;
+  await id.leaveMulticast(group);
+  assert.equal(lastRef(n), -1, 'left before MULTICAST_JOIN came: released');
+  await id.destroy();
+  ch.destroy();
+});

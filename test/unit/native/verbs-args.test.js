@@ -114,6 +114,28 @@ test('an errno from the provider becomes an RdmaError naming the call', () => {
   }
 });
 
+test('QP create flags: given to the addon (its ibv_create_qp_ex), 0 without; the kernel\'s refusal names ibv_create_qp_ex', () => {
+  const { QpCreateFlags } = m;
+  const init = (extra) => ({ qpType: QpType.UD, sendCq: cq, recvCq: cq, cap: { maxSendWr: 1, maxRecvWr: 1 }, ...extra });
+  let n = fake.calls.length;
+  const q0 = pd.createQp(init({}));
+  assert.equal(callsOf('createQp', n)[0].args[11], 0, 'no flags: ibv_create_qp');
+  q0.destroy();
+  n = fake.calls.length;
+  const q1 = pd.createQp(init({ createFlags: QpCreateFlags.BLOCK_SELF_MCAST_LB }));
+  assert.equal(callsOf('createQp', n)[0].args[11], 2, 'IBV_QP_CREATE_BLOCK_SELF_MCAST_LB reaches the addon');
+  q1.destroy();
+  refused(() => pd.createQp(init({ createFlags: -1 })), 'EINVAL', ['createQp']);
+  refused(() => pd.createQp(init({ createFlags: 2 ** 32 })), 'EINVAL', ['createQp']);
+  // rxe (the provider's check_qp_init_attr, the kernel's rxe_create_qp): EOPNOTSUPP
+  fake.next.createQp = -95;
+  try {
+    assert.throws(() => pd.createQp(init({ createFlags: 2 })), (e) => e instanceof RdmaError && e.code === 'EOPNOTSUPP' && e.op === 'ibv_create_qp_ex');
+  } finally {
+    delete fake.next.createQp;
+  }
+});
+
 test('CQ: poll arguments, destroyed CQ, EBUSY while a QP uses it', () => {
   const names = ['pollCq', 'destroyCq', 'reqNotifyCq'];
   refused(() => cq.poll(-1), 'EINVAL', names);
