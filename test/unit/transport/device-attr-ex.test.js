@@ -1,10 +1,10 @@
 // ibv_query_device_ex on the soft devices: what the kernel's siw0 and rxe0 (Linux 6.1) answer in
-// `ibv_devinfo -v` — device_cap_flags_ex equal to device_cap_flags (siw 0x200000, rxe 0x1223C76),
-// no ODP, no completion clock, no TSO/RSS/packet pacing/tag matching/CQ moderation/device memory,
+// `ibv_devinfo -v` — device_cap_flags_ex equal to device_cap_flags (siw 0x200000, rxe 0x1223C76;
+// our RoCE device adds BLOCK_MULTICAST_LOOPBACK, 1 << 22, which it honours and rxe lacks), no ODP, no completion clock, no TSO/RSS/packet pacing/tag matching/CQ moderation/device memory,
 // one port.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { getDeviceList } from '../../../dist/index.js';
+import { getDeviceList, DEVICE_BLOCK_MULTICAST_LOOPBACK } from '../../../dist/index.js';
 
 const ZERO_CAPS = {
   compMask: 0,
@@ -24,7 +24,7 @@ const ZERO_CAPS = {
   physPortCntEx: 1,
 };
 
-for (const [provider, flags] of [['siw', 0x200000n], ['rxe', 0x1223c76n]]) {
+for (const [provider, flags] of [['siw', 0x200000n], ['rxe', 0x1223c76n | BigInt(DEVICE_BLOCK_MULTICAST_LOOPBACK)]]) {
   test(`${provider}: ibv_query_device_ex as the kernel's ${provider}0 answers it`, () => {
     const dev = getDeviceList().find((d) => d.provider === provider);
     assert.ok(dev, `a ${provider} device`);
