@@ -6,6 +6,7 @@
  */
 export { RsConn, RS_EAGAIN } from '../rsocket/conn.js';
 export { RsListener } from '../rsocket/listener.js';
+export { DsSocket, type DsDatagram } from '../rsocket/dgram/socket.js';
 export { RsState } from '../rsocket/state.js';
 export * from '../rsocket/options.js';
 export { PollWaiters } from '../util/poll-waiters.js';

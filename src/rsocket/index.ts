@@ -22,6 +22,7 @@ export { RsConn, RS_EAGAIN } from './conn.js';
 export type { SockOptValue } from './sockopt.js';
 export { defaultConfig, type RsConfig } from './tunables.js';
 export { RsListener } from './listener.js';
+export { DsSocket, type DsDatagram } from './dgram/socket.js';
 export { RsState, describeState } from './state.js';
 export * from './options.js';
 export * as protocol from './protocol.js';

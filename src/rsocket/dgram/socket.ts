@@ -92,6 +92,8 @@ export class DsSocket implements DsSvcHost {
   private readonly st = new StateCell<number>('rs', () => this.tag, RsState.init, describeState);
   private readonly udp: UdpSocket;
   private udpBound: Promise<void> | null = null;
+  /** The destination key the UDP socket is connected to (rconnect), or null. */
+  private udpPeer: string | null = null;
   private readonly svc = new DsUdpService(this);
   private closed = false;
 
@@ -250,6 +252,12 @@ export class DsSocket implements DsSvcHost {
   async connect(addr: SockAddr): Promise<void> {
     this.ensureEp('rconnect');
     await this.bindUdp(null, 'rconnect');
+    // connect(rs->udp_sock): from now on the UDP socket exchanges datagrams with `addr` only.
+    if (this.udpPeer) this.udp.disconnect();
+    await new Promise<void>((resolve, reject) => {
+      this.udp.connect(addr.port, addr.address, (e?: Error) => (e ? reject(new RdmaError(errnoCodeOf(e as NodeJS.ErrnoException), { op: 'rconnect', detail: e.message, cause: e })) : resolve()));
+    });
+    this.udpPeer = destKey(addr);
     this.connDest = await this.getDest(addr, 'rconnect');
   }
 
@@ -410,8 +418,13 @@ export class DsSocket implements DsSvcHost {
     const hdr = encodeDsUdpHeader(op, dest.qp.qp.qpNum, dest.qp.localAddr.address);
     await this.bindUdp(null, call);
     const parts = payload && payload.length ? [hdr, payload] : [hdr];
+    const done = (resolve: () => void, reject: (e: Error) => void) => (e: Error | null): void =>
+      e ? reject(new RdmaError(errnoCodeOf(e as NodeJS.ErrnoException), { op: call, detail: e.message, cause: e })) : resolve();
     await new Promise<void>((resolve, reject) => {
-      this.udp.send(parts, dest.addr.port, dest.addr.address, (e) => (e ? reject(new RdmaError(errnoCodeOf(e), { op: call, detail: e.message, cause: e })) : resolve()));
+      // A connected UDP socket sends to its peer only (sendmsg with the peer's address is the same).
+      if (this.udpPeer === null) this.udp.send(parts, dest.addr.port, dest.addr.address, done(resolve, reject));
+      else if (this.udpPeer === dest.key) this.udp.send(parts, done(resolve, reject));
+      else reject(new RdmaError('EISCONN', { op: call, detail: 'the UDP socket is connected to another address' }));
     });
     return payload ? payload.length : 0;
   }
