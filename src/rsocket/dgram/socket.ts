@@ -164,6 +164,15 @@ export class DsSocket implements DsSvcHost {
     return this.connDest ? { ...this.connDest.addr } : null;
   }
 
+  /**
+   * Whether datagrams to `addr` go over UD (the peer's UDP service has named its QP), not over
+   * UDP (where a datagram carries at most 2 KiB less the 16- or 28-byte ds_udp_header: the peer's
+   * service reads 2 KiB and cuts the rest, as rsocket.c's).
+   */
+  sendsOverUd(addr: SockAddr): boolean {
+    return !!this.dests.find(addr)?.ah;
+  }
+
   /** Datagrams received and not read yet. */
   get pendingDatagrams(): number {
     return this.rmsgs.length - this.rmsgHead;
