@@ -23,6 +23,7 @@ export type { SockOptValue } from './sockopt.js';
 export { defaultConfig, type RsConfig } from './tunables.js';
 export { RsListener } from './listener.js';
 export { DsSocket, type DsDatagram } from './dgram/socket.js';
+export { RDgramSocket, createSocket, type RDgramRemoteInfo, type RDgramSocketOptions } from './dgram/node-socket.js';
 export { RsState, describeState } from './state.js';
 export * from './options.js';
 export * as protocol from './protocol.js';

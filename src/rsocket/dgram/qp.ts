@@ -11,6 +11,7 @@
  */
 import { PortSpace, createId, type CmId, type SockAddr } from '../../cm/index.js';
 import { Access, LinkLayer, QpType, type Ah, type AhAttr, type CompChannel, type Cq, type Mr, type Qp, type RecvWr } from '../../verbs/index.js';
+import { err } from '../../errors.js';
 import { DS_SLOT_SIZE, GRH_LEN, encodeDsHeader } from './protocol.js';
 import type { DsDest } from './dest.js';
 
@@ -68,7 +69,7 @@ export class DsQp {
     try {
       id.bindAddr(src);
       const ctx = id.verbs;
-      if (!ctx) throw new Error('bound id without a device');
+      if (!ctx) throw err('ENODEV', 'rdma_bind_addr', `no RDMA device owns ${src.address}`);
       // rs_create_cq: one CQ of sq + rq entries for both queues, armed at once.
       const compCh = ctx.createCompChannel();
       made.push(() => compCh.destroy());
@@ -86,7 +87,7 @@ export class DsQp {
       // ds_init_bufs, on the id's PD (rsocket.c registers before creating the QP, on the PD
       // rdma_bind_addr gave the id; here the id has its PD once it has its QP).
       const pd = id.pd;
-      if (!pd) throw new Error('a QP without a PD');
+      if (!pd) throw err('EINVAL', 'rdma_create_qp', 'a QP without a PD');
       const rbuf = Buffer.alloc(sizes.rbufSize + GRH_LEN);
       const smr = pd.regMr(sbuf, Access.LOCAL_WRITE);
       made.push(() => smr.dereg());
@@ -165,7 +166,7 @@ export class DsQp {
  */
 function ownAhAttr(id: CmId): AhAttr {
   const ctx = id.verbs;
-  if (!ctx) throw new Error('no device');
+  if (!ctx) throw err('ENODEV', 'ibv_create_ah', 'no device');
   const portNum = id.portNum || 1;
   const port = ctx.queryPort(portNum);
   if (port.linkLayer !== LinkLayer.ETHERNET) return { isGlobal: false, portNum, dlid: port.lid };

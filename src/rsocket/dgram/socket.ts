@@ -19,6 +19,7 @@
  * - {@link DsSocket.setsockopt} / {@link DsSocket.getsockopt}, {@link DsSocket.close}.
  */
 import { createSocket as udpSocket, type Socket as UdpSocket } from 'node:dgram';
+import { isIP } from 'node:net';
 import type { SockAddr } from '../../cm/index.js';
 import { SendFlags, WcStatus, WrOpcode, type Wc } from '../../verbs/index.js';
 import { RdmaError } from '../../errors.js';
@@ -259,6 +260,7 @@ export class DsSocket implements DsSvcHost {
    * rconnect reports them — EOPNOTSUPP on a device without UD QPs, ENODEV without a device).
    */
   async connect(addr: SockAddr): Promise<void> {
+    if (isIP(addr.address) === 0) throw rsErr('EINVAL', 'rconnect', `not an IP address: ${addr.address}`);
     this.ensureEp('rconnect');
     await this.bindUdp(null, 'rconnect');
     // connect(rs->udp_sock): from now on the UDP socket exchanges datagrams with `addr` only.
@@ -360,6 +362,7 @@ export class DsSocket implements DsSvcHost {
     void flags;
     this.ensureEp(op);
     let dest = this.connDest;
+    if (addr && isIP(addr.address) === 0) throw rsErr('EINVAL', op, `not an IP address: ${addr.address}`);
     if (addr) {
       if (!dest || dest.key !== destKey(addr)) {
         await this.bindUdp(null, op);
