@@ -154,6 +154,32 @@ forEachDevice([Cap.UD, Cap.AH], () => {
     }
   });
 
+  test('IPv6: both ways on ::1 (24-byte headers), then over UD', T, async () => {
+    const port = await freeUdpPort();
+    const a = new DsSocket(6);
+    const b = new DsSocket(6);
+    try {
+      await a.bind({ address: '::1', port });
+      await b.connect({ address: '::1', port });
+      for (let i = 0; i < 3; i++) {
+        assert.equal(await b.send(Buffer.from(`v6 ${i}`)), 4);
+        const d = await next(a);
+        assert.equal(d.data.toString(), `v6 ${i}`);
+        assert.deepEqual([d.from.address, d.from.port, d.from.family], ['::1', b.localAddress.port, 'IPv6']);
+        assert.equal(await a.sendto(Buffer.from('back'), d.from), 4);
+        const e = await next(b);
+        assert.deepEqual([e.data.toString(), e.from.address, e.from.port], ['back', '::1', port]);
+      }
+      await until(() => b.sendsOverUd(b.remoteAddress), 5000, 'b learns a\'s QP');
+      assert.equal(await b.send(Buffer.alloc(2024, 7)), 2024);
+      await assert.rejects(b.send(Buffer.alloc(2025)), { code: 'EMSGSIZE' });
+      assert.equal((await next(a)).size, 2024);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   test('a socket bound to the wildcard sends from the address that reaches the peer', T, async () => {
     const port = await freeUdpPort();
     const a = new DsSocket(4);
