@@ -34,6 +34,7 @@ const TABLE = {
   EOVERFLOW: [75, 'Value too large for defined data type'],
   EDESTADDRREQ: [89, 'Destination address required'],
   EMSGSIZE: [90, 'Message too long'],
+  ENOPROTOOPT: [92, 'Protocol not available'],
   EPROTONOSUPPORT: [93, 'Protocol not supported'],
   EOPNOTSUPP: [95, 'Operation not supported'],
   EAFNOSUPPORT: [97, 'Address family not supported by protocol'],

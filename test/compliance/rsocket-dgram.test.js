@@ -148,6 +148,13 @@ forEachDevice([Cap.UD, Cap.AH], () => {
       assert.equal(s.getsockopt(SOL_SOCKET, SO_RCVBUF), 384 * 2048);
       assert.throws(() => s.setsockopt(SOL_RDMA, RDMA_SQSIZE, 16), { code: 'EINVAL' });
       assert.equal(await s.poll(POLLIN | POLLOUT, 0), POLLOUT);
+      // What a Linux UDP socket refuses, refused first (rsocket.c sets it on its UDP socket).
+      assert.throws(() => s.setsockopt(rs.IPPROTO_TCP, rs.TCP_NODELAY, 1), { code: 'ENOPROTOOPT' });
+      assert.throws(() => s.setsockopt(SOL_SOCKET, 99, 1), { code: 'ENOPROTOOPT' });
+      assert.throws(() => s.setsockopt(rs.IPPROTO_IPV6, rs.IPV6_V6ONLY, 1), { code: 'ENOPROTOOPT' });
+      s.setsockopt(SOL_SOCKET, rs.SO_BROADCAST, 1);
+      assert.equal(s.getsockopt(SOL_SOCKET, rs.SO_BROADCAST), 1);
+      assert.equal(s.getsockopt(SOL_SOCKET, rs.SO_ERROR), 0);
       assert.equal(await s.poll(POLLIN, 50), 0);
     } finally {
       await s.close();

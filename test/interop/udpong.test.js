@@ -16,6 +16,8 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, saveRun as save, settle } from './lib/refvm.js';
+import { udpDatagrams } from '../lib/pcap.js';
+import { decodeDsUdpHeader, DsUdpOp } from '../../dist/rsocket/dgram/protocol.js';
 
 const UDPONG = join(REPO_ROOT, 'dist', 'cli', 'udpong.js');
 const HEADER = 'name      bytes   xfers   total       time     Gb/sec    usec/xfer\n';
@@ -49,7 +51,9 @@ test('interop: udpong on rxe — rdma-core 44 cannot make its datagram QP on RoC
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
   const env = { RDMACM_ROCE_PORT: '', RDMACM_BACKEND: 'soft' };
+  let stopCapture = null;
   const res = await withGuest({ name: 'udpong', rdma: 'rxe', vm: VM, job: job(`10.77.0.${2 + VM}`), timeoutSec: 500 }, async (ctx) => {
+    stopCapture = await ctx.capture('udpong.pcap', 'udp port 7174 or udp port 7175', { snap: 256, timeoutMs: 560_000 });
     await ctx.waitFile('K-done', 180_000);
     const k = ctx.result('K-cli');
     await t.test('K: the kernel\'s client against its own server fails in rconnect', () => {
@@ -66,10 +70,19 @@ test('interop: udpong on rxe — rdma-core 44 cannot make its datagram QP on RoC
     ctx.touch('A-done');
     await ctx.waitFile('K-srv.rc', 60_000);
     const srv = ctx.result('K-srv');
+    await stopCapture();
+    const grams = udpDatagrams(join(ctx.jobDir, 'udpong.pcap'));
+    const ip = (b) => [...b].join('.');
+    const toKernel = grams.filter((g) => ip(g.src) === HOST_IP && ip(g.dst) === ctx.guestIp && g.dport === 7174);
+    const fromKernel = grams.filter((g) => ip(g.src) === ctx.guestIp && g.sport === 7174);
     await t.test('A: our client\'s logins reach the kernel\'s server, which never answers', () => {
       assert.equal(a.stdout, HEADER, a.stderr);
       assert.equal(a.stderr, '');
       assert.equal(srv.out, '', 'the kernel server saw no login');
+      // Our logins, once a second: ds_udp_header DATA from our QP, then udpong's 16-byte login.
+      const logins = toKernel.map((g) => ({ h: decodeDsUdpHeader(g.payload, 4), g })).filter(({ h, g }) => typeof h === 'object' && h.op === DsUdpOp.DATA && h.address === HOST_IP && g.payload.length === h.length + 16 && g.payload[h.length] === 0);
+      assert.ok(logins.length >= 3, `our logins on the wire: ${logins.length} of ${toKernel.length} datagrams to the kernel server`);
+      assert.equal(fromKernel.length, 0, 'the kernel server never answered');
     });
     // B: the kernel's client against our server.
     const s = ctx.hostStart(process.execPath, [UDPONG, '-b', HOST_IP, '-p', '7175'], { timeoutMs: 200_000, env });
@@ -86,7 +99,7 @@ test('interop: udpong on rxe — rdma-core 44 cannot make its datagram QP on RoC
       assert.equal(g.err, 'rconnect: No such file or directory\n');
       assert.equal(b.stdout, '');
     });
-  });
+  }).finally(() => stopCapture?.());
   log(`udpong: job folder ${res.jobDir}`);
   assert.equal(res.jobRc, 0, `guest job exit ${res.jobRc}`);
 });

@@ -33,7 +33,6 @@ import { RS_EAGAIN, rsErr } from '../errors.js';
 import { RS_QP_MAX_SIZE } from '../protocol.js';
 import {
   IPPROTO_IPV6,
-  IPPROTO_TCP,
   IPPROTO_UDP,
   IPV6_V6ONLY,
   MSG_PEEK,
@@ -46,10 +45,8 @@ import {
   RS_DEFAULTS,
   SOL_RDMA,
   SOL_SOCKET,
-  SO_BROADCAST,
   SO_ERROR,
   SO_RCVBUF,
-  SO_REUSEADDR,
   SO_SNDBUF,
 } from '../options.js';
 import { RsState, describeState } from '../state.js';
@@ -105,6 +102,7 @@ export class DsSocket implements DsSvcHost {
   private rqSize: number = RS_DEFAULTS.rqSize;
   private sqInline: number = RS_DEFAULTS.inline;
   private soOpts = 0;
+  private v6only = false;
   private soError = 0;
 
   // ds_init_ep
@@ -618,29 +616,16 @@ export class DsSocket implements DsSvcHost {
   // -- options -------------------------------------------------------------------------------
 
   /**
-   * rsetsockopt() as rsocket.c applies it to a datagram socket: SO_RCVBUF (doubled; before the
-   * first QP only), SO_SNDBUF (doubled, at least 4 KiB; before the send buffer exists),
-   * SO_REUSEADDR / SO_BROADCAST (flags), the SOL_RDMA sizes before the socket is bound or used
-   * (EINVAL after). Others: ENOTSUP.
+   * rsetsockopt() as rsocket.c applies it to a datagram socket: an option of any level but
+   * SOL_RDMA goes to the UDP socket first, which refuses what a Linux UDP socket does not take
+   * (ENOPROTOOPT: an unknown SOL_SOCKET option, IPPROTO_TCP, IPPROTO_IPV6 on an IPv4 socket);
+   * then SO_RCVBUF (doubled; before the first QP only), SO_SNDBUF (doubled, at least 4 KiB;
+   * before the send buffer exists), the flags (SO_REUSEADDR, SO_BROADCAST, SO_KEEPALIVE …), and
+   * the SOL_RDMA sizes before the socket is bound or used (EINVAL after; RDMA_IOMAPSIZE and
+   * others: ENOTSUP).
    */
   setsockopt(level: number, name: number, value: number): void {
     const op = 'rsetsockopt';
-    if (level === SOL_SOCKET) {
-      if (name === SO_RCVBUF) {
-        if (this.qps.length === 0) this.rbufSize = ((value >>> 0) * 2) >>> 0;
-        return;
-      }
-      if (name === SO_SNDBUF) {
-        if (!this.sbuf) this.sbufSize = ((value >>> 0) * 2) >>> 0;
-        if (this.sbufSize < DS_SLOT_SIZE) this.sbufSize = DS_SLOT_SIZE * 2;
-        return;
-      }
-      if (name === SO_REUSEADDR || name === SO_BROADCAST) {
-        this.soOpts = value ? this.soOpts | (1 << name) : this.soOpts & ~(1 << name);
-        return;
-      }
-      throw rsErr('EOPNOTSUPP', op, `SOL_SOCKET option ${name}`);
-    }
     if (level === SOL_RDMA) {
       if (this.st.state !== RsState.init) throw rsErr('EINVAL', op, 'socket in use');
       const v = value >>> 0;
@@ -651,9 +636,21 @@ export class DsSocket implements DsSvcHost {
       else throw rsErr('EOPNOTSUPP', op, `SOL_RDMA option ${name}`);
       return;
     }
-    if (level === IPPROTO_IPV6 && name === IPV6_V6ONLY) return;
-    if (level === IPPROTO_TCP) throw rsErr('EOPNOTSUPP', op, 'IPPROTO_TCP on a datagram socket');
-    throw rsErr('EOPNOTSUPP', op, `level ${level} option ${name}`);
+    if (level === SOL_SOCKET) {
+      if (!UDP_SOL_SOCKET_OPTS.has(name)) throw rsErr('ENOPROTOOPT', op, `SOL_SOCKET option ${name}`);
+      if (name === SO_RCVBUF) {
+        if (this.qps.length === 0) this.rbufSize = ((value >>> 0) * 2) >>> 0;
+      } else if (name === SO_SNDBUF) {
+        if (!this.sbuf) this.sbufSize = ((value >>> 0) * 2) >>> 0;
+        if (this.sbufSize < DS_SLOT_SIZE) this.sbufSize = DS_SLOT_SIZE * 2;
+      } else this.soOpts = value ? this.soOpts | (1 << name) : this.soOpts & ~(1 << name);
+      return;
+    }
+    if (level === IPPROTO_IPV6 && this.family === 6) {
+      if (name === IPV6_V6ONLY) this.v6only = value !== 0;
+      return;
+    }
+    throw rsErr('ENOPROTOOPT', op, `level ${level} option ${name} on a UDP socket`);
   }
 
   /** rgetsockopt(): SO_RCVBUF / SO_SNDBUF (the sizes in use), SO_ERROR (cleared), flags, SOL_RDMA sizes. */
@@ -666,7 +663,9 @@ export class DsSocket implements DsSvcHost {
         this.soError = 0;
         return e;
       }
-      if (name === SO_REUSEADDR || name === SO_BROADCAST) return this.soOpts & (1 << name) ? 1 : 0;
+      if (UDP_SOL_SOCKET_OPTS.has(name)) return this.soOpts & (1 << name) ? 1 : 0;
+    } else if (level === IPPROTO_IPV6 && name === IPV6_V6ONLY) {
+      return this.v6only ? 1 : 0;
     } else if (level === SOL_RDMA) {
       if (name === RDMA_SQSIZE) return this.sqSize;
       if (name === RDMA_RQSIZE) return this.rqSize;
@@ -717,6 +716,13 @@ export class DsSocket implements DsSvcHost {
     return this.closed;
   }
 }
+
+/**
+ * The SOL_SOCKET options a Linux UDP socket takes and rsocket keeps as flags or sizes: SO_DEBUG,
+ * SO_REUSEADDR, SO_DONTROUTE, SO_BROADCAST, SO_SNDBUF, SO_RCVBUF, SO_KEEPALIVE, SO_OOBINLINE,
+ * SO_NO_CHECK, SO_PRIORITY, SO_REUSEPORT.
+ */
+const UDP_SOL_SOCKET_OPTS = new Set([1, 2, 5, 6, 7, 8, 9, 10, 11, 12, 15]);
 
 /** `RDMA_UDP_QKEY`, the Q_Key of every rdma_cm UDP QP. */
 const RDMA_UDP_QKEY_VALUE = 0x01234567;
