@@ -18,42 +18,24 @@
  * - {@link DsSocket.poll} (rpoll: POLLIN when a datagram waits, POLLOUT when a send slot is free);
  * - {@link DsSocket.setsockopt} / {@link DsSocket.getsockopt}, {@link DsSocket.close}.
  */
-import { createSocket as udpSocket, type Socket as UdpSocket } from 'node:dgram';
 import { isIP } from 'node:net';
-import type { SockAddr } from '../../cm/index.js';
+import { RDMA_UDP_QKEY, type SockAddr } from '../../cm/index.js';
 import { SendFlags, WcStatus, WrOpcode, type Wc } from '../../verbs/index.js';
 import { RdmaError } from '../../errors.js';
-import { isErrnoCode } from '../../errno.js';
 import { isAnyIp, isLoopbackIp } from '../../util/ip.js';
 import { PollWaiters } from '../../util/poll-waiters.js';
 import { microtask } from '../../util/microtask.js';
 import { StateCell } from '../../util/state.js';
 import { trace } from '../../trace.js';
 import { RS_EAGAIN, rsErr } from '../errors.js';
-import { RS_QP_MAX_SIZE } from '../protocol.js';
-import {
-  IPPROTO_IPV6,
-  IPPROTO_UDP,
-  IPV6_V6ONLY,
-  MSG_PEEK,
-  POLLIN,
-  POLLOUT,
-  RDMA_INLINE,
-  RDMA_IOMAPSIZE,
-  RDMA_RQSIZE,
-  RDMA_SQSIZE,
-  RS_DEFAULTS,
-  SOL_RDMA,
-  SOL_SOCKET,
-  SO_ERROR,
-  SO_RCVBUF,
-  SO_SNDBUF,
-} from '../options.js';
+import { IPPROTO_UDP, MSG_PEEK, POLLIN, POLLOUT } from '../options.js';
 import { RsState, describeState } from '../state.js';
 import { DS_SLOT_SIZE, DsUdpOp, GRH_LEN, decodeDsHeader, encodeDsUdpHeader, type IpVersion } from './protocol.js';
 import { DsQp, DS_WR_RECV, type DsQpSizes } from './qp.js';
 import { DsDestMap, destKey, type DsDest } from './dest.js';
 import { DsUdpService, type DsSvcHost } from './svc.js';
+import { DsUdpSocket, routeSourceFor } from './udp.js';
+import { DsOptions } from './options.js';
 
 let dsSeq = 0;
 
@@ -88,22 +70,12 @@ export class DsSocket implements DsSvcHost {
   onNotify: (() => void) | null = null;
 
   private readonly st = new StateCell<number>('rs', () => this.tag, RsState.init, describeState);
-  private readonly udp: UdpSocket;
-  private udpBound: Promise<void> | null = null;
-  /** The destination key the UDP socket is connected to (rconnect), or null. */
-  private udpPeer: string | null = null;
+  private readonly udp: DsUdpSocket;
   private readonly svc = new DsUdpService(this);
   private closed = false;
 
-  // sizes (rs_alloc's defaults, then rsetsockopt, then ds_set_qp_size)
-  private sbufSize: number = RS_DEFAULTS.wmem;
-  private rbufSize: number = RS_DEFAULTS.mem;
-  private sqSize: number = RS_DEFAULTS.sqSize;
-  private rqSize: number = RS_DEFAULTS.rqSize;
-  private sqInline: number = RS_DEFAULTS.inline;
-  private soOpts = 0;
-  private v6only = false;
-  private soError = 0;
+  /** Sizes and option flags (rs_alloc's defaults, then rsetsockopt, then ds_set_qp_size). */
+  private readonly opts: DsOptions;
 
   // ds_init_ep
   private sbuf: Buffer | null = null;
@@ -134,13 +106,8 @@ export class DsSocket implements DsSvcHost {
       throw rsErr('EOPNOTSUPP', 'rsocket', `domain AF_INET${family === 6 ? '6' : ''}, protocol ${protocol}`);
     }
     this.family = family;
-    this.udp = udpSocket({ type: family === 6 ? 'udp6' : 'udp4' });
-    this.udp.on('message', (msg, rinfo) => {
-      this.svc.receive(msg, { address: rinfo.address, port: rinfo.port, family: rinfo.family === 'IPv6' ? 'IPv6' : 'IPv4' });
-    });
-    this.udp.on('error', () => {
-      /* reported by the call that failed */
-    });
+    this.opts = new DsOptions(family);
+    this.udp = new DsUdpSocket(family, (data, from) => this.svc.receive(data, from));
   }
 
   /** The rsocket state bits ({@link RsState}: readable | writable once bound or used). */
@@ -150,12 +117,7 @@ export class DsSocket implements DsSvcHost {
 
   /** `rgetsockname`: the UDP socket's address, null before it has one. */
   get localAddress(): SockAddr | null {
-    try {
-      const a = this.udp.address();
-      return { address: a.address, port: a.port, family: a.family === 'IPv6' ? 'IPv6' : 'IPv4' };
-    } catch {
-      return null;
-    }
+    return this.udp.address;
   }
 
   /** `rgetpeername`: rconnect's destination, null without one. */
@@ -194,18 +156,12 @@ export class DsSocket implements DsSvcHost {
    * the UDP service; the socket becomes readable and writable.
    */
   private initEp(): void {
-    const max = RS_QP_MAX_SIZE;
-    if (this.sqSize > max) this.sqSize = max;
-    if (this.rqSize > max) this.rqSize = max;
-    if (this.rqSize > Math.floor(this.rbufSize / DS_SLOT_SIZE)) this.rqSize = Math.floor(this.rbufSize / DS_SLOT_SIZE);
-    else this.rbufSize = this.rqSize * DS_SLOT_SIZE;
-    if (this.sqSize > Math.floor(this.sbufSize / DS_SLOT_SIZE)) this.sqSize = Math.floor(this.sbufSize / DS_SLOT_SIZE);
-    else this.sbufSize = this.sqSize * DS_SLOT_SIZE;
-    this.sbuf = Buffer.alloc(this.sqSize * DS_SLOT_SIZE);
+    this.opts.fitQueues();
+    this.sbuf = Buffer.alloc(this.opts.sqSize * DS_SLOT_SIZE);
     this.freeSlots = [];
-    for (let i = this.sqSize - 1; i >= 0; i--) this.freeSlots.push(i * DS_SLOT_SIZE);
-    this.sqeAvail = this.sqSize;
-    this.rqeAvail = this.rqSize;
+    for (let i = this.opts.sqSize - 1; i >= 0; i--) this.freeSlots.push(i * DS_SLOT_SIZE);
+    this.sqeAvail = this.opts.sqSize;
+    this.rqeAvail = this.opts.rqSize;
     this.st.move(RsState.readable | RsState.writable, 'endpoint ready');
   }
 
@@ -214,42 +170,10 @@ export class DsSocket implements DsSvcHost {
     if (this.st.state === RsState.init) this.initEp();
   }
 
-  /** Bind the UDP socket (Node needs it bound before it sends or receives). */
-  private bindUdp(addr: SockAddr | null, op: string): Promise<void> {
-    if (this.udpBound) {
-      if (addr) return Promise.reject(rsErr('EINVAL', op, 'already bound'));
-      return this.udpBound;
-    }
-    const p = new Promise<void>((resolve, reject) => {
-      const onErr = (e: NodeJS.ErrnoException): void => {
-        this.udp.off('listening', onOk);
-        reject(new RdmaError(errnoCodeOf(e), { op, detail: e.message, cause: e }));
-      };
-      const onOk = (): void => {
-        this.udp.off('error', onErr);
-        resolve();
-      };
-      this.udp.once('error', onErr);
-      this.udp.once('listening', onOk);
-      try {
-        this.udp.bind(addr ? { port: addr.port, address: addr.address, exclusive: true } : { port: 0, exclusive: true });
-      } catch (e) {
-        this.udp.off('error', onErr);
-        this.udp.off('listening', onOk);
-        reject(new RdmaError(errnoCodeOf(e as NodeJS.ErrnoException), { op, detail: (e as Error).message, cause: e }));
-      }
-    });
-    this.udpBound = p;
-    p.catch(() => {
-      if (this.udpBound === p) this.udpBound = null;
-    });
-    return p;
-  }
-
   /** rbind(): ds_init_ep, then bind the UDP socket (EADDRINUSE, EADDRNOTAVAIL …). */
   async bind(addr: SockAddr): Promise<void> {
     this.ensureEp('rbind');
-    await this.bindUdp(addr, 'rbind');
+    await this.udp.bind(addr, 'rbind');
   }
 
   /**
@@ -260,13 +184,9 @@ export class DsSocket implements DsSvcHost {
   async connect(addr: SockAddr): Promise<void> {
     if (isIP(addr.address) === 0) throw rsErr('EINVAL', 'rconnect', `not an IP address: ${addr.address}`);
     this.ensureEp('rconnect');
-    await this.bindUdp(null, 'rconnect');
+    await this.udp.bind(null, 'rconnect');
     // connect(rs->udp_sock): from now on the UDP socket exchanges datagrams with `addr` only.
-    if (this.udpPeer) this.udp.disconnect();
-    await new Promise<void>((resolve, reject) => {
-      this.udp.connect(addr.port, addr.address, (e?: Error) => (e ? reject(new RdmaError(errnoCodeOf(e as NodeJS.ErrnoException), { op: 'rconnect', detail: e.message, cause: e })) : resolve()));
-    });
-    this.udpPeer = destKey(addr);
+    await this.udp.connect(addr, destKey(addr), 'rconnect');
     this.connDest = await this.getDest(addr, 'rconnect');
   }
 
@@ -281,17 +201,8 @@ export class DsSocket implements DsSvcHost {
     const own = this.localAddress;
     if (!own) throw rsErr('EINVAL', 'rsendto', 'not bound');
     if (!isAnyIp(own.address) && !isLoopbackIp(own.address)) return own;
-    const probe = udpSocket({ type: ipVersionOfAddr(dst.address) === 6 ? 'udp6' : 'udp4' });
-    try {
-      await new Promise<void>((resolve, reject) => {
-        probe.once('error', reject);
-        probe.connect(dst.port, dst.address, () => resolve());
-      });
-      const a = probe.address();
-      return { address: a.address, port: own.port, family: a.family === 'IPv6' ? 'IPv6' : 'IPv4' };
-    } finally {
-      probe.close();
-    }
+    const address = await routeSourceFor(dst);
+    return { address, port: own.port, family: address.includes(':') ? 'IPv6' : 'IPv4' };
   }
 
   /** ds_get_qp: the QP bound to `src`, created on first use. */
@@ -302,9 +213,9 @@ export class DsSocket implements DsSvcHost {
     const making = this.qpMaking.get(k);
     if (making) return making;
     const p = (async (): Promise<DsQp> => {
-      const sizes: DsQpSizes = { sqSize: this.sqSize, rqSize: this.rqSize, sqInline: this.sqInline, rbufSize: this.rbufSize };
+      const sizes: DsQpSizes = { sqSize: this.opts.sqSize, rqSize: this.opts.rqSize, sqInline: this.opts.sqInline, rbufSize: this.opts.rbufSize };
       const qp = DsQp.create(src, sizes, this.sbuf as Buffer, this);
-      this.sqInline = sizes.sqInline;
+      this.opts.sqInline = sizes.sqInline;
       if (this.closed) {
         await qp.destroy();
         throw rsErr('EBADF', 'rsendto', 'closed');
@@ -363,7 +274,7 @@ export class DsSocket implements DsSvcHost {
     if (addr && isIP(addr.address) === 0) throw rsErr('EINVAL', op, `not an IP address: ${addr.address}`);
     if (addr) {
       if (!dest || dest.key !== destKey(addr)) {
-        await this.bindUdp(null, op);
+        await this.udp.bind(null, op);
         dest = await this.getDest(addr, op);
       }
     }
@@ -409,9 +320,9 @@ export class DsSocket implements DsSvcHost {
       dest.qp.qp.postSend({
         wrId: off,
         opcode: WrOpcode.SEND,
-        sendFlags: length <= this.sqInline ? SendFlags.INLINE : 0,
+        sendFlags: length <= this.opts.sqInline ? SendFlags.INLINE : 0,
         sgList: [{ addr: dest.qp.smr.addr + off, length, lkey: dest.qp.smr.lkey }],
-        ud: { ah: dest.ah as NonNullable<DsDest['ah']>, remoteQpn: dest.qpn, remoteQkey: RDMA_UDP_QKEY_VALUE },
+        ud: { ah: dest.ah as NonNullable<DsDest['ah']>, remoteQpn: dest.qpn, remoteQkey: RDMA_UDP_QKEY },
       });
     } catch (e) {
       this.freeSlots.push(off);
@@ -426,16 +337,9 @@ export class DsSocket implements DsSvcHost {
    */
   async sendUdp(dest: DsDest, op: number, payload: Uint8Array | null, call = 'rsendto'): Promise<number> {
     const hdr = encodeDsUdpHeader(op, dest.qp.qp.qpNum, dest.qp.localAddr.address);
-    await this.bindUdp(null, call);
+    await this.udp.bind(null, call);
     const parts = payload && payload.length ? [hdr, payload] : [hdr];
-    const done = (resolve: () => void, reject: (e: Error) => void) => (e: Error | null): void =>
-      e ? reject(new RdmaError(errnoCodeOf(e as NodeJS.ErrnoException), { op: call, detail: e.message, cause: e })) : resolve();
-    await new Promise<void>((resolve, reject) => {
-      // A connected UDP socket sends to its peer only (sendmsg with the peer's address is the same).
-      if (this.udpPeer === null) this.udp.send(parts, dest.addr.port, dest.addr.address, done(resolve, reject));
-      else if (this.udpPeer === dest.key) this.udp.send(parts, done(resolve, reject));
-      else reject(new RdmaError('EISCONN', { op: call, detail: 'the UDP socket is connected to another address' }));
-    });
+    await this.udp.send(parts, dest.addr, dest.key, call);
     return payload ? payload.length : 0;
   }
 
@@ -553,7 +457,7 @@ export class DsSocket implements DsSvcHost {
     let took = false;
     for (const q of this.qps) {
       for (;;) {
-        if (this.rqeAvail === 0 && this.sqeAvail === this.sqSize) break;
+        if (this.rqeAvail === 0 && this.sqeAvail === this.opts.sqSize) break;
         const wcs = q.cq.poll(1);
         const wc = wcs[0];
         if (!wc) break;
@@ -615,63 +519,14 @@ export class DsSocket implements DsSvcHost {
 
   // -- options -------------------------------------------------------------------------------
 
-  /**
-   * rsetsockopt() as rsocket.c applies it to a datagram socket: an option of any level but
-   * SOL_RDMA goes to the UDP socket first, which refuses what a Linux UDP socket does not take
-   * (ENOPROTOOPT: an unknown SOL_SOCKET option, IPPROTO_TCP, IPPROTO_IPV6 on an IPv4 socket);
-   * then SO_RCVBUF (doubled; before the first QP only), SO_SNDBUF (doubled, at least 4 KiB;
-   * before the send buffer exists), the flags (SO_REUSEADDR, SO_BROADCAST, SO_KEEPALIVE …), and
-   * the SOL_RDMA sizes before the socket is bound or used (EINVAL after; RDMA_IOMAPSIZE and
-   * others: ENOTSUP).
-   */
+  /** rsetsockopt() (see {@link DsOptions.set}). */
   setsockopt(level: number, name: number, value: number): void {
-    const op = 'rsetsockopt';
-    if (level === SOL_RDMA) {
-      if (this.st.state !== RsState.init) throw rsErr('EINVAL', op, 'socket in use');
-      const v = value >>> 0;
-      if (name === RDMA_SQSIZE) this.sqSize = Math.min(v, RS_QP_MAX_SIZE);
-      else if (name === RDMA_RQSIZE) this.rqSize = Math.min(v, RS_QP_MAX_SIZE);
-      else if (name === RDMA_INLINE) this.sqInline = Math.min(v, 0xffff);
-      else if (name === RDMA_IOMAPSIZE) throw rsErr('EOPNOTSUPP', op, 'RDMA_IOMAPSIZE on a datagram socket');
-      else throw rsErr('EOPNOTSUPP', op, `SOL_RDMA option ${name}`);
-      return;
-    }
-    if (level === SOL_SOCKET) {
-      if (!UDP_SOL_SOCKET_OPTS.has(name)) throw rsErr('ENOPROTOOPT', op, `SOL_SOCKET option ${name}`);
-      if (name === SO_RCVBUF) {
-        if (this.qps.length === 0) this.rbufSize = ((value >>> 0) * 2) >>> 0;
-      } else if (name === SO_SNDBUF) {
-        if (!this.sbuf) this.sbufSize = ((value >>> 0) * 2) >>> 0;
-        if (this.sbufSize < DS_SLOT_SIZE) this.sbufSize = DS_SLOT_SIZE * 2;
-      } else this.soOpts = value ? this.soOpts | (1 << name) : this.soOpts & ~(1 << name);
-      return;
-    }
-    if (level === IPPROTO_IPV6 && this.family === 6) {
-      if (name === IPV6_V6ONLY) this.v6only = value !== 0;
-      return;
-    }
-    throw rsErr('ENOPROTOOPT', op, `level ${level} option ${name} on a UDP socket`);
+    this.opts.set(level, name, value, { inUse: this.st.state !== RsState.init, hasQp: this.qps.length > 0, hasSbuf: this.sbuf !== null });
   }
 
-  /** rgetsockopt(): SO_RCVBUF / SO_SNDBUF (the sizes in use), SO_ERROR (cleared), flags, SOL_RDMA sizes. */
+  /** rgetsockopt() (see {@link DsOptions.get}). */
   getsockopt(level: number, name: number): number {
-    if (level === SOL_SOCKET) {
-      if (name === SO_RCVBUF) return this.rbufSize;
-      if (name === SO_SNDBUF) return this.sbufSize;
-      if (name === SO_ERROR) {
-        const e = this.soError;
-        this.soError = 0;
-        return e;
-      }
-      if (UDP_SOL_SOCKET_OPTS.has(name)) return this.soOpts & (1 << name) ? 1 : 0;
-    } else if (level === IPPROTO_IPV6 && name === IPV6_V6ONLY) {
-      return this.v6only ? 1 : 0;
-    } else if (level === SOL_RDMA) {
-      if (name === RDMA_SQSIZE) return this.sqSize;
-      if (name === RDMA_RQSIZE) return this.rqSize;
-      if (name === RDMA_INLINE) return this.sqInline;
-    }
-    throw rsErr('EOPNOTSUPP', 'rgetsockopt', `level ${level} option ${name}`);
+    return this.opts.get(level, name);
   }
 
   // -- close ---------------------------------------------------------------------------------
@@ -683,19 +538,15 @@ export class DsSocket implements DsSvcHost {
   async close(): Promise<void> {
     if (this.closed) return;
     const end = Date.now() + CLOSE_DRAIN_MS;
-    while (this.sqeAvail < this.sqSize && this.sbuf && Date.now() < end) {
+    while (this.sqeAvail < this.opts.sqSize && this.sbuf && Date.now() < end) {
       this.progress();
-      if (this.sqeAvail >= this.sqSize) break;
+      if (this.sqeAvail >= this.opts.sqSize) break;
       await new Promise((r) => setTimeout(r, 5));
     }
     this.closed = true;
     if (this.st.state !== RsState.init) this.st.move(RsState.init, 'closed');
     for (const w of this.slotWaiters.splice(0)) w();
-    try {
-      this.udp.close();
-    } catch {
-      /* not bound */
-    }
+    this.udp.close();
     for (const d of this.dests.values()) {
       try {
         d.ah?.destroy();
@@ -715,22 +566,4 @@ export class DsSocket implements DsSvcHost {
   get isClosed(): boolean {
     return this.closed;
   }
-}
-
-/**
- * The SOL_SOCKET options a Linux UDP socket takes and rsocket keeps as flags or sizes: SO_DEBUG,
- * SO_REUSEADDR, SO_DONTROUTE, SO_BROADCAST, SO_SNDBUF, SO_RCVBUF, SO_KEEPALIVE, SO_OOBINLINE,
- * SO_NO_CHECK, SO_PRIORITY, SO_REUSEPORT.
- */
-const UDP_SOL_SOCKET_OPTS = new Set([1, 2, 5, 6, 7, 8, 9, 10, 11, 12, 15]);
-
-/** `RDMA_UDP_QKEY`, the Q_Key of every rdma_cm UDP QP. */
-const RDMA_UDP_QKEY_VALUE = 0x01234567;
-
-const ipVersionOfAddr = (a: string): IpVersion => (a.includes(':') ? 6 : 4);
-
-/** The errno name of a Node socket error (EINVAL when it has none). */
-function errnoCodeOf(e: NodeJS.ErrnoException): RdmaError['code'] {
-  const c = e.code;
-  return typeof c === 'string' && isErrnoCode(c) ? c : 'EINVAL';
 }
