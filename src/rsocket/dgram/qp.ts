@@ -9,7 +9,7 @@
  * forwards the payload of a UDP datagram to the application through it (udp_svc_forward), so that
  * every datagram the application reads came through a receive of one of its QPs.
  */
-import { PortSpace, createId, type CmId, type SockAddr } from '../../cm/index.js';
+import { PortSpace, createId, ipToGid, type CmId, type SockAddr } from '../../cm/index.js';
 import { Access, LinkLayer, QpType, type Ah, type AhAttr, type CompChannel, type Cq, type Mr, type Qp, type RecvWr } from '../../verbs/index.js';
 import { err } from '../../errors.js';
 import { DS_SLOT_SIZE, GRH_LEN, encodeDsHeader } from './protocol.js';
@@ -170,8 +170,21 @@ function ownAhAttr(id: CmId): AhAttr {
   const portNum = id.portNum || 1;
   const port = ctx.queryPort(portNum);
   if (port.linkLayer !== LinkLayer.ETHERNET) return { isGlobal: false, portNum, dlid: port.lid };
-  const sgid = id.route.addr.ibaddr.sgid;
+  const sgid = routeSgid(id);
   return { isGlobal: true, portNum, grh: { dgid: sgid, sgidIndex: gidIndex(id, portNum, sgid), hopLimit: 64, flowLabel: 0, trafficClass: 0 } };
+}
+
+/**
+ * The source GID of an id bound on a RoCE port: its route's, or — where the backend does not
+ * expose `id->route` (the native addon: EOPNOTSUPP) — the RoCEv2 GID of its IP address, which is
+ * what the kernel's route holds for it.
+ */
+export function routeSgid(id: CmId): Uint8Array {
+  try {
+    return id.route.addr.ibaddr.sgid;
+  } catch {
+    return ipToGid(id.localAddr?.address);
+  }
 }
 
 /** udp_svc_sgid_index: the index of `gid` among the port's first 16 GIDs (0 when absent). */

@@ -13,8 +13,8 @@
  *    ds_header naming the UDP sender.
  * Failures drop the datagram silently, as rsocket.c does.
  */
-import { createId, PortSpace, type SockAddr } from '../../cm/index.js';
-import type { AhAttr } from '../../verbs/index.js';
+import { createId, ipToGid, PortSpace, type CmId, type SaPathRec, type SockAddr } from '../../cm/index.js';
+import { LinkLayer, type AhAttr } from '../../verbs/index.js';
 import { trace } from '../../trace.js';
 import { DS_SLOT_SIZE, DsUdpOp, decodeDsUdpHeader, encodeDsHeader, type DsUdpHeader } from './protocol.js';
 import { gidIndex } from './qp.js';
@@ -101,25 +101,8 @@ export async function createAh(dest: DsDest, qpn: number, tag: string): Promise<
   try {
     await id.resolveAddr({ address: local.address, port: 0 }, dest.addr, RESOLVE_TIMEOUT_MS);
     await id.resolveRoute(RESOLVE_TIMEOUT_MS);
-    const path = id.route.pathRec[0];
     const portNum = id.portNum || 1;
-    const attr: AhAttr = { isGlobal: false, portNum };
-    if (path) {
-      if (path.hopLimit > 1) {
-        attr.isGlobal = true;
-        attr.grh = {
-          dgid: path.dgid,
-          flowLabel: path.flowLabel,
-          sgidIndex: gidIndex(dest.qp.id, portNum, path.sgid),
-          hopLimit: path.hopLimit,
-          trafficClass: path.trafficClass,
-        };
-      }
-      attr.dlid = path.dlid;
-      attr.sl = path.sl;
-      attr.srcPathBits = path.slid & pathBits(dest, portNum);
-      attr.staticRate = path.rate;
-    }
+    const attr = pathAhAttr(id, dest, portNum);
     const pd = dest.qp.id.pd;
     if (!pd) return;
     dest.qpn = qpn;
@@ -130,6 +113,43 @@ export async function createAh(dest: DsDest, qpn: number, tag: string): Promise<
   } finally {
     await id.destroy().catch(() => {});
   }
+}
+
+/**
+ * The address handle attributes of the path `id` resolved (udp_svc_create_ah): a GRH when the
+ * path's hop limit is above 1 (RoCE), the LIDs, SL and rate of the path. Where the backend does
+ * not expose the path (the native addon), a RoCE port's GRH is built as cma_resolve_iboe_route
+ * builds the path: the RoCEv2 GIDs of the two IP addresses, hop limit 64.
+ */
+function pathAhAttr(id: CmId, dest: DsDest, portNum: number): AhAttr {
+  const attr: AhAttr = { isGlobal: false, portNum };
+  let path: SaPathRec | undefined;
+  try {
+    path = id.route.pathRec[0];
+  } catch {
+    const port = dest.qp.id.verbs?.queryPort(portNum);
+    if (port?.linkLayer !== LinkLayer.ETHERNET) return attr;
+    const sgid = ipToGid(dest.qp.localAddr.address);
+    attr.isGlobal = true;
+    attr.grh = { dgid: ipToGid(dest.addr.address), flowLabel: 0, sgidIndex: gidIndex(dest.qp.id, portNum, sgid), hopLimit: 64, trafficClass: 0 };
+    return attr;
+  }
+  if (!path) return attr;
+  if (path.hopLimit > 1) {
+    attr.isGlobal = true;
+    attr.grh = {
+      dgid: path.dgid,
+      flowLabel: path.flowLabel,
+      sgidIndex: gidIndex(dest.qp.id, portNum, path.sgid),
+      hopLimit: path.hopLimit,
+      trafficClass: path.trafficClass,
+    };
+  }
+  attr.dlid = path.dlid;
+  attr.sl = path.sl;
+  attr.srcPathBits = path.slid & pathBits(dest, portNum);
+  attr.staticRate = path.rate;
+  return attr;
 }
 
 /** udp_svc_path_bits: the port's LMC mask. */
