@@ -11,6 +11,9 @@
 //       server prints nothing
 //   B   the kernel's client (guest) -> our server (host): the kernel fails in rconnect before
 //       sending anything (exit 255), our server sees no login
+//   N   our udpong, both ends in the guest over the native backend on the kernel's rxe0 (through
+//       rdma-core's libraries): it runs (our QP's own address handle has the GRH the kernel
+//       requires) — when the addon is built (native/build/rdmacm.node), else skipped loudly
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -33,8 +36,18 @@ function requireBuilt(t) {
   return false;
 }
 
+const ADDON = join(REPO_ROOT, 'native', 'build', 'rdmacm.node');
+const HAVE_ADDON = existsSync(ADDON);
+
 const job = (gip) => `
 mark ready
+${HAVE_ADDON ? `export RDMACM_BACKEND=native
+gstart N-srv 200 $H/node /mnt/src/dist/cli/udpong.js -b ${gip} -p 7180; P=$GPID
+sleep 8
+gtool N-cli 150 $H/node /mnt/src/dist/cli/udpong.js -s ${gip} -p 7180 -C 50 -S 100
+kill $P; gwait N-srv $P
+unset RDMACM_BACKEND` : 'glog "N: no addon"'}
+mark N-done
 gstart K-srv 120 udpong -b ${gip} -p 7174; P=$GPID
 sleep 2
 gtool K-cli 60 udpong -s ${gip} -p 7174 -C 10 -S 100
@@ -52,7 +65,20 @@ test('interop: udpong on rxe — rdma-core 44 cannot make its datagram QP on RoC
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
   const env = { RDMACM_ROCE_PORT: '', RDMACM_BACKEND: 'soft' };
   let stopCapture = null;
-  const res = await withGuest({ name: 'udpong', rdma: 'rxe', vm: VM, job: job(`10.77.0.${2 + VM}`), timeoutSec: 500 }, async (ctx) => {
+  const res = await withGuest({ name: 'udpong', rdma: 'rxe', vm: VM, job: job(`10.77.0.${2 + VM}`), timeoutSec: 700, src: REPO_ROOT, node: true }, async (ctx) => {
+    await ctx.waitFile('N-done', 400_000);
+    if (!HAVE_ADDON) {
+      banner(`INTEROP SCENARIO SKIPPED: N (udpong over the native backend in the guest)\nnot built: ${ADDON}\nThis is NOT a pass.`);
+    } else {
+      const n = ctx.result('N-cli');
+      const ns = ctx.result('N-srv');
+      await t.test('N: our udpong, both ends over the native backend on the kernel\'s rxe0', () => {
+        assert.equal(n.rc, 0, `${n.out}\n${n.err}`);
+        assert.match(n.out, new RegExp(`^${HEADER}custom {4}100 {5}50 {6}4\\.8k {6}[ \\d.]+s +[\\d.]+ +[\\d.]+\\n$`));
+        assert.equal(n.err, '');
+        assert.equal(ns.out, `client login from 10.77.0.${2 + VM}\n`);
+      });
+    }
     stopCapture = await ctx.capture('udpong.pcap', 'udp port 7174 or udp port 7175', { snap: 256, timeoutMs: 560_000 });
     await ctx.waitFile('K-done', 180_000);
     const k = ctx.result('K-cli');
