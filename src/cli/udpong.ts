@@ -192,11 +192,18 @@ class UdpDgram implements DSock {
   }
 }
 
-/** `do_poll()`: rpoll until something (or an error) is reported; 0 or POLLERR|POLLHUP bits. */
+/**
+ * `do_poll()`: rpoll until something (or an error) is reported; 0 or POLLERR|POLLHUP bits. With
+ * timeout 0 (`-T b`) the C tool spins; here each empty poll gives the event loop a turn, without
+ * which nothing could arrive.
+ */
 async function doPoll(s: DSock, events: number, timeout: number): Promise<number> {
   let r: number;
-  do r = await s.poll(events, timeout);
-  while (r === 0);
+  for (;;) {
+    r = await s.poll(events, timeout);
+    if (r !== 0) break;
+    if (timeout === 0) await new Promise((res) => setImmediate(res));
+  }
   return r & 0x18;
 }
 

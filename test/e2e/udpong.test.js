@@ -74,6 +74,7 @@ for (const [what, extra, rowOf] of [
   ['datagram rsockets, one way (the server counts what arrived)', ['-C', '300', '-S', '100'], () => row('custom', '100', '300', '29k')],
   ['datagram rsockets, echoed (-T e)', ['-T', 'e', '-C', '100', '-S', '64'], () => row('custom', '64', '200', '12k')],
   ['datagram rsockets, 2000-byte echoes, async (-T a)', ['-T', 'a', '-T', 'e', '-C', '30', '-S', '2000'], () => row('custom', '1.9k', '60', '117k')],
+  ['datagram rsockets, async with zero poll timeouts (-T a -T b), echoed', ['-T', 'a', '-T', 'b', '-T', 'e', '-C', '50', '-S', '64'], () => row('custom', '64', '100', '6.2k')],
   ['plain UDP sockets (-T s), echoed', ['-T', 's', '-T', 'e', '-C', '100', '-S', '1000'], () => row('custom', '1000', '200', '195k')],
 ]) {
   test(`udpong: ${what}`, T, async () => {

@@ -76,7 +76,8 @@ test('interop: udpong on rxe — rdma-core 44 cannot make its datagram QP on RoC
         assert.equal(n.rc, 0, `${n.out}\n${n.err}`);
         assert.match(n.out, new RegExp(`^${HEADER}custom {4}100 {5}50 {6}4\\.8k {6}[ \\d.]+s +[\\d.]+ +[\\d.]+\\n$`));
         assert.equal(n.err, '');
-        assert.equal(ns.out, `client login from 10.77.0.${2 + VM}\n`);
+        // Under emulation the first answer can take more than the client's 1 s: it logs in again.
+        assert.match(ns.out, new RegExp(`^(client login from 10\\.77\\.0\\.${2 + VM}\\n)+$`));
       });
     }
     stopCapture = await ctx.capture('udpong.pcap', 'udp port 7174 or udp port 7175', { snap: 256, timeoutMs: 560_000 });
