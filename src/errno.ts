@@ -37,7 +37,9 @@ const TABLE = {
   EPROTO: [71, 'Protocol error'],
   EBADMSG: [74, 'Bad message'],
   EOVERFLOW: [75, 'Value too large for defined data type'],
+  EDESTADDRREQ: [89, 'Destination address required'],
   EMSGSIZE: [90, 'Message too long'],
+  ENOPROTOOPT: [92, 'Protocol not available'],
   EPROTONOSUPPORT: [93, 'Protocol not supported'],
   EOPNOTSUPP: [95, 'Operation not supported'],
   EAFNOSUPPORT: [97, 'Address family not supported by protocol'],
@@ -91,3 +93,8 @@ export function strerror(errno: number): string {
 export const Errno: { readonly [K in ErrnoCode]: number } = Object.freeze(
   Object.fromEntries(Object.entries(TABLE).map(([k, v]) => [k, v[0]])) as { [K in ErrnoCode]: number },
 );
+
+/** Whether `s` names an errno this package knows (a Node system error's `code`, say). */
+export function isErrnoCode(s: string): s is ErrnoCode {
+  return Object.prototype.hasOwnProperty.call(TABLE, s);
+}

@@ -7,6 +7,7 @@
 export { RsConn, RS_EAGAIN } from '../rsocket/conn.js';
 export { RsListener } from '../rsocket/listener.js';
 export { rpoll, rselect, type RsPollFd } from '../rsocket/rpoll.js';
+export { DsSocket, type DsDatagram } from '../rsocket/dgram/socket.js';
 export { RsState } from '../rsocket/state.js';
 export * from '../rsocket/options.js';
 export { PollWaiters } from '../util/poll-waiters.js';

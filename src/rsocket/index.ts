@@ -25,6 +25,8 @@ export { defaultConfig, type RsConfig } from './tunables.js';
 export { RsListener } from './listener.js';
 export { rpoll, rselect, type RsPollFd, type RsPollable, type RsFdSet, type RsTimeval } from './rpoll.js';
 export type { RsMsghdr } from './vec.js';
+export { DsSocket, type DsDatagram } from './dgram/socket.js';
+export { RDgramSocket, createSocket, type RDgramRemoteInfo, type RDgramSocketOptions } from './dgram/node-socket.js';
 export { RsState, describeState } from './state.js';
 export * from './options.js';
 export * as protocol from './protocol.js';

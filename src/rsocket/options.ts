@@ -7,6 +7,7 @@
 /** Option levels. */
 export const SOL_SOCKET = 1;
 export const IPPROTO_TCP = 6;
+export const IPPROTO_UDP = 17;
 export const IPPROTO_IPV6 = 41;
 /** `SOL_RDMA` of `<rdma/rsocket.h>`. */
 export const SOL_RDMA = 0x10000;
