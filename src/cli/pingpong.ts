@@ -122,10 +122,14 @@ async function connectTo(host: string, port: number): Promise<net.Socket | 'gai'
 /**
  * `pp_client_exch_dest`: connect to the server, send our `mine.length` messages, read as many,
  * send "done". Prints the C tool's message and returns null on failure.
- * @param readFailure the message after a short read: rc/uc/ud print `perror("client read/write")`
- *   and "Couldn't read/write remote address"; srq_pingpong "%d/%d: Couldn't read remote address [%d]".
+ * @param srqStyle srq_pingpong's messages after a short read ("%d/%d: Couldn't read remote
+ *   address [%d]") instead of rc/uc/ud's (`perror("client read/write")`, "Couldn't read/write
+ *   remote address").
+ * @param parseFirst how many of the peer's messages carry addresses: srq_pingpong sends 256
+ *   whatever its QP count, the ones past its QPs from memory it never set, so they are read and
+ *   not parsed.
  */
-export async function ppClientExchange(host: string, port: number, mine: readonly PpDest[], srqStyle = false): Promise<PpDest[] | null> {
+export async function ppClientExchange(host: string, port: number, mine: readonly PpDest[], srqStyle = false, parseFirst = mine.length): Promise<PpDest[] | null> {
   const sock = await connectTo(host, port);
   if (sock === 'gai') return null;
   if (sock === null) {
@@ -147,6 +151,7 @@ export async function ppClientExchange(host: string, port: number, mine: readonl
         else errOut(`client read/write: ${strerror(STALE_ERRNO)}\nCouldn't read/write remote address\n`);
         return null;
       }
+      if (i >= parseFirst) continue;
       const d = decodeDest(m);
       if (d === null) {
         errOut(`Couldn't parse remote address: ${JSON.stringify(m.toString('latin1').replace(/\0+$/, ''))}\n`);
@@ -167,7 +172,8 @@ export async function ppClientExchange(host: string, port: number, mine: readonl
 /**
  * `pp_server_exch_dest`: listen on `port` (any address), take one client, read `count` messages,
  * call `connect(rem)` (the QPs to RTR and RTS; false: it printed why), send `mine()` and wait for
- * "done". Prints the C tool's message and returns null on failure.
+ * "done". Prints the C tool's message and returns null on failure. `srqStyle`, `parseFirst`: as
+ * {@link ppClientExchange}.
  */
 export async function ppServerExchange(
   port: number,
@@ -175,6 +181,7 @@ export async function ppServerExchange(
   connect: (rem: PpDest[]) => boolean,
   mine: () => readonly PpDest[],
   srqStyle = false,
+  parseFirst = count,
 ): Promise<PpDest[] | null> {
   const srv = net.createServer({ pauseOnConnect: false });
   const listening = await new Promise<boolean>((resolve) => {
@@ -196,6 +203,7 @@ export async function ppServerExchange(
         else errOut(`server read: ${strerror(STALE_ERRNO)}\n${m.length}/${PP_MSG_LEN}: Couldn't read remote address\n`);
         return null;
       }
+      if (i >= parseFirst) continue;
       const d = decodeDest(m);
       if (d === null) {
         errOut(`Couldn't parse remote address: ${JSON.stringify(m.toString('latin1').replace(/\0+$/, ''))}\n`);
@@ -215,8 +223,8 @@ export async function ppServerExchange(
     }
     const done = await readExact(sock, PP_DONE_LEN);
     if (done.length !== PP_DONE_LEN) {
-      errOut(srqStyle ? '' : "Couldn't send/recv local address\n");
-      if (!srqStyle) return null;
+      errOut(srqStyle ? `client write: ${strerror(STALE_ERRNO)}\n` : "Couldn't send/recv local address\n");
+      return null;
     }
     return rem;
   } finally {
