@@ -18,6 +18,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { assertSameFields, MACHINE_FIELDS } from '../lib/devinfo.js';
 import { withGuest, requireRefvm, banner, REPO_ROOT, REFVM_HOME, run, log, settle, saveRun as save, hangOf } from './lib/refvm.js';
 
 const HOST_IP = '10.77.0.1';
@@ -130,24 +131,6 @@ function requireBuilt(t) {
   return false;
 }
 
-/** `ibv_devinfo -v` as {key: value} lines per line position, for a field-by-field comparison. */
-function fields(text) {
-  return text.split('\n').filter((l) => l.trim() !== '').map((l) => {
-    const m = /^(\t*)([^\t:]+(?:\[\s*\d+\])?):?\t*(.*)$/.exec(l);
-    return m ? { key: `${m[1].length}:${m[2]}`, value: m[3] } : { key: l, value: '' };
-  });
-}
-
-/** Compare two `ibv_devinfo -v` outputs, skipping the keys in `skip` (regexps over keys). */
-function assertSameFields(ours, kernel, skip, what) {
-  const keep = (f) => !skip.some((re) => re.test(f.key));
-  const a = fields(ours).filter(keep);
-  const b = fields(kernel).filter(keep);
-  assert.deepEqual(a, b, `${what}\n--- ours\n${ours}\n--- the kernel's\n${kernel}`);
-}
-
-/** Lines of the machine rather than the device type. */
-const MACHINE = [/hca_id/, /node_guid/, /sys_image_guid/, /^\d+:GID\[/, /num_comp_vectors/];
 /**
  * What the native backend does not offer of a kernel device (src/native/provider.ts): no SRQs and
  * no memory windows through the addon, so max_srq, max_mw and their capability bits are 0, and
@@ -172,7 +155,7 @@ test('interop: libibverbs examples, ours (host rxe_rvbr0; guest native) <-> rdma
       assert.ok(gidx !== undefined, `our GID of ${HOST_IP}\n${dv.stdout}`);
       const k = ctx.result('devinfo-k-rxe0');
       assert.equal(k.rc, 0, guestDesc(k));
-      assertSameFields(dv.stdout, k.out, MACHINE, 'ibv_devinfo -v: rxe_rvbr0 (ours) vs rxe0 (the kernel\'s)');
+      assertSameFields(dv.stdout, k.out, MACHINE_FIELDS, 'ibv_devinfo -v: rxe_rvbr0 (ours) vs rxe0 (the kernel\'s)');
     });
     for (const d of ['rxe0', 'siw0']) {
       await t.test(`ibv_devinfo -v -d ${d} in the guest: ours (native backend) and the kernel's`, () => {
