@@ -270,3 +270,30 @@ test('ibv_devinfo: bad option and -h → usage, 255; unknown device → 255; por
     if (usage) assert.match(r.stdout, /^Usage: ibv_devinfo {13}print the ca attributes\n/);
   }
 });
+
+test('ibv_asyncwatch: the device line, then it waits for events until killed; -h → usage, 0; a bad option → usage, 1; an unknown device → 1', async () => {
+  const dev = getDeviceList()[0].name;
+  const p = startCli(cli('ibv_asyncwatch'), ['-d', dev], { env: ENV, timeoutMs: 20_000 });
+  const t0 = Date.now();
+  while (!p.stdout().includes('\n') && Date.now() - t0 < 15_000) await new Promise((r) => setTimeout(r, 50));
+  await new Promise((r) => setTimeout(r, 300));
+  assert.equal(p.child.exitCode, null, 'still waiting for events');
+  p.kill('SIGTERM');
+  const r = await p.done;
+  assert.equal(r.stdout, `${dev}: async event FD -1\n`, describeRun('asyncwatch', r));
+  assert.equal(r.signal, 'SIGTERM');
+  const usage = /^Usage:\n {2}ibv_asyncwatch {12}start an asyncwatch process\n\nOptions:\n/;
+  for (const [args, code, err] of [
+    [['-h'], 0, ''],
+    [['--help'], 0, ''],
+    [['-z'], 1, "ibv_asyncwatch: invalid option -- 'z'\n"],
+  ]) {
+    const u = await runCli(cli('ibv_asyncwatch'), args, { env: ENV });
+    assert.equal(u.code, code, args.join(' '));
+    assert.equal(u.stderr, err);
+    assert.match(u.stdout, usage);
+  }
+  const nodev = await runCli(cli('ibv_asyncwatch'), ['-d', 'nosuch'], { env: ENV });
+  assert.equal(nodev.code, 1);
+  assert.equal(nodev.stderr, 'IB device nosuch not found\n');
+});

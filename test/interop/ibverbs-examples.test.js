@@ -98,14 +98,14 @@ GIDX=-1; for f in /sys/class/infiniband/rxe0/ports/1/gids/*; do
 glog "rxe0 GID index of ${GUEST_IP}: $GIDX"
 for d in rxe0 siw0; do
   gtool devinfo-k-$d 60 ibv_devinfo -v -d $d
-  gtool devinfo-n-$d 120 env ${OURS_IN_GUEST}/ibv_devinfo.js -v -d $d
+  gtool devinfo-n-$d 240 env ${OURS_IN_GUEST}/ibv_devinfo.js -v -d $d
 done
 gtool devices-k 30 ibv_devices
-gtool devices-n 60 env ${OURS_IN_GUEST}/ibv_devices.js
+gtool devices-n 240 env ${OURS_IN_GUEST}/ibv_devices.js
 # rc_pingpong on siw0: ours (native backend) against itself, as rdma-core's fails there
-gstart siw-rc-n-srv 120 env ${OURS_IN_GUEST}/ibv_rc_pingpong.js -d siw0 -g 0 -n 5 -p 18600; P=$GPID
-waitlisten 18600 90 || glog "siw-rc: no listener"
-gtool siw-rc-n-cli 60 env ${OURS_IN_GUEST}/ibv_rc_pingpong.js -d siw0 -g 0 -n 5 -p 18600 ${GUEST_IP}; gwait siw-rc-n-srv $P
+gstart siw-rc-n-srv 300 env ${OURS_IN_GUEST}/ibv_rc_pingpong.js -d siw0 -g 0 -n 5 -p 18600; P=$GPID
+waitlisten 18600 240 || glog "siw-rc: no listener"
+gtool siw-rc-n-cli 240 env ${OURS_IN_GUEST}/ibv_rc_pingpong.js -d siw0 -g 0 -n 5 -p 18600 ${GUEST_IP}; gwait siw-rc-n-srv $P
 mark ready
 ${RUN.map((s) => {
     const g = s.gid ? '-g $GIDX' : '';
