@@ -81,6 +81,8 @@ export function readExact(sock: net.Socket, n: number, deadlineMs = PP_EXCHANGE_
           return;
         }
       }
+      // ended before: no 'end' or 'close' comes again
+      if (sock.readableEnded || sock.destroyed) finish();
     };
     const timer = setTimeout(finish, deadlineMs);
     sock.on('readable', pull);
