@@ -46,6 +46,7 @@ import { IdEvents, NO_PRIVATE_DATA } from './id-events.js';
 import { IdQp, type CmQpInitAttr, type CmQpInitAttrEx, type CmSrqInitAttrEx } from './id-qp.js';
 import { IdMulticast, McJoinFlag, checkJoinCompMask, checkJoinFlags } from './id-multicast.js';
 import { IdHost } from './id-host.js';
+import { attachId, type DeviceBoundId } from './id-device.js';
 import { ROCE_PKEY, copyPathRec, ipToGid, type RdmaRoute } from './id-route.js';
 
 export { PortSpace } from './port-space.js';
@@ -119,7 +120,7 @@ function pickRd(v: number | undefined, d: number, max: number, what: string, op:
 /**
  * An RDMA CM identifier. Create with {@link createId}.
  */
-export class CmId {
+export class CmId implements DeviceBoundId {
   /** The user's context pointer. */
   context: unknown;
   readonly ps: PortSpace;
@@ -161,6 +162,8 @@ export class CmId {
   /** The explicitly bound source address is the one route lookup picks for `dst` (resolveAddr). */
   private boundIsRouteSource = false;
   private options = { tos: -1, reuseAddr: false, afOnly: false, ackTimeout: -1 };
+  /** Detach from the device the id is attached to (id-device.ts), while attached. */
+  private detachDevice: (() => void) | null = null;
   /**
    * @internal rdma_create_ep on a passive id: the QP attributes (and PD) rdma_get_request uses to
    * create the QP of each new connection.
@@ -347,7 +350,7 @@ export class CmId {
 
   /** Bind the id to `dev`: its context, port and CM transport (and the transport's endpoint). */
   private useDevice(dev: Device): void {
-    this.verbs = dev.open();
+    this.attachTo(dev.open());
     this.portNum = 1;
     const t = transportOf(dev) ?? null;
     if (t !== this.transport) {
@@ -356,6 +359,40 @@ export class CmId {
       this.transport = t;
     }
     if (t && !this.ep) this.ep = t.createEndpoint(this.host);
+  }
+
+  /** Take `ctx` as the id's device context and attach to the device (id-device.ts). */
+  private attachTo(ctx: Context): void {
+    if (this.verbs === ctx && this.detachDevice !== null) return;
+    this.detachDevice?.();
+    this.verbs = ctx;
+    this.detachDevice = attachId(ctx, this);
+  }
+
+  /**
+   * @internal The id's device is gone (cma_send_device_removal_put): DEVICE_REMOVAL once, the id
+   * in DEVICE_REMOVAL (a call that needs another state fails with EINVAL; rdma_destroy_id works),
+   * its listeners closed and its connection dropped, as ucma destroys the kernel id then.
+   */
+  _deviceRemoved(): void {
+    if (this.cell.in([CmState.DESTROYING, CmState.DEVICE_REMOVAL])) return;
+    this.cell.move(CmState.DEVICE_REMOVAL, 'device removed');
+    this.detachDevice?.();
+    this.detachDevice = null;
+    for (const l of this.listeners) l.close();
+    this.listeners = [];
+    this.ep?.destroy();
+    this.ep = null;
+    this.events.post(CmEventType.DEVICE_REMOVAL, 0);
+  }
+
+  /**
+   * @internal The hardware address of the id's interface changed (cma_netdev_change): the
+   * address it resolved with is stale. ADDR_CHANGE; the id's state is unchanged.
+   */
+  _linkAddrChanged(): void {
+    if (this.cell.in([CmState.DESTROYING, CmState.DEVICE_REMOVAL])) return;
+    this.events.post(CmEventType.ADDR_CHANGE, 0);
   }
 
   /** The id's endpoint, or EINVAL/EOPNOTSUPP when it has no device or the device no CM. */
@@ -430,7 +467,7 @@ export class CmId {
     const opts: CreateIdOptions = { qpType: this.qpType };
     if (this.devicePin !== undefined) opts.device = this.devicePin;
     const child = new CmId(this.isSync ? null : this.channel, this.context, this.ps, opts);
-    child.verbs = req.context;
+    child.attachTo(req.context);
     child.portNum = req.portNum;
     child.transport = transportOf(req.context.device) ?? null;
     child.src = req.local;
@@ -626,9 +663,11 @@ export class CmId {
   }
 
   /**
-   * rdma_create_qp_ex(): as {@link createQp}, with `comp_mask` saying which of `pd` and
-   * `createFlags` are valid. EINVAL (no device, a QP already, a PD of another device);
-   * EOPNOTSUPP for any `comp_mask` bit but `QpInitAttrMask.PD` (see id-qp.ts).
+   * rdma_create_qp_ex(): as {@link createQp}, with `comp_mask` saying which of `pd`,
+   * `createFlags` and `sendOpsFlags` are valid; with SEND_OPS_FLAGS the QP has the `ibv_wr_*`
+   * builder (`qpToQpEx(id.qp)`). EINVAL (no device, a QP already, a PD of another device);
+   * EOPNOTSUPP for bits the device's `create_qp_ex` refuses — every one but PD on siw (see
+   * id-qp.ts).
    */
   createQpEx(attr: CmQpInitAttrEx): Qp {
     const op = 'rdma_create_qp_ex';
@@ -991,6 +1030,8 @@ export class CmId {
     if (this.destroyed) throw err('EINVAL', 'rdma_destroy_id', 'already destroyed');
     this.events.ackLast();
     const wasListening = this.cell.move(CmState.DESTROYING, 'destroy') === CmState.LISTEN;
+    this.detachDevice?.();
+    this.detachDevice = null;
     if (this.reservedKey && boundPorts.get(this.reservedKey) === this) boundPorts.delete(this.reservedKey);
     for (const l of this.listeners) l.close();
     this.listeners = [];

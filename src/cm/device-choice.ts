@@ -8,26 +8,27 @@
  * environment variable as the default — restricts the choice to that device.
  */
 import { findDevicesByAddress, type Device } from '../verbs/device.js';
+import { netdevGeneration } from '../verbs/port-watch.js';
 import { isLoopback } from './addr.js';
 import { getCmTransport, servesPortSpace, type CmTransport } from './transport.js';
 import type { PortSpace } from './port-space.js';
 
 /**
  * Devices owning an address, remembered for as long as the providers keep their device lists
- * (1 s): every resolve, bind and incoming connection asks, and the full lookup normalises every
- * address of every device.
+ * (1 s), or until a watched interface changes (port-watch.ts): every resolve, bind and incoming
+ * connection asks, and the full lookup normalises every address of every device.
  */
 const CACHE_MS = 1000;
-const cache = new Map<string, { devs: Device[]; at: number }>();
+const cache = new Map<string, { devs: Device[]; at: number; gen: number }>();
 
 /** The devices owning local address `ip` (cached; see `findDevicesByAddress`). */
 export function devicesOwning(ip: string): Device[] {
   const now = Date.now();
   const hit = cache.get(ip);
-  if (hit && now - hit.at < CACHE_MS) return hit.devs;
+  if (hit && now - hit.at < CACHE_MS && hit.gen === netdevGeneration()) return hit.devs;
   const devs = findDevicesByAddress(ip);
   if (cache.size > 256) cache.clear();
-  cache.set(ip, { devs, at: now });
+  cache.set(ip, { devs, at: now, gen: netdevGeneration() });
   return devs;
 }
 

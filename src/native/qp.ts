@@ -126,21 +126,44 @@ export class NativeQp extends Qp {
     this.post(SEND_PATH, wrs);
   }
 
+  /**
+   * @internal The `ibv_wr_*` builder's post: every WR of `wrs[0..n)` checked first (wr-check.ts,
+   * once), none posted if one is refused; then handed to the provider as `postSend` does. The
+   * kernel's post may still refuse part of a batch (its queue full: ENOMEM), which this cannot
+   * know beforehand; the error names the first WR it did not post.
+   */
+  override _postAll(wrs: readonly SendWr[], n: number): PostError | null {
+    const op = 'ibv_wr_complete';
+    if (this.destroyed) return new PostError('EINVAL', op, 0, 'QP destroyed');
+    for (let i = 0; i < n; i++) {
+      const bad = checkSendWr(wrs[i] as SendWr, this.wrRules, this.pd);
+      if (typeof bad === 'string') return new PostError('EINVAL', op, i, bad);
+    }
+    try {
+      this.post(SEND_PATH, wrs, true, n);
+    } catch (e) {
+      if (e instanceof PostError) return e;
+      throw e;
+    }
+    return null;
+  }
+
   /** `ibv_post_recv()`, checked and posted as {@link postSend}. */
   override postRecv(wrs: RecvWr | readonly RecvWr[]): void {
     this.post(RECV_PATH, wrs);
   }
 
   /**
-   * Check, encode and post `wrs` in batches of what one addon call carries (WR_MAX WRs, SGE_MAX
+   * Check (unless `checked`: the builder's batch, checked already), encode and post the first
+   * `limit` of `wrs` in batches of what one addon call carries (WR_MAX WRs, SGE_MAX
    * SGEs). A provider error names the first WR it did not post, counted over the whole list; a
    * WR refused here is thrown after the ones before it are posted.
    */
-  private post<T extends SendWr | RecvWr>(path: PostPath<T>, wrs: T | readonly T[]): void {
+  private post<T extends SendWr | RecvWr>(path: PostPath<T>, wrs: T | readonly T[], checked = false, limit = Infinity): void {
     const op = path.op;
     const many = Array.isArray(wrs);
     const list = wrs as readonly T[];
-    const count = many ? list.length : 1;
+    const count = many ? Math.min(list.length, limit) : 1;
     if (this.destroyed) throw new PostError('EINVAL', op, 0, 'QP destroyed');
     const s = scratchBuffers();
     const w = s.wr;
@@ -155,7 +178,7 @@ export class NativeQp extends Qp {
       let bad: string | null = null;
       for (; i < count && n < WR_MAX; i++) {
         const wr = many ? (list[i] as T) : (wrs as T);
-        const length = path.check(wr, rules, pd);
+        const length = checked ? 0 : path.check(wr, rules, pd);
         if (typeof length === 'string') {
           bad = length;
           break;

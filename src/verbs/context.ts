@@ -24,6 +24,11 @@ import { Pd } from './pd.js';
 import type { QpLike } from './provider.js';
 import { GidType, TransportType } from './types.js';
 import { ifindexOf } from './ifindex.js';
+import { createCqEx, createQpEx, queryDeviceEx, type QpInitAttrEx } from './ex-verbs.js';
+import type { CqEx, CqInitAttrEx } from './cq-ex.js';
+import type { DeviceAttrEx } from './device-attr-ex.js';
+import type { Qp } from './qp.js';
+import { PortWatch } from './port-watch.js';
 
 /** The default (full-membership) P_Key, IB spec 10.9.1.1. */
 export const DEFAULT_PKEY = 0xffff;
@@ -74,12 +79,20 @@ export class Context {
   private _qpNumNext = 1;
   /** QP numbers handed out by `_allocQpNum` whose QP is not registered in `_qps` yet. */
   private readonly _qpNumPending = new Set<number>();
+  /** @internal The watch over a soft device's interface (port-watch.ts); null for other devices. */
+  readonly _portWatch: PortWatch | null;
+  /** The watch hold the context's QPs take while it has any. */
+  private _qpHold: (() => void) | null = null;
+  /** The device is gone (DEVICE_FATAL was raised): see {@link _checkAlive}. */
+  private _dead = false;
 
   /** @internal Use `Device.open()`. */
   constructor(device: Device) {
     this.device = device;
     this._attr = Object.freeze(device._deviceAttr());
-    this._accessMask = device._provider('ibv_open_device').accessMask(device.info);
+    const provider = device._provider('ibv_open_device');
+    this._accessMask = provider.accessMask(device.info);
+    this._portWatch = provider.netdevPolicy ? new PortWatch(this, provider.netdevPolicy) : null;
     let cpus = 1;
     try {
       cpus = availableParallelism();
@@ -100,6 +113,7 @@ export class Context {
    * @throws RdmaError EINVAL for a port number outside 1..`physPortCnt`.
    */
   queryPort(portNum = 1): PortAttr {
+    this._checkAlive('ibv_query_port');
     this._checkPort(portNum, 'ibv_query_port');
     return this.device._portAttr(portNum);
   }
@@ -194,6 +208,7 @@ export class Context {
    * @throws RdmaError ENOMEM beyond `maxPd` PDs.
    */
   allocPd(): Pd {
+    this._checkAlive('ibv_alloc_pd');
     if (this._pdCount >= this._attr.maxPd) throw err('ENOMEM', 'ibv_alloc_pd', `more than ${this._attr.maxPd} PDs`);
     this._pdCount++;
     return new Pd(this, this._nextPdHandle++);
@@ -201,6 +216,7 @@ export class Context {
 
   /** `ibv_create_comp_channel()`. */
   createCompChannel(): CompChannel {
+    this._checkAlive('ibv_create_comp_channel');
     const ch = new CompChannel(this);
     this._channels.add(ch);
     return ch;
@@ -217,6 +233,7 @@ export class Context {
   createCq(cqe: number, channel?: CompChannel | null, compVector = 0, cqContext?: unknown): Cq {
     const op = 'ibv_create_cq';
     const ch = channel ?? undefined;
+    this._checkAlive(op);
     if (!Number.isInteger(cqe) || cqe < 1 || cqe > this._attr.maxCqe) {
       throw err('EINVAL', op, `cqe ${String(cqe)} (device max ${this._attr.maxCqe})`);
     }
@@ -235,11 +252,45 @@ export class Context {
   }
 
   /**
+   * `ibv_create_cq_ex()`: a CQ with the poll-by-field interface (cq-ex.ts); `cq.cq` is the
+   * ordinary CQ QPs and channels use (`ibv_cq_ex_to_cq`). See ex-verbs.ts for the checks.
+   * @throws RdmaError EOPNOTSUPP (a device without it — siw —, `wc_flags` the device does not
+   *   serve, e.g. completion timestamps); as {@link createCq} otherwise.
+   */
+  createCqEx(attr: CqInitAttrEx): CqEx {
+    return createCqEx(this, attr);
+  }
+
+  /**
+   * `ibv_create_qp_ex()`: with `comp_mask` PD only, `ibv_create_qp`; with SEND_OPS_FLAGS (or
+   * CREATE_FLAGS), a QP with the `ibv_wr_*` builder (`qpToQpEx(qp)`, qp-ex.ts).
+   * @throws RdmaError EINVAL, EOPNOTSUPP (see ex-verbs.ts), or what `ibv_create_qp` throws.
+   */
+  createQpEx(attr: QpInitAttrEx): Qp {
+    return createQpEx(this, attr);
+  }
+
+  /**
+   * `ibv_query_device_ex()`: `struct ibv_device_attr_ex` (a fresh copy): the soft devices give
+   * what the kernel's siw and rxe give (device-attr-ex.ts), the native backend rdma-core's answer.
+   * @throws RdmaError EINVAL for `input.compMask` other than 0.
+   */
+  queryDeviceEx(input?: { compMask: number }): DeviceAttrEx {
+    return queryDeviceEx(this, input);
+  }
+
+  /**
    * `ibv_get_async_event()`: the next async event, waiting if none is queued.
    * @throws RdmaError ECANCELED when `signal` aborts.
    */
-  getAsyncEvent(signal?: AbortSignal): Promise<AsyncEvent> {
-    return this._async.get(signal);
+  async getAsyncEvent(signal?: AbortSignal): Promise<AsyncEvent> {
+    // A reader waiting is someone listening: a soft device watches its interface meanwhile.
+    const release = this._portWatch?.hold();
+    try {
+      return await this._async.get(signal);
+    } finally {
+      release?.();
+    }
   }
 
   /** Non-blocking `ibv_get_async_event()`: the next queued event or `undefined`. */
@@ -261,6 +312,42 @@ export class Context {
    */
   close(): void {
     // Intentionally empty: see the doc comment.
+  }
+
+  /**
+   * @internal Keep watching the device's interface (port events, removal) until the returned
+   * function is called: the CM holds it for each id bound to the device. A no-op for devices
+   * that are not soft devices.
+   */
+  _holdPortWatch(): () => void {
+    return this._portWatch?.hold() ?? ((): void => undefined);
+  }
+
+  /** @internal The set of live QPs changed: a context with QPs watches its interface. */
+  _qpsChanged(): void {
+    if (this._qps.size > 0 && this._qpHold === null) this._qpHold = this._holdPortWatch();
+    else if (this._qps.size === 0 && this._qpHold !== null) {
+      this._qpHold();
+      this._qpHold = null;
+    }
+  }
+
+  /** Whether the device was removed (DEVICE_FATAL). */
+  get removed(): boolean {
+    return this._dead;
+  }
+
+  /**
+   * @internal The device is gone (its interface unregistered): from now on the calls that make
+   * objects or query the device fail with EIO, as uverbs answers once a device is disassociated.
+   */
+  _disassociate(): void {
+    this._dead = true;
+  }
+
+  /** @internal EIO once the device is removed. */
+  _checkAlive(op: string): void {
+    if (this._dead) throw err('EIO', op, `device ${this.device.name} was removed`);
   }
 
   /** @internal Raise an async event (transport/CQ side). */

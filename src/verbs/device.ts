@@ -256,6 +256,14 @@ export class Device {
     return this._provider('ibv_query_port').queryPort(this._info, portNum);
   }
 
+  /**
+   * @internal The device is gone (its interface unregistered): the next listing of a device of
+   * that name makes a new `Device` with a new context; this one keeps its dead context.
+   */
+  _removed(): void {
+    if (devices.get(this.name) === this) devices.delete(this.name);
+  }
+
   /** @internal The provider re-listed the device (addresses may have changed). */
   _update(info: DeviceInfo): void {
     this._info = info;

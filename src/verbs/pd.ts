@@ -72,6 +72,7 @@ export class Pd {
    */
   regMr(mem: MrMemory, access: number, iova?: number): Mr {
     const op = iova === undefined ? 'ibv_reg_mr' : 'ibv_reg_mr_iova';
+    this.context._checkAlive(op);
     if (this._deallocated) throw err('EINVAL', op, 'PD deallocated');
     if (!Number.isInteger(access) || access < 0 || (access & ~ACCESS_ALL) !== 0) {
       throw err('EINVAL', op, `access flags ${String(access)}`);
@@ -111,6 +112,7 @@ export class Pd {
    */
   allocMw(type: MwType): Mw {
     const op = 'ibv_alloc_mw';
+    this.context._checkAlive(op);
     const ctx = this.context;
     const provider = ctx.device._provider(op);
     if (provider.allocMw === undefined) throw err('EOPNOTSUPP', op, `${ctx.device.name} has no memory windows`);
@@ -135,6 +137,7 @@ export class Pd {
    */
   createQp(attr: QpInitAttr): Qp {
     const op = 'ibv_create_qp';
+    this.context._checkAlive(op);
     if (this._deallocated) throw err('EINVAL', op, 'PD deallocated');
     if (typeof attr !== 'object' || attr === null) throw err('EINVAL', op, 'no init attributes');
     if (QpType[attr.qpType] === undefined || typeof attr.qpType !== 'number') {
@@ -162,6 +165,7 @@ export class Pd {
       throw err('EIO', op, `provider '${provider.name}' returned a bad QP`);
     }
     ctx._qps.set(qp.qpNum, qp);
+    ctx._qpsChanged();
     this._qps.set(qp, { sendCq: attr.sendCq, recvCq: attr.recvCq, srq: srq instanceof Srq ? srq : null });
     attr.sendCq._attachQp(qp);
     attr.recvCq._attachQp(qp);
@@ -179,6 +183,7 @@ export class Pd {
    */
   createAh(attr: AhAttr): Ah {
     const op = 'ibv_create_ah';
+    this.context._checkAlive(op);
     if (this._deallocated) throw err('EINVAL', op, 'PD deallocated');
     const ctx = this.context;
     const provider = ctx.device._provider(op);
@@ -204,6 +209,7 @@ export class Pd {
    */
   createSrq(init: SrqInitAttr): Srq {
     const op = 'ibv_create_srq';
+    this.context._checkAlive(op);
     if (this._deallocated) throw err('EINVAL', op, 'PD deallocated');
     if (typeof init !== 'object' || init === null || typeof init.attr !== 'object' || init.attr === null) throw err('EINVAL', op, 'no init attributes');
     const ctx = this.context;
@@ -250,7 +256,10 @@ export class Pd {
    */
   _releaseQp(qp: QpLike): void {
     const ctx = this.context;
-    if (ctx._qps.get(qp.qpNum) === qp) ctx._qps.delete(qp.qpNum);
+    if (ctx._qps.get(qp.qpNum) === qp) {
+      ctx._qps.delete(qp.qpNum);
+      ctx._qpsChanged();
+    }
     const rec = this._qps.get(qp);
     if (rec === undefined) return;
     this._qps.delete(qp);

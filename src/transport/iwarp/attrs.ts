@@ -102,11 +102,15 @@ export function siwDeviceAttr(info: DeviceInfo, vendorPartId: number): DeviceAtt
   };
 }
 
-/** The attributes `ibv_query_port` returns for siw's one port (siw_query_port). */
-export function siwPortAttr(info: DeviceInfo, _portNum: number): PortAttr {
+/**
+ * The attributes `ibv_query_port` returns for siw's one port (siw_query_port): `state` as the
+ * port watch gives it (ACTIVE while the interface is up), `phys_state` LINK_UP when ACTIVE,
+ * else DISABLED. Without `port`: ACTIVE.
+ */
+export function siwPortAttr(info: DeviceInfo, _portNum = 1, port: { active: boolean; physState: number } = { active: true, physState: 5 }): PortAttr {
   const mtu = mtuToEnum(info.mtu);
   return {
-    state: PortState.ACTIVE,
+    state: port.active ? PortState.ACTIVE : PortState.DOWN,
     maxMtu: mtu,
     activeMtu: mtu,
     gidTblLen: 1,
@@ -124,7 +128,7 @@ export function siwPortAttr(info: DeviceInfo, _portNum: number): PortAttr {
     initTypeReply: 0,
     activeWidth: 1,
     activeSpeed: 1,
-    physState: 5,
+    physState: port.physState,
     linkLayer: LinkLayer.ETHERNET,
     flags: 0,
     portCapFlags2: 0,

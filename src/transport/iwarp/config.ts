@@ -8,6 +8,7 @@
 import { existsSync } from 'node:fs';
 import { err } from '../../errors.js';
 import { envNumber } from '../../util/env.js';
+import { DEFAULT_PORT_POLL_MS } from '../../verbs/port-watch.js';
 
 /** The iWARP tunables. */
 export interface IwarpConfig {
@@ -59,6 +60,12 @@ export interface IwarpConfig {
    * `RDMACM_IWARP_RX_FAST=0` turns it off (every FPDU then goes through the decoder).
    */
   rxFastPath: boolean;
+  /**
+   * How often the device's interface is looked at while something listens to its port (an
+   * async event reader, a QP, a CM id): up or down, addresses, hardware address (ms, ≥ 1; see
+   * docs/design/port-events.md). Default 1000, `RDMACM_PORT_POLL_MS`.
+   */
+  portPollMs: number;
 }
 
 /** The configuration as used: {@link IwarpConfig} plus derived answers. */
@@ -82,6 +89,7 @@ function fromEnv(): IwarpConfig {
     mpaRequestTimeoutMs: envNumber('RDMACM_MPA_REQUEST_TIMEOUT_MS', 5_000),
     directPlacementMin: process.env['RDMACM_IWARP_DIRECT'] === '0' ? Infinity : 8192,
     rxFastPath: process.env['RDMACM_IWARP_RX_FAST'] !== '0',
+    portPollMs: Math.max(1, envNumber('RDMACM_PORT_POLL_MS', DEFAULT_PORT_POLL_MS)),
   };
 }
 
@@ -122,6 +130,7 @@ const KEYS: Readonly<Record<keyof IwarpConfig, 'boolean' | 'number' | 'nudge'>> 
   mpaRequestTimeoutMs: 'number',
   directPlacementMin: 'number',
   rxFastPath: 'boolean',
+  portPollMs: 'number',
 };
 
 /**
@@ -134,7 +143,7 @@ export function configureIwarp(patch: Partial<IwarpConfig>, device?: string): vo
     const kind = KEYS[k as keyof IwarpConfig];
     const ok =
       kind === 'boolean' ? typeof v === 'boolean' : kind === 'number' ? typeof v === 'number' && v >= 0 && !Number.isNaN(v) : kind === 'nudge' ? v === 'auto' || typeof v === 'boolean' : false;
-    if (!ok) throw err('EINVAL', 'configureIwarp', `${k}: ${String(v)}`);
+    if (!ok || (k === 'portPollMs' && (v as number) < 1)) throw err('EINVAL', 'configureIwarp', `${k}: ${String(v)}`);
   }
   if (device === undefined) {
     defaults = { ...base(), ...patch };

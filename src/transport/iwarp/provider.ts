@@ -15,17 +15,20 @@ import type { SrqCaps } from '../../verbs/srq.js';
 import { IwarpQp } from './iwarp-qp.js';
 import { llpsSettled } from './llp.js';
 import { SIW_LIMITS, siwAccessMask, siwDeviceAttr, siwGid, siwPortAttr } from './attrs.js';
+import { iwarpConfig } from './config.js';
+import { netdevGeneration, PhysState, portStatus, type NetdevPolicy } from '../../verbs/port-watch.js';
+import { AsyncEventType } from '../../verbs/types.js';
 
 /** Provider name, as rdma-core's `siw` provider. */
 export const SIW_PROVIDER = 'siw';
 
-let cache: { at: number; list: DeviceInfo[] } | null = null;
+let cache: { at: number; gen: number; list: DeviceInfo[] } | null = null;
 /** Interfaces are re-read at most this often (ms): device lists are asked for on every resolve. */
 const CACHE_MS = 1000;
 
 function listDevices(): DeviceInfo[] {
   const now = Date.now();
-  if (cache && now - cache.at < CACHE_MS) return cache.list;
+  if (cache && now - cache.at < CACHE_MS && cache.gen === netdevGeneration()) return cache.list;
   const list: DeviceInfo[] = [];
   for (const nd of netdevs()) {
     const info: DeviceInfo = {
@@ -40,7 +43,7 @@ function listDevices(): DeviceInfo[] {
     };
     list.push(info);
   }
-  cache = { at: now, list };
+  cache = { at: now, gen: netdevGeneration(), list };
   return list;
 }
 
@@ -98,16 +101,33 @@ export const SIW_SRQ_CAPS: SrqCaps = {
   keepsLimitAfterEvent: true,
 };
 
+/**
+ * How a siw port follows its interface (siw_main.c `siw_netdev_event`): NETDEV_UP makes it
+ * ACTIVE with PORT_ACTIVE; NETDEV_GOING_DOWN moves every QP to ERROR (`siw_netdev_down`), then
+ * NETDEV_DOWN makes it DOWN with PORT_ERR; the carrier is not looked at (NETDEV_CHANGE is
+ * ignored); a new hardware address raises LID_CHANGE (NETDEV_CHANGEADDR). The one GID is the
+ * MAC, read when asked (siw_query_gid); iWARP ports get no GID_CHANGE from address changes.
+ */
+export const SIW_NETDEV_POLICY: NetdevPolicy = {
+  portActive: (nd) => nd.up,
+  physState: (_nd, active) => (active ? PhysState.LINK_UP : PhysState.DISABLED),
+  errorQpsOnDown: true,
+  linkAddrEvent: AsyncEventType.LID_CHANGE,
+  gidEvents: false,
+  pollMs: (info) => iwarpConfig(info.name).portPollMs,
+};
+
 const provider: VerbsProvider = {
   name: SIW_PROVIDER,
   listDevices,
   queryDevice: siwDeviceAttr,
-  queryPort: siwPortAttr,
+  queryPort: (info, portNum) => siwPortAttr(info, portNum, portStatus(info, SIW_NETDEV_POLICY)),
   queryGid: siwGid,
   accessMask: siwAccessMask,
   createQp,
   wrCaps: SIW_WR_CAPS,
   srqCaps: SIW_SRQ_CAPS,
+  netdevPolicy: SIW_NETDEV_POLICY,
   settle: llpsSettled,
 };
 

@@ -14,7 +14,7 @@ import type { DeviceInfo } from '../../verbs/device.js';
 import type { AhAttr } from '../../verbs/ah.js';
 import { rxePortMtu, ibMtuToBytes, iboePathMtu } from '../../wire/roce/index.js';
 import { RoceCounters, C } from './counters.js';
-import { buildGidTable, gidEqual, gidKey, ipFromGid, isMulticastGid, isV4MappedGid, type GidEntry } from './gid.js';
+import { buildGidTable, mergeGidTable, gidEqual, gidKey, ipFromGid, isMulticastGid, isV4MappedGid, type GidEntry } from './gid.js';
 import { PortAgent } from './udp.js';
 import type { FwdEvent, RxMeta, RxSink } from './datagram.js';
 import { ipBytes } from './ip-addr.js';
@@ -108,6 +108,17 @@ export function roceDevice(name: string): RoceDevice | undefined {
   return devices.get(name);
 }
 
+/**
+ * The device's interface was unregistered: it carries nothing more, and a device made later for
+ * an interface of that name starts afresh.
+ */
+export function removeRoceDevice(name: string): void {
+  const d = devices.get(name);
+  if (d === undefined) return;
+  d.portUp = false;
+  devices.delete(name);
+}
+
 /** All soft RoCE devices opened in this process. */
 export function roceDevices(): RoceDevice[] {
   return [...devices.values()];
@@ -125,6 +136,11 @@ export class RoceDevice implements RxSink {
   readonly mcast = new Map<string, Set<RoceUdQp>>();
   /** The CM's GSI agent (QP1), when one is loaded. */
   gsi: GsiHandler | null = null;
+  /**
+   * The port is ACTIVE (its interface running with a carrier, as the port watch last saw it):
+   * a port that is down carries no packet, as a NIC whose link is down.
+   */
+  portUp = true;
   private _info: DeviceInfo;
   private _gids: GidEntry[];
   private active = false;
@@ -154,15 +170,18 @@ export class RoceDevice implements RxSink {
     return this._info;
   }
 
-  /** The GID table (index order). */
+  /** The GID table: its entries in use, in index order (an index may be unused). */
   get gids(): readonly GidEntry[] {
     return this._gids;
   }
 
-  /** The interface changed (addresses, MTU): rebuild the GID table, bind new addresses. */
+  /**
+   * The interface changed (addresses, MAC, MTU): update the GID table (entries keep their
+   * indices: {@link mergeGidTable}), bind new addresses.
+   */
   update(info: DeviceInfo): void {
     this._info = info;
-    this._gids = buildGidTable(info.ifname, info.mac ?? '00:00:00:00:00:00', info.addresses);
+    this._gids = mergeGidTable(this._gids, buildGidTable(info.ifname, info.mac ?? '00:00:00:00:00:00', info.addresses));
     this.owns.clear();
     if (this.active) this.bindAll();
   }
@@ -201,8 +220,16 @@ export class RoceDevice implements RxSink {
 
   /** GID `index` (zeros for an unused entry, as the kernel reports). */
   gid(index: number): Uint8Array {
-    const e = this._gids[index];
+    const e = this.gidEntry(index);
     return e ? Uint8Array.from(e.gid) : new Uint8Array(16);
+  }
+
+  /** The entry at GID index `index`, if that index is in use. */
+  gidEntry(index: number): GidEntry | undefined {
+    const e = this._gids[index];
+    // Without unused indices below it, an entry sits at its own index.
+    if (e !== undefined && e.index === index) return e;
+    return this._gids.find((x) => x.index === index);
   }
 
   /** Whether `g` is one of this port's GIDs. */
@@ -239,7 +266,7 @@ export class RoceDevice implements RxSink {
     if (attr.portNum !== 1) throw err('EINVAL', op, `port ${attr.portNum}`);
     if (!attr.isGlobal || !attr.grh) throw err('EINVAL', op, 'RoCE address handles need a GRH (is_global)');
     const g = attr.grh;
-    const sgid = this._gids[g.sgidIndex];
+    const sgid = this.gidEntry(g.sgidIndex);
     if (!sgid) throw err('EINVAL', op, `sgid_index ${g.sgidIndex} is not in the GID table`);
     const dst = ipFromGid(g.dgid);
     if (dst.family !== sgid.family) throw err('EINVAL', op, `destination GID is IPv${dst.family}, source GID ${g.sgidIndex} IPv${sgid.family}`);
@@ -339,6 +366,10 @@ export class RoceDevice implements RxSink {
    * @returns false when the source address has no socket (the interface lost it).
    */
   transmit(buf: Buffer, len: number, av: RoceAv): boolean {
+    if (!this.portUp) {
+      this.counters.inc(C.send_err);
+      return false;
+    }
     const ok = this.agent.send(buf, len, av.sgid.ip, av.dst, av.hopLimit, av.multicast);
     if (ok) {
       this.counters.inc(C.sent_pkts);
@@ -352,6 +383,10 @@ export class RoceDevice implements RxSink {
    * on this host directly when `dst` is this port's, else through the socket.
    */
   transmitFrom(buf: Buffer, src: string, dst: string, family: 4 | 6, ttl: number): boolean {
+    if (!this.portUp) {
+      this.counters.inc(C.send_err);
+      return false;
+    }
     if (this.ownsIp(dst, family)) {
       this.deliverLocal(buf, src, dst, family);
       return true;

@@ -148,3 +148,41 @@ export function buildGidTable(ifname: string, mac: string, addresses: readonly I
   }
   return table;
 }
+
+/**
+ * The table after the interface changed, as the kernel's GID cache keeps it (cache.c
+ * `add_modify_gid` / `del_gid`): an entry whose GID is still wanted keeps its index, a GID gone
+ * frees its index (reported as unused, zeros), a new GID takes the lowest free index above the
+ * default GID's, and the default GID (`fresh[0]`, from the MAC) always sits at index 0. So an
+ * address handle or a connection that names a GID index keeps naming the same GID.
+ * @param old the current table (sorted by index).
+ * @param fresh the table {@link buildGidTable} makes for the interface now.
+ * @returns the new table, sorted by index.
+ */
+export function mergeGidTable(old: readonly GidEntry[], fresh: readonly GidEntry[]): GidEntry[] {
+  const out: GidEntry[] = [];
+  const used = new Set<number>();
+  const placed = new Set<GidEntry>();
+  const dflt = fresh[0];
+  if (dflt !== undefined) {
+    out.push({ ...dflt, index: 0 });
+    used.add(0);
+    placed.add(dflt);
+  }
+  for (const f of fresh) {
+    if (placed.has(f)) continue;
+    const o = old.find((e) => e.index > 0 && gidEqual(e.gid, f.gid));
+    if (o === undefined || used.has(o.index)) continue;
+    out.push({ ...f, index: o.index });
+    used.add(o.index);
+    placed.add(f);
+  }
+  let next = 1;
+  for (const f of fresh) {
+    if (placed.has(f)) continue;
+    while (used.has(next)) next++;
+    out.push({ ...f, index: next });
+    used.add(next);
+  }
+  return out.sort((a, b) => a.index - b.index);
+}

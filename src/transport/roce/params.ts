@@ -178,13 +178,14 @@ export function rxeDeviceAttr(nodeGuid: bigint): DeviceAttr {
 }
 
 /**
- * `ibv_query_port` of port 1 of an rxe device (rxe_init_port_param + rxe_query_port): active
- * while the interface is up; speed and width 1X SDR, what `ib_get_eth_speed` reports for an
+ * `ibv_query_port` of port 1 of an rxe device (rxe_init_port_param + rxe_query_port): the
+ * state and `phys_state` the port watch gives (port-watch.ts: ACTIVE while the interface runs
+ * with a carrier; LINK_UP, else POLLING while it is up, else DISABLED); speed and width 1X SDR, what `ib_get_eth_speed` reports for an
  * interface whose link speed is unknown or at most 1 Gb/s.
  */
-export function rxePortAttr(netdevMtu: number, up: boolean, badPkeyCntr: number, qkeyViolCntr: number): PortAttr {
+export function rxePortAttr(netdevMtu: number, port: { active: boolean; physState: number }, badPkeyCntr: number, qkeyViolCntr: number): PortAttr {
   return {
-    state: up ? PortState.ACTIVE : PortState.DOWN,
+    state: port.active ? PortState.ACTIVE : PortState.DOWN,
     maxMtu: Mtu.MTU_4096,
     activeMtu: rxePortMtu(netdevMtu) as Mtu,
     gidTblLen: RXE_LIMITS.gidTblLen,
@@ -202,7 +203,7 @@ export function rxePortAttr(netdevMtu: number, up: boolean, badPkeyCntr: number,
     initTypeReply: 0,
     activeWidth: 1,
     activeSpeed: 1,
-    physState: up ? PhysState.LINK_UP : PhysState.DISABLED,
+    physState: port.physState,
     linkLayer: LinkLayer.ETHERNET,
     flags: 0,
     portCapFlags2: 0,

@@ -21,8 +21,11 @@ import type { Cq } from '../../verbs/cq.js';
 import { Access, GidType, QpType, TransportType, WrOpcode, type QpCap } from '../../verbs/types.js';
 import type { WrCaps } from '../../verbs/wr-check.js';
 import type { SrqCaps } from '../../verbs/srq.js';
+import { WC_STANDARD_FLAGS } from '../../verbs/cq-ex.js';
 import { eui64, guidOf, macToBytes, rxeDeviceAttr, rxePortAttr, RXE_LIMITS } from './params.js';
-import { RoceDevice, roceDevice } from './device.js';
+import { RoceDevice, removeRoceDevice, roceDevice } from './device.js';
+import { netdevGeneration, PhysState, portStatus, type NetdevPolicy } from '../../verbs/port-watch.js';
+import { roceDeviceConfig } from './config.js';
 import { RoceUdQp } from './ud-qp.js';
 import { RoceRcQp } from './rc/rc-qp.js';
 import { MAX_RDMA_LEN } from './rc/common.js';
@@ -39,13 +42,13 @@ export function rxeDeviceName(ifname: string): string {
   return `rxe_${ifname}`;
 }
 
-let cache: { at: number; list: DeviceInfo[] } | null = null;
+let cache: { at: number; gen: number; list: DeviceInfo[] } | null = null;
 /** Interfaces are re-read at most this often (ms). */
 const CACHE_MS = 1000;
 
 function listDevices(): DeviceInfo[] {
   const now = Date.now();
-  if (cache && now - cache.at < CACHE_MS) return cache.list;
+  if (cache && now - cache.at < CACHE_MS && cache.gen === netdevGeneration()) return cache.list;
   const list: DeviceInfo[] = [];
   for (const nd of netdevs()) {
     list.push({
@@ -59,7 +62,7 @@ function listDevices(): DeviceInfo[] {
       mac: nd.mac,
     });
   }
-  cache = { at: now, list };
+  cache = { at: now, gen: netdevGeneration(), list };
   for (const info of list) roceDevice(info.name)?.update(info);
   return list;
 }
@@ -70,7 +73,11 @@ export function rxeDeviceInfos(): readonly DeviceInfo[] {
 }
 
 function dev(info: DeviceInfo): RoceDevice {
-  return RoceDevice.of(info);
+  if (roceDevice(info.name) !== undefined) return RoceDevice.of(info);
+  // A device made while its interface is down (its context outlives the listing) starts down.
+  const d = RoceDevice.of(info);
+  d.portUp = portStatus(info, RXE_NETDEV_POLICY).active;
+  return d;
 }
 
 /** Round a queue depth up as rxe's queues do: 2^k - 1 slots usable, at least the request. */
@@ -190,13 +197,35 @@ export const RXE_SRQ_CAPS: SrqCaps = {
   keepsLimitAfterEvent: false,
 };
 
+/**
+ * How an rxe port follows its interface (rxe_net.c `rxe_notify`, `rxe_set_port_state`): ACTIVE
+ * while the interface runs with a carrier (`netif_running && netif_carrier_ok`), PORT_ACTIVE /
+ * PORT_ERR on each change, QPs left as they are (a port that is down carries no packet);
+ * `phys_state` LINK_UP, else POLLING while the interface is up, else DISABLED (rxe_query_port).
+ * The GID table follows the addresses (roce_gid_mgmt.c): GID_CHANGE per entry. A changed MTU
+ * changes the port's active MTU (`rxe_set_mtu`).
+ */
+export const RXE_NETDEV_POLICY: NetdevPolicy = {
+  portActive: (nd) => nd.running,
+  physState: (nd, active) => (active ? PhysState.LINK_UP : nd?.up === true ? PhysState.POLLING : PhysState.DISABLED),
+  errorQpsOnDown: false,
+  gidEvents: true,
+  pollMs: (info) => roceDeviceConfig(info.name).portPollMs,
+  updated: (info) => roceDevice(info.name)?.update(info),
+  portChanged: (info, active) => {
+    const d = roceDevice(info.name);
+    if (d !== undefined) d.portUp = active;
+  },
+  removed: (info) => removeRoceDevice(info.name),
+};
+
 const provider: VerbsProvider = {
   name: RXE_PROVIDER,
   listDevices,
   queryDevice: (info) => ({ ...rxeDeviceAttr(info.nodeGuid), ...(info.caps ?? {}) }),
   queryPort: (info) => {
     const d = roceDevice(info.name);
-    return rxePortAttr(info.mtu, true, d?.counters.badPkeyCntr ?? 0, d?.counters.qkeyViolCntr ?? 0);
+    return rxePortAttr(info.mtu, portStatus(info, RXE_NETDEV_POLICY), d?.counters.badPkeyCntr ?? 0, d?.counters.qkeyViolCntr ?? 0);
   },
   queryGid: (info, _port, index) => dev(info).gid(index),
   queryGidType: () => GidType.ROCE_V2,
@@ -204,9 +233,14 @@ const provider: VerbsProvider = {
   accessMask: () => Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC | Access.MW_BIND,
   createQp,
   wrCaps: RXE_WR_CAPS,
+  // rdma-core's rxe: create_cq_ex with RXE_SUP_WC_FLAGS (the standard fields, no timestamps),
+  // create_qp_ex with the builder (send ops: RXE_WR_CAPS's opcodes; no FLUSH or ATOMIC_WRITE,
+  // which the kernel 6.1 rxe lacks).
+  exCaps: { wcFlags: WC_STANDARD_FLAGS },
   allocMw: rxeAllocMw,
   bindMw: rxeBindMw,
   srqCaps: RXE_SRQ_CAPS,
+  netdevPolicy: RXE_NETDEV_POLICY,
   createAh,
   attachMcast,
   detachMcast,

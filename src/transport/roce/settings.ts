@@ -11,6 +11,7 @@
 import './index.js';
 export { RXE_PROVIDER as PROVIDER, rxeDeviceName as deviceName, roceCounters as counters } from './provider.js';
 export { RXE_LIMITS as LIMITS } from './params.js';
+export { configureRoceDevice as configureDevice, roceDeviceConfig as deviceConfig, type RoceDeviceConfig as DeviceConfig } from './config.js';
 export { COUNTER_NAMES, type CounterName } from './counters.js';
 export { configureRoceCm as configureCm, roceCmConfig as cmConfig, type RoceCmConfig as CmConfig } from './cm/config.js';
 export { configureRoceRcCm as configureRcCm, roceRcCmConfig as rcCmConfig, type RoceRcCmConfig as RcCmConfig } from './cm/config.js';

@@ -176,6 +176,13 @@ export class RoceUdQp extends Qp {
     finishRocePacket(buf, 0, p + w.length, av.net);
     this.psn = (this.psn + 1) & 0xffffff;
     dev.counters.inc(C.rdma_sends);
+    if (!dev.portUp) {
+      // A port that is down sends nothing (RoceDevice.transmit): the WR fails as a send with no
+      // way out does (rxe: init_req_packet fails, LOC_QP_OP_ERR).
+      dev.counters.inc(C.send_err);
+      this.requesterError(w, WcStatus.LOC_QP_OP_ERR, 'port down');
+      return false;
+    }
     if (!av.multicast && w.remoteQpn !== IB_MULTICAST_QPN && dev.ownsIp(av.dst, av.family)) {
       // rxe_loopback: a packet for this device's own address skips the network; it goes to the
       // process owning the destination QP (this one, or another over its Unix socket), not to

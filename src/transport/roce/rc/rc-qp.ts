@@ -157,6 +157,11 @@ export class RoceRcQp extends Qp implements RcCore {
     const net = this.net;
     const av = this.av;
     if (net === null || av === null || this.destroyed || s === QpState.RESET || s === QpState.INIT || s === QpState.ERR) return;
+    // A port that is down sends nothing: the requester's retry timer sees the loss.
+    if (!this.dev.portUp) {
+      this.dev.counters.inc(C.send_err);
+      return;
+    }
     const len = finishRocePacket(buf, 0, payloadEnd, net);
     const pkt = len === buf.length ? buf : buf.subarray(0, len);
     if (this.link !== null) {
