@@ -5,7 +5,8 @@
  * `<device>: async event FD <fd>`, then `  event_type <name> (<n>), port <port>` per event, with
  * rdma-core's names for the port and device events and "unexpected" for the others. The FD is the
  * context's `async_fd` on a native device; the soft devices deliver their events without a file
- * descriptor (FD -1) and raise no port or device events. docs/man/ibv_asyncwatch.1.md.
+ * descriptor (FD -1), their port events as their interface goes down and up (docs/events.md).
+ * docs/man/ibv_asyncwatch.1.md.
  */
 import './startup.js';
 import { AsyncEventType, getDeviceList, native } from '../index.js';
