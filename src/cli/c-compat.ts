@@ -194,6 +194,22 @@ export function strtoul(s: string, base = 0): bigint {
   return neg ? BigInt.asUintN(64, -v) : v;
 }
 
+/** `strtol(s, NULL, 0)` as an `int`. */
+export function strtolInt(s: string): number {
+  const neg = /^\s*-/.test(s);
+  const m = /^\s*[+-]?(0[xX][0-9a-fA-F]+|0[0-7]*|[1-9][0-9]*)/.exec(s);
+  if (m === null) return 0;
+  const t = m[1] as string;
+  let v = /^0[xX]/.test(t) ? BigInt(t) : t.startsWith('0') && t.length > 1 ? BigInt(`0o${t.slice(1)}`) : BigInt(t);
+  if (neg) v = -v;
+  return Number(BigInt.asIntN(32, v));
+}
+
+/** `strtoul(s, NULL, 0)` stored in an `unsigned int`. */
+export function strtoulUint(s: string): number {
+  return strtolInt(s) >>> 0;
+}
+
 /** `(uint8_t) value`. */
 export function u8(v: bigint | number): number {
   return Number(BigInt.asUintN(8, BigInt(v)));

@@ -165,3 +165,81 @@ export function getoptComplaint(prog: string, item: GetoptItem, optstring: strin
   if (i >= 0 && c !== ':' && optstring[i + 1] === ':') errOut(`${prog}: option requires an argument -- '${c}'\n`);
   else errOut(`${prog}: invalid option -- '${c}'\n`);
 }
+
+/** One entry of a `struct option` table: the long name, whether it takes an argument, its short option. */
+export interface LongOption {
+  name: string;
+  hasArg: boolean;
+  val: string;
+}
+
+/**
+ * getopt_long(3)'s long options, turned into the short options they stand for before
+ * {@link Getopt} reads the arguments: `--name`, `--name=value`, `--name value` and any unambiguous
+ * prefix of a name (an exact name wins over the names it prefixes), up to a `--`. A bad one gets
+ * glibc's message (stderr, `prog:` first) and `error` is set; the tool then prints its usage and
+ * exits as it does for a bad short option.
+ */
+export function expandLongOptions(prog: string, argv: readonly string[], table: readonly LongOption[]): { args: string[]; error: boolean } {
+  const args: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--') {
+      args.push(...argv.slice(i));
+      break;
+    }
+    if (!a.startsWith('--')) {
+      args.push(a);
+      continue;
+    }
+    const eq = a.indexOf('=');
+    const name = a.slice(2, eq < 0 ? undefined : eq);
+    const hits = table.find((o) => o.name === name) !== undefined ? table.filter((o) => o.name === name) : table.filter((o) => o.name.startsWith(name));
+    if (hits.length === 0) {
+      errOut(`${prog}: unrecognized option '${eq < 0 ? a : a.slice(0, eq)}'\n`);
+      return { args, error: true };
+    }
+    if (hits.length > 1) {
+      errOut(`${prog}: option '${a.slice(0, eq < 0 ? undefined : eq)}' is ambiguous; possibilities:${hits.map((o) => ` '--${o.name}'`).join('')}\n`);
+      return { args, error: true };
+    }
+    const o = hits[0] as LongOption;
+    if (!o.hasArg) {
+      if (eq >= 0) {
+        errOut(`${prog}: option '--${o.name}' doesn't allow an argument\n`);
+        return { args, error: true };
+      }
+      args.push(`-${o.val}`);
+      continue;
+    }
+    const value = eq >= 0 ? a.slice(eq + 1) : argv[++i];
+    if (value === undefined) {
+      errOut(`${prog}: option '--${o.name}' requires an argument\n`);
+      return { args, error: true };
+    }
+    args.push(`-${o.val}`, value);
+  }
+  return { args, error: false };
+}
+
+/**
+ * Parse `argv` as the tool's getopt_long loop does: `table` gives the long options, `optstring`
+ * the short ones, `take(item)` handles each option and returns false for a value it refuses
+ * (the C tool then prints its usage and exits 1). Returns the operands, or null after a bad
+ * option or value (the caller prints its usage and returns the C tool's status).
+ */
+export function parseOptions(prog: string, argv: readonly string[], optstring: string, table: readonly LongOption[], take: (o: GetoptItem) => boolean): string[] | null {
+  const long = expandLongOptions(prog, argv, table);
+  if (long.error) return null;
+  const g = new Getopt(long.args, optstring);
+  for (let o = g.next(); o !== null; o = g.next()) {
+    if (o.opt === '?') {
+      const c = o.optopt ?? '?';
+      const i = optstring.indexOf(c);
+      errOut(i >= 0 && optstring[i + 1] === ':' ? `${prog}: option requires an argument -- '${c}'\n` : `${prog}: invalid option -- '${c}'\n`);
+      return null;
+    }
+    if (!take(o)) return null;
+  }
+  return g.operands;
+}

@@ -35,6 +35,8 @@ export interface NativeDeviceEntry {
   transportType: number;
   /** The context is librdmacm's own (rdma_get_devices): rdma_cm works on it. */
   cm: boolean;
+  /** The context's `async_fd` (its async events' file descriptor). */
+  asyncFd?: number;
 }
 
 /** The event object `cmEvent` handlers receive (native/src/cm.c `event_value`). */

@@ -380,6 +380,11 @@ export function nativeDeviceEntry(name: string): NativeDeviceEntry | undefined {
   return b === null ? undefined : nativeDevices(b).find((d) => d.entry.name === name)?.entry;
 }
 
+/** The `async_fd` of native device `name`'s context, as ibv_asyncwatch prints it (-1: none). */
+export function nativeAsyncFd(name: string): number {
+  return nativeDeviceEntry(name)?.asyncFd ?? -1;
+}
+
 /** Register the native provider when rdma-core has devices (idempotent). */
 export function registerNative(): boolean {
   if (!nativeAvailable()) return false;

@@ -10,5 +10,5 @@
  * ```
  */
 import './index.js';
-export { NATIVE_PROVIDER as PROVIDER } from './provider.js';
+export { NATIVE_PROVIDER as PROVIDER, nativeAsyncFd as asyncFd } from './provider.js';
 export { bindingStatus as addonStatus, type BindingStatus as AddonStatus } from './binding.js';

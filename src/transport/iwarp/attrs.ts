@@ -57,7 +57,8 @@ export const IWARP_ACCESS_MASK = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Acce
 export function siwDeviceAttr(info: DeviceInfo, vendorPartId: number): DeviceAttr {
   const L = SIW_LIMITS;
   return {
-    fwVer: '',
+    // rdma-core's siw provider (siw_query_device) prints the kernel's raw fw_ver, 0, as "%d.%d.%d"
+    fwVer: '0.0.0',
     nodeGuid: info.nodeGuid,
     sysImageGuid: eui64FromMac(siwMac(info)),
     maxMrSize: 0xffff_ffff_ffff_ffffn,

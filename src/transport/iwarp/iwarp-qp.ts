@@ -286,6 +286,16 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     return asked;
   }
 
+  /**
+   * A QP reaches RTS through its connection (the CM hands it the socket with the move): a modify
+   * to RTS of a QP without one is refused, as siw_qp_nextstate_from_idle refuses RTS without
+   * SIW_QP_ATTR_LLP_HANDLE ("no socket", EINVAL). rdma-core's ibv_rc_pingpong fails there on siw.
+   */
+  protected override _checkModify(_attr: QpAttr, _mask: number, next: QpState): string | null {
+    if (next === QpState.RTS && this.st.state !== QpState.RTS && this.llp === null) return 'RTS without a connection (no socket)';
+    return null;
+  }
+
   protected override _modifyState(to: QpState): void {
     if (to === QpState.ERR && this.llp) {
       // User moved the QP to ERR: flush and close the connection (iw_cm does the same).

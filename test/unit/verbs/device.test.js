@@ -77,7 +77,7 @@ test('queryDevice reports siw attributes', () => {
   assert.equal(a.pageSizeCap, 4096n);
   assert.equal(a.nodeGuid, ETH.nodeGuid);
   assert.equal(a.sysImageGuid, 0x00005efffe102030n);
-  assert.equal(a.fwVer, '');
+  assert.equal(a.fwVer, '0.0.0', 'siw_query_device of rdma-core: the raw fw_ver 0 as %d.%d.%d');
   assert.equal(a.vendorPartId, dev(ETH).vendorPartId);
   assert.equal(SIW_LIMITS.maxInline, 80);
   // a copy each time
