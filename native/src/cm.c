@@ -423,7 +423,7 @@ static napi_value cm_info(napi_env env, napi_callback_info info)
 /* cmCreateQp(id, pd, sendCq, recvCq, qpType, sendWr, recvWr, sendSge, recvSge, inline, sigAll, key) */
 static napi_value cm_create_qp(napi_env env, napi_callback_info info)
 {
-	ARGS(12);
+	ARGS(13);
 	struct cmid_obj *c;
 	struct rdma_cm_id *id = cmid(env, argv[0], &c);
 	struct obj *pd = get_obj(env, argv[1], T_PD);
