@@ -133,6 +133,8 @@ export interface NativeBinding {
   cmRef(delta: number): number;
   cmCreateId(key: number, ps: number): R<Handle>;
   cmSetKey(id: Handle, key: number): number;
+  /** rdma_create_ep (RAI_PASSIVE) + rdma_migrate_id: an id of `qpType` bound to the address. */
+  cmCreateIdBound(key: number, ps: number, qpType: number, address: string, port: number, scope: number): R<Handle>;
   cmBind(id: Handle, address: string, port: number, scope: number): number;
   cmResolveAddr(id: Handle, src: string | null, srcPort: number, srcScope: number, dst: string, dstPort: number, dstScope: number, timeoutMs: number): number;
   cmResolveRoute(id: Handle, timeoutMs: number): number;

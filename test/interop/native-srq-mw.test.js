@@ -53,7 +53,7 @@ function jobFor(dev) {
   return `
 IP=$REFVM_IP
 pair() { local n=$1; rm -f $H/$n-up
-  READY_FILE=$H/$n-up gstart $n-srv 300 $2; local sp=$GPID
+  gstart $n-srv 300 env READY_FILE=$H/$n-up $2; local sp=$GPID
   if waitfile $H/$n-up 240; then gtool $n-cli 300 $3; else glog "$n: server not up"; putrc $n-cli 250; fi
   gwait $n-srv $sp; }
 mark ready
@@ -61,11 +61,11 @@ gtool verbs 120 ${run} ${L}/native-verbs.mjs /mnt/src ${k} $IP
 pair srq "${srq('server', '$IP', PORTS.srq)}" "${srq('client', '$IP', PORTS.srq)}"
 ${dev === 'rxe' ? `pair mw "${mw('target', '$IP', PORTS.mw)}" "${mw('initiator', '$IP', PORTS.mw)}"` : ''}
 # Our soft client on the host -> the native SRQ server here.
-READY_FILE=$H/xsrq-up gstart xsrq-srv 400 ${srq('server', '$IP', PORTS.xsrqGuest)}; sp=$GPID
+gstart xsrq-srv 400 env READY_FILE=$H/xsrq-up ${srq('server', '$IP', PORTS.xsrqGuest)}; sp=$GPID
 gwait xsrq-srv $sp
 # The native client here -> our soft SRQ server on the host.
 waitfile $H/hsrq-up 300 && gtool xsrq-cli 300 ${srq('client', HOST_IP, PORTS.xsrqHost)}
-${dev === 'rxe' ? `READY_FILE=$H/xmw-up gstart xmw-tgt 400 ${mw('target', '$IP', PORTS.xmwGuest)}; sp=$GPID
+${dev === 'rxe' ? `gstart xmw-tgt 400 env READY_FILE=$H/xmw-up ${mw('target', '$IP', PORTS.xmwGuest)}; sp=$GPID
 gwait xmw-tgt $sp
 waitfile $H/hmw-up 300 && gtool xmw-ini 300 ${mw('initiator', HOST_IP, PORTS.xmwHost)}` : ''}
 mark finished

@@ -47,7 +47,7 @@ function messenger(id) {
   return {
     async send(obj, extra = {}) {
       const n = sbuf.write(JSON.stringify(obj));
-      id.qp.postSend({ wrId: 'msg', opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: [{ addr: smr.addr, length: n, lkey: smr.lkey }], ...extra });
+      id.qp.postSend({ wrId: 100, opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: [{ addr: smr.addr, length: n, lkey: smr.lkey }], ...extra });
       const [w] = await drain(id.sendCq, 1);
       return w?.status ?? null;
     },
@@ -77,12 +77,12 @@ async function target() {
   const out = { device: pd.context.device.name, problems: [] };
   // Type 1: ibv_bind_mw.
   const mw1 = pd.allocMw(MwType.TYPE_1);
-  id.qp.bindMw(mw1, { wrId: 'b1', sendFlags: SendFlags.SIGNALED, bindInfo: { mr, addr: mr.addr, length: WIN, mwAccessFlags: Access.REMOTE_WRITE } });
+  id.qp.bindMw(mw1, { wrId: 101, sendFlags: SendFlags.SIGNALED, bindInfo: { mr, addr: mr.addr, length: WIN, mwAccessFlags: Access.REMOTE_WRITE } });
   const [b1] = await drain(id.sendCq, 1);
   // Type 2: BIND_MW work requests on this QP.
   const bind2 = async (mw, off) => {
     const rkey = incRkey(mw.rkey);
-    id.qp.postSend({ wrId: `b@${off}`, opcode: WrOpcode.BIND_MW, sendFlags: SendFlags.SIGNALED, sgList: [], bindMw: { mw, rkey, bindInfo: { mr, addr: mr.addr + off, length: WIN, mwAccessFlags: Access.REMOTE_WRITE } } });
+    id.qp.postSend({ wrId: 102 + off, opcode: WrOpcode.BIND_MW, sendFlags: SendFlags.SIGNALED, sgList: [], bindMw: { mw, rkey, bindInfo: { mr, addr: mr.addr + off, length: WIN, mwAccessFlags: Access.REMOTE_WRITE } } });
     const [w] = await drain(id.sendCq, 1);
     if (w?.status === WcStatus.SUCCESS) mw.rkey = rkey;
     return w;
@@ -102,7 +102,7 @@ async function target() {
   if (wrote.msg?.wrote !== true) out.problems.push(`no "wrote": ${JSON.stringify(wrote)}`);
   out.landed = [0, 1024, 2048].map((off, i) => buf.subarray(off, off + 16).toString() === `window ${i + 1}`.padEnd(16, '.'));
   // LOCAL_INV of the third window, then "invalidated".
-  id.qp.postSend({ wrId: 'inv', opcode: WrOpcode.LOCAL_INV, sendFlags: SendFlags.SIGNALED, sgList: [], invalidateRkey: keys.k3 });
+  id.qp.postSend({ wrId: 103, opcode: WrOpcode.LOCAL_INV, sendFlags: SendFlags.SIGNALED, sgList: [], invalidateRkey: keys.k3 });
   const [li] = await drain(id.sendCq, 1);
   out.localInv = li ? { status: li.status, opcode: li.opcode } : null;
   await m.send({ invalidated: true });
@@ -132,7 +132,7 @@ async function initiator() {
   const smr = id.pd.regMr(src, Access.LOCAL_WRITE);
   const write = async (i, addr, rkey, text) => {
     src.write(text.padEnd(16, '.'), i * 16);
-    id.qp.postSend({ wrId: `w${i}`, opcode: WrOpcode.RDMA_WRITE, sendFlags: SendFlags.SIGNALED, sgList: [{ addr: smr.addr + i * 16, length: 16, lkey: smr.lkey }], rdma: { remoteAddr: addr, rkey } });
+    id.qp.postSend({ wrId: 110 + i, opcode: WrOpcode.RDMA_WRITE, sendFlags: SendFlags.SIGNALED, sgList: [{ addr: smr.addr + i * 16, length: 16, lkey: smr.lkey }], rdma: { remoteAddr: addr, rkey } });
     const [w] = await drain(id.sendCq, 1);
     return w?.status ?? null;
   };

@@ -5,7 +5,8 @@
 //  - ibv_alloc_mw of each type, ibv_create_qp of a UC QP: the kernel's answer (error code or ok);
 //  - where a UC QP can be made: two UC QPs of this process connected to each other by hand
 //    (INIT/RTR/RTS with the RoCE v2 GID of <address>), a SEND and an RDMA WRITE from one to the
-//    other, and an RDMA READ, which UC does not carry (the post's error code).
+//    other, and an RDMA READ, which UC does not carry (the post's error code, or the status it
+//    completes with when the provider takes the post).
 // Prints one JSON line.
 const [root, device, address] = process.argv.slice(2);
 const lib = await import(`${root}/dist/index.js`);
@@ -84,6 +85,8 @@ if (qa.v) {
   out.ucReceived = buf.subarray(128, 135).toString();
   out.ucWritten = buf.subarray(192, 200).toString();
   out.ucRead = codeOf(() => A.postSend({ wrId: 4, opcode: WrOpcode.RDMA_READ, sendFlags: SendFlags.SIGNALED, sgList: [{ addr: mr.addr, length: 8, lkey: mr.lkey }], rdma: { remoteAddr: mr.addr + 64, rkey: mr.rkey } })).code;
+  // Posted (the provider took it): how it completes.
+  if (out.ucRead === 'ok') out.ucReadStatus = (await drain(cq, 1, 10_000)).map((w) => w.status)[0] ?? null;
   out.ucOk = out.ucCompletions.length === 3 && out.ucCompletions.every((w) => w.status === WcStatus.SUCCESS);
 }
 console.log(JSON.stringify(out));
