@@ -10,8 +10,9 @@
 //             ibv_bind_mw, type 2 windows by BIND_MW work requests, RDMA WRITEs through them,
 //             SEND_WITH_INV and LOCAL_INV, a write through an invalidated window failing with
 //             the status rxe gives) and the same between our soft RoCE device and rxe0, each side
-//             binding in turn.
-// Programs: test/interop/lib/native-verbs.mjs, srq-peer.mjs, mw-peer.mjs (one JSON line each).
+//             binding in turn; a UC connection through rdma_cm (RDMA_PS_IB, both ends native).
+// Programs: test/interop/lib/native-verbs.mjs, srq-peer.mjs, mw-peer.mjs, uc-cm.mjs (one JSON
+// line each).
 // Needs native/build/rdmacm.node (npm run build:native) besides the VM.
 // Env: NATIVE_SRQ_DEVICES (default "siw,rxe").
 import test from 'node:test';
@@ -28,7 +29,7 @@ const GUEST_IP = guestIp(VM);
 const LIB = join(REPO_ROOT, 'test', 'interop', 'lib');
 const CONNS = 4;
 const MSGS = 8;
-const PORTS = { srq: 7801, mw: 7802, xsrqGuest: 7803, xsrqHost: 7804, xmwGuest: 7805, xmwHost: 7806 };
+const PORTS = { srq: 7801, mw: 7802, xsrqGuest: 7803, xsrqHost: 7804, xmwGuest: 7805, xmwHost: 7806, uc: 7807 };
 const HOST_TIMEOUT_MS = 240_000;
 /** Our soft device on the host's side of the tap: siw_rvbr0 is what RDMA_PS_TCP finds there; RoCE is pinned. */
 const HOST_ENV = { siw: { RDMACM_BACKEND: 'soft' }, rxe: { RDMACM_BACKEND: 'soft', RDMACM_DEVICE: 'rxe_rvbr0', RDMACM_ROCE_PORT: '' } };
@@ -49,6 +50,7 @@ function jobFor(dev) {
   const L = '/mnt/src/test/interop/lib';
   const srq = (role, addr, port) => `${run} ${L}/srq-peer.mjs /mnt/src ${role} ${addr} ${port} ${CONNS} ${MSGS}`;
   const mw = (role, addr, port) => `${run} ${L}/mw-peer.mjs /mnt/src ${role} ${addr} ${port}`;
+  const uc = (role, addr, port) => `${run} ${L}/uc-cm.mjs /mnt/src ${role} ${addr} ${port}`;
   // pair NAME SRV CLI: the server in the background (READY_FILE: it listens), then the client.
   return `
 IP=$REFVM_IP
@@ -59,7 +61,8 @@ pair() { local n=$1; rm -f $H/$n-up
 mark ready
 gtool verbs 120 ${run} ${L}/native-verbs.mjs /mnt/src ${k} $IP
 pair srq "${srq('server', '$IP', PORTS.srq)}" "${srq('client', '$IP', PORTS.srq)}"
-${dev === 'rxe' ? `pair mw "${mw('target', '$IP', PORTS.mw)}" "${mw('initiator', '$IP', PORTS.mw)}"` : ''}
+${dev === 'rxe' ? `pair mw "${mw('target', '$IP', PORTS.mw)}" "${mw('initiator', '$IP', PORTS.mw)}"
+pair uc "${uc('server', '$IP', PORTS.uc)}" "${uc('client', '$IP', PORTS.uc)}"` : ''}
 # Our soft client on the host -> the native SRQ server here.
 gstart xsrq-srv 400 env READY_FILE=$H/xsrq-up ${srq('server', '$IP', PORTS.xsrqGuest)}; sp=$GPID
 gwait xsrq-srv $sp
@@ -89,11 +92,20 @@ function checkSrq(srv, cli, what) {
   assert.deepEqual(s.limitEvent, { srqIsOurs: true }, 'SRQ_LIMIT_REACHED, for this SRQ');
   assert.equal(s.destroyAfter, 'ok', 'rdma_destroy_srq once its QPs are gone');
   assert.equal(s.probes.destroyWhileUsed, 'EBUSY', 'not while QPs use it');
+  assert.equal(s.probes.postRecvOnSrqQp, 'EINVAL', 'ibv_post_recv on a QP of an SRQ');
   assert.deepEqual(c.statuses, Array.from({ length: CONNS }, () => Array(MSGS).fill(WcStatus.SUCCESS)));
   return s;
 }
 
-function checkMw(tgt, ini, what) {
+/**
+ * rdma-core 44's rxe hands the kernel's completion flags to the application as they are
+ * (rxe_poll_cq copies struct ib_uverbs_wc): the kernel's IB_WC_WITH_INVALIDATE is 1 << 2, which
+ * is IBV_WC_IP_CSUM_OK in libibverbs, so a C program on rxe0 sees a SEND_WITH_INV receive without
+ * IBV_WC_WITH_INV. Our soft device reports IBV_WC_WITH_INV and the rkey.
+ */
+const KERNEL_WC_WITH_INVALIDATE = 1 << 2;
+
+function checkMw(tgt, ini, what, kernelTarget) {
   const both = `${desc('target', tgt)}\n${desc('initiator', ini)}`;
   assert.equal(tgt.rc, 0, `${what}: target\n${both}`);
   assert.equal(ini.rc, 0, `${what}: initiator\n${both}`);
@@ -101,7 +113,14 @@ function checkMw(tgt, ini, what) {
   const i = jsonOf(ini);
   assert.deepEqual(t.binds, [1, 2, 3].map(() => ({ status: WcStatus.SUCCESS, opcode: WcOpcode.BIND_MW })), both);
   assert.deepEqual(t.landed, [true, true, true], 'the writes through the three windows landed');
-  assert.deepEqual(t.sendWithInv, { status: WcStatus.SUCCESS, withInv: true, rkeyIsK2: true }, 'the receive of SEND_WITH_INV names the rkey');
+  if (kernelTarget) {
+    assert.equal(t.sendWithInv.status, WcStatus.SUCCESS, both);
+    assert.equal(t.sendWithInv.withInv, false, 'rxe0 through rdma-core 44: no IBV_WC_WITH_INV');
+    assert.equal(t.sendWithInv.wcFlags & KERNEL_WC_WITH_INVALIDATE, KERNEL_WC_WITH_INVALIDATE, 'the kernel\'s IB_WC_WITH_INVALIDATE bit, passed through');
+  } else {
+    assert.deepEqual(t.sendWithInv, { status: WcStatus.SUCCESS, wcFlags: t.sendWithInv.wcFlags, withInv: true, rkeyIsK2: true }, 'the receive of SEND_WITH_INV names the rkey');
+  }
+  assert.equal(t.rebindAfterSendWithInv, WcStatus.SUCCESS, 'SEND_WITH_INV freed the window: it binds again');
   assert.deepEqual(t.localInv, { status: WcStatus.SUCCESS, opcode: WcOpcode.LOCAL_INV });
   assert.equal(t.untouched, true, 'nothing written through the invalidated window');
   assert.deepEqual(i.writes, [WcStatus.SUCCESS, WcStatus.SUCCESS, WcStatus.SUCCESS]);
@@ -166,7 +185,10 @@ for (const dev of DEVICES) {
         ]);
         assert.equal(j.ucReceived, 'uc send');
         assert.equal(j.ucWritten, 'uc write');
-        assert.equal(j.ucRead, 'EINVAL', 'UC carries no RDMA READ (rdma-core rxe: the post is refused)');
+        // UC carries no RDMA READ: rdma-core 44's rxe takes the post, the kernel's requester
+        // completes it in error (rxe_req.c: no next opcode for it, IB_WC_LOC_QP_OP_ERR).
+        assert.equal(j.ucRead, 'ok', r.out);
+        assert.equal(j.ucReadStatus, WcStatus.LOC_QP_OP_ERR, r.out);
       }
     });
 
@@ -185,13 +207,24 @@ for (const dev of DEVICES) {
 
     if (dev === 'rxe') {
       await t.test('memory windows on rxe0, both ends native: bind, write through, SEND_WITH_INV, LOCAL_INV, the write after it fails', () => {
-        checkMw(guest('mw-srv'), guest('mw-cli'), 'native <-> native');
+        checkMw(guest('mw-srv'), guest('mw-cli'), 'native <-> native', true);
+      });
+      await t.test('a UC connection through rdma_cm on RDMA_PS_IB, both ends native: an RDMA WRITE and a SEND arrive', () => {
+        const srv = guest('uc-srv');
+        const cli = guest('uc-cli');
+        const both = `${desc('server', srv)}\n${desc('client', cli)}`;
+        assert.equal(cli.rc, 0, both);
+        assert.equal(srv.rc, 0, both);
+        const j = jsonOf(srv);
+        assert.equal(j.qpType, 3, 'IBV_QPT_UC');
+        assert.equal(j.written, 'uc cm write');
+        assert.equal(j.sent, 'uc cm send');
       });
       await t.test('windows bound on rxe0 (native), written through by our soft RoCE device', () => {
-        checkMw(guest('xmw-tgt'), hostR('xmw-ini'), 'host initiator -> guest target');
+        checkMw(guest('xmw-tgt'), hostR('xmw-ini'), 'host initiator -> guest target', true);
       });
       await t.test('windows bound by our soft RoCE device, written through by rxe0 (native)', () => {
-        checkMw(hostR('xmw-tgt'), guest('xmw-ini'), 'guest initiator -> host target');
+        checkMw(hostR('xmw-tgt'), guest('xmw-ini'), 'guest initiator -> host target', false);
       });
     }
     assert.equal(res.jobRc, 0, `guest job exit ${res.jobRc}`);
