@@ -210,15 +210,21 @@ test('a UC id on RDMA_PS_IB is made bound by rdma_create_ep with its QP type; un
   assert.deepEqual(names(m0), ['cmDestroyId']);
 
   // Resolved without a bind: made bound to the wildcard of the destination's family first.
-  const c = createId(createEventChannel(), null, PortSpace.IB, { qpType: QpType.UC });
+  const cch = createEventChannel();
+  const c = createId(cch, null, PortSpace.IB, { qpType: QpType.UC });
   const k = fake.calls.length;
-  const p = c.resolveAddr(null, { address: ADDR, port: 7002 }).catch((e) => e);
+  const p = c.resolveAddr(null, { address: ADDR, port: 7002 });
+  for (let i = 0; i < 50 && !since(k).some((x) => x.name === 'cmResolveAddr'); i++) await new Promise((r) => setImmediate(r));
   const bound = since(k).find((x) => x.name === 'cmCreateIdBound');
   assert.deepEqual(bound?.args.slice(1), [PortSpace.IB, QpType.UC, '0.0.0.0', 0, 0]);
   const r = since(k).find((x) => x.name === 'cmResolveAddr');
   assert.equal(r.args[1], null, 'no second source: the id is bound');
+  await p;
   emit({ key: bound.args[0], event: CmEventType.ADDR_ERROR, status: -113 });
-  assert.ok((await p) instanceof RdmaError);
+  const ev = await nextEvent(cch);
+  assert.equal(ev.event, CmEventType.ADDR_ERROR, 'its events come back to it');
+  assert.equal(ev.id, c);
+  ev.ack();
   await c.destroy();
 
   // Never bound: destroying it makes no librdmacm call.
