@@ -44,6 +44,11 @@ export class NativeSrq extends Srq {
     srqs.set(key, this);
   }
 
+  /** Receive WRs posted and not yet taken: the kernel does not say (no rdma-core call reads it), so NaN. */
+  override get depth(): number {
+    return Number.NaN;
+  }
+
   /** `ibv_query_srq()`: the kernel's `max_wr`, `max_sge` and `srq_limit`. */
   override query(): SrqAttr {
     const op = 'ibv_query_srq';
