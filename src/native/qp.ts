@@ -127,8 +127,13 @@ export class NativeQp extends Qp {
     this.post(SEND_PATH, wrs);
   }
 
-  /** `ibv_post_recv()`, checked and posted as {@link postSend}. */
+  /**
+   * `ibv_post_recv()`, checked and posted as {@link postSend}. A QP on an SRQ has no receive
+   * queue of its own: EINVAL, as rxe and the kernel's siw_post_receive answer — and before
+   * rdma-core, whose siw provider indexes the QP's (absent) receive queue and crashes.
+   */
   override postRecv(wrs: RecvWr | readonly RecvWr[]): void {
+    if (this.srq !== null && !this.destroyed) throw new PostError('EINVAL', RECV_PATH.op, 0, `QP uses ${this.srq.tag}: post to the SRQ`);
     this.post(RECV_PATH, wrs);
   }
 

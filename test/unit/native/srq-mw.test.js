@@ -98,6 +98,10 @@ test('modify / query / post_srq_recv go to the kernel; a QP on the SRQ names it;
   const [c] = callsOf('createQp', before);
   assert.ok(c.args[11] !== null && c.args[11].fake === 'srq', 'the SRQ handle goes with ibv_create_qp');
   assert.equal(qp.srq, srq);
+  // Its own receive queue does not exist: refused before rdma-core (whose siw would crash on it).
+  before = fake.calls.length;
+  assert.throws(() => qp.postRecv(wrs[0]), (e) => e instanceof PostError && e.code === 'EINVAL' && e.badWrIndex === 0);
+  assert.equal(callsOf('postRecv', before).length, 0);
   assert.throws(() => srq.destroy(), (e) => e.code === 'EBUSY', 'while a QP uses it');
 
   // The kernel's SRQ_LIMIT_REACHED for it: the key it was created with.
