@@ -80,6 +80,9 @@ struct qp_obj {
 struct cq_obj {
 	struct obj h;
 	struct addon_state *st;
+	/* Made by ibv_create_cq_ex (createCqEx): polled with ibv_start_poll (pollCqEx). */
+	struct ibv_cq_ex *ex;
+	uint64_t wc_flags;
 };
 
 struct cmid_obj {

@@ -138,6 +138,61 @@ static napi_value query_device(napi_env env, napi_callback_info info)
 	return o;
 }
 
+/*
+ * queryDeviceEx(ctx) -> the fields of struct ibv_device_attr_ex past orig_attr (flattened;
+ * the JS side has orig_attr from queryDevice) | -errno
+ */
+static napi_value query_device_ex(napi_env env, napi_callback_info info)
+{
+	ARGS(1);
+	struct ctx_obj *c = get_obj(env, argv[0], T_CTX);
+	struct ibv_device_attr_ex a;
+	napi_value o;
+	if (!c)
+		return neg_errno(env, EINVAL);
+	memset(&a, 0, sizeof a);
+	int r = ibv_query_device_ex(c->ctx, NULL, &a);
+	if (r)
+		return neg_errno(env, r);
+	napi_create_object(env, &o);
+	set_val(env, o, "odpGeneralCaps", u64(env, a.odp_caps.general_caps));
+	set_val(env, o, "completionTimestampMask", u64(env, a.completion_timestamp_mask));
+	set_val(env, o, "hcaCoreClock", u64(env, a.hca_core_clock));
+	set_val(env, o, "deviceCapFlagsEx", u64(env, a.device_cap_flags_ex));
+	set_val(env, o, "rxHashFieldsMask", u64(env, a.rss_caps.rx_hash_fields_mask));
+	set_val(env, o, "maxDmSize", u64(env, a.max_dm_size));
+#define F(js, c) set_num(env, o, js, (double)a.c)
+	F("compMask", comp_mask);
+	F("odpRc", odp_caps.per_transport_caps.rc_odp_caps);
+	F("odpUc", odp_caps.per_transport_caps.uc_odp_caps);
+	F("odpUd", odp_caps.per_transport_caps.ud_odp_caps);
+	F("maxTso", tso_caps.max_tso);
+	F("tsoSupportedQpts", tso_caps.supported_qpts);
+	F("rssSupportedQpts", rss_caps.supported_qpts);
+	F("maxRwqIndirectionTables", rss_caps.max_rwq_indirection_tables);
+	F("maxRwqIndirectionTableSize", rss_caps.max_rwq_indirection_table_size);
+	F("rxHashFunction", rss_caps.rx_hash_function);
+	F("maxWqTypeRq", max_wq_type_rq);
+	F("qpRateLimitMin", packet_pacing_caps.qp_rate_limit_min);
+	F("qpRateLimitMax", packet_pacing_caps.qp_rate_limit_max);
+	F("ppSupportedQpts", packet_pacing_caps.supported_qpts);
+	F("rawPacketCaps", raw_packet_caps);
+	F("tmMaxRndvHdrSize", tm_caps.max_rndv_hdr_size);
+	F("tmMaxNumTags", tm_caps.max_num_tags);
+	F("tmFlags", tm_caps.flags);
+	F("tmMaxOps", tm_caps.max_ops);
+	F("tmMaxSge", tm_caps.max_sge);
+	F("maxCqCount", cq_mod_caps.max_cq_count);
+	F("maxCqPeriod", cq_mod_caps.max_cq_period);
+	F("pciFetchAdd", pci_atomic_caps.fetch_add);
+	F("pciSwap", pci_atomic_caps.swap);
+	F("pciCompareSwap", pci_atomic_caps.compare_swap);
+	F("xrcOdpCaps", xrc_odp_caps);
+	F("physPortCntEx", phys_port_cnt_ex);
+#undef F
+	return o;
+}
+
 /* queryPort(ctx, port) -> attrs | -errno */
 static napi_value query_port(napi_env env, napi_callback_info info)
 {
@@ -531,6 +586,54 @@ static napi_value create_cq(napi_env env, napi_callback_info info)
 	return arr;
 }
 
+/*
+ * createCqEx(ctx, cqe, chan|null, vector, key, wcFlags) -> [cq, actual cqe] | -errno: the
+ * device's own ibv_create_cq_ex, for wc_flags ibv_poll_cq cannot report (completion
+ * timestamps); the provider refuses what it cannot serve. The CQ is otherwise an ordinary one
+ * (ibv_cq_ex_to_cq).
+ */
+static napi_value create_cq_ex(napi_env env, napi_callback_info info)
+{
+	ARGS(6);
+	struct ctx_obj *c = get_obj(env, argv[0], T_CTX);
+	uint32_t cqe, vec, flags;
+	int32_t key;
+	struct chan_obj *ch = NULL;
+	if (!c || !arg_u32(env, argv[1], &cqe) || !arg_u32(env, argv[3], &vec) || !arg_i32(env, argv[4], &key) ||
+	    !arg_u32(env, argv[5], &flags) || cqe < 1 || cqe > 0x7fffffff || vec > 0x7fffffff)
+		return neg_errno(env, EINVAL);
+	if (!is_nullish(env, argv[2])) {
+		ch = get_obj(env, argv[2], T_CHAN);
+		if (!ch)
+			return neg_errno(env, EINVAL);
+	}
+	struct cq_obj *o = calloc(1, sizeof(*o));
+	if (!o)
+		return neg_errno(env, ENOMEM);
+	o->st = state_of(env);
+	struct ibv_cq_init_attr_ex a;
+	memset(&a, 0, sizeof a);
+	a.cqe = cqe;
+	a.cq_context = (void *)(intptr_t)key;
+	a.channel = ch ? ch->h.ptr : NULL;
+	a.comp_vector = vec;
+	a.wc_flags = flags;
+	struct ibv_cq_ex *x = ibv_create_cq_ex(c->ctx, &a);
+	if (!x) {
+		int e = errno;
+		free(o);
+		return neg_errno(env, e ? e : ENOMEM);
+	}
+	o->ex = x;
+	o->wc_flags = flags;
+	struct ibv_cq *cq = ibv_cq_ex_to_cq(x);
+	napi_value arr;
+	napi_create_array_with_length(env, 2, &arr);
+	napi_set_element(env, arr, 0, wrap_obj(env, &o->h, T_CQ, cq));
+	napi_set_element(env, arr, 1, num(env, cq->cqe));
+	return arr;
+}
+
 static napi_value destroy_cq(napi_env env, napi_callback_info info)
 {
 	ARGS(1);
@@ -602,6 +705,84 @@ static napi_value poll_cq(napi_env env, napi_callback_info info)
 		w[11] = (uint32_t)c->sl | ((uint32_t)c->dlid_path_bits << 8);
 	}
 	return int32(env, n);
+}
+
+/*
+ * pollCqEx(cq, max, ts: BigUint64Array) -> n | -errno: up to max completions of a CQ made by
+ * createCqEx, through ibv_start_poll / ibv_next_poll / ibv_end_poll, into the WC scratch as
+ * poll_cq lays them out (the fields its wc_flags did not ask for 0; pkey_index always 0, the
+ * extended CQ has none), and their completion timestamp and wallclock (ns) into ts[2i], ts[2i+1].
+ * Of a failed completion only wr_id, status, qp_num and vendor_err are read (ibv_poll_cq(3)).
+ */
+static napi_value poll_cq_ex(napi_env env, napi_callback_info info)
+{
+	size_t argc = 3;
+	napi_value argv[3];
+	uint32_t max;
+	napi_typedarray_type t;
+	size_t len;
+	void *data;
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 3)
+		return neg_errno(env, EINVAL);
+	struct cq_obj *o = get_obj(env, argv[0], T_CQ);
+	if (!o || !o->ex || !o->st || !o->st->wc || napi_get_value_uint32(env, argv[1], &max) != napi_ok ||
+	    napi_get_typedarray_info(env, argv[2], &t, &len, &data, NULL, NULL) != napi_ok || t != napi_biguint64_array)
+		return neg_errno(env, EINVAL);
+	if (max > WC_MAX)
+		max = WC_MAX;
+	if (len < 2 * (size_t)max)
+		return neg_errno(env, EINVAL);
+	struct ibv_cq_ex *x = o->ex;
+	const uint64_t f = o->wc_flags;
+	uint64_t *ts = data;
+	uint32_t *w = o->st->wc;
+	uint32_t n = 0;
+	if (max == 0)
+		return int32(env, 0);
+	struct ibv_poll_cq_attr pa;
+	memset(&pa, 0, sizeof pa);
+	int r = ibv_start_poll(x, &pa);
+	if (r == ENOENT)
+		return int32(env, 0);
+	if (r)
+		return neg_errno(env, r);
+	for (;;) {
+		const int ok = x->status == IBV_WC_SUCCESS;
+		memset(w, 0, WC_WORDS * sizeof(*w));
+		w[0] = (uint32_t)x->wr_id;
+		w[1] = (uint32_t)(x->wr_id >> 32);
+		w[2] = x->status;
+		w[4] = ibv_wc_read_vendor_err(x);
+		if (f & IBV_WC_EX_WITH_QP_NUM)
+			w[6] = ibv_wc_read_qp_num(x);
+		ts[2 * n] = 0;
+		ts[2 * n + 1] = 0;
+		if (ok) {
+			uint32_t wcf = ibv_wc_read_wc_flags(x);
+			w[3] = ibv_wc_read_opcode(x);
+			if (f & IBV_WC_EX_WITH_BYTE_LEN)
+				w[5] = ibv_wc_read_byte_len(x);
+			if (f & IBV_WC_EX_WITH_SRC_QP)
+				w[7] = ibv_wc_read_src_qp(x);
+			w[8] = wcf;
+			if (f & IBV_WC_EX_WITH_IMM)
+				w[9] = (wcf & IBV_WC_WITH_IMM) ? be32toh(ibv_wc_read_imm_data(x)) : ibv_wc_read_invalidated_rkey(x);
+			if (f & IBV_WC_EX_WITH_SLID)
+				w[10] = ibv_wc_read_slid(x) << 16;
+			w[11] = ((f & IBV_WC_EX_WITH_SL) ? ibv_wc_read_sl(x) : 0) |
+				((f & IBV_WC_EX_WITH_DLID_PATH_BITS) ? (uint32_t)ibv_wc_read_dlid_path_bits(x) << 8 : 0);
+			if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP)
+				ts[2 * n] = ibv_wc_read_completion_ts(x);
+			if (f & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP_WALLCLOCK)
+				ts[2 * n + 1] = ibv_wc_read_completion_wallclock_ns(x);
+		}
+		n++;
+		w += WC_WORDS;
+		if (n >= max || ibv_next_poll(x) != 0)
+			break;
+	}
+	ibv_end_poll(x);
+	return int32(env, (int32_t)n);
 }
 
 /* --- AH table (UD sends name their AH by index in the WR scratch) ---------------------------- */
@@ -1205,6 +1386,7 @@ void verbs_register(napi_env env, napi_value exports)
 {
 	EXPORT("deviceList", device_list);
 	EXPORT("queryDevice", query_device);
+	EXPORT("queryDeviceEx", query_device_ex);
 	EXPORT("queryPort", query_port);
 	EXPORT("queryGid", query_gid);
 	EXPORT("queryPkey", query_pkey);
@@ -1217,6 +1399,8 @@ void verbs_register(napi_env env, napi_value exports)
 	EXPORT("compChannelRef", comp_channel_ref);
 	EXPORT("destroyCompChannel", destroy_comp_channel);
 	EXPORT("createCq", create_cq);
+	EXPORT("createCqEx", create_cq_ex);
+	EXPORT("pollCqEx", poll_cq_ex);
 	EXPORT("destroyCq", destroy_cq);
 	EXPORT("reqNotifyCq", req_notify_cq);
 	EXPORT("ackCqEvents", ack_cq_events);

@@ -626,9 +626,11 @@ export class CmId {
   }
 
   /**
-   * rdma_create_qp_ex(): as {@link createQp}, with `comp_mask` saying which of `pd` and
-   * `createFlags` are valid. EINVAL (no device, a QP already, a PD of another device);
-   * EOPNOTSUPP for any `comp_mask` bit but `QpInitAttrMask.PD` (see id-qp.ts).
+   * rdma_create_qp_ex(): as {@link createQp}, with `comp_mask` saying which of `pd`,
+   * `createFlags` and `sendOpsFlags` are valid; with SEND_OPS_FLAGS the QP has the `ibv_wr_*`
+   * builder (`qpToQpEx(id.qp)`). EINVAL (no device, a QP already, a PD of another device);
+   * EOPNOTSUPP for bits the device's `create_qp_ex` refuses — every one but PD on siw (see
+   * id-qp.ts).
    */
   createQpEx(attr: CmQpInitAttrEx): Qp {
     const op = 'rdma_create_qp_ex';

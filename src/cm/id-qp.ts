@@ -14,6 +14,8 @@ import type { CompChannel } from '../verbs/comp-channel.js';
 import type { Qp } from '../verbs/qp.js';
 import { SrqInitAttrMask, SrqType, type Srq, type SrqInitAttr } from '../verbs/srq.js';
 import { QpAttrMask } from '../verbs/qp-attr.js';
+import { QpInitAttrMask, qpExSendOps } from '../verbs/ex-verbs.js';
+import { attachQpEx } from '../verbs/qp-ex.js';
 import { QpState, QpType, type QpCap } from '../verbs/types.js';
 import type { ConnParam } from './events.js';
 import type { CmEndpoint } from './transport.js';
@@ -31,16 +33,8 @@ export interface CmQpInitAttr {
   srq?: Srq | null;
 }
 
-/** `enum ibv_qp_init_attr_mask` (the `comp_mask` of `ibv_qp_init_attr_ex`). */
-export const QpInitAttrMask = {
-  PD: 1 << 0,
-  XRCD: 1 << 1,
-  CREATE_FLAGS: 1 << 2,
-  MAX_TSO_HEADER: 1 << 3,
-  IND_TABLE: 1 << 4,
-  RX_HASH: 1 << 5,
-  SEND_OPS_FLAGS: 1 << 6,
-} as const;
+/** `enum ibv_qp_init_attr_mask`: the verbs layer's (ex-verbs.ts). */
+export { QpInitAttrMask };
 
 /** rdma_create_qp_ex's attributes (`struct ibv_qp_init_attr_ex`). */
 export interface CmQpInitAttrEx extends CmQpInitAttr {
@@ -50,6 +44,8 @@ export interface CmQpInitAttrEx extends CmQpInitAttr {
   pd?: Pd | null;
   /** With `QpInitAttrMask.CREATE_FLAGS`: `enum ibv_qp_create_flags`. */
   createFlags?: number;
+  /** With `QpInitAttrMask.SEND_OPS_FLAGS`: the `ibv_wr_*` builder calls the QP is for (`QpExSendOps`). */
+  sendOpsFlags?: number;
 }
 
 /** rdma_create_srq_ex's attributes (`struct ibv_srq_init_attr_ex`). */
@@ -158,11 +154,10 @@ export class IdQp {
 
   /**
    * rdma_create_qp_ex: `comp_mask` says which fields are valid. PD: the one given, else the id's
-   * (EINVAL for a PD of another device). Every other bit — CREATE_FLAGS, SEND_OPS_FLAGS, XRCD,
-   * ... — is EOPNOTSUPP: the soft devices' providers create only what `ibv_create_qp` does
-   * (libibverbs' `ibv_create_qp_ex` sends any other mask to the provider's `create_qp_ex`: siw
-   * has none, rxe's refuses every bit but PD and SEND_OPS_FLAGS, whose `ibv_wr_*` interface is not
-   * offered here; rxe and siw refuse non-zero create_flags).
+   * (EINVAL for a PD of another device). Any other bit makes it the provider's `create_qp_ex`
+   * (libibverbs' `ibv_create_qp_ex`, checked by the verbs layer's `qpExSendOps`): siw has none
+   * (EOPNOTSUPP); rxe and the native backend take CREATE_FLAGS (none non-zero) and
+   * SEND_OPS_FLAGS, whose QP gets the `ibv_wr_*` builder (`qpToQpEx(id.qp)`).
    */
   createEx(ctx: Context, ep: CmEndpoint | null, attr: CmQpInitAttrEx, idQpType: QpType, op: string): Qp {
     if (typeof attr !== 'object' || attr === null) throw err('EINVAL', op, 'no init attributes');
@@ -172,9 +167,13 @@ export class IdQp {
     // Without a PD: the id's, which librdmacm's ids have from the device (`cma_dev->pd`).
     const pd = m & QpInitAttrMask.PD && attr.pd ? attr.pd : null;
     if (pd && pd.context !== ctx) throw err('EINVAL', op, 'PD of another device');
-    const other = m & ~QpInitAttrMask.PD;
-    if (other !== 0) throw err('EOPNOTSUPP', op, `comp_mask 0x${other.toString(16)} (create flags 0x${((attr.createFlags ?? 0) >>> 0).toString(16)})`);
-    return this.create(ctx, ep, pd, attr, idQpType, op);
+    const exAttr: { compMask: number; qpType: QpType; createFlags?: number; sendOpsFlags?: number } = { compMask: m, qpType: attr.qpType ?? idQpType };
+    if (attr.createFlags !== undefined) exAttr.createFlags = attr.createFlags;
+    if (attr.sendOpsFlags !== undefined) exAttr.sendOpsFlags = attr.sendOpsFlags;
+    const ops = qpExSendOps(ctx, exAttr, op);
+    const qp = this.create(ctx, ep, pd, attr, idQpType, op);
+    if (ops !== null) attachQpEx(qp, ops);
+    return qp;
   }
 
   /**

@@ -88,6 +88,8 @@ export interface NativeBinding {
   setHandlers(cq: (chanKey: number, cqKey: number) => void, cm: (ev: NativeCmEvent) => void, async: (ctxKey: number, type: number, kind: number, key: number) => void): number;
   deviceList(): R<NativeDeviceEntry[]>;
   queryDevice(ctx: Handle): R<Record<string, number | bigint | string>>;
+  /** ibv_query_device_ex's fields past orig_attr, flattened (absent in addons built before it). */
+  queryDeviceEx?(ctx: Handle): R<Record<string, number | bigint>>;
   queryPort(ctx: Handle, port: number): R<Record<string, number>>;
   queryGid(ctx: Handle, port: number, index: number, out: Uint8Array): number;
   queryPkey(ctx: Handle, port: number, index: number): number;
@@ -101,6 +103,10 @@ export interface NativeBinding {
   compChannelRef(ch: Handle, delta: number): number;
   destroyCompChannel(ch: Handle): number;
   createCq(ctx: Handle, cqe: number, ch: Handle | null, vector: number, key: number): R<[Handle, number]>;
+  /** ibv_create_cq_ex with `wcFlags` (absent in addons built before it). */
+  createCqEx?(ctx: Handle, cqe: number, ch: Handle | null, vector: number, key: number, wcFlags: number): R<[Handle, number]>;
+  /** Poll a CQ made by createCqEx through ibv_start_poll: the WC scratch, and each completion's timestamp and wallclock in `ts[2i]`, `ts[2i + 1]`. */
+  pollCqEx?(cq: Handle, max: number, ts: BigUint64Array): number;
   destroyCq(cq: Handle): number;
   reqNotifyCq(cq: Handle, solicitedOnly: boolean): number;
   ackCqEvents(cq: Handle, n: number): number;

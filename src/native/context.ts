@@ -60,7 +60,20 @@ export class NativeContext extends Context {
    *   bad comp vector), or the provider's errno.
    */
   override createCq(cqe: number, channel?: CompChannel | null, compVector = 0, cqContext?: unknown): Cq {
-    const op = 'ibv_create_cq';
+    return this.makeCq('ibv_create_cq', cqe, channel, compVector, cqContext, -1);
+  }
+
+  /**
+   * @internal The kernel device's own `ibv_create_cq_ex` with `wcFlags` (the provider's
+   * `createCqEx`: completion timestamps, which `ibv_poll_cq` cannot report). Checked as
+   * {@link createCq}; the device refuses flags it cannot serve (EOPNOTSUPP).
+   */
+  _createCqEx(cqe: number, channel: CompChannel | null, compVector: number, cqContext: unknown, wcFlags: number): Cq {
+    return this.makeCq('ibv_create_cq_ex', cqe, channel, compVector, cqContext, wcFlags);
+  }
+
+  /** A CQ made by the addon: ibv_create_cq, or (`wcFlags` >= 0) ibv_create_cq_ex. */
+  private makeCq(op: string, cqe: number, channel: CompChannel | null | undefined, compVector: number, cqContext: unknown, wcFlags: number): Cq {
     const ch = channel ?? undefined;
     if (!Number.isInteger(cqe) || cqe < 1 || cqe > this._attr.maxCqe) throw err('EINVAL', op, `cqe ${String(cqe)} (device max ${this._attr.maxCqe})`);
     if (ch !== undefined) {
@@ -68,9 +81,12 @@ export class NativeContext extends Context {
       if (ch.destroyed) throw err('EINVAL', op, 'channel destroyed');
     }
     if (!Number.isInteger(compVector) || compVector < 0 || compVector >= this.numCompVectors) throw err('EINVAL', op, `comp_vector ${String(compVector)}`);
+    const b = this._b;
+    if (wcFlags >= 0 && (b.createCqEx === undefined || b.pollCqEx === undefined)) throw err('EOPNOTSUPP', op, 'the addon predates ibv_create_cq_ex: rebuild it');
     const key = newKey();
-    const [h, actual] = check(this._b.createCq(this._h, cqe, ch?._h ?? null, compVector, key), op);
-    const cq = new NativeCq(this, actual, ch, compVector, cqContext, key, h);
+    const r = wcFlags >= 0 && b.createCqEx !== undefined ? b.createCqEx(this._h, cqe, ch?._h ?? null, compVector, key, wcFlags) : b.createCq(this._h, cqe, ch?._h ?? null, compVector, key);
+    const [h, actual] = check(r, op);
+    const cq = new NativeCq(this, actual, ch, compVector, cqContext, key, h, wcFlags >= 0);
     cqs.set(key, cq);
     ch?._cqs.add(cq);
     return cq;

@@ -2,7 +2,9 @@
  * `ibv_cq` of a native device. Polling decodes completions from the scratch the addon fills
  * (abi.ts): `poll` makes new `Wc` objects, `pollInto` fills the ones already in its array (no
  * allocation). Completion events read in C are counted here so that destroying the CQ
- * acknowledges those the application never read, as libibverbs requires.
+ * acknowledges those the application never read, as libibverbs requires. A CQ made by
+ * `ibv_create_cq_ex` (the provider's `createCqEx`, for completion timestamps) is polled through
+ * `ibv_start_poll` in C and fills the timestamps of the completion objects that have them.
  */
 import { err } from '../errors.js';
 import { Cq } from '../verbs/cq.js';
@@ -24,15 +26,36 @@ export class NativeCq extends Cq {
   /** @internal Of those, acknowledged in C (ibv_ack_cq_events). */
   private _cAcked = 0;
   private readonly _b: NativeBinding;
+  /** A CQ made by ibv_create_cq_ex (polled through ibv_start_poll): the timestamps (`[2i]`) and wallclocks (`[2i + 1]`) of the completions of the last ex poll. */
+  private readonly _ts: BigUint64Array | null;
   declare readonly context: NativeContext;
 
-  /** @internal Use `ctx.createCq()`. */
-  constructor(ctx: NativeContext, cqe: number, ch: NativeCompChannel | undefined, compVector: number, cqContext: unknown, key: number, h: Handle) {
+  /** @internal Use `ctx.createCq()` (or `ctx.createCqEx()`: `ex`). */
+  constructor(ctx: NativeContext, cqe: number, ch: NativeCompChannel | undefined, compVector: number, cqContext: unknown, key: number, h: Handle, ex = false) {
     super(ctx, 1, ch, compVector, cqContext, key);
     this._cqe = cqe;
     this._h = h;
     this._key = key;
     this._b = ctx._b;
+    this._ts = ex ? new BigUint64Array(2 * WC_MAX) : null;
+  }
+
+  /** One addon poll of up to `max` (<= WC_MAX) completions into the WC scratch (and {@link _ts}). */
+  private pollSome(max: number): number {
+    const b = this._b;
+    const ts = this._ts;
+    return ts !== null && b.pollCqEx !== undefined ? b.pollCqEx(this._h, max, ts) : b.pollCq(this._h, max);
+  }
+
+  /** Completion `i` of the last poll into `wc`: the scratch's fields, and the timestamps of an ex CQ where `wc` has them. */
+  private decode(w: Uint32Array, i: number, wc: FullWc): void {
+    decodeWc(w, i, wc);
+    const ts = this._ts;
+    if (ts !== null && 'completionTs' in wc) {
+      const t = wc as FullWc & { completionTs: bigint; completionWallclockNs: bigint };
+      t.completionTs = ts[2 * i] as bigint;
+      t.completionWallclockNs = ts[2 * i + 1] as bigint;
+    }
   }
 
   private checkPoll(max: number): void {
@@ -44,13 +67,12 @@ export class NativeCq extends Cq {
   override poll(max = 1): Wc[] {
     this.checkPoll(max);
     const out: Wc[] = [];
-    const b = this._b;
     const w = scratchBuffers().wc;
     while (out.length < max) {
-      const n = check(b.pollCq(this._h, Math.min(max - out.length, WC_MAX)), 'ibv_poll_cq');
+      const n = check(this.pollSome(Math.min(max - out.length, WC_MAX)), 'ibv_poll_cq');
       for (let i = 0; i < n; i++) {
         const wc = newWc();
-        decodeWc(w, i, wc);
+        this.decode(w, i, wc);
         out.push(wc);
       }
       if (n < WC_MAX) break;
@@ -64,13 +86,11 @@ export class NativeCq extends Cq {
    */
   override pollInto(out: Wc[], max: number = out.length): number {
     if (this.destroyed || !Number.isInteger(max) || max < 0) this.checkPoll(max);
-    const b = this._b;
-    const h = this._h;
     const w = scratchBuffers().wc;
     let total = 0;
     while (total < max) {
       const want = max - total;
-      const n = b.pollCq(h, want < WC_MAX ? want : WC_MAX);
+      const n = this.pollSome(want < WC_MAX ? want : WC_MAX);
       if (n < 0) check(n, 'ibv_poll_cq');
       for (let i = 0; i < n; i++) {
         let wc = out[total] as FullWc | undefined;
@@ -78,7 +98,7 @@ export class NativeCq extends Cq {
           wc = newWc();
           out[total] = wc;
         }
-        decodeWc(w, i, wc);
+        this.decode(w, i, wc);
         total++;
       }
       if (n < WC_MAX) break;

@@ -12,15 +12,16 @@ import { SGE_MAX, WR_MAX, WR_STATUS_WORD, encodeRecvWr } from './abi.js';
 import { scratchBuffers, type Handle, type NativeBinding } from './binding.js';
 
 /**
- * Check, encode and post `wrs` to the queue `h` (a QP's or an SRQ's) in batches of what one addon
- * call carries (WR_MAX WRs, SGE_MAX SGEs). A provider error names the first WR it did not post,
+ * Check (unless `checked`: the builder's batch, checked already), encode and post the first
+ * `limit` of `wrs` to the queue `h` (a QP's or an SRQ's) in batches of what one addon call
+ * carries (WR_MAX WRs, SGE_MAX SGEs). A provider error names the first WR it did not post,
  * counted over the whole list; a WR refused here is thrown after the ones before it are posted.
  */
-export function postWrs<T extends SendWr | RecvWr>(b: NativeBinding, h: Handle, path: PostPath<T>, rules: WrRules, pd: Pd, wrs: T | readonly T[]): void {
+export function postWrs<T extends SendWr | RecvWr>(b: NativeBinding, h: Handle, path: PostPath<T>, rules: WrRules, pd: Pd, wrs: T | readonly T[], checked = false, limit = Infinity): void {
   const op = path.op;
   const many = Array.isArray(wrs);
   const list = wrs as readonly T[];
-  const count = many ? list.length : 1;
+  const count = many ? Math.min(list.length, limit) : 1;
   const s = scratchBuffers();
   const w = s.wr;
   const f = s.wrF64;
@@ -32,7 +33,7 @@ export function postWrs<T extends SendWr | RecvWr>(b: NativeBinding, h: Handle, 
     let bad: string | null = null;
     for (; i < count && n < WR_MAX; i++) {
       const wr = many ? (list[i] as T) : (wrs as T);
-      const length = path.check(wr, rules, pd);
+      const length = checked ? 0 : path.check(wr, rules, pd);
       if (typeof length === 'string') {
         bad = length;
         break;

@@ -30,6 +30,8 @@ import { ACCESS_ALL } from '../verbs/mr.js';
 import { TransportType, type MwBind } from '../verbs/types.js';
 import type { Mw } from '../verbs/mw.js';
 import { isAddr, isU32 } from '../util/fields.js';
+import { baseDeviceAttrEx, type DeviceAttrEx } from '../verbs/device-attr-ex.js';
+import { WC_STANDARD_FLAGS, WcExFlags } from '../verbs/cq-ex.js';
 import { AH, encodeAh, putWrId, type NativeAhData } from './abi.js';
 import { check, loadBinding, type Handle, type NativeBinding, type NativeDeviceEntry } from './binding.js';
 import { takeAttached } from './cm-qp.js';
@@ -204,6 +206,47 @@ function queryDevice(info: DeviceInfo): DeviceAttr {
   return { ...d.attr };
 }
 
+/**
+ * `ibv_query_device_ex`: rdma-core's answer (the addon's flattened fields), `orig_attr` as
+ * {@link queryDevice} reports it. An addon without the call: the fields libibverbs' legacy
+ * path gives (everything past orig_attr 0, `device_cap_flags_ex` from `device_cap_flags`).
+ */
+function queryDeviceEx(info: DeviceInfo, attr: Readonly<DeviceAttr>): DeviceAttrEx {
+  const op = 'ibv_query_device_ex';
+  const [b, h] = handleOf(info, op);
+  const base = baseDeviceAttrEx(attr);
+  if (b.queryDeviceEx === undefined) return base;
+  const q = check(b.queryDeviceEx(h), op);
+  const n = (k: string): number => Number(q[k] ?? 0);
+  const big = (k: string): bigint => BigInt(q[k] ?? 0);
+  return {
+    ...base,
+    compMask: n('compMask'),
+    odpCaps: { generalCaps: big('odpGeneralCaps'), perTransportCaps: { rcOdpCaps: n('odpRc'), ucOdpCaps: n('odpUc'), udOdpCaps: n('odpUd') } },
+    completionTimestampMask: big('completionTimestampMask'),
+    hcaCoreClock: big('hcaCoreClock'),
+    // The kernel device's own flags, memory-window bits included (the backend serves windows).
+    deviceCapFlagsEx: big('deviceCapFlagsEx'),
+    tsoCaps: { maxTso: n('maxTso'), supportedQpts: n('tsoSupportedQpts') },
+    rssCaps: {
+      supportedQpts: n('rssSupportedQpts'),
+      maxRwqIndirectionTables: n('maxRwqIndirectionTables'),
+      maxRwqIndirectionTableSize: n('maxRwqIndirectionTableSize'),
+      rxHashFieldsMask: big('rxHashFieldsMask'),
+      rxHashFunction: n('rxHashFunction'),
+    },
+    maxWqTypeRq: n('maxWqTypeRq'),
+    packetPacingCaps: { qpRateLimitMin: n('qpRateLimitMin'), qpRateLimitMax: n('qpRateLimitMax'), supportedQpts: n('ppSupportedQpts') },
+    rawPacketCaps: n('rawPacketCaps'),
+    tmCaps: { maxRndvHdrSize: n('tmMaxRndvHdrSize'), maxNumTags: n('tmMaxNumTags'), flags: n('tmFlags'), maxOps: n('tmMaxOps'), maxSge: n('tmMaxSge') },
+    cqModCaps: { maxCqCount: n('maxCqCount'), maxCqPeriod: n('maxCqPeriod') },
+    maxDmSize: big('maxDmSize'),
+    pciAtomicCaps: { fetchAdd: n('pciFetchAdd'), swap: n('pciSwap'), compareSwap: n('pciCompareSwap') },
+    xrcOdpCaps: n('xrcOdpCaps'),
+    physPortCntEx: n('physPortCntEx'),
+  };
+}
+
 function queryPort(info: DeviceInfo, portNum: number): PortAttr {
   const op = 'ibv_query_port';
   const [b, h] = handleOf(info, op);
@@ -284,6 +327,16 @@ const provider: VerbsProvider = {
   createQp,
   wrCaps: NATIVE_WR_CAPS,
   bindMw,
+  // The extended CQ and QP over ibv_create_cq / ibv_poll_cq and ibv_create_qp / ibv_post_send
+  // (src/verbs/cq-ex.ts, qp-ex.ts): the fields ibv_poll_cq reports.
+  // Completion timestamps go to the device's own ibv_create_cq_ex, which refuses them where the
+  // device has no clock (rdma-core's answer).
+  exCaps: { wcFlags: WC_STANDARD_FLAGS, deviceWcFlags: WcExFlags.WITH_COMPLETION_TIMESTAMP | WcExFlags.WITH_COMPLETION_TIMESTAMP_WALLCLOCK },
+  createCqEx: (ctx, a, wcFlags) => {
+    if (!(ctx instanceof NativeContext)) throw err('EINVAL', 'ibv_create_cq_ex', 'context of another device');
+    return ctx._createCqEx(a.cqe, a.channel, a.compVector, a.cqContext, wcFlags);
+  },
+  queryDeviceEx,
   createAh,
   destroyAh,
   attachMcast: (qp, gid, lid) => mcast(qp, gid, lid, true),

@@ -128,6 +128,28 @@ export class NativeQp extends Qp {
   }
 
   /**
+   * @internal The `ibv_wr_*` builder's post: every WR of `wrs[0..n)` checked first (wr-check.ts,
+   * once), none posted if one is refused; then handed to the provider as `postSend` does. The
+   * kernel's post may still refuse part of a batch (its queue full: ENOMEM), which this cannot
+   * know beforehand; the error names the first WR it did not post.
+   */
+  override _postAll(wrs: readonly SendWr[], n: number): PostError | null {
+    const op = 'ibv_wr_complete';
+    if (this.destroyed) return new PostError('EINVAL', op, 0, 'QP destroyed');
+    for (let i = 0; i < n; i++) {
+      const bad = checkSendWr(wrs[i] as SendWr, this.wrRules, this.pd);
+      if (typeof bad === 'string') return new PostError('EINVAL', op, i, bad);
+    }
+    try {
+      this.post(SEND_PATH, wrs, true, n);
+    } catch (e) {
+      if (e instanceof PostError) return e;
+      throw e;
+    }
+    return null;
+  }
+
+  /**
    * `ibv_post_recv()`, checked and posted as {@link postSend}. A QP on an SRQ has no receive
    * queue of its own: EINVAL, as rxe and the kernel's siw_post_receive answer — and before
    * rdma-core, whose siw provider indexes the QP's (absent) receive queue and crashes.
@@ -137,10 +159,13 @@ export class NativeQp extends Qp {
     this.post(RECV_PATH, wrs);
   }
 
-  /** Post `wrs` on this QP's queue of `path` ({@link postWrs}). */
-  private post<T extends SendWr | RecvWr>(path: PostPath<T>, wrs: T | readonly T[]): void {
+  /**
+   * Post `wrs` on this QP's queue of `path` ({@link postWrs}): the first `limit` of them, each
+   * checked unless `checked` (the builder's batch, checked already).
+   */
+  private post<T extends SendWr | RecvWr>(path: PostPath<T>, wrs: T | readonly T[], checked = false, limit = Infinity): void {
     if (this.destroyed) throw new PostError('EINVAL', path.op, 0, 'QP destroyed');
-    postWrs(this._b, this._h, path, this.wrRules, this.pd, wrs);
+    postWrs(this._b, this._h, path, this.wrRules, this.pd, wrs, checked, limit);
   }
 
   /** `ibv_destroy_qp()`. */

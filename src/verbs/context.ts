@@ -24,6 +24,10 @@ import { Pd } from './pd.js';
 import type { QpLike } from './provider.js';
 import { GidType, TransportType } from './types.js';
 import { ifindexOf } from './ifindex.js';
+import { createCqEx, createQpEx, queryDeviceEx, type QpInitAttrEx } from './ex-verbs.js';
+import type { CqEx, CqInitAttrEx } from './cq-ex.js';
+import type { DeviceAttrEx } from './device-attr-ex.js';
+import type { Qp } from './qp.js';
 
 /** The default (full-membership) P_Key, IB spec 10.9.1.1. */
 export const DEFAULT_PKEY = 0xffff;
@@ -232,6 +236,34 @@ export class Context {
     const cq = new Cq(this, cqe, ch, compVector, cqContext, this._nextCqHandle++);
     ch?._cqs.add(cq);
     return cq;
+  }
+
+  /**
+   * `ibv_create_cq_ex()`: a CQ with the poll-by-field interface (cq-ex.ts); `cq.cq` is the
+   * ordinary CQ QPs and channels use (`ibv_cq_ex_to_cq`). See ex-verbs.ts for the checks.
+   * @throws RdmaError EOPNOTSUPP (a device without it — siw —, `wc_flags` the device does not
+   *   serve, e.g. completion timestamps); as {@link createCq} otherwise.
+   */
+  createCqEx(attr: CqInitAttrEx): CqEx {
+    return createCqEx(this, attr);
+  }
+
+  /**
+   * `ibv_create_qp_ex()`: with `comp_mask` PD only, `ibv_create_qp`; with SEND_OPS_FLAGS (or
+   * CREATE_FLAGS), a QP with the `ibv_wr_*` builder (`qpToQpEx(qp)`, qp-ex.ts).
+   * @throws RdmaError EINVAL, EOPNOTSUPP (see ex-verbs.ts), or what `ibv_create_qp` throws.
+   */
+  createQpEx(attr: QpInitAttrEx): Qp {
+    return createQpEx(this, attr);
+  }
+
+  /**
+   * `ibv_query_device_ex()`: `struct ibv_device_attr_ex` (a fresh copy): the soft devices give
+   * what the kernel's siw and rxe give (device-attr-ex.ts), the native backend rdma-core's answer.
+   * @throws RdmaError EINVAL for `input.compMask` other than 0.
+   */
+  queryDeviceEx(input?: { compMask: number }): DeviceAttrEx {
+    return queryDeviceEx(this, input);
   }
 
   /**

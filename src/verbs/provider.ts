@@ -13,7 +13,9 @@ import type { Mw } from './mw.js';
 import type { AhAttr } from './ah.js';
 import type { Context } from './context.js';
 import type { Cq } from './cq.js';
+import type { CompChannel } from './comp-channel.js';
 import type { Device, DeviceAttr, DeviceInfo, PortAttr } from './device.js';
+import type { DeviceAttrEx } from './device-attr-ex.js';
 import type { Pd } from './pd.js';
 import type { Mr } from './mr.js';
 import type { Qp } from './qp.js';
@@ -43,6 +45,34 @@ export interface QpInitAttr {
   sqSigAll?: boolean;
   /** `qp_context`: an opaque user value, returned unchanged. */
   qpContext?: unknown;
+}
+
+/**
+ * What a provider's extended verbs serve (its `create_cq_ex` and `create_qp_ex`, ex-verbs.ts).
+ * The builder calls a QP may be created for (`send_ops_flags`) are not declared here: they are
+ * the opcodes of its {@link WrCaps} for the QP type that the device's attributes have (atomics,
+ * memory windows).
+ */
+export interface ExCaps {
+  /**
+   * The `wc_flags` (`IBV_WC_EX_WITH_*`) `ibv_create_cq_ex` serves over an ordinary CQ of the
+   * device (what `ibv_poll_cq` reports).
+   */
+  readonly wcFlags: number;
+  /**
+   * With {@link VerbsProvider.createCqEx}: the `wc_flags` beyond those it hands to the device's
+   * own `ibv_create_cq_ex`, which refuses what the device cannot serve (the native backend:
+   * completion timestamps). Any other flag is EOPNOTSUPP.
+   */
+  readonly deviceWcFlags?: number;
+}
+
+/** `ibv_create_cq`'s arguments, as {@link VerbsProvider.createCqEx} takes them. */
+export interface CqArgs {
+  cqe: number;
+  channel: CompChannel | null;
+  compVector: number;
+  cqContext: unknown;
 }
 
 /**
@@ -117,6 +147,23 @@ export interface VerbsProvider {
    */
   readonly wrCaps?: WrCaps;
   /**
+   * The extended verbs: present, the device has `ibv_create_cq_ex` and `ibv_create_qp_ex`
+   * (rxe); absent, both are EOPNOTSUPP (rdma-core's siw provider has neither).
+   */
+  readonly exCaps?: ExCaps;
+  /**
+   * `ibv_query_device_ex` for a device whose answer is more than ex-verbs.ts derives from its
+   * `ibv_query_device` attributes (`device_cap_flags_ex` = `device_cap_flags`, the port count, the
+   * rest 0 — siw's and rxe's): the native backend asks rdma-core. Called once per context.
+   */
+  queryDeviceEx?(info: DeviceInfo, attr: Readonly<DeviceAttr>): DeviceAttrEx;
+  /**
+   * The device's own `ibv_create_cq_ex`, for `wc_flags` in `exCaps.deviceWcFlags`: a CQ of the
+   * context (checked as `ibv_create_cq` checks its arguments) whose `pollInto` also fills the
+   * completion timestamps of `WcTs` objects (cq-ex.ts). The device refuses flags it lacks.
+   */
+  createCqEx?(ctx: Context, args: CqArgs, wcFlags: number): Cq;
+  /**
    * `ibv_alloc_mw` for a device with memory windows: refuse a type it lacks (throw); the verbs
    * layer has checked the type (1 or 2), the PD and `max_mw`, and makes the window (mw.ts).
    * Absent: the device has no windows, `allocMw` fails with EOPNOTSUPP (siw; libibverbs'
@@ -174,7 +221,7 @@ export interface VerbsProvider {
 const providers = new Map<string, VerbsProvider>();
 
 /** The operations a provider may leave out. */
-const OPTIONAL_OPS = ['queryGidType', 'queryPkey', 'allocMw', 'bindMw', 'createAh', 'destroyAh', 'attachMcast', 'detachMcast', 'resizeCq', 'reregMr', 'settle', 'openDevice'] as const;
+const OPTIONAL_OPS = ['queryGidType', 'queryPkey', 'allocMw', 'bindMw', 'createAh', 'destroyAh', 'attachMcast', 'detachMcast', 'resizeCq', 'reregMr', 'settle', 'openDevice', 'queryDeviceEx', 'createCqEx'] as const;
 
 /**
  * Register a provider (rdma-core `verbs_register_driver`). Registering the same object again is
@@ -195,6 +242,7 @@ export function registerProvider(p: VerbsProvider): void {
     typeof p.accessMask !== 'function' ||
     OPTIONAL_OPS.some((k) => p[k] !== undefined && typeof p[k] !== 'function') ||
     (p.wrCaps !== undefined && (typeof p.wrCaps !== 'object' || p.wrCaps === null)) ||
+    (p.exCaps !== undefined && (typeof p.exCaps !== 'object' || p.exCaps === null || typeof p.exCaps.wcFlags !== 'number')) ||
     (p.srqCaps !== undefined && (typeof p.srqCaps !== 'object' || p.srqCaps === null || typeof p.srqCaps.depth !== 'function'))
   ) {
     throw err('EINVAL', 'registerProvider', 'not a VerbsProvider');

@@ -165,6 +165,8 @@ export abstract class Qp {
   protected readonly modifyRules: ModifyRules;
   /** What a work request must be to be posted here: the provider's declared caps for this QP. */
   protected readonly wrRules: WrRules;
+  /** The message lengths of a builder batch being posted ({@link _postAll}), reused. */
+  private readonly batchLens: number[] = [];
 
   protected constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
     this.context = context;
@@ -448,6 +450,40 @@ export abstract class Qp {
       queued++;
     }
     this.kickIf(queued);
+  }
+
+  /**
+   * @internal The `ibv_wr_*` builder's post (qp-ex.ts): `wrs[0..n)` are all queued, or none is.
+   * The QP's state and the room for all `n` are checked first, then every WR once (wr-check.ts
+   * and the device's `_checkSendWr`), and only then are they queued, as `postSend` queues them.
+   * @returns null, or the PostError naming the WR refused (EINVAL; ENOSPC: no room for the batch).
+   */
+  _postAll(wrs: readonly SendWr[], n: number): PostError | null {
+    const op = 'ibv_wr_complete';
+    const st = this.st.state;
+    if (this.destroyed || (st !== QpState.RTS && st !== QpState.SQD && st !== QpState.ERR)) return new PostError('EINVAL', op, 0, `QP in state ${st}`);
+    const room = this.cap.maxSendWr - this._inflight() - this.sq.length;
+    // rxe's builder (check_qp_queue_full): ENOSPC.
+    if (n > room) return new PostError('ENOSPC', op, Math.max(0, room), `send queue full (room for ${Math.max(0, room)} of ${n})`);
+    const rules = this.wrRules;
+    const pd = this.pd;
+    const lens = this.batchLens;
+    for (let i = 0; i < n; i++) {
+      const wr = wrs[i] as SendWr;
+      const length = checkSendWr(wr, rules, pd);
+      const bad = typeof length === 'string' ? length : this._checkSendWr(wr, length);
+      if (bad !== null) return new PostError('EINVAL', op, i, bad);
+      lens[i] = length as number;
+    }
+    const sigAll = this.sqSigAll;
+    const ud = this.qpType === QpType.UD;
+    for (let i = 0; i < n; i++) {
+      const wr = wrs[i] as SendWr;
+      const flags = wr.sendFlags ?? 0;
+      this.sq.push(this.makeSqWqe(wr, wr.sgList as Sge[], flags, sigAll || (flags & SendFlags.SIGNALED) !== 0, lens[i] as number, ud));
+    }
+    this.kickIf(n);
+    return null;
   }
 
   /**

@@ -8,7 +8,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   Access, WrOpcode, WcStatus, WcOpcode, QpState, QpAttrMask, QpType, TransportType, PostError, AsyncEventType,
-  SrqAttrMask, SrqInitAttrMask, SrqType, DEVICE_SRQ_RESIZE, QpInitAttrMask, postRecv as rdmaPostRecv,
+  SrqAttrMask, SrqInitAttrMask, SrqType, DEVICE_SRQ_RESIZE, QpInitAttrMask, QpExSendOps, postRecv as rdmaPostRecv,
   createId, PortSpace,
 } from '../../dist/index.js';
 import { reap } from '../lib/cm-rc-pair.js';
@@ -316,7 +316,7 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
       assert.ok(init.attr.maxWr >= 6, 'written back');
       assert.throws(() => id.createSrq(null, { attr: { maxWr: 4 } }), { code: 'EINVAL' }, 'one SRQ per id');
       assert.throws(() => id.createQpEx({ compMask: QpInitAttrMask.PD | QpInitAttrMask.CREATE_FLAGS, createFlags: 1, cap: {} }), { code: 'EOPNOTSUPP' });
-      assert.throws(() => id.createQpEx({ compMask: QpInitAttrMask.SEND_OPS_FLAGS, cap: {} }), { code: 'EOPNOTSUPP' });
+      assert.throws(() => id.createQpEx({ compMask: QpInitAttrMask.SEND_OPS_FLAGS, sendOpsFlags: QpExSendOps.WITH_FLUSH, cap: {} }), { code: 'EOPNOTSUPP' }, 'no device has FLUSH');
       const qp = id.createQpEx({ compMask: QpInitAttrMask.PD, pd: srq.pd, cap: { maxSendWr: 2, maxRecvWr: 2 } });
       assert.equal(qp.srq, srq, 'the id\'s SRQ');
       const mr = srq.pd.regMr(Buffer.alloc(16), Access.LOCAL_WRITE);

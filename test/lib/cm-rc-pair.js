@@ -4,23 +4,23 @@ import { createEventChannel, createId, PortSpace } from '../../dist/index.js';
 
 /**
  * A connected pair of QPs over loopback (sync ids): `a` connected to `b`. `close()` destroys both
- * and the listener.
+ * and the listener. `createQp(id, cap)` makes each id's QP (default: rdma_create_qp with `cap`).
  */
-export async function rcPair({ send = 16, recv = 16, sge = 4, ird = 4, ord = 4, inline = 64 } = {}) {
+export async function rcPair({ send = 16, recv = 16, sge = 4, ird = 4, ord = 4, inline = 64, createQp = (id, cap) => id.createQp(null, { cap }) } = {}) {
   const listen = createId(null, null, PortSpace.TCP);
   listen.bindAddr({ address: '127.0.0.1', port: 0 });
   await listen.listen(1);
   const cap = { maxSendWr: send, maxRecvWr: recv, maxSendSge: sge, maxRecvSge: sge, maxInlineData: inline };
   const srv = (async () => {
     const child = await listen.getRequest();
-    child.createQp(null, { cap });
+    createQp(child, cap);
     await child.accept({ responderResources: ird, initiatorDepth: ord });
     return child;
   })();
   const a = createId(null, null, PortSpace.TCP);
   await a.resolveAddr(null, { address: '127.0.0.1', port: listen.srcPort });
   await a.resolveRoute();
-  a.createQp(null, { cap });
+  createQp(a, cap);
   await a.connect({ responderResources: ird, initiatorDepth: ord });
   const b = await srv;
   const close = async () => {

@@ -21,6 +21,7 @@ import type { Cq } from '../../verbs/cq.js';
 import { Access, GidType, QpType, TransportType, WrOpcode, type QpCap } from '../../verbs/types.js';
 import type { WrCaps } from '../../verbs/wr-check.js';
 import type { SrqCaps } from '../../verbs/srq.js';
+import { WC_STANDARD_FLAGS } from '../../verbs/cq-ex.js';
 import { eui64, guidOf, macToBytes, rxeDeviceAttr, rxePortAttr, RXE_LIMITS } from './params.js';
 import { RoceDevice, roceDevice } from './device.js';
 import { RoceUdQp } from './ud-qp.js';
@@ -204,6 +205,10 @@ const provider: VerbsProvider = {
   accessMask: () => Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | Access.REMOTE_ATOMIC | Access.MW_BIND,
   createQp,
   wrCaps: RXE_WR_CAPS,
+  // rdma-core's rxe: create_cq_ex with RXE_SUP_WC_FLAGS (the standard fields, no timestamps),
+  // create_qp_ex with the builder (send ops: RXE_WR_CAPS's opcodes; no FLUSH or ATOMIC_WRITE,
+  // which the kernel 6.1 rxe lacks).
+  exCaps: { wcFlags: WC_STANDARD_FLAGS },
   allocMw: rxeAllocMw,
   bindMw: rxeBindMw,
   srqCaps: RXE_SRQ_CAPS,
