@@ -35,6 +35,14 @@ const codeOf = (f) => {
     return e.code ?? String(e);
   }
 };
+/** What `f` returns, or the code of what it throws. */
+const valueOf = (f) => {
+  try {
+    return f();
+  } catch (e) {
+    return e.code ?? String(e);
+  }
+};
 
 /** Poll `cq` until `n` completions arrived (or the deadline). */
 async function drain(cq, n) {
@@ -151,11 +159,11 @@ async function server() {
   // What the device does next, on this SRQ.
   const probes = {};
   probes.postRecvOnSrqQp = codeOf(() => children[0].qp.postRecv({ wrId: 999, sgList: [{ addr: mr.addr, length: SLOT, lkey: mr.lkey }] }));
-  probes.limitAfterEvent = srq.query().srqLimit;
+  probes.limitAfterEvent = valueOf(() => srq.query().srqLimit);
   probes.resize = codeOf(() => srq.modify({ maxWr: total * 2 }, SrqAttrMask.MAX_WR));
-  probes.maxWrAfter = srq.query().maxWr;
+  probes.maxWrAfter = valueOf(() => srq.query().maxWr);
   probes.rearm = codeOf(() => srq.modify({ srqLimit: 1 }, SrqAttrMask.LIMIT));
-  probes.limitRearmed = srq.query().srqLimit;
+  probes.limitRearmed = valueOf(() => srq.query().srqLimit);
   probes.destroyWhileUsed = codeOf(() => children[0].destroySrq());
   // A QP on the SRQ to ERR: the Last WQE Reached event, where the device raises it.
   const last = asyncEvent(ctx, [AsyncEventType.QP_LAST_WQE_REACHED], 5000);
