@@ -80,6 +80,16 @@ const tailOf = (s, n = 12) => (s || '').trimEnd().split('\n').slice(-n).join('\n
 const desc = (who, r) => `${who}: exit ${r.rc}\n  stderr: ${tailOf(r.err)}\n  stdout: ${tailOf(r.out, 6)}`;
 const jsonOf = (r) => JSON.parse((r.out || '').trim().split('\n').at(-1) || 'null');
 
+/**
+ * What the kernel's devices do next with an SRQ, through rdma-core 44 (srq-peer.mjs's probes):
+ * rxe (6.1) resizes it (reporting the queue's 2^k - 1), sets the limit back to 0 after the event
+ * and raises no QP_LAST_WQE_REACHED.
+ */
+const KERNEL_SRQ = {
+  rxe: { limitAfterEvent: 0, resize: 'ok', maxWrAfter: 127, rearm: 'ok', limitRearmed: 1, lastWqe: null },
+  siw: {},
+};
+
 /** An SRQ run: the server's traffic checks and the client's completions. */
 function checkSrq(srv, cli, what) {
   const both = `${desc('server', srv)}\n${desc('client', cli)}`;
@@ -194,6 +204,7 @@ for (const dev of DEVICES) {
     await t.test(`${CONNS} QPs on one SRQ of ${k}, the limit event (both ends native)`, () => {
       const s = checkSrq(guest('srq-srv'), guest('srq-cli'), 'native <-> native');
       t.diagnostic(`${k} SRQ probes: ${JSON.stringify(s.probes)}`);
+      assert.deepEqual(s.probes, { ...s.probes, ...KERNEL_SRQ[dev] }, `what ${k} does with the SRQ`);
     });
 
     await t.test(`our soft ${dev === 'rxe' ? 'RoCE' : 'iWARP'} client (host) -> native SRQ server on ${k}`, () => {

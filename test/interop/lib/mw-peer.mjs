@@ -30,7 +30,7 @@ const conn = { responderResources: 1, initiatorDepth: 1, rnrRetryCount: 7, retry
 async function drain(cq, n, until = deadline) {
   const out = [];
   while (out.length < n && Date.now() < until) {
-    const got = cq.poll(8);
+    const got = cq.poll(Math.min(8, n - out.length));
     if (got.length) out.push(...got.map((w) => ({ ...w })));
     else await sleep(2);
   }

@@ -25,7 +25,7 @@ async function drain(cq, n, ms = 20_000) {
   const out = [];
   const until = Date.now() + ms;
   while (out.length < n && Date.now() < until) {
-    const got = cq.poll(8);
+    const got = cq.poll(Math.min(8, n - out.length));
     if (got.length) out.push(...got.map((w) => ({ ...w })));
     else await sleep(2);
   }

@@ -48,7 +48,7 @@ const valueOf = (f) => {
 async function drain(cq, n) {
   const out = [];
   while (out.length < n && Date.now() < deadline) {
-    const got = cq.poll(16);
+    const got = cq.poll(Math.min(16, n - out.length));
     if (got.length) out.push(...got);
     else await sleep(2);
   }

@@ -19,7 +19,7 @@ const cap = { maxSendWr: 4, maxRecvWr: 4, maxSendSge: 1, maxRecvSge: 1 };
 async function drain(cq, n) {
   const out = [];
   while (out.length < n && Date.now() < deadline) {
-    const got = cq.poll(4);
+    const got = cq.poll(Math.min(4, n - out.length));
     if (got.length) out.push(...got.map((w) => ({ ...w })));
     else await sleep(2);
   }
