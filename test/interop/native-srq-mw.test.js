@@ -83,11 +83,12 @@ const jsonOf = (r) => JSON.parse((r.out || '').trim().split('\n').at(-1) || 'nul
 /**
  * What the kernel's devices do next with an SRQ, through rdma-core 44 (srq-peer.mjs's probes):
  * rxe (6.1) resizes it (reporting the queue's 2^k - 1), sets the limit back to 0 after the event
- * and raises no QP_LAST_WQE_REACHED.
+ * and raises no QP_LAST_WQE_REACHED; siw arms the limit but answers ibv_query_srq and a resize
+ * with EOPNOTSUPP (rdma-core 44's siw provider), and raises no QP_LAST_WQE_REACHED either.
  */
 const KERNEL_SRQ = {
   rxe: { limitAfterEvent: 0, resize: 'ok', maxWrAfter: 127, rearm: 'ok', limitRearmed: 1, lastWqe: null },
-  siw: {},
+  siw: { limitAfterEvent: 'EOPNOTSUPP', resize: 'EOPNOTSUPP', maxWrAfter: 'EOPNOTSUPP', rearm: 'ok', limitRearmed: 'EOPNOTSUPP', lastWqe: null },
 };
 
 /** An SRQ run: the server's traffic checks and the client's completions. */
