@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const OUT = process.env.RDMACM_NATIVE_OUT ? resolve(process.env.RDMACM_NATIVE_OUT) : join(HERE, 'build', 'rdmacm.node');
-const SOURCES = ['addon.c', 'verbs.c', 'cm.c'].map((f) => join(HERE, 'src', f));
+const SOURCES = ['addon.c', 'verbs.c', 'cm.c', 'srq.c', 'mw.c'].map((f) => join(HERE, 'src', f));
 const verbose = process.env.RDMACM_NATIVE_VERBOSE === '1';
 
 function note(msg, what = 'native addon') {

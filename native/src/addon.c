@@ -121,6 +121,7 @@ static void obj_finalize(napi_env env, void *data, void *hint)
 		struct mr_obj *m = (struct mr_obj *)o;
 		if (ibv_dereg_mr(o->ptr) == 0) {
 			o->ptr = NULL;
+			key_slot_drop(m->slot);
 			if (m->buf_ref)
 				napi_delete_reference(env, m->buf_ref);
 			m->buf_ref = NULL;
@@ -318,6 +319,8 @@ static napi_value init(napi_env env, napi_value exports)
 	EXPORT("setHandlers", set_handlers);
 	verbs_register(env, exports);
 	cm_register(env, exports);
+	srq_register(env, exports);
+	mw_register(env, exports);
 	return exports;
 }
 

@@ -23,11 +23,11 @@
 #include <rdma/rdma_cma.h>
 
 /* Bumped whenever an exported function changes its arguments or results. */
-#define ADDON_ABI 1
+#define ADDON_ABI 2
 
 #define OBJ_MAGIC 0x52434d4eu /* "RCMN" */
 
-enum obj_type { T_CTX = 1, T_PD, T_MR, T_CQ, T_CHAN, T_QP, T_AH, T_CMID };
+enum obj_type { T_CTX = 1, T_PD, T_MR, T_CQ, T_CHAN, T_QP, T_AH, T_CMID, T_SRQ, T_MW };
 
 /* Common header of every wrapped object. `ptr` is the rdma-core object, NULL once destroyed. */
 struct obj {
@@ -47,6 +47,18 @@ struct ctx_obj {
 struct mr_obj {
 	struct obj h;
 	napi_ref buf_ref; /* keeps the registered memory alive until ibv_dereg_mr */
+	uint32_t slot;    /* its index in the key table (BIND_MW work requests name MRs by it) */
+};
+
+/* An SRQ or a memory window: the data path names them by their slot in the key table. */
+struct srq_obj {
+	struct obj h;
+	struct addon_state *st; /* for ibv_post_srq_recv: the scratch buffers */
+};
+
+struct mw_obj {
+	struct obj h;
+	uint32_t slot;
 };
 
 struct chan_obj {
@@ -125,6 +137,10 @@ struct addon_state {
 #define W_QKEY 11
 #define W_AH 12
 #define W_RQPN 13
+#define W_MW_ACCESS 14 /* BIND_MW: mw_access_flags */
+#define W_MW_RKEY 15   /* BIND_MW and ibv_bind_mw: the window's rkey as the application has it */
+/* BIND_MW: the window's slot in W_AH, the MR's slot (0: none) in W_RQPN, the new rkey in W_RKEY,
+ * the address at W_RADDR and the length (f64) at W_CMP_LO. */
 #define W_CMP_LO 16 /* atomic compare (CAS) or add (FAA) operand, low and high 32 bits */
 #define W_CMP_HI 17
 #define W_SWAP_LO 18 /* CAS swap operand */
@@ -168,9 +184,19 @@ int set_nonblock(int fd);
 	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok) return NULL; \
 	if (argc < (n)) return neg_errno(env, EINVAL)
 
+/* the key table of MRs and memory windows (mw.c): slots from 1, 0 names nothing */
+uint32_t key_slot_put(struct obj *o);
+void key_slot_drop(uint32_t slot);
+struct obj *key_slot_get(uint32_t slot, uint32_t type);
+bool bind_wr_from(const uint32_t *w, struct ibv_send_wr *wr);
+/* receive WRs n of the scratch as an ibv_recv_wr chain (verbs.c); false names a bad SGE range */
+bool recv_wrs_from(const uint32_t *base, uint32_t n, struct ibv_recv_wr *wrs, struct ibv_sge *sges, uint32_t *bad);
+
 /* registration */
 void verbs_register(napi_env env, napi_value exports);
 void cm_register(napi_env env, napi_value exports);
+void srq_register(napi_env env, napi_value exports);
+void mw_register(napi_env env, napi_value exports);
 napi_value ah_attr_value(napi_env env, const struct ibv_ah_attr *ah);
 struct qp_obj *qp_wrap_new(void);
 bool qp_init_from(napi_env env, napi_value *argv, struct ibv_qp_init_attr *a);

@@ -224,6 +224,53 @@ static bool sockaddr_from(napi_env env, napi_value a, napi_value p, napi_value s
 		return num(env, 0);                                                       \
 	} while (0)
 
+/*
+ * cmCreateIdBound(key, portSpace, qpType, address, port, scope) -> id | -errno: an id of QP type
+ * `qpType` bound to the address, for what rdma_create_id cannot make (its RDMA_PS_IB ids are RC):
+ * librdmacm's rdma_create_ep with RAI_PASSIVE makes the id with the type (rdma_create_id2) and
+ * binds it; rdma_migrate_id then moves it from the synchronous channel rdma_create_ep gave it to
+ * the process's channel, where its events arrive as every other id's.
+ */
+static napi_value cm_create_id_bound(napi_env env, napi_callback_info info)
+{
+	ARGS(6);
+	struct addon_state *st = state_of(env);
+	int32_t key;
+	uint32_t ps, qpt;
+	struct sockaddr_storage ss;
+	if (!st || !arg_i32(env, argv[0], &key) || !arg_u32(env, argv[1], &ps) || !arg_u32(env, argv[2], &qpt) ||
+	    !sockaddr_from(env, argv[3], argv[4], argv[5], &ss))
+		return neg_errno(env, EINVAL);
+	if (!st->cm_chan)
+		return neg_errno(env, ENODEV);
+	struct cmid_obj *c = calloc(1, sizeof(*c));
+	if (!c)
+		return neg_errno(env, ENOMEM);
+	struct rdma_addrinfo ai;
+	memset(&ai, 0, sizeof ai);
+	ai.ai_flags = RAI_PASSIVE;
+	ai.ai_family = ss.ss_family;
+	ai.ai_qp_type = (int)qpt;
+	ai.ai_port_space = (int)ps;
+	ai.ai_src_addr = (struct sockaddr *)&ss;
+	ai.ai_src_len = ss.ss_family == AF_INET ? sizeof(struct sockaddr_in) : sizeof(struct sockaddr_in6);
+	struct rdma_cm_id *id = NULL;
+	errno = 0;
+	if (rdma_create_ep(&id, &ai, NULL, NULL)) {
+		int e = errno;
+		free(c);
+		return neg_errno(env, e ? e : EINVAL);
+	}
+	if (rdma_migrate_id(id, st->cm_chan)) {
+		int e = errno;
+		rdma_destroy_ep(id);
+		free(c);
+		return neg_errno(env, e ? e : EINVAL);
+	}
+	id->context = (void *)(intptr_t)key;
+	return wrap_obj(env, &c->h, T_CMID, id);
+}
+
 /* cmBind(id, address, port, scope) */
 static napi_value cm_bind(napi_env env, napi_callback_info info)
 {
@@ -422,17 +469,17 @@ static napi_value cm_info(napi_env env, napi_callback_info info)
 
 /*
  * cmCreateQp(id, pd, sendCq, recvCq, qpType, sendWr, recvWr, sendSge, recvSge, inline, sigAll,
- * key, createFlags): rdma_create_qp, or with create flags rdma_create_qp_ex (mckey -l).
+ * key, srq|null, createFlags): rdma_create_qp, or with create flags rdma_create_qp_ex (mckey -l).
  */
 static napi_value cm_create_qp(napi_env env, napi_callback_info info)
 {
-	ARGS(13);
+	ARGS(14);
 	struct cmid_obj *c;
 	struct rdma_cm_id *id = cmid(env, argv[0], &c);
 	struct obj *pd = get_obj(env, argv[1], T_PD);
 	struct ibv_qp_init_attr a;
 	uint32_t flags;
-	if (!id || !pd || !qp_init_from(env, argv + 2, &a) || !arg_u32(env, argv[12], &flags))
+	if (!id || !pd || !qp_init_from(env, argv + 2, &a) || !arg_u32(env, argv[13], &flags))
 		return neg_errno(env, EINVAL);
 	struct qp_obj *o = qp_wrap_new();
 	if (!o)
@@ -533,6 +580,7 @@ void cm_register(napi_env env, napi_value exports)
 	EXPORT("cmRef", cm_ref);
 	EXPORT("cmCreateId", cm_create_id);
 	EXPORT("cmSetKey", cm_set_key);
+	EXPORT("cmCreateIdBound", cm_create_id_bound);
 	EXPORT("cmBind", cm_bind);
 	EXPORT("cmResolveAddr", cm_resolve_addr);
 	EXPORT("cmResolveRoute", cm_resolve_route);

@@ -325,6 +325,7 @@ static void async_cb(uv_poll_t *p, int status, int events)
 			break;
 		case IBV_EVENT_SRQ_ERR: case IBV_EVENT_SRQ_LIMIT_REACHED:
 			kind = 3;
+			key = (double)(intptr_t)ev.element.srq->srq_context;
 			break;
 		case IBV_EVENT_PORT_ACTIVE: case IBV_EVENT_PORT_ERR: case IBV_EVENT_LID_CHANGE:
 		case IBV_EVENT_PKEY_CHANGE: case IBV_EVENT_SM_CHANGE: case IBV_EVENT_CLIENT_REREGISTER:
@@ -426,14 +427,21 @@ static napi_value reg_mr(napi_env env, napi_callback_info info)
 		free(m);
 		return neg_errno(env, e ? e : ENOMEM);
 	}
+	m->slot = key_slot_put(&m->h);
+	if (!m->slot) {
+		ibv_dereg_mr(mr);
+		free(m);
+		return neg_errno(env, ENOMEM);
+	}
 	napi_create_reference(env, argv[1], 1, &m->buf_ref);
 	napi_value arr;
-	napi_create_array_with_length(env, 5, &arr);
+	napi_create_array_with_length(env, 6, &arr);
 	napi_set_element(env, arr, 0, wrap_obj(env, &m->h, T_MR, mr));
 	napi_set_element(env, arr, 1, num(env, (double)(uintptr_t)mr->addr));
 	napi_set_element(env, arr, 2, num(env, mr->lkey));
 	napi_set_element(env, arr, 3, num(env, mr->rkey));
 	napi_set_element(env, arr, 4, num(env, (double)mr->length));
+	napi_set_element(env, arr, 5, num(env, m->slot));
 	return arr;
 }
 
@@ -447,6 +455,8 @@ static napi_value dereg_mr(napi_env env, napi_callback_info info)
 	if (r)
 		return neg_errno(env, r);
 	m->h.ptr = NULL;
+	key_slot_drop(m->slot);
+	m->slot = 0;
 	if (m->buf_ref)
 		napi_delete_reference(env, m->buf_ref);
 	m->buf_ref = NULL;
@@ -957,7 +967,7 @@ napi_value qp_result(napi_env env, struct qp_obj *o, struct ibv_qp *qp, const st
 
 /*
  * Common QP init attribute parsing: (sendCq, recvCq, qpType, maxSendWr, maxRecvWr, maxSendSge,
- * maxRecvSge, maxInlineData, sqSigAll, key) starting at argv[first].
+ * maxRecvSge, maxInlineData, sqSigAll, key, srq|null) starting at argv[first].
  */
 bool qp_init_from(napi_env env, napi_value *argv, struct ibv_qp_init_attr *a)
 {
@@ -973,6 +983,9 @@ bool qp_init_from(napi_env env, napi_value *argv, struct ibv_qp_init_attr *a)
 			return false;
 	if (!arg_bool(env, argv[8], &sig) || !arg_i32(env, argv[9], &key))
 		return false;
+	struct obj *srq = NULL;
+	if (!is_nullish(env, argv[10]) && !(srq = get_obj(env, argv[10], T_SRQ)))
+		return false;
 	memset(a, 0, sizeof(*a));
 	a->send_cq = scq->ptr;
 	a->recv_cq = rcq->ptr;
@@ -984,6 +997,7 @@ bool qp_init_from(napi_env env, napi_value *argv, struct ibv_qp_init_attr *a)
 	a->cap.max_inline_data = v[4];
 	a->sq_sig_all = sig;
 	a->qp_context = (void *)(intptr_t)key;
+	a->srq = srq ? srq->ptr : NULL;
 	return true;
 }
 
@@ -1002,15 +1016,15 @@ void qp_init_ex_from(const struct ibv_qp_init_attr *a, struct ibv_pd *pd, uint32
 
 /*
  * createQp(pd, sendCq, recvCq, qpType, sendWr, recvWr, sendSge, recvSge, inline, sigAll, key,
- * createFlags): ibv_create_qp, or with create flags ibv_create_qp_ex.
+ * srq|null, createFlags): ibv_create_qp, or with create flags ibv_create_qp_ex.
  */
 static napi_value create_qp(napi_env env, napi_callback_info info)
 {
-	ARGS(12);
+	ARGS(13);
 	struct obj *pd = get_obj(env, argv[0], T_PD);
 	struct ibv_qp_init_attr a;
 	uint32_t flags;
-	if (!pd || !qp_init_from(env, argv + 1, &a) || !arg_u32(env, argv[11], &flags))
+	if (!pd || !qp_init_from(env, argv + 1, &a) || !arg_u32(env, argv[12], &flags))
 		return neg_errno(env, EINVAL);
 	struct qp_obj *o = qp_wrap_new();
 	if (!o)
@@ -1247,7 +1261,12 @@ static napi_value post_send(napi_env env, napi_callback_info info)
 			wr->invalidate_rkey = w[W_INV];
 		else
 			wr->imm_data = htobe32(w[W_IMM]);
-		if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
+		if (wr->opcode == IBV_WR_BIND_MW) {
+			if (!bind_wr_from(w, wr)) {
+				base[WR_STATUS_WORD] = i;
+				return neg_errno(env, EINVAL);
+			}
+		} else if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 			double ra;
 			memcpy(&ra, w + W_RADDR, 8);
 			wr->wr.atomic.remote_addr = (uint64_t)ra;
@@ -1280,6 +1299,24 @@ static napi_value post_send(napi_env env, napi_callback_info info)
 	return int32(env, 0);
 }
 
+/* The n receive WRs of the scratch (words: id, num_sge, first SGE) as a chain in `wrs`. */
+bool recv_wrs_from(const uint32_t *base, uint32_t n, struct ibv_recv_wr *wrs, struct ibv_sge *sges, uint32_t *bad)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		const uint32_t *w = base + i * WR_WORDS;
+		uint32_t first = w[W_SGE0], ns = w[W_NSGE];
+		if (!sges_of(base, first, ns, sges + (first < SGE_MAX ? first : 0))) {
+			*bad = i;
+			return false;
+		}
+		wrs[i].wr_id = wr_id_of(w);
+		wrs[i].sg_list = ns ? &sges[first] : NULL;
+		wrs[i].num_sge = (int)ns;
+		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
+	}
+	return true;
+}
+
 /* postRecv(qp, n) -> 0 | -errno, as postSend (WR words: id, num_sge, first SGE). */
 static napi_value post_recv(napi_env env, napi_callback_info info)
 {
@@ -1295,17 +1332,10 @@ static napi_value post_recv(napi_env env, napi_callback_info info)
 	struct ibv_recv_wr wrs[WR_MAX];
 	struct ibv_sge sges[SGE_MAX];
 	uint32_t *base = st->wr;
-	for (uint32_t i = 0; i < n; i++) {
-		const uint32_t *w = base + i * WR_WORDS;
-		uint32_t first = w[W_SGE0], ns = w[W_NSGE];
-		if (!sges_of(base, first, ns, sges + (first < SGE_MAX ? first : 0))) {
-			base[WR_STATUS_WORD] = i;
-			return neg_errno(env, EINVAL);
-		}
-		wrs[i].wr_id = wr_id_of(w);
-		wrs[i].sg_list = ns ? &sges[first] : NULL;
-		wrs[i].num_sge = (int)ns;
-		wrs[i].next = i + 1 < n ? &wrs[i + 1] : NULL;
+	uint32_t at;
+	if (!recv_wrs_from(base, n, wrs, sges, &at)) {
+		base[WR_STATUS_WORD] = at;
+		return neg_errno(env, EINVAL);
 	}
 	struct ibv_recv_wr *bad = NULL;
 	int r = ibv_post_recv(o->h.ptr, wrs, &bad);

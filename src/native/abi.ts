@@ -35,6 +35,12 @@ export const W = {
   ID_LO: 0, ID_HI: 1, OPCODE: 2, FLAGS: 3, NSGE: 4, SGE0: 5, IMM: 6, RKEY: 7, RADDR: 8, INV: 10, QKEY: 11, AH: 12, RQPN: 13,
   /** An atomic WR's compare (CAS) or add (FAA) operand and its swap operand, as 32-bit halves. */
   CMP_LO: 16, CMP_HI: 17, SWAP_LO: 18, SWAP_HI: 19,
+  /**
+   * BIND_MW: the window's access rights and its rkey as the application has it (`mw.rkey`); the
+   * window's key-table slot goes in `AH`, the MR's in `RQPN`, the new rkey in `RKEY`, the address
+   * at `RADDR` and the length as a double at `CMP_LO`.
+   */
+  MW_ACCESS: 14, MW_RKEY: 15,
 } as const;
 /** SGE word offsets: the address is the double at words 0-1. */
 export const S = { ADDR: 0, LENGTH: 2, LKEY: 3 } as const;
@@ -92,6 +98,17 @@ export const ALL_QP_ATTR = (1 << 21) - 1;
 export const AsyncElement = { DEVICE: 0, QP: 1, CQ: 2, SRQ: 3, PORT: 4 } as const;
 
 // -- work requests -------------------------------------------------------------------------------
+
+/** A native MR or window: its slot in the addon's key table (native/src/mw.c), from 1. */
+export interface KeySlotted {
+  readonly _slot: number;
+}
+
+/** The key-table slot of `o` (0: not a native MR or window, which the addon refuses). */
+function slotOf(o: unknown): number {
+  const s = (o as Partial<KeySlotted> | null | undefined)?._slot;
+  return typeof s === 'number' ? s : 0;
+}
 
 /** What `createAh` returns to the verbs layer for a native device (kept in `ah._provider`). */
 export interface NativeAhData {
@@ -164,6 +181,16 @@ export function encodeSendWr(w: Uint32Array, f: Float64Array, n: number, sge: nu
     w[o + W.AH] = (ud.ah._provider as NativeAhData).index;
     w[o + W.RQPN] = ud.remoteQpn;
     w[o + W.QKEY] = ud.remoteQkey;
+  } else if (wr.opcode === WrOpcode.BIND_MW) {
+    const b = wr.bindMw;
+    const i = b?.bindInfo;
+    w[o + W.AH] = slotOf(b?.mw);
+    w[o + W.RQPN] = slotOf(i?.mr);
+    w[o + W.MW_RKEY] = b !== undefined ? b.mw.rkey >>> 0 : 0;
+    w[o + W.RKEY] = b !== undefined ? b.rkey >>> 0 : 0;
+    w[o + W.MW_ACCESS] = i?.mwAccessFlags ?? 0;
+    f[(o + W.RADDR) >> 1] = i?.addr ?? 0;
+    f[(o + W.CMP_LO) >> 1] = i?.length ?? 0;
   } else if (wr.opcode === WrOpcode.ATOMIC_CMP_AND_SWP || wr.opcode === WrOpcode.ATOMIC_FETCH_AND_ADD) {
     const a = wr.atomic;
     w[o + W.AH] = 0;

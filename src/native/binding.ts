@@ -20,7 +20,7 @@ import { RdmaError } from '../errors.js';
 import { AH, QA, WR_STATUS_WORD } from './abi.js';
 
 /** The ABI the JS side speaks (native/src/addon.h `ADDON_ABI`). */
-export const ADDON_ABI = 1;
+export const ADDON_ABI = 2;
 
 /** An opaque handle to an rdma-core object (an N-API external). */
 export type Handle = { readonly __native: unique symbol };
@@ -98,7 +98,8 @@ export interface NativeBinding {
   watchAsync(ctx: Handle, key: number): number;
   allocPd(ctx: Handle): R<Handle>;
   deallocPd(pd: Handle): number;
-  regMr(pd: Handle, mem: ArrayBufferView | ArrayBuffer | SharedArrayBuffer, access: number, iova: number): R<[Handle, number, number, number, number]>;
+  /** `[mr, addr, lkey, rkey, length, slot]`: the slot names the MR in a BIND_MW work request. */
+  regMr(pd: Handle, mem: ArrayBufferView | ArrayBuffer | SharedArrayBuffer, access: number, iova: number): R<[Handle, number, number, number, number, number]>;
   deregMr(mr: Handle): number;
   createCompChannel(ctx: Handle, key: number): R<Handle>;
   compChannelRef(ch: Handle, delta: number): number;
@@ -115,7 +116,7 @@ export interface NativeBinding {
   createAh(pd: Handle, attr: Float64Array, dgid: Uint8Array | null): R<[Handle, number]>;
   destroyAh(ah: Handle): number;
   /** ibv_create_qp, or with `createFlags` non-zero ibv_create_qp_ex (comp_mask PD | CREATE_FLAGS). */
-  createQp(pd: Handle, sendCq: Handle, recvCq: Handle, qpType: number, sendWr: number, recvWr: number, sendSge: number, recvSge: number, inline: number, sigAll: boolean, key: number, createFlags: number): R<QpResult>;
+  createQp(pd: Handle, sendCq: Handle, recvCq: Handle, qpType: number, sendWr: number, recvWr: number, sendSge: number, recvSge: number, inline: number, sigAll: boolean, key: number, srq: Handle | null, createFlags: number): R<QpResult>;
   modifyQp(qp: Handle, mask: number, attr: Float64Array, dgid: Uint8Array | null): number;
   queryQp(qp: Handle, mask: number, out: Float64Array, dgid: Uint8Array | null): number;
   qpState(qp: Handle): number;
@@ -124,11 +125,25 @@ export interface NativeBinding {
   detachMcast(qp: Handle, gid: Uint8Array, lid: number): number;
   postSend(qp: Handle, n: number): number;
   postRecv(qp: Handle, n: number): number;
+  /** `[srq, maxWr, maxSge]` as the provider sized it. */
+  createSrq(pd: Handle, maxWr: number, maxSge: number, srqLimit: number, key: number): R<[Handle, number, number]>;
+  modifySrq(srq: Handle, mask: number, maxWr: number, srqLimit: number): number;
+  /** `[maxWr, maxSge, srqLimit]`. */
+  querySrq(srq: Handle): R<[number, number, number]>;
+  destroySrq(srq: Handle): number;
+  postSrqRecv(srq: Handle, n: number): number;
+  /** `[mw, rkey, slot]`. */
+  allocMw(pd: Handle, type: number): R<[Handle, number, number]>;
+  deallocMw(mw: Handle): number;
+  /** ibv_bind_mw: the window's new rkey. */
+  bindMw(qp: Handle, mw: Handle, mwRkey: number, mr: Handle | null, addr: number, length: number, access: number, wrIdLo: number, wrIdHi: number, sendFlags: number): number;
   cLoopPingPong(qpA: Handle, cqA: Handle, qpB: Handle, cqB: Handle, args: Float64Array): number;
   cmInit(): number;
   cmRef(delta: number): number;
   cmCreateId(key: number, ps: number): R<Handle>;
   cmSetKey(id: Handle, key: number): number;
+  /** rdma_create_ep (RAI_PASSIVE) + rdma_migrate_id: an id of `qpType` bound to the address. */
+  cmCreateIdBound(key: number, ps: number, qpType: number, address: string, port: number, scope: number): R<Handle>;
   cmBind(id: Handle, address: string, port: number, scope: number): number;
   cmResolveAddr(id: Handle, src: string | null, srcPort: number, srcScope: number, dst: string, dstPort: number, dstScope: number, timeoutMs: number): number;
   cmResolveRoute(id: Handle, timeoutMs: number): number;
@@ -141,7 +156,7 @@ export interface NativeBinding {
   cmDestroyId(id: Handle): number;
   cmInfo(id: Handle): R<[string | null, number, string, number, string, number]>;
   /** rdma_create_qp, or with `createFlags` non-zero rdma_create_qp_ex (comp_mask PD | CREATE_FLAGS). */
-  cmCreateQp(id: Handle, pd: Handle, sendCq: Handle, recvCq: Handle, qpType: number, sendWr: number, recvWr: number, sendSge: number, recvSge: number, inline: number, sigAll: boolean, key: number, createFlags: number): R<QpResult>;
+  cmCreateQp(id: Handle, pd: Handle, sendCq: Handle, recvCq: Handle, qpType: number, sendWr: number, recvWr: number, sendSge: number, recvSge: number, inline: number, sigAll: boolean, key: number, srq: Handle | null, createFlags: number): R<QpResult>;
   cmSetOption(id: Handle, level: number, name: number, value: number): number;
   cmInitQpAttr(id: Handle, state: number, out: Float64Array, dgid: Uint8Array | null): number;
   cmJoinMulticast(id: Handle, address: string, port: number, scope: number, key: number, flags: number): number;

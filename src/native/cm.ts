@@ -137,23 +137,43 @@ class NativeEndpoint implements CmEndpoint {
    */
   private readonly mcWaiting = new Set<number>();
 
+  /** The rdma_cm_id; null for a UC id until it is bound (see {@link create}). */
+  private hd: Handle | null;
+
   constructor(
     private host: CmHost,
-    readonly h: Handle,
+    h: Handle | null,
   ) {
+    this.hd = h;
     targets.set(this.key, this);
-    check(b('rdma_create_id').cmSetKey(h, this.key), 'rdma_create_id');
+    if (h !== null) check(b('rdma_create_id').cmSetKey(h, this.key), 'rdma_create_id');
+  }
+
+  /** The rdma_cm_id (EINVAL for a UC id not yet bound or resolved). */
+  get h(): Handle {
+    if (this.hd === null) throw err('EINVAL', 'rdma_cm', 'UC id neither bound nor resolved');
+    return this.hd;
   }
 
   /**
-   * A new rdma_cm_id of the host's port space. The addon creates ids with rdma_create_id, whose
-   * RDMA_PS_IB ids are RC: a UC id is refused (EOPNOTSUPP) rather than connected as RC.
+   * A new rdma_cm_id of the host's port space. rdma_create_id makes RC ids on RDMA_PS_IB, so a UC
+   * id is made when it is bound or resolved, by rdma_create_ep (librdmacm's rdma_create_id2 with
+   * the QP type), bound to its address, and moved to the process's event channel.
    */
   static create(host: CmHost): NativeEndpoint {
     const op = 'rdma_create_id';
-    if (host.qpType === QpType.UC) throw err('EOPNOTSUPP', op, 'UC ids (rdma_create_id2) through the native addon');
+    if (host.qpType === QpType.UC) {
+      b(op);
+      return new NativeEndpoint(host, null);
+    }
     const h = check(b(op).cmCreateId(-1, host.portSpace), op);
     return new NativeEndpoint(host, h);
+  }
+
+  /** A UC id's rdma_cm_id, made bound to `addr` (rdma_create_ep, rdma_migrate_id). */
+  private createBound(addr: SockAddr, op: string): void {
+    this.hd = check(b(op).cmCreateIdBound(this.key, this.host.portSpace, this.host.qpType, addr.address, addr.port ?? 0, scope(addr)), op);
+    this.bound = true;
   }
 
   private update(): void {
@@ -294,6 +314,7 @@ class NativeEndpoint implements CmEndpoint {
 
   bind(addr: SockAddr): void {
     const op = 'rdma_bind_addr';
+    if (this.hd === null) return this.createBound(addr, op);
     this.applyBindOptions();
     check(b(op).cmBind(this.h, addr.address, addr.port, scope(addr)), op);
     this.bound = true;
@@ -302,6 +323,8 @@ class NativeEndpoint implements CmEndpoint {
   async resolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs: number): Promise<void> {
     const op = 'rdma_resolve_addr';
     const x = b(op);
+    // A UC id is made bound to the source (a wildcard of the destination's family without one).
+    if (this.hd === null) this.createBound(src ?? { address: dst.address.includes(':') ? '::' : '0.0.0.0', port: 0 }, op);
     const from = this.bound ? null : src;
     if (from !== null) this.applyBindOptions();
     this.pending++;
@@ -450,7 +473,7 @@ class NativeEndpoint implements CmEndpoint {
     const w = this.routeWait;
     this.routeWait = null;
     w?.(-125);
-    b('rdma_destroy_id').cmDestroyId(this.h);
+    if (this.hd !== null) b('rdma_destroy_id').cmDestroyId(this.hd);
   }
 }
 

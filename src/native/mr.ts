@@ -30,13 +30,16 @@ export function memView(mem: MrMemory, op: string): Uint8Array {
 export class NativeMr extends Mr {
   /** @internal */
   readonly _h: Handle;
+  /** @internal Its slot in the addon's key table (what a BIND_MW work request names it by). */
+  readonly _slot: number;
 
   /** @internal Use `pd.regMr()`. */
-  constructor(pd: NativePd, buf: Uint8Array, addr: number, access: number, lkey: number, rkey: number, h: Handle) {
+  constructor(pd: NativePd, buf: Uint8Array, addr: number, access: number, lkey: number, rkey: number, h: Handle, slot: number) {
     super(pd, buf, addr, access, lkey);
     (this as { rkey: number }).rkey = rkey;
     (this as { handle: number }).handle = lkey >>> 8;
     this._h = h;
+    this._slot = slot;
   }
 
   /** `ibv_dereg_mr()`. */

@@ -15,9 +15,6 @@ import { readFileSync, readdirSync } from 'node:fs';
 import { err } from '../errors.js';
 import { registerProvider, type QpInitAttr, type VerbsProvider } from '../verbs/provider.js';
 import {
-  DEVICE_MEM_WINDOW,
-  DEVICE_MEM_WINDOW_TYPE_2A,
-  DEVICE_MEM_WINDOW_TYPE_2B,
   netdevs,
   type DeviceAttr,
   type DeviceInfo,
@@ -30,16 +27,22 @@ import type { Pd } from '../verbs/pd.js';
 import type { Qp } from '../verbs/qp.js';
 import type { AhAttr } from '../verbs/ah.js';
 import { ACCESS_ALL } from '../verbs/mr.js';
-import { QpType, TransportType, WrOpcode } from '../verbs/types.js';
-import type { WrCaps } from '../verbs/wr-check.js';
+import { TransportType, type MwBind } from '../verbs/types.js';
+import type { Mw } from '../verbs/mw.js';
+import { isAddr, isU32 } from '../util/fields.js';
 import { baseDeviceAttrEx, type DeviceAttrEx } from '../verbs/device-attr-ex.js';
 import { WC_STANDARD_FLAGS, WcExFlags } from '../verbs/cq-ex.js';
-import { AH, SGE_MAX, encodeAh, type NativeAhData } from './abi.js';
+import { AH, encodeAh, putWrId, type NativeAhData } from './abi.js';
 import { check, loadBinding, type Handle, type NativeBinding, type NativeDeviceEntry } from './binding.js';
 import { takeAttached } from './cm-qp.js';
 import { NativeContext } from './context.js';
 import { NativePd } from './pd.js';
 import { NativeQp } from './qp.js';
+import { NativeMr } from './mr.js';
+import { NativeMw } from './mw.js';
+import { NATIVE_WR_CAPS } from './wr-caps.js';
+
+export { NATIVE_WR_CAPS } from './wr-caps.js';
 
 /** The provider name native devices carry in `DeviceInfo.provider`. */
 export const NATIVE_PROVIDER = 'rdma-core';
@@ -113,19 +116,6 @@ function ifnameOf(name: string, guid: string, nds: NetdevInfo[]): string {
   return '';
 }
 
-/** The `device_cap_flags` bits that say a device has memory windows. */
-const MW_CAP_FLAGS = DEVICE_MEM_WINDOW | DEVICE_MEM_WINDOW_TYPE_2A | DEVICE_MEM_WINDOW_TYPE_2B;
-
-/**
- * A kernel device's attributes as this backend offers the device: the addon has no
- * `ibv_alloc_mw` / `ibv_bind_mw` and its work requests carry no BIND_MW, so memory windows are
- * not available through it — `max_mw` 0 and no window capability bits, and `allocMw` refuses
- * with EOPNOTSUPP (libibverbs' answer for a provider without `alloc_mw`).
- */
-function withoutWindows(a: DeviceAttr): DeviceAttr {
-  return { ...a, maxMw: 0, deviceCapFlags: (a.deviceCapFlags & ~MW_CAP_FLAGS) >>> 0 };
-}
-
 /** The device list, read once (rdma-core's contexts stay open for the process's life). */
 function nativeDevices(b: NativeBinding): NativeDev[] {
   if (devs !== null) return devs;
@@ -136,9 +126,9 @@ function nativeDevices(b: NativeBinding): NativeDev[] {
   for (const e of r) {
     const q = b.queryDevice(e.ctx);
     if (typeof q === 'number') continue;
-    // The addon has no SRQ entry points (ibv_create_srq ...): the device says it has none, and
-    // ibv_create_srq is EOPNOTSUPP, whatever the kernel's device could do.
-    const attr = withoutWindows({ ...(q as unknown as DeviceAttr), maxInlineData: NATIVE_MAX_INLINE, maxSrq: 0, maxSrqWr: 0, maxSrqSge: 0 });
+    // The kernel device's own answer: SRQs (max_srq ...), memory windows (max_mw and the
+    // MEM_WINDOW bits of device_cap_flags) and atomics are what ibv_query_device reports.
+    const attr: DeviceAttr = { ...(q as unknown as DeviceAttr), maxInlineData: NATIVE_MAX_INLINE };
     devs.push({ entry: e, attr, ifname: ifnameOf(e.name, e.guid, nds) });
   }
   return devs;
@@ -235,8 +225,8 @@ function queryDeviceEx(info: DeviceInfo, attr: Readonly<DeviceAttr>): DeviceAttr
     odpCaps: { generalCaps: big('odpGeneralCaps'), perTransportCaps: { rcOdpCaps: n('odpRc'), ucOdpCaps: n('odpUc'), udOdpCaps: n('odpUd') } },
     completionTimestampMask: big('completionTimestampMask'),
     hcaCoreClock: big('hcaCoreClock'),
-    // The memory-window bits the backend does not serve are cleared, as in device_cap_flags.
-    deviceCapFlagsEx: big('deviceCapFlagsEx') & ~BigInt(MW_CAP_FLAGS),
+    // The kernel device's own flags, memory-window bits included (the backend serves windows).
+    deviceCapFlagsEx: big('deviceCapFlagsEx'),
     tsoCaps: { maxTso: n('maxTso'), supportedQpts: n('tsoSupportedQpts') },
     rssCaps: {
       supportedQpts: n('rssSupportedQpts'),
@@ -301,37 +291,27 @@ function mcast(qp: Qp, gid: Uint8Array, lid: number, attach: boolean): void {
   check(attach ? b.attachMcast(qp._h, gid, lid) : b.detachMcast(qp._h, gid, lid), op);
 }
 
-/**
- * The send opcodes the addon's work-request layout carries (native/src/addon.h), the atomics with
- * their operands among them; no memory-window binding. Which of them a QP type takes, and whether
- * the device has atomics at all (its `atomic_cap`), is the kernel provider's answer, as for a C
- * program.
- */
-const NATIVE_OPCODES: readonly WrOpcode[] = [
-  WrOpcode.RDMA_WRITE,
-  WrOpcode.RDMA_WRITE_WITH_IMM,
-  WrOpcode.SEND,
-  WrOpcode.SEND_WITH_IMM,
-  WrOpcode.RDMA_READ,
-  WrOpcode.ATOMIC_CMP_AND_SWP,
-  WrOpcode.ATOMIC_FETCH_AND_ADD,
-  WrOpcode.LOCAL_INV,
-  WrOpcode.SEND_WITH_INV,
-];
+const bindWrId = new Uint32Array(2);
 
 /**
- * What the verbs layer checks before a work request reaches rdma-core: only what the C structs
- * cannot hold (`checks: 'abi'`: u32 fields, u64 wr_id, SGE lengths as ibverbs' u32, no more SGEs
- * than one addon call carries); the kernel's provider checks the rest — opcodes per QP type,
- * operands, inline size — and its errno is the answer.
+ * `ibv_bind_mw()` of a type 1 window (libibverbs has checked the type and the MR's PD): the
+ * provider posts the bind (rxe: a BIND_MW work request completing on the send CQ) and returns the
+ * window's new rkey. A bind without an MR (an unbind) is refused with EINVAL: rdma-core's rxe
+ * reads the MR through `bind_info.mr` whatever the length (rxe_bind_mw).
  */
-export const NATIVE_WR_CAPS: WrCaps = {
-  sendOpcodes: { [QpType.RC]: NATIVE_OPCODES, [QpType.UC]: NATIVE_OPCODES, [QpType.UD]: NATIVE_OPCODES },
-  maxSgeLength: 0xffff_ffff,
-  maxSgePerWr: SGE_MAX,
-  inlineRead: 'ignore',
-  checks: 'abi',
-};
+function bindMw(qp: Qp, mw: Mw, bind: MwBind): number {
+  const op = 'ibv_bind_mw';
+  if (!(qp instanceof NativeQp) || !(mw instanceof NativeMw)) throw err('EINVAL', op, 'QP or window of another device');
+  const i = bind.bindInfo;
+  const mr = i.mr;
+  if (!(mr instanceof NativeMr)) throw err('EINVAL', op, 'a bind without an MR (unbind) is not passed to rdma-core, whose rxe would read the missing MR');
+  const flags = bind.sendFlags ?? 0;
+  if (!isU32(flags) || !isU32(i.mwAccessFlags) || !isAddr(i.addr) || !isAddr(i.length)) throw err('EINVAL', op, 'send_flags, bind_info address, length or access');
+  const id = bind.wrId;
+  if (!((typeof id === 'number' && Number.isSafeInteger(id) && id >= 0) || (typeof id === 'bigint' && id >= 0n && id < 1n << 63n))) throw err('EINVAL', op, `wr_id ${String(id)}`);
+  putWrId(bindWrId, 0, id);
+  return check(qp.context._b.bindMw(qp._h, mw._h, mw.rkey >>> 0, mr._h, i.addr, i.length, i.mwAccessFlags, bindWrId[0] as number, bindWrId[1] as number, flags), op) >>> 0;
+}
 
 const provider: VerbsProvider = {
   name: NATIVE_PROVIDER,
@@ -346,6 +326,7 @@ const provider: VerbsProvider = {
   accessMask: () => ACCESS_ALL,
   createQp,
   wrCaps: NATIVE_WR_CAPS,
+  bindMw,
   // The extended CQ and QP over ibv_create_cq / ibv_poll_cq and ibv_create_qp / ibv_post_send
   // (src/verbs/cq-ex.ts, qp-ex.ts): the fields ibv_poll_cq reports.
   // Completion timestamps go to the device's own ibv_create_cq_ex, which refuses them where the

@@ -5,21 +5,21 @@
  * provider answers the rest with its errno and the index of the first WR it did not post.
  * Attributes cross in the `QA` layout.
  */
-import { PostError, RdmaError, err } from '../errors.js';
-import type { ErrnoCode } from '../errno.js';
+import { PostError, err } from '../errors.js';
 import { isU32 } from '../util/fields.js';
 import { QpAttrMask, type QpAttr } from '../verbs/qp-attr.js';
 import { Qp } from '../verbs/qp.js';
-import type { Pd } from '../verbs/pd.js';
 import type { QpInitAttr } from '../verbs/provider.js';
 import { QpState, type QpCap, type RecvWr, type SendWr } from '../verbs/types.js';
-import { checkRecvWr, checkSendWr, type WrRules } from '../verbs/wr-check.js';
-import { ALL_QP_ATTR, QA, SGE_MAX, WR_MAX, WR_STATUS_WORD, decodeQpAttr, encodeQpAttr, encodeRecvWr, encodeSendWr, qpStateOfNum } from './abi.js';
-import { check, scratchBuffers, type Handle, type NativeBinding, type QpResult } from './binding.js';
+import { checkRecvWr, checkSendWr } from '../verbs/wr-check.js';
+import { ALL_QP_ATTR, QA, decodeQpAttr, encodeQpAttr, encodeRecvWr, encodeSendWr, qpStateOfNum } from './abi.js';
+import { check, type Handle, type NativeBinding, type QpResult } from './binding.js';
 import { cmQpRequests } from './cm-qp.js';
 import type { NativeContext } from './context.js';
 import { NativeCq } from './cq.js';
 import type { NativePd } from './pd.js';
+import { postWrs, type PostPath } from './post.js';
+import { NativeSrq } from './srq.js';
 import { newKey, qps } from './registry.js';
 
 const qaBuf = new Float64Array(QA.WORDS);
@@ -55,7 +55,8 @@ export class NativeQp extends Qp {
     const scq = attr.sendCq as NativeCq;
     const rcq = attr.recvCq as NativeCq;
     if (!(scq instanceof NativeCq) || !(rcq instanceof NativeCq)) throw err('EINVAL', op, 'CQs of another device');
-    if (attr.srq !== undefined && attr.srq !== null) throw err('EOPNOTSUPP', op, 'the native backend has no SRQs');
+    const srq = attr.srq ?? null;
+    if (srq !== null && !(srq instanceof NativeSrq)) throw err('EINVAL', op, 'SRQ of another device');
     const v = [c.maxSendWr ?? 1, c.maxRecvWr ?? 1, c.maxSendSge ?? 1, c.maxRecvSge ?? 1, c.maxInlineData ?? 0];
     if (!v.every(isU32)) throw err('EINVAL', op, 'cap');
     const key = newKey();
@@ -65,8 +66,8 @@ export class NativeQp extends Qp {
     // Create flags go to the kernel's device through the _ex calls, which answer for it.
     const flags = attr.createFlags ?? 0;
     const r = cmId
-      ? check(b.cmCreateQp(cmId, pd._h, scq._h, rcq._h, attr.qpType, v[0] as number, v[1] as number, v[2] as number, v[3] as number, v[4] as number, sig, key, flags), flags ? 'rdma_create_qp_ex' : 'rdma_create_qp')
-      : check(b.createQp(pd._h, scq._h, rcq._h, attr.qpType, v[0] as number, v[1] as number, v[2] as number, v[3] as number, v[4] as number, sig, key, flags), flags ? 'ibv_create_qp_ex' : op);
+      ? check(b.cmCreateQp(cmId, pd._h, scq._h, rcq._h, attr.qpType, v[0] as number, v[1] as number, v[2] as number, v[3] as number, v[4] as number, sig, key, srq?._h ?? null, flags), flags ? 'rdma_create_qp_ex' : 'rdma_create_qp')
+      : check(b.createQp(pd._h, scq._h, rcq._h, attr.qpType, v[0] as number, v[1] as number, v[2] as number, v[3] as number, v[4] as number, sig, key, srq?._h ?? null, flags), flags ? 'ibv_create_qp_ex' : op);
     return new NativeQp(ctx, pd, attr, r, key);
   }
 
@@ -150,51 +151,23 @@ export class NativeQp extends Qp {
     return null;
   }
 
-  /** `ibv_post_recv()`, checked and posted as {@link postSend}. */
+  /**
+   * `ibv_post_recv()`, checked and posted as {@link postSend}. A QP on an SRQ has no receive
+   * queue of its own: EINVAL, as rxe and the kernel's siw_post_receive answer — and before
+   * rdma-core, whose siw provider indexes the QP's (absent) receive queue and crashes.
+   */
   override postRecv(wrs: RecvWr | readonly RecvWr[]): void {
+    if (this.srq !== null && !this.destroyed) throw new PostError('EINVAL', RECV_PATH.op, 0, `QP uses ${this.srq.tag}: post to the SRQ`);
     this.post(RECV_PATH, wrs);
   }
 
   /**
-   * Check (unless `checked`: the builder's batch, checked already), encode and post the first
-   * `limit` of `wrs` in batches of what one addon call carries (WR_MAX WRs, SGE_MAX
-   * SGEs). A provider error names the first WR it did not post, counted over the whole list; a
-   * WR refused here is thrown after the ones before it are posted.
+   * Post `wrs` on this QP's queue of `path` ({@link postWrs}): the first `limit` of them, each
+   * checked unless `checked` (the builder's batch, checked already).
    */
   private post<T extends SendWr | RecvWr>(path: PostPath<T>, wrs: T | readonly T[], checked = false, limit = Infinity): void {
-    const op = path.op;
-    const many = Array.isArray(wrs);
-    const list = wrs as readonly T[];
-    const count = many ? Math.min(list.length, limit) : 1;
-    if (this.destroyed) throw new PostError('EINVAL', op, 0, 'QP destroyed');
-    const s = scratchBuffers();
-    const w = s.wr;
-    const f = s.wrF64;
-    const rules = this.wrRules;
-    const pd = this.pd;
-    let i = 0;
-    while (i < count) {
-      const start = i;
-      let n = 0;
-      let sge = 0;
-      let bad: string | null = null;
-      for (; i < count && n < WR_MAX; i++) {
-        const wr = many ? (list[i] as T) : (wrs as T);
-        const length = checked ? 0 : path.check(wr, rules, pd);
-        if (typeof length === 'string') {
-          bad = length;
-          break;
-        }
-        if (sge + wr.sgList.length > SGE_MAX) break;
-        sge = path.encode(w, f, n, sge, wr);
-        n++;
-      }
-      if (n > 0) {
-        const rc = path.post(this._b, this._h, n);
-        if (rc < 0) throw postError(-rc, op, start + (w[WR_STATUS_WORD] as number));
-      }
-      if (bad !== null) throw new PostError('EINVAL', op, i, bad);
-    }
+    if (this.destroyed) throw new PostError('EINVAL', path.op, 0, 'QP destroyed');
+    postWrs(this._b, this._h, path, this.wrRules, this.pd, wrs, checked, limit);
   }
 
   /** `ibv_destroy_qp()`. */
@@ -214,14 +187,6 @@ export class NativeQp extends Qp {
   }
 }
 
-/** One direction of posting: its call's name, its checks, its encoding, its addon call. */
-interface PostPath<T> {
-  readonly op: string;
-  check(wr: T, rules: WrRules, pd: Pd): number | string;
-  encode(w: Uint32Array, f: Float64Array, n: number, sge: number, wr: T): number;
-  post(b: NativeBinding, h: Handle, n: number): number;
-}
-
 const SEND_PATH: PostPath<SendWr> = {
   op: 'ibv_post_send',
   check: checkSendWr,
@@ -235,8 +200,3 @@ const RECV_PATH: PostPath<RecvWr> = {
   encode: encodeRecvWr,
   post: (b, h, n) => b.postRecv(h, n),
 };
-
-function postError(errno: number, op: string, index: number): PostError {
-  const e = RdmaError.fromErrno(errno);
-  return new PostError(e.code as ErrnoCode, op, index);
-}

@@ -12,6 +12,7 @@ import type { NativeCompChannel } from './comp-channel.js';
 import type { NativeContext } from './context.js';
 import type { NativeCq } from './cq.js';
 import type { NativeQp } from './qp.js';
+import type { NativeSrq } from './srq.js';
 
 let nextKey = 1;
 /** A process-unique key naming an object to the addon (a CQ's cq_context, a QP's qp_context ...). */
@@ -21,11 +22,12 @@ export function newKey(): number {
   return k;
 }
 
-/** Live contexts, completion channels, CQs and QPs by key (each removes itself when it goes). */
+/** Live contexts, completion channels, CQs, QPs and SRQs by key (each removes itself when it goes). */
 export const contexts = new Map<number, NativeContext>();
 export const channels = new Map<number, NativeCompChannel>();
 export const cqs = new Map<number, NativeCq>();
 export const qps = new Map<number, NativeQp>();
+export const srqs = new Map<number, NativeSrq>();
 
 /** A completion event read in C (ibv_get_cq_event): counted on its CQ, queued on its channel. */
 dispatch.cqEvent = (chanKey, cqKey) => {
@@ -46,6 +48,9 @@ dispatch.asyncEvent = (ctxKey, type, kind, key) => {
   } else if (kind === AsyncElement.CQ) {
     const cq = cqs.get(key);
     if (cq !== undefined) ctx._raiseAsyncEvent({ type: AsyncEventType.CQ_ERR, cq });
+  } else if (kind === AsyncElement.SRQ) {
+    const srq = srqs.get(key);
+    if (srq !== undefined) ctx._raiseAsyncEvent({ type, srq });
   } else if (kind === AsyncElement.PORT) ctx._raiseAsyncEvent({ type, portNum: key });
   else ctx._raiseAsyncEvent({ type });
 };

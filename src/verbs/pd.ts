@@ -106,7 +106,7 @@ export class Pd {
    * valid with length 0, a type 2 window free. Its rkey's index is drawn among those no MR or
    * window of the context uses, its key byte at random (rxe_alloc_mw).
    * @throws RdmaError EOPNOTSUPP on a device without memory windows (libibverbs' answer when the
-   *   provider has no `alloc_mw`: siw, the native backend); EINVAL (a type other than 1 and 2, as
+   *   provider has no `alloc_mw`: siw); EINVAL (a type other than 1 and 2, as
    *   ib_uverbs_alloc_mw; more than `maxMw` windows, as rxe's pool; PD deallocated); whatever the
    *   device's provider refuses.
    */

@@ -241,6 +241,10 @@ function givenFieldsProblem(wr: SendWr, r: WrRules, pd: Pd): string | null {
   if (wr.sendFlags !== undefined && !isU32(wr.sendFlags)) return 'send_flags';
   if (wr.immData !== undefined && !isU32(wr.immData)) return 'imm_data';
   if (wr.invalidateRkey !== undefined && !isU32(wr.invalidateRkey)) return 'invalidate_rkey';
+  if (wr.opcode === WrOpcode.BIND_MW) {
+    const bad = bindProblem(wr);
+    if (bad !== null) return bad;
+  }
   if (wr.rdma !== undefined && remoteProblem(wr.rdma) !== null) return 'rdma.remote_addr/rkey';
   if (wr.atomic !== undefined) {
     if (remoteProblem(wr.atomic) !== null) return 'atomic.remote_addr/rkey';

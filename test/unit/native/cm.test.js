@@ -232,3 +232,44 @@ test('a join holds the event loop until its MULTICAST_JOIN (or a leave), as a pe
   await id.destroy();
   ch.destroy();
 });
+
+test('a UC id on RDMA_PS_IB is made bound by rdma_create_ep with its QP type; unbound, nothing reaches librdmacm', { skip }, async () => {
+  const { QpType } = m;
+  const n = fake.calls.length;
+  const id = createId(createEventChannel(), null, PortSpace.IB, { qpType: QpType.UC });
+  assert.deepEqual(names(n).filter((x) => x.startsWith('cmCreate')), [], 'no rdma_create_id: it would make an RC id');
+  id.bindAddr({ address: ADDR, port: 7001 });
+  const made = since(n).filter((c) => c.name.startsWith('cmCreate'));
+  assert.deepEqual(made.map((c) => c.name), ['cmCreateIdBound']);
+  assert.deepEqual(made[0].args.slice(1), [PortSpace.IB, QpType.UC, ADDR, 7001, 0], 'port space, qp_type UC, the address');
+  assert.equal(typeof made[0].args[0], 'number', 'the key its events come back with');
+  assert.deepEqual(names(n).filter((x) => x === 'cmBind'), [], 'rdma_create_ep bound it');
+  assert.equal(id.state, CmState.ADDR_BOUND);
+  const m0 = fake.calls.length;
+  await id.destroy();
+  assert.deepEqual(names(m0), ['cmDestroyId']);
+
+  // Resolved without a bind: made bound to the wildcard of the destination's family first.
+  const cch = createEventChannel();
+  const c = createId(cch, null, PortSpace.IB, { qpType: QpType.UC });
+  const k = fake.calls.length;
+  const p = c.resolveAddr(null, { address: ADDR, port: 7002 });
+  for (let i = 0; i < 50 && !since(k).some((x) => x.name === 'cmResolveAddr'); i++) await new Promise((r) => setImmediate(r));
+  const bound = since(k).find((x) => x.name === 'cmCreateIdBound');
+  assert.deepEqual(bound?.args.slice(1), [PortSpace.IB, QpType.UC, '0.0.0.0', 0, 0]);
+  const r = since(k).find((x) => x.name === 'cmResolveAddr');
+  assert.equal(r.args[1], null, 'no second source: the id is bound');
+  await p;
+  emit({ key: bound.args[0], event: CmEventType.ADDR_ERROR, status: -113 });
+  const ev = await nextEvent(cch);
+  assert.equal(ev.event, CmEventType.ADDR_ERROR, 'its events come back to it');
+  assert.equal(ev.id, c);
+  ev.ack();
+  await c.destroy();
+
+  // Never bound: destroying it makes no librdmacm call.
+  const u = createId(createEventChannel(), null, PortSpace.IB, { qpType: QpType.UC });
+  const z = fake.calls.length;
+  await u.destroy();
+  assert.deepEqual(names(z).filter((x) => x.startsWith('cm')), []);
+});

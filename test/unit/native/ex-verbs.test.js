@@ -19,13 +19,13 @@ const callsOf = (name, since = 0) => fake.calls.slice(since).filter((c) => c.nam
 const dev = getDeviceList().find((d) => d.provider === native.PROVIDER);
 const ctx = dev.open();
 
-test('ibv_query_device_ex: every field of the addon\'s answer, orig_attr from ibv_query_device, window bits cleared', () => {
+test('ibv_query_device_ex: every field of the addon\'s answer, orig_attr from ibv_query_device, the device\'s window bits', () => {
   const x = ctx.queryDeviceEx();
   assert.deepEqual(x.origAttr, ctx.queryDevice());
   assert.deepEqual(x.odpCaps, { generalCaps: 1n, perTransportCaps: { rcOdpCaps: 0x1f, ucOdpCaps: 0, udOdpCaps: 3 } });
   assert.equal(x.completionTimestampMask, 0xffffffffffffn);
   assert.equal(x.hcaCoreClock, 156250n);
-  assert.equal(x.deviceCapFlagsEx, 1n << 36n, 'IBV_DEVICE_MEM_WINDOW cleared: the backend has no windows');
+  assert.equal(x.deviceCapFlagsEx, (1n << 36n) | 0x20000n, 'IBV_DEVICE_MEM_WINDOW kept: the backend serves the device\'s windows');
   assert.deepEqual(x.tsoCaps, { maxTso: 262144, supportedQpts: 0x100 });
   assert.deepEqual(x.rssCaps, { supportedQpts: 0x100, maxRwqIndirectionTables: 64, maxRwqIndirectionTableSize: 2048, rxHashFieldsMask: 0x3fn, rxHashFunction: 1 });
   assert.equal(x.maxWqTypeRq, 512);

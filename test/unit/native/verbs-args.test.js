@@ -119,11 +119,11 @@ test('QP create flags: given to the addon (its ibv_create_qp_ex), 0 without; the
   const init = (extra) => ({ qpType: QpType.UD, sendCq: cq, recvCq: cq, cap: { maxSendWr: 1, maxRecvWr: 1 }, ...extra });
   let n = fake.calls.length;
   const q0 = pd.createQp(init({}));
-  assert.equal(callsOf('createQp', n)[0].args[11], 0, 'no flags: ibv_create_qp');
+  assert.equal(callsOf('createQp', n)[0].args[12], 0, 'no flags: ibv_create_qp');
   q0.destroy();
   n = fake.calls.length;
   const q1 = pd.createQp(init({ createFlags: QpCreateFlags.BLOCK_SELF_MCAST_LB }));
-  assert.equal(callsOf('createQp', n)[0].args[11], 2, 'IBV_QP_CREATE_BLOCK_SELF_MCAST_LB reaches the addon');
+  assert.equal(callsOf('createQp', n)[0].args[12], 2, 'IBV_QP_CREATE_BLOCK_SELF_MCAST_LB reaches the addon');
   q1.destroy();
   refused(() => pd.createQp(init({ createFlags: -1 })), 'EINVAL', ['createQp']);
   refused(() => pd.createQp(init({ createFlags: 2 ** 32 })), 'EINVAL', ['createQp']);

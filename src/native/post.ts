@@ -1,0 +1,72 @@
+/**
+ * Posting work requests through the addon, for a QP's send and receive queues and an SRQ: each WR
+ * checked by the verbs layer (wr-check.ts, against the native provider's caps), encoded into the
+ * scratch shared with the addon (abi.ts) and handed to rdma-core in batches.
+ */
+import { PostError, RdmaError } from '../errors.js';
+import type { ErrnoCode } from '../errno.js';
+import type { Pd } from '../verbs/pd.js';
+import type { RecvWr, SendWr } from '../verbs/types.js';
+import { checkRecvWr, type WrRules } from '../verbs/wr-check.js';
+import { SGE_MAX, WR_MAX, WR_STATUS_WORD, encodeRecvWr } from './abi.js';
+import { scratchBuffers, type Handle, type NativeBinding } from './binding.js';
+
+/**
+ * Check (unless `checked`: the builder's batch, checked already), encode and post the first
+ * `limit` of `wrs` to the queue `h` (a QP's or an SRQ's) in batches of what one addon call
+ * carries (WR_MAX WRs, SGE_MAX SGEs). A provider error names the first WR it did not post,
+ * counted over the whole list; a WR refused here is thrown after the ones before it are posted.
+ */
+export function postWrs<T extends SendWr | RecvWr>(b: NativeBinding, h: Handle, path: PostPath<T>, rules: WrRules, pd: Pd, wrs: T | readonly T[], checked = false, limit = Infinity): void {
+  const op = path.op;
+  const many = Array.isArray(wrs);
+  const list = wrs as readonly T[];
+  const count = many ? Math.min(list.length, limit) : 1;
+  const s = scratchBuffers();
+  const w = s.wr;
+  const f = s.wrF64;
+  let i = 0;
+  while (i < count) {
+    const start = i;
+    let n = 0;
+    let sge = 0;
+    let bad: string | null = null;
+    for (; i < count && n < WR_MAX; i++) {
+      const wr = many ? (list[i] as T) : (wrs as T);
+      const length = checked ? 0 : path.check(wr, rules, pd);
+      if (typeof length === 'string') {
+        bad = length;
+        break;
+      }
+      if (sge + wr.sgList.length > SGE_MAX) break;
+      sge = path.encode(w, f, n, sge, wr);
+      n++;
+    }
+    if (n > 0) {
+      const rc = path.post(b, h, n);
+      if (rc < 0) throw postError(-rc, op, start + (w[WR_STATUS_WORD] as number));
+    }
+    if (bad !== null) throw new PostError('EINVAL', op, i, bad);
+  }
+}
+
+/** One direction of posting: its call's name, its checks, its encoding, its addon call. */
+export interface PostPath<T> {
+  readonly op: string;
+  check(wr: T, rules: WrRules, pd: Pd): number | string;
+  encode(w: Uint32Array, f: Float64Array, n: number, sge: number, wr: T): number;
+  post(b: NativeBinding, h: Handle, n: number): number;
+}
+
+/** `ibv_post_srq_recv`: receive WRs, checked and encoded as a QP's, posted to an SRQ. */
+export const SRQ_RECV_PATH: PostPath<RecvWr> = {
+  op: 'ibv_post_srq_recv',
+  check: (wr, rules) => checkRecvWr(wr, rules),
+  encode: encodeRecvWr,
+  post: (b, h, n) => b.postSrqRecv(h, n),
+};
+
+function postError(errno: number, op: string, index: number): PostError {
+  const e = RdmaError.fromErrno(errno);
+  return new PostError(e.code as ErrnoCode, op, index);
+}
