@@ -240,11 +240,6 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
   }
   const d = openDevice(p);
   if (d === null) return FAILURE;
-  if (d.transport === 'IW') {
-    // iWARP QPs connect only through rdma_cm: perftest over iWARP needs -R.
-    errOut(' iWARP devices need rdma_cm QPs (-R)\n');
-    return FAILURE;
-  }
   const met = await meet(p, d);
   if (typeof met === 'number') return met;
   const { ch, remVersion, mtu, cycle } = met;
