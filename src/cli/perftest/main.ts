@@ -35,6 +35,7 @@ import {
   type Device,
   type Resources,
 } from './resources.js';
+import { cmClient, cmServer, type CmLink } from './cm.js';
 import { LoopError, postRecvs, runIterBw, runIterBwServer, runIterLat, runIterLatSend, runIterLatWrite } from './loops.js';
 
 /** How long one side-channel read waits for the peer once connected. */
@@ -230,10 +231,6 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
     return parsed.exit;
   }
   const p = parsed.params;
-  if (p.rdmaCm) {
-    errOut(' rdma_cm QPs (-R) are not available in this build\n');
-    return FAILURE;
-  }
   if (p.duration > 0) {
     errOut(' Duration mode (-D) is not available in this build\n');
     return FAILURE;
@@ -246,17 +243,35 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
   try {
     if (!checkRun(p, d, mtu)) return FAILURE;
     const list = sizes(p, mtu);
-    const r = createResources(p, d, Math.max(...list), cycle);
+    let r: Resources | null;
+    let link: CmLink | null = null;
+    if (p.rdmaCm) {
+      // create_rdma_cm_connection: a hand shake of blank keys (their GID layout) on each side of
+      // the CM's connection.
+      const blank = { lid: 0, outReads: 0, qpn: 0, psn: 0, rkey: 0, vaddr: 0n, gid: new Uint8Array(16), srqn: 0 };
+      const sync: Run = { p, d, r: null as unknown as Resources, ch, mine: [blank], rem: [], withGid: true, remVersion };
+      await handShake(sync);
+      link = ch.isClient ? await cmClient(p, Math.max(...list), cycle) : await cmServer(p, Math.max(...list), cycle);
+      if (link === null) {
+        errOut('Failed to create RDMA CM connection with resources.\n');
+        return FAILURE;
+      }
+      await handShake(sync);
+      r = link.r;
+    } else r = createResources(p, d.ctx, Math.max(...list), cycle);
     if (r === null) return FAILURE;
-    const mine = r.qps.map((_, i) => localDest(p, d, r, i));
-    const run: Run = { p, d, r, ch, mine, rem: [], withGid: d.gidIndex !== -1, remVersion };
+    const res = r;
+    const mine = res.qps.map((_, i) => localDest(p, d, res, i));
+    const run: Run = { p, d, r: res, ch, mine, rem: [], withGid: d.gidIndex !== -1, remVersion };
     out(testInfo(p, { devName: d.name, transport: d.transport, linkLayer: d.linkLayer, mtuBytes: mtuBytes(mtu), inlineSize: r.inlineSize, outReads: r.outReads, gidIndex: d.gidIndex }));
     for (let i = 0; i < mine.length; i++) await handShake(run, i);
-    if (run.withGid && v4Mapped(mine[0]!.gid) !== v4Mapped(run.rem[0]!.gid)) {
-      errOut('\n Found Incompatibility issue with GID types.\n Please Try to use a different IP version.\n\n');
-      return FAILURE;
+    if (!p.rdmaCm) {
+      if (run.withGid && v4Mapped(mine[0]!.gid) !== v4Mapped(run.rem[0]!.gid)) {
+        errOut('\n Found Incompatibility issue with GID types.\n Please Try to use a different IP version.\n\n');
+        return FAILURE;
+      }
+      if (!connectQps(p, d, res, mine, run.rem, mtu)) return FAILURE;
     }
-    if (!connectQps(p, d, r, mine, run.rem, mtu)) return FAILURE;
     const bwRdmaShape = tst === Test.BW && verb !== Verb.SEND;
     if (!bwRdmaShape) await handShake(run);
     for (const m of mine) out(destLines('local', m, verb, d.gidIndex));
@@ -268,6 +283,7 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
     if (tst === Test.BW && verb !== Verb.SEND) await bwRdma(run, list);
     else if (tst === Test.BW) await bwSend(run, list);
     else await lat(run, list);
+    if (link) await Promise.all(link.ids.map((id) => id.disconnect().catch(() => {})));
     return 0;
   } catch (e) {
     if (e instanceof LoopError) errOut(e.lines);

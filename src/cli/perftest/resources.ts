@@ -22,9 +22,9 @@ import {
   type Qp,
   type PortAttr,
 } from '../api.js';
-import { errOut } from '../c-compat.js';
+import { errOut, out } from '../c-compat.js';
 import type { PerfDest } from './exchange.js';
-import { Verb, Test, type PerfParams } from './params.js';
+import { Verb, type PerfParams } from './params.js';
 
 /** `MIN_RNR_TIMER`. */
 const MIN_RNR_TIMER = 12;
@@ -46,12 +46,17 @@ const PORT_STATES = ['Nop', 'Down', 'Init', 'Armed', '', 'Active Defer'];
 
 export const mtuBytes = (mtu: number): number => 1 << (MTU_FIX + mtu);
 
-/** The inline sizes perftest uses when `-I` is not given (`DEF_INLINE_*`, `set_inline_size`). */
-function defaultInline(p: PerfParams): number {
-  if (p.verb === Verb.READ || p.verb === Verb.ATOMIC) return 0;
-  if (p.tst === Test.BW) return 0;
-  if (p.verb === Verb.WRITE) return 220;
-  return p.conn === 'UD' ? 188 : 236;
+/**
+ * `ctx_set_max_inline`: perftest knows the inline limits of the vendors' devices it lists
+ * (`ib_dev_name`); on any other device, the soft ones and the kernel's rxe and siw among them, it
+ * uses no inline data and says so when `-I` asked for some.
+ */
+function maxInline(p: PerfParams): number {
+  if (p.inlineSize !== -1) {
+    out('---------------------------------------------------------------------------------------\n');
+    errOut('Device not recognized to implement inline feature. Disabling it\n');
+  }
+  return 0;
 }
 
 /** `BUFF_SIZE(size, cycle_buffer)`: one half of a QP's buffer. */
@@ -164,11 +169,28 @@ export interface Resources {
 
 const QP_TYPES = { RC: QpType.RC, UC: QpType.UC, UD: QpType.UD } as const;
 
-/** `ctx_init` and `ctx_modify_qp_to_init`. `maxSize`: the largest message of the run. */
-export function createResources(p: PerfParams, d: Device, maxSize: number, cycle: number): Resources | null {
+/** What a QP is created with (`struct ibv_qp_init_attr`, the fields used). */
+export interface QpInit {
+  qpType: QpType;
+  sendCq: Cq;
+  recvCq: Cq;
+  cap: { maxSendWr: number; maxRecvWr: number; maxSendSge: number; maxRecvSge: number; maxInlineData: number };
+}
+
+/**
+ * How QP `i` is made: by the PD itself, then moved to INIT here (`ctx_modify_qp_to_init`); or,
+ * with `-R`, by its rdma_cm id (`rdma_create_qp`, which moves it to INIT itself): `cm` returns it.
+ */
+export type QpMaker = ((pd: Pd, init: QpInit, i: number) => Qp) | null;
+
+/**
+ * `ctx_init` and `ctx_modify_qp_to_init` on device context `ctx` (with `-R`, the one the CM id
+ * is bound to). `maxSize`: the largest message of the run.
+ */
+export function createResources(p: PerfParams, ctx: Context, maxSize: number, cycle: number, cm: QpMaker = null): Resources | null {
   const half = buffSize(maxSize + (p.conn === 'UD' ? UD_ADDITION : 0), cycle);
   const buf = Buffer.alloc(half * 2 * p.numQps);
-  const pd = d.ctx.allocPd();
+  const pd = ctx.allocPd();
   const access = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | (p.verb === Verb.ATOMIC ? Access.REMOTE_ATOMIC : 0);
   let mr: Mr;
   try {
@@ -177,25 +199,35 @@ export function createResources(p: PerfParams, d: Device, maxSize: number, cycle
     errOut(" Couldn't allocate MR\n");
     return null;
   }
-  const sendCq = d.ctx.createCq(p.txDepth * p.numQps);
-  const recvCq = p.verb === Verb.SEND ? d.ctx.createCq(p.rxDepth * p.numQps) : sendCq;
-  const inlineSize = p.inlineSize >= 0 ? p.inlineSize : defaultInline(p);
-  const outReads = p.outReads > 0 ? Math.min(p.outReads, d.maxQpRdAtom) : d.maxQpRdAtom;
+  const sendCq = ctx.createCq(p.txDepth * p.numQps);
+  const recvCq = p.verb === Verb.SEND ? ctx.createCq(p.rxDepth * p.numQps) : sendCq;
+  const inlineSize = maxInline(p);
+  // check_link: READ and ATOMIC use `-o` up to the device's limit (ctx_set_out_reads), the others 1.
+  const outReads = p.verb === Verb.READ || p.verb === Verb.ATOMIC ? Math.min(p.outReads > 0 ? p.outReads : Infinity, ctx.queryDevice().maxQpRdAtom) : 1;
   const qps: Qp[] = [];
+  const init: QpInit = {
+    qpType: QP_TYPES[p.conn],
+    sendCq,
+    recvCq,
+    cap: { maxSendWr: p.txDepth, maxRecvWr: p.verb === Verb.SEND ? p.rxDepth : 1, maxSendSge: 1, maxRecvSge: 1, maxInlineData: inlineSize },
+  };
   for (let i = 0; i < p.numQps; i++) {
     let qp: Qp;
     try {
-      qp = pd.createQp({
-        qpType: QP_TYPES[p.conn],
-        sendCq,
-        recvCq,
-        cap: { maxSendWr: p.txDepth, maxRecvWr: p.verb === Verb.SEND ? p.rxDepth : 1, maxSendSge: 1, maxRecvSge: 1, maxInlineData: inlineSize },
-      });
+      qp = cm ? cm(pd, init, i) : pd.createQp(init);
     } catch (e) {
       errOut(`Couldn't create QP - ${(e as Error).message}\n`);
       errOut(' Unable to create QP.\n');
       errOut(" Couldn't create IB resources\n");
       return null;
+    }
+    if (cm) {
+      qps.push(qp);
+      continue;
+    }
+    if (cm) {
+      qps.push(qp);
+      continue;
     }
     try {
       if (p.conn === 'UD') qp.modify({ qpState: QpState.INIT, pkeyIndex: 0, portNum: p.ibPort, qkey: DEF_QKEY });
