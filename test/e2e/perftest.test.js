@@ -18,12 +18,12 @@ const ENV = { RDMACM_ROCE_PORT: String(40000 + Math.floor(Math.random() * 20000)
 const LINE = '-'.repeat(87);
 
 /** Start the server, wait for its side channel, run the client: both results. */
-async function pair(tool, args, { clientArgs = args, timeoutMs = 90_000 } = {}) {
+async function pair(tool, args, { clientArgs = args, timeoutMs = 90_000, env = {} } = {}) {
   const port = await freePort();
-  const srv = startCli(cli(tool), ['-p', String(port), ...args], { env: ENV, timeoutMs });
+  const srv = startCli(cli(tool), ['-p', String(port), ...args], { env: { ...ENV, ...env }, timeoutMs });
   try {
     await waitListening(port, { exited: srv.done, timeoutMs: 30_000 });
-    const c = await runCli(cli(tool), ['-p', String(port), ...clientArgs, '127.0.0.1'], { env: ENV, timeoutMs });
+    const c = await runCli(cli(tool), ['-p', String(port), ...clientArgs, '127.0.0.1'], { env: { ...ENV, ...env }, timeoutMs });
     const s = await srv.done;
     return { cli: c, srv: s, both: `${describeRun('client', c)}\n${describeRun('server', s)}` };
   } finally {
@@ -44,7 +44,7 @@ function checkBanner(out, title, dev) {
   assert.ok(at > 0, `no "${title}" banner in:\n${out}`);
   assert.equal(l[at - 1], LINE);
   assert.equal(l[at + 1], ` Dual-port       : OFF\t\tDevice         : ${dev}`);
-  assert.equal(l[at + 2], ' Number of qps   : 1\t\tTransport type : IB');
+  assert.match(l[at + 2], /^ Number of qps   : 1\t\tTransport type : (IB|IW)$/);
   assert.match(l[at + 3], /^ Connection type : (RC|UC|UD)\t\tUsing SRQ      : OFF$/);
   assert.ok(l.includes(' Data ex. method : Ethernet'), out);
   return l;
@@ -154,6 +154,33 @@ for (const d of roceDevices) {
     }
   });
 }
+// -R: the QPs made and connected by rdma_cm, on every device whose CM connects RDMA_PS_TCP ids
+// (the only way perftest runs over iWARP). RDMACM_DEVICE pins the CM's ids to the device.
+const cmDevices = testDevices().filter((d) => d.caps.has(Cap.RC) && d.caps.has(Cap.CM_TCP));
+for (const d of cmDevices) {
+  describe(`[${d.name}] perftest tools with -R`, () => {
+    const env = { RDMACM_DEVICE: d.name };
+    const dev = ['-d', d.name, '-R'];
+    for (const [tool, args, row, title] of [
+      ['ib_write_bw', ['-n', '300'], BW_ROW, 'RDMA_Write BW Test'],
+      ['ib_send_lat', ['-n', '100'], LAT_ROW, 'Send Latency Test'],
+      ['ib_read_lat', ['-n', '100'], LAT_ROW, 'RDMA_Read Latency Test'],
+    ]) {
+      test(`${tool} -R: rdma_cm QPs ON, exit 0/0, the rows`, async () => {
+        const r = await pair(tool, [...dev, ...args], { env });
+        assert.equal(r.cli.code, 0, r.both);
+        assert.equal(r.srv.code, 0, r.both);
+        const l = checkBanner(r.cli.stdout, title, d.name).join('\n');
+        assert.ok(l.includes(' rdma_cm QPs\t : ON\n'), r.both);
+        assert.ok(r.srv.stdout.includes(' Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP\n'), r.both);
+        checkAddresses(r.cli.stdout.split('\n'));
+        assert.equal(r.cli.stdout.split('\n').filter((x) => row.test(x)).length, 1, r.both);
+        assert.equal(r.srv.stdout.split('\n').filter((x) => row.test(x)).length, tool === 'ib_read_lat' ? 0 : 1, r.both);
+      });
+    }
+  });
+}
+
 if (roceDevices.length === 0) describe('perftest tools: no device with RC QPs that connect by their keys', { skip: true }, () => {});
 
 describe('perftest tools: bad input', () => {

@@ -1,11 +1,13 @@
-// perftest against the Linux kernel's rdma_rxe: Debian's perftest in the reference VM (guest
-// 10.77.0.2, rxe0) and this package's tools on the host (netns `refvm`, 10.77.0.1, soft RoCE
-// device rxe_rvbr0), over perftest's TCP side channel (port 18515) and RC QPs connected by their
-// keys. One VM boot:
-//   W1  kernel ib_write_bw server (guest)  <-  our ib_write_bw client (host)
-//   W2  our ib_write_bw server (host)      <-  kernel ib_write_bw client (guest)
-//   L1  kernel ib_send_lat server (guest)  <-  our ib_send_lat client (host)
-//   L2  our ib_send_lat server (host)      <-  kernel ib_send_lat client (guest)
+// perftest against the Linux kernel: Debian's perftest in the reference VM (guest 10.77.0.2) and
+// this package's tools on the host (netns `refvm`, 10.77.0.1), over perftest's TCP side channel
+// (port 18515). Two boots:
+//   rxe  (guest rxe0, host rxe_rvbr0): RC QPs connected by their keys
+//     W1  kernel ib_write_bw server (guest)  <-  our ib_write_bw client (host)
+//     W2  our ib_write_bw server (host)      <-  kernel ib_write_bw client (guest)
+//     L1  kernel ib_send_lat server (guest)  <-  our ib_send_lat client (host)
+//     L2  our ib_send_lat server (host)      <-  kernel ib_send_lat client (guest)
+//   siw  (guest siw0, host siw_rvbr0): the same four with -R (QPs made and connected by rdma_cm,
+//        the only way perftest runs over iWARP): RW1, RW2, RL1, RL2
 // Both sides must exit 0 and print their result row; the server of a bandwidth pair prints the
 // client's row, which is how the report exchange is checked across. Under emulation the figures
 // mean nothing: correctness only.
@@ -15,13 +17,33 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf } from './lib/refvm.js';
 
-const DEV = 'rxe_rvbr0';
 const VM = 0;
-const SCENARIOS = [
-  { n: 'W1', tool: 'ib_write_bw', args: ['-s', '4096', '-n', '200'], kernel: 'server' },
-  { n: 'W2', tool: 'ib_write_bw', args: ['-s', '4096', '-n', '200'], kernel: 'client' },
-  { n: 'L1', tool: 'ib_send_lat', args: ['-n', '100'], kernel: 'server' },
-  { n: 'L2', tool: 'ib_send_lat', args: ['-n', '100'], kernel: 'client' },
+const BW = ['-s', '4096', '-n', '200'];
+const LAT = ['-n', '100'];
+/** One boot per device: rxe without -R (QPs connected by their keys), siw with -R (rdma_cm). */
+const BOOTS = [
+  {
+    rdma: 'rxe',
+    kdev: 'rxe0',
+    hdev: 'rxe_rvbr0',
+    scenarios: [
+      { n: 'W1', tool: 'ib_write_bw', args: BW, kernel: 'server' },
+      { n: 'W2', tool: 'ib_write_bw', args: BW, kernel: 'client' },
+      { n: 'L1', tool: 'ib_send_lat', args: LAT, kernel: 'server' },
+      { n: 'L2', tool: 'ib_send_lat', args: LAT, kernel: 'client' },
+    ],
+  },
+  {
+    rdma: 'siw',
+    kdev: 'siw0',
+    hdev: 'siw_rvbr0',
+    scenarios: [
+      { n: 'RW1', tool: 'ib_write_bw', args: ['-R', ...BW], kernel: 'server' },
+      { n: 'RW2', tool: 'ib_write_bw', args: ['-R', ...BW], kernel: 'client' },
+      { n: 'RL1', tool: 'ib_send_lat', args: ['-R', ...LAT], kernel: 'server' },
+      { n: 'RL2', tool: 'ib_send_lat', args: ['-R', ...LAT], kernel: 'client' },
+    ],
+  },
 ];
 const tailOf = (s, n = 14) => (s || '').trimEnd().split('\n').slice(-n).join('\n');
 const hostDesc = (r) => `host: exit ${r.code}${r.timedOut ? ' TIMED OUT' : ''} in ${r.ms} ms\n  stderr: ${tailOf(r.stderr)}\n  stdout: ${tailOf(r.stdout)}`;
@@ -41,31 +63,31 @@ function requireBuilt(t) {
   return false;
 }
 
-const job = `
+const jobOf = (boot) => `
 ib_write_bw --version > $H/perftest-version 2>&1
 mark ready
-${SCENARIOS.map((s) => (s.kernel === 'server'
-    ? `gstart ${s.n}-k 240 ${s.tool} -d rxe0 -F ${s.args.join(' ')}; P=$GPID
+${boot.scenarios.map((s) => (s.kernel === 'server'
+    ? `gstart ${s.n}-k 240 ${s.tool} -d ${boot.kdev} -F ${s.args.join(' ')}; P=$GPID
 waitlisten 18515 60 || glog "${s.n}: no listener on 18515"
 mark ready-${s.n}
 gwait ${s.n}-k $P`
-    : `if waitfile $H/go-${s.n} 300 && [ "$(cat $H/go-${s.n})" = run ]; then gtool ${s.n}-k 240 ${s.tool} -d rxe0 -F ${s.args.join(' ')} ${HOST_IP}
+    : `if waitfile $H/go-${s.n} 300 && [ "$(cat $H/go-${s.n})" = run ]; then gtool ${s.n}-k 240 ${s.tool} -d ${boot.kdev} -F ${s.args.join(' ')} ${HOST_IP}
 else glog "${s.n}: not run, the host's server is not up"; putrc ${s.n}-k 253; fi`)).join('\n')}
-rdma statistic show link rxe0/1 > $H/rdma-statistic 2>&1
 true
 `;
 
-test("interop: perftest, our ib_write_bw / ib_send_lat (host, soft RoCE) <-> the kernel's (guest, rxe)", { timeout: 900_000 }, async (t) => {
+for (const boot of BOOTS) {
+test(`interop: perftest on ${boot.rdma}${boot.rdma === 'siw' ? ' (-R)' : ''}, our ib_write_bw / ib_send_lat (host, ${boot.hdev}) <-> the kernel's (guest, ${boot.kdev})`, { timeout: 900_000 }, async (t) => {
   if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
   // The real RoCE port: the kernel sends everything to 4791.
-  const env = { RDMACM_ROCE_PORT: '', RDMACM_BACKEND: 'soft' };
+  const env = { RDMACM_ROCE_PORT: '', RDMACM_BACKEND: 'soft', RDMACM_DEVICE: boot.hdev };
   let stopCapture = null;
-  const res = await withGuest({ name: 'perftest', rdma: 'rxe', vm: VM, job, timeoutSec: 840 }, async (ctx) => {
+  const res = await withGuest({ name: `perftest-${boot.rdma}`, rdma: boot.rdma, vm: VM, job: jobOf(boot), timeoutSec: 840 }, async (ctx) => {
     stopCapture = await ctx.capture('perftest.pcap', 'udp port 4791 or tcp port 18515', { snap: 256, timeoutMs: 860_000 });
-    const ours = (s, extra) => ctx.hostStart(process.execPath, [join(REPO_ROOT, 'dist', 'cli', `${s.tool}.js`), '-d', DEV, ...s.args, ...extra], { timeoutMs: 240_000, env });
-    for (const s of SCENARIOS) {
+    const ours = (s, extra) => ctx.hostStart(process.execPath, [join(REPO_ROOT, 'dist', 'cli', `${s.tool}.js`), '-d', boot.hdev, ...s.args, ...extra], { timeoutMs: 240_000, env });
+    for (const s of boot.scenarios) {
       await t.test(`${s.n}: ${s.tool}, ${s.kernel === 'server' ? 'kernel server <- our client' : 'our server <- kernel client'}`, async () => {
         let r;
         if (s.kernel === 'server') {
@@ -98,6 +120,7 @@ test("interop: perftest, our ib_write_bw / ib_send_lat (host, soft RoCE) <-> the
     }
     await stopCapture();
   }).finally(() => stopCapture?.());
-  log(`perftest: job folder ${res.jobDir} (perftest.pcap, *-h.* / *-k.* outputs)`);
+  log(`perftest-${boot.rdma}: job folder ${res.jobDir} (perftest.pcap, *-h.* / *-k.* outputs)`);
   assert.equal(res.jobRc, 0, `guest job exit ${res.jobRc}`);
 });
+}
