@@ -130,6 +130,25 @@ for (const d of roceDevices) {
       }
     });
 
+    const ctx = d.device.open();
+    const atomics = ctx.queryDevice().atomicCap !== 0;
+    if (atomics) {
+      test('ib_atomic_bw and ib_atomic_lat -A CMP_AND_SWAP: 8-byte rows, exit 0/0', async () => {
+        for (const [tool, args, row, title] of [
+          ['ib_atomic_bw', ['-n', '200'], BW_ROW, 'Atomic FETCH_AND_ADD BW Test'],
+          ['ib_atomic_lat', ['-n', '100', '-A', 'CMP_AND_SWAP'], LAT_ROW, 'Atomic CMP_AND_SWAP Latency Test'],
+        ]) {
+          const r = await pair(tool, [...dev, ...args]);
+          assert.equal(r.cli.code, 0, r.both);
+          assert.equal(r.srv.code, 0, r.both);
+          checkAddresses(checkBanner(r.cli.stdout, title, d.name));
+          const rows = r.cli.stdout.split('\n').filter((x) => row.test(x));
+          assert.equal(rows.length, 1, r.both);
+          assert.equal(row.exec(rows[0])[1], '8', r.both);
+        }
+      });
+    }
+
     if (d.caps.has(Cap.UD)) {
       test('ib_send_lat -c UD -a: every size from 2 to the path MTU, in order', async () => {
         const r = await pair('ib_send_lat', [...dev, '-c', 'UD', '-a', '-n', '10']);
@@ -198,6 +217,10 @@ describe('perftest tools: bad input', () => {
       ['ib_read_lat', ['-c', 'UC'], ' UC connection not possible in READ/ATOMIC verbs\n'],
       ['ib_write_bw', ['-t', 'x'], ' Tx depth argument x should be int\n'],
       ['ib_send_lat', ['-q', '2'], ' Multiple QPs only available on bw tests\n'],
+      ['ib_read_bw', ['-I', '64'], ' Inline feature not available on READ/Atomic verbs\n'],
+      ['ib_write_lat', ['-o', '4'], ' Setting Outstanding reads only available on READ verb\n'],
+      ['ib_write_bw', ['-A', 'CMP_AND_SWAP'], ' You are not running the atomic_lat/bw test!\n To change the atomic action type, you must run one of the atomic tests\n'],
+      ['ib_write_bw', ['--no-such'], "ib_write_bw: unrecognized option '--no-such'\n Invalid Command or flag.\n Please check command line and run again.\n\n"],
       ['ib_write_bw', ['-d', 'no_such_dev'], null],
     ];
     for (const [tool, args, msg] of cases) {
@@ -206,6 +229,13 @@ describe('perftest tools: bad input', () => {
       if (msg !== null) assert.equal(r.stderr, `${msg} Parser function exited with Error\n`, describeRun(tool, r));
       else assert.equal(r.stderr, ' IB device no_such_dev not found\n Unable to find the Infiniband/RoCE device\n');
     }
+  });
+
+  test('an atomic test with another size: perftest\'s line on stdout, exit 1', async () => {
+    const r = await runCli(cli('ib_atomic_bw'), ['-s', '16'], { env: ENV });
+    assert.equal(r.code, 1, describeRun('ib_atomic_bw -s 16', r));
+    assert.equal(r.stdout, `${LINE}\nMessage size cannot be changed for Atomic tests \n`);
+    assert.equal(r.stderr, '');
   });
 
   test('--version prints perftest\'s version line (and exits 1, as perftest does)', async () => {

@@ -45,6 +45,15 @@ const sendError = (wc: Wc, scnt: number, ccnt: number): LoopError =>
 const recvError = (wc: Wc, rcnt: number): LoopError =>
   new LoopError(` Completion with error at server\n Failed status ${wc.status}: wr_id ${Number(wc.wrId)} syndrom 0x${wc.vendorErr.toString(16)}\n rcnt=${rcnt}\n`);
 
+/** `post_send_method`, failing as perftest reports it. */
+function post(qp: Qp, wr: SendWr, line: () => string): void {
+  try {
+    qp.postSend(wr);
+  } catch {
+    throw new LoopError(line());
+  }
+}
+
 const OPCODES = { [Verb.SEND]: WrOpcode.SEND, [Verb.WRITE]: WrOpcode.RDMA_WRITE, [Verb.READ]: WrOpcode.RDMA_READ } as const;
 
 /** `ctx_set_send_wqes`: QP `q`'s work request for messages of `size`, signaled or not. */
@@ -107,7 +116,7 @@ export async function runIterBw(p: PerfParams, r: Resources, rem: PerfDest[], si
         const next = scnt[q]! + 1;
         const sig = next % p.cqMod === 0 || next === p.iters;
         tposted[totscnt] = cycles();
-        qp.postSend(sig ? signaled[q]! : plain[q]!);
+        post(qp, sig ? signaled[q]! : plain[q]!, () => `Couldn't post send: qp ${q} scnt=${scnt[q]} \n Failed to complete run_iter_bw function successfully\n`);
         scnt[q] = next;
         totscnt++;
       }
@@ -202,7 +211,7 @@ export async function runIterLatSend(p: PerfParams, r: Resources, rem: PerfDest,
       tposted[scnt] = cycles();
       scnt++;
       const sig = scnt % p.cqMod === 0 || scnt === p.iters;
-      qp.postSend(sig ? signaled : plain);
+      post(qp, sig ? signaled : plain, () => `Couldn't post send: scnt=${scnt} \n`);
       if (sig) {
         const wc = await pollOne(r.sendCq, stall, 'run_iter_lat_send');
         if (wc.status !== WcStatus.SUCCESS) throw sendError(wc, scnt, scnt);
@@ -242,7 +251,7 @@ export async function runIterLatWrite(p: PerfParams, r: Resources, rem: PerfDest
       tposted[scnt] = cycles();
       scnt++;
       r.buf[postOff] = scnt & 0xff;
-      qp.postSend(wr);
+      post(qp, wr, () => `Couldn't post send: scnt=${scnt}\n`);
     }
     if (ccnt < p.iters) {
       const wc = await pollOne(r.sendCq, stall, 'run_iter_lat_write');
@@ -261,7 +270,7 @@ export async function runIterLat(p: PerfParams, r: Resources, rem: PerfDest, siz
   const stall = new Stall();
   for (let scnt = 0; scnt < p.iters; scnt++) {
     tposted[scnt] = cycles();
-    qp.postSend(wr);
+    post(qp, wr, () => `Couldn't post send: scnt=${scnt}\n`);
     const wc = await pollOne(r.sendCq, stall, 'run_iter_lat');
     if (wc.status !== WcStatus.SUCCESS) throw sendError(wc, scnt + 1, scnt);
   }

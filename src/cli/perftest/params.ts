@@ -115,6 +115,7 @@ function forceDependencies(p: PerfParams): void {
   }
   if (p.cqMod > p.txDepth) p.cqMod = p.txDepth;
   if (p.verb === Verb.READ || p.verb === Verb.ATOMIC) p.inlineSize = 0;
+  if (p.all) p.size = 2 ** MAX_SIZE_LOG2;
 }
 
 const LONG: Record<string, { short: string; arg: boolean }> = {
@@ -144,7 +145,7 @@ const LONG: Record<string, { short: string; arg: boolean }> = {
 const OPTSTRING = 'p:d:i:m:s:n:t:r:Q:q:c:x:I:o:D:A:aFRhV';
 
 /** What the parser decided: run, or exit with a status (help and version: 0 printed, status 1). */
-export type ParseResult = { params: PerfParams } | { exit: number };
+export type ParseResult = { params: PerfParams } | { exit: number; quiet?: boolean };
 
 /** `CHECK_VALUE`: strtol(optarg, &end, 0) with nothing left over. */
 function cValue(optarg: string, name: string, type: string): number | null {
@@ -201,7 +202,7 @@ export function usage(prog: string, verb: Verb, tst: Test): void {
 }
 
 /** Long options to their short letters; `--report_gbits` is taken here. */
-function shortenLong(argv: readonly string[], p: { gbits: boolean }): string[] | { bad: string } {
+function shortenLong(prog: string, argv: readonly string[], p: { gbits: boolean }): string[] | { bad: string } {
   const r: string[] = [];
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i] as string;
@@ -219,13 +220,23 @@ function shortenLong(argv: readonly string[], p: { gbits: boolean }): string[] |
       continue;
     }
     const l = Object.hasOwn(LONG, name) ? LONG[name] : undefined;
-    if (!l) return { bad: a };
+    // glibc getopt_long's complaints
+    if (!l) {
+      errOut(`${prog}: unrecognized option '${a}'\n`);
+      return { bad: a };
+    }
     if (!l.arg) {
-      if (value !== undefined) return { bad: a };
+      if (value !== undefined) {
+        errOut(`${prog}: option '--${name}' doesn't allow an argument\n`);
+        return { bad: a };
+      }
       r.push(`-${l.short}`);
     } else if (value !== undefined) r.push(`-${l.short}${value}`);
     else if (i + 1 < argv.length) r.push(`-${l.short}`, argv[++i] as string);
-    else return { bad: a };
+    else {
+      errOut(`${prog}: option '--${name}' requires an argument\n`);
+      return { bad: a };
+    }
   }
   return r;
 }
@@ -266,7 +277,7 @@ export function parsePerfArgs(prog: string, verb: Verb, tst: Test, argv: readonl
     usage(prog, verb, tst);
     return { exit: 1 };
   };
-  const args = shortenLong(argv, p);
+  const args = shortenLong(prog, argv, p);
   if (!Array.isArray(args)) return invalid();
   const g = new Getopt(args, OPTSTRING);
   const bad = (): ParseResult => ({ exit: 1 });
@@ -280,11 +291,32 @@ export function parsePerfArgs(prog: string, verb: Verb, tst: Test, argv: readonl
       case 'm': v = cValue(a, 'MTU', 'int'); if (v !== null) p.mtu = v; break;
       case 'n': v = inRange(a, 'Iteration num', 'int', MIN_ITER, MAX_ITER); if (v !== null) p.iters = v; break;
       case 't': v = inRange(a, 'Tx depth', 'int', MIN_TX, MAX_TX); if (v !== null) p.txDepth = v; break;
-      case 'r': v = inRange(a, ' Rx depth', 'int', MIN_RX, MAX_RX); if (v !== null) p.rxDepth = v; break;
+      case 'r':
+        v = inRange(a, ' Rx depth', 'int', MIN_RX, MAX_RX);
+        if (v !== null && verb !== Verb.SEND && v > 1) {
+          errOut(' On RDMA verbs rx depth can be only 1\n');
+          return bad();
+        }
+        if (v !== null) p.rxDepth = v;
+        break;
       case 'Q': v = inRange(a, 'CQ moderation', 'int', MIN_CQ_MOD, MAX_CQ_MOD); if (v !== null) { p.cqMod = v; p.reqCqMod = true; } break;
       case 'x': v = inRange(a, 'Gid index', 'uint8_t', MIN_GID_IX, MAX_GID_IX); if (v !== null) { p.gidIndex = v; p.useGidUser = true; } break;
-      case 'I': v = inRange(a, 'Max inline', 'int', 0, MAX_INLINE); if (v !== null) p.inlineSize = v; break;
-      case 'o': v = cValue(a, 'Outstanding Reads', 'int'); if (v !== null) p.outReads = v; break;
+      case 'I':
+        v = inRange(a, 'Max inline', 'int', 0, MAX_INLINE);
+        if (v !== null && (verb === Verb.READ || verb === Verb.ATOMIC)) {
+          errOut(' Inline feature not available on READ/Atomic verbs\n');
+          return bad();
+        }
+        if (v !== null) p.inlineSize = v;
+        break;
+      case 'o':
+        v = cValue(a, 'Outstanding Reads', 'int');
+        if (v !== null && verb !== Verb.READ && verb !== Verb.ATOMIC) {
+          errOut(' Setting Outstanding reads only available on READ verb\n');
+          return bad();
+        }
+        if (v !== null) p.outReads = v;
+        break;
       case 'q':
         if (tst !== Test.BW) {
           errOut(' Multiple QPs only available on bw tests\n');
@@ -320,8 +352,12 @@ export function parsePerfArgs(prog: string, verb: Verb, tst: Test, argv: readonl
         break;
       }
       case 'A': {
+        if (verb !== Verb.ATOMIC) {
+          errOut(' You are not running the atomic_lat/bw test!\n To change the atomic action type, you must run one of the atomic tests\n');
+          return bad();
+        }
         const t = ATOMIC_TYPES.indexOf(a as (typeof ATOMIC_TYPES)[number]);
-        if (verb !== Verb.ATOMIC || t < 0) {
+        if (t < 0) {
           errOut(' Invalid Atomic type! please choose from {CMP_AND_SWAP,FETCH_AND_ADD}\n');
           return bad();
         }
@@ -350,8 +386,8 @@ export function parsePerfArgs(prog: string, verb: Verb, tst: Test, argv: readonl
       case 'a': p.all = true; break;
       case 'F': p.cpuFreqF = true; break;
       case 'R': p.rdmaCm = true; break;
-      case 'h': usage(prog, verb, tst); return { exit: 1 };
-      case 'V': out(`Version: ${PERFTEST_VERSION}\n`); return { exit: 1 };
+      case 'h': usage(prog, verb, tst); return { exit: 1, quiet: true };
+      case 'V': out(`Version: ${PERFTEST_VERSION}\n`); return { exit: 1, quiet: true };
       default:
         getoptComplaint(prog, item, OPTSTRING);
         return invalid();
@@ -366,5 +402,10 @@ export function parsePerfArgs(prog: string, verb: Verb, tst: Test, argv: readonl
     return bad();
   }
   forceDependencies(p);
+  if (p.verb === Verb.ATOMIC && p.size !== 8) {
+    out('---------------------------------------------------------------------------------------\n');
+    out('Message size cannot be changed for Atomic tests \n');
+    return { exit: 1, quiet: true };
+  }
   return { params: p };
 }

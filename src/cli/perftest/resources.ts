@@ -7,7 +7,6 @@
 import { randomInt } from 'node:crypto';
 import {
   Access,
-  AtomicCap,
   LinkLayer,
   PortState,
   QpState,
@@ -78,7 +77,6 @@ export interface Device {
   linkLayer: string;
   gidIndex: number;
   maxQpRdAtom: number;
-  atomics: boolean;
 }
 
 /** `ctx_find_dev`, `ctx_open_device`, `check_link`: null after printing perftest's message. */
@@ -128,7 +126,6 @@ export function openDevice(p: PerfParams): Device | null {
     linkLayer: port.linkLayer === LinkLayer.ETHERNET ? 'Ethernet' : 'IB',
     gidIndex,
     maxQpRdAtom: attr.maxQpRdAtom,
-    atomics: attr.atomicCap !== AtomicCap.NONE,
   };
 }
 
