@@ -32,7 +32,7 @@ async function pair(tool, args, { clientArgs = args, timeoutMs = 90_000, env = {
 }
 
 const BW_ROW = /^ (\d+)\s+(\d+)\s+(\d+\.\d\d)\s+(\d+\.\d\d) *\t\t   (\d+\.\d{6})$/;
-const LAT_ROW = /^ (\d+)\s+(\d+)\s+(\d+\.\d\d)\s+(\d+\.\d\d)\s+(\d+\.\d\d)\s+\t\s+(\d+\.\d\d)\s+\t(\d+\.\d\d)\s*\t\t(\d+\.\d\d)\s*\t\t(\d+\.\d\d)$/;
+const LAT_ROW = /^ (\d+)\s+(\d+)\s+(\d+\.\d\d)\s+(\d+\.\d\d)\s+(\d+\.\d\d)\s+\t\s+(\d+\.\d\d)\s+\t(\d+\.\d\d)\s*\t\t(\d+\.\d\d)\s*\t\t(\d+\.\d\d) *$/;
 // printf's %#0Nx: zero-padded to N with the "0x" counted, longer values in full, a zero as N zeros.
 const ADDR = /^ (local|remote) address: LID (0{4}|0x[0-9a-f]{2,}) QPN (0{6}|0x[0-9a-f]{4,}) PSN (0{6}|0x[0-9a-f]{4,})( OUT (0{4}|0x[0-9a-f]{2,}))?( RKey (0{8}|0x[0-9a-f]{6,}) VAddr (0{16}|0x[0-9a-f]{14,}))?$/;
 const GID = /^ GID: (\d\d\d?:){15}\d\d\d?$/;
@@ -127,6 +127,24 @@ for (const d of roceDevices) {
         assert.equal(r.cli.stdout.split('\n').filter((x) => row.test(x)).length, 1, r.both);
         // read_lat's server only waits for the client; every other server prints a row too.
         assert.equal(r.srv.stdout.split('\n').filter((x) => row.test(x)).length, tool === 'ib_read_lat' ? 0 : 1, r.both);
+      }
+    });
+
+    test('-D 3: ib_write_bw and ib_send_lat run for the duration and report the sample', async () => {
+      const bw = await pair('ib_write_bw', [...dev, '-D', '3', '-s', '4096']);
+      assert.equal(bw.cli.code, 0, bw.both);
+      assert.equal(bw.srv.code, 0, bw.both);
+      const row = bw.cli.stdout.split('\n').find((x) => BW_ROW.test(x));
+      assert.ok(row, bw.both);
+      const m = BW_ROW.exec(row);
+      assert.ok(Number(m[2]) > 0, `iterations of the sample: ${row}`);
+      assert.equal(m[3], '0.00', 'no peak in a duration run');
+      const lat = await pair('ib_send_lat', [...dev, '-D', '3']);
+      assert.equal(lat.cli.code, 0, lat.both);
+      assert.equal(lat.srv.code, 0, lat.both);
+      for (const out of [lat.cli.stdout, lat.srv.stdout]) {
+        assert.ok(out.includes(' #bytes        #iterations       t_avg[usec]    tps average\n'), lat.both);
+        assert.match(out, /^ 2 {7}\s+\d+\s+\d+\.\d\d\s+\d+\.\d\d\s*$/m, lat.both);
       }
     });
 
@@ -229,6 +247,13 @@ describe('perftest tools: bad input', () => {
       if (msg !== null) assert.equal(r.stderr, `${msg} Parser function exited with Error\n`, describeRun(tool, r));
       else assert.equal(r.stderr, ' IB device no_such_dev not found\n Unable to find the Infiniband/RoCE device\n');
     }
+  });
+
+  test('-D with -a: perftest\'s refusal, exit 1', async () => {
+    const r = await runCli(cli('ib_write_bw'), ['-D', '2', '-a'], { env: ENV });
+    assert.equal(r.code, 1, describeRun('ib_write_bw -D 2 -a', r));
+    assert.equal(r.stdout, `${LINE}\n`);
+    assert.equal(r.stderr, "Duration mode currently doesn't support running on all sizes.\n");
   });
 
   test('an atomic test with another size: perftest\'s line on stdout, exit 1', async () => {

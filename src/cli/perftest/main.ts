@@ -22,7 +22,7 @@ import {
   type PerfDest,
 } from './exchange.js';
 import { MAX_SIZE_LOG2, PERFTEST_VERSION, Test, Verb, parsePerfArgs, type PerfParams } from './params.js';
-import { RESULT_LINE, bwFigures, bwHeader, bwRow, destLines, latHeader, latRow, testInfo } from './report.js';
+import { RESULT_LINE, bwFigures, bwHeader, bwRow, destLines, latDurationRow, latHeader, latRow, testInfo } from './report.js';
 import {
   DEF_CACHE_LINE_SIZE,
   DEF_PAGE_SIZE,
@@ -36,7 +36,7 @@ import {
   type Resources,
 } from './resources.js';
 import { cmClient, cmServer, type CmLink } from './cm.js';
-import { LoopError, postRecvs, runIterBw, runIterBwServer, runIterLat, runIterLatSend, runIterLatWrite } from './loops.js';
+import { LoopError, runLatDuration, postRecvs, runIterBw, runIterBwServer, runIterLat, runIterLatSend, runIterLatWrite } from './loops.js';
 
 /** How long one side-channel read waits for the peer once connected. */
 const SIDE_TIMEOUT_MS = 60_000;
@@ -95,7 +95,7 @@ async function bwRdma(run: Run, list: number[]): Promise<void> {
   let last = { size: 0n, iters: 0n, bwPeak: 0, bwAvg: 0, msgRate: 0 };
   for (const size of list) {
     const t = await runIterBw(p, run.r, run.rem, size);
-    last = bwFigures(p, size, t.tposted, t.tcompleted, t.n, p.iters > 20000);
+    last = bwFigures(p, size, t.tposted, t.tcompleted, t.n, p.duration > 0 || p.iters > 20000);
     out(bwRow(p, last));
   }
   out(RESULT_LINE);
@@ -112,7 +112,7 @@ async function bwSend(run: Run, list: number[]): Promise<void> {
     if (!run.ch.isClient) postRecvs(p, run.r, size, p.rxDepth);
     await handShake(run);
     const t = run.ch.isClient ? await runIterBw(p, run.r, run.rem, size) : await runIterBwServer(p, run.r, size);
-    out(bwRow(p, bwFigures(p, size, t.tposted, t.tcompleted, t.n, !run.ch.isClient || p.iters > 20000)));
+    out(bwRow(p, bwFigures(p, size, t.tposted, t.tcompleted, t.n, !run.ch.isClient || p.duration > 0 || p.iters > 20000)));
     if (p.all) await handShake(run);
   }
   out(RESULT_LINE);
@@ -136,6 +136,11 @@ async function lat(run: Run, list: number[]): Promise<void> {
       await handShake(run);
     }
     const rem = run.rem[0] as PerfDest;
+    if (p.duration > 0) {
+      const d = await runLatDuration(p, run.r, rem, size, run.ch.isClient);
+      out(latDurationRow(p, size, d.iters, d.seconds));
+      continue;
+    }
     const t =
       p.verb === Verb.SEND
         ? await runIterLatSend(p, run.r, rem, size, run.ch.isClient)
@@ -227,10 +232,6 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
     return parsed.exit;
   }
   const p = parsed.params;
-  if (p.duration > 0) {
-    errOut(' Duration mode (-D) is not available in this build\n');
-    return FAILURE;
-  }
   const d = openDevice(p);
   if (d === null) return FAILURE;
   const met = await meet(p, d);

@@ -398,8 +398,9 @@ export function parsePerfArgs(prog: string, verb: Verb, tst: Test, argv: readonl
   if (rest.length > 1) return invalid();
   p.servername = rest[0] ?? null;
   if (p.all && p.duration > 0) {
+    out('---------------------------------------------------------------------------------------\n');
     errOut("Duration mode currently doesn't support running on all sizes.\n");
-    return bad();
+    return { exit: 1, quiet: true };
   }
   forceDependencies(p);
   if (p.verb === Verb.ATOMIC && p.size !== 8) {

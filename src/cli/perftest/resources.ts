@@ -14,6 +14,7 @@ import {
   TransportType,
   getDeviceList,
   type Ah,
+  type CompChannel,
   type Context,
   type Cq,
   type Mr,
@@ -155,6 +156,9 @@ export interface Resources {
   mr: Mr;
   sendCq: Cq;
   recvCq: Cq;
+  /** The completion channels of the CQs (a loop waits there once it has spun a while). */
+  sendCh: CompChannel;
+  recvCh: CompChannel;
   qps: Qp[];
   /** Bytes of one half of a QP's buffer. */
   half: number;
@@ -196,8 +200,10 @@ export function createResources(p: PerfParams, ctx: Context, maxSize: number, cy
     errOut(" Couldn't allocate MR\n");
     return null;
   }
-  const sendCq = ctx.createCq(p.txDepth * p.numQps);
-  const recvCq = p.verb === Verb.SEND ? ctx.createCq(p.rxDepth * p.numQps) : sendCq;
+  const sendCh = ctx.createCompChannel();
+  const recvCh = p.verb === Verb.SEND ? ctx.createCompChannel() : sendCh;
+  const sendCq = ctx.createCq(p.txDepth * p.numQps, sendCh);
+  const recvCq = p.verb === Verb.SEND ? ctx.createCq(p.rxDepth * p.numQps, recvCh) : sendCq;
   const inlineSize = maxInline(p);
   // check_link: READ and ATOMIC use `-o` up to the device's limit (ctx_set_out_reads), the others 1.
   const outReads = p.verb === Verb.READ || p.verb === Verb.ATOMIC ? Math.min(p.outReads > 0 ? p.outReads : Infinity, ctx.queryDevice().maxQpRdAtom) : 1;
@@ -236,7 +242,7 @@ export function createResources(p: PerfParams, ctx: Context, maxSize: number, cy
     }
     qps.push(qp);
   }
-  return { pd, buf, mr, sendCq, recvCq, qps, half, inlineSize, outReads, ahs: [] };
+  return { pd, buf, mr, sendCq, recvCq, sendCh, recvCh, qps, half, inlineSize, outReads, ahs: [] };
 }
 
 /** `set_up_connection`: this side's keys for QP `i`. The peer writes into this QP's receive half. */
