@@ -208,7 +208,7 @@ async function meet(p: PerfParams, d: Device): Promise<{ ch: SideChannel; remVer
 }
 
 /** The checks `check_mtu` and the tools' mains make once the MTU is known; false after the message. */
-function checkRun(p: PerfParams, d: Device, mtu: number): boolean {
+function checkRun(p: PerfParams, mtu: number): boolean {
   if (p.conn === 'UD' && p.size > mtuBytes(mtu)) {
     if (p.all || !p.reqSize) {
       errOut(` Max msg size in UD is MTU ${mtuBytes(mtu)}\n Changing to this MTU\n`);
@@ -238,7 +238,7 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
   if (typeof met === 'number') return met;
   const { ch, remVersion, mtu, cycle } = met;
   try {
-    if (!checkRun(p, d, mtu)) return FAILURE;
+    if (!checkRun(p, mtu)) return FAILURE;
     const list = sizes(p, mtu);
     let r: Resources | null;
     let link: CmLink | null = null;
