@@ -6,8 +6,9 @@
 //     W2  our ib_write_bw server (host)      <-  kernel ib_write_bw client (guest)
 //     L1  kernel ib_send_lat server (guest)  <-  our ib_send_lat client (host)
 //     L2  our ib_send_lat server (host)      <-  kernel ib_send_lat client (guest)
-//   siw  (guest siw0, host siw_rvbr0): the same four with -R (QPs made and connected by rdma_cm,
-//        the only way perftest runs over iWARP): RW1, RW2, RL1, RL2
+//     S1/S2, WL1/WL2, RL1/RL2: the same for ib_send_bw, ib_write_lat, ib_read_lat
+//   siw  (guest siw0, host siw_rvbr0): ib_write_bw and ib_send_lat with -R (QPs made and
+//        connected by rdma_cm, the only way perftest runs over iWARP): RW1, RW2, RS1, RS2
 // PERFTEST_INTEROP_BOOTS=rxe or =siw runs one boot only.
 // Both sides must exit 0 and print their result row; the server of a bandwidth pair prints the
 // client's row, which is how the report exchange is checked across. Under emulation the figures
@@ -32,6 +33,12 @@ const BOOTS = [
       { n: 'W2', tool: 'ib_write_bw', args: BW, kernel: 'client' },
       { n: 'L1', tool: 'ib_send_lat', args: LAT, kernel: 'server' },
       { n: 'L2', tool: 'ib_send_lat', args: LAT, kernel: 'client' },
+      { n: 'S1', tool: 'ib_send_bw', args: BW, kernel: 'server' },
+      { n: 'S2', tool: 'ib_send_bw', args: BW, kernel: 'client' },
+      { n: 'WL1', tool: 'ib_write_lat', args: LAT, kernel: 'server' },
+      { n: 'WL2', tool: 'ib_write_lat', args: LAT, kernel: 'client' },
+      { n: 'RL1', tool: 'ib_read_lat', args: LAT, kernel: 'server' },
+      { n: 'RL2', tool: 'ib_read_lat', args: LAT, kernel: 'client' },
     ],
   },
   {
@@ -41,8 +48,8 @@ const BOOTS = [
     scenarios: [
       { n: 'RW1', tool: 'ib_write_bw', args: ['-R', ...BW], kernel: 'server' },
       { n: 'RW2', tool: 'ib_write_bw', args: ['-R', ...BW], kernel: 'client' },
-      { n: 'RL1', tool: 'ib_send_lat', args: ['-R', ...LAT], kernel: 'server' },
-      { n: 'RL2', tool: 'ib_send_lat', args: ['-R', ...LAT], kernel: 'client' },
+      { n: 'RS1', tool: 'ib_send_lat', args: ['-R', ...LAT], kernel: 'server' },
+      { n: 'RS2', tool: 'ib_send_lat', args: ['-R', ...LAT], kernel: 'client' },
     ],
   },
 ];
@@ -53,7 +60,9 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const BW_ROW = /^ 4096\s+200\s+\d+\.\d\d\s+\d+\.\d\d *\t\t   \d+\.\d{6}$/m;
 const LAT_ROW = /^ 2\s+100\s+(\d+\.\d\d\s+){3}\t\s+\d+\.\d\d\s+\t\d+\.\d\d\s*\t\t\d+\.\d\d\s*\t\t\d+\.\d\d *$/m;
-const rowOf = (s) => (s.tool === 'ib_write_bw' ? BW_ROW : LAT_ROW);
+const rowOf = (s) => (s.tool.endsWith('_bw') ? BW_ROW : LAT_ROW);
+/** read_lat's server only waits for its client and prints no row. */
+const serverRows = (s) => s.tool !== 'ib_read_lat';
 
 function requireBuilt(t) {
   if (existsSync(join(REPO_ROOT, 'dist', 'cli', 'ib_write_bw.js'))) return true;
@@ -116,9 +125,13 @@ test(`interop: perftest on ${boot.rdma}${boot.rdma === 'siw' ? ' (-R)' : ''}, ou
         const both = `${hostDesc(r)}\n${guestDesc(g)}\n${ctx.read('perftest-version') || ''}`;
         assert.equal(r.code, 0, both);
         assert.equal(g.rc, 0, both);
-        assert.match(g.out, rowOf(s), both);
-        // send_lat prints a row on both sides; a bandwidth server prints the client's row.
-        assert.match(r.stdout, rowOf(s), both);
+        // A latency server prints its own row (read_lat's none); a bandwidth server the client's
+        // (write_bw) or its own (send_bw).
+        const hostIsServer = s.kernel === 'client';
+        for (const [out, server] of [[g.out, !hostIsServer], [r.stdout, hostIsServer]]) {
+          if (!server || serverRows(s)) assert.match(out, rowOf(s), both);
+          else assert.doesNotMatch(out, rowOf(s), both);
+        }
       });
     }
     await stopCapture();
