@@ -7,7 +7,7 @@ import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import net from 'node:net';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, runCli, describeRun, waitListening } from '../lib/tools.js';
+import { REPO_ROOT, startCli, runCli, describeRun, waitListening, waitRoceListening } from '../lib/tools.js';
 import { freePort } from '../lib/ports.js';
 import { testDevices, Cap } from '../lib/devices.js';
 import { TransportType } from '../../dist/index.js';
@@ -18,11 +18,13 @@ const ENV = { RDMACM_ROCE_PORT: String(40000 + Math.floor(Math.random() * 20000)
 const LINE = '-'.repeat(87);
 
 /** Start the server, wait for its side channel, run the client: both results. */
-async function pair(tool, args, { clientArgs = args, timeoutMs = 90_000, env = {} } = {}) {
+async function pair(tool, args, { clientArgs = args, timeoutMs = 90_000, env = {}, roceCm = false } = {}) {
   const port = await freePort();
   const srv = startCli(cli(tool), ['-p', String(port), ...args], { env: { ...ENV, ...env }, timeoutMs });
   try {
-    await waitListening(port, { exited: srv.done, timeoutMs: 30_000 });
+    // -R over RoCE: the server's side channel listens in the IB CM, not on a TCP port.
+    if (roceCm) await waitRoceListening(ENV.RDMACM_ROCE_PORT, port, srv.done, 30_000);
+    else await waitListening(port, { exited: srv.done, timeoutMs: 30_000 });
     const c = await runCli(cli(tool), ['-p', String(port), ...clientArgs, '127.0.0.1'], { env: { ...ENV, ...env }, timeoutMs });
     const s = await srv.done;
     return { cli: c, srv: s, both: `${describeRun('client', c)}\n${describeRun('server', s)}` };
@@ -46,7 +48,7 @@ function checkBanner(out, title, dev) {
   assert.equal(l[at + 1], ` Dual-port       : OFF\t\tDevice         : ${dev}`);
   assert.match(l[at + 2], /^ Number of qps   : 1\t\tTransport type : (IB|IW)$/);
   assert.match(l[at + 3], /^ Connection type : (RC|UC|UD)\t\tUsing SRQ      : OFF$/);
-  assert.ok(l.includes(' Data ex. method : Ethernet'), out);
+  assert.ok(l.includes(' Data ex. method : Ethernet') || l.includes(' Data ex. method : rdma_cm'), out);
   return l;
 }
 
@@ -191,8 +193,9 @@ for (const d of roceDevices) {
     }
   });
 }
-// -R: the QPs made and connected by rdma_cm, on every device whose CM connects RDMA_PS_TCP ids
-// (the only way perftest runs over iWARP). RDMACM_DEVICE pins the CM's ids to the device.
+// -R: the side channel and the QPs made and connected by rdma_cm, on every device whose CM
+// connects RDMA_PS_TCP ids (the only way perftest runs over iWARP). RDMACM_DEVICE pins the CM's
+// ids to the device.
 const cmDevices = testDevices().filter((d) => d.caps.has(Cap.RC) && d.caps.has(Cap.CM_TCP));
 for (const d of cmDevices) {
   describe(`[${d.name}] perftest tools with -R`, () => {
@@ -204,11 +207,11 @@ for (const d of cmDevices) {
       ['ib_read_lat', ['-n', '100'], LAT_ROW, 'RDMA_Read Latency Test'],
     ]) {
       test(`${tool} -R: rdma_cm QPs ON, exit 0/0, the rows`, async () => {
-        const r = await pair(tool, [...dev, ...args], { env });
+        const r = await pair(tool, [...dev, ...args], { env, roceCm: d.transportType === TransportType.IB });
         assert.equal(r.cli.code, 0, r.both);
         assert.equal(r.srv.code, 0, r.both);
         const l = checkBanner(r.cli.stdout, title, d.name).join('\n');
-        assert.ok(l.includes(' rdma_cm QPs\t : ON\n'), r.both);
+        assert.ok(l.includes(' rdma_cm QPs\t : ON\n Data ex. method : rdma_cm\n'), r.both);
         assert.ok(r.srv.stdout.includes(' Waiting for client rdma_cm QP to connect\n Please run the same command with the IB/RoCE interface IP\n'), r.both);
         checkAddresses(r.cli.stdout.split('\n'));
         assert.equal(r.cli.stdout.split('\n').filter((x) => row.test(x)).length, 1, r.both);

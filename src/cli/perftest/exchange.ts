@@ -245,7 +245,7 @@ const f64 = (v: number): Buffer => {
 };
 
 /** `xchg_bw_reports`: five exchanges (iterations as u32 to peers older than 5.33). */
-export async function xchgBwReports(ch: SideChannel, mine: BwReport, remVersion: number): Promise<BwReport> {
+export async function xchgBwReports(ch: { xchg(mine: Uint8Array, size?: number): Promise<Buffer> }, mine: BwReport, remVersion: number): Promise<BwReport> {
   const size = (await ch.xchg(u64(mine.size))).readBigUInt64BE();
   let iters: bigint;
   if (remVersion >= 5.33) iters = (await ch.xchg(u64(mine.iters))).readBigUInt64BE();

@@ -36,6 +36,7 @@ import {
   type Resources,
 } from './resources.js';
 import { cmClient, cmServer, type CmLink } from './cm.js';
+import { CmChannel, PINGPONG_DEST_SIZE, decodeDestBinary, encodeDestBinary } from './cm-channel.js';
 import { LoopError, runLatDuration, postRecvs, runIterBw, runIterBwServer, runIterLat, runIterLatSend, runIterLatWrite } from './loops.js';
 
 /** How long one side-channel read waits for the peer once connected. */
@@ -50,24 +51,31 @@ interface Run {
   p: PerfParams;
   d: Device;
   r: Resources;
-  ch: SideChannel;
+  ch: SideChannel | CmChannel;
   mine: PerfDest[];
   rem: PerfDest[];
   withGid: boolean;
+  /** `my_dest.gid_index`, which the rdma_cm channel's key record carries. */
+  gidIndex: number;
   remVersion: number;
 }
 
 /** `ctx_hand_shake` of QP `i`'s keys (the records of QP 0 serve as the barrier). */
 async function handShake(run: Run, i = 0): Promise<void> {
+  if (run.ch instanceof CmChannel) {
+    const b = await run.ch.xchg(encodeDestBinary(run.mine[i] as PerfDest, run.gidIndex), PINGPONG_DEST_SIZE);
+    run.rem[i] = decodeDestBinary(b);
+    return;
+  }
   const size = run.withGid ? KEY_MSG_SIZE_GID : KEY_MSG_SIZE;
   const b = await run.ch.xchg(encodeDest(run.mine[i] as PerfDest, run.withGid), size);
   run.rem[i] = decodeDest(b, run.withGid);
 }
 
-/** `ctx_close_connection`: a last hand shake, then "done". */
+/** `ctx_close_connection`: a last hand shake, then "done" (on the TCP channel). */
 async function closeConnection(run: Run): Promise<void> {
   await handShake(run);
-  run.ch.write(DONE_MSG);
+  if (run.ch instanceof SideChannel) run.ch.write(DONE_MSG);
   run.ch.close();
 }
 
@@ -154,9 +162,19 @@ async function lat(run: Run, list: number[]): Promise<void> {
 }
 
 /** Meet the peer: `establish_connection`, `exchange_versions`, `check_sys_data`, `check_mtu`. */
-async function meet(p: PerfParams, d: Device): Promise<{ ch: SideChannel; remVersion: number; mtu: number; cycle: number } | number> {
-  let ch: SideChannel;
-  if (p.servername !== null) {
+async function meet(p: PerfParams, d: Device): Promise<{ ch: SideChannel | CmChannel; remVersion: number; mtu: number; cycle: number } | number> {
+  let ch: SideChannel | CmChannel;
+  if (p.rdmaCm) {
+    // -R: the side channel is an rdma_cm connection too (establish_connection with use_rdma_cm).
+    if (p.servername === null) out('\n************************************\n* Waiting for client to connect... *\n************************************\n');
+    try {
+      ch = p.servername !== null ? await CmChannel.connect(p.servername, p.port, SIDE_TIMEOUT_MS) : await CmChannel.accept(p.port, SIDE_TIMEOUT_MS);
+    } catch {
+      errOut(p.servername !== null ? ' Unable to perform rdma_client function\n' : ' Unable to perform rdma_server function\n');
+      errOut(' Unable to init the socket connection\n');
+      return FAILURE;
+    }
+  } else if (p.servername !== null) {
     try {
       ch = await SideChannel.connect(p.servername, p.port, SIDE_TIMEOUT_MS);
     } catch {
@@ -246,7 +264,7 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
       // create_rdma_cm_connection: a hand shake of blank keys (their GID layout) on each side of
       // the CM's connection.
       const blank = { lid: 0, outReads: 0, qpn: 0, psn: 0, rkey: 0, vaddr: 0n, gid: new Uint8Array(16), srqn: 0 };
-      const sync: Run = { p, d, r: null as unknown as Resources, ch, mine: [blank], rem: [], withGid: true, remVersion };
+      const sync: Run = { p, d, r: null as unknown as Resources, ch, mine: [blank], rem: [], withGid: true, gidIndex: 0, remVersion };
       await handShake(sync);
       link = ch.isClient ? await cmClient(p, Math.max(...list), cycle) : await cmServer(p, Math.max(...list), cycle);
       if (link === null) {
@@ -259,7 +277,7 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
     if (r === null) return FAILURE;
     const res = r;
     const mine = res.qps.map((_, i) => localDest(p, d, res, i));
-    const run: Run = { p, d, r: res, ch, mine, rem: [], withGid: d.gidIndex !== -1, remVersion };
+    const run: Run = { p, d, r: res, ch, mine, rem: [], withGid: d.gidIndex !== -1, gidIndex: d.gidIndex, remVersion };
     out(testInfo(p, { devName: d.name, transport: d.transport, linkLayer: d.linkLayer, mtuBytes: mtuBytes(mtu), inlineSize: r.inlineSize, outReads: r.outReads, gidIndex: d.gidIndex }));
     for (let i = 0; i < mine.length; i++) await handShake(run, i);
     if (!p.rdmaCm) {

@@ -76,7 +76,8 @@ export function testInfo(p: PerfParams, b: BannerInfo): string {
   if (p.verb !== Verb.READ && p.verb !== Verb.ATOMIC) s += ` Max inline data : ${b.inlineSize}[B]\n`;
   else s += ` Outstand reads  : ${b.outReads}\n`;
   s += ` rdma_cm QPs\t : ${p.rdmaCm ? 'ON' : 'OFF'}\n`;
-  s += ' Data ex. method : Ethernet';
+  // -R makes both the QPs and the side channel rdma_cm's (`use_rdma_cm`).
+  s += ` Data ex. method : ${p.rdmaCm ? 'rdma_cm' : 'Ethernet'}`;
   if (p.rdmaCm && p.servername === null) {
     s += '\n' + RESULT_LINE;
     s += ' Waiting for client rdma_cm QP to connect\n';
