@@ -1,6 +1,7 @@
 // perftest's side-channel records as the tools read them from a peer (src/cli/perftest/exchange.ts):
 // the QP keys in both layouts (KEY_PRINT_FMT, 59 bytes; KEY_PRINT_FMT_GID, 108 bytes), the version
-// record, the MTU record. Valid records, mutated ones and random bytes.
+// record, the MTU record; and the keys as the rdma_cm side channel (-R) carries them, the binary
+// struct pingpong_dest. Valid records, mutated ones and random bytes.
 //
 // Invariants: a valid record decodes to what was encoded; any other input either decodes to keys
 // whose fields fit their wire widths (LID 16 bits, QPN and PSN as read, rkey and SRQN 32 bits,
@@ -18,6 +19,7 @@ import {
   encodeVersion,
   versionNumber,
 } from '../../../dist/cli/perftest/exchange.js';
+import { PINGPONG_DEST_SIZE, decodeDestBinary, encodeDestBinary } from '../../../dist/cli/perftest/cm-channel.js';
 import { mutate, hexHead } from '../lib/mutate.js';
 
 function genDest(rng) {
@@ -84,6 +86,17 @@ export default {
     const v = versionNumber(bytes.subarray(0, 16));
     assert.equal(typeof v, 'number');
     assert.equal(versionNumber(encodeVersion('6.06')), 6.06);
+    // The rdma_cm channel's binary keys (struct pingpong_dest): the same bytes as a message.
+    const vb = encodeDestBinary(d, withGid ? 1 : -1);
+    assert.equal(vb.length, PINGPONG_DEST_SIZE);
+    const vback = decodeDestBinary(vb);
+    assert.deepEqual({ ...vback, gid: [...vback.gid] }, { ...d, srqn: 0, outReads: d.outReads, gid: [...d.gid] });
+    try {
+      checkDecoded(decodeDestBinary(bytes));
+    } catch (e) {
+      if (!(e instanceof ExchangeError)) throw e;
+      assert.ok(bytes.length < PINGPONG_DEST_SIZE, 'only a short message is refused');
+    }
     const m = decodeMtu(bytes.subarray(0, 2));
     assert.ok(Number.isInteger(m));
     assert.equal(decodeMtu(encodeMtu(1 + rng.int(5))) >= 1, true);
