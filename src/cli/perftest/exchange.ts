@@ -13,6 +13,8 @@
  * - the bandwidth report (`xchg_bw_reports`): size, iterations (u64 from peers of version 5.33
  *   on), peak, average and message rate (big-endian doubles), one exchange each;
  * - `ctx_close_connection`: a last key exchange, then "done" with its NUL.
+ *
+ * With `-R` the same records travel over an rdma_cm connection instead (cm-channel.ts).
  */
 import net from 'node:net';
 
