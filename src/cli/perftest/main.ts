@@ -289,10 +289,13 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
     }
     const bwRdmaShape = tst === Test.BW && verb !== Verb.SEND;
     if (!bwRdmaShape) await handShake(run);
-    for (const m of mine) out(destLines('local', m, verb, d.gidIndex));
+    // ctx_print_pingpong_data prints per the side channel's verb: with -R that channel's, SEND
+    // (create_comm_struct), so no rkey, address or out reads.
+    const shown = p.rdmaCm ? Verb.SEND : verb;
+    for (const m of mine) out(destLines('local', m, shown, d.gidIndex));
     for (let i = 0; i < mine.length; i++) {
       await handShake(run, i);
-      out(destLines('remote', run.rem[i]!, verb, d.gidIndex));
+      out(destLines('remote', run.rem[i]!, shown, d.gidIndex));
     }
     if (bwRdmaShape) await handShake(run);
     if (tst === Test.BW && verb !== Verb.SEND) await bwRdma(run, list);
