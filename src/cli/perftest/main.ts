@@ -131,6 +131,9 @@ async function bwSend(run: Run, list: number[]): Promise<void> {
 async function lat(run: Run, list: number[]): Promise<void> {
   const { p } = run;
   const clientOnly = p.verb === Verb.READ || p.verb === Verb.ATOMIC;
+  // write_lat.c, read_lat.c, atomic_lat.c: one more hand shake before the run (send_lat.c has
+  // its own, per size, once the receives are posted).
+  if (p.verb !== Verb.SEND) await handShake(run);
   if (clientOnly && !run.ch.isClient) {
     // read_lat.c / atomic_lat.c: the server only waits for the client to finish.
     await closeConnection(run);
