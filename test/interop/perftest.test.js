@@ -9,7 +9,8 @@
 //     S1/S2, WL1/WL2, RL1/RL2: the same for ib_send_bw, ib_write_lat, ib_read_lat
 //   siw  (guest siw0, host siw_rvbr0): ib_write_bw and ib_send_lat with -R (QPs made and
 //        connected by rdma_cm, the only way perftest runs over iWARP): RW1, RW2, RS1, RS2
-// PERFTEST_INTEROP_BOOTS=rxe or =siw runs one boot only.
+// PERFTEST_INTEROP_BOOTS=rxe or =siw runs one boot only; PERFTEST_INTEROP_SCENARIOS=W1,L2 some
+// scenarios only.
 // Both sides must exit 0 and print their result row; the server of a bandwidth pair prints the
 // client's row, which is how the report exchange is checked across. Under emulation the figures
 // mean nothing: correctness only.
@@ -88,7 +89,10 @@ true
 
 // PERFTEST_INTEROP_BOOTS=siw (or rxe): only those boots.
 const only = (process.env.PERFTEST_INTEROP_BOOTS ?? '').split(',').filter(Boolean);
-for (const boot of BOOTS.filter((b) => only.length === 0 || only.includes(b.rdma))) {
+// PERFTEST_INTEROP_SCENARIOS=WL1,WL2: only those scenarios of the boots run.
+const picked = (process.env.PERFTEST_INTEROP_SCENARIOS ?? '').split(',').filter(Boolean);
+for (const b of BOOTS) b.scenarios = b.scenarios.filter((s) => picked.length === 0 || picked.includes(s.n));
+for (const boot of BOOTS.filter((b) => (only.length === 0 || only.includes(b.rdma)) && b.scenarios.length > 0)) {
 test(`interop: perftest on ${boot.rdma}${boot.rdma === 'siw' ? ' (-R)' : ''}, our ib_write_bw / ib_send_lat (host, ${boot.hdev}) <-> the kernel's (guest, ${boot.kdev})`, { timeout: 900_000 }, async (t) => {
   if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
