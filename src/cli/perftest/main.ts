@@ -161,7 +161,9 @@ async function lat(run: Run, list: number[]): Promise<void> {
     out(latRow(p, size, t, p.iters));
   }
   out(RESULT_LINE);
-  await closeConnection(run);
+  // write_lat.c ends without ctx_close_connection: each side just goes.
+  if (p.verb === Verb.WRITE) run.ch.close();
+  else await closeConnection(run);
 }
 
 /** Meet the peer: `establish_connection`, `exchange_versions`, `check_sys_data`, `check_mtu`. */
