@@ -34,7 +34,7 @@ async function pair(tool, args, { clientArgs = args, timeoutMs = 90_000, env = {
 }
 
 const BW_ROW = /^ (\d+)\s+(\d+)\s+(\d+\.\d\d)\s+(\d+\.\d\d) *\t\t   (\d+\.\d{6})$/;
-const LAT_ROW = /^ (\d+)\s+(\d+)\s+(\d+\.\d\d)\s+(\d+\.\d\d)\s+(\d+\.\d\d)\s+\t\s+(\d+\.\d\d)\s+\t(\d+\.\d\d)\s*\t\t(\d+\.\d\d)\s*\t\t(\d+\.\d\d) *$/;
+const LAT_ROW = /^ (\d+)\s+(\d+)\s+(\d+\.\d\d)\s+(\d+\.\d\d)\s+(\d+\.\d\d)\s+\t\s+(\d+\.\d\d)\s+\t(\d+\.\d\d|-nan)\s*\t\t(\d+\.\d\d)\s*\t\t(\d+\.\d\d) *$/;
 // printf's %#0Nx: zero-padded to N with the "0x" counted, longer values in full, a zero as N zeros.
 const ADDR = /^ (local|remote) address: LID (0{4}|0x[0-9a-f]{2,}) QPN (0{6}|0x[0-9a-f]{4,}) PSN (0{6}|0x[0-9a-f]{4,})( OUT (0{4}|0x[0-9a-f]{2,}))?( RKey (0{8}|0x[0-9a-f]{6,}) VAddr (0{16}|0x[0-9a-f]{14,}))?$/;
 const GID = /^ GID: (\d\d\d?:){15}\d\d\d?$/;

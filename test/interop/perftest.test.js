@@ -60,7 +60,7 @@ const guestDesc = (g) => `guest: exit ${g.rc}${g.rc === 124 ? ' (TIMED OUT)' : '
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 const BW_ROW = /^ 4096\s+200\s+\d+\.\d\d\s+\d+\.\d\d *\t\t   \d+\.\d{6}$/m;
-const LAT_ROW = /^ 2\s+100\s+(\d+\.\d\d\s+){3}\t\s+\d+\.\d\d\s+\t\d+\.\d\d\s*\t\t\d+\.\d\d\s*\t\t\d+\.\d\d *$/m;
+const LAT_ROW = /^ 2\s+100\s+(\d+\.\d\d\s+){3}\t\s+\d+\.\d\d\s+\t(\d+\.\d\d|-nan)\s*\t\t\d+\.\d\d\s*\t\t\d+\.\d\d *$/m;
 const rowOf = (s) => (s.tool.endsWith('_bw') ? BW_ROW : LAT_ROW);
 /** read_lat's server only waits for its client and prints no row. */
 const serverRows = (s) => s.tool !== 'ib_read_lat';

@@ -19,6 +19,9 @@ export const RESULT_FMT_LAT = ' #bytes #iterations    t_min[usec]    t_max[usec]
 export const RESULT_FMT_LAT_DUR = ' #bytes        #iterations       t_avg[usec]    tps average';
 export const RESULT_EXT = '\n';
 
+const INT_MAX = 2147483647;
+const INT_MIN = -2147483648;
+
 /** `LAT_MEASURE_TAIL`: the slowest samples a latency report leaves out. */
 const LAT_MEASURE_TAIL = 2;
 
@@ -31,9 +34,12 @@ export function left(v: number | bigint, w: number, p?: number): string {
   return s.padEnd(w, ' ');
 }
 
-/** printf `%.Pf`, with C's spelling of infinities and NaN. */
+/**
+ * printf `%.Pf`, with C's spelling of infinities and NaN (the NaN here is sqrt of a negative,
+ * which x86 makes with its sign bit set: glibc prints "-nan").
+ */
 export function fixed(v: number, p: number): string {
-  if (Number.isNaN(v)) return v < 0 ? '-nan' : 'nan';
+  if (Number.isNaN(v)) return '-nan';
   if (!Number.isFinite(v)) return v < 0 ? '-inf' : 'inf';
   return v.toFixed(p);
 }
@@ -187,7 +193,10 @@ export function latRow(p: PerfParams, size: number, tposted: Float64Array, iters
   let var_ = 0;
   for (let i = 0; i < cnt; i++) {
     const t = Math.trunc(avg - delta[i]! / q);
-    var_ += Math.trunc(t * t);
+    // `int pow_var = pow(temp_var, 2)`: a square beyond an int becomes INT_MIN (x86's
+    // conversion), so one deviation over 46340 µs makes the sum negative and the deviation -nan.
+    const sq = t * t;
+    var_ += sq > INT_MAX ? INT_MIN : sq;
   }
   const stdev = Math.sqrt(var_ / cnt);
   const i99 = Math.ceil(cnt * 0.99);
