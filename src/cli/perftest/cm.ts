@@ -1,0 +1,129 @@
+/**
+ * perftest's `-R` (perftest_communication.c `create_rdma_cm_connection`,
+ * `rdma_cm_client_connection`, `rdma_cm_server_connection`, `rdma_cm_route_handler`,
+ * `rdma_cm_connection_request_handler`): the test's QPs are made and connected by rdma_cm on the
+ * side channel's port number, in RDMA_PS_TCP, while the side channel carries the rest as without
+ * `-R`. This is how perftest runs over iWARP, whose QPs connect only through the CM. The client
+ * retries its connection up to ten times, 100 ms apart (the server may not listen yet).
+ */
+import { PortSpace, createId, type CmId, type ConnParam, type Context } from '../api.js';
+import { errOut } from '../c-compat.js';
+import { Verb, type PerfParams } from './params.js';
+import { createResources, type Resources } from './resources.js';
+
+/** `DEF_RETRY_COUNT`: the CM's retry and RNR retry counts. */
+const DEF_RETRY_COUNT = 7;
+/** `MIN_RNR_TIMER`, set on the server's RC QPs after accept. */
+const MIN_RNR_TIMER = 12;
+/** The address and route resolution timeout perftest passes (ms). */
+const RESOLVE_TIMEOUT_MS = 2000;
+const CLIENT_RETRIES = 10;
+const CLIENT_RETRY_DELAY_MS = 100;
+/** How long the server waits for the client's connection requests. */
+const REQUEST_TIMEOUT_MS = 60_000;
+
+/** The QPs' CM ids and the resources on their device. */
+export interface CmLink {
+  ids: CmId[];
+  r: Resources;
+}
+
+function connParam(p: PerfParams, r: Resources): ConnParam {
+  const c: ConnParam = { retryCount: DEF_RETRY_COUNT, rnrRetryCount: DEF_RETRY_COUNT };
+  if (p.verb === Verb.READ || p.verb === Verb.ATOMIC) {
+    c.responderResources = r.outReads;
+    c.initiatorDepth = r.outReads;
+  }
+  return c;
+}
+
+function withTimeout<T>(pr: Promise<T>, ms: number, what: string): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`${what}: no answer in ${ms} ms`)), ms);
+    pr.then(
+      (v) => (clearTimeout(t), resolve(v)),
+      (e: unknown) => (clearTimeout(t), reject(e)),
+    );
+  });
+}
+
+/** One attempt of `_rdma_cm_client_connection`. */
+async function clientAttempt(p: PerfParams, maxSize: number, cycle: number): Promise<CmLink> {
+  const ids: CmId[] = [];
+  try {
+    for (let i = 0; i < p.numQps; i++) {
+      const id = createId(null, null, PortSpace.TCP);
+      ids.push(id);
+      await id.resolveAddr(null, { address: p.servername as string, port: p.port }, RESOLVE_TIMEOUT_MS);
+      await id.resolveRoute(RESOLVE_TIMEOUT_MS);
+    }
+    const r = createResources(p, ids[0]!.verbs as Context, maxSize, cycle, (pd, init, i) => ids[i]!.createQp(pd, init));
+    if (r === null) throw new Error('resources');
+    await Promise.all(ids.map((id) => id.connect(connParam(p, r))));
+    return { ids, r };
+  } catch (e) {
+    for (const id of ids) await id.destroy().catch(() => {});
+    throw e;
+  }
+}
+
+/** `rdma_cm_client_connection`; null after perftest's message. */
+export async function cmClient(p: PerfParams, maxSize: number, cycle: number): Promise<CmLink | null> {
+  for (let i = 0; i < CLIENT_RETRIES; i++) {
+    try {
+      return await clientAttempt(p, maxSize, cycle);
+    } catch {
+      await new Promise((res) => setTimeout(res, CLIENT_RETRY_DELAY_MS));
+    }
+  }
+  errOut(`Failed to connect RDMA CM client, tried ${CLIENT_RETRIES} times.\n`);
+  return null;
+}
+
+/** `rdma_cm_server_connection`: listen on the port, take `-q` requests, accept them; null after the message. */
+export async function cmServer(p: PerfParams, maxSize: number, cycle: number): Promise<CmLink | null> {
+  const listenId = createId(null, null, PortSpace.TCP);
+  try {
+    try {
+      listenId.bindAddr({ address: '0.0.0.0', port: p.port });
+    } catch {
+      errOut('Failed to bind RDMA CM address on the server.\n');
+      return null;
+    }
+    try {
+      await listenId.listen(p.numQps);
+    } catch {
+      errOut('Failed to listen on RDMA CM server listen ID.\n');
+      return null;
+    }
+    const ids: CmId[] = [];
+    for (let i = 0; i < p.numQps; i++) ids.push(await withTimeout(listenId.getRequest(), REQUEST_TIMEOUT_MS, 'rdma_get_request'));
+    const r = createResources(p, ids[0]!.verbs as Context, maxSize, cycle, (pd, init, i) => ids[i]!.createQp(pd, init));
+    if (r === null) {
+      for (const id of ids) {
+        try {
+          id.reject();
+        } catch {
+          // the client sees the connection fail either way
+        }
+      }
+      return null;
+    }
+    await Promise.all(ids.map((id) => id.accept(connParam(p, r))));
+    if (p.conn === 'RC') {
+      for (const qp of r.qps) {
+        try {
+          qp.modify({ minRnrTimer: MIN_RNR_TIMER });
+        } catch {
+          // ibv_modify_qp's result is not checked by perftest either
+        }
+      }
+    }
+    return { ids, r };
+  } catch (e) {
+    errOut(`RDMA CM event error:\n${(e as Error).message}\n`);
+    return null;
+  } finally {
+    await listenId.destroy().catch(() => {});
+  }
+}
