@@ -5,17 +5,16 @@
  * port, with rdma-core's layout, messages and exit statuses (255 for a bad option or an unknown
  * device, 4 for a port the device lacks). docs/man/ibv_devinfo.1.md.
  *
- * The extended attributes of `ibv_query_device_ex` (on-demand paging, timestamps, TSO, RSS,
- * packet pacing, tag matching, device memory) are none on every device this package offers: the
- * soft devices have none, as siw and rxe, and the native backend offers none of them to its
- * users, so `-v` prints them as rdma-core prints a device without them.
+ * Everything comes from `ibv_query_device_ex`, as the C tool asks it: `orig_attr` for the
+ * attributes of `ibv_query_device`, the extended ones for the `-v` lines devinfo-ex.ts prints.
  */
 import './startup.js';
 import { readFileSync } from 'node:fs';
-import { GidType, LinkLayer, TransportType, formatGuid, getDeviceList, native, type Device, type DeviceAttr, type PortAttr } from '../index.js';
+import { GidType, LinkLayer, TransportType, formatGuid, getDeviceList, native, type Device, type DeviceAttrEx, type PortAttr } from '../index.js';
 import { errOut, out, progName, runMain, strtolInt } from './c-compat.js';
 import { inetNtop6 } from './addresses.js';
 import { parseOptions } from './getopt.js';
+import { printDeviceAttrEx } from './devinfo-ex.js';
 import { DEVICE_CAP_FLAGS, atomicCapStr, linkLayerStr, mtuStr, portPhyStateStr, portStateStr, speedStr, transportStr, vlStr, widthStr } from './devinfo-strings.js';
 
 const LONG = [
@@ -45,8 +44,9 @@ function printDeviceCapFlags(flags: number): void {
   if (unknown) out(`\t\t\t\t\tUnknown flags: 0x${unknown.toString(16).toUpperCase()}\n`);
 }
 
-/** The verbose lines of `struct ibv_device_attr` and the extended attributes (all none here). */
-function printVerboseDevice(a: DeviceAttr, numCompVectors: number): void {
+/** The verbose lines of `struct ibv_device_attr_ex`: `orig_attr`, then the extended attributes. */
+function printVerboseDevice(x: DeviceAttrEx, numCompVectors: number): void {
+  const a = x.origAttr;
   const l = (s: string): void => out(`\t${s}\n`);
   l(`max_mr_size:\t\t\t0x${BigInt.asUintN(64, a.maxMrSize).toString(16)}`);
   l(`page_size_cap:\t\t\t0x${BigInt.asUintN(64, a.pageSizeCap).toString(16)}`);
@@ -84,28 +84,7 @@ function printVerboseDevice(a: DeviceAttr, numCompVectors: number): void {
   }
   l(`max_pkeys:\t\t\t${a.maxPkeys}`);
   l(`local_ca_ack_delay:\t\t${a.localCaAckDelay}`);
-  // print_odp_caps with no capability
-  l('general_odp_caps:');
-  for (const t of ['rc', 'uc', 'ud', 'xrc']) {
-    l(`${t}_odp_caps:`);
-    out('\t\t\t\t\tNO SUPPORT\n');
-  }
-  l('completion_timestamp_mask not supported');
-  l('core clock not supported');
-  // device_cap_flags_ex: the 32 bits of device_cap_flags, nothing above them
-  l(`device_cap_flags_ex:\t\t0x${(a.deviceCapFlags >>> 0).toString(16).toUpperCase()}`);
-  l('tso_caps:');
-  l('\tmax_tso:\t\t\t0');
-  l('rss_caps:');
-  l('\tmax_rwq_indirection_tables:\t\t\t0');
-  l('\tmax_rwq_indirection_table_size:\t\t\t0');
-  l('\trx_hash_function:\t\t\t\t0x0');
-  l('\trx_hash_fields_mask:\t\t\t\t0x0');
-  l('max_wq_type_rq:\t\t\t0');
-  l('packet_pacing_caps:');
-  l('\tqp_rate_limit_min:\t0kbps');
-  l('\tqp_rate_limit_max:\t0kbps');
-  l('tag matching not supported');
+  printDeviceAttrEx(x);
   l(`num_comp_vectors:\t\t${numCompVectors}`);
 }
 
@@ -177,13 +156,14 @@ function printHcaCap(dev: Device, ibPort: number, verbose: boolean): number {
     errOut('Failed to open device\n');
     return 1;
   }
-  let a: DeviceAttr;
+  let x: DeviceAttrEx;
   try {
-    a = ctx.queryDevice();
+    x = ctx.queryDeviceEx();
   } catch {
     errOut('Failed to query device props\n');
     return 2;
   }
+  const a = x.origAttr;
   if (ibPort && ibPort > a.physPortCnt) {
     errOut('Invalid port requested for device\n');
     return 4;
@@ -199,7 +179,7 @@ function printHcaCap(dev: Device, ibPort: number, verbose: boolean): number {
   const board = boardId(dev);
   if (board !== null) out(`\tboard_id:\t\t\t${board}\n`);
   out(`\tphys_port_cnt:\t\t\t${a.physPortCnt}\n`);
-  if (verbose) printVerboseDevice(a, ctx.numCompVectors);
+  if (verbose) printVerboseDevice(x, ctx.numCompVectors);
   for (let port = 1; port <= a.physPortCnt; port++) {
     if (ibPort && port !== ibPort) continue;
     let p: PortAttr;

@@ -10,7 +10,7 @@ import {
   PostError, AsyncEventType, AtomicCap,
 } from '../../dist/index.js';
 import { rcPair, reap } from '../lib/cm-rc-pair.js';
-import { forEachDevice, Cap } from '../lib/devices.js';
+import { forEachDevice, Cap, recvGrhOf } from '../lib/devices.js';
 
 const pair = rcPair;
 
@@ -344,6 +344,40 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
     assert.ok(Buffer.from(target.buf.subarray(100, 3100)).equals(data));
     const [w] = await reap(a.sendCq, 1);
     assert.deepEqual([w.status, w.opcode], [WcStatus.SUCCESS, WcOpcode.RDMA_WRITE]);
+  });
+
+  test('receive completions: IBV_WC_GRH on every successful one on RoCE (rxe do_complete), none on iWARP (siw), none when flushed', async (t) => {
+    const grh = recvGrhOf(d);
+    if (grh === null) {
+      t.skip('InfiniBand link: the flag follows whether the sender added a GRH');
+      return;
+    }
+    const { a, b, close } = await pair();
+    t.after(close);
+    const iwarp = d.transportType === TransportType.IWARP;
+    const dst = b.pd.regMr(Buffer.alloc(4096), Access.LOCAL_WRITE | Access.REMOTE_WRITE);
+    const src = a.pd.regMr(Buffer.from(randomBytes(2048)), 0);
+    const wrs = [
+      { wrId: 1, opcode: WrOpcode.SEND, sgList: sg(src, 0, 1500) },
+      ...(iwarp ? [] : [
+        { wrId: 2, opcode: WrOpcode.SEND_WITH_IMM, immData: 7, sgList: sg(src, 0, 10) },
+        { wrId: 3, opcode: WrOpcode.RDMA_WRITE_WITH_IMM, immData: 8, sgList: sg(src, 0, 100), rdma: { remoteAddr: dst.addr + 3000, rkey: dst.rkey } },
+      ]),
+    ];
+    const recvAt = { 1: [0, 1536], 2: [1536, 512], 3: [2048, 512] };
+    b.qp.postRecv(wrs.map((w) => ({ wrId: 10 + w.wrId, sgList: sg(dst, ...recvAt[w.wrId]) })));
+    a.qp.postSend(wrs.map((w) => ({ ...w, sendFlags: SendFlags.SIGNALED })));
+    const r = await reap(b.recvCq, wrs.length);
+    const want = (extra) => (grh ? WcFlags.GRH : 0) | extra;
+    assert.deepEqual(r.map((w) => [w.wrId, w.status, w.wcFlags]), [
+      [11, WcStatus.SUCCESS, want(0)],
+      ...(iwarp ? [] : [[12, WcStatus.SUCCESS, want(WcFlags.WITH_IMM)], [13, WcStatus.SUCCESS, want(WcFlags.WITH_IMM)]]),
+    ]);
+    assert.equal((await reap(a.sendCq, wrs.length)).length, wrs.length);
+    b.qp.postRecv({ wrId: 20, sgList: sg(dst, 0, 64) });
+    await Promise.all([a.disconnect(), b.disconnect()]);
+    const [f] = await reap(b.recvCq, 1);
+    assert.deepEqual([f.wrId, f.status, f.wcFlags], [20, WcStatus.WR_FLUSH_ERR, 0], 'a flushed receive carries no flag');
   });
 
   test('a disconnect: the receives still posted complete WR_FLUSH_ERR, in order, each once', async (t) => {

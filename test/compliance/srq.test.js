@@ -7,12 +7,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
-  Access, WrOpcode, WcStatus, WcOpcode, QpState, QpAttrMask, QpType, TransportType, PostError, AsyncEventType,
+  Access, WrOpcode, WcStatus, WcOpcode, WcFlags, QpState, QpAttrMask, QpType, TransportType, PostError, AsyncEventType,
   SrqAttrMask, SrqInitAttrMask, SrqType, DEVICE_SRQ_RESIZE, QpInitAttrMask, QpExSendOps, postRecv as rdmaPostRecv,
   createId, PortSpace,
 } from '../../dist/index.js';
 import { reap } from '../lib/cm-rc-pair.js';
-import { forEachDevice, Cap } from '../lib/devices.js';
+import { forEachDevice, Cap, recvGrhOf } from '../lib/devices.js';
 import { srqFanIn } from '../lib/srq-fan-in.js';
 
 const sg = (mr, off = 0, len = mr.length - off) => [{ addr: mr.addr + off, length: len, lkey: mr.lkey }];
@@ -191,9 +191,11 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
       const qpNums = f.servers.map((s) => s.qp.qpNum);
       const seen = new Set();
       const perClient = new Map();
+      const grh = recvGrhOf(d);
       for (const wc of wcs) {
         assert.equal(wc.status, WcStatus.SUCCESS);
         assert.equal(wc.opcode, WcOpcode.RECV);
+        if (grh !== null) assert.equal(wc.wcFlags, grh ? WcFlags.GRH : 0, 'IBV_WC_GRH on RoCE (rxe do_complete, SRQ receives too), none on iWARP');
         assert.ok(!seen.has(wc.wrId), `wr ${wc.wrId} completed twice`);
         seen.add(wc.wrId);
         const i = Number(wc.wrId) - 1000;

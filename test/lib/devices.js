@@ -7,7 +7,7 @@
 // RDMACM_COMPLIANCE_DEVICES=siw_lo,rxe_lo restricts the run to those devices.
 import { describe, before, after } from 'node:test';
 import * as pkg from '../../dist/index.js';
-import { getDeviceList, PortSpace, QpType, getCmTransport } from '../../dist/index.js';
+import { getDeviceList, PortSpace, QpType, getCmTransport, LinkLayer, TransportType } from '../../dist/index.js';
 import { getProvider } from '../../dist/verbs/provider.js';
 
 /** Capability names a suite may require. */
@@ -123,5 +123,21 @@ export function forEachDevice(caps, suite, title = '') {
       });
       suite(d);
     });
+  }
+}
+
+/**
+ * Whether `IBV_WC_GRH` is on the successful receive completions of `d`'s connected QPs (RC, UC):
+ * true on RoCE (InfiniBand transport over an Ethernet link: every packet has its IP header, and
+ * rxe's do_complete sets the flag), false on iWARP (siw sets none), null on an InfiniBand link
+ * (only packets sent with a GRH have it).
+ */
+export function recvGrhOf(d) {
+  if (d.transportType === TransportType.IWARP) return false;
+  const ctx = d.device.open();
+  try {
+    return ctx.queryPort(1).linkLayer === LinkLayer.ETHERNET ? true : null;
+  } finally {
+    ctx.close();
   }
 }

@@ -445,13 +445,17 @@ export class RcResponder {
     return null;
   }
 
-  /** The receive WQE of a SEND or WRITE with immediate completes. */
+  /**
+   * The receive WQE of a SEND or WRITE with immediate completes (its own or the SRQ's). As rxe's
+   * `do_complete` for a user CQ, every successful receive carries `IBV_WC_GRH` (RoCE packets
+   * always have one), with `WITH_IMM` / `WITH_INV` added; completions in error carry no flag.
+   */
   private completeRecv(p: RocePacket, invalidated: number): void {
     const w = this.recv;
     if (w === null) return;
     this.recv = null;
     const m = p.mask;
-    let flags = 0;
+    let flags = WcFlags.GRH;
     let immData = 0;
     if (m & OpMask.IMMDT) {
       flags |= WcFlags.WITH_IMM;

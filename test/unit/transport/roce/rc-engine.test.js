@@ -148,9 +148,9 @@ test('immediate data, invalidate, RDMA WRITE with immediate, READ into several S
   assert.deepEqual(
     rb.map((w) => [w.wrId, w.status, w.opcode, w.byteLen, w.wcFlags, w.immData, w.invalidatedRkey]),
     [
-      [10, 0, WcOpcode.RECV, 600, WcFlags.WITH_IMM, 0xdeadbeef, 0],
-      [11, 0, WcOpcode.RECV, 10, WcFlags.WITH_INV, 0, victim.rkey],
-      [12, 0, WcOpcode.RECV_RDMA_WITH_IMM, 2500, WcFlags.WITH_IMM, 5, 0],
+      [10, 0, WcOpcode.RECV, 600, WcFlags.GRH | WcFlags.WITH_IMM, 0xdeadbeef, 0],
+      [11, 0, WcOpcode.RECV, 10, WcFlags.GRH | WcFlags.WITH_INV, 0, victim.rkey],
+      [12, 0, WcOpcode.RECV_RDMA_WITH_IMM, 2500, WcFlags.GRH | WcFlags.WITH_IMM, 5, 0],
     ],
   );
   assert.ok(rbuf.subarray(0, 600).equals(src.subarray(0, 600)));
