@@ -182,6 +182,21 @@ for (const d of roceDevices) {
       });
     }
 
+    if (d.caps.has(Cap.UD)) {
+      test('ib_send_bw -c UD: the default 64 KiB message cut to the path MTU with perftest\'s lines, a row on each side', async () => {
+        const r = await pair('ib_send_bw', [...dev, '-c', 'UD', '-n', '200']);
+        assert.equal(r.cli.code, 0, r.both);
+        assert.equal(r.srv.code, 0, r.both);
+        const mtu = Number(/^ Mtu +: (\d+)\[B\]$/m.exec(r.cli.stdout)[1]);
+        for (const side of [r.cli, r.srv]) {
+          assert.ok(side.stderr.includes(` Max msg size in UD is MTU ${mtu}\n Changing to this MTU\n`), r.both);
+          const rows = side.stdout.split('\n').filter((x) => BW_ROW.test(x));
+          assert.equal(rows.length, 1, r.both);
+          assert.deepEqual(BW_ROW.exec(rows[0]).slice(1, 3), [String(mtu), '200'], r.both);
+        }
+      });
+    }
+
     if (d.caps.has(Cap.UC)) {
       test('ib_write_bw -c UC --report_gbits: Gb/sec columns', async () => {
         const r = await pair('ib_write_bw', [...dev, '-c', 'UC', '-n', '200', '--report_gbits']);

@@ -7,6 +7,10 @@
 //     L1  kernel ib_send_lat server (guest)  <-  our ib_send_lat client (host)
 //     L2  our ib_send_lat server (host)      <-  kernel ib_send_lat client (guest)
 //     S1/S2, WL1/WL2, RL1/RL2: the same for ib_send_bw, ib_write_lat, ib_read_lat
+//     RB1/RB2, AL1/AL2, AB1/AB2: ib_read_bw, ib_atomic_lat (-A CMP_AND_SWAP), ib_atomic_bw
+//       (rxe0 and our RoCE device have atomics; perftest's atomics are 8 bytes)
+//     UL1/UL2, UB1/UB2: ib_send_lat and ib_send_bw with -c UD (UD QPs, address handles from the
+//       peer's GID; ib_send_bw's messages as large as the path MTU)
 //   siw  (guest siw0, host siw_rvbr0): ib_write_bw and ib_send_lat with -R (QPs made and
 //        connected by rdma_cm, the only way perftest runs over iWARP): RW1, RW2, RS1, RS2
 // PERFTEST_INTEROP_BOOTS=rxe or =siw runs one boot only; PERFTEST_INTEROP_SCENARIOS=W1,L2 some
@@ -23,6 +27,8 @@ import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, l
 const VM = 0;
 const BW = ['-s', '4096', '-n', '200'];
 const LAT = ['-n', '100'];
+const ATOMIC_LAT = ['-A', 'CMP_AND_SWAP', '-n', '100'];
+const ATOMIC_BW = ['-n', '200'];
 /** One boot per device: rxe without -R (QPs connected by their keys), siw with -R (rdma_cm). */
 const BOOTS = [
   {
@@ -40,6 +46,16 @@ const BOOTS = [
       { n: 'WL2', tool: 'ib_write_lat', args: LAT, kernel: 'client' },
       { n: 'RL1', tool: 'ib_read_lat', args: LAT, kernel: 'server' },
       { n: 'RL2', tool: 'ib_read_lat', args: LAT, kernel: 'client' },
+      { n: 'RB1', tool: 'ib_read_bw', args: BW, kernel: 'server' },
+      { n: 'RB2', tool: 'ib_read_bw', args: BW, kernel: 'client' },
+      { n: 'AL1', tool: 'ib_atomic_lat', args: ATOMIC_LAT, kernel: 'server', size: 8 },
+      { n: 'AL2', tool: 'ib_atomic_lat', args: ATOMIC_LAT, kernel: 'client', size: 8 },
+      { n: 'AB1', tool: 'ib_atomic_bw', args: ATOMIC_BW, kernel: 'server', size: 8 },
+      { n: 'AB2', tool: 'ib_atomic_bw', args: ATOMIC_BW, kernel: 'client', size: 8 },
+      { n: 'UL1', tool: 'ib_send_lat', args: ['-c', 'UD', ...LAT], kernel: 'server' },
+      { n: 'UL2', tool: 'ib_send_lat', args: ['-c', 'UD', ...LAT], kernel: 'client' },
+      { n: 'UB1', tool: 'ib_send_bw', args: ['-c', 'UD', '-n', '200'], kernel: 'server', size: 'mtu' },
+      { n: 'UB2', tool: 'ib_send_bw', args: ['-c', 'UD', '-n', '200'], kernel: 'client', size: 'mtu' },
     ],
   },
   {
@@ -59,11 +75,19 @@ const hostDesc = (r) => `host: exit ${r.code}${r.timedOut ? ' TIMED OUT' : ''} i
 const guestDesc = (g) => `guest: exit ${g.rc}${g.rc === 124 ? ' (TIMED OUT)' : ''}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out)}${hangOf(g)}`;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-const BW_ROW = /^ 4096\s+200\s+\d+\.\d\d\s+\d+\.\d\d *\t\t   \d+\.\d{6}$/m;
-const LAT_ROW = /^ 2\s+100\s+(\d+\.\d\d\s+){3}\t\s+\d+\.\d\d\s+\t(\d+\.\d\d|-nan)\s*\t\t\d+\.\d\d\s*\t\t\d+\.\d\d *$/m;
-const rowOf = (s) => (s.tool.endsWith('_bw') ? BW_ROW : LAT_ROW);
-/** read_lat's server only waits for its client and prints no row. */
-const serverRows = (s) => s.tool !== 'ib_read_lat';
+/**
+ * The row of scenario `s`: its size (bandwidth 4096, latency 2, atomics 8; UD bandwidth the path
+ * MTU, 256 .. 4096) and its iterations (bandwidth 200, latency 100).
+ */
+function rowOf(s) {
+  const bw = s.tool.endsWith('_bw');
+  const size = s.size === 'mtu' ? '(256|512|1024|2048|4096)' : String(s.size ?? (bw ? 4096 : 2));
+  return bw
+    ? new RegExp(`^ ${size}\\s+200\\s+\\d+\\.\\d\\d\\s+\\d+\\.\\d\\d *\\t\\t   \\d+\\.\\d{6}$`, 'm')
+    : new RegExp(`^ ${size}\\s+100\\s+(\\d+\\.\\d\\d\\s+){3}\\t\\s+\\d+\\.\\d\\d\\s+\\t(\\d+\\.\\d\\d|-nan)\\s*\\t\\t\\d+\\.\\d\\d\\s*\\t\\t\\d+\\.\\d\\d *$`, 'm');
+}
+/** read_lat's and atomic_lat's servers only wait for their client and print no row. */
+const serverRows = (s) => s.tool !== 'ib_read_lat' && s.tool !== 'ib_atomic_lat';
 
 function requireBuilt(t) {
   if (existsSync(join(REPO_ROOT, 'dist', 'cli', 'ib_write_bw.js'))) return true;
@@ -93,7 +117,7 @@ const only = (process.env.PERFTEST_INTEROP_BOOTS ?? '').split(',').filter(Boolea
 const picked = (process.env.PERFTEST_INTEROP_SCENARIOS ?? '').split(',').filter(Boolean);
 for (const b of BOOTS) b.scenarios = b.scenarios.filter((s) => picked.length === 0 || picked.includes(s.n));
 for (const boot of BOOTS.filter((b) => (only.length === 0 || only.includes(b.rdma)) && b.scenarios.length > 0)) {
-test(`interop: perftest on ${boot.rdma}${boot.rdma === 'siw' ? ' (-R)' : ''}, our ib_write_bw / ib_send_lat (host, ${boot.hdev}) <-> the kernel's (guest, ${boot.kdev})`, { timeout: 900_000 }, async (t) => {
+test(`interop: perftest on ${boot.rdma}${boot.rdma === 'siw' ? ' (-R)' : ''}, our ib_* tools (host, ${boot.hdev}) <-> the kernel's (guest, ${boot.kdev})`, { timeout: 900_000 }, async (t) => {
   if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);

@@ -80,22 +80,35 @@ export async function cmClient(p: PerfParams, maxSize: number, cycle: number): P
   return null;
 }
 
-/** `rdma_cm_server_connection`: listen on the port, take `-q` requests, accept them; null after the message. */
-export async function cmServer(p: PerfParams, maxSize: number, cycle: number): Promise<CmLink | null> {
+/**
+ * The listening half of `rdma_cm_server_connection`: bind the port and listen; null after
+ * perftest's message. perftest's server listens only after the hand shake that precedes the CM
+ * connection, and its client connects right after that hand shake; a client that finds no
+ * listener over iWARP (the TCP connection refused) retries, and perftest 6.06's client crashes on
+ * that retry. So this server listens before the hand shake: the client can connect no earlier.
+ */
+export async function cmListen(p: PerfParams): Promise<CmId | null> {
   const listenId = createId(null, null, PortSpace.TCP);
   try {
-    try {
-      listenId.bindAddr({ address: '0.0.0.0', port: p.port });
-    } catch {
-      errOut('Failed to bind RDMA CM address on the server.\n');
-      return null;
-    }
-    try {
-      await listenId.listen(p.numQps);
-    } catch {
-      errOut('Failed to listen on RDMA CM server listen ID.\n');
-      return null;
-    }
+    listenId.bindAddr({ address: '0.0.0.0', port: p.port });
+  } catch {
+    errOut('Failed to bind RDMA CM address on the server.\n');
+    await listenId.destroy().catch(() => {});
+    return null;
+  }
+  try {
+    await listenId.listen(p.numQps);
+  } catch {
+    errOut('Failed to listen on RDMA CM server listen ID.\n');
+    await listenId.destroy().catch(() => {});
+    return null;
+  }
+  return listenId;
+}
+
+/** `rdma_cm_server_connection` on `listenId` ({@link cmListen}): take `-q` requests, accept them; null after the message. */
+export async function cmServer(p: PerfParams, listenId: CmId, maxSize: number, cycle: number): Promise<CmLink | null> {
+  try {
     const ids: CmId[] = [];
     for (let i = 0; i < p.numQps; i++) ids.push(await withTimeout(listenId.getRequest(), REQUEST_TIMEOUT_MS, 'rdma_get_request'));
     const r = createResources(p, ids[0]!.verbs as Context, maxSize, cycle, (pd, init, i) => ids[i]!.createQp(pd, init));

@@ -35,7 +35,7 @@ import {
   type Device,
   type Resources,
 } from './resources.js';
-import { cmClient, cmServer, type CmLink } from './cm.js';
+import { cmClient, cmListen, cmServer, type CmLink } from './cm.js';
 import { CmChannel, PINGPONG_DEST_SIZE, decodeDestBinary, encodeDestBinary } from './cm-channel.js';
 import { LoopError, runLatDuration, postRecvs, runIterBw, runIterBwServer, runIterLat, runIterLatSend, runIterLatWrite } from './loops.js';
 
@@ -270,8 +270,14 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
       // the CM's connection.
       const blank = { lid: 0, outReads: 0, qpn: 0, psn: 0, rkey: 0, vaddr: 0n, gid: new Uint8Array(16), srqn: 0 };
       const sync: Run = { p, d, r: null as unknown as Resources, ch, mine: [blank], rem: [], withGid: true, gidIndex: 0, remVersion };
+      // The server listens before the hand shake (cm.ts cmListen says why).
+      const listenId = ch.isClient ? null : await cmListen(p);
+      if (!ch.isClient && listenId === null) {
+        errOut('Failed to create RDMA CM connection with resources.\n');
+        return FAILURE;
+      }
       await handShake(sync);
-      link = ch.isClient ? await cmClient(p, Math.max(...list), cycle) : await cmServer(p, Math.max(...list), cycle);
+      link = listenId === null ? await cmClient(p, Math.max(...list), cycle) : await cmServer(p, listenId, Math.max(...list), cycle);
       if (link === null) {
         errOut('Failed to create RDMA CM connection with resources.\n');
         return FAILURE;

@@ -59,6 +59,20 @@ function maxInline(p: PerfParams): number {
   return 0;
 }
 
+/**
+ * `ctx_set_out_reads`: `-o` when given and within the device's `max_qp_rd_atom`, else that
+ * maximum (with perftest's lines when `-o` asked for more).
+ */
+export function setOutReads(p: PerfParams, max: number): number {
+  if (p.outReads > max) {
+    out('---------------------------------------------------------------------------------------\n');
+    errOut(` Number of outstanding reads is above max = ${max}\n`);
+    errOut(' Changing to that max value\n');
+    return max;
+  }
+  return p.outReads > 0 ? p.outReads : max;
+}
+
 /** `BUFF_SIZE(size, cycle_buffer)`: one half of a QP's buffer. */
 export function buffSize(size: number, cycle: number): number {
   return size < cycle ? cycle : size;
@@ -206,7 +220,7 @@ export function createResources(p: PerfParams, ctx: Context, maxSize: number, cy
   const recvCq = p.verb === Verb.SEND ? ctx.createCq(p.rxDepth * p.numQps, recvCh) : sendCq;
   const inlineSize = maxInline(p);
   // check_link: READ and ATOMIC use `-o` up to the device's limit (ctx_set_out_reads), the others 1.
-  const outReads = p.verb === Verb.READ || p.verb === Verb.ATOMIC ? Math.min(p.outReads > 0 ? p.outReads : Infinity, ctx.queryDevice().maxQpRdAtom) : 1;
+  const outReads = p.verb === Verb.READ || p.verb === Verb.ATOMIC ? setOutReads(p, ctx.queryDevice().maxQpRdAtom) : 1;
   const qps: Qp[] = [];
   const init: QpInit = {
     qpType: QP_TYPES[p.conn],
@@ -223,10 +237,6 @@ export function createResources(p: PerfParams, ctx: Context, maxSize: number, cy
       errOut(' Unable to create QP.\n');
       errOut(" Couldn't create IB resources\n");
       return null;
-    }
-    if (cm) {
-      qps.push(qp);
-      continue;
     }
     if (cm) {
       qps.push(qp);
@@ -291,7 +301,9 @@ export function connectQps(p: PerfParams, d: Device, r: Resources, mine: PerfDes
     }
     try {
       if (p.conn === 'RC') {
-        qp.modify({ qpState: QpState.RTS, sqPsn: me.psn, timeout: DEF_QP_TIME, retryCnt: DEF_RETRY_COUNT, rnrRetry: DEF_RETRY_COUNT, maxRdAtomic: me.outReads });
+        // ctx_modify_qp_to_rts: the reads in flight are as many as the peer's responder takes
+        // (its OUT), as the responder resources here are ours (max_dest_rd_atomic above).
+        qp.modify({ qpState: QpState.RTS, sqPsn: me.psn, timeout: DEF_QP_TIME, retryCnt: DEF_RETRY_COUNT, rnrRetry: DEF_RETRY_COUNT, maxRdAtomic: peer.outReads });
       } else qp.modify({ qpState: QpState.RTS, sqPsn: me.psn });
     } catch {
       errOut('Failed to modify QP to RTS\n');
