@@ -36,4 +36,13 @@ gwait() { local rc; wait "$2"; rc=$?; putrc "$1" $rc; glog "$1: exit $rc"; retur
 # listening PORT / waitlisten PORT [SECS]: a TCP listener on PORT (siw's are kernel sockets)
 listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 waitlisten() { local i=0; until listening "$1"; do sleep 0.2; i=$((i+1)); [ $i -ge $((${2:-60}*5)) ] && return 1; done; return 0; }
+# Our package (/mnt/src) and node ($H/node) live on 9p shares, which every start of one of our
+# tools would read across (hundreds of module files): copied once into the guest's memory and
+# mounted over the originals, they are read from RAM. The copies are read-only views of the
+# same files (the share is read-only; the node binary is not written).
+if mountpoint -q /mnt/src 2> /dev/null && mkdir -p /run/src \
+  && tar -C /mnt/src --exclude=./node_modules --exclude=./.git -cf - . | tar -C /run/src -xf - 2> /dev/null; then
+  mount --bind /run/src /mnt/src && mount -o remount,ro,bind /mnt/src 2> /dev/null
+fi
+if [ -f "$H/node" ] && cp "$H/node" /run/node 2> /dev/null; then mount --bind /run/node "$H/node"; fi
 # ---- end of prelude ----
