@@ -160,7 +160,12 @@ export const run = (cmd, args = [], opts = {}) => startProcess(cmd, args, { labe
  * its own within `ms`, else it is killed and its stderr says so.
  */
 export async function settle(p, ms = 30_000) {
-  const r = await Promise.race([p.done, sleep(ms).then(() => null)]);
+  // The deadline's timer is cleared once the run ends: a pending one would keep the test file's
+  // process alive up to `ms` after its last test.
+  let timer;
+  const deadline = new Promise((resolve) => { timer = setTimeout(resolve, ms, null); });
+  const r = await Promise.race([p.done, deadline]);
+  clearTimeout(timer);
   if (r) return r;
   await p.kill();
   const k = await p.done;
