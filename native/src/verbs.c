@@ -553,37 +553,59 @@ static napi_value destroy_comp_channel(napi_env env, napi_callback_info info)
 
 /* --- CQ ----------------------------------------------------------------------------------- */
 
-/* createCq(ctx, cqe, chan|null, compVector, key) -> [cq, cqe] | -errno */
-static napi_value create_cq(napi_env env, napi_callback_info info)
-{
-	ARGS(5);
-	struct ctx_obj *c = get_obj(env, argv[0], T_CTX);
+/* The arguments createCq and createCqEx share: (ctx, cqe, chan|null, compVector, key). */
+struct cq_args {
+	struct ibv_context *ctx;
 	uint32_t cqe, vec;
 	int32_t key;
-	struct chan_obj *ch = NULL;
-	if (!c || !arg_u32(env, argv[1], &cqe) || !arg_u32(env, argv[3], &vec) || !arg_i32(env, argv[4], &key) || cqe < 1 ||
-	    cqe > 0x7fffffff || vec > 0x7fffffff)
-		return neg_errno(env, EINVAL);
+	struct ibv_comp_channel *channel;
+};
+
+static bool cq_args_from(napi_env env, napi_value *argv, struct cq_args *a)
+{
+	struct ctx_obj *c = get_obj(env, argv[0], T_CTX);
+	if (!c || !arg_u32(env, argv[1], &a->cqe) || !arg_u32(env, argv[3], &a->vec) || !arg_i32(env, argv[4], &a->key) ||
+	    a->cqe < 1 || a->cqe > 0x7fffffff || a->vec > 0x7fffffff)
+		return false;
+	a->ctx = c->ctx;
+	a->channel = NULL;
 	if (!is_nullish(env, argv[2])) {
-		ch = get_obj(env, argv[2], T_CHAN);
+		struct chan_obj *ch = get_obj(env, argv[2], T_CHAN);
 		if (!ch)
-			return neg_errno(env, EINVAL);
+			return false;
+		a->channel = ch->h.ptr;
 	}
-	struct cq_obj *o = calloc(1, sizeof(*o));
-	if (!o)
-		return neg_errno(env, ENOMEM);
-	o->st = state_of(env);
-	struct ibv_cq *cq = ibv_create_cq(c->ctx, (int)cqe, (void *)(intptr_t)key, ch ? ch->h.ptr : NULL, (int)vec);
-	if (!cq) {
-		int e = errno;
-		free(o);
-		return neg_errno(env, e ? e : ENOMEM);
-	}
+	return true;
+}
+
+/* [cq, actual cqe]: the new CQ wrapped in `o`. */
+static napi_value cq_result(napi_env env, struct cq_obj *o, struct ibv_cq *cq)
+{
 	napi_value arr;
 	napi_create_array_with_length(env, 2, &arr);
 	napi_set_element(env, arr, 0, wrap_obj(env, &o->h, T_CQ, cq));
 	napi_set_element(env, arr, 1, num(env, cq->cqe));
 	return arr;
+}
+
+/* createCq(ctx, cqe, chan|null, compVector, key) -> [cq, cqe] | -errno */
+static napi_value create_cq(napi_env env, napi_callback_info info)
+{
+	ARGS(5);
+	struct cq_args a;
+	if (!cq_args_from(env, argv, &a))
+		return neg_errno(env, EINVAL);
+	struct cq_obj *o = calloc(1, sizeof(*o));
+	if (!o)
+		return neg_errno(env, ENOMEM);
+	o->st = state_of(env);
+	struct ibv_cq *cq = ibv_create_cq(a.ctx, (int)a.cqe, (void *)(intptr_t)a.key, a.channel, (int)a.vec);
+	if (!cq) {
+		int e = errno;
+		free(o);
+		return neg_errno(env, e ? e : ENOMEM);
+	}
+	return cq_result(env, o, cq);
 }
 
 /*
@@ -595,43 +617,30 @@ static napi_value create_cq(napi_env env, napi_callback_info info)
 static napi_value create_cq_ex(napi_env env, napi_callback_info info)
 {
 	ARGS(6);
-	struct ctx_obj *c = get_obj(env, argv[0], T_CTX);
-	uint32_t cqe, vec, flags;
-	int32_t key;
-	struct chan_obj *ch = NULL;
-	if (!c || !arg_u32(env, argv[1], &cqe) || !arg_u32(env, argv[3], &vec) || !arg_i32(env, argv[4], &key) ||
-	    !arg_u32(env, argv[5], &flags) || cqe < 1 || cqe > 0x7fffffff || vec > 0x7fffffff)
+	struct cq_args a;
+	uint32_t flags;
+	if (!cq_args_from(env, argv, &a) || !arg_u32(env, argv[5], &flags))
 		return neg_errno(env, EINVAL);
-	if (!is_nullish(env, argv[2])) {
-		ch = get_obj(env, argv[2], T_CHAN);
-		if (!ch)
-			return neg_errno(env, EINVAL);
-	}
 	struct cq_obj *o = calloc(1, sizeof(*o));
 	if (!o)
 		return neg_errno(env, ENOMEM);
 	o->st = state_of(env);
-	struct ibv_cq_init_attr_ex a;
-	memset(&a, 0, sizeof a);
-	a.cqe = cqe;
-	a.cq_context = (void *)(intptr_t)key;
-	a.channel = ch ? ch->h.ptr : NULL;
-	a.comp_vector = vec;
-	a.wc_flags = flags;
-	struct ibv_cq_ex *x = ibv_create_cq_ex(c->ctx, &a);
-	if (!x) {
+	struct ibv_cq_init_attr_ex x;
+	memset(&x, 0, sizeof x);
+	x.cqe = a.cqe;
+	x.cq_context = (void *)(intptr_t)a.key;
+	x.channel = a.channel;
+	x.comp_vector = a.vec;
+	x.wc_flags = flags;
+	struct ibv_cq_ex *cx = ibv_create_cq_ex(a.ctx, &x);
+	if (!cx) {
 		int e = errno;
 		free(o);
 		return neg_errno(env, e ? e : ENOMEM);
 	}
-	o->ex = x;
+	o->ex = cx;
 	o->wc_flags = flags;
-	struct ibv_cq *cq = ibv_cq_ex_to_cq(x);
-	napi_value arr;
-	napi_create_array_with_length(env, 2, &arr);
-	napi_set_element(env, arr, 0, wrap_obj(env, &o->h, T_CQ, cq));
-	napi_set_element(env, arr, 1, num(env, cq->cqe));
-	return arr;
+	return cq_result(env, o, ibv_cq_ex_to_cq(cx));
 }
 
 static napi_value destroy_cq(napi_env env, napi_callback_info info)
