@@ -33,9 +33,14 @@ export function sendWr(wrId: number, opcode: WrOpcode, sgList: Sge[], sendFlags:
 /**
  * The first request made fixes the representation of its numeric fields: doubles, as ids,
  * immediate data, addresses and keys reach 2^31 and beyond (a field that starts as a small integer
- * changes representation on the first large value, which deprecates the map).
+ * changes representation on the first large value, which deprecates the map). It is kept for the
+ * life of the module: V8 holds a hidden class only while an object or compiled code uses it, so a
+ * request dropped at once lets a garbage collection forget the doubles, and the requests of the
+ * next connection (made with zeros) would start over with small integers.
  */
-sendWr(WR_MSG_SEND, WrOpcode.SEND, [], 0, 2 ** 31, 2 ** 32, 2 ** 32 - 1);
+const SHAPE_ANCHOR: RsSendWr = sendWr(WR_MSG_SEND, WrOpcode.SEND, [], 0, 2 ** 31, 2 ** 32, 2 ** 32 - 1);
+/** The anchor of the requests' hidden class (see {@link SHAPE_ANCHOR}), for tests of their shape. */
+export function sendWrShape(): RsSendWr { return SHAPE_ANCHOR; }
 
 /** One connection's send buffer, scratch slots and post queue; made by {@link init} (rs_init_bufs). */
 export class RsTx {
