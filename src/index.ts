@@ -19,6 +19,7 @@ export * from './transport-settings.js';
 export * from './verbs/index.js';
 export * from './cm/index.js';
 export { RdmaError, PostError, TerminateError, type RdmaErrorOptions } from './errors.js';
+export { AbortError } from './util/abort.js';
 export { Errno, errnoOf, strerror, type ErrnoCode } from './errno.js';
 /** rsockets: `rsocket.connect()` / `rsocket.createServer()` give Node `Duplex` streams over RDMA. */
 export * as rsocket from './rsocket/index.js';

@@ -4,11 +4,11 @@
  *
  * Items queue while nobody waits; waiters queue while no item is available; each item goes to
  * exactly one consumer, oldest waiter first. A consumer can give up with an `AbortSignal`: its
- * promise then rejects with an {@link RdmaError} whose `code` is `'ECANCELED'` and whose `cause`
- * is the signal's reason. {@link AsyncQueue.close} ends the queue: pending and later `shift()`s
+ * promise then rejects with an {@link AbortError} (`code === 'ABORT_ERR'`) whose `cause` is the
+ * signal's reason. {@link AsyncQueue.close} ends the queue: pending and later `shift()`s
  * resolve to `undefined`.
  */
-import { RdmaError } from '../errors.js';
+import { abortError } from './abort.js';
 import { Ring } from './ring.js';
 
 interface Waiter<T> {
@@ -20,10 +20,6 @@ interface Waiter<T> {
   closed: (() => unknown) | undefined;
 }
 
-/** Build the error an aborted wait rejects with (`code === 'ECANCELED'`, `cause` = signal reason). */
-export function abortError(op: string, signal: AbortSignal): RdmaError {
-  return new RdmaError('ECANCELED', { op, detail: 'aborted', cause: signal.reason });
-}
 
 /** See the module comment. `T` excludes `undefined`, which `shift()` uses for "closed". */
 export class AsyncQueue<T extends object> {
@@ -84,7 +80,7 @@ export class AsyncQueue<T extends object> {
 
   /**
    * Wait for the next item. Resolves to `undefined` if the queue is (or gets) closed.
-   * @param signal aborting it rejects the promise with `ECANCELED` (also if already aborted).
+   * @param signal aborting it rejects the promise with an AbortError (also if already aborted).
    * @param op operation name used in the abort error (`'ibv_get_cq_event'`).
    */
   shift(signal?: AbortSignal, op = 'shift'): Promise<T | undefined> {
@@ -114,7 +110,7 @@ export class AsyncQueue<T extends object> {
     });
   }
 
-  /** `signal` fired: every wait that passed it rejects with ECANCELED, in order. */
+  /** `signal` fired: every wait that passed it rejects with an AbortError, in order. */
   private _abort(signal: AbortSignal): void {
     const gone: Waiter<T>[] = [];
     this._waiters.removeIf((w) => {

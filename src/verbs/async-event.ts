@@ -64,7 +64,7 @@ export function eventObject(ev: AsyncEvent): object | undefined {
 
 /**
  * A context's async event queue (the kernel's async event file). Reading hands out events in
- * the order raised; aborting a read rejects it with an RdmaError `ECANCELED`.
+ * the order raised; aborting a read rejects it with an `AbortError`.
  */
 export class AsyncEventQueue {
   private readonly _q: AsyncQueue<AsyncEvent>;
@@ -95,7 +95,7 @@ export class AsyncEventQueue {
 
   /**
    * `ibv_get_async_event()`: the next event, waiting if none is queued.
-   * @throws RdmaError ECANCELED when `signal` aborts.
+   * @throws AbortError (`code` `'ABORT_ERR'`, the reason as `cause`) when `signal` aborts.
    */
   async get(signal?: AbortSignal): Promise<AsyncEvent> {
     const ev = await this._q.shift(signal, 'ibv_get_async_event');

@@ -16,8 +16,8 @@
  * }
  * ```
  *
- * Aborting a read (`getCqEvent(signal)`) rejects it with an {@link RdmaError} whose `code` is
- * `'ECANCELED'` (errno style, like every error here; the signal's reason is the `cause`).
+ * Aborting a read (`getCqEvent(signal)`) rejects it with an `AbortError` (Node's shape: `code`
+ * `'ABORT_ERR'`, the signal's reason as `cause`), as every cancellable call of this package does.
  */
 import { err } from '../errors.js';
 import { AsyncQueue } from '../util/async-queue.js';
@@ -65,7 +65,7 @@ export class CompChannel implements AsyncIterable<Cq> {
   /**
    * `ibv_get_cq_event()`: wait for the next completion event and return its CQ. The event counts
    * as reported; acknowledge it with `cq.ackEvents()`.
-   * @param signal abort the wait: the promise rejects with RdmaError ECANCELED.
+   * @param signal abort the wait: the promise rejects with an `AbortError`.
    * @throws RdmaError EBADF if the channel is (or gets) destroyed.
    */
   getCqEvent(signal?: AbortSignal): Promise<Cq> {

@@ -281,7 +281,7 @@ export class Context {
 
   /**
    * `ibv_get_async_event()`: the next async event, waiting if none is queued.
-   * @throws RdmaError ECANCELED when `signal` aborts.
+   * @throws AbortError (`code` `'ABORT_ERR'`, the reason as `cause`) when `signal` aborts.
    */
   async getAsyncEvent(signal?: AbortSignal): Promise<AsyncEvent> {
     // A reader waiting is someone listening: a soft device watches its interface meanwhile.

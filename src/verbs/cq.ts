@@ -25,7 +25,7 @@
 import { err } from '../errors.js';
 import { trace, tracing } from '../trace.js';
 import { Ring, nextPow2 } from '../util/ring.js';
-import { abortError } from '../util/async-queue.js';
+import { abortError } from '../util/abort.js';
 import { AsyncEventType } from './types.js';
 import type { Wc } from './types.js';
 import type { CompChannel } from './comp-channel.js';
@@ -42,7 +42,7 @@ const enum Arm {
 
 /** Options of {@link Cq.completions}. */
 export interface CompletionsOptions {
-  /** Ends the iteration: the pending `next()` rejects with an RdmaError `ECANCELED`. */
+  /** Ends the iteration: the pending `next()` rejects with an `AbortError`. */
   signal?: AbortSignal;
   /** Stop after this many completions (default: no limit). */
   max?: number;
@@ -315,7 +315,7 @@ export class Cq {
    *
    * With a channel, this CQ's events are consumed here: do not also read them with
    * `getCqEvent()`. Other CQs' events on a shared channel are left alone.
-   * @param signal abort the wait: rejects with RdmaError `ECANCELED` (the reason as `cause`).
+   * @param signal abort the wait: rejects with `AbortError` (`code` `'ABORT_ERR'`, the reason as `cause`).
    * @throws RdmaError EINVAL if the CQ is (or gets) destroyed; EOVERFLOW if it overflowed and
    *   its queued completions are all polled (no completion can come any more).
    */
@@ -341,7 +341,7 @@ export class Cq {
    * The completions of this CQ as they come, oldest first (each one once; the same `Wc` objects
    * {@link poll} returns). Waits with {@link waitForCompletions}, so none is missed. Ends after
    * `max` completions or when the CQ is destroyed; aborting `signal` rejects the pending step with
-   * RdmaError `ECANCELED`. Errors as {@link waitForCompletions}.
+   * `AbortError`. Errors as {@link waitForCompletions}.
    *
    * ```ts
    * for await (const wc of cq.completions({ signal: AbortSignal.timeout(5000) })) {

@@ -43,7 +43,7 @@ async function eventsFor(ctx, obj, ms = 200) {
     try {
       ev = await ctx.getAsyncEvent(after(left));
     } catch (e) {
-      if (e?.code === 'ECANCELED') return out;
+      if (e?.code === 'ABORT_ERR') return out;
       throw e;
     }
     ctx.ackAsyncEvent(ev);

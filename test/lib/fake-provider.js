@@ -5,6 +5,7 @@ import { registerProvider } from '../../dist/verbs/provider.js';
 import { getDeviceList } from '../../dist/verbs/device.js';
 import { TransportType, QpType } from '../../dist/verbs/types.js';
 import { RdmaError } from '../../dist/errors.js';
+import { AbortError } from '../../dist/index.js';
 import { siwDeviceAttr, siwPortAttr, siwGid, siwAccessMask } from '../../dist/transport/iwarp/attrs.js';
 export { prng } from './prng.js';
 
@@ -114,6 +115,22 @@ export function code(c) {
   return (e) => {
     assert.ok(e instanceof RdmaError, `expected RdmaError, got ${e}`);
     assert.equal(e.code, c, e.message);
+    return true;
+  };
+}
+
+/**
+ * Predicate for assert.rejects: the one error every aborted call rejects with (Node's shape:
+ * name AbortError, code ABORT_ERR), for `op` and with the signal's reason as `cause` when given.
+ */
+export function aborted(op, cause) {
+  return (e) => {
+    assert.ok(e instanceof AbortError, `expected AbortError, got ${e}`);
+    assert.equal(e.name, 'AbortError');
+    assert.equal(e.code, 'ABORT_ERR');
+    assert.equal(e.errno, 125);
+    if (op !== undefined) assert.equal(e.op, op);
+    if (cause !== undefined) assert.equal(e.cause, cause);
     return true;
   };
 }

@@ -97,8 +97,8 @@ test('AsyncQueue: a signal passed to many waits is listened to once; aborting it
   w1.catch((e) => order.push(e.op));
   w3.catch((e) => order.push(e.op));
   ac.abort('stop');
-  await assert.rejects(w1, (e) => e.code === 'ECANCELED' && e.op === 'op_a' && e.cause === 'stop');
-  await assert.rejects(w3, (e) => e.code === 'ECANCELED' && e.op === 'op_c' && e.cause === 'stop');
+  await assert.rejects(w1, (e) => e.code === 'ABORT_ERR' && e.name === 'AbortError' && e.op === 'op_a' && e.cause === 'stop');
+  await assert.rejects(w3, (e) => e.code === 'ABORT_ERR' && e.name === 'AbortError' && e.op === 'op_c' && e.cause === 'stop');
   assert.deepEqual(order, ['op_a', 'op_c']);
   assert.equal(q.waiting, 2);
   // The remaining waits keep their order: the next item goes to w2, the one after to w4.
@@ -107,7 +107,7 @@ test('AsyncQueue: a signal passed to many waits is listened to once; aborting it
   assert.equal((await w2).n, 'x');
   assert.equal((await w4).n, 'y');
   // An already aborted signal rejects at once, without waiting.
-  await assert.rejects(q.shift(ac.signal, 'op_late'), (e) => e.code === 'ECANCELED' && e.op === 'op_late');
+  await assert.rejects(q.shift(ac.signal, 'op_late'), (e) => e.code === 'ABORT_ERR' && e.name === 'AbortError' && e.op === 'op_late');
   assert.equal(q.waiting, 0);
 });
 
@@ -127,7 +127,7 @@ test('AsyncQueue: queueing, waiters, abort, close, remove', async () => {
   const ac = new AbortController();
   const aborted = q.shift(ac.signal, 'op_x');
   ac.abort('why');
-  await assert.rejects(aborted, (e) => e.code === 'ECANCELED' && e.op === 'op_x' && e.cause === 'why');
+  await assert.rejects(aborted, (e) => e.code === 'ABORT_ERR' && e.name === 'AbortError' && e.op === 'op_x' && e.cause === 'why');
   assert.equal(q.waiting, 0);
   q.push({ n: 3 });
   q.push({ n: 4 });
