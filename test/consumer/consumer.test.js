@@ -1,7 +1,8 @@
 // The package as a consumer gets it: `npm pack` of the built tree (no network, no scripts), a
 // tarball with the package and nothing else, installed offline into a fresh project, and a
 // program that imports the root and every subpath export compiled under --strict with module
-// node16, with moduleResolution bundler, and with isolatedModules + verbatimModuleSyntax, then
+// node16, with moduleResolution bundler, with isolatedModules + verbatimModuleSyntax, and with the
+// older node10 resolution (which reads `typesVersions`), then
 // run against the soft iWARP device (its `using` scopes destroy what they made); the README's
 // first program compiled the same three ways and run from the installed package.
 import { test, before, after } from 'node:test';
@@ -65,12 +66,15 @@ before(async () => {
   const program = readmeProgram(readFileSync(join(project, 'node_modules/rdmacm/README.md'), 'utf8'));
   assert.ok(program, 'the README has a program that imports rdmacm');
   writeFileSync(join(project, 'readme.ts'), program);
-  // @types/node from this repository (the consumer's own would come from the registry).
-  const base = { strict: true, target: 'ES2022', lib: ['ES2022'], types: ['node'], typeRoots: [join(ROOT, 'node_modules/@types')], skipLibCheck: false };
+  // @types/node from this repository (the consumer's own would come from the registry). One
+  // build also checks the shipped .d.ts files themselves (skipLibCheck off).
+  const base = { strict: true, target: 'ES2022', lib: ['ES2022'], types: ['node'], typeRoots: [join(ROOT, 'node_modules/@types')], skipLibCheck: true };
   const configs = {
     node16: { ...base, module: 'node16', moduleResolution: 'node16', outDir: 'out' },
     bundler: { ...base, module: 'preserve', moduleResolution: 'bundler', noEmit: true },
-    isolated: { ...base, module: 'nodenext', moduleResolution: 'nodenext', isolatedModules: true, verbatimModuleSyntax: true, noEmit: true },
+    isolated: { ...base, module: 'nodenext', moduleResolution: 'nodenext', isolatedModules: true, verbatimModuleSyntax: true, noEmit: true, skipLibCheck: false },
+    // The older resolution, which reads `typesVersions` instead of `exports`.
+    node10: { ...base, module: 'esnext', moduleResolution: 'node10', noEmit: true },
   };
   for (const [name, compilerOptions] of Object.entries(configs)) {
     writeFileSync(join(project, `tsconfig.${name}.json`), JSON.stringify({ compilerOptions, files: ['consumer.ts', 'readme.ts'] }, null, 2));
@@ -95,8 +99,8 @@ test('the tarball holds the package and nothing else', () => {
   for (const [name, f] of Object.entries(pkg.bin)) assert.ok(packed.includes(f), `bin ${name}: ${f}`);
 });
 
-test('a consumer program compiles under --strict: node16, bundler, isolatedModules + verbatimModuleSyntax', { timeout: 180_000 }, async () => {
-  const results = await Promise.all(['node16', 'bundler', 'isolated'].map(async (name) => [name, await run(process.execPath, [TSC, '-p', `tsconfig.${name}.json`, '--pretty', 'false'], { cwd: project, timeout: 170_000 })]));
+test('a consumer program compiles under --strict: node16, bundler, isolatedModules + verbatimModuleSyntax, node10', { timeout: 180_000 }, async () => {
+  const results = await Promise.all(['node16', 'bundler', 'isolated', 'node10'].map(async (name) => [name, await run(process.execPath, [TSC, '-p', `tsconfig.${name}.json`, '--pretty', 'false'], { cwd: project, timeout: 170_000 })]));
   const failed = results.filter(([, r]) => r.status !== 0).map(([name, r]) => `${name}: ${show(r)}`);
   assert.deepEqual(failed, []);
 });
