@@ -99,6 +99,21 @@ test('the tarball holds the package and nothing else', () => {
   for (const [name, f] of Object.entries(pkg.bin)) assert.ok(packed.includes(f), `bin ${name}: ${f}`);
 });
 
+test('go to definition: every declaration map of the installed package leads into its own src/', () => {
+  const installed = join(project, 'node_modules/rdmacm');
+  const maps = packed.filter((f) => f.endsWith('.d.ts.map'));
+  assert.equal(maps.length, packed.filter((f) => f.endsWith('.d.ts')).length, 'a map beside every .d.ts');
+  const bad = [];
+  for (const m of maps) {
+    const at = join(installed, m);
+    for (const s of JSON.parse(readFileSync(at, 'utf8')).sources) {
+      const target = resolve(dirname(at), s);
+      if (!relative(installed, target).startsWith('src/') || !existsSync(target)) bad.push(`${m} -> ${s}`);
+    }
+  }
+  assert.deepEqual(bad, []);
+});
+
 test('a consumer program compiles under --strict: node16, bundler, isolatedModules + verbatimModuleSyntax, node10', { timeout: 180_000 }, async () => {
   const results = await Promise.all(['node16', 'bundler', 'isolated', 'node10'].map(async (name) => [name, await run(process.execPath, [TSC, '-p', `tsconfig.${name}.json`, '--pretty', 'false'], { cwd: project, timeout: 170_000 })]));
   const failed = results.filter(([, r]) => r.status !== 0).map(([name, r]) => `${name}: ${show(r)}`);
