@@ -114,8 +114,10 @@ export class Ah {
   }
 
   /**
-   * `using` / `await using`: `ibv_destroy_ah()` at the end of the scope; nothing if already destroyed.
-   * @throws RdmaError what {@link destroy} throws (the device's errno): disposal reports, never leaks silently.
+   * `using` / `await using`: `ibv_destroy_ah()` at the end of the scope; nothing if already
+   * destroyed.
+   * @throws RdmaError what {@link destroy} throws (the device's errno): disposal reports, never
+   *   leaks silently.
    */
   [Symbol.dispose](): void {
     if (!this._destroyed) this.destroy();

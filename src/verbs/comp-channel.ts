@@ -98,8 +98,10 @@ export class CompChannel implements AsyncIterable<Cq> {
   }
 
   /**
-   * `using` / `await using`: `ibv_destroy_comp_channel()` at the end of the scope; nothing if already destroyed.
-   * @throws RdmaError what {@link destroy} throws (EBUSY while CQs use it): disposal reports, never leaks silently.
+   * `using` / `await using`: `ibv_destroy_comp_channel()` at the end of the scope; nothing if
+   * already destroyed.
+   * @throws RdmaError what {@link destroy} throws (EBUSY while CQs use it): disposal reports,
+   *   never leaks silently.
    */
   [Symbol.dispose](): void {
     if (!this._destroyed) this.destroy();

@@ -212,8 +212,10 @@ export class Mr {
   }
 
   /**
-   * `using` / `await using`: `ibv_dereg_mr()` at the end of the scope; nothing if already deregistered.
-   * @throws RdmaError what {@link dereg} throws (EINVAL while memory windows are bound to it): disposal reports, never leaks silently.
+   * `using` / `await using`: `ibv_dereg_mr()` at the end of the scope; nothing if already
+   * deregistered.
+   * @throws RdmaError what {@link dereg} throws (EINVAL while memory windows are bound to it):
+   *   disposal reports, never leaks silently.
    */
   [Symbol.dispose](): void {
     if (this._registered) this.dereg();

@@ -118,8 +118,10 @@ export class Mw {
   }
 
   /**
-   * `using` / `await using`: `ibv_dealloc_mw()` at the end of the scope; nothing if already deallocated.
-   * @throws RdmaError what {@link dealloc} throws (the device's errno): disposal reports, never leaks silently.
+   * `using` / `await using`: `ibv_dealloc_mw()` at the end of the scope; nothing if already
+   * deallocated.
+   * @throws RdmaError what {@link dealloc} throws (the device's errno): disposal reports, never
+   *   leaks silently.
    */
   [Symbol.dispose](): void {
     if (!this._st.is(MwState.INVALID)) this.dealloc();

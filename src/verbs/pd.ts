@@ -304,8 +304,10 @@ export class Pd {
   }
 
   /**
-   * `using` / `await using`: `ibv_dealloc_pd()` at the end of the scope; nothing if already deallocated.
-   * @throws RdmaError what {@link dealloc} throws (EBUSY while MRs, windows, QPs, SRQs or AHs of the PD exist): disposal reports, never leaks silently.
+   * `using` / `await using`: `ibv_dealloc_pd()` at the end of the scope; nothing if already
+   * deallocated.
+   * @throws RdmaError what {@link dealloc} throws (EBUSY while MRs, windows, QPs, SRQs or AHs
+   *   of the PD exist): disposal reports, never leaks silently.
    */
   [Symbol.dispose](): void {
     if (!this._deallocated) this.dealloc();

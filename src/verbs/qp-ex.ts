@@ -143,8 +143,10 @@ export class QpEx {
   }
 
   /**
-   * `using` / `await using`: `ibv_destroy_qp()` of {@link qp} at the end of the scope; nothing if already destroyed.
-   * @throws RdmaError what `qp.destroy()` throws (the device's errno): disposal reports, never leaks silently.
+   * `using` / `await using`: `ibv_destroy_qp()` of {@link qp} at the end of the scope; nothing
+   * if already destroyed.
+   * @throws RdmaError what `qp.destroy()` throws (the device's errno): disposal reports, never
+   *   leaks silently.
    */
   [Symbol.dispose](): void {
     this.qp[Symbol.dispose]();

@@ -768,8 +768,10 @@ export abstract class Qp {
   }
 
   /**
-   * `using` / `await using`: `ibv_destroy_qp()` at the end of the scope; nothing if already destroyed.
-   * @throws RdmaError what {@link destroy} throws (the device's errno): disposal reports, never leaks silently.
+   * `using` / `await using`: `ibv_destroy_qp()` at the end of the scope; nothing if already
+   * destroyed.
+   * @throws RdmaError what {@link destroy} throws (the device's errno): disposal reports, never
+   *   leaks silently.
    */
   [Symbol.dispose](): void {
     if (!this.destroyed) this.destroy();
