@@ -5,7 +5,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import dc from 'node:diagnostics_channel';
 import { TraceMessage, TRACE_CHANNELS, TRACE_NAMES, TransportType, tracing } from '../../dist/index.js';
-import { withRsPair } from '../lib/rs-pair.js';
+import { withRsPair, sendAll, recvAll, fixed } from '../lib/rs-pair.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 
 const T = { timeout: 30_000 };
@@ -34,7 +34,9 @@ forEachDevice([Cap.CM_TCP], (d) => {
     const r = record();
     assert.equal(tracing('cm') && tracing('rs'), true);
     await withRsPair({}, async ({ c, s }) => {
-      assert.ok(c && s);
+      await sendAll(c, Buffer.from('hello'), fixed(5));
+      c.shutdown(1);
+      assert.equal((await recvAll(s, 64, fixed(64))).toString(), 'hello');
     });
     const got = r.stop();
     for (const { m, name } of got) {
@@ -66,6 +68,15 @@ forEachDevice([Cap.CM_TCP], (d) => {
     assert.ok(rs.some((m) => m.objectType === 'RS' && m.event === 'state' && m.fields.from === 'init' && m.fields.to === 'resolving_addr'), rs.map(String).join('\n'));
     assert.ok(rs.some((m) => m.objectType === 'RS' && m.event === 'state' && m.fields.to === 'connected|readable|writable'));
     assert.ok(rs.some((m) => m.event === 'rs-send' && m.fields.message === 'CTRL DISCONNECT' && m.text === 'send CTRL DISCONNECT'), rs.map(String).join('\n'));
+    // tx / rx: the data path of the connection's QPs.
+    const tx = find(got, (m) => m.subsystem === 'tx');
+    const rx = find(got, (m) => m.subsystem === 'rx');
+    assert.ok(tx.length > 0 && rx.length > 0, `tx ${tx.length}, rx ${rx.length}`);
+    for (const m of [...tx, ...rx]) assert.equal(m.objectType, 'QP');
+    const [txEvent, rxEvent] = d.transportType === TransportType.IWARP ? ['send', 'recv'] : ['packet', 'request'];
+    assert.ok(tx.every((m) => m.event === txEvent), tx.map(String).join('\n'));
+    assert.ok(rx.every((m) => m.event === rxEvent), rx.map(String).join('\n'));
+    assert.ok(tx.every((m) => typeof m.fields.opcode === 'string'));
     // The transport's own connection manager: MPA on iWARP, CM MADs on RoCE.
     if (d.transportType === TransportType.IWARP) {
       const req = find(got, (m) => m.subsystem === 'mpa' && m.event === 'mpa-request');

@@ -14,7 +14,7 @@ const INDEX = new URL('../../dist/index.js', import.meta.url).href;
 const STATE = new URL('../../dist/util/state.js', import.meta.url).href;
 
 test('one channel per subsystem, named rdmacm:<name>', () => {
-  assert.deepEqual([...TRACE_NAMES], ['cm', 'qp', 'mpa', 'rx', 'tx', 'cq', 'mr', 'llp', 'rs']);
+  assert.deepEqual([...TRACE_NAMES], ['cm', 'qp', 'mpa', 'rx', 'tx', 'cq', 'mr', 'llp', 'roce', 'rs']);
   for (const n of TRACE_NAMES) assert.equal(TRACE_CHANNELS[n], `rdmacm:${n}`);
 });
 
@@ -106,7 +106,7 @@ test('enableTrace / disableTrace / setTrace attach and detach the stderr printer
   disableTrace('cm');
   assert.equal(tracing('cm'), false);
   setTrace('all,-rx,-tx');
-  assert.deepEqual(printedTraces(), ['cm', 'qp', 'mpa', 'cq', 'mr', 'llp', 'rs']);
+  assert.deepEqual(printedTraces(), ['cm', 'qp', 'mpa', 'cq', 'mr', 'llp', 'roce', 'rs']);
   const fn = () => {};
   dc.subscribe('rdmacm:qp', fn);
   setTrace('');
