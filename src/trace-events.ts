@@ -17,7 +17,7 @@ export interface TraceEventFields {
   /** mpa: an MPA Reply received on an active endpoint. */
   'mpa-reply': { state: string; rev: number; crc: boolean; reject: boolean; enhanced: boolean; ird: number | undefined; ord: number | undefined; p2p: boolean | undefined };
   /** mpa: an MPA Reply (accept) sent by a passive endpoint. */
-  'mpa-reply-sent': { state: string; ird: number; ord: number; rtr: string | null };
+  'mpa-reply-sent': { state: string; ird: number; ord: number; rtr: 'write' | 'read' | null };
   /**
    * tx (iWARP): one message sent. `msn` for untagged messages (SEND, READ_REQ), `stag` (hex) for
    * tagged ones; `zeroCopy` with the number of FPDUs when the payload went without a copy.

@@ -117,6 +117,8 @@ for (const n of TRACE_NAMES) {
   on[n] = false;
   watch(channels[n]);
 }
+// A tool may have subscribed before the package loaded (instrumentation run with --import).
+refresh();
 
 /** Whether subsystem `name` is traced (its channel has subscribers); check before building a message. */
 export function tracing(name: TraceName): boolean {

@@ -159,3 +159,15 @@ test('setTrace switches printing at run time in a process started without RDMA_T
     c.move('D', 'off');`;
   assert.deepEqual(child(src, {}).stderr.split('\n').filter(Boolean), ['[rdma:qp] QP[5] B -> C (on)']);
 });
+
+test('a subscription made before the package loads is honoured', () => {
+  const src = `
+    import dc from 'node:diagnostics_channel';
+    const got = [];
+    dc.subscribe('rdmacm:qp', (m) => got.push(String(m)));
+    const { tracing } = await import(${JSON.stringify(INDEX)});
+    const { StateCell } = await import(${JSON.stringify(STATE)});
+    new StateCell('qp', () => 'QP[9]', 'RESET').move('INIT', 'modify_qp');
+    console.log(JSON.stringify({ on: tracing('qp'), got }));`;
+  assert.deepEqual(JSON.parse(child(src, {}).stdout), { on: true, got: ['QP[9] RESET -> INIT (modify_qp)'] });
+});
