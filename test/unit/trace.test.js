@@ -171,3 +171,18 @@ test('a subscription made before the package loads is honoured', () => {
     console.log(JSON.stringify({ on: tracing('qp'), got }));`;
   assert.deepEqual(JSON.parse(child(src, {}).stdout), { on: true, got: ['QP[9] RESET -> INIT (modify_qp)'] });
 });
+
+test('NODE_DEBUG=rdmacm with RDMA_TRACE=cm,rs: an rsocket connect in a child, every line in the debuglog form', { timeout: 60_000 }, () => {
+  const pair = new URL('../lib/rs-pair.js', import.meta.url).href;
+  const src = `
+    const { withRsPair } = await import(${JSON.stringify(pair)});
+    await withRsPair({}, async () => {});
+    console.log(process.pid);`;
+  const r = child(src, { NODE_DEBUG: 'rdmacm', RDMA_TRACE: 'cm,rs' });
+  const pid = r.stdout.trim();
+  const lines = r.stderr.split('\n').filter(Boolean);
+  const form = new RegExp(`^RDMACM ${pid}: (cm|rs) \\S+ .+$`);
+  for (const l of lines) assert.match(l, form);
+  assert.ok(lines.includes(`RDMACM ${pid}: rs RSL[1] init -> bound (bind)`), lines.join('\n'));
+  assert.equal(lines.filter((l) => / cm ID\[\d+\] event RDMA_CM_EVENT_ESTABLISHED status 0$/.test(l)).length, 2, lines.join('\n'));
+});
