@@ -29,6 +29,7 @@ export {
   TRACE_NAMES,
   TRACE_CHANNELS,
   TraceMessage,
+  type AnyTraceMessage,
   enableTrace,
   disableTrace,
   setTrace,

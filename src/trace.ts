@@ -71,6 +71,9 @@ export class TraceMessage<E extends TraceEvent = TraceEvent> {
   }
 }
 
+/** A message of any event, discriminated by `event`: `if (m.event === 'state') m.fields.to`. */
+export type AnyTraceMessage = { [E in TraceEvent]: TraceMessage<E> }[TraceEvent];
+
 // -- the channels and the on/off flags ------------------------------------------------------------
 
 const channels = {} as { [N in TraceName]: dc.Channel };
