@@ -4,11 +4,13 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import dc from 'node:diagnostics_channel';
-import { TraceMessage, TRACE_CHANNELS, TRACE_NAMES, TransportType, tracing } from '../../dist/index.js';
+import { TraceMessage, TRACE_CHANNELS, TRACE_NAMES, TransportType, tracing, setTrace } from '../../dist/index.js';
 import { withRsPair, sendAll, recvAll, fixed } from '../lib/rs-pair.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 
 const T = { timeout: 30_000 };
+// No printer, whatever RDMA_TRACE / NODE_DEBUG the runner has: only this file's subscribers.
+setTrace('');
 
 /** Subscribe to every channel; `stop()` unsubscribes and returns what arrived. */
 function record() {

@@ -11,6 +11,8 @@ import { traceEvent, trace } from '../../dist/trace.js';
 import { StateCell } from '../../dist/util/state.js';
 
 const INDEX = new URL('../../dist/index.js', import.meta.url).href;
+// The in-process tests start from no printer, whatever RDMA_TRACE / NODE_DEBUG the runner has.
+setTrace('');
 const STATE = new URL('../../dist/util/state.js', import.meta.url).href;
 
 test('one channel per subsystem, named rdmacm:<name>', () => {
