@@ -16,7 +16,7 @@ import { TRACE_TEXT, type TraceEvent, type TraceEventFields } from './trace-even
 export type { TraceEvent, TraceEventFields } from './trace-events.js';
 
 /** The subsystems (tracer names), each with its channel `rdmacm:<name>`. */
-export const TRACE_NAMES = ['cm', 'qp', 'mpa', 'rx', 'tx', 'cq', 'mr', 'llp', 'roce', 'rs'] as const;
+export const TRACE_NAMES = Object.freeze(['cm', 'qp', 'mpa', 'rx', 'tx', 'cq', 'mr', 'llp', 'roce', 'rs'] as const);
 
 /** A subsystem (tracer) name. */
 export type TraceName = (typeof TRACE_NAMES)[number];
