@@ -233,6 +233,28 @@ for (const d of cmDevices) {
         assert.equal(r.srv.stdout.split('\n').filter((x) => row.test(x)).length, tool === 'ib_read_lat' ? 0 : 1, r.both);
       });
     }
+    // send_bw.c over iWARP: the receiver writes its count into the sender's credit word every
+    // rx_depth/3 messages and the sender stays within rx_depth of it. 64 SENDs in flight against
+    // 8 receives would otherwise find none posted, which ends an iWARP connection.
+    if (d.transportType === TransportType.IWARP) {
+      test('ib_send_bw -R -n 400 -r 8 -t 64: the receiver\'s credits pace the sender, exit 0/0, a row each', async () => {
+        const r = await pair('ib_send_bw', [...dev, '-n', '400', '-r', '8', '-t', '64'], { env });
+        assert.equal(r.cli.code, 0, r.both);
+        assert.equal(r.srv.code, 0, r.both);
+        for (const side of [r.cli, r.srv]) {
+          const rows = side.stdout.split('\n').filter((x) => BW_ROW.test(x));
+          assert.equal(rows.length, 1, r.both);
+          assert.equal(BW_ROW.exec(rows[0])[2], '400', r.both);
+        }
+        assert.ok(r.srv.stdout.includes(' RX depth        : 8\n'), r.both);
+      });
+      test('ib_send_bw -R -n 5: the odd RX depth made even (6), as perftest does', async () => {
+        const r = await pair('ib_send_bw', [...dev, '-n', '5'], { env });
+        assert.equal(r.cli.code, 0, r.both);
+        assert.equal(r.srv.code, 0, r.both);
+        assert.ok(r.srv.stdout.includes(' RX depth        : 6\n'), r.both);
+      });
+    }
   });
 }
 

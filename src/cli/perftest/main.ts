@@ -36,6 +36,7 @@ import {
   type Resources,
 } from './resources.js';
 import { cmClient, cmListen, cmServer, type CmLink } from './cm.js';
+import { Credits } from './credit.js';
 import { CmChannel, PINGPONG_DEST_SIZE, decodeDestBinary, encodeDestBinary } from './cm-channel.js';
 import { LoopError, runLatDuration, postRecvs, runIterBw, runIterBwServer, runIterLat, runIterLatSend, runIterLatWrite } from './loops.js';
 
@@ -58,6 +59,8 @@ interface Run {
   /** `my_dest.gid_index`, which the rdma_cm channel's key record carries. */
   gidIndex: number;
   remVersion: number;
+  /** send_bw over iWARP: the receiver's counts (credit.ts). */
+  credits: Credits | null;
 }
 
 /** `ctx_hand_shake` of QP `i`'s keys (the records of QP 0 serve as the barrier). */
@@ -119,7 +122,8 @@ async function bwSend(run: Run, list: number[]): Promise<void> {
   for (const size of list) {
     if (!run.ch.isClient) postRecvs(p, run.r, size, p.rxDepth);
     await handShake(run);
-    const t = run.ch.isClient ? await runIterBw(p, run.r, run.rem, size) : await runIterBwServer(p, run.r, size);
+    run.credits?.reset();
+    const t = run.ch.isClient ? await runIterBw(p, run.r, run.rem, size, run.credits) : await runIterBwServer(p, run.r, size, run.credits);
     out(bwRow(p, bwFigures(p, size, t.tposted, t.tcompleted, t.n, !run.ch.isClient || p.duration > 0 || p.iters > 20000)));
     if (p.all) await handShake(run);
   }
@@ -269,7 +273,7 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
       // create_rdma_cm_connection: a hand shake of blank keys (their GID layout) on each side of
       // the CM's connection.
       const blank = { lid: 0, outReads: 0, qpn: 0, psn: 0, rkey: 0, vaddr: 0n, gid: new Uint8Array(16), srqn: 0 };
-      const sync: Run = { p, d, r: null as unknown as Resources, ch, mine: [blank], rem: [], withGid: true, gidIndex: 0, remVersion };
+      const sync: Run = { p, d, r: null as unknown as Resources, ch, mine: [blank], rem: [], withGid: true, gidIndex: 0, remVersion, credits: null };
       // The server listens before the hand shake (cm.ts cmListen says why).
       const listenId = ch.isClient ? null : await cmListen(p);
       if (!ch.isClient && listenId === null) {
@@ -288,9 +292,17 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
     if (r === null) return FAILURE;
     const res = r;
     const mine = res.qps.map((_, i) => localDest(p, d, res, i));
-    const run: Run = { p, d, r: res, ch, mine, rem: [], withGid: d.gidIndex !== -1, gidIndex: d.gidIndex, remVersion };
     out(testInfo(p, { devName: d.name, transport: d.transport, linkLayer: d.linkLayer, mtuBytes: mtuBytes(mtu), inlineSize: r.inlineSize, outReads: r.outReads, gidIndex: d.gidIndex }));
+    // send_bw.c: over iWARP the keys name the credit words (credit.ts).
+    let credits: Credits | null = null;
+    if (tst === Test.BW && verb === Verb.SEND && d.transport === 'IW') {
+      credits = Credits.alloc(p.numQps, res.pd, p.rxDepth);
+      if (credits === null) return FAILURE;
+      mine.forEach((m, i) => credits!.advertise(m, i));
+    }
+    const run: Run = { p, d, r: res, ch, mine, rem: [], withGid: d.gidIndex !== -1, gidIndex: d.gidIndex, remVersion, credits };
     for (let i = 0; i < mine.length; i++) await handShake(run, i);
+    credits?.setWrs(run.rem);
     if (!p.rdmaCm) {
       if (run.withGid && v4Mapped(mine[0]!.gid) !== v4Mapped(run.rem[0]!.gid)) {
         errOut('\n Found Incompatibility issue with GID types.\n Please Try to use a different IP version.\n\n');
