@@ -258,6 +258,29 @@ for (const d of cmDevices) {
   });
 }
 
+// -R -c UD: the test's UD QPs on RDMA_PS_UDP ids, met by SIDR (cm-ud.ts); the latency test's
+// server learns its peer from the client's first SEND (its QP number as immediate data).
+const udCmDevices = testDevices().filter((d) => d.caps.has(Cap.UD) && d.caps.has(Cap.CM_UDP) && d.caps.has(Cap.CM_TCP));
+for (const d of udCmDevices) {
+  describe(`[${d.name}] perftest tools with -R -c UD`, () => {
+    const env = { RDMACM_DEVICE: d.name };
+    for (const [tool, args, row, serverRow] of [
+      ['ib_send_lat', ['-n', '100'], LAT_ROW, true],
+      ['ib_send_bw', ['-n', '200'], BW_ROW, true],
+    ]) {
+      test(`${tool} -R -c UD: exit 0/0, UD in the banner, a row each`, async () => {
+        const r = await pair(tool, ['-d', d.name, '-R', '-c', 'UD', ...args], { env, roceCm: d.transportType === TransportType.IB });
+        assert.equal(r.cli.code, 0, r.both);
+        assert.equal(r.srv.code, 0, r.both);
+        assert.ok(r.cli.stdout.includes(' Connection type : UD\t\tUsing SRQ      : OFF\n'), r.both);
+        assert.ok(r.cli.stdout.includes(' rdma_cm QPs\t : ON\n'), r.both);
+        assert.equal(r.cli.stdout.split('\n').filter((x) => row.test(x)).length, 1, r.both);
+        assert.equal(r.srv.stdout.split('\n').filter((x) => row.test(x)).length, serverRow ? 1 : 0, r.both);
+      });
+    }
+  });
+}
+
 if (roceDevices.length === 0) describe('perftest tools: no device with RC QPs that connect by their keys', { skip: true }, () => {});
 
 describe('perftest tools: bad input', () => {

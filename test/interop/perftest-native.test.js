@@ -81,8 +81,6 @@ const tool = (who, name) => (who === 'kernel' ? name : `env RDMACM_BACKEND=nativ
 const PRELUDE = `
 IP=$REFVM_IP
 ulimit -c unlimited; echo "$H/core.%p" > /proc/sys/kernel/core_pattern
-cmlisten() { rdma res show cm_id 2>/dev/null | grep "state LISTEN" | grep -q ":$1 "; }
-waitcm() { local i=0; until cmlisten "$1"; do sleep 0.2; i=$((i+1)); [ $i -ge $(($2*5)) ] && return 1; done; return 0; }
 pair() { local n=$1 port=$2 wait=$3 srv=$4 cli=$5 g=0
   gstart $n-srv 300 $srv; local sp=$GPID
   if $wait $port 240; then gtool $n-cli 300 $cli; else glog "$n: no listener on $port"; putrc $n-cli 250; fi

@@ -11,7 +11,9 @@
 //       (rxe0 and our RoCE device have atomics; perftest's atomics are 8 bytes)
 //     UL1/UL2, UB1/UB2: ib_send_lat and ib_send_bw with -c UD (UD QPs, address handles from the
 //       peer's GID; ib_send_bw's messages as large as the path MTU)
-//     Q1/Q2: ib_write_bw -q 2 (two QPs, each connected by its own keys; the row counts per QP)
+//     Q1/Q2: ib_write_bw -q 2 (two QPs, each connected by its own keys; the row counts both)
+//     URL1/URL2, URB1/URB2: ib_send_lat and ib_send_bw with -R -c UD (UD QPs on RDMA_PS_UDP ids,
+//       met by SIDR; the side channel an rdma_cm RC connection)
 //   siw  (guest siw0, host siw_rvbr0), with -R (QPs made and connected by rdma_cm, the only way
 //        perftest runs over iWARP): ib_write_bw RW1/RW2, ib_send_lat RS1/RS2, ib_send_bw
 //        RSB1/RSB2 (the receiver's credits, credit.ts), ib_write_lat RWL1/RWL2, ib_read_lat
@@ -61,6 +63,10 @@ const BOOTS = [
       { n: 'UB2', tool: 'ib_send_bw', args: ['-c', 'UD', '-n', '200'], kernel: 'client', size: 'mtu' },
       { n: 'Q1', tool: 'ib_write_bw', args: ['-q', '2', ...BW], kernel: 'server', iters: 400 },
       { n: 'Q2', tool: 'ib_write_bw', args: ['-q', '2', ...BW], kernel: 'client', iters: 400 },
+      { n: 'URL1', tool: 'ib_send_lat', args: ['-R', '-c', 'UD', ...LAT], kernel: 'server' },
+      { n: 'URL2', tool: 'ib_send_lat', args: ['-R', '-c', 'UD', ...LAT], kernel: 'client' },
+      { n: 'URB1', tool: 'ib_send_bw', args: ['-R', '-c', 'UD', '-n', '200'], kernel: 'server', size: 'mtu' },
+      { n: 'URB2', tool: 'ib_send_bw', args: ['-R', '-c', 'UD', '-n', '200'], kernel: 'client', size: 'mtu' },
     ],
   },
   {
@@ -117,7 +123,7 @@ ib_write_bw --version > $H/perftest-version 2>&1
 mark ready
 ${boot.scenarios.map((s) => (s.kernel === 'server'
     ? `gstart ${s.n}-k 240 ${s.tool} -d ${boot.kdev} -F ${s.args.join(' ')}; P=$GPID
-waitlisten 18515 60 || glog "${s.n}: no listener on 18515"
+${boot.rdma === 'rxe' && s.args.includes('-R') ? 'waitcm' : 'waitlisten'} 18515 60 || glog "${s.n}: no listener on 18515"
 mark ready-${s.n}
 gwait ${s.n}-k $P`
     : `if waitfile $H/go-${s.n} 300 && [ "$(cat $H/go-${s.n})" = run ]; then gtool ${s.n}-k 240 ${s.tool} -d ${boot.kdev} -F ${s.args.join(' ')} ${HOST_IP}

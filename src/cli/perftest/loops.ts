@@ -177,7 +177,11 @@ export function sendWr(p: PerfParams, r: Resources, q: number, rem: PerfDest, si
   }
   const wr: SendWr = { wrId: q, opcode: OPCODES[p.verb], sgList: [local], sendFlags: flags };
   if (p.verb !== Verb.SEND) wr.rdma = { remoteAddr: Number(rem.vaddr), rkey: rem.rkey };
-  else if (p.conn === 'UD') wr.ud = { ah: r.ahs[q]!, remoteQpn: rem.qpn, remoteQkey: DEF_QKEY };
+  else if (p.conn === 'UD') {
+    // With -R the CM's QP number and Q_Key (ctx_set_send_reg_wqes: cma_master.nodes[q]).
+    const peer = r.udPeers[q] ?? { qpn: rem.qpn, qkey: DEF_QKEY };
+    wr.ud = { ah: r.ahs[q]!, remoteQpn: peer.qpn, remoteQkey: peer.qkey };
+  }
   return wr;
 }
 

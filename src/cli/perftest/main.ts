@@ -324,7 +324,8 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
     if (tst === Test.BW && verb !== Verb.SEND) await bwRdma(run, list);
     else if (tst === Test.BW) await bwSend(run, list);
     else await lat(run, list);
-    if (link) await Promise.all(link.ids.map((id) => id.disconnect().catch(() => {})));
+    // rdma_cm_disconnect_nodes: UD ids have nothing to disconnect.
+    if (link && p.conn !== 'UD') await Promise.all(link.ids.map((id) => id.disconnect().catch(() => {})));
     return 0;
   } catch (e) {
     if (e instanceof LoopError) errOut(e.lines);
