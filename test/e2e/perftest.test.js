@@ -248,12 +248,6 @@ for (const d of cmDevices) {
         }
         assert.ok(r.srv.stdout.includes(' RX depth        : 8\n'), r.both);
       });
-      test('ib_send_bw -R -n 5: the odd RX depth made even (6), as perftest does', async () => {
-        const r = await pair('ib_send_bw', [...dev, '-n', '5'], { env });
-        assert.equal(r.cli.code, 0, r.both);
-        assert.equal(r.srv.code, 0, r.both);
-        assert.ok(r.srv.stdout.includes(' RX depth        : 6\n'), r.both);
-      });
     }
   });
 }
@@ -264,9 +258,9 @@ const udCmDevices = testDevices().filter((d) => d.caps.has(Cap.UD) && d.caps.has
 for (const d of udCmDevices) {
   describe(`[${d.name}] perftest tools with -R -c UD`, () => {
     const env = { RDMACM_DEVICE: d.name };
-    for (const [tool, args, row, serverRow] of [
-      ['ib_send_lat', ['-n', '100'], LAT_ROW, true],
-      ['ib_send_bw', ['-n', '200'], BW_ROW, true],
+    for (const [tool, args, row] of [
+      ['ib_send_lat', ['-n', '20'], LAT_ROW],
+      ['ib_send_bw', ['-n', '20'], BW_ROW],
     ]) {
       test(`${tool} -R -c UD: exit 0/0, UD in the banner, a row each`, async () => {
         const r = await pair(tool, ['-d', d.name, '-R', '-c', 'UD', ...args], { env, roceCm: d.transportType === TransportType.IB });
@@ -275,7 +269,7 @@ for (const d of udCmDevices) {
         assert.ok(r.cli.stdout.includes(' Connection type : UD\t\tUsing SRQ      : OFF\n'), r.both);
         assert.ok(r.cli.stdout.includes(' rdma_cm QPs\t : ON\n'), r.both);
         assert.equal(r.cli.stdout.split('\n').filter((x) => row.test(x)).length, 1, r.both);
-        assert.equal(r.srv.stdout.split('\n').filter((x) => row.test(x)).length, serverRow ? 1 : 0, r.both);
+        assert.equal(r.srv.stdout.split('\n').filter((x) => row.test(x)).length, 1, r.both);
       });
     }
   });
