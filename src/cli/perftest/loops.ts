@@ -345,11 +345,11 @@ export async function runIterBwServer(p: PerfParams, r: Resources, size: number,
       if (rcntQ[q]! + p.rxDepth <= p.iters) {
         (r.qps[q] as Qp).postRecv({ wrId: q, sgList: [{ addr: r.mr.addr + (p.numQps + q) * r.half, length: len, lkey: r.mr.lkey }] });
       }
-      await writer?.taken(q, rcntQ[q]!);
+      if (writer) await writer.taken(q, rcntQ[q]!);
     }
   }
   tcompleted[0] = cycles();
-  await writer?.drain();
+  if (writer) await writer.drain();
   return { tposted, tcompleted, n: total };
 }
 
@@ -371,11 +371,11 @@ async function runIterBwServerDuration(p: PerfParams, r: Resources, size: number
       const q = Number(wc.wrId);
       rcntQ[q] = rcntQ[q]! + 1;
       (r.qps[q] as Qp).postRecv({ wrId: q, sgList: [{ addr: r.mr.addr + (p.numQps + q) * r.half, length: len, lkey: r.mr.lkey }] });
-      await writer?.taken(q, rcntQ[q]!);
+      if (writer) await writer.taken(q, rcntQ[q]!);
     }
   }
   clock.stop();
-  await writer?.drain();
+  if (writer) await writer.drain();
   return { tposted: Float64Array.of(clock.t0), tcompleted: Float64Array.of(clock.t1), n: sampled };
 }
 
