@@ -21,6 +21,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { withGuest, requireRefvm, banner, REPO_ROOT } from './lib/refvm.js';
+import { bwRowRe, latRowRe, infWithoutReason } from './lib/perftest-rows.js';
 
 const ADDON = join(REPO_ROOT, 'native', 'build', 'rdmacm.node');
 const VM = Number(process.env.PERFTEST_NATIVE_VM || 0);
@@ -45,9 +46,6 @@ const BOOTS = [
 /** Servers that only wait for their client and print no row. */
 const SILENT_SERVERS = new Set(['ib_read_lat', 'ib_atomic_lat']);
 
-/** perftest's rows (report.ts): a bandwidth row and a latency row of `size` bytes, ITERS iterations. */
-const bwRow = (size) => new RegExp(`^ ${size}\\s+${ITERS}\\s+\\d+\\.\\d\\d\\s+\\d+\\.\\d\\d *\\t\\t   \\d+\\.\\d{6}$`, 'm');
-const latRow = (size) => new RegExp(`^ ${size}\\s+${ITERS}\\s+(\\d+\\.\\d\\d\\s+){3}\\t\\s+\\d+\\.\\d\\d\\s+\\t(\\d+\\.\\d\\d|-nan)\\s*\\t\\t\\d+\\.\\d\\d\\s*\\t\\t\\d+\\.\\d\\d *$`, 'm');
 
 function scenarios(boot) {
   const list = [];
@@ -131,7 +129,8 @@ for (const boot of BOOTS.filter((b) => onlyBoots.length === 0 || onlyBoots.inclu
         const both = `${desc(whoSrv, srv)}\n${desc(whoCli, cli)}\n${res.read('perftest-version') ?? ''}`;
         assert.equal(cli.rc, 0, both);
         assert.equal(srv.rc, 0, both);
-        const row = s.tool.endsWith('_bw') ? bwRow(s.size) : latRow(s.size);
+        const row = s.tool.endsWith('_bw') ? bwRowRe(s.size, ITERS) : latRowRe(s.size, ITERS);
+        for (const side of [srv, cli]) assert.equal(infWithoutReason(side.out, side.err), null, both);
         assert.match(cli.out, row, both);
         if (SILENT_SERVERS.has(s.tool)) assert.doesNotMatch(srv.out, row, both);
         else assert.match(srv.out, row, both);

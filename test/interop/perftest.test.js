@@ -17,7 +17,8 @@
 //   siw  (guest siw0, host siw_rvbr0), with -R (QPs made and connected by rdma_cm, the only way
 //        perftest runs over iWARP): ib_write_bw RW1/RW2, ib_send_lat RS1/RS2, ib_send_bw
 //        RSB1/RSB2 (the receiver's credits, credit.ts), ib_write_lat RWL1/RWL2, ib_read_lat
-//        RRL1/RRL2, ib_read_bw RRB1/RRB2
+//        RRL1/RRL2, ib_read_bw RRB1/RRB2, ib_send_bw -q 2 RQ1/RQ2 (two rdma_cm connections, a
+//        credit word each)
 // PERFTEST_INTEROP_BOOTS=rxe or =siw runs one boot only; PERFTEST_INTEROP_SCENARIOS=W1,L2 some
 // scenarios only.
 // Both sides must exit 0 and print their result row; the server of a bandwidth pair prints the
@@ -28,6 +29,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf } from './lib/refvm.js';
+import { bwRowRe, latRowRe, infWithoutReason } from './lib/perftest-rows.js';
 
 const VM = 0;
 const BW = ['-s', '4096', '-n', '200'];
@@ -86,6 +88,8 @@ const BOOTS = [
       { n: 'RRL2', tool: 'ib_read_lat', args: ['-R', ...LAT], kernel: 'client' },
       { n: 'RRB1', tool: 'ib_read_bw', args: ['-R', ...BW], kernel: 'server' },
       { n: 'RRB2', tool: 'ib_read_bw', args: ['-R', ...BW], kernel: 'client' },
+      { n: 'RQ1', tool: 'ib_send_bw', args: ['-R', '-q', '2', ...BW, '-r', '16'], kernel: 'server', iters: 400 },
+      { n: 'RQ2', tool: 'ib_send_bw', args: ['-R', '-q', '2', ...BW, '-r', '16'], kernel: 'client', iters: 400 },
     ],
   },
 ];
@@ -102,9 +106,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 function rowOf(s) {
   const bw = s.tool.endsWith('_bw');
   const size = s.size === 'mtu' ? '(256|512|1024|2048|4096)' : String(s.size ?? (bw ? 4096 : 2));
-  return bw
-    ? new RegExp(`^ ${size}\\s+${s.iters ?? 200}\\s+\\d+\\.\\d\\d\\s+\\d+\\.\\d\\d *\\t\\t   \\d+\\.\\d{6}$`, 'm')
-    : new RegExp(`^ ${size}\\s+100\\s+(\\d+\\.\\d\\d\\s+){3}\\t\\s+\\d+\\.\\d\\d\\s+\\t(\\d+\\.\\d\\d|-nan)\\s*\\t\\t\\d+\\.\\d\\d\\s*\\t\\t\\d+\\.\\d\\d *$`, 'm');
+  return bw ? bwRowRe(size, s.iters ?? 200) : latRowRe(size, 100);
 }
 /** read_lat's and atomic_lat's servers only wait for their client and print no row. */
 const serverRows = (s) => s.tool !== 'ib_read_lat' && s.tool !== 'ib_atomic_lat';
@@ -173,6 +175,8 @@ test(`interop: perftest on ${boot.rdma}${boot.rdma === 'siw' ? ' (-R)' : ''}, ou
         const both = `${hostDesc(r)}\n${guestDesc(g)}\n${ctx.read('perftest-version') || ''}`;
         assert.equal(r.code, 0, both);
         assert.equal(g.rc, 0, both);
+        assert.equal(infWithoutReason(g.out, g.err), null, both);
+        assert.equal(infWithoutReason(r.stdout, r.stderr), null, both);
         // A latency server prints its own row (read_lat's none); a bandwidth server the client's
         // (write_bw) or its own (send_bw).
         const hostIsServer = s.kernel === 'client';
