@@ -7,6 +7,7 @@
 //     RK / RO  ib_read_lat
 //     SK / SO, WLK / WLO, RBK / RBO  ib_send_bw -s 4096, ib_write_lat, ib_read_bw -s 4096
 //     ALK / ALO, ABK / ABO  ib_atomic_lat -A CMP_AND_SWAP, ib_atomic_bw (FETCH_AND_ADD)
+//     URK / URO  ib_send_lat -R -c UD (UD QPs met by SIDR through rdma_cm)
 //   siw  (siw0, -R: the side channel and the QPs made and connected by rdma_cm, the only way
 //        perftest runs over iWARP): W, L, R and S (send_bw with the receiver's credits) with -R.
 // Every run is small (-n 20): node in the emulated guest is slow, and only correctness counts.
@@ -36,11 +37,13 @@ const TOOLS = {
   RB: { tool: 'ib_read_bw', args: ['-s', '4096', ...N], size: 4096 },
   AL: { tool: 'ib_atomic_lat', args: ['-A', 'CMP_AND_SWAP', ...N], size: 8 },
   AB: { tool: 'ib_atomic_bw', args: N, size: 8 },
+  // UD QPs through rdma_cm (RDMA_PS_UDP ids, SIDR) on a device whose other rows connect by keys.
+  UR: { tool: 'ib_send_lat', args: ['-R', '-c', 'UD', ...N], size: 2 },
 };
 // rxe0 has atomics; siw0 none (perftest's atomics need them). On siw0, send_bw runs with the
 // receiver's credits (credit.ts), which only iWARP uses.
 const BOOTS = [
-  { rdma: 'rxe', dev: 'rxe0', cm: false, port0: 18600, tools: ['W', 'L', 'R', 'S', 'WL', 'RB', 'AL', 'AB'] },
+  { rdma: 'rxe', dev: 'rxe0', cm: false, port0: 18600, tools: ['W', 'L', 'R', 'S', 'WL', 'RB', 'AL', 'AB', 'UR'] },
   { rdma: 'siw', dev: 'siw0', cm: true, port0: 18700, tools: ['W', 'L', 'R', 'S'] },
 ];
 /** Servers that only wait for their client and print no row. */
@@ -54,7 +57,7 @@ function scenarios(boot) {
     const t = TOOLS[k];
     for (const ours of ['cli', 'srv']) {
       const args = [...(boot.cm ? ['-R'] : []), '-d', boot.dev, '-F', '-p', String(port), ...t.args].join(' ');
-      list.push({ n: `${k}${ours === 'cli' ? 'K' : 'O'}`, tool: t.tool, size: t.size, ours, port, args });
+      list.push({ n: `${k}${ours === 'cli' ? 'K' : 'O'}`, tool: t.tool, size: t.size, ours, port, args, cm: boot.cm || t.args.includes('-R') });
       port++;
     }
   }
@@ -87,14 +90,13 @@ pair() { local n=$1 port=$2 wait=$3 srv=$4 cli=$5 g=0
 `;
 
 function jobOf(boot, list) {
-  const wait = boot.cm ? 'waitcm' : 'waitlisten';
   return `${PRELUDE}
 ib_write_bw --version > $H/perftest-version 2>&1
 mark ready
 ${list.map((s) => {
     const srv = `${tool(s.ours === 'srv' ? 'ours' : 'kernel', s.tool)} ${s.args}`;
     const cli = `${tool(s.ours === 'cli' ? 'ours' : 'kernel', s.tool)} ${s.args} $IP`;
-    return `pair ${s.n} ${s.port} ${wait} "${srv}" "${cli}"`;
+    return `pair ${s.n} ${s.port} ${s.cm ? 'waitcm' : 'waitlisten'} "${srv}" "${cli}"`;
   }).join('\n')}
 mark finished
 `;
@@ -109,7 +111,7 @@ const picked = (process.env.PERFTEST_NATIVE_SCENARIOS ?? '').split(',').filter(B
 for (const boot of BOOTS.filter((b) => onlyBoots.length === 0 || onlyBoots.includes(b.rdma))) {
   const list = scenarios(boot).filter((s) => picked.length === 0 || picked.includes(s.n));
   if (list.length === 0) continue;
-  test(`native backend on the kernel's ${boot.dev}${boot.cm ? ' (-R)' : ''}: our ${boot.tools.map((k) => TOOLS[k].tool).join(' / ')} <-> Debian's perftest, both directions`, { timeout: 2_400_000 }, async (t) => {
+  test(`native backend on the kernel's ${boot.dev}${boot.cm ? ' (-R)' : ''}: our ${[...new Set(boot.tools.map((k) => TOOLS[k].tool))].join(' / ')} <-> Debian's perftest, both directions`, { timeout: 2_400_000 }, async (t) => {
     if (!(await requireRefvm(t)) || !requireAddon(t)) return;
     const res = await withGuest({ name: `perftest-native-${boot.rdma}`, rdma: boot.rdma, vm: VM, job: jobOf(boot, list), timeoutSec: 2200, src: REPO_ROOT, node: true }, async (ctx) => {
       await ctx.waitFile('finished', 2_150_000);
@@ -121,7 +123,7 @@ for (const boot of BOOTS.filter((b) => onlyBoots.length === 0 || onlyBoots.inclu
     };
     for (const s of list) {
       const title = s.ours === 'cli' ? 'kernel server <- our client' : 'our server <- kernel client';
-      await t.test(`${s.n}: ${s.tool}${boot.cm ? ' -R' : ''}, ${title}`, () => {
+      await t.test(`${s.n}: ${s.tool}${s.cm ? ' -R' : ''}${/-c UD/.test(s.args) ? ' -c UD' : ''}, ${title}`, () => {
         const srv = result(`${s.n}-srv`);
         const cli = result(`${s.n}-cli`);
         const whoSrv = s.ours === 'srv' ? 'our server' : 'kernel server';
