@@ -3,8 +3,9 @@
  * `rdma_cm_client_connection`, `rdma_cm_server_connection`, `rdma_cm_route_handler`,
  * `rdma_cm_connection_request_handler`): the test's QPs are made and connected by rdma_cm on the
  * side channel's port number, in RDMA_PS_TCP (UD QPs: RDMA_PS_UDP, cm-ud.ts), while the side
- * channel carries the rest as without `-R`. This is how perftest runs over iWARP, whose QPs connect only through the CM. The client
- * retries its connection up to ten times, 100 ms apart (the server may not listen yet).
+ * channel carries the rest as without `-R`. This is how perftest runs over iWARP, whose QPs
+ * connect only through the CM. The client retries its connection up to ten times, 100 ms apart
+ * (the server may not listen yet).
  */
 import { PortSpace, createId, type CmId, type ConnParam, type Context } from '../api.js';
 import { errOut } from '../c-compat.js';
