@@ -17,6 +17,8 @@ import { udClientEstablished, udServerAccepted, udServerPrepare } from './cm-ud.
 const DEF_RETRY_COUNT = 7;
 /** `MIN_RNR_TIMER`, set on the server's RC QPs after accept. */
 const MIN_RNR_TIMER = 12;
+/** How long the teardown waits for each test connection's DISCONNECTED (perftest: for ever). */
+const DISCONNECT_TIMEOUT_MS = 10_000;
 /** The address and route resolution timeout perftest passes (ms). */
 const RESOLVE_TIMEOUT_MS = 2000;
 const CLIENT_RETRIES = 10;
@@ -47,6 +49,15 @@ function withTimeout<T>(pr: Promise<T>, ms: number, what: string): Promise<T> {
       (e: unknown) => (clearTimeout(t), reject(e)),
     );
   });
+}
+
+/**
+ * `rdma_cm_disconnect_nodes`: disconnect each test connection and wait for its DISCONNECTED
+ * (rdma_disconnect on a synchronous id waits for it); UD ids have nothing to disconnect.
+ */
+export async function cmDisconnect(p: PerfParams, link: CmLink): Promise<void> {
+  if (p.conn === 'UD') return;
+  await Promise.all(link.ids.map((id) => withTimeout(id.disconnect(), DISCONNECT_TIMEOUT_MS, 'rdma_disconnect').catch(() => {})));
 }
 
 /** `rdma_cm_allocate_nodes`: UD QPs on RDMA_PS_UDP ids (SIDR), the others on RDMA_PS_TCP. */

@@ -35,7 +35,7 @@ import {
   type Device,
   type Resources,
 } from './resources.js';
-import { cmClient, cmListen, cmServer, type CmLink } from './cm.js';
+import { cmClient, cmDisconnect, cmListen, cmServer, type CmLink } from './cm.js';
 import { Credits } from './credit.js';
 import { CmChannel, PINGPONG_DEST_SIZE, decodeDestBinary, encodeDestBinary } from './cm-channel.js';
 import { LoopError, runLatDuration, postRecvs, runIterBw, runIterBwServer, runIterLat, runIterLatSend, runIterLatWrite } from './loops.js';
@@ -75,11 +75,16 @@ async function handShake(run: Run, i = 0): Promise<void> {
   run.rem[i] = decodeDest(b, run.withGid);
 }
 
-/** `ctx_close_connection`: a last hand shake, then "done" (on the TCP channel). */
+/**
+ * `ctx_close_connection`: a last hand shake, then "done" on the TCP channel, which closes. An
+ * rdma_cm channel stays up until the test's connections are down (see {@link perftestMain}).
+ */
 async function closeConnection(run: Run): Promise<void> {
   await handShake(run);
-  if (run.ch instanceof SideChannel) run.ch.write(DONE_MSG);
-  run.ch.close();
+  if (run.ch instanceof SideChannel) {
+    run.ch.write(DONE_MSG);
+    run.ch.close();
+  }
 }
 
 /** The sizes of the run: `-a` runs 2 .. 2^23 (UD: up to the path MTU). */
@@ -166,8 +171,8 @@ async function lat(run: Run, list: number[]): Promise<void> {
   }
   out(RESULT_LINE);
   // write_lat.c ends without ctx_close_connection: each side just goes.
-  if (p.verb === Verb.WRITE) run.ch.close();
-  else await closeConnection(run);
+  if (p.verb !== Verb.WRITE) await closeConnection(run);
+  else if (run.ch instanceof SideChannel) run.ch.close();
 }
 
 /** Meet the peer: `establish_connection`, `exchange_versions`, `check_sys_data`, `check_mtu`. */
@@ -324,8 +329,13 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
     if (tst === Test.BW && verb !== Verb.SEND) await bwRdma(run, list);
     else if (tst === Test.BW) await bwSend(run, list);
     else await lat(run, list);
-    // rdma_cm_disconnect_nodes: UD ids have nothing to disconnect.
-    if (link && p.conn !== 'UD') await Promise.all(link.ids.map((id) => id.disconnect().catch(() => {})));
+    // As perftest's mains end with -R: destroy_ctx of the test (rdma_cm_disconnect_nodes: each
+    // connection disconnected and its DISCONNECTED awaited; UD ids have none), then of the side
+    // channel. The peer's DISCONNECTED comes once it has ended its own last hand shake, so the
+    // side channel never drops under its last SEND (siw completes a SEND still going out when its
+    // connection drops with IBV_WC_LOC_QP_OP_ERR: perftest's "Bad wc status 2").
+    if (link) await cmDisconnect(p, link);
+    if (ch instanceof CmChannel) ch.close();
     return 0;
   } catch (e) {
     if (e instanceof LoopError) errOut(e.lines);
