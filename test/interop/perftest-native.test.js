@@ -15,17 +15,17 @@
 // write_bw, read_bw or atomic_bw server prints the row its client sent in the report exchange). Our side prints the kernel's device
 // name in its banner (`Device : rxe0`), which only the native backend can open.
 // PERFTEST_NATIVE_BOOTS=rxe (or siw) runs one boot; PERFTEST_NATIVE_SCENARIOS=WK,LO some
-// scenarios only. Env: PERFTEST_NATIVE_VM (the VM slot, default 0).
+// scenarios only. Env: REFVM_VM (the VM slot, default 0).
 // Needs, besides the VM: native/build/rdmacm.node (npm run build:native) and dist/.
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, REPO_ROOT } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, REPO_ROOT, vmSlot } from './lib/refvm.js';
 import { bwRowRe, latRowRe, infWithoutReason } from './lib/perftest-rows.js';
 
 const ADDON = join(REPO_ROOT, 'native', 'build', 'rdmacm.node');
-const VM = Number(process.env.PERFTEST_NATIVE_VM || 0);
+const VM = vmSlot(0);
 const ITERS = 20;
 const N = ['-n', String(ITERS)];
 const TOOLS = {

@@ -28,10 +28,10 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf, vmSlot } from './lib/refvm.js';
 import { bwRowRe, latRowRe, infWithoutReason } from './lib/perftest-rows.js';
 
-const VM = 0;
+const VM = vmSlot(0);
 const BW = ['-s', '4096', '-n', '200'];
 const LAT = ['-n', '100'];
 const ATOMIC_LAT = ['-A', 'CMP_AND_SWAP', '-n', '100'];
