@@ -256,7 +256,7 @@ export function scratchBuffers(): Scratch {
   return scratch;
 }
 
-/** Why the addon is or is not loaded (calls {@link loadBinding}). */
+/** Why the addon is or is not loaded (loads the addon on first use). */
 export function bindingStatus(): Readonly<BindingStatus> {
   loadBinding();
   return { ...status };
