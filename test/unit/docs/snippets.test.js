@@ -3,7 +3,8 @@
 // the test machine may not have. Every `ts` one is type-checked with the package's own strict
 // settings against the typings the package ships (dist/*.d.ts, imported as 'rdmacm'); every `run`
 // one is run as an ES module from a scratch project that has the package in its node_modules,
-// over the soft devices, and must exit 0 by itself within its time limit.
+// over the soft devices, and must exit 0 by itself within its time limit. A `run` block followed
+// by a block marked `text output` must print exactly that.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtempSync, mkdirSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -30,7 +31,7 @@ function markdownFiles() {
   return out;
 }
 
-/** The marked blocks: `{ where, lang: 'ts'|'js', mode: 'run'|'check', code }`. */
+/** The marked blocks: `{ where, lang: 'ts'|'js', mode: 'run'|'check', code, output? }`. */
 function markedBlocks() {
   const blocks = [];
   for (const file of markdownFiles()) {
@@ -48,7 +49,16 @@ function markedBlocks() {
       let end = start;
       while (end < lines.length && !lines[end].startsWith('```')) end++;
       const lang = m[1].startsWith('t') ? 'ts' : 'js';
-      blocks.push({ where: `${file}:${i + 1}`, lang, mode: m[2], code: lines.slice(start, end).join('\n') });
+      const block = { where: `${file}:${i + 1}`, lang, mode: m[2], code: lines.slice(start, end).join('\n') };
+      let next = end + 1;
+      while (next < lines.length && lines[next].trim() === '') next++;
+      if (lines[next] === '```text output') {
+        let stop = next + 1;
+        while (stop < lines.length && !lines[stop].startsWith('```')) stop++;
+        block.output = `${lines.slice(next + 1, stop).join('\n')}\n`;
+        end = stop;
+      }
+      blocks.push(block);
       i = end;
     }
   }
@@ -103,5 +113,6 @@ for (const [n, b] of runnable.entries()) {
     const what = `${relative(ROOT, file)} (${b.where}): exit ${r.status} signal ${r.signal}\nstdout: ${r.stdout}\nstderr: ${r.stderr}`;
     assert.equal(r.signal, null, what);
     assert.equal(r.status, 0, what);
+    if (b.output !== undefined) assert.equal(r.stdout, b.output, what);
   });
 }
