@@ -30,6 +30,12 @@ const app = await td.Application.bootstrapWithPlugins(
   { options: join(ROOT, 'typedoc.json'), treatValidationWarningsAsErrors: check },
   [new td.TypeDocReader(), new td.TSConfigReader()],
 );
+// Members named with a leading underscore are the package's own seams (the providers' side of a
+// QP, the CM's of a channel): not for users, so not in their reference.
+app.converter.on(td.Converter.EVENT_RESOLVE_BEGIN, (context) => {
+  const members = td.ReflectionKind.Method | td.ReflectionKind.Property | td.ReflectionKind.Accessor;
+  for (const refl of context.project.getReflectionsByKind(members)) if (refl.name.startsWith('_')) context.project.removeReflection(refl);
+});
 const project = await app.convert();
 if (!project) process.exit(1);
 app.validate(project);
