@@ -3,7 +3,7 @@
 // and a path of the repository (bench/…, test/…, scripts/…, .ci/run, a contributor document) that
 // the package leaves out must not be named — a user who installed the package does not have it.
 // Repository-only pages are linked by their address in the repository instead. The API reference
-// (docs/api/) is generated before packing (npm run docs), so links into it count as shipped.
+// (docs/api/) is generated before publishing (npm run docs, prepublishOnly), so links into it count as shipped.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -12,7 +12,7 @@ import { join, resolve, dirname, relative, posix } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
-/** Made after packing or at install: the API reference (prepack), the native addons (install). */
+/** Made outside git: the API reference (before publishing), the native addons (at install), dist/ (prepare). */
 const GENERATED = ['docs/api/', 'native/build/', 'dist/'];
 const generated = (p) => GENERATED.some((g) => p.startsWith(g) || p === g.slice(0, -1));
 
