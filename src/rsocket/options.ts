@@ -8,8 +8,8 @@
 export const SOL_SOCKET = 1;
 /** `IPPROTO_TCP`: the level of the TCP_* options. */
 export const IPPROTO_TCP = 6;
-/** `IPPROTO_UDP`: a datagram rsocket's protocol. */
-export const IPPROTO_UDP = 17;
+/** `IPPROTO_UDP`: the IP protocol number, defined once with the RoCEv2 headers. */
+export { IPPROTO_UDP } from '../wire/roce/icrc.js';
 /** `IPPROTO_IPV6`: the level of IPV6_V6ONLY. */
 export const IPPROTO_IPV6 = 41;
 /** `SOL_RDMA` of `<rdma/rsocket.h>`. */
