@@ -1,3 +1,4 @@
+// interop lane: guest (every tool of this file runs inside the guest; see scripts/interop-lanes.js)
 // The native backend's UD side in the reference VM: our udaddy and mckey run inside the guest with
 // RDMACM_BACKEND=native, on the kernel's rxe0 through rdma-core's libibverbs and librdmacm (the
 // addon built here, the package shared at /mnt/src), against rdma-core's udaddy and mckey on the

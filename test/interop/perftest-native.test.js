@@ -1,3 +1,4 @@
+// interop lane: guest (every tool of this file runs inside the guest; see scripts/interop-lanes.js)
 // perftest on the native backend in the reference VM: our ib_* tools run inside the guest with RDMACM_BACKEND=native (the addon built here, the package shared at
 // /mnt/src), on the kernel's own device through rdma-core's libibverbs and librdmacm, against
 // Debian's perftest on the same device, both directions. Two boots:
