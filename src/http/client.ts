@@ -1,0 +1,171 @@
+/**
+ * The client side of HTTP over rsockets: the connection factories node:http, node:http2 and
+ * undici take, so their clients run unchanged over RDMA — what rdma-core's librspreload does for
+ * a C program's `socket()`/`connect()` (preload.c intercepts them and calls rsocket/rconnect),
+ * done here through the hooks each client offers instead of by interposition.
+ *
+ * - {@link createConnection}: `http.request({ createConnection })`, `new http.Agent()` whose
+ *   `createConnection` it is, and `http2.connect(url, { createConnection })`;
+ * - {@link RAgent}: an `http.Agent` (keep-alive pooling and all) whose connections are rsockets;
+ * - {@link connect} / {@link buildConnector}: undici's connector, `new Agent({ connect })` /
+ *   `new Client(url, { connect })` (also `fetch(url, { dispatcher })`).
+ *
+ * Only cleartext HTTP: an `https:` origin is refused (TLS over an rsocket is `tls.connect({
+ * socket })` on the caller's side).
+ */
+import http from 'node:http';
+import { RdmaError } from '../errors.js';
+import { RSocket, type RSocketOptions, type RSocketConnectOptions } from '../rsocket/socket.js';
+
+/** Default port of an `http:` origin. */
+const HTTP_PORT = 80;
+
+/** What the connection factories read from node:http's request options (and http2's URL). */
+export interface HttpConnectionOptions {
+  /** Host name or address (default `localhost`); `hostname` wins over `host`, as in node:http. */
+  host?: string | null;
+  hostname?: string | null;
+  /** Port (default 80). */
+  port?: number | string | null;
+  localAddress?: string;
+  localPort?: number;
+  family?: number;
+  /** Idle timeout of the socket in ms (node:http's `timeout`): `'timeout'` after that long idle. */
+  timeout?: number;
+}
+
+/** The rsocket the request options name, not yet connected. */
+function connectOptionsOf(o: HttpConnectionOptions): RSocketConnectOptions {
+  const port = o.port === undefined || o.port === null || o.port === '' ? HTTP_PORT : Number(o.port);
+  const host = o.hostname ?? o.host ?? 'localhost';
+  // node:http keeps an IPv6 literal of a URL in brackets.
+  const c: RSocketConnectOptions = { port, host: host.startsWith('[') && host.endsWith(']') ? host.slice(1, -1) : host };
+  if (o.localAddress !== undefined) c.localAddress = o.localAddress;
+  if (o.localPort !== undefined) c.localPort = o.localPort;
+  if (o.family === 4 || o.family === 6) c.family = o.family;
+  return c;
+}
+
+/** Refuse an origin this module does not serve (anything but cleartext HTTP). */
+function checkProtocol(protocol: string | null | undefined, op: string): void {
+  if (protocol === undefined || protocol === null || protocol === '' || protocol === 'http:') return;
+  throw new RdmaError('EPROTONOSUPPORT', { op, detail: `${protocol} over rsockets: only cleartext http: (wrap the socket with tls.connect({ socket }) for TLS)` });
+}
+
+/**
+ * A new rsocket connecting to the host and port of `options` (node:http's request options, or the
+ * authority URL http2 passes), as `net.createConnection`: returned at once, `'connect'` once
+ * established, `'error'` (ECONNREFUSED ...) if not. `rsocketOptions` sizes its buffers and queues.
+ */
+export function createConnection(options: HttpConnectionOptions | URL, rsocketOptions?: RSocketOptions | ((err: Error | null, s?: RSocket) => void)): RSocket;
+export function createConnection(options: HttpConnectionOptions | URL, rsocketOptions?: unknown): RSocket {
+  let o: HttpConnectionOptions;
+  if (options instanceof URL) {
+    checkProtocol(options.protocol, 'createConnection');
+    o = { hostname: options.hostname, port: options.port };
+  } else o = options;
+  // node:http passes its completion callback second; an http2 session its own options: neither
+  // is ours.
+  const rsOpts = rsocketOptions !== null && typeof rsocketOptions === 'object' && !(options instanceof URL) ? (rsocketOptions as RSocketOptions) : {};
+  const s = new RSocket(rsOpts);
+  if (o.timeout !== undefined && o.timeout > 0) s.setTimeout(o.timeout);
+  return s.connect(connectOptionsOf(o));
+}
+
+/** Options of {@link RAgent}: `http.Agent`'s, and the rsockets' own. */
+export interface RAgentOptions extends http.AgentOptions {
+  /** Buffer and queue sizes of every connection the agent opens. */
+  rsocket?: RSocketOptions;
+}
+
+/**
+ * An `http.Agent` over rsockets: pooling, `keepAlive`, `maxSockets`, `maxFreeSockets`, `timeout`
+ * and `scheduling` as node:http's, every connection an {@link RSocket}.
+ */
+export class RAgent extends http.Agent {
+  private readonly rsocketOptions: RSocketOptions;
+
+  constructor(options: RAgentOptions = {}) {
+    const { rsocket, ...agentOptions } = options;
+    super(agentOptions);
+    this.rsocketOptions = rsocket ?? {};
+  }
+
+  /** The agent's connection factory: a new rsocket to the request's host and port. */
+  override createConnection(options: HttpConnectionOptions): RSocket {
+    return createConnection(options, this.rsocketOptions);
+  }
+}
+
+/** What undici passes its connector (`buildConnector.Options`). */
+export interface UndiciConnectOptions {
+  hostname: string;
+  host?: string;
+  protocol: string;
+  /** The origin's port, `''` for the protocol's default. */
+  port: string;
+  servername?: string;
+  localAddress?: string | null;
+}
+
+/**
+ * undici's connector callback. The socket argument is typed `never` so that undici's own
+ * callback type (which names `net.Socket`) is accepted where this one is expected: undici uses
+ * the socket as a Duplex, which an {@link RSocket} is.
+ */
+export type UndiciConnectCallback = (...args: [null, never] | [Error, null]) => void;
+
+/** undici's connector signature (`buildConnector.connector`). */
+export type UndiciConnector = (options: UndiciConnectOptions, callback: UndiciConnectCallback) => void;
+
+/** Options of {@link buildConnector}. */
+export interface ConnectorOptions extends RSocketOptions {
+  /** Connect timeout in ms (undici's `connectTimeout`, default 10 000; 0: none). */
+  timeout?: number;
+}
+
+/** Default connect timeout of {@link buildConnector}, undici's. */
+const CONNECT_TIMEOUT_MS = 10_000;
+
+/**
+ * An undici connector over rsockets with these socket options: `new Agent({ connect:
+ * buildConnector({ sendBufferSize }) })`. It calls back once the rsocket is established (or with
+ * the error: ECONNREFUSED, ETIMEDOUT after `timeout` ms, EPROTONOSUPPORT for `https:`).
+ */
+export function buildConnector(options: ConnectorOptions = {}): UndiciConnector {
+  const { timeout = CONNECT_TIMEOUT_MS, ...rsOpts } = options;
+  return (o, callback) => {
+    const cb = callback as (err: Error | null, s: RSocket | null) => void;
+    try {
+      checkProtocol(o.protocol, 'connect');
+    } catch (e) {
+      queueMicrotask(() => cb(e as Error, null));
+      return;
+    }
+    const c: HttpConnectionOptions = { hostname: o.hostname, port: o.port };
+    if (o.localAddress) c.localAddress = o.localAddress;
+    const s = new RSocket(rsOpts);
+    let timer: NodeJS.Timeout | null = null;
+    const settle = (err: Error | null): void => {
+      if (timer) clearTimeout(timer);
+      timer = null;
+      s.off('connect', onConnect);
+      s.off('error', onError);
+      if (err) {
+        s.destroy();
+        cb(err, null);
+      } else cb(null, s);
+    };
+    const onConnect = (): void => settle(null);
+    const onError = (e: Error): void => settle(e);
+    s.once('connect', onConnect);
+    s.once('error', onError);
+    if (timeout > 0) {
+      timer = setTimeout(() => settle(new RdmaError('ETIMEDOUT', { op: 'connect', detail: `rsocket to ${o.hostname}:${o.port || HTTP_PORT} not established in ${timeout} ms` })), timeout);
+    }
+    s.connect(connectOptionsOf(c));
+  };
+}
+
+/** undici's connector over rsockets with the default socket options (see {@link buildConnector}). */
+export const connect: UndiciConnector = buildConnector();

@@ -1,0 +1,33 @@
+/**
+ * HTTP over rsockets, unchanged: node:http, node:http2 and undici servers and clients whose
+ * connections are rsockets (the Node counterpart of rdma-core's librspreload, through the
+ * connection hooks each of them has). See docs/http.md.
+ *
+ * ```ts
+ * import http from 'node:http';
+ * import { Agent, request } from 'undici';
+ * import { createServer, RAgent, connect } from 'rdmacm/http';
+ *
+ * createServer((req, res) => res.end('hello over RDMA\n')).listen(8080, '127.0.0.1', async () => {
+ *   http.get('http://127.0.0.1:8080/', { agent: new RAgent({ keepAlive: true }) }, (res) => res.pipe(process.stdout));
+ *   const { body } = await request('http://127.0.0.1:8080/', { dispatcher: new Agent({ connect }) });
+ *   console.log(await body.text());
+ * });
+ * ```
+ * @packageDocumentation
+ */
+import '../transport-settings.js';
+export { serve, createServer, createHttp2Server } from './server.js';
+export {
+  createConnection,
+  RAgent,
+  connect,
+  buildConnector,
+  type HttpConnectionOptions,
+  type RAgentOptions,
+  type UndiciConnectOptions,
+  type UndiciConnectCallback,
+  type UndiciConnector,
+  type ConnectorOptions,
+} from './client.js';
+export { RSocket, RServer, type RSocketOptions } from '../rsocket/index.js';
