@@ -23,15 +23,15 @@ const HTTP_PORT = 80;
 /** What the connection factories read from node:http's request options (and http2's URL). */
 export interface HttpConnectionOptions {
   /** Host name or address (default `localhost`); `hostname` wins over `host`, as in node:http. */
-  host?: string | null;
-  hostname?: string | null;
+  host?: string | null | undefined;
+  hostname?: string | null | undefined;
   /** Port (default 80). */
-  port?: number | string | null;
-  localAddress?: string;
-  localPort?: number;
-  family?: number;
+  port?: number | string | null | undefined;
+  localAddress?: string | undefined;
+  localPort?: number | undefined;
+  family?: number | undefined;
   /** Idle timeout of the socket in ms (node:http's `timeout`): `'timeout'` after that long idle. */
-  timeout?: number;
+  timeout?: number | undefined;
 }
 
 /** The rsocket the request options name, not yet connected. */
@@ -55,17 +55,21 @@ function checkProtocol(protocol: string | null | undefined, op: string): void {
 /**
  * A new rsocket connecting to the host and port of `options` (node:http's request options, or the
  * authority URL http2 passes), as `net.createConnection`: returned at once, `'connect'` once
- * established, `'error'` (ECONNREFUSED ...) if not. `rsocketOptions` sizes its buffers and queues.
+ * established, `'error'` (ECONNREFUSED ...) if not.
+ *
+ * As node:http's `createConnection` (`http.request({ createConnection })`, an Agent's): the
+ * second argument is node's completion callback, ignored (the socket is returned), or
+ * {@link RSocketOptions} sizing the rsocket's buffers and queues when called directly. As
+ * http2's (`http2.connect(url, { createConnection })`): the session's options, ignored.
  */
-export function createConnection(options: HttpConnectionOptions | URL, rsocketOptions?: RSocketOptions | ((err: Error | null, s?: RSocket) => void)): RSocket;
+export function createConnection(options: HttpConnectionOptions, rsocketOptions?: RSocketOptions | ((...args: never[]) => void)): RSocket;
+export function createConnection(authority: URL, sessionOptions?: object): RSocket;
 export function createConnection(options: HttpConnectionOptions | URL, rsocketOptions?: unknown): RSocket {
   let o: HttpConnectionOptions;
   if (options instanceof URL) {
     checkProtocol(options.protocol, 'createConnection');
     o = { hostname: options.hostname, port: options.port };
   } else o = options;
-  // node:http passes its completion callback second; an http2 session its own options: neither
-  // is ours.
   const rsOpts = rsocketOptions !== null && typeof rsocketOptions === 'object' && !(options instanceof URL) ? (rsocketOptions as RSocketOptions) : {};
   const s = new RSocket(rsOpts);
   if (o.timeout !== undefined && o.timeout > 0) s.setTimeout(o.timeout);
