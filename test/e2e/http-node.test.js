@@ -2,12 +2,16 @@
 // (rdmacm/http createServer) and http.request through RAgent / createConnection, on every device
 // that connects RDMA_PS_TCP ids — keep-alive reuse of one connection, many requests over a pool,
 // bodies over 8 MiB both ways (with Content-Length and chunked), a client that goes away in the
-// middle of its request body or of the response, the server's timeouts and close().
+// middle of its request body or of the response, the server's timeouts and close(); an
+// https.Server doing TLS over rsockets.
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import https from 'node:https';
+import tls from 'node:tls';
+import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
-import { createServer, createConnection, RAgent } from '../../dist/http/index.js';
+import { createServer, createConnection, RAgent, serve } from '../../dist/http/index.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 import { until } from '../lib/wait.js';
 import { freePort } from '../lib/ports.js';
@@ -236,6 +240,25 @@ forEachDevice([Cap.CM_TCP], () => {
     await fetchOne({ port, method: 'POST', agent: a1 }, 'first');
     await assert.rejects(fetchOne({ port, method: 'POST', agent: new RAgent() }, 'second'), (e) => ['ECONNRESET', 'EPIPE'].includes(e.code) || /socket hang up/.test(e.message));
     a1.destroy();
+    await closeServer(server);
+  });
+
+  test('https: an https.Server given to serve() does TLS over the rsocket; the client wraps its rsocket with tls.connect', T, async () => {
+    const key = readFileSync(new URL('../fixtures/tls/key.pem', import.meta.url));
+    const cert = readFileSync(new URL('../fixtures/tls/cert.pem', import.meta.url));
+    const server = serve(
+      https.createServer({ key, cert }, async (req, res) => {
+        const data = await body(req);
+        res.end(`${req.socket.encrypted} ${req.socket.getProtocol()} ${sha(data)}`);
+      }),
+    );
+    const port = await listenLocal(server);
+    const data = payload(2 << 20, 21);
+    const tlsOver = (opts) => tls.connect({ socket: createConnection(opts), servername: 'localhost', ca: cert });
+    const { res, data: back } = await fetchOne({ port, method: 'POST', createConnection: tlsOver }, data);
+    assert.equal(res.statusCode, 200);
+    assert.match(back.toString(), new RegExp(`^true TLSv1\\.[23] ${sha(data)}$`));
+    assert.equal(server.accepted[0].constructor.name, 'RSocket');
     await closeServer(server);
   });
 
