@@ -80,7 +80,9 @@ export function serve<S extends net.Server>(server: S, rsocketOptions: RSocketOp
     rs.on('listening', () => server.emit('listening'));
     rs.on('error', (e: Error) => {
       if (rserver === rs) rserver = null;
-      server.emit('error', e);
+      // net.Server reports a failed listen on a later tick, never inside listen(): a handler
+      // attached after the call still gets it.
+      process.nextTick(() => server.emit('error', e));
     });
     rs.on('clientError', (e: Error) => server.emit('rsocketError', e));
     rs.on('connection', (s: RSocket) => {

@@ -262,6 +262,16 @@ forEachDevice([Cap.CM_TCP], () => {
     await closeServer(server);
   });
 
+  test('listen() on an address no device owns: the server\'s error event after listen() returns, as net reports it', T, async () => {
+    const server = createServer(() => {});
+    server.listen(0, '10.255.255.1');
+    const [err] = await once(server, 'error');
+    assert.equal(err.code, 'EADDRNOTAVAIL');
+    assert.equal(server.listening, false);
+    const closeErr = await new Promise((r) => server.close(r));
+    assert.equal(closeErr?.code, 'ERR_SERVER_NOT_RUNNING');
+  });
+
   test('nobody listening: the request fails with ECONNREFUSED', T, async () => {
     const port = await freePort();
     await assert.rejects(fetchOne({ port, agent: new RAgent() }), { code: 'ECONNREFUSED' });
