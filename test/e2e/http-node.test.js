@@ -229,6 +229,12 @@ forEachDevice([Cap.CM_TCP], () => {
     await closing;
     const err = await new Promise((r) => server.close(r));
     assert.equal(err?.code, 'ERR_SERVER_NOT_RUNNING');
+    // Closed, it listens again and serves.
+    server.removeAllListeners('request').on('request', (req, res) => res.end('again'));
+    const again = await listenLocal(server);
+    const { data: d2 } = await fetchOne({ port: again, createConnection });
+    assert.equal(d2.toString(), 'again');
+    await closeServer(server);
   });
 
   test('listen() twice is refused; maxConnections closes the connection over the limit', T, async () => {
