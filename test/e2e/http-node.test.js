@@ -11,7 +11,7 @@ import https from 'node:https';
 import tls from 'node:tls';
 import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
-import { createServer, createConnection, RAgent, serve } from '../../dist/http/index.js';
+import { createServer, createConnection, RAgent, serve, RSocket } from '../../dist/http/index.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 import { until } from '../lib/wait.js';
 import { freePort } from '../lib/ports.js';
@@ -205,6 +205,18 @@ forEachDevice([Cap.CM_TCP], () => {
     assert.equal(data.toString(), 'b');
     assert.equal(server.accepted.length, 2);
     agent.destroy();
+    await closeServer(server);
+  });
+
+  test('requestTimeout: a client that stops in the middle of its headers gets 408 and the connection closes', T, async () => {
+    const server = createServer({ requestTimeout: 400, headersTimeout: 400, connectionsCheckingInterval: 100 }, (req, res) => res.end('never'));
+    const port = await listenLocal(server);
+    const c = new RSocket().connect(port, '127.0.0.1');
+    await once(c, 'connect');
+    c.write('GET / HTTP/1.1\r\nHost: x\r\n');
+    const reply = (await body(c)).toString();
+    assert.match(reply, /^HTTP\/1\.1 408 Request Timeout\r\n/);
+    await until(() => server.accepted[0].destroyed, 5000, 'the server side rsocket to close');
     await closeServer(server);
   });
 

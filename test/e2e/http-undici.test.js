@@ -2,11 +2,12 @@
 // against a real node:http server fed by an rsocket listener, on every device that connects
 // RDMA_PS_TCP ids — keep-alive, pipelining (two and more requests on the wire at once), bodies
 // over 8 MiB both ways through request() and fetch(), an AbortSignal ending a request while its
-// response streams, and the connector's errors.
+// response streams, and the connector's errors; Node's own fetch() (the undici bundled in Node)
+// over rsockets, given the Agent as its dispatcher or as the global dispatcher.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
-import { Agent, Client, request, fetch } from 'undici';
+import { Agent, Client, request, fetch, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
 import { createServer, connect, buildConnector } from '../../dist/http/index.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 import { until } from '../lib/wait.js';
@@ -153,6 +154,25 @@ forEachDevice([Cap.CM_TCP], () => {
     ac.abort();
     await assert.rejects(p, { name: 'AbortError' });
     await until(() => server.accepted[0].destroyed, 5000, 'the server side rsocket to close');
+    await dispatcher.close();
+    await closeServer(server);
+  });
+
+  test("Node's own fetch() over rsockets: with { dispatcher }, and unchanged once the Agent is the global dispatcher", T, async () => {
+    const server = createServer((req, res) => res.end(`${req.url} over ${req.socket.constructor.name}`));
+    const port = await listenLocal(server);
+    const dispatcher = new Agent({ connect, connections: 1 });
+    const r1 = await globalThis.fetch(`http://127.0.0.1:${port}/given`, { dispatcher });
+    assert.equal(await r1.text(), '/given over RSocket');
+    const saved = getGlobalDispatcher();
+    setGlobalDispatcher(dispatcher);
+    try {
+      const r2 = await globalThis.fetch(`http://127.0.0.1:${port}/global`);
+      assert.equal(await r2.text(), '/global over RSocket');
+    } finally {
+      setGlobalDispatcher(saved);
+    }
+    assert.equal(server.accepted.length, 1, 'both through the one keep-alive rsocket');
     await dispatcher.close();
     await closeServer(server);
   });
