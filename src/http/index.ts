@@ -17,7 +17,7 @@
  * @packageDocumentation
  */
 import '../transport-settings.js';
-export { serve, createServer, createHttp2Server } from './server.js';
+export { serve, createServer, createHttp2Server, type ServeListenOptions } from './server.js';
 export {
   createConnection,
   RAgent,

@@ -34,18 +34,24 @@ function alreadyListening(): Error {
   return Object.assign(new Error('Listen method has been called more than once without closing.'), { code: 'ERR_SERVER_ALREADY_LISTEN' });
 }
 
+/** `listen()` options: net.Server's that apply to an rsocket listener. */
+export interface ServeListenOptions extends RServerListenOptions {
+  /** As net.Server's: aborting it closes the server. */
+  signal?: AbortSignal;
+}
+
 /** The arguments of `listen()` as net.Server reads them (port, host, backlog, callback or options). */
-function listenArgs(args: unknown[]): { o: RServerListenOptions; cb: (() => void) | undefined } {
+function listenArgs(args: unknown[]): { o: RServerListenOptions; cb: (() => void) | undefined; signal: AbortSignal | undefined } {
   const cb = typeof args[args.length - 1] === 'function' ? (args.pop() as () => void) : undefined;
   const [a, b, c] = args;
   if (a !== null && typeof a === 'object') {
-    const { port, host, backlog, ipv6Only } = a as RServerListenOptions;
+    const { port, host, backlog, ipv6Only, signal } = a as ServeListenOptions;
     const o: RServerListenOptions = {};
     if (port !== undefined) o.port = Number(port);
     if (host !== undefined) o.host = host;
     if (backlog !== undefined) o.backlog = backlog;
     if (ipv6Only !== undefined) o.ipv6Only = ipv6Only;
-    return { o, cb };
+    return { o, cb, signal };
   }
   const o: RServerListenOptions = {};
   if (a !== undefined && a !== null) o.port = Number(a);
@@ -53,11 +59,12 @@ function listenArgs(args: unknown[]): { o: RServerListenOptions; cb: (() => void
     o.host = b;
     if (typeof c === 'number') o.backlog = c;
   } else if (typeof b === 'number') o.backlog = b;
-  return { o, cb };
+  return { o, cb, signal: undefined };
 }
 
 /**
- * Serve `server` over rsockets: from now on its `listen()` (same arguments as net.Server's) opens
+ * Serve `server` over rsockets: from now on its `listen()` (net.Server's arguments: port, host,
+ * backlog, callback, or {@link ServeListenOptions} with a `signal` that closes it) opens
  * an rsocket listener, `address()`, `listening`, `getConnections()` and `close()` describe that
  * one, and every connection it accepts is emitted as the server's `'connection'`. Accepted
  * sockets get `allowHalfOpen` as the server has it (true for node:http) and `rsocketOptions`.
@@ -72,7 +79,7 @@ export function serve<S extends net.Server>(server: S, rsocketOptions: RSocketOp
 
   const listen = (...args: unknown[]): S => {
     if (rserver) throw alreadyListening();
-    const { o, cb } = listenArgs(args);
+    const { o, cb, signal } = listenArgs(args);
     const rs = new RServer({ allowHalfOpen: srv.allowHalfOpen ?? false, ...rsocketOptions });
     rserver = rs;
     closing = false;
@@ -99,6 +106,17 @@ export function serve<S extends net.Server>(server: S, rsocketOptions: RSocketOp
       server.emit('connection', s);
     });
     rs.listen(o);
+    if (signal) {
+      // As net.Server: an aborted signal closes the server (at once if aborted already).
+      const onAbort = (): void => {
+        if (rserver === rs) server.close();
+      };
+      if (signal.aborted) process.nextTick(onAbort);
+      else {
+        signal.addEventListener('abort', onAbort, { once: true });
+        server.once('close', () => signal.removeEventListener('abort', onAbort));
+      }
+    }
     return server;
   };
 

@@ -290,6 +290,19 @@ forEachDevice([Cap.CM_TCP], () => {
     assert.equal(closeErr?.code, 'ERR_SERVER_NOT_RUNNING');
   });
 
+  test('listen({ signal }): aborting the signal closes the server, as net', T, async () => {
+    const server = echoServer();
+    const ac = new AbortController();
+    server.listen({ port: 0, host: '127.0.0.1', signal: ac.signal });
+    await once(server, 'listening');
+    const { data } = await fetchOne({ port: server.address().port, method: 'POST', createConnection }, 'before');
+    assert.equal(data.toString(), 'before');
+    const closed = once(server, 'close');
+    ac.abort();
+    await closed;
+    assert.equal(server.listening, false);
+  });
+
   test('nobody listening: the request fails with ECONNREFUSED', T, async () => {
     const port = await freePort();
     await assert.rejects(fetchOne({ port, agent: new RAgent() }), { code: 'ECONNREFUSED' });
