@@ -7,13 +7,15 @@
  * - {@link createConnection}: `http.request({ createConnection })`, `new http.Agent()` whose
  *   `createConnection` it is, and `http2.connect(url, { createConnection })`;
  * - {@link RAgent}: an `http.Agent` (keep-alive pooling and all) whose connections are rsockets;
+ * - {@link RHttpsAgent}: the same for node:https, TLS over each rsocket;
  * - {@link connect} / {@link buildConnector}: undici's connector, `new Agent({ connect })` /
- *   `new Client(url, { connect })` (also `fetch(url, { dispatcher })`).
- *
- * Only cleartext HTTP: an `https:` origin is refused (TLS over an rsocket is `tls.connect({
- * socket })` on the caller's side).
+ *   `new Client(url, { connect })` (also `fetch(url, { dispatcher })`); `https:` origins with
+ *   `buildConnector({ tls })`.
  */
 import http from 'node:http';
+import https from 'node:https';
+import tls from 'node:tls';
+import { isIP } from 'node:net';
 import { RdmaError } from '../errors.js';
 import { RSocket, type RSocketOptions, type RSocketConnectOptions } from '../rsocket/socket.js';
 
@@ -46,10 +48,12 @@ function connectOptionsOf(o: HttpConnectionOptions): RSocketConnectOptions {
   return c;
 }
 
-/** Refuse an origin this module does not serve (anything but cleartext HTTP). */
-function checkProtocol(protocol: string | null | undefined, op: string): void {
+/** Refuse an origin a factory does not serve (`https:` only where TLS options were given). */
+function checkProtocol(protocol: string | null | undefined, op: string, tlsToo = false): void {
   if (protocol === undefined || protocol === null || protocol === '' || protocol === 'http:') return;
-  throw new RdmaError('EPROTONOSUPPORT', { op, detail: `${protocol} over rsockets: only cleartext http: (wrap the socket with tls.connect({ socket }) for TLS)` });
+  if (tlsToo && protocol === 'https:') return;
+  const how = tlsToo ? 'http: and https:' : 'cleartext http: (TLS: buildConnector({ tls }), RHttpsAgent, or tls.connect({ socket }))';
+  throw new RdmaError('EPROTONOSUPPORT', { op, detail: `${protocol} over rsockets: only ${how}` });
 }
 
 /**
@@ -101,6 +105,47 @@ export class RAgent extends http.Agent {
   }
 }
 
+/** Options of {@link RHttpsAgent}: `https.Agent`'s (TLS options included), and the rsockets' own. */
+export interface RHttpsAgentOptions extends https.AgentOptions {
+  /** Buffer and queue sizes of every connection the agent opens. */
+  rsocket?: RSocketOptions;
+}
+
+/**
+ * An `https.Agent` over rsockets: each connection a TLS session (the agent's and the request's
+ * TLS options: `ca`, `cert`, `key`, `servername`, `rejectUnauthorized` …) over an {@link RSocket};
+ * pooling and keep-alive as node:https's.
+ */
+export class RHttpsAgent extends https.Agent {
+  private readonly rsocketOptions: RSocketOptions;
+
+  constructor(options: RHttpsAgentOptions = {}) {
+    const { rsocket, ...agentOptions } = options;
+    super(agentOptions);
+    this.rsocketOptions = rsocket ?? {};
+  }
+
+  /** TLS over a new rsocket to the request's host and port (default port 443). */
+  override createConnection(options: HttpConnectionOptions & tls.ConnectionOptions): tls.TLSSocket {
+    const { port, ...rest } = options;
+    const s = createConnection({ ...rest, port: port ?? HTTPS_PORT }, this.rsocketOptions);
+    return tls.connect({ ...tlsOptionsOf(rest), socket: s });
+  }
+}
+
+/** The TLS options among request options (node:https passes both kinds in one object). */
+function tlsOptionsOf(o: tls.ConnectionOptions & { hostname?: string | null | undefined }): tls.ConnectionOptions {
+  const { port: _port, socket: _socket, path: _path, timeout: _timeout, ...t } = o;
+  const host = o.hostname ?? o.host ?? 'localhost';
+  // SNI names a host, never an address (RFC 6066, 3); the certificate check uses `host` either way.
+  if (t.servername === undefined && !isIP(host)) t.servername = host;
+  t.host = host;
+  return t;
+}
+
+/** Default port of an `https:` origin. */
+const HTTPS_PORT = 443;
+
 /** What undici passes its connector (`buildConnector.Options`). */
 export interface UndiciConnectOptions {
   hostname: string;
@@ -124,8 +169,13 @@ export type UndiciConnector = (options: UndiciConnectOptions, callback: UndiciCo
 
 /** Options of {@link buildConnector}. */
 export interface ConnectorOptions extends RSocketOptions {
-  /** Connect timeout in ms (undici's `connectTimeout`, default 10 000; 0: none). */
+  /** Connect timeout in ms, TLS handshake included (undici's `connectTimeout`, default 10 000; 0: none). */
   timeout?: number;
+  /**
+   * TLS for `https:` origins (`tls.connect`'s options: `ca`, `cert`, `key`, `rejectUnauthorized`
+   * …; `servername` defaults to the origin's host name). Without it an `https:` origin is refused.
+   */
+  tls?: tls.ConnectionOptions;
 }
 
 /** Default connect timeout of {@link buildConnector}, undici's. */
@@ -133,39 +183,52 @@ const CONNECT_TIMEOUT_MS = 10_000;
 
 /**
  * An undici connector over rsockets with these socket options: `new Agent({ connect:
- * buildConnector({ sendBufferSize }) })`. It calls back once the rsocket is established (or with
- * the error: ECONNREFUSED, ETIMEDOUT after `timeout` ms, EPROTONOSUPPORT for `https:`).
+ * buildConnector({ sendBufferSize }) })`. It calls back once the rsocket is established (and, for
+ * an `https:` origin, its TLS handshake done), or with the error: ECONNREFUSED, ETIMEDOUT after
+ * `timeout` ms, a TLS error, EPROTONOSUPPORT for `https:` without `tls`.
  */
 export function buildConnector(options: ConnectorOptions = {}): UndiciConnector {
-  const { timeout = CONNECT_TIMEOUT_MS, ...rsOpts } = options;
+  const { timeout = CONNECT_TIMEOUT_MS, tls: tlsOptions, ...rsOpts } = options;
   return (o, callback) => {
-    const cb = callback as (err: Error | null, s: RSocket | null) => void;
+    const cb = callback as (err: Error | null, s: RSocket | tls.TLSSocket | null) => void;
     try {
-      checkProtocol(o.protocol, 'connect');
+      checkProtocol(o.protocol, 'connect', tlsOptions !== undefined);
     } catch (e) {
       queueMicrotask(() => cb(e as Error, null));
       return;
     }
-    const c: HttpConnectionOptions = { hostname: o.hostname, port: o.port };
+    const secure = o.protocol === 'https:';
+    const c: HttpConnectionOptions = { hostname: o.hostname, port: o.port === '' ? (secure ? HTTPS_PORT : HTTP_PORT) : o.port };
     if (o.localAddress) c.localAddress = o.localAddress;
     const s = new RSocket(rsOpts);
+    let sock: RSocket | tls.TLSSocket = s;
     let timer: NodeJS.Timeout | null = null;
+    let done = false;
     const settle = (err: Error | null): void => {
+      if (done) return;
+      done = true;
       if (timer) clearTimeout(timer);
       timer = null;
-      s.off('connect', onConnect);
-      s.off('error', onError);
+      sock.off('error', onError);
       if (err) {
+        sock.destroy();
         s.destroy();
         cb(err, null);
-      } else cb(null, s);
+      } else cb(null, sock);
     };
-    const onConnect = (): void => settle(null);
     const onError = (e: Error): void => settle(e);
-    s.once('connect', onConnect);
+    s.once('connect', () => {
+      if (done || !secure) return settle(null);
+      // TLS over the established rsocket; undici reads the ALPN result (HTTP/1.1 here).
+      const t = tls.connect({ ALPNProtocols: ['http/1.1'], ...tlsOptionsOf({ ...tlsOptions, hostname: o.hostname }), ...(o.servername ? { servername: o.servername } : {}), socket: s });
+      s.off('error', onError);
+      sock = t;
+      t.once('error', onError);
+      t.once('secureConnect', () => settle(null));
+    });
     s.once('error', onError);
     if (timeout > 0) {
-      timer = setTimeout(() => settle(new RdmaError('ETIMEDOUT', { op: 'connect', detail: `rsocket to ${o.hostname}:${o.port || HTTP_PORT} not established in ${timeout} ms` })), timeout);
+      timer = setTimeout(() => settle(new RdmaError('ETIMEDOUT', { op: 'connect', detail: `rsocket to ${o.hostname}:${c.port} not established in ${timeout} ms` })), timeout);
     }
     s.connect(connectOptionsOf(c));
   };

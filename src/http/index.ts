@@ -21,10 +21,12 @@ export { serve, createServer, createHttp2Server, type ServeListenOptions } from 
 export {
   createConnection,
   RAgent,
+  RHttpsAgent,
   connect,
   buildConnector,
   type HttpConnectionOptions,
   type RAgentOptions,
+  type RHttpsAgentOptions,
   type UndiciConnectOptions,
   type UndiciConnectCallback,
   type UndiciConnector,

@@ -11,7 +11,7 @@ import https from 'node:https';
 import tls from 'node:tls';
 import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
-import { createServer, createConnection, RAgent, serve, RSocket } from '../../dist/http/index.js';
+import { createServer, createConnection, RAgent, RHttpsAgent, serve, RSocket } from '../../dist/http/index.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 import { until } from '../lib/wait.js';
 import { freePort } from '../lib/ports.js';
@@ -261,7 +261,7 @@ forEachDevice([Cap.CM_TCP], () => {
     await closeServer(server);
   });
 
-  test('https: an https.Server given to serve() does TLS over the rsocket; the client wraps its rsocket with tls.connect', T, async () => {
+  test('https: an https.Server given to serve() does TLS over the rsocket; clients through tls.connect over createConnection and through RHttpsAgent', T, async () => {
     const key = readFileSync(new URL('../fixtures/tls/key.pem', import.meta.url));
     const cert = readFileSync(new URL('../fixtures/tls/cert.pem', import.meta.url));
     const server = serve(
@@ -277,6 +277,26 @@ forEachDevice([Cap.CM_TCP], () => {
     assert.equal(res.statusCode, 200);
     assert.match(back.toString(), new RegExp(`^true TLSv1\\.[23] ${sha(data)}$`));
     assert.equal(server.accepted[0].constructor.name, 'RSocket');
+    // RHttpsAgent: https.request unchanged, keep-alive over one TLS session on one rsocket.
+    const agent = new RHttpsAgent({ ca: cert, keepAlive: true, maxSockets: 1 });
+    for (let i = 0; i < 3; i++) {
+      const r = await new Promise((resolve, reject) => {
+        const req = https.request({ host: '127.0.0.1', port, method: 'POST', agent }, (res) => body(res).then((d) => resolve({ res, d }), reject));
+        req.on('error', reject);
+        req.end(`agent ${i}`);
+      });
+      assert.equal(r.res.statusCode, 200);
+      assert.match(r.d.toString(), new RegExp(`^true TLSv1\\.[23] ${sha(Buffer.from(`agent ${i}`))}$`));
+    }
+    assert.equal(server.accepted.length, 2, 'one rsocket for the three requests of the agent');
+    // A certificate the client does not trust: the TLS error, no request.
+    const untrusted = new RHttpsAgent();
+    await assert.rejects(
+      new Promise((resolve, reject) => https.get({ host: '127.0.0.1', port, agent: untrusted }, resolve).on('error', reject)),
+      { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' },
+    );
+    agent.destroy();
+    untrusted.destroy();
     await closeServer(server);
   });
 

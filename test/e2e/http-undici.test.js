@@ -7,8 +7,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { once } from 'node:events';
+import https from 'node:https';
+import { readFileSync } from 'node:fs';
 import { Agent, Client, request, fetch, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
-import { createServer, connect, buildConnector } from '../../dist/http/index.js';
+import { createServer, connect, buildConnector, serve } from '../../dist/http/index.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 import { until } from '../lib/wait.js';
 import { freePort } from '../lib/ports.js';
@@ -177,6 +179,25 @@ forEachDevice([Cap.CM_TCP], () => {
     await closeServer(server);
   });
 
+  test('https: origins through buildConnector({ tls }): request() and fetch() over TLS over an rsocket', T, async () => {
+    const key = readFileSync(new URL('../fixtures/tls/key.pem', import.meta.url));
+    const cert = readFileSync(new URL('../fixtures/tls/cert.pem', import.meta.url));
+    const server = serve(https.createServer({ key, cert }, async (req, res) => res.end(`${req.socket.getProtocol()} ${sha(await body(req))}`)));
+    const port = await listenLocal(server);
+    const dispatcher = new Agent({ connect: buildConnector({ tls: { ca: cert } }), connections: 1 });
+    const data = payload(3 << 20, 23);
+    const r = await request(`https://127.0.0.1:${port}/`, { dispatcher, method: 'POST', body: data });
+    assert.match(await r.body.text(), new RegExp(`^TLSv1\\.[23] ${sha(data)}$`));
+    const f = await fetch(`https://127.0.0.1:${port}/`, { dispatcher, method: 'POST', body: 'small' });
+    assert.match(await f.text(), new RegExp(`^TLSv1\\.[23] ${sha(Buffer.from('small'))}$`));
+    assert.equal(server.accepted[0].constructor.name, 'RSocket');
+    const untrusted = new Agent({ connect: buildConnector({ tls: {} }) });
+    await assert.rejects(request(`https://127.0.0.1:${port}/`, { dispatcher: untrusted }), { code: 'DEPTH_ZERO_SELF_SIGNED_CERT' });
+    await untrusted.close();
+    await dispatcher.close();
+    await closeServer(server);
+  });
+
   test('nobody listening: ECONNREFUSED from request(), fetch failed with it as cause', T, async () => {
     const port = await freePort();
     const dispatcher = new Agent({ connect: buildConnector({ timeout: 5000 }) });
@@ -186,7 +207,7 @@ forEachDevice([Cap.CM_TCP], () => {
   });
 });
 
-test('an https: origin: the connector refuses it with EPROTONOSUPPORT', async () => {
+test('an https: origin without TLS options: the connector refuses it with EPROTONOSUPPORT', async () => {
   const dispatcher = new Agent({ connect });
   await assert.rejects(request('https://127.0.0.1:1/', { dispatcher }), { code: 'EPROTONOSUPPORT' });
   await dispatcher.close();

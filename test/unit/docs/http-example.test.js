@@ -28,7 +28,7 @@ import https from 'node:https';
 import http2 from 'node:http2';
 import tls from 'node:tls';
 import { Agent, Client, Pool, fetch } from 'undici';
-import { createServer, createHttp2Server, serve, createConnection, RAgent, connect, buildConnector } from 'rdmacm/http';
+import { createServer, createHttp2Server, serve, createConnection, RAgent, RHttpsAgent, connect, buildConnector } from 'rdmacm/http';
 const s: http.Server = createServer({ keepAliveTimeout: 1000, rsocket: { sendBufferSize: 1 << 20 } }, (req, res) => res.end());
 const h2: http2.Http2Server = createHttp2Server((req, res) => res.end());
 const tlsServer: https.Server = serve(https.createServer({}), { receiveBufferSize: 1 << 20 });
@@ -36,11 +36,13 @@ http.request({ host: '127.0.0.1', port: 1, createConnection });
 http.request({ host: '127.0.0.1', port: 1, createConnection: (o) => tls.connect({ socket: createConnection(o), servername: 'localhost' }) });
 http.get('http://127.0.0.1:1/', { agent: new RAgent({ keepAlive: true, maxSockets: 4, rsocket: { sqSize: 128 } }) });
 http2.connect('http://127.0.0.1:1', { createConnection });
+https.get('https://127.0.0.1:1/', { agent: new RHttpsAgent({ ca: 'pem', keepAlive: true, rsocket: { inlineSize: 64 } }) });
+const tlsConnector = new Agent({ connect: buildConnector({ tls: { ca: 'pem', rejectUnauthorized: true } }) });
 const a = new Agent({ connect });
 const c = new Client('http://127.0.0.1:1', { connect: buildConnector({ timeout: 5000, sendBufferSize: 1 << 20 }), pipelining: 4 });
 const p = new Pool('http://127.0.0.1:1', { connect });
 void fetch('http://127.0.0.1:1/', { dispatcher: a });
-void [s, h2, tlsServer, c, p];
+void [s, h2, tlsServer, c, p, tlsConnector];
 `;
 
 /** Type errors of `code` as a module inside the package (so 'rdmacm/http' is the package itself). */
