@@ -21,6 +21,8 @@ import { RSocket, type RSocketOptions, type RSocketConnectOptions } from '../rso
 
 /** Default port of an `http:` origin. */
 const HTTP_PORT = 80;
+/** Default port of an `https:` origin. */
+const HTTPS_PORT = 443;
 
 /** What the connection factories read from node:http's request options (and http2's URL). */
 export interface HttpConnectionOptions {
@@ -142,9 +144,6 @@ function tlsOptionsOf(o: tls.ConnectionOptions & { hostname?: string | null | un
   t.host = host;
   return t;
 }
-
-/** Default port of an `https:` origin. */
-const HTTPS_PORT = 443;
 
 /** What undici passes its connector (`buildConnector.Options`). */
 export interface UndiciConnectOptions {

@@ -1,6 +1,6 @@
 /**
- * HTTP over rsockets, unchanged: node:http, node:http2 and undici servers and clients whose
- * connections are rsockets (the Node counterpart of rdma-core's librspreload, through the
+ * HTTP over rsockets, unchanged: node:http, node:https, node:http2 and undici servers and
+ * clients whose connections are rsockets (the Node counterpart of rdma-core's librspreload, through the
  * connection hooks each of them has). See docs/http.md.
  *
  * ```ts
