@@ -1,5 +1,5 @@
 // One end of the HTTP bench (bench/http.js): a node:http server or client, over rsockets
-// (rdmacm/http: createServer, RAgent) or over Node TCP (node:http as is) — the same code on
+// (rdmacm/http: createHttpServer, RAgent) or over Node TCP (node:http as is) — the same code on
 // both, only the connection factory differs.
 //
 //   node bench/http-peer.js server --transport rs|tcp
@@ -12,7 +12,7 @@
 //       PUT and one GET of B bytes on the same connection; prints one JSON line:
 //         {"rps":…, "putGbps":…, "getGbps":…, "putMs":…, "getMs":…}
 import http from 'node:http';
-import { createServer, RAgent } from '../dist/http/index.js';
+import { createHttpServer, RAgent } from '../dist/http/index.js';
 
 const argv = process.argv.slice(2);
 const mode = argv[0];
@@ -58,7 +58,7 @@ function handler(req, res) {
 }
 
 async function server() {
-  const srv = transport === 'rs' ? createServer(handler) : http.createServer(handler);
+  const srv = transport === 'rs' ? createHttpServer(handler) : http.createServer(handler);
   srv.keepAliveTimeout = 60_000;
   srv.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: srv.address().port })));
   process.stdin.resume();

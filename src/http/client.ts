@@ -4,12 +4,12 @@
  * a C program's `socket()`/`connect()` (preload.c intercepts them and calls rsocket/rconnect),
  * done here through the hooks each client offers instead of by interposition.
  *
- * - {@link createConnection}: `http.request({ createConnection })`, `new http.Agent()` whose
- *   `createConnection` it is, and `http2.connect(url, { createConnection })`;
+ * - {@link createHttpConnection}: `http.request({ createConnection: createHttpConnection })`, an
+ *   `http.Agent` whose `createConnection` it is, and `http2.connect(url, { createConnection })`;
  * - {@link RAgent}: an `http.Agent` (keep-alive pooling and all) whose connections are rsockets;
  * - {@link RHttpsAgent}: the same for node:https, TLS over each rsocket;
- * - {@link connect} / {@link buildConnector}: undici's connector, `new Agent({ connect })` /
- *   `new Client(url, { connect })` (also `fetch(url, { dispatcher })`); `https:` origins with
+ * - {@link rsConnector} / {@link buildConnector}: undici's connector, `new Agent({ connect:
+ *   rsConnector })` / `new Client(url, { connect: rsConnector })` (also `fetch(url, { dispatcher })`); `https:` origins with
  *   `buildConnector({ tls })`.
  */
 import http from 'node:http';
@@ -68,12 +68,12 @@ function checkProtocol(protocol: string | null | undefined, op: string, tlsToo =
  * {@link RSocketOptions} sizing the rsocket's buffers and queues when called directly. As
  * http2's (`http2.connect(url, { createConnection })`): the session's options, ignored.
  */
-export function createConnection(options: HttpConnectionOptions, rsocketOptions?: RSocketOptions | ((...args: never[]) => void)): RSocket;
-export function createConnection(authority: URL, sessionOptions?: object): RSocket;
-export function createConnection(options: HttpConnectionOptions | URL, rsocketOptions?: unknown): RSocket {
+export function createHttpConnection(options: HttpConnectionOptions, rsocketOptions?: RSocketOptions | ((...args: never[]) => void)): RSocket;
+export function createHttpConnection(authority: URL, sessionOptions?: object): RSocket;
+export function createHttpConnection(options: HttpConnectionOptions | URL, rsocketOptions?: unknown): RSocket {
   let o: HttpConnectionOptions;
   if (options instanceof URL) {
-    checkProtocol(options.protocol, 'createConnection');
+    checkProtocol(options.protocol, 'createHttpConnection');
     o = { hostname: options.hostname, port: options.port };
   } else o = options;
   const rsOpts = rsocketOptions !== null && typeof rsocketOptions === 'object' && !(options instanceof URL) ? (rsocketOptions as RSocketOptions) : {};
@@ -103,7 +103,7 @@ export class RAgent extends http.Agent {
 
   /** The agent's connection factory: a new rsocket to the request's host and port. */
   override createConnection(options: HttpConnectionOptions): RSocket {
-    return createConnection(options, this.rsocketOptions);
+    return createHttpConnection(options, this.rsocketOptions);
   }
 }
 
@@ -130,7 +130,7 @@ export class RHttpsAgent extends https.Agent {
   /** TLS over a new rsocket to the request's host and port (default port 443). */
   override createConnection(options: HttpConnectionOptions & tls.ConnectionOptions): tls.TLSSocket {
     const { port, ...rest } = options;
-    const s = createConnection({ ...rest, port: port ?? HTTPS_PORT }, this.rsocketOptions);
+    const s = createHttpConnection({ ...rest, port: port ?? HTTPS_PORT }, this.rsocketOptions);
     return tls.connect({ ...tlsOptionsOf(rest), socket: s });
   }
 }
@@ -234,4 +234,4 @@ export function buildConnector(options: ConnectorOptions = {}): UndiciConnector 
 }
 
 /** undici's connector over rsockets with the default socket options (see {@link buildConnector}). */
-export const connect: UndiciConnector = buildConnector();
+export const rsConnector: UndiciConnector = buildConnector();

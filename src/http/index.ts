@@ -6,23 +6,23 @@
  * ```ts
  * import http from 'node:http';
  * import { Agent, request } from 'undici';
- * import { createServer, RAgent, connect } from 'rdmacm/http';
+ * import { createHttpServer, RAgent, rsConnector } from 'rdmacm/http';
  *
- * createServer((req, res) => res.end('hello over RDMA\n')).listen(8080, '127.0.0.1', async () => {
+ * createHttpServer((req, res) => res.end('hello over RDMA\n')).listen(8080, '127.0.0.1', async () => {
  *   http.get('http://127.0.0.1:8080/', { agent: new RAgent({ keepAlive: true }) }, (res) => res.pipe(process.stdout));
- *   const { body } = await request('http://127.0.0.1:8080/', { dispatcher: new Agent({ connect }) });
+ *   const { body } = await request('http://127.0.0.1:8080/', { dispatcher: new Agent({ connect: rsConnector }) });
  *   console.log(await body.text());
  * });
  * ```
  * @packageDocumentation
  */
 import '../transport-settings.js';
-export { serve, createServer, createHttp2Server, type ServeListenOptions } from './server.js';
+export { serve, createHttpServer, createHttp2Server, type ServeListenOptions } from './server.js';
 export {
-  createConnection,
+  createHttpConnection,
   RAgent,
   RHttpsAgent,
-  connect,
+  rsConnector,
   buildConnector,
   type HttpConnectionOptions,
   type RAgentOptions,

@@ -8,7 +8,7 @@
  * accepted {@link RSocket} reaches it as a `'connection'` (the event a `net.Server` emits for each
  * accepted socket, and the one node:http, https and http2 build their sessions on), `close()`
  * stops the rsocket server and emits `'close'` once its connections have closed, as
- * `net.Server.close` does. {@link createServer} and {@link createHttp2Server} are node's
+ * `net.Server.close` does. {@link createHttpServer} and {@link createHttp2Server} are node's
  * factories followed by {@link serve}.
  */
 import http from 'node:http';
@@ -151,9 +151,9 @@ export function serve<S extends net.Server>(server: S, rsocketOptions: RSocketOp
 }
 
 /** `http.createServer()` whose `listen()` serves over rsockets (see {@link serve}). */
-export function createServer(requestListener?: http.RequestListener): http.Server;
-export function createServer(options: http.ServerOptions & { rsocket?: RSocketOptions }, requestListener?: http.RequestListener): http.Server;
-export function createServer(a?: (http.ServerOptions & { rsocket?: RSocketOptions }) | http.RequestListener, b?: http.RequestListener): http.Server {
+export function createHttpServer(requestListener?: http.RequestListener): http.Server;
+export function createHttpServer(options: http.ServerOptions & { rsocket?: RSocketOptions }, requestListener?: http.RequestListener): http.Server;
+export function createHttpServer(a?: (http.ServerOptions & { rsocket?: RSocketOptions }) | http.RequestListener, b?: http.RequestListener): http.Server {
   if (typeof a === 'function') return serve(http.createServer(a));
   const { rsocket, ...options } = a ?? {};
   return serve(b ? http.createServer(options, b) : http.createServer(options), rsocket);

@@ -6,7 +6,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import http2 from 'node:http2';
 import { once } from 'node:events';
-import { createHttp2Server, createConnection } from '../../dist/http/index.js';
+import { createHttp2Server, createHttpConnection } from '../../dist/http/index.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 import { until } from '../lib/wait.js';
 import { sha, payload, body, listenLocal, closeServer } from '../lib/http.js';
@@ -16,7 +16,7 @@ const BIG = 9 * 1024 * 1024 + 7;
 
 /** An h2c session to `port` over an rsocket. */
 async function session(port) {
-  const s = http2.connect(`http://127.0.0.1:${port}`, { createConnection });
+  const s = http2.connect(`http://127.0.0.1:${port}`, { createConnection: createHttpConnection });
   await once(s, 'connect');
   return s;
 }

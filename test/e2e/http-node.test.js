@@ -1,5 +1,5 @@
 // node:http over rsockets, unchanged on both ends: a real http.Server fed by an rsocket listener
-// (rdmacm/http createServer) and http.request through RAgent / createConnection, on every device
+// (rdmacm/http createHttpServer) and http.request through RAgent / createConnection, on every device
 // that connects RDMA_PS_TCP ids — keep-alive reuse of one connection, many requests over a pool,
 // bodies over 8 MiB both ways (with Content-Length and chunked), a client that goes away in the
 // middle of its request body or of the response, the server's timeouts and close(); an
@@ -11,7 +11,7 @@ import https from 'node:https';
 import tls from 'node:tls';
 import { readFileSync } from 'node:fs';
 import { once } from 'node:events';
-import { createServer, createConnection, RAgent, RHttpsAgent, serve, RSocket } from '../../dist/http/index.js';
+import { createHttpServer, createHttpConnection, RAgent, RHttpsAgent, serve, RSocket } from '../../dist/http/index.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 import { until } from '../lib/wait.js';
 import { freePort } from '../lib/ports.js';
@@ -34,7 +34,7 @@ function fetchOne(opts, reqBody) {
 
 /** Echo server: the request body back, with its length and hash in headers. */
 function echoServer(opts = {}) {
-  return createServer(opts, async (req, res) => {
+  return createHttpServer(opts, async (req, res) => {
     const data = await body(req);
     res.setHeader('x-len', data.length);
     res.setHeader('x-sha', sha(data));
@@ -67,7 +67,7 @@ forEachDevice([Cap.CM_TCP], () => {
   test('a pool of 4 keep-alive rsockets serves 40 concurrent requests', T, async () => {
     let inFlight = 0;
     let most = 0;
-    const server = createServer(async (req, res) => {
+    const server = createHttpServer(async (req, res) => {
       inFlight++;
       most = Math.max(most, inFlight);
       await new Promise((r) => setTimeout(r, 2));
@@ -103,7 +103,7 @@ forEachDevice([Cap.CM_TCP], () => {
   });
 
   test('chunked both ways: a request body in 300 writes, a response streamed in 1 MiB writes', T, async () => {
-    const server = createServer(async (req, res) => {
+    const server = createHttpServer(async (req, res) => {
       assert.equal(req.headers['transfer-encoding'], 'chunked');
       const data = await body(req);
       res.setHeader('x-sha', sha(data));
@@ -128,10 +128,10 @@ forEachDevice([Cap.CM_TCP], () => {
     await closeServer(server);
   });
 
-  test('http.request({ createConnection }) without an agent; the connection closes after the response', T, async () => {
+  test('http.request({ createConnection: createHttpConnection }) without an agent; the connection closes after the response', T, async () => {
     const server = echoServer();
     const port = await listenLocal(server);
-    const { res, data } = await fetchOne({ port, method: 'POST', createConnection, headers: { connection: 'close' } }, 'one');
+    const { res, data } = await fetchOne({ port, method: 'POST', createConnection: createHttpConnection, headers: { connection: 'close' } }, 'one');
     assert.equal(res.statusCode, 200);
     assert.equal(data.toString(), 'one');
     await until(() => server.accepted[0]?.destroyed, 5000, 'the server to close the connection');
@@ -141,14 +141,14 @@ forEachDevice([Cap.CM_TCP], () => {
   test('a client that goes away in the middle of its request body: the server sees aborted and close, nothing stays open', T, async () => {
     let serverReq;
     const received = [];
-    const server = createServer((req, res) => {
+    const server = createHttpServer((req, res) => {
       serverReq = req;
       req.on('data', (d) => received.push(d.length));
       req.on('error', () => {});
       res.on('error', () => {});
     });
     const port = await listenLocal(server);
-    const req = http.request({ host: '127.0.0.1', port, method: 'POST', createConnection, headers: { 'content-length': BIG } });
+    const req = http.request({ host: '127.0.0.1', port, method: 'POST', createConnection: createHttpConnection, headers: { 'content-length': BIG } });
     req.on('error', () => {});
     req.write(payload(1 << 20, 9));
     await until(() => received.reduce((a, b) => a + b, 0) >= 1 << 20, 10_000, 'the first MiB at the server');
@@ -167,7 +167,7 @@ forEachDevice([Cap.CM_TCP], () => {
 
   test('a client that goes away in the middle of a large response: the response closes unfinished', T, async () => {
     let serverRes;
-    const server = createServer(async (req, res) => {
+    const server = createHttpServer(async (req, res) => {
       serverRes = res;
       res.on('error', () => {});
       res.setHeader('content-length', 64 * BIG);
@@ -176,7 +176,7 @@ forEachDevice([Cap.CM_TCP], () => {
     });
     const port = await listenLocal(server);
     const resP = new Promise((resolve, reject) => {
-      const req = http.request({ host: '127.0.0.1', port, createConnection }, resolve);
+      const req = http.request({ host: '127.0.0.1', port, createConnection: createHttpConnection }, resolve);
       req.on('error', reject);
       req.end();
     });
@@ -209,7 +209,7 @@ forEachDevice([Cap.CM_TCP], () => {
   });
 
   test('requestTimeout: a client that stops in the middle of its headers gets 408 and the connection closes', T, async () => {
-    const server = createServer({ requestTimeout: 400, headersTimeout: 400, connectionsCheckingInterval: 100 }, (req, res) => res.end('never'));
+    const server = createHttpServer({ requestTimeout: 400, headersTimeout: 400, connectionsCheckingInterval: 100 }, (req, res) => res.end('never'));
     const port = await listenLocal(server);
     const c = new RSocket().connect(port, '127.0.0.1');
     await once(c, 'connect');
@@ -222,12 +222,12 @@ forEachDevice([Cap.CM_TCP], () => {
 
   test('server.close(): waits for the open connection, then close; a second close() gets ERR_SERVER_NOT_RUNNING', T, async () => {
     let release;
-    const server = createServer((req, res) => {
+    const server = createHttpServer((req, res) => {
       release = () => res.end('late');
     });
     const port = await listenLocal(server);
     assert.equal(server.listening, true);
-    const reply = fetchOne({ port, createConnection });
+    const reply = fetchOne({ port, createConnection: createHttpConnection });
     await until(() => release, 5000, 'the request at the server');
     let closed = false;
     const closing = closeServer(server).then(() => (closed = true));
@@ -244,7 +244,7 @@ forEachDevice([Cap.CM_TCP], () => {
     // Closed, it listens again and serves.
     server.removeAllListeners('request').on('request', (req, res) => res.end('again'));
     const again = await listenLocal(server);
-    const { data: d2 } = await fetchOne({ port: again, createConnection });
+    const { data: d2 } = await fetchOne({ port: again, createConnection: createHttpConnection });
     assert.equal(d2.toString(), 'again');
     await closeServer(server);
   });
@@ -272,7 +272,7 @@ forEachDevice([Cap.CM_TCP], () => {
     );
     const port = await listenLocal(server);
     const data = payload(2 << 20, 21);
-    const tlsOver = (opts) => tls.connect({ socket: createConnection(opts), servername: 'localhost', ca: cert });
+    const tlsOver = (opts) => tls.connect({ socket: createHttpConnection(opts), servername: 'localhost', ca: cert });
     const { res, data: back } = await fetchOne({ port, method: 'POST', createConnection: tlsOver }, data);
     assert.equal(res.statusCode, 200);
     assert.match(back.toString(), new RegExp(`^true TLSv1\\.[23] ${sha(data)}$`));
@@ -301,7 +301,7 @@ forEachDevice([Cap.CM_TCP], () => {
   });
 
   test('listen() on an address no device owns: the server\'s error event after listen() returns, as net reports it', T, async () => {
-    const server = createServer(() => {});
+    const server = createHttpServer(() => {});
     server.listen(0, '10.255.255.1');
     const [err] = await once(server, 'error');
     assert.equal(err.code, 'EADDRNOTAVAIL');
@@ -315,7 +315,7 @@ forEachDevice([Cap.CM_TCP], () => {
     const ac = new AbortController();
     server.listen({ port: 0, host: '127.0.0.1', signal: ac.signal });
     await once(server, 'listening');
-    const { data } = await fetchOne({ port: server.address().port, method: 'POST', createConnection }, 'before');
+    const { data } = await fetchOne({ port: server.address().port, method: 'POST', createConnection: createHttpConnection }, 'before');
     assert.equal(data.toString(), 'before');
     const closed = once(server, 'close');
     ac.abort();
@@ -331,6 +331,6 @@ forEachDevice([Cap.CM_TCP], () => {
 
 describe('rdmacm/http refuses what it does not serve', () => {
   test('an https: URL to createConnection is EPROTONOSUPPORT', () => {
-    assert.throws(() => createConnection(new URL('https://127.0.0.1:1/')), { code: 'EPROTONOSUPPORT' });
+    assert.throws(() => createHttpConnection(new URL('https://127.0.0.1:1/')), { code: 'EPROTONOSUPPORT' });
   });
 });

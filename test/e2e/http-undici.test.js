@@ -10,7 +10,7 @@ import { once } from 'node:events';
 import https from 'node:https';
 import { readFileSync } from 'node:fs';
 import { Agent, Client, request, fetch, getGlobalDispatcher, setGlobalDispatcher } from 'undici';
-import { createServer, connect, buildConnector, serve } from '../../dist/http/index.js';
+import { createHttpServer, rsConnector, buildConnector, serve } from '../../dist/http/index.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 import { until } from '../lib/wait.js';
 import { freePort } from '../lib/ports.js';
@@ -21,7 +21,7 @@ const BIG = 9 * 1024 * 1024 + 7;
 
 /** Echo server: the request body back, with its length and hash in headers. */
 function echoServer() {
-  return createServer(async (req, res) => {
+  return createHttpServer(async (req, res) => {
     const data = await body(req);
     res.setHeader('x-sha', sha(data));
     res.setHeader('x-conn', `${req.socket.remotePort}`);
@@ -35,7 +35,7 @@ forEachDevice([Cap.CM_TCP], () => {
     const port = await listenLocal(server);
     // An Agent's default pool may open a second connection while the first finishes its
     // response (undici does so over TCP as well); one connection per origin pins the count.
-    const dispatcher = new Agent({ connect, connections: 1 });
+    const dispatcher = new Agent({ connect: rsConnector, connections: 1 });
     for (let i = 0; i < 20; i++) {
       const r = await request(`http://127.0.0.1:${port}/k${i}`, { dispatcher, method: 'POST', body: `body ${i}` });
       assert.equal(r.statusCode, 200);
@@ -49,7 +49,7 @@ forEachDevice([Cap.CM_TCP], () => {
   test('Client keep-alive: 20 sequential requests, one connection, the same rsocket throughout', T, async () => {
     const server = echoServer();
     const port = await listenLocal(server);
-    const client = new Client(`http://127.0.0.1:${port}`, { connect });
+    const client = new Client(`http://127.0.0.1:${port}`, { connect: rsConnector });
     const conns = new Set();
     for (let i = 0; i < 20; i++) {
       const r = await client.request({ path: `/c${i}`, method: 'POST', body: `c ${i}` });
@@ -64,14 +64,14 @@ forEachDevice([Cap.CM_TCP], () => {
 
   test('pipelining: 4 requests on the wire of one rsocket at once, answered in order', T, async () => {
     const waiting = [];
-    const server = createServer((req, res) => {
+    const server = createHttpServer((req, res) => {
       waiting.push(() => res.end(`answer ${req.url}`));
       // node:http parses pipelined requests as they come and queues their responses: hold
       // every answer until four requests have arrived on the connection.
       if (waiting.length === 4) for (const w of waiting.splice(0)) w();
     });
     const port = await listenLocal(server);
-    const client = new Client(`http://127.0.0.1:${port}`, { connect, pipelining: 4 });
+    const client = new Client(`http://127.0.0.1:${port}`, { connect: rsConnector, pipelining: 4 });
     const replies = await Promise.all(
       [0, 1, 2, 3].map(async (i) => {
         const r = await client.request({ path: `/q${i}`, method: 'GET' });
@@ -87,7 +87,7 @@ forEachDevice([Cap.CM_TCP], () => {
   test('request() with 9 MiB each way', T, async () => {
     const server = echoServer();
     const port = await listenLocal(server);
-    const dispatcher = new Agent({ connect });
+    const dispatcher = new Agent({ connect: rsConnector });
     const data = payload(BIG, 11);
     const r = await request(`http://127.0.0.1:${port}/big`, { dispatcher, method: 'PUT', body: data });
     assert.equal(r.headers['x-sha'], sha(data));
@@ -101,7 +101,7 @@ forEachDevice([Cap.CM_TCP], () => {
   test('fetch() with 9 MiB each way, the request body streamed', T, async () => {
     const server = echoServer();
     const port = await listenLocal(server);
-    const dispatcher = new Agent({ connect });
+    const dispatcher = new Agent({ connect: rsConnector });
     const data = payload(BIG, 13);
     const stream = new ReadableStream({
       start(ctl) {
@@ -120,7 +120,7 @@ forEachDevice([Cap.CM_TCP], () => {
 
   test('an AbortSignal ends a request while its response streams: AbortError, the server sees the connection close', T, async () => {
     let serverRes;
-    const server = createServer(async (req, res) => {
+    const server = createHttpServer(async (req, res) => {
       serverRes = res;
       res.on('error', () => {});
       res.setHeader('content-length', 64 * BIG);
@@ -128,7 +128,7 @@ forEachDevice([Cap.CM_TCP], () => {
       while (!res.destroyed) if (!res.write(chunk)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
     });
     const port = await listenLocal(server);
-    const dispatcher = new Agent({ connect });
+    const dispatcher = new Agent({ connect: rsConnector });
     const ac = new AbortController();
     const r = await request(`http://127.0.0.1:${port}/stream`, { dispatcher, signal: ac.signal });
     let got = 0;
@@ -147,9 +147,9 @@ forEachDevice([Cap.CM_TCP], () => {
   });
 
   test('an AbortSignal aborted before the response: fetch rejects with AbortError', T, async () => {
-    const server = createServer(() => {});
+    const server = createHttpServer(() => {});
     const port = await listenLocal(server);
-    const dispatcher = new Agent({ connect });
+    const dispatcher = new Agent({ connect: rsConnector });
     const ac = new AbortController();
     const p = fetch(`http://127.0.0.1:${port}/never`, { dispatcher, signal: ac.signal });
     await until(() => server.accepted.length === 1, 5000, 'the connection');
@@ -161,9 +161,9 @@ forEachDevice([Cap.CM_TCP], () => {
   });
 
   test("Node's own fetch() over rsockets: with { dispatcher }, and unchanged once the Agent is the global dispatcher", T, async () => {
-    const server = createServer((req, res) => res.end(`${req.url} over ${req.socket.constructor.name}`));
+    const server = createHttpServer((req, res) => res.end(`${req.url} over ${req.socket.constructor.name}`));
     const port = await listenLocal(server);
-    const dispatcher = new Agent({ connect, connections: 1 });
+    const dispatcher = new Agent({ connect: rsConnector, connections: 1 });
     const r1 = await globalThis.fetch(`http://127.0.0.1:${port}/given`, { dispatcher });
     assert.equal(await r1.text(), '/given over RSocket');
     const saved = getGlobalDispatcher();
@@ -208,7 +208,7 @@ forEachDevice([Cap.CM_TCP], () => {
 });
 
 test('an https: origin without TLS options: the connector refuses it with EPROTONOSUPPORT', async () => {
-  const dispatcher = new Agent({ connect });
+  const dispatcher = new Agent({ connect: rsConnector });
   await assert.rejects(request('https://127.0.0.1:1/', { dispatcher }), { code: 'EPROTONOSUPPORT' });
   await dispatcher.close();
 });

@@ -1,5 +1,5 @@
 // HTTP over rsockets through the native backend in the reference VM: a node:http server of ours
-// (rdmacm/http createServer) runs inside the guest with RDMACM_BACKEND=native, on the kernel's
+// (rdmacm/http createHttpServer) runs inside the guest with RDMACM_BACKEND=native, on the kernel's
 // rxe0 through rdma-core's librdmacm and libibverbs, and two clients of ours reach it:
 //   G  a node:http client in the guest, also on the native backend (RAgent over rxe0);
 //   H  a node:http client on the host, on our soft RoCE device (rxe_rvbr0 in the `refvm` netns),
@@ -90,7 +90,7 @@ test("native backend on the kernel's rxe0: node:http served over rsockets, clien
     checkClient('host', host, host.code, host.stdout);
   });
 
-  await t.test('U: an undici Client on the host over our soft RoCE device (rdmacm/http connect, pipelining 2), against the same server', () => {
+  await t.test('U: an undici Client on the host over our soft RoCE device (rdmacm/http rsConnector, pipelining 2), against the same server', () => {
     assert.ok(hostUndici, `the undici client did not run (server exit ${srv.rc})\n${desc('server', srv)}`);
     checkClient('undici', hostUndici, hostUndici.code, hostUndici.stdout);
   });

@@ -19,7 +19,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 const [root, role, address, portStr, who] = process.argv.slice(2);
-const { createServer, RAgent, connect } = await import(`${root}/dist/http/index.js`);
+const { createHttpServer, RAgent, rsConnector } = await import(`${root}/dist/http/index.js`);
 const { getDeviceList } = await import(`${root}/dist/index.js`);
 const port = Number(portStr);
 const sha = (b) => createHash('sha256').update(b).digest('hex');
@@ -37,7 +37,7 @@ async function bodyOf(readable) {
 
 async function server() {
   const served = [];
-  const srv = createServer(async (req, res) => {
+  const srv = createHttpServer(async (req, res) => {
     const data = await bodyOf(req);
     served.push(`${req.method} ${req.url} from ${req.socket.remoteAddress}`);
     res.setHeader('x-conn', `${req.socket.remoteAddress}:${req.socket.remotePort}`);
@@ -85,7 +85,7 @@ function payloadOf() {
 
 async function undiciClient() {
   const undici = await import(pathToFileURL(createRequire(join(root, 'package.json')).resolve('undici')).href);
-  const client = new undici.Client(`http://${address}:${port}`, { connect, pipelining: 2 });
+  const client = new undici.Client(`http://${address}:${port}`, { connect: rsConnector, pipelining: 2 });
   const out = { statuses: [], bodies: [], connections: 0, echo: null };
   const conns = new Set();
   let ok = true;
