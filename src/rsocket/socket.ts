@@ -89,6 +89,7 @@ export class RSocket extends Duplex {
   private pendingFinal: (() => void) | null = null;
   private idleMs = 0;
   private idleTimer: NodeJS.Timeout | null = null;
+  private timeoutSet = false;
 
   constructor(options: RSocketOptions = {}) {
     const dopts: import('node:stream').DuplexOptions = { allowHalfOpen: options.allowHalfOpen ?? false, emitClose: true, autoDestroy: true, decodeStrings: true };
@@ -178,8 +179,24 @@ export class RSocket extends Duplex {
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.idleTimer = null;
     this.idleMs = ms > 0 ? ms : 0;
+    this.timeoutSet = true;
     this.touch();
     return this;
+  }
+
+  /** The idle timeout set by {@link setTimeout} in ms, undefined before any (net.Socket's `timeout`). */
+  get timeout(): number | undefined {
+    return this.timeoutSet ? this.idleMs : undefined;
+  }
+
+  /**
+   * As `net.Socket.destroySoon`: end the write side, and destroy once everything written is
+   * flushed (at once if it already is). node:http ends a connection it will not reuse this way.
+   */
+  destroySoon(): void {
+    if (this.writable) this.end();
+    if (this.writableFinished) this.destroy();
+    else this.once('finish', () => this.destroy());
   }
 
   /** Restart the idle timer (activity). */
