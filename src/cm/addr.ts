@@ -8,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import { err } from '../errors.js';
 import { Errno } from '../errno.js';
+import { checkPort, checkSockAddr } from './addr-check.js';
 import { formatIpv4, ipKey, isLoopbackIp, parseIpv4, unmapV4 } from '../util/ip.js';
 
 /**
@@ -328,11 +329,18 @@ function gidOfIp(address: string, family: 4 | 6): string {
  * resolution failures reject with a {@link GaiError} carrying the EAI code.
  */
 export async function getaddrinfo(node: string | null, service: string | number | null, hints: RdmaAddrinfoHints = {}): Promise<RdmaAddrinfo> {
-  if (node === null && service === null) throw err('EINVAL', 'rdma_getaddrinfo');
+  const op = 'rdma_getaddrinfo';
+  if (node === null && service === null) throw err('EINVAL', op, 'neither node nor service');
+  if (node !== null && typeof node !== 'string') throw err('EINVAL', op, `node must be a string or null, not ${typeof node}`);
+  if (service !== null && typeof service !== 'string' && typeof service !== 'number') throw err('EINVAL', op, `service must be a string, a port number or null, not ${typeof service}`);
+  if (typeof hints !== 'object' || hints === null) throw err('EINVAL', op, 'hints must be an object');
+  if (hints.family !== undefined && !['IPv4', 'IPv6', 'IB'].includes(hints.family)) throw err('EINVAL', op, `hints family ${String(hints.family)} (IPv4, IPv6 or IB)`);
+  if (hints.srcAddr !== undefined) hints = { ...hints, srcAddr: checkSockAddr(hints.srcAddr, op, 'hints source') };
   const flags = hints.flags ?? 0;
   let port = 0;
   if (service !== null) {
-    const p = typeof service === 'number' ? (Number.isInteger(service) && service >= 0 ? service & 0xffff : -1) : await servicePort(service);
+    // A number is a port (checked as every port is); a string is read as glibc reads a service.
+    const p = typeof service === 'number' ? checkPort(service, op, 'service') : await servicePort(service);
     if (p < 0) throw new GaiError(-8, 'EAI_SERVICE', gaiStrerror(-8));
     port = p;
   }

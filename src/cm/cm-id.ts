@@ -37,6 +37,7 @@ import type { QpAttr } from '../verbs/qp-attr.js';
 import { QpType, TransportType, type QpState } from '../verbs/types.js';
 import type { EventChannel } from './event-channel.js';
 import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
+import { checkDevicePin, checkOptionalSockAddr, checkSockAddr } from './addr-check.js';
 import { ipFamily, isAfIb, isAny, isLoopback, resolveNeighbor, routeSource, type SockAddr } from './addr.js';
 import { PortSpace, isPortSpace, qpTypeOfPortSpace } from './port-space.js';
 import { checkPortPrivilege } from './port-privilege.js';
@@ -173,7 +174,9 @@ export class CmId implements DeviceBoundId {
   /** @internal Use {@link createId}. */
   constructor(channel: EventChannel | null, context: unknown, ps: PortSpace, opts: CreateIdOptions = {}) {
     if (!isPortSpace(ps)) throw err('EINVAL', 'rdma_create_id', `port space ${ps}`);
-    if (opts.device !== undefined && (typeof opts.device !== 'string' || opts.device === '')) throw err('EINVAL', 'rdma_create_id', 'device must be a device name');
+    const env = opts.device === undefined ? defaultDevicePin() : undefined;
+    // The pin is checked where it is given (ENODEV naming it), unless transports not loaded yet may bring the device.
+    if (opts.device !== undefined || env !== undefined) checkDevicePin(opts.device ?? env, 'rdma_create_id', env === undefined ? 'device' : 'RDMACM_DEVICE', !transportsDeferred());
     this.events = new IdEvents(this, this.tag(), channel);
     this.context = context;
     const asked = opts.qpType ?? QpType.RC;
@@ -181,7 +184,7 @@ export class CmId implements DeviceBoundId {
     if (ps === PortSpace.IB && asked === QpType.UD) throw err('EOPNOTSUPP', 'rdma_create_id', 'UD ids on RDMA_PS_IB');
     this.ps = ps;
     this.qpType = qpTypeOfPortSpace(ps, asked);
-    this.devicePin = opts.device ?? defaultDevicePin();
+    this.devicePin = opts.device ?? env;
     this.host = this.makeHost();
   }
 
@@ -491,6 +494,7 @@ export class CmId implements DeviceBoundId {
   bindAddr(given: SockAddr): void {
     const op = 'rdma_bind_addr';
     this.checkAlive(op);
+    given = checkSockAddr(given, op, 'address');
     this.enter(CmState.IDLE, CmState.ADDR_BOUND, op, 'bind');
     try {
       this.bind(given, op);
@@ -507,7 +511,6 @@ export class CmId implements DeviceBoundId {
     if (isAfIb(given) && !isAny(given.address)) throw err('ENODEV', op, `no device has GID ${given.address}`);
     const addr = isAfIb(given) ? { address: '0.0.0.0', port: given.port } : given;
     const fam = ipFamily(addr.address, op);
-    if (!Number.isInteger(addr.port) || addr.port < 0 || addr.port > 65535) throw err('EINVAL', op, `port ${addr.port}`);
     checkPortPrivilege(addr.port, op);
     let dev: Device | undefined;
     if (!isAny(addr.address)) {
@@ -539,6 +542,8 @@ export class CmId implements DeviceBoundId {
   async resolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs = 2000): Promise<void> {
     const op = 'rdma_resolve_addr';
     this.checkAlive(op);
+    src = checkOptionalSockAddr(src, op, 'source');
+    dst = checkSockAddr(dst, op, 'destination');
     // The kernel resolves an AF_IB address to the device owning its GID (cma_resolve_ib_dev);
     // no device here is addressed by GID.
     if (isAfIb(dst) || isAfIb(src)) throw err('ENODEV', op, 'no device resolves AF_IB addresses');
@@ -1003,12 +1008,12 @@ export class CmId implements DeviceBoundId {
   async joinMulticastEx(opts: { addr: SockAddr; joinFlags?: number; context?: unknown; compMask?: number }): Promise<void> {
     const op = 'rdma_join_multicast';
     this.checkAlive(op);
+    const addr = checkSockAddr(opts?.addr, op, 'group', { portOptional: true });
     if (opts.compMask !== undefined) checkJoinCompMask(opts.compMask, 'rdma_join_multicast_ex');
     this.expect([CmState.ADDR_BOUND, CmState.ADDR_RESOLVED], op);
     if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
-    ipFamily(opts.addr.address, op);
     const flags = checkJoinFlags(opts.joinFlags, op);
-    this.groups.join(this.endpoint(op), this.verbs.device.name, opts.addr, flags, opts.context, op);
+    this.groups.join(this.endpoint(op), this.verbs.device.name, addr, flags, opts.context, op);
     if (this.isSync) await this.events.complete(op);
   }
 
@@ -1019,7 +1024,7 @@ export class CmId implements DeviceBoundId {
   async leaveMulticast(addr: SockAddr): Promise<void> {
     const op = 'rdma_leave_multicast';
     this.checkAlive(op);
-    this.groups.leave(addr, this.qp, this.ep, op);
+    this.groups.leave(checkSockAddr(addr, op, 'group', { portOptional: true }), this.qp, this.ep, op);
   }
 
   /**
