@@ -107,6 +107,8 @@ export interface NeighborSource {
   trigger?: (dst: string) => void;
   /** Longest poll interval of the neighbour table (ms; polling starts at 2 ms and doubles). */
   pollMs?: number;
+  /** Stops the wait (the resolution was aborted or its id destroyed): the result is then ignored. */
+  signal?: AbortSignal;
 }
 
 /** `struct rtentry` flag: the route goes through a gateway. */
@@ -193,11 +195,25 @@ export async function resolveNeighbor(dst: string, timeoutMs: number, src: Neigh
   const every = src.pollMs ?? 50;
   let wait = Math.min(2, every);
   while (Date.now() < until) {
-    await new Promise((r) => setTimeout(r, Math.min(wait, Math.max(until - Date.now(), 1))));
+    if (src.signal?.aborted) return -Errno.ECANCELED;
+    await sleep(Math.min(wait, Math.max(until - Date.now(), 1)), src.signal);
     if ((await complete()) !== false) return 0;
     wait = Math.min(wait * 2, every);
   }
   return -Errno.ETIMEDOUT;
+}
+
+/** Wait `ms`, or less when `signal` aborts (no timer is left behind). */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 /** 224.0.0.0/4 (multicast) or 255.255.255.255 (limited broadcast). */

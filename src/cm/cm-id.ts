@@ -44,6 +44,8 @@ import { checkPortPrivilege } from './port-privilege.js';
 import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, transportOf } from './device-choice.js';
 import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type ConnectRequest, type IncomingRequest } from './transport.js';
 import { IdEvents, NO_PRIVATE_DATA } from './id-events.js';
+import { cancellable, untilAborted } from './id-cancel.js';
+import { throwIfAborted } from '../util/abort.js';
 import { IdQp, type CmQpInitAttr, type CmQpInitAttrEx, type CmSrqInitAttrEx } from './id-qp.js';
 import { IdMulticast, McJoinFlag, checkJoinCompMask, checkJoinFlags } from './id-multicast.js';
 import { IdHost } from './id-host.js';
@@ -163,6 +165,10 @@ export class CmId implements DeviceBoundId {
   /** The explicitly bound source address is the one route lookup picks for `dst` (resolveAddr). */
   private boundIsRouteSource = false;
   private options = { tos: -1, reuseAddr: false, afOnly: false, ackTimeout: -1 };
+  /** The address or route resolution under way: aborted when the call is (its work then reports nothing) or the id destroyed. */
+  private attempt: AbortController | null = null;
+  /** Aborted by rdma_destroy_id: ends the transport waits of the calls under way. */
+  private readonly life = new AbortController();
   /** Detach from the device the id is attached to (id-device.ts), while attached. */
   private detachDevice: (() => void) | null = null;
   /**
@@ -539,12 +545,18 @@ export class CmId implements DeviceBoundId {
    * errno status (-ENODEV: no (pinned) device owns the source; -ETIMEDOUT: no ARP answer).
    * An AF_IB source or destination fails the call with ENODEV.
    */
-  async resolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs = 2000): Promise<void> {
+  async resolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs = 2000, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_resolve_addr';
     this.checkAlive(op);
     src = checkOptionalSockAddr(src, op, 'source');
     dst = checkSockAddr(dst, op, 'destination');
-    // The kernel resolves an AF_IB address to the device owning its GID (cma_resolve_ib_dev);
+    const d = dst;
+    // Aborted: back to ADDR_BOUND, as a failed resolution leaves the id (cma.c `rdma_resolve_addr`'s error path).
+    return cancellable(this, op, signal, () => this.startResolveAddr(src, d, timeoutMs, op, signal), () => this.stopAttempt(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'resolve_addr aborted'));
+  }
+
+  /** rdma_resolve_addr's work, once its arguments are checked. */
+  private async startResolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs: number, op: string, signal: AbortSignal | undefined): Promise<void> {    // The kernel resolves an AF_IB address to the device owning its GID (cma_resolve_ib_dev);
     // no device here is addressed by GID.
     if (isAfIb(dst) || isAfIb(src)) throw err('ENODEV', op, 'no device resolves AF_IB addresses');
     const dfam = ipFamily(dst.address, op);
@@ -565,12 +577,12 @@ export class CmId implements DeviceBoundId {
       // The transport resolves by itself (native): it reports ADDR_RESOLVED / ADDR_ERROR.
       this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
       try {
-        await this.ep.resolveAddr(src, dst, timeoutMs);
+        await untilAborted(this.ep.resolveAddr(src, dst, timeoutMs), op, signal, this.life.signal);
       } catch (e) {
         this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'resolve failed');
         throw e;
       }
-      if (this.isSync) await this.events.complete(op);
+      if (this.isSync) await this.events.complete(op, signal);
       return;
     }
     this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
@@ -579,20 +591,23 @@ export class CmId implements DeviceBoundId {
     const s = this.src as SockAddr;
     let from: string;
     this.boundIsRouteSource = false;
+    const attempt = (this.attempt = new AbortController());
     try {
-      if (isAny(s.address)) from = await routeSource(dst.address, dfam);
+      if (isAny(s.address)) from = await untilAborted(routeSource(dst.address, dfam), op, signal);
       else {
         from = s.address;
         // A bind() of the address the kernel would pick anyway only costs: it makes the kernel
         // search the port space, slow with thousands of sockets. rdma_connect skips it then.
-        if (this.boundExplicitly && !s.port) this.boundIsRouteSource = from === dst.address || (await routeSource(dst.address, dfam).catch(() => '')) === from;
+        if (this.boundExplicitly && !s.port) this.boundIsRouteSource = from === dst.address || (await untilAborted(routeSource(dst.address, dfam).catch(() => ''), op, signal)) === from;
       }
     } catch (e) {
+      if (signal?.aborted) throw e;
       this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'no route');
       const c = (e as NodeJS.ErrnoException).code;
       throw err(c === 'ENETUNREACH' || c === 'EHOSTUNREACH' || c === 'EADDRNOTAVAIL' ? c : 'ENETUNREACH', op, `${dst.address}: ${(e as Error).message}`);
     }
     const work = async (): Promise<void> => {
+      if (attempt.signal.aborted) return;
       let status = 0;
       const dev = chooseDevice(from, this.ps, this.devicePin);
       if (!dev) status = -Errno.ENODEV;
@@ -610,14 +625,22 @@ export class CmId implements DeviceBoundId {
         }
         if (status === 0) this.src = { address: from, port: s.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
         // The next hop's link address (ARP): -ETIMEDOUT when nobody answers within the timeout.
-        if (status === 0 && !isLoopback(dst.address) && !isAny(dst.address) && devicesOwning(dst.address).length === 0) status = await resolveNeighbor(dst.address, timeoutMs);
+        if (status === 0 && !isLoopback(dst.address) && !isAny(dst.address) && devicesOwning(dst.address).length === 0) status = await resolveNeighbor(dst.address, timeoutMs, { signal: attempt.signal });
       }
+      if (attempt.signal.aborted) return;
       if (status === 0) {
         if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved')) this.events.post(CmEventType.ADDR_RESOLVED);
       } else if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'address error')) this.events.post(CmEventType.ADDR_ERROR, status);
     };
     setImmediate(() => void work());
-    if (this.isSync) await this.events.complete(op);
+    if (this.isSync) await this.events.complete(op, signal);
+  }
+
+  /** An aborted resolution: its work reports nothing, and the id goes back from `from` to `to`. */
+  private stopAttempt(from: CmState, to: CmState, why: string): void {
+    this.attempt?.abort();
+    this.attempt = null;
+    this.cell.exch(from, to, why);
   }
 
   /**
@@ -625,17 +648,20 @@ export class CmId implements DeviceBoundId {
    * follows at once; a transport with path resolution (IB) resolves it first (ROUTE_ERROR with
    * its status on failure). EINVAL unless ADDR_RESOLVED.
    */
-  async resolveRoute(timeoutMs = 2000): Promise<void> {
+  async resolveRoute(timeoutMs = 2000, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_resolve_route';
     this.checkAlive(op);
+    throwIfAborted(signal, op);
     this.enter(CmState.ADDR_RESOLVED, CmState.ROUTE_QUERY, op, 'resolve_route');
     if (!Number.isInteger(timeoutMs) || timeoutMs < 0) {
       this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'resolve_route refused');
       throw err('EINVAL', op, `timeout ${timeoutMs}`);
     }
     const ep = this.ep;
+    const attempt = (this.attempt = new AbortController());
     setImmediate(() => {
       const done = (status: number): void => {
+        if (attempt.signal.aborted) return;
         if (status === 0) {
           if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ROUTE_RESOLVED, 'route resolved')) this.events.post(CmEventType.ROUTE_RESOLVED);
         } else if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'route error')) this.events.post(CmEventType.ROUTE_ERROR, status);
@@ -643,7 +669,8 @@ export class CmId implements DeviceBoundId {
       if (ep?.resolveRoute) ep.resolveRoute(timeoutMs).then(done, (e: unknown) => done(-(e instanceof RdmaError ? e.errno : Errno.EIO)));
       else done(0);
     });
-    if (this.isSync) await this.events.complete(op);
+    // Aborted: back to ADDR_RESOLVED, as a route error leaves it.
+    if (this.isSync) await cancellable(this, op, signal, () => this.events.complete(op, signal), () => this.stopAttempt(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'resolve_route aborted'));
   }
 
   // -- QP -----------------------------------------------------------------------------------------
@@ -738,9 +765,10 @@ export class CmId implements DeviceBoundId {
    * UNREACHABLE (-ETIMEDOUT); CONNECT_ERROR otherwise. EINVAL unless ROUTE_RESOLVED, or with no
    * QP where the transport needs one; on iWARP a refused TCP connect fails the call itself.
    */
-  async connect(param?: ConnParam): Promise<void> {
+  async connect(param?: ConnParam, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_connect';
     this.checkAlive(op);
+    throwIfAborted(signal, op);
     this.enter(CmState.ROUTE_RESOLVED, CmState.CONNECT, op, 'connect');
     let ep: CmEndpoint;
     let req: ConnectRequest;
@@ -754,15 +782,33 @@ export class CmId implements DeviceBoundId {
     this.active = true;
     this.established = false;
     this.qps.handOver(req.qp);
-    try {
-      await ep.connect(req);
-    } catch (e) {
-      // The call itself failed (no event follows): the id is back in ROUTE_RESOLVED.
-      if (!this.established) this.cell.exch(CmState.CONNECT, CmState.ROUTE_RESOLVED, 'connect failed');
-      this.qps.release();
-      throw e;
-    }
-    if (this.isSync) await this.events.complete(op);
+    // Aborted: the attempt is dropped as rdma_destroy_id drops it (the peer sees the request
+    // end), and the id is back in ROUTE_RESOLVED, as after REJECTED.
+    await cancellable(this, op, signal, async () => {
+      try {
+        await untilAborted(ep.connect(req), op, signal, this.life.signal);
+      } catch (e) {
+        if (signal?.aborted || this.destroyed) throw e;
+        // The call itself failed (no event follows): the id is back in ROUTE_RESOLVED.
+        if (!this.established) this.cell.exch(CmState.CONNECT, CmState.ROUTE_RESOLVED, 'connect failed');
+        this.qps.release();
+        throw e;
+      }
+      if (this.isSync) await this.events.complete(op, signal);
+    }, () => this.abandon(CmState.ROUTE_RESOLVED, 'connect aborted'));
+  }
+
+  /**
+   * Drop the connection under way (an aborted rdma_connect or rdma_accept) as rdma_destroy_id
+   * drops it — the peer sees it end: REJ on IB, a reset on iWARP — and give the id a fresh
+   * endpoint; the QP handed over goes to ERR, as after REJECTED. The id goes to `to`.
+   */
+  private abandon(to: CmState, why: string): void {
+    this.ep?.destroy();
+    this.ep = this.transport ? this.transport.createEndpoint(this.host) : null;
+    this.qps.connectFailed();
+    this.established = false;
+    this.cell.exch([CmState.CONNECT, CmState.DISCONNECT], to, why);
   }
 
   /**
@@ -804,9 +850,10 @@ export class CmId implements DeviceBoundId {
    * if no transport serves the port space, EINVAL unless bound or idle (or once destroyed while
    * the transports set up: their listeners are closed).
    */
-  async listen(backlog = 0): Promise<void> {
+  async listen(backlog = 0, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_listen';
     this.checkAlive(op);
+    throwIfAborted(signal, op);
     if (this.cell.is(CmState.IDLE)) this.bindAddr({ address: '0.0.0.0', port: 0 });
     this.expect([CmState.ADDR_BOUND], op);
     if (!this.verbs && transportsDeferred()) {
@@ -814,6 +861,7 @@ export class CmId implements DeviceBoundId {
       // the process has deferred.
       await loadDeferredTransports();
       this.checkAlive(op);
+      throwIfAborted(signal, op);
       this.expect([CmState.ADDR_BOUND], op);
     }
     const wanted = this.listenTransports(op);
@@ -826,6 +874,8 @@ export class CmId implements DeviceBoundId {
         const l = t === this.transport && this.ep?.listen ? await this.ep.listen({ addr, ...req }) : await t.listen(t === this.transport ? this.host : this.makeHost(t), { addr, ...req });
         listeners.push(l);
         if (this.src) this.src = { address: this.src.address, port: l.port, family: this.src.family ?? 'IPv4' };
+        // Aborted while a transport set up: the listeners made so far are closed; the id stays bound.
+        throwIfAborted(signal, op);
       }
     } catch (e) {
       for (const l of listeners) l.close();
@@ -871,11 +921,11 @@ export class CmId implements DeviceBoundId {
    * rdma_get_request(): synchronous listeners only (EINVAL otherwise): wait for the next
    * CONNECT_REQUEST and return its new (synchronous) id.
    */
-  async getRequest(): Promise<CmId> {
+  async getRequest(signal?: AbortSignal): Promise<CmId> {
     const op = 'rdma_get_request';
     this.checkAlive(op);
     if (!this.isSync || !this.cell.is(CmState.LISTEN)) throw err('EINVAL', op);
-    const ev = await this.events.nextRequest(op);
+    const ev = await cancellable(this, op, signal, () => this.events.nextRequest(op, signal), () => {});
     const child = ev.id;
     if (this._epQpInitAttr) {
       // rdma_create_ep saved the QP attributes: the new id gets its QP now, in the listener's PD.
@@ -896,17 +946,23 @@ export class CmId implements DeviceBoundId {
    * ESTABLISHED follows (iWARP P2P: after the initiator's RTR; IB: after the RTU; none on UD).
    * `param` omitted: the requester's values within device limits.
    */
-  async accept(param?: ConnParam): Promise<void> {
+  async accept(param?: ConnParam, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_accept';
     this.checkAlive(op);
+    throwIfAborted(signal, op);
     if (!this.cell.is(CmState.CONNECT) || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
     const qp = this.qps.qpFor(param, this.verbs);
     const pdata = this.checkPrivateData(param?.privateData, op, 'accept');
     const req = this.reqParam ?? {};
     const { ird, ord } = this.rdLimits(param, op, { ird: req.responderResources ?? 0, ord: req.initiatorDepth ?? 0 });
     this.qps.handOver(qp);
-    await this.ep.accept({ qp, ownQp: qp !== null && qp === this.qp, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: this.srqParam(qp, param) });
-    if (this.isSync && this.qpType !== QpType.UD) await this.events.complete(op);
+    const ep = this.ep;
+    // Aborted while waiting for ESTABLISHED: torn down as a failed rdma_accept (cma.c rejects
+    // then): the peer sees the connection end; the id can only be destroyed.
+    await cancellable(this, op, signal, async () => {
+      await ep.accept({ qp, ownQp: qp !== null && qp === this.qp, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: this.srqParam(qp, param) });
+      if (this.isSync && this.qpType !== QpType.UD) await this.events.complete(op, signal);
+    }, () => this.abandon(CmState.DISCONNECT, 'accept aborted'));
   }
 
   /**
@@ -969,17 +1025,21 @@ export class CmId implements DeviceBoundId {
    * ERR and its outstanding WRs flush. DISCONNECTED is reported on both sides. A second call, or
    * one after the peer disconnected, does nothing.
    */
-  async disconnect(): Promise<void> {
+  async disconnect(signal?: AbortSignal): Promise<void> {
     const op = 'rdma_disconnect';
     this.checkAlive(op);
+    throwIfAborted(signal, op);
     this.expect([CmState.CONNECT, CmState.DISCONNECT], op);
+    // Aborted while waiting (a DREQ unanswered is resent for as long as the kernel's IB CM
+    // does): the disconnect goes on, the id stays in DISCONNECT, its DISCONNECTED is dropped with it.
+    const wait = (): Promise<unknown> => cancellable(this, op, signal, () => this.events.complete(op, signal), () => {});
     if (this.ep?.disconnect()) {
-      if (this.isSync) await this.events.complete(op);
+      if (this.isSync) await wait();
       return;
     }
     if (this.isSync && this.events.last?.event !== CmEventType.DISCONNECTED) {
       // Already disconnected by the peer: the DISCONNECTED event may be queued.
-      if (this.channel.pending > 0) await this.events.complete(op);
+      if (this.channel.pending > 0) await wait();
     }
   }
 
@@ -992,8 +1052,8 @@ export class CmId implements DeviceBoundId {
    * unless the id is bound to a device (ADDR_BOUND or ADDR_RESOLVED); ENOSYS on a device without
    * multicast (iWARP, as the kernel); EADDRINUSE if already joined.
    */
-  async joinMulticast(addr: SockAddr, context?: unknown): Promise<void> {
-    await this.joinMulticastEx({ addr, joinFlags: McJoinFlag.FULLMEMBER, context });
+  async joinMulticast(addr: SockAddr, context?: unknown, signal?: AbortSignal): Promise<void> {
+    await this.joinMulticastEx(signal ? { addr, joinFlags: McJoinFlag.FULLMEMBER, context, signal } : { addr, joinFlags: McJoinFlag.FULLMEMBER, context });
   }
 
   /**
@@ -1005,7 +1065,7 @@ export class CmId implements DeviceBoundId {
    * given, is checked as librdmacm checks `rdma_cm_join_mc_attr_ex.comp_mask`: EOPNOTSUPP for
    * unknown bits, EINVAL without ADDRESS or JOIN_FLAGS.
    */
-  async joinMulticastEx(opts: { addr: SockAddr; joinFlags?: number; context?: unknown; compMask?: number }): Promise<void> {
+  async joinMulticastEx(opts: { addr: SockAddr; joinFlags?: number; context?: unknown; compMask?: number; signal?: AbortSignal }): Promise<void> {
     const op = 'rdma_join_multicast';
     this.checkAlive(op);
     const addr = checkSockAddr(opts?.addr, op, 'group', { portOptional: true });
@@ -1013,17 +1073,20 @@ export class CmId implements DeviceBoundId {
     this.expect([CmState.ADDR_BOUND, CmState.ADDR_RESOLVED], op);
     if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
     const flags = checkJoinFlags(opts.joinFlags, op);
+    throwIfAborted(opts.signal, op);
     this.groups.join(this.endpoint(op), this.verbs.device.name, addr, flags, opts.context, op);
-    if (this.isSync) await this.events.complete(op);
+    // Aborted while waiting for MULTICAST_JOIN: the group is left again.
+    if (this.isSync) await cancellable(this, op, opts.signal, () => this.events.complete(op, opts.signal), () => this.groups.leave(addr, this.qp, this.ep, op));
   }
 
   /**
    * rdma_leave_multicast(): detach the id's QP from the group (not after a send-only join, which
    * never attached it) and leave it. EADDRNOTAVAIL if the id did not join `addr` (librdmacm).
    */
-  async leaveMulticast(addr: SockAddr): Promise<void> {
+  async leaveMulticast(addr: SockAddr, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_leave_multicast';
     this.checkAlive(op);
+    throwIfAborted(signal, op);
     this.groups.leave(checkSockAddr(addr, op, 'group', { portOptional: true }), this.qp, this.ep, op);
   }
 
@@ -1035,6 +1098,8 @@ export class CmId implements DeviceBoundId {
     if (this.destroyed) throw err('EINVAL', 'rdma_destroy_id', 'already destroyed');
     this.events.ackLast();
     const wasListening = this.cell.move(CmState.DESTROYING, 'destroy') === CmState.LISTEN;
+    this.attempt?.abort();
+    this.life.abort();
     this.detachDevice?.();
     this.detachDevice = null;
     if (this.reservedKey && boundPorts.get(this.reservedKey) === this) boundPorts.delete(this.reservedKey);

@@ -5,6 +5,7 @@
  * librdmacm does.
  */
 import { RdmaError, err } from '../errors.js';
+import { abortError } from '../util/abort.js';
 import type { CmEvent } from './events.js';
 import type { CmId } from './cm-id.js';
 
@@ -70,20 +71,22 @@ export class EventChannel implements AsyncIterable<CmEvent> {
   }
 
   /**
-   * rdma_get_cm_event(): the next event, waiting for one. `signal` aborts the wait (the promise
-   * rejects with the signal's reason). Rejects with EBADF once the channel is destroyed.
+   * rdma_get_cm_event(): the next event, waiting for one. `signal` aborts the wait: the promise
+   * rejects with the package's AbortError (the signal's reason as `cause`) and no event is taken.
+   * Rejects with EBADF once the channel is destroyed.
    */
   getEvent(signal?: AbortSignal): Promise<CmEvent> {
-    if (this.destroyed) return Promise.reject(err('EBADF', 'rdma_get_cm_event', 'channel destroyed'));
+    const op = 'rdma_get_cm_event';
+    if (this.destroyed) return Promise.reject(err('EBADF', op, 'channel destroyed'));
+    if (signal?.aborted) return Promise.reject(abortError(op, signal));
     const e = this.queue.shift();
     if (e) return Promise.resolve(reported(e));
     if (!signal) return new Promise<CmEvent>((resolve, reject) => void this.waiters.push({ resolve, reject, cleanup: null }));
-    if (signal.aborted) return Promise.reject(signal.reason);
     return new Promise<CmEvent>((resolve, reject) => {
       const onAbort = (): void => {
         const i = this.waiters.indexOf(w);
         if (i >= 0) this.waiters.splice(i, 1);
-        reject(signal.reason);
+        reject(abortError(op, signal));
       };
       const w = { resolve, reject, cleanup: () => signal.removeEventListener('abort', onAbort) };
       signal.addEventListener('abort', onAbort, { once: true });

@@ -156,11 +156,11 @@ export class IdEvents {
 
   /**
    * Synchronous mode: acknowledge the previous event, wait for the next one of the id and map
-   * an error event to an RdmaError (ucma_complete()).
+   * an error event to an RdmaError (ucma_complete()). `signal` aborts the wait (AbortError).
    */
-  async complete(op: string): Promise<CmEvent> {
+  async complete(op: string, signal?: AbortSignal): Promise<CmEvent> {
     this.ackLast();
-    const ev = await this.ch.getEvent();
+    const ev = await this.ch.getEvent(signal);
     this.last = ev;
     if (ev.event === CmEventType.REJECTED) throw new RdmaError('ECONNREFUSED', { op, detail: `${rdmaEventStr(ev.event)} status ${ev.status}` });
     if (ev.status !== 0 || ERROR_EVENTS.has(ev.event)) {
@@ -175,9 +175,9 @@ export class IdEvents {
    * next call or by rdma_destroy_id) and the call fails — ECONNREFUSED for REJECTED, the status's
    * errno, else EINVAL.
    */
-  async nextRequest(op: string): Promise<CmEvent> {
+  async nextRequest(op: string, signal?: AbortSignal): Promise<CmEvent> {
     this.ackLast();
-    const ev = await this.ch.getEvent();
+    const ev = await this.ch.getEvent(signal);
     if (ev.event === CmEventType.REJECTED) {
       this.last = ev;
       throw err('ECONNREFUSED', op);
