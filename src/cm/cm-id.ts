@@ -34,7 +34,7 @@ import type { CompChannel } from '../verbs/comp-channel.js';
 import type { Qp } from '../verbs/qp.js';
 import { SrqInitAttrMask, SrqType, type Srq, type SrqInitAttr } from '../verbs/srq.js';
 import type { QpAttr } from '../verbs/qp-attr.js';
-import { QpType, TransportType, type QpState } from '../verbs/types.js';
+import { QpType, type QpState } from '../verbs/types.js';
 import type { EventChannel } from './event-channel.js';
 import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
 import { checkDevicePin, checkOptionalSockAddr, checkSockAddr } from './addr-check.js';
@@ -49,8 +49,12 @@ import { throwIfAborted } from '../util/abort.js';
 import { IdQp, type CmQpInitAttr, type CmQpInitAttrEx, type CmSrqInitAttrEx } from './id-qp.js';
 import { IdMulticast, McJoinFlag, checkJoinCompMask, checkJoinFlags } from './id-multicast.js';
 import { IdHost } from './id-host.js';
+import { IdOptions } from './id-options.js';
+
+export { RdmaOption } from './id-options.js';
 import { attachId, type DeviceBoundId } from './id-device.js';
-import { ROCE_PKEY, copyPathRec, ipToGid, type RdmaRoute } from './id-route.js';
+import type { RdmaRoute } from './id-route.js';
+import { routeOf } from './route-query.js';
 
 export { PortSpace } from './port-space.js';
 
@@ -69,17 +73,6 @@ export enum CmState {
   /** rdma_destroy_id was called; no call or upcall leaves it. */
   DESTROYING = 'DESTROYING',
 }
-
-/** rdma_set_option levels and names. */
-export const RdmaOption = {
-  LEVEL_ID: 0,
-  LEVEL_IB: 1,
-  ID_TOS: 0,
-  ID_REUSEADDR: 1,
-  ID_AFONLY: 2,
-  ID_ACK_TIMEOUT: 3,
-  IB_PATH: 1,
-} as const;
 
 /**
  * The listen backlog the kernel uses when rdma_listen gets 0, a negative value or more than this
@@ -164,7 +157,7 @@ export class CmId implements DeviceBoundId {
   private boundExplicitly = false;
   /** The explicitly bound source address is the one route lookup picks for `dst` (resolveAddr). */
   private boundIsRouteSource = false;
-  private options = { tos: -1, reuseAddr: false, afOnly: false, ackTimeout: -1 };
+  private readonly options = new IdOptions();
   /** The address or route resolution under way: aborted when the call is (its work then reports nothing) or the id destroyed. */
   private attempt: AbortController | null = null;
   /** Aborted by rdma_destroy_id: ends the transport waits of the calls under way. */
@@ -263,40 +256,7 @@ export class CmId implements DeviceBoundId {
    */
   get route(): RdmaRoute {
     const resolved = this.cell.in([CmState.ROUTE_RESOLVED, CmState.CONNECT, CmState.DISCONNECT]);
-    const paths = this.ep?.routePaths?.(resolved).map(copyPathRec) ?? [];
-    const first = paths[0];
-    const ctx = this.verbs;
-    let ibaddr: RdmaRoute['addr']['ibaddr'];
-    if (first) ibaddr = { sgid: Uint8Array.from(first.sgid), dgid: Uint8Array.from(first.dgid), pkey: first.pkey };
-    else if (ctx === null) ibaddr = { sgid: new Uint8Array(16), dgid: new Uint8Array(16), pkey: 0 };
-    else if (ctx.device.transportType === TransportType.IWARP) ibaddr = { sgid: this.linkGid(ctx), dgid: this.peerLinkGid(ctx), pkey: 0 };
-    else ibaddr = { sgid: ipToGid(this.src?.address), dgid: ipToGid(this.dst?.address), pkey: ROCE_PKEY };
-    return {
-      addr: { srcAddr: this.src ? { ...this.src } : null, dstAddr: this.dst ? { ...this.dst } : null, ibaddr },
-      pathRec: paths,
-      numPaths: paths.length,
-    };
-  }
-
-  /** GID 0 of `ctx`'s port (iWARP: the link address), zeros if it has none. */
-  private linkGid(ctx: Context): Uint8Array {
-    try {
-      return ctx.queryGid(this.portNum || 1, 0);
-    } catch {
-      return new Uint8Array(16);
-    }
-  }
-
-  /**
-   * The destination's link-layer GID on iWARP (`rdma_addr_get_dgid`): that of the local device of
-   * the same transport owning the destination; zeros for a remote one (the soft device does not
-   * learn its neighbours' link addresses).
-   */
-  private peerLinkGid(ctx: Context): Uint8Array {
-    const dst = this.dst?.address;
-    if (dst === undefined || isAny(dst)) return new Uint8Array(16);
-    const owner = devicesOwning(dst).find((d) => d.provider === ctx.device.provider);
-    return owner ? this.linkGid(owner.open()) : new Uint8Array(16);
+    return routeOf(this.src, this.dst, this.verbs, this.portNum, this.ep?.routePaths?.(resolved) ?? []);
   }
 
   /** Whether the id is synchronous (created without a channel). */
@@ -1134,40 +1094,8 @@ export class CmId implements DeviceBoundId {
    * options: ENOSYS.
    */
   setOption(level: number, name: number, value: number): void {
-    const op = 'rdma_set_option';
-    this.checkAlive(op);
-    if (!Number.isInteger(value)) throw err('EINVAL', op, 'value');
-    if (level === RdmaOption.LEVEL_ID) {
-      switch (name) {
-        case RdmaOption.ID_TOS:
-          if (value < 0 || value > 255) throw err('EINVAL', op, 'tos');
-          this.options.tos = value;
-          return;
-        case RdmaOption.ID_REUSEADDR:
-          if (!this.cell.is(CmState.IDLE)) throw err('EINVAL', op, 'REUSEADDR after bind');
-          this.options.reuseAddr = value !== 0;
-          return;
-        case RdmaOption.ID_AFONLY:
-          if (!this.cell.is(CmState.IDLE)) throw err('EINVAL', op, 'AFONLY after bind');
-          this.options.afOnly = value !== 0;
-          return;
-        case RdmaOption.ID_ACK_TIMEOUT:
-          // A u8, stored as given (rdma_set_ack_timeout); only RC ids take it.
-          if (value < 0 || value > 255) throw err('EINVAL', op, 'ack timeout');
-          if (this.qpType !== QpType.RC) throw err('EINVAL', op, 'ack timeout on a non-RC id');
-          this.options.ackTimeout = value;
-          return;
-        default:
-          throw err('ENOSYS', op, `option ${name}`);
-      }
-    }
-    if (level === RdmaOption.LEVEL_IB) {
-      const set = this.ep?.setIbOption;
-      if (!set) throw err('EOPNOTSUPP', op, 'IB options on this device');
-      set.call(this.ep, name, value);
-      return;
-    }
-    throw err('ENOSYS', op, `level ${level}`);
+    this.checkAlive('rdma_set_option');
+    this.options.set(level, name, value, this.qpType, this.cell.is(CmState.IDLE), this.ep);
   }
 
   /** Recorded type of service (-1 when unset). */
