@@ -46,6 +46,7 @@ import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDe
 import { IdEvents, NO_PRIVATE_DATA } from './id-events.js';
 import { cancellable, untilAborted } from './id-cancel.js';
 import { throwIfAborted } from '../util/abort.js';
+import '../util/dispose.js';
 import { IdQp, type CmQpInitAttr, type CmQpInitAttrEx, type CmSrqInitAttrEx } from './id-qp.js';
 import { IdMulticast, McJoinFlag, checkJoinCompMask, checkJoinFlags } from './id-multicast.js';
 import { IdHost } from './id-host.js';
@@ -116,7 +117,7 @@ function pickRd(v: number | undefined, d: number, max: number, what: string, op:
 /**
  * An RDMA CM identifier. Create with {@link createId}.
  */
-export class CmId implements DeviceBoundId {
+export class CmId implements DeviceBoundId, AsyncDisposable {
   /** The user's context pointer. */
   context: unknown;
   readonly ps: PortSpace;
@@ -1073,6 +1074,26 @@ export class CmId implements DeviceBoundId {
     this.qps.release();
     // Its events are dropped, and rdma_destroy_id blocks until every one reported is acknowledged.
     await this.events.close(wasListening);
+  }
+
+  /**
+   * `await using`: librdmacm's teardown in its order — the id's events handed out and not yet
+   * acknowledged are acknowledged, its QP (and the CQs rdma_create_qp made) and SRQ destroyed, as
+   * rdma_destroy_ep does, then the id. Disposing a destroyed id does nothing.
+   */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.destroyed) return;
+    this.events.ackHandedOut();
+    if (this.qp) this.destroyQp();
+    if (this.srq) {
+      try {
+        this.destroySrq();
+      } catch {
+        // Still used by QPs of other ids (EBUSY): kept for them, as rdma_destroy_ep goes on.
+      }
+    }
+    this._epQpInitAttr = null;
+    await this.destroy();
   }
 
   /**

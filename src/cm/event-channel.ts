@@ -6,6 +6,7 @@
  */
 import { RdmaError, err } from '../errors.js';
 import { abortError } from '../util/abort.js';
+import '../util/dispose.js';
 import type { CmEvent } from './events.js';
 import type { CmId } from './cm-id.js';
 
@@ -18,8 +19,11 @@ function reported(e: CmEvent): CmEvent {
   return e;
 }
 
-/** rdma_create_event_channel(). */
-export class EventChannel implements AsyncIterable<CmEvent> {
+/**
+ * rdma_create_event_channel(). Disposable: `using ch = createEventChannel()` destroys it at the
+ * end of the scope (declare it before the ids created on it, which are disposed first).
+ */
+export class EventChannel implements AsyncIterable<CmEvent>, Disposable, AsyncDisposable {
   private readonly queue: CmEvent[] = [];
   private readonly waiters: { resolve: (e: CmEvent) => void; reject: (e: Error) => void; cleanup: (() => void) | null }[] = [];
   private destroyed = false;
@@ -132,6 +136,21 @@ export class EventChannel implements AsyncIterable<CmEvent> {
 
   get isDestroyed(): boolean {
     return this.destroyed;
+  }
+
+  /** `using`: {@link destroy} (EBUSY while ids still use the channel); again, nothing. */
+  [Symbol.dispose](): void {
+    this.destroy();
+  }
+
+  /** `await using`: as {@link EventChannel[Symbol.dispose]}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    try {
+      this.destroy();
+      return Promise.resolve();
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
   }
 }
 
