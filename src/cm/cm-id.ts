@@ -401,6 +401,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
         this.cell.exch(CmState.CONNECT, CmState.DISCONNECT, 'disconnected');
         break;
       case CmEventType.MULTICAST_JOIN: {
+        if (this.groups.orphaned(ev)) return;
         const attach = this.groups.joined(ev, this.qp);
         if (attach !== 0) {
           this.events.post(CmEventType.MULTICAST_ERROR, attach, undefined, undefined, ev.mcContext);
@@ -408,6 +409,10 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
         }
         break;
       }
+      case CmEventType.MULTICAST_ERROR:
+        // The outcome of a join the id left since (an aborted one) is dropped.
+        if (this.groups.orphaned(ev)) return;
+        break;
       case CmEventType.ADDR_RESOLVED:
         if (ev.localAddr) this.src = ev.localAddr;
         this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved');

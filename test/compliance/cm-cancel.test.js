@@ -313,3 +313,27 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
     assert.equal(e.code, 'ABORT_ERR');
   });
 });
+
+forEachDevice([Cap.UD, Cap.MCAST, Cap.CM_UDP], () => {
+  test('rdma_join_multicast: aborted before, nothing joined; aborted while waiting for MULTICAST_JOIN, the group left again (a re-join works)', async () => {
+    const group = { address: '239.254.77.1', port: 0 };
+    const id = createId(null, null, PortSpace.UDP);
+    id.bindAddr({ address: LO, port: 0 });
+    id.createQp(null, { cap: { maxRecvWr: 2, maxSendWr: 2 } });
+    const reason = new Error('no');
+    await assert.rejects(id.joinMulticast(group, 'ctx', AbortSignal.abort(reason)), aborted('rdma_join_multicast', reason));
+    await assert.rejects(id.leaveMulticast(group), (e) => e.code === 'EADDRNOTAVAIL', 'not joined');
+    const ac = new AbortController();
+    const joining = id.joinMulticastEx({ addr: group, context: 'ctx', signal: ac.signal });
+    ac.abort();
+    await assert.rejects(joining, aborted('rdma_join_multicast'));
+    await assert.rejects(id.leaveMulticast(group), (e) => e.code === 'EADDRNOTAVAIL', 'left again');
+    await assert.rejects(id.leaveMulticast(group, AbortSignal.abort()), aborted('rdma_leave_multicast'));
+    await id.joinMulticast(group, 'again');
+    assert.equal(id.event.event, CmEventType.MULTICAST_JOIN);
+    assert.equal(id.event.mcContext, 'again');
+    await id.leaveMulticast(group);
+    id.destroyQp();
+    await id.destroy();
+  });
+});
