@@ -30,9 +30,11 @@ export const EP_RESOLVE_TIMEOUT_MS = 2000;
  *   `qpInitAttr.cap`, as rdma_create_qp does.
  *
  * Errors reject with the errno of the failing step (the id is destroyed): EINVAL for a missing
- * address, the resolution errors (ETIMEDOUT, ENETUNREACH, ENODEV ...), rdma_create_qp's.
+ * or malformed address, the resolution errors (ETIMEDOUT, ENETUNREACH, ENODEV ...),
+ * rdma_create_qp's. `signal` aborts the resolution (AbortError for the step it aborted; the id is
+ * destroyed).
  */
-export async function createEp(res: RdmaAddrinfo, pd: Pd | null = null, qpInitAttr: CmQpInitAttr | null = null): Promise<CmId> {
+export async function createEp(res: RdmaAddrinfo, pd: Pd | null = null, qpInitAttr: CmQpInitAttr | null = null, signal?: AbortSignal): Promise<CmId> {
   const op = 'rdma_create_ep';
   if (typeof res !== 'object' || res === null) throw err('EINVAL', op, 'no rdma_addrinfo');
   // The addresses are checked before an id is made (rdma_bind_addr / rdma_resolve_addr check them again, the same way).
@@ -50,8 +52,8 @@ export async function createEp(res: RdmaAddrinfo, pd: Pd | null = null, qpInitAt
       return id;
     }
     if (!res.dstAddr) throw err('EINVAL', op, 'active rdma_addrinfo without a destination address');
-    await id.resolveAddr(res.srcAddr, res.dstAddr, EP_RESOLVE_TIMEOUT_MS);
-    await id.resolveRoute(EP_RESOLVE_TIMEOUT_MS);
+    await id.resolveAddr(res.srcAddr, res.dstAddr, EP_RESOLVE_TIMEOUT_MS, signal);
+    await id.resolveRoute(EP_RESOLVE_TIMEOUT_MS, signal);
     if (qpInitAttr) {
       qpInitAttr.qpType = qpTypeOf(res);
       const qp = id.createQp(pd, qpInitAttr);

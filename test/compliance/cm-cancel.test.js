@@ -8,7 +8,7 @@
 // process exits by itself.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { createId, createEventChannel, PortSpace, CmEventType, CmState, QpState, RdmaError, TransportType, AbortError } from '../../dist/index.js';
+import { createId, createEventChannel, createEp, getaddrinfo, PortSpace, CmEventType, CmState, QpState, RdmaError, TransportType, AbortError } from '../../dist/index.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 import { expectEvent, nextEvent } from '../lib/cm.js';
 import { aborted } from '../lib/fake-provider.js';
@@ -304,6 +304,18 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
     id.destroyQp();
     await id.destroy();
     await srv.close(req.id);
+  });
+
+  test('rdma_create_ep with a signal: aborted before or during its resolution, AbortError and no id left', async () => {
+    const res = await getaddrinfo(LO, '7471');
+    await assert.rejects(createEp(res, null, null, AbortSignal.abort('x')), aborted('rdma_resolve_addr', 'x'));
+    const ac = new AbortController();
+    const p = createEp(res, null, { cap: { maxSendWr: 1, maxRecvWr: 1 } }, ac.signal);
+    ac.abort('y');
+    await assert.rejects(p, aborted(undefined, 'y'));
+    const id = await createEp(res, null, { cap: { maxSendWr: 1, maxRecvWr: 1 } }, new AbortController().signal);
+    assert.equal(id.state, CmState.ROUTE_RESOLVED);
+    await id[Symbol.asyncDispose]();
   });
 
   test('AbortError is the package one (instanceof AbortError, name and code as Node)', async () => {
