@@ -413,18 +413,20 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
         // The outcome of a join the id left since (an aborted one) is dropped.
         if (this.groups.orphaned(ev)) return;
         break;
+      // A resolution's outcome is reported only while the id waits for it (cma.c `addr_handler`,
+      // `cma_work_handler`): one that was aborted since reports nothing.
       case CmEventType.ADDR_RESOLVED:
+        if (!this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved')) return;
         if (ev.localAddr) this.src = ev.localAddr;
-        this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved');
         break;
       case CmEventType.ADDR_ERROR:
-        this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'address error');
+        if (!this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'address error')) return;
         break;
       case CmEventType.ROUTE_RESOLVED:
-        this.cell.exch(CmState.ROUTE_QUERY, CmState.ROUTE_RESOLVED, 'route resolved');
+        if (!this.cell.exch(CmState.ROUTE_QUERY, CmState.ROUTE_RESOLVED, 'route resolved')) return;
         break;
       case CmEventType.ROUTE_ERROR:
-        this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'route error');
+        if (!this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'route error')) return;
         break;
       default:
         break;
