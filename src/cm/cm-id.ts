@@ -35,7 +35,7 @@ import type { Qp } from '../verbs/qp.js';
 import { SrqInitAttrMask, SrqType, type Srq, type SrqInitAttr } from '../verbs/srq.js';
 import type { QpAttr } from '../verbs/qp-attr.js';
 import { QpType, type QpState } from '../verbs/types.js';
-import type { EventChannel } from './event-channel.js';
+import { EventChannel } from './event-channel.js';
 import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
 import { checkDevicePin, checkOptionalSockAddr, checkSockAddr } from './addr-check.js';
 import { ipFamily, isAfIb, isAny, isLoopback, resolveNeighbor, routeSource, type SockAddr } from './addr.js';
@@ -44,8 +44,7 @@ import { checkPortPrivilege } from './port-privilege.js';
 import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, transportOf } from './device-choice.js';
 import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type ConnectRequest, type IncomingRequest } from './transport.js';
 import { IdEvents, NO_PRIVATE_DATA } from './id-events.js';
-import { cancellable, untilAborted } from './id-cancel.js';
-import { throwIfAborted } from '../util/abort.js';
+import { cancellable, checkSignal, untilAborted } from './id-cancel.js';
 import '../util/dispose.js';
 import { IdQp, type CmQpInitAttr, type CmQpInitAttrEx, type CmSrqInitAttrEx } from './id-qp.js';
 import { IdMulticast, McJoinFlag, checkJoinCompMask, checkJoinFlags } from './id-multicast.js';
@@ -172,8 +171,10 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   _epQpInitAttr: CmQpInitAttr | null = null;
 
   /** @internal Use {@link createId}. */
-  constructor(channel: EventChannel | null, context: unknown, ps: PortSpace, opts: CreateIdOptions = {}) {
+  constructor(channel: EventChannel | null, context: unknown, ps: PortSpace, opts: CreateIdOptions | null = {}) {
     if (!isPortSpace(ps)) throw err('EINVAL', 'rdma_create_id', `port space ${ps}`);
+    if (typeof opts !== 'object') throw err('EINVAL', 'rdma_create_id', 'options must be an object');
+    opts ??= {};
     const env = opts.device === undefined ? defaultDevicePin() : undefined;
     // The pin is checked where it is given (ENODEV naming it), unless transports not loaded yet may bring the device.
     if (opts.device !== undefined || env !== undefined) checkDevicePin(opts.device ?? env, 'rdma_create_id', env === undefined ? 'device' : 'RDMACM_DEVICE', !transportsDeferred());
@@ -619,7 +620,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   async resolveRoute(timeoutMs = 2000, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_resolve_route';
     this.checkAlive(op);
-    throwIfAborted(signal, op);
+    checkSignal(signal, op);
     this.enter(CmState.ADDR_RESOLVED, CmState.ROUTE_QUERY, op, 'resolve_route');
     if (!Number.isInteger(timeoutMs) || timeoutMs < 0) {
       this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'resolve_route refused');
@@ -736,7 +737,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   async connect(param?: ConnParam, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_connect';
     this.checkAlive(op);
-    throwIfAborted(signal, op);
+    checkSignal(signal, op);
     this.enter(CmState.ROUTE_RESOLVED, CmState.CONNECT, op, 'connect');
     let ep: CmEndpoint;
     let req: ConnectRequest;
@@ -821,7 +822,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   async listen(backlog = 0, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_listen';
     this.checkAlive(op);
-    throwIfAborted(signal, op);
+    checkSignal(signal, op);
     if (this.cell.is(CmState.IDLE)) this.bindAddr({ address: '0.0.0.0', port: 0 });
     this.expect([CmState.ADDR_BOUND], op);
     if (!this.verbs && transportsDeferred()) {
@@ -829,7 +830,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
       // the process has deferred.
       await loadDeferredTransports();
       this.checkAlive(op);
-      throwIfAborted(signal, op);
+      checkSignal(signal, op);
       this.expect([CmState.ADDR_BOUND], op);
     }
     const wanted = this.listenTransports(op);
@@ -843,7 +844,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
         listeners.push(l);
         if (this.src) this.src = { address: this.src.address, port: l.port, family: this.src.family ?? 'IPv4' };
         // Aborted while a transport set up: the listeners made so far are closed; the id stays bound.
-        throwIfAborted(signal, op);
+        checkSignal(signal, op);
       }
     } catch (e) {
       for (const l of listeners) l.close();
@@ -917,7 +918,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   async accept(param?: ConnParam, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_accept';
     this.checkAlive(op);
-    throwIfAborted(signal, op);
+    checkSignal(signal, op);
     if (!this.cell.is(CmState.CONNECT) || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
     const qp = this.qps.qpFor(param, this.verbs);
     const pdata = this.checkPrivateData(param?.privateData, op, 'accept');
@@ -996,7 +997,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   async disconnect(signal?: AbortSignal): Promise<void> {
     const op = 'rdma_disconnect';
     this.checkAlive(op);
-    throwIfAborted(signal, op);
+    checkSignal(signal, op);
     this.expect([CmState.CONNECT, CmState.DISCONNECT], op);
     // Aborted while waiting (a DREQ unanswered is resent for as long as the kernel's IB CM
     // does): the disconnect goes on, the id stays in DISCONNECT, its DISCONNECTED is dropped with it.
@@ -1041,7 +1042,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
     this.expect([CmState.ADDR_BOUND, CmState.ADDR_RESOLVED], op);
     if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
     const flags = checkJoinFlags(opts.joinFlags, op);
-    throwIfAborted(opts.signal, op);
+    checkSignal(opts.signal, op);
     this.groups.join(this.endpoint(op), this.verbs.device.name, addr, flags, opts.context, op);
     // Aborted while waiting for MULTICAST_JOIN: the group is left again.
     if (this.isSync) await cancellable(this, op, opts.signal, () => this.events.complete(op, opts.signal), () => this.groups.leave(addr, this.qp, this.ep, op));
@@ -1054,7 +1055,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   async leaveMulticast(addr: SockAddr, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_leave_multicast';
     this.checkAlive(op);
-    throwIfAborted(signal, op);
+    checkSignal(signal, op);
     this.groups.leave(checkSockAddr(addr, op, 'group', { portOptional: true }), this.qp, this.ep, op);
   }
 
@@ -1110,8 +1111,8 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   async migrate(channel: EventChannel | null): Promise<void> {
     const op = 'rdma_migrate_id';
     this.checkAlive(op);
+    checkChannel(channel, op);
     if (channel === null && this.isSync) throw err('EINVAL', op, 'already synchronous');
-    if (channel?.isDestroyed) throw err('EINVAL', op, 'channel destroyed');
     await this.events.migrate(channel);
   }
 
@@ -1144,6 +1145,12 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
  * pins the id to a device (default: `RDMACM_DEVICE`).
  */
 export function createId(channel: EventChannel | null, context: unknown = null, ps: PortSpace = PortSpace.TCP, opts: CreateIdOptions = {}): CmId {
-  if (channel?.isDestroyed) throw err('EINVAL', 'rdma_create_id', 'channel destroyed');
+  checkChannel(channel, 'rdma_create_id');
   return new CmId(channel, context, ps, opts);
+}
+
+/** An event channel argument: an EventChannel that is not destroyed, or null (EINVAL otherwise). */
+function checkChannel(channel: unknown, op: string): asserts channel is EventChannel | null {
+  if (channel !== null && !(channel instanceof EventChannel)) throw err('EINVAL', op, 'channel must be an EventChannel or null');
+  if (channel?.isDestroyed) throw err('EINVAL', op, 'channel destroyed');
 }

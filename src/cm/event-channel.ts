@@ -82,6 +82,7 @@ export class EventChannel implements AsyncIterable<CmEvent>, Disposable, AsyncDi
   getEvent(signal?: AbortSignal): Promise<CmEvent> {
     const op = 'rdma_get_cm_event';
     if (this.destroyed) return Promise.reject(err('EBADF', op, 'channel destroyed'));
+    if (signal !== undefined && !(signal instanceof AbortSignal)) return Promise.reject(err('EINVAL', op, 'signal must be an AbortSignal'));
     if (signal?.aborted) return Promise.reject(abortError(op, signal));
     const e = this.queue.shift();
     if (e) return Promise.resolve(reported(e));

@@ -34,6 +34,15 @@ export function destroyedWhile(op: string): RdmaError {
   return err('ECANCELED', op, `destroyed while ${DOING[op] ?? 'waiting'}`);
 }
 
+/**
+ * The first step of a cancellable call: EINVAL for a `signal` that is no AbortSignal, the
+ * AbortError for one already aborted.
+ */
+export function checkSignal(signal: unknown, op: string): void {
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw err('EINVAL', op, 'signal must be an AbortSignal');
+  throwIfAborted(signal, op);
+}
+
 /** What {@link cancellable} needs of the id. */
 export interface CancelTarget {
   /** Whether rdma_destroy_id was called. */
@@ -47,7 +56,7 @@ export interface CancelTarget {
  * destroyed during the call, it rejects with ECANCELED ({@link destroyedWhile}).
  */
 export async function cancellable<T>(id: CancelTarget, op: string, signal: AbortSignal | undefined, run: () => Promise<T>, undo: () => void): Promise<T> {
-  throwIfAborted(signal, op);
+  checkSignal(signal, op);
   let out: T;
   try {
     out = await run();

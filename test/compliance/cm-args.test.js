@@ -122,6 +122,21 @@ forEachDevice([Cap.CM_TCP], () => {
   });
 });
 
+test('a channel that is no EventChannel, options that are no object, a signal that is no AbortSignal: EINVAL, nothing changed', async () => {
+  const inval = (op, re) => (e) => e instanceof RdmaError && e.code === 'EINVAL' && e.op === op && re.test(e.message);
+  assert.throws(() => createId('ch'), inval('rdma_create_id', /channel must be an EventChannel or null/));
+  assert.throws(() => createId({}), inval('rdma_create_id', /channel must be an EventChannel or null/));
+  assert.throws(() => createId(null, null, PortSpace.TCP, 'siw_lo'), inval('rdma_create_id', /options must be an object/));
+  const id = createId(null, null, PortSpace.TCP, null);
+  await assert.rejects(id.migrate('ch'), inval('rdma_migrate_id', /channel must be an EventChannel/));
+  assert.equal(id.isSync, true, 'still synchronous on its own channel');
+  await assert.rejects(id.resolveAddr(null, { address: '127.0.0.1', port: 1 }, 2000, 'signal'), inval('rdma_resolve_addr', /signal must be an AbortSignal/));
+  await assert.rejects(id.connect(undefined, {}), inval('rdma_connect', /signal must be an AbortSignal/));
+  assert.equal(id.state, CmState.IDLE);
+  await assert.rejects(createEventChannel().getEvent('signal'), inval('rdma_get_cm_event', /signal must be an AbortSignal/));
+  await id.destroy();
+});
+
 test('createId: an unknown device is ENODEV naming it, where it is given (option or RDMACM_DEVICE)', () => {
   assert.throws(
     () => createId(null, null, PortSpace.TCP, { device: 'nosuchdev' }),
