@@ -1,8 +1,9 @@
 /**
- * The one check of every address a CM call takes (rdma_bind_addr, rdma_resolve_addr's source and
- * destination, rdma_join_multicast / rdma_leave_multicast, rdma_getaddrinfo's hints,
- * rdma_create_ep's `rdma_addrinfo`), run before the call changes or sends anything, and of the
- * device name an id is pinned to.
+ * The argument checks of the CM calls, run before a call changes or sends anything: every address
+ * a CM call takes (rdma_bind_addr, rdma_resolve_addr's source and destination,
+ * rdma_join_multicast / rdma_leave_multicast, rdma_getaddrinfo's hints, rdma_create_ep's
+ * `rdma_addrinfo`) by one function, the device name an id is pinned to, and the event channel an
+ * id is created on or migrated to.
  *
  * librdmacm takes a `struct sockaddr` whose port field is 16 bits wide, so a port outside
  * 0..65535 cannot be expressed in C; here it can, and is refused (EINVAL) rather than truncated
@@ -14,6 +15,7 @@ import net from 'node:net';
 import { err } from '../errors.js';
 import { getDeviceList } from '../verbs/device.js';
 import type { SockAddr } from './addr.js';
+import { EventChannel } from './event-channel.js';
 
 /** The families a {@link SockAddr} may name. */
 const FAMILIES: ReadonlySet<unknown> = new Set(['IPv4', 'IPv6', 'IB']);
@@ -69,6 +71,12 @@ export function checkDevicePin(name: unknown, op: string, source: string, known 
   if (typeof name !== 'string' || name === '') throw err('EINVAL', op, `${source} must be a device name, not ${describe(name)}`);
   if (known && !getDeviceList().some((d) => d.name === name)) throw err('ENODEV', op, `no RDMA device named ${JSON.stringify(name)} (${source})`);
   return name;
+}
+
+/** An event channel argument: an EventChannel that is not destroyed, or null (EINVAL otherwise). */
+export function checkChannel(channel: unknown, op: string): asserts channel is EventChannel | null {
+  if (channel !== null && !(channel instanceof EventChannel)) throw err('EINVAL', op, 'channel must be an EventChannel or null');
+  if (channel?.isDestroyed) throw err('EINVAL', op, 'channel destroyed');
 }
 
 /** A short description of a bad value for an error message. */

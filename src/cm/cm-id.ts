@@ -27,7 +27,7 @@ import { RdmaError, err } from '../errors.js';
 import { Errno } from '../errno.js';
 import { StateCell } from '../util/state.js';
 import type { Context } from '../verbs/context.js';
-import { getDeviceList, type Device } from '../verbs/device.js';
+import type { Device } from '../verbs/device.js';
 import type { Pd } from '../verbs/pd.js';
 import type { Cq } from '../verbs/cq.js';
 import type { CompChannel } from '../verbs/comp-channel.js';
@@ -35,15 +35,15 @@ import type { Qp } from '../verbs/qp.js';
 import { SrqInitAttrMask, SrqType, type Srq, type SrqInitAttr } from '../verbs/srq.js';
 import type { QpAttr } from '../verbs/qp-attr.js';
 import { QpType, type QpState } from '../verbs/types.js';
-import { EventChannel } from './event-channel.js';
+import type { EventChannel } from './event-channel.js';
 import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
-import { checkDevicePin, checkOptionalSockAddr, checkSockAddr } from './addr-check.js';
+import { checkChannel, checkDevicePin, checkOptionalSockAddr, checkSockAddr } from './addr-check.js';
 import { ipFamily, isAfIb, isAny, isLoopback, resolveNeighbor, routeSource, type SockAddr } from './addr.js';
 import { PortSpace, isPortSpace, qpTypeOfPortSpace } from './port-space.js';
 import { checkPortPrivilege } from './port-privilege.js';
 import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, transportOf } from './device-choice.js';
-import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type ConnectRequest, type IncomingRequest } from './transport.js';
-import { IdEvents, NO_PRIVATE_DATA } from './id-events.js';
+import { loadDeferredTransports, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type ConnectRequest, type IncomingRequest } from './transport.js';
+import { IdEvents } from './id-events.js';
 import { cancellable, checkSignal, untilAborted } from './id-cancel.js';
 import '../util/dispose.js';
 import { IdQp, type CmQpInitAttr, type CmQpInitAttrEx, type CmSrqInitAttrEx } from './id-qp.js';
@@ -55,6 +55,8 @@ export { RdmaOption } from './id-options.js';
 import { attachId, type DeviceBoundId } from './id-device.js';
 import type { RdmaRoute } from './id-route.js';
 import { routeOf } from './route-query.js';
+import { checkPrivateData, deviceMaxRd, rdLimits } from './conn-param.js';
+import { listenTransports } from './listen-transports.js';
 
 export { PortSpace } from './port-space.js';
 
@@ -98,20 +100,9 @@ export interface CreateIdOptions {
   qpType?: QpType;
 }
 
-/** max_qp_rd_atom of the device (asked on every connect/accept); siw's 128 without one. */
-function deviceMaxRd(ctx: Context | null): number {
-  return ctx ? ctx._attr.maxQpRdAtom : 128;
-}
 /** In-process port reservations, to report EADDRINUSE at bind time like the kernel. */
 const boundPorts = new Map<string, CmId>();
 let idSeq = 0;
-
-/** A responder resources / initiator depth value: `d` (capped at `max`) for unset or 0xff, else `v` within [0, max]. */
-function pickRd(v: number | undefined, d: number, max: number, what: string, op: string): number {
-  if (v === undefined || v === 0xff) return Math.min(d, max);
-  if (!Number.isInteger(v) || v < 0 || v > max) throw err('EINVAL', op, `${what} ${v} exceeds the device maximum ${max}`);
-  return v;
-}
 
 /**
  * An RDMA CM identifier. Create with {@link createId}.
@@ -709,21 +700,6 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
 
   // -- connection parameters ----------------------------------------------------------------------
 
-  private rdLimits(param: ConnParam | undefined, op: string, dflt: { ird: number; ord: number }): { ird: number; ord: number } {
-    const max = deviceMaxRd(this.verbs);
-    return { ird: pickRd(param?.responderResources, dflt.ird, max, 'responder_resources', op), ord: pickRd(param?.initiatorDepth, dflt.ord, max, 'initiator_depth', op) };
-  }
-
-  /** Private data within the transport's limit for `kind` (EINVAL beyond it). */
-  private checkPrivateData(pd: Uint8Array | undefined, op: string, kind: 'connect' | 'accept' | 'reject'): Uint8Array {
-    if (!pd) return NO_PRIVATE_DATA;
-    const lim = this.transport?.privateDataLimits;
-    const ud = this.qpType === QpType.UD;
-    const max = lim === undefined ? Infinity : kind === 'reject' ? lim.reject : kind === 'connect' ? (ud ? lim.udConnect : lim.connect) : ud ? lim.udAccept : lim.accept;
-    if (pd.length > max) throw err('EINVAL', op, `private data ${pd.length} > ${max} bytes`);
-    return pd;
-  }
-
   // -- active side --------------------------------------------------------------------------------
 
   /**
@@ -792,9 +768,9 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   /** What rdma_connect hands the endpoint: the QP, addresses, private data and IRD/ORD, checked. */
   private connectRequest(param: ConnParam | undefined, op: string): ConnectRequest {
     const qp = this.qps.qpFor(param, this.verbs);
-    const pdata = this.checkPrivateData(param?.privateData, op, 'connect');
+    const pdata = checkPrivateData(param?.privateData, this.transport?.privateDataLimits, this.qpType, op, 'connect');
     const max = deviceMaxRd(this.verbs);
-    const { ird, ord } = this.rdLimits(param, op, { ird: max, ord: max });
+    const { ird, ord } = rdLimits(this.verbs, param, op, { ird: max, ord: max });
     const src = this.src as SockAddr;
     const dst = this.dst as SockAddr;
     // Bind the connection's local end only to what the application bound, and not even then when
@@ -833,7 +809,9 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
       checkSignal(signal, op);
       this.expect([CmState.ADDR_BOUND], op);
     }
-    const wanted = this.listenTransports(op);
+    const wanted = listenTransports(this.verbs, this.transport, this.ps, this.devicePin, op);
+    // A wildcard listener's transport (for the id's own calls) is the first one's.
+    this.transport ??= wanted[0] ?? null;
     const req = { backlog: backlog > 0 && backlog < MAX_BACKLOG ? backlog : MAX_BACKLOG };
     const listeners: CmListener[] = [];
     try {
@@ -861,29 +839,6 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
       this.reservedKey = `${this.ps}:${this.src?.port}`;
       boundPorts.set(this.reservedKey, this);
     }
-  }
-
-  /** The CM transports a listen uses (EOPNOTSUPP if none serves the port space). */
-  private listenTransports(op: string): CmTransport[] {
-    if (this.verbs) {
-      const t = this.transport;
-      if (!t) throw err('EOPNOTSUPP', op, `no CM transport for ${this.verbs.device.name}`);
-      if (!servesPortSpace(t, this.ps)) throw err('EOPNOTSUPP', op, `${t.name} does not serve port space 0x${this.ps.toString(16)}`);
-      return [t];
-    }
-    let ts = listCmTransports().filter((t) => servesPortSpace(t, this.ps));
-    // Two transports that need the same port (the kernel's iWARP and the soft one both listen
-    // on the TCP port): the one that supersedes the other listens alone.
-    ts = ts.filter((t) => !ts.some((o) => o !== t && o.supersedes?.(t) === true));
-    const pin = this.devicePin;
-    if (pin !== undefined) {
-      const provider = getDeviceList().find((d) => d.name === pin)?.provider;
-      ts = ts.filter((t) => t.provider === provider);
-    }
-    if (ts.length === 0) throw err('EOPNOTSUPP', op, `no CM transport serves port space 0x${this.ps.toString(16)}`);
-    // A wildcard listener's transport (for the id's own calls) is the first one's.
-    this.transport ??= ts[0] ?? null;
-    return ts;
   }
 
   /**
@@ -921,9 +876,9 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
     checkSignal(signal, op);
     if (!this.cell.is(CmState.CONNECT) || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
     const qp = this.qps.qpFor(param, this.verbs);
-    const pdata = this.checkPrivateData(param?.privateData, op, 'accept');
+    const pdata = checkPrivateData(param?.privateData, this.transport?.privateDataLimits, this.qpType, op, 'accept');
     const req = this.reqParam ?? {};
-    const { ird, ord } = this.rdLimits(param, op, { ird: req.responderResources ?? 0, ord: req.initiatorDepth ?? 0 });
+    const { ird, ord } = rdLimits(this.verbs, param, op, { ird: req.responderResources ?? 0, ord: req.initiatorDepth ?? 0 });
     this.qps.handOver(qp);
     const ep = this.ep;
     // Aborted while waiting for ESTABLISHED: torn down as a failed rdma_accept (cma.c rejects
@@ -982,7 +937,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   reject(privateData?: Uint8Array): void {
     const op = 'rdma_reject';
     this.checkAlive(op);
-    const pd = this.checkPrivateData(privateData, op, 'reject');
+    const pd = checkPrivateData(privateData, this.transport?.privateDataLimits, this.qpType, op, 'reject');
     if (!this.cell.is(CmState.CONNECT) || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
     this.ep.reject(pd);
     // The reject may have failed the request already (CONNECT_ERROR: DISCONNECT).
@@ -1149,8 +1104,3 @@ export function createId(channel: EventChannel | null, context: unknown = null, 
   return new CmId(channel, context, ps, opts);
 }
 
-/** An event channel argument: an EventChannel that is not destroyed, or null (EINVAL otherwise). */
-function checkChannel(channel: unknown, op: string): asserts channel is EventChannel | null {
-  if (channel !== null && !(channel instanceof EventChannel)) throw err('EINVAL', op, 'channel must be an EventChannel or null');
-  if (channel?.isDestroyed) throw err('EINVAL', op, 'channel destroyed');
-}
