@@ -12,12 +12,14 @@
  * Two modes, as librdmacm: an id created on an {@link EventChannel} reports outcomes as events
  * (the promise a call returns only means "started"); an id created with `channel = null` is
  * synchronous: each call awaits its own event and rejects with an errno-coded error, like
- * `ucma_complete()`.
+ * `ucma_complete()`. Every call that waits takes an `AbortSignal` last (docs/cm.md).
  *
  * The id is composed of parts with one job each: its events and sync mode (id-events.ts), its
- * QP (id-qp.ts), its multicast groups (id-multicast.ts), and what a transport sees of it
- * (id-host.ts). This file keeps the id's state, addresses and device, route, connect, listen,
- * accept and destroy.
+ * QP (id-qp.ts), its multicast groups (id-multicast.ts), its options (id-options.ts), what a
+ * transport sees of it (id-host.ts), how its calls end early — aborted or destroyed —
+ * (id-cancel.ts); the argument checks (addr-check.ts, conn-param.ts) and its route
+ * (route-query.ts) are functions of their own. This file keeps the id's state, addresses and
+ * device, resolution, connect, listen, accept and destroy.
  *
  * State machine: the kernel's cm_id states (cma_priv.h) in a {@link StateCell}: a call's guard
  * and its change are one step (`exch`, the kernel's `cma_comp_exch`), refused with EINVAL; a
@@ -50,8 +52,6 @@ import { IdQp, type CmQpInitAttr, type CmQpInitAttrEx, type CmSrqInitAttrEx } fr
 import { IdMulticast, McJoinFlag, checkJoinCompMask, checkJoinFlags } from './id-multicast.js';
 import { IdHost } from './id-host.js';
 import { IdOptions } from './id-options.js';
-
-export { RdmaOption } from './id-options.js';
 import { attachId, type DeviceBoundId } from './id-device.js';
 import type { RdmaRoute } from './id-route.js';
 import { routeOf } from './route-query.js';
@@ -59,6 +59,7 @@ import { checkPrivateData, deviceMaxRd, rdLimits } from './conn-param.js';
 import { listenTransports } from './listen-transports.js';
 
 export { PortSpace } from './port-space.js';
+export { RdmaOption } from './id-options.js';
 
 /** cm_id states (the kernel's `enum rdma_cm_state`). */
 export enum CmState {
@@ -516,7 +517,8 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   }
 
   /** rdma_resolve_addr's work, once its arguments are checked. */
-  private async startResolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs: number, op: string, signal: AbortSignal | undefined): Promise<void> {    // The kernel resolves an AF_IB address to the device owning its GID (cma_resolve_ib_dev);
+  private async startResolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs: number, op: string, signal: AbortSignal | undefined): Promise<void> {
+    // The kernel resolves an AF_IB address to the device owning its GID (cma_resolve_ib_dev);
     // no device here is addressed by GID.
     if (isAfIb(dst) || isAfIb(src)) throw err('ENODEV', op, 'no device resolves AF_IB addresses');
     const dfam = ipFamily(dst.address, op);
@@ -697,8 +699,6 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   destroySrq(): void {
     this.qps.destroySrq();
   }
-
-  // -- connection parameters ----------------------------------------------------------------------
 
   // -- active side --------------------------------------------------------------------------------
 
