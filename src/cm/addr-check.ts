@@ -63,13 +63,23 @@ export function checkOptionalSockAddr(a: unknown, op: string, what: string): Soc
 }
 
 /**
+ * The device names listed in this process so far. A soft device is listed while its interface
+ * has an address; one whose interface went down is still the device it was (the kernel keeps
+ * its siw or rxe device then), and a pin naming it is no unknown device.
+ */
+const seenDevices = new Set<string>();
+
+/**
  * Check the device an id is pinned to (createId's `device`, or `RDMACM_DEVICE`, named by
- * `source`): EINVAL for a value that is no name, ENODEV naming it when no device has that name.
- * `known` false skips the lookup (transports not loaded yet may bring it).
+ * `source`): EINVAL for a value that is no name, ENODEV naming it when no device has that name
+ * (now or earlier in the process). `known` false skips the lookup (transports not loaded yet may
+ * bring it).
  */
 export function checkDevicePin(name: unknown, op: string, source: string, known = true): string {
   if (typeof name !== 'string' || name === '') throw err('EINVAL', op, `${source} must be a device name, not ${describe(name)}`);
-  if (known && !getDeviceList().some((d) => d.name === name)) throw err('ENODEV', op, `no RDMA device named ${JSON.stringify(name)} (${source})`);
+  if (!known || seenDevices.has(name)) return name;
+  for (const d of getDeviceList()) seenDevices.add(d.name);
+  if (!seenDevices.has(name)) throw err('ENODEV', op, `no RDMA device named ${JSON.stringify(name)} (${source})`);
   return name;
 }
 

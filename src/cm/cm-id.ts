@@ -406,20 +406,20 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
         // The outcome of a join the id left since (an aborted one) is dropped.
         if (this.groups.orphaned(ev)) return;
         break;
-      // A resolution's outcome is reported only while the id waits for it (cma.c `addr_handler`,
-      // `cma_work_handler`): one that was aborted since reports nothing.
+      // ADDR_ERROR also reports a UD connect's failure (cma.c `cma_sidr_rep_handler`: a Q_Key
+      // that cannot be set), outside any resolution: every report is passed on.
       case CmEventType.ADDR_RESOLVED:
-        if (!this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved')) return;
         if (ev.localAddr) this.src = ev.localAddr;
+        this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved');
         break;
       case CmEventType.ADDR_ERROR:
-        if (!this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'address error')) return;
+        this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'address error');
         break;
       case CmEventType.ROUTE_RESOLVED:
-        if (!this.cell.exch(CmState.ROUTE_QUERY, CmState.ROUTE_RESOLVED, 'route resolved')) return;
+        this.cell.exch(CmState.ROUTE_QUERY, CmState.ROUTE_RESOLVED, 'route resolved');
         break;
       case CmEventType.ROUTE_ERROR:
-        if (!this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'route error')) return;
+        this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'route error');
         break;
       default:
         break;
