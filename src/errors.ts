@@ -73,7 +73,7 @@ export class PostError extends RdmaError {
 }
 
 /** TERMINATE layers (RFC 5040 §7.1). */
-export const enum TermLayer {
+export enum TermLayer {
   RDMAP = 0,
   DDP = 1,
   LLP = 2,

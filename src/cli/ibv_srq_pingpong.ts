@@ -8,54 +8,23 @@
  * "Failed to modify QP[0] to RTS", as rdma-core's tool on siw. docs/man/ibv_srq_pingpong.1.md.
  */
 import './startup.js';
-import { Access, LinkLayer, QpState, QpType, SendFlags, WcStatus, WrOpcode, wcStatusStr, type CompChannel, type Qp, type Wc } from '../index.js';
+import { Access, LinkLayer, QpState, QpType, SendFlags, WrOpcode, type CompChannel, type Qp } from '../index.js';
 import { errOut, out, progName, runMain, strtolInt, strtoulUint } from './c-compat.js';
 import { parseOptions } from './getopt.js';
-import {
-  PP_RECV_WRID,
-  PP_SEND_WRID,
-  ppClientExchange,
-  ppFindDevice,
-  ppNextCompletions,
-  ppServerExchange,
-  printDest,
-  printRate,
-  randomPsn,
-  usecSince,
-} from './pingpong.js';
-import { PP_DEFAULT_PORT, gidHasInterfaceId, ppMtuToEnum, type PpDest } from './pingpong-wire.js';
+import { PP_RECV_WRID, PP_SEND_WRID, ppClientExchange, ppFindDevice, ppServerExchange, printDest, printRate, randomPsn, usecSince } from './pingpong.js';
+import { ppAhAttr, ppClose, ppLongOptions, ppPingpong, ppStep as step, ppUsageHead } from './pingpong-loop.js';
+import { PP_DEFAULT_PORT, ppMtuToEnum, type PpDest } from './pingpong-wire.js';
 
 /** srq_pingpong.c `MAX_QP`: the number of address messages each side sends. */
 const MAX_QP = 256;
 const PAGE_SIZE = 4096;
 
-const LONG = [
-  { name: 'port', hasArg: true, val: 'p' },
-  { name: 'ib-dev', hasArg: true, val: 'd' },
-  { name: 'ib-port', hasArg: true, val: 'i' },
-  { name: 'size', hasArg: true, val: 's' },
-  { name: 'mtu', hasArg: true, val: 'm' },
-  { name: 'num-qp', hasArg: true, val: 'q' },
-  { name: 'rx-depth', hasArg: true, val: 'r' },
-  { name: 'iters', hasArg: true, val: 'n' },
-  { name: 'sl', hasArg: true, val: 'l' },
-  { name: 'events', hasArg: false, val: 'e' },
-  { name: 'odp', hasArg: false, val: 'o' },
-  { name: 'gid-idx', hasArg: true, val: 'g' },
-  { name: 'chk', hasArg: false, val: 'c' },
-];
+const OPTSTRING = 'p:d:i:s:m:q:r:n:l:eog:c';
 
 function usage(argv0: string): void {
   out(
     [
-      'Usage:',
-      `  ${argv0}            start a server and wait for connection`,
-      `  ${argv0} <host>     connect to server at <host>`,
-      '',
-      'Options:',
-      '  -p, --port=<port>      listen on/connect to port <port> (default 18515)',
-      '  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)',
-      '  -i, --ib-port=<port>   use port <port> of IB device (default 1)',
+      ...ppUsageHead(argv0),
       '  -s, --size=<size>      size of message to exchange (default 4096)',
       '  -m, --mtu=<size>       path MTU (default 1024)',
       '  -q, --num-qp=<num>     number of QPs to use (default 16)',
@@ -77,7 +46,7 @@ async function main(argv: readonly string[]): Promise<number> {
     port: PP_DEFAULT_PORT, ibDev: null as string | null, ibPort: 1, size: 4096, mtu: ppMtuToEnum(1024), numQp: 16, rxDepth: 500, iters: 1000,
     sl: 0, useEvent: false, gidx: -1, odp: false, validate: false,
   };
-  const operands = parseOptions(argv0, argv, 'p:d:i:s:m:q:r:n:l:eog:c', LONG, (it) => {
+  const operands = parseOptions(argv0, argv, OPTSTRING, ppLongOptions(OPTSTRING), (it) => {
     const v = it.optarg ?? '';
     switch (it.opt) {
       case 'p':
@@ -121,14 +90,6 @@ async function main(argv: readonly string[]): Promise<number> {
   const dev = ppFindDevice(o.ibDev);
   if (dev === null) return 1;
 
-  const step = <T>(f: () => T, msg: string): T | null => {
-    try {
-      return f();
-    } catch {
-      errOut(`${msg}\n`);
-      return null;
-    }
-  };
   // pp_init_ctx
   const buf = Buffer.alloc(o.size, 0x7b);
   const ctx = step(() => dev.open(), `Couldn't get context for ${dev.name}`);
@@ -173,7 +134,7 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     return i;
   };
-  let routs = postRecv(o.rxDepth);
+  const routs = postRecv(o.rxDepth);
   if (routs < o.rxDepth) {
     errOut(`Couldn't post receive (${routs})\n`);
     return 1;
@@ -201,12 +162,9 @@ async function main(argv: readonly string[]): Promise<number> {
 
   // pp_connect_ctx: the GRH decision follows the first remote address, as the C tool's
   const connect = (rem: PpDest[]): boolean => {
-    const grh = gidHasInterfaceId((rem[0] as PpDest).gid);
     for (let i = 0; i < o.numQp; i++) {
       const dest = rem[i] as PpDest;
-      const ahAttr = grh
-        ? { isGlobal: true, dlid: dest.lid, sl: o.sl, srcPathBits: 0, portNum: o.ibPort, grh: { dgid: (rem[0] as PpDest).gid, flowLabel: 0, sgidIndex: o.gidx, hopLimit: 1, trafficClass: 0 } }
-        : { isGlobal: false, dlid: dest.lid, sl: o.sl, srcPathBits: 0, portNum: o.ibPort };
+      const ahAttr = ppAhAttr(dest, (rem[0] as PpDest).gid, o.sl, o.ibPort, o.gidx);
       const qp = qps[i] as Qp;
       if (step(() => qp.modify({ qpState: QpState.RTR, pathMtu: o.mtu, destQpNum: dest.qpn, rqPsn: dest.psn, maxDestRdAtomic: 1, minRnrTimer: 12, ahAttr }), `Failed to modify QP[${i}] to RTR`) === null) return false;
       const sq = (mine[i] as PpDest).psn;
@@ -234,63 +192,29 @@ async function main(argv: readonly string[]): Promise<number> {
   }
   const byQpn = new Map(qps.map((q, i) => [q.qpNum, i]));
   const t0 = process.hrtime.bigint();
-  let rcnt = 0;
-  let scnt = 0;
-  while (rcnt < o.iters || scnt < o.iters) {
-    let wcs: Wc[];
-    try {
-      wcs = await ppNextCompletions(cq, channel, numWc);
-    } catch {
-      errOut('Failed to get cq_event\n');
-      return 1;
-    }
-    for (const wc of wcs) {
-      if (wc.status !== WcStatus.SUCCESS) {
-        errOut(`Failed status ${wcStatusStr(wc.status)} (${wc.status}) for wr_id ${Number(wc.wrId)}\n`);
-        return 1;
-      }
+  const done = await ppPingpong({
+    cq, channel, maxWc: numWc, iters: o.iters, rxDepth: o.rxDepth, routs, refillAt: o.numQp, pending, postRecv, postSend,
+    qpIndex: (wc) => {
       const qi = byQpn.get(wc.qpNum);
-      if (qi === undefined) {
-        errOut(`Couldn't find QPN ${wc.qpNum.toString(16).padStart(6, '0')}\n`);
-        return 1;
-      }
-      const id = Number(wc.wrId);
-      if (id === PP_SEND_WRID) ++scnt;
-      else if (id === PP_RECV_WRID) {
-        if (--routs <= o.numQp) {
-          routs += postRecv(o.rxDepth - routs);
-          if (routs < o.rxDepth) {
-            errOut(`Couldn't post receive (${routs})\n`);
-            return 1;
-          }
-        }
-        ++rcnt;
-      } else {
-        errOut(`Completion for unknown wr_id ${id}\n`);
-        return 1;
-      }
-      pending[qi] = (pending[qi] as number) & ~id;
-      if (scnt < o.iters && pending[qi] === 0) {
-        if (!postSend(qi)) return 1;
-        pending[qi] = PP_RECV_WRID | PP_SEND_WRID;
-      }
-    }
-  }
+      if (qi === undefined) errOut(`Couldn't find QPN ${wc.qpNum.toString(16).padStart(6, '0')}\n`);
+      return qi ?? null;
+    },
+  });
+  if (!done) return 1;
   printRate(o.size * o.iters * 2, o.iters, usecSince(t0));
   if (server === null && o.validate) {
     for (let i = 0; i < o.size; i += PAGE_SIZE) if (buf[i] !== 0) out(`invalid data in page ${i / PAGE_SIZE}\n`);
   }
   // pp_close_ctx
   for (let i = 0; i < o.numQp; i++) if (step(() => (qps[i] as Qp).destroy(), `Couldn't destroy QP[${i}]`) === null) return 1;
-  const closing: [() => void, string][] = [
+  const closed = ppClose([
     [() => srq.destroy(), "Couldn't destroy SRQ"],
     [() => cq.destroy(), "Couldn't destroy CQ"],
     [() => mr.dereg(), "Couldn't deregister MR"],
     [() => pd.dealloc(), "Couldn't deallocate PD"],
     [() => channel?.destroy(), "Couldn't destroy completion channel"],
-  ];
-  for (const [f, msg] of closing) if (step(f, msg) === null) return 1;
-  return 0;
+  ]);
+  return closed ? 0 : 1;
 }
 
 runMain('ibv_srq_pingpong', main);

@@ -9,22 +9,12 @@
  * docs/man/ibv_ud_pingpong.1.md.
  */
 import './startup.js';
-import { Access, QpState, QpType, SendFlags, WcStatus, WrOpcode, wcStatusStr, type Ah, type CompChannel, type Wc } from '../index.js';
+import { Access, QpState, QpType, SendFlags, WrOpcode, type Ah, type CompChannel } from '../index.js';
 import { errOut, out, progName, runMain, strtolInt, strtoulUint } from './c-compat.js';
 import { parseOptions } from './getopt.js';
-import {
-  PP_RECV_WRID,
-  PP_SEND_WRID,
-  ppClientExchange,
-  ppFindDevice,
-  ppNextCompletions,
-  ppServerExchange,
-  printDest,
-  printRate,
-  randomPsn,
-  usecSince,
-} from './pingpong.js';
-import { PP_DEFAULT_PORT, gidHasInterfaceId, type PpDest } from './pingpong-wire.js';
+import { PP_RECV_WRID, PP_SEND_WRID, ppClientExchange, ppFindDevice, ppServerExchange, printDest, printRate, randomPsn, usecSince } from './pingpong.js';
+import { ppAhAttr, ppClose, ppLongOptions, ppPingpong, ppStep as step, ppUsageHead } from './pingpong-loop.js';
+import { PP_DEFAULT_PORT, type PpDest } from './pingpong-wire.js';
 
 /** The Q_Key both sides use. */
 const PP_QKEY = 0x11111111;
@@ -32,30 +22,12 @@ const PP_QKEY = 0x11111111;
 const GRH_LEN = 40;
 const PAGE_SIZE = 4096;
 
-const LONG = [
-  { name: 'port', hasArg: true, val: 'p' },
-  { name: 'ib-dev', hasArg: true, val: 'd' },
-  { name: 'ib-port', hasArg: true, val: 'i' },
-  { name: 'size', hasArg: true, val: 's' },
-  { name: 'rx-depth', hasArg: true, val: 'r' },
-  { name: 'iters', hasArg: true, val: 'n' },
-  { name: 'sl', hasArg: true, val: 'l' },
-  { name: 'events', hasArg: false, val: 'e' },
-  { name: 'gid-idx', hasArg: true, val: 'g' },
-  { name: 'chk', hasArg: false, val: 'c' },
-];
+const OPTSTRING = 'p:d:i:s:r:n:l:eg:c';
 
 function usage(argv0: string): void {
   out(
     [
-      'Usage:',
-      `  ${argv0}            start a server and wait for connection`,
-      `  ${argv0} <host>     connect to server at <host>`,
-      '',
-      'Options:',
-      '  -p, --port=<port>      listen on/connect to port <port> (default 18515)',
-      '  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)',
-      '  -i, --ib-port=<port>   use port <port> of IB device (default 1)',
+      ...ppUsageHead(argv0),
       '  -s, --size=<size>      size of message to exchange (default 2048)',
       '  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)',
       '  -n, --iters=<iters>    number of exchanges (default 1000)',
@@ -71,7 +43,7 @@ function usage(argv0: string): void {
 async function main(argv: readonly string[]): Promise<number> {
   const argv0 = progName('ibv_ud_pingpong');
   const o = { port: PP_DEFAULT_PORT, ibDev: null as string | null, ibPort: 1, size: 1024, rxDepth: 500, iters: 1000, sl: 0, useEvent: false, gidx: -1, validate: false };
-  const operands = parseOptions(argv0, argv, 'p:d:i:s:r:n:l:eg:c', LONG, (it) => {
+  const operands = parseOptions(argv0, argv, OPTSTRING, ppLongOptions(OPTSTRING), (it) => {
     const v = it.optarg ?? '';
     switch (it.opt) {
       case 'p':
@@ -127,14 +99,6 @@ async function main(argv: readonly string[]): Promise<number> {
       return 1;
     }
   }
-  const step = <T>(f: () => T, msg: string): T | null => {
-    try {
-      return f();
-    } catch {
-      errOut(`${msg}\n`);
-      return null;
-    }
-  };
   const pd = step(() => ctx.allocPd(), "Couldn't allocate PD");
   if (pd === null) return 1;
   const mr = step(() => pd.regMr(buf, Access.LOCAL_WRITE), "Couldn't register MR");
@@ -157,7 +121,7 @@ async function main(argv: readonly string[]): Promise<number> {
     }
     return i;
   };
-  let routs = postRecv(o.rxDepth);
+  const routs = postRecv(o.rxDepth);
   if (routs < o.rxDepth) {
     errOut(`Couldn't post receive (${routs})\n`);
     return 1;
@@ -186,10 +150,7 @@ async function main(argv: readonly string[]): Promise<number> {
   const connect = (dest: PpDest): boolean => {
     if (step(() => qp.modify({ qpState: QpState.RTR }), 'Failed to modify QP to RTR') === null) return false;
     if (step(() => qp.modify({ qpState: QpState.RTS, sqPsn: me.psn }), 'Failed to modify QP to RTS') === null) return false;
-    const ahAttr = gidHasInterfaceId(dest.gid)
-      ? { isGlobal: true, dlid: dest.lid, sl: o.sl, srcPathBits: 0, portNum: o.ibPort, grh: { dgid: dest.gid, flowLabel: 0, sgidIndex: o.gidx, hopLimit: 1, trafficClass: 0 } }
-      : { isGlobal: false, dlid: dest.lid, sl: o.sl, srcPathBits: 0, portNum: o.ibPort };
-    ah = step(() => pd.createAh(ahAttr), 'Failed to create AH');
+    ah = step(() => pd.createAh(ppAhAttr(dest, dest.gid, o.sl, o.ibPort, o.gidx)), 'Failed to create AH');
     return ah !== null;
   };
   const rem = server !== null ? await ppClientExchange(server, o.port, [me]) : await ppServerExchange(o.port, 1, (r) => connect(r[0] as PpDest), () => [me]);
@@ -203,65 +164,29 @@ async function main(argv: readonly string[]): Promise<number> {
     ud: { ah: ah as unknown as Ah, remoteQpn: dest.qpn, remoteQkey: PP_QKEY },
   });
   const postSend = (): boolean => step(() => (qp.postSend(sendWr()), true), "Couldn't post send") !== null;
-  let pending = PP_RECV_WRID;
+  const pending = [PP_RECV_WRID];
   if (server !== null) {
     if (o.validate) for (let i = 0; i < o.size; i += PAGE_SIZE) buf[i + GRH_LEN] = 0;
     if (!postSend()) return 1;
-    pending |= PP_SEND_WRID;
+    pending[0] = PP_RECV_WRID | PP_SEND_WRID;
   }
   const t0 = process.hrtime.bigint();
-  let rcnt = 0;
-  let scnt = 0;
-  while (rcnt < o.iters || scnt < o.iters) {
-    let wcs: Wc[];
-    try {
-      wcs = await ppNextCompletions(cq, channel, 2);
-    } catch {
-      errOut('Failed to get cq_event\n');
-      return 1;
-    }
-    for (const wc of wcs) {
-      if (wc.status !== WcStatus.SUCCESS) {
-        errOut(`Failed status ${wcStatusStr(wc.status)} (${wc.status}) for wr_id ${Number(wc.wrId)}\n`);
-        return 1;
-      }
-      const id = Number(wc.wrId);
-      if (id === PP_SEND_WRID) ++scnt;
-      else if (id === PP_RECV_WRID) {
-        if (--routs <= 1) {
-          routs += postRecv(o.rxDepth - routs);
-          if (routs < o.rxDepth) {
-            errOut(`Couldn't post receive (${routs})\n`);
-            return 1;
-          }
-        }
-        ++rcnt;
-      } else {
-        errOut(`Completion for unknown wr_id ${id}\n`);
-        return 1;
-      }
-      pending &= ~id;
-      if (scnt < o.iters && pending === 0) {
-        if (!postSend()) return 1;
-        pending = PP_RECV_WRID | PP_SEND_WRID;
-      }
-    }
-  }
+  const done = await ppPingpong({ cq, channel, maxWc: 2, iters: o.iters, rxDepth: o.rxDepth, routs, refillAt: 1, pending, postRecv, postSend, qpIndex: () => 0 });
+  if (!done) return 1;
   printRate(o.size * o.iters * 2, o.iters, usecSince(t0));
   if (server === null && o.validate) {
     for (let i = 0; i < o.size; i += PAGE_SIZE) if (buf[i + GRH_LEN] !== 0) out(`invalid data in page ${i / PAGE_SIZE}\n`);
   }
   // pp_close_ctx
-  const closing: [() => void, string][] = [
+  const closed = ppClose([
     [() => qp.destroy(), "Couldn't destroy QP"],
     [() => cq.destroy(), "Couldn't destroy CQ"],
     [() => mr.dereg(), "Couldn't deregister MR"],
     [() => (ah as Ah | null)?.destroy(), "Couldn't destroy AH"],
     [() => pd.dealloc(), "Couldn't deallocate PD"],
     [() => channel?.destroy(), "Couldn't destroy completion channel"],
-  ];
-  for (const [f, msg] of closing) if (step(f, msg) === null) return 1;
-  return 0;
+  ]);
+  return closed ? 0 : 1;
 }
 
 runMain('ibv_ud_pingpong', main);

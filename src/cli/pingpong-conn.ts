@@ -10,22 +10,12 @@
  * prints "Failed to modify QP to RTS" and "Couldn't connect to remote QP" and the client's read
  * of the server's address fails, as rdma-core's tools on siw do.
  */
-import { Access, LinkLayer, QpState, QpType, SendFlags, WcStatus, WrOpcode, wcStatusStr, type CompChannel, type Cq, type Mr, type Pd, type Qp, type Wc } from './api.js';
+import { Access, LinkLayer, QpState, QpType, SendFlags, WrOpcode, type CompChannel, type Cq, type Mr, type Pd, type Qp } from './api.js';
 import { errOut, out, progName, strtolInt, strtoulUint } from './c-compat.js';
 import { parseOptions, type LongOption } from './getopt.js';
-import {
-  PP_RECV_WRID,
-  PP_SEND_WRID,
-  ppClientExchange,
-  ppFindDevice,
-  ppNextCompletions,
-  ppServerExchange,
-  printDest,
-  printRate,
-  randomPsn,
-  usecSince,
-} from './pingpong.js';
-import { PP_DEFAULT_PORT, gidHasInterfaceId, ppMtuToEnum, type PpDest } from './pingpong-wire.js';
+import { PP_RECV_WRID, PP_SEND_WRID, ppClientExchange, ppFindDevice, ppServerExchange, printDest, printRate, randomPsn, usecSince } from './pingpong.js';
+import { ppAhAttr, ppClose, ppLongOptions, ppPingpong, ppUsageHead } from './pingpong-loop.js';
+import { PP_DEFAULT_PORT, ppMtuToEnum, type PpDest } from './pingpong-wire.js';
 
 /** Which of the two tools runs. */
 export interface ConnKind {
@@ -39,34 +29,12 @@ export interface ConnKind {
   usageTail: readonly string[];
 }
 
-const COMMON_LONG: readonly LongOption[] = [
-  { name: 'port', hasArg: true, val: 'p' },
-  { name: 'ib-dev', hasArg: true, val: 'd' },
-  { name: 'ib-port', hasArg: true, val: 'i' },
-  { name: 'size', hasArg: true, val: 's' },
-  { name: 'mtu', hasArg: true, val: 'm' },
-  { name: 'rx-depth', hasArg: true, val: 'r' },
-  { name: 'iters', hasArg: true, val: 'n' },
-  { name: 'sl', hasArg: true, val: 'l' },
-  { name: 'events', hasArg: false, val: 'e' },
-  { name: 'gid-idx', hasArg: true, val: 'g' },
-];
-
 /** rc_pingpong.c. */
 export const RC_KIND: ConnKind = {
   name: 'ibv_rc_pingpong',
   qpType: QpType.RC,
   optstring: 'p:d:i:s:m:r:n:l:eg:oOPtcjN',
-  long: [
-    ...COMMON_LONG,
-    { name: 'odp', hasArg: false, val: 'o' },
-    { name: 'iodp', hasArg: false, val: 'O' },
-    { name: 'prefetch', hasArg: false, val: 'P' },
-    { name: 'ts', hasArg: false, val: 't' },
-    { name: 'chk', hasArg: false, val: 'c' },
-    { name: 'dm', hasArg: false, val: 'j' },
-    { name: 'new_send', hasArg: false, val: 'N' },
-  ],
+  long: ppLongOptions('p:d:i:s:m:r:n:l:eg:oOPtcjN'),
   usageTail: [
     '  -o, --odp\t\t    use on demand paging',
     '  -O, --iodp\t\t    use implicit on demand paging',
@@ -83,21 +51,14 @@ export const UC_KIND: ConnKind = {
   name: 'ibv_uc_pingpong',
   qpType: QpType.UC,
   optstring: 'p:d:i:s:m:r:n:l:eg:c',
-  long: [...COMMON_LONG, { name: 'chk', hasArg: false, val: 'c' }],
+  long: ppLongOptions('p:d:i:s:m:r:n:l:eg:c'),
   usageTail: ['  -c, --chk              validate received buffer'],
 };
 
 function usage(kind: ConnKind, argv0: string): void {
   out(
     [
-      'Usage:',
-      `  ${argv0}            start a server and wait for connection`,
-      `  ${argv0} <host>     connect to server at <host>`,
-      '',
-      'Options:',
-      '  -p, --port=<port>      listen on/connect to port <port> (default 18515)',
-      '  -d, --ib-dev=<dev>     use IB device <dev> (default first device found)',
-      '  -i, --ib-port=<port>   use port <port> of IB device (default 1)',
+      ...ppUsageHead(argv0),
       '  -s, --size=<size>      size of message to exchange (default 4096)',
       '  -m, --mtu=<size>       path MTU (default 1024)',
       '  -r, --rx-depth=<dep>   number of receives to post at a time (default 500)',
@@ -180,15 +141,14 @@ interface Ctx {
   cq: Cq;
   qp: Qp;
   sendFlags: number;
+  /** The wr_ids still to complete in the current exchange. */
   pending: number;
 }
 
 /** `pp_connect_ctx`: RTR with the peer's address, then RTS. False after printing why. */
 function connectCtx(kind: ConnKind, c: Ctx, o: ConnOpts, myPsn: number, dest: PpDest): boolean {
   const rc = kind.qpType === QpType.RC;
-  const ahAttr = gidHasInterfaceId(dest.gid)
-    ? { isGlobal: true, dlid: dest.lid, sl: o.sl, srcPathBits: 0, portNum: o.ibPort, grh: { dgid: dest.gid, flowLabel: 0, sgidIndex: o.gidx, hopLimit: 1, trafficClass: 0 } }
-    : { isGlobal: false, dlid: dest.lid, sl: o.sl, srcPathBits: 0, portNum: o.ibPort };
+  const ahAttr = ppAhAttr(dest, dest.gid, o.sl, o.ibPort, o.gidx);
   try {
     c.qp.modify({ qpState: QpState.RTR, pathMtu: o.mtu, destQpNum: dest.qpn, rqPsn: dest.psn, ahAttr, ...(rc ? { maxDestRdAtomic: 1, minRnrTimer: 12 } : {}) });
   } catch {
@@ -300,22 +260,13 @@ function postSend(c: Ctx): boolean {
 
 /** `pp_close_ctx`. */
 function closeCtx(c: Ctx): boolean {
-  const steps: [() => void, string][] = [
+  return ppClose([
     [() => c.qp.destroy(), "Couldn't destroy QP"],
     [() => c.cq.destroy(), "Couldn't destroy CQ"],
     [() => c.mr.dereg(), "Couldn't deregister MR"],
     [() => c.pd.dealloc(), "Couldn't deallocate PD"],
     [() => c.channel?.destroy(), "Couldn't destroy completion channel"],
-  ];
-  for (const [step, msg] of steps) {
-    try {
-      step();
-    } catch {
-      errOut(`${msg}\n`);
-      return false;
-    }
-  }
-  return true;
+  ]);
 }
 
 /** Page size for `-c` (the pages whose first byte the client sets and the server checks). */
@@ -341,7 +292,7 @@ export async function connPingpong(kind: ConnKind, argv: readonly string[]): Pro
   if (dev === null) return 1;
   const c = initCtx(kind, o, dev);
   if (c === null) return 1;
-  let routs = postRecv(c, o.rxDepth);
+  const routs = postRecv(c, o.rxDepth);
   if (routs < o.rxDepth) {
     errOut(`Couldn't post receive (${routs})\n`);
     return 1;
@@ -388,47 +339,18 @@ export async function connPingpong(kind: ConnKind, argv: readonly string[]): Pro
     c.pending |= PP_SEND_WRID;
   }
   const t0 = process.hrtime.bigint();
-  let rcnt = 0;
-  let scnt = 0;
-  while (rcnt < o.iters || scnt < o.iters) {
-    let wcs: Wc[];
-    try {
-      wcs = await ppNextCompletions(c.cq, c.channel, 2);
-    } catch {
-      errOut('Failed to get cq_event\n');
-      return 1;
-    }
-    for (const wc of wcs) {
-      if (wc.status !== WcStatus.SUCCESS) {
-        errOut(`Failed status ${wcStatusStr(wc.status)} (${wc.status}) for wr_id ${Number(wc.wrId)}\n`);
-        if (kind.qpType === QpType.RC) errOut(`parse WC failed ${wcs.length}\n`);
-        return 1;
-      }
-      const id = Number(wc.wrId);
-      if (id === PP_SEND_WRID) ++scnt;
-      else if (id === PP_RECV_WRID) {
-        if (--routs <= 1) {
-          routs += postRecv(c, o.rxDepth - routs);
-          if (routs < o.rxDepth) {
-            errOut(`Couldn't post receive (${routs})\n`);
-            return 1;
-          }
-        }
-        ++rcnt;
-      } else {
-        errOut(`Completion for unknown wr_id ${id}\n`);
-        return 1;
-      }
-      c.pending &= ~id;
-      if (scnt < o.iters && c.pending === 0) {
-        if (!postSend(c)) {
-          errOut("Couldn't post send\n");
-          return 1;
-        }
-        c.pending = PP_RECV_WRID | PP_SEND_WRID;
-      }
-    }
-  }
+  const done = await ppPingpong({
+    cq: c.cq, channel: c.channel, maxWc: 2, iters: o.iters, rxDepth: o.rxDepth, routs, refillAt: 1, pending: [c.pending],
+    postRecv: (n) => postRecv(c, n),
+    postSend: () => {
+      if (postSend(c)) return true;
+      errOut("Couldn't post send\n");
+      return false;
+    },
+    qpIndex: () => 0,
+    ...(kind.qpType === QpType.RC ? { failedTail: (wcs: readonly unknown[]) => `parse WC failed ${wcs.length}\n` } : {}),
+  });
+  if (!done) return 1;
   printRate(o.size * o.iters * 2, o.iters, usecSince(t0));
   if (o.server === null && o.validate) {
     for (let i = 0; i < o.size; i += PAGE_SIZE) if (c.buf[i] !== 0) out(`invalid data in page ${i / PAGE_SIZE}\n`);

@@ -13,20 +13,13 @@ export enum PortSpace {
   IB = 0x013f,
 }
 
-/** `RDMA_UDP_QKEY`: the Q_Key of RDMA_PS_UDP / RDMA_PS_IPOIB ids and their multicast groups. */
-export const RDMA_UDP_QKEY = 0x01234567;
-
 /**
+ * `RDMA_UDP_QKEY` (the Q_Key of RDMA_PS_UDP / RDMA_PS_IPOIB ids and their multicast groups),
  * `RDMA_IB_IP_PS_MASK` and the port-space prefixes of an IB service ID (cma.c): the service ID
  * of port `p` in port space `ps` is `(ps << 16) | p`, e.g. `0x0000000001060000 | p` for TCP.
+ * Wire facts, defined once with the CM's wire format.
  */
-export const RDMA_IB_IP_PS_MASK = 0xffff_ffff_ffff_0000n;
-/** Service ID prefix of RDMA_PS_TCP. */
-export const RDMA_IB_IP_PS_TCP = 0x0000_0000_0106_0000n;
-/** Service ID prefix of RDMA_PS_UDP. */
-export const RDMA_IB_IP_PS_UDP = 0x0000_0000_0111_0000n;
-/** Service ID prefix of RDMA_PS_IB. */
-export const RDMA_IB_IP_PS_IB = 0x0000_0000_013f_0000n;
+export { RDMA_UDP_QKEY, RDMA_IB_IP_PS_MASK, RDMA_IB_IP_PS_TCP, RDMA_IB_IP_PS_UDP, RDMA_IB_IP_PS_IB } from '../wire/roce/cma.js';
 
 /** The IB service ID of `port` in `ps` (cma.c `rdma_get_service_id`). */
 export function serviceId(ps: PortSpace, port: number): bigint {

@@ -40,17 +40,21 @@ export class NativeContext extends Context {
 
   /** `ibv_alloc_pd()`. */
   override allocPd(): Pd {
+    this._checkAlive('ibv_alloc_pd');
     const h = check(this._b.allocPd(this._h), 'ibv_alloc_pd');
     this._pds++;
+    this._pdCount++;
     return new NativePd(this, this._pds, h);
   }
 
   /** `ibv_create_comp_channel()`: its fd is watched by the event loop. */
   override createCompChannel(): CompChannel {
+    this._checkAlive('ibv_create_comp_channel');
     const key = newKey();
     const h = check(this._b.createCompChannel(this._h, key), 'ibv_create_comp_channel');
     const ch = new NativeCompChannel(this, h, key);
     channels.set(key, ch);
+    this._channels.add(ch);
     return ch;
   }
 
@@ -75,6 +79,7 @@ export class NativeContext extends Context {
   /** A CQ made by the addon: ibv_create_cq, or (`wcFlags` >= 0) ibv_create_cq_ex. */
   private makeCq(op: string, cqe: number, channel: CompChannel | null | undefined, compVector: number, cqContext: unknown, wcFlags: number): Cq {
     const ch = channel ?? undefined;
+    this._checkAlive(op);
     if (!Number.isInteger(cqe) || cqe < 1 || cqe > this._attr.maxCqe) throw err('EINVAL', op, `cqe ${String(cqe)} (device max ${this._attr.maxCqe})`);
     if (ch !== undefined) {
       if (!(ch instanceof NativeCompChannel) || ch.context !== this) throw err('EINVAL', op, 'channel of another device');
@@ -88,6 +93,7 @@ export class NativeContext extends Context {
     const [h, actual] = check(r, op);
     const cq = new NativeCq(this, actual, ch, compVector, cqContext, key, h, wcFlags >= 0);
     cqs.set(key, cq);
+    this._cqCount++;
     ch?._cqs.add(cq);
     return cq;
   }

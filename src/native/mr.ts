@@ -6,7 +6,7 @@
  */
 import { err } from '../errors.js';
 import { Mr } from '../verbs/mr.js';
-import type { MrMemory } from '../verbs/pd.js';
+import { checkAttached, type MrMemory } from '../verbs/pd.js';
 import { check, type Handle } from './binding.js';
 import type { NativeContext } from './context.js';
 import type { NativePd } from './pd.js';
@@ -14,11 +14,13 @@ import type { NativePd } from './pd.js';
 /** A Uint8Array over exactly the bytes of `mem` (no copy). */
 export function memView(mem: MrMemory, op: string): Uint8Array {
   if (ArrayBuffer.isView(mem)) {
+    checkAttached(mem.buffer, op);
     const b = mem.buffer as ArrayBufferLike & { resizable?: boolean; growable?: boolean };
     if (b.resizable === true || b.growable === true) throw err('EINVAL', op, 'resizable/growable buffers cannot be registered');
     return mem instanceof Uint8Array ? mem : new Uint8Array(mem.buffer, mem.byteOffset, mem.byteLength);
   }
   if (mem instanceof ArrayBuffer || (typeof SharedArrayBuffer !== 'undefined' && mem instanceof SharedArrayBuffer)) {
+    checkAttached(mem, op);
     const b = mem as ArrayBufferLike & { resizable?: boolean; growable?: boolean };
     if (b.resizable === true || b.growable === true) throw err('EINVAL', op, 'resizable/growable buffers cannot be registered');
     return new Uint8Array(mem);

@@ -36,6 +36,7 @@ export class NativePd extends Pd {
    */
   override regMr(mem: MrMemory, access: number, iova?: number): Mr {
     const op = iova === undefined ? 'ibv_reg_mr' : 'ibv_reg_mr_iova';
+    this.context._checkAlive(op);
     if (this.deallocated) throw err('EINVAL', op, 'PD deallocated');
     if (!isU32(access) || access > 0xff) throw err('EINVAL', op, `access flags ${String(access)}`);
     const view = memView(mem, op);
@@ -57,6 +58,7 @@ export class NativePd extends Pd {
    */
   override allocMw(type: MwType): Mw {
     const op = 'ibv_alloc_mw';
+    this.context._checkAlive(op);
     if (this.deallocated) throw err('EINVAL', op, 'PD deallocated');
     if (!isU32(type)) throw err('EINVAL', op, `mw_type ${String(type)}`);
     const [h, rkey, slot] = check(this.context._b.allocMw(this._h, type), op);
@@ -74,6 +76,7 @@ export class NativePd extends Pd {
    */
   override createSrq(init: SrqInitAttr): Srq {
     const op = 'ibv_create_srq';
+    this.context._checkAlive(op);
     if (this.deallocated) throw err('EINVAL', op, 'PD deallocated');
     if (typeof init !== 'object' || init === null || typeof init.attr !== 'object' || init.attr === null) throw err('EINVAL', op, 'no init attributes');
     if ((init.srqType ?? SrqType.BASIC) !== SrqType.BASIC) throw err('EOPNOTSUPP', op, `srq_type ${String(init.srqType)}`);

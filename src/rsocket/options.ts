@@ -7,7 +7,8 @@
 /** Option levels. */
 export const SOL_SOCKET = 1;
 export const IPPROTO_TCP = 6;
-export const IPPROTO_UDP = 17;
+/** `IPPROTO_UDP`: the IP protocol number, defined once with the RoCEv2 headers. */
+export { IPPROTO_UDP } from '../wire/roce/icrc.js';
 export const IPPROTO_IPV6 = 41;
 /** `SOL_RDMA` of `<rdma/rsocket.h>`. */
 export const SOL_RDMA = 0x10000;

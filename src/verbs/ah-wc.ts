@@ -19,8 +19,9 @@ import type { Context } from './context.js';
 import type { Pd } from './pd.js';
 import { GidType, WcFlags, type Wc } from './types.js';
 
-/** Bytes of the network-header area (`sizeof(struct ibv_grh)`). */
-export const GRH_AREA_LEN = 40;
+/** Bytes of the network-header area (`sizeof(struct ibv_grh)`), defined once with the RoCEv2 headers. */
+export { GRH_AREA_LEN } from '../wire/roce/icrc.js';
+import { GRH_AREA_LEN } from '../wire/roce/icrc.js';
 
 /** IPv6 next-header values libibverbs tells RoCE v2 from RoCE v1 (and IB) by. */
 const NEXT_HDR_UDP = 17;

@@ -112,4 +112,14 @@ export class Ah {
     this._destroyed = true;
     this.pd._ahDestroyed(this);
   }
+
+  /**
+   * `using` / `await using`: `ibv_destroy_ah()` at the end of the scope; nothing if already
+   * destroyed.
+   * @throws RdmaError what {@link destroy} throws (the device's errno): disposal reports, never
+   *   leaks silently.
+   */
+  [Symbol.dispose](): void {
+    if (!this._destroyed) this.destroy();
+  }
 }

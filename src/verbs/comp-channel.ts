@@ -98,6 +98,16 @@ export class CompChannel implements AsyncIterable<Cq> {
   }
 
   /**
+   * `using` / `await using`: `ibv_destroy_comp_channel()` at the end of the scope; nothing if
+   * already destroyed.
+   * @throws RdmaError what {@link destroy} throws (EBUSY while CQs use it): disposal reports,
+   *   never leaks silently.
+   */
+  [Symbol.dispose](): void {
+    if (!this._destroyed) this.destroy();
+  }
+
+  /**
    * Iterate over completion events (each yields the CQ, already counted as reported: ack it).
    * Ends when the channel is destroyed. Leaving the loop (`break`, `return()`, even while a
    * read is pending) does not destroy the channel and does not consume an event.

@@ -71,11 +71,14 @@ export class Context {
   /** @internal Live SRQs (all PDs), against `maxSrq`. */
   _srqCount = 0;
   private _srqHandle = 1;
-  private _pdCount = 0;
-  private _cqCount = 0;
+  /** @internal Live PDs, against `maxPd`. */
+  _pdCount = 0;
+  /** @internal Live CQs, against `maxCq`. */
+  _cqCount = 0;
   private _nextPdHandle = 1;
   private _nextCqHandle = 1;
-  private readonly _channels = new Set<CompChannel>();
+  /** @internal Live completion channels. */
+  readonly _channels = new Set<CompChannel>();
   private _qpNumNext = 1;
   /** QP numbers handed out by `_allocQpNum` whose QP is not registered in `_qps` yet. */
   private readonly _qpNumPending = new Set<number>();
@@ -85,6 +88,8 @@ export class Context {
   private _qpHold: (() => void) | null = null;
   /** The device is gone (DEVICE_FATAL was raised): see {@link _checkAlive}. */
   private _dead = false;
+  /** `Device.open()` calls not yet matched by a `close()`: none, the context is closed. */
+  private _opens = 0;
 
   /** @internal Use `Device.open()`. */
   constructor(device: Device) {
@@ -102,8 +107,12 @@ export class Context {
     this.numCompVectors = Math.max(1, cpus);
   }
 
-  /** `ibv_query_device()`: the device attributes (a fresh copy). */
+  /**
+   * `ibv_query_device()`: the device attributes (a fresh copy).
+   * @throws RdmaError EBADF once the context is closed.
+   */
   queryDevice(): DeviceAttr {
+    this._checkOpen('ibv_query_device');
     return { ...this._attr };
   }
 
@@ -307,11 +316,36 @@ export class Context {
   }
 
   /**
-   * `ibv_close_device()`: a no-op. The context is a per-process singleton kept open for the
-   * life of the process (as librdmacm keeps its devices open); its objects stay valid.
+   * `ibv_close_device()`. The context is the device's per-process singleton, shared by everyone
+   * who opened it — the CM opens it for each id it binds to the device, rsockets through the CM —
+   * so, as librdmacm counts its users of a device (cma.c `ucma_get_device`/`ucma_put_device`), it
+   * is open while any `Device.open()` is not yet matched by a `close()`. Once closed, every call
+   * that makes an object from the context or from its objects (`allocPd`, `createCq`,
+   * `createCompChannel`, `createCqEx`, `createQpEx`, `pd.regMr`, `pd.allocMw`, `pd.createQp`,
+   * `pd.createAh`, `pd.createSrq`) and the device, port and GID queries fail with EBADF, as the
+   * kernel answers a command written to a closed device file. Closing destroys nothing (the
+   * kernel would destroy every object of a closed device file): objects made before keep working
+   * until they are destroyed — destroy them first, as `using` does in reverse order of creation.
+   * The next `Device.open()` opens it again. Closing a closed context does nothing; close each
+   * open once (`using ctx = device.open()` does).
    */
   close(): void {
-    // Intentionally empty: see the doc comment.
+    if (this._opens > 0) this._opens--;
+  }
+
+  /** True once every `Device.open()` has been matched by a {@link close}. */
+  get closed(): boolean {
+    return this._opens === 0;
+  }
+
+  /** `using ctx = device.open()`: {@link close} at the end of the scope. */
+  [Symbol.dispose](): void {
+    this.close();
+  }
+
+  /** @internal `Device.open()` hands the singleton out (once more). */
+  _open(): void {
+    this._opens++;
   }
 
   /**
@@ -345,9 +379,18 @@ export class Context {
     this._dead = true;
   }
 
-  /** @internal EIO once the device is removed. */
+  /**
+   * @internal EBADF once closed (the kernel's answer to a command written to a closed device
+   * file), EIO once the device is removed.
+   */
   _checkAlive(op: string): void {
+    this._checkOpen(op);
     if (this._dead) throw err('EIO', op, `device ${this.device.name} was removed`);
+  }
+
+  /** @internal EBADF once closed. */
+  _checkOpen(op: string): void {
+    if (this._opens === 0) throw err('EBADF', op, `context of ${this.device.name} closed`);
   }
 
   /** @internal Raise an async event (transport/CQ side). */

@@ -286,4 +286,14 @@ export class CqEx {
     this._polling = false;
     this._current = false;
   }
+
+  /**
+   * `using` / `await using`: `ibv_destroy_cq()` at the end of the scope; nothing if already
+   * destroyed.
+   * @throws RdmaError what {@link destroy} throws (EBUSY while QPs use it or events read for it
+   *   are unacknowledged): disposal reports, never leaks silently.
+   */
+  [Symbol.dispose](): void {
+    if (!this.cq.destroyed) this.destroy();
+  }
 }

@@ -279,6 +279,16 @@ export class Cq {
   }
 
   /**
+   * `using` / `await using`: `ibv_destroy_cq()` at the end of the scope; nothing if already
+   * destroyed.
+   * @throws RdmaError what {@link destroy} throws (EBUSY while QPs use it or events read for it
+   *   are unacknowledged): disposal reports, never leaks silently.
+   */
+  [Symbol.dispose](): void {
+    if (!this._destroyed) this.destroy();
+  }
+
+  /**
    * @internal Transport side: queue a completion (the object is stored, not copied: do not
    * reuse it). `solicited` marks a completion that satisfies a solicited-only arming (the
    * transport decides: e.g. a receive completion of a message with the SE bit).

@@ -229,10 +229,12 @@ export class Device {
 
   /**
    * `ibv_open_device()`. Returns the per-process singleton context of this device (created on
-   * first call); `Context.close()` does not close it.
+   * first call), open until a `Context.close()` matches this open and every other (a closed one
+   * is opened again).
    */
   open(): Context {
     if (this._ctx === undefined) this._ctx = getProvider(this._info.provider)?.openDevice?.(this) ?? new Context(this);
+    this._ctx._open();
     return this._ctx;
   }
 

@@ -56,6 +56,7 @@ const INV_OPS = QpExSendOps.WITH_LOCAL_INV | QpExSendOps.WITH_SEND_WITH_INV;
  */
 export function createCqEx(ctx: Context, attr: CqInitAttrEx): CqEx {
   const op = 'ibv_create_cq_ex';
+  ctx._checkAlive(op);
   if (typeof attr !== 'object' || attr === null) throw err('EINVAL', op, 'no init attributes');
   const wcFlags = attr.wcFlags ?? 0;
   const mask = attr.compMask ?? 0;
@@ -108,6 +109,7 @@ export function supportedSendOps(ctx: Context, qpType: QpType): number {
  */
 export function createQpEx(ctx: Context, attr: QpInitAttrEx): Qp {
   const op = 'ibv_create_qp_ex';
+  ctx._checkAlive(op);
   if (typeof attr !== 'object' || attr === null) throw err('EINVAL', op, 'no init attributes');
   const mask = attr.compMask;
   if (!isFlags(mask)) throw err('EINVAL', op, `comp_mask ${String(mask)}`);
@@ -161,6 +163,7 @@ const exAttrs = new WeakMap<Context, Readonly<DeviceAttrEx>>();
  */
 export function queryDeviceEx(ctx: Context, input?: { compMask: number }): DeviceAttrEx {
   const op = 'ibv_query_device_ex';
+  ctx._checkOpen(op);
   if (input !== undefined && input !== null && input.compMask !== 0) throw err('EINVAL', op, `comp_mask ${String(input.compMask)}`);
   let x = exAttrs.get(ctx);
   if (x === undefined) {

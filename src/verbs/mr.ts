@@ -210,6 +210,16 @@ export class Mr {
     this.pd._mrCount--;
     if (tracing('mr')) trace('mr', `MR[${stagStr(this.lkey)}]`, 'dereg');
   }
+
+  /**
+   * `using` / `await using`: `ibv_dereg_mr()` at the end of the scope; nothing if already
+   * deregistered.
+   * @throws RdmaError what {@link dereg} throws (EINVAL while memory windows are bound to it):
+   *   disposal reports, never leaks silently.
+   */
+  [Symbol.dispose](): void {
+    if (this._registered) this.dereg();
+  }
 }
 
 

@@ -116,6 +116,16 @@ export class Mw {
     this.context._mrs._removeMw(this);
     this.pd._mwCount--;
   }
+
+  /**
+   * `using` / `await using`: `ibv_dealloc_mw()` at the end of the scope; nothing if already
+   * deallocated.
+   * @throws RdmaError what {@link dealloc} throws (the device's errno): disposal reports, never
+   *   leaks silently.
+   */
+  [Symbol.dispose](): void {
+    if (!this._st.is(MwState.INVALID)) this.dealloc();
+  }
 }
 
 /** Drop the window's binding (its MR and QP), as rxe_do_invalidate_mw / rxe_mw_cleanup. */

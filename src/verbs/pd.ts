@@ -68,7 +68,8 @@ export class Pd {
    *   synthetic address whose range (and the guard page after it) no other live MR of the
    *   context overlaps. A safe non-negative integer with `iova + length < 2^53`.
    * @throws RdmaError EINVAL (bad memory, zero length — as siw —, bad access flags, bad iova,
-   *   PD deallocated); ENOMEM (more than `maxMr` MRs, STag or address space exhausted).
+   *   PD deallocated); EFAULT (detached memory, as ibv_reg_mr of unmapped memory); EBADF (the
+   *   context is closed); ENOMEM (more than `maxMr` MRs, STag or address space exhausted).
    */
   regMr(mem: MrMemory, access: number, iova?: number): Mr {
     const op = iova === undefined ? 'ibv_reg_mr' : 'ibv_reg_mr_iova';
@@ -302,6 +303,16 @@ export class Pd {
     this.context._pdDeallocated(this);
   }
 
+  /**
+   * `using` / `await using`: `ibv_dealloc_pd()` at the end of the scope; nothing if already
+   * deallocated.
+   * @throws RdmaError what {@link dealloc} throws (EBUSY while MRs, windows, QPs, SRQs or AHs
+   *   of the PD exist): disposal reports, never leaks silently.
+   */
+  [Symbol.dispose](): void {
+    if (!this._deallocated) this.dealloc();
+  }
+
   private _checkCq(cq: unknown, name: string): void {
     if (!(cq instanceof Cq)) throw err('EINVAL', 'ibv_create_qp', `${name} is not a CQ`);
     if (cq.context !== this.context) throw err('EINVAL', 'ibv_create_qp', `${name} belongs to another device`);
@@ -328,6 +339,32 @@ function checkCapField(cap: Partial<QpCap>, k: keyof QpCap, max: number): void {
   if (!Number.isInteger(v) || v < 0 || v > max) throw err('EINVAL', 'ibv_create_qp', `cap.${k} ${String(v)} (device max ${max})`);
 }
 
+/**
+ * @internal Whether `buffer` was detached (transferred, e.g. by `structuredClone` or
+ * `postMessage` with a transfer list): its memory is gone. Node 20 has no `detached` getter; a
+ * detached buffer has length 0 and refuses every view.
+ */
+export function isDetached(buffer: ArrayBufferLike): boolean {
+  const d = (buffer as { detached?: unknown }).detached;
+  if (typeof d === 'boolean') return d;
+  if (buffer.byteLength !== 0 || !(buffer instanceof ArrayBuffer)) return false;
+  try {
+    new Uint8Array(buffer);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+/**
+ * @internal EFAULT for memory that is gone (a detached buffer, or a view of one): ib_umem_get
+ * answers so when pin_user_pages_fast finds the range unmapped, which is what `ibv_reg_mr` of
+ * freed memory meets.
+ */
+export function checkAttached(buffer: ArrayBufferLike, op: string): void {
+  if (isDetached(buffer)) throw err('EFAULT', op, 'memory detached (its ArrayBuffer was transferred)');
+}
+
 /** A Uint8Array over exactly the bytes of `mem`. */
 function toView(mem: MrMemory, op: string): Uint8Array {
   let buffer: ArrayBufferLike;
@@ -343,6 +380,7 @@ function toView(mem: MrMemory, op: string): Uint8Array {
   } else {
     throw err('EINVAL', op, 'memory must be an ArrayBuffer, SharedArrayBuffer or ArrayBuffer view');
   }
+  checkAttached(buffer, op);
   const flags = buffer as { resizable?: boolean; growable?: boolean };
   if (flags.resizable === true || flags.growable === true) throw err('EINVAL', op, 'resizable/growable buffers cannot be registered');
   return new Uint8Array(buffer, offset, length);

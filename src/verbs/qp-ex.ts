@@ -142,6 +142,16 @@ export class QpEx {
     this._started = false;
   }
 
+  /**
+   * `using` / `await using`: `ibv_destroy_qp()` of {@link qp} at the end of the scope; nothing
+   * if already destroyed.
+   * @throws RdmaError what `qp.destroy()` throws (the device's errno): disposal reports, never
+   *   leaks silently.
+   */
+  [Symbol.dispose](): void {
+    this.qp[Symbol.dispose]();
+  }
+
   /** `ibv_wr_start()`: begin a batch (an unfinished one is dropped). */
   wrStart(): void {
     this._n = 0;

@@ -766,6 +766,16 @@ export abstract class Qp {
     this.st.move(QpState.RESET, 'destroyed');
     this.pd._releaseQp(this);
   }
+
+  /**
+   * `using` / `await using`: `ibv_destroy_qp()` at the end of the scope; nothing if already
+   * destroyed.
+   * @throws RdmaError what {@link destroy} throws (the device's errno): disposal reports, never
+   *   leaks silently.
+   */
+  [Symbol.dispose](): void {
+    if (!this.destroyed) this.destroy();
+  }
 }
 
 /** An atomic operand as an unsigned 64-bit bigint (a number is accepted; the transport checked it). */

@@ -238,6 +238,16 @@ export class Srq {
     this.pd._srqDestroyed(this);
   }
 
+  /**
+   * `using` / `await using`: `ibv_destroy_srq()` at the end of the scope; nothing if already
+   * destroyed.
+   * @throws RdmaError what {@link destroy} throws (EBUSY while a QP uses it or events read for
+   *   it are unacknowledged): disposal reports, never leaks silently.
+   */
+  [Symbol.dispose](): void {
+    if (!this._destroyed) this.destroy();
+  }
+
   // -- the QPs' side ---------------------------------------------------------------------------
 
   /** @internal A QP was created with this SRQ. */

@@ -1,6 +1,6 @@
 // The rdma_cm surface as a TypeScript consumer meets it: events narrowed by `switch (ev.event)`,
 // event channels and ids disposed by `using` / `await using`, the trailing AbortSignal of the
-// calls that wait. Compiled, never run (test/unit/cm/types.test.js).
+// calls that wait. Compiled, never run (test/unit/types.test.js).
 import { CmEventType, PortSpace, createEventChannel, createId, type CmEvent, type CmId, type EventConnParam } from 'rdmacm';
 
 export function describeEvent(ev: CmEvent): string {
