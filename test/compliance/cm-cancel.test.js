@@ -253,6 +253,15 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
     await l.destroy();
   });
 
+  test('rdma_destroy_id of a synchronous listener while rdma_get_request waits: ECANCELED', async () => {
+    const l = createId(null, null, PortSpace.TCP);
+    l.bindAddr({ address: LO, port: 0 });
+    await l.listen();
+    const waiting = l.getRequest();
+    await l.destroy();
+    await assert.rejects(waiting, ecanceled('rdma_get_request', /destroyed while waiting for a connect request/));
+  });
+
   test('rdma_get_request aborted: AbortError; the next request goes to the next call', async () => {
     const l = createId(null, null, PortSpace.TCP);
     l.bindAddr({ address: LO, port: 0 });
