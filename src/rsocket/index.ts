@@ -16,6 +16,8 @@
  * ```
  * @packageDocumentation
  */
+// Symbol.dispose / Symbol.asyncDispose before any class that defines disposers (Node < 20.4 lacks them).
+import '../util/dispose.js';
 import '../transport-settings.js';
 export { RSocket, connect, createConnection, configFrom, type RSocketOptions, type RSocketConnectOptions } from './socket.js';
 export { RServer, createServer, type RServerListenOptions } from './server.js';
