@@ -9,7 +9,7 @@ export const SOL_SOCKET = 1;
 /** `IPPROTO_TCP`: the level of the TCP_* options. */
 export const IPPROTO_TCP = 6;
 /** `IPPROTO_UDP`: the IP protocol number, defined once with the RoCEv2 headers. */
-export { IPPROTO_UDP } from '../wire/roce/icrc.js';
+export { IPPROTO_UDP } from '../ib-numbers.js';
 /** `IPPROTO_IPV6`: the level of IPV6_V6ONLY. */
 export const IPPROTO_IPV6 = 41;
 /** `SOL_RDMA` of `<rdma/rsocket.h>`. */
