@@ -111,7 +111,7 @@ export class RServer extends EventEmitter {
         else if (r !== undefined && r !== null) throw badArg(op, `listen() argument ${describeValue(r)}`);
       }
     }
-    const port = o.port === undefined ? 0 : checkPort(o.port, op, 'options.port');
+    const port = o.port === undefined ? 0 : checkPort(o.port, op, typeof a === 'object' ? 'options.port' : 'port');
     const host = checkHost(o.host, op, 'options.host');
     const backlog = checkBacklog(o.backlog, 'rlisten');
     const signal = checkSignal(o.signal, op);
@@ -127,6 +127,8 @@ export class RServer extends EventEmitter {
         this.unlisten = () => signal.removeEventListener('abort', onAbort);
       }
     }
+    // Already aborted: nothing is bound; the server closes a tick later.
+    if (signal?.aborted) return this;
     const l = new RsListener(configFrom(this.sockOpts));
     this.listener = l;
     void this.start(l, { port, host, backlog, ipv6Only: o.ipv6Only });

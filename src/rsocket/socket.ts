@@ -495,10 +495,11 @@ export class RSocket extends Duplex {
     const c = this.conn;
     const e = err ?? null;
     // 'close' carries hadError, as net.Socket's (emitClose is off): after the stream's own
-    // 'error', which destroy() queues when cb() runs.
+    // 'error' (which destroy() queues when cb() runs), in a later turn of the event loop as net's
+    // handle close, so code that awaits 'error' can still wait for 'close'.
     const done = (): void => {
       cb(e);
-      process.nextTick(() => this.emit('close', e !== null));
+      setImmediate(() => this.emit('close', e !== null));
     };
     // A connect under way stops at its next step and unwinds first (no QP or MR built after
     // the close): then, as close(2) under net.Socket.destroy(), the peer sees an orderly end
