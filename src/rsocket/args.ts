@@ -67,3 +67,13 @@ export function checkBacklog(v: unknown, op: string): number | undefined {
   if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v > 0x7fffffff) throw badArg(op, `backlog should be an integer >= 0, got ${describeValue(v)}`);
   return v;
 }
+
+/**
+ * The port of a socket address handed to an rsocket call (rbind, rconnect, rsendto): what a
+ * `sockaddr_in`'s 16-bit `sin_port` can hold, an integer from 0 to 65535; else EINVAL of `op`
+ * (a C caller cannot pass more; a larger number would otherwise wrap on some path).
+ */
+export function checkAddrPort(addr: { port: number }, op: string): void {
+  const p = addr.port;
+  if (!Number.isInteger(p) || p < 0 || p > PORT_MAX) throw badArg(op, `port should be >= 0 and <= ${PORT_MAX}, got ${describeValue(p)}`);
+}

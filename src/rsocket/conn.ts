@@ -86,6 +86,7 @@ import {
 } from './protocol.js';
 import { POLLERR, POLLHUP, POLLIN, POLLOUT, SHUT_RD, SHUT_RDWR, SHUT_WR, SOL_SOCKET, SO_ERROR, SO_KEEPALIVE, MSG_PEEK, POLLNVAL } from './options.js';
 import { abortError, isAbortError } from '../util/abort.js';
+import { checkAddrPort } from './args.js';
 import { RS_TRACE, RsState, describeState } from './state.js';
 import { StateCell } from '../util/state.js';
 import { traceEvent } from '../trace.js';
@@ -317,6 +318,7 @@ export class RsConn implements CqEventSink {
   /** rbind(): bind the cm_id to a local address (port 0 picks one at connect). */
   bind(addr: SockAddr): void {
     if (!this.st.is(RsState.init)) throw rsErr('EINVAL', 'rbind', describeState(this.st.state));
+    checkAddrPort(addr, 'rbind');
     const id = this._ensureId();
     try {
       id.bindAddr(addr);
@@ -338,6 +340,7 @@ export class RsConn implements CqEventSink {
     if (this.st.state & RsState.opening) throw rsErr('EALREADY', op);
     if (this.st.state & RsState.connected || this.st.state & RsState.disconnected) throw rsErr('EISCONN', op);
     if (!this.st.in(SETUP_FROM)) throw rsErr('EINVAL', op, describeState(this.st.state));
+    checkAddrPort(dst, op);
     noDevices(op);
     const id = this._ensureId();
     const ch = this.ch as EventChannel;

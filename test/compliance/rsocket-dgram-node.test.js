@@ -168,6 +168,21 @@ function rsocketArgs() {
       await closed(s);
     }
   });
+
+  test('rsocket calls: rbind / rconnect / rsendto of a port a sockaddr cannot hold: EINVAL naming it', T, async () => {
+    const d = new rs.DsSocket(4);
+    try {
+      for (const port of [70000, -1, 2.5]) {
+        await assert.rejects(d.bind({ address: LO, port }), { code: 'EINVAL', op: 'rbind', message: /port should be >= 0 and <= 65535/ });
+        await assert.rejects(d.connect({ address: LO, port }), { code: 'EINVAL', op: 'rconnect' });
+        await assert.rejects(d.sendto(Buffer.from('x'), { address: LO, port }), { code: 'EINVAL', op: 'rsendto' });
+      }
+      await d.bind({ address: LO, port: 0 });
+      assert.ok(d.localAddress.port > 0);
+    } finally {
+      await d.close();
+    }
+  });
 }
 
 suite(FACES[0]);

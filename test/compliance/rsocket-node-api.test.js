@@ -178,6 +178,25 @@ function rsocketOnly() {
     assert.throws(() => rs.createServer().listen(0, LO, -1), { op: 'rlisten', message: /backlog/ });
   });
 
+  test('[rsocket] rbind / rconnect of a port a sockaddr cannot hold: EINVAL, the socket still usable', T, async () => {
+    for (const port of [70000, -1, 1.5]) {
+      const c = new rs.RsConn();
+      await assert.rejects(c.connect({ address: LO, port }), { name: 'RdmaError', code: 'EINVAL', op: 'rconnect', message: /port should be >= 0 and <= 65535/ });
+      assert.throws(() => c.bind({ address: LO, port }), { code: 'EINVAL', op: 'rbind' });
+      const l = new rs.RsListener();
+      assert.throws(() => l.bind({ address: LO, port }), { code: 'EINVAL', op: 'rbind' });
+      // refused before anything was made: the listener binds and listens as a fresh one
+      l.bind({ address: LO, port: 0 });
+      await l.listen(1);
+      const accepted = l.accept();
+      await c.connect({ address: LO, port: l.localAddress.port });
+      const s = await accepted;
+      await c.close();
+      await s.close();
+      await l.close();
+    }
+  });
+
   test('[rsocket] connect aborted while the peer has not accepted: AbortError of rconnect, closed, nothing left', T, async () => {
     const l = new rs.RsListener();
     l.bind({ address: LO, port: 0 });
