@@ -96,13 +96,21 @@ export interface RSocketEventMap {
 
 /** The events of a stream rsocket, typed by {@link RSocketEventMap} (as `net.Socket`'s). */
 export interface RSocket {
+  /** Add `listener` for `event`; a listener of a mapped event gets its typed arguments. */
   on<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Add `listener` for the next `event` only. */
   once<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Remove `listener` from `event` (alias of removeListener). */
   off<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Add `listener` for `event` (alias of on). */
   addListener<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Remove `listener` from `event`. */
   removeListener<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Add `listener` for `event` before the listeners already there. */
   prependListener<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Add `listener` for the next `event` only, before the listeners already there. */
   prependOnceListener<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Call the listeners of `event` with `args` (typed for a mapped event); true if it had any. */
   emit<K extends string | symbol>(event: K, ...args: EventArgs<RSocketEventMap, K>): boolean;
 }
 

@@ -54,13 +54,21 @@ export interface RDgramSocketEventMap {
 
 /** The events of a datagram rsocket, typed by {@link RDgramSocketEventMap}. */
 export interface RDgramSocket {
+  /** Add `listener` for `event`; a listener of a mapped event gets its typed arguments. */
   on<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Add `listener` for the next `event` only. */
   once<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Remove `listener` from `event` (alias of removeListener). */
   off<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Add `listener` for `event` (alias of on). */
   addListener<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Remove `listener` from `event`. */
   removeListener<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Add `listener` for `event` before the listeners already there. */
   prependListener<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Add `listener` for the next `event` only, before the listeners already there. */
   prependOnceListener<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Call the listeners of `event` with `args` (typed for a mapped event); true if it had any. */
   emit<K extends string | symbol>(event: K, ...args: EventArgs<RDgramSocketEventMap, K>): boolean;
 }
 
