@@ -208,7 +208,7 @@ export function buildConnector(options: ConnectorOptions = {}): UndiciConnector 
       done = true;
       if (timer) clearTimeout(timer);
       timer = null;
-      sock.off('error', onError);
+      (sock as import('node:events').EventEmitter).off('error', onError);
       if (err) {
         sock.destroy();
         s.destroy();
