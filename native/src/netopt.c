@@ -25,6 +25,8 @@
  * from processes of its own user or root (see src/transport/roce/udp.ts).
  *
  * peerCred(fd) -> [pid, uid, gid] of the Unix socket's peer, or a negative errno.
+ *
+ * The soft RoCE device's batched UDP sockets (recvmmsg/sendmmsg on Node's loop): udpio.c.
  */
 #define _GNU_SOURCE /* struct ucred */
 #include <errno.h>
@@ -32,6 +34,8 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <node_api.h>
+
+#include "udpio.h"
 
 #ifndef UDP_NO_CHECK6_RX
 #define UDP_NO_CHECK6_RX 102
@@ -129,7 +133,7 @@ NAPI_MODULE_INIT()
 	    napi_create_function(env, "unsentBytes", NAPI_AUTO_LENGTH, unsent_bytes, NULL, &fnq) != napi_ok ||
 	    napi_set_named_property(env, exports, "unsentBytes", fnq) != napi_ok ||
 	    napi_create_function(env, "peerCred", NAPI_AUTO_LENGTH, peer_cred, NULL, &fnc) != napi_ok ||
-	    napi_set_named_property(env, exports, "peerCred", fnc) != napi_ok)
+	    napi_set_named_property(env, exports, "peerCred", fnc) != napi_ok || udpio_init(env, exports) != 0)
 		return NULL;
 	return exports;
 }
