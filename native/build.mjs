@@ -3,8 +3,9 @@
 // `npm install` (the package's `install` script) and by `npm run build:native`.
 //  - native/build/netopt.node: the socket calls the soft devices need — the soft RoCE device's
 //    options to speak to a kernel rxe (IPv4 identification 0, IPv6 UDP checksum 0 accepted), and
-//    the unsent bytes the soft iWARP device's graceful close waits on (native/src/netopt.c);
-//    needs only Node's headers.
+//    the unsent bytes the soft iWARP device's graceful close waits on (native/src/netopt.c), and
+//    the RoCE device's batched UDP sockets (recvmmsg/sendmmsg, native/src/udpio.c); needs only
+//    Node's headers.
 //  - native/build/rdmacm.node: the native backend over rdma-core's libibverbs and librdmacm.
 //
 // It never fails the install and never downloads anything: where the compiler, Node's headers or
@@ -87,7 +88,7 @@ function compile(cc, inc, sources, out, libs) {
 /** The soft RoCE device's socket option addon (Node's headers only). */
 function buildNetopt(cc, inc) {
   const out = join(dirname(OUT), 'netopt.node');
-  const failed = compile(cc, inc, [join(HERE, 'src', 'netopt.c')], out, []);
+  const failed = compile(cc, inc, [join(HERE, 'src', 'netopt.c'), join(HERE, 'src', 'udpio.c')], out, []);
   record(out, failed === null ? null : 'compile failed');
   if (failed !== null) {
     note('not built (compile failed); the soft RoCE device cannot reach a kernel rxe over IPv4, and an iWARP close does not wait for its last data to be sent before the FIN', 'netopt addon');
