@@ -25,8 +25,9 @@
  * udpSetsockopt(handle, level, name, int | Uint8Array) -> 0, or a negative errno.
  * udpRef(handle, bool), udpClose(handle), udpFd(handle), udpStats(handle) -> Float64Array.
  * udpAddr(family, text, port) -> Buffer holding the sockaddr, or a negative errno.
- * udpFault(handle, maxPerCall, eagainAfter): testing: cap the datagrams of one sendmmsg, and
- *   make the call after `eagainAfter` datagrams fail once with EAGAIN (-1: never).
+ * udpFault(handle, maxPerCall, eagainAfter): testing: the kernel takes at most `maxPerCall`
+ *   datagrams per sendmmsg (a short send; 0: no cap), and the call after `eagainAfter` more
+ *   datagrams fails once with EAGAIN (-1: never).
  * udpSetup(meta): the Int32Array the receive rounds describe their datagrams in.
  */
 #define _GNU_SOURCE /* recvmmsg, sendmmsg */
@@ -189,13 +190,15 @@ static unsigned tx_flush(struct udpio_ep *ep)
 	struct mmsghdr m[UDPIO_BATCH];
 
 	while (ep->tx_head < ep->tx_tail) {
-		unsigned n = ep->tx_tail - ep->tx_head;
+		unsigned n = ep->tx_tail - ep->tx_head, call;
 		int r;
 
 		if (n > UDPIO_BATCH)
 			n = UDPIO_BATCH;
-		if (ep->fault_max > 0 && n > (unsigned)ep->fault_max)
-			n = ep->fault_max;
+		/* Testing: the kernel takes fewer than asked, as a short sendmmsg does. */
+		call = ep->fault_max > 0 && n > (unsigned)ep->fault_max ? (unsigned)ep->fault_max : n;
+		if (ep->fault_eagain > 0 && call > (unsigned)ep->fault_eagain)
+			call = ep->fault_eagain;
 		for (unsigned i = 0; i < n; i++) {
 			struct udpio_tx *t = &ep->tx[ep->tx_head + i];
 
@@ -210,7 +213,7 @@ static unsigned tx_flush(struct udpio_ep *ep)
 			r = -1;
 			errno = EAGAIN;
 		} else {
-			r = sendmmsg(ep->fd, m, n, MSG_DONTWAIT);
+			r = sendmmsg(ep->fd, m, call, MSG_DONTWAIT);
 		}
 		ep->stats[ST_TX_CALLS]++;
 		if (r < 0) {
