@@ -31,6 +31,7 @@
  * udpSetup(meta): the Int32Array the receive rounds describe their datagrams in.
  */
 #define _GNU_SOURCE /* recvmmsg, sendmmsg */
+#define NAPI_VERSION 8 /* napi_add_async_cleanup_hook */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <net/if.h>
@@ -75,6 +76,8 @@ struct udpio_ep {
 	bool env_gone; /* the Node environment is being torn down: no more N-API calls */
 	int refs;      /* the JavaScript handle and the uv handle: freed when both are gone */
 	napi_env env;
+	/* Holds the environment's teardown until the uv handle is closed (its close callback is in this module). */
+	napi_async_cleanup_hook_handle cleanup;
 	napi_ref on_batch;
 	napi_async_context actx;
 	struct udpio_tx *tx;
@@ -387,6 +390,9 @@ static void on_closed(uv_handle_t *h)
 	struct udpio_ep *ep = h->data;
 
 	close(ep->fd);
+	if (ep->cleanup)
+		napi_remove_async_cleanup_hook(ep->cleanup);
+	ep->cleanup = NULL;
 	ep_unref(ep);
 }
 
@@ -401,15 +407,12 @@ static void ep_shut(struct udpio_ep *ep)
 	uv_close((uv_handle_t *)&ep->poll, on_closed);
 }
 
-static void ep_teardown(void *arg);
-
 /* Close: what the kernel can take now is sent; the rest of the queue is dropped. */
 static void ep_close(struct udpio_ep *ep)
 {
 	if (ep->closed)
 		return;
 	tx_flush(ep);
-	napi_remove_env_cleanup_hook(ep->env, ep_teardown, ep);
 	if (ep->on_batch)
 		napi_delete_reference(ep->env, ep->on_batch);
 	ep->on_batch = NULL;
@@ -419,8 +422,12 @@ static void ep_close(struct udpio_ep *ep)
 	ep_shut(ep);
 }
 
-/* The environment ends (the process exits): close the socket, no N-API calls. */
-static void ep_teardown(void *arg)
+/*
+ * The environment ends (the process or a worker exits): close the socket without N-API calls;
+ * the environment waits for the close callback (which removes this hook) before this module
+ * may be unloaded.
+ */
+static void ep_teardown(napi_async_cleanup_hook_handle handle, void *arg)
 {
 	struct udpio_ep *ep = arg;
 
@@ -515,7 +522,7 @@ static napi_value udp_open(napi_env env, napi_callback_info info)
 	napi_async_init(env, NULL, name, &ep->actx);
 	ep->events = UV_READABLE;
 	uv_poll_start(&ep->poll, UV_READABLE, on_poll);
-	napi_add_env_cleanup_hook(env, ep_teardown, ep);
+	napi_add_async_cleanup_hook(env, ep_teardown, ep, &ep->cleanup);
 	if (napi_create_external(env, ep, ep_finalize, NULL, &ret) != napi_ok) {
 		ep_close(ep);
 		return int_value(env, -ENOMEM);

@@ -181,10 +181,10 @@ test('mmsg and dgram endpoints share an address and port (SO_REUSEADDR on both),
 
 const CHILD = fileURLToPath(new URL('./udp-io-child.js', import.meta.url));
 
-test('mmsg: a process exits by itself once its endpoints are closed, and loses nothing queued when it calls process.exit()', { skip: noAddon, timeout: 30000 }, async () => {
+test('mmsg: a process exits by itself once its endpoints are closed, loses nothing queued when it calls process.exit(), and a worker may end with endpoints open', { skip: noAddon, timeout: 30000 }, async () => {
   const pb = await freePort('udp4');
   const b = endpoint(MmsgEndpoint, pb);
-  for (const mode of ['close', 'exit', 'unref']) {
+  for (const mode of ['close', 'exit', 'unref', 'worker']) {
     const before = b.got.length;
     const r = spawnSync(process.execPath, [CHILD, mode, String(pb)], { encoding: 'utf8', timeout: 10000 });
     assert.equal(r.status, 0, `${mode}: ${r.stderr}${r.error ?? ''}`);
