@@ -66,12 +66,12 @@ function notBuilt(why) {
 }
 
 /** Compile `sources` into the addon `out`; returns the compiler's output on failure, else null. */
-function compile(cc, inc, sources, out, libs) {
+function compile(cc, inc, sources, out, libs, defines = []) {
   mkdirSync(dirname(out), { recursive: true });
   const tmp = `${out}.${process.pid}.tmp`;
   const args = [
     '-shared', '-fPIC', '-O2', '-std=gnu11', '-Wall', '-Wextra', '-Wno-unused-parameter', '-Wno-missing-field-initializers',
-    '-fvisibility=hidden', '-DNODE_GYP_MODULE_NAME=rdmacm', `-I${inc}`,
+    '-fvisibility=hidden', '-DNODE_GYP_MODULE_NAME=rdmacm', `-I${inc}`, ...defines,
     ...sources, '-o', tmp, ...libs,
   ];
   const r = spawnSync(cc, args, { encoding: 'utf8' });
@@ -88,7 +88,14 @@ function compile(cc, inc, sources, out, libs) {
 /** The soft RoCE device's socket option addon (Node's headers only). */
 function buildNetopt(cc, inc) {
   const out = join(dirname(OUT), 'netopt.node');
-  const failed = compile(cc, inc, [join(HERE, 'src', 'netopt.c'), join(HERE, 'src', 'udpio.c')], out, []);
+  const src = join(HERE, 'src', 'netopt.c');
+  // The batched UDP sockets need libuv's header and recvmmsg/sendmmsg; without them, the rest.
+  let failed = compile(cc, inc, [src, join(HERE, 'src', 'udpio.c')], out, [], ['-DRDMACM_UDPIO']);
+  if (failed !== null) {
+    note('built without its batched UDP sockets (udpio.c did not compile); the soft RoCE device uses Node dgram', 'netopt addon');
+    if (verbose) process.stdout.write(failed);
+    failed = compile(cc, inc, [src], out, []);
+  }
   record(out, failed === null ? null : 'compile failed');
   if (failed !== null) {
     note('not built (compile failed); the soft RoCE device cannot reach a kernel rxe over IPv4, and an iWARP close does not wait for its last data to be sent before the FIN', 'netopt addon');

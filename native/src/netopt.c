@@ -26,7 +26,8 @@
  *
  * peerCred(fd) -> [pid, uid, gid] of the Unix socket's peer, or a negative errno.
  *
- * The soft RoCE device's batched UDP sockets (recvmmsg/sendmmsg on Node's loop): udpio.c.
+ * The soft RoCE device's batched UDP sockets (recvmmsg/sendmmsg on Node's loop): udpio.c, built in
+ * with RDMACM_UDPIO defined.
  */
 #define _GNU_SOURCE /* struct ucred */
 #include <errno.h>
@@ -133,7 +134,11 @@ NAPI_MODULE_INIT()
 	    napi_create_function(env, "unsentBytes", NAPI_AUTO_LENGTH, unsent_bytes, NULL, &fnq) != napi_ok ||
 	    napi_set_named_property(env, exports, "unsentBytes", fnq) != napi_ok ||
 	    napi_create_function(env, "peerCred", NAPI_AUTO_LENGTH, peer_cred, NULL, &fnc) != napi_ok ||
-	    napi_set_named_property(env, exports, "peerCred", fnc) != napi_ok || udpio_init(env, exports) != 0)
+	    napi_set_named_property(env, exports, "peerCred", fnc) != napi_ok)
 		return NULL;
+#ifdef RDMACM_UDPIO
+	if (udpio_init(env, exports) != 0)
+		return NULL;
+#endif
 	return exports;
 }

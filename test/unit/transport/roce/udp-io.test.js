@@ -193,7 +193,7 @@ test('mmsg: a process exits by itself once its endpoints are closed, loses nothi
   close(b);
 });
 
-test('RDMACM_ROCE_IO chooses the path (dgram always; mmsg where the addon has it)', () => {
+test('RDMACM_ROCE_IO chooses the path (dgram always; mmsg where the addon has it); without the addon, dgram', () => {
   const want = process.env.RDMACM_ROCE_IO === 'dgram' || noAddon ? 'dgram' : 'mmsg';
   assert.equal(roceIoKind(), want);
   for (const io of ['dgram', 'mmsg']) {
@@ -203,4 +203,9 @@ test('RDMACM_ROCE_IO chooses the path (dgram always; mmsg where the addon has it
     });
     assert.equal(r.stdout.trim(), io === 'mmsg' && noAddon ? 'dgram' : io);
   }
+  const absent = spawnSync(process.execPath, ['--input-type=module', '-e', `const { roce } = await import(${JSON.stringify(new URL('../../../../dist/index.js', import.meta.url).href)}); console.log(roce.ioPath());`], {
+    env: { ...process.env, RDMACM_ROCE_IO: 'mmsg', RDMACM_NETOPT_PATH: '/nonexistent/netopt.node' },
+    encoding: 'utf8',
+  });
+  assert.equal(absent.stdout.trim(), 'dgram', absent.stderr);
 });
