@@ -68,7 +68,7 @@ export interface UdpEndpoint {
   close(): void;
 }
 
-/** The two implementations of {@link UdpEndpoint}. */
+/** The two UDP I/O paths of the soft RoCE device: `mmsg`, the netopt addon's batched sockets, or `dgram`, Node's. */
 export type RoceIoKind = 'dgram' | 'mmsg';
 
 /**
