@@ -1,7 +1,7 @@
 // npm run bench: every section, one after the other, in one run on this machine; the figures of
 // one run are comparable with each other, not with another machine's or another day's.
 //
-//   node bench/index.js [--json FILE] [--only stream,verbs,rping,cm,roce,perftest,http,native] [--reps N] [--quick]
+//   node bench/index.js [--json FILE] [--only stream,verbs,rping,cm,roce,roce-io,perftest,http,native] [--reps N] [--quick]
 //
 // --json FILE  also write the results (every run, medians, ratios, what the machine was) as JSON
 // --only       run only these sections (default: all)
@@ -30,7 +30,7 @@ const opt = (name) => {
   return i >= 0 ? argv[i + 1] : undefined;
 };
 const json = opt('--json');
-const SECTIONS = ['stream', 'verbs', 'rping', 'cm', 'roce', 'perftest', 'http', 'native'];
+const SECTIONS = ['stream', 'verbs', 'rping', 'cm', 'roce', 'roce-io', 'perftest', 'http', 'native'];
 const only = opt('--only')?.split(',') ?? SECTIONS;
 for (const s of only) if (!SECTIONS.includes(s)) throw new Error(`unknown section ${s} (sections: ${SECTIONS.join(', ')})`);
 const reps = Number(opt('--reps') ?? process.env.BENCH_REPS ?? 3);
@@ -71,6 +71,20 @@ if (only.includes('roce')) {
     result.sections.roce = JSON.parse(readFileSync(file, 'utf8')).sections.roce;
   } catch {
     result.sections.roce = { failed: `bench/roce.js exit ${r.status}` };
+  }
+  rmSync(dir, { recursive: true, force: true });
+  console.log();
+}
+if (only.includes('roce-io')) {
+  // The RoCE device's UDP I/O paths (batched addon sockets, Node's dgram) beside plain dgram, each
+  // measuring process a child of bench/roce-io.js.
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'rdmacm-bench-'));
+  const file = path.join(dir, 'roce-io.json');
+  const r = spawnSync(process.execPath, [fileURLToPath(new URL('./roce-io.js', import.meta.url)), '--json', file, '--reps', String(reps), ...(quick ? ['--quick'] : [])], { stdio: ['ignore', 'inherit', 'inherit'], timeout: 1_800_000 });
+  try {
+    result.sections.roceIo = JSON.parse(readFileSync(file, 'utf8')).sections.roceIo;
+  } catch {
+    result.sections.roceIo = { failed: `bench/roce-io.js exit ${r.status}` };
   }
   rmSync(dir, { recursive: true, force: true });
   console.log();

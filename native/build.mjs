@@ -3,8 +3,9 @@
 // `npm install` (the package's `install` script) and by `npm run build:native`.
 //  - native/build/netopt.node: the socket calls the soft devices need — the soft RoCE device's
 //    options to speak to a kernel rxe (IPv4 identification 0, IPv6 UDP checksum 0 accepted), and
-//    the unsent bytes the soft iWARP device's graceful close waits on (native/src/netopt.c);
-//    needs only Node's headers.
+//    the unsent bytes the soft iWARP device's graceful close waits on (native/src/netopt.c), and
+//    the RoCE device's batched UDP sockets (recvmmsg/sendmmsg, native/src/udpio.c); needs only
+//    Node's headers.
 //  - native/build/rdmacm.node: the native backend over rdma-core's libibverbs and librdmacm.
 //
 // It never fails the install and never downloads anything: where the compiler, Node's headers or
@@ -65,12 +66,12 @@ function notBuilt(why) {
 }
 
 /** Compile `sources` into the addon `out`; returns the compiler's output on failure, else null. */
-function compile(cc, inc, sources, out, libs) {
+function compile(cc, inc, sources, out, libs, defines = []) {
   mkdirSync(dirname(out), { recursive: true });
   const tmp = `${out}.${process.pid}.tmp`;
   const args = [
     '-shared', '-fPIC', '-O2', '-std=gnu11', '-Wall', '-Wextra', '-Wno-unused-parameter', '-Wno-missing-field-initializers',
-    '-fvisibility=hidden', '-DNODE_GYP_MODULE_NAME=rdmacm', `-I${inc}`,
+    '-fvisibility=hidden', '-DNODE_GYP_MODULE_NAME=rdmacm', `-I${inc}`, ...defines,
     ...sources, '-o', tmp, ...libs,
   ];
   const r = spawnSync(cc, args, { encoding: 'utf8' });
@@ -87,7 +88,14 @@ function compile(cc, inc, sources, out, libs) {
 /** The soft RoCE device's socket option addon (Node's headers only). */
 function buildNetopt(cc, inc) {
   const out = join(dirname(OUT), 'netopt.node');
-  const failed = compile(cc, inc, [join(HERE, 'src', 'netopt.c')], out, []);
+  const src = join(HERE, 'src', 'netopt.c');
+  // The batched UDP sockets need libuv's header and recvmmsg/sendmmsg; without them, the rest.
+  let failed = compile(cc, inc, [src, join(HERE, 'src', 'udpio.c')], out, [], ['-DRDMACM_UDPIO']);
+  if (failed !== null) {
+    note('built without its batched UDP sockets (udpio.c did not compile); the soft RoCE device uses Node dgram', 'netopt addon');
+    if (verbose) process.stdout.write(failed);
+    failed = compile(cc, inc, [src], out, []);
+  }
   record(out, failed === null ? null : 'compile failed');
   if (failed !== null) {
     note('not built (compile failed); the soft RoCE device cannot reach a kernel rxe over IPv4, and an iWARP close does not wait for its last data to be sent before the FIN', 'netopt addon');

@@ -25,6 +25,9 @@
  * from processes of its own user or root (see src/transport/roce/udp.ts).
  *
  * peerCred(fd) -> [pid, uid, gid] of the Unix socket's peer, or a negative errno.
+ *
+ * The soft RoCE device's batched UDP sockets (recvmmsg/sendmmsg on Node's loop): udpio.c, built in
+ * with RDMACM_UDPIO defined.
  */
 #define _GNU_SOURCE /* struct ucred */
 #include <errno.h>
@@ -32,6 +35,8 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <node_api.h>
+
+#include "udpio.h"
 
 #ifndef UDP_NO_CHECK6_RX
 #define UDP_NO_CHECK6_RX 102
@@ -131,5 +136,9 @@ NAPI_MODULE_INIT()
 	    napi_create_function(env, "peerCred", NAPI_AUTO_LENGTH, peer_cred, NULL, &fnc) != napi_ok ||
 	    napi_set_named_property(env, exports, "peerCred", fnc) != napi_ok)
 		return NULL;
+#ifdef RDMACM_UDPIO
+	if (udpio_init(env, exports) != 0)
+		return NULL;
+#endif
 	return exports;
 }

@@ -17,7 +17,36 @@ export interface Netopt {
   unsentBytes?: (fd: number) => number;
   /** getsockopt(SO_PEERCRED) of a Unix socket: `[pid, uid, gid]` of its peer, or a negative errno. */
   peerCred?: (fd: number) => [number, number, number] | number;
+  /**
+   * The soft RoCE device's batched UDP sockets (native/src/udpio.c): open and bind a
+   * non-blocking socket watched on Node's loop; `onBatch(buf, n)` gets each recvmmsg round.
+   * A handle, or a negative errno.
+   */
+  udpOpen?: (family: 4 | 6, bindAddr: Buffer, rcvbuf: number, sndbuf: number, onBatch: (buf: Buffer, n: number) => void) => UdpHandle | number;
+  /** Queue one datagram (`buf[off, off + len)` to the sockaddr `to`): the datagrams queued, or a negative errno. */
+  udpSend?: (h: UdpHandle, buf: Buffer, off: number, len: number, to: Buffer) => number;
+  /** sendmmsg the queue: the datagrams still queued (waiting for writability), or a negative errno. */
+  udpFlush?: (h: UdpHandle) => number;
+  /** setsockopt with an int or the bytes of a struct: 0, or a negative errno. */
+  udpSetsockopt?: (h: UdpHandle, level: number, name: number, value: number | Uint8Array) => number;
+  udpRef?: (h: UdpHandle, on: boolean) => number;
+  udpClose?: (h: UdpHandle) => number;
+  udpFd?: (h: UdpHandle) => number;
+  /** The endpoint's counters, indexed by `udpConst.ST_*`. */
+  udpStats?: (h: UdpHandle) => Float64Array;
+  /** Testing: at most `maxPerCall` datagrams per sendmmsg (0: no cap); EAGAIN once after `eagainAfter` more (-1: never). */
+  udpFault?: (h: UdpHandle, maxPerCall: number, eagainAfter: number) => number;
+  /** The sockaddr of `ip` (IPv6 with an optional `%zone`) and `port`, or a negative errno. */
+  udpAddr?: (family: 4 | 6, ip: string, port: number) => Buffer | number;
+  /** Give the receive rounds their description array: the datagrams per round, or a negative errno. */
+  udpSetup?: (meta: Int32Array) => number;
+  udpIfName?: (index: number) => string | number;
+  udpIfIndex?: (name: string) => number;
+  udpConst?: Record<string, number>;
 }
+
+/** An open endpoint of the addon's batched UDP sockets (opaque). */
+export type UdpHandle = { readonly __udpHandle: unique symbol };
 
 let mod: Netopt | null | undefined;
 

@@ -17,3 +17,4 @@ export { configureRoceCm as configureCm, roceCmConfig as cmConfig, type RoceCmCo
 export { configureRoceRcCm as configureRcCm, roceRcCmConfig as rcCmConfig, type RoceRcCmConfig as RcCmConfig } from './cm/config.js';
 export { roceRcHalfOpen as rcHalfOpen } from './cm/index.js';
 export { configureRoceImpairment as configureImpairment, roceImpairmentCounts as impairmentCounts, type RoceImpairment as Impairment } from './impair.js';
+export { roceIoKind as ioPath, type RoceIoKind as IoPath } from './udp-endpoint.js';

@@ -54,10 +54,13 @@ function fdOf(sock: dgram.Socket): number {
  * @returns whether it worked.
  */
 export function setPmtuProbe(sock: dgram.Socket): boolean {
+  return setPmtuProbeFd(fdOf(sock));
+}
+
+/** {@link setPmtuProbe} on a socket's descriptor (the addon's batched sockets). */
+export function setPmtuProbeFd(fd: number): boolean {
   const f = load();
-  if (!f) return false;
-  const fd = fdOf(sock);
-  if (fd < 0) return false;
+  if (!f || fd < 0) return false;
   return f(fd, IP_PMTUDISC_PROBE) === 0;
 }
 
@@ -69,10 +72,13 @@ export function setPmtuProbe(sock: dgram.Socket): boolean {
  * @returns whether it worked.
  */
 export function allowZeroChecksum6(sock: dgram.Socket): boolean {
+  return allowZeroChecksum6Fd(fdOf(sock));
+}
+
+/** {@link allowZeroChecksum6} on a socket's descriptor (the addon's batched sockets). */
+export function allowZeroChecksum6Fd(fd: number): boolean {
   load();
-  if (!setNoCheck6Rx) return false;
-  const fd = fdOf(sock);
-  if (fd < 0) return false;
+  if (!setNoCheck6Rx || fd < 0) return false;
   return setNoCheck6Rx(fd) === 0;
 }
 

@@ -14,11 +14,13 @@
  *   same address and port with the loopback off, so that no process of this host receives it.
  *   That socket receives unicast as the first does (being the newest on the port, the kernel
  *   gives it the unicast datagrams of the address).
+ *
+ * Each socket is a {@link UdpEndpoint} (udp-endpoint.ts): the netopt addon's batched one
+ * (recvmmsg/sendmmsg) where it is built, else Node's dgram; `RDMACM_ROCE_IO` chooses.
  */
-import dgram from 'node:dgram';
 import { trace, tracing } from '../../trace.js';
-import { allowZeroChecksum6, setPmtuProbe } from './sockopt.js';
 import { impairedSend, impairing } from './impair.js';
+import { openEndpoint, type UdpEndpoint } from './udp-endpoint.js';
 import { ipKey } from './ip-addr.js';
 import type { RxMeta, RxSink } from './datagram.js';
 
@@ -38,7 +40,7 @@ export type UnicastHandler = (sink: RxSink, msg: Buffer, meta: RxMeta) => void;
 
 /** A socket bound to a local address and the port, and what was set on it. */
 interface BoundSock {
-  sock: dgram.Socket;
+  sock: UdpEndpoint;
   /** The multicast interface (and loopback) is set: group sends may go. */
   mcastIf: boolean;
   ttl: number;
@@ -59,18 +61,9 @@ interface LocalSock {
 }
 
 interface GroupSock {
-  sock: dgram.Socket;
+  sock: UdpEndpoint;
   refs: number;
   sink: RxSink;
-}
-
-/** Datagrams a socket holds that the kernel has not taken yet (a closed socket: none). */
-function sendQueued(s: dgram.Socket): boolean {
-  try {
-    return s.getSendQueueCount() > 0;
-  } catch {
-    return false;
-  }
 }
 
 /** The sockets of one RoCE UDP port in this process. */
@@ -125,38 +118,13 @@ export class UdpSockets {
     for (const g of this.groups.values()) this.applyRef(g.sock);
   }
 
-  private applyRef(s: dgram.Socket): void {
-    try {
-      if (this.liveQps > 0) s.ref();
-      else s.unref();
-    } catch {
-      // closed socket
-    }
-  }
-
-  /**
-   * A UDP socket sharing the port (SO_REUSEADDR). Addresses here are always IP literals, so the
-   * socket's lookup answers at once: Node's default (`dns.lookup`) answers an IP literal on the
-   * next tick, which would make every bind and every send wait for it — a process posting a send
-   * and exiting at once would lose the datagram. With it, `bind` completes and `send` reaches the
-   * kernel (libuv sends at once when nothing is queued) before `ibv_post_send` returns.
-   */
-  private socket(family: 4 | 6): dgram.Socket {
-    const lookup = (address: string, _opts: unknown, cb: (e: Error | null, address: string, family: number) => void): void => cb(null, address, family);
-    const size = roceSockBufSize();
-    return dgram.createSocket({
-      type: family === 4 ? 'udp4' : 'udp6',
-      reuseAddr: true,
-      ipv6Only: family === 6,
-      lookup: lookup as never,
-      recvBufferSize: size,
-      sendBufferSize: size,
-    });
+  private applyRef(s: UdpEndpoint): void {
+    s.ref(this.liveQps > 0);
   }
 
   /**
    * Receive datagrams for `sink` on local address `ip` (binds the port on it unless this process
-   * already has). The bind completes before this returns (see {@link socket}); a failure is traced,
+   * already has). The bind completes before this returns (udp-endpoint.ts); a failure is traced,
    * not thrown (the address may have gone away).
    */
   bindLocal(sink: RxSink, ip: string, family: 4 | 6, zone: string): void {
@@ -177,28 +145,32 @@ export class UdpSockets {
    * address; group sends leave by the address's interface and loop back to this host or not.
    */
   private openLocal(key: string, bindIp: string, family: 4 | 6, zone: string, loop: boolean): BoundSock {
-    const sock = this.socket(family);
+    const sock = openEndpoint({
+      family,
+      bindIp,
+      port: this.port,
+      bufSize: roceSockBufSize(),
+      onDatagram: (msg, src, srcPort) => {
+        const to = this.sinksByIp.get(key);
+        if (to) this.onUnicast(to, msg, { family, src: ipKey(src), dst: key, srcPort, forwarded: false });
+      },
+      onError: (e) => {
+        if (tracing('roce')) trace('roce', `roce:${this.port}`, `socket ${bindIp}: ${e.message}`);
+      },
+    });
     const b: BoundSock = { sock, mcastIf: false, ttl: 64, mcastTtl: 1 };
-    sock.on('message', (msg, rinfo) => {
-      const to = this.sinksByIp.get(key);
-      if (to) this.onUnicast(to, msg, { family, src: ipKey(rinfo.address), dst: key, srcPort: rinfo.port, forwarded: false });
-    });
-    sock.on('error', (e) => {
-      if (tracing('roce')) trace('roce', `roce:${this.port}`, `socket ${bindIp}: ${e.message}`);
-    });
-    sock.bind({ port: this.port, address: bindIp, exclusive: false }, () => {
-      if (family === 4 && setPmtuProbe(sock)) this.ipIdZero = true;
-      if (family === 6) allowZeroChecksum6(sock);
+    if (sock.bound) {
+      if (family === 4 && sock.pmtuProbe()) this.ipIdZero = true;
+      if (family === 6) sock.zeroChecksum6();
       // Multicast leaves by this address's interface, looped back to this host's other
-      // receivers or not; set before any send queued during the bind goes out.
+      // receivers or not; set before any group send goes out.
       try {
-        sock.setMulticastInterface(family === 4 ? key : `::%${zone || 'lo'}`);
-        sock.setMulticastLoopback(loop);
+        sock.setMulticast(key, zone, loop);
         b.mcastIf = true;
       } catch {
         // an interface without multicast: group sends fail, unicast is unaffected
       }
-    });
+    }
     this.applyRef(sock);
     return b;
   }
@@ -228,26 +200,13 @@ export class UdpSockets {
     let b = ls.main;
     if (multicast) {
       if (!loop) b = ls.noLoop ??= this.openLocal(ls.ip, ls.bindIp, ls.family, ls.zone, false);
-      if (!b.mcastIf && b.sock.listenerCount('listening') === 0) return false;
-      if (b.mcastTtl !== ttl) {
-        try {
-          b.sock.setMulticastTTL(ttl);
-          b.mcastTtl = ttl;
-        } catch {
-          // before bind: keep the default
-        }
-      }
-    } else if (b.ttl !== ttl) {
-      try {
-        b.sock.setTTL(ttl);
-        b.ttl = ttl;
-      } catch {
-        // before bind: keep the default
-      }
-    }
+      if (!b.mcastIf) return false;
+      // Unset before the bind: the default stays.
+      if (b.mcastTtl !== ttl && b.sock.setMulticastTtl(ttl)) b.mcastTtl = ttl;
+    } else if (b.ttl !== ttl && b.sock.setTtl(ttl)) b.ttl = ttl;
     const sock = b.sock;
-    if (impairing()) impairedSend(buf, () => sock.send(buf, 0, len, this.port, dst));
-    else sock.send(buf, 0, len, this.port, dst);
+    if (impairing()) impairedSend(buf, () => sock.send(buf, len, dst, this.port));
+    else sock.send(buf, len, dst, this.port);
     return true;
   }
 
@@ -260,9 +219,7 @@ export class UdpSockets {
    * Receive the multicast group `group` (dotted quad or IPv6 text) for `sink`, joined on the
    * interface of local address `ifaceIp`. Reference counted with {@link leaveGroup}.
    *
-   * The group's socket is opened, bound and joined before this returns: its lookup answers at
-   * once (see {@link socket}), so Node runs the bind — where libuv creates the socket — and the
-   * `listening` callback within `bind()`, and reports a failure there as an `error` event.
+   * The group's socket is opened, bound and joined before this returns (udp-endpoint.ts).
    * @throws Error (Node's, with the errno name in `code`: EMFILE, ENFILE, ENOMEM, ENOBUFS,
    *   EADDRNOTAVAIL, …) when the socket cannot be opened, bound or joined to the group; the socket
    *   is closed and nothing of the group is kept.
@@ -274,45 +231,31 @@ export class UdpSockets {
       g.refs++;
       return;
     }
-    const sock = this.socket(family);
-    let failure: Error | null = null;
-    let joined = false;
-    const onBindError = (e: Error): void => {
-      failure ??= e;
-    };
-    sock.on('error', onBindError);
+    let sink0: RxSink | null = null;
+    // Opened, bound and joined before this returns; a failure closes the socket and throws.
+    const sock = openEndpoint(
+      {
+        family,
+        bindIp: key,
+        port: this.port,
+        bufSize: roceSockBufSize(),
+        onDatagram: (msg, src, srcPort) => sink0?.rxDatagram(msg, { family, src, dst: key, srcPort, forwarded: false }),
+        onError: (e) => {
+          if (tracing('roce')) trace('roce', `roce:${this.port}`, `group ${key}: ${e.message}`);
+        },
+      },
+      true,
+    );
     try {
-      sock.bind({ port: this.port, address: key, exclusive: false }, () => {
-        if (family === 6) allowZeroChecksum6(sock);
-        try {
-          sock.addMembership(key, family === 4 ? ifaceIp : undefined);
-          joined = true;
-        } catch (e) {
-          failure ??= e as Error;
-        }
-      });
+      if (family === 6) sock.zeroChecksum6();
+      sock.addMembership(key, family === 4 ? ifaceIp : undefined);
     } catch (e) {
-      // Node throws (rather than emits) for some failures of the socket's options at bind.
-      failure ??= e as Error;
-    }
-    sock.off('error', onBindError);
-    if (!joined) {
-      try {
-        sock.close();
-      } catch {
-        // never bound: nothing to close
-      }
-      const e = failure ?? Object.assign(new Error(`join ${key}: the bind did not complete`), { code: 'EIO' });
-      if (tracing('roce')) trace('roce', `roce:${this.port}`, `join ${key}: ${e.message}`);
+      sock.close();
+      if (tracing('roce')) trace('roce', `roce:${this.port}`, `join ${key}: ${(e as Error).message}`);
       throw e;
     }
+    sink0 = sink;
     this.groups.set(key, { sock, refs: 1, sink });
-    sock.on('message', (msg, rinfo) => {
-      sink.rxDatagram(msg, { family, src: rinfo.address, dst: key, srcPort: rinfo.port, forwarded: false });
-    });
-    sock.on('error', (e) => {
-      if (tracing('roce')) trace('roce', `roce:${this.port}`, `group ${key}: ${e.message}`);
-    });
     this.applyRef(sock);
   }
 
@@ -323,17 +266,13 @@ export class UdpSockets {
     if (!g) return;
     if (--g.refs > 0) return;
     this.groups.delete(key);
-    try {
-      g.sock.close();
-    } catch {
-      // closed already
-    }
+    g.sock.close();
   }
 
   /** Whether some datagram is still queued in a socket (the kernel has not taken it yet). */
   unsent(): boolean {
-    for (const ls of this.locals.values()) if (sendQueued(ls.main.sock) || (ls.noLoop && sendQueued(ls.noLoop.sock))) return true;
-    for (const g of this.groups.values()) if (sendQueued(g.sock)) return true;
+    for (const ls of this.locals.values()) if (ls.main.sock.unsent() || ls.noLoop?.sock.unsent()) return true;
+    for (const g of this.groups.values()) if (g.sock.unsent()) return true;
     return false;
   }
 
