@@ -4,3 +4,4 @@
  */
 export * from './pcapng.js';
 export * from './frames.js';
+export * from './mpa-split.js';
