@@ -60,6 +60,16 @@ function interfaceOf(ip: string): { ifname: string; mac: Uint8Array } | null {
   return null;
 }
 
+/** The connections being captured, by `local ip|port|remote ip|port`. */
+const open = new Map<string, ConnectionCapture>();
+
+/** An initial sequence number from a direction's key (FNV-1a). */
+function isnOf(key: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 0x01000193);
+  return h >>> 0;
+}
+
 /** One direction of the connection. */
 class Half {
   seq: number;
@@ -83,7 +93,10 @@ export class ConnectionCapture {
   private started = false;
   private note: string | undefined;
 
-  private constructor(device: string, out: Half, inb: Half, private readonly initiator: boolean) {
+  /** The other end of the connection, when it is in this process too. */
+  private peer: ConnectionCapture | null = null;
+
+  private constructor(device: string, out: Half, inb: Half, private readonly initiator: boolean, private readonly key: string) {
     this.device = device;
     this.out = out;
     this.in = inb;
@@ -102,11 +115,22 @@ export class ConnectionCapture {
     const mac = ifc?.mac ?? ZERO_MAC;
     const lb = addressBytes(l.ip, l.family);
     const rb = addressBytes(r.ip, r.family);
-    // Initial sequence numbers: any will do; distinct per connection and direction.
-    const isn = (Math.imul(id, 0x9e3779b1) ^ (local.port << 16) ^ remote.port) >>> 0;
-    const out = new Half('out', { family: l.family, srcMac: mac, dstMac: ZERO_MAC, src: lb, dst: rb, sport: local.port, dport: remote.port, hopLimit: HOP_LIMIT }, isn);
-    const inb = new Half('in', { family: l.family, srcMac: ZERO_MAC, dstMac: mac, src: rb, dst: lb, sport: remote.port, dport: local.port, hopLimit: HOP_LIMIT }, (isn ^ 0x5a5a5a5a) >>> 0);
-    return new ConnectionCapture(device, out, inb, initiator);
+    // Initial sequence numbers from the direction's addresses and ports: both ends of a
+    // connection in one process number a direction alike.
+    const outKey = `${l.ip}|${local.port}|${r.ip}|${remote.port}`;
+    const inKey = `${r.ip}|${remote.port}|${l.ip}|${local.port}`;
+    const out = new Half('out', { family: l.family, srcMac: mac, dstMac: ZERO_MAC, src: lb, dst: rb, sport: local.port, dport: remote.port, hopLimit: HOP_LIMIT }, isnOf(outKey));
+    const inb = new Half('in', { family: l.family, srcMac: ZERO_MAC, dstMac: mac, src: rb, dst: lb, sport: remote.port, dport: local.port, hopLimit: HOP_LIMIT }, isnOf(inKey));
+    const c = new ConnectionCapture(device, out, inb, initiator, outKey);
+    // The other end in this process: what this end receives is what that one sent, captured
+    // there already; this end writes only what it sends.
+    const peer = open.get(inKey);
+    if (peer !== undefined) {
+      c.peer = peer;
+      peer.peer = c;
+    }
+    open.set(outKey, c);
+    return c;
   }
 
   /**
@@ -118,6 +142,13 @@ export class ConnectionCapture {
     if (!fromStart) {
       this.started = true;
       this.note = MID_CONNECTION_NOTE;
+      return;
+    }
+    if (this.peer !== null && !initiator) {
+      // The initiator's capture wrote the handshake.
+      this.out.seq = (this.out.seq + 1) >>> 0;
+      this.in.seq = (this.in.seq + 1) >>> 0;
+      this.started = true;
       return;
     }
     const [a, b] = initiator ? [this.out, this.in] : [this.in, this.out];
@@ -133,11 +164,12 @@ export class ConnectionCapture {
   data(dir: CaptureDirection, buf: Uint8Array, start: number, end: number): void {
     const h = dir === 'out' ? this.out : this.in;
     if (h.fin || !capturing(this.device)) return;
+    if (dir === 'in' && this.peer !== null) return;
     if (!this.started) this.begin(looksLikeMpaStart(buf, start, end));
     h.split.push(buf, start, end, (b, s, e) => {
       for (let o = s; o < e; o += MAX_SEGMENT) {
         const n = Math.min(MAX_SEGMENT, e - o);
-        this.segment(h, TcpFlag.PSH | TcpFlag.ACK, b, o, o + n, this.other(h).seq);
+        this.segment(h, TcpFlag.PSH | TcpFlag.ACK, b, o, o + n, this.ackFor(h));
         h.seq = (h.seq + n) >>> 0;
       }
     });
@@ -153,7 +185,8 @@ export class ConnectionCapture {
     const h = dir === 'out' ? this.out : this.in;
     if (h.fin || !this.started || !capturing(this.device)) return;
     h.fin = true;
-    this.segment(h, TcpFlag.FIN | TcpFlag.ACK, EMPTY, 0, 0, this.other(h).seq);
+    if (dir === 'in' && this.peer !== null) return;
+    this.segment(h, TcpFlag.FIN | TcpFlag.ACK, EMPTY, 0, 0, this.ackFor(h));
     h.seq = (h.seq + 1) >>> 0;
   }
 
@@ -161,7 +194,20 @@ export class ConnectionCapture {
   reset(): void {
     if (this.out.fin || !this.started || !capturing(this.device)) return;
     this.out.fin = true;
-    this.segment(this.out, TcpFlag.RST | TcpFlag.ACK, EMPTY, 0, 0, this.in.seq);
+    this.segment(this.out, TcpFlag.RST | TcpFlag.ACK, EMPTY, 0, 0, this.ackFor(this.out));
+  }
+
+  /** The connection is gone: forget it (a later one may reuse its addresses and ports). */
+  close(): void {
+    if (open.get(this.key) === this) open.delete(this.key);
+    if (this.peer !== null) this.peer.peer = null;
+    this.peer = null;
+  }
+
+  /** What a segment going `h` acknowledges: the next byte of the other direction. */
+  private ackFor(h: Half): number {
+    if (h === this.out && this.peer !== null) return this.peer.out.seq;
+    return this.other(h).seq;
   }
 
   private other(h: Half): Half {

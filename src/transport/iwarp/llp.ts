@@ -473,6 +473,7 @@ export class Llp {
     if (cap !== null) {
       if (byPeer && e === undefined) cap.fin('in');
       cap.fin('out');
+      cap.close();
     }
     this.consumer = null;
     this.reader = null;
