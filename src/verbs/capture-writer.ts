@@ -12,6 +12,12 @@ import type { Writable } from 'node:stream';
 export type CaptureStream = Pick<Writable, 'write'> & Partial<Pick<Writable, 'writableNeedDrain' | 'once'>>;
 
 const writers = new Set<CaptureWriter>();
+
+/** Size of the slabs blocks are laid in. */
+const SLAB = 256 * 1024;
+/** {@link CaptureWriter.slabUsed} of a slab that takes no more blocks. */
+const SLAB_FULL = Number.MAX_SAFE_INTEGER;
+const EMPTY_SLAB = Buffer.alloc(0);
 let exitHooked = false;
 
 /** At exit, every file writer writes what it holds synchronously. */
@@ -75,22 +81,79 @@ export class CaptureWriter {
    * header, an interface description). Returns false when it was dropped.
    */
   push(b: Buffer, force = false): boolean {
-    if (this.error !== null || this.closed || (!force && this.queuedBytes + b.length > this.limitBytes)) {
+    if (this.error !== null || this.closed || (!force && this.queuedBytes + this.slabUsed - this.slabFrom + b.length > this.limitBytes)) {
       this.droppedBlocks++;
       return false;
     }
+    this.seal();
+    this.enqueue(b);
+    return true;
+  }
+
+  /**
+   * Room for a block of `n` bytes, to be written at {@link slab}[{@link slabAt}] before the next
+   * call: blocks are laid side by side in slabs of {@link SLAB} bytes, written in one go. Returns
+   * false (and counts the drop) when the bound or an error leaves no room.
+   */
+  reserve(n: number): boolean {
+    if (this.error !== null || this.closed || this.queuedBytes + this.slabUsed - this.slabFrom + n > this.limitBytes) {
+      this.droppedBlocks++;
+      return false;
+    }
+    if (n > SLAB / 4) {
+      this.seal();
+      this.slab = Buffer.allocUnsafe(n);
+      this.slabAt = 0;
+      this.slabFrom = 0;
+      this.slabUsed = n;
+      this.seal();
+      this.slabFrom = this.slabUsed = SLAB_FULL;
+      this.schedule();
+      return true;
+    }
+    if (this.slabUsed + n > this.slab.length) {
+      this.seal();
+      this.slab = Buffer.allocUnsafe(SLAB);
+      this.slabFrom = this.slabUsed = 0;
+    }
+    this.slabAt = this.slabUsed;
+    this.slabUsed += n;
+    this.schedule();
+    return true;
+  }
+
+  /** The slab the last {@link reserve} made room in, and where. */
+  slab: Buffer = EMPTY_SLAB;
+  slabAt = 0;
+  /** The slab's bytes `[slabFrom, slabUsed)` are reserved and not queued yet. */
+  private slabFrom = 0;
+  private slabUsed = 0;
+
+  /** Queue the slab's reserved bytes not queued yet. */
+  private seal(): void {
+    if (this.slabUsed > this.slabFrom && this.slabUsed !== SLAB_FULL) {
+      this.enqueue(this.slab.subarray(this.slabFrom, this.slabUsed));
+      this.slabFrom = this.slabUsed;
+    }
+  }
+
+  private enqueue(b: Buffer): void {
     this.queue.push({ b, at: this.pos });
     this.pos += b.length;
     this.queuedBytes += b.length;
+    this.schedule();
+  }
+
+  private schedule(): void {
     if (!this.scheduled && this.inflight.length === 0) {
       this.scheduled = true;
       setImmediate(() => this.pump());
     }
-    return true;
   }
 
   /** Resolves once everything queued is written (or the writer failed); closes a file. */
   close(): Promise<void> {
+    this.seal();
     return new Promise((resolve) => {
       this.closing.push(resolve);
       this.maybeClosed();
@@ -124,6 +187,7 @@ export class CaptureWriter {
 
   private pump(): void {
     this.scheduled = false;
+    this.seal();
     if (this.error !== null || this.queue.length === 0) {
       this.maybeClosed();
       return;
@@ -182,6 +246,7 @@ export class CaptureWriter {
   /** Write what is under way and queued synchronously (process exit; files only). */
   flushSync(): void {
     if (this.path === null || this.error !== null) return;
+    this.seal();
     const all = [...this.inflight, ...this.queue];
     if (all.length === 0) return;
     try {

@@ -14,7 +14,7 @@
  */
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
-import { EpbDirection, LINKTYPE_ETHERNET, TSRESOL_MICROSECONDS, encodeEnhancedPacket, encodeInterfaceDescription, encodeSectionHeader } from '../wire/capture/pcapng.js';
+import { EpbDirection, LINKTYPE_ETHERNET, TSRESOL_MICROSECONDS, enhancedPacketLength, encodeInterfaceDescription, encodeSectionHeader, writeEnhancedPacket, type EnhancedPacket } from '../wire/capture/pcapng.js';
 import { CaptureWriter, type CaptureStream } from './capture-writer.js';
 import type { Context } from './context.js';
 
@@ -110,15 +110,17 @@ export class Capture extends EventEmitter {
     }
     const total = headers.length + end - start;
     const keep = Math.min(end, start + Math.max(0, this.snapLen - headers.length));
-    const blk = encodeEnhancedPacket({
+    const p: EnhancedPacket = {
       interfaceId: id,
       timestamp: ts,
       parts: [headers, payload.subarray(start, keep)],
       originalLength: total,
       flags: dir === 'in' ? EpbDirection.INBOUND : EpbDirection.OUTBOUND,
-      ...(comment !== undefined ? { comment } : {}),
-    });
-    if (this.writer.push(blk)) {
+    };
+    if (comment !== undefined) p.comment = comment;
+    const w = this.writer;
+    if (w.reserve(enhancedPacketLength(p))) {
+      writeEnhancedPacket(w.slab, w.slabAt, p);
       this.packets++;
       this.bytes += total;
     } else this.dropped++;

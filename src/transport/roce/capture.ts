@@ -40,8 +40,20 @@ function macBytes(mac: string | undefined): Uint8Array {
   return b;
 }
 
-/** An address without its IPv6 zone (`fe80::1%lo`). */
-const noZone = (ip: string): string => ip.split('%')[0] ?? ip;
+/** The bytes of the addresses met lately, by text (a device talks to a few). */
+const addrCache = new Map<string, Uint8Array>();
+const ADDR_CACHE_MAX = 256;
+
+/** The bytes of address `ip` (its IPv6 zone, as in `fe80::1%lo`, left out). */
+function addrBytes(ip: string, family: 4 | 6): Uint8Array {
+  let b = addrCache.get(ip);
+  if (b === undefined) {
+    if (addrCache.size >= ADDR_CACHE_MAX) addrCache.clear();
+    b = ipBytes(ip.split('%')[0] ?? ip, family);
+    addrCache.set(ip, b);
+  }
+  return b;
+}
 
 /** One datagram of the device. */
 export interface CapturedDatagram {
@@ -67,8 +79,8 @@ export function captureDatagram(d: CapturedDatagram, buf: Uint8Array, start: num
       // The peer's MAC is not known to a UDP socket: zeros stand for it.
       srcMac: dir === 'out' ? own : ZERO_MAC,
       dstMac: dir === 'out' ? ZERO_MAC : own,
-      src: ipBytes(noZone(d.src), d.family),
-      dst: ipBytes(noZone(d.dst), d.family),
+      src: addrBytes(d.src, d.family),
+      dst: addrBytes(d.dst, d.family),
       sport: d.sport,
       dport: d.dport,
       hopLimit: d.hopLimit ?? HOP_LIMIT_UNKNOWN,

@@ -138,30 +138,86 @@ export interface EnhancedPacket {
 
 const TWO_32 = 0x1_0000_0000;
 
-/** An Enhanced Packet Block. */
-export function encodeEnhancedPacket(p: EnhancedPacket): Buffer {
-  let capLen = 0;
-  for (const x of p.parts) capLen += x.length;
-  const opts: Opt[] = [];
-  if (p.comment !== undefined) opts.push([PcapngOpt.COMMENT, utf8(p.comment)]);
-  if (p.flags !== undefined) {
-    const f = new Uint8Array(4);
-    new DataView(f.buffer).setUint32(0, p.flags >>> 0, true);
-    opts.push([PcapngOpt.EPB_FLAGS, f]);
+/** UTF-8 of the comments met lately (a capture repeats a few). */
+const commentBytes = new Map<string, Buffer>();
+const COMMENT_CACHE_MAX = 64;
+function utf8Comment(c: string): Buffer {
+  let b = commentBytes.get(c);
+  if (b === undefined) {
+    if (commentBytes.size >= COMMENT_CACHE_MAX) commentBytes.clear();
+    b = Buffer.from(c, 'utf8');
+    commentBytes.set(c, b);
   }
-  const { b, at, optAt } = block(PcapngBlock.ENHANCED_PACKET, 20 + pad4(capLen), opts);
+  return b;
+}
+
+/** Bytes of the captured data of `p` (its parts together). */
+function capturedLength(p: EnhancedPacket): number {
+  let n = 0;
+  for (let i = 0; i < p.parts.length; i++) n += (p.parts[i] as Uint8Array).length;
+  return n;
+}
+
+/** Bytes of the options of `p` (0 without any). */
+function epbOptionsLength(p: EnhancedPacket): number {
+  let n = 0;
+  if (p.comment !== undefined) n += 4 + pad4(utf8Comment(p.comment).length);
+  if (p.flags !== undefined) n += 8;
+  return n === 0 ? 0 : n + 4;
+}
+
+/** Length of the Enhanced Packet Block of `p`. */
+export function enhancedPacketLength(p: EnhancedPacket): number {
+  return 8 + 20 + pad4(capturedLength(p)) + epbOptionsLength(p) + 4;
+}
+
+/** Write the Enhanced Packet Block of `p` at `b[off]` ({@link enhancedPacketLength} bytes); returns the offset after it. */
+export function writeEnhancedPacket(b: Buffer, off: number, p: EnhancedPacket): number {
+  const capLen = capturedLength(p);
+  const len = 8 + 20 + pad4(capLen) + epbOptionsLength(p) + 4;
+  b.writeUInt32LE(PcapngBlock.ENHANCED_PACKET, off);
+  b.writeUInt32LE(len, off + 4);
   const hi = Math.floor(p.timestamp / TWO_32);
-  b.writeUInt32LE(p.interfaceId >>> 0, at);
-  b.writeUInt32LE(hi >>> 0, at + 4);
-  b.writeUInt32LE(p.timestamp - hi * TWO_32, at + 8);
-  b.writeUInt32LE(capLen, at + 12);
-  b.writeUInt32LE(p.originalLength ?? capLen, at + 16);
-  let o = at + 20;
-  for (const x of p.parts) {
+  b.writeUInt32LE(p.interfaceId >>> 0, off + 8);
+  b.writeUInt32LE(hi >>> 0, off + 12);
+  b.writeUInt32LE(p.timestamp - hi * TWO_32, off + 16);
+  b.writeUInt32LE(capLen, off + 20);
+  b.writeUInt32LE(p.originalLength ?? capLen, off + 24);
+  let o = off + 28;
+  for (let i = 0; i < p.parts.length; i++) {
+    const x = p.parts[i] as Uint8Array;
     b.set(x, o);
     o += x.length;
   }
-  b.fill(0, o, at + 20 + pad4(capLen));
-  writeOptions(b, optAt, opts);
+  const dataEnd = off + 28 + pad4(capLen);
+  b.fill(0, o, dataEnd);
+  o = dataEnd;
+  const hasOpts = p.comment !== undefined || p.flags !== undefined;
+  if (p.comment !== undefined) {
+    const c = utf8Comment(p.comment);
+    b.writeUInt16LE(PcapngOpt.COMMENT, o);
+    b.writeUInt16LE(c.length, o + 2);
+    c.copy(b, o + 4);
+    b.fill(0, o + 4 + c.length, o + 4 + pad4(c.length));
+    o += 4 + pad4(c.length);
+  }
+  if (p.flags !== undefined) {
+    b.writeUInt16LE(PcapngOpt.EPB_FLAGS, o);
+    b.writeUInt16LE(4, o + 2);
+    b.writeUInt32LE(p.flags >>> 0, o + 4);
+    o += 8;
+  }
+  if (hasOpts) {
+    b.writeUInt32LE(0, o); // opt_endofopt
+    o += 4;
+  }
+  b.writeUInt32LE(len, o);
+  return o + 4;
+}
+
+/** An Enhanced Packet Block. */
+export function encodeEnhancedPacket(p: EnhancedPacket): Buffer {
+  const b = Buffer.allocUnsafe(enhancedPacketLength(p));
+  writeEnhancedPacket(b, 0, p);
   return b;
 }
