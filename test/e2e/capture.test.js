@@ -175,6 +175,25 @@ test('rstream over siw_lo, captured: the rsockets stream decodes as MPA/DDP/RDMA
   }
 });
 
+for (const dev of ['rxe_lo', 'siw_lo']) {
+  test(`rping over IPv6 (::1) on ${dev}, captured: Ethernet/IPv6 frames decode cleanly`, dev === 'rxe_lo' ? roceOpts : siwOpts, async () => {
+    const port = await freePort();
+    const args = ['-a', '::1', '-p', String(port), '-C', '3'];
+    const { files, dir } = await captured('rping', ['-s', ...args], ['-c', ...args], { env: { RDMACM_DEVICE: dev } });
+    try {
+      for (const f of files) {
+        decodesCleanly(f);
+        const protos = fields(f, ['frame.protocols']).map((r) => r[0]);
+        const want = dev === 'rxe_lo' ? /^eth:ethertype:ipv6:udp:infiniband/ : /^eth:ethertype:ipv6:tcp/;
+        assert.ok(protos.length > 10 && protos.every((p) => want.test(p)), protos.join(' '));
+        if (dev === 'siw_lo') assert.ok(protos.some((p) => p.includes('iwarp_ddp_rdmap')));
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
 test('startCapture: counters of an in-process exchange; a small buffer drops and counts; an unwritable file is reported once and the device keeps working', { timeout: 60_000 }, async () => {
   const dir = mkdtempSync(join(tmpdir(), 'rdmacm-pcap-'));
   try {
