@@ -16,6 +16,7 @@ import { sleep } from '../lib/wait.js';
 import { loopbackGidIndex } from '../lib/pingpong.js';
 import { getDeviceList, startCapture } from '../../dist/index.js';
 import { rcPair } from '../lib/cm-rc-pair.js';
+import { withRsPair, sendAll, recvAll, fixed } from '../lib/rs-pair.js';
 
 const cli = (name) => join(REPO_ROOT, 'dist', 'cli', `${name}.js`);
 const ROCE_PORT = String(40000 + Math.floor(Math.random() * 20000));
@@ -221,6 +222,35 @@ test('startCapture: counters of an in-process exchange; a small buffer drops and
     assert.ok(bad.stats.dropped > 0);
     if (!NO_TSHARK) decodesCleanly(join(dir, 'all.pcapng'));
   } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a capture started while an iWARP connection is open: its first frame says so, the rest is plain TCP with consistent sequence numbers', { skip: siwOpts.skip, timeout: 60_000 }, async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rdmacm-pcap-'));
+  const prev = process.env.RDMACM_DEVICE;
+  process.env.RDMACM_DEVICE = 'siw_lo';
+  try {
+    const file = join(dir, 'mid.pcapng');
+    let cap;
+    await withRsPair({}, async ({ c, s }) => {
+      const msg = Buffer.alloc(3000, 7);
+      await Promise.all([sendAll(c, msg, fixed(1000)), recvAll(s, msg.length, fixed(3000))]);
+      cap = startCapture('siw_lo', file);
+      const [, got] = await Promise.all([sendAll(c, msg, fixed(1000)), recvAll(s, msg.length, fixed(3000))]);
+      assert.deepEqual(got, msg);
+    });
+    await cap.stop();
+    assert.ok(cap.stats.packets > 0, JSON.stringify(cap.stats));
+    decodesCleanly(file);
+    const rows = fields(file, ['frame.comment', 'tcp.flags.syn', 'frame.protocols']);
+    assert.match(rows[0][0], /^capture started mid-connection/);
+    assert.ok(rows.every((r) => r[1] !== '1'), 'no SYN for a connection whose start was not seen');
+    const analysis = tshark(file, ['-q', '-z', 'expert,warn']);
+    assert.doesNotMatch(analysis, /previous segment not captured|ACKed segment that wasn't captured/i, analysis);
+  } finally {
+    if (prev === undefined) delete process.env.RDMACM_DEVICE;
+    else process.env.RDMACM_DEVICE = prev;
     rmSync(dir, { recursive: true, force: true });
   }
 });
