@@ -21,5 +21,23 @@ export * from './cm/index.js';
 export { RdmaError, PostError, TerminateError, type RdmaErrorOptions } from './errors.js';
 export { AbortError } from './util/abort.js';
 export { Errno, errnoOf, strerror, type ErrnoCode } from './errno.js';
+/**
+ * Tracing through `node:diagnostics_channel`: a channel `rdmacm:<subsystem>` per subsystem carrying
+ * {@link TraceMessage}s, and the stderr printer `RDMA_TRACE` / `NODE_DEBUG=rdmacm` start (docs/tracing.md).
+ */
+export {
+  TRACE_NAMES,
+  TRACE_CHANNELS,
+  TraceMessage,
+  type AnyTraceMessage,
+  enableTrace,
+  disableTrace,
+  setTrace,
+  printedTraces,
+  tracing,
+  type TraceName,
+  type TraceEvent,
+  type TraceEventFields,
+} from './trace.js';
 /** rsockets: `rsocket.connect()` / `rsocket.createServer()` give Node `Duplex` streams over RDMA. */
 export * as rsocket from './rsocket/index.js';

@@ -197,6 +197,7 @@ export class CmId implements DeviceBoundId {
   get pd(): Pd | null {
     return this.qps.pd;
   }
+  /** Sets the PD later QPs of the id are made on (rdma_create_ep keeps it for its connections). */
   set pd(pd: Pd | null) {
     this.qps.pd = pd;
   }
@@ -204,9 +205,11 @@ export class CmId implements DeviceBoundId {
   get qp(): Qp | null {
     return this.qps.qp;
   }
+  /** The send CQ rdma_create_qp made (`id->send_cq`). */
   get sendCq(): Cq | null {
     return this.qps.sendCq;
   }
+  /** The receive CQ rdma_create_qp made (`id->recv_cq`). */
   get recvCq(): Cq | null {
     return this.qps.recvCq;
   }

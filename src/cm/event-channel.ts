@@ -127,6 +127,7 @@ export class EventChannel implements AsyncIterable<CmEvent> {
     this.queue.length = 0;
   }
 
+  /** Whether `destroy()` has run (rdma_destroy_event_channel). */
   get isDestroyed(): boolean {
     return this.destroyed;
   }

@@ -8,7 +8,7 @@
  */
 import { RdmaError, err } from '../errors.js';
 import { Errno } from '../errno.js';
-import { trace, tracing } from '../trace.js';
+import { traceEvent, tracing } from '../trace.js';
 import type { AhAttr } from '../verbs/ah.js';
 import { EventChannel } from './event-channel.js';
 import { CmEventType, rdmaEventStr, type CmEvent, type EventConnParam, type UdParam } from './events.js';
@@ -122,7 +122,7 @@ export class IdEvents {
   post(type: CmEventType, status = 0, conn?: Partial<EventConnParam>, ud?: UdParam, mcContext?: unknown, listenId: CmId | null = null, on: EventChannel = this.ch): void {
     if (this.id.destroyed) return;
     this.unacked++;
-    if (tracing('cm')) trace('cm', this.tag, `event ${rdmaEventStr(type)} status ${status}`);
+    if (tracing('cm')) traceEvent('cm', this.tag, 'event', { event: rdmaEventStr(type), status });
     on._post(new PostedEvent(this, this.id, listenId, type, status, eventConnParam(conn), ud ?? NO_UD_PARAM, mcContext));
   }
 

@@ -100,7 +100,7 @@ import {
 } from './options.js';
 import { RS_TRACE, RsState, describeState } from './state.js';
 import { StateCell } from '../util/state.js';
-import { trace } from '../trace.js';
+import { traceEvent } from '../trace.js';
 import { microtask } from '../util/microtask.js';
 import { PollWaiters } from '../util/poll-waiters.js';
 import { RS_EAGAIN, rsErr } from './errors.js';
@@ -750,7 +750,7 @@ export class RsConn implements CqEventSink {
       }
       msg = decodeMsg(this.rx.msgBuf, slot * RS_MSG_SIZE, this.rx.peerBigEndian);
     }
-    if (RS_TRACE) trace('rs', this.tag, `recv ${rsMsgStr(msg)}`);
+    if (RS_TRACE) traceEvent('rs', this.tag, 'rs-recv', { message: rsMsgStr(msg) });
     const data = rsMsgData(msg);
     switch (rsMsgOp(msg)) {
       case RsOp.SGL:
@@ -1058,7 +1058,7 @@ export class RsConn implements CqEventSink {
       if (!credits.ctrlAvail()) await this.until(() => credits.ctrlAvail() || !(this.st.state & RsState.connected));
       if (this.st.state & RsState.connected && credits.ctrlAvail()) {
         credits.takeCtrl();
-        if (RS_TRACE) trace('rs', this.tag, `send CTRL ${RsCtrl[ctrl]}`);
+        if (RS_TRACE) traceEvent('rs', this.tag, 'rs-send', { message: `CTRL ${RsCtrl[ctrl]}` });
         this._queueMsg(rsMsgSet(RsOp.CTRL, ctrl));
         this.tx.flushPosts();
         this.pump();
@@ -1227,7 +1227,7 @@ export class RsConn implements CqEventSink {
       this.credits.take();
       this.tx.sbufBytesAvail -= RS_IOMAP_SIZE;
       const p = this.tx.payload(entry, 0, RS_IOMAP_SIZE);
-      if (RS_TRACE) trace('rs', this.tag, `send IOMAP_SGL ${m.index} offset ${m.offset}`);
+      if (RS_TRACE) traceEvent('rs', this.tag, 'rs-send', { message: `IOMAP_SGL ${m.index} offset ${m.offset}` });
       this.tx.queueWriteMsg(p.sgl, rsMsgSet(RsOp.IOMAP_SGL, m.index), p.flags, iomap.remote.addr + m.index * RS_IOMAP_SIZE, iomap.remote.key);
       iomap.queue.shift();
       iomap.list.push(m);

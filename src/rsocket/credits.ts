@@ -17,7 +17,7 @@
 import { SendFlags, type Mr, type Sge } from '../verbs/index.js';
 import { RS_QP_CTRL_SIZE, RS_SGE_SIZE, RsOp, encodeSge, rsMsgSet, seqDiff16 } from './protocol.js';
 import { RS_TRACE, RsState } from './state.js';
-import { trace } from '../trace.js';
+import { traceEvent } from '../trace.js';
 import type { RsConn } from './conn.js';
 import type { RsRx } from './rx.js';
 import type { RsTx } from './tx.js';
@@ -163,7 +163,7 @@ export class RsCredits {
         const s = tx.smr as Mr;
         sg = { addr: s.addr + off, length: RS_SGE_SIZE, lkey: s.lkey };
       }
-      if (RS_TRACE) trace('rs', this.c.tag, `send SGL ${limit & 0xffff} + SGE ${sge.addr.toString(16)}+${half} -> slot ${this.remoteSge}`);
+      if (RS_TRACE) traceEvent('rs', this.c.tag, 'rs-send', { message: `SGL ${limit & 0xffff} + SGE ${sge.addr.toString(16)}+${half} -> slot ${this.remoteSge}` });
       tx.queueWriteMsg([sg], msg, flags, this.remoteSgl.addr + this.remoteSge * RS_SGE_SIZE, this.remoteSgl.key);
       rx.window += half;
       rx.rbufBytesAvail -= half;
@@ -171,7 +171,7 @@ export class RsCredits {
       if (rx.rbufFreeOffset >= cfg.rbufSize) rx.rbufFreeOffset = 0;
       if (++this.remoteSge === this.remoteSgl.length) this.remoteSge = 0;
     } else {
-      if (RS_TRACE) trace('rs', this.c.tag, `send SGL ${limit & 0xffff}`);
+      if (RS_TRACE) traceEvent('rs', this.c.tag, 'rs-send', { message: `SGL ${limit & 0xffff}` });
       this.c._queueMsg(msg);
     }
     tx.flushPosts();

@@ -29,4 +29,5 @@ export { DsSocket, type DsDatagram } from './dgram/socket.js';
 export { RDgramSocket, createSocket, type RDgramRemoteInfo, type RDgramSocketOptions } from './dgram/node-socket.js';
 export { RsState, describeState } from './state.js';
 export * from './options.js';
+/** The rsocket wire protocol: immediate-data codes, the connection data and control messages (pure codecs). */
 export * as protocol from './protocol.js';

@@ -159,9 +159,11 @@ export class RServer extends EventEmitter {
     cb(null, this.conns.size);
   }
 
+  /** No-op for compatibility with `net.Server` (a listening rsocket server does not hold the event loop by a handle of its own). */
   ref(): this {
     return this;
   }
+  /** No-op for compatibility, as {@link RServer.ref}. */
   unref(): this {
     return this;
   }

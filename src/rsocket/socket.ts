@@ -120,19 +120,24 @@ export class RSocket extends Duplex {
     if (w) return 'writeOnly';
     return 'closed';
   }
+  /** The peer's address (net.Socket's `remoteAddress`); undefined before connecting. */
   get remoteAddress(): string | undefined {
     return this.conn.remoteAddress?.address;
   }
+  /** The peer's port (net.Socket's `remotePort`). */
   get remotePort(): number | undefined {
     return this.conn.remoteAddress?.port;
   }
+  /** `'IPv4'` or `'IPv6'`, the peer address's family (net.Socket's `remoteFamily`). */
   get remoteFamily(): string | undefined {
     const a = this.conn.remoteAddress;
     return a ? (a.family ?? (a.address.includes(':') ? 'IPv6' : 'IPv4')) : undefined;
   }
+  /** The local address the connection uses (net.Socket's `localAddress`). */
   get localAddress(): string | undefined {
     return this.conn.localAddress?.address;
   }
+  /** The local port (net.Socket's `localPort`). */
   get localPort(): number | undefined {
     return this.conn.localAddress?.port;
   }
@@ -194,6 +199,7 @@ export class RSocket extends Duplex {
   ref(): this {
     return this;
   }
+  /** No-op for compatibility, as {@link RSocket.ref}. */
   unref(): this {
     return this;
   }
@@ -279,6 +285,7 @@ export class RSocket extends Duplex {
     }
   }
 
+  /** @internal Readable's `_read`: the stream machinery calls it, not the user. */
   override _read(): void {
     this.reading = true;
     this.pull();
@@ -331,12 +338,14 @@ export class RSocket extends Duplex {
     }
   }
 
+  /** @internal Writable's `_writev`. */
   override _writev(chunks: { chunk: unknown; encoding: BufferEncoding }[], cb: (err?: Error | null) => void): void {
     for (const c of chunks) this.wq.push({ buf: c.chunk as Uint8Array, off: 0 });
     this.wcb = cb;
     this.flush();
   }
 
+  /** @internal Writable's `_write`. */
   override _write(chunk: unknown, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
     this.wq.push({ buf: chunk as Uint8Array, off: 0 });
     this.wcb = cb;
@@ -373,6 +382,7 @@ export class RSocket extends Duplex {
     cb?.();
   }
 
+  /** @internal Writable's `_final`: sends the shutdown once the queued data is out. */
   override _final(cb: (err?: Error | null) => void): void {
     const go = (): void => {
       if (this.conn.state & RsState.writable) {
@@ -386,6 +396,7 @@ export class RSocket extends Duplex {
     else go();
   }
 
+  /** @internal Duplex's `_destroy`. */
   override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
     this.reading = false;
     if (this.idleTimer) clearTimeout(this.idleTimer);

@@ -13,8 +13,9 @@
  * A connection's or a listener's state is a `StateCell` (util/state.ts) showing its states with
  * {@link describeState}: every change is traced under `RDMA_TRACE=rs` as `from -> to (why)`.
  */
-import { tracing } from '../trace.js';
+import { onTraceChange, tracing } from '../trace.js';
 
+/** An rsocket's state bits (rsocket.c `rs_state`): a connection is in one or several at once. */
 export const RsState = {
   init: 0,
   bound: 0x0001,
@@ -55,5 +56,11 @@ export function describeState(s: number): string {
   return parts.join('|');
 }
 
-/** `RDMA_TRACE=rs` (or `all`, minus `-rs`): rsocket state changes and protocol messages. */
-export const RS_TRACE = tracing('rs');
+/**
+ * Whether rsocket messages are traced (the `rdmacm:rs` channel has subscribers: `RDMA_TRACE=rs`,
+ * `setTrace`, a tool): a live binding, kept current as subscribers come and go.
+ */
+export let RS_TRACE = tracing('rs');
+onTraceChange(() => {
+  RS_TRACE = tracing('rs');
+});

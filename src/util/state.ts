@@ -4,7 +4,7 @@
  * the kernel's `cma_comp_exch`), every change traced as `from -> to (why)` under the owner's
  * tracer. Checks read {@link StateCell.is} / {@link StateCell.in}; nothing assigns the state.
  */
-import { trace, tracing, type TraceName } from '../trace.js';
+import { traceEvent, tracing, type TraceName } from '../trace.js';
 
 export class StateCell<S> {
   private current: S;
@@ -44,7 +44,7 @@ export class StateCell<S> {
     const from = this.current;
     if (from === to) return from;
     this.current = to;
-    if (tracing(this.tracer)) trace(this.tracer, this.tag(), `${this.show(from)} -> ${this.show(to)} (${why})`);
+    if (tracing(this.tracer)) traceEvent(this.tracer, this.tag(), 'state', { from: this.show(from), to: this.show(to), why });
     return from;
   }
 

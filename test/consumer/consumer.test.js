@@ -45,7 +45,7 @@ const show = (r) => `exit ${r.status} signal ${r.signal}\nstdout: ${r.stdout}\ns
 
 /** The first TypeScript block of the README that imports the package: its first program. */
 function readmeProgram(readme) {
-  for (const m of readme.matchAll(/```ts\n([\s\S]*?)```/g)) if (/from 'rdmacm(\/\w+)?'/.test(m[1])) return m[1];
+  for (const m of readme.matchAll(/```ts[^\n]*\n([\s\S]*?)```/g)) if (/from 'rdmacm(\/\w+)?'/.test(m[1])) return m[1];
   return null;
 }
 

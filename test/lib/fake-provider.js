@@ -5,7 +5,7 @@ import { registerProvider } from '../../dist/verbs/provider.js';
 import { getDeviceList } from '../../dist/verbs/device.js';
 import { TransportType, QpType } from '../../dist/verbs/types.js';
 import { RdmaError } from '../../dist/errors.js';
-import { AbortError } from '../../dist/index.js';
+import { AbortError } from '../../dist/util/abort.js';
 import { siwDeviceAttr, siwPortAttr, siwGid, siwAccessMask } from '../../dist/transport/iwarp/attrs.js';
 export { prng } from './prng.js';
 

@@ -215,15 +215,19 @@ export class RDgramSocket extends EventEmitter {
     return { address: a.address, family: a.address.includes(':') ? 'IPv6' : 'IPv4', port: a.port };
   }
 
+  /** dgram's `setRecvBufferSize()`: SO_RCVBUF of the datagram rsocket. */
   setRecvBufferSize(n: number): void {
     this.ds.setsockopt(SOL_SOCKET, SO_RCVBUF, n);
   }
+  /** dgram's `setSendBufferSize()`: SO_SNDBUF of the datagram rsocket. */
   setSendBufferSize(n: number): void {
     this.ds.setsockopt(SOL_SOCKET, SO_SNDBUF, n);
   }
+  /** dgram's `getRecvBufferSize()`: SO_RCVBUF as rgetsockopt answers it. */
   getRecvBufferSize(): number {
     return this.ds.getsockopt(SOL_SOCKET, SO_RCVBUF);
   }
+  /** dgram's `getSendBufferSize()`: SO_SNDBUF as rgetsockopt answers it. */
   getSendBufferSize(): number {
     return this.ds.getsockopt(SOL_SOCKET, SO_SNDBUF);
   }
@@ -231,6 +235,7 @@ export class RDgramSocket extends EventEmitter {
   ref(): this {
     return this;
   }
+  /** No-op, as {@link RDgramSocket.ref}. */
   unref(): this {
     return this;
   }

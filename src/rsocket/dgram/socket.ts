@@ -519,12 +519,16 @@ export class DsSocket implements DsSvcHost {
 
   // -- options -------------------------------------------------------------------------------
 
-  /** rsetsockopt() (see {@link DsOptions.set}). */
+  /**
+   * rsetsockopt(), as rsocket.c's ds_setsockopt: SO_RCVBUF and SO_SNDBUF (doubled), the SOL_SOCKET
+   * flags, IPV6_V6ONLY, the SOL_RDMA sizes before the socket is used (EINVAL after); ENOPROTOOPT for
+   * an option a UDP socket does not have.
+   */
   setsockopt(level: number, name: number, value: number): void {
     this.opts.set(level, name, value, { inUse: this.st.state !== RsState.init, hasQp: this.qps.length > 0, hasSbuf: this.sbuf !== null });
   }
 
-  /** rgetsockopt() (see {@link DsOptions.get}). */
+  /** rgetsockopt(): the sizes in use, SO_ERROR (read and cleared), the flags, the SOL_RDMA sizes. */
   getsockopt(level: number, name: number): number {
     return this.opts.get(level, name);
   }

@@ -18,7 +18,7 @@ import { TerminateError, TermLayer } from '../../errors.js';
 import { Errno } from '../../errno.js';
 import { LLP_ETYPE_MPA, MpaEcode, decodeMpaStartFrame, mpaKeyMatches, encodeMpaStartFrame, encodeTerminate, validateMpaReply, validateMpaRequest, type MpaStartFrame } from '../../wire/iwarp/index.js';
 import { Llp } from './llp.js';
-import { trace, tracing } from '../../trace.js';
+import { trace, traceEvent, tracing } from '../../trace.js';
 import { StateCell } from '../../util/state.js';
 import { armDeadline, cancelDeadline, type Deadline, type DeadlineTarget } from '../../util/deadlines.js';
 
@@ -257,7 +257,7 @@ export class Cep implements DeadlineTarget {
     const leftover = Buffer.from(acc.subarray(d.length));
     this.acc = NO_BYTES;
     const o = this.offer as MpaOffer;
-    if (tracing('mpa')) this.trace(`MPA Reply rev ${f.rev} flags crc=${f.crc} reject=${f.reject} enhanced=${f.enhanced} ird=${f.ird} ord=${f.ord} p2p=${f.p2p}`);
+    if (tracing('mpa')) traceEvent('mpa', `CEP[${this.id}]`, 'mpa-reply', { state: this.state, rev: f.rev, crc: f.crc, reject: f.reject, enhanced: f.enhanced, ird: f.ird, ord: f.ord, p2p: f.p2p });
     const v = validateMpaReply(f, this.sentRequest as MpaStartFrame, { maxIrd: MAX_IRD_ORD });
     if (v.action === 'rejected') {
       this.cell.move(CepState.CLOSED, 'MPA Reply rejects');
@@ -312,7 +312,7 @@ export class Cep implements DeadlineTarget {
     }
     this.requestRtr = verdict.rtr;
     this.cell.move(CepState.RECVD_MPAREQ, 'MPA Request valid');
-    if (tracing('mpa')) this.trace(`MPA Request rev ${f.rev} crc=${f.crc} ird=${f.ird} ord=${f.ord} p2p=${f.p2p} pd ${f.privateData.length} bytes`);
+    if (tracing('mpa')) traceEvent('mpa', `CEP[${this.id}]`, 'mpa-request', { state: this.state, rev: f.rev, crc: f.crc, ird: f.ird, ord: f.ord, p2p: f.p2p, privateDataLength: f.privateData.length });
     this.onEvent({ type: 'request', frame: f });
   }
 
@@ -359,7 +359,7 @@ export class Cep implements DeadlineTarget {
     this.cell.move(CepState.RDMA_MODE, 'accept');
     this.llp.onClose = null;
     this.llp.setConsumer(null);
-    if (tracing('mpa')) this.trace(`MPA Reply sent ird=${ird} ord=${ord} rtr=${rtr}`);
+    if (tracing('mpa')) traceEvent('mpa', `CEP[${this.id}]`, 'mpa-reply-sent', { state: this.state, ird, ord, rtr });
     return { crc: req.crc, ird, ord, rtr, p2p: rtr !== null, privateData: req.privateData, leftover: NO_BYTES };
   }
 

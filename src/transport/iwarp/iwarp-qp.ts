@@ -20,7 +20,7 @@ import type { Llp } from './llp.js';
 import { QpTx, type TxQp } from './qp-tx.js';
 import { QpRx, type RxQp } from './qp-rx.js';
 import { iwarpConfig } from './config.js';
-import { trace, tracing } from '../../trace.js';
+import { traceEvent, tracing } from '../../trace.js';
 import { doubleArray } from '../../util/arrays.js';
 
 /** Negotiated connection parameters handed over by the CM after MPA. */
@@ -197,7 +197,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     const t = e instanceof TerminateError ? e : new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, `internal error: ${(e as Error)?.message ?? e}`);
     if (this.ended) return;
     this.ended = true;
-    if (tracing('qp')) trace('qp', this.tag, `sending TERMINATE: ${t.message}`);
+    if (tracing('qp')) traceEvent('qp', this.tag, 'terminate', { direction: 'sent', layer: t.layer, etype: t.etype, ecode: t.ecode, reason: t.message });
     this.rx.stop();
     this.tx.sendTerminate({ layer: t.layer, etype: t.etype, ecode: t.ecode, header: t.header });
     const access = (t.layer === TermLayer.RDMAP && t.etype === RdmapEtype.REMOTE_PROTECTION) || (t.layer === TermLayer.DDP && t.etype === DdpEtype.TAGGED);
@@ -215,7 +215,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     } catch {
       t = new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, 'peer TERMINATE (undecodable)');
     }
-    if (tracing('qp')) trace('qp', this.tag, t.message);
+    if (tracing('qp')) traceEvent('qp', this.tag, 'terminate', { direction: 'received', layer: t.layer, etype: t.etype, ecode: t.ecode, reason: t.message });
     this.ended = true;
     this.rx.stop();
     const head = this.tx.orq.shift();
@@ -379,7 +379,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
   sqFail(w: SqWqe, status: WcStatus, why: string): void {
     this.tx.completeCopied();
     this.sq.removeIf((x) => x === w);
-    if (tracing('qp')) trace('qp', this.tag, `WR failed: ${why}`);
+    if (tracing('qp')) traceEvent('qp', this.tag, 'wr-error', { why });
     this.completeSend(w, status, true);
     this.protocolError(new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, why));
   }

@@ -7,7 +7,7 @@
  * path through {@link Llp.onDrain}.
  */
 import net from 'node:net';
-import { trace, tracing } from '../../trace.js';
+import { traceEvent, tracing } from '../../trace.js';
 import { netopt } from '../../util/netopt.js';
 import { captureOn, type CaptureDirection } from '../../verbs/capture.js';
 import { ConnectionCapture } from './capture.js';
@@ -179,13 +179,13 @@ export class Llp {
     if (!noDelay) socket.setNoDelay(true);
     // 'drain' is listened to from the first write that fills the socket's buffer (see write).
     socket.on('end', () => {
-      if (tracing('llp')) trace('llp', `LLP[${this.id}]`, 'peer FIN');
+      if (tracing('llp')) traceEvent('llp', `LLP[${this.id}]`, 'llp', { what: 'peer-fin' });
       // Half-close is not part of iWARP: a FIN ends the connection (siw releases the socket).
       this.finish(undefined, true);
     });
     socket.on('error', (e) => {
       this.lastError = e;
-      if (tracing('llp')) trace('llp', `LLP[${this.id}]`, `error ${e.message}`);
+      if (tracing('llp')) traceEvent('llp', `LLP[${this.id}]`, 'llp', { what: 'error', error: e.message });
     });
     socket.on('close', () => {
       if (this.lingerTimer) {
@@ -434,7 +434,7 @@ export class Llp {
       this.finTimer.unref();
       return;
     }
-    if (tracing('llp')) trace('llp', `LLP[${this.id}]`, 'FIN');
+    if (tracing('llp')) traceEvent('llp', `LLP[${this.id}]`, 'llp', { what: 'fin' });
     s.end();
   }
 

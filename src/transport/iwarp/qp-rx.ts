@@ -33,7 +33,7 @@ import { Access, WcFlags, WcStatus, type Sge } from '../../verbs/types.js';
 import type { RqWqe, SqWqe } from '../../verbs/qp.js';
 import type { QpTx } from './qp-tx.js';
 import type { LlpReader } from './llp.js';
-import { trace, tracing } from '../../trace.js';
+import { traceEvent, tracing } from '../../trace.js';
 
 /** Where the payload of the FPDU being received goes (constants in the form of {@link RdmapOpcode}). */
 const Place = {
@@ -279,7 +279,7 @@ export class QpRx implements FpduSink, LlpReader {
         this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
         dec.tookWhole(n);
         qp.rxRecvDone(w, len, 0, 0, op === RdmapOpcode.SEND_SE);
-        if (tracing('rx')) trace('rx', qp.tag, `SEND ${len} bytes msn ${h.msn}`);
+        if (tracing('rx')) traceEvent('rx', qp.tag, 'recv', { opcode: 'SEND', bytes: len, msn: h.msn });
       } else break;
       p += n;
     }
@@ -598,7 +598,7 @@ export class QpRx implements FpduSink, LlpReader {
     this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
     const se = h.opcode === RdmapOpcode.SEND_SE || h.opcode === RdmapOpcode.SEND_SE_INV;
     qp.rxRecvDone(w, len, flags, inv, se);
-    if (tracing('rx')) trace('rx', qp.tag, `SEND ${len} bytes msn ${h.msn}`);
+    if (tracing('rx')) traceEvent('rx', qp.tag, 'recv', { opcode: 'SEND', bytes: len, msn: h.msn });
   }
 
   /** The end of a Read Response segment: the last one completes the Read at the head of the ORQ. */
@@ -610,7 +610,7 @@ export class QpRx implements FpduSink, LlpReader {
       this.readPlaced = 0;
       const w = qp.tx.orq.shift() as SqWqe;
       qp.sqDone(w);
-      if (tracing('rx')) trace('rx', qp.tag, `READ_RESP complete ${w.length} bytes`);
+      if (tracing('rx')) traceEvent('rx', qp.tag, 'recv', { opcode: 'READ_RESP', bytes: w.length });
       qp.tx.kick();
     }
   }

@@ -27,7 +27,7 @@ import type { Llp } from './llp.js';
 import { copyBytes } from '../../util/copy.js';
 import { hex } from './mem.js';
 import { microtask } from '../../util/microtask.js';
-import { trace, tracing } from '../../trace.js';
+import { traceEvent, tracing } from '../../trace.js';
 import { objectArray } from '../../util/arrays.js';
 
 /**
@@ -389,7 +389,7 @@ export class QpTx {
         const len = writeReadRequest(h, 0, this.readMsn, s.lkey, s.addr, s.length, w.rkey, w.remoteAddr);
         this.writeSmall(llp, h, len, null, 0);
         this.endsWithWrite = false;
-        if (tracing('tx')) trace('tx', qp.tag, `READ_REQ msn ${this.readMsn} size ${s.length} src ${hex(w.rkey)}@${w.remoteAddr.toString(16)}`);
+        if (tracing('tx')) traceEvent('tx', qp.tag, 'send', { opcode: 'READ_REQ', bytes: s.length, msn: this.readMsn, source: `${hex(w.rkey)}@${w.remoteAddr.toString(16)}` });
         return true;
       }
       case WrOpcode.RDMA_WRITE:
@@ -470,7 +470,7 @@ export class QpTx {
       if (this.crc) f.writeUInt32LE(crc32c(f.subarray(at0, at + pad)), at + pad);
       sent += n;
     } while (sent < total);
-    if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`}`);
+    if (tracing('tx')) traceEvent('tx', this.qp.tag, 'send', { opcode: info.name, bytes: total, ...(msn ? { msn } : { stag: hex(w.rkey) }) });
   }
 
   /**
@@ -531,7 +531,7 @@ export class QpTx {
     }
     zeroTail(f, at, pad);
     if (this.crc) f.writeUInt32LE(crc32c(f.subarray(at0, at + pad)), at + pad);
-    if (tracing('tx')) trace('tx', this.qp.tag, `${IWARP_OPCODES[op]?.name} ${n} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`}`);
+    if (tracing('tx')) traceEvent('tx', this.qp.tag, 'send', { opcode: String(IWARP_OPCODES[op]?.name), bytes: n, ...(msn ? { msn } : { stag: hex(w.rkey) }) });
   }
 
   /**
@@ -597,7 +597,7 @@ export class QpTx {
     // A write the socket reports done after it was destroyed did not necessarily leave (Node
     // reports an in-flight write of a destroyed socket as done): that message is flushed.
     this.writeDirect(llp, meta.subarray(mo, me), (e) => this.zcDone(entry, e || llp.socket.destroyed ? WcStatus.WR_FLUSH_ERR : WcStatus.SUCCESS));
-    if (tracing('tx')) trace('tx', this.qp.tag, `${info.name} ${total} bytes${msn ? ` msn ${msn}` : ` stag ${hex(w.rkey)}`} (zero-copy, ${nf} FPDUs)`);
+    if (tracing('tx')) traceEvent('tx', this.qp.tag, 'send', { opcode: info.name, bytes: total, ...(msn ? { msn } : { stag: hex(w.rkey) }), zeroCopy: true, fpdus: nf });
   }
 
   /**
@@ -640,7 +640,7 @@ export class QpTx {
       this.writeSmall(llp, h, hdrLen, rr.buf, rr.off + sent, n);
       sent += n;
     } while (sent < rr.size);
-    if (tracing('tx')) trace('tx', this.qp.tag, `READ_RESP ${rr.size} bytes to ${hex(rr.sinkStag)}`);
+    if (tracing('tx')) traceEvent('tx', this.qp.tag, 'send', { opcode: 'READ_RESP', bytes: rr.size, stag: hex(rr.sinkStag) });
   }
 
   /**

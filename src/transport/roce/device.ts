@@ -452,7 +452,7 @@ export class RoceDevice implements RxSink {
     } catch (e) {
       // A receive-path bug must not take the process down: count it as a malformed packet.
       this.counters.inc(C.rcvd_bad_length_drop);
-      if (tracing('rx')) trace('rx', this.name, `receive error: ${(e as Error).stack ?? String(e)}`);
+      if (tracing('roce')) trace('roce', this.name, `receive error: ${(e as Error).stack ?? String(e)}`);
     }
   }
 

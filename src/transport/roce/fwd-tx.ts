@@ -65,7 +65,7 @@ class FwdConn {
     readonly sock: net.Socket,
     readonly name: string,
   ) {
-    this.state = new StateCell<FwdConnState>('rx', () => `fwd:${name.slice(1)}`, FwdConnState.CONNECTING);
+    this.state = new StateCell<FwdConnState>('roce', () => `fwd:${name.slice(1)}`, FwdConnState.CONNECTING);
   }
 }
 
@@ -283,7 +283,7 @@ export class FwdTx {
       if (block >= 0) {
         const holder = peerUid(sock);
         if (holder !== null && holder !== uidOfBlockName(name)) {
-          if (tracing('rx')) trace('rx', `roce:${this.port}`, `${name.slice(1)} is held by uid ${holder}: not used`);
+          if (tracing('roce')) trace('roce', `roce:${this.port}`, `${name.slice(1)} is held by uid ${holder}: not used`);
           sock.destroy();
           fail(`held by uid ${holder}`);
           return;

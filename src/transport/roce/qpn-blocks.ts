@@ -11,7 +11,7 @@
  */
 import net from 'node:net';
 import { err } from '../../errors.js';
-import { trace, tracing } from '../../trace.js';
+import { traceEvent, tracing } from '../../trace.js';
 import { random } from '../../util/random.js';
 import { PROCESS_UID, blockSocketName, serviceSocketName, type DirectoryView } from './unix-names.js';
 
@@ -168,7 +168,7 @@ export class QpnBlocks {
           this.blocks.set(b, srv);
           this.usedInBlock.set(b, 0);
           this.claimed(b);
-          if (tracing('qp')) trace('qp', `roce:${this.port}`, `claimed QPN block ${b} (0x${(b << QPN_BLOCK_SHIFT).toString(16)}..)`);
+          if (tracing('roce')) traceEvent('roce', `roce:${this.port}`, 'qpn-block', { block: b, firstQpn: b << QPN_BLOCK_SHIFT });
           return b;
         }
       }

@@ -5,7 +5,7 @@
  * then delivery to one QP or to every QP attached to the group. Each reason to drop has its own
  * counter (counters.ts); nothing here throws on any input.
  */
-import { trace, tracing } from '../../trace.js';
+import { traceEvent, tracing } from '../../trace.js';
 import { QpState } from '../../verbs/types.js';
 import {
   RocePacket,
@@ -142,7 +142,7 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
     if (drop === RoceDrop.BAD_PKEY) c.badPkey();
     else if (drop === RoceDrop.BAD_QKEY) c.badQkey();
     else c.inc(dropCounter(drop));
-    if (tracing('rx')) trace('rx', dev.name, `drop ${drop} from ${meta.src}`);
+    if (tracing('roce')) traceEvent('roce', dev.name, 'drop', { reason: drop, from: meta.src });
     return;
   }
   const qpn = p.destQp;
@@ -167,7 +167,7 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
     qp = dev.qps.get(qpn);
     if (qp === undefined) {
       c.inc(C.rcvd_unknown_qpn_drop);
-      if (tracing('rx')) trace('rx', dev.name, `drop unknown QPN 0x${qpn.toString(16)} from ${meta.src}`);
+      if (tracing('roce')) traceEvent('roce', dev.name, 'drop', { reason: 'unknown QPN', from: meta.src, qpn });
       return;
     }
     if (!(qp._accepts !== undefined ? qp._accepts(p, meta) : qpAccepts(dev, qp as RoceUdQp, p))) return;

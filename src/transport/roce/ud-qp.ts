@@ -17,7 +17,7 @@
  *
  * A connected QP (RC) will add a completer and PSN/ACK state on the same skeleton.
  */
-import { trace, tracing } from '../../trace.js';
+import { trace, traceEvent, tracing } from '../../trace.js';
 import type { Context } from '../../verbs/context.js';
 import type { Pd } from '../../verbs/pd.js';
 import { QpCreateFlags, type QpInitAttr } from '../../verbs/provider.js';
@@ -205,7 +205,7 @@ export class RoceUdQp extends Qp {
       this.requesterError(w, WcStatus.LOC_QP_OP_ERR, `no socket for source ${av.sgid.ip}`);
       return false;
     }
-    if (tracing('tx')) trace('tx', this.tag, `UD ${imm ? 'SEND_IMM' : 'SEND'} ${w.length}B -> ${av.dst} QPN 0x${w.remoteQpn.toString(16)}`);
+    if (tracing('tx')) traceEvent('tx', this.tag, 'datagram', { opcode: imm ? 'SEND_IMM' : 'SEND', bytes: w.length, to: av.dst, remoteQpn: w.remoteQpn });
     this.completeSend(w, WcStatus.SUCCESS);
     return true;
   }

@@ -184,7 +184,7 @@ export class UdpSockets {
       if (to) this.onUnicast(to, msg, { family, src: ipKey(rinfo.address), dst: key, srcPort: rinfo.port, forwarded: false });
     });
     sock.on('error', (e) => {
-      if (tracing('rx')) trace('rx', `roce:${this.port}`, `socket ${bindIp}: ${e.message}`);
+      if (tracing('roce')) trace('roce', `roce:${this.port}`, `socket ${bindIp}: ${e.message}`);
     });
     sock.bind({ port: this.port, address: bindIp, exclusive: false }, () => {
       if (family === 4 && setPmtuProbe(sock)) this.ipIdZero = true;
@@ -303,7 +303,7 @@ export class UdpSockets {
         // never bound: nothing to close
       }
       const e = failure ?? Object.assign(new Error(`join ${key}: the bind did not complete`), { code: 'EIO' });
-      if (tracing('rx')) trace('rx', `roce:${this.port}`, `join ${key}: ${e.message}`);
+      if (tracing('roce')) trace('roce', `roce:${this.port}`, `join ${key}: ${e.message}`);
       throw e;
     }
     this.groups.set(key, { sock, refs: 1, sink });
@@ -311,7 +311,7 @@ export class UdpSockets {
       sink.rxDatagram(msg, { family, src: rinfo.address, dst: key, srcPort: rinfo.port, forwarded: false });
     });
     sock.on('error', (e) => {
-      if (tracing('rx')) trace('rx', `roce:${this.port}`, `group ${key}: ${e.message}`);
+      if (tracing('roce')) trace('roce', `roce:${this.port}`, `group ${key}: ${e.message}`);
     });
     this.applyRef(sock);
   }

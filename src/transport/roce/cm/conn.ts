@@ -28,7 +28,7 @@
  * device's reply budget (reply-limit.ts), as every answer no application asked for does.
  */
 import { Errno } from '../../../errno.js';
-import { trace, tracing } from '../../../trace.js';
+import { trace, traceEvent, tracing } from '../../../trace.js';
 import { StateCell } from '../../../util/state.js';
 import type { CmHost } from '../../../cm/transport.js';
 import { CmMsgRef, CmRejReason, encodeCmMad, type CmMessage, type CmRep, type CmReq } from '../../../wire/roce/index.js';
@@ -187,7 +187,7 @@ export class RcConn {
   send(msg: CmMessage): Uint8Array {
     const mad = encodeCmMad(msg, this.tid);
     sendMad(this.dev, mad, this.local, this.remote, this.family);
-    if (tracing('cm')) trace('cm', this.tag, `${msg.kind} -> ${this.remote}`);
+    if (tracing('cm')) traceEvent('cm', this.tag, 'mad', { kind: msg.kind, to: this.remote });
     return mad;
   }
 

@@ -22,7 +22,7 @@
  *   WQE, wrong length), are dropped and counted (`rcvd_bad_resp_drop`); a lost connection shows as
  *   a timeout, never as a crash.
  */
-import { trace, tracing } from '../../../trace.js';
+import { traceEvent, tracing } from '../../../trace.js';
 import { WcStatus } from '../../../verbs/types.js';
 import {
   AethSyndrome,
@@ -118,7 +118,7 @@ export class RcCompleter {
       this.timer = this.core.clock.after(left, () => this.onTimer());
       return;
     }
-    if (tracing('qp')) trace('qp', this.core.tag, `local ACK timeout at psn ${this.psn}`);
+    if (tracing('qp')) traceEvent('qp', this.core.tag, 'ack-timeout', { psn: this.psn });
     this.retry(true);
   }
 
@@ -145,7 +145,7 @@ export class RcCompleter {
     this.retryLeft--;
     this.retrying = true;
     c.inc(C.completer_retry_err);
-    if (tracing('qp')) trace('qp', this.core.tag, `retry from psn ${this.psn} (${timeout ? 'timeout' : 'NAK'}), ${this.retryLeft} left`);
+    if (tracing('qp')) traceEvent('qp', this.core.tag, 'retry', { psn: this.psn, cause: timeout ? 'timeout' : 'NAK', left: this.retryLeft });
     this.deadline = this.core.clock.now() + this.core.timeoutMs;
     this.req.rewind(this.psn);
     this.req.kick();
@@ -270,7 +270,7 @@ export class RcCompleter {
         }
         if (this.core.rnrRetry !== 7) this.rnrLeft--;
         const ms = (RNR_TIMER_USEC[syn & AethSyndrome.VALUE_MASK] as number) / 1000;
-        if (tracing('qp')) trace('qp', this.core.tag, `RNR NAK at psn ${psn}: retry in ${ms} ms`);
+        if (tracing('qp')) traceEvent('qp', this.core.tag, 'rnr-nak', { psn, delayMs: ms });
         this.req.rnrWait = true;
         this.timer?.cancel();
         this.timer = null;

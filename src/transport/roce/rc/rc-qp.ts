@@ -15,7 +15,7 @@
  * - ERR: every WQE completes, in order: taken send WQEs (the one a failure happened on with its
  *   status, the others WR_FLUSH_ERR), the send queue, the receive being filled, the receive queue.
  */
-import { trace, tracing } from '../../../trace.js';
+import { traceEvent, tracing } from '../../../trace.js';
 import type { Context } from '../../../verbs/context.js';
 import type { Pd } from '../../../verbs/pd.js';
 import type { Cq } from '../../../verbs/cq.js';
@@ -289,7 +289,7 @@ export class RoceRcQp extends Qp implements RcCore {
     this._mtu = ibMtuToBytes(a.pathMtu ?? 1) || 256;
     this.resp.reset(a.rqPsn ?? 0);
     this.dev.activate();
-    if (tracing('qp')) trace('qp', this.tag, `RTR: ${av.sgid.ip} -> ${av.dst} QPN 0x${this.destQpn.toString(16)} MTU ${this._mtu} rq_psn ${a.rqPsn ?? 0}`);
+    if (tracing('qp')) traceEvent('qp', this.tag, 'rtr', { sgid: av.sgid.ip, dst: av.dst, destQpn: this.destQpn, mtu: this._mtu, rqPsn: a.rqPsn ?? 0 });
   }
 
   protected _destroyed(): void {

@@ -21,7 +21,7 @@
  * arrives. After {@link MAX_INFLIGHT_PKTS} packets the requester lets other work run and goes on
  * in the next turn.
  */
-import { trace, tracing } from '../../../trace.js';
+import { traceEvent, tracing } from '../../../trace.js';
 import type { SqWqe } from '../../../verbs/qp.js';
 import { bindMw, invalidateRkey } from '../../../verbs/mw.js';
 import { mrCheckStr } from '../../../verbs/mr.js';
@@ -386,7 +386,7 @@ export class RcRequester {
     this.psn = nextPsn;
     if (psnDiff(nextPsn, this.sentEnd) > 0) this.sentEnd = nextPsn;
     if (psnDiff(nextPsn, e.lastPsn) > 0) this.cur++;
-    if (tracing('tx')) trace('tx', core.tag, `${core.uc ? 'UC' : 'RC'} ${e.kind} psn ${psn} (${k + 1}/${e.npkts})`);
+    if (tracing('tx')) traceEvent('tx', core.tag, 'packet', { transport: core.uc ? 'UC' : 'RC', opcode: e.kind, psn, index: k + 1, count: e.npkts });
     core.transmit(buf, end);
     if (!core.uc) {
       this.comp.armTimer();

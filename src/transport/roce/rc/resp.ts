@@ -50,7 +50,7 @@
  *   latter); the receive WQE taken for it is kept for the next message. A receive WQE naming
  *   invalid memory is class A as for RC: it completes with LOC_QP_OP_ERR and the QP goes to ERR.
  */
-import { trace, tracing } from '../../../trace.js';
+import { trace, traceEvent, tracing } from '../../../trace.js';
 import type { RqWqe } from '../../../verbs/qp.js';
 import type { Mr } from '../../../verbs/mr.js';
 import { invalidateRkey, remoteKeyOffset } from '../../../verbs/mw.js';
@@ -314,6 +314,7 @@ export class RcResponder {
     const core = this.core;
     const m = p.mask;
     const op = p.opcode;
+    if (tracing('rx')) traceEvent('rx', core.tag, 'request', { transport: core.uc ? 'UC' : 'RC', opcode: ibOpcodeName(op), psn: p.psn, bytes: p.payloadLen });
     if (!core.uc) {
       const seq = this.sequenceProblem(op);
       if (seq !== null) return INVALID(`${ibOpcodeName(op)} ${seq === SeqFault.NO_FIRST ? 'without its FIRST' : 'inside another message'}`);
@@ -581,7 +582,7 @@ export class RcResponder {
    */
   private classC(psn: number, e: ClassC): void {
     const core = this.core;
-    if (tracing('qp')) trace('qp', core.tag, `responder error at psn ${psn}: ${e.why}`);
+    if (tracing('qp')) traceEvent('qp', core.tag, 'responder-error', { psn, why: e.why });
     const w = this.recv;
     this.recv = null;
     if (w !== null) core.recvDone(w, e.recvStatus, 0, 0, 0, false);

@@ -16,7 +16,7 @@ const out = (o) => process.stdout.write(JSON.stringify(o) + '\n');
 const guard = setTimeout(() => {
   out({ error: `${mode}: timed out` });
   process.exit(3);
-}, 40000);
+}, 100000);
 guard.unref();
 
 const lib = await import('../../../../dist/index.js');

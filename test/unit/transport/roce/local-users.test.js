@@ -32,7 +32,7 @@ function skipReason() {
 
 const why = skipReason();
 
-test('local users: nobody cannot starve root of QPN blocks, forge a remote source into root\'s QP, and shares the device with its own processes', { skip: why ?? false, timeout: 60000 }, async () => {
+test('local users: nobody cannot starve root of QPN blocks, forge a remote source into root\'s QP, and shares the device with its own processes', { skip: why ?? false, timeout: 120000 }, async () => {
   const uid = spawnSync('id', ['-u', 'nobody'], { encoding: 'utf8' }).stdout.trim();
   const gid = spawnSync('id', ['-g', 'nobody'], { encoding: 'utf8' }).stdout.trim();
   const port = 20000 + Math.floor(Math.random() * 30000);
