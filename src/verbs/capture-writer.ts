@@ -8,7 +8,7 @@
 import fs from 'node:fs';
 import type { Writable } from 'node:stream';
 
-/** What {@link CaptureWriter} needs of a stream: `write` with a callback, `writableNeedDrain`. */
+/** A destination stream of a capture: what it needs of a Node writable (`write` with a callback). */
 export type CaptureStream = Pick<Writable, 'write'> & Partial<Pick<Writable, 'writableNeedDrain' | 'once'>>;
 
 const writers = new Set<CaptureWriter>();

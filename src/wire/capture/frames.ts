@@ -13,10 +13,15 @@ export const IpProto = Object.freeze({ TCP: 6, UDP: 17 });
 /** TCP header flags (RFC 9293 §3.1). */
 export const TcpFlag = Object.freeze({ FIN: 0x01, SYN: 0x02, RST: 0x04, PSH: 0x08, ACK: 0x10 });
 
+/** Ethernet II header: destination and source MAC, EtherType. */
 export const ETH_HEADER_LEN = 14;
+/** IPv4 header without options (RFC 791). */
 export const IPV4_HEADER_LEN = 20;
+/** IPv6 fixed header (RFC 8200). */
 export const IPV6_HEADER_LEN = 40;
+/** UDP header (RFC 768). */
 export const UDP_HEADER_LEN = 8;
+/** TCP header without options (RFC 9293). */
 export const TCP_HEADER_LEN = 20;
 
 /** Largest transport payload one IPv4 frame holds (total length is 16 bits). */
