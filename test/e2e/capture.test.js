@@ -254,3 +254,26 @@ test('a capture started while an iWARP connection is open: its first frame says 
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('RDMA_PCAP naming a file that cannot be created: one warning per process on stderr, the run succeeds', { skip: devices.has('rxe_lo') ? false : 'no rxe_lo device', timeout: 120_000 }, async () => {
+  const port = await freePort();
+  const args = ['-a', '127.0.0.1', '-p', String(port), '-C', '3', '-v'];
+  const e = { RDMACM_ROCE_PORT: ROCE_PORT, RDMACM_DEVICE: 'rxe_lo', RDMA_PCAP: '/nonexistent-dir/rping-%p.pcapng' };
+  const srv = startCli(cli('rping'), ['-s', ...args], { env: e, timeoutMs: 60_000 });
+  try {
+    await waitRoceListening(ROCE_PORT, port, srv.done);
+    const c = await runCli(cli('rping'), ['-c', ...args], { env: e, timeoutMs: 60_000 });
+    const s = await srv.done;
+    const both = `${describeRun('client', c)}\n${describeRun('server', s)}`;
+    assert.equal(c.code, 0, both);
+    assert.equal(s.code, 0, both);
+    for (const r of [c, s]) {
+      const warnings = r.stderr.split('\n').filter((l) => l.startsWith('rdmacm: packet capture'));
+      assert.equal(warnings.length, 1, both);
+      assert.match(warnings[0], /^rdmacm: packet capture to \/nonexistent-dir\/rping-\d+\.pcapng stopped: ENOENT/);
+      assert.equal(r.stdout.split('\n').filter((l) => l.includes('ping data: ')).length, 3, both);
+    }
+  } finally {
+    srv.kill('SIGKILL');
+  }
+});
