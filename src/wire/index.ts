@@ -33,3 +33,6 @@ export { TermLayer, TerminateError } from '../errors.js';
  * 'rdmacm/wire'`.
  */
 export * as roce from './roce/index.js';
+
+/** The capture file codecs (pcapng blocks, Ethernet/IP/UDP/TCP frame headers): docs/capture.md. */
+export * as capture from './capture/index.js';

@@ -9,6 +9,8 @@
 import net from 'node:net';
 import { traceEvent, tracing } from '../../trace.js';
 import { netopt } from '../../util/netopt.js';
+import { captureOn, type CaptureDirection } from '../../verbs/capture.js';
+import { ConnectionCapture } from './capture.js';
 
 /** Receives stream bytes `[start, end)` of `buf`; the view is valid only during the call. */
 export type LlpConsumer = (buf: Buffer, start: number, end: number) => void;
@@ -156,6 +158,10 @@ export class Llp {
   private reader: LlpReader | null = null;
   /** Ask {@link reader} where each read should land (direct placement is on). */
   private direct = false;
+  /** This side opened the connection (it sent the SYN). */
+  private initiator = false;
+  /** The connection as a packet capture sees it, from the first byte moved while one runs. */
+  private cap: ConnectionCapture | null = null;
 
   /** `noDelay`: TCP_NODELAY is set on the socket already (inherited from its listener). */
   private constructor(socket: net.Socket, noDelay = false) {
@@ -246,6 +252,7 @@ export class Llp {
     if (opts.family !== undefined) o.family = opts.family;
     const sock = net.connect(o);
     const self = new Llp(sock);
+    self.initiator = true;
     l.self = self;
     sock.once('connect', onConnect);
     return self;
@@ -262,7 +269,22 @@ export class Llp {
   /** A read of `n` bytes completed into `b`. */
   readDone(b: Buffer, n: number): void {
     if (b === sharedRead || b.buffer === sharedSmall?.buffer) this.deliver(b, 0, n);
-    else if (!this.closed && this.reader !== null) this.reader.placed(b, n);
+    else if (!this.closed && this.reader !== null) {
+      if (captureOn) this.capture('in', b, 0, n);
+      this.reader.placed(b, n);
+    }
+  }
+
+  /** Stream bytes `buf[start, end)` went `dir`: to a running packet capture (capture.ts). */
+  private capture(dir: CaptureDirection, buf: Uint8Array, start: number, end: number): void {
+    let c = this.cap;
+    if (c === null) {
+      const s = this.socket;
+      c = ConnectionCapture.open({ address: s.localAddress, port: s.localPort }, { address: s.remoteAddress, port: s.remotePort }, this.id, this.initiator);
+      if (c === null) return;
+      this.cap = c;
+    }
+    c.data(dir, buf, start, end);
   }
 
   /** Local and remote addresses of the connection. */
@@ -316,6 +338,7 @@ export class Llp {
 
   private deliver(buf: Buffer, start: number, end: number): void {
     if (this.closed) return;
+    if (captureOn) this.capture('in', buf, start, end);
     const r = this.reader;
     if (r !== null) {
       r.bytes(buf, start, end);
@@ -337,6 +360,7 @@ export class Llp {
       this.socket.cork();
       this.batching = 2;
     }
+    if (captureOn) this.capture('out', buf, 0, buf.length);
     const ok = this.socket.write(buf, cb);
     // A socket emits 'drain' only after a write returned false: listen from then on (most
     // connections never fill their buffer, and one listener fewer is less to set up per socket).
@@ -393,6 +417,7 @@ export class Llp {
     if (this.localEnded || this.closed) return;
     this.localEnded = true;
     if (this.socket.destroyed) return;
+    this.cap?.fin('out');
     lingering.add(this);
     // A peer that never answers the FIN must not keep us open forever.
     this.armLinger(3000);
@@ -435,6 +460,7 @@ export class Llp {
 
   /** Abortive close (RST when unread data is pending, as Linux close() does). */
   abort(): void {
+    if (!this.socket.destroyed) this.cap?.reset();
     this.localEnded = true;
     this.socket.destroy();
   }
@@ -443,6 +469,12 @@ export class Llp {
   private finish(e: Error | undefined, byPeer: boolean): void {
     if (this.closed) return;
     this.closed = true;
+    const cap = this.cap;
+    if (cap !== null) {
+      if (byPeer && e === undefined) cap.fin('in');
+      cap.fin('out');
+      cap.close();
+    }
     this.consumer = null;
     this.reader = null;
     this.direct = false;

@@ -23,6 +23,8 @@ export interface RxSink {
   readonly name: string;
   /** Receive one UDP payload (the agent has routed it to this process). */
   rxDatagram(buf: Buffer, meta: RxMeta): void;
+  /** A datagram for this host, read from UDP here, for a running packet capture (`note`: its comment). */
+  captureIn(buf: Buffer, meta: RxMeta, note?: string): void;
   /** One event of the forwarding between processes, counted in the device's `fwd_*` counter of that name. */
   fwdCount(e: FwdEvent): void;
 }

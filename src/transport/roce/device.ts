@@ -20,6 +20,8 @@ import type { FwdEvent, RxMeta, RxSink } from './datagram.js';
 import { ipBytes } from './ip-addr.js';
 import { rxeReceive } from './recv.js';
 import { impairedSend, impairing } from './impair.js';
+import { captureOn } from '../../verbs/capture.js';
+import { CaptureNote, captureDatagram } from './capture.js';
 import type { RoceUdQp } from './ud-qp.js';
 import type { RocePacket, RoceIpUdpHeaders } from '../../wire/roce/index.js';
 import type { RxNet } from './recv.js';
@@ -378,9 +380,9 @@ export class RoceDevice implements RxSink {
       this.counters.inc(C.send_err);
       return false;
     }
-    const ok = !mcastLoop && av.multicast && this.loopbackLink
-      ? this.agent.bound(av.sgid.ip)
-      : this.agent.send(buf, len, av.sgid.ip, av.dst, av.hopLimit, av.multicast, mcastLoop);
+    const blocked = !mcastLoop && av.multicast && this.loopbackLink;
+    const ok = blocked ? this.agent.bound(av.sgid.ip) : this.agent.send(buf, len, av.sgid.ip, av.dst, av.hopLimit, av.multicast, mcastLoop);
+    if (captureOn && ok) this.captureOut(buf, len, av.sgid.ip, av.dst, av.family, av.hopLimit, blocked ? CaptureNote.NOT_SENT : undefined);
     if (ok) {
       this.counters.inc(C.sent_pkts);
       if (av.multicast) this.counters.inc(C.sent_mcast_pkts);
@@ -404,6 +406,7 @@ export class RoceDevice implements RxSink {
     this.counters.inc(C.sent_pkts);
     const ok = this.agent.send(buf, buf.length, src, dst, ttl, false);
     if (!ok) this.counters.inc(C.send_err);
+    else if (captureOn) this.captureOut(buf, buf.length, src, dst, family, ttl);
     return ok;
   }
 
@@ -419,6 +422,7 @@ export class RoceDevice implements RxSink {
    */
   deliverLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {
     this.counters.inc(C.sent_pkts);
+    if (captureOn) this.captureOut(buf, buf.length, src, dst, family, undefined, CaptureNote.LOCAL);
     if (impairing()) impairedSend(buf, () => this.queueLocal(buf, src, dst, family));
     else this.queueLocal(buf, src, dst, family);
   }
@@ -442,6 +446,7 @@ export class RoceDevice implements RxSink {
 
   /** {@link RxSink}: a datagram for this device. Never throws. */
   rxDatagram(buf: Buffer, meta: RxMeta): void {
+    if (captureOn) this.captureIn(buf, meta, meta.forwarded ? CaptureNote.FORWARDED_IN : undefined);
     try {
       rxeReceive(this, buf, meta);
     } catch (e) {
@@ -449,6 +454,18 @@ export class RoceDevice implements RxSink {
       this.counters.inc(C.rcvd_bad_length_drop);
       if (tracing('roce')) trace('roce', this.name, `receive error: ${(e as Error).stack ?? String(e)}`);
     }
+  }
+
+  /** A datagram this device sends (`buf[0, len)`), for a running packet capture. */
+  private captureOut(buf: Buffer, len: number, src: string, dst: string, family: 4 | 6, hopLimit?: number, note?: string): void {
+    const port = this.agent.port;
+    const d = { device: this.name, mac: this._info.mac, family, src, dst, sport: port, dport: port, ...(hopLimit !== undefined ? { hopLimit } : {}) };
+    captureDatagram(d, buf, 0, len, 'out', note);
+  }
+
+  /** {@link RxSink}: a datagram for this host, received here, for a running packet capture. */
+  captureIn(buf: Buffer, meta: RxMeta, note?: string): void {
+    captureDatagram({ device: this.name, mac: this._info.mac, family: meta.family, src: meta.src, dst: meta.dst, sport: meta.srcPort, dport: this.agent.port }, buf, 0, buf.length, 'in', note);
   }
 
   /** {@link RxSink}. */

@@ -23,6 +23,8 @@
  * the transport ({@link PortAgent.gsiRouter}).
  */
 import { BTH_LEN, GSI_QPN, IB_MULTICAST_QPN, ROCE_V2_UDP_PORT, SMI_QPN, bthQpn } from '../../wire/roce/index.js';
+import { captureOn } from '../../verbs/capture.js';
+import { CaptureNote } from './capture.js';
 import { FwdRx } from './fwd-rx.js';
 import { FwdTx } from './fwd-tx.js';
 import { QpnBlocks, blockOfQpn, claimableBlock } from './qpn-blocks.js';
@@ -68,7 +70,12 @@ export class PortAgent {
   private constructor(port: number) {
     this.port = port;
     const directory = new DirectoryView(port);
-    this.sockets = new UdpSockets(port, (sink, msg, meta) => this.route(sink, msg, meta));
+    this.sockets = new UdpSockets(port, (sink, msg, meta) => {
+      // A datagram read here for another process: captured here, as that process captures it
+      // as forwarded to it (the device's own receive entry captures what stays).
+      if (captureOn && this.leavesProcess(msg)) sink.captureIn(msg, meta, CaptureNote.FORWARDED_OUT);
+      this.route(sink, msg, meta);
+    });
     this.fwdRx = new FwdRx((key) => this.sockets.sinkOf(key));
     this.blocks = new QpnBlocks(
       port,
