@@ -213,6 +213,22 @@ export class Context {
   }
 
   /**
+   * The device's counters on port `portNum`, by name — what `rdma statistic show link
+   * DEV/PORT` shows (rxe's hw counters and the soft RoCE device's own, the soft iWARP device's
+   * after the kernel's iWARP NICs, the kernel's for a native device; docs/counters.md). A copy:
+   * read it again for new values.
+   * @throws RdmaError EINVAL for a bad port, EOPNOTSUPP for a device without counters.
+   */
+  queryCounters(portNum = 1): Record<string, number> {
+    const op = 'rdma_statistic';
+    this._checkAlive(op);
+    this._checkPort(portNum, op);
+    const p = this.device._provider(op);
+    if (p.counters === undefined) throw err('EOPNOTSUPP', op, `${this.device.name} has no counters`);
+    return p.counters(this.device.info, portNum);
+  }
+
+  /**
    * `ibv_alloc_pd()`.
    * @throws RdmaError ENOMEM beyond `maxPd` PDs.
    */

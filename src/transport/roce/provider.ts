@@ -256,6 +256,7 @@ const provider: VerbsProvider = {
   detachMcast,
   resizeCq,
   settle: (timeoutMs) => PortAgent.get().settle(timeoutMs),
+  counters: (info) => roceCounters(info.name),
 };
 
 /** Register the rxe provider (idempotent; done when this module is imported). */
