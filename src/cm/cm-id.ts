@@ -46,6 +46,7 @@ import { IdEvents, NO_PRIVATE_DATA } from './id-events.js';
 import { IdQp, type CmQpInitAttr, type CmQpInitAttrEx, type CmSrqInitAttrEx } from './id-qp.js';
 import { IdMulticast, McJoinFlag, checkJoinCompMask, checkJoinFlags } from './id-multicast.js';
 import { IdHost } from './id-host.js';
+import { registerId, unregisterId } from './id-registry.js';
 import { attachId, type DeviceBoundId } from './id-device.js';
 import { ROCE_PKEY, copyPathRec, ipToGid, type RdmaRoute } from './id-route.js';
 
@@ -183,7 +184,11 @@ export class CmId implements DeviceBoundId {
     this.qpType = qpTypeOfPortSpace(ps, asked);
     this.devicePin = opts.device ?? defaultDevicePin();
     this.host = this.makeHost();
+    this.idn = registerId(this);
   }
+
+  /** @internal The id's number in this process (`cm-idn` of the resource listing, src/stat/). */
+  readonly idn: number;
 
   /** Event channel (a private one in synchronous mode). */
   get channel(): EventChannel {
@@ -1030,6 +1035,7 @@ export class CmId implements DeviceBoundId {
     if (this.destroyed) throw err('EINVAL', 'rdma_destroy_id', 'already destroyed');
     this.events.ackLast();
     const wasListening = this.cell.move(CmState.DESTROYING, 'destroy') === CmState.LISTEN;
+    unregisterId(this);
     this.detachDevice?.();
     this.detachDevice = null;
     if (this.reservedKey && boundPorts.get(this.reservedKey) === this) boundPorts.delete(this.reservedKey);

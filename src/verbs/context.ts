@@ -79,6 +79,9 @@ export class Context {
   private _nextCqHandle = 1;
   /** @internal Live completion channels. */
   readonly _channels = new Set<CompChannel>();
+  /** @internal Live PDs and CQs of this context (for the resource listing, src/stat/). */
+  readonly _pdSet = new Set<Pd>();
+  readonly _cqSet = new Set<Cq>();
   private _qpNumNext = 1;
   /** QP numbers handed out by `_allocQpNum` whose QP is not registered in `_qps` yet. */
   private readonly _qpNumPending = new Set<number>();
@@ -452,12 +455,14 @@ export class Context {
   }
 
   /** @internal */
-  _pdDeallocated(_pd: Pd): void {
+  _pdDeallocated(pd: Pd): void {
+    this._pdSet.delete(pd);
     this._pdCount--;
   }
 
   /** @internal */
-  _cqDestroyed(_cq: Cq): void {
+  _cqDestroyed(cq: Cq): void {
+    this._cqSet.delete(cq);
     this._cqCount--;
   }
 

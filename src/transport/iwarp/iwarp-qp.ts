@@ -211,6 +211,23 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     this.down({ byPeer: false, terminate: t }, true);
   }
 
+  /**
+   * The resource listing's view (src/stat/): the last MSNs sent on the Send and Read queues,
+   * the next ones expected from the peer, and the connection's TCP addresses.
+   */
+  override _resourceInfo(): Record<string, string | number> {
+    const out: Record<string, string | number> = {
+      'sq-msn': this.tx.lastSendMsn,
+      'rq-msn': this.rx.nextSendMsn,
+      'read-msn': this.tx.lastReadMsn,
+      'ird-msn': this.rx.nextReadMsn,
+    };
+    const s = this.llp?.socket;
+    if (s?.remoteAddress !== undefined) out['dst-addr'] = `${s.remoteAddress}:${s.remotePort ?? 0}`;
+    if (s?.localAddress !== undefined) out['src-addr'] = `${s.localAddress}:${s.localPort ?? 0}`;
+    return out;
+  }
+
   /** The peer sent a TERMINATE: fail the WR it concerns, then tear down. */
   peerTerminated(header: Buffer, attached: Buffer): void {
     let t: TerminateError;

@@ -123,6 +123,14 @@ export class QpRx implements FpduSink, LlpReader {
   private sendPlaced = 0;
   private expectSendMsn = 1;
   private expectReadMsn = 1;
+  /** The MSN the next Send received must carry. */
+  get nextSendMsn(): number {
+    return this.expectSendMsn;
+  }
+  /** The MSN the next Read Request received must carry. */
+  get nextReadMsn(): number {
+    return this.expectReadMsn;
+  }
   // Tagged message in progress: the next segment must continue it.
   private tagStag = 0;
   private tagNextTo = 0;

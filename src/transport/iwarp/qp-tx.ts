@@ -148,6 +148,14 @@ export class QpTx {
   }
   private sendMsn = 0;
   private readMsn = 0;
+  /** The MSN of the last Send sent (untagged queue 0; 0 before the first). */
+  get lastSendMsn(): number {
+    return this.sendMsn;
+  }
+  /** The MSN of the last RDMA Read Request sent (queue 1). */
+  get lastReadMsn(): number {
+    return this.readMsn;
+  }
   private termMsn = 0;
   private kicking = false;
   private waitingDrain = false;
