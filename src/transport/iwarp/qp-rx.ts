@@ -548,13 +548,14 @@ export class QpRx implements FpduSink, LlpReader {
     c.add(IC.mpaInFpdus);
     if (!crcOk) c.add(IC.mpaCrcErrors);
     if (!crcOk) throw new TerminateError(TermLayer.LLP, LLP_ETYPE_MPA, MpaEcode.CRC, 'MPA CRC error', h.raw);
+    // A Write message received; not the RFC 6581 RTR, a zero-length Write before anything else.
+    if (h.opcode === RdmapOpcode.WRITE && h.last && (this.seenFirst || h.payloadLen !== 0)) c.add(IC.iwInRdmaWrites);
     if (!this.seenFirst) {
       this.seenFirst = true;
       const f = this.onFirstFpdu;
       this.onFirstFpdu = null;
       f?.();
     }
-    if (h.opcode === RdmapOpcode.WRITE && h.last) c.add(IC.iwInRdmaWrites);
     (QpRx.endOf[h.opcode] as RxHandler).call(this, h);
     this.kind = Place.NONE;
     this.dst = null;
