@@ -11,7 +11,7 @@
 import net from 'node:net';
 import { readFileSync, statSync } from 'node:fs';
 import { MY_UID, ROOT_UID, peerCred } from './creds.js';
-import { MAX_REPORT, STAT_NAME_PREFIX, STAT_VERSION, statSocketName, type StatReport } from './protocol.js';
+import { MAX_REPORT, STAT_NAME_PREFIX, STAT_VERSION, decodeReport, statSocketName, type StatReport } from './protocol.js';
 
 /** The pids listening on a stat name in this network namespace, ascending. */
 export function statPids(): number[] {
@@ -77,16 +77,10 @@ export function readProcess(pid: number, timeoutMs: number): Promise<StatReport 
       chunks.push(b);
     });
     sock.on('end', () => {
-      let v: unknown;
-      try {
-        v = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-      } catch {
-        return finish({ pid, reason: 'error' });
-      }
-      const r = v as Partial<StatReport> & { error?: string };
-      if (r.error === 'EPERM') return finish({ pid, reason: 'refused' });
-      if (r.v !== STAT_VERSION || typeof r.pid !== 'number' || !Array.isArray(r.devices) || typeof r.resources !== 'object') return finish({ pid, reason: 'error' });
-      finish(r as StatReport);
+      const r = decodeReport(Buffer.concat(chunks), pid);
+      if (r === null) return finish({ pid, reason: 'error' });
+      if ('error' in r) return finish({ pid, reason: r.error === 'EPERM' ? 'refused' : 'error' });
+      finish(r);
     });
   });
 }

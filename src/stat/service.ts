@@ -14,7 +14,7 @@ import type { Context } from '../verbs/context.js';
 import { getProvider } from '../verbs/provider.js';
 import { listResources, processOwner } from './resources.js';
 import { mayRead, peerCred, MY_UID } from './creds.js';
-import { MAX_REQUEST, STAT_VERSION, statSocketName, type DeviceReport, type StatReport } from './protocol.js';
+import { MAX_REQUEST, STAT_VERSION, decodeRequest, statSocketName, type DeviceReport, type StatReport } from './protocol.js';
 
 /** How long a connection may take to send its request (ms). */
 const REQUEST_TIMEOUT_MS = 2000;
@@ -62,13 +62,7 @@ function serve(sock: net.Socket): void {
     }
     if (!got.includes('\n')) return;
     sock.removeAllListeners('data');
-    let req: unknown;
-    try {
-      req = JSON.parse(got.slice(0, got.indexOf('\n')));
-    } catch {
-      req = null;
-    }
-    if (typeof req !== 'object' || req === null || (req as { v?: unknown }).v !== STAT_VERSION) {
+    if (!decodeRequest(got.slice(0, got.indexOf('\n')))) {
       sock.end(`${JSON.stringify({ v: STAT_VERSION, error: 'EINVAL' })}\n`);
       return;
     }
