@@ -47,6 +47,8 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
         assert.equal(qa.rqpn, b.qp.qpNum);
         assert.equal(qb.rqpn, a.qp.qpNum);
         assert.equal(qa['sq-psn'], qb['rq-psn'], 'both ends at the same PSN once everything is acknowledged');
+        assert.equal(qa['dst-addr'], '127.0.0.1');
+        assert.equal(qa['src-addr'], '127.0.0.1');
       }
 
       const ids = mine(r.cm_id, d.name);

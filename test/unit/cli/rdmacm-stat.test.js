@@ -64,7 +64,7 @@ test('resource show qp: link, QP numbers, type and state; MSNs on iWARP, PSNs on
   assert.match(r.stdout, new RegExp(`^link siw_lo/1 lqpn ${sa} type RC state RTS sq-msn ${N} rq-msn 1 read-msn 0 ird-msn 1 dst-addr 127\\.0\\.0\\.1:\\d+ src-addr 127\\.0\\.0\\.1:\\d+ pdn 1 pid ${pidSiw} comm stat-holder$`, 'm'));
   assert.match(r.stdout, new RegExp(`^link siw_lo/1 lqpn ${sb} type RC state RTS sq-msn 0 rq-msn ${N + 1} `, 'm'));
   const [ra, rb] = held.rxe.info.lqpn;
-  assert.match(r.stdout, new RegExp(`^link rxe_lo/1 lqpn ${ra} rqpn ${rb} type RC state RTS rq-psn \\d+ sq-psn \\d+ pdn 1 pid ${held.rxe.info.pid} comm stat-holder$`, 'm'));
+  assert.match(r.stdout, new RegExp(`^link rxe_lo/1 lqpn ${ra} rqpn ${rb} type RC state RTS rq-psn \\d+ sq-psn \\d+ dst-addr 127\\.0\\.0\\.1 src-addr 127\\.0\\.0\\.1 pdn 1 pid ${held.rxe.info.pid} comm stat-holder$`, 'm'));
   // Filters: one device, one process.
   const only = await tool(['resource', 'show', 'qp', 'link', 'rxe_lo/1']);
   assert.equal(only.stdout.split('\n').filter(Boolean).length, 2);
