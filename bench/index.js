@@ -1,7 +1,7 @@
 // npm run bench: every section, one after the other, in one run on this machine; the figures of
 // one run are comparable with each other, not with another machine's or another day's.
 //
-//   node bench/index.js [--json FILE] [--only stream,verbs,rping,cm,roce,perftest,native] [--reps N] [--quick]
+//   node bench/index.js [--json FILE] [--only stream,verbs,rping,cm,roce,perftest,http,native] [--reps N] [--quick]
 //
 // --json FILE  also write the results (every run, medians, ratios, what the machine was) as JSON
 // --only       run only these sections (default: all)
@@ -22,6 +22,7 @@ import { verbsBench } from './verbs.js';
 import { rpingBench } from './rping.js';
 import { cmBench } from './cmtime.js';
 import { perftestBench } from './perftest.js';
+import { httpBench } from './http.js';
 
 const argv = process.argv.slice(2);
 const opt = (name) => {
@@ -29,7 +30,7 @@ const opt = (name) => {
   return i >= 0 ? argv[i + 1] : undefined;
 };
 const json = opt('--json');
-const SECTIONS = ['stream', 'verbs', 'rping', 'cm', 'roce', 'perftest', 'native'];
+const SECTIONS = ['stream', 'verbs', 'rping', 'cm', 'roce', 'perftest', 'http', 'native'];
 const only = opt('--only')?.split(',') ?? SECTIONS;
 for (const s of only) if (!SECTIONS.includes(s)) throw new Error(`unknown section ${s} (sections: ${SECTIONS.join(', ')})`);
 const reps = Number(opt('--reps') ?? process.env.BENCH_REPS ?? 3);
@@ -76,6 +77,10 @@ if (only.includes('roce')) {
 }
 if (only.includes('perftest')) {
   result.sections.perftest = await perftestBench({ reps, quick });
+  console.log();
+}
+if (only.includes('http')) {
+  result.sections.http = await httpBench({ reps, scale: quick ? 0.2 : 1 });
   console.log();
 }
 if (only.includes('native')) {

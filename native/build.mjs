@@ -7,18 +7,22 @@
 //    needs only Node's headers.
 //  - native/build/rdmacm.node: the native backend over rdma-core's libibverbs and librdmacm.
 //
-// It never fails the install: where the compiler, Node's headers or rdma-core's headers
-// (`apt install libibverbs-dev librdmacm-dev`) are missing it prints one line saying so and
-// exits 0; the package then runs on its soft devices only (and without netopt.node, the soft
-// RoCE device talks to our own processes but not to a kernel rxe over IPv4).
+// It never fails the install and never downloads anything: where the compiler, Node's headers or
+// rdma-core's headers (`apt install libibverbs-dev librdmacm-dev`) are missing it prints one line
+// naming what to install and how to build again (`npm rebuild rdmacm` in a project that depends on
+// the package, `npm run build:native` in its own clone) and exits 0; the package then runs on its
+// soft devices only (and without netopt.node, the soft RoCE device talks to our own processes but
+// not to a kernel rxe over IPv4). The outcome of each addon is kept in build-status.json beside
+// them, where the loader (src/native/binding.ts) reads why an addon is absent, so that
+// `rdmacm-devices` says it later.
 //
 // Environment: CC (compiler, default `cc`), RDMACM_NATIVE_BUILD=0 (skip), npm_config_nodedir /
 // NODEDIR (where Node's include/node is), RDMACM_NATIVE_VERBOSE=1 (print the compiler output),
 // RDMACM_NATIVE_OUT (the file to write instead of native/build/rdmacm.node; netopt.node goes
 // beside it).
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, dirname, join, resolve, sep } from 'node:path';
 import { homedir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 
@@ -26,9 +30,38 @@ const HERE = dirname(fileURLToPath(import.meta.url));
 const OUT = process.env.RDMACM_NATIVE_OUT ? resolve(process.env.RDMACM_NATIVE_OUT) : join(HERE, 'build', 'rdmacm.node');
 const SOURCES = ['addon.c', 'verbs.c', 'cm.c', 'srq.c', 'mw.c'].map((f) => join(HERE, 'src', f));
 const verbose = process.env.RDMACM_NATIVE_VERBOSE === '1';
+/** Where each addon's outcome is kept for the loader (src/native/binding.ts reads it). */
+const STATUS = join(dirname(OUT), 'build-status.json');
+/** The command that runs this script again: a dependency is rebuilt by npm, a clone by its script. */
+const REBUILD = HERE.split(sep).includes('node_modules') ? 'npm rebuild rdmacm' : 'npm run build:native';
+/** rdma-core's development packages, as Debian and Fedora name them. */
+const RDMA_CORE_DEV = 'install libibverbs-dev and librdmacm-dev (Debian, Ubuntu) or rdma-core-devel (Fedora, RHEL)';
 
 function note(msg, what = 'native addon') {
   process.stdout.write(`rdmacm: ${what} ${msg}\n`);
+}
+
+/** Keep the outcome of building `file` (a reason, or null once built) for the loader. */
+function record(file, reason) {
+  let all = {};
+  try {
+    all = JSON.parse(readFileSync(STATUS, 'utf8'));
+  } catch {
+    // none yet, or unreadable: start again
+  }
+  all[basename(file)] = reason === null ? { built: true } : { built: false, reason };
+  try {
+    mkdirSync(dirname(STATUS), { recursive: true });
+    writeFileSync(STATUS, `${JSON.stringify(all, null, 2)}\n`);
+  } catch {
+    // a read-only package directory: the line printed is all there is
+  }
+}
+
+/** Say once why the rdma-core addon is not built, and keep the reason. */
+function notBuilt(why) {
+  record(OUT, why);
+  note(`not built (${why}); the soft devices work as ever`);
 }
 
 /** Compile `sources` into the addon `out`; returns the compiler's output on failure, else null. */
@@ -55,6 +88,7 @@ function compile(cc, inc, sources, out, libs) {
 function buildNetopt(cc, inc) {
   const out = join(dirname(OUT), 'netopt.node');
   const failed = compile(cc, inc, [join(HERE, 'src', 'netopt.c')], out, []);
+  record(out, failed === null ? null : 'compile failed');
   if (failed !== null) {
     note('not built (compile failed); the soft RoCE device cannot reach a kernel rxe over IPv4, and an iWARP close does not wait for its last data to be sent before the FIN', 'netopt addon');
     if (verbose) process.stdout.write(failed);
@@ -70,6 +104,7 @@ function nodeIncludeDirs() {
   dirs.push('/usr/include/node', '/usr/local/include/node');
   // Headers node-gyp fetched earlier for this version (never fetched here).
   const v = process.versions.node;
+  if (process.env.npm_config_devdir) dirs.push(join(process.env.npm_config_devdir, v, 'include', 'node'));
   dirs.push(join(homedir(), '.cache', 'node-gyp', v, 'include', 'node'));
   dirs.push(join(homedir(), '.node-gyp', v, 'include', 'node'));
   return dirs;
@@ -77,40 +112,50 @@ function nodeIncludeDirs() {
 
 function main() {
   if (process.env.RDMACM_NATIVE_BUILD === '0') {
-    note('not built (RDMACM_NATIVE_BUILD=0); the soft devices work as ever');
+    notBuilt(`RDMACM_NATIVE_BUILD=0 when it was last built: unset it, then ${REBUILD}`);
     return;
   }
   if (process.platform !== 'linux') {
-    note(`not built (${process.platform}: rdma-core is Linux only); the soft devices work as ever`);
+    notBuilt(`${process.platform}: rdma-core is Linux only`);
     return;
   }
   const inc = nodeIncludeDirs().find((d) => existsSync(join(d, 'node_api.h')) && existsSync(join(d, 'uv.h')));
   if (!inc) {
-    note("not built (Node's headers not found: set npm_config_nodedir); the soft devices work as ever");
+    // npm's own node-gyp can fetch them (a download, which this script never makes itself).
+    const gyp = process.env.npm_config_node_gyp ? `node ${process.env.npm_config_node_gyp} install` : 'node-gyp install';
+    notBuilt(`Node's headers (node_api.h) not found: set npm_config_nodedir to a Node source or headers directory, or fetch them with ${gyp}; then ${REBUILD}`);
     return;
   }
   const cc = process.env.CC || 'cc';
   const probe = spawnSync(cc, ['--version'], { encoding: 'utf8' });
   if (probe.error || probe.status !== 0) {
-    note(`not built (no C compiler '${cc}'); the soft devices work as ever`);
+    notBuilt(`no C compiler '${cc}': install gcc (Debian: build-essential), then ${REBUILD}`);
     return;
   }
   buildNetopt(cc, inc);
   const out = compile(cc, inc, SOURCES, OUT, ['-libverbs', '-lrdmacm']);
   if (out !== null) {
-    let why = 'compile failed';
-    if (/infiniband\/verbs\.h|rdma\/rdma_cma\.h/.test(out) && /No such file/.test(out)) why = "rdma-core's headers not found (apt install libibverbs-dev librdmacm-dev)";
-    else if (/cannot find -l(ibverbs|rdmacm)/.test(out)) why = "rdma-core's libraries not found (apt install libibverbs-dev librdmacm-dev)";
-    note(`not built (${why}); the soft devices work as ever`);
+    const header = /(infiniband\/verbs\.h|rdma\/rdma_cma\.h)[^\n]*No such file/.exec(out);
+    const lib = /cannot find -l(ibverbs|rdmacm)/.exec(out);
+    let why;
+    if (header) why = `rdma-core's header ${header[1]} not found: ${RDMA_CORE_DEV}, then ${REBUILD}`;
+    else if (lib) why = `rdma-core's library lib${lib[1]} not found: ${RDMA_CORE_DEV}, then ${REBUILD}`;
+    else why = `compile failed (RDMACM_NATIVE_VERBOSE=1 ${REBUILD} shows the compiler's output)`;
+    notBuilt(why);
     if (verbose) process.stdout.write(out);
     return;
   }
+  record(OUT, null);
   note(`built: ${OUT} (check with: npx rdmacm-devices)`);
 }
 
 try {
   main();
 } catch (e) {
-  note(`not built (${e instanceof Error ? e.message : String(e)}); the soft devices work as ever`);
+  try {
+    notBuilt(e instanceof Error ? e.message : String(e));
+  } catch {
+    note(`not built (${e instanceof Error ? e.message : String(e)}); the soft devices work as ever`);
+  }
 }
 process.exitCode = 0;

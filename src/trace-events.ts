@@ -6,7 +6,7 @@
 
 /** Fields of each event, by event name. */
 export interface TraceEventFields {
-  /** Any state machine ({@link StateCell}): `from -> to (why)`, states as the owner writes them. */
+  /** Any state machine (a `StateCell`): `from -> to (why)`, states as the owner writes them. */
   state: { from: string; to: string; why: string };
   /** cm: an event posted to a CM id's channel: `event RDMA_CM_EVENT_ESTABLISHED status 0`. */
   event: { event: string; status: number };

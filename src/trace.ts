@@ -62,10 +62,12 @@ export class TraceMessage<E extends TraceEvent = TraceEvent> {
     return (TRACE_TEXT[this.event] as unknown as (f: unknown) => string)(this.fields);
   }
 
+  /** The object and the text, as a trace line shows them after its `[rdma:<subsystem>]` prefix: `QP[12] RTS -> ERR (peer closed)`. */
   toString(): string {
     return `${this.object} ${this.text}`;
   }
 
+  /** Every field, the derived ones included (`objectType`, `objectId`, `text`): what `JSON.stringify` writes. */
   toJSON(): { subsystem: TraceName; event: E; object: string; objectType: string; objectId: number | string | undefined; fields: Readonly<TraceEventFields[E]>; text: string } {
     return { subsystem: this.subsystem, event: this.event, object: this.object, objectType: this.objectType, objectId: this.objectId, fields: this.fields, text: this.text };
   }

@@ -35,7 +35,7 @@ import {
 } from './rs-api.js';
 import { Errno, RdmaError, RAI, getDeviceList, getaddrinfo, type SockAddr } from './rdma.js';
 import { errOut, out, perrorN, progName, runMain } from './c-compat.js';
-import { Getopt } from './getopt.js';
+import { Getopt, getoptComplaint } from './getopt.js';
 import { GaiErr, gaiCode, gaiText } from './addresses.js';
 import { HEADER, Optimization, StreamTool, TEST_SIZES, bandwidthPhaseBudget, streamLongOptions } from './stream-tool.js';
 
@@ -431,12 +431,15 @@ export function usage(prog: string): string {
   ].join('\n');
 }
 
+/** riostream.c main's getopt string. */
+const OPTSTRING = 's:b:f:B:i:I:C:S:p:T:';
+
 async function main(argv: readonly string[]): Promise<number> {
   eagerFeedback();
   const r = new Riostream();
   const args = streamLongOptions(r, argv, 'riostream', usage);
   if (!args) return 1;
-  const g = new Getopt(args, 's:b:f:B:i:I:C:S:p:T:');
+  const g = new Getopt(args, OPTSTRING);
   for (let it = g.next(); it; it = g.next()) {
     const a = it.optarg ?? '';
     if (it.opt === 'f') {
@@ -444,6 +447,8 @@ async function main(argv: readonly string[]): Promise<number> {
       else if (a.slice(0, 3).toLowerCase() === 'gid') r.gidFormat = true;
       else errOut('Warning: unknown address format\n');
     } else if (!r.setOption(it.opt, a)) {
+      // getopt (opterr 1) has complained about an unknown option or a missing argument on stderr
+      if (it.opt === '?') getoptComplaint(progName('riostream'), it, OPTSTRING);
       out(usage(progName('riostream')));
       return 1;
     }

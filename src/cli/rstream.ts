@@ -41,7 +41,7 @@ import {
 import { RdmaError, Errno, RAI, getaddrinfo, type SockAddr, getDeviceList } from './api.js';
 import { NetSock } from './net-sock.js';
 import { atoi, errOut, out, perrorN, progName, runMain } from './c-compat.js';
-import { Getopt } from './getopt.js';
+import { Getopt, getoptComplaint } from './getopt.js';
 import { GaiErr, gaiCode, gaiText } from './addresses.js';
 import { HEADER, Optimization, StreamTool, TEST_SIZES, bandwidthPhaseBudget, streamLongOptions } from './stream-tool.js';
 
@@ -730,12 +730,15 @@ export function usage(prog: string): string {
   ].join('\n');
 }
 
+/** rstream.c main's getopt string. */
+const OPTSTRING = 's:b:f:B:i:I:C:S:p:k:T:';
+
 async function main(argv: readonly string[]): Promise<number> {
   eagerFeedback();
   const r = new Rstream();
   const args = streamLongOptions(r, argv, 'rstream', usage);
   if (!args) return 1;
-  const g = new Getopt(args, 's:b:f:B:i:I:C:S:p:k:T:');
+  const g = new Getopt(args, OPTSTRING);
   for (let it = g.next(); it; it = g.next()) {
     const a = it.optarg ?? '';
     if (it.opt === 'f') {
@@ -746,7 +749,9 @@ async function main(argv: readonly string[]): Promise<number> {
       } else errOut('Warning: unknown address format\n');
     } else if (it.opt === 'k') r.keepalive = atoi(a);
     else if (!r.setOption(it.opt, a)) {
-      // an unknown option, or an invalid test option, prints the usage
+      // an unknown option, or an invalid test option, prints the usage (getopt has already
+      // complained about an unknown option or a missing argument on stderr: opterr stays 1)
+      if (it.opt === '?') getoptComplaint(progName('rstream'), it, OPTSTRING);
       out(usage(progName('rstream')));
       return 1;
     }

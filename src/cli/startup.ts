@@ -6,7 +6,7 @@
  * A tool run once spends its first second compiling: V8 interprets the data path, then
  * TurboFan compiles the hot functions on background threads (for `rping -C 1000`, about as much
  * CPU as the 1000 pings themselves once compiled). Two settings shorten that (measured in
- * docs/bench.md, "Cold start"). Every tool gets:
+ * docs/design/performance.md, "Cold start"). Every tool gets:
  *
  * - V8's background threads (TurboFan jobs, concurrent and parallel GC tasks; the platform's
  *   worker threads, which exist before any of our code runs) at `nice 5`, the tool's own thread at
@@ -86,7 +86,7 @@ export function setInterruptBudget(budget: number, env = 'RDMACM_JIT_BUDGET'): v
  * function does in its first few calls is not recorded: a branch that a benchmark's 16-byte sync
  * exchange takes once, before the bulk transfers, is then unknown to the code TurboFan compiles
  * during them, and the next sync (before the timed part) throws that code away on both sides.
- * Measured in docs/bench.md ("Cold start"): kept for rstream and riostream.
+ * Measured in docs/design/performance.md ("Cold start"): kept for rstream and riostream.
  */
 export function eagerFeedback(): void {
   if (envInt('RDMACM_JIT_EAGER_FEEDBACK', 1, 1) > 0) v8.setFlagsFromString('--no-lazy-feedback-allocation');
@@ -111,7 +111,7 @@ export const FEW_CPUS = 4;
  * A one-shot `rping -C 1000` took half the time with no TurboFan at all (Sparkplug code only).
  * Held back until the run has lasted long enough that its rest pays for the jobs, the short run
  * does without them and a long one gets them after a fixed delay; a run a few times longer than
- * the delay pays for it once (the figures are in docs/bench.md, "Cold start"). V8 compiles with
+ * the delay pays for it once (the figures are in docs/design/performance.md, "Cold start"). V8 compiles with
  * TurboFan again from the next look at each hot function on (its interrupt budget). With CPUs to
  * spare the jobs run beside the tool's threads, and V8's own choice stands.
  */

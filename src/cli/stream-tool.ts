@@ -283,7 +283,7 @@ export function streamLongOptions(t: StreamTool, argv: readonly string[], tool: 
  * 100 × 1 MiB), and the functions first hot in them (zero-copy segmentation, direct placement,
  * credit grants) were compiled by TurboFan while they ran: compile jobs on the CPU the transfer
  * needs, for code that had little left to run. With the higher budget those functions stay in
- * baseline code through the phase (docs/bench.md, "Cold start"). Steady runs (`-S`/`-C`) and the
+ * baseline code through the phase (docs/design/performance.md, "Cold start"). Steady runs (`-S`/`-C`) and the
  * latency phase keep V8's budget.
  */
 export function bandwidthPhaseBudget(): void {

@@ -8,6 +8,7 @@ import { readFile } from 'node:fs/promises';
 import net from 'node:net';
 import { err } from '../errors.js';
 import { Errno } from '../errno.js';
+import { checkPort, checkSockAddr } from './addr-check.js';
 import { formatIpv4, ipKey, isLoopbackIp, parseIpv4, unmapV4 } from '../util/ip.js';
 
 /**
@@ -106,6 +107,8 @@ export interface NeighborSource {
   trigger?: (dst: string) => void;
   /** Longest poll interval of the neighbour table (ms; polling starts at 2 ms and doubles). */
   pollMs?: number;
+  /** Stops the wait (the resolution was aborted or its id destroyed): the result is then ignored. */
+  signal?: AbortSignal;
 }
 
 /** `struct rtentry` flag: the route goes through a gateway. */
@@ -192,11 +195,25 @@ export async function resolveNeighbor(dst: string, timeoutMs: number, src: Neigh
   const every = src.pollMs ?? 50;
   let wait = Math.min(2, every);
   while (Date.now() < until) {
-    await new Promise((r) => setTimeout(r, Math.min(wait, Math.max(until - Date.now(), 1))));
+    if (src.signal?.aborted) return -Errno.ECANCELED;
+    await sleep(Math.min(wait, Math.max(until - Date.now(), 1)), src.signal);
     if ((await complete()) !== false) return 0;
     wait = Math.min(wait * 2, every);
   }
   return -Errno.ETIMEDOUT;
+}
+
+/** Wait `ms`, or less when `signal` aborts (no timer is left behind). */
+function sleep(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(t);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
 }
 
 /** 224.0.0.0/4 (multicast) or 255.255.255.255 (limited broadcast). */
@@ -328,11 +345,18 @@ function gidOfIp(address: string, family: 4 | 6): string {
  * resolution failures reject with a {@link GaiError} carrying the EAI code.
  */
 export async function getaddrinfo(node: string | null, service: string | number | null, hints: RdmaAddrinfoHints = {}): Promise<RdmaAddrinfo> {
-  if (node === null && service === null) throw err('EINVAL', 'rdma_getaddrinfo');
+  const op = 'rdma_getaddrinfo';
+  if (node === null && service === null) throw err('EINVAL', op, 'neither node nor service');
+  if (node !== null && typeof node !== 'string') throw err('EINVAL', op, `node must be a string or null, not ${typeof node}`);
+  if (service !== null && typeof service !== 'string' && typeof service !== 'number') throw err('EINVAL', op, `service must be a string, a port number or null, not ${typeof service}`);
+  if (typeof hints !== 'object' || hints === null) throw err('EINVAL', op, 'hints must be an object');
+  if (hints.family !== undefined && !['IPv4', 'IPv6', 'IB'].includes(hints.family)) throw err('EINVAL', op, `hints family ${String(hints.family)} (IPv4, IPv6 or IB)`);
+  if (hints.srcAddr !== undefined) hints = { ...hints, srcAddr: checkSockAddr(hints.srcAddr, op, 'hints source') };
   const flags = hints.flags ?? 0;
   let port = 0;
   if (service !== null) {
-    const p = typeof service === 'number' ? (Number.isInteger(service) && service >= 0 ? service & 0xffff : -1) : await servicePort(service);
+    // A number is a port (checked as every port is); a string is read as glibc reads a service.
+    const p = typeof service === 'number' ? checkPort(service, op, 'service') : await servicePort(service);
     if (p < 0) throw new GaiError(-8, 'EAI_SERVICE', gaiStrerror(-8));
     port = p;
   }

@@ -12,12 +12,14 @@
  * Two modes, as librdmacm: an id created on an {@link EventChannel} reports outcomes as events
  * (the promise a call returns only means "started"); an id created with `channel = null` is
  * synchronous: each call awaits its own event and rejects with an errno-coded error, like
- * `ucma_complete()`.
+ * `ucma_complete()`. Every call that waits takes an `AbortSignal` last (docs/cm.md).
  *
  * The id is composed of parts with one job each: its events and sync mode (id-events.ts), its
- * QP (id-qp.ts), its multicast groups (id-multicast.ts), and what a transport sees of it
- * (id-host.ts). This file keeps the id's state, addresses and device, route, connect, listen,
- * accept and destroy.
+ * QP (id-qp.ts), its multicast groups (id-multicast.ts), its options (id-options.ts), what a
+ * transport sees of it (id-host.ts), how its calls end early — aborted or destroyed —
+ * (id-cancel.ts); the argument checks (addr-check.ts, conn-param.ts) and its route
+ * (route-query.ts) are functions of their own. This file keeps the id's state, addresses and
+ * device, resolution, connect, listen, accept and destroy.
  *
  * State machine: the kernel's cm_id states (cma_priv.h) in a {@link StateCell}: a call's guard
  * and its change are one step (`exch`, the kernel's `cma_comp_exch`), refused with EINVAL; a
@@ -27,30 +29,38 @@ import { RdmaError, err } from '../errors.js';
 import { Errno } from '../errno.js';
 import { StateCell } from '../util/state.js';
 import type { Context } from '../verbs/context.js';
-import { getDeviceList, type Device } from '../verbs/device.js';
+import type { Device } from '../verbs/device.js';
 import type { Pd } from '../verbs/pd.js';
 import type { Cq } from '../verbs/cq.js';
 import type { CompChannel } from '../verbs/comp-channel.js';
 import type { Qp } from '../verbs/qp.js';
 import { SrqInitAttrMask, SrqType, type Srq, type SrqInitAttr } from '../verbs/srq.js';
 import type { QpAttr } from '../verbs/qp-attr.js';
-import { QpType, TransportType, type QpState } from '../verbs/types.js';
+import { QpType, type QpState } from '../verbs/types.js';
 import type { EventChannel } from './event-channel.js';
 import { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam } from './events.js';
+import { checkChannel, checkDevicePin, checkOptionalSockAddr, checkSockAddr } from './addr-check.js';
 import { ipFamily, isAfIb, isAny, isLoopback, resolveNeighbor, routeSource, type SockAddr } from './addr.js';
 import { PortSpace, isPortSpace, qpTypeOfPortSpace } from './port-space.js';
 import { checkPortPrivilege } from './port-privilege.js';
 import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, transportOf } from './device-choice.js';
-import { listCmTransports, loadDeferredTransports, servesPortSpace, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type ConnectRequest, type IncomingRequest } from './transport.js';
-import { IdEvents, NO_PRIVATE_DATA } from './id-events.js';
+import { loadDeferredTransports, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type ConnectRequest, type IncomingRequest } from './transport.js';
+import { IdEvents } from './id-events.js';
+import { cancellable, checkSignal, untilAborted } from './id-cancel.js';
+import '../util/dispose.js';
 import { IdQp, type CmQpInitAttr, type CmQpInitAttrEx, type CmSrqInitAttrEx } from './id-qp.js';
 import { IdMulticast, McJoinFlag, checkJoinCompMask, checkJoinFlags } from './id-multicast.js';
 import { IdHost } from './id-host.js';
+import { IdOptions } from './id-options.js';
 import { registerId, unregisterId } from './id-registry.js';
 import { attachId, type DeviceBoundId } from './id-device.js';
-import { ROCE_PKEY, copyPathRec, ipToGid, type RdmaRoute } from './id-route.js';
+import type { RdmaRoute } from './id-route.js';
+import { routeOf } from './route-query.js';
+import { checkPrivateData, deviceMaxRd, rdLimits } from './conn-param.js';
+import { listenTransports } from './listen-transports.js';
 
 export { PortSpace } from './port-space.js';
+export { RdmaOption } from './id-options.js';
 
 /** cm_id states (the kernel's `enum rdma_cm_state`). */
 export enum CmState {
@@ -67,17 +77,6 @@ export enum CmState {
   /** rdma_destroy_id was called; no call or upcall leaves it. */
   DESTROYING = 'DESTROYING',
 }
-
-/** rdma_set_option levels and names. */
-export const RdmaOption = {
-  LEVEL_ID: 0,
-  LEVEL_IB: 1,
-  ID_TOS: 0,
-  ID_REUSEADDR: 1,
-  ID_AFONLY: 2,
-  ID_ACK_TIMEOUT: 3,
-  IB_PATH: 1,
-} as const;
 
 /**
  * The listen backlog the kernel uses when rdma_listen gets 0, a negative value or more than this
@@ -103,25 +102,14 @@ export interface CreateIdOptions {
   qpType?: QpType;
 }
 
-/** max_qp_rd_atom of the device (asked on every connect/accept); siw's 128 without one. */
-function deviceMaxRd(ctx: Context | null): number {
-  return ctx ? ctx._attr.maxQpRdAtom : 128;
-}
 /** In-process port reservations, to report EADDRINUSE at bind time like the kernel. */
 const boundPorts = new Map<string, CmId>();
 let idSeq = 0;
 
-/** A responder resources / initiator depth value: `d` (capped at `max`) for unset or 0xff, else `v` within [0, max]. */
-function pickRd(v: number | undefined, d: number, max: number, what: string, op: string): number {
-  if (v === undefined || v === 0xff) return Math.min(d, max);
-  if (!Number.isInteger(v) || v < 0 || v > max) throw err('EINVAL', op, `${what} ${v} exceeds the device maximum ${max}`);
-  return v;
-}
-
 /**
  * An RDMA CM identifier. Create with {@link createId}.
  */
-export class CmId implements DeviceBoundId {
+export class CmId implements DeviceBoundId, AsyncDisposable {
   /** The user's context pointer. */
   context: unknown;
   readonly ps: PortSpace;
@@ -162,7 +150,11 @@ export class CmId implements DeviceBoundId {
   private boundExplicitly = false;
   /** The explicitly bound source address is the one route lookup picks for `dst` (resolveAddr). */
   private boundIsRouteSource = false;
-  private options = { tos: -1, reuseAddr: false, afOnly: false, ackTimeout: -1 };
+  private readonly options = new IdOptions();
+  /** The address or route resolution under way: aborted when the call is (its work then reports nothing) or the id destroyed. */
+  private attempt: AbortController | null = null;
+  /** Aborted by rdma_destroy_id: ends the transport waits of the calls under way. */
+  private readonly life = new AbortController();
   /** Detach from the device the id is attached to (id-device.ts), while attached. */
   private detachDevice: (() => void) | null = null;
   /**
@@ -172,9 +164,13 @@ export class CmId implements DeviceBoundId {
   _epQpInitAttr: CmQpInitAttr | null = null;
 
   /** @internal Use {@link createId}. */
-  constructor(channel: EventChannel | null, context: unknown, ps: PortSpace, opts: CreateIdOptions = {}) {
+  constructor(channel: EventChannel | null, context: unknown, ps: PortSpace, opts: CreateIdOptions | null = {}) {
     if (!isPortSpace(ps)) throw err('EINVAL', 'rdma_create_id', `port space ${ps}`);
-    if (opts.device !== undefined && (typeof opts.device !== 'string' || opts.device === '')) throw err('EINVAL', 'rdma_create_id', 'device must be a device name');
+    if (typeof opts !== 'object') throw err('EINVAL', 'rdma_create_id', 'options must be an object');
+    opts ??= {};
+    const env = opts.device === undefined ? defaultDevicePin() : undefined;
+    // The pin is checked where it is given (ENODEV naming it), unless transports not loaded yet may bring the device.
+    if (opts.device !== undefined || env !== undefined) checkDevicePin(opts.device ?? env, 'rdma_create_id', env === undefined ? 'device' : 'RDMACM_DEVICE', !transportsDeferred());
     this.events = new IdEvents(this, this.tag(), channel);
     this.context = context;
     const asked = opts.qpType ?? QpType.RC;
@@ -182,7 +178,7 @@ export class CmId implements DeviceBoundId {
     if (ps === PortSpace.IB && asked === QpType.UD) throw err('EOPNOTSUPP', 'rdma_create_id', 'UD ids on RDMA_PS_IB');
     this.ps = ps;
     this.qpType = qpTypeOfPortSpace(ps, asked);
-    this.devicePin = opts.device ?? defaultDevicePin();
+    this.devicePin = opts.device ?? env;
     this.host = this.makeHost();
     this.idn = registerId(this);
   }
@@ -202,6 +198,7 @@ export class CmId implements DeviceBoundId {
   get pd(): Pd | null {
     return this.qps.pd;
   }
+  /** Sets the PD later QPs of the id are made on (rdma_create_ep keeps it for its connections). */
   set pd(pd: Pd | null) {
     this.qps.pd = pd;
   }
@@ -209,9 +206,11 @@ export class CmId implements DeviceBoundId {
   get qp(): Qp | null {
     return this.qps.qp;
   }
+  /** The send CQ rdma_create_qp made (`id->send_cq`). */
   get sendCq(): Cq | null {
     return this.qps.sendCq;
   }
+  /** The receive CQ rdma_create_qp made (`id->recv_cq`). */
   get recvCq(): Cq | null {
     return this.qps.recvCq;
   }
@@ -259,40 +258,7 @@ export class CmId implements DeviceBoundId {
    */
   get route(): RdmaRoute {
     const resolved = this.cell.in([CmState.ROUTE_RESOLVED, CmState.CONNECT, CmState.DISCONNECT]);
-    const paths = this.ep?.routePaths?.(resolved).map(copyPathRec) ?? [];
-    const first = paths[0];
-    const ctx = this.verbs;
-    let ibaddr: RdmaRoute['addr']['ibaddr'];
-    if (first) ibaddr = { sgid: Uint8Array.from(first.sgid), dgid: Uint8Array.from(first.dgid), pkey: first.pkey };
-    else if (ctx === null) ibaddr = { sgid: new Uint8Array(16), dgid: new Uint8Array(16), pkey: 0 };
-    else if (ctx.device.transportType === TransportType.IWARP) ibaddr = { sgid: this.linkGid(ctx), dgid: this.peerLinkGid(ctx), pkey: 0 };
-    else ibaddr = { sgid: ipToGid(this.src?.address), dgid: ipToGid(this.dst?.address), pkey: ROCE_PKEY };
-    return {
-      addr: { srcAddr: this.src ? { ...this.src } : null, dstAddr: this.dst ? { ...this.dst } : null, ibaddr },
-      pathRec: paths,
-      numPaths: paths.length,
-    };
-  }
-
-  /** GID 0 of `ctx`'s port (iWARP: the link address), zeros if it has none. */
-  private linkGid(ctx: Context): Uint8Array {
-    try {
-      return ctx.queryGid(this.portNum || 1, 0);
-    } catch {
-      return new Uint8Array(16);
-    }
-  }
-
-  /**
-   * The destination's link-layer GID on iWARP (`rdma_addr_get_dgid`): that of the local device of
-   * the same transport owning the destination; zeros for a remote one (the soft device does not
-   * learn its neighbours' link addresses).
-   */
-  private peerLinkGid(ctx: Context): Uint8Array {
-    const dst = this.dst?.address;
-    if (dst === undefined || isAny(dst)) return new Uint8Array(16);
-    const owner = devicesOwning(dst).find((d) => d.provider === ctx.device.provider);
-    return owner ? this.linkGid(owner.open()) : new Uint8Array(16);
+    return routeOf(this.src, this.dst, this.verbs, this.portNum, this.ep?.routePaths?.(resolved) ?? []);
   }
 
   /** Whether the id is synchronous (created without a channel). */
@@ -436,6 +402,7 @@ export class CmId implements DeviceBoundId {
         this.cell.exch(CmState.CONNECT, CmState.DISCONNECT, 'disconnected');
         break;
       case CmEventType.MULTICAST_JOIN: {
+        if (this.groups.orphaned(ev)) return;
         const attach = this.groups.joined(ev, this.qp);
         if (attach !== 0) {
           this.events.post(CmEventType.MULTICAST_ERROR, attach, undefined, undefined, ev.mcContext);
@@ -443,6 +410,12 @@ export class CmId implements DeviceBoundId {
         }
         break;
       }
+      case CmEventType.MULTICAST_ERROR:
+        // The outcome of a join the id left since (an aborted one) is dropped.
+        if (this.groups.orphaned(ev)) return;
+        break;
+      // ADDR_ERROR also reports a UD connect's failure (cma.c `cma_sidr_rep_handler`: a Q_Key
+      // that cannot be set), outside any resolution: every report is passed on.
       case CmEventType.ADDR_RESOLVED:
         if (ev.localAddr) this.src = ev.localAddr;
         this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved');
@@ -496,6 +469,7 @@ export class CmId implements DeviceBoundId {
   bindAddr(given: SockAddr): void {
     const op = 'rdma_bind_addr';
     this.checkAlive(op);
+    given = checkSockAddr(given, op, 'address');
     this.enter(CmState.IDLE, CmState.ADDR_BOUND, op, 'bind');
     try {
       this.bind(given, op);
@@ -512,7 +486,6 @@ export class CmId implements DeviceBoundId {
     if (isAfIb(given) && !isAny(given.address)) throw err('ENODEV', op, `no device has GID ${given.address}`);
     const addr = isAfIb(given) ? { address: '0.0.0.0', port: given.port } : given;
     const fam = ipFamily(addr.address, op);
-    if (!Number.isInteger(addr.port) || addr.port < 0 || addr.port > 65535) throw err('EINVAL', op, `port ${addr.port}`);
     checkPortPrivilege(addr.port, op);
     let dev: Device | undefined;
     if (!isAny(addr.address)) {
@@ -541,9 +514,18 @@ export class CmId implements DeviceBoundId {
    * errno status (-ENODEV: no (pinned) device owns the source; -ETIMEDOUT: no ARP answer).
    * An AF_IB source or destination fails the call with ENODEV.
    */
-  async resolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs = 2000): Promise<void> {
+  async resolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs = 2000, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_resolve_addr';
     this.checkAlive(op);
+    src = checkOptionalSockAddr(src, op, 'source');
+    dst = checkSockAddr(dst, op, 'destination');
+    const d = dst;
+    // Aborted: back to ADDR_BOUND, as a failed resolution leaves the id (cma.c `rdma_resolve_addr`'s error path).
+    return cancellable(this, op, signal, () => this.startResolveAddr(src, d, timeoutMs, op, signal), () => this.stopAttempt(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'resolve_addr aborted'));
+  }
+
+  /** rdma_resolve_addr's work, once its arguments are checked. */
+  private async startResolveAddr(src: SockAddr | null, dst: SockAddr, timeoutMs: number, op: string, signal: AbortSignal | undefined): Promise<void> {
     // The kernel resolves an AF_IB address to the device owning its GID (cma_resolve_ib_dev);
     // no device here is addressed by GID.
     if (isAfIb(dst) || isAfIb(src)) throw err('ENODEV', op, 'no device resolves AF_IB addresses');
@@ -565,12 +547,12 @@ export class CmId implements DeviceBoundId {
       // The transport resolves by itself (native): it reports ADDR_RESOLVED / ADDR_ERROR.
       this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
       try {
-        await this.ep.resolveAddr(src, dst, timeoutMs);
+        await untilAborted(this.ep.resolveAddr(src, dst, timeoutMs), op, signal, this.life.signal);
       } catch (e) {
         this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'resolve failed');
         throw e;
       }
-      if (this.isSync) await this.events.complete(op);
+      if (this.isSync) await this.events.complete(op, signal);
       return;
     }
     this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
@@ -579,20 +561,23 @@ export class CmId implements DeviceBoundId {
     const s = this.src as SockAddr;
     let from: string;
     this.boundIsRouteSource = false;
+    const attempt = (this.attempt = new AbortController());
     try {
-      if (isAny(s.address)) from = await routeSource(dst.address, dfam);
+      if (isAny(s.address)) from = await untilAborted(routeSource(dst.address, dfam), op, signal);
       else {
         from = s.address;
         // A bind() of the address the kernel would pick anyway only costs: it makes the kernel
         // search the port space, slow with thousands of sockets. rdma_connect skips it then.
-        if (this.boundExplicitly && !s.port) this.boundIsRouteSource = from === dst.address || (await routeSource(dst.address, dfam).catch(() => '')) === from;
+        if (this.boundExplicitly && !s.port) this.boundIsRouteSource = from === dst.address || (await untilAborted(routeSource(dst.address, dfam).catch(() => ''), op, signal)) === from;
       }
     } catch (e) {
+      if (signal?.aborted) throw e;
       this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'no route');
       const c = (e as NodeJS.ErrnoException).code;
       throw err(c === 'ENETUNREACH' || c === 'EHOSTUNREACH' || c === 'EADDRNOTAVAIL' ? c : 'ENETUNREACH', op, `${dst.address}: ${(e as Error).message}`);
     }
     const work = async (): Promise<void> => {
+      if (attempt.signal.aborted) return;
       let status = 0;
       const dev = chooseDevice(from, this.ps, this.devicePin);
       if (!dev) status = -Errno.ENODEV;
@@ -610,14 +595,22 @@ export class CmId implements DeviceBoundId {
         }
         if (status === 0) this.src = { address: from, port: s.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
         // The next hop's link address (ARP): -ETIMEDOUT when nobody answers within the timeout.
-        if (status === 0 && !isLoopback(dst.address) && !isAny(dst.address) && devicesOwning(dst.address).length === 0) status = await resolveNeighbor(dst.address, timeoutMs);
+        if (status === 0 && !isLoopback(dst.address) && !isAny(dst.address) && devicesOwning(dst.address).length === 0) status = await resolveNeighbor(dst.address, timeoutMs, { signal: attempt.signal });
       }
+      if (attempt.signal.aborted) return;
       if (status === 0) {
         if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved')) this.events.post(CmEventType.ADDR_RESOLVED);
       } else if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'address error')) this.events.post(CmEventType.ADDR_ERROR, status);
     };
     setImmediate(() => void work());
-    if (this.isSync) await this.events.complete(op);
+    if (this.isSync) await this.events.complete(op, signal);
+  }
+
+  /** An aborted resolution: its work reports nothing, and the id goes back from `from` to `to`. */
+  private stopAttempt(from: CmState, to: CmState, why: string): void {
+    this.attempt?.abort();
+    this.attempt = null;
+    this.cell.exch(from, to, why);
   }
 
   /**
@@ -625,17 +618,20 @@ export class CmId implements DeviceBoundId {
    * follows at once; a transport with path resolution (IB) resolves it first (ROUTE_ERROR with
    * its status on failure). EINVAL unless ADDR_RESOLVED.
    */
-  async resolveRoute(timeoutMs = 2000): Promise<void> {
+  async resolveRoute(timeoutMs = 2000, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_resolve_route';
     this.checkAlive(op);
+    checkSignal(signal, op);
     this.enter(CmState.ADDR_RESOLVED, CmState.ROUTE_QUERY, op, 'resolve_route');
     if (!Number.isInteger(timeoutMs) || timeoutMs < 0) {
       this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'resolve_route refused');
       throw err('EINVAL', op, `timeout ${timeoutMs}`);
     }
     const ep = this.ep;
+    const attempt = (this.attempt = new AbortController());
     setImmediate(() => {
       const done = (status: number): void => {
+        if (attempt.signal.aborted) return;
         if (status === 0) {
           if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ROUTE_RESOLVED, 'route resolved')) this.events.post(CmEventType.ROUTE_RESOLVED);
         } else if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'route error')) this.events.post(CmEventType.ROUTE_ERROR, status);
@@ -643,7 +639,8 @@ export class CmId implements DeviceBoundId {
       if (ep?.resolveRoute) ep.resolveRoute(timeoutMs).then(done, (e: unknown) => done(-(e instanceof RdmaError ? e.errno : Errno.EIO)));
       else done(0);
     });
-    if (this.isSync) await this.events.complete(op);
+    // Aborted: back to ADDR_RESOLVED, as a route error leaves it.
+    if (this.isSync) await cancellable(this, op, signal, () => this.events.complete(op, signal), () => this.stopAttempt(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'resolve_route aborted'));
   }
 
   // -- QP -----------------------------------------------------------------------------------------
@@ -711,23 +708,6 @@ export class CmId implements DeviceBoundId {
     this.qps.destroySrq();
   }
 
-  // -- connection parameters ----------------------------------------------------------------------
-
-  private rdLimits(param: ConnParam | undefined, op: string, dflt: { ird: number; ord: number }): { ird: number; ord: number } {
-    const max = deviceMaxRd(this.verbs);
-    return { ird: pickRd(param?.responderResources, dflt.ird, max, 'responder_resources', op), ord: pickRd(param?.initiatorDepth, dflt.ord, max, 'initiator_depth', op) };
-  }
-
-  /** Private data within the transport's limit for `kind` (EINVAL beyond it). */
-  private checkPrivateData(pd: Uint8Array | undefined, op: string, kind: 'connect' | 'accept' | 'reject'): Uint8Array {
-    if (!pd) return NO_PRIVATE_DATA;
-    const lim = this.transport?.privateDataLimits;
-    const ud = this.qpType === QpType.UD;
-    const max = lim === undefined ? Infinity : kind === 'reject' ? lim.reject : kind === 'connect' ? (ud ? lim.udConnect : lim.connect) : ud ? lim.udAccept : lim.accept;
-    if (pd.length > max) throw err('EINVAL', op, `private data ${pd.length} > ${max} bytes`);
-    return pd;
-  }
-
   // -- active side --------------------------------------------------------------------------------
 
   /**
@@ -738,9 +718,10 @@ export class CmId implements DeviceBoundId {
    * UNREACHABLE (-ETIMEDOUT); CONNECT_ERROR otherwise. EINVAL unless ROUTE_RESOLVED, or with no
    * QP where the transport needs one; on iWARP a refused TCP connect fails the call itself.
    */
-  async connect(param?: ConnParam): Promise<void> {
+  async connect(param?: ConnParam, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_connect';
     this.checkAlive(op);
+    checkSignal(signal, op);
     this.enter(CmState.ROUTE_RESOLVED, CmState.CONNECT, op, 'connect');
     let ep: CmEndpoint;
     let req: ConnectRequest;
@@ -754,15 +735,33 @@ export class CmId implements DeviceBoundId {
     this.active = true;
     this.established = false;
     this.qps.handOver(req.qp);
-    try {
-      await ep.connect(req);
-    } catch (e) {
-      // The call itself failed (no event follows): the id is back in ROUTE_RESOLVED.
-      if (!this.established) this.cell.exch(CmState.CONNECT, CmState.ROUTE_RESOLVED, 'connect failed');
-      this.qps.release();
-      throw e;
-    }
-    if (this.isSync) await this.events.complete(op);
+    // Aborted: the attempt is dropped as rdma_destroy_id drops it (the peer sees the request
+    // end), and the id is back in ROUTE_RESOLVED, as after REJECTED.
+    await cancellable(this, op, signal, async () => {
+      try {
+        await untilAborted(ep.connect(req), op, signal, this.life.signal);
+      } catch (e) {
+        if (signal?.aborted || this.destroyed) throw e;
+        // The call itself failed (no event follows): the id is back in ROUTE_RESOLVED.
+        if (!this.established) this.cell.exch(CmState.CONNECT, CmState.ROUTE_RESOLVED, 'connect failed');
+        this.qps.release();
+        throw e;
+      }
+      if (this.isSync) await this.events.complete(op, signal);
+    }, () => this.abandon(CmState.ROUTE_RESOLVED, 'connect aborted'));
+  }
+
+  /**
+   * Drop the connection under way (an aborted rdma_connect or rdma_accept) as rdma_destroy_id
+   * drops it — the peer sees it end: REJ on IB, a reset on iWARP — and give the id a fresh
+   * endpoint; the QP handed over goes to ERR, as after REJECTED. The id goes to `to`.
+   */
+  private abandon(to: CmState, why: string): void {
+    this.ep?.destroy();
+    this.ep = this.transport ? this.transport.createEndpoint(this.host) : null;
+    this.qps.connectFailed();
+    this.established = false;
+    this.cell.exch([CmState.CONNECT, CmState.DISCONNECT], to, why);
   }
 
   /**
@@ -777,9 +776,9 @@ export class CmId implements DeviceBoundId {
   /** What rdma_connect hands the endpoint: the QP, addresses, private data and IRD/ORD, checked. */
   private connectRequest(param: ConnParam | undefined, op: string): ConnectRequest {
     const qp = this.qps.qpFor(param, this.verbs);
-    const pdata = this.checkPrivateData(param?.privateData, op, 'connect');
+    const pdata = checkPrivateData(param?.privateData, this.transport?.privateDataLimits, this.qpType, op, 'connect');
     const max = deviceMaxRd(this.verbs);
-    const { ird, ord } = this.rdLimits(param, op, { ird: max, ord: max });
+    const { ird, ord } = rdLimits(this.verbs, param, op, { ird: max, ord: max });
     const src = this.src as SockAddr;
     const dst = this.dst as SockAddr;
     // Bind the connection's local end only to what the application bound, and not even then when
@@ -804,9 +803,10 @@ export class CmId implements DeviceBoundId {
    * if no transport serves the port space, EINVAL unless bound or idle (or once destroyed while
    * the transports set up: their listeners are closed).
    */
-  async listen(backlog = 0): Promise<void> {
+  async listen(backlog = 0, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_listen';
     this.checkAlive(op);
+    checkSignal(signal, op);
     if (this.cell.is(CmState.IDLE)) this.bindAddr({ address: '0.0.0.0', port: 0 });
     this.expect([CmState.ADDR_BOUND], op);
     if (!this.verbs && transportsDeferred()) {
@@ -814,9 +814,12 @@ export class CmId implements DeviceBoundId {
       // the process has deferred.
       await loadDeferredTransports();
       this.checkAlive(op);
+      checkSignal(signal, op);
       this.expect([CmState.ADDR_BOUND], op);
     }
-    const wanted = this.listenTransports(op);
+    const wanted = listenTransports(this.verbs, this.transport, this.ps, this.devicePin, op);
+    // A wildcard listener's transport (for the id's own calls) is the first one's.
+    this.transport ??= wanted[0] ?? null;
     const req = { backlog: backlog > 0 && backlog < MAX_BACKLOG ? backlog : MAX_BACKLOG };
     const listeners: CmListener[] = [];
     try {
@@ -826,6 +829,8 @@ export class CmId implements DeviceBoundId {
         const l = t === this.transport && this.ep?.listen ? await this.ep.listen({ addr, ...req }) : await t.listen(t === this.transport ? this.host : this.makeHost(t), { addr, ...req });
         listeners.push(l);
         if (this.src) this.src = { address: this.src.address, port: l.port, family: this.src.family ?? 'IPv4' };
+        // Aborted while a transport set up: the listeners made so far are closed; the id stays bound.
+        checkSignal(signal, op);
       }
     } catch (e) {
       for (const l of listeners) l.close();
@@ -844,38 +849,15 @@ export class CmId implements DeviceBoundId {
     }
   }
 
-  /** The CM transports a listen uses (EOPNOTSUPP if none serves the port space). */
-  private listenTransports(op: string): CmTransport[] {
-    if (this.verbs) {
-      const t = this.transport;
-      if (!t) throw err('EOPNOTSUPP', op, `no CM transport for ${this.verbs.device.name}`);
-      if (!servesPortSpace(t, this.ps)) throw err('EOPNOTSUPP', op, `${t.name} does not serve port space 0x${this.ps.toString(16)}`);
-      return [t];
-    }
-    let ts = listCmTransports().filter((t) => servesPortSpace(t, this.ps));
-    // Two transports that need the same port (the kernel's iWARP and the soft one both listen
-    // on the TCP port): the one that supersedes the other listens alone.
-    ts = ts.filter((t) => !ts.some((o) => o !== t && o.supersedes?.(t) === true));
-    const pin = this.devicePin;
-    if (pin !== undefined) {
-      const provider = getDeviceList().find((d) => d.name === pin)?.provider;
-      ts = ts.filter((t) => t.provider === provider);
-    }
-    if (ts.length === 0) throw err('EOPNOTSUPP', op, `no CM transport serves port space 0x${this.ps.toString(16)}`);
-    // A wildcard listener's transport (for the id's own calls) is the first one's.
-    this.transport ??= ts[0] ?? null;
-    return ts;
-  }
-
   /**
    * rdma_get_request(): synchronous listeners only (EINVAL otherwise): wait for the next
    * CONNECT_REQUEST and return its new (synchronous) id.
    */
-  async getRequest(): Promise<CmId> {
+  async getRequest(signal?: AbortSignal): Promise<CmId> {
     const op = 'rdma_get_request';
     this.checkAlive(op);
     if (!this.isSync || !this.cell.is(CmState.LISTEN)) throw err('EINVAL', op);
-    const ev = await this.events.nextRequest(op);
+    const ev = await cancellable(this, op, signal, () => this.events.nextRequest(op, signal), () => {});
     const child = ev.id;
     if (this._epQpInitAttr) {
       // rdma_create_ep saved the QP attributes: the new id gets its QP now, in the listener's PD.
@@ -896,17 +878,23 @@ export class CmId implements DeviceBoundId {
    * ESTABLISHED follows (iWARP P2P: after the initiator's RTR; IB: after the RTU; none on UD).
    * `param` omitted: the requester's values within device limits.
    */
-  async accept(param?: ConnParam): Promise<void> {
+  async accept(param?: ConnParam, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_accept';
     this.checkAlive(op);
+    checkSignal(signal, op);
     if (!this.cell.is(CmState.CONNECT) || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
     const qp = this.qps.qpFor(param, this.verbs);
-    const pdata = this.checkPrivateData(param?.privateData, op, 'accept');
+    const pdata = checkPrivateData(param?.privateData, this.transport?.privateDataLimits, this.qpType, op, 'accept');
     const req = this.reqParam ?? {};
-    const { ird, ord } = this.rdLimits(param, op, { ird: req.responderResources ?? 0, ord: req.initiatorDepth ?? 0 });
+    const { ird, ord } = rdLimits(this.verbs, param, op, { ird: req.responderResources ?? 0, ord: req.initiatorDepth ?? 0 });
     this.qps.handOver(qp);
-    await this.ep.accept({ qp, ownQp: qp !== null && qp === this.qp, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: this.srqParam(qp, param) });
-    if (this.isSync && this.qpType !== QpType.UD) await this.events.complete(op);
+    const ep = this.ep;
+    // Aborted while waiting for ESTABLISHED: torn down as a failed rdma_accept (cma.c rejects
+    // then): the peer sees the connection end; the id can only be destroyed.
+    await cancellable(this, op, signal, async () => {
+      await ep.accept({ qp, ownQp: qp !== null && qp === this.qp, privateData: pdata, responderResources: ird, initiatorDepth: ord, param: this.srqParam(qp, param) });
+      if (this.isSync && this.qpType !== QpType.UD) await this.events.complete(op, signal);
+    }, () => this.abandon(CmState.DISCONNECT, 'accept aborted'));
   }
 
   /**
@@ -957,7 +945,7 @@ export class CmId implements DeviceBoundId {
   reject(privateData?: Uint8Array): void {
     const op = 'rdma_reject';
     this.checkAlive(op);
-    const pd = this.checkPrivateData(privateData, op, 'reject');
+    const pd = checkPrivateData(privateData, this.transport?.privateDataLimits, this.qpType, op, 'reject');
     if (!this.cell.is(CmState.CONNECT) || this.active || !this.ep) throw err('EINVAL', op, 'no pending connect request');
     this.ep.reject(pd);
     // The reject may have failed the request already (CONNECT_ERROR: DISCONNECT).
@@ -969,17 +957,21 @@ export class CmId implements DeviceBoundId {
    * ERR and its outstanding WRs flush. DISCONNECTED is reported on both sides. A second call, or
    * one after the peer disconnected, does nothing.
    */
-  async disconnect(): Promise<void> {
+  async disconnect(signal?: AbortSignal): Promise<void> {
     const op = 'rdma_disconnect';
     this.checkAlive(op);
+    checkSignal(signal, op);
     this.expect([CmState.CONNECT, CmState.DISCONNECT], op);
+    // Aborted while waiting (a DREQ unanswered is resent for as long as the kernel's IB CM
+    // does): the disconnect goes on, the id stays in DISCONNECT, its DISCONNECTED is dropped with it.
+    const wait = (): Promise<unknown> => cancellable(this, op, signal, () => this.events.complete(op, signal), () => {});
     if (this.ep?.disconnect()) {
-      if (this.isSync) await this.events.complete(op);
+      if (this.isSync) await wait();
       return;
     }
     if (this.isSync && this.events.last?.event !== CmEventType.DISCONNECTED) {
       // Already disconnected by the peer: the DISCONNECTED event may be queued.
-      if (this.channel.pending > 0) await this.events.complete(op);
+      if (this.channel.pending > 0) await wait();
     }
   }
 
@@ -992,8 +984,8 @@ export class CmId implements DeviceBoundId {
    * unless the id is bound to a device (ADDR_BOUND or ADDR_RESOLVED); ENOSYS on a device without
    * multicast (iWARP, as the kernel); EADDRINUSE if already joined.
    */
-  async joinMulticast(addr: SockAddr, context?: unknown): Promise<void> {
-    await this.joinMulticastEx({ addr, joinFlags: McJoinFlag.FULLMEMBER, context });
+  async joinMulticast(addr: SockAddr, context?: unknown, signal?: AbortSignal): Promise<void> {
+    await this.joinMulticastEx(signal ? { addr, joinFlags: McJoinFlag.FULLMEMBER, context, signal } : { addr, joinFlags: McJoinFlag.FULLMEMBER, context });
   }
 
   /**
@@ -1005,26 +997,29 @@ export class CmId implements DeviceBoundId {
    * given, is checked as librdmacm checks `rdma_cm_join_mc_attr_ex.comp_mask`: EOPNOTSUPP for
    * unknown bits, EINVAL without ADDRESS or JOIN_FLAGS.
    */
-  async joinMulticastEx(opts: { addr: SockAddr; joinFlags?: number; context?: unknown; compMask?: number }): Promise<void> {
+  async joinMulticastEx(opts: { addr: SockAddr; joinFlags?: number; context?: unknown; compMask?: number; signal?: AbortSignal }): Promise<void> {
     const op = 'rdma_join_multicast';
     this.checkAlive(op);
+    const addr = checkSockAddr(opts?.addr, op, 'group', { portOptional: true });
     if (opts.compMask !== undefined) checkJoinCompMask(opts.compMask, 'rdma_join_multicast_ex');
     this.expect([CmState.ADDR_BOUND, CmState.ADDR_RESOLVED], op);
     if (!this.verbs) throw err('EINVAL', op, 'id not bound to a device');
-    ipFamily(opts.addr.address, op);
     const flags = checkJoinFlags(opts.joinFlags, op);
-    this.groups.join(this.endpoint(op), this.verbs.device.name, opts.addr, flags, opts.context, op);
-    if (this.isSync) await this.events.complete(op);
+    checkSignal(opts.signal, op);
+    this.groups.join(this.endpoint(op), this.verbs.device.name, addr, flags, opts.context, op);
+    // Aborted while waiting for MULTICAST_JOIN: the group is left again.
+    if (this.isSync) await cancellable(this, op, opts.signal, () => this.events.complete(op, opts.signal), () => this.groups.leave(addr, this.qp, this.ep, op));
   }
 
   /**
    * rdma_leave_multicast(): detach the id's QP from the group (not after a send-only join, which
    * never attached it) and leave it. EADDRNOTAVAIL if the id did not join `addr` (librdmacm).
    */
-  async leaveMulticast(addr: SockAddr): Promise<void> {
+  async leaveMulticast(addr: SockAddr, signal?: AbortSignal): Promise<void> {
     const op = 'rdma_leave_multicast';
     this.checkAlive(op);
-    this.groups.leave(addr, this.qp, this.ep, op);
+    checkSignal(signal, op);
+    this.groups.leave(checkSockAddr(addr, op, 'group', { portOptional: true }), this.qp, this.ep, op);
   }
 
   /**
@@ -1036,6 +1031,8 @@ export class CmId implements DeviceBoundId {
     this.events.ackLast();
     const wasListening = this.cell.move(CmState.DESTROYING, 'destroy') === CmState.LISTEN;
     unregisterId(this);
+    this.attempt?.abort();
+    this.life.abort();
     this.detachDevice?.();
     this.detachDevice = null;
     if (this.reservedKey && boundPorts.get(this.reservedKey) === this) boundPorts.delete(this.reservedKey);
@@ -1052,14 +1049,34 @@ export class CmId implements DeviceBoundId {
   }
 
   /**
+   * `await using`: librdmacm's teardown in its order — the id's events handed out and not yet
+   * acknowledged are acknowledged, its QP (and the CQs rdma_create_qp made) and SRQ destroyed, as
+   * rdma_destroy_ep does, then the id. Disposing a destroyed id does nothing.
+   */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.destroyed) return;
+    this.events.ackHandedOut();
+    if (this.qp) this.destroyQp();
+    if (this.srq) {
+      try {
+        this.destroySrq();
+      } catch {
+        // Still used by QPs of other ids (EBUSY): kept for them, as rdma_destroy_ep goes on.
+      }
+    }
+    this._epQpInitAttr = null;
+    await this.destroy();
+  }
+
+  /**
    * rdma_migrate_id(): move the id and its queued events to `channel`; `null` makes it
    * synchronous. EINVAL if it is already synchronous and `channel` is null.
    */
   async migrate(channel: EventChannel | null): Promise<void> {
     const op = 'rdma_migrate_id';
     this.checkAlive(op);
+    checkChannel(channel, op);
     if (channel === null && this.isSync) throw err('EINVAL', op, 'already synchronous');
-    if (channel?.isDestroyed) throw err('EINVAL', op, 'channel destroyed');
     await this.events.migrate(channel);
   }
 
@@ -1070,40 +1087,8 @@ export class CmId implements DeviceBoundId {
    * options: ENOSYS.
    */
   setOption(level: number, name: number, value: number): void {
-    const op = 'rdma_set_option';
-    this.checkAlive(op);
-    if (!Number.isInteger(value)) throw err('EINVAL', op, 'value');
-    if (level === RdmaOption.LEVEL_ID) {
-      switch (name) {
-        case RdmaOption.ID_TOS:
-          if (value < 0 || value > 255) throw err('EINVAL', op, 'tos');
-          this.options.tos = value;
-          return;
-        case RdmaOption.ID_REUSEADDR:
-          if (!this.cell.is(CmState.IDLE)) throw err('EINVAL', op, 'REUSEADDR after bind');
-          this.options.reuseAddr = value !== 0;
-          return;
-        case RdmaOption.ID_AFONLY:
-          if (!this.cell.is(CmState.IDLE)) throw err('EINVAL', op, 'AFONLY after bind');
-          this.options.afOnly = value !== 0;
-          return;
-        case RdmaOption.ID_ACK_TIMEOUT:
-          // A u8, stored as given (rdma_set_ack_timeout); only RC ids take it.
-          if (value < 0 || value > 255) throw err('EINVAL', op, 'ack timeout');
-          if (this.qpType !== QpType.RC) throw err('EINVAL', op, 'ack timeout on a non-RC id');
-          this.options.ackTimeout = value;
-          return;
-        default:
-          throw err('ENOSYS', op, `option ${name}`);
-      }
-    }
-    if (level === RdmaOption.LEVEL_IB) {
-      const set = this.ep?.setIbOption;
-      if (!set) throw err('EOPNOTSUPP', op, 'IB options on this device');
-      set.call(this.ep, name, value);
-      return;
-    }
-    throw err('ENOSYS', op, `level ${level}`);
+    this.checkAlive('rdma_set_option');
+    this.options.set(level, name, value, this.qpType, this.cell.is(CmState.IDLE), this.ep);
   }
 
   /** Recorded type of service (-1 when unset). */
@@ -1124,6 +1109,7 @@ export class CmId implements DeviceBoundId {
  * pins the id to a device (default: `RDMACM_DEVICE`).
  */
 export function createId(channel: EventChannel | null, context: unknown = null, ps: PortSpace = PortSpace.TCP, opts: CreateIdOptions = {}): CmId {
-  if (channel?.isDestroyed) throw err('EINVAL', 'rdma_create_id', 'channel destroyed');
+  checkChannel(channel, 'rdma_create_id');
   return new CmId(channel, context, ps, opts);
 }
+

@@ -12,6 +12,7 @@ import { err } from '../errors.js';
 import type { Pd } from '../verbs/pd.js';
 import { QpType } from '../verbs/types.js';
 import { RAI, type RdmaAddrinfo } from './addr.js';
+import { checkOptionalSockAddr } from './addr-check.js';
 import { CmId, PortSpace, createId } from './cm-id.js';
 import type { CmQpInitAttr } from './id-qp.js';
 
@@ -29,11 +30,16 @@ export const EP_RESOLVE_TIMEOUT_MS = 2000;
  *   `qpInitAttr.cap`, as rdma_create_qp does.
  *
  * Errors reject with the errno of the failing step (the id is destroyed): EINVAL for a missing
- * address, the resolution errors (ETIMEDOUT, ENETUNREACH, ENODEV ...), rdma_create_qp's.
+ * or malformed address, the resolution errors (ETIMEDOUT, ENETUNREACH, ENODEV ...),
+ * rdma_create_qp's. `signal` aborts the resolution (AbortError for the step it aborted; the id is
+ * destroyed).
  */
-export async function createEp(res: RdmaAddrinfo, pd: Pd | null = null, qpInitAttr: CmQpInitAttr | null = null): Promise<CmId> {
+export async function createEp(res: RdmaAddrinfo, pd: Pd | null = null, qpInitAttr: CmQpInitAttr | null = null, signal?: AbortSignal): Promise<CmId> {
   const op = 'rdma_create_ep';
-  if (!res) throw err('EINVAL', op, 'no rdma_addrinfo');
+  if (typeof res !== 'object' || res === null) throw err('EINVAL', op, 'no rdma_addrinfo');
+  // The addresses are checked before an id is made (rdma_bind_addr / rdma_resolve_addr check them again, the same way).
+  checkOptionalSockAddr(res.srcAddr, op, 'source');
+  checkOptionalSockAddr(res.dstAddr, op, 'destination');
   const ps = (res.portSpace || PortSpace.TCP) as PortSpace;
   // rdma_create_id2 with the addrinfo's QP type: the kernel takes it for RDMA_PS_IB only.
   const id = createId(null, null, ps, ps === PortSpace.IB ? { qpType: qpTypeOf(res) } : {});
@@ -46,8 +52,8 @@ export async function createEp(res: RdmaAddrinfo, pd: Pd | null = null, qpInitAt
       return id;
     }
     if (!res.dstAddr) throw err('EINVAL', op, 'active rdma_addrinfo without a destination address');
-    await id.resolveAddr(res.srcAddr, res.dstAddr, EP_RESOLVE_TIMEOUT_MS);
-    await id.resolveRoute(EP_RESOLVE_TIMEOUT_MS);
+    await id.resolveAddr(res.srcAddr, res.dstAddr, EP_RESOLVE_TIMEOUT_MS, signal);
+    await id.resolveRoute(EP_RESOLVE_TIMEOUT_MS, signal);
     if (qpInitAttr) {
       qpInitAttr.qpType = qpTypeOf(res);
       const qp = id.createQp(pd, qpInitAttr);

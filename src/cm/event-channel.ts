@@ -5,6 +5,8 @@
  * librdmacm does.
  */
 import { RdmaError, err } from '../errors.js';
+import { abortError } from '../util/abort.js';
+import '../util/dispose.js';
 import type { CmEvent } from './events.js';
 import type { CmId } from './cm-id.js';
 
@@ -17,8 +19,11 @@ function reported(e: CmEvent): CmEvent {
   return e;
 }
 
-/** rdma_create_event_channel(). */
-export class EventChannel implements AsyncIterable<CmEvent> {
+/**
+ * rdma_create_event_channel(). Disposable: `using ch = createEventChannel()` destroys it at the
+ * end of the scope (declare it before the ids created on it, which are disposed first).
+ */
+export class EventChannel implements AsyncIterable<CmEvent>, Disposable, AsyncDisposable {
   private readonly queue: CmEvent[] = [];
   private readonly waiters: { resolve: (e: CmEvent) => void; reject: (e: Error) => void; cleanup: (() => void) | null }[] = [];
   private destroyed = false;
@@ -70,20 +75,23 @@ export class EventChannel implements AsyncIterable<CmEvent> {
   }
 
   /**
-   * rdma_get_cm_event(): the next event, waiting for one. `signal` aborts the wait (the promise
-   * rejects with the signal's reason). Rejects with EBADF once the channel is destroyed.
+   * rdma_get_cm_event(): the next event, waiting for one. `signal` aborts the wait: the promise
+   * rejects with the package's AbortError (the signal's reason as `cause`) and no event is taken.
+   * Rejects with EBADF once the channel is destroyed.
    */
   getEvent(signal?: AbortSignal): Promise<CmEvent> {
-    if (this.destroyed) return Promise.reject(err('EBADF', 'rdma_get_cm_event', 'channel destroyed'));
+    const op = 'rdma_get_cm_event';
+    if (this.destroyed) return Promise.reject(err('EBADF', op, 'channel destroyed'));
+    if (signal !== undefined && !(signal instanceof AbortSignal)) return Promise.reject(err('EINVAL', op, 'signal must be an AbortSignal'));
+    if (signal?.aborted) return Promise.reject(abortError(op, signal));
     const e = this.queue.shift();
     if (e) return Promise.resolve(reported(e));
     if (!signal) return new Promise<CmEvent>((resolve, reject) => void this.waiters.push({ resolve, reject, cleanup: null }));
-    if (signal.aborted) return Promise.reject(signal.reason);
     return new Promise<CmEvent>((resolve, reject) => {
       const onAbort = (): void => {
         const i = this.waiters.indexOf(w);
         if (i >= 0) this.waiters.splice(i, 1);
-        reject(signal.reason);
+        reject(abortError(op, signal));
       };
       const w = { resolve, reject, cleanup: () => signal.removeEventListener('abort', onAbort) };
       signal.addEventListener('abort', onAbort, { once: true });
@@ -127,8 +135,24 @@ export class EventChannel implements AsyncIterable<CmEvent> {
     this.queue.length = 0;
   }
 
+  /** Whether `destroy()` has run (rdma_destroy_event_channel). */
   get isDestroyed(): boolean {
     return this.destroyed;
+  }
+
+  /** `using`: {@link destroy} (EBUSY while ids still use the channel); again, nothing. */
+  [Symbol.dispose](): void {
+    this.destroy();
+  }
+
+  /** `await using`: as {@link EventChannel[Symbol.dispose]}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    try {
+      this.destroy();
+      return Promise.resolve();
+    } catch (e) {
+      return Promise.reject(e as Error);
+    }
   }
 }
 

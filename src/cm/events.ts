@@ -79,13 +79,10 @@ export interface UdParam {
   qkey: number;
 }
 
-/** `struct rdma_cm_event`. Acknowledge every event once, with {@link CmEvent.ack}. */
-export interface CmEvent {
+/** What every `struct rdma_cm_event` carries. Acknowledge every event once, with `ack()`. */
+export interface CmEventCommon {
   /** The id the event is for (CONNECT_REQUEST: the new id). */
   readonly id: CmId;
-  /** CONNECT_REQUEST: the listening id. */
-  readonly listenId: CmId | null;
-  readonly event: CmEventType;
   /** 0, or a negative errno / transport status (e.g. REJECTED on iWARP: -111). */
   readonly status: number;
   /**
@@ -93,8 +90,48 @@ export interface CmEvent {
    * for UD ids and multicast; the one that does not apply holds empty defaults.
    */
   readonly param: { conn: EventConnParam; ud: UdParam };
-  /** MULTICAST_JOIN / MULTICAST_ERROR: the context given to `joinMulticast` (librdmacm passes it in `param.ud.private_data`). */
-  readonly mcContext?: unknown;
   /** rdma_ack_cm_event(). Throws EINVAL if already acknowledged. */
   ack(): void;
 }
+
+/**
+ * RDMA_CM_EVENT_CONNECT_REQUEST: a new id (`id`, in CONNECT) for the request that reached the
+ * listening id `listenId`; the requester's private data and IRD/ORD (seen from this side) in
+ * `param.conn`, a UD request's in `param.ud`.
+ */
+export interface ConnectRequestEvent extends CmEventCommon {
+  readonly event: CmEventType.CONNECT_REQUEST;
+  /** The listening id the request reached. */
+  readonly listenId: CmId;
+  readonly mcContext?: undefined;
+}
+
+/** RDMA_CM_EVENT_MULTICAST_JOIN / MULTICAST_ERROR: the outcome of a join, with its context. */
+export interface MulticastEvent extends CmEventCommon {
+  readonly event: CmEventType.MULTICAST_JOIN | CmEventType.MULTICAST_ERROR;
+  readonly listenId: null;
+  /** The context given to `joinMulticast` (librdmacm passes it in `param.ud.private_data`). */
+  readonly mcContext: unknown;
+}
+
+/** The event types whose events carry no more than {@link CmEventCommon}. */
+export type PlainCmEventType = Exclude<CmEventType, CmEventType.CONNECT_REQUEST | CmEventType.MULTICAST_JOIN | CmEventType.MULTICAST_ERROR>;
+
+/**
+ * Every other event: ADDR_RESOLVED, ROUTE_RESOLVED, ESTABLISHED (the peer's private data and
+ * IRD/ORD in `param.conn`; a UD connect's address handle and QP number in `param.ud`),
+ * DISCONNECTED, TIMEWAIT_EXIT, ADDR_CHANGE, DEVICE_REMOVAL; the failures ADDR_ERROR, ROUTE_ERROR,
+ * CONNECT_ERROR, UNREACHABLE (a negative errno in `status`) and REJECTED (the REJ reason or
+ * -ECONNREFUSED/-ECONNRESET in `status`, the peer's private data in `param.conn`).
+ */
+export interface PlainCmEvent<T extends PlainCmEventType = PlainCmEventType> extends CmEventCommon {
+  readonly event: T;
+  readonly listenId: null;
+  readonly mcContext?: undefined;
+}
+
+/**
+ * `struct rdma_cm_event`: a union discriminated by `event`, so that `switch (ev.event)` narrows
+ * (`case CmEventType.CONNECT_REQUEST:` gives `ev.listenId` as a `CmId`).
+ */
+export type CmEvent = ConnectRequestEvent | MulticastEvent | PlainCmEvent;

@@ -11,7 +11,7 @@ import { Errno } from '../errno.js';
 import { traceEvent, tracing } from '../trace.js';
 import type { AhAttr } from '../verbs/ah.js';
 import { EventChannel } from './event-channel.js';
-import { CmEventType, rdmaEventStr, type CmEvent, type EventConnParam, type UdParam } from './events.js';
+import { CmEventType, rdmaEventStr, type CmEvent, type CmEventCommon, type EventConnParam, type UdParam } from './events.js';
 import type { CmId } from './cm-id.js';
 
 /** The private data of an event that carries none (a shared empty view: it cannot be written). */
@@ -54,7 +54,7 @@ function eventConnParam(c: Partial<EventConnParam> | undefined): EventConnParam 
  * A posted CM event. `_report` runs when the channel hands it to the application
  * (rdma_get_cm_event); `ack` may be called once.
  */
-class PostedEvent implements CmEvent {
+class PostedEvent implements CmEventCommon {
   private acked = false;
   private wasReported = false;
   readonly param: { conn: EventConnParam; ud: UdParam };
@@ -73,12 +73,12 @@ class PostedEvent implements CmEvent {
   ack(): void {
     if (this.acked) throw err('EINVAL', 'rdma_ack_cm_event', 'event already acknowledged');
     this.acked = true;
-    this.of.acked(this.wasReported);
+    this.of.acked(this, this.wasReported);
   }
   _report(): void {
     if (this.wasReported) return;
     this.wasReported = true;
-    this.of.reported();
+    this.of.reported(this);
   }
 }
 
@@ -92,6 +92,8 @@ export class IdEvents {
   private unacked = 0;
   /** Events handed to the application (rdma_get_cm_event) and not acknowledged. */
   private reportedUnacked = 0;
+  /** Those events, for disposal (which acknowledges them before destroying the id). */
+  private readonly handedOut = new Set<CmEventCommon>();
   private ackWaiters: (() => void)[] = [];
 
   /** `channel` null: a synchronous id, on a private channel. */
@@ -123,12 +125,14 @@ export class IdEvents {
     if (this.id.destroyed) return;
     this.unacked++;
     if (tracing('cm')) traceEvent('cm', this.tag, 'event', { event: rdmaEventStr(type), status });
-    on._post(new PostedEvent(this, this.id, listenId, type, status, eventConnParam(conn), ud ?? NO_UD_PARAM, mcContext));
+    // The fields match `event` by construction (CONNECT_REQUEST: listenId; multicast: mcContext).
+    on._post(new PostedEvent(this, this.id, listenId, type, status, eventConnParam(conn), ud ?? NO_UD_PARAM, mcContext) as CmEvent);
   }
 
   /** An event of the id was acknowledged. */
-  acked(wasReported: boolean): void {
+  acked(e: CmEventCommon, wasReported: boolean): void {
     this.unacked--;
+    this.handedOut.delete(e);
     if (wasReported) this.reportedUnacked--;
     if (this.ackWaiters.length === 0) return;
     const ws = this.ackWaiters;
@@ -137,8 +141,15 @@ export class IdEvents {
   }
 
   /** An event of the id was handed to the application (rdma_get_cm_event). */
-  reported(): void {
+  reported(e: CmEventCommon): void {
     this.reportedUnacked++;
+    this.handedOut.add(e);
+  }
+
+  /** Acknowledge every event of the id handed to the application (disposal: librdmacm's destroy order acks first). */
+  ackHandedOut(): void {
+    this.last = null;
+    for (const e of [...this.handedOut]) e.ack();
   }
 
   /** Resolve once `done()` holds; re-checked after every acknowledgement of the id's events. */
@@ -156,11 +167,11 @@ export class IdEvents {
 
   /**
    * Synchronous mode: acknowledge the previous event, wait for the next one of the id and map
-   * an error event to an RdmaError (ucma_complete()).
+   * an error event to an RdmaError (ucma_complete()). `signal` aborts the wait (AbortError).
    */
-  async complete(op: string): Promise<CmEvent> {
+  async complete(op: string, signal?: AbortSignal): Promise<CmEvent> {
     this.ackLast();
-    const ev = await this.ch.getEvent();
+    const ev = await this.ch.getEvent(signal);
     this.last = ev;
     if (ev.event === CmEventType.REJECTED) throw new RdmaError('ECONNREFUSED', { op, detail: `${rdmaEventStr(ev.event)} status ${ev.status}` });
     if (ev.status !== 0 || ERROR_EVENTS.has(ev.event)) {
@@ -175,9 +186,9 @@ export class IdEvents {
    * next call or by rdma_destroy_id) and the call fails — ECONNREFUSED for REJECTED, the status's
    * errno, else EINVAL.
    */
-  async nextRequest(op: string): Promise<CmEvent> {
+  async nextRequest(op: string, signal?: AbortSignal): Promise<CmEvent> {
     this.ackLast();
-    const ev = await this.ch.getEvent();
+    const ev = await this.ch.getEvent(signal);
     if (ev.event === CmEventType.REJECTED) {
       this.last = ev;
       throw err('ECONNREFUSED', op);

@@ -54,6 +54,8 @@ interface McEntry {
   /** The group's GID and LID once joined (MULTICAST_JOIN), for ibv_detach_mcast. */
   mgid: Uint8Array | null;
   mlid: number;
+  /** MULTICAST_JOIN or MULTICAST_ERROR came for the join. */
+  reported: boolean;
 }
 
 /** The key of a multicast group address (normalised, so `::ffff:a.b.c.d` is `a.b.c.d`). */
@@ -79,6 +81,12 @@ function detach(qp: Qp | null, mc: McEntry): void {
 /** The groups of one id, by address key. */
 export class IdMulticast {
   private readonly groups = new Map<string, McEntry>();
+  /**
+   * The contexts of joins left before their outcome came (an aborted join, or a leave right
+   * after the join): that outcome, when the transport still reports it, is dropped, as ucma
+   * drops the events of a freed join (`ucma_cleanup_mc_events`).
+   */
+  private readonly orphans: unknown[] = [];
 
   /**
    * Join the group at `addr` through `ep` with `flags` ({@link checkJoinFlags}); MULTICAST_JOIN
@@ -90,7 +98,7 @@ export class IdMulticast {
     if (!ep.joinMulticast) throw err('ENOSYS', op, `no multicast on ${device}`);
     const key = mcKey(addr.address);
     if (this.groups.has(key)) throw err('EADDRINUSE', op, addr.address);
-    this.groups.set(key, { context, flags, mgid: null, mlid: 0 });
+    this.groups.set(key, { context, flags, mgid: null, mlid: 0, reported: false });
     try {
       ep.joinMulticast({ addr: { ...addr }, joinFlags: flags, context });
     } catch (e) {
@@ -108,8 +116,31 @@ export class IdMulticast {
     const mc = this.groups.get(key);
     if (!mc) throw err('EADDRNOTAVAIL', op, addr.address);
     this.groups.delete(key);
+    if (!mc.reported) this.orphans.push(mc.context);
     detach(qp, mc);
     ep?.leaveMulticast?.({ ...addr });
+  }
+
+  /**
+   * A MULTICAST_JOIN / MULTICAST_ERROR report: whether it is for a join left before it came (it
+   * is then dropped); otherwise the join it is for counts as reported.
+   */
+  orphaned(ev: CmUpcall): boolean {
+    const entry = this.pending(ev);
+    if (entry !== null) {
+      entry.reported = true;
+      return false;
+    }
+    const i = this.orphans.indexOf(ev.mcContext);
+    if (i < 0) return false;
+    this.orphans.splice(i, 1);
+    return true;
+  }
+
+  /** The join of the report's context still waiting for its outcome. */
+  private pending(ev: CmUpcall): McEntry | null {
+    for (const m of this.groups.values()) if (m.context === ev.mcContext && !m.reported) return m;
+    return null;
   }
 
   /**
@@ -120,6 +151,7 @@ export class IdMulticast {
   joined(ev: CmUpcall, qp: Qp | null): number {
     const grh = ev.ud?.ahAttr.grh;
     const entry = [...this.groups.values()].find((m) => m.context === ev.mcContext && m.mgid === null) ?? null;
+    if (entry) entry.reported = true;
     if (entry && grh) {
       entry.mgid = Uint8Array.from(grh.dgid);
       entry.mlid = ev.ud?.ahAttr.dlid ?? 0;
@@ -137,5 +169,6 @@ export class IdMulticast {
   clear(qp: Qp | null): void {
     for (const mc of this.groups.values()) detach(qp, mc);
     this.groups.clear();
+    this.orphans.length = 0;
   }
 }

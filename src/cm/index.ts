@@ -7,7 +7,19 @@ export { EventChannel, createEventChannel } from './event-channel.js';
 export { CmId, CmState, PortSpace, RdmaOption, createId, type CreateIdOptions } from './cm-id.js';
 export { McJoinAttr, McJoinFlag, MULTICAST_QPN } from './id-multicast.js';
 export { QpInitAttrMask, type CmQpInitAttr, type CmQpInitAttrEx, type CmSrqInitAttrEx } from './id-qp.js';
-export { CmEventType, rdmaEventStr, type CmEvent, type ConnParam, type EventConnParam, type UdParam } from './events.js';
+export {
+  CmEventType,
+  rdmaEventStr,
+  type CmEvent,
+  type CmEventCommon,
+  type ConnectRequestEvent,
+  type MulticastEvent,
+  type PlainCmEvent,
+  type PlainCmEventType,
+  type ConnParam,
+  type EventConnParam,
+  type UdParam,
+} from './events.js';
 export { RDMA_UDP_QKEY, RDMA_IB_IP_PS_MASK, RDMA_IB_IP_PS_TCP, RDMA_IB_IP_PS_UDP, RDMA_IB_IP_PS_IB, serviceId } from './port-space.js';
 export {
   registerCmTransport,

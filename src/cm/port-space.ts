@@ -19,7 +19,7 @@ export enum PortSpace {
  * of port `p` in port space `ps` is `(ps << 16) | p`, e.g. `0x0000000001060000 | p` for TCP.
  * Wire facts, defined once with the CM's wire format.
  */
-export { RDMA_UDP_QKEY, RDMA_IB_IP_PS_MASK, RDMA_IB_IP_PS_TCP, RDMA_IB_IP_PS_UDP, RDMA_IB_IP_PS_IB } from '../wire/roce/cma.js';
+export { RDMA_UDP_QKEY, RDMA_IB_IP_PS_MASK, RDMA_IB_IP_PS_TCP, RDMA_IB_IP_PS_UDP, RDMA_IB_IP_PS_IB } from '../ib-numbers.js';
 
 /** The IB service ID of `port` in `ps` (cma.c `rdma_get_service_id`). */
 export function serviceId(ps: PortSpace, port: number): bigint {

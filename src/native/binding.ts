@@ -13,8 +13,8 @@
  * (kept in step with native/src/addon.h); loading checks that the addon was built for them.
  */
 import { createRequire } from 'node:module';
-import { existsSync } from 'node:fs';
-import { dirname, resolve } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { basename, dirname, join, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { RdmaError } from '../errors.js';
 import { AH, QA, WR_STATUS_WORD } from './abi.js';
@@ -182,9 +182,36 @@ export interface BindingStatus {
   path: string;
 }
 
+/** The package's root directory (the one holding `dist/` and `native/`). */
+function packageRoot(): string {
+  return resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
+}
+
 /** The addon file this package builds (`native/build/rdmacm.node` next to `dist/`). */
 export function defaultAddonPath(): string {
-  return resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'native', 'build', 'rdmacm.node');
+  return join(packageRoot(), 'native', 'build', 'rdmacm.node');
+}
+
+/**
+ * The command that builds the addon again: `npm rebuild rdmacm` where the package is a dependency
+ * (under node_modules), `npm run build:native` in the package's own checkout.
+ */
+export function rebuildCommand(): string {
+  return packageRoot().split(sep).includes('node_modules') ? 'npm rebuild rdmacm' : 'npm run build:native';
+}
+
+/**
+ * Why the last build did not make the addon file `path`, as native/build.mjs kept it in
+ * build-status.json beside it; null when it kept nothing for that file.
+ */
+function buildFailure(path: string): string | null {
+  try {
+    const all = JSON.parse(readFileSync(join(dirname(path), 'build-status.json'), 'utf8')) as Record<string, { built?: boolean; reason?: unknown } | undefined>;
+    const st = all[basename(path)];
+    return st && st.built === false && typeof st.reason === 'string' ? st.reason : null;
+  } catch {
+    return null;
+  }
 }
 
 let loaded: NativeBinding | null | undefined;
@@ -217,7 +244,8 @@ export function loadBinding(): NativeBinding | null {
     return null;
   }
   if (!existsSync(path)) {
-    status.reason = `not built (${path} absent: install rdma-core's headers, e.g. apt install libibverbs-dev librdmacm-dev, then npm run build:native)`;
+    const why = buildFailure(path);
+    status.reason = why !== null ? `not built: ${why}` : `not built (${path} absent: install rdma-core's headers, e.g. apt install libibverbs-dev librdmacm-dev, then ${rebuildCommand()})`;
     return null;
   }
   let b: NativeBinding;
@@ -229,13 +257,13 @@ export function loadBinding(): NativeBinding | null {
     return null;
   }
   if (typeof b !== 'object' || b === null || b.abi !== ADDON_ABI) {
-    status.reason = `${path} speaks ABI ${String((b as { abi?: unknown } | null)?.abi)}, not ${ADDON_ABI}: rebuild it (npm run build:native)`;
+    status.reason = `${path} speaks ABI ${String((b as { abi?: unknown } | null)?.abi)}, not ${ADDON_ABI}: rebuild it (${rebuildCommand()})`;
     return null;
   }
   const wrAb = new ArrayBuffer(b.wrScratchBytes);
   const wcAb = new ArrayBuffer(b.wcScratchBytes);
   if (b.setScratch(wrAb, wcAb) !== 0 || b.qaWords !== QA.WORDS || b.ahWords !== AH.WORDS || b.wrScratchBytes !== (WR_STATUS_WORD + 4) * 4) {
-    status.reason = `${path}: scratch layout mismatch: rebuild it (npm run build:native)`;
+    status.reason = `${path}: scratch layout mismatch: rebuild it (${rebuildCommand()})`;
     return null;
   }
   scratch = { wr: new Uint32Array(wrAb), wrF64: new Float64Array(wrAb), wc: new Uint32Array(wcAb) };
@@ -256,7 +284,7 @@ export function scratchBuffers(): Scratch {
   return scratch;
 }
 
-/** Why the addon is or is not loaded (calls {@link loadBinding}). */
+/** Why the addon is or is not loaded (loads the addon on first use). */
 export function bindingStatus(): Readonly<BindingStatus> {
   loadBinding();
   return { ...status };

@@ -84,20 +84,9 @@ import {
   valueToScale,
   type RsConnData,
 } from './protocol.js';
-import {
-  POLLERR,
-  POLLHUP,
-  POLLIN,
-  POLLOUT,
-  SHUT_RD,
-  SHUT_RDWR,
-  SHUT_WR,
-  SOL_SOCKET,
-  SO_ERROR,
-  SO_KEEPALIVE,
-  MSG_PEEK,
-  POLLNVAL,
-} from './options.js';
+import { POLLERR, POLLHUP, POLLIN, POLLOUT, SHUT_RD, SHUT_RDWR, SHUT_WR, SOL_SOCKET, SO_ERROR, SO_KEEPALIVE, MSG_PEEK, POLLNVAL } from './options.js';
+import { abortError, isAbortError } from '../util/abort.js';
+import { checkAddrPort } from './args.js';
 import { RS_TRACE, RsState, describeState } from './state.js';
 import { StateCell } from '../util/state.js';
 import { traceEvent } from '../trace.js';
@@ -329,6 +318,7 @@ export class RsConn implements CqEventSink {
   /** rbind(): bind the cm_id to a local address (port 0 picks one at connect). */
   bind(addr: SockAddr): void {
     if (!this.st.is(RsState.init)) throw rsErr('EINVAL', 'rbind', describeState(this.st.state));
+    checkAddrPort(addr, 'rbind');
     const id = this._ensureId();
     try {
       id.bindAddr(addr);
@@ -342,23 +332,25 @@ export class RsConn implements CqEventSink {
    * rconnect(): resolve the address and route (1 s each, as rsocket.c), create the QP and
    * buffers, connect with our rs_conn_data, check and store the peer's. Rejects with the errno
    * of the failure (ECONNREFUSED, ETIMEDOUT, ENOTSUP for a peer speaking another version ...);
-   * the socket is then in the connect_error state and SO_ERROR holds the errno.
+   * the socket is then in the connect_error state and SO_ERROR holds the errno. Once `signal`
+   * aborts, the next step rejects with an AbortError (ECANCELED in SO_ERROR); close the socket then.
    */
-  async connect(dst: SockAddr): Promise<void> {
+  async connect(dst: SockAddr, signal?: AbortSignal): Promise<void> {
     const op = 'rconnect';
     if (this.st.state & RsState.opening) throw rsErr('EALREADY', op);
     if (this.st.state & RsState.connected || this.st.state & RsState.disconnected) throw rsErr('EISCONN', op);
     if (!this.st.in(SETUP_FROM)) throw rsErr('EINVAL', op, describeState(this.st.state));
+    checkAddrPort(dst, op);
     noDevices(op);
     const id = this._ensureId();
     const ch = this.ch as EventChannel;
     try {
       this.st.move(RsState.resolvingAddr, 'connect');
       await id.resolveAddr(null, dst, 1000);
-      await this.expectEvent(ch, CmEventType.ADDR_RESOLVED, op);
+      await this.expectEvent(ch, CmEventType.ADDR_RESOLVED, op, true, signal);
       this.st.move(RsState.resolvingRoute, 'address resolved');
       await id.resolveRoute(1000);
-      await this.expectEvent(ch, CmEventType.ROUTE_RESOLVED, op);
+      await this.expectEvent(ch, CmEventType.ROUTE_RESOLVED, op, true, signal);
       this.st.move(RsState.connecting, 'route resolved');
       this.createEp(op);
       const param: ConnParam = {
@@ -371,14 +363,14 @@ export class RsConn implements CqEventSink {
         initiatorDepth: this.tx.msgSendMode ? 1 : 0,
       };
       await id.connect(param);
-      const ev = await this.expectEvent(ch, CmEventType.ESTABLISHED, op, false);
+      const ev = await this.expectEvent(ch, CmEventType.ESTABLISHED, op, false, signal);
       const cd = decodeConnData(ev.param.conn.privateData);
       ev.ack();
       if (typeof cd === 'string') throw rsErr(cd === 'version' ? 'EOPNOTSUPP' : 'EPROTO', op, `peer connection data: ${cd}`);
       this.saveConnData(cd, op);
       this.established('connected');
     } catch (e) {
-      const re = e instanceof RdmaError ? new RdmaError(e.code, { op, cause: e }) : rsErr('EIO', op, String(e));
+      const re = signal?.aborted || isAbortError(e) ? abortError(op, signal ?? new AbortController().signal) : e instanceof RdmaError ? new RdmaError(e.code, { op, cause: e }) : rsErr('EIO', op, String(e));
       this.soError = re.errno;
       this.st.move(RsState.connectError, re.message);
       if (this._id && this.qp) void this._id.disconnect().catch(() => {});
@@ -390,6 +382,7 @@ export class RsConn implements CqEventSink {
 
   /** Wait for the next CM event of the setup phase; map error events like ucma_complete(). */
   private async expectEvent(ch: EventChannel, want: CmEventType, op: string, ack = true, signal?: AbortSignal): Promise<CmEvent> {
+    if (signal?.aborted) throw abortError(op, signal);
     const ev = await ch.getEvent(signal);
     if (ev.event === want && ev.status === 0) {
       if (ack) ev.ack();

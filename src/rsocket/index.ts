@@ -16,9 +16,11 @@
  * ```
  * @packageDocumentation
  */
+// Symbol.dispose / Symbol.asyncDispose before any class that defines disposers (Node < 20.4 lacks them).
+import '../util/dispose.js';
 import '../transport-settings.js';
-export { RSocket, connect, createConnection, configFrom, type RSocketOptions, type RSocketConnectOptions } from './socket.js';
-export { RServer, createServer, type RServerListenOptions } from './server.js';
+export { RSocket, connect, createConnection, configFrom, type RSocketOptions, type RSocketConnectOptions, type RSocketEventMap } from './socket.js';
+export { RServer, createServer, type RServerListenOptions, type RServerEventMap } from './server.js';
 export { RsConn, RS_EAGAIN } from './conn.js';
 export type { SockOptValue } from './sockopt.js';
 export { defaultConfig, type RsConfig } from './tunables.js';
@@ -26,7 +28,9 @@ export { RsListener } from './listener.js';
 export { rpoll, rselect, type RsPollFd, type RsPollable, type RsFdSet, type RsTimeval } from './rpoll.js';
 export type { RsMsghdr } from './vec.js';
 export { DsSocket, type DsDatagram } from './dgram/socket.js';
-export { RDgramSocket, createSocket, type RDgramRemoteInfo, type RDgramSocketOptions } from './dgram/node-socket.js';
+export { RDgramSocket, createSocket, type RDgramRemoteInfo, type RDgramSocketOptions, type RDgramSocketEventMap } from './dgram/node-socket.js';
+export type { EventListener, EventArgs } from './events.js';
 export { RsState, describeState } from './state.js';
 export * from './options.js';
+/** The rsocket wire protocol: immediate-data codes, the connection data and control messages (pure codecs). */
 export * as protocol from './protocol.js';

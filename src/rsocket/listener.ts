@@ -12,6 +12,7 @@ import { fullConfig, type RsConfig } from './tunables.js';
 import { POLLIN, POLLNVAL, POLLOUT, SOL_SOCKET, SO_ERROR } from './options.js';
 import { RsState, describeState } from './state.js';
 import { StateCell } from '../util/state.js';
+import { checkAddrPort } from './args.js';
 
 let listenerSeq = 0;
 
@@ -80,6 +81,7 @@ export class RsListener {
   /** rbind(). */
   bind(addr: SockAddr): void {
     if (!this.st.is(RsState.init)) throw new RdmaError('EINVAL', { op: 'rbind' });
+    checkAddrPort(addr, 'rbind');
     noDevices('rbind');
     const id = this._ensureId();
     try {

@@ -32,8 +32,9 @@ export const RS_OLAP_START_SIZE = 2048;
 export const RS_MAX_TRANSFER = 65536;
 /** A send waits until this many bytes of the send buffer are free. */
 export const RS_SNDLOWAT = 2048;
-/** Smallest and largest SQ/RQ sizes. */
+/** Smallest SQ/RQ size. */
 export const RS_QP_MIN_SIZE = 16;
+/** Largest SQ/RQ size. */
 export const RS_QP_MAX_SIZE = 0xfffe;
 /** Control messages (credit updates, shutdown) in flight at most. */
 export const RS_QP_CTRL_SIZE = 4;

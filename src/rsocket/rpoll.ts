@@ -16,7 +16,13 @@
  * except → no events) and back (rs_poll_to_select: read ← POLLIN|POLLHUP, write ← POLLOUT,
  * except ← anything else), clearing the sets first; its count is the number of set memberships.
  * Sockets that are in several sets are polled once.
+ *
+ * Both take an `AbortSignal` (what a signal interrupting poll(2) is to a C program: EINTR):
+ * once it aborts, the wait ends and the call rejects with an AbortError (`op` 'rpoll' or
+ * 'rselect', the signal's reason as `cause`), leaving no waiter on any socket; `revents` and the
+ * sets then hold what the last check found.
  */
+import { abortError, throwIfAborted } from '../util/abort.js';
 import type { RsConn } from './conn.js';
 import type { RsListener } from './listener.js';
 import { POLLHUP, POLLIN, POLLOUT } from './options.js';
@@ -48,9 +54,16 @@ function checkAll(fds: readonly RsPollFd[]): number {
 
 /**
  * rpoll(): fills each entry's `revents` and resolves with the number of entries that have some;
- * 0 after `timeoutMs` (negative: wait as long as it takes; 0: check once).
+ * 0 after `timeoutMs` (negative: wait as long as it takes; 0: check once). Rejects with an
+ * AbortError once `signal` aborts (at once if it already has).
  */
-export async function rpoll(fds: readonly RsPollFd[], timeoutMs = -1): Promise<number> {
+export function rpoll(fds: readonly RsPollFd[], timeoutMs = -1, signal?: AbortSignal): Promise<number> {
+  return pollFds(fds, timeoutMs, signal, 'rpoll');
+}
+
+/** rpoll's loop; `op` names the call in an AbortError. */
+async function pollFds(fds: readonly RsPollFd[], timeoutMs: number, signal: AbortSignal | undefined, op: string): Promise<number> {
+  throwIfAborted(signal, op);
   const deadline = timeoutMs > 0 ? performance.now() + timeoutMs : Infinity;
   for (;;) {
     const n = checkAll(fds);
@@ -63,13 +76,27 @@ export async function rpoll(fds: readonly RsPollFd[], timeoutMs = -1): Promise<n
     const stop = new AbortController();
     const waits: Promise<number>[] = [];
     for (const f of fds) if (f.fd) waits.push(f.fd.poll(f.events, left, stop.signal));
+    let timer: NodeJS.Timeout | null = null;
     // No socket at all: poll(2) with no descriptors sleeps for the timeout.
-    if (waits.length === 0) waits.push(new Promise<number>((r) => (left < 0 ? undefined : setTimeout(() => r(0), left))));
+    if (waits.length === 0) waits.push(new Promise<number>((r) => (left < 0 ? undefined : (timer = setTimeout(() => r(0), left)))));
+    // The signal ends every socket's wait (their own signal) and the sleep.
+    let cancelled: (() => void) | null = null;
+    const onAbort = (): void => {
+      stop.abort();
+      cancelled?.();
+    };
+    if (signal) {
+      waits.push(new Promise<number>((r) => (cancelled = () => r(0))));
+      signal.addEventListener('abort', onAbort, { once: true });
+    }
     try {
       await Promise.race(waits);
     } finally {
       stop.abort();
+      if (timer) clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
     }
+    if (signal?.aborted) throw abortError(op, signal);
   }
 }
 
@@ -86,9 +113,10 @@ export type RsFdSet = Set<RsConn | RsListener | RsPollable>;
  * rselect(): waits until a socket of `readfds` is readable (or hung up), one of `writefds`
  * writable, or one of `exceptfds` has an error or hangup; `timeout` null waits as long as it
  * takes. The sets are cleared and keep only the ready sockets; resolves with the number of set
- * memberships kept (0 on timeout).
+ * memberships kept (0 on timeout). Rejects with an AbortError once `signal` aborts (the sets
+ * are then left as they were given).
  */
-export async function rselect(readfds: RsFdSet | null, writefds: RsFdSet | null, exceptfds: RsFdSet | null, timeout: RsTimeval | null = null): Promise<number> {
+export async function rselect(readfds: RsFdSet | null, writefds: RsFdSet | null, exceptfds: RsFdSet | null, timeout: RsTimeval | null = null, signal?: AbortSignal): Promise<number> {
   const entries = new Map<RsConn | RsListener | RsPollable, RsPollFd>();
   const add = (set: RsFdSet | null, events: number): void => {
     if (!set) return;
@@ -104,7 +132,7 @@ export async function rselect(readfds: RsFdSet | null, writefds: RsFdSet | null,
   const fds = [...entries.values()];
   // rs_convert_timeout: tv_sec * 1000 + tv_usec / 1000.
   const ms = timeout ? timeout.sec * 1000 + Math.trunc(timeout.usec / 1000) : -1;
-  const ret = await rpoll(fds, ms);
+  const ret = await pollFds(fds, ms, signal, 'rselect');
   readfds?.clear();
   writefds?.clear();
   exceptfds?.clear();

@@ -1,7 +1,13 @@
 /**
  * {@link RServer}: `net.Server` for rsockets — `listen()`, `'listening'`, `'connection'` with an
  * established {@link RSocket}, `address()`, `close()` (stop accepting; `'close'` once every
- * accepted socket has closed too), `getConnections()`.
+ * accepted socket has closed too), `getConnections()`, `await using` ({@link
+ * RServer[Symbol.asyncDispose]}: close and wait), events typed by {@link RServerEventMap}.
+ *
+ * As `net.Server.listen`: bad arguments throw at once (here an {@link RdmaError} EINVAL naming
+ * them; `net` throws ERR_SOCKET_BAD_PORT …); a failure to bind or listen is an `'error'` event
+ * emitted a tick later, never inside the call, so `once(server, 'listening')` rejects with it;
+ * `signal` closes the server when it aborts (already aborted: closed before it listens).
  */
 import { EventEmitter } from 'node:events';
 import { isIP } from 'node:net';
@@ -11,16 +17,53 @@ import { RsListener } from './listener.js';
 import type { CmEvent } from '../cm/index.js';
 import { RSocket, configFrom, type RSocketOptions } from './socket.js';
 import { SOL_SOCKET, SO_REUSEADDR } from './options.js';
+import { badArg, checkBacklog, checkHost, checkPort, checkSignal, describeValue } from './args.js';
+import type { EventArgs, EventListener } from './events.js';
 
 /** `listen()` options, as `net.Server.listen`. */
 export interface RServerListenOptions {
-  port?: number;
+  port?: number | string;
   host?: string;
   backlog?: number;
   /** IPV6_V6ONLY for a `::` listener. */
   ipv6Only?: boolean;
+  /** Closes the server when it aborts (as `net.Server.listen({ signal })`). */
+  signal?: AbortSignal;
 }
 
+/** The events of an {@link RServer} and their arguments (those of `net.Server`, plus `'clientError'`). */
+export interface RServerEventMap {
+  /** Listening: `address()` answers. */
+  listening: [];
+  /** A connection was accepted and established. */
+  connection: [socket: RSocket];
+  /** listen() failed (EADDRINUSE, EADDRNOTAVAIL, ENODEV …). */
+  error: [err: Error];
+  /** Closed, and every accepted connection closed too. */
+  close: [];
+  /** A connect request that failed before it became a connection (the server goes on). */
+  clientError: [err: Error];
+}
+
+/** The events of a listening rsocket server, typed by {@link RServerEventMap}. */
+export interface RServer {
+  /** Add `listener` for `event`; a listener of a mapped event gets its typed arguments. */
+  on<K extends string | symbol>(event: K, listener: EventListener<RServerEventMap, K>): this;
+  /** Add `listener` for the next `event` only. */
+  once<K extends string | symbol>(event: K, listener: EventListener<RServerEventMap, K>): this;
+  /** Remove `listener` from `event` (alias of removeListener). */
+  off<K extends string | symbol>(event: K, listener: EventListener<RServerEventMap, K>): this;
+  /** Add `listener` for `event` (alias of on). */
+  addListener<K extends string | symbol>(event: K, listener: EventListener<RServerEventMap, K>): this;
+  /** Remove `listener` from `event`. */
+  removeListener<K extends string | symbol>(event: K, listener: EventListener<RServerEventMap, K>): this;
+  /** Add `listener` for `event` before the listeners already there. */
+  prependListener<K extends string | symbol>(event: K, listener: EventListener<RServerEventMap, K>): this;
+  /** Add `listener` for the next `event` only, before the listeners already there. */
+  prependOnceListener<K extends string | symbol>(event: K, listener: EventListener<RServerEventMap, K>): this;
+  /** Call the listeners of `event` with `args` (typed for a mapped event); true if it had any. */
+  emit<K extends string | symbol>(event: K, ...args: EventArgs<RServerEventMap, K>): boolean;
+}
 /** A listening rsocket server. */
 export class RServer extends EventEmitter {
   private listener: RsListener | null = null;
@@ -31,6 +74,8 @@ export class RServer extends EventEmitter {
   /** Aborts the handshakes still in progress when the server closes. */
   private readonly handshakes = new AbortController();
   private _listening = false;
+  /** Stops listening to the listen() signal. */
+  private unlisten: (() => void) | null = null;
 
   constructor(options: RSocketOptions = {}, connectionListener?: (s: RSocket) => void) {
     super();
@@ -43,45 +88,80 @@ export class RServer extends EventEmitter {
     return this._listening;
   }
 
-  /** Start listening (as net.Server: port 0 picks one; host default `::` / any). */
+  /**
+   * Start listening (as net.Server: port 0 picks one; host default the IPv4 wildcard). Throws
+   * EINVAL for a bad port, host, backlog or signal, or when already listening; errors of the bind
+   * and listen themselves come as `'error'`, a tick later at the earliest.
+   */
   listen(options: RServerListenOptions, cb?: () => void): this;
-  listen(port?: number, host?: string, backlog?: number, cb?: () => void): this;
-  listen(port?: number, host?: string, cb?: () => void): this;
-  listen(port?: number, cb?: () => void): this;
-  listen(a?: number | RServerListenOptions, b?: string | number | (() => void), c?: number | (() => void), d?: () => void): this {
+  listen(port?: number | string, host?: string, backlog?: number, cb?: () => void): this;
+  listen(port?: number | string, host?: string, cb?: () => void): this;
+  listen(port?: number | string, backlog?: number, cb?: () => void): this;
+  listen(port?: number | string, cb?: () => void): this;
+  listen(cb?: () => void): this;
+  listen(...args: unknown[]): this {
+    const op = 'rbind';
     let o: RServerListenOptions;
-    let cb: (() => void) | undefined;
-    if (typeof a === 'object') {
-      o = a;
-      cb = typeof b === 'function' ? b : undefined;
+    const cb = typeof args[args.length - 1] === 'function' ? (args.pop() as () => void) : undefined;
+    const a = args[0];
+    if (typeof a === 'object' && a !== null) {
+      o = a as RServerListenOptions;
+      if ((o as { path?: unknown }).path !== undefined) throw badArg(op, 'rsockets listen on ports, not paths');
+      // As net: an options object names its port (undefined: pick one).
+      if (!('port' in o)) throw badArg(op, 'options should have a port property');
     } else {
       o = {};
-      if (a !== undefined) o.port = a;
-      const rest = [b, c, d];
-      for (const r of rest) {
-        if (typeof r === 'function') cb = r;
-        else if (typeof r === 'string') o.host = r;
+      if (a !== undefined && a !== null) o.port = a as number;
+      // (port, host, backlog) or (port, backlog), as net.Server.listen
+      for (const r of args.slice(1)) {
+        if (typeof r === 'string') o.host = r;
         else if (typeof r === 'number') o.backlog = r;
+        else if (r !== undefined && r !== null) throw badArg(op, `listen() argument ${describeValue(r)}`);
       }
     }
+    const port = o.port === undefined ? 0 : checkPort(o.port, op, typeof a === 'object' ? 'options.port' : 'port');
+    const host = checkHost(o.host, op, 'options.host');
+    const backlog = checkBacklog(o.backlog, 'rlisten');
+    const signal = checkSignal(o.signal, op);
+    if (this.listener || this._listening) throw badArg(op, 'the server is already listening');
+    if (this.closing) throw badArg(op, 'the server was closed');
     if (cb) this.once('listening', cb);
-    void this.start(o);
+    if (signal) {
+      const onAbort = (): void => void this.close();
+      // As net: an aborted signal closes the server a tick later, before it listens.
+      if (signal.aborted) process.nextTick(onAbort);
+      else {
+        signal.addEventListener('abort', onAbort, { once: true });
+        this.unlisten = () => signal.removeEventListener('abort', onAbort);
+      }
+    }
+    // Already aborted: nothing is bound; the server closes a tick later.
+    if (signal?.aborted) return this;
+    const l = new RsListener(configFrom(this.sockOpts));
+    this.listener = l;
+    void this.start(l, { port, host, backlog, ipv6Only: o.ipv6Only });
     return this;
   }
 
-  private async start(o: RServerListenOptions): Promise<void> {
-    const l = new RsListener(configFrom(this.sockOpts));
-    this.listener = l;
+  private async start(l: RsListener, o: { port: number; host: string | undefined; backlog: number | undefined; ipv6Only: boolean | undefined }): Promise<void> {
     try {
       let host = o.host ?? '0.0.0.0';
       if (!isIP(host)) host = (await lookup(host)).address;
+      if (this.closing) return;
       l.setsockopt(SOL_SOCKET, SO_REUSEADDR, 1);
       if (o.ipv6Only !== undefined) l.setsockopt(41, 26, o.ipv6Only);
-      l.bind({ address: host, port: o.port ?? 0 });
+      l.bind({ address: host, port: o.port });
       await l.listen(o.backlog ?? 511);
     } catch (e) {
-      this.listener = null;
-      this.emit('error', e);
+      if (this.listener === l) this.listener = null;
+      void l.close();
+      // As net.Server (emitErrorNT): never inside listen(), so once(server, 'listening') sees it.
+      if (!this.closing) process.nextTick(() => this.emit('error', e as Error));
+      return;
+    }
+    // Closed while the listen was under way (close(), the signal): no 'listening'.
+    if (this.closing) {
+      void l.close();
       return;
     }
     this._listening = true;
@@ -96,7 +176,7 @@ export class RServer extends EventEmitter {
         ev = await l._nextRequest();
       } catch (e) {
         if (this.closing || (e instanceof RdmaError && e.code === 'EBADF')) return;
-        this.emit('clientError', e);
+        this.emit('clientError', e as Error);
         continue;
       }
       // Each request finishes its handshake on its own: a requester that stops half-way (no RTR,
@@ -112,7 +192,7 @@ export class RServer extends EventEmitter {
       c = await l._acceptOne(ev, this.handshakes.signal);
     } catch (e) {
       // One bad request (another protocol version, a requester that went away) does not stop the server.
-      if (!this.closing) this.emit('clientError', e);
+      if (!this.closing) this.emit('clientError', e as Error);
       return;
     }
     if (this.closing) {
@@ -135,12 +215,20 @@ export class RServer extends EventEmitter {
     return { address: a.address, family: a.family ?? (a.address.includes(':') ? 'IPv6' : 'IPv4'), port: a.port };
   }
 
-  /** Stop accepting. `cb`/`'close'` once the open connections have closed as well. */
+  /**
+   * Stop accepting. `cb`/`'close'` once the open connections have closed as well; as net, `cb`
+   * gets ERR_SERVER_NOT_RUNNING's counterpart (EBADF) when the server was not listening.
+   */
   close(cb?: (err?: Error) => void): this {
-    if (cb) this.once('close', () => cb());
+    if (cb) {
+      const running = this.listener !== null && !this.closing;
+      this.once('close', () => (running ? cb() : cb(new RdmaError('EBADF', { op: 'rclose', detail: 'the server is not running' }))));
+    }
     if (this.closing) return this;
     this.closing = true;
     this._listening = false;
+    this.unlisten?.();
+    this.unlisten = null;
     this.handshakes.abort();
     const l = this.listener;
     this.listener = null;
@@ -159,11 +247,25 @@ export class RServer extends EventEmitter {
     cb(null, this.conns.size);
   }
 
+  /** No-op for compatibility with `net.Server` (a listening rsocket server does not hold the event loop by a handle of its own). */
   ref(): this {
     return this;
   }
+  /** No-op for compatibility, as {@link RServer.ref}. */
   unref(): this {
     return this;
+  }
+
+  /**
+   * `await using server = createServer(...)`: close and wait for `'close'` (every connection
+   * closed), as `net.Server[Symbol.asyncDispose]`; nothing to do for a server that never listened.
+   */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.closed || (!this.listener && !this.closing)) return;
+    await new Promise<void>((resolve) => {
+      this.once('close', resolve);
+      this.close();
+    });
   }
 }
 

@@ -16,6 +16,10 @@ import { RsConn, RS_EAGAIN } from './conn.js';
 import type { RsConfig } from './tunables.js';
 import { SHUT_WR, SOL_SOCKET, SO_KEEPALIVE, IPPROTO_TCP, TCP_KEEPIDLE, TCP_NODELAY } from './options.js';
 import { RsState } from './state.js';
+import { checkFamily, checkHost, checkPort, checkSignal } from './args.js';
+import { AbortError, throwIfAborted } from '../util/abort.js';
+import { RdmaError } from '../errors.js';
+import type { EventArgs, EventListener } from './events.js';
 
 /** Options of {@link RSocket} (beside Duplex's own). */
 export interface RSocketOptions {
@@ -45,11 +49,69 @@ export interface RSocketOptions {
 
 /** `connect()` options, as `net.connect`. */
 export interface RSocketConnectOptions {
-  port: number;
+  port: number | string;
   host?: string;
   localAddress?: string;
   localPort?: number;
   family?: 4 | 6 | 0;
+  /**
+   * As `net.connect({ signal })`: when it aborts, the socket is destroyed with an AbortError
+   * (`'error'`, then `'close'`) — while connecting, the connect stops and leaves nothing behind;
+   * already aborted, the socket is destroyed a tick after the call.
+   */
+  signal?: AbortSignal;
+}
+
+/** The events of an {@link RSocket} and their arguments, as `net.Socket`'s. */
+export interface RSocketEventMap {
+  /** Connected (client side). */
+  connect: [];
+  /** Connected and ready to use (after `'connect'`). */
+  ready: [];
+  /** Bytes received. */
+  data: [data: Buffer];
+  /** The peer ended its write side and every byte was read. */
+  end: [];
+  /** The write side may take more (after write() returned false). */
+  drain: [];
+  /** Every write done after end(). */
+  finish: [];
+  /** Failed (ECONNREFUSED, ECONNRESET, AbortError …); `'close'` follows. */
+  error: [err: Error];
+  /** Closed; `hadError` when `'error'` came first. */
+  close: [hadError: boolean];
+  /** setTimeout()'s idle time passed. */
+  timeout: [];
+  /** Data is ready to read (paused mode). */
+  readable: [];
+  /** A readable was piped into this socket. */
+  pipe: [src: import('node:stream').Readable];
+  /** A readable stopped piping into this socket. */
+  unpipe: [src: import('node:stream').Readable];
+  /** Reading paused. */
+  pause: [];
+  /** Reading resumed. */
+  resume: [];
+}
+
+/** The events of a stream rsocket, typed by {@link RSocketEventMap} (as `net.Socket`'s). */
+export interface RSocket {
+  /** Add `listener` for `event`; a listener of a mapped event gets its typed arguments. */
+  on<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Add `listener` for the next `event` only. */
+  once<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Remove `listener` from `event` (alias of removeListener). */
+  off<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Add `listener` for `event` (alias of on). */
+  addListener<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Remove `listener` from `event`. */
+  removeListener<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Add `listener` for `event` before the listeners already there. */
+  prependListener<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Add `listener` for the next `event` only, before the listeners already there. */
+  prependOnceListener<K extends string | symbol>(event: K, listener: EventListener<RSocketEventMap, K>): this;
+  /** Call the listeners of `event` with `args` (typed for a mapped event); true if it had any. */
+  emit<K extends string | symbol>(event: K, ...args: EventArgs<RSocketEventMap, K>): boolean;
 }
 
 /** Map the public options to an rsocket configuration. */
@@ -89,9 +151,13 @@ export class RSocket extends Duplex {
   private pendingFinal: (() => void) | null = null;
   private idleMs = 0;
   private idleTimer: NodeJS.Timeout | null = null;
+  private timeoutSet = false;
+  /** The connect under way or done (one per socket), and what stops it. */
+  private connectRun: Promise<void> | null = null;
+  private readonly connectAbort = new AbortController();
 
   constructor(options: RSocketOptions = {}) {
-    const dopts: import('node:stream').DuplexOptions = { allowHalfOpen: options.allowHalfOpen ?? false, emitClose: true, autoDestroy: true, decodeStrings: true };
+    const dopts: import('node:stream').DuplexOptions = { allowHalfOpen: options.allowHalfOpen ?? false, emitClose: false, autoDestroy: true, decodeStrings: true };
     if (options.highWaterMark !== undefined) dopts.highWaterMark = options.highWaterMark;
     super(dopts);
     this.conn = options.conn ?? new RsConn(configFrom(options));
@@ -120,19 +186,24 @@ export class RSocket extends Duplex {
     if (w) return 'writeOnly';
     return 'closed';
   }
+  /** The peer's address (net.Socket's `remoteAddress`); undefined before connecting. */
   get remoteAddress(): string | undefined {
     return this.conn.remoteAddress?.address;
   }
+  /** The peer's port (net.Socket's `remotePort`). */
   get remotePort(): number | undefined {
     return this.conn.remoteAddress?.port;
   }
+  /** `'IPv4'` or `'IPv6'`, the peer address's family (net.Socket's `remoteFamily`). */
   get remoteFamily(): string | undefined {
     const a = this.conn.remoteAddress;
     return a ? (a.family ?? (a.address.includes(':') ? 'IPv6' : 'IPv4')) : undefined;
   }
+  /** The local address the connection uses (net.Socket's `localAddress`). */
   get localAddress(): string | undefined {
     return this.conn.localAddress?.address;
   }
+  /** The local port (net.Socket's `localPort`). */
   get localPort(): number | undefined {
     return this.conn.localAddress?.port;
   }
@@ -173,8 +244,24 @@ export class RSocket extends Duplex {
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.idleTimer = null;
     this.idleMs = ms > 0 ? ms : 0;
+    this.timeoutSet = true;
     this.touch();
     return this;
+  }
+
+  /** The idle timeout set by {@link setTimeout} in ms, undefined before any (net.Socket's `timeout`). */
+  get timeout(): number | undefined {
+    return this.timeoutSet ? this.idleMs : undefined;
+  }
+
+  /**
+   * As `net.Socket.destroySoon`: end the write side, and destroy once everything written is
+   * flushed (at once if it already is). node:http ends a connection it will not reuse this way.
+   */
+  destroySoon(): void {
+    if (this.writable) this.end();
+    if (this.writableFinished) this.destroy();
+    else this.once('finish', () => this.destroy());
   }
 
   /** Restart the idle timer (activity). */
@@ -194,6 +281,7 @@ export class RSocket extends Duplex {
   ref(): this {
     return this;
   }
+  /** No-op for compatibility, as {@link RSocket.ref}. */
   unref(): this {
     return this;
   }
@@ -202,39 +290,65 @@ export class RSocket extends Duplex {
 
   /**
    * Connect to `port`/`host` (default host `localhost`), as `net.Socket.connect`. Emits
-   * `'connect'` and `'ready'`, or `'error'` (ECONNREFUSED ...).
+   * `'connect'` and `'ready'`, or `'error'` (ECONNREFUSED …). Throws EINVAL (`rconnect`) where
+   * `net` throws: a bad port, host, local address or port, family or signal.
    */
   connect(options: RSocketConnectOptions, listener?: () => void): this;
-  connect(port: number, host?: string, listener?: () => void): this;
-  connect(port: number, listener?: () => void): this;
-  connect(a: number | RSocketConnectOptions, b?: string | (() => void), c?: () => void): this {
-    let opts: RSocketConnectOptions;
+  connect(port: number | string, host?: string, listener?: () => void): this;
+  connect(port: number | string, listener?: () => void): this;
+  connect(a: number | string | RSocketConnectOptions, b?: string | (() => void), c?: () => void): this {
     let cb: (() => void) | undefined;
-    if (typeof a === 'object') {
-      opts = a;
+    let raw: Partial<RSocketConnectOptions>;
+    if (typeof a === 'object' && a !== null) {
+      raw = a;
       cb = typeof b === 'function' ? b : undefined;
     } else {
-      opts = { port: a };
+      raw = { port: a };
       if (typeof b === 'string') {
-        opts.host = b;
+        raw.host = b;
         cb = c;
       } else cb = b;
     }
+    const o = checkConnectOptions(raw);
+    if (this._connecting) throw new RdmaError('EALREADY', { op: 'rconnect' });
+    if (this.connectRun || !this.pending) throw new RdmaError('EISCONN', { op: 'rconnect' });
     if (cb) this.once('connect', cb);
     this._connecting = true;
-    void this.doConnect(opts);
+    if (o.signal) this.watchSignal(o.signal);
+    // Already aborted: nothing is started; the socket is destroyed a tick later (as net).
+    if (!o.signal?.aborted) this.connectRun = this.doConnect(o);
     return this;
   }
 
-  private async doConnect(o: RSocketConnectOptions): Promise<void> {
+  /**
+   * As net's `addAbortSignal` on a socket: for the socket's whole life, an abort destroys it with
+   * an AbortError (a tick after the call when already aborted).
+   */
+  private watchSignal(signal: AbortSignal): void {
+    const onAbort = (): void => {
+      this.connectAbort.abort(signal.reason);
+      if (!this.destroyed) this.destroy(new AbortError(this._connecting ? 'rconnect' : 'rsocket', { cause: signal.reason }));
+    };
+    if (signal.aborted) {
+      this.connectAbort.abort(signal.reason);
+      process.nextTick(onAbort);
+      return;
+    }
+    signal.addEventListener('abort', onAbort, { once: true });
+    this.once('close', () => signal.removeEventListener('abort', onAbort));
+  }
+
+  private async doConnect(o: CheckedConnect): Promise<void> {
+    const signal = this.connectAbort.signal;
     try {
       const host = o.host ?? 'localhost';
       let address = host;
       if (!isIP(host)) address = (await lookup(host, o.family ? { family: o.family } : {})).address;
+      throwIfAborted(signal, 'rconnect');
       if (o.localAddress !== undefined || o.localPort !== undefined) {
         this.conn.bind({ address: o.localAddress ?? (address.includes(':') ? '::' : '0.0.0.0'), port: o.localPort ?? 0 });
       }
-      await this.conn.connect({ address, port: o.port });
+      await this.conn.connect({ address, port: o.port }, signal);
     } catch (e) {
       this._connecting = false;
       this.destroy(e as Error);
@@ -248,6 +362,14 @@ export class RSocket extends Duplex {
     this.emit('connect');
     this.emit('ready');
     this.onConn();
+  }
+
+  /**
+   * `using socket = connect(...)`: destroy now (Symbol.dispose, which net.Socket lacks; the
+   * asynchronous `await using` is stream.Duplex's: destroy and wait for `'close'`).
+   */
+  [Symbol.dispose](): void {
+    if (!this.destroyed) this.destroy();
   }
 
   // -- Duplex --------------------------------------------------------------------------------
@@ -279,6 +401,7 @@ export class RSocket extends Duplex {
     }
   }
 
+  /** @internal Readable's `_read`: the stream machinery calls it, not the user. */
   override _read(): void {
     this.reading = true;
     this.pull();
@@ -331,12 +454,14 @@ export class RSocket extends Duplex {
     }
   }
 
+  /** @internal Writable's `_writev`. */
   override _writev(chunks: { chunk: unknown; encoding: BufferEncoding }[], cb: (err?: Error | null) => void): void {
     for (const c of chunks) this.wq.push({ buf: c.chunk as Uint8Array, off: 0 });
     this.wcb = cb;
     this.flush();
   }
 
+  /** @internal Writable's `_write`. */
   override _write(chunk: unknown, _enc: BufferEncoding, cb: (err?: Error | null) => void): void {
     this.wq.push({ buf: chunk as Uint8Array, off: 0 });
     this.wcb = cb;
@@ -373,6 +498,7 @@ export class RSocket extends Duplex {
     cb?.();
   }
 
+  /** @internal Writable's `_final`: sends the shutdown once the queued data is out. */
   override _final(cb: (err?: Error | null) => void): void {
     const go = (): void => {
       if (this.conn.state & RsState.writable) {
@@ -386,31 +512,70 @@ export class RSocket extends Duplex {
     else go();
   }
 
+  /** @internal Duplex's `_destroy`. */
   override _destroy(err: Error | null, cb: (err?: Error | null) => void): void {
     this.reading = false;
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.idleTimer = null;
     const c = this.conn;
     const e = err ?? null;
-    const done = (): void => cb(e);
-    // As close(2) under net.Socket.destroy(): the peer sees an orderly end (rclose sends the
-    // rsocket DISCONNECT) whether or not a local error is reported.
-    c.close().then(done, done);
+    // 'close' carries hadError, as net.Socket's (emitClose is off): after the stream's own
+    // 'error' (which destroy() queues when cb() runs), in a later turn of the event loop as net's
+    // handle close, so code that awaits 'error' can still wait for 'close'.
+    const done = (): void => {
+      cb(e);
+      setImmediate(() => this.emit('close', e !== null));
+    };
+    // A connect under way stops at its next step and unwinds first (no QP or MR built after
+    // the close): then, as close(2) under net.Socket.destroy(), the peer sees an orderly end
+    // (rclose sends the rsocket DISCONNECT) whether or not a local error is reported.
+    const run = this._connecting ? this.connectRun : null;
+    this._connecting = false;
+    if (run) {
+      this.connectAbort.abort(e ?? new AbortError('rconnect'));
+      run.then(() => c.close()).then(done, done);
+    } else c.close().then(done, done);
   }
 }
 
-/** `net.connect()` for rsockets. */
+/** `net.connect()` for rsockets (EINVAL thrown for bad arguments, as net throws). */
 export function connect(options: RSocketConnectOptions & RSocketOptions, listener?: () => void): RSocket;
-export function connect(port: number, host?: string, listener?: () => void): RSocket;
-export function connect(port: number, listener?: () => void): RSocket;
-export function connect(a: number | (RSocketConnectOptions & RSocketOptions), b?: string | (() => void), c?: () => void): RSocket {
-  if (typeof a === 'object') {
+export function connect(port: number | string, host?: string, listener?: () => void): RSocket;
+export function connect(port: number | string, listener?: () => void): RSocket;
+export function connect(a: number | string | (RSocketConnectOptions & RSocketOptions), b?: string | (() => void), c?: () => void): RSocket {
+  if (typeof a === 'object' && a !== null) {
+    checkConnectOptions(a);
     const s = new RSocket(a);
     return s.connect(a, typeof b === 'function' ? b : undefined);
   }
+  checkPort(a, 'rconnect');
   const s = new RSocket();
   if (typeof b === 'string') return s.connect(a, b, c);
   return s.connect(a, b);
+}
+
+/** Connect options after {@link checkConnectOptions}. */
+interface CheckedConnect {
+  port: number;
+  host: string | undefined;
+  localAddress: string | undefined;
+  localPort: number | undefined;
+  family: 0 | 4 | 6 | undefined;
+  signal: AbortSignal | undefined;
+}
+
+/** The checks net.Socket.connect makes, as EINVAL of `rconnect`. */
+function checkConnectOptions(o: Partial<RSocketConnectOptions>): CheckedConnect {
+  const op = 'rconnect';
+  const localPort = o.localPort === undefined ? undefined : checkPort(o.localPort, op, 'options.localPort');
+  return {
+    port: checkPort(o.port, op, 'options.port'),
+    host: checkHost(o.host, op, 'options.host'),
+    localAddress: checkHost(o.localAddress, op, 'options.localAddress'),
+    localPort,
+    family: checkFamily(o.family, op),
+    signal: checkSignal(o.signal, op),
+  };
 }
 
 /** Alias of {@link connect}, as `net.createConnection`. */

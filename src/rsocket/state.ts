@@ -15,6 +15,7 @@
  */
 import { onTraceChange, tracing } from '../trace.js';
 
+/** An rsocket's state bits (rsocket.c `rs_state`): a connection is in one or several at once. */
 export const RsState = {
   init: 0,
   bound: 0x0001,

@@ -20,8 +20,8 @@ import type { Pd } from './pd.js';
 import { GidType, WcFlags, type Wc } from './types.js';
 
 /** Bytes of the network-header area (`sizeof(struct ibv_grh)`), defined once with the RoCEv2 headers. */
-export { GRH_AREA_LEN } from '../wire/roce/icrc.js';
-import { GRH_AREA_LEN } from '../wire/roce/icrc.js';
+export { GRH_AREA_LEN } from '../ib-numbers.js';
+import { GRH_AREA_LEN } from '../ib-numbers.js';
 
 /** IPv6 next-header values libibverbs tells RoCE v2 from RoCE v1 (and IB) by. */
 const NEXT_HDR_UDP = 17;

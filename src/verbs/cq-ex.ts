@@ -137,16 +137,19 @@ export class CqEx {
     return this.cq;
   }
 
-  /** The CQ's `cqe`, channel, `cq_context`, `comp_vector`. */
+  /** The CQ's `cqe`: how many completions it holds. */
   get cqe(): number {
     return this.cq.cqe;
   }
+  /** The completion channel the CQ reports to, if it was created with one. */
   get channel(): CompChannel | undefined {
     return this.cq.channel;
   }
+  /** The `cq_context` given at creation (ibv_create_cq_ex's `cq_context`). */
   get cqContext(): unknown {
     return this.cq.cqContext;
   }
+  /** The completion vector given at creation (`comp_vector`). */
   get compVector(): number {
     return this.cq.compVector;
   }

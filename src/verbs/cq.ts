@@ -64,7 +64,7 @@ export class Cq {
   readonly compVector: number;
   /** `cq_context`: the opaque user value given at creation. */
   readonly cqContext: unknown;
-  /** Actual number of CQEs (the request rounded up to a power of two; changed by {@link resize}). */
+  /** Actual number of CQEs (the request rounded up to a power of two; changed by {@link Cq.resize}). */
   get cqe(): number {
     return this._cqe;
   }
@@ -147,7 +147,7 @@ export class Cq {
 
   /**
    * `ibv_resize_cq()`: give the CQ room for at least `cqe` completions (rounded up as at
-   * creation; {@link cqe} reports the new size). Completions already queued stay, in order. The
+   * creation; {@link Cq.cqe} reports the new size). Completions already queued stay, in order. The
    * device decides: rxe resizes (`rxe_resize_cq`: EINVAL for `cqe` < 1, above `maxCqe` or below
    * the completions queued); siw has no resize (rdma-core's siw provider leaves `resize_cq` to the
    * default op: EOPNOTSUPP), nor does the native backend's addon.

@@ -59,7 +59,7 @@ export interface DeviceInfo {
   ifname: string;
   /** The interface's addresses. */
   addresses: DeviceAddress[];
-  /** `node_guid` as the 64-bit big-endian value ibv_devinfo prints (see {@link guidFromMac}). */
+  /** `node_guid` as the 64-bit big-endian value ibv_devinfo prints (derived from the interface's MAC address, as rxe and siw derive theirs). */
   nodeGuid: bigint;
   /** The interface MTU in bytes (port `active_mtu` is derived from it). */
   mtu: number;

@@ -72,7 +72,7 @@ export const QpCreateFlags = {
 /**
  * What a provider's extended verbs serve (its `create_cq_ex` and `create_qp_ex`, ex-verbs.ts).
  * The builder calls a QP may be created for (`send_ops_flags`) are not declared here: they are
- * the opcodes of its {@link WrCaps} for the QP type that the device's attributes have (atomics,
+ * the opcodes of its `WrCaps` for the QP type that the device's attributes have (atomics,
  * memory windows).
  */
 export interface ExCaps {

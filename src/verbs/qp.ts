@@ -138,14 +138,14 @@ export abstract class Qp {
   qpContext: unknown;
   /** Actual capabilities (written back like ibv_create_qp does). */
   readonly cap: QpCap;
-  /** Current state. Change it with {@link modify}; the transport uses {@link _transition}. */
+  /** Current state. Change it with {@link modify}; the transport uses `_transition`. */
   get state(): QpState {
     return this.st.state;
   }
   /** ORD (max outstanding outbound RDMA Reads) and IRD (inbound), as negotiated. */
   ord = 0;
   ird = 0;
-  /** The state, changed only by {@link _transition} (and by destroy, which ends the QP in RESET). */
+  /** The state, changed only by `_transition` (and by destroy, which ends the QP in RESET). */
   protected readonly st: StateCell<QpState> = new StateCell<QpState>('qp', () => this.tag, QpState.RESET);
   /** Send queue: posted, not yet handed to the transport. Oldest first. */
   protected readonly sq: Ring<SqWqe>;

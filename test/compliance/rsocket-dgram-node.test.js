@@ -85,10 +85,14 @@ function suite(face) {
     const s = face.createSocket('udp4');
     assert.throws(() => s.address(), { code: 'EBADF' });
     assert.throws(() => s.remoteAddress(), { code: 'ERR_SOCKET_DGRAM_NOT_CONNECTED' });
-    // A bad port (none on a socket not connected) throws at once, as Node's argument checks.
-    assert.throws(() => s.send('x'), { name: 'RangeError', code: 'ERR_SOCKET_BAD_PORT' });
-    assert.throws(() => s.send('x', () => {}), { code: 'ERR_SOCKET_BAD_PORT' });
-    assert.throws(() => s.send('x', 70000, LO), { code: 'ERR_SOCKET_BAD_PORT' });
+    // A bad port (none on a socket not connected) throws at once, as Node's argument checks
+    // (rsockets: EINVAL of rsendto, saying which port).
+    const badPort = face.name === 'dgram' ? { name: 'RangeError', code: 'ERR_SOCKET_BAD_PORT' } : { name: 'RdmaError', code: 'EINVAL', op: 'rsendto' };
+    assert.throws(() => s.send('x'), badPort);
+    assert.throws(() => s.send('x', () => {}), badPort);
+    assert.throws(() => s.send('x', 70000, LO), badPort);
+    assert.throws(() => s.send('x', 0, LO), badPort);
+    if (face.name === 'rsocket') assert.throws(() => s.send('x', 70000, LO), { message: /port should be >= 1 and <= 65535, got 70000/ });
     // What fails later comes a tick later: to the callback, else as 'error'.
     let sync = true;
     const e = await new Promise((resolve) => {
@@ -101,6 +105,34 @@ function suite(face) {
     s.send('x', 9, 'no.such.host.invalid');
     assert.ok(['ENOTFOUND', 'EAI_AGAIN'].includes((await errEv)[0].code));
     await closed(s);
+    assert.throws(() => s.close(), { code: 'ERR_SOCKET_DGRAM_NOT_RUNNING' });
+  });
+
+  test(`${face.name}: signal — an abort closes the socket ('close', no 'error'); already aborted: closed a tick after createSocket`, T, async () => {
+    const ac = new AbortController();
+    const s = face.createSocket({ type: 'udp4', signal: ac.signal });
+    s.on('error', (e) => assert.fail(`unexpected 'error' ${e}`));
+    s.bind(0, LO);
+    await once(s, 'listening');
+    const closedEv = once(s, 'close');
+    ac.abort(new Error('stop'));
+    await closedEv;
+    assert.throws(() => s.close(), { code: 'ERR_SOCKET_DGRAM_NOT_RUNNING' });
+    const pre = face.createSocket({ type: 'udp4', signal: AbortSignal.abort() });
+    let sync = true;
+    const preClosed = new Promise((r) => pre.once('close', () => r(sync)));
+    sync = false;
+    assert.equal(await preClosed, false, "'close' a tick later");
+    assert.throws(() => face.createSocket({ type: 'udp4', signal: 'no' }), face.name === 'dgram' ? { code: 'ERR_INVALID_ARG_TYPE' } : { name: 'RdmaError', code: 'EINVAL' });
+  });
+
+  test(`${face.name}: Symbol.asyncDispose closes and waits for 'close'; a second dispose does nothing`, T, async () => {
+    const s = await bound(face);
+    let closedEv = false;
+    s.once('close', () => (closedEv = true));
+    await s[Symbol.asyncDispose]();
+    assert.equal(closedEv, true);
+    await s[Symbol.asyncDispose]();
     assert.throws(() => s.close(), { code: 'ERR_SOCKET_DGRAM_NOT_RUNNING' });
   });
 
@@ -118,5 +150,43 @@ function suite(face) {
   });
 }
 
+/** The rsocket face's own argument checks: EINVAL of the rsocket call, where Node's dgram throws or errs later. */
+function rsocketArgs() {
+  test('rsocket: bad ports throw EINVAL in bind (rbind), connect (rconnect) and send (rsendto), saying which', T, async () => {
+    const s = rs.createSocket('udp4');
+    try {
+      for (const p of [70000, -1, 1.5, NaN, 'abc']) {
+        assert.throws(() => s.bind(p, LO), { name: 'RdmaError', code: 'EINVAL', op: 'rbind', message: /port should be >= 0 and <= 65535/ });
+        assert.throws(() => s.connect(p, LO), { name: 'RdmaError', code: 'EINVAL', op: 'rconnect', message: /port should be >= 1 and <= 65535/ });
+      }
+      assert.throws(() => s.connect(0, LO), { code: 'EINVAL', op: 'rconnect' });
+      // nothing was bound by the refused calls
+      assert.throws(() => s.address(), { code: 'EBADF' });
+      s.bind(0, LO);
+      await once(s, 'listening');
+    } finally {
+      await closed(s);
+    }
+  });
+
+  test('rsocket calls: rbind / rconnect / rsendto of a port a sockaddr cannot hold: EINVAL naming it', T, async () => {
+    const d = new rs.DsSocket(4);
+    try {
+      for (const port of [70000, -1, 2.5]) {
+        await assert.rejects(d.bind({ address: LO, port }), { code: 'EINVAL', op: 'rbind', message: /port should be >= 0 and <= 65535/ });
+        await assert.rejects(d.connect({ address: LO, port }), { code: 'EINVAL', op: 'rconnect' });
+        await assert.rejects(d.sendto(Buffer.from('x'), { address: LO, port }), { code: 'EINVAL', op: 'rsendto' });
+      }
+      await d.bind({ address: LO, port: 0 });
+      assert.ok(d.localAddress.port > 0);
+    } finally {
+      await d.close();
+    }
+  });
+}
+
 suite(FACES[0]);
-forEachDevice([Cap.UD, Cap.AH], () => suite(FACES[1]), 'datagram rsockets, Node face');
+forEachDevice([Cap.UD, Cap.AH], () => {
+  suite(FACES[1]);
+  rsocketArgs();
+}, 'datagram rsockets, Node face');

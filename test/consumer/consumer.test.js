@@ -45,7 +45,7 @@ const show = (r) => `exit ${r.status} signal ${r.signal}\nstdout: ${r.stdout}\ns
 
 /** The first TypeScript block of the README that imports the package: its first program. */
 function readmeProgram(readme) {
-  for (const m of readme.matchAll(/```ts\n([\s\S]*?)```/g)) if (/from 'rdmacm(\/\w+)?'/.test(m[1])) return m[1];
+  for (const m of readme.matchAll(/```ts[^\n]*\n([\s\S]*?)```/g)) if (/from 'rdmacm(\/\w+)?'/.test(m[1])) return m[1];
   return null;
 }
 
@@ -125,7 +125,7 @@ test('the compiled consumer runs on the soft iWARP device; its using scopes dest
   const r = await run(process.execPath, ['out/consumer.js'], { cwd: project, timeout: 50_000 });
   assert.equal(r.status, 0, show(r));
   assert.deepEqual(r.stdout.trim().split('\n'), [
-    'entry points: rdmacm=1 verbs=1 cm=1 rsocket=1 wire=1',
+    'entry points: rdmacm=1 verbs=1 cm=1 rsocket=1 wire=1 http=1',
     'using: channel destroyed true, cq destroyed true, pd deallocated true, mr registered false',
     'dispose with a live MR: EBUSY errno EBUSY (ibv_dealloc_pd)',
     'detached: EFAULT',

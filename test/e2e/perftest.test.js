@@ -233,6 +233,45 @@ for (const d of cmDevices) {
         assert.equal(r.srv.stdout.split('\n').filter((x) => row.test(x)).length, tool === 'ib_read_lat' ? 0 : 1, r.both);
       });
     }
+    // send_bw.c over iWARP: the receiver writes its count into the sender's credit word every
+    // rx_depth/3 messages and the sender stays within rx_depth of it. 64 SENDs in flight against
+    // 8 receives would otherwise find none posted, which ends an iWARP connection.
+    if (d.transportType === TransportType.IWARP) {
+      test('ib_send_bw -R -n 400 -r 8 -t 64: the receiver\'s credits pace the sender, exit 0/0, a row each', async () => {
+        const r = await pair('ib_send_bw', [...dev, '-n', '400', '-r', '8', '-t', '64'], { env });
+        assert.equal(r.cli.code, 0, r.both);
+        assert.equal(r.srv.code, 0, r.both);
+        for (const side of [r.cli, r.srv]) {
+          const rows = side.stdout.split('\n').filter((x) => BW_ROW.test(x));
+          assert.equal(rows.length, 1, r.both);
+          assert.equal(BW_ROW.exec(rows[0])[2], '400', r.both);
+        }
+        assert.ok(r.srv.stdout.includes(' RX depth        : 8\n'), r.both);
+      });
+    }
+  });
+}
+
+// -R -c UD: the test's UD QPs on RDMA_PS_UDP ids, met by SIDR (cm-ud.ts); the latency test's
+// server learns its peer from the client's first SEND (its QP number as immediate data).
+const udCmDevices = testDevices().filter((d) => d.caps.has(Cap.UD) && d.caps.has(Cap.CM_UDP) && d.caps.has(Cap.CM_TCP));
+for (const d of udCmDevices) {
+  describe(`[${d.name}] perftest tools with -R -c UD`, () => {
+    const env = { RDMACM_DEVICE: d.name };
+    for (const [tool, args, row] of [
+      ['ib_send_lat', ['-n', '20'], LAT_ROW],
+      ['ib_send_bw', ['-n', '20'], BW_ROW],
+    ]) {
+      test(`${tool} -R -c UD: exit 0/0, UD in the banner, a row each`, async () => {
+        const r = await pair(tool, ['-d', d.name, '-R', '-c', 'UD', ...args], { env, roceCm: d.transportType === TransportType.IB });
+        assert.equal(r.cli.code, 0, r.both);
+        assert.equal(r.srv.code, 0, r.both);
+        assert.ok(r.cli.stdout.includes(' Connection type : UD\t\tUsing SRQ      : OFF\n'), r.both);
+        assert.ok(r.cli.stdout.includes(' rdma_cm QPs\t : ON\n'), r.both);
+        assert.equal(r.cli.stdout.split('\n').filter((x) => row.test(x)).length, 1, r.both);
+        assert.equal(r.srv.stdout.split('\n').filter((x) => row.test(x)).length, 1, r.both);
+      });
+    }
   });
 }
 

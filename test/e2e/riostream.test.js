@@ -57,9 +57,17 @@ test('--warmup without a count, or with a bad one: an error and the usage, exit 
 });
 
 test('usage: rstream-only -T letters are refused (s, f, r), exit 1', opts, async () => {
-  for (const args of [['-T', 's'], ['-T', 'f'], ['-k', '1']]) {
+  // -k is not in riostream.c's getopt string: getopt names it on stderr; a -T letter is riostream's own refusal
+  for (const [args, stderr] of [
+    [['-T', 's'], ''],
+    [['-T', 'f'], ''],
+    [['-k', '1'], "riostream: invalid option -- 'k'\n"],
+    [['-x'], "riostream: invalid option -- 'x'\n"],
+    [['-p'], "riostream: option requires an argument -- 'p'\n"],
+  ]) {
     const r = await runCli(RIOSTREAM, args, { timeoutMs: 10_000 });
     assert.equal(r.code, 1, describeRun(args.join(' '), r));
+    assert.equal(r.stderr, stderr, describeRun(args.join(' '), r));
     assert.match(r.stdout, /^usage: riostream\n/);
     assert.equal(r.stdout.split('\n').length, 17);
     assert.ok(!r.stdout.includes(HEADER));

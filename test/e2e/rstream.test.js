@@ -154,9 +154,17 @@ test('-k 5: keepalive reported on each socket (server: listener and connection)'
 });
 
 test('usage: an unknown option or -T letter prints the usage on stdout, exit 1', opts, async () => {
-  for (const args of [['-x'], ['-T', 'q'], ['-T', 'zebra'], ['-S']]) {
+  // getopt (opterr 1 in rstream.c) names a bad option or a missing argument on stderr first; a
+  // bad -T letter is rstream's own refusal: the usage alone.
+  for (const [args, stderr] of [
+    [['-x'], "rstream: invalid option -- 'x'\n"],
+    [['-T', 'q'], ''],
+    [['-T', 'zebra'], ''],
+    [['-S'], "rstream: option requires an argument -- 'S'\n"],
+  ]) {
     const r = await runCli(RSTREAM, args, { timeoutMs: 10_000 });
     assert.equal(r.code, 1, describeRun(args.join(' '), r));
+    assert.equal(r.stderr, stderr, describeRun(args.join(' '), r));
     assert.match(r.stdout, /^usage: rstream\n\t\[-s server_address\]\n/);
     assert.match(r.stdout, /\t    v\|verify - verify data\n$/);
     assert.equal(r.stdout.split('\n').length, 21);

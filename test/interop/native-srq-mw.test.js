@@ -19,12 +19,12 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, guestIp } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, guestIp, vmSlot } from './lib/refvm.js';
 import { WcOpcode, WcStatus } from '../../dist/verbs/index.js';
 
 const ADDON = join(REPO_ROOT, 'native', 'build', 'rdmacm.node');
 const DEVICES = (process.env.NATIVE_SRQ_DEVICES || 'siw,rxe').split(',');
-const VM = 0;
+const VM = vmSlot(0);
 const GUEST_IP = guestIp(VM);
 const LIB = join(REPO_ROOT, 'test', 'interop', 'lib');
 const CONNS = 4;

@@ -1,3 +1,4 @@
+// interop lane: guest (every tool of this file runs inside the guest; see scripts/interop-lanes.js)
 // The native backend's UD side in the reference VM: our udaddy and mckey run inside the guest with
 // RDMACM_BACKEND=native, on the kernel's rxe0 through rdma-core's libibverbs and librdmacm (the
 // addon built here, the package shared at /mnt/src), against rdma-core's udaddy and mckey on the
@@ -23,15 +24,15 @@
 // A tool that crashes leaves its core in the job folder (core.<pid>; the guest's libraries are
 // those of the VM image's rootfs, for gdb's sysroot).
 // Needs, besides the VM: native/build/rdmacm.node (npm run build:native).
-// Env: NATIVE_UD_VM (the VM slot, default 0).
+// Env: REFVM_VM (the VM slot, default 0).
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, REPO_ROOT } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, REPO_ROOT, vmSlot } from './lib/refvm.js';
 
 const ADDON = join(REPO_ROOT, 'native', 'build', 'rdmacm.node');
-const VM = Number(process.env.NATIVE_UD_VM || 0);
+const VM = vmSlot(0);
 const COUNT = 10;
 const lines = (...l) => l.map((x) => `${x}\n`).join('');
 

@@ -1,3 +1,4 @@
+// interop lane: guest (every tool of this file runs inside the guest; see scripts/interop-lanes.js)
 // The native backend in the reference VM: the addon built on this machine, our tools run inside
 // the guest on the kernel's own RDMA device (through rdma-core's libibverbs and librdmacm), against
 // the kernel's tools on the same device, both directions:

@@ -11,8 +11,14 @@
 //       (rxe0 and our RoCE device have atomics; perftest's atomics are 8 bytes)
 //     UL1/UL2, UB1/UB2: ib_send_lat and ib_send_bw with -c UD (UD QPs, address handles from the
 //       peer's GID; ib_send_bw's messages as large as the path MTU)
-//   siw  (guest siw0, host siw_rvbr0): ib_write_bw and ib_send_lat with -R (QPs made and
-//        connected by rdma_cm, the only way perftest runs over iWARP): RW1, RW2, RS1, RS2
+//     Q1/Q2: ib_write_bw -q 2 (two QPs, each connected by its own keys; the row counts both)
+//     URL1/URL2, URB1/URB2: ib_send_lat and ib_send_bw with -R -c UD (UD QPs on RDMA_PS_UDP ids,
+//       met by SIDR; the side channel an rdma_cm RC connection)
+//   siw  (guest siw0, host siw_rvbr0), with -R (QPs made and connected by rdma_cm, the only way
+//        perftest runs over iWARP): ib_write_bw RW1/RW2, ib_send_lat RS1/RS2, ib_send_bw
+//        RSB1/RSB2 (the receiver's credits, credit.ts), ib_write_lat RWL1/RWL2, ib_read_lat
+//        RRL1/RRL2, ib_read_bw RRB1/RRB2, ib_send_bw -q 2 RQ1/RQ2 (two rdma_cm connections, a
+//        credit word each)
 // PERFTEST_INTEROP_BOOTS=rxe or =siw runs one boot only; PERFTEST_INTEROP_SCENARIOS=W1,L2 some
 // scenarios only.
 // Both sides must exit 0 and print their result row; the server of a bandwidth pair prints the
@@ -22,9 +28,10 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf, vmSlot } from './lib/refvm.js';
+import { bwRowRe, latRowRe, infWithoutReason } from './lib/perftest-rows.js';
 
-const VM = 0;
+const VM = vmSlot(0);
 const BW = ['-s', '4096', '-n', '200'];
 const LAT = ['-n', '100'];
 const ATOMIC_LAT = ['-A', 'CMP_AND_SWAP', '-n', '100'];
@@ -56,6 +63,12 @@ const BOOTS = [
       { n: 'UL2', tool: 'ib_send_lat', args: ['-c', 'UD', ...LAT], kernel: 'client' },
       { n: 'UB1', tool: 'ib_send_bw', args: ['-c', 'UD', '-n', '200'], kernel: 'server', size: 'mtu' },
       { n: 'UB2', tool: 'ib_send_bw', args: ['-c', 'UD', '-n', '200'], kernel: 'client', size: 'mtu' },
+      { n: 'Q1', tool: 'ib_write_bw', args: ['-q', '2', ...BW], kernel: 'server', iters: 400 },
+      { n: 'Q2', tool: 'ib_write_bw', args: ['-q', '2', ...BW], kernel: 'client', iters: 400 },
+      { n: 'URL1', tool: 'ib_send_lat', args: ['-R', '-c', 'UD', ...LAT], kernel: 'server' },
+      { n: 'URL2', tool: 'ib_send_lat', args: ['-R', '-c', 'UD', ...LAT], kernel: 'client' },
+      { n: 'URB1', tool: 'ib_send_bw', args: ['-R', '-c', 'UD', '-n', '200'], kernel: 'server', size: 'mtu' },
+      { n: 'URB2', tool: 'ib_send_bw', args: ['-R', '-c', 'UD', '-n', '200'], kernel: 'client', size: 'mtu' },
     ],
   },
   {
@@ -67,6 +80,16 @@ const BOOTS = [
       { n: 'RW2', tool: 'ib_write_bw', args: ['-R', ...BW], kernel: 'client' },
       { n: 'RS1', tool: 'ib_send_lat', args: ['-R', ...LAT], kernel: 'server' },
       { n: 'RS2', tool: 'ib_send_lat', args: ['-R', ...LAT], kernel: 'client' },
+      { n: 'RSB1', tool: 'ib_send_bw', args: ['-R', ...BW, '-r', '16'], kernel: 'server' },
+      { n: 'RSB2', tool: 'ib_send_bw', args: ['-R', ...BW, '-r', '16'], kernel: 'client' },
+      { n: 'RWL1', tool: 'ib_write_lat', args: ['-R', ...LAT], kernel: 'server' },
+      { n: 'RWL2', tool: 'ib_write_lat', args: ['-R', ...LAT], kernel: 'client' },
+      { n: 'RRL1', tool: 'ib_read_lat', args: ['-R', ...LAT], kernel: 'server' },
+      { n: 'RRL2', tool: 'ib_read_lat', args: ['-R', ...LAT], kernel: 'client' },
+      { n: 'RRB1', tool: 'ib_read_bw', args: ['-R', ...BW], kernel: 'server' },
+      { n: 'RRB2', tool: 'ib_read_bw', args: ['-R', ...BW], kernel: 'client' },
+      { n: 'RQ1', tool: 'ib_send_bw', args: ['-R', '-q', '2', ...BW, '-r', '16'], kernel: 'server', iters: 400 },
+      { n: 'RQ2', tool: 'ib_send_bw', args: ['-R', '-q', '2', ...BW, '-r', '16'], kernel: 'client', iters: 400 },
     ],
   },
 ];
@@ -77,14 +100,13 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
  * The row of scenario `s`: its size (bandwidth 4096, latency 2, atomics 8; UD bandwidth the path
- * MTU, 256 .. 4096) and its iterations (bandwidth 200, latency 100).
+ * MTU, 256 .. 4096) and its iterations (bandwidth 200, latency 100; a bandwidth row of `-q 2`
+ * counts the iterations of both QPs).
  */
 function rowOf(s) {
   const bw = s.tool.endsWith('_bw');
   const size = s.size === 'mtu' ? '(256|512|1024|2048|4096)' : String(s.size ?? (bw ? 4096 : 2));
-  return bw
-    ? new RegExp(`^ ${size}\\s+200\\s+\\d+\\.\\d\\d\\s+\\d+\\.\\d\\d *\\t\\t   \\d+\\.\\d{6}$`, 'm')
-    : new RegExp(`^ ${size}\\s+100\\s+(\\d+\\.\\d\\d\\s+){3}\\t\\s+\\d+\\.\\d\\d\\s+\\t(\\d+\\.\\d\\d|-nan)\\s*\\t\\t\\d+\\.\\d\\d\\s*\\t\\t\\d+\\.\\d\\d *$`, 'm');
+  return bw ? bwRowRe(size, s.iters ?? 200) : latRowRe(size, 100);
 }
 /** read_lat's and atomic_lat's servers only wait for their client and print no row. */
 const serverRows = (s) => s.tool !== 'ib_read_lat' && s.tool !== 'ib_atomic_lat';
@@ -103,7 +125,7 @@ ib_write_bw --version > $H/perftest-version 2>&1
 mark ready
 ${boot.scenarios.map((s) => (s.kernel === 'server'
     ? `gstart ${s.n}-k 240 ${s.tool} -d ${boot.kdev} -F ${s.args.join(' ')}; P=$GPID
-waitlisten 18515 60 || glog "${s.n}: no listener on 18515"
+${boot.rdma === 'rxe' && s.args.includes('-R') ? 'waitcm' : 'waitlisten'} 18515 60 || glog "${s.n}: no listener on 18515"
 mark ready-${s.n}
 gwait ${s.n}-k $P`
     : `if waitfile $H/go-${s.n} 300 && [ "$(cat $H/go-${s.n})" = run ]; then gtool ${s.n}-k 240 ${s.tool} -d ${boot.kdev} -F ${s.args.join(' ')} ${HOST_IP}
@@ -153,6 +175,8 @@ test(`interop: perftest on ${boot.rdma}${boot.rdma === 'siw' ? ' (-R)' : ''}, ou
         const both = `${hostDesc(r)}\n${guestDesc(g)}\n${ctx.read('perftest-version') || ''}`;
         assert.equal(r.code, 0, both);
         assert.equal(g.rc, 0, both);
+        assert.equal(infWithoutReason(g.out, g.err), null, both);
+        assert.equal(infWithoutReason(r.stdout, r.stderr), null, both);
         // A latency server prints its own row (read_lat's none); a bandwidth server the client's
         // (write_bw) or its own (send_bw).
         const hostIsServer = s.kernel === 'client';

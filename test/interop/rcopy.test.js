@@ -10,19 +10,19 @@
 // exits 2 after `opening...`.
 //
 // Env: RCOPY_INTEROP_BYTES (file size, default 8 MiB + 4097), RCOPY_INTEROP_DEVICES ("siw,rxe"),
-//      RCOPY_VM (the guest slot / tap, default 1), RCOPY_TIMEOUT_SEC (one copy, default 600).
+//      REFVM_VM (the guest slot / tap, default 1), RCOPY_TIMEOUT_SEC (one copy, default 600).
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, writeFileSync, readFileSync, rmSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes, createHash } from 'node:crypto';
-import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, hangOf } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, hangOf, vmSlot } from './lib/refvm.js';
 
 const RCOPY = join(REPO_ROOT, 'dist', 'cli', 'rcopy.js');
 const BYTES = Number(process.env.RCOPY_INTEROP_BYTES || 8 * 1024 * 1024 + 4097);
 const DEVICES = (process.env.RCOPY_INTEROP_DEVICES || 'siw,rxe').split(',');
-const VM = Number(process.env.RCOPY_VM ?? 1);
+const VM = vmSlot(1);
 const TIMEOUT_SEC = Number(process.env.RCOPY_TIMEOUT_SEC || 600);
 const ENV = { siw: {}, rxe: { RDMACM_ROCE_PORT: '', RDMACM_DEVICE: 'rxe_rvbr0' } };
 const PORT_A = 7427; // rcopy's default: the kernel's server runs without -p

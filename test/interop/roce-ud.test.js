@@ -18,18 +18,18 @@
 // After each scenario the guest saves rxe0's hw counters (counters-<scenario> in the job folder,
 // quoted in failures) and the host captures the bridge (roce.pcap) for diagnosis.
 //
-// Env: ROCE_UD_TIMEOUT_SEC (deadline of one host-side run, default 90), ROCE_UD_VM (VM slot, 0).
+// Env: ROCE_UD_TIMEOUT_SEC (deadline of one host-side run, default 90), REFVM_VM (VM slot, default 0).
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf, vmSlot } from './lib/refvm.js';
 
 const UDADDY = join(REPO_ROOT, 'dist', 'cli', 'udaddy.js');
 const MCKEY = join(REPO_ROOT, 'dist', 'cli', 'mckey.js');
 const NETOPT = join(REPO_ROOT, 'native', 'build', 'netopt.node');
 const HOST_TIMEOUT_MS = Number(process.env.ROCE_UD_TIMEOUT_SEC || 90) * 1000;
-const VM = Number(process.env.ROCE_UD_VM || 0);
+const VM = vmSlot(0);
 const COUNT = 10;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const lines = (...l) => l.map((x) => `${x}\n`).join('');

@@ -14,12 +14,12 @@
 // 64 KiB, 1 MiB) are run here as custom tests instead.
 //
 // Env: RSTREAM_TIMEOUT_SEC (one host-side run, default 120), RSTREAM_SCENARIOS ("0,3"),
-//      RSTREAM_VM (which guest slot/tap to boot, 0 or 1; default 0).
+//      REFVM_VM (which guest slot/tap to boot, 0 or 1; default 0).
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, hangOf } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, hangOf, vmSlot } from './lib/refvm.js';
 import { sizeStr, cntStr } from '../../dist/cli/common.js';
 
 const TOOLS = {
@@ -28,7 +28,7 @@ const TOOLS = {
 };
 const HOST_TIMEOUT_MS = Number(process.env.RSTREAM_TIMEOUT_SEC || 120) * 1000;
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const VM = Number(process.env.RSTREAM_VM || 0);
+const VM = vmSlot(0);
 
 /** Custom tests: the default series' sizes with small counts, and the tool's own defaults. */
 const SCENARIOS = [

@@ -18,13 +18,13 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, saveRun as save, settle } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, saveRun as save, settle, vmSlot } from './lib/refvm.js';
 import { udpDatagrams } from '../lib/pcap.js';
 import { decodeDsUdpHeader, DsUdpOp } from '../../dist/rsocket/dgram/protocol.js';
 
 const UDPONG = join(REPO_ROOT, 'dist', 'cli', 'udpong.js');
 const HEADER = 'name      bytes   xfers   total       time     Gb/sec    usec/xfer\n';
-const VM = 1;
+const VM = vmSlot(1);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 function requireBuilt(t) {

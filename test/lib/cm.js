@@ -9,6 +9,9 @@ export async function nextEvent(ch, ms = 3000) {
   const t = setTimeout(() => ac.abort(new Error('no event within ' + ms + ' ms')), ms);
   try {
     return await ch.getEvent(ac.signal);
+  } catch (e) {
+    // The wait ran out: say so (the AbortError carries the reason as its cause).
+    throw e?.name === 'AbortError' && e.cause instanceof Error ? e.cause : e;
   } finally {
     clearTimeout(t);
   }

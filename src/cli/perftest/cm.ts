@@ -2,19 +2,23 @@
  * perftest's `-R` (perftest_communication.c `create_rdma_cm_connection`,
  * `rdma_cm_client_connection`, `rdma_cm_server_connection`, `rdma_cm_route_handler`,
  * `rdma_cm_connection_request_handler`): the test's QPs are made and connected by rdma_cm on the
- * side channel's port number, in RDMA_PS_TCP, while the side channel carries the rest as without
- * `-R`. This is how perftest runs over iWARP, whose QPs connect only through the CM. The client
- * retries its connection up to ten times, 100 ms apart (the server may not listen yet).
+ * side channel's port number, in RDMA_PS_TCP (UD QPs: RDMA_PS_UDP, cm-ud.ts), while the side
+ * channel carries the rest as without `-R`. This is how perftest runs over iWARP, whose QPs
+ * connect only through the CM. The client retries its connection up to ten times, 100 ms apart
+ * (the server may not listen yet).
  */
 import { PortSpace, createId, type CmId, type ConnParam, type Context } from '../api.js';
 import { errOut } from '../c-compat.js';
 import { Verb, type PerfParams } from './params.js';
 import { createResources, type Resources } from './resources.js';
+import { udClientEstablished, udServerAccepted, udServerPrepare } from './cm-ud.js';
 
 /** `DEF_RETRY_COUNT`: the CM's retry and RNR retry counts. */
 const DEF_RETRY_COUNT = 7;
 /** `MIN_RNR_TIMER`, set on the server's RC QPs after accept. */
 const MIN_RNR_TIMER = 12;
+/** How long the teardown waits for each test connection's DISCONNECTED (perftest: for ever). */
+const DISCONNECT_TIMEOUT_MS = 10_000;
 /** The address and route resolution timeout perftest passes (ms). */
 const RESOLVE_TIMEOUT_MS = 2000;
 const CLIENT_RETRIES = 10;
@@ -47,12 +51,24 @@ function withTimeout<T>(pr: Promise<T>, ms: number, what: string): Promise<T> {
   });
 }
 
+/**
+ * `rdma_cm_disconnect_nodes`: disconnect each test connection and wait for its DISCONNECTED
+ * (rdma_disconnect on a synchronous id waits for it); UD ids have nothing to disconnect.
+ */
+export async function cmDisconnect(p: PerfParams, link: CmLink): Promise<void> {
+  if (p.conn === 'UD') return;
+  await Promise.all(link.ids.map((id) => withTimeout(id.disconnect(), DISCONNECT_TIMEOUT_MS, 'rdma_disconnect').catch(() => {})));
+}
+
+/** `rdma_cm_allocate_nodes`: UD QPs on RDMA_PS_UDP ids (SIDR), the others on RDMA_PS_TCP. */
+const portSpace = (p: PerfParams): PortSpace => (p.conn === 'UD' ? PortSpace.UDP : PortSpace.TCP);
+
 /** One attempt of `_rdma_cm_client_connection`. */
 async function clientAttempt(p: PerfParams, maxSize: number, cycle: number): Promise<CmLink> {
   const ids: CmId[] = [];
   try {
     for (let i = 0; i < p.numQps; i++) {
-      const id = createId(null, null, PortSpace.TCP);
+      const id = createId(null, null, portSpace(p));
       ids.push(id);
       await id.resolveAddr(null, { address: p.servername as string, port: p.port }, RESOLVE_TIMEOUT_MS);
       await id.resolveRoute(RESOLVE_TIMEOUT_MS);
@@ -60,6 +76,7 @@ async function clientAttempt(p: PerfParams, maxSize: number, cycle: number): Pro
     const r = createResources(p, ids[0]!.verbs as Context, maxSize, cycle, (pd, init, i) => ids[i]!.createQp(pd, init));
     if (r === null) throw new Error('resources');
     await Promise.all(ids.map((id) => id.connect(connParam(p, r))));
+    if (p.conn === 'UD') await udClientEstablished(p, r, ids);
     return { ids, r };
   } catch (e) {
     for (const id of ids) await id.destroy().catch(() => {});
@@ -88,7 +105,7 @@ export async function cmClient(p: PerfParams, maxSize: number, cycle: number): P
  * that retry. So this server listens before the hand shake: the client can connect no earlier.
  */
 export async function cmListen(p: PerfParams): Promise<CmId | null> {
-  const listenId = createId(null, null, PortSpace.TCP);
+  const listenId = createId(null, null, portSpace(p));
   try {
     listenId.bindAddr({ address: '0.0.0.0', port: p.port });
   } catch {
@@ -122,7 +139,9 @@ export async function cmServer(p: PerfParams, listenId: CmId, maxSize: number, c
       }
       return null;
     }
+    if (p.conn === 'UD') udServerPrepare(p, r);
     await Promise.all(ids.map((id) => id.accept(connParam(p, r))));
+    if (p.conn === 'UD') await udServerAccepted(p, r, ids);
     if (p.conn === 'RC') {
       for (const qp of r.qps) {
         try {

@@ -10,6 +10,7 @@
  */
 import { SendFlags, WcStatus, WrOpcode, type CompChannel, type Qp, type SendWr, type Wc, type Cq } from '../api.js';
 import { errOut } from '../c-compat.js';
+import type { Credits } from './credit.js';
 import type { PerfDest } from './exchange.js';
 import { Verb, type PerfParams } from './params.js';
 import { DEF_QKEY, UD_ADDITION, type Resources } from './resources.js';
@@ -176,7 +177,11 @@ export function sendWr(p: PerfParams, r: Resources, q: number, rem: PerfDest, si
   }
   const wr: SendWr = { wrId: q, opcode: OPCODES[p.verb], sgList: [local], sendFlags: flags };
   if (p.verb !== Verb.SEND) wr.rdma = { remoteAddr: Number(rem.vaddr), rkey: rem.rkey };
-  else if (p.conn === 'UD') wr.ud = { ah: r.ahs[q]!, remoteQpn: rem.qpn, remoteQkey: DEF_QKEY };
+  else if (p.conn === 'UD') {
+    // With -R the CM's QP number and Q_Key (ctx_set_send_reg_wqes: cma_master.nodes[q]).
+    const peer = r.udPeers[q] ?? { qpn: rem.qpn, qkey: DEF_QKEY };
+    wr.ud = { ah: r.ahs[q]!, remoteQpn: peer.qpn, remoteQkey: peer.qkey };
+  }
   return wr;
 }
 
@@ -198,10 +203,12 @@ export interface BwTimes {
 
 /**
  * `run_iter_bw`: keep up to `-t` work requests outstanding on each QP, every `-Q`th (and the
- * last) signaled; a completion stands for the `-Q` before it.
+ * last) signaled; a completion stands for the `-Q` before it. With `credits` (SEND over iWARP)
+ * also fewer than `-r` messages beyond the receiver's last count; the loop then waits for
+ * completions or for the count to move.
  */
-export async function runIterBw(p: PerfParams, r: Resources, rem: PerfDest[], size: number): Promise<BwTimes> {
-  if (p.duration > 0) return runIterBwDuration(p, r, rem, size);
+export async function runIterBw(p: PerfParams, r: Resources, rem: PerfDest[], size: number, credits: Credits | null = null): Promise<BwTimes> {
+  if (p.duration > 0) return runIterBwDuration(p, r, rem, size, credits);
   const nq = r.qps.length;
   const total = p.iters * nq;
   const tposted = new Float64Array(total);
@@ -213,10 +220,12 @@ export async function runIterBw(p: PerfParams, r: Resources, rem: PerfDest[], si
   let totscnt = 0;
   let totccnt = 0;
   const stall = new Stall();
+  const may = (q: number): boolean => scnt[q]! < p.iters && scnt[q]! - ccnt[q]! < p.txDepth && (credits === null || credits.open(q, scnt[q]!, p.rxDepth));
+  const credited = credits === null ? undefined : (): boolean => scnt.some((_, q) => may(q));
   while (totscnt < total || totccnt < total) {
     for (let q = 0; q < nq; q++) {
       const qp = r.qps[q] as Qp;
-      while (scnt[q]! < p.iters && scnt[q]! - ccnt[q]! < p.txDepth) {
+      while (may(q)) {
         const next = scnt[q]! + 1;
         const sig = next % p.cqMod === 0 || next === p.iters;
         tposted[totscnt] = cycles();
@@ -225,7 +234,7 @@ export async function runIterBw(p: PerfParams, r: Resources, rem: PerfDest[], si
         totscnt++;
       }
     }
-    const wcs = await nextWcs(r.sendCq, r.sendCh, 16, stall, 'run_iter_bw');
+    const wcs = await nextWcs(r.sendCq, r.sendCh, 16, stall, 'run_iter_bw', credited);
     const now = cycles();
     for (const wc of wcs) {
       if (wc.status !== WcStatus.SUCCESS) throw sendError(wc, totscnt, totccnt);
@@ -240,7 +249,7 @@ export async function runIterBw(p: PerfParams, r: Resources, rem: PerfDest[], si
 }
 
 /** `run_iter_bw` of a `-D` run: post for as long as the clock runs; count the sample's completions. */
-async function runIterBwDuration(p: PerfParams, r: Resources, rem: PerfDest[], size: number): Promise<BwTimes> {
+async function runIterBwDuration(p: PerfParams, r: Resources, rem: PerfDest[], size: number, credits: Credits | null): Promise<BwTimes> {
   const clock = new DurationClock(p.duration);
   const nq = r.qps.length;
   const plain = rem.map((d, q) => sendWr(p, r, q, d, size, false));
@@ -249,15 +258,17 @@ async function runIterBwDuration(p: PerfParams, r: Resources, rem: PerfDest[], s
   const ccnt = new Array<number>(nq).fill(0);
   let sampled = 0;
   const stall = new Stall();
+  const may = (q: number): boolean => scnt[q]! - ccnt[q]! < p.txDepth && (credits === null || credits.open(q, scnt[q]!, p.rxDepth));
+  const until = (): boolean => clock.ended || (credits !== null && scnt.some((_, q) => may(q)));
   while (!clock.ended) {
     for (let q = 0; q < nq; q++) {
-      while (scnt[q]! - ccnt[q]! < p.txDepth) {
+      while (may(q)) {
         const next = scnt[q]! + 1;
         post(r.qps[q] as Qp, next % p.cqMod === 0 ? signaled[q]! : plain[q]!, () => `Couldn't post send: qp ${q} scnt=${scnt[q]} \n Failed to complete run_iter_bw function successfully\n`);
         scnt[q] = next;
       }
     }
-    const wcs = await nextWcs(r.sendCq, r.sendCh, 16, stall, 'run_iter_bw', () => clock.ended);
+    const wcs = await nextWcs(r.sendCq, r.sendCh, 16, stall, 'run_iter_bw', until);
     for (const wc of wcs) {
       if (wc.status !== WcStatus.SUCCESS) throw sendError(wc, scnt[0]!, ccnt[0]!);
       const q = Number(wc.wrId);
@@ -269,9 +280,52 @@ async function runIterBwDuration(p: PerfParams, r: Resources, rem: PerfDest[], s
   return { tposted: Float64Array.of(clock.t0), tcompleted: Float64Array.of(clock.t1), n: sampled };
 }
 
-/** `run_iter_bw_server`: take `-n` messages on each QP, posting a receive for each one taken. */
-export async function runIterBwServer(p: PerfParams, r: Resources, size: number): Promise<BwTimes> {
-  if (p.duration > 0) return runIterBwServerDuration(p, r, size);
+/**
+ * The receiver's side of {@link Credits}: the WRITEs of its counts, signaled, at most `-t` of
+ * them outstanding on a QP (`scredit_for_qp`; when a QP has that many, the send CQ is polled
+ * until it has fewer), and the wait for the rest at the end (`clean_scq_credit`).
+ */
+class CreditWriter {
+  private readonly outstanding: number[];
+  private total = 0;
+
+  constructor(private readonly p: PerfParams, private readonly r: Resources, private readonly credits: Credits, private readonly stall: Stall) {
+    this.outstanding = new Array<number>(r.qps.length).fill(0);
+  }
+
+  /** After QP `q`'s `rcnt`th message: its count, when one is due. */
+  async taken(q: number, rcnt: number): Promise<void> {
+    if (!this.credits.due(rcnt, this.p.rxDepth)) return;
+    while (this.outstanding[q] === this.p.txDepth) {
+      for (const wc of await nextWcs(this.r.sendCq, this.r.sendCh, this.p.txDepth, this.stall, 'run_iter_bw_server')) {
+        const k = Number(wc.wrId);
+        if (wc.status !== WcStatus.SUCCESS) throw new LoopError(`Poll send CQ error status=${wc.status} qp ${k} credit=${rcnt} scredit=${this.outstanding[k]}\n`);
+        this.outstanding[k] = this.outstanding[k]! - 1;
+        this.total--;
+      }
+    }
+    post(this.r.qps[q] as Qp, this.credits.wr(q, rcnt), () => `Couldn't post send qp ${q} credit = ${rcnt}\n`);
+    this.outstanding[q] = this.outstanding[q]! + 1;
+    this.total++;
+  }
+
+  /** `clean_scq_credit`: every WRITE posted has completed. */
+  async drain(): Promise<void> {
+    while (this.total > 0) {
+      for (const wc of await nextWcs(this.r.sendCq, this.r.sendCh, this.p.txDepth, this.stall, 'clean_scq_credit')) {
+        if (wc.status !== WcStatus.SUCCESS) throw new LoopError(`Poll send CQ error status=${wc.status} qp ${Number(wc.wrId)}\n`);
+        this.total--;
+      }
+    }
+  }
+}
+
+/**
+ * `run_iter_bw_server`: take `-n` messages on each QP, posting a receive for each one taken;
+ * with `credits` (SEND over iWARP), telling the sender its counts.
+ */
+export async function runIterBwServer(p: PerfParams, r: Resources, size: number, credits: Credits | null = null): Promise<BwTimes> {
+  if (p.duration > 0) return runIterBwServerDuration(p, r, size, credits);
   const total = p.iters * r.qps.length;
   const tposted = new Float64Array(1);
   const tcompleted = new Float64Array(1);
@@ -279,6 +333,7 @@ export async function runIterBwServer(p: PerfParams, r: Resources, size: number)
   const len = size + (p.conn === 'UD' ? UD_ADDITION : 0);
   let rcnt = 0;
   const stall = new Stall();
+  const writer = credits === null ? null : new CreditWriter(p, r, credits, stall);
   while (rcnt < total) {
     const wcs = await nextWcs(r.recvCq, r.recvCh, 16, stall, 'run_iter_bw_server');
     for (const wc of wcs) {
@@ -290,19 +345,23 @@ export async function runIterBwServer(p: PerfParams, r: Resources, size: number)
       if (rcntQ[q]! + p.rxDepth <= p.iters) {
         (r.qps[q] as Qp).postRecv({ wrId: q, sgList: [{ addr: r.mr.addr + (p.numQps + q) * r.half, length: len, lkey: r.mr.lkey }] });
       }
+      if (writer) await writer.taken(q, rcntQ[q]!);
     }
   }
   tcompleted[0] = cycles();
+  if (writer) await writer.drain();
   return { tposted, tcompleted, n: total };
 }
 
 /** `run_iter_bw_server` of a `-D` run: take messages for as long as the clock runs, reposting each receive. */
-async function runIterBwServerDuration(p: PerfParams, r: Resources, size: number): Promise<BwTimes> {
+async function runIterBwServerDuration(p: PerfParams, r: Resources, size: number, credits: Credits | null): Promise<BwTimes> {
   const clock = new DurationClock(p.duration);
   const len = size + (p.conn === 'UD' ? UD_ADDITION : 0);
   let sampled = 0;
   let rcnt = 0;
+  const rcntQ = new Array<number>(r.qps.length).fill(0);
   const stall = new Stall();
+  const writer = credits === null ? null : new CreditWriter(p, r, credits, stall);
   while (!clock.ended) {
     const wcs = await nextWcs(r.recvCq, r.recvCh, 16, stall, 'run_iter_bw_server', () => clock.ended);
     for (const wc of wcs) {
@@ -310,10 +369,13 @@ async function runIterBwServerDuration(p: PerfParams, r: Resources, size: number
       rcnt++;
       if (clock.sampling) sampled++;
       const q = Number(wc.wrId);
+      rcntQ[q] = rcntQ[q]! + 1;
       (r.qps[q] as Qp).postRecv({ wrId: q, sgList: [{ addr: r.mr.addr + (p.numQps + q) * r.half, length: len, lkey: r.mr.lkey }] });
+      if (writer) await writer.taken(q, rcntQ[q]!);
     }
   }
   clock.stop();
+  if (writer) await writer.drain();
   return { tposted: Float64Array.of(clock.t0), tcompleted: Float64Array.of(clock.t1), n: sampled };
 }
 

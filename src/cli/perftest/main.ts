@@ -35,7 +35,8 @@ import {
   type Device,
   type Resources,
 } from './resources.js';
-import { cmClient, cmListen, cmServer, type CmLink } from './cm.js';
+import { cmClient, cmDisconnect, cmListen, cmServer, type CmLink } from './cm.js';
+import { Credits } from './credit.js';
 import { CmChannel, PINGPONG_DEST_SIZE, decodeDestBinary, encodeDestBinary } from './cm-channel.js';
 import { LoopError, runLatDuration, postRecvs, runIterBw, runIterBwServer, runIterLat, runIterLatSend, runIterLatWrite } from './loops.js';
 
@@ -58,6 +59,8 @@ interface Run {
   /** `my_dest.gid_index`, which the rdma_cm channel's key record carries. */
   gidIndex: number;
   remVersion: number;
+  /** send_bw over iWARP: the receiver's counts (credit.ts). */
+  credits: Credits | null;
 }
 
 /** `ctx_hand_shake` of QP `i`'s keys (the records of QP 0 serve as the barrier). */
@@ -72,11 +75,16 @@ async function handShake(run: Run, i = 0): Promise<void> {
   run.rem[i] = decodeDest(b, run.withGid);
 }
 
-/** `ctx_close_connection`: a last hand shake, then "done" (on the TCP channel). */
+/**
+ * `ctx_close_connection`: a last hand shake, then "done" on the TCP channel, which closes. An
+ * rdma_cm channel stays up until the test's connections are down (see {@link perftestMain}).
+ */
 async function closeConnection(run: Run): Promise<void> {
   await handShake(run);
-  if (run.ch instanceof SideChannel) run.ch.write(DONE_MSG);
-  run.ch.close();
+  if (run.ch instanceof SideChannel) {
+    run.ch.write(DONE_MSG);
+    run.ch.close();
+  }
 }
 
 /** The sizes of the run: `-a` runs 2 .. 2^23 (UD: up to the path MTU). */
@@ -119,7 +127,8 @@ async function bwSend(run: Run, list: number[]): Promise<void> {
   for (const size of list) {
     if (!run.ch.isClient) postRecvs(p, run.r, size, p.rxDepth);
     await handShake(run);
-    const t = run.ch.isClient ? await runIterBw(p, run.r, run.rem, size) : await runIterBwServer(p, run.r, size);
+    run.credits?.reset();
+    const t = run.ch.isClient ? await runIterBw(p, run.r, run.rem, size, run.credits) : await runIterBwServer(p, run.r, size, run.credits);
     out(bwRow(p, bwFigures(p, size, t.tposted, t.tcompleted, t.n, !run.ch.isClient || p.duration > 0 || p.iters > 20000)));
     if (p.all) await handShake(run);
   }
@@ -162,8 +171,8 @@ async function lat(run: Run, list: number[]): Promise<void> {
   }
   out(RESULT_LINE);
   // write_lat.c ends without ctx_close_connection: each side just goes.
-  if (p.verb === Verb.WRITE) run.ch.close();
-  else await closeConnection(run);
+  if (p.verb !== Verb.WRITE) await closeConnection(run);
+  else if (run.ch instanceof SideChannel) run.ch.close();
 }
 
 /** Meet the peer: `establish_connection`, `exchange_versions`, `check_sys_data`, `check_mtu`. */
@@ -269,7 +278,7 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
       // create_rdma_cm_connection: a hand shake of blank keys (their GID layout) on each side of
       // the CM's connection.
       const blank = { lid: 0, outReads: 0, qpn: 0, psn: 0, rkey: 0, vaddr: 0n, gid: new Uint8Array(16), srqn: 0 };
-      const sync: Run = { p, d, r: null as unknown as Resources, ch, mine: [blank], rem: [], withGid: true, gidIndex: 0, remVersion };
+      const sync: Run = { p, d, r: null as unknown as Resources, ch, mine: [blank], rem: [], withGid: true, gidIndex: 0, remVersion, credits: null };
       // The server listens before the hand shake (cm.ts cmListen says why).
       const listenId = ch.isClient ? null : await cmListen(p);
       if (!ch.isClient && listenId === null) {
@@ -288,9 +297,17 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
     if (r === null) return FAILURE;
     const res = r;
     const mine = res.qps.map((_, i) => localDest(p, d, res, i));
-    const run: Run = { p, d, r: res, ch, mine, rem: [], withGid: d.gidIndex !== -1, gidIndex: d.gidIndex, remVersion };
     out(testInfo(p, { devName: d.name, transport: d.transport, linkLayer: d.linkLayer, mtuBytes: mtuBytes(mtu), inlineSize: r.inlineSize, outReads: r.outReads, gidIndex: d.gidIndex }));
+    // send_bw.c: over iWARP the keys name the credit words (credit.ts).
+    let credits: Credits | null = null;
+    if (tst === Test.BW && verb === Verb.SEND && d.transport === 'IW') {
+      credits = Credits.alloc(p.numQps, res.pd, p.rxDepth);
+      if (credits === null) return FAILURE;
+      mine.forEach((m, i) => credits!.advertise(m, i));
+    }
+    const run: Run = { p, d, r: res, ch, mine, rem: [], withGid: d.gidIndex !== -1, gidIndex: d.gidIndex, remVersion, credits };
     for (let i = 0; i < mine.length; i++) await handShake(run, i);
+    credits?.setWrs(run.rem);
     if (!p.rdmaCm) {
       if (run.withGid && v4Mapped(mine[0]!.gid) !== v4Mapped(run.rem[0]!.gid)) {
         errOut('\n Found Incompatibility issue with GID types.\n Please Try to use a different IP version.\n\n');
@@ -312,7 +329,13 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
     if (tst === Test.BW && verb !== Verb.SEND) await bwRdma(run, list);
     else if (tst === Test.BW) await bwSend(run, list);
     else await lat(run, list);
-    if (link) await Promise.all(link.ids.map((id) => id.disconnect().catch(() => {})));
+    // As perftest's mains end with -R: destroy_ctx of the test (rdma_cm_disconnect_nodes: each
+    // connection disconnected and its DISCONNECTED awaited; UD ids have none), then of the side
+    // channel. The peer's DISCONNECTED comes once it has ended its own last hand shake, so the
+    // side channel never drops under its last SEND (siw completes a SEND still going out when its
+    // connection drops with IBV_WC_LOC_QP_OP_ERR: perftest's "Bad wc status 2").
+    if (link) await cmDisconnect(p, link);
+    if (ch instanceof CmChannel) ch.close();
     return 0;
   } catch (e) {
     if (e instanceof LoopError) errOut(e.lines);

@@ -114,6 +114,8 @@ function forceDependencies(p: PerfParams): void {
     }
   }
   if (p.cqMod > p.txDepth) p.cqMod = p.txDepth;
+  // perftest's "WA for a bug when rx_depth is odd in SEND" (not with -a).
+  if (p.verb === Verb.SEND && p.rxDepth % 2 === 1 && !p.all) p.rxDepth += 1;
   if (p.verb === Verb.READ || p.verb === Verb.ATOMIC) p.inlineSize = 0;
   if (p.all) p.size = 2 ** MAX_SIZE_LOG2;
 }

@@ -180,6 +180,8 @@ export interface Resources {
   outReads: number;
   /** UD: the address handles to each peer QP. */
   ahs: Ah[];
+  /** UD with `-R`: each peer QP's number and Q_Key as the CM gave them (cm-ud.ts); else empty. */
+  udPeers: { qpn: number; qkey: number }[];
 }
 
 const QP_TYPES = { RC: QpType.RC, UC: QpType.UC, UD: QpType.UD } as const;
@@ -252,7 +254,7 @@ export function createResources(p: PerfParams, ctx: Context, maxSize: number, cy
     }
     qps.push(qp);
   }
-  return { pd, buf, mr, sendCq, recvCq, sendCh, recvCh, qps, half, inlineSize, outReads, ahs: [] };
+  return { pd, buf, mr, sendCq, recvCq, sendCh, recvCh, qps, half, inlineSize, outReads, ahs: [], udPeers: [] };
 }
 
 /** `set_up_connection`: this side's keys for QP `i`. The peer writes into this QP's receive half. */

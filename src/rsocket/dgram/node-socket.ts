@@ -5,7 +5,9 @@
  * `address()`, `remoteAddress()`, `close()` → `'close'`, `'error'`. As Node's dgram: errors of a
  * call with a callback go to the callback, else to `'error'`, a tick later; a socket that sends
  * before it is bound binds to the wildcard address and a free port first; sends go out in the
- * order they were made.
+ * order they were made. As Node's, bad arguments throw in the call — here an RdmaError EINVAL
+ * naming the rsocket call and the argument (a port out of range for bind, connect or send); a
+ * `signal` closes the socket when it aborts; `await using` closes it (Symbol.asyncDispose).
  */
 import { EventEmitter } from 'node:events';
 import { lookup } from 'node:dns/promises';
@@ -16,6 +18,8 @@ import { RS_EAGAIN } from '../errors.js';
 import { POLLOUT, SOL_SOCKET, SO_RCVBUF, SO_SNDBUF } from '../options.js';
 import { DS_SLOT_SIZE } from './protocol.js';
 import { DsSocket } from './socket.js';
+import { checkPort, checkSignal } from '../args.js';
+import type { EventArgs, EventListener } from '../events.js';
 
 /** `dgram.RemoteInfo`. */
 export interface RDgramRemoteInfo {
@@ -30,17 +34,45 @@ export interface RDgramSocketOptions {
   type: 'udp4' | 'udp6';
   recvBufferSize?: number;
   sendBufferSize?: number;
+  /** Closes the socket when it aborts (already aborted: a tick after createSocket), as dgram's. */
+  signal?: AbortSignal;
+}
+
+/** The events of an {@link RDgramSocket} and their arguments, as `dgram.Socket`'s. */
+export interface RDgramSocketEventMap {
+  /** A datagram arrived. */
+  message: [msg: Buffer, rinfo: RDgramRemoteInfo];
+  /** Bound: `address()` answers. */
+  listening: [];
+  /** connect() set the default destination. */
+  connect: [];
+  /** A failure with no callback to take it (a send without a callback, a failed bind). */
+  error: [err: Error];
+  /** Closed. */
+  close: [];
+}
+
+/** The events of a datagram rsocket, typed by {@link RDgramSocketEventMap}. */
+export interface RDgramSocket {
+  /** Add `listener` for `event`; a listener of a mapped event gets its typed arguments. */
+  on<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Add `listener` for the next `event` only. */
+  once<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Remove `listener` from `event` (alias of removeListener). */
+  off<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Add `listener` for `event` (alias of on). */
+  addListener<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Remove `listener` from `event`. */
+  removeListener<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Add `listener` for `event` before the listeners already there. */
+  prependListener<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Add `listener` for the next `event` only, before the listeners already there. */
+  prependOnceListener<K extends string | symbol>(event: K, listener: EventListener<RDgramSocketEventMap, K>): this;
+  /** Call the listeners of `event` with `args` (typed for a mapped event); true if it had any. */
+  emit<K extends string | symbol>(event: K, ...args: EventArgs<RDgramSocketEventMap, K>): boolean;
 }
 
 type SendCb = (err: Error | null, bytes?: number) => void;
-
-/** How Node's argument errors show a value (`undefined`, `function f`, `type number (0)`). */
-function describeArg(v: unknown): string {
-  if (v === undefined || v === null) return String(v);
-  if (typeof v === 'function') return `function ${(v as { name?: string }).name ?? ''}`;
-  if (typeof v === 'object') return 'an instance of Object';
-  return `type ${typeof v} (${String(v)})`;
-}
 
 /** A node-style error of this face (`code` as Node's dgram uses it). */
 function nodeErr(code: string, message: string): Error {
@@ -63,12 +95,27 @@ export class RDgramSocket extends EventEmitter {
     super();
     const o = typeof opts === 'string' ? { type: opts } : opts;
     if (o.type !== 'udp4' && o.type !== 'udp6') throw nodeErr('ERR_SOCKET_BAD_TYPE', 'Bad socket type specified. Valid types are: udp4, udp6');
+    const signal = checkSignal(o.signal, 'rsocket');
     this.type = o.type;
     this.ds = new DsSocket(o.type === 'udp6' ? 6 : 4);
     if (o.recvBufferSize !== undefined) this.ds.setsockopt(SOL_SOCKET, SO_RCVBUF, o.recvBufferSize);
     if (o.sendBufferSize !== undefined) this.ds.setsockopt(SOL_SOCKET, SO_SNDBUF, o.sendBufferSize);
     if (onMessage) this.on('message', onMessage);
     this.ds.onNotify = () => this.drain();
+    if (signal) this.watchSignal(signal);
+  }
+
+  /** As dgram's `signal` option: an abort closes the socket (a tick later when already aborted). */
+  private watchSignal(signal: AbortSignal): void {
+    const onAbort = (): void => {
+      if (!this.closed) this.close();
+    };
+    if (signal.aborted) {
+      process.nextTick(onAbort);
+      return;
+    }
+    signal.addEventListener('abort', onAbort, { once: true });
+    this.once('close', () => signal.removeEventListener('abort', onAbort));
   }
 
   /** Emit every queued datagram as `'message'`. */
@@ -93,10 +140,12 @@ export class RDgramSocket extends EventEmitter {
       address = o.address;
       cb = args[1] as (() => void) | undefined;
     } else {
-      if (typeof a0 === 'number') port = a0;
+      if (a0 !== undefined && a0 !== null && typeof a0 !== 'function') port = a0 as number;
       if (typeof args[1] === 'string') address = args[1];
       cb = args.find((x) => typeof x === 'function') as (() => void) | undefined;
     }
+    port = checkPort(port, 'rbind', 'port');
+    if (address !== undefined && typeof address !== 'string') throw new RdmaError('EINVAL', { op: 'rbind', detail: 'address should be a string' });
     if (this.bindState !== 'unbound') throw nodeErr('ERR_SOCKET_ALREADY_BOUND', 'Socket is already bound');
     if (cb) this.once('listening', cb);
     this.startBind({ address: address ?? (this.type === 'udp6' ? '::' : '0.0.0.0'), port });
@@ -113,7 +162,7 @@ export class RDgramSocket extends EventEmitter {
       (e: unknown) => {
         this.bindState = 'unbound';
         this.bound = null;
-        this.emit('error', e);
+        this.emit('error', e as Error);
         throw e;
       },
     );
@@ -130,6 +179,8 @@ export class RDgramSocket extends EventEmitter {
   connect(port: number, address?: string | (() => void), cb?: () => void): void {
     const addr = typeof address === 'string' ? address : this.type === 'udp6' ? '::1' : '127.0.0.1';
     const done = typeof address === 'function' ? address : cb;
+    // As dgram's connect: a destination port from 1 to 65535.
+    port = checkPort(port, 'rconnect', 'port', false);
     if (this.connected) throw nodeErr('ERR_SOCKET_DGRAM_IS_CONNECTED', 'Already connected');
     const dst: SockAddr = { address: addr, port };
     this.connected = dst;
@@ -143,7 +194,7 @@ export class RDgramSocket extends EventEmitter {
         (e: unknown) => {
           this.connected = null;
           if (done) process.nextTick(() => (done as (e: unknown) => void)(e));
-          else process.nextTick(() => this.emit('error', e));
+          else process.nextTick(() => this.emit('error', e as Error));
         },
       );
   }
@@ -165,10 +216,7 @@ export class RDgramSocket extends EventEmitter {
     let dst: SockAddr | null = null;
     if (!this.connected) {
       // As Node's dgram: a bad port (none, on a socket not connected) throws at once.
-      const port = rest[0];
-      if (typeof port !== 'number' || !Number.isInteger(port) || port <= 0 || port > 65535) {
-        throw Object.assign(new RangeError(`Port should be > 0 and < 65536. Received ${describeArg(port)}.`), { code: 'ERR_SOCKET_BAD_PORT' });
-      }
+      const port = checkPort(rest[0], 'rsendto', 'port', false);
       dst = { address: typeof rest[1] === 'string' ? rest[1] : this.type === 'udp6' ? '::1' : '127.0.0.1', port };
     } else if (rest.length > 0 && rest[0] !== undefined) {
       throw nodeErr('ERR_SOCKET_DGRAM_IS_CONNECTED', 'Already connected');
@@ -215,15 +263,19 @@ export class RDgramSocket extends EventEmitter {
     return { address: a.address, family: a.address.includes(':') ? 'IPv6' : 'IPv4', port: a.port };
   }
 
+  /** dgram's `setRecvBufferSize()`: SO_RCVBUF of the datagram rsocket. */
   setRecvBufferSize(n: number): void {
     this.ds.setsockopt(SOL_SOCKET, SO_RCVBUF, n);
   }
+  /** dgram's `setSendBufferSize()`: SO_SNDBUF of the datagram rsocket. */
   setSendBufferSize(n: number): void {
     this.ds.setsockopt(SOL_SOCKET, SO_SNDBUF, n);
   }
+  /** dgram's `getRecvBufferSize()`: SO_RCVBUF as rgetsockopt answers it. */
   getRecvBufferSize(): number {
     return this.ds.getsockopt(SOL_SOCKET, SO_RCVBUF);
   }
+  /** dgram's `getSendBufferSize()`: SO_SNDBUF as rgetsockopt answers it. */
   getSendBufferSize(): number {
     return this.ds.getsockopt(SOL_SOCKET, SO_SNDBUF);
   }
@@ -231,8 +283,23 @@ export class RDgramSocket extends EventEmitter {
   ref(): this {
     return this;
   }
+  /** No-op, as {@link RDgramSocket.ref}. */
   unref(): this {
     return this;
+  }
+
+  /**
+   * `await using socket = createSocket(...)`: close and wait for `'close'`, as
+   * `dgram.Socket[Symbol.asyncDispose]`; nothing to do once closed.
+   */
+  async [Symbol.asyncDispose](): Promise<void> {
+    if (this.closed) return;
+    await new Promise<void>((resolve) => this.close(resolve));
+  }
+
+  /** `using socket = createSocket(...)`: close without waiting (dgram has only the async form). */
+  [Symbol.dispose](): void {
+    if (!this.closed) this.close();
   }
 
   /** `close([callback])`: after the sends made so far; `'close'` once released. */

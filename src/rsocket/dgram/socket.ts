@@ -36,6 +36,7 @@ import { DsDestMap, destKey, type DsDest } from './dest.js';
 import { DsUdpService, type DsSvcHost } from './svc.js';
 import { DsUdpSocket, routeSourceFor } from './udp.js';
 import { DsOptions } from './options.js';
+import { checkAddrPort } from '../args.js';
 
 let dsSeq = 0;
 
@@ -172,6 +173,7 @@ export class DsSocket implements DsSvcHost {
 
   /** rbind(): ds_init_ep, then bind the UDP socket (EADDRINUSE, EADDRNOTAVAIL …). */
   async bind(addr: SockAddr): Promise<void> {
+    checkAddrPort(addr, 'rbind');
     this.ensureEp('rbind');
     await this.udp.bind(addr, 'rbind');
   }
@@ -183,6 +185,7 @@ export class DsSocket implements DsSvcHost {
    */
   async connect(addr: SockAddr): Promise<void> {
     if (isIP(addr.address) === 0) throw rsErr('EINVAL', 'rconnect', `not an IP address: ${addr.address}`);
+    checkAddrPort(addr, 'rconnect');
     this.ensureEp('rconnect');
     await this.udp.bind(null, 'rconnect');
     // connect(rs->udp_sock): from now on the UDP socket exchanges datagrams with `addr` only.
@@ -272,6 +275,7 @@ export class DsSocket implements DsSvcHost {
     this.ensureEp(op);
     let dest = this.connDest;
     if (addr && isIP(addr.address) === 0) throw rsErr('EINVAL', op, `not an IP address: ${addr.address}`);
+    if (addr) checkAddrPort(addr, op);
     if (addr) {
       if (!dest || dest.key !== destKey(addr)) {
         await this.udp.bind(null, op);
@@ -519,12 +523,16 @@ export class DsSocket implements DsSvcHost {
 
   // -- options -------------------------------------------------------------------------------
 
-  /** rsetsockopt() (see {@link DsOptions.set}). */
+  /**
+   * rsetsockopt(), as rsocket.c's ds_setsockopt: SO_RCVBUF and SO_SNDBUF (doubled), the SOL_SOCKET
+   * flags, IPV6_V6ONLY, the SOL_RDMA sizes before the socket is used (EINVAL after); ENOPROTOOPT for
+   * an option a UDP socket does not have.
+   */
   setsockopt(level: number, name: number, value: number): void {
     this.opts.set(level, name, value, { inUse: this.st.state !== RsState.init, hasQp: this.qps.length > 0, hasSbuf: this.sbuf !== null });
   }
 
-  /** rgetsockopt() (see {@link DsOptions.get}). */
+  /** rgetsockopt(): the sizes in use, SO_ERROR (read and cleared), the flags, the SOL_RDMA sizes. */
   getsockopt(level: number, name: number): number {
     return this.opts.get(level, name);
   }

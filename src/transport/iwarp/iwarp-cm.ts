@@ -84,10 +84,9 @@ class IwarpEndpoint implements CmEndpoint {
   takeRequest(cep: Cep): void {
     this.cep = cep;
     this.iwId = true;
-    cep.onEvent = (ev) => {
-      // The requester went away before accept/reject.
-      if (ev.type === 'failed' && !this.connected && this.cep === cep) this.cep = null;
-    };
+    // The requester going away before accept/reject is reported to nobody (siw_cm.c: a peer
+    // close in RECVD_MPAREQ waits for the ULP); the endpoint keeps the request, so that
+    // rdma_accept and rdma_reject fail with ECONNRESET, as siw_accept / siw_reject do.
   }
 
   async connect(req: ConnectRequest): Promise<void> {
@@ -159,6 +158,7 @@ class IwarpEndpoint implements CmEndpoint {
     const cep = this.cep;
     if (!cep) throw err('EINVAL', 'rdma_reject', 'no pending connect request');
     this.cep = null;
+    if (cep.state !== CepState.RECVD_MPAREQ) throw err('ECONNRESET', 'rdma_reject', 'the requester closed the connection');
     cep.reject(privateData);
   }
 

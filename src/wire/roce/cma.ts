@@ -32,16 +32,8 @@ export const RdmaPortSpace = {
   IB: 0x013f,
 } as const;
 
-/** Mask of the port-space part of an rdma_cm Service ID (`RDMA_IB_IP_PS_MASK`). */
-export const RDMA_IB_IP_PS_MASK = 0xffffffffffff0000n;
-/** Service ID prefix of the TCP port space (`RDMA_IB_IP_PS_TCP`). */
-export const RDMA_IB_IP_PS_TCP = 0x0000000001060000n;
-/** Service ID prefix of the UDP port space (`RDMA_IB_IP_PS_UDP`). */
-export const RDMA_IB_IP_PS_UDP = 0x0000000001110000n;
-/** Service ID prefix of the IB port space (`RDMA_IB_IP_PS_IB`). */
-export const RDMA_IB_IP_PS_IB = 0x00000000013f0000n;
-/** The Q_Key rdma_cm uses for UDP / IB port-space UD QPs and multicast (`RDMA_UDP_QKEY`). */
-export const RDMA_UDP_QKEY = 0x01234567;
+/** The rdma_cm numbers of ib-numbers.ts: the service ID's port-space mask and prefixes, RDMA_UDP_QKEY. */
+export { RDMA_IB_IP_PS_MASK, RDMA_IB_IP_PS_TCP, RDMA_IB_IP_PS_UDP, RDMA_IB_IP_PS_IB, RDMA_UDP_QKEY } from '../../ib-numbers.js';
 
 /** rdma_cm Service ID of (port space, port): `(ps << 16) | port` (cma.c `cma_get_service_id`). */
 export function cmaServiceId(ps: number, port: number): bigint {

@@ -58,11 +58,13 @@ export const IPV4_HDR_LEN = 20;
 /** IPv6 fixed header length. */
 export const IPV6_HDR_LEN = 40;
 /** IP protocol number of UDP. */
-export const IPPROTO_UDP = 17;
+export { IPPROTO_UDP } from '../../ib-numbers.js';
+import { IPPROTO_UDP } from '../../ib-numbers.js';
 /** IPv4 flags/fragment-offset word with only Don't Fragment set (what rxe and Linux UDP send). */
 export const IPV4_DF = 0x4000;
 /** Size of the "GRH area" that precedes the payload in every UD receive buffer. */
-export const GRH_AREA_LEN = 40;
+export { GRH_AREA_LEN } from '../../ib-numbers.js';
+import { GRH_AREA_LEN } from '../../ib-numbers.js';
 /** Default TTL / hop limit assumed for a received packet whose IP header was not seen. */
 export const DEFAULT_TTL = 64;
 /** The CRC register after the 8-byte 0xFF prefix, as rxe seeds it (for reference and tests). */

@@ -36,6 +36,9 @@ gwait() { local rc; wait "$2"; rc=$?; putrc "$1" $rc; glog "$1: exit $rc"; retur
 # listening PORT / waitlisten PORT [SECS]: a TCP listener on PORT (siw's are kernel sockets)
 listening() { ss -Hltn "sport = :$1" 2>/dev/null | grep -q .; }
 waitlisten() { local i=0; until listening "$1"; do sleep 0.2; i=$((i+1)); [ $i -ge $((${2:-60}*5)) ] && return 1; done; return 0; }
+# cmlistening PORT / waitcm PORT [SECS]: an rdma_cm id listens on PORT (on rxe no TCP socket does)
+cmlistening() { rdma res show cm_id 2>/dev/null | grep "state LISTEN" | grep -qE ":$1( |$)"; }
+waitcm() { local i=0; until cmlistening "$1"; do sleep 0.2; i=$((i+1)); [ $i -ge $((${2:-60}*5)) ] && return 1; done; return 0; }
 # Our package (/mnt/src) and node ($H/node) live on 9p shares, which every start of one of our
 # tools would read across (hundreds of module files): copied once into the guest's memory and
 # mounted over the originals, they are read from RAM. The copies are read-only views of the

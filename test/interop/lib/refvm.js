@@ -28,6 +28,16 @@ export const REFVM_DIR = process.env.REFVM_DIR || '/var/tmp/rdmacm-refvm';
 export const NETNS = process.env.REFVM_NS || 'refvm';
 export const HOST_IP = '10.77.0.1';
 export const guestIp = (vm = 0) => `10.77.0.${2 + vm}`;
+
+/**
+ * The VM slot (tap rvtap<n>, guest 10.77.0.(2+n)) a file boots its guests on: `REFVM_VM` when set
+ * (test/interop/lanes.js runs two files at once, one per slot, and sets it for each), else the
+ * file's own choice.
+ */
+export function vmSlot(fallback = 0) {
+  const v = process.env.REFVM_VM;
+  return v !== undefined && v !== '' ? Number(v) : fallback;
+}
 const RUNS_DIR = process.env.REFVM_INTEROP_RUNS || join(REFVM_DIR, 'runs');
 const IMAGE_FILES = ['vmlinuz', 'initrd-tiny.cpio', 'rootfs.img'];
 
@@ -292,7 +302,7 @@ export function hangOf(g, lines = 80) {
  * from fn is rethrown after the VM is down, with the guest log's tail appended.
  */
 export async function withGuest(opts, fn) {
-  const { name = 'job', job, rdma = 'siw', vm = 0, timeoutSec = 900, bootTimeoutSec = 300, cpus, mem, src, node } = opts;
+  const { name = 'job', job, rdma = 'siw', vm = vmSlot(0), timeoutSec = 900, bootTimeoutSec = 300, cpus, mem, src, node } = opts;
   const a = await refvmAvailable();
   if (!a.ok) throw new Error(`reference VM unavailable: ${a.reason}`);
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });

@@ -16,7 +16,7 @@ const REPO = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 function apiExample() {
   const md = readFileSync(join(REPO, 'README.md'), 'utf8');
   const section = md.slice(md.indexOf('\n## The API'));
-  const m = /```ts\n([\s\S]*?)```/.exec(section);
+  const m = /```ts[^\n]*\n([\s\S]*?)```/.exec(section);
   assert.ok(m, 'README has a ts block under "## The API"');
   return m[1];
 }

@@ -4,7 +4,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -97,13 +97,10 @@ test('rdmacm-devices: lists the soft devices and says why the addon is not loade
   assert.match(bad.stderr, /invalid option -- 'x'/);
 });
 
-test('install script: without rdma-core\'s headers it exits 0 with one line and builds nothing', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'rdmacm-build-'));
-  try {
-    // A compiler that fails as cc does when libibverbs-dev is not installed: the netopt addon
-    // (Node's headers only) builds, the rdma-core one does not.
-    const cc = join(dir, 'cc');
-    writeFileSync(cc, `#!/bin/sh
+/** A compiler that fails as cc does when libibverbs-dev is not installed: the netopt addon (Node's headers only) builds, the rdma-core one does not. */
+function fakeCc(dir) {
+  const cc = join(dir, 'cc');
+  writeFileSync(cc, `#!/bin/sh
 [ "$1" = --version ] && { echo "cc (fake) 1.0"; exit 0; }
 case "$*" in *netopt.c*)
   while [ $# -gt 0 ]; do [ "$1" = -o ] && { : > "$2"; exit 0; }; shift; done; exit 1;;
@@ -111,23 +108,89 @@ esac
 echo "native/src/addon.h:18:10: fatal error: infiniband/verbs.h: No such file or directory" >&2
 exit 1
 `);
-    chmodSync(cc, 0o755);
+  chmodSync(cc, 0o755);
+  return cc;
+}
+
+const NO_HEADERS = "rdma-core's header infiniband/verbs.h not found: install libibverbs-dev and librdmacm-dev (Debian, Ubuntu) or rdma-core-devel (Fedora, RHEL), then";
+
+test('install script: without rdma-core\'s headers it exits 0 with one line naming the packages, and builds nothing', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rdmacm-build-'));
+  try {
+    const cc = fakeCc(dir);
     const out = join(dir, 'rdmacm.node');
     const r = run([BUILD], { CC: cc, RDMACM_NATIVE_OUT: out, RDMACM_NATIVE_VERBOSE: undefined, RDMACM_NATIVE_BUILD: undefined });
     assert.equal(r.status, 0);
-    assert.equal(r.stdout, "rdmacm: native addon not built (rdma-core's headers not found (apt install libibverbs-dev librdmacm-dev)); the soft devices work as ever\n");
+    // In the package's own checkout the build is run again with its script.
+    assert.equal(r.stdout, `rdmacm: native addon not built (${NO_HEADERS} npm run build:native); the soft devices work as ever\n`);
     assert.equal(r.stderr, '');
     assert.equal(existsSync(out), false);
     assert.equal(existsSync(join(dir, 'netopt.node')), true, 'the netopt addon needs no rdma-core');
+    assert.deepEqual(JSON.parse(readFileSync(join(dir, 'build-status.json'), 'utf8')), {
+      'netopt.node': { built: true },
+      'rdmacm.node': { built: false, reason: `${NO_HEADERS} npm run build:native` },
+    });
     rmSync(join(dir, 'netopt.node'));
     const none = run([BUILD], { CC: join(dir, 'no-cc'), RDMACM_NATIVE_OUT: out });
     assert.equal(none.status, 0);
-    assert.match(none.stdout, /^rdmacm: native addon not built \(no C compiler .*\); the soft devices work as ever\n$/);
+    assert.match(none.stdout, /^rdmacm: native addon not built \(no C compiler .*: install gcc \(Debian: build-essential\), then npm run build:native\); the soft devices work as ever\n$/);
     const off = run([BUILD], { RDMACM_NATIVE_BUILD: '0', RDMACM_NATIVE_OUT: out });
     assert.equal(off.status, 0);
-    assert.equal(off.stdout, 'rdmacm: native addon not built (RDMACM_NATIVE_BUILD=0); the soft devices work as ever\n');
+    assert.equal(off.stdout, 'rdmacm: native addon not built (RDMACM_NATIVE_BUILD=0 when it was last built: unset it, then npm run build:native); the soft devices work as ever\n');
     assert.equal(existsSync(out), false);
     assert.equal(existsSync(join(dir, 'netopt.node')), false);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a failed build says why on the next rdmacm-devices, and how a dependency is rebuilt (npm rebuild rdmacm)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rdmacm-build-'));
+  try {
+    // The package as a dependency: its build script under node_modules/rdmacm/native/.
+    const native = join(dir, 'node_modules', 'rdmacm', 'native');
+    mkdirSync(native, { recursive: true });
+    copyFileSync(BUILD, join(native, 'build.mjs'));
+    const out = join(native, 'build', 'rdmacm.node');
+    const r = run([join(native, 'build.mjs')], { CC: fakeCc(dir), RDMACM_NATIVE_OUT: undefined, RDMACM_NATIVE_VERBOSE: undefined, RDMACM_NATIVE_BUILD: undefined });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, `rdmacm: native addon not built (${NO_HEADERS} npm rebuild rdmacm); the soft devices work as ever\n`);
+    assert.equal(existsSync(out), false);
+    // The loader finds the reason beside the missing file and rdmacm-devices prints it.
+    const d = run([DEVICES], { ...CLEAN, RDMACM_NATIVE_PATH: out });
+    assert.equal(d.status, 0, d.stderr);
+    assert.equal(d.stdout.split('\n')[0], `native addon: not loaded: not built: ${NO_HEADERS} npm rebuild rdmacm`);
+    const j = JSON.parse(run([DEVICES, '-j'], { ...CLEAN, RDMACM_NATIVE_PATH: out }).stdout);
+    assert.equal(j.native.reason, `not built: ${NO_HEADERS} npm rebuild rdmacm`);
+    // A later successful build clears it: the reason is the file's again.
+    writeFileSync(join(native, 'build', 'build-status.json'), JSON.stringify({ 'rdmacm.node': { built: true } }));
+    const after = probe({ RDMACM_NATIVE_PATH: out });
+    assert.match(after.st.reason, /^not built \(.*rdmacm\.node absent/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+// Node's headers missing (hidden by a private mount namespace where this machine can make one):
+// one line saying where to get them, nothing downloaded.
+const canHide = spawnSync('unshare', ['-m', 'true']).status === 0;
+test('install script: without Node\'s headers it says how to get them and downloads nothing', { skip: !canHide && 'no mount namespace here (unshare -m)' }, () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rdmacm-build-'));
+  try {
+    const empty = join(dir, 'empty');
+    mkdirSync(empty);
+    const incs = [resolve(dirname(process.execPath), '..', 'include', 'node'), '/usr/include/node', '/usr/local/include/node'].filter((d) => existsSync(d));
+    const hide = [...new Set(incs)].map((d) => `mount --bind ${empty} ${d}`).join(' && ') || 'true';
+    const gyp = join(dir, 'node-gyp.js');
+    writeFileSync(gyp, 'require("fs").writeFileSync(process.env.CALLED, "called"); process.exit(1);');
+    const out = join(dir, 'rdmacm.node');
+    const e = { ...process.env, HOME: dir, CC: fakeCc(dir), RDMACM_NATIVE_OUT: out, npm_config_node_gyp: gyp, CALLED: join(dir, 'called'), npm_config_nodedir: undefined, NODEDIR: undefined, npm_config_devdir: undefined };
+    for (const k of Object.keys(e)) if (e[k] === undefined) delete e[k];
+    const r = spawnSync('unshare', ['-m', 'sh', '-c', `${hide} && exec "$0" "$1"`, process.execPath, BUILD], { env: e, encoding: 'utf8', timeout: 30_000 });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout, `rdmacm: native addon not built (Node's headers (node_api.h) not found: set npm_config_nodedir to a Node source or headers directory, or fetch them with node ${gyp} install; then npm run build:native); the soft devices work as ever\n`);
+    assert.equal(existsSync(join(dir, 'called')), false, 'node-gyp is named, not run');
+    assert.equal(existsSync(out), false);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
