@@ -41,5 +41,24 @@ export {
   type TraceEvent,
   type TraceEventFields,
 } from './trace.js';
+/**
+ * Counters and resources like `rdma statistic` / `rdma resource`: this process's
+ * (`listResources()`, `Context.queryCounters()`), the kernel's, and every process's of this host
+ * that uses a soft device (`readProcesses()`; the `rdmacm-stat` tool). docs/counters.md.
+ */
+export {
+  listResources,
+  kernelResources,
+  RESOURCE_KINDS,
+  readProcesses,
+  statReport,
+  type ResourceKind,
+  type ResourceRecord,
+  type Resources,
+  type StatReport,
+  type DeviceReport,
+  type ProcessScan,
+  type SkippedProcess,
+} from './stat/index.js';
 /** rsockets: `rsocket.connect()` / `rsocket.createServer()` give Node `Duplex` streams over RDMA. */
 export * as rsocket from './rsocket/index.js';

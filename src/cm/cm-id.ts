@@ -52,6 +52,7 @@ import { IdQp, type CmQpInitAttr, type CmQpInitAttrEx, type CmSrqInitAttrEx } fr
 import { IdMulticast, McJoinFlag, checkJoinCompMask, checkJoinFlags } from './id-multicast.js';
 import { IdHost } from './id-host.js';
 import { IdOptions } from './id-options.js';
+import { registerId, unregisterId } from './id-registry.js';
 import { attachId, type DeviceBoundId } from './id-device.js';
 import type { RdmaRoute } from './id-route.js';
 import { routeOf } from './route-query.js';
@@ -179,7 +180,11 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
     this.qpType = qpTypeOfPortSpace(ps, asked);
     this.devicePin = opts.device ?? env;
     this.host = this.makeHost();
+    this.idn = registerId(this);
   }
+
+  /** @internal The id's number in this process (`cm-idn` of the resource listing, src/stat/). */
+  readonly idn: number;
 
   /** Event channel (a private one in synchronous mode). */
   get channel(): EventChannel {
@@ -1025,6 +1030,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
     if (this.destroyed) throw err('EINVAL', 'rdma_destroy_id', 'already destroyed');
     this.events.ackLast();
     const wasListening = this.cell.move(CmState.DESTROYING, 'destroy') === CmState.LISTEN;
+    unregisterId(this);
     this.attempt?.abort();
     this.life.abort();
     this.detachDevice?.();

@@ -10,6 +10,7 @@
  * its node GUID, rxe the EUI-64 of the MAC) — so that resolving an address finds the kernel device
  * that owns it, as librdmacm does.
  */
+import { kernelHwCounters } from './hw-counters.js';
 import { execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { err } from '../errors.js';
@@ -341,6 +342,7 @@ const provider: VerbsProvider = {
   destroyAh,
   attachMcast: (qp, gid, lid) => mcast(qp, gid, lid, true),
   detachMcast: (qp, gid, lid) => mcast(qp, gid, lid, false),
+  counters: (info, portNum) => kernelHwCounters(info.name, portNum),
 };
 
 /** Whether the addon is loaded and rdma-core reports devices (the provider is then registered). */

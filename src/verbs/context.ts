@@ -79,6 +79,9 @@ export class Context {
   private _nextCqHandle = 1;
   /** @internal Live completion channels. */
   readonly _channels = new Set<CompChannel>();
+  /** @internal Live PDs and CQs of this context (for the resource listing, src/stat/). */
+  readonly _pdSet = new Set<Pd>();
+  readonly _cqSet = new Set<Cq>();
   private _qpNumNext = 1;
   /** QP numbers handed out by `_allocQpNum` whose QP is not registered in `_qps` yet. */
   private readonly _qpNumPending = new Set<number>();
@@ -210,6 +213,22 @@ export class Context {
   /** @internal EINVAL unless `portNum` is one of the device's ports (1..`physPortCnt`). */
   _checkPort(portNum: number, op: string): void {
     if (!Number.isInteger(portNum) || portNum < 1 || portNum > this._attr.physPortCnt) throw err('EINVAL', op, `port ${String(portNum)}`);
+  }
+
+  /**
+   * The device's counters on port `portNum`, by name — what `rdma statistic show link
+   * DEV/PORT` shows (rxe's hw counters and the soft RoCE device's own, the soft iWARP device's
+   * after the kernel's iWARP NICs, the kernel's for a native device; docs/counters.md). A copy:
+   * read it again for new values.
+   * @throws RdmaError EINVAL for a bad port, EOPNOTSUPP for a device without counters.
+   */
+  queryCounters(portNum = 1): Record<string, number> {
+    const op = 'rdma_statistic';
+    this._checkAlive(op);
+    this._checkPort(portNum, op);
+    const p = this.device._provider(op);
+    if (p.counters === undefined) throw err('EOPNOTSUPP', op, `${this.device.name} has no counters`);
+    return p.counters(this.device.info, portNum);
   }
 
   /**
@@ -436,12 +455,14 @@ export class Context {
   }
 
   /** @internal */
-  _pdDeallocated(_pd: Pd): void {
+  _pdDeallocated(pd: Pd): void {
+    this._pdSet.delete(pd);
     this._pdCount--;
   }
 
   /** @internal */
-  _cqDestroyed(_cq: Cq): void {
+  _cqDestroyed(cq: Cq): void {
+    this._cqSet.delete(cq);
     this._cqCount--;
   }
 

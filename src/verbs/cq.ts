@@ -107,6 +107,7 @@ export class Cq {
     // Set at teardown: mutable from the first CQ on (see util/arrays.ts).
     this._destroyed = true;
     this._destroyed = false;
+    context._cqSet.add(this);
   }
 
   /** @internal Number of completions queued (`cq_put - cq_get`). */

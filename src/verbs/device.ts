@@ -233,7 +233,10 @@ export class Device {
    * is opened again).
    */
   open(): Context {
-    if (this._ctx === undefined) this._ctx = getProvider(this._info.provider)?.openDevice?.(this) ?? new Context(this);
+    if (this._ctx === undefined) {
+      this._ctx = getProvider(this._info.provider)?.openDevice?.(this) ?? new Context(this);
+      contextOpenHook?.(this._ctx);
+    }
     this._ctx._open();
     return this._ctx;
   }
@@ -274,6 +277,23 @@ export class Device {
 }
 
 const devices = new Map<string, Device>();
+
+let contextOpenHook: ((ctx: Context) => void) | null = null;
+
+/** @internal Called with each context when it is first made (the per-process listing, src/stat/). */
+export function _setContextOpenHook(fn: ((ctx: Context) => void) | null): void {
+  contextOpenHook = fn;
+}
+
+/** @internal The contexts this process opened (the resource listing, src/stat/), device order. */
+export function _openContexts(): Context[] {
+  const out: Context[] = [];
+  for (const d of devices.values()) {
+    const c = (d as unknown as { _ctx: Context | undefined })._ctx;
+    if (c !== undefined) out.push(c);
+  }
+  return out;
+}
 
 /**
  * `ibv_get_device_list()`: one {@link Device} per device of every registered provider, in

@@ -161,6 +161,7 @@ export class Mr {
     this._stagValid = true;
     this._registered = false;
     this._registered = true;
+    pd._mrs.add(this);
   }
 
   /** True until {@link dereg}. */
@@ -207,6 +208,7 @@ export class Mr {
     this._registered = false;
     this._stagValid = false;
     this.context._mrs._remove(this);
+    this.pd._mrs.delete(this);
     this.pd._mrCount--;
     if (tracing('mr')) trace('mr', `MR[${stagStr(this.lkey)}]`, 'dereg');
   }

@@ -34,6 +34,8 @@ export class Pd {
   readonly handle: number;
   /** @internal Registered MRs of this PD. */
   _mrCount = 0;
+  /** @internal Its registered MRs (for the resource listing, src/stat/). */
+  readonly _mrs = new Set<Mr>();
   /** @internal Allocated memory windows of this PD. */
   _mwCount = 0;
   /** @internal QPs of this PD, with the CQs they are attached to. */
@@ -49,6 +51,7 @@ export class Pd {
   constructor(context: Context, handle: number) {
     this.context = context;
     this.handle = handle;
+    context._pdSet.add(this);
   }
 
   /** True after {@link dealloc}. */

@@ -241,6 +241,12 @@ export interface VerbsProvider {
    */
   resizeCq?(cq: Cq, cqe: number): void;
   /**
+   * The device's counters by name (what `rdma statistic show link DEV/PORT` lists: the kernel's
+   * hw counters of the port, the soft devices' own — docs/counters.md). A device lists only
+   * counters it counts. Absent: the device has none (`Context.queryCounters` answers EOPNOTSUPP).
+   */
+  counters?(info: DeviceInfo, portNum: number): Record<string, number>;
+  /**
    * Resolves once the connections this provider closed gracefully have sent everything they had
    * queued and closed, or after `timeoutMs`. See {@link settleConnections}.
    */
@@ -250,7 +256,7 @@ export interface VerbsProvider {
 const providers = new Map<string, VerbsProvider>();
 
 /** The operations a provider may leave out. */
-const OPTIONAL_OPS = ['queryGidType', 'queryPkey', 'allocMw', 'bindMw', 'createAh', 'destroyAh', 'attachMcast', 'detachMcast', 'resizeCq', 'reregMr', 'settle', 'openDevice', 'queryDeviceEx', 'createCqEx'] as const;
+const OPTIONAL_OPS = ['queryGidType', 'queryPkey', 'allocMw', 'bindMw', 'createAh', 'destroyAh', 'attachMcast', 'detachMcast', 'resizeCq', 'reregMr', 'settle', 'openDevice', 'queryDeviceEx', 'createCqEx', 'counters'] as const;
 
 /**
  * Register a provider (rdma-core `verbs_register_driver`). Registering the same object again is

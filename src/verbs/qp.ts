@@ -254,6 +254,14 @@ export abstract class Qp {
   }
 
   /**
+   * @internal What the resource listing (src/stat/) shows of the QP beyond its attributes: the
+   * transport's own sequence state and peer (iWARP: MSNs and the TCP peer). Default: nothing.
+   */
+  _resourceInfo(): Record<string, string | number> {
+    return {};
+  }
+
+  /**
    * ibv_modify_qp: apply the attributes named in `mask` (default: every attribute present in
    * `attr`), all or nothing. EINVAL for an illegal state move, for attributes the transition
    * does not take or lacks (IB rules: the per-QP-type table of qp-attr.ts), for out-of-range

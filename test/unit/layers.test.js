@@ -15,7 +15,7 @@ import { TRANSPORTS } from '../../dist/transports.js';
 
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
 const TRANSPORT = 2;
-const RANK = { wire: 0, util: 0, verbs: 1, transport: TRANSPORT, cm: 3, rsocket: 4, http: 5, cli: 6 };
+const RANK = { wire: 0, util: 0, verbs: 1, transport: TRANSPORT, cm: 3, rsocket: 4, stat: 4, http: 5, cli: 6 };
 // A transport's top folder is of the transport layer (src/transport/, src/native/).
 for (const t of TRANSPORTS) RANK[t.dir.split('/')[0]] = TRANSPORT;
 /** The top-level modules that load transports: for entry points, never for verbs or cm. */

@@ -4,7 +4,8 @@
  */
 import './provider.js';
 import './iwarp-cm.js';
-export { SIW_PROVIDER, SIW_MAX_INLINE } from './provider.js';
+export { SIW_PROVIDER, SIW_MAX_INLINE, iwarpCounters } from './provider.js';
+export { IWARP_COUNTER_NAMES, type IwarpCounterName } from './counters.js';
 export { IWARP_MAX_PRIVATE_DATA, iwarpCmTransport } from './iwarp-cm.js';
 export { SIW_LIMITS, IWARP_ACCESS_MASK } from './attrs.js';
 export { configureIwarp, iwarpConfig, resetIwarpConfig, type IwarpConfig, type ResolvedIwarpConfig } from './config.js';

@@ -17,6 +17,7 @@ import type { QpAttr } from '../../verbs/qp-attr.js';
 import { SIW_LIMITS } from './attrs.js';
 import { localSgeTarget, remoteTarget as mrRemoteTarget, invalidateMr } from './mem.js';
 import type { Llp } from './llp.js';
+import { IC, iwarpDeviceCounters, type IwarpCounters } from './counters.js';
 import { QpTx, type TxQp } from './qp-tx.js';
 import { QpRx, type RxQp } from './qp-rx.js';
 import { iwarpConfig } from './config.js';
@@ -81,9 +82,12 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
   private rxUsed = false;
   /** The device's direct-placement threshold (configuration, fixed at QP creation). */
   private readonly directMin: number;
+  /** The device's counters (counters.ts). */
+  readonly counters: IwarpCounters;
 
   constructor(context: Context, pd: Pd, qpNum: number, init: QpInitAttr, cap: QpCap) {
     super(context, pd, qpNum, init, cap);
+    this.counters = iwarpDeviceCounters(context.device.name);
     const n = Math.max(1, cap.maxSendSge);
     // The holder's fields get null first, then their arrays: their field type is then "any" from
     // the first QP on. Holding an array first, V8 would record the array's hidden class as the
@@ -197,6 +201,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     const t = e instanceof TerminateError ? e : new TerminateError(TermLayer.RDMAP, RdmapEtype.CATASTROPHIC, RdmapEcode.UNSPECIFIED, `internal error: ${(e as Error)?.message ?? e}`);
     if (this.ended) return;
     this.ended = true;
+    this.counters.add(t.layer === TermLayer.RDMAP ? IC.rdmapErrors : t.layer === TermLayer.DDP ? IC.ddpErrors : IC.llpErrors);
     if (tracing('qp')) traceEvent('qp', this.tag, 'terminate', { direction: 'sent', layer: t.layer, etype: t.etype, ecode: t.ecode, reason: t.message });
     this.rx.stop();
     this.tx.sendTerminate({ layer: t.layer, etype: t.etype, ecode: t.ecode, header: t.header });
@@ -204,6 +209,23 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     const fatal = access ? AsyncEventType.QP_ACCESS_ERR : AsyncEventType.QP_FATAL;
     this.raiseAsync(fatal);
     this.down({ byPeer: false, terminate: t }, true);
+  }
+
+  /**
+   * The resource listing's view (src/stat/): the last MSNs sent on the Send and Read queues,
+   * the next ones expected from the peer, and the connection's TCP addresses.
+   */
+  override _resourceInfo(): Record<string, string | number> {
+    const out: Record<string, string | number> = {
+      'sq-msn': this.tx.lastSendMsn,
+      'rq-msn': this.rx.nextSendMsn,
+      'read-msn': this.tx.lastReadMsn,
+      'ird-msn': this.rx.nextReadMsn,
+    };
+    const s = this.llp?.socket;
+    if (s?.remoteAddress !== undefined) out['dst-addr'] = `${s.remoteAddress}:${s.remotePort ?? 0}`;
+    if (s?.localAddress !== undefined) out['src-addr'] = `${s.localAddress}:${s.localPort ?? 0}`;
+    return out;
   }
 
   /** The peer sent a TERMINATE: fail the WR it concerns, then tear down. */

@@ -16,6 +16,7 @@ import { IwarpQp } from './iwarp-qp.js';
 import { llpsSettled } from './llp.js';
 import { SIW_LIMITS, siwAccessMask, siwDeviceAttr, siwGid, siwPortAttr } from './attrs.js';
 import { iwarpConfig } from './config.js';
+import { iwarpDeviceCounters, type IwarpCounterName } from './counters.js';
 import { netdevGeneration, PhysState, portStatus, type NetdevPolicy } from '../../verbs/port-watch.js';
 import { AsyncEventType } from '../../verbs/types.js';
 
@@ -131,7 +132,18 @@ const provider: VerbsProvider = {
   srqCaps: SIW_SRQ_CAPS,
   netdevPolicy: SIW_NETDEV_POLICY,
   settle: llpsSettled,
+  counters: (info) => iwarpDeviceCounters(info.name).snapshot(),
 };
+
+/**
+ * The counters of soft iWARP device `name` (see counters.ts; docs/counters.md), zeros for a
+ * device of this host not used yet.
+ * @throws RdmaError ENODEV if no such device exists.
+ */
+export function iwarpCounters(name: string): Record<IwarpCounterName, number> {
+  if (!listDevices().some((i) => i.name === name)) throw err('ENODEV', 'rdma statistic', `no soft iWARP device '${name}'`);
+  return iwarpDeviceCounters(name).snapshot();
+}
 
 /** Register the siw provider (idempotent; done when this module is imported). */
 export function registerSiw(): void {

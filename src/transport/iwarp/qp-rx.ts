@@ -8,6 +8,7 @@
  * Nothing is ever written outside a registered region: the bounds check precedes placement.
  */
 import { TerminateError, TermLayer } from '../../errors.js';
+import { IC, type IwarpCounters } from './counters.js';
 import {
   DDP_ECODE_CATASTROPHIC,
   DdpEtype,
@@ -76,6 +77,8 @@ export interface RxQp {
   readonly terminated: boolean;
   /** Receiving failed: TERMINATE (first error wins), close, QP to ERR. */
   protocolError(e: unknown): void;
+  /** The device's counters. */
+  readonly counters: IwarpCounters;
 }
 
 /**
@@ -120,6 +123,14 @@ export class QpRx implements FpduSink, LlpReader {
   private sendPlaced = 0;
   private expectSendMsn = 1;
   private expectReadMsn = 1;
+  /** The MSN the next Send received must carry. */
+  get nextSendMsn(): number {
+    return this.expectSendMsn;
+  }
+  /** The MSN the next Read Request received must carry. */
+  get nextReadMsn(): number {
+    return this.expectReadMsn;
+  }
   // Tagged message in progress: the next segment must continue it.
   private tagStag = 0;
   private tagNextTo = 0;
@@ -171,6 +182,7 @@ export class QpRx implements FpduSink, LlpReader {
   leftover(buf: Buffer): void {
     const dec = this.decoder;
     if (dec === null) return;
+    this.qp.counters.add(IC.mpaInOctets, buf.length);
     try {
       dec.push(buf, 0, buf.length);
     } catch (e) {
@@ -182,6 +194,7 @@ export class QpRx implements FpduSink, LlpReader {
   bytes(buf: Buffer, start: number, end: number): void {
     const dec = this.decoder;
     if (dec === null) return;
+    this.qp.counters.add(IC.mpaInOctets, end - start);
     try {
       if (!this.fastPath) {
         dec.push(buf, start, end);
@@ -211,6 +224,7 @@ export class QpRx implements FpduSink, LlpReader {
     if (dec === null) return;
     try {
       const k = n - extra;
+      this.qp.counters.add(IC.mpaInOctets, k);
       dec.placed(view, 0, k);
       this.dstOff += k;
       if (extra > 0) this.bytes(this.zoneBytes, 0, extra);
@@ -264,6 +278,7 @@ export class QpRx implements FpduSink, LlpReader {
         this.tagStag = h.stag;
         this.tagNextTo = h.to + len;
         dec.tookWhole(n);
+        qp.counters.add(IC.iwInRdmaWrites);
       } else if (op === RdmapOpcode.SEND || op === RdmapOpcode.SEND_SE) {
         if (!h.last || !msnOk || h.mo !== 0) break;
         const w = qp.rqPeek();
@@ -278,9 +293,11 @@ export class QpRx implements FpduSink, LlpReader {
         this.rqeStatus = WcStatus.GENERAL_ERR;
         this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
         dec.tookWhole(n);
+        qp.counters.add(IC.iwInRdmaSends);
         qp.rxRecvDone(w, len, 0, 0, op === RdmapOpcode.SEND_SE);
         if (tracing('rx')) traceEvent('rx', qp.tag, 'recv', { opcode: 'SEND', bytes: len, msn: h.msn });
       } else break;
+      qp.counters.add(IC.mpaInFpdus);
       p += n;
     }
     return p;
@@ -527,7 +544,12 @@ export class QpRx implements FpduSink, LlpReader {
   }
 
   onEnd(h: FpduHeader, crcOk: boolean): void {
+    const c = this.qp.counters;
+    c.add(IC.mpaInFpdus);
+    if (!crcOk) c.add(IC.mpaCrcErrors);
     if (!crcOk) throw new TerminateError(TermLayer.LLP, LLP_ETYPE_MPA, MpaEcode.CRC, 'MPA CRC error', h.raw);
+    // A Write message received; not the RFC 6581 RTR, a zero-length Write before anything else.
+    if (h.opcode === RdmapOpcode.WRITE && h.last && (this.seenFirst || h.payloadLen !== 0)) c.add(IC.iwInRdmaWrites);
     if (!this.seenFirst) {
       this.seenFirst = true;
       const f = this.onFirstFpdu;
@@ -590,12 +612,14 @@ export class QpRx implements FpduSink, LlpReader {
       }
       flags |= WcFlags.WITH_INV;
       inv = h.invStag;
+      qp.counters.add(IC.iwRdmaInv);
     }
     const w = this.rqe as RqWqe;
     const len = this.sendPlaced;
     this.rqe = null;
     this.sendPlaced = 0;
     this.expectSendMsn = (this.expectSendMsn + 1) >>> 0;
+    qp.counters.add(IC.iwInRdmaSends);
     const se = h.opcode === RdmapOpcode.SEND_SE || h.opcode === RdmapOpcode.SEND_SE_INV;
     qp.rxRecvDone(w, len, flags, inv, se);
     if (tracing('rx')) traceEvent('rx', qp.tag, 'recv', { opcode: 'SEND', bytes: len, msn: h.msn });
@@ -620,11 +644,13 @@ export class QpRx implements FpduSink, LlpReader {
    * runs apart from RX), so a burst of Read Requests beyond the IRD is seen as such.
    */
   private endReadReq(_h: FpduHeader): void {
+    this.qp.counters.add(IC.iwInRdmaReads);
     this.qp.tx.kickSoon();
   }
 
   /** The end of a TERMINATE: the QP fails with what it reports. */
   private endTerminate(_h: FpduHeader): void {
+    this.qp.counters.add(IC.iwTerminatesRcvd);
     this.qp.peerTerminated(this.termHdr as Buffer, (this.term as Buffer).subarray(0, this.termLen));
   }
 

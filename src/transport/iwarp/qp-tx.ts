@@ -29,6 +29,7 @@ import { hex } from './mem.js';
 import { microtask } from '../../util/microtask.js';
 import { traceEvent, tracing } from '../../trace.js';
 import { objectArray } from '../../util/arrays.js';
+import { IC, type IwarpCounters } from './counters.js';
 
 /**
  * The QP as its transmit path sees it (IwarpQp implements it): the send queue it drains, the
@@ -47,6 +48,8 @@ export interface TxQp {
   sqFail(w: SqWqe, status: WcStatus, why: string): void;
   gather(w: SqWqe): { bufs: Buffer[]; offs: number[]; lens: number[] } | null;
   localTarget(s: Sge, off: number, len: number): { buf: Buffer; off: number } | number;
+  /** The device's counters. */
+  readonly counters: IwarpCounters;
 }
 
 /** Messages at or above this size go zero-copy (views of the MR + write callback). */
@@ -145,6 +148,14 @@ export class QpTx {
   }
   private sendMsn = 0;
   private readMsn = 0;
+  /** The MSN of the last Send sent (untagged queue 0; 0 before the first). */
+  get lastSendMsn(): number {
+    return this.sendMsn;
+  }
+  /** The MSN of the last RDMA Read Request sent (queue 1). */
+  get lastReadMsn(): number {
+    return this.readMsn;
+  }
   private termMsn = 0;
   private kicking = false;
   private waitingDrain = false;
@@ -348,6 +359,7 @@ export class QpTx {
     }
     this.stageStart = this.slabPos;
     this.nWrites++;
+    this.qp.counters.add(IC.mpaOutOctets, len);
     llp.write(b);
     if (llp.socket.writableLength === 0) {
       this.slabPos = 0;
@@ -365,6 +377,7 @@ export class QpTx {
     this.flushStage(llp);
     if (this.nWrites === 0) llp.beginBatch(true); // several pieces follow: cork from the first
     this.nWrites++;
+    this.qp.counters.add(IC.mpaOutOctets, b.length);
     llp.write(b, cb);
   }
 
@@ -388,6 +401,7 @@ export class QpTx {
         const h = this.hdr;
         const len = writeReadRequest(h, 0, this.readMsn, s.lkey, s.addr, s.length, w.rkey, w.remoteAddr);
         this.writeSmall(llp, h, len, null, 0);
+        qp.counters.add(IC.iwOutRdmaReads);
         this.endsWithWrite = false;
         if (tracing('tx')) traceEvent('tx', qp.tag, 'send', { opcode: 'READ_REQ', bytes: s.length, msn: this.readMsn, source: `${hex(w.rkey)}@${w.remoteAddr.toString(16)}` });
         return true;
@@ -408,6 +422,7 @@ export class QpTx {
           this.sendMsn = (this.sendMsn + 1) >>> 0;
           msn = this.sendMsn;
         }
+        qp.counters.add(op === RdmapOpcode.WRITE ? IC.iwOutRdmaWrites : IC.iwOutRdmaSends);
         const zc = w.length >= ZERO_COPY_MIN && w.inline === null;
         if (zc) {
           const e = { w, done: false, status: WcStatus.SUCCESS };
@@ -469,6 +484,7 @@ export class QpTx {
       zeroTail(f, at, pad);
       if (this.crc) f.writeUInt32LE(crc32c(f.subarray(at0, at + pad)), at + pad);
       sent += n;
+      this.qp.counters.add(IC.mpaOutFpdus);
     } while (sent < total);
     if (tracing('tx')) traceEvent('tx', this.qp.tag, 'send', { opcode: info.name, bytes: total, ...(msn ? { msn } : { stag: hex(w.rkey) }) });
   }
@@ -531,6 +547,7 @@ export class QpTx {
     }
     zeroTail(f, at, pad);
     if (this.crc) f.writeUInt32LE(crc32c(f.subarray(at0, at + pad)), at + pad);
+    this.qp.counters.add(IC.mpaOutFpdus);
     if (tracing('tx')) traceEvent('tx', this.qp.tag, 'send', { opcode: String(IWARP_OPCODES[op]?.name), bytes: n, ...(msn ? { msn } : { stag: hex(w.rkey) }) });
   }
 
@@ -556,6 +573,7 @@ export class QpTx {
     llp.endBatch();
     llp.beginBatch(false);
     this.nWrites = 0;
+    this.qp.counters.add(IC.mpaOutFpdus, nf);
     const meta = Buffer.allocUnsafe(nf * (hdrLen + 8) + 8);
     let mo = 0; // where the current glue piece starts in `meta`
     let me = 0; // where it ends
@@ -650,6 +668,7 @@ export class QpTx {
    */
   private writeSmall(llp: Llp, h: Buffer, hdrLen: number, src: Buffer | null, off: number, n = 0): void {
     const pad = fpduPad(hdrLen - 2 + n);
+    this.qp.counters.add(IC.mpaOutFpdus);
     if (n < ZERO_COPY_MIN || !src) {
       const at = this.stageAlloc(llp, hdrLen + n + pad + 4);
       const f = this.slab;
@@ -699,7 +718,12 @@ export class QpTx {
     if (!llp || llp.isClosed) return;
     this.termMsn = (this.termMsn + 1) >>> 0;
     this.flushStage(llp); // what was built before the error goes first
-    llp.write(encodeTerminate(t, { crc: this.crc, msn: this.termMsn }));
+    const b = encodeTerminate(t, { crc: this.crc, msn: this.termMsn });
+    const c = this.qp.counters;
+    c.add(IC.iwTerminatesSent);
+    c.add(IC.mpaOutFpdus);
+    c.add(IC.mpaOutOctets, b.length);
+    llp.write(b);
   }
 
   /** Drop per-connection state (QP to ERR or destroyed). */

@@ -9,7 +9,8 @@
  * ```
  */
 import './index.js';
-export { SIW_PROVIDER as PROVIDER } from './provider.js';
+export { SIW_PROVIDER as PROVIDER, iwarpCounters as counters } from './provider.js';
+export { IWARP_COUNTER_NAMES as COUNTER_NAMES, type IwarpCounterName as CounterName } from './counters.js';
 export { SIW_LIMITS as LIMITS } from './attrs.js';
 export { IWARP_MAX_PRIVATE_DATA as MAX_PRIVATE_DATA } from './iwarp-cm.js';
 export { configureIwarp as configure, iwarpConfig as config, type IwarpConfig as Config } from './config.js';

@@ -31,7 +31,7 @@ import { RoceRcQp } from './rc/rc-qp.js';
 import { MAX_RDMA_LEN } from './rc/common.js';
 import { PortAgent } from './udp.js';
 import { rxeAllocMw, rxeBindMw } from './mw.js';
-import { COUNTER_NAMES, type CounterName } from './counters.js';
+import { C, COUNTER_NAMES, type CounterName } from './counters.js';
 import { BTH_DEF_PKEY } from '../../wire/roce/index.js';
 
 /** Provider name, as rdma-core's `rxe` provider. */
@@ -224,7 +224,10 @@ export const RXE_NETDEV_POLICY: NetdevPolicy = {
   updated: (info) => roceDevice(info.name)?.update(info),
   portChanged: (info, active) => {
     const d = roceDevice(info.name);
-    if (d !== undefined) d.portUp = active;
+    if (d === undefined) return;
+    // rxe_notify: the carrier lost (the port leaving ACTIVE) counts link_downed.
+    if (d.portUp && !active) d.counters.inc(C.link_downed);
+    d.portUp = active;
   },
   removed: (info) => removeRoceDevice(info.name),
 };
@@ -256,6 +259,7 @@ const provider: VerbsProvider = {
   detachMcast,
   resizeCq,
   settle: (timeoutMs) => PortAgent.get().settle(timeoutMs),
+  counters: (info) => roceCounters(info.name),
 };
 
 /** Register the rxe provider (idempotent; done when this module is imported). */

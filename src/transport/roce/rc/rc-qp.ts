@@ -202,6 +202,12 @@ export class RoceRcQp extends Qp implements RcCore {
     return true;
   }
 
+  /** The resource listing's view (src/stat/): the peer's and this QP's IP addresses once in RTR. */
+  override _resourceInfo(): Record<string, string | number> {
+    const av = this.av;
+    return av === null ? {} : { 'dst-addr': av.dst, 'src-addr': av.sgid.ip };
+  }
+
   /** Whether a datagram came from the connected peer's address to this QP's source address. */
   private samePeer(meta: RxMeta): boolean {
     const av = this.av;

@@ -4,12 +4,13 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { QpTx } from '../../../../dist/transport/iwarp/qp-tx.js';
+import { IwarpCounters } from '../../../../dist/transport/iwarp/counters.js';
 import { encodeFpdu, RdmapOpcode } from '../../../../dist/wire/index.js';
 import { prng } from '../../../lib/prng.js';
 
 /** A QpTx on a stand-in connection: builders stage into its slab; writes are dropped. */
 function tx(crc, fpduMax) {
-  const t = new QpTx({ tag: 'QP[test]' });
+  const t = new QpTx({ tag: 'QP[test]', counters: new IwarpCounters() });
   t.attach({ write() {}, socket: { writableLength: 0 }, isClosed: false, beginBatch() {}, endBatch() {} }, crc, fpduMax);
   return t;
 }
