@@ -62,3 +62,7 @@ export {
 } from './stat/index.js';
 /** rsockets: `rsocket.connect()` / `rsocket.createServer()` give Node `Duplex` streams over RDMA. */
 export * as rsocket from './rsocket/index.js';
+// Packet capture: exported by the entry points, not by verbs/index.ts, so that the tools' face
+// (src/cli/api.ts) loads no capture codec unless a device starts a capture.
+export { startCapture, activeCaptures, Capture, CAPTURE_BUFFER_DEFAULT, CAPTURE_SNAPLEN_DEFAULT, type CaptureOptions, type CaptureStats, type CaptureDirection } from './verbs/capture.js';
+export type { CaptureStream } from './verbs/capture-writer.js';

@@ -9,3 +9,7 @@
 import './util/dispose.js';
 export * from './transport-settings.js';
 export * from './verbs/index.js';
+// Packet capture: exported by the entry points, not by verbs/index.ts, so that the tools' face
+// (src/cli/api.ts) loads no capture codec unless a device starts a capture.
+export { startCapture, activeCaptures, Capture, CAPTURE_BUFFER_DEFAULT, CAPTURE_SNAPLEN_DEFAULT, type CaptureOptions, type CaptureStats, type CaptureDirection } from './verbs/capture.js';
+export type { CaptureStream } from './verbs/capture-writer.js';

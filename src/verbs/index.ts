@@ -57,5 +57,3 @@ export { Ah, type AhAttr, type GlobalRoute } from './ah.js';
 export { initAhFromWc, createAhFromWc, findGidIndex, GRH_AREA_LEN } from './ah-wc.js';
 export { DEFAULT_PKEY, type GidEntry } from './context.js';
 export { registerProvider, unregisterProvider, settleConnections, backendSelection, type Backend, type VerbsProvider, QpCreateFlags, type QpInitAttr, type QpLike, type ExCaps, type CqArgs } from './provider.js';
-export { startCapture, activeCaptures, Capture, CAPTURE_BUFFER_DEFAULT, CAPTURE_SNAPLEN_DEFAULT, type CaptureOptions, type CaptureStats, type CaptureDirection } from './capture.js';
-export type { CaptureStream } from './capture-writer.js';
