@@ -10,16 +10,16 @@
 // the connections it accepted (three: one per client) and every request served.
 //
 // Needs, besides the VM: native/build/rdmacm.node (npm run build:native).
-// Env: NATIVE_HTTP_VM (the VM slot, default 0).
+// Env: REFVM_VM (the VM slot, default 0).
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, guestIp, HOST_IP, REPO_ROOT } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, guestIp, HOST_IP, REPO_ROOT, vmSlot } from './lib/refvm.js';
 
 const ADDON = join(REPO_ROOT, 'native', 'build', 'rdmacm.node');
 const PEER = join(REPO_ROOT, 'test', 'interop', 'lib', 'http-peer.mjs');
-const VM = Number(process.env.NATIVE_HTTP_VM || 0);
+const VM = vmSlot(0);
 const PORT = 7820;
 const HOST_ENV = { RDMACM_BACKEND: 'soft', RDMACM_DEVICE: 'rxe_rvbr0', RDMACM_ROCE_PORT: '', PEER_DEADLINE_SEC: '280' };
 
