@@ -296,8 +296,27 @@ export class RsConn implements CqEventSink {
     if (!this._id) {
       this.ch = createEventChannel();
       this._id = createId(this.ch, this, PortSpace.TCP);
+      this.applyHold();
     }
     return this._id;
+  }
+
+  private holds = true;
+
+  /**
+   * @internal Whether the connection holds the Node event loop (`RSocket.ref()` / `unref()`):
+   * its cm_id's transport state and its QP's ({@link Qp._setHoldsLoop}). The keepalive timer
+   * never holds it. Set before or after the id and QP exist.
+   */
+  _setHoldsLoop(on: boolean): void {
+    if (this.holds === on) return;
+    this.holds = on;
+    this.applyHold();
+  }
+
+  private applyHold(): void {
+    this._id?._setHoldsLoop(this.holds);
+    this.qp?._setHoldsLoop(this.holds);
   }
 
   /**
@@ -406,6 +425,7 @@ export class RsConn implements CqEventSink {
     const id = ev.id;
     this._id = id;
     id.context = this;
+    this.applyHold();
     // The request's data is all we need from the event: acknowledge it (rdma_migrate_id waits
     // for the acknowledgement of events already handed out), then move the id to its own channel.
     const req = { ...ev.param.conn };
@@ -483,6 +503,7 @@ export class RsConn implements CqEventSink {
       qpContext: this,
     });
     cfg.sqInline = this.qp.cap.maxInlineData;
+    this.applyHold();
     cq.reqNotify();
     this.initBufs(nrecv);
     this.qp.postRecv(this.rx.recvWrs);

@@ -277,12 +277,22 @@ export class RSocket extends Duplex {
     }
   }
 
-  /** No-op for compatibility (the event loop is not held by an idle rsocket's resources). */
+  /**
+   * As `net.Socket.ref()`: the connection holds the event loop open again (the default). Undoes
+   * {@link RSocket.unref}; may be called before `connect`.
+   */
   ref(): this {
+    this.conn._setHoldsLoop(true);
     return this;
   }
-  /** No-op for compatibility, as {@link RSocket.ref}. */
+  /**
+   * As `net.Socket.unref()`: the connection no longer keeps the process alive by itself — its QP's
+   * socket (iWARP) or its share of the device's UDP sockets (RoCE) and its CM state stop holding
+   * the event loop; bytes not yet handed to the kernel still hold it. The socket keeps working.
+   * node:http's Agent unrefs its idle keep-alive sockets this way.
+   */
   unref(): this {
+    this.conn._setHoldsLoop(false);
     return this;
   }
 

@@ -169,6 +169,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
       this.holdTimer.unref();
     }
     llp.onClose = (e, byPeer) => this.llpClosed(e, byPeer);
+    if (!this._holdsLoop) llp.socket.unref();
     // Direct placement: large tagged payloads are read by the socket straight into the MR. When
     // it is off, readTarget would answer null for every read: the LLP does not ask.
     llp.setReader(rx, this.directMin !== Infinity);
@@ -176,6 +177,17 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     if (p.rtr) this.tx.sendRtr(p.rtr);
     if (leftover && leftover.length > 0) rx.leftover(leftover);
     this.tx.kick();
+  }
+
+  /**
+   * The connection's TCP socket holds the event loop while the QP does, as `net.Socket.ref()`:
+   * unref'd, pending writes still hold it (libuv's write requests) until the kernel has the bytes.
+   */
+  protected override _holdsLoopChanged(on: boolean): void {
+    const s = this.llp?.socket;
+    if (!s) return;
+    if (on) s.ref();
+    else s.unref();
   }
 
   private releaseHold(): void {
