@@ -165,10 +165,33 @@ function httpSuite(face) {
   });
 }
 
+function httpServerSuite(face) {
+  test(`[${face}] an http.Server unref'd before listen(): the process exits by itself while it listens`, T, async () => {
+    const make = face === 'net' ? `http.createServer()` : `createHttpServer()`;
+    const code = `
+      import http from 'node:http';
+      import { once } from 'node:events';
+      import { createHttpServer } from ${HTTP};
+      const server = ${make};
+      server.unref();
+      server.listen(0, '127.0.0.1');
+      await once(server, 'listening');
+      process.on('exit', () => console.log(server.listening ? 'listening' : 'closed'));
+      console.log('done');
+    `;
+    const r = await runChild(code, EXIT_WITHIN_MS);
+    assert.equal(r.exited, true, `still running ${EXIT_WITHIN_MS} ms after listening: the unref'd server holds the event loop\n${r.err}`);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /done\nlistening\n/);
+  });
+}
+
 pairSuite('net');
+httpServerSuite('net');
 httpSuite('net');
 
 forEachDevice([Cap.CM_TCP], () => {
   pairSuite('rsocket');
   httpSuite('rsocket');
+  httpServerSuite('rsocket');
 }, 'rsocket ref/unref');
