@@ -305,8 +305,11 @@ export class RsConn implements CqEventSink {
 
   /**
    * @internal Whether the connection holds the Node event loop (`RSocket.ref()` / `unref()`):
-   * its cm_id's transport state and its QP's ({@link Qp._setHoldsLoop}). The keepalive timer
-   * never holds it. Set before or after the id and QP exist.
+   * its cm_id's transport state and its QP's ({@link Qp._setHoldsLoop}). Not holding it, the QP
+   * still does while data is on its way — staged in the send buffer for a grant of the peer, or
+   * posted and not completed — as `net`'s write requests hold it, so a process that ends after a
+   * write does not lose its tail. The keepalive timer never holds it. Set before or after the id
+   * and QP exist.
    */
   _setHoldsLoop(on: boolean): void {
     if (this.holds === on) return;
@@ -316,7 +319,12 @@ export class RsConn implements CqEventSink {
 
   private applyHold(): void {
     this._id?._setHoldsLoop(this.holds);
-    this.qp?._setHoldsLoop(this.holds);
+    this.qp?._setHoldsLoop(this.holds || this.sending());
+  }
+
+  /** Sends under way: bytes staged for the peer's grant, or send WQEs not completed yet. */
+  private sending(): boolean {
+    return (this.st.state & RsState.connected) !== 0 && (this.early.bytes > 0 || !this.credits.allDone());
   }
 
   /**
@@ -660,6 +668,7 @@ export class RsConn implements CqEventSink {
     } finally {
       this.inPump = false;
     }
+    if (!this.holds) this.applyHold();
   }
 
   private notifySoon(): void {
@@ -897,6 +906,7 @@ export class RsConn implements CqEventSink {
       done += xfer;
     }
     this.tx.flushPosts();
+    if (!this.holds) this.applyHold();
     if (done > 0) return done;
     if (this._error) throw this._error;
     if (!(this.st.state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');

@@ -152,6 +152,8 @@ export class RSocket extends Duplex {
   private idleMs = 0;
   private idleTimer: NodeJS.Timeout | null = null;
   private timeoutSet = false;
+  /** {@link RSocket.unref} was called last. */
+  private unrefd = false;
   /** The connect under way or done (one per socket), and what stops it. */
   private connectRun: Promise<void> | null = null;
   private readonly connectAbort = new AbortController();
@@ -282,6 +284,7 @@ export class RSocket extends Duplex {
    * {@link RSocket.unref}; may be called before `connect`.
    */
   ref(): this {
+    this.unrefd = false;
     this.conn._setHoldsLoop(true);
     return this;
   }
@@ -292,8 +295,17 @@ export class RSocket extends Duplex {
    * node:http's Agent unrefs its idle keep-alive sockets this way.
    */
   unref(): this {
-    this.conn._setHoldsLoop(false);
+    this.unrefd = true;
+    this.holdWhileWriting();
     return this;
+  }
+
+  /**
+   * Unref'd, the connection still holds the event loop while written bytes wait here for send
+   * credits, as `net`'s pending write requests do; idle, it does not.
+   */
+  private holdWhileWriting(): void {
+    this.conn._setHoldsLoop(this.wq.length > 0);
   }
 
   // -- connect -------------------------------------------------------------------------------
@@ -490,7 +502,10 @@ export class RSocket extends Duplex {
           continue;
         }
         const n = c.send(w.buf, w.off, left, false);
-        if (n === RS_EAGAIN) return;
+        if (n === RS_EAGAIN) {
+          if (this.unrefd) this.holdWhileWriting();
+          return;
+        }
         w.off += n;
         this.byteCounts[1] = (this.byteCounts[1] as number) + n;
         if (this.idleMs) this.touch();
@@ -503,6 +518,7 @@ export class RSocket extends Duplex {
       else this.destroy(e as Error);
       return;
     }
+    if (this.unrefd) this.holdWhileWriting();
     const cb = this.wcb;
     this.wcb = null;
     cb?.();

@@ -11,8 +11,9 @@ import http from 'node:http';
 import { once } from 'node:events';
 import { spawn } from 'node:child_process';
 import { createHttpServer } from '../../dist/http/index.js';
+import * as rsApi from '../../dist/rsocket/index.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
-import { listenLocal, closeServer } from '../lib/http.js';
+import { listenLocal, closeServer, payload, sha } from '../lib/http.js';
 import { REPO_ROOT } from '../lib/tools.js';
 
 const T = { timeout: 60_000 };
@@ -29,8 +30,8 @@ const HTTP = JSON.stringify(`${REPO_ROOT}/dist/http/index.js`);
  * says whether it then exited by itself within `waitMs` (`exited`, with its code and what it
  * printed) or was still running and was killed.
  */
-async function runChild(code, waitMs) {
-  const child = spawn(process.execPath, ['--input-type=module', '-e', code], { env: process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+async function runChild(code, waitMs, env = {}) {
+  const child = spawn(process.execPath, ['--input-type=module', '-e', code], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout.on('data', (d) => (out += d));
@@ -188,10 +189,68 @@ function httpServerSuite(face) {
 
 pairSuite('net');
 httpServerSuite('net');
+writeThenExitSuite('net');
 httpSuite('net');
+
+/**
+ * A child connects to a server of this process, unrefs its socket, writes `size` bytes (more than
+ * the connection's buffers take at once) and leaves the rest to the event loop: the bytes still
+ * on their way hold the process, as net's pending writes do, so every one arrives before it ends.
+ */
+function writeThenExitSuite(face, env = {}) {
+  test(`[${face}] an unref'd socket with bytes still to send: they arrive, then the process exits by itself`, T, async () => {
+    const size = 4 << 20;
+    const data = payload(size, 5);
+    const mod = face === 'net' ? `import * as rs from 'node:net';` : `import * as rs from ${RS};`;
+    const server = face === 'net' ? net.createServer() : rsApi.createServer();
+    const got = new Promise((resolve) => {
+      server.once('connection', (s) => {
+        const parts = [];
+        let n = 0;
+        s.on('data', (d) => {
+          parts.push(d);
+          n += d.length;
+          if (n >= size) resolve(Buffer.concat(parts));
+        });
+        s.on('error', () => {});
+      });
+    });
+    server.listen(0, '127.0.0.1');
+    await once(server, 'listening');
+    const code = `
+      ${mod}
+      import { once } from 'node:events';
+      import { payload } from ${JSON.stringify(`${REPO_ROOT}/test/lib/http.js`)};
+      const c = rs.connect(${server.address().port}, '127.0.0.1');
+      await once(c, 'connect');
+      c.on('error', () => process.exit(5));
+      c.unref();
+      c.write(payload(${size}, 5));
+      console.log('done');
+    `;
+    try {
+      const r = await runChild(code, 15_000, env);
+      assert.equal(r.exited, true, `still running 15 s after writing\n${r.err}`);
+      assert.equal(r.code, 0, r.err);
+      const timeout = new Promise((_, reject) => setTimeout(() => reject(new Error('the written bytes did not all arrive')), 5_000).unref());
+      const back = await Promise.race([got, timeout]);
+      assert.equal(back.length, size);
+      assert.equal(sha(back), sha(data));
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  });
+}
 
 forEachDevice([Cap.CM_TCP], () => {
   pairSuite('rsocket');
   httpSuite('rsocket');
   httpServerSuite('rsocket');
+  writeThenExitSuite('rsocket');
 }, 'rsocket ref/unref');
+
+// On a link that drops datagrams, the child's unacknowledged sends are retransmitted before it
+// ends (RDMACM_ROCE_IMPAIR: the transports with an impairment read it at start).
+forEachDevice([Cap.CM_TCP, Cap.IMPAIR], () => {
+  writeThenExitSuite('rsocket', { RDMACM_ROCE_IMPAIR: 'loss=0.05,seed=11' });
+}, 'rsocket unref on a lossy link');

@@ -169,7 +169,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
       this.holdTimer.unref();
     }
     llp.onClose = (e, byPeer) => this.llpClosed(e, byPeer);
-    if (!this._holdsLoop) llp.socket.unref();
+    if (!this._holdsLoop) llp.holdLoop(false);
     // Direct placement: large tagged payloads are read by the socket straight into the MR. When
     // it is off, readTarget would answer null for every read: the LLP does not ask.
     llp.setReader(rx, this.directMin !== Infinity);
@@ -179,15 +179,9 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     this.tx.kick();
   }
 
-  /**
-   * The connection's TCP socket holds the event loop while the QP does, as `net.Socket.ref()`:
-   * unref'd, pending writes still hold it (libuv's write requests) until the kernel has the bytes.
-   */
+  /** The connection's TCP socket holds the event loop while the QP does (llp.ts {@link Llp.holdLoop}). */
   protected override _holdsLoopChanged(on: boolean): void {
-    const s = this.llp?.socket;
-    if (!s) return;
-    if (on) s.ref();
-    else s.unref();
+    this.llp?.holdLoop(on);
   }
 
   private releaseHold(): void {
