@@ -305,8 +305,8 @@ export class RsConn implements CqEventSink {
 
   /**
    * @internal Whether the connection holds the Node event loop (`RSocket.ref()` / `unref()`):
-   * its cm_id's transport state and its QP's ({@link Qp._setHoldsLoop}). Not holding it, the QP
-   * still does while data is on its way — staged in the send buffer for a grant of the peer, or
+   * its cm_id's transport state and its QP's ({@link Qp._setHoldsLoop}). Not holding it, they
+   * still do while data is on its way — staged in the send buffer for a grant of the peer, or
    * posted and not completed — as `net`'s write requests hold it, so a process that ends after a
    * write does not lose its tail. The keepalive timer never holds it. Set before or after the id
    * and QP exist.
@@ -318,8 +318,11 @@ export class RsConn implements CqEventSink {
   }
 
   private applyHold(): void {
-    this._id?._setHoldsLoop(this.holds);
-    this.qp?._setHoldsLoop(this.holds || this.sending());
+    // Both: a transport may hold the loop through either (the soft devices through the QP, the
+    // native backend through the cm_id's share of the event channel).
+    const on = this.holds || this.sending();
+    this._id?._setHoldsLoop(on);
+    this.qp?._setHoldsLoop(on);
   }
 
   /** Sends under way: bytes staged for the peer's grant, or send WQEs not completed yet. */
