@@ -1,7 +1,8 @@
 // ref() / unref() of rsockets and rsocket servers, as net's: an unref'd connected socket and an
 // unref'd listening server do not keep the process alive by themselves (it exits with the
-// connection still open), ref() undoes it, and node:http's keep-alive Agent — which unrefs its
-// idle pooled sockets — lets a client process exit right after its last response, as over TCP.
+// connection still open), ref() undoes it, bytes written just before still all arrive, and
+// node:http's keep-alive Agent and undici — which unref their idle pooled sockets — let a client
+// process exit right after its last response, as over TCP.
 // Each case runs in a child process on every device that connects RDMA_PS_TCP ids; the TCP
 // counterpart runs once beside them, so a difference from net shows as a failure here.
 import test from 'node:test';
@@ -147,6 +148,26 @@ function pairSuite(face) {
   });
 }
 
+/**
+ * A child that makes `n` requests through an undici Agent (over rsockets: `rsConnector`) to the
+ * server on `port`, one connection for all, reads every body, prints `done` and does not close
+ * the dispatcher: undici unrefs its idle connection, so the process may end.
+ */
+function undiciChild(face, port, n) {
+  const opts = face === 'net' ? `{ connections: 1 }` : `{ connect: rsConnector, connections: 1 }`;
+  return `
+    import { Agent, request } from ${JSON.stringify(`${REPO_ROOT}/node_modules/undici/index.js`)};
+    import { rsConnector } from ${HTTP};
+    const dispatcher = new Agent(${opts});
+    for (let i = 0; i < ${n}; i++) {
+      const { statusCode, body } = await request('http://127.0.0.1:${port}/' + i, { dispatcher });
+      const text = await body.text();
+      if (statusCode !== 200 || text !== 'hello /' + i) process.exit(3);
+    }
+    console.log('done');
+  `;
+}
+
 function httpSuite(face) {
   test(`[${face}] node:http with a keepAlive agent: the client process exits right after its last response`, T, async () => {
     const handler = (req, res) => res.end(`hello ${req.url}`);
@@ -157,6 +178,21 @@ function httpSuite(face) {
     try {
       const r = await runChild(httpChild(face, port, 3), EXIT_WITHIN_MS);
       assert.equal(r.exited, true, `still running ${EXIT_WITHIN_MS} ms after its last response: the pooled socket holds the event loop\n${r.err}`);
+      assert.equal(r.code, 0, r.err);
+      assert.equal(server.accepted.length, 1, 'one keep-alive connection served every request');
+    } finally {
+      for (const s of server.accepted) s.destroy();
+      await closeServer(server);
+    }
+  });
+  test(`[${face}] undici with a keep-alive Agent: the client process exits right after its last response`, T, async () => {
+    const handler = (req, res) => res.end(`hello ${req.url}`);
+    const server = face === 'net' ? http.createServer(handler) : createHttpServer(handler);
+    server.keepAliveTimeout = 60_000;
+    const port = await listenLocal(server);
+    try {
+      const r = await runChild(undiciChild(face, port, 3), EXIT_WITHIN_MS);
+      assert.equal(r.exited, true, `still running ${EXIT_WITHIN_MS} ms after its last response: the idle connection holds the event loop\n${r.err}`);
       assert.equal(r.code, 0, r.err);
       assert.equal(server.accepted.length, 1, 'one keep-alive connection served every request');
     } finally {
