@@ -285,6 +285,54 @@ forEachDevice([Cap.CM_TCP], () => {
   writeThenExitSuite('rsocket');
 }, 'rsocket ref/unref');
 
+/**
+ * A child with two datagram sockets (rsockets, or node:dgram) that exchange a datagram, then call
+ * `calls` on both, exchange another (held meanwhile by a timer of its own) and print `done`.
+ */
+function dgramChild(face, calls) {
+  const mod = face === 'dgram' ? `import { createSocket } from 'node:dgram';` : `import { createSocket } from ${RS};`;
+  return `
+    ${mod}
+    import { once } from 'node:events';
+    const a = createSocket('udp4');
+    const b = createSocket('udp4');
+    a.bind(0, '127.0.0.1');
+    b.bind(0, '127.0.0.1');
+    await Promise.all([once(a, 'listening'), once(b, 'listening')]);
+    a.on('message', (m, r) => a.send(m, r.port, r.address));
+    b.send('one', a.address().port, '127.0.0.1');
+    await once(b, 'message');
+    a.${calls}; b.${calls};
+    const hold = setInterval(() => {}, 1000);
+    b.send('two', a.address().port, '127.0.0.1');
+    const [m] = await once(b, 'message');
+    clearInterval(hold);
+    if (String(m) !== 'two') process.exit(3);
+    console.log('done');
+  `;
+}
+
+function dgramSuite(face) {
+  test(`[${face}] datagram sockets unref'd: the process exits by itself`, T, async () => {
+    const r = await runChild(dgramChild(face, 'unref()'), EXIT_WITHIN_MS);
+    assert.equal(r.exited, true, `still running ${EXIT_WITHIN_MS} ms after its last step\n${r.err}`);
+    assert.equal(r.code, 0, r.err);
+    assert.match(r.out, /done\n/);
+  });
+
+  test(`[${face}] datagram sockets unref'd then ref'd: the process stays alive (killed after a bounded wait)`, T, async () => {
+    const r = await runChild(dgramChild(face, 'unref().ref()'), ALIVE_FOR_MS);
+    assert.match(r.out, /done\n/, r.err);
+    assert.equal(r.exited, false, `exited by itself (code ${r.code})\n${r.err}`);
+  });
+}
+
+dgramSuite('dgram');
+
+forEachDevice([Cap.UD, Cap.AH], () => {
+  dgramSuite('rsocket');
+}, 'datagram rsocket ref/unref');
+
 // On a link that drops datagrams, the child's unacknowledged sends are retransmitted before it
 // ends (RDMACM_ROCE_IMPAIR: the transports with an impairment read it at start).
 forEachDevice([Cap.CM_TCP, Cap.IMPAIR], () => {
