@@ -319,6 +319,27 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
     this.upcall(ev);
   }
 
+  private holds = true;
+
+  /**
+   * Whether what the id's transport keeps for it (a listener's socket or published service, a
+   * connection's CM state) holds the Node event loop: true from creation. Not a librdmacm call:
+   * the hook behind `RServer.unref()` / `RSocket.unref()` (as `net.Server.unref()`); the id keeps
+   * working when it does not. The QP has its own ({@link Qp._setHoldsLoop}).
+   * @internal
+   */
+  _setHoldsLoop(on: boolean): void {
+    if (this.holds === on) return;
+    this.holds = on;
+    this.applyHold();
+  }
+
+  /** Tell the endpoint and listeners whether they hold the event loop (those that can). */
+  private applyHold(): void {
+    this.ep?.holdLoop?.(this.holds);
+    for (const l of this.listeners) l.holdLoop?.(this.holds);
+  }
+
   /** Bind the id to `dev`: its context, port and CM transport (and the transport's endpoint). */
   private useDevice(dev: Device): void {
     this.attachTo(dev.open());
@@ -329,7 +350,10 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
       this.ep = null;
       this.transport = t;
     }
-    if (t && !this.ep) this.ep = t.createEndpoint(this.host);
+    if (t && !this.ep) {
+      this.ep = t.createEndpoint(this.host);
+      this.applyHold();
+    }
   }
 
   /** Take `ctx` as the id's device context and attach to the device (id-device.ts). */
@@ -759,6 +783,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   private abandon(to: CmState, why: string): void {
     this.ep?.destroy();
     this.ep = this.transport ? this.transport.createEndpoint(this.host) : null;
+    this.applyHold();
     this.qps.connectFailed();
     this.established = false;
     this.cell.exch([CmState.CONNECT, CmState.DISCONNECT], to, why);
@@ -843,6 +868,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
       throw err('EINVAL', op, `state ${this.cell.state}`);
     }
     this.listeners = listeners;
+    this.applyHold();
     if (!this.reservedKey) {
       this.reservedKey = `${this.ps}:${this.src?.port}`;
       boundPorts.set(this.reservedKey, this);

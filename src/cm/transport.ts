@@ -212,6 +212,11 @@ export interface CmListener {
   readonly port: number;
   /** Stop listening (rdma_destroy_id); requests already reported stay with their ids. */
   close(): void;
+  /**
+   * Whether the listener holds the Node event loop, as a listening `net.Server` does (true when
+   * made): `false` from `RServer.unref()`. Absent: the listener holds nothing.
+   */
+  holdLoop?(on: boolean): void;
 }
 
 /** A multicast join (rdma_join_multicast_ex). */
@@ -282,6 +287,12 @@ export interface CmEndpoint {
   setIbOption?(name: number, value: number): void;
   /** rdma_destroy_id: drop everything without further upcalls (a pending request is rejected). */
   destroy(): void;
+  /**
+   * Whether an established connection's CM state holds the Node event loop (true when made):
+   * `false` from `RSocket.unref()`. Exchanges under way (a request, a DREQ waiting for its reply)
+   * may hold it still. Absent: the endpoint holds nothing once connected.
+   */
+  holdLoop?(on: boolean): void;
 
   // -- optional: a transport owning the whole flow (native) -------------------------------------
 

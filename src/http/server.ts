@@ -76,6 +76,8 @@ export function serve<S extends net.Server>(server: S, rsocketOptions: RSocketOp
   const originalClose = server.close;
   let rserver: RServer | null = null;
   let closing = false;
+  /** `server.unref()` was called last (net.Server's ref/unref, kept for a later listen). */
+  let unrefd = false;
 
   const listen = (...args: unknown[]): S => {
     if (rserver) throw alreadyListening();
@@ -83,6 +85,7 @@ export function serve<S extends net.Server>(server: S, rsocketOptions: RSocketOp
     const rs = new RServer({ allowHalfOpen: srv.allowHalfOpen ?? false, ...rsocketOptions });
     rserver = rs;
     closing = false;
+    if (unrefd) rs.unref();
     if (cb) server.once('listening', cb);
     rs.on('listening', () => server.emit('listening'));
     rs.on('error', (e: Error) => {
@@ -139,13 +142,21 @@ export function serve<S extends net.Server>(server: S, rsocketOptions: RSocketOp
     return server;
   };
 
+  // As net.Server.ref()/unref(): the rsocket listener holds the event loop or not (RServer's).
+  const holdLoop = (on: boolean): S => {
+    unrefd = !on;
+    if (on) rserver?.ref();
+    else rserver?.unref();
+    return server;
+  };
+
   Object.defineProperties(server, {
     listen: { value: listen, configurable: true, writable: true },
     close: { value: close, configurable: true, writable: true },
     address: { value: () => (closing ? null : (rserver?.address() ?? null)), configurable: true, writable: true },
     listening: { get: () => !closing && (rserver?.listening ?? false), configurable: true },
-    ref: { value: () => server, configurable: true, writable: true },
-    unref: { value: () => server, configurable: true, writable: true },
+    ref: { value: () => holdLoop(true), configurable: true, writable: true },
+    unref: { value: () => holdLoop(false), configurable: true, writable: true },
   });
   return server;
 }

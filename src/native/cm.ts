@@ -177,7 +177,16 @@ class NativeEndpoint implements CmEndpoint {
   }
 
   private update(): void {
-    this.live.set(!this.destroyed && (this.pending > 0 || this.mcWaiting.size > 0 || this.connected || this.listening));
+    const established = this.holds && (this.connected || this.listening);
+    this.live.set(!this.destroyed && (this.pending > 0 || this.mcWaiting.size > 0 || established));
+  }
+
+  /** Whether being connected or listening holds the event loop; calls under way always do. */
+  private holds = true;
+
+  holdLoop(on: boolean): void {
+    this.holds = on;
+    this.update();
   }
 
   private info(): [string | null, number, string, number, string, number] {
@@ -368,6 +377,7 @@ class NativeEndpoint implements CmEndpoint {
         this.listening = false;
         this.update();
       },
+      holdLoop: (on) => this.holdLoop(on),
     };
   }
 

@@ -296,8 +296,38 @@ export class RsConn implements CqEventSink {
     if (!this._id) {
       this.ch = createEventChannel();
       this._id = createId(this.ch, this, PortSpace.TCP);
+      this.applyHold();
     }
     return this._id;
+  }
+
+  private holds = true;
+
+  /**
+   * @internal Whether the connection holds the Node event loop (`RSocket.ref()` / `unref()`):
+   * its cm_id's transport state and its QP's ({@link Qp._setHoldsLoop}). Not holding it, they
+   * still do while data is on its way — staged in the send buffer for a grant of the peer, or
+   * posted and not completed — as `net`'s write requests hold it, so a process that ends after a
+   * write does not lose its tail. The keepalive timer never holds it. Set before or after the id
+   * and QP exist.
+   */
+  _setHoldsLoop(on: boolean): void {
+    if (this.holds === on) return;
+    this.holds = on;
+    this.applyHold();
+  }
+
+  private applyHold(): void {
+    // Both: a transport may hold the loop through either (the soft devices through the QP, the
+    // native backend through the cm_id's share of the event channel).
+    const on = this.holds || this.sending();
+    this._id?._setHoldsLoop(on);
+    this.qp?._setHoldsLoop(on);
+  }
+
+  /** Sends under way: bytes staged for the peer's grant, or send WQEs not completed yet. */
+  private sending(): boolean {
+    return (this.st.state & RsState.connected) !== 0 && (this.early.bytes > 0 || !this.credits.allDone());
   }
 
   /**
@@ -406,6 +436,7 @@ export class RsConn implements CqEventSink {
     const id = ev.id;
     this._id = id;
     id.context = this;
+    this.applyHold();
     // The request's data is all we need from the event: acknowledge it (rdma_migrate_id waits
     // for the acknowledgement of events already handed out), then move the id to its own channel.
     const req = { ...ev.param.conn };
@@ -483,6 +514,7 @@ export class RsConn implements CqEventSink {
       qpContext: this,
     });
     cfg.sqInline = this.qp.cap.maxInlineData;
+    this.applyHold();
     cq.reqNotify();
     this.initBufs(nrecv);
     this.qp.postRecv(this.rx.recvWrs);
@@ -639,6 +671,7 @@ export class RsConn implements CqEventSink {
     } finally {
       this.inPump = false;
     }
+    if (!this.holds) this.applyHold();
   }
 
   private notifySoon(): void {
@@ -876,6 +909,7 @@ export class RsConn implements CqEventSink {
       done += xfer;
     }
     this.tx.flushPosts();
+    if (!this.holds) this.applyHold();
     if (done > 0) return done;
     if (this._error) throw this._error;
     if (!(this.st.state & RsState.writable)) throw rsErr('ECONNRESET', 'rsend');

@@ -74,8 +74,17 @@ export class RsListener {
     if (!this.id) {
       this.ch = createEventChannel();
       this.id = createId(this.ch, this, PortSpace.TCP);
+      this.id._setHoldsLoop(this.holds);
     }
     return this.id;
+  }
+
+  private holds = true;
+
+  /** @internal Whether the listening id holds the Node event loop (`RServer.ref()` / `unref()`). */
+  _setHoldsLoop(on: boolean): void {
+    this.holds = on;
+    this.id?._setHoldsLoop(on);
   }
 
   /** rbind(). */

@@ -138,6 +138,7 @@ export class RServer extends EventEmitter {
     // Already aborted: nothing is bound; the server closes a tick later.
     if (signal?.aborted) return this;
     const l = new RsListener(configFrom(this.sockOpts));
+    l._setHoldsLoop(this.holds);
     this.listener = l;
     void this.start(l, { port, host, backlog, ipv6Only: o.ipv6Only });
     return this;
@@ -247,12 +248,23 @@ export class RServer extends EventEmitter {
     cb(null, this.conns.size);
   }
 
-  /** No-op for compatibility with `net.Server` (a listening rsocket server does not hold the event loop by a handle of its own). */
+  private holds = true;
+
+  /** As `net.Server.ref()`: listening holds the event loop open again (the default). */
   ref(): this {
+    this.holds = true;
+    this.listener?._setHoldsLoop(true);
     return this;
   }
-  /** No-op for compatibility, as {@link RServer.ref}. */
+  /**
+   * As `net.Server.unref()`: a listening server no longer keeps the process alive by itself
+   * (its listener's socket or published service stops holding the event loop); it still accepts.
+   * Its accepted sockets hold the loop each until they are unref'd themselves. May be called
+   * before `listen`.
+   */
   unref(): this {
+    this.holds = false;
+    this.listener?._setHoldsLoop(false);
     return this;
   }
 

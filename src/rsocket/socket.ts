@@ -152,6 +152,8 @@ export class RSocket extends Duplex {
   private idleMs = 0;
   private idleTimer: NodeJS.Timeout | null = null;
   private timeoutSet = false;
+  /** {@link RSocket.unref} was called last. */
+  private unrefd = false;
   /** The connect under way or done (one per socket), and what stops it. */
   private connectRun: Promise<void> | null = null;
   private readonly connectAbort = new AbortController();
@@ -277,13 +279,33 @@ export class RSocket extends Duplex {
     }
   }
 
-  /** No-op for compatibility (the event loop is not held by an idle rsocket's resources). */
+  /**
+   * As `net.Socket.ref()`: the connection holds the event loop open again (the default). Undoes
+   * {@link RSocket.unref}; may be called before `connect`.
+   */
   ref(): this {
+    this.unrefd = false;
+    this.conn._setHoldsLoop(true);
     return this;
   }
-  /** No-op for compatibility, as {@link RSocket.ref}. */
+  /**
+   * As `net.Socket.unref()`: the connection no longer keeps the process alive by itself — its QP's
+   * socket (iWARP) or its share of the device's UDP sockets (RoCE) and its CM state stop holding
+   * the event loop; bytes not yet handed to the kernel still hold it. The socket keeps working.
+   * node:http's Agent unrefs its idle keep-alive sockets this way.
+   */
   unref(): this {
+    this.unrefd = true;
+    this.holdWhileWriting();
     return this;
+  }
+
+  /**
+   * Unref'd, the connection still holds the event loop while written bytes wait here for send
+   * credits, as `net`'s pending write requests do; idle, it does not.
+   */
+  private holdWhileWriting(): void {
+    this.conn._setHoldsLoop(this.wq.length > 0);
   }
 
   // -- connect -------------------------------------------------------------------------------
@@ -480,7 +502,10 @@ export class RSocket extends Duplex {
           continue;
         }
         const n = c.send(w.buf, w.off, left, false);
-        if (n === RS_EAGAIN) return;
+        if (n === RS_EAGAIN) {
+          if (this.unrefd) this.holdWhileWriting();
+          return;
+        }
         w.off += n;
         this.byteCounts[1] = (this.byteCounts[1] as number) + n;
         if (this.idleMs) this.touch();
@@ -493,6 +518,7 @@ export class RSocket extends Duplex {
       else this.destroy(e as Error);
       return;
     }
+    if (this.unrefd) this.holdWhileWriting();
     const cb = this.wcb;
     this.wcb = null;
     cb?.();

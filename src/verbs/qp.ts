@@ -425,6 +425,30 @@ export abstract class Qp {
   /** Transport hook: the QP is being destroyed. */
   protected abstract _destroyed(): void;
 
+  private holds = true;
+
+  /**
+   * Whether this QP's own resources (its connection's socket, the device's sockets it receives
+   * on) keep the Node event loop alive: true from creation. Not an ibverbs call: the hook behind
+   * `RSocket.unref()` (as `net.Socket.unref()` on the socket's handle). A QP that does not hold
+   * the loop still works; the process may just end while it is idle. Work in flight on the wire
+   * (bytes the kernel has not sent yet) may still hold it, as a pending write does for `net`.
+   * @internal
+   */
+  get _holdsLoop(): boolean {
+    return this.holds;
+  }
+
+  /** @internal Set {@link Qp._holdsLoop}; the transport applies it ({@link Qp._holdsLoopChanged}). */
+  _setHoldsLoop(on: boolean): void {
+    if (this.holds === on) return;
+    this.holds = on;
+    this._holdsLoopChanged(on);
+  }
+
+  /** Transport hook: {@link Qp._holdsLoop} changed. Default: the transport holds nothing per QP. */
+  protected _holdsLoopChanged(_on: boolean): void {}
+
   /**
    * ibv_post_send. Each WR is validated and copied into the send queue; on the first invalid one
    * a {@link PostError} is thrown whose `badWrIndex` names it (WRs before it stay queued).

@@ -279,12 +279,17 @@ export class RDgramSocket extends EventEmitter {
   getSendBufferSize(): number {
     return this.ds.getsockopt(SOL_SOCKET, SO_SNDBUF);
   }
-  /** Sockets here do not hold the event loop open on their own; kept for the dgram shape. */
+  /** As `dgram.Socket.ref()`: the socket holds the event loop open again (the default). */
   ref(): this {
+    this.ds._setHoldsLoop(true);
     return this;
   }
-  /** No-op, as {@link RDgramSocket.ref}. */
+  /**
+   * As `dgram.Socket.unref()`: the socket (its UDP service socket and its QPs) no longer keeps the
+   * process alive by itself; it keeps working.
+   */
   unref(): this {
+    this.ds._setHoldsLoop(false);
     return this;
   }
 

@@ -208,6 +208,18 @@ export class DsSocket implements DsSvcHost {
     return { address, port: own.port, family: address.includes(':') ? 'IPv6' : 'IPv4' };
   }
 
+  private holds = true;
+
+  /**
+   * @internal Whether the socket holds the Node event loop (`RDgramSocket.ref()` / `unref()`):
+   * its UDP service socket and its QPs ({@link Qp._setHoldsLoop}).
+   */
+  _setHoldsLoop(on: boolean): void {
+    this.holds = on;
+    this.udp.holdLoop(on);
+    for (const q of this.qps) q.qp._setHoldsLoop(on);
+  }
+
   /** ds_get_qp: the QP bound to `src`, created on first use. */
   private getQp(src: SockAddr): Promise<DsQp> {
     const k = destKey(src);
@@ -224,6 +236,7 @@ export class DsSocket implements DsSvcHost {
         throw rsErr('EBADF', 'rsendto', 'closed');
       }
       this.qps.unshift(qp); // ds_insert_qp: at the head
+      qp.qp._setHoldsLoop(this.holds);
       trace('rs', this.tag, `QP ${qp.qp.qpNum} on ${src.address}:${src.port}`);
       return qp;
     })();

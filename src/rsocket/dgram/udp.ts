@@ -33,6 +33,12 @@ export class DsUdpSocket {
     this.sock.on('error', () => {});
   }
 
+  /** Whether the socket holds the event loop (`dgram.Socket.ref()` / `unref()`). */
+  holdLoop(on: boolean): void {
+    if (on) this.sock.ref();
+    else this.sock.unref();
+  }
+
   /** getsockname(), null before the socket has an address. */
   get address(): SockAddr | null {
     try {

@@ -341,6 +341,10 @@ async function listen(host: CmHost, req: ListenRequest): Promise<CmListener> {
       closed = true;
       server.close();
     },
+    holdLoop: (on) => {
+      if (on) server.ref();
+      else server.unref();
+    },
   };
 }
 

@@ -173,6 +173,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
       this.holdTimer.unref();
     }
     llp.onClose = (e, byPeer) => this.llpClosed(e, byPeer);
+    if (!this._holdsLoop) llp.holdLoop(false);
     // Direct placement: large tagged payloads are read by the socket straight into the MR. When
     // it is off, readTarget would answer null for every read: the LLP does not ask.
     llp.setReader(rx, this.directMin !== Infinity);
@@ -180,6 +181,11 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     if (p.rtr) this.tx.sendRtr(p.rtr);
     if (leftover && leftover.length > 0) rx.leftover(leftover);
     this.tx.kick();
+  }
+
+  /** The connection's TCP socket holds the event loop while the QP does (llp.ts {@link Llp.holdLoop}). */
+  protected override _holdsLoopChanged(on: boolean): void {
+    this.llp?.holdLoop(on);
   }
 
   private releaseHold(): void {

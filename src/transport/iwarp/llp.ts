@@ -362,6 +362,7 @@ export class Llp {
     }
     if (captureOn) this.capture('out', buf, 0, buf.length);
     const ok = this.socket.write(buf, cb);
+    if (!this.holds && this.sentPoll === null) this.releaseWhenSent(1);
     // A socket emits 'drain' only after a write returned false: listen from then on (most
     // connections never fill their buffer, and one listener fewer is less to set up per socket).
     if (!ok && !this.drainHooked) {
@@ -371,6 +372,43 @@ export class Llp {
     return ok;
   }
   private drainHooked = false;
+
+  /** Whether the socket holds the event loop ({@link holdLoop}). */
+  private holds = true;
+  /** Unref'd with bytes not sent yet: the next look at the send queue. */
+  private sentPoll: NodeJS.Timeout | null = null;
+
+  /**
+   * Whether the connection holds the event loop, as `net.Socket.ref()` / `unref()` (held when
+   * made). Unref'd, it still holds the loop while bytes written are not sent yet — Node's write
+   * requests until the kernel has them, then the kernel's send queue (SIOCOUTQNSD, looked at every
+   * few ms) — so a process that ends right after a write does not cut its last message off: its
+   * close resets the connection when late bytes of the peer are unread, and what was unsent is
+   * lost.
+   */
+  holdLoop(on: boolean): void {
+    this.holds = on;
+    if (!on) {
+      this.releaseWhenSent(1);
+      return;
+    }
+    if (this.sentPoll) clearTimeout(this.sentPoll);
+    this.sentPoll = null;
+    this.socket.ref();
+  }
+
+  /** Unref the socket once everything written is sent; until then hold it and look in `wait` ms. */
+  private releaseWhenSent(wait: number): void {
+    this.sentPoll = null;
+    const s = this.socket;
+    if (this.holds || s.destroyed) return;
+    if (s.writableLength > 0 || unsentOf(s) > 0) {
+      s.ref();
+      this.sentPoll = setTimeout(() => this.releaseWhenSent(Math.min(wait * 2, SEND_POLL_MAX_MS)), wait);
+      return;
+    }
+    s.unref();
+  }
 
   /** Whether the socket's write buffer is above its high-water mark. */
   get needDrain(): boolean {

@@ -53,6 +53,8 @@ export interface RoceAv {
 export interface RoceQp {
   readonly qpNum: number;
   readonly tag: string;
+  /** Whether the QP holds the event loop (verbs qp.ts): while some QP does, the sockets do. */
+  readonly _holdsLoop: boolean;
   /** Deliver a packet that passed every check. */
   _respond(p: RocePacket, net: RxNet): void;
   /** Connected QPs: the QP-level checks (opcode class, state, addresses); false drops (counted). */
@@ -302,7 +304,15 @@ export class RoceDevice implements RxSink {
   _addQp(qp: RoceQp): void {
     this.activate();
     this.qps.set(qp.qpNum, qp);
-    this.agent.holdQp(1);
+    if (qp._holdsLoop) this.agent.holdQp(1);
+  }
+
+  /**
+   * @internal A live QP's {@link Qp._holdsLoop} changed: the sockets hold the event loop while
+   * some QP that holds it exists (an unref'd rsocket's QP does not count).
+   */
+  _qpHoldsLoop(qp: RoceQp, on: boolean): void {
+    if (this.qps.get(qp.qpNum) === qp) this.agent.holdQp(on ? 1 : -1);
   }
 
   /** @internal A QP of this device was destroyed (detached from its groups first). */
@@ -313,7 +323,7 @@ export class RoceDevice implements RxSink {
     }
     this.qps.delete(qp.qpNum);
     this.agent.releaseQpn(qp.qpNum);
-    this.agent.holdQp(-1);
+    if (qp._holdsLoop) this.agent.holdQp(-1);
   }
 
   /**

@@ -205,6 +205,13 @@ export class QpnBlocks {
     return true;
   }
 
+  /** Whether published service `key` holds the event loop (`RServer.unref()`: not). */
+  holdService(key: string, on: boolean): void {
+    const srv = this.services.get(key);
+    if (on) srv?.ref();
+    else srv?.unref();
+  }
+
   /** Withdraw a published service. */
   withdrawService(key: string): void {
     const srv = this.services.get(key);

@@ -110,6 +110,11 @@ export class RoceUdQp extends Qp {
     if (to === QpState.RTS && from === QpState.RTR) this.psn = (this.attr.sqPsn ?? 0) & 0xffffff;
   }
 
+  /** The device's sockets hold the event loop while this QP holds it (device.ts). */
+  protected override _holdsLoopChanged(on: boolean): void {
+    this.dev._qpHoldsLoop(this, on);
+  }
+
   protected _destroyed(): void {
     this.dev._removeQp(this);
   }

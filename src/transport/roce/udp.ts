@@ -152,6 +152,11 @@ export class PortAgent {
     this.blocks.withdrawService(key);
   }
 
+  /** Whether published service `key` holds the event loop (qpn-blocks.ts). */
+  holdService(key: string, on: boolean): void {
+    this.blocks.holdService(key, on);
+  }
+
   // -- sockets -----------------------------------------------------------------------------------
 
   /** A QP was created (`+1`) or destroyed (`-1`): while QPs exist the sockets hold the event loop open. */

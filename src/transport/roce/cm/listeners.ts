@@ -69,6 +69,7 @@ export async function listen(host: CmHost, req: ListenRequest): Promise<CmListen
       if (listeners.get(key) === l) listeners.delete(key);
       agent.withdrawService(key);
     },
+    holdLoop: (on) => agent.holdService(key, on),
   };
 }
 

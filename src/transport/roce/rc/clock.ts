@@ -14,18 +14,22 @@ export interface RcTimer {
 export interface RcClock {
   /** Milliseconds, monotonic. */
   now(): number;
-  /** Run `fn` after `ms` milliseconds. */
-  after(ms: number, fn: () => void): RcTimer;
+  /**
+   * Run `fn` after `ms` milliseconds. `holdsLoop`: the timer keeps the event loop alive while it
+   * is pending (a retransmission of unacknowledged requests, which must run even when no QP holds
+   * the device's sockets); otherwise it does not.
+   */
+  after(ms: number, fn: () => void, holdsLoop?: boolean): RcTimer;
   /** Run `fn` soon, after pending I/O (the socket's queued datagrams get their turn first). */
   defer(fn: () => void): RcTimer;
 }
 
-/** The event loop's clock: `performance.now()`, unreferenced timers, `setImmediate`. */
+/** The event loop's clock: `performance.now()`, timers (unreferenced unless asked), `setImmediate`. */
 export const realClock: RcClock = {
   now: () => performance.now(),
-  after(ms, fn) {
+  after(ms, fn, holdsLoop = false) {
     const t = setTimeout(fn, Math.max(0, ms));
-    t.unref();
+    if (!holdsLoop) t.unref();
     return { cancel: () => clearTimeout(t) };
   },
   defer(fn) {

@@ -88,13 +88,17 @@ export class RcCompleter {
     return psnDiff(this.req.sentEnd, this.psn) > 0;
   }
 
-  /** A request packet went out: make sure the retransmission timer runs. */
+  /**
+   * A request packet went out: make sure the retransmission timer runs. It holds the event loop
+   * while pending, so sends of a QP that does not hold it (an unref'd rsocket) are still
+   * acknowledged or retried before the process ends; once nothing is outstanding it stops.
+   */
   armTimer(): void {
     if (this.timer !== null) return;
     const t = this.core.timeoutMs;
     if (t === Infinity) return;
     this.deadline = this.core.clock.now() + t;
-    this.timer = this.core.clock.after(t, () => this.onTimer());
+    this.timer = this.core.clock.after(t, () => this.onTimer(), true);
   }
 
   private onTimer(): void {
@@ -102,7 +106,7 @@ export class RcCompleter {
     if (!this.outstanding() || this.req.rnrWait) return;
     const left = this.deadline - this.core.clock.now();
     if (left > 0.5) {
-      this.timer = this.core.clock.after(left, () => this.onTimer());
+      this.timer = this.core.clock.after(left, () => this.onTimer(), true);
       return;
     }
     // Timers run before the event loop reads its sockets: when the loop was busy past the
@@ -115,7 +119,7 @@ export class RcCompleter {
     if (!this.outstanding() || this.req.rnrWait) return;
     const left = this.deadline - this.core.clock.now();
     if (left > 0.5) {
-      this.timer = this.core.clock.after(left, () => this.onTimer());
+      this.timer = this.core.clock.after(left, () => this.onTimer(), true);
       return;
     }
     if (tracing('qp')) traceEvent('qp', this.core.tag, 'ack-timeout', { psn: this.psn });

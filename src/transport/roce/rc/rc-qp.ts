@@ -298,6 +298,11 @@ export class RoceRcQp extends Qp implements RcCore {
     if (tracing('qp')) traceEvent('qp', this.tag, 'rtr', { sgid: av.sgid.ip, dst: av.dst, destQpn: this.destQpn, mtu: this._mtu, rqPsn: a.rqPsn ?? 0 });
   }
 
+  /** The device's sockets hold the event loop while this QP holds it (device.ts). */
+  protected override _holdsLoopChanged(on: boolean): void {
+    this.dev._qpHoldsLoop(this, on);
+  }
+
   protected _destroyed(): void {
     this.comp.stop();
     this.resp.stop();
