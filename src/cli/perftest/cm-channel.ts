@@ -185,4 +185,29 @@ export class CmChannel {
   close(): void {
     void this.id.disconnect().catch(() => {});
   }
+
+  /**
+   * The client's close: first wait, at most `ms`, for the server to end the channel (the posted
+   * receive then completes, flushed), so that the server's last SEND has completed on its side
+   * before the connection drops — siw completes a SEND still going out when its connection drops
+   * with IBV_WC_LOC_QP_OP_ERR, which perftest reports as "Bad wc status 2" and exits 1. The server
+   * never waits for the client here, so the two cannot wait for each other.
+   */
+  async closeAfterPeer(ms: number): Promise<void> {
+    const end = Date.now() + ms;
+    while (Date.now() < end && this.cq.poll(1).length === 0) {
+      this.cq.reqNotify();
+      if (this.cq.poll(1).length > 0) break;
+      const ac = new AbortController();
+      const t = setTimeout(() => ac.abort(), Math.max(1, Math.min(50, end - Date.now())));
+      try {
+        (await this.ch.getCqEvent(ac.signal)).ackEvents(1);
+      } catch {
+        // a slice without an event: look again
+      } finally {
+        clearTimeout(t);
+      }
+    }
+    this.close();
+  }
 }

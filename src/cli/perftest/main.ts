@@ -40,6 +40,8 @@ import { Credits } from './credit.js';
 import { CmChannel, PINGPONG_DEST_SIZE, decodeDestBinary, encodeDestBinary } from './cm-channel.js';
 import { LoopError, runLatDuration, postRecvs, runIterBw, runIterBwServer, runIterLat, runIterLatSend, runIterLatWrite } from './loops.js';
 
+/** How long a client's rdma_cm side channel waits for the server to end it (see CmChannel.closeAfterPeer). */
+const CLOSE_WAIT_MS = 5000;
 /** How long one side-channel read waits for the peer once connected. */
 const SIDE_TIMEOUT_MS = 60_000;
 /** Peers older than this are refused (`check_version_compatibility`). */
@@ -335,7 +337,10 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
     // side channel never drops under its last SEND (siw completes a SEND still going out when its
     // connection drops with IBV_WC_LOC_QP_OP_ERR: perftest's "Bad wc status 2").
     if (link) await cmDisconnect(p, link);
-    if (ch instanceof CmChannel) ch.close();
+    if (ch instanceof CmChannel) {
+      if (ch.isClient) await ch.closeAfterPeer(CLOSE_WAIT_MS);
+      else ch.close();
+    }
     return 0;
   } catch (e) {
     if (e instanceof LoopError) errOut(e.lines);
