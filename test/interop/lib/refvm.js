@@ -107,8 +107,9 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
 // Each process runs under a small bash watchdog: should this node process die without its
 // exit handler (SIGKILL, a runner's timeout), the watchdog ends the process tree within a
 // second, so no VM outlives the test that started it (an orphan would hold the tap device).
-// The wrapper exits with the child's status.
-const WATCHDOG = `p=$1; shift; "$@" & c=$!
+// The wrapper exits with the child's status. Its own messages (bash's job notices, such as
+// "Terminated" when the child is killed) go nowhere; the child keeps the original stderr.
+const WATCHDOG = `p=$1; shift; exec 3>&2 2>/dev/null; "$@" 2>&3 3>&- & c=$!
 tree() { local k; for k in $(ps -o pid= --ppid "$1" 2>/dev/null); do tree "$k"; done; echo "$1"; }
 while kill -0 "$c" 2>/dev/null; do
   if ! kill -0 "$p" 2>/dev/null; then kill -TERM $(tree "$c") 2>/dev/null; sleep 3; kill -KILL $(tree "$c") 2>/dev/null; break; fi
