@@ -15,7 +15,7 @@ import { createHttpServer, createHttpConnection, RAgent, RHttpsAgent, serve, RSo
 import { forEachDevice, Cap } from '../lib/devices.js';
 import { until } from '../lib/wait.js';
 import { freePort } from '../lib/ports.js';
-import { sha, payload, body, listenLocal, closeServer } from '../lib/http.js';
+import { sha, payload, body, listenLocal, closeServer, endlessResponse } from '../lib/http.js';
 
 const T = { timeout: 60_000 };
 const BIG = 9 * 1024 * 1024 + 7;
@@ -166,14 +166,8 @@ forEachDevice([Cap.CM_TCP], () => {
   });
 
   test('a client that goes away in the middle of a large response: the response closes unfinished', T, async () => {
-    let serverRes;
-    const server = createHttpServer(async (req, res) => {
-      serverRes = res;
-      res.on('error', () => {});
-      res.setHeader('content-length', 64 * BIG);
-      const chunk = payload(1 << 20, 2);
-      while (!res.destroyed) if (!res.write(chunk)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
-    });
+    const endless = endlessResponse(BIG);
+    const server = createHttpServer(endless.handler);
     const port = await listenLocal(server);
     const resP = new Promise((resolve, reject) => {
       const req = http.request({ host: '127.0.0.1', port, createConnection: createHttpConnection }, resolve);
@@ -186,8 +180,8 @@ forEachDevice([Cap.CM_TCP], () => {
       got += c.length;
       if (got >= 2 << 20) break; // leaving the loop destroys the response and its socket
     }
-    await until(() => serverRes?.destroyed, 10_000, 'the server response to close');
-    assert.equal(serverRes.writableFinished, false);
+    await until(() => endless.last()?.destroyed, 10_000, 'the server response to close');
+    assert.equal(endless.last().writableFinished, false);
     await until(() => server.accepted[0].destroyed, 5000, 'the server side rsocket to close');
     await closeServer(server);
   });

@@ -14,7 +14,7 @@ import { createHttpServer, rsConnector, buildConnector, serve } from '../../dist
 import { forEachDevice, Cap } from '../lib/devices.js';
 import { until } from '../lib/wait.js';
 import { freePort } from '../lib/ports.js';
-import { sha, payload, body, listenLocal, closeServer } from '../lib/http.js';
+import { sha, payload, body, listenLocal, closeServer, endlessResponse } from '../lib/http.js';
 
 const T = { timeout: 60_000 };
 const BIG = 9 * 1024 * 1024 + 7;
@@ -119,14 +119,8 @@ forEachDevice([Cap.CM_TCP], () => {
   });
 
   test('an AbortSignal ends a request while its response streams: AbortError, the server sees the connection close', T, async () => {
-    let serverRes;
-    const server = createHttpServer(async (req, res) => {
-      serverRes = res;
-      res.on('error', () => {});
-      res.setHeader('content-length', 64 * BIG);
-      const chunk = payload(1 << 20, 2);
-      while (!res.destroyed) if (!res.write(chunk)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
-    });
+    const endless = endlessResponse(BIG);
+    const server = createHttpServer(endless.handler);
     const port = await listenLocal(server);
     const dispatcher = new Agent({ connect: rsConnector });
     const ac = new AbortController();
@@ -139,8 +133,8 @@ forEachDevice([Cap.CM_TCP], () => {
       }
     })();
     await assert.rejects(reading, { name: 'AbortError' });
-    await until(() => serverRes.destroyed, 10_000, 'the server response to close');
-    assert.equal(serverRes.writableFinished, false);
+    await until(() => endless.last().destroyed, 10_000, 'the server response to close');
+    assert.equal(endless.last().writableFinished, false);
     await until(() => server.accepted[0].destroyed, 5000, 'the server side rsocket to close');
     await dispatcher.close();
     await closeServer(server);

@@ -51,3 +51,19 @@ export function closeServer(server, ms = 10_000) {
     });
   });
 }
+
+/**
+ * A handler that answers with a body of `64 * big` bytes, written 1 MiB at a time until the
+ * response is destroyed (a client that leaves mid-body); `last()` is the latest response object.
+ */
+export function endlessResponse(big) {
+  let last;
+  const handler = async (req, res) => {
+    last = res;
+    res.on('error', () => {});
+    res.setHeader('content-length', 64 * big);
+    const chunk = payload(1 << 20, 2);
+    while (!res.destroyed) if (!res.write(chunk)) await Promise.race([once(res, 'drain'), once(res, 'close')]);
+  };
+  return { handler, last: () => last };
+}
