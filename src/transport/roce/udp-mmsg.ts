@@ -123,8 +123,9 @@ export class MmsgEndpoint implements UdpEndpoint {
   readonly kind = 'mmsg';
   /** The buffers of the datagrams queued in the addon since the last flush. */
   private held: Buffer[] = [];
-  /** sockaddrs by destination text. */
-  private readonly to = new Map<string, Buffer>();
+  /** Destination sockaddrs, by port and then address text (a device sends to few ports). */
+  private readonly to = new Map<number, Map<string, Buffer>>();
+  private cached = 0;
   private queued = false;
 
   private constructor(
@@ -183,15 +184,22 @@ export class MmsgEndpoint implements UdpEndpoint {
     const a = addon;
     const h = this.h;
     if (a === null || a === undefined || h === null) return;
-    let to = this.to.get(dst);
+    let byAddr = this.to.get(port);
+    let to = byAddr?.get(dst);
     if (to === undefined) {
       const r = a.udpAddr(this.o.family, dst, port);
       if (typeof r === 'number') {
         this.o.onError(sysError('send', r, dst));
         return;
       }
-      if (this.to.size >= ADDR_CACHE_MAX) this.to.clear();
-      this.to.set(dst, (to = r));
+      if (this.cached >= ADDR_CACHE_MAX) {
+        this.to.clear();
+        this.cached = 0;
+        byAddr = undefined;
+      }
+      if (byAddr === undefined) this.to.set(port, (byAddr = new Map()));
+      byAddr.set(dst, (to = r));
+      this.cached++;
     }
     const n = a.udpSend(h, buf, 0, len, to);
     if (n < 0) {
