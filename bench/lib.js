@@ -133,10 +133,13 @@ export async function listening(port, ms = 20_000) {
 
 /**
  * One server + client run of a tool taking rstream's options: the server on PIN[0], the client on
- * PIN[1]. Resolves the client's output (the server must exit 0 too).
+ * PIN[1]. Resolves the client's run (run()'s { code, out, err, ms }) with `server`, the server's,
+ * and `cpuUs`, the CPU time both processes used in their whole lives (reapedCpuUs(); null where
+ * /proc cannot tell). The server must exit 0 too.
  */
 export async function pair(cmd, pre, args, { serverArgs = [], clientArgs = [], timeoutMs = 180_000 } = {}) {
   const port = await freePort();
+  const reaped0 = reapedCpuUs();
   const srv = run(cmd, [...pre, '-p', String(port), ...args, ...serverArgs], { side: 0, timeoutMs });
   try {
     await listening(port);
@@ -148,7 +151,8 @@ export async function pair(cmd, pre, args, { serverArgs = [], clientArgs = [], t
   if (cli.code !== 0) srv.kill();
   const s = await srv;
   if (cli.code !== 0 || s.code !== 0) throw new Error(`${[cmd, ...pre, ...args].join(' ')}: client exit ${cli.code}, server exit ${s.code}\n${cli.err}${s.err}`);
-  return cli;
+  const reaped = reapedCpuUs();
+  return { ...cli, server: s, cpuUs: reaped === null || reaped0 === null ? null : reaped - reaped0 };
 }
 
 /** The last JSON line of some output. */
@@ -308,4 +312,21 @@ export function fmtSpread(s, d = 2) {
 export function fmtCompare(c, { d = 2, cpuUnit = 'us/op', cpuD = 1 } = {}) {
   const cpu = c.cpu.ours || c.cpu.base ? `; CPU ${cpuUnit} ours ${fmtSpread(c.cpu.ours, cpuD)} base ${fmtSpread(c.cpu.base, cpuD)} (${fx(c.cpu.ratio)})` : '; CPU -';
   return `rounds ours ${fmtSpread(c.ours, d)} base ${fmtSpread(c.base, d)}${cpu}`;
+}
+
+/**
+ * The CPU µs both ends of a pair() run spent in their timed part, from the last `--json` row of
+ * each (the client's and the server's); null when either printed none.
+ */
+export function pairTimedCpuUs(r) {
+  const rowOf = (text) => {
+    try {
+      return lastJson(text);
+    } catch {
+      return null;
+    }
+  };
+  const a = jsonCpuUs(rowOf(r.out));
+  const b = jsonCpuUs(rowOf(r.server?.out ?? ''));
+  return a === null || b === null ? null : a + b;
 }

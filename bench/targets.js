@@ -104,19 +104,25 @@ export function judge(sections, { targets = TARGETS, noisyAbove = NOISY_ABOVE } 
 
 const fx = (x, d = 2) => (typeof x === 'number' && Number.isFinite(x) ? x.toFixed(d) : '-');
 /** A figure in a few significant digits. */
-const sig = (x) => (typeof x !== 'number' || !Number.isFinite(x) ? '-' : Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 10 ? x.toFixed(1) : x.toFixed(2));
+const sig = (x) => {
+  if (typeof x !== 'number' || !Number.isFinite(x)) return '-';
+  const a = Math.abs(x);
+  return a >= 10_000 ? `${(x / 1000).toFixed(1)}k` : a >= 100 ? x.toFixed(0) : a >= 10 ? x.toFixed(1) : x.toFixed(2);
+};
+/** A figure with its unit (a ratio has none). */
+const withUnit = (x, unit) => (x === null ? '-' : unit === 'ratio' ? sig(x) : `${sig(x)} ${unit}`);
 
 /** The targets table as text lines (judge()'s rows). */
 export function formatTargets(rows, { noisyAbove = NOISY_ABOVE } = {}) {
   const head = ['target row', 'ours', 'baseline', 'ratio', 'target', 'verdict', 'base spread', 'CPU/op ours · base', 'CPU ratio'];
   const body = rows.map((r) => [
     `${r.name} (vs ${r.vs})`,
-    r.ours === null ? '-' : `${sig(r.ours * r.scale)} ${r.unit}`,
-    r.base === null ? '-' : `${sig(r.base * r.scale)} ${r.unit}`,
+    withUnit(r.ours === null ? null : r.ours * r.scale, r.unit),
+    withUnit(r.base === null ? null : r.base * r.scale, r.unit),
     r.ratioRange && r.rounds > 1 ? `${fx(r.ratio)} (${fx(r.ratioRange[0])}–${fx(r.ratioRange[1])})` : fx(r.ratio),
     r.target,
     r.verdict,
-    fx(r.baseSpread),
+    r.rounds > 1 ? fx(r.baseSpread) : '-',
     r.cpu.ours === null && r.cpu.base === null ? '-' : `${sig(r.cpu.ours)} · ${sig(r.cpu.base)} ${r.cpu.unit ?? ''}`.trimEnd(),
     fx(r.cpu.ratio),
   ]);

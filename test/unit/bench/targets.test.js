@@ -101,3 +101,14 @@ test('formatTargets: a header, a column header and one line per target', () => {
   const rtt = lines.find((l) => l.startsWith('RoCE UD 64 B RTT'));
   assert.match(rtt, /92\.5 us\s+51\.0 us\s+1\.81 \(1\.80–1\.83\)\s+<= 1\.2\s+not met\s+1\.04\s+105 · 50\.0 us\/RT\s+2\.10$/);
 });
+
+test('formatTargets: rates in thousands, ratios without a unit, bytes scaled to MB/s', () => {
+  const rows = judge({
+    roce: { mtuRate: { cmp: compare({ ours: [48866], base: [45842] }) }, rcWrite: { cmpIwarp: compare({ ours: [83.1e6], base: [592e6] }) } },
+    rping: { cmp: { coldWarm: compare({ ours: [2.73], base: [1.13] }) } },
+  });
+  const lines = formatTargets(rows);
+  assert.match(lines.find((l) => l.startsWith('RoCE UD 4 KiB')), /48\.9k msg\/s\s+45\.8k msg\/s\s+1\.07\s+>= 1\.5\s+not met, 1 round\s+-\s+-\s+-$/);
+  assert.match(lines.find((l) => l.startsWith('RoCE RC 1 MiB')), /83\.1 MB\/s\s+592 MB\/s\s+0\.14\s+>= 1\s+not met, 1 round/);
+  assert.match(lines.find((l) => l.startsWith('rping cold/warm')), /2\.73\s+1\.13\s+2\.42\s+<= 1\.15\s+not met, 1 round/);
+});
