@@ -706,14 +706,14 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
       cpuUsPerMsg: { soft: c[`${k}Ud`], node: c[`${k}Dgram`] },
       kernel: kern[k] ?? (kernel?.skipped ? { skipped: kernel.skipped } : null),
       ...extra,
-      runs: { soft: runs[`${k}Ud`], node: runs[`${k}Dgram`], deliveredSoft: lossRuns[`${k}Ud`], deliveredNode: lossRuns[`${k}Dgram`], rxCpuSoft: rxCpuRuns[`${k}Ud`], rxCpuNode: rxCpuRuns[`${k}Dgram`], receiversSoft: reports[`${k}Ud`], receiversNode: reports[`${k}Dgram`] },
+      runs: { soft: runs[`${k}Ud`], node: runs[`${k}Dgram`], deliveredSoft: lossRuns[`${k}Ud`], deliveredNode: lossRuns[`${k}Dgram`], rxCpuSoft: rxCpuRuns[`${k}Ud`], rxCpuNode: rxCpuRuns[`${k}Dgram`], cpuSoft: cpuRuns[`${k}Ud`], cpuNode: cpuRuns[`${k}Dgram`], receiversSoft: reports[`${k}Ud`], receiversNode: reports[`${k}Dgram`] },
     });
   const section = { reps, quick, warmup: WARMUP, pinned: PIN, rocePort: ROCE_PORT, kernelUdpTools: tools };
-  if (on('pingpong')) section.rtt = row('usec', m.ppUd, m.ppDgram, { size: 64, iters: PP, target: '<= 1.2 x Node dgram', cpuUsPerRt: { soft: c.ppUd, node: c.ppDgram }, cmp: cmps.pingpong, runs: { soft: runs.ppUd, node: runs.ppDgram } });
+  if (on('pingpong')) section.rtt = row('usec', m.ppUd, m.ppDgram, { size: 64, iters: PP, target: '<= 1.2 x Node dgram', cpuUsPerRt: { soft: c.ppUd, node: c.ppDgram }, cmp: cmps.pingpong, runs: { soft: runs.ppUd, node: runs.ppDgram, cpuSoft: cpuRuns.ppUd, cpuNode: cpuRuns.ppDgram } });
   if (on('mtu')) section.mtuRate = rate('mtu', { receivers: 1, target: '>= 1.5 x Node dgram', cmp: cmps.mtu });
   if (on('mcast1')) section.mcast1 = rate('mc1', { receivers: 1, target: '>= 1.0 x Node dgram', cmp: cmps.mcast1 });
   if (on('mcast2')) section.mcast2 = rate('mc2', { receivers: 2, target: '>= 1.0 x Node dgram', cmp: cmps.mcast2 });
-  if (on('rcpp')) section.rcRtt = row('usec', m.rcppRc, m.rcppDgram, { size: 64, iters: PP, target: '<= 1.2 x Node dgram', cpuUsPerRt: { soft: c.rcppRc, node: c.rcppDgram }, cmp: cmps.rcpp, runs: { soft: runs.rcppRc, node: runs.rcppDgram } });
+  if (on('rcpp')) section.rcRtt = row('usec', m.rcppRc, m.rcppDgram, { size: 64, iters: PP, target: '<= 1.2 x Node dgram', cpuUsPerRt: { soft: c.rcppRc, node: c.rcppDgram }, cmp: cmps.rcpp, runs: { soft: runs.rcppRc, node: runs.rcppDgram, cpuSoft: cpuRuns.rcppRc, cpuNode: cpuRuns.rcppDgram } });
   if (on('write')) {
     section.rcWrite = row('B/s', m.wrRoce, m.wrDgram, {
       size: 1 << 20,
@@ -727,7 +727,7 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
       cpuUsPerMiB: { soft: c.wrRoce, iwarp: c.wrIwarp, node: c.wrDgram },
       cmp: cmps.write,
       cmpIwarp: cmps.writeIwarp,
-      runs: { soft: runs.wrRoce, node: runs.wrDgram, iwarp: runs.wrIwarp, deliveredNode: lossRuns.wrDgram },
+      runs: { soft: runs.wrRoce, node: runs.wrDgram, iwarp: runs.wrIwarp, deliveredNode: lossRuns.wrDgram, cpuSoft: cpuRuns.wrRoce, cpuIwarp: cpuRuns.wrIwarp, cpuNode: cpuRuns.wrDgram },
     });
   }
   if (on('cmtime')) section.cmtime = { unit: 'conn/s', soft: m.cmRoce, iwarp: m.cmIwarp, vsIwarp: cmps.cmtime.ratio, connections: CM_CONNS, warmup: WARMUP ? CM_CONNS : 0, cmp: cmps.cmtime, runs: { soft: runs.cmRoce, iwarp: runs.cmIwarp } };
