@@ -3,7 +3,9 @@
 // speed is measured or asserted here.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { compare, spread, fmtCompare } from '../../../bench/lib.js';
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { compare, cpuMeter, fmtCompare, jsonCpuUs, pairTimedCpuUs, procCpuUs, spread } from '../../../bench/lib.js';
 import { NOISY_ABOVE, TARGETS, formatTargets, judge, meets, noisy, verdict } from '../../../bench/targets.js';
 
 test('spread: median, min, max and max/min of the finite runs; null for none', () => {
@@ -111,4 +113,34 @@ test('formatTargets: rates in thousands, ratios without a unit, bytes scaled to 
   assert.match(lines.find((l) => l.startsWith('RoCE UD 4 KiB')), /48\.9k msg\/s\s+45\.8k msg\/s\s+1\.07\s+>= 1\.5\s+not met, 1 round\s+-\s+-\s+-$/);
   assert.match(lines.find((l) => l.startsWith('RoCE RC 1 MiB')), /83\.1 MB\/s\s+592 MB\/s\s+0\.14\s+>= 1\s+not met, 1 round/);
   assert.match(lines.find((l) => l.startsWith('rping cold/warm')), /2\.73\s+1\.13\s+2\.42\s+<= 1\.15\s+not met, 1 round/);
+});
+
+test('pairTimedCpuUs: the client\'s and the server\'s --json CPU summed; null when one printed none', () => {
+  const row = (u, s) => JSON.stringify({ name: 'custom', cpu_user_usec: u, cpu_sys_usec: s });
+  assert.equal(jsonCpuUs({ cpu_user_usec: 3, cpu_sys_usec: 4 }), 7);
+  assert.equal(jsonCpuUs({}), null);
+  assert.equal(pairTimedCpuUs({ out: `warming\n${row(100, 20)}\n`, server: { out: `${row(50, 5)}\n` } }), 175);
+  assert.equal(pairTimedCpuUs({ out: `${row(100, 20)}\n`, server: { out: 'no json\n' } }), null);
+  assert.equal(pairTimedCpuUs({ out: '', server: { out: `${row(1, 1)}\n` } }), null);
+});
+
+test('cpuMeter reads another process\'s CPU time from /proc: a child that burns 150 ms of CPU', { timeout: 60_000 }, async (t) => {
+  if (procCpuUs(process.pid) === null || procCpuUs(process.ppid) === null) return t.skip('no /proc');
+  // The child spins until it has used 150 ms of CPU time (however long that takes on a loaded
+  // machine), says so, and waits for stdin to close.
+  const src = "process.stdout.write('ready\\n'); process.stdin.once('data', () => { const c0 = process.cpuUsage(); for (;;) { const c = process.cpuUsage(c0); if (c.user + c.system >= 150000) break; } process.stdout.write('done\\n'); }); process.stdin.on('end', () => process.exit(0));";
+  const c = spawn(process.execPath, ['-e', src], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const lines = [];
+  const next = () => new Promise((r) => (lines.length ? r(lines.shift()) : c.stdout.once('data', (d) => r(String(d).trim()))));
+  assert.equal(await next(), 'ready');
+  const m = cpuMeter([c.pid]);
+  m.start();
+  c.stdin.write('go\n');
+  assert.equal(await next(), 'done');
+  const used = m.stop();
+  c.stdin.end();
+  await once(c, 'exit');
+  assert.ok(used >= 140_000 && used < 10_000_000, `measured ${used} µs`);
+  // Gone: unreadable, so the meter says null rather than a wrong figure.
+  assert.equal(procCpuUs(c.pid), null);
 });
