@@ -120,9 +120,12 @@ async function iperf3Rate(cmd, { size, port, secs, pin }) {
   await srv;
   const j = JSON.parse(c.out);
   if (j.error) throw new Error(`iperf3: ${j.error}`);
-  const sum = j.end?.sum_received ?? j.end?.sum;
-  if (!sum?.seconds) throw new Error('iperf3: no end.sum in its JSON');
-  return { rate: (sum.packets - (sum.lost_packets ?? 0)) / sum.seconds, sendRate: (j.end?.sum_sent ?? sum).packets / sum.seconds };
+  // end.sum of a UDP test: the datagrams sent (`packets`, `total_packets` in the first 3.0
+  // releases) and those the server did not get (`lost_packets`), over `seconds`.
+  const sum = [j.end?.sum, j.end?.sum_received].find((x) => typeof (x?.packets ?? x?.total_packets) === 'number' && x.seconds > 0);
+  if (!sum) throw new Error('iperf3: no UDP packet counts in its JSON');
+  const sent = sum.packets ?? sum.total_packets;
+  return { rate: (sent - (sum.lost_packets ?? 0)) / sum.seconds, sendRate: sent / sum.seconds };
 }
 
 /** sockperf throughput: the message rate its client reports. */
