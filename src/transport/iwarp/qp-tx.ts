@@ -295,19 +295,21 @@ export class QpTx {
   }
 
   /**
-   * Whether a kick of this tick has written already. The first kick of a tick writes at once (a
-   * lone message, a reply, pays no wait); what later kicks of the same tick stage — a sender
-   * posting message after message in one synchronous loop, as rstream's bandwidth rows do with
-   * 100,000 sends of 64 bytes — leaves in one write at the end of the tick ({@link flushSoon}):
-   * one system call, and one wake-up and read for the peer, for the whole run of small messages
-   * instead of one per message, as Node's own stream batches writes that queue behind a pending
-   * one. Reset by a process.nextTick queued with the first write of the tick.
+   * Whether a kick of the running job (the callback or microtask now running) has written
+   * already. The first kick of a job writes at once (a lone message, a reply, pays no wait); what
+   * later kicks of the same job stage — a sender posting message after message in one
+   * synchronous loop, as rstream's bandwidth rows do with 100,000 sends of 64 bytes — leaves in
+   * one write at the end of the tick ({@link flushSoon}): one system call, and one wake-up and
+   * read for the peer, for the whole run of small messages instead of one per message, as Node's
+   * own stream batches writes that queue behind a pending one. Reset by a microtask queued with
+   * the first write (a promise reaction: cheaper than a process.nextTick, which the ping-pong path
+   * would pay on every message).
    */
   private wroteInTick = false;
   private markTickWrite(): void {
     if (this.wroteInTick) return;
     this.wroteInTick = true;
-    process.nextTick(this.tickOver);
+    microtask(this.tickOver);
   }
   private readonly tickOver = (): void => {
     this.wroteInTick = false;
