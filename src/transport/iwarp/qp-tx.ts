@@ -182,8 +182,8 @@ export class QpTx {
     this.held = false;
     this.doneHead = 1;
     this.doneHead = 0;
-    this.wroteInTick = true;
-    this.wroteInTick = false;
+    this.wroteInJob = true;
+    this.wroteInJob = false;
   }
 
   /** Bind to a connection. */
@@ -259,10 +259,10 @@ export class QpTx {
       }
     } finally {
       if (this.llp !== llp) this.dropStage();
-      else if (this.nWrites === 0 && (this.endsWithWrite || this.wroteInTick) && this.slabPos !== this.stageStart) this.flushSoon();
+      else if (this.nWrites === 0 && (this.endsWithWrite || this.wroteInJob) && this.slabPos !== this.stageStart) this.flushSoon();
       else {
         this.flushStage(llp);
-        if (this.nWrites !== 0) this.markTickWrite();
+        if (this.nWrites !== 0) this.markJobWrite();
       }
       llp.endBatch();
       this.kicking = false;
@@ -305,14 +305,14 @@ export class QpTx {
    * the first write (a promise reaction: cheaper than a process.nextTick, which the ping-pong path
    * would pay on every message).
    */
-  private wroteInTick = false;
-  private markTickWrite(): void {
-    if (this.wroteInTick) return;
-    this.wroteInTick = true;
-    microtask(this.tickOver);
+  private wroteInJob = false;
+  private markJobWrite(): void {
+    if (this.wroteInJob) return;
+    this.wroteInJob = true;
+    microtask(this.jobOver);
   }
-  private readonly tickOver = (): void => {
-    this.wroteInTick = false;
+  private readonly jobOver = (): void => {
+    this.wroteInJob = false;
   };
 
   private flushQueued = false;
@@ -342,7 +342,7 @@ export class QpTx {
   /** Room for `n` bytes at the end of the staging slab: its offset there. */
   private stageAlloc(llp: Llp, n: number): number {
     if (this.slabPos + n > this.slab.length) {
-      // Bytes staged for the end of the tick (see wroteInTick) move to a larger slab while the
+      // Bytes staged for the end of the tick (see wroteInJob) move to a larger slab while the
       // slab may still grow, so that a run of small messages leaves in one write, not one per
       // slab's worth.
       const staged = this.slabPos - this.stageStart;
