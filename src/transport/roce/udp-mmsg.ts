@@ -175,7 +175,9 @@ export class MmsgEndpoint implements UdpEndpoint {
   private onBatch(buf: Buffer, n: number): void {
     const v4 = this.o.family === 4;
     const deliver = this.o.onDatagram;
-    const inPlace = buf === area;
+    // Once given an area the addon reads every round into one (this module's, or the one a
+    // second copy of the package loaded in this thread gave it since).
+    const inPlace = area !== null;
     let failure: unknown = null;
     for (let i = 0; i < n; i++) {
       const w = i * words;
