@@ -128,24 +128,6 @@ export function roceDevices(): RoceDevice[] {
   return [...devices.values()];
 }
 
-/**
- * Whether two descriptions of an interface give the same device: name, MAC, MTU and addresses
- * (in order, what the GID table is built from).
- */
-function sameInterface(a: DeviceInfo, b: DeviceInfo): boolean {
-  if (a === b) return true;
-  if (a.ifname !== b.ifname || a.mac !== b.mac || a.mtu !== b.mtu) return false;
-  const x = a.addresses;
-  const y = b.addresses;
-  if (x.length !== y.length) return false;
-  for (let i = 0; i < x.length; i++) {
-    const p = x[i] as DeviceInfo['addresses'][number];
-    const q = y[i] as DeviceInfo['addresses'][number];
-    if (p.address !== q.address || p.family !== q.family || p.scopeid !== q.scopeid) return false;
-  }
-  return true;
-}
-
 /** A soft RoCE device (one per interface and process). */
 export class RoceDevice implements RxSink {
   readonly name: string;
@@ -509,4 +491,22 @@ export class RoceDevice implements RxSink {
 /** Whether `ifname` is the loopback interface (Node's `internal`). */
 function isLoopbackIf(ifname: string): boolean {
   return netdevs().some((n) => n.name === ifname && n.loopback);
+}
+
+/**
+ * Whether two descriptions of an interface give the same device: name, MAC, MTU and addresses
+ * (in order, what the GID table is built from).
+ */
+function sameInterface(a: DeviceInfo, b: DeviceInfo): boolean {
+  if (a === b) return true;
+  if (a.ifname !== b.ifname || a.mac !== b.mac || a.mtu !== b.mtu) return false;
+  const x = a.addresses;
+  const y = b.addresses;
+  if (x.length !== y.length) return false;
+  for (let i = 0; i < x.length; i++) {
+    const p = x[i] as DeviceInfo['addresses'][number];
+    const q = y[i] as DeviceInfo['addresses'][number];
+    if (p.address !== q.address || p.family !== q.family || p.scopeid !== q.scopeid) return false;
+  }
+  return true;
 }
