@@ -7,11 +7,14 @@
  * watched for readability by a uv_poll_t on Node's own loop:
  *
  *  - receive: each time the socket is readable, recvmmsg drains up to UDPIO_BATCH datagrams
- *    (several rounds, bounded) into a preallocated area; the datagrams of a round are copied into
- *    one new Node Buffer, back to back, and JavaScript is called once per round with that buffer
- *    and the count, the offsets, lengths and source addresses in a shared Int32Array (the layout
- *    UDPIO_META_* below). A buffer is never reused, so what the receive path keeps of a datagram
- *    stays valid.
+ *    (several rounds, bounded) into a receive area of UDPIO_BATCH slots of UDPIO_SLOT bytes, and
+ *    JavaScript is called once per round with a buffer and the count, the offsets, lengths and
+ *    source addresses in a shared Int32Array (the layout UDPIO_META_* below). When JavaScript
+ *    gave the area itself (udpSetup's second argument), the datagrams are read straight into it
+ *    and that same buffer is passed every round: nothing is copied or allocated per round, and
+ *    a datagram is valid only until the call returns (the caller copies what it keeps).
+ *    Otherwise the area is the addon's and the datagrams of a round are copied into one new Node
+ *    Buffer, back to back, that is never reused.
  *  - transmit: send() queues a datagram (pointer and length into a buffer JavaScript keeps alive
  *    until the next flush) with its destination; flush() hands the queue to sendmmsg. A short
  *    sendmmsg resumes at the first datagram not sent; a datagram the kernel refuses (an
@@ -28,7 +31,8 @@
  * udpFault(handle, maxPerCall, eagainAfter): testing: the kernel takes at most `maxPerCall`
  *   datagrams per sendmmsg (a short send; 0: no cap), and the call after `eagainAfter` more
  *   datagrams fails once with EAGAIN (-1: never).
- * udpSetup(meta): the Int32Array the receive rounds describe their datagrams in.
+ * udpSetup(meta[, area]): the Int32Array the receive rounds describe their datagrams in, and
+ *   optionally the receive area (a Uint8Array of at least UDPIO_BATCH * UDPIO_SLOT bytes).
  */
 #define _GNU_SOURCE /* recvmmsg, sendmmsg */
 #define NAPI_VERSION 8 /* napi_add_async_cleanup_hook */
@@ -93,6 +97,8 @@ struct udpio_env {
 	struct iovec iov[UDPIO_BATCH];
 	struct sockaddr_storage from[UDPIO_BATCH];
 	char *area;
+	/* The area is JavaScript's (area_ref holds it): datagrams are delivered in place. */
+	napi_ref area_ref;
 	napi_ref meta_ref;
 	int32_t *meta;
 	size_t meta_words;
@@ -281,14 +287,22 @@ static void rx_deliver(struct udpio_ep *ep, struct udpio_env *d, int n)
 	for (int i = 0; i < n; i++)
 		total += d->msgs[i].msg_len;
 	napi_open_handle_scope(env, &scope);
-	if (napi_create_buffer(env, total ? total : 1, (void **)&data, &buf) != napi_ok)
+	if (d->area_ref) {
+		data = NULL;
+		if (napi_get_reference_value(env, d->area_ref, &buf) != napi_ok || !buf)
+			goto out;
+	} else if (napi_create_buffer(env, total ? total : 1, (void **)&data, &buf) != napi_ok)
 		goto out;
 	for (int i = 0; i < n; i++) {
 		int32_t *w = d->meta + (size_t)i * UDPIO_META_WORDS;
 		const struct sockaddr_storage *a = &d->from[i];
 		unsigned len = d->msgs[i].msg_len;
 
-		memcpy(data + off, d->iov[i].iov_base, len);
+		if (data) {
+			memcpy(data + off, d->iov[i].iov_base, len);
+		} else {
+			off = (size_t)i * UDPIO_SLOT;
+		}
 		w[0] = (int32_t)off;
 		w[1] = (int32_t)len;
 		memset(&w[4], 0, 16);
@@ -762,14 +776,16 @@ static void env_finalize(napi_env env, void *data, void *hint)
 {
 	struct udpio_env *d = data;
 
-	free(d->area);
+	if (!d->area_ref)
+		free(d->area);
 	free(d);
 }
 
 static napi_value udp_setup(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1, n;
-	napi_value argv[1], ab;
+	size_t argc = 2, n, an = 0;
+	napi_value argv[2], ab;
+	void *area = NULL;
 	napi_typedarray_type tt;
 	struct udpio_env *d;
 	size_t bo;
@@ -779,6 +795,16 @@ static napi_value udp_setup(napi_env env, napi_callback_info info)
 	    napi_get_typedarray_info(env, argv[0], &tt, &n, &p, &ab, &bo) != napi_ok || tt != napi_int32_array ||
 	    n < UDPIO_BATCH * UDPIO_META_WORDS)
 		return int_value(env, -EINVAL);
+	if (argc >= 2) {
+		napi_valuetype vt;
+
+		if (napi_typeof(env, argv[1], &vt) != napi_ok)
+			return int_value(env, -EINVAL);
+		if (vt != napi_undefined &&
+		    (napi_get_typedarray_info(env, argv[1], &tt, &an, &area, &ab, &bo) != napi_ok || tt != napi_uint8_array ||
+		     an < (size_t)UDPIO_BATCH * UDPIO_SLOT))
+			return int_value(env, -EINVAL);
+	}
 	d = env_data(env);
 	if (!d) {
 		d = calloc(1, sizeof(*d));
@@ -792,6 +818,15 @@ static napi_value udp_setup(napi_env env, napi_callback_info info)
 	napi_create_reference(env, argv[0], 1, &d->meta_ref);
 	d->meta = p;
 	d->meta_words = n;
+	if (area) {
+		/* The area is replaced between rounds only (JavaScript runs inside one, never across). */
+		if (d->area_ref)
+			napi_delete_reference(env, d->area_ref);
+		else
+			free(d->area);
+		napi_create_reference(env, argv[1], 1, &d->area_ref);
+		d->area = area;
+	}
 	return int_value(env, UDPIO_BATCH);
 }
 
@@ -803,6 +838,7 @@ struct udpio_const {
 static const struct udpio_const consts[] = {
 	{ "BATCH", UDPIO_BATCH },
 	{ "META_WORDS", UDPIO_META_WORDS },
+	{ "SLOT", UDPIO_SLOT },
 	{ "SOL_SOCKET", SOL_SOCKET },
 	{ "IPPROTO_IP", IPPROTO_IP },
 	{ "IPPROTO_IPV6", IPPROTO_IPV6 },

@@ -38,8 +38,12 @@ export interface Netopt {
   udpFault?: (h: UdpHandle, maxPerCall: number, eagainAfter: number) => number;
   /** The sockaddr of `ip` (IPv6 with an optional `%zone`) and `port`, or a negative errno. */
   udpAddr?: (family: 4 | 6, ip: string, port: number) => Buffer | number;
-  /** Give the receive rounds their description array: the datagrams per round, or a negative errno. */
-  udpSetup?: (meta: Int32Array) => number;
+  /**
+   * Give the receive rounds their description array, and optionally the area datagrams are read
+   * into (at least `BATCH * SLOT` bytes; each round then passes it instead of a new buffer): the
+   * datagrams per round, or a negative errno.
+   */
+  udpSetup?: (meta: Int32Array, area?: Uint8Array) => number;
   udpIfName?: (index: number) => string | number;
   udpIfIndex?: (name: string) => number;
   udpConst?: Record<string, number>;

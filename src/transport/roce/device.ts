@@ -188,8 +188,12 @@ export class RoceDevice implements RxSink {
    * indices: {@link mergeGidTable}), bind new addresses.
    */
   update(info: DeviceInfo): void {
-    if (info.ifname !== this._info.ifname) this.loopbackLink = isLoopbackIf(info.ifname);
+    // Every verbs call on the device passes its description: one that says what the table was
+    // built from changes nothing.
+    const was = this._info;
     this._info = info;
+    if (sameInterface(info, was)) return;
+    if (info.ifname !== was.ifname) this.loopbackLink = isLoopbackIf(info.ifname);
     this._gids = mergeGidTable(this._gids, buildGidTable(info.ifname, info.mac ?? '00:00:00:00:00:00', info.addresses));
     this.owns.clear();
     if (this.active) this.bindAll();
@@ -487,4 +491,22 @@ export class RoceDevice implements RxSink {
 /** Whether `ifname` is the loopback interface (Node's `internal`). */
 function isLoopbackIf(ifname: string): boolean {
   return netdevs().some((n) => n.name === ifname && n.loopback);
+}
+
+/**
+ * Whether two descriptions of an interface give the same device: name, MAC, MTU and addresses
+ * (in order, what the GID table is built from).
+ */
+function sameInterface(a: DeviceInfo, b: DeviceInfo): boolean {
+  if (a === b) return true;
+  if (a.ifname !== b.ifname || a.mac !== b.mac || a.mtu !== b.mtu) return false;
+  const x = a.addresses;
+  const y = b.addresses;
+  if (x.length !== y.length) return false;
+  for (let i = 0; i < x.length; i++) {
+    const p = x[i] as DeviceInfo['addresses'][number];
+    const q = y[i] as DeviceInfo['addresses'][number];
+    if (p.address !== q.address || p.family !== q.family || p.scopeid !== q.scopeid) return false;
+  }
+  return true;
 }

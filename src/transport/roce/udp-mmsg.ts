@@ -3,10 +3,14 @@
  * receives with `recvmmsg` and sends with `sendmmsg` on Node's own event loop.
  *
  * - **Receive.** Whenever the socket is readable the addon drains it in rounds of up to
- *   `udpConst.BATCH` datagrams and calls {@link onBatch} once per round with one new Buffer
- *   holding the round's datagrams back to back; their offsets, lengths and source addresses are in
- *   the shared {@link meta} array. Each datagram is handed on as its own view of that buffer,
- *   which is never reused, so whatever the receive path keeps of it stays valid.
+ *   `udpConst.BATCH` datagrams, read straight into one receive area this module gives it
+ *   ({@link area}: a slot of `udpConst.SLOT` bytes per datagram), and calls {@link onBatch} once
+ *   per round with that area; offsets, lengths and source addresses are in the shared
+ *   {@link meta} array. Nothing is copied or allocated per round. Each datagram is handed on as
+ *   a view of the area that is valid until the call returns, as a read of a forwarding
+ *   connection is (fwd-rx.ts): the receive path keeps nothing of a data packet, and a MAD
+ *   (QPN 1), which the connection manager may keep, is copied here first. An addon without
+ *   `SLOT` copies each round into a new buffer of its own instead.
  * - **Send.** {@link MmsgEndpoint.send} queues the datagram in the addon (a pointer into `buf`,
  *   which this endpoint keeps alive) and the queue goes out in one `sendmmsg` once the current
  *   task is done (a microtask), so a burst — an RC requester's window, a UD post list — leaves in
@@ -18,6 +22,7 @@
 import { constants as osConstants } from 'node:os';
 import { trace, tracing } from '../../trace.js';
 import { formatIpv4 } from '../../util/ip.js';
+import { GSI_QPN, bthQpn } from '../../wire/roce/bth.js';
 import { netopt, type Netopt, type UdpHandle } from '../../util/netopt.js';
 import { formatIpv6 } from './gid.js';
 import { allowZeroChecksum6Fd as zeroChecksum6Fd, setPmtuProbeFd as pmtuProbeFd } from './sockopt.js';
@@ -31,6 +36,10 @@ let meta = new Int32Array(0);
 let metaBytes = new Uint8Array(0);
 let batch = 0;
 let words = 8;
+/** The receive area the addon reads datagrams into, or null when it copies each round into a new buffer. */
+let area: Buffer | null = null;
+/** Bytes of a BTH up to the end of its destination QPN. */
+const BTH_QPN_END = 8;
 
 /** The addon with its batched sockets set up, or null. */
 function load(): Addon | null {
@@ -43,7 +52,10 @@ function load(): Addon | null {
   words = c['META_WORDS'] ?? 8;
   meta = new Int32Array(batch * words);
   metaBytes = new Uint8Array(meta.buffer);
-  if (batch <= 0 || m.udpSetup(meta) !== batch) return null;
+  const slot = c['SLOT'] ?? 0;
+  // Untouched pages of the area cost nothing: a page is backed once a datagram reaches it.
+  area = batch > 0 && slot > 0 ? Buffer.allocUnsafeSlow(batch * slot) : null;
+  if (batch <= 0 || m.udpSetup(meta, area ?? undefined) !== batch) return null;
   addon = m as Addon;
   return addon;
 }
@@ -163,6 +175,9 @@ export class MmsgEndpoint implements UdpEndpoint {
   private onBatch(buf: Buffer, n: number): void {
     const v4 = this.o.family === 4;
     const deliver = this.o.onDatagram;
+    // Once given an area the addon reads every round into one (this module's, or the one a
+    // second copy of the package loaded in this thread gave it since).
+    const inPlace = area !== null;
     let failure: unknown = null;
     for (let i = 0; i < n; i++) {
       const w = i * words;
@@ -170,9 +185,13 @@ export class MmsgEndpoint implements UdpEndpoint {
       const len = meta[w + 1]!;
       const port = meta[w + 2]!;
       const src = v4 ? v4Source((w + 4) * 4) : v6Source((w + 4) * 4, meta[w + 3]!);
+      let msg = buf.subarray(off, off + len);
+      // The next round reads into the same slots: a MAD the connection manager may keep gets a
+      // buffer of its own.
+      if (inPlace && len >= BTH_QPN_END && bthQpn(buf, off) === GSI_QPN) msg = Buffer.from(msg);
       // One throwing receiver must not cost the rest of the round their delivery.
       try {
-        deliver(buf.subarray(off, off + len), src, port);
+        deliver(msg, src, port);
       } catch (e) {
         failure ??= e;
       }

@@ -84,6 +84,36 @@ for (const [name, Kind, skip] of [
   });
 }
 
+test('mmsg: a MAD (QPN 1) the receiver keeps stays intact after later rounds; other datagrams are whole while their call runs', { skip: noAddon, timeout: 20000 }, async () => {
+  const pa = await freePort('udp4');
+  const pb = await freePort('udp4');
+  const a = endpoint(MmsgEndpoint, pa);
+  // The receiver keeps what it is handed, without a copy of its own: a MAD the connection manager
+  // holds on to must survive the rounds after it.
+  const kept = [];
+  const seen = [];
+  const b = endpoint(MmsgEndpoint, pb, { onDatagram: (msg) => (kept.push(msg), seen.push(Buffer.from(msg))) });
+  // A BTH with destination QPN 1 (bytes 5-7), then a body of 0x11.
+  const mad = Buffer.alloc(300, 0x11);
+  mad.fill(0, 0, 12);
+  mad[7] = 1;
+  a.ep.send(mad, mad.length, '127.0.0.1', pb);
+  await until(() => kept.length >= 1, 10000, 'the MAD');
+  // Later rounds: datagrams for QPN 0x000100 of the same length and another content.
+  const later = Array.from({ length: 200 }, () => {
+    const d = Buffer.alloc(300, 0xee);
+    d.fill(0, 0, 12);
+    d[6] = 1;
+    return d;
+  });
+  for (const d of later) a.ep.send(d, d.length, '127.0.0.1', pb);
+  await until(() => kept.length >= 201, 10000, 'the later datagrams');
+  assert.ok(kept[0].equals(mad), 'the MAD kept from its round is unchanged');
+  seen.slice(1).forEach((d, i) => assert.ok(d.equals(later[i]), `datagram ${i} whole during its call`));
+  assert.deepEqual([a.errors, b.errors], [[], []]);
+  close(a, b);
+});
+
 test('mmsg: a short sendmmsg resumes at the first datagram not sent', { skip: noAddon, timeout: 20000 }, async () => {
   const pa = await freePort('udp4');
   const pb = await freePort('udp4');
