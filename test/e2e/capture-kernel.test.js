@@ -1,5 +1,5 @@
-// Our RoCE capture and wire against the kernel's, field by field. rping -C 5 and udaddy (10
-// datagrams of 100 bytes each way) run between two hosts (network namespaces on a veth pair,
+// Our RoCE capture and wire against the kernel's, field by field. rping -C 5, udaddy (10
+// datagrams of 100 bytes each way) and ib_send_lat -R (1000 iterations) run between two hosts (network namespaces on a veth pair,
 // MTU 1500 like the reference VMs' links) over the soft RoCE device with RDMA_PCAP set, while
 // tcpdump records the veth. The kernel side is test/fixtures/captures/E-rxe-2vm.pcap: the same
 // tools between two VMs running Linux rdma_rxe. Every packet of the exchange is decoded by tshark
@@ -26,6 +26,9 @@ const KERNEL = fileURLToPath(new URL('../fixtures/captures/E-rxe-2vm.pcap', impo
 /** The kernel capture's exchanges, by frame number (see test/fixtures/captures/README.md). */
 const KERNEL_UDADDY = { from: 1, to: 22 };
 const KERNEL_RPING = { from: 4095, to: 4158 };
+const KERNEL_SEND_LAT = { from: 41, to: 4094 };
+/** perftest's default port (its rdma_cm side channel listens there). */
+const PERFTEST_PORT = 18515;
 const RPING_PORT = 7174;
 /** udaddy's fixed port (udaddy.c, src/cli/udaddy.ts). */
 const UDADDY_PORT = 7174;
@@ -54,7 +57,7 @@ async function linksUp() {
 
 /** tcpdump on the server's end of the veth pair, writing `file`; `stop()` ends it and waits. */
 async function startWire(file) {
-  const p = spawn('ip', ['netns', 'exec', veth.a, 'tcpdump', '-i', 'va', '--immediate-mode', '-U', '-w', file, 'udp', 'port', String(roce.ROCE_V2_UDP_PORT)], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const p = spawn('ip', ['netns', 'exec', veth.a, 'tcpdump', '-i', 'va', '--immediate-mode', '-B', '32768', '-U', '-w', file, 'udp', 'port', String(roce.ROCE_V2_UDP_PORT)], { stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
   p.stderr.on('data', (b) => (err += b));
   const closed = new Promise((r) => p.on('close', r));
@@ -133,13 +136,14 @@ function withoutTrailingDrep(pkts) {
 }
 
 /** The checks common to both exchanges: ours vs the wire (exact), ours and the wire vs rxe. */
-function compareAll(run, kernelRange) {
-  // The kernel's capture ends with the client's DREQ; the server's DREP may or may not reach the
-  // client's capture before it exits (rping does not wait for it), while tcpdump sees it: a
-  // trailing DREP is left out of every list.
-  const kernel = withoutTrailingDrep(rocePackets(KERNEL, kernelRange));
-  const ours = withoutTrailingDrep(rocePackets(run.ours));
-  const wire = withoutTrailingDrep(rocePackets(run.wire));
+function compareAll(run, kernelRange, { dropTrailingDrep = true } = {}) {
+  // rping: the kernel's capture ends with the client's DREQ; the server's DREP may or may not
+  // reach the client's capture before it exits (rping does not wait for it), while tcpdump sees
+  // it: a trailing DREP is left out of every list.
+  const trim = dropTrailingDrep ? withoutTrailingDrep : (x) => x;
+  const kernel = trim(rocePackets(KERNEL, kernelRange));
+  const ours = trim(rocePackets(run.ours));
+  const wire = trim(rocePackets(run.wire));
   assert.ok(kernel.length > 0 && ours.length > 0);
   // the ICRC of every packet fits its captured IPv4/UDP header
   for (const [what, pkts] of [['rxe', kernel], ['ours', ours], ['wire', wire]]) {
@@ -221,6 +225,31 @@ test('udaddy (SIDR, 10 UD SEND with immediate each way) over soft RoCE between t
       };
     };
     assert.deepEqual(sidr(ours), sidr(kernel));
+  } finally {
+    rmSync(run.dir, { recursive: true, force: true });
+  }
+});
+
+test('ib_send_lat -R (rdma_cm side channel, 1000 ping-pongs) over soft RoCE between two hosts: field by field against rxe\'s', { skip: SKIP, timeout: 200_000 }, async () => {
+  const run = await exchange('ib_send_lat', PERFTEST_PORT, ['-R'], ['-R', veth.ipA], undefined);
+  try {
+    const { kernel, ours } = compareAll(run, KERNEL_SEND_LAT, { dropTrailingDrep: false });
+    assert.equal(ours.length, kernel.length);
+    // The teardown (the last 4 MADs: a DREQ and its DREP per connection) comes in another order:
+    // our client waits for the server to end the side channel (src/cli/perftest/cm-channel.ts
+    // closeAfterPeer); everything before it is compared field by field.
+    const TEARDOWN = 4;
+    const diffs = compareFields(normalize(ours).slice(0, -TEARDOWN), normalize(kernel).slice(0, -TEARDOWN));
+    assert.deepEqual(diffs, [], explain(diffs));
+    checkHeaderDifferences(kernel, ours);
+    const teardown = (pkts) => {
+      const msgs = pkts.slice(-TEARDOWN).map(cmOf);
+      const dreqs = msgs.filter((m) => m.kind === 'DREQ');
+      // every DREQ answered by a DREP naming the same two comm IDs the other way round
+      return dreqs.map((q) => msgs.some((r) => r.kind === 'DREP' && r.localCommId === q.remoteCommId && r.remoteCommId === q.localCommId)).concat(msgs.length - dreqs.length);
+    };
+    assert.deepEqual(teardown(ours), [true, true, 2]);
+    assert.deepEqual(teardown(kernel), [true, true, 2]);
   } finally {
     rmSync(run.dir, { recursive: true, force: true });
   }

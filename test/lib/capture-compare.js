@@ -194,13 +194,12 @@ export function normalize(pkts) {
       else if (rule === 'psn') {
         if (t === '') o[name] = '';
         else {
-          // A PSN counts in the requester's sequence: responses (ACK, READ and atomic responses)
-          // carry the PSN of the request they answer. One sequence per requester, responder and
-          // transport (RC, UD: the opcode's top 3 bits).
+          // One sequence per sender and destination QP; responses (ACK, READ and atomic
+          // responses) carry the PSNs of the requests they answer and count apart from the
+          // requests their sender makes, from their own first one.
           const op = Number(p.get('infiniband.bth.opcode'));
           const response = RESPONSE_OPCODES.has(op & 0x1f) && op >> 5 <= 1;
-          const [req, resp] = response ? [host.dst, host.src] : [host.src, host.dst];
-          const k = `${req}>${resp}/${op >> 5}`;
+          const k = `${host.src}>${host.dst}/${o['infiniband.bth.destqp']}${response ? '/responses' : ''}`;
           const psn = Number(t);
           if (!base.has(k)) base.set(k, psn);
           o[name] = `+${(psn - base.get(k) + 0x1000000) % 0x1000000}`;
