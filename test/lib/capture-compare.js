@@ -254,3 +254,51 @@ export function icrcValid(p) {
 
 /** A table of the fields whose rule is `skip`, with the reason, for the test's messages. */
 export const SKIPPED = FIELDS.filter((f) => f[1] === 'skip').map(([n, , why]) => `${n}: ${why}`);
+
+/** BTH opcode of an RC ACKNOWLEDGE. */
+const RC_ACK = '17';
+
+/**
+ * Compare two captures of one exchange sender by sender, robust to what timing changes: each
+ * sender's packets other than ACKs in order, a packet that repeats an earlier one (same
+ * destination QP, PSN and opcode: a retransmission) left out; the ACKs as the set of their
+ * distinct field values apart from PSN and MSN (how many ACKs a responder sends, and which PSN
+ * each one names, depends on when the requests arrive). `tail`: packets at the end of both left
+ * out; `prefix`: only as many of each sender's packets of ours as the kernel's holds; `senders`:
+ * the hosts compared (`host#0` sent the first packet).
+ */
+export function compareExchange(ours, kernel, { tail = 0, prefix = false, senders = ['host#0', 'host#1'] } = {}) {
+  const cut = (l) => (tail > 0 ? l.slice(0, -tail) : l);
+  const [o, k] = [cut(normalize(ours)), cut(normalize(kernel))];
+  const diffs = [];
+  const split = (l, host) => {
+    const seen = new Set();
+    const reqs = [];
+    const acks = new Set();
+    let repeats = 0;
+    for (const p of l) {
+      if (p['ip.src'] !== host) continue;
+      if (p['infiniband.bth.opcode'] === RC_ACK) {
+        const { ['infiniband.bth.psn']: _psn, ['infiniband.aeth.msn']: _msn, ...rest } = p;
+        acks.add(JSON.stringify(rest));
+        continue;
+      }
+      const key = `${p['infiniband.bth.destqp']}/${p['infiniband.bth.psn']}/${p['infiniband.bth.opcode']}`;
+      if (seen.has(key)) {
+        repeats++;
+        continue;
+      }
+      seen.add(key);
+      reqs.push(p);
+    }
+    return { reqs, acks: [...acks].sort(), repeats };
+  };
+  for (const host of senders) {
+    const a = split(o, host);
+    const b = split(k, host);
+    const who = host === 'host#0' ? 'first sender' : 'second sender';
+    diffs.push(...compareFields(prefix ? a.reqs.slice(0, b.reqs.length) : a.reqs, b.reqs).map((d) => `${who}: ${d}`));
+    if (JSON.stringify(a.acks) !== JSON.stringify(b.acks)) diffs.push(`${who}: ACKs: ours ${a.acks.join(' ')} ≠ rxe ${b.acks.join(' ')}`);
+  }
+  return diffs;
+}
