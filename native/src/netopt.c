@@ -7,8 +7,9 @@
  * ip_select_ident_segs), so the device puts its IPv4 sockets in PROBE mode and computes the ICRC
  * with identification 0. Needs only Node's headers and a C compiler (no rdma-core).
  *
- * The kernel's rxe sends its UDP datagrams with checksum 0 (the ICRC protects them), which IPv6
- * forbids unless the receiving socket allows it (RFC 6936; Linux UDP_NO_CHECK6_RX, as the
+ * The kernel's rxe sends its UDP datagrams with checksum 0 (the ICRC protects them): the device's
+ * IPv4 sockets send so too (SO_NO_CHECK, which Linux honours for IPv4 UDP only). IPv6 forbids a
+ * zero checksum unless the receiving socket allows it (RFC 6936; Linux UDP_NO_CHECK6_RX, as the
  * kernel's own UDP tunnel sockets do), so the device allows it on its IPv6 sockets.
  *
  * The soft iWARP device sends the FIN of a graceful close only once TCP has sent every byte
@@ -16,6 +17,7 @@
  * with data: Node cannot tell, SIOCOUTQNSD can (for TCP, write_seq - snd_nxt).
  *
  * setMtuDiscover(fd, mode) -> 0, or a negative errno.
+ * setNoCheck(fd) -> 0, or a negative errno.
  * setNoCheck6Rx(fd) -> 0, or a negative errno.
  * unsentBytes(fd) -> bytes in the socket's send queue not yet sent, or a negative errno.
  *
@@ -41,6 +43,9 @@
 #ifndef UDP_NO_CHECK6_RX
 #define UDP_NO_CHECK6_RX 102
 #endif
+#ifndef SO_NO_CHECK
+#define SO_NO_CHECK 11 /* asm-generic/socket.h */
+#endif
 #ifndef SIOCOUTQNSD
 #define SIOCOUTQNSD 0x894B /* linux/sockios.h */
 #endif
@@ -57,6 +62,22 @@ static napi_value set_mtu_discover(napi_env env, napi_callback_info info)
 		rc = -EINVAL;
 	} else {
 		rc = setsockopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, &mode, sizeof(mode)) ? -errno : 0;
+	}
+	napi_create_int32(env, rc, &ret);
+	return ret;
+}
+
+static napi_value set_no_check(napi_env env, napi_callback_info info)
+{
+	size_t argc = 1;
+	napi_value argv[1], ret;
+	int32_t fd = -1, rc, one = 1;
+
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
+	    napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
+		rc = -EINVAL;
+	} else {
+		rc = setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof(one)) ? -errno : 0;
 	}
 	napi_create_int32(env, rc, &ret);
 	return ret;
@@ -125,10 +146,12 @@ static napi_value peer_cred(napi_env env, napi_callback_info info)
 
 NAPI_MODULE_INIT()
 {
-	napi_value fn, fn6, fnq, fnc;
+	napi_value fn, fnn, fn6, fnq, fnc;
 
 	if (napi_create_function(env, "setMtuDiscover", NAPI_AUTO_LENGTH, set_mtu_discover, NULL, &fn) != napi_ok ||
 	    napi_set_named_property(env, exports, "setMtuDiscover", fn) != napi_ok ||
+	    napi_create_function(env, "setNoCheck", NAPI_AUTO_LENGTH, set_no_check, NULL, &fnn) != napi_ok ||
+	    napi_set_named_property(env, exports, "setNoCheck", fnn) != napi_ok ||
 	    napi_create_function(env, "setNoCheck6Rx", NAPI_AUTO_LENGTH, set_no_check6_rx, NULL, &fn6) != napi_ok ||
 	    napi_set_named_property(env, exports, "setNoCheck6Rx", fn6) != napi_ok ||
 	    napi_create_function(env, "unsentBytes", NAPI_AUTO_LENGTH, unsent_bytes, NULL, &fnq) != napi_ok ||

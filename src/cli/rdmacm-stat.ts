@@ -78,11 +78,15 @@ function printJson(o: Options, v: unknown): void {
   out(`${o.pretty ? JSON.stringify(v, null, 2) : JSON.stringify(v)}\n`);
 }
 
+/** The fields holding a memory key. */
+const KEY_FIELDS = new Set(['rkey', 'lkey']);
+
 /** One text record: `link DEV/PORT` or `dev DEV`, then every other field as `key value`. */
 function textLine(r: ResourceRecord, byLink: boolean): string {
   const parts: string[] = [];
   if (r['ifname'] !== undefined) parts.push(byLink ? `link ${value(r['ifname'])}/${value(r['port'] ?? 1)}` : `dev ${value(r['ifname'])}`);
-  for (const [k, v] of Object.entries(r)) if (k !== 'ifname' && k !== 'port') parts.push(`${k} ${value(v)}`);
+  // memory keys: hex digits in JSON, `0x…` in text (iproute2 rdma/res.c print_key)
+  for (const [k, v] of Object.entries(r)) if (k !== 'ifname' && k !== 'port') parts.push(`${k} ${KEY_FIELDS.has(k) ? `0x${value(v)}` : value(v)}`);
   return parts.join(' ');
 }
 

@@ -8,8 +8,11 @@ import { execFile } from 'node:child_process';
 import { basename } from 'node:path';
 import { _openContexts } from '../verbs/device.js';
 import type { Context } from '../verbs/context.js';
+import type { Cq } from '../verbs/cq.js';
 import { Qp } from '../verbs/qp.js';
 import { Access, QpType, TransportType } from '../verbs/types.js';
+import { MigState } from '../verbs/qp-attr.js';
+import { getProvider } from '../verbs/provider.js';
 import { liveCmIds } from '../cm/id-registry.js';
 import { PortSpace } from '../cm/port-space.js';
 import type { SockAddr } from '../cm/addr.js';
@@ -44,15 +47,60 @@ function addr(a: SockAddr | null): string | undefined {
   return a.address.includes(':') ? `[${a.address}]:${a.port}` : `${a.address}:${a.port}`;
 }
 
+/** A memory key as `rdma -j` gives it: hex digits without `0x` (iproute2 print_key; the text view adds it). */
+export const keyText = (k: number): string => (k >>> 0).toString(16);
+
+/** `path-mig-state` as iproute2 names it (rdma/res-qp.c path_mig_to_str). */
+const MIG_NAMES: Record<number, string> = { [MigState.MIGRATED]: 'MIGRATED', [MigState.REARM]: 'REARM', [MigState.ARMED]: 'ARMED' };
+
+/**
+ * A QP of a kernel device (the native backend), with the fields the kernel gives `rdma resource`
+ * (core/nldev.c fill_res_qp_entry): the port once the QP has one, the peer QPN, the receive PSN
+ * and the path migration state for RC and UC QPs, the send PSN for every QP.
+ */
+function nativeQpRecord(dev: string, ql: Qp): ResourceRecord {
+  const a = ql.query();
+  const rcUc = ql.qpType === QpType.RC || ql.qpType === QpType.UC;
+  const rec: ResourceRecord = { ifname: dev };
+  if ((a.portNum ?? 0) > 0 && a.qpState !== 'RESET') rec['port'] = a.portNum as number;
+  rec['lqpn'] = ql.qpNum;
+  if (rcUc) rec['rqpn'] = a.destQpNum ?? 0;
+  rec['type'] = QpType[ql.qpType] ?? String(ql.qpType);
+  rec['state'] = a.qpState ?? 'RESET';
+  if (rcUc) rec['rq-psn'] = a.rqPsn ?? 0;
+  rec['sq-psn'] = a.sqPsn ?? 0;
+  if (rcUc) rec['path-mig-state'] = MIG_NAMES[a.pathMigState ?? MigState.MIGRATED] ?? String(a.pathMigState);
+  return rec;
+}
+
+/** The uses of a CQ, as the kernel counts a CQ's `usecnt`: one per QP for its send CQ, one for its receive CQ. */
+function cqUsers(cq: Cq): number {
+  let n = 0;
+  for (const q of cq.qps) {
+    if (!(q instanceof Qp)) {
+      n++;
+      continue;
+    }
+    if (q.sendCq === cq) n++;
+    if (q.recvCq === cq) n++;
+  }
+  return n;
+}
+
 function contextResources(ctx: Context, out: Resources, who: { pid: number; comm: string }): void {
   const dev = ctx.device.name;
+  const native = getProvider(ctx.device.provider)?.native === true;
   for (const pd of ctx._pdSet) {
     out.pd.push({ ifname: dev, pdn: pd.handle, users: pd._mrs.size + pd._qps.size + pd._srqs.size + pd._ahs.size, ...who });
     for (const mr of pd._mrs) {
-      out.mr.push({ ifname: dev, mrn: mr.handle, rkey: `0x${mr.rkey.toString(16)}`, lkey: `0x${mr.lkey.toString(16)}`, mrlen: mr.length, access: accessNames(mr.access), pdn: pd.handle, ...who });
+      out.mr.push({ ifname: dev, mrn: mr.handle, rkey: keyText(mr.rkey), lkey: keyText(mr.lkey), mrlen: mr.length, access: accessNames(mr.access), pdn: pd.handle, ...who });
     }
     for (const ql of pd._qps.keys()) {
       if (!(ql instanceof Qp) || ctx._qps.get(ql.qpNum) !== ql) continue;
+      if (native) {
+        out.qp.push({ ...nativeQpRecord(dev, ql), pdn: pd.handle, ...who });
+        continue;
+      }
       const a = ql.query();
       const iwarp = ctx.device.transportType === TransportType.IWARP;
       const rec: ResourceRecord = { ifname: dev, port: a.portNum || 1, lqpn: ql.qpNum };
@@ -72,7 +120,7 @@ function contextResources(ctx: Context, out: Resources, who: { pid: number; comm
     }
   }
   for (const cq of ctx._cqSet) {
-    out.cq.push({ ifname: dev, cqn: cq.handle, cqe: cq.cqe, users: cq.qps.size, ...who });
+    out.cq.push({ ifname: dev, cqn: cq.handle, cqe: cq.cqe, users: cqUsers(cq), ...who });
   }
 }
 

@@ -11,6 +11,8 @@ import { fileURLToPath } from 'node:url';
 export interface Netopt {
   /** setsockopt(IPPROTO_IP, IP_MTU_DISCOVER, mode): 0, or a negative errno. */
   setMtuDiscover?: (fd: number, mode: number) => number;
+  /** setsockopt(SOL_SOCKET, SO_NO_CHECK, 1): 0, or a negative errno. */
+  setNoCheck?: (fd: number) => number;
   /** setsockopt(IPPROTO_UDP, UDP_NO_CHECK6_RX, 1): 0, or a negative errno. */
   setNoCheck6Rx?: (fd: number) => number;
   /** ioctl(SIOCOUTQNSD): a TCP socket's bytes written and not yet sent, or a negative errno. */

@@ -60,8 +60,8 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
       assert.equal(ia['dst-addr'], `127.0.0.1:${a.dstPort}`);
       assert.ok(ids.some((i) => i.state === 'LISTEN' && i['src-addr'] === `127.0.0.1:${a.dstPort}`), 'the listener');
 
-      const m = mine(r.mr, d.name).find((x) => x.lkey === `0x${mr.lkey.toString(16)}`);
-      assert.deepEqual(m, { ifname: d.name, mrn: mr.handle, rkey: `0x${mr.rkey.toString(16)}`, lkey: `0x${mr.lkey.toString(16)}`, mrlen: 8192, access: ['LOCAL_WRITE', 'REMOTE_WRITE'], pdn: a.pd.handle, pid: process.pid, comm: m.comm });
+      const m = mine(r.mr, d.name).find((x) => x.lkey === mr.lkey.toString(16));
+      assert.deepEqual(m, { ifname: d.name, mrn: mr.handle, rkey: mr.rkey.toString(16), lkey: mr.lkey.toString(16), mrlen: 8192, access: ['LOCAL_WRITE', 'REMOTE_WRITE'], pdn: a.pd.handle, pid: process.pid, comm: m.comm });
       assert.ok(!JSON.stringify(r).includes('AAAA'), 'no memory contents anywhere');
 
       const cq = mine(r.cq, d.name).find((c) => c.cqn === a.sendCq.handle);
@@ -72,7 +72,7 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
 
       mr.dereg();
       const after = listResources();
-      assert.ok(!mine(after.mr, d.name).some((x) => x.lkey === `0x${mr.lkey.toString(16)}`), 'a deregistered MR is gone');
+      assert.ok(!mine(after.mr, d.name).some((x) => x.lkey === mr.lkey.toString(16)), 'a deregistered MR is gone');
     } finally {
       if (mr?.registered) mr.dereg();
       await close();

@@ -165,9 +165,10 @@ export const PS_UDP = 0x0111;
 /**
  * Resolve once a process of this host listens for port `port` of port space `ps` on the soft
  * RoCE device using UDP port `rocePort`: it publishes the service ID as an abstract Unix socket
- * name (seen in /proc/net/unix). Rejects after `ms` or when `exited` resolves first.
+ * name (seen in /proc/net/unix; of process `netPid`'s network namespace when given). Rejects after
+ * `ms` or when `exited` resolves first.
  */
-export async function waitRoceListening(rocePort, port, exited, ms = 10_000, ps = PS_TCP) {
+export async function waitRoceListening(rocePort, port, exited, ms = 10_000, ps = PS_TCP, netPid = 'self') {
   const sid = (ps * 0x10000 + port).toString(16).padStart(16, '0');
   const name = `@rdmacm-roce-${rocePort}-svc-${sid}`;
   let gone = false;
@@ -175,7 +176,7 @@ export async function waitRoceListening(rocePort, port, exited, ms = 10_000, ps 
   const t0 = Date.now();
   while (Date.now() - t0 < ms) {
     if (gone) throw new Error(`the server exited before listening on ${port}`);
-    if (readFileSync('/proc/net/unix', 'utf8').includes(name)) return;
+    if (readFileSync(`/proc/${netPid}/net/unix`, 'utf8').includes(name)) return;
     await sleep(20);
   }
   throw new Error(`nothing listens on RoCE port ${port}`);

@@ -55,6 +55,13 @@ export function decodeDestBinary(b: Uint8Array): PerfDest {
 const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
 
 /** The rdma_cm side channel of one run. */
+/**
+ * The channel's connection parameters: perftest's rdma_client_connect / rdma_server_connect with
+ * the channel's SEND parameters, a zeroed rdma_conn_param (no RDMA READ responder resources or
+ * initiator depth: 0 and 0 in the REQ and REP, as a kernel rxe capture of perftest shows).
+ */
+const CHANNEL_CONN_PARAM = Object.freeze({ retryCount: 7, rnrRetryCount: 7, responderResources: 0, initiatorDepth: 0 });
+
 export class CmChannel {
   private constructor(
     private readonly buf: Buffer,
@@ -104,7 +111,7 @@ export class CmChannel {
       }
     }
     const c = CmChannel.make(id, true, timeoutMs);
-    await id.connect({ retryCount: 7, rnrRetryCount: 7 });
+    await id.connect(CHANNEL_CONN_PARAM);
     return c;
   }
 
@@ -117,7 +124,7 @@ export class CmChannel {
       onListening();
       const id = await listenId.getRequest();
       const c = CmChannel.make(id, false, timeoutMs);
-      await id.accept({ retryCount: 7, rnrRetryCount: 7 });
+      await id.accept(CHANNEL_CONN_PARAM);
       return c;
     } finally {
       await listenId.destroy().catch(() => {});

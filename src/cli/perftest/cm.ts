@@ -32,13 +32,14 @@ export interface CmLink {
   r: Resources;
 }
 
+/**
+ * perftest_communication.c rdma_client_connect / rdma_server_connect: a zeroed rdma_conn_param,
+ * the outstanding reads as responder resources and initiator depth for READ and ATOMIC tests
+ * only; the other tests connect with 0 and 0 (not the device maximum a NULL parameter gives).
+ */
 function connParam(p: PerfParams, r: Resources): ConnParam {
-  const c: ConnParam = { retryCount: DEF_RETRY_COUNT, rnrRetryCount: DEF_RETRY_COUNT };
-  if (p.verb === Verb.READ || p.verb === Verb.ATOMIC) {
-    c.responderResources = r.outReads;
-    c.initiatorDepth = r.outReads;
-  }
-  return c;
+  const rd = p.verb === Verb.READ || p.verb === Verb.ATOMIC ? r.outReads : 0;
+  return { retryCount: DEF_RETRY_COUNT, rnrRetryCount: DEF_RETRY_COUNT, responderResources: rd, initiatorDepth: rd };
 }
 
 function withTimeout<T>(pr: Promise<T>, ms: number, what: string): Promise<T> {

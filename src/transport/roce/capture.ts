@@ -8,7 +8,9 @@
  */
 import { captureFrame, capturing, type CaptureDirection } from '../../verbs/capture.js';
 import { udpFrameHeaders, type FrameEnds } from '../../wire/capture/frames.js';
+import { icrcSolveIpv4Id } from '../../wire/roce/icrc.js';
 import { ipBytes } from './ip-addr.js';
+import { zeroChecksum4 } from './sockopt.js';
 
 /** The IPv4 TTL / IPv6 hop limit of a frame whose real one is not known here (a received one). */
 const HOP_LIMIT_UNKNOWN = 64;
@@ -69,6 +71,17 @@ export interface CapturedDatagram {
   hopLimit?: number;
 }
 
+/**
+ * The IPv4 identification of a captured datagram: sent, the 0 its ICRC was computed with (and
+ * that the socket's path-MTU mode puts on the wire, see sockopt.ts); received, the one its ICRC
+ * names (icrc.ts `icrcSolveIpv4Id`; 0 when none fits, a corrupted packet).
+ */
+function ipv4IdOf(e: FrameEnds, dir: CaptureDirection, buf: Uint8Array, start: number, end: number): number {
+  if (dir === 'out') return 0;
+  const id = icrcSolveIpv4Id({ family: 4, src: e.src, dst: e.dst, sport: e.sport, dport: e.dport }, buf, start, end);
+  return id < 0 ? 0 : id;
+}
+
 /** Capture UDP payload `buf[start, end)` of datagram `d` going `dir`; never throws. */
 export function captureDatagram(d: CapturedDatagram, buf: Uint8Array, start: number, end: number, dir: CaptureDirection, comment?: string): void {
   if (!capturing(d.device)) return;
@@ -84,7 +97,11 @@ export function captureDatagram(d: CapturedDatagram, buf: Uint8Array, start: num
       sport: d.sport,
       dport: d.dport,
       hopLimit: d.hopLimit ?? HOP_LIMIT_UNKNOWN,
+      // IPv4 as rxe sends it and as this device does with its socket options: UDP checksum 0;
+      // a received datagram's checksum is not known here, and is written as 0 too.
+      zeroUdpChecksum: d.family === 4 && (dir === 'in' || zeroChecksum4()),
     };
+    if (d.family === 4) e.ipId = ipv4IdOf(e, dir, buf, start, end);
     captureFrame(d.device, udpFrameHeaders(e, buf, start, end), buf, start, end, dir, comment);
   } catch {
     // A frame that cannot be built is left out: the data path goes on.

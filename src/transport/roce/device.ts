@@ -22,6 +22,7 @@ import { rxeReceive } from './recv.js';
 import { impairedSend, impairing } from './impair.js';
 import { captureOn } from '../../verbs/capture.js';
 import { CaptureNote, captureDatagram } from './capture.js';
+import { routeHopLimit } from './route-ttl.js';
 import type { RoceUdQp } from './ud-qp.js';
 import type { RocePacket, RoceIpUdpHeaders } from '../../wire/roce/index.js';
 import type { RxNet } from './recv.js';
@@ -289,6 +290,7 @@ export class RoceDevice implements RxSink {
     const dstBytes = ipBytes(dst.ip, dst.family);
     const srcBytes = ipBytes(sgid.ip, sgid.family);
     const port = this.agent.port;
+    const multicast = isMulticastGid(g.dgid);
     return {
       sgid,
       dst: dst.ip,
@@ -296,9 +298,10 @@ export class RoceDevice implements RxSink {
       srcBytes,
       net: { family: dst.family, src: srcBytes, dst: dstBytes, sport: port, dport: port },
       family: dst.family,
-      hopLimit: g.hopLimit,
+      // unicast: the route's hop limit, as the kernel writes it into a RoCE GRH (route-ttl.ts)
+      hopLimit: multicast ? g.hopLimit : routeHopLimit(dst.family, this._info.ifname),
       trafficClass: g.trafficClass,
-      multicast: isMulticastGid(g.dgid),
+      multicast,
     };
   }
 

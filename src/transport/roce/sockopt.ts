@@ -1,5 +1,6 @@
 /**
- * IPv4 identification of the datagrams this device sends, and IPv6 datagrams with UDP checksum 0.
+ * IPv4 identification and UDP checksum of the datagrams this device sends, and IPv6 datagrams
+ * with UDP checksum 0.
  *
  * The RoCEv2 ICRC covers the IPv4 header including its 16-bit identification field, which the
  * kernel fills in after userspace has handed over the UDP payload. Linux writes 0 there only for
@@ -12,7 +13,9 @@
  * socket's descriptor).
  *
  * With it, every IPv4 datagram leaves with identification 0 and DF, the values the sender's ICRC
- * was computed with, so a kernel rxe peer accepts it. Without it the device still works between
+ * was computed with, so a kernel rxe peer accepts it. The same sockets send with UDP checksum 0
+ * (`SO_NO_CHECK`), as rxe does (rxe_net.c `prepare_udp_hdr`: the ICRC covers the packet), so
+ * that the IP and UDP headers of an IPv4 datagram are field for field the ones rxe sends. Without it the device still works between
  * processes of this package (receivers recover the identification from the ICRC, see
  * icrc-ipid.ts) but a kernel rxe peer drops its IPv4 datagrams as ICRC errors.
  * `RDMACM_ROCE_SOCKOPT=off` disables the call; `RDMACM_NETOPT_PATH` loads the addon from another
@@ -28,6 +31,9 @@ type SetNoCheck6Rx = (fd: number) => number;
 
 let setMtuDiscover: SetMtuDiscover | null | undefined;
 let setNoCheck6Rx: SetNoCheck6Rx | null = null;
+let setNoCheck: SetNoCheck6Rx | null = null;
+/** Whether an IPv4 socket of this process was set to send UDP checksum 0. */
+let noCheck4 = false;
 
 function load(): SetMtuDiscover | null {
   if (setMtuDiscover !== undefined) return setMtuDiscover;
@@ -36,6 +42,7 @@ function load(): SetMtuDiscover | null {
   const mod = netopt();
   if (typeof mod?.setMtuDiscover === 'function') setMtuDiscover = mod.setMtuDiscover;
   if (typeof mod?.setNoCheck6Rx === 'function') setNoCheck6Rx = mod.setNoCheck6Rx;
+  if (typeof mod?.setNoCheck === 'function') setNoCheck = mod.setNoCheck;
   return setMtuDiscover;
 }
 
@@ -50,8 +57,9 @@ function fdOf(sock: dgram.Socket): number {
 }
 
 /**
- * Put a bound IPv4 socket in `IP_PMTUDISC_PROBE` mode (DF set, IP identification 0).
- * @returns whether it worked.
+ * Put a bound IPv4 socket in `IP_PMTUDISC_PROBE` mode (DF set, IP identification 0) and have it
+ * send UDP checksum 0 (`SO_NO_CHECK`, best effort: a checksum is valid too).
+ * @returns whether the path-MTU mode was set.
  */
 export function setPmtuProbe(sock: dgram.Socket): boolean {
   return setPmtuProbeFd(fdOf(sock));
@@ -61,7 +69,14 @@ export function setPmtuProbe(sock: dgram.Socket): boolean {
 export function setPmtuProbeFd(fd: number): boolean {
   const f = load();
   if (!f || fd < 0) return false;
-  return f(fd, IP_PMTUDISC_PROBE) === 0;
+  if (f(fd, IP_PMTUDISC_PROBE) !== 0) return false;
+  if (setNoCheck && setNoCheck(fd) === 0) noCheck4 = true;
+  return true;
+}
+
+/** Whether this process's IPv4 RoCE datagrams leave with UDP checksum 0 (for a packet capture). */
+export function zeroChecksum4(): boolean {
+  return noCheck4;
 }
 
 /**

@@ -51,6 +51,12 @@ export interface FrameEnds {
   dport: number;
   /** IPv4 TTL / IPv6 hop limit. */
   hopLimit: number;
+  /** IPv4 ToS / IPv6 traffic class; default 0. */
+  tos?: number;
+  /** IPv4 identification; default a counter of this process's frames. */
+  ipId?: number;
+  /** UDP: write checksum 0 ("not computed", IPv4 only) instead of computing it. */
+  zeroUdpChecksum?: boolean;
 }
 
 /** The TCP fields of a segment. */
@@ -94,9 +100,9 @@ function writeIp(h: Uint8Array, v: DataView, e: FrameEnds, proto: number, l4Len:
   const o = ETH_HEADER_LEN;
   if (e.family === 4) {
     h[o] = IPV4_VER_IHL;
-    h[o + 1] = 0;
+    h[o + 1] = (e.tos ?? 0) & 0xff;
     v.setUint16(o + 2, IPV4_HEADER_LEN + l4Len);
-    v.setUint16(o + 4, (ipv4Id = (ipv4Id + 1) & 0xffff));
+    v.setUint16(o + 4, e.ipId !== undefined ? e.ipId & 0xffff : (ipv4Id = (ipv4Id + 1) & 0xffff));
     v.setUint16(o + 6, IPV4_DF);
     h[o + 8] = e.hopLimit & 0xff;
     h[o + 9] = proto;
@@ -106,7 +112,7 @@ function writeIp(h: Uint8Array, v: DataView, e: FrameEnds, proto: number, l4Len:
     v.setUint16(o + 10, foldChecksum(onesSum(h, o, o + IPV4_HEADER_LEN)));
     return onesSum(h, o + 12, o + 20, proto + l4Len);
   }
-  v.setUint32(o, IPV6_VERSION_WORD);
+  v.setUint32(o, (IPV6_VERSION_WORD | (((e.tos ?? 0) & 0xff) << 20)) >>> 0);
   v.setUint16(o + 4, l4Len);
   h[o + 6] = proto;
   h[o + 7] = e.hopLimit & 0xff;
@@ -129,6 +135,7 @@ export function udpFrameHeaders(e: FrameEnds, payload: Uint8Array, start: number
   v.setUint16(l4 + 2, e.dport);
   v.setUint16(l4 + 4, len);
   v.setUint16(l4 + 6, 0);
+  if (e.zeroUdpChecksum === true && e.family === 4) return h;
   let c = foldChecksum(onesSum(payload, start, end, onesSum(h, l4, l4 + UDP_HEADER_LEN, pseudo)));
   if (c === 0) c = 0xffff; // RFC 768: a computed zero is sent as all ones
   v.setUint16(l4 + 6, c);

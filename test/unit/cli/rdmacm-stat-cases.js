@@ -82,7 +82,9 @@ test('resource show mr/cq/pd/cm_id -j: the keys rdma -j gives, never memory', as
   for (const m of mr) assert.deepEqual(Object.keys(m).sort(), ['access', 'comm', 'ifname', 'lkey', 'mrlen', 'mrn', 'pdn', 'pid', 'rkey']);
   const big = mr.find((m) => m.mrlen === 4096);
   assert.deepEqual(big.access, ['LOCAL_WRITE', 'REMOTE_READ']);
-  assert.match(big.rkey, /^0x[0-9a-f]+$/);
+  assert.match(big.rkey, /^[0-9a-f]+$/, 'hex digits, as rdma -j gives a key');
+  const text = (await tool(['resource', 'show', 'mr', 'dev', 'siw_lo'])).stdout;
+  assert.ok(text.includes(` rkey 0x${big.rkey} lkey 0x${big.lkey} mrlen 4096 `), `the text view writes keys as rdma does: ${text}`);
   const cq = JSON.parse((await tool(['-j', 'resource', 'show', 'cq', 'dev', 'rxe_lo'])).stdout);
   assert.equal(cq.length, 4);
   assert.ok(cq.every((c) => c.users === 1 && c.cqe >= 1));

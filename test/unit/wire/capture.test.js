@@ -168,6 +168,27 @@ test('random UDP and TCP frames over IPv4 and IPv6: lengths, addresses, ports, a
   }
 });
 
+test('UDP frame headers as rxe writes them: the given IPv4 ID and ToS, UDP checksum 0 on IPv4 only; IPv6 traffic class', () => {
+  const payload = Buffer.from('0400ffff00000015', 'hex');
+  const base = { srcMac: new Uint8Array(6), dstMac: new Uint8Array(6), sport: 4791, dport: 4791, hopLimit: 64 };
+  const v4 = { ...base, family: 4, src: Uint8Array.of(10, 0, 0, 1), dst: Uint8Array.of(10, 0, 0, 2) };
+  const h = Buffer.from(udpFrameHeaders({ ...v4, ipId: 0x1234, tos: 0x88, zeroUdpChecksum: true }, payload, 0, payload.length));
+  assert.deepEqual([h[15], h.readUInt16BE(18), h.readUInt16BE(20)], [0x88, 0x1234, 0x4000], 'ToS, ID, DF');
+  assert.equal(naiveSum(h.subarray(14, 34)), 0xffff, 'the IPv4 header checksum covers them');
+  assert.equal(h.readUInt16BE(40), 0, 'UDP checksum 0: not computed');
+  // without the options: a checksum, and IDs that count
+  const a = Buffer.from(udpFrameHeaders(v4, payload, 0, payload.length));
+  const b = Buffer.from(udpFrameHeaders(v4, payload, 0, payload.length));
+  assert.notEqual(a.readUInt16BE(40), 0);
+  assert.equal((b.readUInt16BE(18) - a.readUInt16BE(18)) & 0xffff, 1);
+  // IPv6 has no "no checksum" (RFC 8200 §8.1): computed whatever the option says
+  const v6 = { ...base, family: 6, src: new Uint8Array(16).fill(1), dst: new Uint8Array(16).fill(2), tos: 0xb8, zeroUdpChecksum: true };
+  const h6 = Buffer.from(udpFrameHeaders(v6, payload, 0, payload.length));
+  assert.equal((h6.readUInt32BE(14) >>> 20) & 0xff, 0xb8, 'traffic class');
+  assert.equal(h6.readUInt32BE(14) >>> 28, 6);
+  assert.notEqual(h6.readUInt16BE(14 + 40 + 6), 0);
+});
+
 test('MPA splitter: start frame then FPDUs as units whatever the chunking; a stream without a key passes raw', () => {
   const start = Buffer.concat([Buffer.from('MPA ID Req Frame', 'latin1'), hex('4002 0004'), hex('01020304')]);
   const f1 = Buffer.alloc(fpduWireLength(5));
