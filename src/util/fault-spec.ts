@@ -153,9 +153,13 @@ export class DelayLine<T> {
     if (this.timer === null) this.arm();
   }
 
-  /** Hold everything from now on until at least `untilMs` from now (a stall). */
-  holdFor(ms: number): void {
-    this.lastDue = Math.max(this.lastDue, performance.now() + ms);
+  /**
+   * A stall: nothing more is released for `ms` from the time the items held now are due (or from
+   * now, when none is). Returns when the stall ends (`performance.now()` clock).
+   */
+  holdFor(ms: number): number {
+    this.lastDue = Math.max(this.lastDue, performance.now()) + ms;
+    return this.lastDue;
   }
 
   /** Take every item not released, oldest first, and stop (the connection is gone). */

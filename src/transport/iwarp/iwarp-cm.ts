@@ -10,6 +10,7 @@
  * DISCONNECTED (FIN, RST, TERMINATE or rdma_disconnect; a peer-to-peer accept whose connection
  * closed before its RTR gets ESTABLISHED first, as from the kernel). iWARP has no CONNECT_RESPONSE, TIMEWAIT_EXIT, SIDR or multicast.
  */
+import { iwarpFaultsWantCrc } from './faults.js';
 import net from 'node:net';
 import { RdmaError, err } from '../../errors.js';
 import { Errno, type ErrnoCode } from '../../errno.js';
@@ -97,7 +98,7 @@ class IwarpEndpoint implements CmEndpoint {
     if (req.bind.address !== undefined) opts.localAddress = req.bind.address;
     if (req.bind.port !== undefined) opts.localPort = req.bind.port;
     const src = req.src;
-    const cep = Cep.connect(opts, { ird: req.responderResources, ord: req.initiatorDepth, privateData: req.privateData, crc: cfg.crc, p2p: cfg.p2p, replyTimeoutMs: cfg.mpaReplyTimeoutMs });
+    const cep = Cep.connect(opts, { ird: req.responderResources, ord: req.initiatorDepth, privateData: req.privateData, crc: cfg.crc || iwarpFaultsWantCrc(), p2p: cfg.p2p, replyTimeoutMs: cfg.mpaReplyTimeoutMs });
     this.cep = cep;
     this.iwId = true;
     cep.onEvent = (ev) => {

@@ -5,6 +5,7 @@
  * RTS. Errors: a receive-side violation sends one TERMINATE (first error wins) and closes the
  * connection; the QP goes to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.
  */
+import { FpduFaults } from './faults.js';
 import { TerminateError, TermLayer } from '../../errors.js';
 import { DdpEtype, RdmapEcode, RdmapEtype, decodeTerminateMessage, termName } from '../../wire/iwarp/index.js';
 import type { Context } from '../../verbs/context.js';
@@ -153,6 +154,8 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
   attachLlp(llp: Llp, p: LlpParams, leftover?: Buffer): void {
     this.llp = llp;
     this.ended = false;
+    const faults = FpduFaults.forConnection(llp.faultSink(), p.crc, this.counters);
+    if (faults !== null) llp.setFaults(faults);
     this.tx.attach(llp, p.crc, p.fpduMax);
     // The receive state of the QP's first connection is the one made with the QP; a later one
     // gets its own, and the earlier one takes no more bytes.
