@@ -9,6 +9,8 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { REPO_ROOT, startCli, runCli, describeRun, rpingLines, waitListening, waitRoceListening, PS_UDP } from '../lib/tools.js';
 import { freePort } from '../lib/ports.js';
 
@@ -142,4 +144,51 @@ test('iWARP: the same rstream run without faults completes (the control)', async
   assert.equal(r.cli.code, 0, r.both);
   assert.equal(r.srv.code, 0, r.both);
   assert.match(r.cli.stdout, /\ncustom\s+64k\s+40\s+1\s+/, r.both);
+});
+
+// ---- the counters, read from outside the process ------------------------------------------------
+
+const HOLDER = fileURLToPath(new URL('../lib/stat-holder.js', import.meta.url));
+
+/** A stat-holder (N Sends over a connected RC pair on `env`'s device), once ready: `{ pid, end() }`. */
+function holder(n, env) {
+  const c = spawn(process.execPath, [HOLDER, 'hold', String(n), '64'], { stdio: ['pipe', 'pipe', 'inherit'], env: { ...process.env, RDMACM_BACKEND: 'soft', ...env } });
+  return new Promise((resolve, reject) => {
+    let text = '';
+    const t = setTimeout(() => (c.kill('SIGKILL'), reject(new Error('stat-holder not ready'))), 30_000);
+    c.stdout.on('data', (b) => {
+      text += b;
+      if (!text.includes('\n')) return;
+      clearTimeout(t);
+      resolve({ pid: JSON.parse(text.slice(0, text.indexOf('\n'))).pid, end: () => c.stdin.end() });
+    });
+    c.on('exit', (code) => reject(new Error(`stat-holder exited ${code}`)));
+  });
+}
+
+test('rdmacm-stat statistic show: the inject_* counters of a process with faults configured, on each device', async () => {
+  const N = 6;
+  const rxe = await holder(N, { ...ROCE, RDMACM_ROCE_IMPAIR: 'latency=1' });
+  const siw = await holder(N, { ...IWARP, RDMACM_IWARP_FAULTS: 'latency=1' });
+  try {
+    const read = async (link, pid) => {
+      const r = await runCli(cli('rdmacm-stat'), ['-j', 'statistic', 'show', 'link', link], { timeoutMs: 20_000 });
+      assert.equal(r.code, 0, describeRun('rdmacm-stat', r));
+      const mine = JSON.parse(r.stdout).find((x) => x.pid === pid);
+      assert.ok(mine, r.stdout);
+      return mine;
+    };
+    const r = await read('rxe_lo/1', rxe.pid);
+    // Every datagram of the process went through the delay line: the Sends, their ACKs, the CM's MADs.
+    assert.ok(r.inject_delay >= 2 * N, JSON.stringify(r));
+    assert.equal(r.inject_delay, r.sent_pkts, 'every datagram sent was delayed');
+    assert.deepEqual([r.inject_drop, r.inject_dup, r.inject_reorder, r.inject_corrupt, r.inject_partition_drop], [0, 0, 0, 0, 0]);
+    const s = await read('siw_lo/1', siw.pid);
+    assert.equal(s.inject_delay, s.mpaOutFpdus, 'every FPDU sent was delayed');
+    assert.ok(s.inject_delay >= N + 1, JSON.stringify(s));
+    assert.deepEqual([s.inject_stall, s.inject_reset, s.inject_crc], [0, 0, 0]);
+  } finally {
+    rxe.end();
+    siw.end();
+  }
 });
