@@ -10,7 +10,6 @@
  * DISCONNECTED (FIN, RST, TERMINATE or rdma_disconnect; a peer-to-peer accept whose connection
  * closed before its RTR gets ESTABLISHED first, as from the kernel). iWARP has no CONNECT_RESPONSE, TIMEWAIT_EXIT, SIDR or multicast.
  */
-import { iwarpFaultsWantCrc } from './faults.js';
 import net from 'node:net';
 import { RdmaError, err } from '../../errors.js';
 import { Errno, type ErrnoCode } from '../../errno.js';
@@ -36,6 +35,7 @@ import { acceptLlps, type Llp } from './llp.js';
 import { IwarpQp, type LlpDownInfo, type LlpParams } from './iwarp-qp.js';
 import { iwarpConfig } from './config.js';
 import { SIW_PROVIDER } from './provider.js';
+import { iwarpFaultsWantCrc } from './faults.js';
 
 /** Private data limit on iWARP (256-byte MPA limit minus the 4-byte IRD/ORD word). */
 export const IWARP_MAX_PRIVATE_DATA = 252;

@@ -5,7 +5,6 @@
  * RTS. Errors: a receive-side violation sends one TERMINATE (first error wins) and closes the
  * connection; the QP goes to ERR and every outstanding WR is flushed with WR_FLUSH_ERR.
  */
-import { FpduFaults } from './faults.js';
 import { TerminateError, TermLayer } from '../../errors.js';
 import { DdpEtype, RdmapEcode, RdmapEtype, decodeTerminateMessage, termName } from '../../wire/iwarp/index.js';
 import type { Context } from '../../verbs/context.js';
@@ -22,6 +21,7 @@ import { IC, iwarpDeviceCounters, type IwarpCounters } from './counters.js';
 import { QpTx, type TxQp } from './qp-tx.js';
 import { QpRx, type RxQp } from './qp-rx.js';
 import { iwarpConfig } from './config.js';
+import { FpduFaults } from './faults.js';
 import { traceEvent, tracing } from '../../trace.js';
 import { doubleArray } from '../../util/arrays.js';
 
