@@ -46,7 +46,7 @@ export interface TraceEventFields {
   /** qp (RoCE): the responder met a class C error (rxe_resp.c) at `psn`; the QP goes to ERR. */
   'responder-error': { psn: number; why: string };
   /** llp: the TCP stream of an iWARP connection: FIN sent, FIN received, socket error. */
-  llp: { what: 'fin' | 'peer-fin' | 'error'; error?: string };
+  llp: { what: 'fin' | 'peer-fin' | 'error' | 'reset'; error?: string };
   /** roce: a packet dropped before it reached a QP (`reason` as the device's counters name it; `qpn` for an unknown QPN). */
   drop: { reason: string; from: string; qpn?: number };
   /** roce: this process claimed a block of QP numbers on the device's UDP port. */
@@ -89,7 +89,7 @@ export const TRACE_TEXT: { readonly [E in TraceEvent]: Formatter<E> } = {
   retry: (f) => `retry from psn ${f.psn} (${f.cause === 'timeout' ? 'timeout' : 'NAK'}), ${f.left} left`,
   'rnr-nak': (f) => `RNR NAK at psn ${f.psn}: retry in ${f.delayMs} ms`,
   'responder-error': (f) => `responder error at psn ${f.psn}: ${f.why}`,
-  llp: (f) => (f.what === 'fin' ? 'FIN' : f.what === 'peer-fin' ? 'peer FIN' : `error ${f.error ?? ''}`),
+  llp: (f) => (f.what === 'fin' ? 'FIN' : f.what === 'peer-fin' ? 'peer FIN' : f.what === 'reset' ? `RST ${f.error ?? ''}` : `error ${f.error ?? ''}`),
   drop: (f) => (f.qpn !== undefined ? `drop unknown QPN 0x${f.qpn.toString(16)} from ${f.from}` : `drop ${f.reason} from ${f.from}`),
   'qpn-block': (f) => `claimed QPN block ${f.block} (0x${f.firstQpn.toString(16)}..)`,
   'rs-recv': (f) => `recv ${f.message}`,

@@ -36,6 +36,12 @@ export const IWARP_COUNTER_NAMES = [
   'rdmapErrors',
   'ddpErrors',
   'llpErrors',
+  // fault injection (faults.ts, RDMACM_IWARP_FAULTS): FPDUs of this device's connections written
+  // late, stalls begun, connections reset, FPDUs sent with a wrong MPA CRC
+  'inject_delay',
+  'inject_stall',
+  'inject_reset',
+  'inject_crc',
 ] as const;
 
 /** One counter name. */

@@ -9,3 +9,4 @@ export { IWARP_COUNTER_NAMES, type IwarpCounterName } from './counters.js';
 export { IWARP_MAX_PRIVATE_DATA, iwarpCmTransport } from './iwarp-cm.js';
 export { SIW_LIMITS, IWARP_ACCESS_MASK } from './attrs.js';
 export { configureIwarp, iwarpConfig, resetIwarpConfig, type IwarpConfig, type ResolvedIwarpConfig } from './config.js';
+export { configureIwarpFaults, iwarpFaultCounts, parseIwarpFaults, type IwarpFaults, type IwarpFaultCounts } from './faults.js';

@@ -35,6 +35,7 @@ import { acceptLlps, type Llp } from './llp.js';
 import { IwarpQp, type LlpDownInfo, type LlpParams } from './iwarp-qp.js';
 import { iwarpConfig } from './config.js';
 import { SIW_PROVIDER } from './provider.js';
+import { iwarpFaultsWantCrc } from './faults.js';
 
 /** Private data limit on iWARP (256-byte MPA limit minus the 4-byte IRD/ORD word). */
 export const IWARP_MAX_PRIVATE_DATA = 252;
@@ -97,7 +98,7 @@ class IwarpEndpoint implements CmEndpoint {
     if (req.bind.address !== undefined) opts.localAddress = req.bind.address;
     if (req.bind.port !== undefined) opts.localPort = req.bind.port;
     const src = req.src;
-    const cep = Cep.connect(opts, { ird: req.responderResources, ord: req.initiatorDepth, privateData: req.privateData, crc: cfg.crc, p2p: cfg.p2p, replyTimeoutMs: cfg.mpaReplyTimeoutMs });
+    const cep = Cep.connect(opts, { ird: req.responderResources, ord: req.initiatorDepth, privateData: req.privateData, crc: cfg.crc || iwarpFaultsWantCrc(), p2p: cfg.p2p, replyTimeoutMs: cfg.mpaReplyTimeoutMs });
     this.cep = cep;
     this.iwId = true;
     cep.onEvent = (ev) => {

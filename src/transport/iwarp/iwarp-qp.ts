@@ -21,6 +21,7 @@ import { IC, iwarpDeviceCounters, type IwarpCounters } from './counters.js';
 import { QpTx, type TxQp } from './qp-tx.js';
 import { QpRx, type RxQp } from './qp-rx.js';
 import { iwarpConfig } from './config.js';
+import { FpduFaults } from './faults.js';
 import { traceEvent, tracing } from '../../trace.js';
 import { doubleArray } from '../../util/arrays.js';
 
@@ -153,6 +154,8 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
   attachLlp(llp: Llp, p: LlpParams, leftover?: Buffer): void {
     this.llp = llp;
     this.ended = false;
+    const faults = FpduFaults.forConnection(llp.faultSink(), p.crc, this.counters);
+    if (faults !== null) llp.setFaults(faults);
     this.tx.attach(llp, p.crc, p.fpduMax);
     // The receive state of the QP's first connection is the one made with the QP; a later one
     // gets its own, and the earlier one takes no more bytes.

@@ -11,6 +11,7 @@ import { traceEvent, tracing } from '../../trace.js';
 import { netopt } from '../../util/netopt.js';
 import { captureOn, type CaptureDirection } from '../../verbs/capture.js';
 import { ConnectionCapture } from './capture.js';
+import type { FpduFaults } from './faults.js';
 
 /** Receives stream bytes `[start, end)` of `buf`; the view is valid only during the call. */
 export type LlpConsumer = (buf: Buffer, start: number, end: number) => void;
@@ -162,6 +163,8 @@ export class Llp {
   private initiator = false;
   /** The connection as a packet capture sees it, from the first byte moved while one runs. */
   private cap: ConnectionCapture | null = null;
+  /** Fault injection on what is written (faults.ts), from RDMA mode on; null: none. */
+  private faults: FpduFaults | null = null;
 
   /** `noDelay`: TCP_NODELAY is set on the socket already (inherited from its listener). */
   private constructor(socket: net.Socket, noDelay = false) {
@@ -349,12 +352,48 @@ export class Llp {
     else this.stash.push(Buffer.from(buf.subarray(start, end)));
   }
 
+  /**
+   * Inject `f`'s faults into everything written from now on (the connection is in RDMA mode:
+   * only FPDUs follow).
+   */
+  setFaults(f: FpduFaults): void {
+    this.faults = f;
+  }
+
+  /** What {@link setFaults}' injector writes with: the socket, and a reset. */
+  faultSink(): { write: (b: Uint8Array, cb?: (err?: Error | null) => void) => void; reset: () => void } {
+    return {
+      write: (b, cb) => {
+        if (this.socket.destroyed) cb?.(new Error('connection closed'));
+        else this.writeNow(b, cb);
+      },
+      reset: () => {
+        if (tracing('llp')) traceEvent('llp', `LLP[${this.id}]`, 'llp', { what: 'reset', error: '(fault injection)' });
+        const e = new Error('connection reset by fault injection') as NodeJS.ErrnoException;
+        e.code = 'ECONNRESET';
+        this.lastError = e;
+        if (!this.socket.destroyed) this.cap?.reset();
+        this.localEnded = true;
+        this.socket.resetAndDestroy();
+      },
+    };
+  }
+
   /** Write bytes; returns false when the caller should wait for {@link onDrain}. */
   write(buf: Uint8Array, cb?: (err?: Error | null) => void): boolean {
     if (this.closed || this.localEnded) {
       cb?.(new Error('connection closed'));
       return false;
     }
+    if (this.faults !== null) {
+      this.faults.write(buf, cb);
+      return !this.socket.writableNeedDrain;
+    }
+    return this.writeNow(buf, cb);
+  }
+
+  /** Hand bytes to the socket (batching, capture, loop hold, drain). */
+  private writeNow(buf: Uint8Array, cb?: (err?: Error | null) => void): boolean {
     if (this.batching === 1) this.batching = 3;
     else if (this.batching === 3) {
       this.socket.cork();
@@ -457,9 +496,14 @@ export class Llp {
     if (this.socket.destroyed) return;
     this.cap?.fin('out');
     lingering.add(this);
-    // A peer that never answers the FIN must not keep us open forever.
-    this.armLinger(3000);
-    this.finWhenSent(Date.now() + SEND_WAIT_MS, 1);
+    const fin = (): void => {
+      // A peer that never answers the FIN must not keep us open forever.
+      this.armLinger(3000);
+      this.finWhenSent(Date.now() + SEND_WAIT_MS, 1);
+    };
+    // Bytes a fault holds back go first.
+    if (this.faults !== null) this.faults.whenEmpty(fin);
+    else fin();
   }
 
   /** Queue the FIN once nothing we wrote is unsent (or at `deadline`); look again in `wait` ms. */
@@ -517,6 +561,7 @@ export class Llp {
     this.reader = null;
     this.direct = false;
     this.stash = [];
+    this.faults?.drop(e ?? new Error('connection closed'));
     if (!this.socket.destroyed) {
       this.localEnded = true;
       lingering.add(this);

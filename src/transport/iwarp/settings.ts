@@ -14,3 +14,4 @@ export { IWARP_COUNTER_NAMES as COUNTER_NAMES, type IwarpCounterName as CounterN
 export { SIW_LIMITS as LIMITS } from './attrs.js';
 export { IWARP_MAX_PRIVATE_DATA as MAX_PRIVATE_DATA } from './iwarp-cm.js';
 export { configureIwarp as configure, iwarpConfig as config, type IwarpConfig as Config } from './config.js';
+export { configureIwarpFaults as configureFaults, iwarpFaultCounts as faultCounts, type IwarpFaults as Faults, type IwarpFaultCounts as FaultCounts } from './faults.js';

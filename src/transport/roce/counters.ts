@@ -69,6 +69,14 @@ export const COUNTER_NAMES = [
   // datagrams the kernel dropped before the device saw them: a receive buffer of this process
   // was full (read from /proc/net/udp when the counters are read; RDMACM_ROCE_SOCKBUF)
   'udp_rcvbuf_drop',
+  // fault injection (impair.ts, RDMACM_ROCE_IMPAIR): datagrams of this device the impairment
+  // dropped, duplicated, held back out of order, delayed in order, corrupted, dropped in a partition
+  'inject_drop',
+  'inject_dup',
+  'inject_reorder',
+  'inject_delay',
+  'inject_corrupt',
+  'inject_partition_drop',
 ] as const;
 
 /** One counter name. */

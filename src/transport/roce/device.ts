@@ -398,7 +398,7 @@ export class RoceDevice implements RxSink {
       return false;
     }
     const blocked = !mcastLoop && av.multicast && this.loopbackLink;
-    const ok = blocked ? this.agent.bound(av.sgid.ip) : this.agent.send(buf, len, av.sgid.ip, av.dst, av.hopLimit, av.multicast, mcastLoop);
+    const ok = blocked ? this.agent.bound(av.sgid.ip) : this.agent.send(buf, len, av.sgid.ip, av.dst, av.hopLimit, av.multicast, mcastLoop, this.counters);
     if (captureOn && ok) this.captureOut(buf, len, av.sgid.ip, av.dst, av.family, av.hopLimit, blocked ? CaptureNote.NOT_SENT : undefined);
     if (ok) {
       this.counters.inc(C.sent_pkts);
@@ -421,7 +421,7 @@ export class RoceDevice implements RxSink {
       return true;
     }
     this.counters.inc(C.sent_pkts);
-    const ok = this.agent.send(buf, buf.length, src, dst, ttl, false);
+    const ok = this.agent.send(buf, buf.length, src, dst, ttl, false, true, this.counters);
     if (!ok) this.counters.inc(C.send_err);
     else if (captureOn) this.captureOut(buf, buf.length, src, dst, family, ttl);
     return ok;
@@ -440,7 +440,7 @@ export class RoceDevice implements RxSink {
   deliverLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {
     this.counters.inc(C.sent_pkts);
     if (captureOn) this.captureOut(buf, buf.length, src, dst, family, undefined, CaptureNote.LOCAL);
-    if (impairing()) impairedSend(buf, () => this.queueLocal(buf, src, dst, family));
+    if (impairing()) impairedSend(buf, (b) => this.queueLocal(b ?? buf, src, dst, family), this.counters);
     else this.queueLocal(buf, src, dst, family);
   }
 

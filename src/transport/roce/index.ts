@@ -8,4 +8,4 @@ export { RXE_LIMITS } from './params.js';
 export { COUNTER_NAMES as ROCE_COUNTER_NAMES, type CounterName as RoceCounterName } from './counters.js';
 import './cm/index.js';
 export { roceCmTransport, configureRoceCm, roceCmConfig, type RoceCmConfig, configureRoceRcCm, roceRcCmConfig, roceRcHalfOpen, type RoceRcCmConfig } from './cm/index.js';
-export { configureRoceImpairment, roceImpairmentCounts, type RoceImpairment } from './impair.js';
+export { configureRoceImpairment, roceImpairmentCounts, parseRoceImpairment, type RoceImpairment, type RoceImpairmentCounts } from './impair.js';

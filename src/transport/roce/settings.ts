@@ -16,5 +16,5 @@ export { COUNTER_NAMES, type CounterName } from './counters.js';
 export { configureRoceCm as configureCm, roceCmConfig as cmConfig, type RoceCmConfig as CmConfig } from './cm/config.js';
 export { configureRoceRcCm as configureRcCm, roceRcCmConfig as rcCmConfig, type RoceRcCmConfig as RcCmConfig } from './cm/config.js';
 export { roceRcHalfOpen as rcHalfOpen } from './cm/index.js';
-export { configureRoceImpairment as configureImpairment, roceImpairmentCounts as impairmentCounts, type RoceImpairment as Impairment } from './impair.js';
+export { configureRoceImpairment as configureImpairment, roceImpairmentCounts as impairmentCounts, type RoceImpairment as Impairment, type RoceImpairmentCounts as ImpairmentCounts } from './impair.js';
 export { roceIoKind as ioPath, type RoceIoKind as IoPath } from './udp-endpoint.js';

@@ -54,6 +54,7 @@ import type { RoceAv, RoceDevice } from './device.js';
 import type { RxNet } from './recv.js';
 import type { RxMeta } from './udp.js';
 import { hdrAt, rcPacket } from './rc/common.js';
+import { impairedSend, impairing } from './impair.js';
 
 /** A UD send packet's headers: BTH + DETH (+ ImmDt). */
 const UD_SEND_ONLY = IbOpcode.UD_SEND_ONLY;
@@ -80,6 +81,15 @@ function drainLoopback(): void {
   }
   list.length = 0;
   loopbackSpare = list;
+}
+
+/** Queue a datagram for this host (drained in a microtask). */
+function toLoopback(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
+  loopback.push({ dev, buf, meta });
+  if (!loopbackScheduled) {
+    loopbackScheduled = true;
+    queueMicrotask(drainLoopback);
+  }
 }
 
 /** A UD QP on a soft RoCE device. */
@@ -201,11 +211,9 @@ export class RoceUdQp extends Qp {
       // process owning the destination QP (this one, or another over its Unix socket), not to
       // whichever process the kernel would pick.
       dev.counters.inc(C.sent_pkts);
-      loopback.push({ dev, buf, meta: { family: av.family, src: av.sgid.ip, dst: av.dst, srcPort: dev.agent.port, forwarded: false } });
-      if (!loopbackScheduled) {
-        loopbackScheduled = true;
-        queueMicrotask(drainLoopback);
-      }
+      const meta: RxMeta = { family: av.family, src: av.sgid.ip, dst: av.dst, srcPort: dev.agent.port, forwarded: false };
+      if (impairing()) impairedSend(buf, (b) => toLoopback(dev, b ?? buf, meta), dev.counters);
+      else toLoopback(dev, buf, meta);
     } else if (!dev.transmit(buf, len, av, this.mcastLoop)) {
       this.requesterError(w, WcStatus.LOC_QP_OP_ERR, `no socket for source ${av.sgid.ip}`);
       return false;

@@ -20,6 +20,7 @@
  */
 import { trace, tracing } from '../../trace.js';
 import { impairedSend, impairing } from './impair.js';
+import type { RoceCounters } from './counters.js';
 import { openEndpoint, type UdpEndpoint } from './udp-endpoint.js';
 import { ipKey } from './ip-addr.js';
 import type { RxMeta, RxSink } from './datagram.js';
@@ -191,10 +192,11 @@ export class UdpSockets {
   /**
    * Send one datagram from local address `src` to `dst` (port {@link port}). `ttl` is the IP TTL
    * / hop limit; for a multicast destination the multicast TTL, on the interface of `src`, and
-   * `loop` false keeps it from this host's receivers (no IP_MULTICAST_LOOP).
+   * `loop` false keeps it from this host's receivers (no IP_MULTICAST_LOOP). `ctr`: the sending
+   * device's counters, where fault injection counts what it did (impair.ts).
    * @returns false when `src` is not a bound local address of this process.
    */
-  send(buf: Buffer, len: number, src: string, dst: string, ttl: number, multicast: boolean, loop = true): boolean {
+  send(buf: Buffer, len: number, src: string, dst: string, ttl: number, multicast: boolean, loop = true, ctr?: RoceCounters): boolean {
     const ls = this.locals.get(ipKey(src));
     if (!ls) return false;
     let b = ls.main;
@@ -205,7 +207,7 @@ export class UdpSockets {
       if (b.mcastTtl !== ttl && b.sock.setMulticastTtl(ttl)) b.mcastTtl = ttl;
     } else if (b.ttl !== ttl && b.sock.setTtl(ttl)) b.ttl = ttl;
     const sock = b.sock;
-    if (impairing()) impairedSend(buf, () => sock.send(buf, len, dst, this.port));
+    if (impairing()) impairedSend(buf.subarray(0, len), (b) => (b ? sock.send(b, b.length, dst, this.port) : sock.send(buf, len, dst, this.port)), ctr);
     else sock.send(buf, len, dst, this.port);
     return true;
   }

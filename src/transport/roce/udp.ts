@@ -32,6 +32,7 @@ import { udpDrops } from './udp-drops.js';
 import { UdpSockets } from './udp-sockets.js';
 import { DirectoryView } from './unix-names.js';
 import type { RxMeta, RxSink } from './datagram.js';
+import type { RoceCounters } from './counters.js';
 
 export type { FwdEvent, RxMeta, RxSink } from './datagram.js';
 
@@ -179,8 +180,8 @@ export class PortAgent {
    * with `loop` false is not looped back to this host (udp-sockets.ts).
    * @returns false when `src` is not a bound local address of this process.
    */
-  send(buf: Buffer, len: number, src: string, dst: string, ttl: number, multicast: boolean, loop = true): boolean {
-    return this.sockets.send(buf, len, src, dst, ttl, multicast, loop);
+  send(buf: Buffer, len: number, src: string, dst: string, ttl: number, multicast: boolean, loop = true, ctr?: RoceCounters): boolean {
+    return this.sockets.send(buf, len, src, dst, ttl, multicast, loop, ctr);
   }
 
   /** Whether local address `src` is bound here (a send from it would go out). */

@@ -1,5 +1,5 @@
-// ibv_attach_mcast when the group's socket cannot be opened: a process with RLIMIT_NOFILE 64
-// (mcast-limit-peer.js) attaches groups until one fails. The failing attach throws an RdmaError
+// ibv_attach_mcast when the group's socket cannot be opened: a process with RLIMIT_NOFILE 256 that
+// holds all but some 40 descriptors (mcast-limit-peer.js) attaches groups until one fails. The failing attach throws an RdmaError
 // with the socket's errno (EMFILE) and leaves nothing behind; the groups attached before it
 // still receive; once a descriptor is free the same group attaches and receives; detaching
 // everything gives every descriptor back. rdma_join_multicast of the failing group reports
@@ -13,10 +13,13 @@ import { PORT } from '../../../lib/roce.js';
 
 const PEER = fileURLToPath(new URL('./mcast-limit-peer.js', import.meta.url));
 
-/** Run the peer under `ulimit -n <n>`; resolves with its JSON line and exit code. */
-async function runPeer(nofile) {
+/**
+ * Run the peer under `ulimit -n <nofile>`, holding `fill` descriptors before its attaches; resolves
+ * with its JSON line and exit code.
+ */
+async function runPeer(nofile, fill) {
   const c = spawn('sh', ['-c', `ulimit -n ${nofile}; exec "$0" "$1"`, process.execPath, PEER], {
-    env: { ...process.env, RDMACM_ROCE_PORT: String(PORT) },
+    env: { ...process.env, RDMACM_ROCE_PORT: String(PORT), FILL_FDS: String(fill) },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   let out = '';
@@ -27,7 +30,7 @@ async function runPeer(nofile) {
 }
 
 test('an attach whose group socket cannot be opened fails with EMFILE and keeps nothing; the other groups still receive', { timeout: 90_000 }, async () => {
-  const { code, result: r } = await runPeer(64);
+  const { code, result: r } = await runPeer(256, 216);
   assert.equal(code, 0, JSON.stringify(r));
   assert.ok(r.attached > 0 && r.attached < 64, `some groups attached before the descriptors ran out (${r.attached})`);
   assert.deepEqual(

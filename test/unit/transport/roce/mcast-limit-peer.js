@@ -3,10 +3,11 @@
 // socket). It prints one JSON line: how many groups were attached, the error of the failing
 // attach, what the device and port agent hold afterwards, which groups still receive, and
 // whether the failed group can be attached once a descriptor is free again.
-// The RoCE port comes from RDMACM_ROCE_PORT (set by the parent). It stops by itself.
+// The RoCE port comes from RDMACM_ROCE_PORT (set by the parent), the number of descriptors to hold
+// before the attaches from FILL_FDS (see below). It stops by itself.
 import dgram from 'node:dgram';
 import { once } from 'node:events';
-import { readdirSync } from 'node:fs';
+import { openSync, readdirSync } from 'node:fs';
 import { wire, loDevice, udQp, pollN, Access, WcStatus, lib } from '../../../lib/roce.js';
 import { roceDevice } from '../../../../dist/transport/roce/device.js';
 import { PortAgent } from '../../../../dist/transport/roce/udp.js';
@@ -53,6 +54,12 @@ async function receives(i) {
   const [w] = await pollN(cq, 1, 3000);
   return w !== undefined && w.status === WcStatus.SUCCESS && w.wrId === i && buf.subarray(40, 40 + w.byteLen - 40).toString() === `group ${i}`;
 }
+
+// Descriptors held open so that only a few are left for the groups. The limit itself is set
+// higher: the module loader reads many files at once while the package loads, and a limit that
+// tight would fail the import instead of the attach under test.
+const fillers = [];
+while (fds() < Number(process.env.FILL_FDS ?? 0)) fillers.push(openSync('/dev/null', 'r'));
 
 const fds0 = fds();
 let failed = null;
