@@ -21,7 +21,7 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { assertSameFields, MACHINE_FIELDS, withSoftRoceCaps } from '../lib/devinfo.js';
-import { withGuest, requireRefvm, banner, REPO_ROOT, REFVM_HOME, run, log, settle, saveRun as save, hangOf } from './lib/refvm.js';
+import { withGuest, requireRefvm, banner, REPO_ROOT, REFVM_HOME, run, log, settle, saveRun as save, hangOf, vmSlot } from './lib/refvm.js';
 
 const HOST_IP = '10.77.0.1';
 const GUEST_IP = '10.77.0.2';
@@ -136,7 +136,7 @@ test('interop: libibverbs examples, ours (host rxe_rvbr0; guest native) <-> rdma
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
   const env = { RDMACM_ROCE_PORT: '', RDMACM_BACKEND: 'soft' };
-  const res = await withGuest({ name: 'ibverbs-examples', rdma: 'siw,rxe', vm: 0, job, timeoutSec: 2400, src: REPO_ROOT, node: true }, async (ctx) => {
+  const res = await withGuest({ name: 'ibverbs-examples', rdma: 'siw,rxe', vm: vmSlot(), job, timeoutSec: 2400, src: REPO_ROOT, node: true }, async (ctx) => {
     // Our GID index of 10.77.0.1, from our ibv_devinfo -v.
     const dv = await ctx.hostRun(process.execPath, [cli('ibv_devinfo'), '-v', '-d', DEV], { timeoutMs: 60_000, env });
     save(ctx, 'devinfo-h', dv);
