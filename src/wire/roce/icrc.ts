@@ -155,8 +155,8 @@ let fast: Crc32RangeFn | undefined;
 export let crc32Backend: 'native' | 'js' | 'range' = native === undefined ? 'js' : 'native';
 
 /**
- * Use `fn` for inputs of {@link CRC32_FAST_MIN} bytes or more, once it has given the bitwise
- * reference's results on a test set (every length up to 300 bytes at several offsets, chained and
+ * Use `fn` for inputs of {@link CRC32_FAST_MIN} bytes or more, once it has given the table
+ * implementation's results on a test set (every length up to 300 bytes at several offsets, chained and
  * not). Returns whether it did; a backend that throws or errs is not used.
  */
 export function useCrc32Backend(fn: Crc32RangeFn): boolean {
@@ -170,7 +170,7 @@ export function useCrc32Backend(fn: Crc32RangeFn): boolean {
     for (let n = 0; n <= 300; n++) {
       const at = n % 17;
       const prev = n & 1 ? 0 : Math.imul(n, 0x01000193) >>> 0;
-      if (fn(d, at, at + n, prev) !== crcBitwise(CRC32_POLY, d.subarray(at, at + n), prev)) return false;
+      if (fn(d, at, at + n, prev) !== ~update(~prev, d, at, at + n) >>> 0) return false;
     }
   } catch {
     return false;
