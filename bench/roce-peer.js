@@ -13,7 +13,9 @@
 //                                                     answers every 64 B SEND with one
 //   node bench/roce-peer.js rc-write <port> <device>  an RC connection exposing a 1 MiB RDMA WRITE
 //                                                     target (address and rkey in the accept's
-//                                                     private data); answers each SEND with one
+//                                                     private data); answers each SEND with one,
+//                                                     printing {"cpuUs":N} (its CPU time) once
+//                                                     connected and at each SEND
 //
 // Each prints one JSON line once ready ({"ready":true}, with "qpn" for the UD modes). A sink
 // prints {"count":N,"secs":S,"cpuUsPerMsg":U} for each burst (arrivals ended by 150 ms of
@@ -207,8 +209,16 @@ if (kind === 'dgram-echo') {
     await child.accept({ privateData: pd });
     onDisconnect();
     cq.reqNotify();
+    // This process's CPU time (user + system, us) once connected and at each SEND (the end of a
+    // phase of WRITEs): the bench reports the responder's CPU per MiB from them.
+    const cpuUs = () => {
+      const c = process.cpuUsage();
+      return c.user + c.system;
+    };
+    out({ cpuUs: cpuUs() });
     for (let wcs; (wcs = await nextWcs(cq, ch, 1)); ) {
       if (wcs[0].status !== 0) await end();
+      out({ cpuUs: cpuUs() });
       qp.postRecv({ wrId: 0, sgList: [{ addr: msg.addr, length: 16, lkey: msg.lkey }] });
       qp.postSend({ wrId: 1, opcode: WrOpcode.SEND, sgList: [{ addr: msg.addr, length: 1, lkey: msg.lkey }], sendFlags: SendFlags.SIGNALED });
       child.sendCq.poll(16);

@@ -386,6 +386,7 @@ async function rcWrite(device, mib) {
   const p = peer('rc-write', port, device);
   await p.next();
   const id = await rcConnect(port, device, 16);
+  let peerCpu0 = (await p.next()).cpuUs;
   const pd = Buffer.from(id.event.param.conn.privateData);
   const raddr = Number(pd.readBigUInt64BE(0));
   const rkey = pd.readUInt32BE(8);
@@ -410,15 +411,19 @@ async function rcWrite(device, mib) {
     qp.postSend({ wrId: 'fin', opcode: WrOpcode.SEND, sgList: [{ addr: msg.addr, length: 1, lkey: msg.lkey }], sendFlags: SendFlags.SIGNALED });
     await waitCq(id.recvCq, id.recvCqChannel);
   };
-  if (WARMUP) await phase();
+  if (WARMUP) {
+    await phase();
+    peerCpu0 = (await p.next()).cpuUs;
+  }
   const t0 = process.hrtime.bigint();
   const cpu0 = process.cpuUsage();
   await phase();
   const ns = Number(process.hrtime.bigint() - t0);
   const cpu = process.cpuUsage(cpu0);
+  const peerCpu = (await p.next()).cpuUs - peerCpu0;
   id.sendCq.poll(64);
   await rcClose(id, p);
-  return { rate: (mib * (1 << 20) * 1e9) / ns, cpu: (cpu.user + cpu.system) / mib };
+  return { rate: (mib * (1 << 20) * 1e9) / ns, cpu: (cpu.user + cpu.system) / mib, peerCpu: peerCpu / mib };
 }
 
 /** The "full connect" total (us) of cmtime's "Connect (N) QPs test" table, or null. */
@@ -580,6 +585,7 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
         const r = await rcWrite(dev, WRITE_MIB);
         runs[k].push(r.rate);
         (cpuRuns[k] ??= []).push(r.cpu);
+        (cpuRuns[`${k}Peer`] ??= []).push(r.peerCpu);
       }
     }
     if (on('cmtime')) {
@@ -602,7 +608,7 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
   ran('udaddy', `udaddy -c ${CONNS} resolution    udaddy ${fx(m.resUdaddy, 1)} ms   Node dgram ${CONNS} request/replies ${fx(m.resDgram, 1)} ms   udaddy/dgram ${fx(m.resUdaddy / m.resDgram)}`);
   const mbs = (x) => `${fx(x / 1e6, 0)} MB/s`;
   ran('rcpp', `RC 64 B ping-pong RTT       RC SEND/RECV ${fx(m.rcppRc, 1)} us (CPU ${fx(c.rcppRc, 1)} us/RT)   Node dgram ${fx(m.rcppDgram, 1)} us (CPU ${fx(c.rcppDgram, 1)} us/RT)   RC/dgram ${fx(m.rcppRc / m.rcppDgram)} (target <= 1.2)`);
-  ran('write', `1 MiB RDMA WRITE bandwidth  RoCE ${mbs(m.wrRoce)} (CPU ${fx(c.wrRoce, 0)} us/MiB)   Node dgram ${MTU} B blast ${mbs(m.wrDgram)} (${pct(d.wrDgram)} delivered)   iWARP ${mbs(m.wrIwarp)} (CPU ${fx(c.wrIwarp, 0)} us/MiB)   RoCE/dgram ${fx(m.wrRoce / m.wrDgram)} (target >= 0.8)   RoCE/iWARP ${fx(m.wrRoce / m.wrIwarp)}`);
+  ran('write', `1 MiB RDMA WRITE bandwidth  RoCE ${mbs(m.wrRoce)} (CPU ${fx(c.wrRoce, 0)} + ${fx(c.wrRocePeer, 0)} us/MiB)   Node dgram ${MTU} B blast ${mbs(m.wrDgram)} (${pct(d.wrDgram)} delivered)   iWARP ${mbs(m.wrIwarp)} (CPU ${fx(c.wrIwarp, 0)} + ${fx(c.wrIwarpPeer, 0)} us/MiB)   RoCE/dgram ${fx(m.wrRoce / m.wrDgram)} (target >= 0.8)   RoCE/iWARP ${fx(m.wrRoce / m.wrIwarp)}`);
   ran('cmtime', `cmtime -c ${CM_CONNS} connect rate    RoCE ${fx(m.cmRoce, 0)} conn/s   iWARP ${fx(m.cmIwarp, 0)} conn/s   RoCE/iWARP ${fx(m.cmRoce / m.cmIwarp)}`);
   const row = (unit, soft, node, extra) => ({ unit, soft, node, vsNode: soft / node, ...extra });
   const rate = (k, extra) =>
@@ -630,8 +636,8 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
       iwarp: m.wrIwarp,
       vsIwarp: m.wrRoce / m.wrIwarp,
       delivered: { node: d.wrDgram },
-      cpuUsPerMiB: { soft: c.wrRoce, iwarp: c.wrIwarp },
-      runs: { soft: runs.wrRoce, node: runs.wrDgram, iwarp: runs.wrIwarp, deliveredNode: lossRuns.wrDgram, cpuSoft: cpuRuns.wrRoce, cpuIwarp: cpuRuns.wrIwarp },
+      cpuUsPerMiB: { soft: c.wrRoce, iwarp: c.wrIwarp, softResponder: c.wrRocePeer, iwarpResponder: c.wrIwarpPeer },
+      runs: { soft: runs.wrRoce, node: runs.wrDgram, iwarp: runs.wrIwarp, deliveredNode: lossRuns.wrDgram, cpuSoft: cpuRuns.wrRoce, cpuIwarp: cpuRuns.wrIwarp, cpuSoftResponder: cpuRuns.wrRocePeer, cpuIwarpResponder: cpuRuns.wrIwarpPeer },
     });
   }
   if (on('cmtime')) section.cmtime = { unit: 'conn/s', soft: m.cmRoce, iwarp: m.cmIwarp, vsIwarp: m.cmRoce / m.cmIwarp, connections: CM_CONNS, warmup: WARMUP ? CM_CONNS : 0, runs: { soft: runs.cmRoce, iwarp: runs.cmIwarp } };
