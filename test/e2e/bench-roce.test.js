@@ -38,7 +38,7 @@ const ROWS = [
   new RegExp(`^multicast, 2 receivers +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM}$`, 'm'),
   new RegExp(`^udaddy -c 100 resolution +udaddy ${NUM} ms +Node dgram 100 request/replies ${NUM} ms +udaddy/dgram ${NUM}$`, 'm'),
   new RegExp(`^RC 64 B ping-pong RTT +RC SEND/RECV ${NUM} us \\(CPU ${NUM} us/RT\\) +Node dgram ${NUM} us \\(CPU ${NUM} us/RT\\) +RC/dgram ${NUM} \\(target <= 1\\.2\\)$`, 'm'),
-  new RegExp(`^1 MiB RDMA WRITE bandwidth +RoCE ${NUM} MB/s \\(CPU ${NUM} us/MiB\\) +Node dgram 4096 B blast ${NUM} MB/s \\(\\d+% delivered\\) +iWARP ${NUM} MB/s \\(CPU ${NUM} us/MiB\\) +RoCE/dgram ${NUM} \\(target >= 0\\.8\\) +RoCE/iWARP ${NUM}$`, 'm'),
+  new RegExp(`^1 MiB RDMA WRITE bandwidth +RoCE ${NUM} MB/s \\(CPU ${NUM} \\+ ${NUM} us/MiB\\) +Node dgram 4096 B blast ${NUM} MB/s \\(\\d+% delivered\\) +iWARP ${NUM} MB/s \\(CPU ${NUM} \\+ ${NUM} us/MiB\\) +RoCE/dgram ${NUM} \\(target >= 0\\.8\\) +RoCE/iWARP ${NUM}$`, 'm'),
   new RegExp(`^cmtime -c 20 connect rate +RoCE ${NUM} conn/s +iWARP ${NUM} conn/s +RoCE/iWARP ${NUM}$`, 'm'),
 ];
 
@@ -77,6 +77,7 @@ test('node bench/roce.js --quick prints every row with its baseline and ratio, a
     assert.equal(s.rcWrite.datagram, 4096);
     positive(s.rcWrite.iwarp, 'rcWrite.iwarp');
     assert.ok(Math.abs(s.rcWrite.vsIwarp - s.rcWrite.soft / s.rcWrite.iwarp) < 1e-9, 'rcWrite.vsIwarp is soft/iwarp');
+    for (const k of ['soft', 'iwarp', 'softResponder', 'iwarpResponder']) positive(s.rcWrite.cpuUsPerMiB[k], `rcWrite.cpuUsPerMiB.${k}`);
     positive(s.rcRtt.cpuUsPerRt.soft, 'rcRtt.cpuUsPerRt.soft');
     assert.equal(s.cmtime.unit, 'conn/s');
     assert.equal(s.cmtime.connections, 20);
