@@ -90,11 +90,12 @@ function buildNetopt(cc, inc) {
   const out = join(dirname(OUT), 'netopt.node');
   const src = join(HERE, 'src', 'netopt.c');
   // The batched UDP sockets need libuv's header and recvmmsg/sendmmsg; without them, the rest.
-  let failed = compile(cc, inc, [src, join(HERE, 'src', 'udpio.c')], out, [], ['-DRDMACM_UDPIO']);
+  const crc = join(HERE, 'src', 'crc32.c');
+  let failed = compile(cc, inc, [src, crc, join(HERE, 'src', 'udpio.c')], out, [], ['-DRDMACM_UDPIO']);
   if (failed !== null) {
     note('built without its batched UDP sockets (udpio.c did not compile); the soft RoCE device uses Node dgram', 'netopt addon');
     if (verbose) process.stdout.write(failed);
-    failed = compile(cc, inc, [src], out, []);
+    failed = compile(cc, inc, [src, crc], out, []);
   }
   record(out, failed === null ? null : 'compile failed');
   if (failed !== null) {

@@ -30,6 +30,9 @@
  *
  * The soft RoCE device's batched UDP sockets (recvmmsg/sendmmsg on Node's loop): udpio.c, built in
  * with RDMACM_UDPIO defined.
+ *
+ * crc32(data, start, end, prev): the CRC-32 of the RoCEv2 ICRC with PCLMULQDQ (crc32.c), where the
+ * CPU has it.
  */
 #define _GNU_SOURCE /* struct ucred */
 #include <errno.h>
@@ -38,6 +41,7 @@
 #include <sys/socket.h>
 #include <node_api.h>
 
+#include "crc32.h"
 #include "udpio.h"
 
 #ifndef UDP_NO_CHECK6_RX
@@ -158,6 +162,8 @@ NAPI_MODULE_INIT()
 	    napi_set_named_property(env, exports, "unsentBytes", fnq) != napi_ok ||
 	    napi_create_function(env, "peerCred", NAPI_AUTO_LENGTH, peer_cred, NULL, &fnc) != napi_ok ||
 	    napi_set_named_property(env, exports, "peerCred", fnc) != napi_ok)
+		return NULL;
+	if (crc32_init(env, exports) != 0)
 		return NULL;
 #ifdef RDMACM_UDPIO
 	if (udpio_init(env, exports) != 0)

@@ -49,6 +49,11 @@ export interface Netopt {
   udpIfName?: (index: number) => string | number;
   udpIfIndex?: (name: string) => number;
   udpConst?: Record<string, number>;
+  /**
+   * The CRC-32 of `data[start, end)` continuing from `prev`, as zlib's (native/src/crc32.c, with
+   * PCLMULQDQ; absent on CPUs without it). Throws a RangeError on bad arguments.
+   */
+  crc32?: (data: Uint8Array, start: number, end: number, prev: number) => number;
 }
 
 /** An open endpoint of the addon's batched UDP sockets (opaque). */

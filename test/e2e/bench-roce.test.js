@@ -32,15 +32,19 @@ function run(args, timeoutMs = 120_000) {
 const NUM = '\\d+(\\.\\d+)?';
 const SIDE = `\\(\\d+% delivered, rx CPU ${NUM} us/msg\\)`;
 const ROWS = [
-  new RegExp(`^64 B ping-pong RTT +UD SEND/RECV ${NUM} us \\(CPU ${NUM} us/RT\\) +Node dgram ${NUM} us \\(CPU ${NUM} us/RT\\) +UD/dgram ${NUM} \\(target <= 1\\.2\\)$`, 'm'),
-  new RegExp(`^4096 B messages/s +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM} \\(target >= 0\\.8\\)$`, 'm'),
-  new RegExp(`^multicast, 1 receiver +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM}$`, 'm'),
-  new RegExp(`^multicast, 2 receivers +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM}$`, 'm'),
-  new RegExp(`^udaddy -c 100 resolution +udaddy ${NUM} ms +Node dgram 100 request/replies ${NUM} ms +udaddy/dgram ${NUM}$`, 'm'),
-  new RegExp(`^RC 64 B ping-pong RTT +RC SEND/RECV ${NUM} us \\(CPU ${NUM} us/RT\\) +Node dgram ${NUM} us \\(CPU ${NUM} us/RT\\) +RC/dgram ${NUM} \\(target <= 1\\.2\\)$`, 'm'),
-  new RegExp(`^1 MiB RDMA WRITE bandwidth +RoCE ${NUM} MB/s \\(CPU ${NUM} us/MiB\\) +Node dgram 4096 B blast ${NUM} MB/s \\(\\d+% delivered\\) +iWARP ${NUM} MB/s \\(CPU ${NUM} us/MiB\\) +RoCE/dgram ${NUM} \\(target >= 0\\.8\\) +RoCE/iWARP ${NUM}$`, 'm'),
-  new RegExp(`^cmtime -c 20 connect rate +RoCE ${NUM} conn/s +iWARP ${NUM} conn/s +RoCE/iWARP ${NUM}$`, 'm'),
+  new RegExp(`^64 B ping-pong RTT +UD SEND/RECV ${NUM} us +Node dgram ${NUM} us +UD/dgram ${NUM} \\(target <= 1\\.2\\)$`, 'm'),
+  new RegExp(`^4096 B messages/s +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM} \\(target >= 1\\.5\\)$`, 'm'),
+  new RegExp(`^multicast, 1 receiver +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM} \\(target >= 1\\.0\\)$`, 'm'),
+  new RegExp(`^multicast, 2 receivers +UD SEND ${NUM}k/s ${SIDE} +Node dgram ${NUM}k/s ${SIDE} +UD/dgram ${NUM} \\(target >= 1\\.0\\)$`, 'm'),
+  new RegExp(`^udaddy -c 100 resolution +udaddy ${NUM} ms +Node dgram 100 request/replies ${NUM} ms +udaddy/dgram ${NUM} \\(target <= 3\\)$`, 'm'),
+  new RegExp(`^RC 64 B ping-pong RTT +RC SEND/RECV ${NUM} us +Node dgram ${NUM} us +RC/dgram ${NUM} \\(target <= 1\\.2\\)$`, 'm'),
+  new RegExp(`^1 MiB RDMA WRITE bandwidth +RoCE ${NUM} MB/s +iWARP ${NUM} MB/s +RoCE/iWARP ${NUM} \\(target >= 1\\.0\\) +Node dgram 4096 B blast ${NUM} MB/s \\(\\d+% delivered\\) +RoCE/dgram ${NUM}$`, 'm'),
+  new RegExp(`^cmtime -c 20 connect rate +RoCE ${NUM} conn/s +iWARP ${NUM} conn/s +RoCE/iWARP ${NUM} +rounds RoCE ${NUM} iWARP ${NUM}$`, 'm'),
 ];
+/** The line under a ratio row: each side's rounds and CPU per operation, and the CPU ratio. */
+const SPREAD = (unit) => new RegExp(`^ +(?:vs \\w+ \\([^)]+\\) )?rounds ours ${NUM}( \\[[^\\]]+\\])? base ${NUM}( \\[[^\\]]+\\])?; CPU ${unit.replace('/', '\\/')} ours ${NUM}( \\[[^\\]]+\\])? base ${NUM}( \\[[^\\]]+\\])? \\(${NUM}\\)$`, 'gm');
+/** The kernel's UDP limit under the UD rate rows: measured, or skipped with its reason. */
+const KERNEL = /^ +kernel UDP limit: (C sendmmsg\/recvmmsg 4096 B [\d.]+k?\/s received|skipped)/gm;
 
 const positive = (x, what) => assert.ok(typeof x === 'number' && Number.isFinite(x) && x > 0, `${what}: ${x}`);
 
@@ -53,6 +57,11 @@ test('node bench/roce.js --quick prints every row with its baseline and ratio, a
     assert.equal(r.code, 0, all);
     assert.match(r.out, /^roce: soft RoCEv2 rxe_lo \(UD, RC\) beside Node dgram, loopback; 1 round\(s\), median;/m, all);
     for (const row of ROWS) assert.match(r.out, row, all);
+    // Under every ratio row its spread and CPU: pingpong, the three rate rows, udaddy, RC RTT and
+    // the WRITE's two comparisons.
+    const spreads = [...r.out.matchAll(SPREAD('us/RT'))].length + [...r.out.matchAll(SPREAD('us/msg'))].length + [...r.out.matchAll(SPREAD('ms/run'))].length + [...r.out.matchAll(SPREAD('us/MiB'))].length;
+    assert.equal(spreads, 8, all);
+    assert.equal([...r.out.matchAll(KERNEL)].length, 3, all);
     assert.match(r.out, new RegExp(`results written to ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}`), all);
 
     const j = JSON.parse(readFileSync(file, 'utf8'));

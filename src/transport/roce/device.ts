@@ -12,7 +12,9 @@ import { codeOf, type ErrnoCode } from '../../errno.js';
 import { trace, tracing } from '../../trace.js';
 import { netdevs, type DeviceInfo } from '../../verbs/device.js';
 import type { AhAttr } from '../../verbs/ah.js';
-import { rxePortMtu, ibMtuToBytes, iboePathMtu } from '../../wire/roce/index.js';
+import { rxePortMtu, ibMtuToBytes, iboePathMtu, useCrc32Backend } from '../../wire/roce/index.js';
+import { netopt } from '../../util/netopt.js';
+import { pinPacket } from './packet-buffer.js';
 import { RoceCounters, C } from './counters.js';
 import { buildGidTable, mergeGidTable, gidEqual, gidKey, ipFromGid, isMulticastGid, isV4MappedGid, type GidEntry } from './gid.js';
 import { PortAgent } from './udp.js';
@@ -129,6 +131,18 @@ export function roceDevices(): RoceDevice[] {
   return [...devices.values()];
 }
 
+let crcChosen = false;
+/**
+ * The ICRC of every packet sent and received: the netopt addon's carry-less multiplication
+ * CRC-32 where it is built for a CPU that has PCLMULQDQ (chosen when the first device opens).
+ */
+function chooseCrc(): void {
+  if (crcChosen) return;
+  crcChosen = true;
+  const fn = netopt()?.crc32;
+  if (fn !== undefined) useCrc32Backend(fn);
+}
+
 /** A soft RoCE device (one per interface and process). */
 export class RoceDevice implements RxSink {
   readonly name: string;
@@ -162,6 +176,7 @@ export class RoceDevice implements RxSink {
     this._gids = buildGidTable(info.ifname, info.mac ?? '00:00:00:00:00:00', info.addresses);
     this.agent = agent;
     this.gsi = defaultGsi;
+    chooseCrc();
   }
 
   /** The device of `info` in this process (created on first use). */
@@ -440,8 +455,11 @@ export class RoceDevice implements RxSink {
   deliverLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {
     this.counters.inc(C.sent_pkts);
     if (captureOn) this.captureOut(buf, buf.length, src, dst, family, undefined, CaptureNote.LOCAL);
-    if (impairing()) impairedSend(buf, (b) => this.queueLocal(b ?? buf, src, dst, family), this.counters);
-    else this.queueLocal(buf, src, dst, family);
+    if (impairing()) {
+      // Its slab is not reused: a duplicate or a delayed copy may still be sent after the first.
+      pinPacket(buf);
+      impairedSend(buf, (b) => this.queueLocal(b ?? buf, src, dst, family), this.counters);
+    } else this.queueLocal(buf, src, dst, family);
   }
 
   private queueLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {

@@ -18,7 +18,7 @@ import { StateCell } from '../../util/state.js';
 import { TokenBucket } from '../../util/token-bucket.js';
 import { encodeFwdHeader } from './fwd-frame.js';
 import { writeIpSlot } from './ip-addr.js';
-import { PACKET_HEADROOM, withHeadroom } from './packet-buffer.js';
+import { PACKET_HEADROOM, releasePacket, withHeadroom } from './packet-buffer.js';
 import { LAST_BLOCK, type QpnBlocks } from './qpn-blocks.js';
 import { PROCESS_UID, ROOT_UID, blockSocketName, peerUid, uidOfBlockName, type DirectoryView, type RoceDirectory } from './unix-names.js';
 import type { RxMeta, RxSink } from './datagram.js';
@@ -60,6 +60,10 @@ class FwdConn {
   readonly state: StateCell<FwdConnState>;
   /** The datagrams written while {@link FwdConnState.CONNECTING} (copies), with where they were going. */
   pending: [Buffer, RxMeta][] = [];
+  /** Packets of packetBuffer() framed in place and written since the last uncork. */
+  sent: Buffer[] = [];
+  /** Packets written that the socket still holds, handed back at its `drain`. */
+  draining: Buffer[] | null = null;
 
   constructor(
     readonly sock: net.Socket,
@@ -83,12 +87,16 @@ export class FwdTx {
   /** Frame address bytes by source and destination text ({@link frameAddrs}). */
   private readonly fwdAddrs = new Map<string, Map<string, Buffer>>();
   /** Connections corked since the last {@link uncorkAll} (one writev per burst). */
-  private corked: net.Socket[] = [];
+  private corked: FwdConn[] = [];
   private readonly uncorkAll = (): void => {
     // A new list first: a connection corked while these are uncorked gets its own microtask.
     const list = this.corked;
     this.corked = [];
-    for (let i = 0; i < list.length; i++) (list[i] as net.Socket).uncork();
+    for (let i = 0; i < list.length; i++) {
+      const c = list[i] as FwdConn;
+      c.sock.uncork();
+      if (c.sent.length > 0) this.handBack(c);
+    }
   };
 
   /**
@@ -230,6 +238,7 @@ export class FwdTx {
     // A packet built in a packetBuffer() is framed in the headroom in front of it; any other
     // datagram (from a socket, a MAD) is copied into a frame.
     let frame = withHeadroom(msg);
+    const inPlace = frame !== null;
     if (frame === null) {
       frame = Buffer.allocUnsafe(PACKET_HEADROOM + msg.length);
       msg.copy(frame, PACKET_HEADROOM);
@@ -244,10 +253,35 @@ export class FwdTx {
     const sock = c.sock;
     if (sock.writableCorked === 0) {
       sock.cork();
-      if (this.corked.push(sock) === 1) queueMicrotask(this.uncorkAll);
+      if (this.corked.push(c) === 1) queueMicrotask(this.uncorkAll);
     }
     sock.write(frame);
+    if (inPlace) c.sent.push(msg);
     if (!connecting) sink.fwdCount('fwd_sent');
+  }
+
+  /**
+   * After a burst's writev: the packets framed in place whose frames the kernel has are handed
+   * back to their slabs (packet-buffer.ts) — at once when the socket took everything, at its
+   * `drain` when it keeps some. Without a drain to wait for, they are left to the garbage
+   * collector.
+   */
+  private handBack(c: FwdConn): void {
+    const sent = c.sent;
+    c.sent = [];
+    const sock = c.sock;
+    if (sock.writableLength === 0) {
+      for (let i = 0; i < sent.length; i++) releasePacket(sent[i] as Buffer);
+    } else if (c.draining !== null) {
+      for (let i = 0; i < sent.length; i++) c.draining.push(sent[i] as Buffer);
+    } else if (sock.writableNeedDrain) {
+      c.draining = sent;
+      sock.once('drain', () => {
+        const d = c.draining ?? [];
+        c.draining = null;
+        for (let i = 0; i < d.length; i++) releasePacket(d[i] as Buffer);
+      });
+    }
   }
 
   /** Open the forwarding connection to `name` (see {@link forward}). */

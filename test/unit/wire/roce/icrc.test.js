@@ -5,6 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { roce } from '../../../../dist/wire/index.js';
 import { hex, randomBytes, rng } from './roce-util.js';
+import { netopt } from '../../../../dist/util/netopt.js';
 
 /** Reference ICRC: build the masked byte string explicitly and run the bitwise CRC. */
 function refIcrc(ipHdr, udpHdr, bthToPad) {
@@ -58,6 +59,41 @@ test('CRC-32 check value, rxe seed, and all backends agree with the bitwise refe
   }
   // this Node (20.20) has zlib.crc32; the JS tables are still used below the threshold
   assert.equal(typeof roce.crc32Native === 'function', roce.crc32Backend === 'native');
+});
+
+test('a range backend is taken only when it computes CRC-32, and then serves crc32 and crc32Range', (t) => {
+  const wrong = (d, a, b, prev) => roce.crc32Js(d.subarray(a, b), prev) ^ (b - a === 200 ? 1 : 0);
+  assert.equal(roce.useCrc32Backend(wrong), false);
+  assert.equal(roce.useCrc32Backend(() => {
+    throw new RangeError('no');
+  }), false);
+  assert.notEqual(roce.crc32Backend, 'range');
+  // the netopt addon's PCLMULQDQ CRC-32 (native/src/crc32.c), where it is built for this CPU
+  const fast = netopt()?.crc32;
+  if (fast === undefined) {
+    t.skip('netopt addon without crc32 (not built, or no PCLMULQDQ)');
+    return;
+  }
+  assert.throws(() => fast(new Uint8Array(8), 4, 9, 0), RangeError);
+  assert.throws(() => fast(new Uint16Array(8), 0, 1, 0), RangeError);
+  const next = rng(7);
+  for (let i = 0; i < 400; i++) {
+    const n = i < 200 ? i : next() % 9000;
+    const d = randomBytes(next, n + 16);
+    const a = next() % 16;
+    const prev = i & 1 ? 0 : (next() * 2654435761) >>> 0;
+    assert.equal(fast(d, a, a + n, prev), roce.crc32Bitwise(d.subarray(a, a + n), prev), `addon ${n} at ${a}`);
+  }
+  let calls = 0;
+  assert.equal(roce.useCrc32Backend((d, a, b, p) => (calls++, fast(d, a, b, p))), true);
+  assert.equal(roce.crc32Backend, 'range');
+  for (const n of [roce.CRC32_FAST_MIN - 1, roce.CRC32_FAST_MIN, 4133]) {
+    const d = randomBytes(next, n + 5);
+    const before = calls;
+    assert.equal(roce.crc32(d.subarray(0, n)), roce.crc32Bitwise(d.subarray(0, n)));
+    assert.equal(roce.crc32Range(d, 5, n + 5, 77), roce.crc32Bitwise(d.subarray(5, n + 5), 77));
+    assert.equal(calls - before, n >= roce.CRC32_FAST_MIN ? 2 : 0, `calls for ${n}`);
+  }
 });
 
 test('hardware vector: ConnectX-4 Lx CNP (ICRC 0x2A00FD82, wire 82 fd 00 2a)', () => {
