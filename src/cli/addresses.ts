@@ -3,8 +3,7 @@
  * ({@link resolveHost}), the canonical text of an IPv6 address, inet_ntop for GIDs, and the
  * resolver's EAI codes and messages.
  */
-import { GaiError, gaiStrerror, getaddrinfo, type SockAddr, parseIpv6 } from './api.js';
-import { formatIpv6Text } from '../ip-text.js';
+import { GaiError, gaiStrerror, getaddrinfo, type SockAddr, parseIpv6, formatIpv6Text } from './api.js';
 
 /** A resolved host: the first getaddrinfo answer (`struct sockaddr_in`/`sockaddr_in6`). */
 export interface HostAddr {

@@ -11,3 +11,4 @@ export { RdmaError, PostError, TerminateError } from '../errors.js';
 export { Errno, errnoOf, strerror, type ErrnoCode } from '../errno.js';
 export { copyBytes } from '../util/copy.js';
 export { parseIpv6 } from '../util/ip.js';
+export { formatIpv6Text } from '../ip-text.js';
