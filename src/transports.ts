@@ -59,12 +59,17 @@ export const TRANSPORTS: readonly Transport[] = Object.freeze([
 
 /**
  * Which transports a connection tool loads at start and which it defers, each list in manifest
- * order. Every transport answers for itself; one rule keeps the registration order of the entry
+ * order. Every transport answers for itself, but one the tool names in `needed` is loaded at
+ * start unless its policy says `never` (the UD tools need the soft RoCE transport before their
+ * first call, not at a wildcard listen); one rule keeps the registration order of the entry
  * points: a transport loaded at start brings forward the deferred ones before it (the native
  * backend, when it loads, brings the soft RoCE transport).
  */
-export function loadPlan(ctx: LoadContext): { now: Transport[]; deferred: Transport[] } {
-  const when = TRANSPORTS.map((t) => t.when(ctx));
+export function loadPlan(ctx: LoadContext, needed: readonly string[] = []): { now: Transport[]; deferred: Transport[] } {
+  const when = TRANSPORTS.map((t) => {
+    const w = t.when(ctx);
+    return w === 'deferred' && needed.includes(t.name) ? 'now' : w;
+  });
   const last = when.lastIndexOf('now');
   const plan: { now: Transport[]; deferred: Transport[] } = { now: [], deferred: [] };
   TRANSPORTS.forEach((t, i) => {

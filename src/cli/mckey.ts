@@ -18,7 +18,7 @@
  * Operation not supported`, status -1.
  */
 import './startup.js';
-import { CmEventType, McJoinFlag, PortSpace, QpCreateFlags, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from '../index.js';
+import { CmEventType, McJoinFlag, PortSpace, QpCreateFlags, rdmaEventStr, type CmEvent, type CmId, type EventChannel, type SockAddr, type UdParam } from './rdma-ud.js';
 import { atoi, errnoFrom, out, perror, runMain } from './c-compat.js';
 import { Getopt, getoptComplaint } from './getopt.js';
 import { eaiOf, gaiMessage, inetNtop6, inetPton6, resolveHost } from './addresses.js';

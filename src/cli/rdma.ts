@@ -16,7 +16,7 @@
  *   has some (`nativeWanted`), and with it the RoCE transport before it (the registration order
  *   of the package entry points); otherwise never.
  *
- * Tools of other port spaces (udaddy, mckey: UD over RoCE) import the package entry point.
+ * Tools of other port spaces (udaddy, mckey: UD over RoCE) load theirs through `rdma-ud.ts`.
  */
 import { loadPlan } from '../transports.js';
 import { deferTransports } from '../cm/transport.js';

@@ -8,7 +8,7 @@
  * (`message_count` send and receive WRs, `sq_sig_all` 0) and one buffer of `message_size` plus the
  * 40-byte GRH area that every UD receive fills first. All receives share that buffer, as in C.
  */
-import { Errno, Access, GRH_AREA_LEN, QpInitAttrMask, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmEvent, type CmId, type Cq, type EventChannel, type Mr, type Pd, type UdParam, type Wc } from '../index.js';
+import { Errno, Access, GRH_AREA_LEN, QpInitAttrMask, QpType, WrOpcode, SendFlags, strerror, type Ah, type CmEvent, type CmId, type Cq, type EventChannel, type Mr, type Pd, type UdParam, type Wc } from './api.js';
 import { errnoFrom, errOut, out, perror, strtoul } from './c-compat.js';
 import { cmEventLoop } from './common.js';
 

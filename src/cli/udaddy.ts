@@ -30,7 +30,7 @@ import {
   type RdmaAddrinfo,
   type RdmaAddrinfoHints,
   type Wc,
-} from '../index.js';
+} from './rdma-ud.js';
 import { atoi, errnoFrom, errOut, out, runMain, strtoul, u8 } from './c-compat.js';
 import { Getopt, getoptComplaint } from './getopt.js';
 import { addressFormatArg, allocCmNodes, createFirstEventChannel, getRdmaAddr, prefixIs } from './common.js';

@@ -46,7 +46,7 @@ import { checkPortPrivilege } from './port-privilege.js';
 import { chooseDevice, defaultDevicePin, deviceOfTransport, devicesOwning, transportOf } from './device-choice.js';
 import { loadDeferredTransports, transportsDeferred, type CmEndpoint, type CmHost, type CmListener, type CmTransport, type CmUpcall, type ConnectRequest, type IncomingRequest } from './transport.js';
 import { IdEvents } from './id-events.js';
-import { cancellable, checkSignal, untilAborted } from './id-cancel.js';
+import { Attempt, DestroyCuts, cancellable, checkSignal, untilAborted } from './id-cancel.js';
 import '../util/dispose.js';
 import { IdQp, type CmQpInitAttr, type CmQpInitAttrEx, type CmSrqInitAttrEx } from './id-qp.js';
 import { IdMulticast, McJoinFlag, checkJoinCompMask, checkJoinFlags } from './id-multicast.js';
@@ -151,10 +151,10 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
   /** The explicitly bound source address is the one route lookup picks for `dst` (resolveAddr). */
   private boundIsRouteSource = false;
   private readonly options = new IdOptions();
-  /** The address or route resolution under way: aborted when the call is (its work then reports nothing) or the id destroyed. */
-  private attempt: AbortController | null = null;
-  /** Aborted by rdma_destroy_id: ends the transport waits of the calls under way. */
-  private readonly life = new AbortController();
+  /** The address or route resolution under way: stopped when the call is aborted (its work then reports nothing) or the id destroyed. */
+  private attempt: Attempt | null = null;
+  /** Cut by rdma_destroy_id: ends the transport waits of the calls under way. */
+  private readonly life = new DestroyCuts();
   /** Detach from the device the id is attached to (id-device.ts), while attached. */
   private detachDevice: (() => void) | null = null;
   /**
@@ -571,7 +571,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
       // The transport resolves by itself (native): it reports ADDR_RESOLVED / ADDR_ERROR.
       this.dst = { address: dst.address, port: dst.port, family: dfam === 6 ? 'IPv6' : 'IPv4' };
       try {
-        await untilAborted(this.ep.resolveAddr(src, dst, timeoutMs), op, signal, this.life.signal);
+        await this.life.wait(this.ep.resolveAddr(src, dst, timeoutMs), op, signal);
       } catch (e) {
         this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'resolve failed');
         throw e;
@@ -585,7 +585,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
     const s = this.src as SockAddr;
     let from: string;
     this.boundIsRouteSource = false;
-    const attempt = (this.attempt = new AbortController());
+    const attempt = (this.attempt = new Attempt());
     try {
       if (isAny(s.address)) from = await untilAborted(routeSource(dst.address, dfam), op, signal);
       else {
@@ -601,7 +601,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
       throw err(c === 'ENETUNREACH' || c === 'EHOSTUNREACH' || c === 'EADDRNOTAVAIL' ? c : 'ENETUNREACH', op, `${dst.address}: ${(e as Error).message}`);
     }
     const work = async (): Promise<void> => {
-      if (attempt.signal.aborted) return;
+      if (attempt.stopped) return;
       let status = 0;
       const dev = chooseDevice(from, this.ps, this.devicePin);
       if (!dev) status = -Errno.ENODEV;
@@ -621,7 +621,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
         // The next hop's link address (ARP): -ETIMEDOUT when nobody answers within the timeout.
         if (status === 0 && !isLoopback(dst.address) && !isAny(dst.address) && devicesOwning(dst.address).length === 0) status = await resolveNeighbor(dst.address, timeoutMs, { signal: attempt.signal });
       }
-      if (attempt.signal.aborted) return;
+      if (attempt.stopped) return;
       if (status === 0) {
         if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_RESOLVED, 'address resolved')) this.events.post(CmEventType.ADDR_RESOLVED);
       } else if (this.cell.exch(CmState.ADDR_QUERY, CmState.ADDR_BOUND, 'address error')) this.events.post(CmEventType.ADDR_ERROR, status);
@@ -632,7 +632,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
 
   /** An aborted resolution: its work reports nothing, and the id goes back from `from` to `to`. */
   private stopAttempt(from: CmState, to: CmState, why: string): void {
-    this.attempt?.abort();
+    this.attempt?.stop();
     this.attempt = null;
     this.cell.exch(from, to, why);
   }
@@ -652,10 +652,10 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
       throw err('EINVAL', op, `timeout ${timeoutMs}`);
     }
     const ep = this.ep;
-    const attempt = (this.attempt = new AbortController());
+    const attempt = (this.attempt = new Attempt());
     setImmediate(() => {
       const done = (status: number): void => {
-        if (attempt.signal.aborted) return;
+        if (attempt.stopped) return;
         if (status === 0) {
           if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ROUTE_RESOLVED, 'route resolved')) this.events.post(CmEventType.ROUTE_RESOLVED);
         } else if (this.cell.exch(CmState.ROUTE_QUERY, CmState.ADDR_RESOLVED, 'route error')) this.events.post(CmEventType.ROUTE_ERROR, status);
@@ -763,7 +763,7 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
     // end), and the id is back in ROUTE_RESOLVED, as after REJECTED.
     await cancellable(this, op, signal, async () => {
       try {
-        await untilAborted(ep.connect(req), op, signal, this.life.signal);
+        await this.life.wait(ep.connect(req), op, signal);
       } catch (e) {
         if (signal?.aborted || this.destroyed) throw e;
         // The call itself failed (no event follows): the id is back in ROUTE_RESOLVED.
@@ -1057,8 +1057,8 @@ export class CmId implements DeviceBoundId, AsyncDisposable {
     this.events.ackLast();
     const wasListening = this.cell.move(CmState.DESTROYING, 'destroy') === CmState.LISTEN;
     unregisterId(this);
-    this.attempt?.abort();
-    this.life.abort();
+    this.attempt?.stop();
+    this.life.cutAll();
     this.detachDevice?.();
     this.detachDevice = null;
     if (this.reservedKey && boundPorts.get(this.reservedKey) === this) boundPorts.delete(this.reservedKey);

@@ -105,3 +105,79 @@ export function untilAborted<T>(p: Promise<T>, op: string, ...signals: (AbortSig
     );
   });
 }
+
+/**
+ * An address or route resolution under way: stopped when its call is aborted or the id
+ * destroyed, after which its work reports nothing. The `AbortSignal` is made only for the wait
+ * that takes one (the neighbour lookup); a resolution that never needs it costs a flag.
+ */
+export class Attempt {
+  private stoppedFlag = false;
+  private ctl: AbortController | null = null;
+
+  /** Whether {@link stop} was called. */
+  get stopped(): boolean {
+    return this.stoppedFlag;
+  }
+
+  /** A signal that aborts when the attempt stops (already aborted if it has). */
+  get signal(): AbortSignal {
+    if (this.ctl === null) {
+      this.ctl = new AbortController();
+      if (this.stoppedFlag) this.ctl.abort();
+    }
+    return this.ctl.signal;
+  }
+
+  stop(): void {
+    this.stoppedFlag = true;
+    this.ctl?.abort();
+  }
+}
+
+/**
+ * The transport waits of an id's calls under way, cut short by rdma_destroy_id: each rejects
+ * with ECANCELED ({@link destroyedWhile}) when the id is destroyed. A wait costs a set entry, no
+ * AbortController nor signal listener.
+ */
+export class DestroyCuts {
+  private readonly cuts = new Set<() => void>();
+  private done = false;
+
+  /**
+   * `p` (or an AbortError for `op` as soon as `signal` aborts, {@link untilAborted}), or
+   * ECANCELED as soon as {@link cutAll} runs; the work behind `p` goes on, its outcome dropped.
+   */
+  wait<T>(p: Promise<T>, op: string, signal: AbortSignal | undefined): Promise<T> {
+    const q = untilAborted(p, op, signal);
+    if (this.done) {
+      q.catch(() => {});
+      return Promise.reject(destroyedWhile(op));
+    }
+    return new Promise<T>((resolve, reject) => {
+      const cut = (): void => {
+        q.catch(() => {});
+        reject(destroyedWhile(op));
+      };
+      this.cuts.add(cut);
+      q.then(
+        (v) => {
+          this.cuts.delete(cut);
+          resolve(v);
+        },
+        (e: unknown) => {
+          this.cuts.delete(cut);
+          reject(e);
+        },
+      );
+    });
+  }
+
+  /** rdma_destroy_id: every wait under way, and every later one, rejects with ECANCELED. */
+  cutAll(): void {
+    this.done = true;
+    const all = [...this.cuts];
+    this.cuts.clear();
+    for (const f of all) f();
+  }
+}

@@ -50,6 +50,20 @@ test('loadPlan: a transport loaded at start brings forward the deferred ones bef
   assert.deepEqual(names(plan.now), names(TRANSPORTS));
 });
 
+test('loadPlan: a transport a tool needs loads at start unless its policy says never, in manifest order', () => {
+  for (const backend of ['auto', 'soft', 'native']) {
+    for (const pin of [undefined, 'siw_lo', 'rxe_lo']) {
+      const env = pin === undefined ? {} : { RDMACM_DEVICE: pin };
+      const plan = loadPlan({ env, backend }, ['roce']);
+      const ref = reference(env, backend);
+      assert.deepEqual(names(plan.now), names(TRANSPORTS).filter((n) => ref.now.includes(n) || n === 'roce'), JSON.stringify({ backend, env }));
+      assert.deepEqual(names(plan.deferred), [], JSON.stringify({ backend, env }));
+    }
+  }
+  // A transport whose policy says never stays out, needed or not.
+  assert.deepEqual(names(loadPlan({ env: {}, backend: 'soft' }, ['native']).now), ['iwarp']);
+});
+
 /** Run `script` (an ES module body) in a child under `env` and parse the JSON it prints last. */
 function child(script, env = {}) {
   const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, ...env }, encoding: 'utf8', timeout: 30_000 });

@@ -15,9 +15,9 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..');
 const SRC = join(ROOT, 'src');
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8'));
 const TOOLS = new Set(Object.values(pkg.bin).map((p) => p.replace(/^dist\//, '').replace(/\.js$/, '.ts')));
-const ENTRIES = new Set(['index.ts', 'verbs.ts', 'cm.ts', 'rsocket/index.ts', 'wire/index.ts', 'cli/rdma.ts', 'cli/api.ts', 'cli/rs-api.ts']);
+const ENTRIES = new Set(['index.ts', 'verbs.ts', 'cm.ts', 'rsocket/index.ts', 'wire/index.ts', 'cli/rdma.ts', 'cli/rdma-ud.ts', 'cli/api.ts', 'cli/rs-api.ts']);
 /** The tools' faces of the package: they may import any module below the CLI. */
-const FACES = new Set(['cli/rdma.ts', 'cli/api.ts', 'cli/rs-api.ts']);
+const FACES = new Set(['cli/rdma.ts', 'cli/rdma-ud.ts', 'cli/api.ts', 'cli/rs-api.ts']);
 
 /** The one module beyond the faces a tool module imports, and why (see the header). */
 const REACHING = {
