@@ -24,6 +24,7 @@ import { cmBench } from './cmtime.js';
 import { perftestBench } from './perftest.js';
 import { httpBench } from './http.js';
 import { captureBench } from './capture.js';
+import { formatNative } from './native.js';
 
 const argv = process.argv.slice(2);
 const opt = (name) => {
@@ -111,7 +112,7 @@ if (only.includes('native')) {
   if (line.startsWith('{')) {
     const n = JSON.parse(line);
     result.sections.native = n;
-    console.log(`native data path on ${n.device}: ${n.size} B SEND/RECV ping-pong, JS through the addon ${(n.jsMedianNs / 1000).toFixed(2)} us, C loop ${(n.cMedianNs / 1000).toFixed(2)} us per round trip; JS/C ${n.ratio.toFixed(2)} (target <= 2)`);
+    for (const l of formatNative(n)) console.log(l);
   } else {
     result.sections.native = { skipped: line || `exit ${r.status}` };
     console.log(line || `native data path: bench/native.js exit ${r.status}\n${r.stderr}`);

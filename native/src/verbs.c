@@ -1417,6 +1417,72 @@ static napi_value c_loop_ping_pong(napi_env env, napi_callback_info info)
 	return num(env, now_ns() - t0);
 }
 
+/* Poll `cq` until `want` completions have come, up to `batch` per ibv_poll_cq; 0 or -errno. */
+static int poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int batch, int want)
+{
+	while (want > 0) {
+		int n = ibv_poll_cq(cq, want < batch ? want : batch, wc);
+		if (n < 0)
+			return -EIO;
+		for (int i = 0; i < n; i++)
+			if (wc[i].status != IBV_WC_SUCCESS)
+				return -EIO;
+		want -= n;
+	}
+	return 0;
+}
+
+/*
+ * cLoopStream(qpA, cqA, qpB, cqB, args: Float64Array[addrA, addrB, lkeyA, lkeyB, size, iters,
+ * batch]) -> elapsed ns | -errno. Messages in batches: each iteration B posts `batch` receives
+ * as one list, A posts `batch` signaled SENDs of `size` bytes as one list, then B's CQ is polled
+ * for the receives and A's for the sends, up to `batch` completions per ibv_poll_cq — the calls
+ * bench/native.js's stream loops make through the addon. batch <= WR_MAX.
+ */
+static napi_value c_loop_stream(napi_env env, napi_callback_info info)
+{
+	ARGS(5);
+	struct qp_obj *qa = get_obj(env, argv[0], T_QP), *qb = get_obj(env, argv[2], T_QP);
+	struct obj *ca = get_obj(env, argv[1], T_CQ), *cb = get_obj(env, argv[3], T_CQ);
+	double *v;
+	if (!qa || !qb || !ca || !cb || !f64s(env, argv[4], &v, 7) || v[6] < 1 || v[6] > WR_MAX)
+		return neg_errno(env, EINVAL);
+	const int batch = (int)v[6];
+	struct ibv_sge sa = { (uint64_t)v[0], (uint32_t)v[4], (uint32_t)v[2] };
+	struct ibv_sge sb = { (uint64_t)v[1], (uint32_t)v[4], (uint32_t)v[3] };
+	struct ibv_recv_wr rb[WR_MAX];
+	struct ibv_send_wr xa[WR_MAX];
+	memset(rb, 0, sizeof rb);
+	memset(xa, 0, sizeof xa);
+	for (int i = 0; i < batch; i++) {
+		rb[i].wr_id = 100 + i;
+		rb[i].sg_list = &sb;
+		rb[i].num_sge = 1;
+		rb[i].next = i + 1 < batch ? &rb[i + 1] : NULL;
+		xa[i].wr_id = 200 + i;
+		xa[i].sg_list = &sa;
+		xa[i].num_sge = 1;
+		xa[i].opcode = IBV_WR_SEND;
+		xa[i].send_flags = IBV_SEND_SIGNALED;
+		xa[i].next = i + 1 < batch ? &xa[i + 1] : NULL;
+	}
+	struct ibv_recv_wr *br;
+	struct ibv_send_wr *bs;
+	struct ibv_wc wc[WR_MAX];
+	uint64_t iters = (uint64_t)v[5];
+	int r;
+	double t0 = now_ns();
+	for (uint64_t i = 0; i < iters; i++) {
+		if ((r = ibv_post_recv(qb->h.ptr, rb, &br)))
+			return neg_errno(env, r);
+		if ((r = ibv_post_send(qa->h.ptr, xa, &bs)))
+			return neg_errno(env, r);
+		if (poll_n(cb->ptr, wc, batch, batch) || poll_n(ca->ptr, wc, batch, batch))
+			return neg_errno(env, EIO);
+	}
+	return num(env, now_ns() - t0);
+}
+
 void verbs_register(napi_env env, napi_value exports)
 {
 	EXPORT("deviceList", device_list);
@@ -1452,6 +1518,7 @@ void verbs_register(napi_env env, napi_value exports)
 	EXPORT("postSend", post_send);
 	EXPORT("postRecv", post_recv);
 	EXPORT("cLoopPingPong", c_loop_ping_pong);
+	EXPORT("cLoopStream", c_loop_stream);
 	set_num(env, exports, "qaWords", QA_WORDS);
 	set_num(env, exports, "ahWords", AH_WORDS);
 }

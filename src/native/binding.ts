@@ -138,6 +138,7 @@ export interface NativeBinding {
   /** ibv_bind_mw: the window's new rkey. */
   bindMw(qp: Handle, mw: Handle, mwRkey: number, mr: Handle | null, addr: number, length: number, access: number, wrIdLo: number, wrIdHi: number, sendFlags: number): number;
   cLoopPingPong(qpA: Handle, cqA: Handle, qpB: Handle, cqB: Handle, args: Float64Array): number;
+  cLoopStream(qpA: Handle, cqA: Handle, qpB: Handle, cqB: Handle, args: Float64Array): number;
   cmInit(): number;
   cmRef(delta: number): number;
   cmCreateId(key: number, ps: number): R<Handle>;

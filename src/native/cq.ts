@@ -28,6 +28,8 @@ export class NativeCq extends Cq {
   private readonly _b: NativeBinding;
   /** A CQ made by ibv_create_cq_ex (polled through ibv_start_poll): the timestamps (`[2i]`) and wallclocks (`[2i + 1]`) of the completions of the last ex poll. */
   private readonly _ts: BigUint64Array | null;
+  /** The completion scratch shared with the addon. */
+  private readonly _wcs: Uint32Array;
   declare readonly context: NativeContext;
 
   /** @internal Use `ctx.createCq()` (or `ctx.createCqEx()`: `ex`). */
@@ -38,6 +40,7 @@ export class NativeCq extends Cq {
     this._key = key;
     this._b = ctx._b;
     this._ts = ex ? new BigUint64Array(2 * WC_MAX) : null;
+    this._wcs = scratchBuffers().wc;
   }
 
   /** One addon poll of up to `max` (<= WC_MAX) completions into the WC scratch (and {@link _ts}). */
@@ -86,7 +89,20 @@ export class NativeCq extends Cq {
    */
   override pollInto(out: Wc[], max: number = out.length): number {
     if (this.destroyed || !Number.isInteger(max) || max < 0) this.checkPoll(max);
-    const w = scratchBuffers().wc;
+    const w = this._wcs;
+    if (max === 1 && this._ts === null) {
+      // One completion of an ordinary CQ (a busy-polling loop's call): one addon call, no loop.
+      const n = this._b.pollCq(this._h, 1);
+      if (n === 1) {
+        let wc = out[0] as FullWc | undefined;
+        if (typeof wc !== 'object' || wc === null) {
+          wc = newWc();
+          out[0] = wc;
+        }
+        decodeWc(w, 0, wc);
+      } else if (n < 0) check(n, 'ibv_poll_cq');
+      return n;
+    }
     let total = 0;
     while (total < max) {
       const want = max - total;

@@ -9,7 +9,7 @@ import type { Pd } from '../verbs/pd.js';
 import type { RecvWr, SendWr } from '../verbs/types.js';
 import { checkRecvWr, type WrRules } from '../verbs/wr-check.js';
 import { SGE_MAX, WR_MAX, WR_STATUS_WORD, encodeRecvWr } from './abi.js';
-import { scratchBuffers, type Handle, type NativeBinding } from './binding.js';
+import { scratchBuffers, type Handle, type NativeBinding, type Scratch } from './binding.js';
 
 /**
  * Check (unless `checked`: the builder's batch, checked already), encode and post the first
@@ -48,6 +48,20 @@ export function postWrs<T extends SendWr | RecvWr>(b: NativeBinding, h: Handle, 
     }
     if (bad !== null) throw new PostError('EINVAL', op, i, bad);
   }
+}
+
+/**
+ * Check, encode and post the one WR `wr` (not a list) to the queue `h`: {@link postWrs} for a
+ * list of one, without its batching loop — the data path's common call. The same errors: a WR
+ * refused here is a PostError at index 0, a provider error names the WR libibverbs' `bad_wr`
+ * points at (index 0).
+ */
+export function postOne<T extends SendWr | RecvWr>(b: NativeBinding, h: Handle, path: PostPath<T>, rules: WrRules, pd: Pd, wr: T, s: Scratch): void {
+  const length = path.check(wr, rules, pd);
+  if (typeof length === 'string') throw new PostError('EINVAL', path.op, 0, length);
+  path.encode(s.wr, s.wrF64, 0, 0, wr);
+  const rc = path.post(b, h, 1);
+  if (rc < 0) throw postError(-rc, path.op, s.wr[WR_STATUS_WORD] as number);
 }
 
 /** One direction of posting: its call's name, its checks, its encoding, its addon call. */

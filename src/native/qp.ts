@@ -13,12 +13,12 @@ import type { QpInitAttr } from '../verbs/provider.js';
 import { QpState, type QpCap, type RecvWr, type SendWr } from '../verbs/types.js';
 import { checkRecvWr, checkSendWr } from '../verbs/wr-check.js';
 import { ALL_QP_ATTR, QA, decodeQpAttr, encodeQpAttr, encodeRecvWr, encodeSendWr, qpStateOfNum } from './abi.js';
-import { check, type Handle, type NativeBinding, type QpResult } from './binding.js';
+import { check, scratchBuffers, type Handle, type NativeBinding, type QpResult, type Scratch } from './binding.js';
 import { cmQpRequests } from './cm-qp.js';
 import type { NativeContext } from './context.js';
 import { NativeCq } from './cq.js';
 import type { NativePd } from './pd.js';
-import { postWrs, type PostPath } from './post.js';
+import { postOne, postWrs, type PostPath } from './post.js';
 import { NativeSrq } from './srq.js';
 import { newKey, qps } from './registry.js';
 
@@ -36,6 +36,8 @@ export class NativeQp extends Qp {
   readonly _key: number;
   /** @internal The addon (the data path's calls). */
   private readonly _b: NativeBinding;
+  /** @internal The buffers shared with the addon (the data path's). */
+  private readonly _s: Scratch;
   declare readonly context: NativeContext;
 
   /** @internal Use `pd.createQp()` or `cmId.createQp()`. */
@@ -45,6 +47,7 @@ export class NativeQp extends Qp {
     this._h = r[0];
     this._key = key;
     this._b = ctx._b;
+    this._s = scratchBuffers();
     qps.set(key, this);
   }
 
@@ -126,7 +129,8 @@ export class NativeQp extends Qp {
    * provider; WRs before the failing one are posted.
    */
   override postSend(wrs: SendWr | readonly SendWr[]): void {
-    this.post(SEND_PATH, wrs);
+    if (this.destroyed || Array.isArray(wrs)) this.post(SEND_PATH, wrs);
+    else postOne(this._b, this._h, SEND_PATH, this.wrRules, this.pd, wrs as SendWr, this._s);
   }
 
   /**
@@ -158,7 +162,8 @@ export class NativeQp extends Qp {
    */
   override postRecv(wrs: RecvWr | readonly RecvWr[]): void {
     if (this.srq !== null && !this.destroyed) throw new PostError('EINVAL', RECV_PATH.op, 0, `QP uses ${this.srq.tag}: post to the SRQ`);
-    this.post(RECV_PATH, wrs);
+    if (this.destroyed || Array.isArray(wrs)) this.post(RECV_PATH, wrs);
+    else postOne(this._b, this._h, RECV_PATH, this.wrRules, this.pd, wrs as RecvWr, this._s);
   }
 
   /**
