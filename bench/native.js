@@ -124,8 +124,8 @@ function addonLoop(b, p, iters) {
   const wc = s.wc;
   // Only the WR's words and its one SGE's change between posts.
   const put = (x) => {
-    w.set(x.subarray(0, WR_WORDS));
-    w.set(x.subarray(SGE_BASE, SGE_BASE + SGE_WORDS), SGE_BASE);
+    for (let i = 0; i < WR_WORDS; i++) w[i] = x[i];
+    for (let i = SGE_BASE; i < SGE_BASE + SGE_WORDS; i++) w[i] = x[i];
   };
   const hA = qpA._h, hB = qpB._h, cA = cqA._h, cB = cqB._h;
   const one = (h) => {

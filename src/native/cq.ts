@@ -108,13 +108,15 @@ export class NativeCq extends Cq {
       const want = max - total;
       const n = this.pollSome(want < WC_MAX ? want : WC_MAX);
       if (n < 0) check(n, 'ibv_poll_cq');
+      const ex = this._ts !== null;
       for (let i = 0; i < n; i++) {
         let wc = out[total] as FullWc | undefined;
         if (typeof wc !== 'object' || wc === null) {
           wc = newWc();
           out[total] = wc;
         }
-        this.decode(w, i, wc);
+        if (ex) this.decode(w, i, wc);
+        else decodeWc(w, i, wc);
         total++;
       }
       if (n < WC_MAX) break;
