@@ -6,7 +6,9 @@
 //   - addon: the same addon calls with the WRs encoded once (no verbs layer: the floor of what
 //     crossing into the addon costs, to tell the verbs layer's share from N-API's);
 //   - C: the same libibverbs calls in the same order in a C loop (the addon's cLoopPingPong),
-//     busy-polling both CQs, as the JS loops do.
+//     busy-polling both CQs, as the JS loops do;
+// and a stream of SENDs in lists of BATCH (posted as WR objects, and as lists prepared once with
+// qp.prepareSend / prepareRecv), polled up to BATCH at a time, against C's cLoopStream.
 // Rounds alternate the three (the order rotating each round) after a warm-up. Each row prints
 // the median time per round trip, the spread of the rounds (min-max), the process's CPU time
 // per round trip (user + system, process.cpuUsage) and, for the JS rows, the median of the
@@ -179,6 +181,31 @@ function streamLoop(p, iters) {
   return Number(process.hrtime.bigint() - t0);
 }
 
+/** The stream with both lists prepared once (qp.prepareRecv / prepareSend, posted by qp.postPrepared). */
+function preparedStreamLoop(p, iters) {
+  const { qpA, qpB, cqA, cqB, mr } = p;
+  const sa = [{ addr: mr.addr, length: SIZE, lkey: mr.lkey }];
+  const sb = [{ addr: mr.addr + 4096, length: SIZE, lkey: mr.lkey }];
+  const recvs = qpB.prepareRecv(Array.from({ length: BATCH }, (_, i) => ({ wrId: 100 + i, sgList: sb })));
+  const sends = qpA.prepareSend(Array.from({ length: BATCH }, (_, i) => ({ wrId: 200 + i, opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: sa })));
+  const wcs = [];
+  const drain = (cq) => {
+    for (let want = BATCH; want > 0; ) {
+      const n = cq.pollInto(wcs, want);
+      for (let i = 0; i < n; i++) if (wcs[i].status !== 0) throw new Error(`completion status ${wcs[i].status}`);
+      want -= n;
+    }
+  };
+  const t0 = process.hrtime.bigint();
+  for (let i = 0; i < iters; i++) {
+    qpB.postPrepared(recvs);
+    qpA.postPrepared(sends);
+    drain(cqB);
+    drain(cqA);
+  }
+  return Number(process.hrtime.bigint() - t0);
+}
+
 function cStreamLoop(b, p, iters) {
   const { qpA, qpB, cqA, cqB, mr } = p;
   const ns = b.cLoopStream(qpA._h, cqA._h, qpB._h, cqB._h, Float64Array.of(mr.addr, mr.addr + 4096, mr.lkey, mr.lkey, SIZE, iters, BATCH));
@@ -209,7 +236,7 @@ function groupsOf(b, p) {
   const streamIters = Math.max(1, Math.ceil((2 * ITERS) / BATCH));
   return [
     { name: 'ping-pong', unit: 'round trip', iters: ITERS, ops: 1, c: 'c', loops: { verbs: (n) => verbsLoop(p, n), addon: (n) => addonLoop(b, p, n), c: (n) => cLoop(b, p, n) } },
-    { name: 'stream', unit: 'message', iters: streamIters, ops: BATCH, c: 'cStream', loops: { verbsStream: (n) => streamLoop(p, n), cStream: (n) => cStreamLoop(b, p, n) } },
+    { name: 'stream', unit: 'message', iters: streamIters, ops: BATCH, c: 'cStream', loops: { verbsStream: (n) => streamLoop(p, n), preparedStream: (n) => preparedStreamLoop(p, n), cStream: (n) => cStreamLoop(b, p, n) } },
   ];
 }
 
@@ -283,7 +310,8 @@ const LABELS = {
   verbs: 'verbs API, 1 WR/call',
   addon: 'addon calls only',
   c: 'C, same verbs',
-  verbsStream: `verbs API, lists`,
+  verbsStream: 'verbs API, lists',
+  preparedStream: 'verbs API, prepared',
   cStream: 'C, same verbs',
 };
 

@@ -10,7 +10,7 @@ import { isU32 } from '../util/fields.js';
 import { QpAttrMask, type QpAttr } from '../verbs/qp-attr.js';
 import { Qp } from '../verbs/qp.js';
 import type { QpInitAttr } from '../verbs/provider.js';
-import { QpState, type QpCap, type RecvWr, type SendWr } from '../verbs/types.js';
+import { QpState, WrOpcode, type QpCap, type RecvWr, type SendWr } from '../verbs/types.js';
 import { checkRecvWr, checkSendWr } from '../verbs/wr-check.js';
 import { ALL_QP_ATTR, QA, decodeQpAttr, encodeQpAttr, encodeRecvWr, encodeSendWr, qpStateOfNum } from './abi.js';
 import { check, scratchBuffers, type Handle, type NativeBinding, type QpResult, type Scratch } from './binding.js';
@@ -18,7 +18,8 @@ import { cmQpRequests } from './cm-qp.js';
 import type { NativeContext } from './context.js';
 import { NativeCq } from './cq.js';
 import type { NativePd } from './pd.js';
-import { postOne, postWrs, type PostPath } from './post.js';
+import { encodeChunks, postChunks, postOne, postWrs, type EncodedChunk, type PostPath } from './post.js';
+import { checkPreparedFor, type PreparedWrs } from '../verbs/prepared.js';
 import { NativeSrq } from './srq.js';
 import { newKey, qps } from './registry.js';
 
@@ -173,6 +174,31 @@ export class NativeQp extends Qp {
   private post<T extends SendWr | RecvWr>(path: PostPath<T>, wrs: T | readonly T[], checked = false, limit = Infinity): void {
     if (this.destroyed) throw new PostError('EINVAL', path.op, 0, 'QP destroyed');
     postWrs(this._b, this._h, path, this.wrRules, this.pd, wrs, checked, limit);
+  }
+
+  /**
+   * Keep a prepared list as the addon's words too (post.ts `encodeChunks`): posting it is then
+   * a copy into the scratch and the addon call, with no work per WR in JavaScript. Lists with a
+   * UD destination or a window bind stay as objects (their AH or window, which may be destroyed
+   * meanwhile, is looked up at every post).
+   */
+  protected override _prepared<T extends SendWr | RecvWr>(p: PreparedWrs<T>): PreparedWrs<T> {
+    const wrs = p.wrs as readonly SendWr[];
+    if (p.kind === 'send' && wrs.some((wr) => wr.ud !== undefined || wr.opcode === WrOpcode.BIND_MW)) return p;
+    p._provider = p.kind === 'send' ? encodeChunks(SEND_PATH, wrs, this._s) : encodeChunks(RECV_PATH, p.wrs as readonly RecvWr[], this._s);
+    return p;
+  }
+
+  /** A prepared list: its encoded words posted as they are (see {@link _prepared}); else as {@link postSend} / {@link postRecv}. */
+  override postPrepared(p: PreparedWrs): void {
+    checkPreparedFor(p, this);
+    const chunks = p._provider as EncodedChunk[] | null;
+    if (chunks === null || this.destroyed || (p.kind === 'recv' && this.srq !== null)) {
+      super.postPrepared(p);
+      return;
+    }
+    if (p.kind === 'send') postChunks(this._b, this._h, SEND_PATH, chunks, this._s);
+    else postChunks(this._b, this._h, RECV_PATH, chunks, this._s);
   }
 
   /** `ibv_destroy_qp()`. */
