@@ -35,6 +35,12 @@ const SGE_AT = WR_MAX * WR_N;
 export const SGE_BASE = SGE_AT;
 /** Word holding the index of the first WR not posted after a failed post. */
 export const WR_STATUS_WORD = SGE_BASE + SGE_MAX * SGE_WORDS;
+/**
+ * The calls by slot (`postSendSlot`, `postRecvSlot`, `pollCqSlot`): the word naming their QP or
+ * CQ by its key-table slot, and the word after it holding the WR count or the poll maximum.
+ */
+export const WR_SLOT_WORD = WR_STATUS_WORD + 1;
+export const WR_COUNT_WORD = WR_STATUS_WORD + 2;
 const WR_W = {
   ID_LO: 0, ID_HI: 1, OPCODE: 2, FLAGS: 3, NSGE: 4, SGE0: 5, IMM: 6, RKEY: 7, RADDR: 8, INV: 10, QKEY: 11, AH: 12, RQPN: 13,
   /** An atomic WR's compare (CAS) or add (FAA) operand and its swap operand, as 32-bit halves. */

@@ -17,7 +17,7 @@ import { scratchBuffers, type Handle, type NativeBinding, type Scratch } from '.
  * carries (WR_MAX WRs, SGE_MAX SGEs). A provider error names the first WR it did not post,
  * counted over the whole list; a WR refused here is thrown after the ones before it are posted.
  */
-export function postWrs<T extends SendWr | RecvWr>(b: NativeBinding, h: Handle, path: PostPath<T>, rules: WrRules, pd: Pd, wrs: T | readonly T[], checked = false, limit = Infinity): void {
+export function postWrs<T extends SendWr | RecvWr, H>(b: NativeBinding, h: H, path: PostPath<T, H>, rules: WrRules, pd: Pd, wrs: T | readonly T[], checked = false, limit = Infinity): void {
   const op = path.op;
   const many = Array.isArray(wrs);
   const list = wrs as readonly T[];
@@ -56,7 +56,7 @@ export function postWrs<T extends SendWr | RecvWr>(b: NativeBinding, h: Handle, 
  * refused here is a PostError at index 0, a provider error names the WR libibverbs' `bad_wr`
  * points at (index 0).
  */
-export function postOne<T extends SendWr | RecvWr>(b: NativeBinding, h: Handle, path: PostPath<T>, rules: WrRules, pd: Pd, wr: T, s: Scratch): void {
+export function postOne<T extends SendWr | RecvWr, H>(b: NativeBinding, h: H, path: PostPath<T, H>, rules: WrRules, pd: Pd, wr: T, s: Scratch): void {
   const length = path.check(wr, rules, pd);
   if (typeof length === 'string') throw new PostError('EINVAL', path.op, 0, length);
   path.encode(s.wr, s.wrF64, 0, 0, wr);
@@ -79,7 +79,7 @@ export interface EncodedChunk {
  * carries — what {@link postWrs} writes into the scratch, kept. Encoded through the scratch,
  * which is free between calls.
  */
-export function encodeChunks<T extends SendWr | RecvWr>(path: PostPath<T>, wrs: readonly T[], s: Scratch): EncodedChunk[] {
+export function encodeChunks<T extends SendWr | RecvWr, H>(path: PostPath<T, H>, wrs: readonly T[], s: Scratch): EncodedChunk[] {
   const w = s.wr;
   const chunks: EncodedChunk[] = [];
   let i = 0;
@@ -99,7 +99,7 @@ export function encodeChunks<T extends SendWr | RecvWr>(path: PostPath<T>, wrs: 
 }
 
 /** Post encoded chunks to the queue `h`: each copied into the scratch and handed to the addon; errors as {@link postWrs}'. */
-export function postChunks<T extends SendWr | RecvWr>(b: NativeBinding, h: Handle, path: PostPath<T>, chunks: readonly EncodedChunk[], s: Scratch): void {
+export function postChunks<T extends SendWr | RecvWr, H>(b: NativeBinding, h: H, path: PostPath<T, H>, chunks: readonly EncodedChunk[], s: Scratch): void {
   const w = s.wr;
   for (let k = 0; k < chunks.length; k++) {
     const c = chunks[k] as EncodedChunk;
@@ -110,12 +110,15 @@ export function postChunks<T extends SendWr | RecvWr>(b: NativeBinding, h: Handl
   }
 }
 
-/** One direction of posting: its call's name, its checks, its encoding, its addon call. */
-export interface PostPath<T> {
+/**
+ * One direction of posting: its call's name, its checks, its encoding, its addon call on the
+ * queue `h` (an SRQ's handle; a QP's slot, see binding.ts `dataSlot`).
+ */
+export interface PostPath<T, H = Handle> {
   readonly op: string;
   check(wr: T, rules: WrRules, pd: Pd): number | string;
   encode(w: Uint32Array, f: Float64Array, n: number, sge: number, wr: T): number;
-  post(b: NativeBinding, h: Handle, n: number): number;
+  post(b: NativeBinding, h: H, n: number): number;
 }
 
 /** `ibv_post_srq_recv`: receive WRs, checked and encoded as a QP's, posted to an SRQ. */

@@ -12,7 +12,7 @@ import { Qp } from '../verbs/qp.js';
 import type { QpInitAttr } from '../verbs/provider.js';
 import { QpState, WrOpcode, type QpCap, type RecvWr, type SendWr } from '../verbs/types.js';
 import { checkRecvWr, checkSendWr } from '../verbs/wr-check.js';
-import { ALL_QP_ATTR, QA, decodeQpAttr, encodeQpAttr, encodeRecvWr, encodeSendWr, qpStateOfNum } from './abi.js';
+import { ALL_QP_ATTR, QA, WR_COUNT_WORD, WR_SLOT_WORD, decodeQpAttr, encodeQpAttr, encodeRecvWr, encodeSendWr, qpStateOfNum } from './abi.js';
 import { check, scratchBuffers, type Handle, type NativeBinding, type QpResult, type Scratch } from './binding.js';
 import { cmQpRequests } from './cm-qp.js';
 import type { NativeContext } from './context.js';
@@ -39,6 +39,8 @@ export class NativeQp extends Qp {
   private readonly _b: NativeBinding;
   /** @internal The buffers shared with the addon (the data path's). */
   private readonly _s: Scratch;
+  /** @internal The QP's slot for the addon's calls by slot. */
+  private readonly _slot: number;
   declare readonly context: NativeContext;
 
   /** @internal Use `pd.createQp()` or `cmId.createQp()`. */
@@ -49,6 +51,7 @@ export class NativeQp extends Qp {
     this._key = key;
     this._b = ctx._b;
     this._s = scratchBuffers();
+    this._slot = check(this._b.dataSlot(this._h), 'ibv_create_qp');
     qps.set(key, this);
   }
 
@@ -131,7 +134,7 @@ export class NativeQp extends Qp {
    */
   override postSend(wrs: SendWr | readonly SendWr[]): void {
     if (this.destroyed || Array.isArray(wrs)) this.post(SEND_PATH, wrs);
-    else postOne(this._b, this._h, SEND_PATH, this.wrRules, this.pd, wrs as SendWr, this._s);
+    else postOne(this._b, this._slot, SEND_PATH, this.wrRules, this.pd, wrs as SendWr, this._s);
   }
 
   /**
@@ -164,16 +167,16 @@ export class NativeQp extends Qp {
   override postRecv(wrs: RecvWr | readonly RecvWr[]): void {
     if (this.srq !== null && !this.destroyed) throw new PostError('EINVAL', RECV_PATH.op, 0, `QP uses ${this.srq.tag}: post to the SRQ`);
     if (this.destroyed || Array.isArray(wrs)) this.post(RECV_PATH, wrs);
-    else postOne(this._b, this._h, RECV_PATH, this.wrRules, this.pd, wrs as RecvWr, this._s);
+    else postOne(this._b, this._slot, RECV_PATH, this.wrRules, this.pd, wrs as RecvWr, this._s);
   }
 
   /**
    * Post `wrs` on this QP's queue of `path` ({@link postWrs}): the first `limit` of them, each
    * checked unless `checked` (the builder's batch, checked already).
    */
-  private post<T extends SendWr | RecvWr>(path: PostPath<T>, wrs: T | readonly T[], checked = false, limit = Infinity): void {
+  private post<T extends SendWr | RecvWr>(path: PostPath<T, number>, wrs: T | readonly T[], checked = false, limit = Infinity): void {
     if (this.destroyed) throw new PostError('EINVAL', path.op, 0, 'QP destroyed');
-    postWrs(this._b, this._h, path, this.wrRules, this.pd, wrs, checked, limit);
+    postWrs(this._b, this._slot, path, this.wrRules, this.pd, wrs, checked, limit);
   }
 
   /**
@@ -197,8 +200,8 @@ export class NativeQp extends Qp {
       super.postPrepared(p);
       return;
     }
-    if (p.kind === 'send') postChunks(this._b, this._h, SEND_PATH, chunks, this._s);
-    else postChunks(this._b, this._h, RECV_PATH, chunks, this._s);
+    if (p.kind === 'send') postChunks(this._b, this._slot, SEND_PATH, chunks, this._s);
+    else postChunks(this._b, this._slot, RECV_PATH, chunks, this._s);
   }
 
   /** `ibv_destroy_qp()`. */
@@ -218,16 +221,27 @@ export class NativeQp extends Qp {
   }
 }
 
-const SEND_PATH: PostPath<SendWr> = {
+// A QP's queues are posted by the QP's slot (see binding.ts `dataSlot`): the cheapest addon call.
+const SEND_PATH: PostPath<SendWr, number> = {
   op: 'ibv_post_send',
   check: checkSendWr,
   encode: encodeSendWr,
-  post: (b, h, n) => b.postSend(h, n),
+  post: (b, slot, n) => {
+    const w = scratchBuffers().wr;
+    w[WR_SLOT_WORD] = slot;
+    w[WR_COUNT_WORD] = n;
+    return b.postSendSlot();
+  },
 };
 
-const RECV_PATH: PostPath<RecvWr> = {
+const RECV_PATH: PostPath<RecvWr, number> = {
   op: 'ibv_post_recv',
   check: (wr, rules) => checkRecvWr(wr, rules),
   encode: encodeRecvWr,
-  post: (b, h, n) => b.postRecv(h, n),
+  post: (b, slot, n) => {
+    const w = scratchBuffers().wr;
+    w[WR_SLOT_WORD] = slot;
+    w[WR_COUNT_WORD] = n;
+    return b.postRecvSlot();
+  },
 };
