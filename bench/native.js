@@ -21,7 +21,7 @@
 // BENCH_JSON=1 (one JSON line instead of the table).
 import { Access, native, PortSpace, SendFlags, WrOpcode, createId, getDeviceList } from '../dist/index.js';
 import { loadBinding, scratchBuffers } from '../dist/native/binding.js';
-import { encodeRecvWr, encodeSendWr, SGE_BASE, SGE_WORDS, WR_WORDS } from '../dist/native/abi.js';
+import { encodeRecvWr, encodeSendWr, SGE_BASE, SGE_WORDS, WR_COUNT_WORD, WR_SLOT_WORD, WR_WORDS } from '../dist/native/abi.js';
 
 const ITERS = Number(process.env.BENCH_NATIVE_ITERS || 20000);
 const ROUNDS = Number(process.env.BENCH_NATIVE_ROUNDS || 5);
@@ -129,23 +129,37 @@ function addonLoop(b, p, iters) {
     for (let i = 0; i < WR_WORDS; i++) w[i] = x[i];
     for (let i = SGE_BASE; i < SGE_BASE + SGE_WORDS; i++) w[i] = x[i];
   };
-  const hA = qpA._h, hB = qpB._h, cA = cqA._h, cB = cqB._h;
-  const one = (h) => {
-    while (b.pollCq(h, 1) === 0);
+  // The calls by slot, as the verbs layer makes them: the QP or CQ and the count in the scratch.
+  const [sA, sB, cA, cB] = [qpA._h, qpB._h, cqA._h, cqB._h].map((h) => b.dataSlot(h));
+  const recv = (slot) => {
+    w[WR_SLOT_WORD] = slot;
+    w[WR_COUNT_WORD] = 1;
+    b.postRecvSlot();
+  };
+  const send = (slot) => {
+    w[WR_SLOT_WORD] = slot;
+    w[WR_COUNT_WORD] = 1;
+    b.postSendSlot();
+  };
+  const one = (slot) => {
+    do {
+      w[WR_SLOT_WORD] = slot;
+      w[WR_COUNT_WORD] = 1;
+    } while (b.pollCqSlot() === 0);
     if (wc[2] !== 0) throw new Error(`completion status ${wc[2]}`);
   };
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < iters; i++) {
     put(saved.rb);
-    b.postRecv(hB, 1);
+    recv(sB);
     put(saved.ra);
-    b.postRecv(hA, 1);
+    recv(sA);
     put(saved.xa);
-    b.postSend(hA, 1);
+    send(sA);
     one(cB);
     one(cA);
     put(saved.xb);
-    b.postSend(hB, 1);
+    send(sB);
     one(cA);
     one(cB);
   }
