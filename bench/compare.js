@@ -49,3 +49,14 @@ if (sa.cm && sb.cm) {
   line('cm cold/warm', sa.cm.coldVsWarm, sb.cm.coldVsWarm);
   if (sa.cm.nodeColdVsWarm !== undefined && sb.cm.nodeColdVsWarm !== undefined) line('Node TCP cold/warm, cmtime shape', sa.cm.nodeColdVsWarm, sb.cm.nodeColdVsWarm);
 }
+// The targets of both runs (runs kept since the bench judges them): the ratio and the CPU ratio
+// of each, with the baseline's spread that says whether the run was noisy.
+if (a.summary?.targets && b.summary?.targets) {
+  for (const t of a.summary.targets) {
+    const u = b.summary.targets.find((x) => x.id === t.id);
+    if (!u || (t.ratio === null && u.ratio === null)) continue;
+    line(`target ${t.id} ratio`, t.ratio, u.ratio);
+    line(`target ${t.id} CPU ratio`, t.cpu?.ratio, u.cpu?.ratio);
+    line(`target ${t.id} base spread`, t.baseSpread, u.baseSpread);
+  }
+}

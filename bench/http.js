@@ -12,7 +12,7 @@
 // the soft iWARP device (RDMACM_DEVICE=siw_lo) unless RDMACM_DEVICE says otherwise.
 import { spawn } from 'node:child_process';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { fx, lastJson, median, pinned, run, PIN } from './lib.js';
+import { fmtSpread, fx, lastJson, median, pinned, run, PIN, spread } from './lib.js';
 
 const PEER = fileURLToPath(new URL('./http-peer.js', import.meta.url));
 const NODE = process.execPath;
@@ -81,15 +81,19 @@ export async function httpBench({ reps = 3, scale = 1, log = console.log } = {})
   for (let i = 0; i < reps; i++) for (const t of TRANSPORTS) runs[t.id].push(await once(t.id, { requests, bytes }));
   const rows = ROWS.map((row) => {
     const m = Object.fromEntries(TRANSPORTS.map((t) => [t.id, median(runs[t.id].map((x) => x[row.id]))]));
-    const ratio = median(runs.rs.map((x, k) => x[row.id] / runs.tcp[k][row.id]));
-    return { ...row, median: m, ratio };
+    const ratios = spread(runs.rs.map((x, k) => x[row.id] / runs.tcp[k][row.id]));
+    const rounds = Object.fromEntries(TRANSPORTS.map((t) => [t.id, spread(runs[t.id].map((x) => x[row.id]))]));
+    return { ...row, median: m, ratio: ratios?.median ?? null, ratioRange: ratios ? [ratios.min, ratios.max] : null, rounds };
   });
   const r = { reps, requests, bytes, device: process.env.RDMACM_DEVICE ?? 'siw_lo', rows, runs };
   log(`http: node:http over rsockets (rdmacm/http, ${r.device}) and over Node TCP, the same server and client, ${reps} run(s) each, median${PIN ? `; server on CPU ${PIN[0]}, client on CPU ${PIN[1]}` : '; unpinned'}`);
   log(`  requests/s: ${requests} sequential GETs (64 B body) on one keep-alive connection after ${requests} untimed; PUT / GET: one ${bytes >> 20} MiB body`);
   const w = 12;
   log(`${'test'.padEnd(14)}${'unit'.padEnd(8)}${TRANSPORTS.map((t) => t.label.padStart(w)).join('')}   rsockets / TCP (median of the rounds' ratios, higher is better)`);
-  for (const row of rows) log(`${row.name.padEnd(14)}${row.unit.padEnd(8)}${TRANSPORTS.map((t) => fx(row.median[t.id], row.digits).padStart(w)).join('')}   ${fx(row.ratio)}`);
+  for (const row of rows) {
+    log(`${row.name.padEnd(14)}${row.unit.padEnd(8)}${TRANSPORTS.map((t) => fx(row.median[t.id], row.digits).padStart(w)).join('')}   ${fx(row.ratio)}`);
+    log(`      rounds ${TRANSPORTS.map((t) => `${t.label} ${fmtSpread(row.rounds[t.id], row.digits)}`).join('  ')}`);
+  }
   return r;
 }
 

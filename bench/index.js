@@ -9,6 +9,10 @@
 // --quick      steady counts scaled to a fifth, no cold rows, no memory run: a smoke test of the
 //              bench itself, not figures to keep
 //
+// Every row that prints a ratio to a baseline also prints the spread of both sides' rounds and
+// the CPU time per operation of both sides' processes; the run ends with the targets of issue #31
+// judged on it (bench/targets.js), also kept in the JSON as `summary.targets`.
+//
 // See docs/bench.md for what each row means and how to reproduce a run; bench/setup.sh installs
 // the C baselines (rdma-core's rstream, qperf) where apt is available.
 import { spawnSync } from 'node:child_process';
@@ -16,7 +20,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { machine } from './lib.js';
+import { compare, machine } from './lib.js';
+import { NOISY_ABOVE, formatTargets, judge } from './targets.js';
 import { streamBench } from './stream.js';
 import { verbsBench } from './verbs.js';
 import { rpingBench } from './rping.js';
@@ -111,6 +116,9 @@ if (only.includes('native')) {
   const line = (r.stdout ?? '').trim().split('\n').pop() ?? '';
   if (line.startsWith('{')) {
     const n = JSON.parse(line);
+    // Its rounds in µs per round trip (and CPU per round trip where the section reports it).
+    const us = (a) => (Array.isArray(a) ? a.map((x) => x / 1000) : []);
+    n.cmp = compare({ ours: us(n.jsNs), base: us(n.cNs), oursCpu: us(n.jsCpuNs), baseCpu: us(n.cCpuNs) });
     result.sections.native = n;
     for (const l of formatNative(n)) console.log(l);
   } else {
@@ -118,6 +126,11 @@ if (only.includes('native')) {
     console.log(line || `native data path: bench/native.js exit ${r.status}\n${r.stderr}`);
   }
 }
+// The targets of the performance issue, judged on this run.
+const targets = judge(result.sections);
+result.summary = { noisyAbove: NOISY_ABOVE, targets };
+console.log();
+for (const line of formatTargets(targets)) console.log(line);
 result.seconds = (performance.now() - t0) / 1000;
 result.machine.loadavgAfter = (await import('node:os')).loadavg();
 if (json) {

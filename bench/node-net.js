@@ -15,8 +15,8 @@
 // small exchange as the tools' do. `--busy-poll US`: each time this end starts to wait for the other's
 // messages, keep the event loop from sleeping for US µs (a chain of immediates), as an rsocket's
 // wait does for its `polling_time` (10 µs by default): the baseline for rsockets' latency with the
-// same way of waiting. The client prints one JSON line as `rstream --json` does:
-// { gbps, usec_per_xfer, usec, ... }. Exit 0 on success, 1 on any failure; a 120 s timer ends it.
+// same way of waiting. Each end prints one JSON line per test as `rstream --json` does:
+// { gbps, usec_per_xfer, usec, role, cpu_user_usec, cpu_sys_usec, ... } (the CPU time of its timed part). Exit 0 on success, 1 on any failure; a 120 s timer ends it.
 import net from 'node:net';
 
 function args(argv) {
@@ -186,7 +186,7 @@ function runTests(sock, first, report, end) {
 
 const sockOpts = (onread) => ({ noDelay: true, onread: { buffer: rbuf, callback: (n) => (onread(n), true) } });
 
-function row(t, usec, used) {
+function row(t, usec, used, role) {
   const bytes = t.iters * t.count * t.size * 2;
   return JSON.stringify({
     name: t.name,
@@ -198,7 +198,7 @@ function row(t, usec, used) {
     time_s: usec / 1e6,
     gbps: (bytes * 8) / (1000 * usec),
     usec_per_xfer: usec / t.iters / (t.count * 2),
-    role: 'client',
+    role,
     transport: 'node-net',
     tool: 'node-net',
     cpu_user_usec: used.user,
@@ -218,7 +218,7 @@ if (client) {
     onData = runTests(
       s,
       true,
-      (t, usec, used) => process.stdout.write(row(t, usec, used) + '\n'),
+      (t, usec, used) => process.stdout.write(row(t, usec, used, 'client') + '\n'),
       () => {
         s.end();
         s.once('close', () => process.exit(0));
@@ -235,7 +235,7 @@ if (client) {
     s.on('error', () => process.exit(1));
     s.on('end', () => s.end());
     s.on('close', () => process.exit(0));
-    onData = runTests(s, false, () => {}, () => {});
+    onData = runTests(s, false, (t, usec, used) => process.stdout.write(row(t, usec, used, 'server') + '\n'), () => {});
     s.resume();
   });
   server.listen({ port: o.port, host: '127.0.0.1', backlog: 1, exclusive: true });

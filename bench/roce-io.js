@@ -29,7 +29,7 @@ import { once } from 'node:events';
 import { writeFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { fx, median } from './lib.js';
+import { compare, fmtCompare, fx, median } from './lib.js';
 
 const SELF = fileURLToPath(import.meta.url);
 const MTU = 4096;
@@ -342,7 +342,11 @@ export async function roceIoBench({ reps = 3, count = 20000 } = {}) {
       m[io] = { rate: median(rs.map((r) => r.rate)), cpu: median(rs.map((r) => r.cpu)), delivered: median(rs.map((r) => r.delivered)), spread: [Math.min(...rs.map((r) => r.rate)), Math.max(...rs.map((r) => r.rate))] };
     }
     line([name, ...paths.map((p) => `${fx(m[p].rate / 1000, 1)}k`), ...paths.filter((p) => p !== 'node').map((p) => fx(m[p].rate / m.node.rate)), ...paths.map((p) => fx(m[p].cpu, 2))]);
-    rows.push({ name, ...m, runs: runs[name] });
+    // Each path against plain Node: the rounds of both, the median of the rounds' ratios, CPU per message.
+    const of = (io, k) => runs[name][io].map((r) => r[k]);
+    const cmp = Object.fromEntries(paths.filter((p) => p !== 'node').map((p) => [p, compare({ ours: of(p, 'rate'), base: of('node', 'rate'), oursCpu: of(p, 'cpu'), baseCpu: of('node', 'cpu') })]));
+    for (const [p, c] of Object.entries(cmp)) console.log(`    ${p}/Node ${fx(c.ratio)}: ${fmtCompare(c, { d: 0, cpuUnit: 'us/msg', cpuD: 2 })}`);
+    rows.push({ name, ...m, cmp, runs: runs[name] });
   }
   console.log('delivered fraction (median): ' + rows.map((r) => `${r.name}: ${paths.map((p) => `${p} ${fx(r[p].delivered, 3)}`).join(' ')}`).join('; '));
   return { paths, rows };

@@ -8,6 +8,7 @@
 //   node bench/roce-peer.js ud-sink [group]           count UD messages (attached to <group>)
 //   node bench/roce-peer.js dgram-resolve <port> <n>  n request/reply exchanges at once with a
 //                                                     dgram-echo peer, from a fresh process
+//                                                     ({"ms":M,"cpuUs":U}: its time and CPU)
 //   node bench/roce-peer.js rc-echo <port> <device>   an RC connection (rdma_cm, TCP port space,
 //                                                     pinned to <device>: rxe_lo or siw_lo) that
 //                                                     answers every 64 B SEND with one
@@ -156,11 +157,13 @@ if (kind === 'dgram-echo') {
   s.bind(0, '127.0.0.1');
   await once(s, 'listening');
   const t0 = performance.now();
+  const cpu0 = process.cpuUsage();
   let left = n;
   const done = new Promise((r) => s.on('message', () => --left === 0 && r()));
   for (let i = 0; i < n; i++) s.send(Buffer.alloc(64, i), port, '127.0.0.1');
   await done;
-  out({ ms: performance.now() - t0 });
+  const cpu = process.cpuUsage(cpu0);
+  out({ ms: performance.now() - t0, cpuUs: cpu.user + cpu.system });
   process.exit(0);
 } else if (kind === 'rc-echo' || kind === 'rc-write') {
   const { createId, PortSpace, Access, WrOpcode, SendFlags } = await import('../dist/index.js');

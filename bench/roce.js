@@ -3,18 +3,25 @@
 // bench/roce-peer.js; three for the two-receiver multicast row):
 //
 //   64 B ping-pong RTT      UD SEND/RECV against a dgram echo             target <= 1.2 x dgram
-//   UD messages/s at MTU    UD SENDs of the path MTU (4096 B) against     target >= 0.8 x dgram
+//   UD messages/s at MTU    UD SENDs of the path MTU (4096 B) against     target >= 1.5 x dgram
 //                           a dgram blast of as many bytes
-//   multicast, 1 receiver   UD SENDs to a group (QPN 0xFFFFFF) against a dgram group blast
+//   multicast, 1 receiver   UD SENDs to a group (QPN 0xFFFFFF) against    target >= 1.0 x dgram
+//                           a dgram group blast
 //   multicast, 2 receivers  the same, two receiver processes (deliveries/s, both summed)
-//   udaddy -c 100           SIDR resolution of 100 UD ids (our udaddy, server and client),
-//                           beside 100 dgram request/replies at once from a fresh process
+//   udaddy -c 100           SIDR resolution of 100 UD ids (our udaddy,    target <= 3 x dgram
+//                           server and client), beside 100 dgram request/replies at once from a
+//                           fresh process
 //   RC 64 B ping-pong RTT   SEND/RECV over an RC connection (rdma_cm,     target <= 1.2 x dgram
 //                           IB CM over rxe_lo) against a dgram echo
-//   1 MiB RDMA WRITE        bytes/s of 1 MiB WRITEs, 8 in flight, against target >= 0.8 x dgram
-//                           a dgram blast of 4096 B datagrams (the payload of each RoCE packet)
-//                           and against the same WRITEs over siw_lo (iWARP)
+//   1 MiB RDMA WRITE        bytes/s of 1 MiB WRITEs, 8 in flight, against target >= 1.0 x iWARP
+//                           the same WRITEs over siw_lo (iWARP), and beside a dgram blast of
+//                           4096 B datagrams (the payload of each RoCE packet)
 //   cmtime                  our cmtime's connect rate over rxe_lo beside siw_lo
+//
+// Beside the UD and multicast rows: the kernel's UDP limit (bench/kernel-udp.js: a C
+// sendmmsg/recvmmsg blast of the same datagrams, built with cc; iperf3 / sockperf where installed).
+// Every row prints the spread of each side's rounds and the CPU time per operation of every
+// process of each side (this process through process.cpuUsage(), its peers through /proc).
 //
 //   node bench/roce.js [--json FILE] [--reps N] [--quick]
 //                      [--only pingpong,mtu,mcast1,mcast2,udaddy,rcpp,write,cmtime]
@@ -41,7 +48,8 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 // What the bench's scripts share (CPU pinning, medians).
-import { freePort, median, pinCpus, pinned, pinSelf, run } from './lib.js';
+import { compare, cpuMeter, fmtCompare, fmtSpread, freePort, median, pinCpus, pinned, pinSelf, procCpuUs, reapedCpuUs, run } from './lib.js';
+import { udpBlast, udpBlastTool, udpToolLimits } from './kernel-udp.js';
 import { waitCq } from './cq-wait.js';
 
 const PEER = fileURLToPath(new URL('./roce-peer.js', import.meta.url));
@@ -91,6 +99,7 @@ function peer(...args) {
   });
   const kill = setTimeout(() => c.kill('SIGKILL'), 120_000);
   return {
+    pid: c.pid,
     next: (ms = 20_000) =>
       lines.length
         ? Promise.resolve(lines.shift())
@@ -187,24 +196,25 @@ async function dgramPingPong(iters) {
   const msg = Buffer.alloc(64, 1);
   const warm = WARMUP ? iters : 0;
   let left = warm + iters;
+  const cpu = cpuMeter([process.pid, p.pid]);
   let t0 = process.hrtime.bigint();
-  let cpu0 = process.cpuUsage();
+  cpu.start();
   await new Promise((resolve) => {
     s.on('message', () => {
       if (--left === 0) return resolve();
       if (left === iters) {
         t0 = process.hrtime.bigint();
-        cpu0 = process.cpuUsage();
+        cpu.start();
       }
       s.send(msg);
     });
     s.send(msg);
   });
   const ns = Number(process.hrtime.bigint() - t0);
-  const cpu = process.cpuUsage(cpu0);
+  const used = cpu.stop();
   s.close();
   await p.stop();
-  return { rtt: ns / iters / 1000, cpu: (cpu.user + cpu.system) / iters };
+  return { rtt: ns / iters / 1000, cpu: used === null ? null : used / iters };
 }
 
 async function udPingPong(iters) {
@@ -218,8 +228,9 @@ async function udPingPong(iters) {
   u.qp.postRecv({ wrId: 0, sgList: rsge });
   const warm = WARMUP ? iters : 0;
   const total = warm + iters;
+  const cpu = cpuMeter([process.pid, p.pid]);
   let t0 = process.hrtime.bigint();
-  let cpu0 = process.cpuUsage();
+  cpu.start();
   u.qp.postSend(send);
   for (let done = 0; done < total; ) {
     for (const wc of await u.recvWcs()) {
@@ -228,7 +239,7 @@ async function udPingPong(iters) {
       u.qp.postRecv({ wrId: 0, sgList: rsge });
       if (done === warm) {
         t0 = process.hrtime.bigint();
-        cpu0 = process.cpuUsage();
+        cpu.start();
       }
       if (done < total) {
         send.sendFlags = (done & 31) === 0 ? SendFlags.INLINE | SendFlags.SIGNALED : SendFlags.INLINE;
@@ -238,10 +249,10 @@ async function udPingPong(iters) {
     }
   }
   const ns = Number(process.hrtime.bigint() - t0);
-  const cpu = process.cpuUsage(cpu0);
+  const used = cpu.stop();
   u.close();
   await p.stop();
-  return { rtt: ns / iters / 1000, cpu: (cpu.user + cpu.system) / iters };
+  return { rtt: ns / iters / 1000, cpu: used === null ? null : used / iters };
 }
 
 // -- blasts: a sender here, counting receivers in peer processes ------------------------------------
@@ -249,8 +260,9 @@ async function udPingPong(iters) {
 /**
  * Send `count` messages through `sendBatch(n)` (64 per turn of the event loop), after as many
  * untimed ones; each receiver reports each burst it saw. Returns deliveries/s summed over the
- * receivers (each receiver's count over its own first-to-last arrival time) and the fraction
- * delivered.
+ * receivers (each receiver's count over its own first-to-last arrival time), the fraction
+ * delivered, the receivers' mean CPU µs per message they got (`rxCpu`) and the CPU µs per
+ * delivery of every process (`cpu`: this sender's over the timed phase and the receivers').
  */
 async function blast(receivers, count, sendBatch) {
   const phase = async () => {
@@ -263,11 +275,15 @@ async function blast(receivers, count, sendBatch) {
     return Promise.all(receivers.map((r) => r.next(30_000)));
   };
   if (WARMUP) await phase();
+  const cpu0 = procCpuUs();
   const reports = await phase();
+  const senderUs = procCpuUs() - cpu0;
+  const got = reports.reduce((a, r) => a + r.count, 0);
   const rate = reports.reduce((a, r) => a + (r.secs > 0 ? r.count / r.secs : 0), 0);
-  const delivered = reports.reduce((a, r) => a + r.count, 0) / (count * receivers.length);
-  const cpu = reports.reduce((a, r) => a + r.cpuUsPerMsg, 0) / reports.length;
-  return { rate, delivered, cpu, reports };
+  const delivered = got / (count * receivers.length);
+  const rxCpu = reports.reduce((a, r) => a + r.cpuUsPerMsg, 0) / reports.length;
+  const cpu = got ? (senderUs + reports.reduce((a, r) => a + r.cpuUsPerMsg * r.count, 0)) / got : null;
+  return { rate, delivered, rxCpu, cpu, reports };
 }
 
 async function dgramBlast(count, size, group, nrecv) {
@@ -350,8 +366,9 @@ async function rcPingPong(device, iters) {
   qp.postRecv(recv);
   const warm = WARMUP ? iters : 0;
   const total = warm + iters;
+  const cpu = cpuMeter([process.pid, p.pid]);
   let t0 = process.hrtime.bigint();
-  let cpu0 = process.cpuUsage();
+  cpu.start();
   qp.postSend(send);
   for (let done = 0; done < total; ) {
     for (const wc of await waitCq(id.recvCq, id.recvCqChannel)) {
@@ -360,7 +377,7 @@ async function rcPingPong(device, iters) {
       qp.postRecv(recv);
       if (done === warm) {
         t0 = process.hrtime.bigint();
-        cpu0 = process.cpuUsage();
+        cpu.start();
       }
       if (done < total) {
         send.sendFlags = (done & 31) === 0 ? SendFlags.INLINE | SendFlags.SIGNALED : SendFlags.INLINE;
@@ -370,10 +387,10 @@ async function rcPingPong(device, iters) {
     }
   }
   const ns = Number(process.hrtime.bigint() - t0);
-  const cpu = process.cpuUsage(cpu0);
+  const used = cpu.stop();
   id.sendCq.poll(64);
   await rcClose(id, p);
-  return { rtt: ns / iters / 1000, cpu: (cpu.user + cpu.system) / iters };
+  return { rtt: ns / iters / 1000, cpu: used === null ? null : used / iters };
 }
 
 /**
@@ -411,14 +428,15 @@ async function rcWrite(device, mib) {
     await waitCq(id.recvCq, id.recvCqChannel);
   };
   if (WARMUP) await phase();
+  const cpu = cpuMeter([process.pid, p.pid]);
   const t0 = process.hrtime.bigint();
-  const cpu0 = process.cpuUsage();
+  cpu.start();
   await phase();
   const ns = Number(process.hrtime.bigint() - t0);
-  const cpu = process.cpuUsage(cpu0);
+  const used = cpu.stop();
   id.sendCq.poll(64);
   await rcClose(id, p);
-  return { rate: (mib * (1 << 20) * 1e9) / ns, cpu: (cpu.user + cpu.system) / mib };
+  return { rate: (mib * (1 << 20) * 1e9) / ns, cpu: used === null ? null : used / mib };
 }
 
 /** The "full connect" total (us) of cmtime's "Connect (N) QPs test" table, or null. */
@@ -454,16 +472,16 @@ async function cmtimeRate(device, conns) {
 
 // -- udaddy -c N -----------------------------------------------------------------------------------
 
-/** A process's output lines as they come, with the time each arrived. */
+/** A process's output lines as they come, with the time each arrived and the CPU µs it had used. */
 function watch(args, env) {
   const c = spawn(...pinned(args.side ?? null, process.execPath, args.argv), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
   const seen = [];
   let err = '';
   c.stderr.on('data', (d) => (err += d));
-  createInterface({ input: c.stdout }).on('line', (l) => seen.push({ l, t: performance.now() }));
+  createInterface({ input: c.stdout }).on('line', (l) => seen.push({ l, t: performance.now(), cpu: procCpuUs(c.pid) }));
   const kill = setTimeout(() => c.kill('SIGKILL'), 60_000);
   const done = new Promise((r) => c.on('close', (code) => (clearTimeout(kill), r({ code, seen, err }))));
-  return { done, seen, kill: () => c.kill('SIGKILL') };
+  return { pid: c.pid, done, seen, kill: () => c.kill('SIGKILL') };
 }
 
 /** Whether something listens on the SIDR service of udaddy's port (RDMA_PS_UDP << 16 | 7174). */
@@ -472,10 +490,16 @@ function udaddyListening() {
   return readFileSync('/proc/net/unix', 'utf8').split('\n').some((l) => name.test(l));
 }
 
-/** ms from the client's "udaddy: connecting" to its "test complete" (-C 0: no data). */
+/**
+ * ms from the client's "udaddy: connecting" to its "test complete" (-C 0: no data), and the CPU ms
+ * the client and the server used from then to their exit: their whole lives' CPU (this process's
+ * reaped children's time, in clock ticks) less what the client had used when it printed
+ * "connecting" and the server when it listened (start-up, loading the package, opening the device).
+ */
 async function udaddyResolve(conns) {
   const common = ['-c', String(conns), '-C', '0'];
   const env = { RDMACM_DEVICE: 'rxe_lo' };
+  const reaped0 = reapedCpuUs();
   const srv = watch({ argv: [UDADDY, '-b', '127.0.0.1', ...common], side: PIN?.[0] ?? null }, env);
   try {
     const t0 = Date.now();
@@ -483,6 +507,7 @@ async function udaddyResolve(conns) {
       if (Date.now() - t0 > 20_000) throw new Error('udaddy server does not listen');
       await new Promise((r) => setTimeout(r, 10));
     }
+    const srvStart = procCpuUs(srv.pid);
     const cli = await watch({ argv: [UDADDY, '-s', '127.0.0.1', ...common], side: PIN?.[1] ?? null }, env).done;
     const s = await srv.done;
     const at = (r, text) => r.seen.find((x) => x.l === text)?.t;
@@ -491,7 +516,10 @@ async function udaddyResolve(conns) {
     if (cli.code !== 0 || s.code !== 0 || a === undefined || b === undefined) {
       throw new Error(`udaddy -c ${conns}: client exit ${cli.code}, server exit ${s.code}\n${cli.seen.map((x) => x.l).join('\n')}\n${cli.err}${s.err}`);
     }
-    return b - a;
+    const cliStart = cli.seen.find((x) => x.l === 'udaddy: connecting')?.cpu ?? null;
+    const reaped = reapedCpuUs();
+    const cpuMs = [reaped0, reaped, srvStart, cliStart].includes(null) ? null : (reaped - reaped0 - srvStart - cliStart) / 1000;
+    return { ms: b - a, cpuMs };
   } finally {
     srv.kill();
   }
@@ -501,14 +529,18 @@ async function dgramResolve(conns) {
   const port = await freeUdpPort();
   const p = peer('dgram-echo', port);
   await p.next();
+  // The echo does nothing but answer between its ready line and the end of the client.
+  const echo0 = procCpuUs(p.pid);
   const c = spawn(...pinned(PIN?.[1] ?? null, process.execPath, [PEER, 'dgram-resolve', String(port), String(conns)]), { stdio: ['pipe', 'pipe', 'inherit'] });
   let text = '';
   c.stdout.on('data', (d) => (text += d));
   const kill = setTimeout(() => c.kill('SIGKILL'), 30_000);
   await once(c, 'close');
   clearTimeout(kill);
+  const echo = procCpuUs(p.pid);
   await p.stop();
-  return JSON.parse(text.trim().split('\n').pop()).ms;
+  const r = JSON.parse(text.trim().split('\n').pop());
+  return { ms: r.ms, cpuMs: echo0 === null || echo === null ? null : (r.cpuUs + echo - echo0) / 1000 };
 }
 
 // -- the section ---------------------------------------------------------------------------------
@@ -519,6 +551,13 @@ const kfmt = (x) => (Number.isFinite(x) ? `${(x / 1000).toFixed(1)}k/s` : '-');
 /** The rows, by the names --only takes. */
 export const ROWS = ['pingpong', 'mtu', 'mcast1', 'mcast2', 'udaddy', 'rcpp', 'write', 'cmtime'];
 
+/** The kernel UDP limit's figures of a row: { rate, sendRate, delivered, cpu } per round. */
+function kernelRow(runs) {
+  if (!runs?.length) return null;
+  const pick = (k) => runs.map((r) => r[k]);
+  return { rate: median(pick('rate')), sendRate: median(pick('sendRate')), delivered: median(pick('delivered')), cpuUsPerMsg: median(pick('cpu')), runs };
+}
+
 /** The section: `reps` interleaved rounds; each figure the median of its rounds. */
 export async function roceBench({ reps = 3, quick = false, only = ROWS, log = console.log } = {}) {
   const PP = Number(process.env.BENCH_ROCE_PP_ITERS ?? (quick ? 1000 : 10000));
@@ -526,49 +565,66 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
   const CONNS = Number(process.env.BENCH_ROCE_CONNS ?? 100);
   const WRITE_MIB = Number(process.env.BENCH_ROCE_WRITE_MIB ?? (quick ? 4 : 64));
   const CM_CONNS = Number(process.env.BENCH_ROCE_CM_CONNS ?? (quick ? 20 : 200));
+  // The kernel's blast: five times the datagrams (the C sender is that much faster).
+  const KN = 5 * N;
   const group = `239.255.${1 + Math.floor(Math.random() * 254)}.${1 + Math.floor(Math.random() * 254)}`;
+  const on = (r) => only.includes(r);
+  const kernel = on('mtu') || on('mcast1') || on('mcast2') ? udpBlastTool() : null;
   pinSelf(PIN?.[1] ?? null);
   const keys = ['ppDgram', 'ppUd', 'mtuDgram', 'mtuUd', 'mc1Dgram', 'mc1Ud', 'mc2Dgram', 'mc2Ud', 'resDgram', 'resUdaddy', 'rcppDgram', 'rcppRc', 'wrDgram', 'wrRoce', 'wrIwarp', 'cmRoce', 'cmIwarp'];
   const runs = Object.fromEntries(keys.map((k) => [k, []]));
   const lossRuns = { mtuDgram: [], mtuUd: [], mc1Dgram: [], mc1Ud: [], mc2Dgram: [], mc2Ud: [], wrDgram: [] };
   const reports = {};
-  const cpuRuns = {};
+  // CPU µs per operation of every process of a run (the ping-pongs, blasts, WRITEs, resolutions).
+  const cpuRuns = Object.fromEntries(keys.map((k) => [k, []]));
+  // The receivers' own CPU µs per message (the blasts).
+  const rxCpuRuns = {};
+  const kernelRuns = { mtu: [], mc1: [], mc2: [] };
   const push = (k, r) => {
     runs[k].push(r.rate);
     lossRuns[k].push(r.delivered);
-    (cpuRuns[k] ??= []).push(r.cpu);
+    cpuRuns[k].push(r.cpu);
+    (rxCpuRuns[k] ??= []).push(r.rxCpu);
     (reports[k] ??= []).push(r.reports);
   };
+  const kernelBlast = async (k, group, receivers) => {
+    if (!kernel?.cmd) return;
+    kernelRuns[k].push(await udpBlast(kernel.cmd, { count: KN, size: MTU, group, receivers, port: await freeUdpPort(), pin: PIN }));
+  };
   // An untimed udaddy pair first: the one test whose processes are fresh every run.
-  const on = (r) => only.includes(r);
   if (WARMUP && on('udaddy')) await udaddyResolve(CONNS);
   for (let i = 0; i < reps; i++) {
     if (on('pingpong')) {
       for (const [k, r] of [['ppDgram', await dgramPingPong(PP)], ['ppUd', await udPingPong(PP)]]) {
         runs[k].push(r.rtt);
-        (cpuRuns[k] ??= []).push(r.cpu);
+        cpuRuns[k].push(r.cpu);
       }
     }
     if (on('mtu')) {
       push('mtuDgram', await dgramBlast(N, MTU, null, 1));
       push('mtuUd', await udBlast(N, MTU, null, 1));
+      await kernelBlast('mtu', null, 1);
     }
     if (on('mcast1')) {
       push('mc1Dgram', await dgramBlast(N, MTU, group, 1));
       push('mc1Ud', await udBlast(N, MTU, group, 1));
+      await kernelBlast('mc1', group, 1);
     }
     if (on('mcast2')) {
       push('mc2Dgram', await dgramBlast(N, MTU, group, 2));
       push('mc2Ud', await udBlast(N, MTU, group, 2));
+      await kernelBlast('mc2', group, 2);
     }
     if (on('udaddy')) {
-      runs.resDgram.push(await dgramResolve(CONNS));
-      runs.resUdaddy.push(await udaddyResolve(CONNS));
+      for (const [k, r] of [['resDgram', await dgramResolve(CONNS)], ['resUdaddy', await udaddyResolve(CONNS)]]) {
+        runs[k].push(r.ms);
+        cpuRuns[k].push(r.cpuMs);
+      }
     }
     if (on('rcpp')) {
       for (const [k, r] of [['rcppDgram', await dgramPingPong(PP)], ['rcppRc', await rcPingPong('rxe_lo', PP)]]) {
         runs[k].push(r.rtt);
-        (cpuRuns[k] ??= []).push(r.cpu);
+        cpuRuns[k].push(r.cpu);
       }
     }
     if (on('write')) {
@@ -576,10 +632,11 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
       const dg = await dgramBlast((WRITE_MIB << 20) / MTU, MTU, null, 1);
       runs.wrDgram.push(dg.rate * MTU);
       lossRuns.wrDgram.push(dg.delivered);
+      cpuRuns.wrDgram.push(dg.cpu === null ? null : (dg.cpu * (1 << 20)) / MTU);
       for (const [k, dev] of [['wrRoce', 'rxe_lo'], ['wrIwarp', 'siw_lo']]) {
         const r = await rcWrite(dev, WRITE_MIB);
         runs[k].push(r.rate);
-        (cpuRuns[k] ??= []).push(r.cpu);
+        cpuRuns[k].push(r.cpu);
       }
     }
     if (on('cmtime')) {
@@ -587,55 +644,94 @@ export async function roceBench({ reps = 3, quick = false, only = ROWS, log = co
       runs.cmIwarp.push(await cmtimeRate('siw_lo', CM_CONNS));
     }
   }
+  const tools = kernel && !quick ? await udpToolLimits({ size: MTU, port: await freeUdpPort(), pin: PIN }) : [];
   pinSelf(null);
   const m = Object.fromEntries(keys.map((k) => [k, median(runs[k])]));
   const d = Object.fromEntries(Object.keys(lossRuns).map((k) => [k, median(lossRuns[k])]));
-  const c = Object.fromEntries(Object.keys(cpuRuns).map((k) => [k, median(cpuRuns[k])]));
+  const c = Object.fromEntries(keys.map((k) => [k, median(cpuRuns[k])]));
+  const rx = Object.fromEntries(Object.keys(rxCpuRuns).map((k) => [k, median(rxCpuRuns[k])]));
+  const cmp = (ours, base) => compare({ ours: runs[ours], base: runs[base], oursCpu: cpuRuns[ours], baseCpu: cpuRuns[base] });
+  const cmps = {
+    pingpong: cmp('ppUd', 'ppDgram'),
+    mtu: cmp('mtuUd', 'mtuDgram'),
+    mcast1: cmp('mc1Ud', 'mc1Dgram'),
+    mcast2: cmp('mc2Ud', 'mc2Dgram'),
+    udaddy: cmp('resUdaddy', 'resDgram'),
+    rcpp: cmp('rcppRc', 'rcppDgram'),
+    write: cmp('wrRoce', 'wrDgram'),
+    writeIwarp: cmp('wrRoce', 'wrIwarp'),
+    cmtime: compare({ ours: runs.cmRoce, base: runs.cmIwarp }),
+  };
+  const kern = { mtu: kernelRow(kernelRuns.mtu), mc1: kernelRow(kernelRuns.mc1), mc2: kernelRow(kernelRuns.mc2) };
   const pct = (x) => `${fx(100 * x, 0)}%`;
-  const side = (k) => `${kfmt(m[k])} (${pct(d[k])} delivered, rx CPU ${fx(c[k], 1)} us/msg)`;
+  const side = (k) => `${kfmt(m[k])} (${pct(d[k])} delivered, rx CPU ${fx(rx[k], 1)} us/msg)`;
+  const kline = (k) => {
+    if (kernel?.skipped) return `      kernel UDP limit: skipped (${kernel.skipped})`;
+    const r = kern[k];
+    if (!r) return null;
+    const others = tools.map((t) => `; ${t.tool} ${t.error ? `failed (${t.error})` : `${t.rate ? `${kfmt(t.rate)} received, ` : ''}${kfmt(t.sendRate)} sent`}`).join('');
+    return `      kernel UDP limit: C sendmmsg/recvmmsg ${MTU} B ${kfmt(r.rate)} received (${pct(r.delivered)} delivered, sender ${kfmt(r.sendRate)}; CPU ${fx(r.cpuUsPerMsg, 1)} us/msg)${others}`;
+  };
   log(`roce: soft RoCEv2 rxe_lo (UD, RC) beside Node dgram, loopback; ${reps} round(s), median; ${PP} round trips, ${N} messages of ${MTU} B per blast, ${WRITE_MIB} x 1 MiB RDMA WRITEs, cmtime -c ${CM_CONNS}${WARMUP ? ', each after as long an untimed warm-up' : ', no warm-up'}${PIN ? `; peer on CPU ${PIN[0]}, this process on CPU ${PIN[1]}` : '; unpinned'}; RoCE UDP port ${ROCE_PORT}`);
-  const ran = (r, line) => on(r) && log(line);
-  ran('pingpong', `64 B ping-pong RTT          UD SEND/RECV ${fx(m.ppUd, 1)} us (CPU ${fx(c.ppUd, 1)} us/RT)   Node dgram ${fx(m.ppDgram, 1)} us (CPU ${fx(c.ppDgram, 1)} us/RT)   UD/dgram ${fx(m.ppUd / m.ppDgram)} (target <= 1.2)`);
-  ran('mtu', `${MTU} B messages/s           UD SEND ${side('mtuUd')}   Node dgram ${side('mtuDgram')}   UD/dgram ${fx(m.mtuUd / m.mtuDgram)} (target >= 0.8)`);
-  ran('mcast1', `multicast, 1 receiver       UD SEND ${side('mc1Ud')}   Node dgram ${side('mc1Dgram')}   UD/dgram ${fx(m.mc1Ud / m.mc1Dgram)}`);
-  ran('mcast2', `multicast, 2 receivers      UD SEND ${side('mc2Ud')}   Node dgram ${side('mc2Dgram')}   UD/dgram ${fx(m.mc2Ud / m.mc2Dgram)}`);
-  ran('udaddy', `udaddy -c ${CONNS} resolution    udaddy ${fx(m.resUdaddy, 1)} ms   Node dgram ${CONNS} request/replies ${fx(m.resDgram, 1)} ms   udaddy/dgram ${fx(m.resUdaddy / m.resDgram)}`);
+  log(`  each row: ratio = median of the rounds' ratios; "rounds": median [min–max] of each side's rounds; CPU: time per operation (unit on the line) of every process of each side (this process and its peers)`);
+  const ran = (r, line, cmpLine, ...more) => {
+    if (!on(r)) return;
+    log(line);
+    if (cmpLine) log(`      ${cmpLine}`);
+    for (const x of more) if (x) log(x);
+  };
+  ran('pingpong', `64 B ping-pong RTT          UD SEND/RECV ${fx(m.ppUd, 1)} us   Node dgram ${fx(m.ppDgram, 1)} us   UD/dgram ${fx(cmps.pingpong.ratio)} (target <= 1.2)`, fmtCompare(cmps.pingpong, { d: 1, cpuUnit: 'us/RT' }));
+  ran('mtu', `${MTU} B messages/s           UD SEND ${side('mtuUd')}   Node dgram ${side('mtuDgram')}   UD/dgram ${fx(cmps.mtu.ratio)} (target >= 1.5)`, fmtCompare(cmps.mtu, { d: 0, cpuUnit: 'us/msg' }), kline('mtu'));
+  ran('mcast1', `multicast, 1 receiver       UD SEND ${side('mc1Ud')}   Node dgram ${side('mc1Dgram')}   UD/dgram ${fx(cmps.mcast1.ratio)} (target >= 1.0)`, fmtCompare(cmps.mcast1, { d: 0, cpuUnit: 'us/msg' }), kline('mc1'));
+  ran('mcast2', `multicast, 2 receivers      UD SEND ${side('mc2Ud')}   Node dgram ${side('mc2Dgram')}   UD/dgram ${fx(cmps.mcast2.ratio)} (target >= 1.0)`, fmtCompare(cmps.mcast2, { d: 0, cpuUnit: 'us/msg' }), kline('mc2'));
+  ran('udaddy', `udaddy -c ${CONNS} resolution    udaddy ${fx(m.resUdaddy, 1)} ms   Node dgram ${CONNS} request/replies ${fx(m.resDgram, 1)} ms   udaddy/dgram ${fx(cmps.udaddy.ratio)} (target <= 3)`, fmtCompare(cmps.udaddy, { d: 1, cpuUnit: 'ms/run', cpuD: 2 }));
   const mbs = (x) => `${fx(x / 1e6, 0)} MB/s`;
-  ran('rcpp', `RC 64 B ping-pong RTT       RC SEND/RECV ${fx(m.rcppRc, 1)} us (CPU ${fx(c.rcppRc, 1)} us/RT)   Node dgram ${fx(m.rcppDgram, 1)} us (CPU ${fx(c.rcppDgram, 1)} us/RT)   RC/dgram ${fx(m.rcppRc / m.rcppDgram)} (target <= 1.2)`);
-  ran('write', `1 MiB RDMA WRITE bandwidth  RoCE ${mbs(m.wrRoce)} (CPU ${fx(c.wrRoce, 0)} us/MiB)   Node dgram ${MTU} B blast ${mbs(m.wrDgram)} (${pct(d.wrDgram)} delivered)   iWARP ${mbs(m.wrIwarp)} (CPU ${fx(c.wrIwarp, 0)} us/MiB)   RoCE/dgram ${fx(m.wrRoce / m.wrDgram)} (target >= 0.8)   RoCE/iWARP ${fx(m.wrRoce / m.wrIwarp)}`);
-  ran('cmtime', `cmtime -c ${CM_CONNS} connect rate    RoCE ${fx(m.cmRoce, 0)} conn/s   iWARP ${fx(m.cmIwarp, 0)} conn/s   RoCE/iWARP ${fx(m.cmRoce / m.cmIwarp)}`);
+  ran('rcpp', `RC 64 B ping-pong RTT       RC SEND/RECV ${fx(m.rcppRc, 1)} us   Node dgram ${fx(m.rcppDgram, 1)} us   RC/dgram ${fx(cmps.rcpp.ratio)} (target <= 1.2)`, fmtCompare(cmps.rcpp, { d: 1, cpuUnit: 'us/RT' }));
+  const mbRuns = (x) => ({ ...x, median: x.median / 1e6, min: x.min / 1e6, max: x.max / 1e6 });
+  const inMB = (x) => ({ ...x, ours: x.ours && mbRuns(x.ours), base: x.base && mbRuns(x.base) });
+  ran(
+    'write',
+    `1 MiB RDMA WRITE bandwidth  RoCE ${mbs(m.wrRoce)}   iWARP ${mbs(m.wrIwarp)}   RoCE/iWARP ${fx(cmps.writeIwarp.ratio)} (target >= 1.0)   Node dgram ${MTU} B blast ${mbs(m.wrDgram)} (${pct(d.wrDgram)} delivered)   RoCE/dgram ${fx(cmps.write.ratio)}`,
+    `vs iWARP (MB/s) ${fmtCompare(inMB(cmps.writeIwarp), { d: 0, cpuUnit: 'us/MiB', cpuD: 0 })}`,
+    `      vs dgram (MB/s) ${fmtCompare(inMB(cmps.write), { d: 0, cpuUnit: 'us/MiB', cpuD: 0 })}`,
+  );
+  ran('cmtime', `cmtime -c ${CM_CONNS} connect rate    RoCE ${fx(m.cmRoce, 0)} conn/s   iWARP ${fx(m.cmIwarp, 0)} conn/s   RoCE/iWARP ${fx(cmps.cmtime.ratio)}   rounds RoCE ${fmtSpread(cmps.cmtime.ours, 0)} iWARP ${fmtSpread(cmps.cmtime.base, 0)}`);
   const row = (unit, soft, node, extra) => ({ unit, soft, node, vsNode: soft / node, ...extra });
   const rate = (k, extra) =>
     row('msg/s', m[`${k}Ud`], m[`${k}Dgram`], {
       size: MTU,
       count: N,
       delivered: { soft: d[`${k}Ud`], node: d[`${k}Dgram`] },
-      rxCpuUsPerMsg: { soft: c[`${k}Ud`], node: c[`${k}Dgram`] },
+      rxCpuUsPerMsg: { soft: rx[`${k}Ud`], node: rx[`${k}Dgram`] },
+      cpuUsPerMsg: { soft: c[`${k}Ud`], node: c[`${k}Dgram`] },
+      kernel: kern[k] ?? (kernel?.skipped ? { skipped: kernel.skipped } : null),
       ...extra,
-      runs: { soft: runs[`${k}Ud`], node: runs[`${k}Dgram`], deliveredSoft: lossRuns[`${k}Ud`], deliveredNode: lossRuns[`${k}Dgram`], rxCpuSoft: cpuRuns[`${k}Ud`], rxCpuNode: cpuRuns[`${k}Dgram`], receiversSoft: reports[`${k}Ud`], receiversNode: reports[`${k}Dgram`] },
+      runs: { soft: runs[`${k}Ud`], node: runs[`${k}Dgram`], deliveredSoft: lossRuns[`${k}Ud`], deliveredNode: lossRuns[`${k}Dgram`], rxCpuSoft: rxCpuRuns[`${k}Ud`], rxCpuNode: rxCpuRuns[`${k}Dgram`], cpuSoft: cpuRuns[`${k}Ud`], cpuNode: cpuRuns[`${k}Dgram`], receiversSoft: reports[`${k}Ud`], receiversNode: reports[`${k}Dgram`] },
     });
-  const section = { reps, quick, warmup: WARMUP, pinned: PIN, rocePort: ROCE_PORT };
-  if (on('pingpong')) section.rtt = row('usec', m.ppUd, m.ppDgram, { size: 64, iters: PP, target: '<= 1.2 x Node dgram', cpuUsPerRt: { soft: c.ppUd, node: c.ppDgram }, runs: { soft: runs.ppUd, node: runs.ppDgram, cpuSoft: cpuRuns.ppUd, cpuNode: cpuRuns.ppDgram } });
-  if (on('mtu')) section.mtuRate = rate('mtu', { receivers: 1, target: '>= 0.8 x Node dgram' });
-  if (on('mcast1')) section.mcast1 = rate('mc1', { receivers: 1 });
-  if (on('mcast2')) section.mcast2 = rate('mc2', { receivers: 2 });
-  if (on('rcpp')) section.rcRtt = row('usec', m.rcppRc, m.rcppDgram, { size: 64, iters: PP, target: '<= 1.2 x Node dgram', cpuUsPerRt: { soft: c.rcppRc, node: c.rcppDgram }, runs: { soft: runs.rcppRc, node: runs.rcppDgram, cpuSoft: cpuRuns.rcppRc, cpuNode: cpuRuns.rcppDgram } });
+  const section = { reps, quick, warmup: WARMUP, pinned: PIN, rocePort: ROCE_PORT, kernelUdpTools: tools };
+  if (on('pingpong')) section.rtt = row('usec', m.ppUd, m.ppDgram, { size: 64, iters: PP, target: '<= 1.2 x Node dgram', cpuUsPerRt: { soft: c.ppUd, node: c.ppDgram }, cmp: cmps.pingpong, runs: { soft: runs.ppUd, node: runs.ppDgram, cpuSoft: cpuRuns.ppUd, cpuNode: cpuRuns.ppDgram } });
+  if (on('mtu')) section.mtuRate = rate('mtu', { receivers: 1, target: '>= 1.5 x Node dgram', cmp: cmps.mtu });
+  if (on('mcast1')) section.mcast1 = rate('mc1', { receivers: 1, target: '>= 1.0 x Node dgram', cmp: cmps.mcast1 });
+  if (on('mcast2')) section.mcast2 = rate('mc2', { receivers: 2, target: '>= 1.0 x Node dgram', cmp: cmps.mcast2 });
+  if (on('rcpp')) section.rcRtt = row('usec', m.rcppRc, m.rcppDgram, { size: 64, iters: PP, target: '<= 1.2 x Node dgram', cpuUsPerRt: { soft: c.rcppRc, node: c.rcppDgram }, cmp: cmps.rcpp, runs: { soft: runs.rcppRc, node: runs.rcppDgram, cpuSoft: cpuRuns.rcppRc, cpuNode: cpuRuns.rcppDgram } });
   if (on('write')) {
     section.rcWrite = row('B/s', m.wrRoce, m.wrDgram, {
       size: 1 << 20,
       count: WRITE_MIB,
       inFlight: 8,
       datagram: MTU,
-      target: '>= 0.8 x Node dgram',
+      target: '>= 1.0 x soft iWARP',
       iwarp: m.wrIwarp,
-      vsIwarp: m.wrRoce / m.wrIwarp,
+      vsIwarp: cmps.writeIwarp.ratio,
       delivered: { node: d.wrDgram },
-      cpuUsPerMiB: { soft: c.wrRoce, iwarp: c.wrIwarp },
-      runs: { soft: runs.wrRoce, node: runs.wrDgram, iwarp: runs.wrIwarp, deliveredNode: lossRuns.wrDgram, cpuSoft: cpuRuns.wrRoce, cpuIwarp: cpuRuns.wrIwarp },
+      cpuUsPerMiB: { soft: c.wrRoce, iwarp: c.wrIwarp, node: c.wrDgram },
+      cmp: cmps.write,
+      cmpIwarp: cmps.writeIwarp,
+      runs: { soft: runs.wrRoce, node: runs.wrDgram, iwarp: runs.wrIwarp, deliveredNode: lossRuns.wrDgram, cpuSoft: cpuRuns.wrRoce, cpuIwarp: cpuRuns.wrIwarp, cpuNode: cpuRuns.wrDgram },
     });
   }
-  if (on('cmtime')) section.cmtime = { unit: 'conn/s', soft: m.cmRoce, iwarp: m.cmIwarp, vsIwarp: m.cmRoce / m.cmIwarp, connections: CM_CONNS, warmup: WARMUP ? CM_CONNS : 0, runs: { soft: runs.cmRoce, iwarp: runs.cmIwarp } };
-  if (on('udaddy')) section.udaddy = row('ms', m.resUdaddy, m.resDgram, { connections: CONNS, runs: { soft: runs.resUdaddy, node: runs.resDgram } });
+  if (on('cmtime')) section.cmtime = { unit: 'conn/s', soft: m.cmRoce, iwarp: m.cmIwarp, vsIwarp: cmps.cmtime.ratio, connections: CM_CONNS, warmup: WARMUP ? CM_CONNS : 0, cmp: cmps.cmtime, runs: { soft: runs.cmRoce, iwarp: runs.cmIwarp } };
+  if (on('udaddy')) section.udaddy = row('ms', m.resUdaddy, m.resDgram, { connections: CONNS, target: '<= 3 x Node dgram', cpuMsPerRun: { soft: c.resUdaddy, node: c.resDgram }, cmp: cmps.udaddy, runs: { soft: runs.resUdaddy, node: runs.resDgram } });
   return section;
 }
 

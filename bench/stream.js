@@ -21,7 +21,7 @@
 // after round, so that machine noise hits all alike. Server and client are two processes, pinned
 // to one CPU each (bench/lib.js).
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { fx, jsonLines, lastJson, median, pair, run, which, freePort, listening, PIN } from './lib.js';
+import { compare, fmtCompare, fx, jsonLines, lastJson, median, pair, pairTimedCpuUs, run, which, freePort, listening, PIN } from './lib.js';
 
 const RSTREAM = fileURLToPath(new URL('../dist/cli/rstream.js', import.meta.url));
 const RIOSTREAM = fileURLToPath(new URL('../dist/cli/riostream.js', import.meta.url));
@@ -104,26 +104,46 @@ function cRows(text) {
     });
 }
 
+/**
+ * CPU µs per operation of a row (per message one way for the latency row, per MiB moved for the
+ * bandwidth rows), from the µs both ends used over `n` iterations of the row's shape.
+ */
+function cpuPerOp(row, us, iters) {
+  if (us === null) return null;
+  const msgs = iters * Number(row.args[row.args.indexOf('-C') + 1]) * 2;
+  return row.better === 'lower' ? us / msgs : us / ((msgs * row.size) / (1 << 20));
+}
+
+/**
+ * One run of `impl` on `row`: { value, cpu } — the row's figure, and the CPU µs per operation of
+ * the client and the server (the timed parts both report with --json; the C tool's whole lives,
+ * which have no warm-up; none for qperf, which runs for a time).
+ */
 async function once(impl, row, tools, qsrv) {
   const args = [...row.args, ...(row.extra ?? [])];
   const warm = ['--warmup', String(row.warm)];
+  const iters = Number(row.args.includes('-I') ? row.args[row.args.indexOf('-I') + 1] : 1);
+  const ours = (r) => ({ value: lastJson(r.out)[row.metric], cpu: cpuPerOp(row, pairTimedCpuUs(r), iters) });
   switch (impl) {
     case 'soft':
-      return lastJson((await pair(NODE, [RSTREAM], [...args, '--json', ...warm])).out)[row.metric];
+      return ours(await pair(NODE, [RSTREAM], [...args, '--json', ...warm]));
     case 'rio':
-      return lastJson((await pair(NODE, [RIOSTREAM], [...args, '--json', ...warm])).out)[row.metric];
+      return ours(await pair(NODE, [RIOSTREAM], [...args, '--json', ...warm]));
     case 'tcs':
-      return lastJson((await pair(NODE, [RSTREAM], [...args, '-T', 's', '--json', ...warm])).out)[row.metric];
+      return ours(await pair(NODE, [RSTREAM], [...args, '-T', 's', '--json', ...warm]));
     case 'node':
       // Node cannot size a TCP socket's kernel buffers: the -B rows run with the defaults.
-      return lastJson((await pair(NODE, [NODE_NET], [...row.args, ...warm])).out)[row.metric];
+      return ours(await pair(NODE, [NODE_NET], [...row.args, ...warm]));
     case 'nodebp':
-      if (row.better !== 'lower') return null;
-      return lastJson((await pair(NODE, [NODE_NET], [...row.args, ...warm, '--busy-poll', String(RS_POLLING_US)])).out)[row.metric];
-    case 'c':
-      return tools.rstream ? cRow((await pair(tools.rstream, [], [...args, '-T', 's'])).out)[row.metric] : null;
+      if (row.better !== 'lower') return { value: null, cpu: null };
+      return ours(await pair(NODE, [NODE_NET], [...row.args, ...warm, '--busy-poll', String(RS_POLLING_US)]));
+    case 'c': {
+      if (!tools.rstream) return { value: null, cpu: null };
+      const r = await pair(tools.rstream, [], [...args, '-T', 's']);
+      return { value: cRow(r.out)[row.metric], cpu: cpuPerOp(row, r.cpuUs, iters) };
+    }
     case 'qperf':
-      return tools.qperf ? qperfRun(tools.qperf, qsrv, row) : null;
+      return { value: tools.qperf ? await qperfRun(tools.qperf, qsrv, row) : null, cpu: null };
   }
   throw new Error(impl);
 }
@@ -144,7 +164,8 @@ async function series(impl, tools) {
     r = await pair(tools.rstream, [], ['-T', 's']);
     rows = cRows(r.out);
   } else return null;
-  return { rows: Object.fromEntries(rows.map((x) => [x.name, { gbps: x.gbps, usec_per_xfer: x.usec_per_xfer }])), wallMs: r.ms };
+  // cpuS: the CPU seconds both processes used in their whole lives (the series is all they do).
+  return { rows: Object.fromEntries(rows.map((x) => [x.name, { gbps: x.gbps, usec_per_xfer: x.usec_per_xfer }])), wallMs: r.ms, cpuS: r.cpuUs === null ? null : r.cpuUs / 1e6 };
 }
 
 /** The median of a[k] / b[k] over the rounds where both were measured (null if none). */
@@ -178,11 +199,16 @@ export async function streamBench({ reps = 3, scale = 1, cold = true, only = nul
   const impls = IMPLS.filter((i) => (i.id !== 'c' || tools.rstream) && (i.id !== 'qperf' || tools.qperf)).map((i) => i.id);
   const qsrv = tools.qperf ? await qperfServer(tools.qperf) : null;
   const runs = Object.fromEntries(rows.map((r) => [r.id, Object.fromEntries(impls.map((i) => [i, []]))]));
+  const cpuRuns = Object.fromEntries(rows.map((r) => [r.id, Object.fromEntries(impls.map((i) => [i, []]))]));
   const coldRuns = Object.fromEntries(['soft', 'rio', 'tcs', 'node', 'c'].filter((i) => impls.includes(i)).map((i) => [i, []]));
   try {
     for (let k = 0; k < reps; k++) {
       for (const row of rows) {
-        for (const i of impls) runs[row.id][i].push(await once(i, row, tools, qsrv));
+        for (const i of impls) {
+          const r = await once(i, row, tools, qsrv);
+          runs[row.id][i].push(r.value);
+          cpuRuns[row.id][i].push(r.cpu);
+        }
         progress(`round ${k + 1}/${reps}: ${row.name} done`);
       }
       if (cold) {
@@ -211,7 +237,11 @@ export async function streamBench({ reps = 3, scale = 1, cold = true, only = nul
       // rsockets busy-poll before they sleep; Node net with the same wait (latency rows only).
       vsNodeBusyPoll: row.better === 'lower' ? { soft: roundRatio(runs[row.id].soft, runs[row.id].nodebp), rio: roundRatio(runs[row.id].rio, runs[row.id].nodebp) } : null,
       target: row.better === 'lower' ? '<= 1.15 x Node net' : '>= 0.9 x Node net',
+      // Each of ours against Node net: spreads, the ratio's range, CPU per operation (cpuUnit).
+      cpuUnit: row.better === 'lower' ? 'us/xfer' : 'us/MiB',
+      cmp: Object.fromEntries(['soft', 'rio', 'tcs', 'c'].filter((i) => impls.includes(i)).map((i) => [i, compare({ ours: runs[row.id][i], base: runs[row.id].node, oursCpu: cpuRuns[row.id][i], baseCpu: cpuRuns[row.id].node })])),
       runs: runs[row.id],
+      cpuRuns: cpuRuns[row.id],
     });
   }
   if (cold) {
@@ -224,9 +254,16 @@ export async function streamBench({ reps = 3, scale = 1, cold = true, only = nul
         // Per round: that round's one-shot run against the same round's steady run.
         vsWarm[i] = runs[c.steady]?.[i] ? roundRatio(coldOf(i), runs[c.steady][i]) : null;
       }
-      result.cold.push({ id: c.id, name: c.name, series: c.series, unit: c.unit, better: c.better, median: med, vsWarm, vsNodeCold: Object.fromEntries(Object.keys(med).map((i) => [i, roundRatio(coldOf(i), coldOf('node'))])), target: c.better === 'lower' ? 'cold <= 1.25 x warm' : 'cold >= warm / 1.25' });
+      // Each round's cold/warm of ours against the same round's cold/warm of Node net.
+      const coldWarm = (i) => coldOf(i).map((x, k) => (typeof x === 'number' && runs[c.steady]?.[i]?.[k] ? x / runs[c.steady][i][k] : null));
+      const cmp = runs[c.steady] ? Object.fromEntries(['soft', 'rio', 'tcs'].filter((i) => i in coldRuns).map((i) => [i, compare({ ours: coldWarm(i), base: coldWarm('node') })])) : null;
+      result.cold.push({ id: c.id, name: c.name, series: c.series, unit: c.unit, better: c.better, median: med, vsWarm, vsNodeCold: Object.fromEntries(Object.keys(med).map((i) => [i, roundRatio(coldOf(i), coldOf('node'))])), target: c.better === 'lower' ? 'cold <= 1.25 x warm' : 'cold >= warm / 1.25', cmp });
     }
     result.coldWallMs = Object.fromEntries(Object.entries(coldRuns).map(([i, v]) => [i, median(v.filter(Boolean).map((s) => s.wallMs))]));
+    // The one-shot series against Node net's: client wall time (s) and both processes' CPU seconds.
+    const wallS = (i) => coldRuns[i].map((s) => (s ? s.wallMs / 1000 : null));
+    const cpuS = (i) => coldRuns[i].map((s) => s?.cpuS ?? null);
+    result.series = Object.fromEntries(['soft', 'rio', 'tcs', 'c'].filter((i) => i in coldRuns).map((i) => [i, compare({ ours: wallS(i), base: wallS('node'), oursCpu: cpuS(i), baseCpu: cpuS('node') })]));
   }
   print(result, impls, log);
   return result;
@@ -243,6 +280,7 @@ function print(r, impls, log) {
     const v = s.vsNode;
     const bp = s.vsNodeBusyPoll ? `; to Node bp ${fx(s.vsNodeBusyPoll.soft)} / ${fx(s.vsNodeBusyPoll.rio)}` : '';
     log(`${s.name.padEnd(18)}${s.unit.padEnd(10)}${head.map((i) => fx(s.median[i.id]).padStart(w)).join('')}   ${fx(v.soft)} / ${fx(v.rio)} / ${fx(v.tcs)}; C ${fx(v.c)}${bp}   (target ${s.target}, ${s.better} is better)`);
+    for (const [i, c] of Object.entries(s.cmp)) log(`    ${IMPLS.find((x) => x.id === i).label.padEnd(15)} to Node net ${fx(c.ratio)}: ${fmtCompare(c, { cpuUnit: s.cpuUnit, cpuD: s.cpuUnit === 'us/MiB' ? 0 : 1 })}`);
   }
   if (r.cold.length) {
     log(`cold: one-shot default series (\`rstream\`, \`riostream\`, \`rstream -T s\`, C \`rstream -T s\`, Node net --series), its rows against the steady rows; client wall time ${Object.entries(r.coldWallMs).map(([i, ms]) => `${i} ${fx(ms / 1000, 1)} s`).join(', ')}`);
@@ -250,7 +288,9 @@ function print(r, impls, log) {
     for (const c of r.cold) {
       const v = c.vsWarm;
       log(`${`${c.series} (cold)`.padEnd(18)}${c.unit.padEnd(10)}${head.filter((i) => i.id in c.median).map((i) => fx(c.median[i.id]).padStart(w)).join('')}   ${fx(v.soft)} / ${fx(v.rio)} / ${fx(v.tcs)} / ${fx(v.node)}   (target ${c.target})`);
+      if (c.cmp) for (const [i, x] of Object.entries(c.cmp)) log(`    ${IMPLS.find((y) => y.id === i).label.padEnd(15)} cold/warm to Node net's own ${fx(x.ratio)}: ${fmtCompare(x)}`);
     }
+    for (const [i, x] of Object.entries(r.series)) log(`  series wall time ${IMPLS.find((y) => y.id === i).label.padEnd(15)} to Node net's ${fx(x.ratio)} (target <= 1.25): ${fmtCompare(x, { cpuUnit: 's/run', cpuD: 2 })}`);
   }
 }
 

@@ -14,7 +14,7 @@ import { spawn } from 'node:child_process';
 import net from 'node:net';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createId, PortSpace, Access, WrOpcode, SendFlags } from '../dist/index.js';
-import { fx, median, PIN, pinned, pinSelf, run, which, freePort, listening } from './lib.js';
+import { compare, cpuMeter, fmtCompare, fx, median, PIN, pinned, pinSelf, run, which, freePort, listening } from './lib.js';
 import { waitCq } from './cq-wait.js';
 
 const PEER = fileURLToPath(new URL('./peer.js', import.meta.url));
@@ -33,38 +33,44 @@ async function withPeer(kind, fn) {
   });
   const kill = setTimeout(() => child.kill('SIGKILL'), 120_000);
   try {
-    return await fn(port);
+    return await fn(port, cpuMeter([process.pid, child.pid]));
   } finally {
     clearTimeout(kill);
     await new Promise((r) => (child.exitCode !== null ? r() : child.once('exit', r)));
   }
 }
 
-async function netPingPong(port) {
+/** Each test: { value, cpu } — its figure and the CPU µs per operation of both processes (`cpu` meter). */
+async function netPingPong(port, cpu) {
   const s = net.connect({ port, host: '127.0.0.1', noDelay: true });
   await new Promise((r) => s.once('connect', r));
   const msg = Buffer.alloc(64, 1);
   let left = PP_ITERS + (WARMUP ? PP_ITERS : 0);
   let have = 0;
   let t0 = process.hrtime.bigint();
+  cpu.start();
   await new Promise((resolve) => {
     s.on('data', (d) => {
       have += d.length;
       while (have >= 64) {
         have -= 64;
         if (--left === 0) return resolve();
-        if (left === PP_ITERS) t0 = process.hrtime.bigint();
+        if (left === PP_ITERS) {
+          t0 = process.hrtime.bigint();
+          cpu.start();
+        }
         s.write(msg);
       }
     });
     s.write(msg);
   });
   const ns = Number(process.hrtime.bigint() - t0);
+  const used = cpu.stop();
   s.destroy();
-  return ns / PP_ITERS / 1000;
+  return { value: ns / PP_ITERS / 1000, cpu: used === null ? null : used / PP_ITERS };
 }
 
-async function netStream(port) {
+async function netStream(port, cpu) {
   const s = net.connect({ port, host: '127.0.0.1', noDelay: true });
   await new Promise((r) => s.once('connect', r));
   const chunk = Buffer.alloc(1 << 20, 7);
@@ -83,10 +89,12 @@ async function netStream(port) {
   };
   if (WARMUP) await phase();
   const t0 = process.hrtime.bigint();
+  cpu.start();
   await phase();
   const ns = Number(process.hrtime.bigint() - t0);
+  const used = cpu.stop();
   s.destroy();
-  return (BW_BYTES / ns); // GB/s
+  return { value: BW_BYTES / ns, cpu: used === null ? null : used / (BW_BYTES / (1 << 20)) }; // GB/s, µs per MiB
 }
 
 async function rdmaConnect(port, maxSendWr) {
@@ -98,7 +106,7 @@ async function rdmaConnect(port, maxSendWr) {
   return id;
 }
 
-async function rdmaPingPong(port) {
+async function rdmaPingPong(port, cpu) {
   const id = await rdmaConnect(port, 64);
   const qp = id.qp;
   const mr = id.pd.regMr(Buffer.alloc(128), Access.LOCAL_WRITE);
@@ -108,6 +116,7 @@ async function rdmaPingPong(port) {
   const warm = WARMUP ? PP_ITERS : 0;
   const total = warm + PP_ITERS;
   let t0 = process.hrtime.bigint();
+  cpu.start();
   qp.postSend({ wrId: 0, opcode: WrOpcode.SEND, sgList: sge, sendFlags: SendFlags.INLINE });
   for (let done = 0; done < total; ) {
     const wcs = await waitCq(id.recvCq, id.recvCqChannel);
@@ -115,19 +124,23 @@ async function rdmaPingPong(port) {
       if (wc.status !== 0) throw new Error(`completion status ${wc.status}`);
       done++;
       qp.postRecv({ wrId: 0, sgList: rsge });
-      if (done === warm) t0 = process.hrtime.bigint();
+      if (done === warm) {
+        t0 = process.hrtime.bigint();
+        cpu.start();
+      }
       if (done < total) qp.postSend({ wrId: 0, opcode: WrOpcode.SEND, sgList: sge, sendFlags: SendFlags.INLINE });
     }
   }
   const ns = Number(process.hrtime.bigint() - t0);
+  const used = cpu.stop();
   id.sendCq.poll(64);
   await id.disconnect();
   id.destroyQp();
   await id.destroy();
-  return ns / PP_ITERS / 1000;
+  return { value: ns / PP_ITERS / 1000, cpu: used === null ? null : used / PP_ITERS };
 }
 
-async function rdmaWrite(port) {
+async function rdmaWrite(port, cpu) {
   const id = await rdmaConnect(port, 16);
   const pd = Buffer.from(id.event.param.conn.privateData);
   const raddr = Number(pd.readBigUInt64BE(0));
@@ -161,12 +174,14 @@ async function rdmaWrite(port) {
   };
   if (WARMUP) await phase();
   const t0 = process.hrtime.bigint();
+  cpu.start();
   await phase();
   const ns = Number(process.hrtime.bigint() - t0);
+  const used = cpu.stop();
   await id.disconnect();
   id.destroyQp();
   await id.destroy();
-  return (n * (1 << 20)) / ns;
+  return { value: (n * (1 << 20)) / ns, cpu: used === null ? null : used / n };
 }
 
 /** qperf tcp_lat (one-way, usec) or tcp_bw (GB/s) of `size`-byte messages, server on PIN[0]. */
@@ -193,27 +208,40 @@ export async function verbsBench({ reps = 3, log = console.log } = {}) {
   pinSelf(PIN?.[1] ?? null);
   const q = which('qperf');
   const runs = { netRtt: [], rdmaRtt: [], qperfRtt: [], netBw: [], rdmaBw: [], qperfBw: [] };
+  // CPU µs per round trip / per MiB of both processes (ours and Node's; qperf runs for a time).
+  const cpuRuns = { netRtt: [], rdmaRtt: [], netBw: [], rdmaBw: [] };
+  const push = (k, r) => {
+    runs[k].push(r.value);
+    cpuRuns[k].push(r.cpu);
+  };
   for (let i = 0; i < reps; i++) {
-    runs.netRtt.push(await withPeer('net-pingpong', netPingPong));
-    runs.rdmaRtt.push(await withPeer('rdma-pingpong', rdmaPingPong));
+    push('netRtt', await withPeer('net-pingpong', netPingPong));
+    push('rdmaRtt', await withPeer('rdma-pingpong', rdmaPingPong));
     if (q) runs.qperfRtt.push(2 * (await qperf(q, 'tcp_lat', 64)));
-    runs.netBw.push(await withPeer('net-stream', netStream));
-    runs.rdmaBw.push(await withPeer('rdma-write', rdmaWrite));
+    push('netBw', await withPeer('net-stream', netStream));
+    push('rdmaBw', await withPeer('rdma-write', rdmaWrite));
     if (q) runs.qperfBw.push(await qperf(q, 'tcp_bw', 1 << 20));
   }
   pinSelf(null);
   const r = Object.fromEntries(Object.entries(runs).map(([k, v]) => [k, median(v)]));
   // The headline ratios: the median of the rounds' ratios (a round's runs are back to back).
-  const rtt = median(runs.rdmaRtt.map((x, k) => x / runs.netRtt[k]));
-  const bw = median(runs.rdmaBw.map((x, k) => x / runs.netBw[k]));
+  const cmp = {
+    rtt: compare({ ours: runs.rdmaRtt, base: runs.netRtt, oursCpu: cpuRuns.rdmaRtt, baseCpu: cpuRuns.netRtt }),
+    bw: compare({ ours: runs.rdmaBw, base: runs.netBw, oursCpu: cpuRuns.rdmaBw, baseCpu: cpuRuns.netBw }),
+  };
+  const rtt = cmp.rtt.ratio;
+  const bw = cmp.bw.ratio;
   log(`verbs: ${reps} run(s) each, median; ${PP_ITERS} round trips, ${BW_BYTES} bytes${WARMUP ? ', each after as long an untimed warm-up' : ', no warm-up'}${PIN ? `; peer on CPU ${PIN[0]}, this process on CPU ${PIN[1]}` : '; unpinned'}${q ? '' : '; qperf not installed (bench/setup.sh installs it)'}`);
   log(`64 B ping-pong RTT   soft-iWARP SEND/RECV ${fx(r.rdmaRtt, 1)} us   Node net ${fx(r.netRtt, 1)} us   qperf tcp_lat x2 ${fx(r.qperfRtt, 1)} us   soft/Node ${fx(rtt)} (target <= 1.15)`);
+  log(`      ${fmtCompare(cmp.rtt, { d: 1, cpuUnit: 'us/RT' })}`);
   log(`1 MiB stream         soft-iWARP RDMA WRITE ${fx(r.rdmaBw)} GB/s   Node net onread ${fx(r.netBw)} GB/s   qperf tcp_bw ${fx(r.qperfBw)} GB/s   soft/Node ${fx(bw)} (target >= 0.9)`);
+  log(`      ${fmtCompare(cmp.bw, { cpuUnit: 'us/MiB', cpuD: 0 })}`);
   return {
     reps,
-    rtt: { unit: 'usec', soft: r.rdmaRtt, node: r.netRtt, qperf: r.qperfRtt, vsNode: rtt, target: '<= 1.15 x Node net' },
-    bw: { unit: 'GB/s', soft: r.rdmaBw, node: r.netBw, qperf: r.qperfBw, vsNode: bw, target: '>= 0.9 x Node net' },
+    rtt: { unit: 'usec', soft: r.rdmaRtt, node: r.netRtt, qperf: r.qperfRtt, vsNode: rtt, target: '<= 1.15 x Node net', cpuUnit: 'us/RT', cmp: cmp.rtt },
+    bw: { unit: 'GB/s', soft: r.rdmaBw, node: r.netBw, qperf: r.qperfBw, vsNode: bw, target: '>= 0.9 x Node net', cpuUnit: 'us/MiB', cmp: cmp.bw },
     runs,
+    cpuRuns,
   };
 }
 

@@ -4,6 +4,7 @@
  * resolver's EAI codes and messages.
  */
 import { GaiError, gaiStrerror, getaddrinfo, type SockAddr, parseIpv6 } from './api.js';
+import { formatIpv6Text } from '../ip-text.js';
 
 /** A resolved host: the first getaddrinfo answer (`struct sockaddr_in`/`sockaddr_in6`). */
 export interface HostAddr {
@@ -52,36 +53,7 @@ export function canonicalIp(address: string): string {
  * IPv4-compatible (`::a.b.c.d`) and IPv4-mapped (`::ffff:a.b.c.d`) addresses. Used for GIDs.
  */
 export function inetNtop6(b: Uint8Array): string {
-  const w: number[] = [];
-  for (let i = 0; i < 8; i++) w.push((((b[2 * i] ?? 0) << 8) | (b[2 * i + 1] ?? 0)) >>> 0);
-  let best = { base: -1, len: 0 };
-  let cur = { base: -1, len: 0 };
-  for (let i = 0; i < 8; i++) {
-    if (w[i] === 0) {
-      if (cur.base === -1) cur = { base: i, len: 1 };
-      else cur.len++;
-    } else if (cur.base !== -1) {
-      if (best.base === -1 || cur.len > best.len) best = cur;
-      cur = { base: -1, len: 0 };
-    }
-  }
-  if (cur.base !== -1 && (best.base === -1 || cur.len > best.len)) best = cur;
-  if (best.base !== -1 && best.len < 2) best = { base: -1, len: 0 };
-  let s = '';
-  for (let i = 0; i < 8; i++) {
-    if (best.base !== -1 && i >= best.base && i < best.base + best.len) {
-      if (i === best.base) s += ':';
-      continue;
-    }
-    if (i !== 0) s += ':';
-    if (i === 6 && best.base === 0 && (best.len === 6 || (best.len === 5 && w[5] === 0xffff))) {
-      s += `${b[12] ?? 0}.${b[13] ?? 0}.${b[14] ?? 0}.${b[15] ?? 0}`;
-      return s;
-    }
-    s += (w[i] as number).toString(16);
-  }
-  if (best.base !== -1 && best.base + best.len === 8) s += ':';
-  return s;
+  return formatIpv6Text(b, 0, 'glibc');
 }
 
 /**

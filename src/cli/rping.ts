@@ -168,7 +168,10 @@ interface Cb {
   count: number;
   size: number;
   validate: boolean;
-  /** `--json` (this port's): the client prints its pings' timing as one JSON line. */
+  /**
+   * `--json` (this port's): the client prints its pings' timing as one JSON line; the server, when
+   * the client leaves, the CPU time of the pings it served after the first `--warmup`.
+   */
   json: boolean;
   /** `--warmup N` (this port's): N untimed pings before the `-C count` timed ones. */
   warmup: number;
@@ -933,9 +936,13 @@ function rdmaWr(cb: Cb, opcode: WrOpcode, length: number): SendWr {
 
 async function rpingTestServer(cb: Cb): Promise<number> {
   let ret = 0;
+  // --json: the CPU time of the pings after the first --warmup ones, printed when the client leaves.
+  let pings = 0;
+  let cpu = process.cpuUsage();
 
   for (;;) {
     jitPing();
+    if (pings++ === cb.warmup && cb.warmup > 0) cpu = process.cpuUsage();
     // Wait for the client's source advert.
     while (!semTake(cb)) await cb.sem.park();
     if (!inState(cb, TestState.RDMA_READ_ADV)) {
@@ -993,6 +1000,11 @@ async function rpingTestServer(cb: Cb): Promise<number> {
     DEBUG_LOG('server posted go ahead\n');
   }
 
+  if (cb.json) {
+    const used = process.cpuUsage(cpu);
+    // The last turn of the loop waited for a ping that did not come.
+    out(JSON.stringify({ tool: 'rping', role: 'server', pings: Math.max(0, pings - 1 - cb.warmup), warmup: cb.warmup, cpu_user_usec: used.user, cpu_sys_usec: used.system }) + '\n');
+  }
   return stateOf(cb) === TestState.DISCONNECTED ? 0 : ret;
 }
 

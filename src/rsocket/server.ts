@@ -71,8 +71,8 @@ export class RServer extends EventEmitter {
   private readonly conns = new Set<RSocket>();
   private closing = false;
   private closed = false;
-  /** Aborts the handshakes still in progress when the server closes. */
-  private readonly handshakes = new AbortController();
+  /** Aborts the handshakes still in progress when the server closes (one per listen). */
+  private handshakes = new AbortController();
   private _listening = false;
   /** Stops listening to the listen() signal. */
   private unlisten: (() => void) | null = null;
@@ -89,9 +89,10 @@ export class RServer extends EventEmitter {
   }
 
   /**
-   * Start listening (as net.Server: port 0 picks one; host default the IPv4 wildcard). Throws
-   * EINVAL for a bad port, host, backlog or signal, or when already listening; errors of the bind
-   * and listen themselves come as `'error'`, a tick later at the earliest.
+   * Start listening (as net.Server: port 0 picks one; host default the IPv4 wildcard; a closed
+   * server may listen again). Throws EINVAL for a bad port, host, backlog or signal, or when
+   * already listening; errors of the bind and listen themselves come as `'error'`, a tick later
+   * at the earliest.
    */
   listen(options: RServerListenOptions, cb?: () => void): this;
   listen(port?: number | string, host?: string, backlog?: number, cb?: () => void): this;
@@ -124,7 +125,12 @@ export class RServer extends EventEmitter {
     const backlog = checkBacklog(o.backlog, 'rlisten');
     const signal = checkSignal(o.signal, op);
     if (this.listener || this._listening) throw badArg(op, 'the server is already listening');
-    if (this.closing) throw badArg(op, 'the server was closed');
+    // As net.Server: a closed server may listen again (its old connections stay counted).
+    if (this.closing) {
+      this.closing = false;
+      this.closed = false;
+      this.handshakes = new AbortController();
+    }
     if (cb) this.once('listening', cb);
     if (signal) {
       const onAbort = (): void => void this.close();
@@ -148,20 +154,22 @@ export class RServer extends EventEmitter {
     try {
       let host = o.host ?? '0.0.0.0';
       if (!isIP(host)) host = (await lookup(host)).address;
-      if (this.closing) return;
+      // Closed (and perhaps listening again with another listener) during the lookup.
+      if (this.listener !== l) return;
       l.setsockopt(SOL_SOCKET, SO_REUSEADDR, 1);
       if (o.ipv6Only !== undefined) l.setsockopt(41, 26, o.ipv6Only);
       l.bind({ address: host, port: o.port });
       await l.listen(o.backlog ?? 511);
     } catch (e) {
-      if (this.listener === l) this.listener = null;
+      const current = this.listener === l;
+      if (current) this.listener = null;
       void l.close();
       // As net.Server (emitErrorNT): never inside listen(), so once(server, 'listening') sees it.
-      if (!this.closing) process.nextTick(() => this.emit('error', e as Error));
+      if (current) process.nextTick(() => this.emit('error', e as Error));
       return;
     }
     // Closed while the listen was under way (close(), the signal): no 'listening'.
-    if (this.closing) {
+    if (this.listener !== l) {
       void l.close();
       return;
     }
@@ -171,12 +179,12 @@ export class RServer extends EventEmitter {
   }
 
   private async acceptLoop(l: RsListener): Promise<void> {
-    while (!this.closing) {
+    while (this.listener === l) {
       let ev;
       try {
         ev = await l._nextRequest();
       } catch (e) {
-        if (this.closing || (e instanceof RdmaError && e.code === 'EBADF')) return;
+        if (this.listener !== l || (e instanceof RdmaError && e.code === 'EBADF')) return;
         this.emit('clientError', e as Error);
         continue;
       }
@@ -193,10 +201,10 @@ export class RServer extends EventEmitter {
       c = await l._acceptOne(ev, this.handshakes.signal);
     } catch (e) {
       // One bad request (another protocol version, a requester that went away) does not stop the server.
-      if (!this.closing) this.emit('clientError', e as Error);
+      if (this.listener === l) this.emit('clientError', e as Error);
       return;
     }
-    if (this.closing) {
+    if (this.listener !== l) {
       void c.close();
       return;
     }

@@ -108,6 +108,30 @@ function suite(X) {
     await server[Symbol.asyncDispose]();
   });
 
+  test(`[${X.name}] a closed server listens again: new connections reach it; 'close' after the second close`, T, async () => {
+    const accepted = [];
+    const server = await listening(X, (s) => {
+      accepted.push(s);
+      s.end('hi');
+    });
+    server.close();
+    await closeOf(server);
+    assert.equal(server.listening, false);
+    server.listen(0, LO);
+    await once(server, 'listening');
+    assert.equal(server.listening, true);
+    const c = X.connect(server.address().port, LO);
+    let got = '';
+    c.on('data', (d) => (got += d));
+    await once(c, 'end');
+    assert.equal(got, 'hi');
+    assert.equal(accepted.length, 1);
+    c.destroy();
+    const closed = closeOf(server);
+    server.close();
+    await closed;
+  });
+
   test(`[${X.name}] connect({ signal }) already aborted: not destroyed in the call; 'error' AbortError (the reason as cause), then 'close' with hadError`, T, async () => {
     const why = new Error('stop');
     const c = X.connect({ port: 9, host: LO, signal: AbortSignal.abort(why) });

@@ -137,6 +137,33 @@ test('-q: a server with its own QP serves a normal client', opts, async () => {
   assertPingRun(r, { count: 4 });
 });
 
+test('--json --warmup 5: the client times its 10 pings after 5 untimed, the server reports the CPU of the same 10', opts, async () => {
+  const port = await freePort();
+  const r = await pingPong({
+    port,
+    serverArgs: ['-a', '127.0.0.1', '--json', '--warmup', '5'],
+    clientArgs: ['-a', '127.0.0.1', '-C', '10', '--warmup', '5', '--json'],
+  });
+  assert.equal(r.cli.code, 0, r.both);
+  assert.equal(r.srv.code, 0, r.both);
+  assert.equal(r.srv.stderr, SERVER_END, r.both);
+  const c = JSON.parse(r.cli.stdout);
+  assert.deepEqual([c.tool, c.pings, c.warmup], ['rping', 10, 5], r.both);
+  assert.ok(c.usec > 0 && c.cpu_user_usec >= 0 && c.cpu_sys_usec >= 0, r.both);
+  assert.equal(r.srv.stdout.split('\n').filter(Boolean).length, 1, r.both);
+  const s = JSON.parse(r.srv.stdout);
+  assert.deepEqual([s.tool, s.role, s.pings, s.warmup], ['rping', 'server', 10, 5], r.both);
+  assert.ok(Number.isInteger(s.cpu_user_usec) && Number.isInteger(s.cpu_sys_usec) && s.cpu_user_usec + s.cpu_sys_usec > 0, r.both);
+});
+
+test('a server without --json prints nothing of its timing', opts, async () => {
+  const port = await freePort();
+  const r = await pingPong({ port, serverArgs: ['-a', '127.0.0.1'], clientArgs: ['-a', '127.0.0.1', '-C', '3', '--json'] });
+  assert.equal(r.srv.code, 0, r.both);
+  assert.equal(r.srv.stdout, '', r.both);
+  assert.equal(JSON.parse(r.cli.stdout).pings, 3, r.both);
+});
+
 test('-q client: rdma_establish fails with EINVAL on iWARP, as with rdma-core on siw', opts, async () => {
   const port = await freePort();
   const r = await pingPong({

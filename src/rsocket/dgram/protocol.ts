@@ -21,6 +21,7 @@
  * | 8   | v6: addr[16]                          | qpn be32 (the low 24 bits; the top byte 0)  |
  * | 12  |                                       | addr: v4 [4] / v6 [16] (the sender QP's IP) |
  */
+import { formatIpv6Text } from '../../ip-text.js';
 
 /** `DS_IPV4_HDR_LEN` / `DS_IPV6_HDR_LEN`: the ds_header's length by IP version. */
 export const DS_IPV4_HDR_LEN = 8;
@@ -147,26 +148,7 @@ export function formatIpv4Bytes(b: Uint8Array, off = 0): string {
 
 /** 16 bytes as IPv6 text (RFC 5952: lower case, the longest run of two or more zero words as `::`). */
 export function formatIpv6Bytes(b: Uint8Array, off = 0): string {
-  const w: number[] = [];
-  for (let i = 0; i < 8; i++) w.push(((b[off + 2 * i] as number) << 8) | (b[off + 2 * i + 1] as number));
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8; ) {
-    if (w[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && w[j] === 0) j++;
-    if (j - i > bestLen) {
-      best = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hex = (a: number[]): string => a.map((x) => x.toString(16)).join(':');
-  if (best < 0) return hex(w);
-  return `${hex(w.slice(0, best))}::${hex(w.slice(best + bestLen))}`;
+  return formatIpv6Text(b, off);
 }
 
 /** The IP version of an address text (a `:` makes it IPv6). */

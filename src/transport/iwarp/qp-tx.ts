@@ -182,6 +182,8 @@ export class QpTx {
     this.held = false;
     this.doneHead = 1;
     this.doneHead = 0;
+    this.wroteInJob = true;
+    this.wroteInJob = false;
   }
 
   /** Bind to a connection. */
@@ -257,8 +259,11 @@ export class QpTx {
       }
     } finally {
       if (this.llp !== llp) this.dropStage();
-      else if (this.nWrites === 0 && this.endsWithWrite && this.slabPos !== this.stageStart) this.flushSoon();
-      else this.flushStage(llp);
+      else if (this.nWrites === 0 && (this.endsWithWrite || this.wroteInJob) && this.slabPos !== this.stageStart) this.flushSoon();
+      else {
+        this.flushStage(llp);
+        if (this.nWrites !== 0) this.markJobWrite();
+      }
       llp.endBatch();
       this.kicking = false;
       if (this.nCopied !== 0) this.completeCopied();
@@ -289,6 +294,27 @@ export class QpTx {
     if (llp !== null && !llp.isClosed) this.flushStage(llp);
   }
 
+  /**
+   * Whether a kick of the running job (the callback or microtask now running) has written
+   * already. The first kick of a job writes at once (a lone message, a reply, pays no wait); what
+   * later kicks of the same job stage — a sender posting message after message in one
+   * synchronous loop, as rstream's bandwidth rows do with 100,000 sends of 64 bytes — leaves in
+   * one write at the end of the tick ({@link flushSoon}): one system call, and one wake-up and
+   * read for the peer, for the whole run of small messages instead of one per message, as Node's
+   * own stream batches writes that queue behind a pending one. Reset by a microtask queued with
+   * the first write (a promise reaction: cheaper than a process.nextTick, which the ping-pong path
+   * would pay on every message).
+   */
+  private wroteInJob = false;
+  private markJobWrite(): void {
+    if (this.wroteInJob) return;
+    this.wroteInJob = true;
+    microtask(this.jobOver);
+  }
+  private readonly jobOver = (): void => {
+    this.wroteInJob = false;
+  };
+
   private flushQueued = false;
   /**
    * Write the staged FPDUs once the current tick's callbacks and microtasks are over (a
@@ -316,7 +342,12 @@ export class QpTx {
   /** Room for `n` bytes at the end of the staging slab: its offset there. */
   private stageAlloc(llp: Llp, n: number): number {
     if (this.slabPos + n > this.slab.length) {
-      this.flushStage(llp);
+      // Bytes staged for the end of the tick (see wroteInJob) move to a larger slab while the
+      // slab may still grow, so that a run of small messages leaves in one write, not one per
+      // slab's worth.
+      const staged = this.slabPos - this.stageStart;
+      if (staged !== 0 && this.slab.length < SLAB_SIZE) this.growSlab(staged + n);
+      else this.flushStage(llp);
     }
     if (this.slabPos + n > this.slab.length) {
       const next = this.slab.length === 0 ? FIRST_SLAB : Math.min(SLAB_SIZE, this.slab.length * 4);
@@ -329,6 +360,18 @@ export class QpTx {
     const at = this.slabPos;
     this.slabPos += n;
     return at;
+  }
+
+  /** Move the staged bytes to the start of a new slab with room for `need` bytes. */
+  private growSlab(need: number): void {
+    const next = Math.max(need, Math.min(SLAB_SIZE, this.slab.length * 4));
+    const s = next <= 4096 ? Buffer.allocUnsafe(next) : Buffer.allocUnsafeSlow(next);
+    const staged = this.slabPos - this.stageStart;
+    copyBytes(this.slab, this.stageStart, s, 0, staged);
+    this.slab = s;
+    this.stageStart = 0;
+    this.slabPos = staged;
+    this.atStart = NO_VIEW;
   }
 
   /**

@@ -19,6 +19,7 @@
  */
 import { err } from '../../errors.js';
 import { FLOW_LABEL_MASK } from './packet.js';
+import { formatIpv6Text } from '../../ip-text.js';
 
 /** rdma_cm port spaces (`enum rdma_ucm_port_space`). */
 export const RdmaPortSpace = {
@@ -259,27 +260,7 @@ function parseIpv6(text: string): Uint8Array | null {
 export function formatIp(addr: Uint8Array): string {
   if (addr.length === 4) return addr.join('.');
   if (addr.length !== 16) throw err('EINVAL', 'formatIp', `${addr.length}-byte address`);
-  if (isIpv4MappedGid(addr)) return `::ffff:${addr.subarray(12).join('.')}`;
-  const w: number[] = [];
-  for (let i = 0; i < 8; i++) w.push((addr[2 * i]! << 8) | addr[2 * i + 1]!);
-  let best = -1;
-  let bestLen = 1;
-  for (let i = 0; i < 8; ) {
-    if (w[i] !== 0) {
-      i++;
-      continue;
-    }
-    let j = i;
-    while (j < 8 && w[j] === 0) j++;
-    if (j - i > bestLen) {
-      best = i;
-      bestLen = j - i;
-    }
-    i = j;
-  }
-  const hexw = (a: number[]): string => a.map((x) => x.toString(16)).join(':');
-  if (best < 0) return hexw(w);
-  return `${hexw(w.slice(0, best))}::${hexw(w.slice(best + bestLen))}`;
+  return formatIpv6Text(addr, 0, 'mapped');
 }
 
 /** A GID as `ibv_devinfo -v` prints it: eight 4-digit hex groups (`0000:...:ffff:0a4d:0002`). */

@@ -214,3 +214,37 @@ test('copied messages posted faster than TCP takes them (buffered writes) and af
     await close();
   }
 });
+
+test('small SENDs posted one by one in one tick: the first is written at once, the rest together at the end of the tick, intact and in order', { timeout: 30000 }, async () => {
+  const N = 50;
+  const { a, b, close } = await rcPair({ send: N + 8, recv: N + 8, sge: 2 });
+  try {
+    const src = a.pd.regMr(randomBytes(N * 64), 0);
+    const dst = b.pd.regMr(Buffer.alloc(N * 64), Access.LOCAL_WRITE);
+    for (let i = 0; i < N; i++) b.qp.postRecv({ wrId: i, sgList: [{ addr: dst.addr + i * 64, length: 64, lkey: dst.lkey }] });
+    for (let round = 0; round < 2; round++) {
+      let afterFirst = -1;
+      const { n, inTick } = await countWrites(a.qp, () => {
+        for (let i = 0; i < N; i++) {
+          a.qp.postSend({ wrId: i, opcode: WrOpcode.SEND, sgList: [{ addr: src.addr + i * 64, length: 64 - (i % 5), lkey: src.lkey }], sendFlags: SendFlags.SIGNALED });
+          if (i === 0) afterFirst = a.qp.llp.socket.bytesWritten;
+        }
+      });
+      assert.ok(afterFirst > 0, 'the first SEND was written by its own postSend');
+      assert.equal(n, 2, 'the other SENDs of the tick left in one write');
+      assert.equal(inTick, 2, 'both before the event loop went on');
+      const wcs = await reap(b.recvCq, N, 10000);
+      for (let i = 0; i < N; i++) {
+        assert.equal(wcs[i].wrId, i);
+        assert.equal(wcs[i].status, WcStatus.SUCCESS);
+        assert.equal(wcs[i].byteLen, 64 - (i % 5));
+        assert.deepEqual(Buffer.from(dst.buf).subarray(i * 64, i * 64 + wcs[i].byteLen), Buffer.from(src.buf).subarray(i * 64, i * 64 + wcs[i].byteLen));
+      }
+      const sc = await reap(a.sendCq, N, 10000);
+      assert.deepEqual(sc.map((w) => w.wrId), [...Array(N).keys()]);
+      for (let i = 0; i < N; i++) b.qp.postRecv({ wrId: i, sgList: [{ addr: dst.addr + i * 64, length: 64, lkey: dst.lkey }] });
+    }
+  } finally {
+    await close();
+  }
+});
