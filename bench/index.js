@@ -20,7 +20,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { compare, fmtCompare, machine } from './lib.js';
+import { compare, machine } from './lib.js';
 import { NOISY_ABOVE, formatTargets, judge } from './targets.js';
 import { streamBench } from './stream.js';
 import { verbsBench } from './verbs.js';
@@ -29,6 +29,7 @@ import { cmBench } from './cmtime.js';
 import { perftestBench } from './perftest.js';
 import { httpBench } from './http.js';
 import { captureBench } from './capture.js';
+import { formatNative } from './native.js';
 
 const argv = process.argv.slice(2);
 const opt = (name) => {
@@ -119,8 +120,7 @@ if (only.includes('native')) {
     const us = (a) => (Array.isArray(a) ? a.map((x) => x / 1000) : []);
     n.cmp = compare({ ours: us(n.jsNs), base: us(n.cNs), oursCpu: us(n.jsCpuNs), baseCpu: us(n.cCpuNs) });
     result.sections.native = n;
-    console.log(`native data path on ${n.device}: ${n.size} B SEND/RECV ping-pong, JS through the addon ${(n.jsMedianNs / 1000).toFixed(2)} us, C loop ${(n.cMedianNs / 1000).toFixed(2)} us per round trip; JS/C ${n.ratio.toFixed(2)} (target <= 1.2)`);
-    console.log(`  ${fmtCompare(n.cmp, { cpuUnit: 'us/RT' })}`);
+    for (const l of formatNative(n)) console.log(l);
   } else {
     result.sections.native = { skipped: line || `exit ${r.status}` };
     console.log(line || `native data path: bench/native.js exit ${r.status}\n${r.stderr}`);

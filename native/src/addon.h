@@ -23,7 +23,7 @@
 #include <rdma/rdma_cma.h>
 
 /* Bumped whenever an exported function changes its arguments or results. */
-#define ADDON_ABI 2
+#define ADDON_ABI 3
 
 #define OBJ_MAGIC 0x52434d4eu /* "RCMN" */
 
@@ -75,6 +75,7 @@ struct qp_obj {
 	struct obj h;
 	struct cmid_obj *cm; /* the rdma_cm_id that created it (rdma_create_qp), or NULL */
 	struct addon_state *st; /* for the data path: the scratch buffers */
+	uint32_t slot;          /* its key-table slot once dataSlot gave it one (0: none) */
 };
 
 struct cq_obj {
@@ -83,6 +84,7 @@ struct cq_obj {
 	/* Made by ibv_create_cq_ex (createCqEx): polled with ibv_start_poll (pollCqEx). */
 	struct ibv_cq_ex *ex;
 	uint64_t wc_flags;
+	uint32_t slot; /* its key-table slot once dataSlot gave it one (0: none) */
 };
 
 struct cmid_obj {
@@ -119,6 +121,8 @@ struct addon_state {
 #define SGE_MAX 256        /* SGEs per call */
 #define SGE_BASE (WR_MAX * WR_WORDS) /* first SGE word */
 #define WR_STATUS_WORD (SGE_BASE + SGE_MAX * SGE_WORDS) /* bad WR index after a failed post */
+#define WR_SLOT_WORD (WR_STATUS_WORD + 1)   /* the *Slot calls' QP or CQ (its key-table slot) */
+#define WR_COUNT_WORD (WR_STATUS_WORD + 2)  /* and their WR count or poll maximum */
 #define WR_SCRATCH_WORDS (WR_STATUS_WORD + 4)
 #define WC_WORDS 12        /* one completion */
 #define WC_MAX 64          /* completions per call */

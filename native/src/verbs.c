@@ -653,6 +653,8 @@ static napi_value destroy_cq(napi_env env, napi_callback_info info)
 	if (r)
 		return neg_errno(env, r);
 	o->ptr = NULL;
+	key_slot_drop(((struct cq_obj *)o)->slot);
+	((struct cq_obj *)o)->slot = 0;
 	return num(env, 0);
 }
 
@@ -679,25 +681,16 @@ static napi_value ack_cq_events(napi_env env, napi_callback_info info)
 	return num(env, 0);
 }
 
-/* pollCq(cq, max) -> n | -errno; completions in the WC scratch, WC_WORDS words each. */
-static napi_value poll_cq(napi_env env, napi_callback_info info)
+/* Up to `max` completions of `o` into the WC scratch, WC_WORDS words each: n or -errno. */
+static int poll_words(struct cq_obj *o, uint32_t max)
 {
-	size_t argc = 2;
-	napi_value argv[2];
-	uint32_t max;
-	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2)
-		return neg_errno(env, EINVAL);
-	struct cq_obj *o = get_obj(env, argv[0], T_CQ);
-	if (!o || !o->st || !o->st->wc || napi_get_value_uint32(env, argv[1], &max) != napi_ok)
-		return neg_errno(env, EINVAL);
-	struct addon_state *st = o->st;
 	if (max > WC_MAX)
 		max = WC_MAX;
 	struct ibv_wc wc[WC_MAX];
 	int n = ibv_poll_cq(o->h.ptr, (int)max, wc);
 	if (n < 0)
-		return neg_errno(env, -n > 0 ? -n : EIO);
-	uint32_t *w = st->wc;
+		return -(-n > 0 ? -n : EIO);
+	uint32_t *w = o->st->wc;
 	for (int i = 0; i < n; i++, w += WC_WORDS) {
 		const struct ibv_wc *c = &wc[i];
 		w[0] = (uint32_t)c->wr_id;
@@ -713,7 +706,21 @@ static napi_value poll_cq(napi_env env, napi_callback_info info)
 		w[10] = (uint32_t)c->pkey_index | ((uint32_t)c->slid << 16);
 		w[11] = (uint32_t)c->sl | ((uint32_t)c->dlid_path_bits << 8);
 	}
-	return int32(env, n);
+	return n;
+}
+
+/* pollCq(cq, max) -> n | -errno; completions in the WC scratch, WC_WORDS words each. */
+static napi_value poll_cq(napi_env env, napi_callback_info info)
+{
+	size_t argc = 2;
+	napi_value argv[2];
+	uint32_t max;
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2)
+		return neg_errno(env, EINVAL);
+	struct cq_obj *o = get_obj(env, argv[0], T_CQ);
+	if (!o || !o->st || !o->st->wc || napi_get_value_uint32(env, argv[1], &max) != napi_ok)
+		return neg_errno(env, EINVAL);
+	return int32(env, poll_words(o, max));
 }
 
 /*
@@ -1176,6 +1183,8 @@ static napi_value destroy_qp(napi_env env, napi_callback_info info)
 	if (r)
 		return neg_errno(env, r);
 	o->h.ptr = NULL;
+	key_slot_drop(o->slot);
+	o->slot = 0;
 	if (o->cm) {
 		/* rdma_destroy_qp's bookkeeping: the id no longer has a QP. */
 		if (o->cm->h.ptr && ((struct rdma_cm_id *)o->cm->h.ptr)->qp == qp)
@@ -1235,19 +1244,11 @@ static inline bool sges_of(const uint32_t *base, uint32_t first, uint32_t n, str
 }
 
 /*
- * postSend(qp, n) -> 0 | -errno. The n WRs (n <= WR_MAX) and their SGEs are in the WR scratch;
+ * ibv_post_send of the n WRs (1 <= n <= WR_MAX) of the WR scratch and their SGEs: 0 or an errno;
  * on failure the index of the first WR not posted is in word WR_STATUS_WORD.
  */
-static napi_value post_send(napi_env env, napi_callback_info info)
+static int post_send_words(struct qp_obj *o, uint32_t n)
 {
-	size_t argc = 2;
-	napi_value argv[2];
-	uint32_t n;
-	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2)
-		return neg_errno(env, EINVAL);
-	struct qp_obj *o = get_obj(env, argv[0], T_QP);
-	if (!o || !o->st || !o->st->wr || napi_get_value_uint32(env, argv[1], &n) != napi_ok || n < 1 || n > WR_MAX)
-		return neg_errno(env, EINVAL);
 	struct addon_state *st = o->st;
 	struct ibv_send_wr wrs[WR_MAX];
 	struct ibv_sge sges[SGE_MAX];
@@ -1259,7 +1260,7 @@ static napi_value post_send(napi_env env, napi_callback_info info)
 		memset(wr, 0, sizeof(*wr));
 		if (!sges_of(base, first, ns, sges + (first < SGE_MAX ? first : 0))) {
 			base[WR_STATUS_WORD] = i;
-			return neg_errno(env, EINVAL);
+			return EINVAL;
 		}
 		wr->wr_id = wr_id_of(w);
 		wr->sg_list = ns ? &sges[first] : NULL;
@@ -1273,7 +1274,7 @@ static napi_value post_send(napi_env env, napi_callback_info info)
 		if (wr->opcode == IBV_WR_BIND_MW) {
 			if (!bind_wr_from(w, wr)) {
 				base[WR_STATUS_WORD] = i;
-				return neg_errno(env, EINVAL);
+				return EINVAL;
 			}
 		} else if (wr->opcode == IBV_WR_ATOMIC_CMP_AND_SWP || wr->opcode == IBV_WR_ATOMIC_FETCH_AND_ADD) {
 			double ra;
@@ -1286,7 +1287,7 @@ static napi_value post_send(napi_env env, napi_callback_info info)
 			uint32_t ai = w[W_AH] - 1;
 			if (ai >= ah_cap || !ah_tab[ai] || !ah_tab[ai]->ptr) {
 				base[WR_STATUS_WORD] = i;
-				return neg_errno(env, EINVAL);
+				return EINVAL;
 			}
 			wr->wr.ud.ah = ah_tab[ai]->ptr;
 			wr->wr.ud.remote_qpn = w[W_RQPN];
@@ -1301,11 +1302,24 @@ static napi_value post_send(napi_env env, napi_callback_info info)
 	}
 	struct ibv_send_wr *bad = NULL;
 	int r = ibv_post_send(o->h.ptr, wrs, &bad);
-	if (r) {
+	if (r)
 		base[WR_STATUS_WORD] = bad ? (uint32_t)(bad - wrs) : 0;
-		return neg_errno(env, r);
-	}
-	return int32(env, 0);
+	return r;
+}
+
+/* postSend(qp, n) -> 0 | -errno: post_send_words. */
+static napi_value post_send(napi_env env, napi_callback_info info)
+{
+	size_t argc = 2;
+	napi_value argv[2];
+	uint32_t n;
+	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2)
+		return neg_errno(env, EINVAL);
+	struct qp_obj *o = get_obj(env, argv[0], T_QP);
+	if (!o || !o->st || !o->st->wr || napi_get_value_uint32(env, argv[1], &n) != napi_ok || n < 1 || n > WR_MAX)
+		return neg_errno(env, EINVAL);
+	int r = post_send_words(o, n);
+	return r ? neg_errno(env, r) : int32(env, 0);
 }
 
 /* The n receive WRs of the scratch (words: id, num_sge, first SGE) as a chain in `wrs`. */
@@ -1326,7 +1340,25 @@ bool recv_wrs_from(const uint32_t *base, uint32_t n, struct ibv_recv_wr *wrs, st
 	return true;
 }
 
-/* postRecv(qp, n) -> 0 | -errno, as postSend (WR words: id, num_sge, first SGE). */
+/* ibv_post_recv of the n receive WRs of the scratch (words: id, num_sge, first SGE), as post_send_words. */
+static int post_recv_words(struct qp_obj *o, uint32_t n)
+{
+	struct ibv_recv_wr wrs[WR_MAX];
+	struct ibv_sge sges[SGE_MAX];
+	uint32_t *base = o->st->wr;
+	uint32_t at;
+	if (!recv_wrs_from(base, n, wrs, sges, &at)) {
+		base[WR_STATUS_WORD] = at;
+		return EINVAL;
+	}
+	struct ibv_recv_wr *bad = NULL;
+	int r = ibv_post_recv(o->h.ptr, wrs, &bad);
+	if (r)
+		base[WR_STATUS_WORD] = bad ? (uint32_t)(bad - wrs) : 0;
+	return r;
+}
+
+/* postRecv(qp, n) -> 0 | -errno: post_recv_words. */
 static napi_value post_recv(napi_env env, napi_callback_info info)
 {
 	size_t argc = 2;
@@ -1337,22 +1369,83 @@ static napi_value post_recv(napi_env env, napi_callback_info info)
 	struct qp_obj *o = get_obj(env, argv[0], T_QP);
 	if (!o || !o->st || !o->st->wr || napi_get_value_uint32(env, argv[1], &n) != napi_ok || n < 1 || n > WR_MAX)
 		return neg_errno(env, EINVAL);
-	struct addon_state *st = o->st;
-	struct ibv_recv_wr wrs[WR_MAX];
-	struct ibv_sge sges[SGE_MAX];
-	uint32_t *base = st->wr;
-	uint32_t at;
-	if (!recv_wrs_from(base, n, wrs, sges, &at)) {
-		base[WR_STATUS_WORD] = at;
+	int r = post_recv_words(o, n);
+	return r ? neg_errno(env, r) : int32(env, 0);
+}
+
+/*
+ * The data path's calls by slot: the QP or CQ named by its slot in the key table (dataSlot) and
+ * the count in the WR scratch's words WR_SLOT_WORD and WR_COUNT_WORD, no arguments — an N-API
+ * call that reads none costs about half of one that reads a handle and a count. The slot is
+ * checked as any handle is (key_slot_get: live, of the right type).
+ *   postSendSlot() / postRecvSlot() -> 0 | -errno, as postSend / postRecv
+ *   pollCqSlot() -> n | -errno, as pollCq
+ */
+static struct obj *slot_obj(napi_env env, uint32_t type, struct addon_state **stp)
+{
+	struct addon_state *st = state_of(env);
+	if (!st || !st->wr || !st->wc)
+		return NULL;
+	struct obj *o = key_slot_get(st->wr[WR_SLOT_WORD], type);
+	if (!o)
+		return NULL;
+	/* The object belongs to this environment's scratch (a worker's objects to its own). */
+	if ((type == T_QP ? ((struct qp_obj *)o)->st : ((struct cq_obj *)o)->st) != st)
+		return NULL;
+	*stp = st;
+	return o;
+}
+
+static napi_value post_send_slot(napi_env env, napi_callback_info info)
+{
+	struct addon_state *st;
+	struct qp_obj *o = (struct qp_obj *)slot_obj(env, T_QP, &st);
+	if (!o)
 		return neg_errno(env, EINVAL);
-	}
-	struct ibv_recv_wr *bad = NULL;
-	int r = ibv_post_recv(o->h.ptr, wrs, &bad);
-	if (r) {
-		base[WR_STATUS_WORD] = bad ? (uint32_t)(bad - wrs) : 0;
-		return neg_errno(env, r);
-	}
-	return int32(env, 0);
+	uint32_t n = st->wr[WR_COUNT_WORD];
+	if (n < 1 || n > WR_MAX)
+		return neg_errno(env, EINVAL);
+	int r = post_send_words(o, n);
+	return r ? neg_errno(env, r) : int32(env, 0);
+}
+
+static napi_value post_recv_slot(napi_env env, napi_callback_info info)
+{
+	struct addon_state *st;
+	struct qp_obj *o = (struct qp_obj *)slot_obj(env, T_QP, &st);
+	if (!o)
+		return neg_errno(env, EINVAL);
+	uint32_t n = st->wr[WR_COUNT_WORD];
+	if (n < 1 || n > WR_MAX)
+		return neg_errno(env, EINVAL);
+	int r = post_recv_words(o, n);
+	return r ? neg_errno(env, r) : int32(env, 0);
+}
+
+static napi_value poll_cq_slot(napi_env env, napi_callback_info info)
+{
+	struct addon_state *st;
+	struct cq_obj *o = (struct cq_obj *)slot_obj(env, T_CQ, &st);
+	if (!o)
+		return neg_errno(env, EINVAL);
+	return int32(env, poll_words(o, st->wr[WR_COUNT_WORD]));
+}
+
+/* dataSlot(qp | cq) -> its slot in the key table (given on first use, dropped when destroyed) | -errno */
+static napi_value data_slot(napi_env env, napi_callback_info info)
+{
+	ARGS(1);
+	struct obj *o = get_obj(env, argv[0], T_QP);
+	uint32_t *slot;
+	if (o)
+		slot = &((struct qp_obj *)o)->slot;
+	else if ((o = get_obj(env, argv[0], T_CQ)))
+		slot = &((struct cq_obj *)o)->slot;
+	else
+		return neg_errno(env, EINVAL);
+	if (!*slot)
+		*slot = key_slot_put(o);
+	return *slot ? num(env, *slot) : neg_errno(env, ENOMEM);
 }
 
 /* --- the C reference loop for `npm run bench` ---------------------------------------------- */
@@ -1417,6 +1510,72 @@ static napi_value c_loop_ping_pong(napi_env env, napi_callback_info info)
 	return num(env, now_ns() - t0);
 }
 
+/* Poll `cq` until `want` completions have come, up to `batch` per ibv_poll_cq; 0 or -errno. */
+static int poll_n(struct ibv_cq *cq, struct ibv_wc *wc, int batch, int want)
+{
+	while (want > 0) {
+		int n = ibv_poll_cq(cq, want < batch ? want : batch, wc);
+		if (n < 0)
+			return -EIO;
+		for (int i = 0; i < n; i++)
+			if (wc[i].status != IBV_WC_SUCCESS)
+				return -EIO;
+		want -= n;
+	}
+	return 0;
+}
+
+/*
+ * cLoopStream(qpA, cqA, qpB, cqB, args: Float64Array[addrA, addrB, lkeyA, lkeyB, size, iters,
+ * batch]) -> elapsed ns | -errno. Messages in batches: each iteration B posts `batch` receives
+ * as one list, A posts `batch` signaled SENDs of `size` bytes as one list, then B's CQ is polled
+ * for the receives and A's for the sends, up to `batch` completions per ibv_poll_cq — the calls
+ * bench/native.js's stream loops make through the addon. batch <= WR_MAX.
+ */
+static napi_value c_loop_stream(napi_env env, napi_callback_info info)
+{
+	ARGS(5);
+	struct qp_obj *qa = get_obj(env, argv[0], T_QP), *qb = get_obj(env, argv[2], T_QP);
+	struct obj *ca = get_obj(env, argv[1], T_CQ), *cb = get_obj(env, argv[3], T_CQ);
+	double *v;
+	if (!qa || !qb || !ca || !cb || !f64s(env, argv[4], &v, 7) || v[6] < 1 || v[6] > WR_MAX)
+		return neg_errno(env, EINVAL);
+	const int batch = (int)v[6];
+	struct ibv_sge sa = { (uint64_t)v[0], (uint32_t)v[4], (uint32_t)v[2] };
+	struct ibv_sge sb = { (uint64_t)v[1], (uint32_t)v[4], (uint32_t)v[3] };
+	struct ibv_recv_wr rb[WR_MAX];
+	struct ibv_send_wr xa[WR_MAX];
+	memset(rb, 0, sizeof rb);
+	memset(xa, 0, sizeof xa);
+	for (int i = 0; i < batch; i++) {
+		rb[i].wr_id = 100 + i;
+		rb[i].sg_list = &sb;
+		rb[i].num_sge = 1;
+		rb[i].next = i + 1 < batch ? &rb[i + 1] : NULL;
+		xa[i].wr_id = 200 + i;
+		xa[i].sg_list = &sa;
+		xa[i].num_sge = 1;
+		xa[i].opcode = IBV_WR_SEND;
+		xa[i].send_flags = IBV_SEND_SIGNALED;
+		xa[i].next = i + 1 < batch ? &xa[i + 1] : NULL;
+	}
+	struct ibv_recv_wr *br;
+	struct ibv_send_wr *bs;
+	struct ibv_wc wc[WR_MAX];
+	uint64_t iters = (uint64_t)v[5];
+	int r;
+	double t0 = now_ns();
+	for (uint64_t i = 0; i < iters; i++) {
+		if ((r = ibv_post_recv(qb->h.ptr, rb, &br)))
+			return neg_errno(env, r);
+		if ((r = ibv_post_send(qa->h.ptr, xa, &bs)))
+			return neg_errno(env, r);
+		if (poll_n(cb->ptr, wc, batch, batch) || poll_n(ca->ptr, wc, batch, batch))
+			return neg_errno(env, EIO);
+	}
+	return num(env, now_ns() - t0);
+}
+
 void verbs_register(napi_env env, napi_value exports)
 {
 	EXPORT("deviceList", device_list);
@@ -1451,7 +1610,12 @@ void verbs_register(napi_env env, napi_value exports)
 	EXPORT("detachMcast", detach_mcast);
 	EXPORT("postSend", post_send);
 	EXPORT("postRecv", post_recv);
+	EXPORT("postSendSlot", post_send_slot);
+	EXPORT("postRecvSlot", post_recv_slot);
+	EXPORT("pollCqSlot", poll_cq_slot);
+	EXPORT("dataSlot", data_slot);
 	EXPORT("cLoopPingPong", c_loop_ping_pong);
+	EXPORT("cLoopStream", c_loop_stream);
 	set_num(env, exports, "qaWords", QA_WORDS);
 	set_num(env, exports, "ahWords", AH_WORDS);
 }

@@ -17,21 +17,31 @@ import { isU32 } from '../util/fields.js';
 import type { Handle } from './binding.js';
 
 // -- the work-request scratch (32-bit words) -----------------------------------------------------
+// The encoders and decoders read the layouts through module-private bindings (WR_N, WR_W …):
+// V8 reads those more cheaply than exported ones, per field of every work request.
 
 /** Words per work request. */
-export const WR_WORDS = 20;
+const WR_N = 20;
+export const WR_WORDS = WR_N;
 /** Work requests per addon call. */
 export const WR_MAX = 32;
 /** Words per SGE: addr (f64), length, lkey. */
-export const SGE_WORDS = 4;
+const SGE_N = 4;
+export const SGE_WORDS = SGE_N;
 /** SGEs per addon call. */
 export const SGE_MAX = 256;
 /** First SGE word. */
-export const SGE_BASE = WR_MAX * WR_WORDS;
+const SGE_AT = WR_MAX * WR_N;
+export const SGE_BASE = SGE_AT;
 /** Word holding the index of the first WR not posted after a failed post. */
 export const WR_STATUS_WORD = SGE_BASE + SGE_MAX * SGE_WORDS;
-/** Work request word offsets (`W_*`). */
-export const W = {
+/**
+ * The calls by slot (`postSendSlot`, `postRecvSlot`, `pollCqSlot`): the word naming their QP or
+ * CQ by its key-table slot, and the word after it holding the WR count or the poll maximum.
+ */
+export const WR_SLOT_WORD = WR_STATUS_WORD + 1;
+export const WR_COUNT_WORD = WR_STATUS_WORD + 2;
+const WR_W = {
   ID_LO: 0, ID_HI: 1, OPCODE: 2, FLAGS: 3, NSGE: 4, SGE0: 5, IMM: 6, RKEY: 7, RADDR: 8, INV: 10, QKEY: 11, AH: 12, RQPN: 13,
   /** An atomic WR's compare (CAS) or add (FAA) operand and its swap operand, as 32-bit halves. */
   CMP_LO: 16, CMP_HI: 17, SWAP_LO: 18, SWAP_HI: 19,
@@ -42,20 +52,25 @@ export const W = {
    */
   MW_ACCESS: 14, MW_RKEY: 15,
 } as const;
+/** Work request word offsets (`W_*`). */
+export const W = WR_W;
 /** SGE word offsets: the address is the double at words 0-1. */
-export const S = { ADDR: 0, LENGTH: 2, LKEY: 3 } as const;
+const SGE_W = { ADDR: 0, LENGTH: 2, LKEY: 3 } as const;
+export const S = SGE_W;
 
 // -- the completion scratch ----------------------------------------------------------------------
 
 /** Words per completion, completions per call. */
-export const WC_WORDS = 12;
+const WC_N = 12;
+export const WC_WORDS = WC_N;
 export const WC_MAX = 64;
 /**
  * Completion word offsets: `IMM_INV` is the immediate data (host order) with IBV_WC_WITH_IMM,
  * else the invalidated rkey; `PKEY_SLID` is pkey_index | slid << 16; `SL_PATH` is
  * sl | dlid_path_bits << 8.
  */
-export const WC = { ID_LO: 0, ID_HI: 1, STATUS: 2, OPCODE: 3, VENDOR_ERR: 4, BYTE_LEN: 5, QP_NUM: 6, SRC_QP: 7, FLAGS: 8, IMM_INV: 9, PKEY_SLID: 10, SL_PATH: 11 } as const;
+const WC_W = { ID_LO: 0, ID_HI: 1, STATUS: 2, OPCODE: 3, VENDOR_ERR: 4, BYTE_LEN: 5, QP_NUM: 6, SRC_QP: 7, FLAGS: 8, IMM_INV: 9, PKEY_SLID: 10, SL_PATH: 11 } as const;
+export const WC = WC_W;
 
 // -- attribute layouts (Float64Array) ------------------------------------------------------------
 
@@ -118,10 +133,22 @@ export interface NativeAhData {
 }
 
 const TWO32 = 0x1_0000_0000;
+// The opcodes and flags the encoders and decoders test, read once rather than per work request.
+const OP_BIND_MW = WrOpcode.BIND_MW;
+const OP_CMP_AND_SWP = WrOpcode.ATOMIC_CMP_AND_SWP;
+const OP_FETCH_AND_ADD = WrOpcode.ATOMIC_FETCH_AND_ADD;
+const WC_WITH_IMM = WcFlags.WITH_IMM;
+const WC_WITH_INV = WcFlags.WITH_INV;
 
 /** Write `id` into words `o`, `o+1`: numbers carry bit 63 so they come back as numbers. */
 export function putWrId(w: Uint32Array, o: number, id: WrId): void {
   if (typeof id === 'number') {
+    if (id < TWO32) {
+      // The common id (below 2^32): no floating-point division or modulo.
+      w[o] = id;
+      w[o + 1] = 0x8000_0000;
+      return;
+    }
     w[o] = id % TWO32;
     w[o + 1] = Math.floor(id / TWO32) + 0x8000_0000;
   } else {
@@ -152,10 +179,10 @@ function putSges(w: Uint32Array, f: Float64Array, first: number, sgl: readonly S
   let slot = first;
   for (let j = 0; j < sgl.length; j++, slot++) {
     const e = sgl[j] as Sge;
-    const so = SGE_BASE + slot * SGE_WORDS;
-    f[(so + S.ADDR) >> 1] = e.addr;
-    w[so + S.LENGTH] = e.length;
-    w[so + S.LKEY] = e.lkey;
+    const so = SGE_AT + slot * SGE_N;
+    f[(so + SGE_W.ADDR) >> 1] = e.addr;
+    w[so + SGE_W.LENGTH] = e.length;
+    w[so + SGE_W.LKEY] = e.lkey;
   }
   return slot;
 }
@@ -167,53 +194,53 @@ function putSges(w: Uint32Array, f: Float64Array, first: number, sgl: readonly S
  * @returns the first SGE slot after this WR's.
  */
 export function encodeSendWr(w: Uint32Array, f: Float64Array, n: number, sge: number, wr: SendWr): number {
-  const o = n * WR_WORDS;
+  const o = n * WR_N;
   const sgl = wr.sgList;
   putWrId(w, o, wr.wrId);
-  w[o + W.OPCODE] = wr.opcode;
-  w[o + W.FLAGS] = wr.sendFlags ?? 0;
-  w[o + W.NSGE] = sgl.length;
-  w[o + W.SGE0] = sge;
-  w[o + W.IMM] = wr.immData ?? 0;
-  w[o + W.INV] = wr.invalidateRkey ?? 0;
+  w[o + WR_W.OPCODE] = wr.opcode;
+  w[o + WR_W.FLAGS] = wr.sendFlags ?? 0;
+  w[o + WR_W.NSGE] = sgl.length;
+  w[o + WR_W.SGE0] = sge;
+  w[o + WR_W.IMM] = wr.immData ?? 0;
+  w[o + WR_W.INV] = wr.invalidateRkey ?? 0;
   const ud = wr.ud;
   if (ud !== undefined) {
-    w[o + W.AH] = (ud.ah._provider as NativeAhData).index;
-    w[o + W.RQPN] = ud.remoteQpn;
-    w[o + W.QKEY] = ud.remoteQkey;
-  } else if (wr.opcode === WrOpcode.BIND_MW) {
+    w[o + WR_W.AH] = (ud.ah._provider as NativeAhData).index;
+    w[o + WR_W.RQPN] = ud.remoteQpn;
+    w[o + WR_W.QKEY] = ud.remoteQkey;
+  } else if (wr.opcode === OP_BIND_MW) {
     const b = wr.bindMw;
     const i = b?.bindInfo;
-    w[o + W.AH] = slotOf(b?.mw);
-    w[o + W.RQPN] = slotOf(i?.mr);
-    w[o + W.MW_RKEY] = b !== undefined ? b.mw.rkey >>> 0 : 0;
-    w[o + W.RKEY] = b !== undefined ? b.rkey >>> 0 : 0;
-    w[o + W.MW_ACCESS] = i?.mwAccessFlags ?? 0;
-    f[(o + W.RADDR) >> 1] = i?.addr ?? 0;
-    f[(o + W.CMP_LO) >> 1] = i?.length ?? 0;
-  } else if (wr.opcode === WrOpcode.ATOMIC_CMP_AND_SWP || wr.opcode === WrOpcode.ATOMIC_FETCH_AND_ADD) {
+    w[o + WR_W.AH] = slotOf(b?.mw);
+    w[o + WR_W.RQPN] = slotOf(i?.mr);
+    w[o + WR_W.MW_RKEY] = b !== undefined ? b.mw.rkey >>> 0 : 0;
+    w[o + WR_W.RKEY] = b !== undefined ? b.rkey >>> 0 : 0;
+    w[o + WR_W.MW_ACCESS] = i?.mwAccessFlags ?? 0;
+    f[(o + WR_W.RADDR) >> 1] = i?.addr ?? 0;
+    f[(o + WR_W.CMP_LO) >> 1] = i?.length ?? 0;
+  } else if (wr.opcode === OP_CMP_AND_SWP || wr.opcode === OP_FETCH_AND_ADD) {
     const a = wr.atomic;
-    w[o + W.AH] = 0;
-    w[o + W.RKEY] = a !== undefined ? a.rkey : 0;
-    f[(o + W.RADDR) >> 1] = a !== undefined ? a.remoteAddr : 0;
-    putU64(w, o + W.CMP_LO, a?.compareAdd ?? 0);
-    putU64(w, o + W.SWAP_LO, a?.swap ?? 0);
+    w[o + WR_W.AH] = 0;
+    w[o + WR_W.RKEY] = a !== undefined ? a.rkey : 0;
+    f[(o + WR_W.RADDR) >> 1] = a !== undefined ? a.remoteAddr : 0;
+    putU64(w, o + WR_W.CMP_LO, a?.compareAdd ?? 0);
+    putU64(w, o + WR_W.SWAP_LO, a?.swap ?? 0);
   } else {
     const r = wr.rdma;
-    w[o + W.AH] = 0;
-    w[o + W.RKEY] = r !== undefined ? r.rkey : 0;
-    f[(o + W.RADDR) >> 1] = r !== undefined ? r.remoteAddr : 0;
+    w[o + WR_W.AH] = 0;
+    w[o + WR_W.RKEY] = r !== undefined ? r.rkey : 0;
+    f[(o + WR_W.RADDR) >> 1] = r !== undefined ? r.remoteAddr : 0;
   }
   return putSges(w, f, sge, sgl);
 }
 
 /** Encode receive WR `wr` as WR `n` of the scratch, its SGEs from slot `sge` on; returns the next free slot. */
 export function encodeRecvWr(w: Uint32Array, f: Float64Array, n: number, sge: number, wr: RecvWr): number {
-  const o = n * WR_WORDS;
+  const o = n * WR_N;
   const sgl = wr.sgList;
   putWrId(w, o, wr.wrId);
-  w[o + W.NSGE] = sgl.length;
-  w[o + W.SGE0] = sge;
+  w[o + WR_W.NSGE] = sgl.length;
+  w[o + WR_W.SGE0] = sge;
   return putSges(w, f, sge, sgl);
 }
 
@@ -234,23 +261,26 @@ export function newWc(): FullWc {
 
 /** Decode completion `i` of the scratch `w` into `wc`. */
 export function decodeWc(w: Uint32Array, i: number, wc: FullWc): void {
-  const o = i * WC_WORDS;
-  wc.wrId = wrIdAt(w, o + WC.ID_LO);
-  wc.status = w[o + WC.STATUS] as number;
-  wc.opcode = w[o + WC.OPCODE] as number;
-  wc.vendorErr = w[o + WC.VENDOR_ERR] as number;
-  wc.byteLen = w[o + WC.BYTE_LEN] as number;
-  wc.qpNum = w[o + WC.QP_NUM] as number;
-  wc.srcQp = w[o + WC.SRC_QP] as number;
-  const flags = w[o + WC.FLAGS] as number;
+  const o = i * WC_N;
+  // wrIdAt, written out: a number id (bit 63 set) without a call.
+  const hi = w[o + WC_W.ID_HI] as number;
+  const lo = w[o + WC_W.ID_LO] as number;
+  wc.wrId = hi >= 0x8000_0000 ? (hi - 0x8000_0000) * TWO32 + lo : (BigInt(hi) << 32n) | BigInt(lo);
+  wc.status = w[o + WC_W.STATUS] as number;
+  wc.opcode = w[o + WC_W.OPCODE] as number;
+  wc.vendorErr = w[o + WC_W.VENDOR_ERR] as number;
+  wc.byteLen = w[o + WC_W.BYTE_LEN] as number;
+  wc.qpNum = w[o + WC_W.QP_NUM] as number;
+  wc.srcQp = w[o + WC_W.SRC_QP] as number;
+  const flags = w[o + WC_W.FLAGS] as number;
   wc.wcFlags = flags;
-  const x = w[o + WC.IMM_INV] as number;
-  wc.immData = flags & WcFlags.WITH_IMM ? x : 0;
-  wc.invalidatedRkey = flags & WcFlags.WITH_INV ? x : 0;
-  const p = w[o + WC.PKEY_SLID] as number;
+  const x = w[o + WC_W.IMM_INV] as number;
+  wc.immData = flags & WC_WITH_IMM ? x : 0;
+  wc.invalidatedRkey = flags & WC_WITH_INV ? x : 0;
+  const p = w[o + WC_W.PKEY_SLID] as number;
   wc.pkeyIndex = p & 0xffff;
   wc.slid = p >>> 16;
-  const s = w[o + WC.SL_PATH] as number;
+  const s = w[o + WC_W.SL_PATH] as number;
   wc.sl = s & 0xff;
   wc.dlidPathBits = (s >>> 8) & 0xff;
 }

@@ -20,7 +20,7 @@ import { RdmaError } from '../errors.js';
 import { AH, QA, WR_STATUS_WORD } from './abi.js';
 
 /** The ABI the JS side speaks (native/src/addon.h `ADDON_ABI`). */
-export const ADDON_ABI = 2;
+export const ADDON_ABI = 3;
 
 /** An opaque handle to an rdma-core object (an N-API external). */
 export type Handle = { readonly __native: unique symbol };
@@ -137,7 +137,14 @@ export interface NativeBinding {
   deallocMw(mw: Handle): number;
   /** ibv_bind_mw: the window's new rkey. */
   bindMw(qp: Handle, mw: Handle, mwRkey: number, mr: Handle | null, addr: number, length: number, access: number, wrIdLo: number, wrIdHi: number, sendFlags: number): number;
+  /** A QP's or CQ's slot for the calls by slot (given on first use, dropped when it is destroyed). */
+  dataSlot(qpOrCq: Handle): number;
+  /** postSend / postRecv / pollCq of the QP or CQ whose slot is in WR_SLOT_WORD, the count in WR_COUNT_WORD. */
+  postSendSlot(): number;
+  postRecvSlot(): number;
+  pollCqSlot(): number;
   cLoopPingPong(qpA: Handle, cqA: Handle, qpB: Handle, cqB: Handle, args: Float64Array): number;
+  cLoopStream(qpA: Handle, cqA: Handle, qpB: Handle, cqB: Handle, args: Float64Array): number;
   cmInit(): number;
   cmRef(delta: number): number;
   cmCreateId(key: number, ps: number): R<Handle>;

@@ -9,7 +9,7 @@
 import { err } from '../errors.js';
 import { Cq } from '../verbs/cq.js';
 import type { Wc } from '../verbs/types.js';
-import { WC_MAX, decodeWc, newWc, type FullWc } from './abi.js';
+import { WC_MAX, WR_COUNT_WORD, WR_SLOT_WORD, decodeWc, newWc, type FullWc } from './abi.js';
 import { check, scratchBuffers, type Handle, type NativeBinding } from './binding.js';
 import type { NativeCompChannel } from './comp-channel.js';
 import type { NativeContext } from './context.js';
@@ -28,6 +28,12 @@ export class NativeCq extends Cq {
   private readonly _b: NativeBinding;
   /** A CQ made by ibv_create_cq_ex (polled through ibv_start_poll): the timestamps (`[2i]`) and wallclocks (`[2i + 1]`) of the completions of the last ex poll. */
   private readonly _ts: BigUint64Array | null;
+  /** The completion scratch shared with the addon. */
+  private readonly _wcs: Uint32Array;
+  /** The WR scratch, whose slot and count words name the CQ to the addon's pollCqSlot. */
+  private readonly _wrs: Uint32Array;
+  /** The CQ's slot for the addon's calls by slot. */
+  private readonly _slot: number;
   declare readonly context: NativeContext;
 
   /** @internal Use `ctx.createCq()` (or `ctx.createCqEx()`: `ex`). */
@@ -38,13 +44,21 @@ export class NativeCq extends Cq {
     this._key = key;
     this._b = ctx._b;
     this._ts = ex ? new BigUint64Array(2 * WC_MAX) : null;
+    const s = scratchBuffers();
+    this._wcs = s.wc;
+    this._wrs = s.wr;
+    this._slot = check(this._b.dataSlot(h), ex ? 'ibv_create_cq_ex' : 'ibv_create_cq');
   }
 
   /** One addon poll of up to `max` (<= WC_MAX) completions into the WC scratch (and {@link _ts}). */
   private pollSome(max: number): number {
     const b = this._b;
     const ts = this._ts;
-    return ts !== null && b.pollCqEx !== undefined ? b.pollCqEx(this._h, max, ts) : b.pollCq(this._h, max);
+    if (ts !== null && b.pollCqEx !== undefined) return b.pollCqEx(this._h, max, ts);
+    const w = this._wrs;
+    w[WR_SLOT_WORD] = this._slot;
+    w[WR_COUNT_WORD] = max;
+    return b.pollCqSlot();
   }
 
   /** Completion `i` of the last poll into `wc`: the scratch's fields, and the timestamps of an ex CQ where `wc` has them. */
@@ -86,19 +100,37 @@ export class NativeCq extends Cq {
    */
   override pollInto(out: Wc[], max: number = out.length): number {
     if (this.destroyed || !Number.isInteger(max) || max < 0) this.checkPoll(max);
-    const w = scratchBuffers().wc;
+    const w = this._wcs;
+    if (max === 1 && this._ts === null) {
+      // One completion of an ordinary CQ (a busy-polling loop's call): one addon call, no loop.
+      const ws = this._wrs;
+      ws[WR_SLOT_WORD] = this._slot;
+      ws[WR_COUNT_WORD] = 1;
+      const n = this._b.pollCqSlot();
+      if (n === 1) {
+        let wc = out[0] as FullWc | undefined;
+        if (typeof wc !== 'object' || wc === null) {
+          wc = newWc();
+          out[0] = wc;
+        }
+        decodeWc(w, 0, wc);
+      } else if (n < 0) check(n, 'ibv_poll_cq');
+      return n;
+    }
     let total = 0;
     while (total < max) {
       const want = max - total;
       const n = this.pollSome(want < WC_MAX ? want : WC_MAX);
       if (n < 0) check(n, 'ibv_poll_cq');
+      const ex = this._ts !== null;
       for (let i = 0; i < n; i++) {
         let wc = out[total] as FullWc | undefined;
         if (typeof wc !== 'object' || wc === null) {
           wc = newWc();
           out[total] = wc;
         }
-        this.decode(w, i, wc);
+        if (ex) this.decode(w, i, wc);
+        else decodeWc(w, i, wc);
         total++;
       }
       if (n < WC_MAX) break;

@@ -10,15 +10,16 @@ import { isU32 } from '../util/fields.js';
 import { QpAttrMask, type QpAttr } from '../verbs/qp-attr.js';
 import { Qp } from '../verbs/qp.js';
 import type { QpInitAttr } from '../verbs/provider.js';
-import { QpState, type QpCap, type RecvWr, type SendWr } from '../verbs/types.js';
+import { QpState, WrOpcode, type QpCap, type RecvWr, type SendWr } from '../verbs/types.js';
 import { checkRecvWr, checkSendWr } from '../verbs/wr-check.js';
-import { ALL_QP_ATTR, QA, decodeQpAttr, encodeQpAttr, encodeRecvWr, encodeSendWr, qpStateOfNum } from './abi.js';
-import { check, type Handle, type NativeBinding, type QpResult } from './binding.js';
+import { ALL_QP_ATTR, QA, WR_COUNT_WORD, WR_SLOT_WORD, decodeQpAttr, encodeQpAttr, encodeRecvWr, encodeSendWr, qpStateOfNum } from './abi.js';
+import { check, scratchBuffers, type Handle, type NativeBinding, type QpResult, type Scratch } from './binding.js';
 import { cmQpRequests } from './cm-qp.js';
 import type { NativeContext } from './context.js';
 import { NativeCq } from './cq.js';
 import type { NativePd } from './pd.js';
-import { postWrs, type PostPath } from './post.js';
+import { encodeChunks, postChunks, postOne, postWrs, type EncodedChunk, type PostPath } from './post.js';
+import { checkPreparedFor, type PreparedWrs } from '../verbs/prepared.js';
 import { NativeSrq } from './srq.js';
 import { newKey, qps } from './registry.js';
 
@@ -36,6 +37,10 @@ export class NativeQp extends Qp {
   readonly _key: number;
   /** @internal The addon (the data path's calls). */
   private readonly _b: NativeBinding;
+  /** @internal The buffers shared with the addon (the data path's). */
+  private readonly _s: Scratch;
+  /** @internal The QP's slot for the addon's calls by slot. */
+  private readonly _slot: number;
   declare readonly context: NativeContext;
 
   /** @internal Use `pd.createQp()` or `cmId.createQp()`. */
@@ -45,6 +50,8 @@ export class NativeQp extends Qp {
     this._h = r[0];
     this._key = key;
     this._b = ctx._b;
+    this._s = scratchBuffers();
+    this._slot = check(this._b.dataSlot(this._h), 'ibv_create_qp');
     qps.set(key, this);
   }
 
@@ -126,7 +133,8 @@ export class NativeQp extends Qp {
    * provider; WRs before the failing one are posted.
    */
   override postSend(wrs: SendWr | readonly SendWr[]): void {
-    this.post(SEND_PATH, wrs);
+    if (this.destroyed || Array.isArray(wrs)) this.post(SEND_PATH, wrs);
+    else postOne(this._b, this._slot, SEND_PATH, this.wrRules, this.pd, wrs as SendWr, this._s);
   }
 
   /**
@@ -158,16 +166,42 @@ export class NativeQp extends Qp {
    */
   override postRecv(wrs: RecvWr | readonly RecvWr[]): void {
     if (this.srq !== null && !this.destroyed) throw new PostError('EINVAL', RECV_PATH.op, 0, `QP uses ${this.srq.tag}: post to the SRQ`);
-    this.post(RECV_PATH, wrs);
+    if (this.destroyed || Array.isArray(wrs)) this.post(RECV_PATH, wrs);
+    else postOne(this._b, this._slot, RECV_PATH, this.wrRules, this.pd, wrs as RecvWr, this._s);
   }
 
   /**
    * Post `wrs` on this QP's queue of `path` ({@link postWrs}): the first `limit` of them, each
    * checked unless `checked` (the builder's batch, checked already).
    */
-  private post<T extends SendWr | RecvWr>(path: PostPath<T>, wrs: T | readonly T[], checked = false, limit = Infinity): void {
+  private post<T extends SendWr | RecvWr>(path: PostPath<T, number>, wrs: T | readonly T[], checked = false, limit = Infinity): void {
     if (this.destroyed) throw new PostError('EINVAL', path.op, 0, 'QP destroyed');
-    postWrs(this._b, this._h, path, this.wrRules, this.pd, wrs, checked, limit);
+    postWrs(this._b, this._slot, path, this.wrRules, this.pd, wrs, checked, limit);
+  }
+
+  /**
+   * Keep a prepared list as the addon's words too (post.ts `encodeChunks`): posting it is then
+   * a copy into the scratch and the addon call, with no work per WR in JavaScript. Lists with a
+   * UD destination or a window bind stay as objects (their AH or window, which may be destroyed
+   * meanwhile, is looked up at every post).
+   */
+  protected override _prepared<T extends SendWr | RecvWr>(p: PreparedWrs<T>): PreparedWrs<T> {
+    const wrs = p.wrs as readonly SendWr[];
+    if (p.kind === 'send' && wrs.some((wr) => wr.ud !== undefined || wr.opcode === WrOpcode.BIND_MW)) return p;
+    p._provider = p.kind === 'send' ? encodeChunks(SEND_PATH, wrs, this._s) : encodeChunks(RECV_PATH, p.wrs as readonly RecvWr[], this._s);
+    return p;
+  }
+
+  /** A prepared list: its encoded words posted as they are (see {@link _prepared}); else as {@link postSend} / {@link postRecv}. */
+  override postPrepared(p: PreparedWrs): void {
+    checkPreparedFor(p, this);
+    const chunks = p._provider as EncodedChunk[] | null;
+    if (chunks === null || this.destroyed || (p.kind === 'recv' && this.srq !== null)) {
+      super.postPrepared(p);
+      return;
+    }
+    if (p.kind === 'send') postChunks(this._b, this._slot, SEND_PATH, chunks, this._s);
+    else postChunks(this._b, this._slot, RECV_PATH, chunks, this._s);
   }
 
   /** `ibv_destroy_qp()`. */
@@ -187,16 +221,27 @@ export class NativeQp extends Qp {
   }
 }
 
-const SEND_PATH: PostPath<SendWr> = {
+// A QP's queues are posted by the QP's slot (see binding.ts `dataSlot`): the cheapest addon call.
+const SEND_PATH: PostPath<SendWr, number> = {
   op: 'ibv_post_send',
   check: checkSendWr,
   encode: encodeSendWr,
-  post: (b, h, n) => b.postSend(h, n),
+  post: (b, slot, n) => {
+    const w = scratchBuffers().wr;
+    w[WR_SLOT_WORD] = slot;
+    w[WR_COUNT_WORD] = n;
+    return b.postSendSlot();
+  },
 };
 
-const RECV_PATH: PostPath<RecvWr> = {
+const RECV_PATH: PostPath<RecvWr, number> = {
   op: 'ibv_post_recv',
   check: (wr, rules) => checkRecvWr(wr, rules),
   encode: encodeRecvWr,
-  post: (b, h, n) => b.postRecv(h, n),
+  post: (b, slot, n) => {
+    const w = scratchBuffers().wr;
+    w[WR_SLOT_WORD] = slot;
+    w[WR_COUNT_WORD] = n;
+    return b.postRecvSlot();
+  },
 };

@@ -51,6 +51,7 @@ export {
 } from './device-attr-ex.js';
 export { eventTypeStr, type AsyncEvent } from './async-event.js';
 export { Qp, type RecvInfo } from './qp.js';
+export { PreparedWrs, type PreparedKind } from './prepared.js';
 export { Srq, SrqAttrMask, SrqInitAttrMask, SrqType, DEVICE_SRQ_RESIZE, type SrqAttr, type SrqInitAttr, type SrqCaps } from './srq.js';
 export { QpAttrMask, MigState, QP_STATE_TABLE, qpTransitionAllowed, modifyQpProblem, qpAttrMaskOf, type QpAttr } from './qp-attr.js';
 export { Ah, type AhAttr, type GlobalRoute } from './ah.js';

@@ -46,6 +46,7 @@ import { objectArray } from '../util/arrays.js';
 import { StateCell } from '../util/state.js';
 import { recvWqe } from './recv-wqe.js';
 import { DEFAULT_WR_CAPS, checkRecvWr, checkSendWr, wrRules, type WrRules } from './wr-check.js';
+import { PreparedWrs, checkPreparedFor, checkedCopies, copyRecvWr, copySendWr } from './prepared.js';
 import { Mw, MwState, type BindWqe } from './mw.js';
 import { Mr } from './mr.js';
 import { trace, tracing } from '../trace.js';
@@ -720,6 +721,46 @@ export abstract class Qp {
     } else bad = this.queueRecv(wrs as RecvWr, 0);
     if (this.st.state === QpState.ERR) this.flush();
     if (bad !== null) throw bad;
+  }
+
+  /**
+   * Check send WRs once for this QP and keep private copies of them (prepared.ts), to post with
+   * {@link postPrepared} as often as needed. A WR refused here is the PostError (EINVAL, its
+   * index) `postSend` would throw for it; nothing is prepared then.
+   */
+  prepareSend(wrs: SendWr | readonly SendWr[]): PreparedWrs<SendWr> {
+    const rules = this.wrRules;
+    const pd = this.pd;
+    const check = (wr: SendWr): string | null => {
+      const length = checkSendWr(wr, rules, pd);
+      return typeof length === 'string' ? length : this._checkSendWr(wr, length);
+    };
+    return this._prepared(new PreparedWrs<SendWr>(this, 'send', checkedCopies('send', wrs, check, copySendWr)));
+  }
+
+  /** Receive WRs checked once for this QP, as {@link prepareSend}. */
+  prepareRecv(wrs: RecvWr | readonly RecvWr[]): PreparedWrs<RecvWr> {
+    const rules = this.wrRules;
+    const check = (wr: RecvWr): string | null => {
+      const length = checkRecvWr(wr, rules);
+      return typeof length === 'string' ? length : null;
+    };
+    return this._prepared(new PreparedWrs<RecvWr>(this, 'recv', checkedCopies('recv', wrs, check, copyRecvWr)));
+  }
+
+  /**
+   * Post a prepared list: what `postSend(p.wrs)` or `postRecv(p.wrs)` does (the queue's room,
+   * the QP's state, the errors and their indexes). A list prepared for another QP: EINVAL.
+   */
+  postPrepared(p: PreparedWrs): void {
+    checkPreparedFor(p, this);
+    if (p.kind === 'send') this.postSend(p.wrs as readonly SendWr[]);
+    else this.postRecv(p.wrs as readonly RecvWr[]);
+  }
+
+  /** Provider hook: keep a prepared list in the provider's own form too (`p._provider`). */
+  protected _prepared<T extends SendWr | RecvWr>(p: PreparedWrs<T>): PreparedWrs<T> {
+    return p;
   }
 
   /** Validate receive WR `i` of an ibv_post_recv and queue a private copy of it; or why not. */

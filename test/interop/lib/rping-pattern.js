@@ -55,12 +55,13 @@ export function assertRpingStdout(actual, expected, what) {
 // exits 0 (seen: a client stuck on "wait for RDMA_WRITE_ADV state 10" exited 0 once its peer
 // died). What the kernel's rping prints on stderr in a clean run, per role; any other line
 // means the run did not go as it should.
-// The server's last line can also be its cm_thread's `perror("rdma_get_cm_event")` with EBADF:
-// after the DISCONNECT, rping's main thread destroys the event channel while that thread may still
-// be waiting on it (rping.c: rping_run_server, then rdma_destroy_event_channel; cm_thread), a race
-// inside rping's own teardown once the run is over.
+// The last line of either role can also be its cm_thread's `perror("rdma_get_cm_event")` with
+// EBADF: after the DISCONNECT, rping's main thread destroys the event channel while that thread
+// may still be waiting on it (rping.c main: rping_run_server or rping_run_client, then
+// rdma_destroy_event_channel without joining cm_thread), a race inside rping's own teardown once
+// the run is over.
 const CLEAN_STDERR = {
-  client: ['client DISCONNECT EVENT...'],
+  client: ['client DISCONNECT EVENT...', 'rdma_get_cm_event: Bad file descriptor'],
   server: ['server DISCONNECT EVENT...', 'wait for RDMA_READ_ADV state 10', 'rdma_get_cm_event: Bad file descriptor'],
 };
 /** Lines of a kernel rping's stderr that a clean run does not print. */

@@ -68,7 +68,7 @@ test('an addon that fails to load or speaks another ABI is skipped, not fatal', 
     writeFileSync(old, 'module.exports = { abi: 999 };');
     p = probe({ RDMACM_NATIVE_PATH: old });
     assert.equal(p.st.loaded, false);
-    assert.match(p.st.reason, /ABI 999, not 2: rebuild it/);
+    assert.match(p.st.reason, /ABI 999, not 3: rebuild it/);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -350,6 +350,59 @@ test('poll decodes completions; pollInto fills the objects it is given', () => {
   delete fake.next.pollCq;
 });
 
+test('one WR (not a list) and a poll of one: the same encoding, errors and decoding as lists', () => {
+  const sge = { addr: mr.addr + 16, length: 24, lkey: mr.lkey };
+  let before = fake.calls.length;
+  qp.postSend({ wrId: 2 ** 35 + 3, opcode: WrOpcode.RDMA_WRITE_WITH_IMM, sendFlags: SendFlags.SIGNALED, immData: 0xabcd, sgList: [sge], rdma: { remoteAddr: 0x7000_0000_1000, rkey: 0x77 } });
+  const [post] = callsOf('postSend', before);
+  assert.equal(post.args[1], 1, 'one WR');
+  const w = fake.wr;
+  const f = new Float64Array(w.buffer);
+  assert.deepEqual([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]], [3, 0x8000_0008, WrOpcode.RDMA_WRITE_WITH_IMM, SendFlags.SIGNALED, 1, 0, 0xabcd, 0x77]);
+  assert.equal(f[4], 0x7000_0000_1000, 'remote address');
+  assert.deepEqual([f[(32 * 20) / 2], w[32 * 20 + 2], w[32 * 20 + 3]], [mr.addr + 16, 24, mr.lkey], 'its SGE in slot 0');
+  before = fake.calls.length;
+  qp.postRecv({ wrId: 5n, sgList: [sge] });
+  assert.equal(callsOf('postRecv', before)[0].args[1], 1);
+  assert.deepEqual([w[0], w[1], w[4], w[5]], [5, 0, 1, 0], 'bigint wr_id, one SGE from slot 0');
+  // The provider refuses the one WR: its errno, index 0.
+  for (const [name, post1] of [['postSend', () => qp.postSend({ wrId: 1, opcode: WrOpcode.SEND, sgList: [] })], ['postRecv', () => qp.postRecv({ wrId: 1, sgList: [] })]]) {
+    fake.next[name] = () => {
+      fake.wr[32 * 20 + 256 * 4] = 0;
+      return -12;
+    };
+    try {
+      assert.throws(post1, (e) => e instanceof PostError && e.code === 'ENOMEM' && e.badWrIndex === 0 && e.op === (name === 'postSend' ? 'ibv_post_send' : 'ibv_post_recv'), name);
+    } finally {
+      delete fake.next[name];
+    }
+  }
+  // pollInto(out, 1): nothing there; one completion into the given object; into a new one where out has none; an error.
+  fake.next.pollCq = 0;
+  const mine = { wrId: 0, status: 9, opcode: 0, vendorErr: 0, byteLen: 0, qpNum: 0, srcQp: 0, wcFlags: 0, immData: 0, invalidatedRkey: 0 };
+  assert.equal(cq.pollInto([mine], 1), 0);
+  assert.equal(mine.status, 9, 'untouched when nothing came');
+  fake.next.pollCq = (_h, max) => {
+    assert.equal(max, 1);
+    fake.wc.fill(0);
+    fake.wc[0] = 11;
+    fake.wc[1] = 0x8000_0000;
+    fake.wc[3] = 128;
+    fake.wc[5] = 64;
+    return 1;
+  };
+  const out = [mine];
+  assert.equal(cq.pollInto(out, 1), 1);
+  assert.equal(out[0], mine, 'the same object, filled');
+  assert.deepEqual([mine.wrId, mine.status, mine.opcode, mine.byteLen], [11, 0, 128, 64]);
+  const empty = [];
+  assert.equal(cq.pollInto(empty, 1), 1);
+  assert.equal(empty[0].wrId, 11, 'a new object where the array had none');
+  fake.next.pollCq = -5;
+  assert.throws(() => cq.pollInto(out, 1), (e) => e instanceof RdmaError && e.code === 'EIO' && e.op === 'ibv_poll_cq');
+  delete fake.next.pollCq;
+});
+
 test('completion events: queued on the JS channel, counted, acknowledged to the addon', async () => {
   cq.reqNotify();
   fake.handlers.cq(ch._key, cq._key);
