@@ -21,6 +21,15 @@ export function copyBytes(src: Uint8Array, so: number, dst: Uint8Array, d: numbe
     else dst.set(src.subarray(so, so + n), d);
     return;
   }
+  // Offsets computed from 64-bit addresses arrive as heap numbers even when their values are
+  // small, and in baseline code each sum with one is a new heap number (16 index sums per 8
+  // bytes): the loop indexes with small integers whenever the offsets are int32 values.
+  const s32 = so | 0;
+  const d32 = d | 0;
+  if (s32 === so && d32 === d) {
+    so = s32;
+    d = d32;
+  }
   // Unrolled by 8: about twice as fast as the plain loop for 16..128 bytes.
   let i = 0;
   for (const e8 = n - 8; i <= e8; i += 8) {

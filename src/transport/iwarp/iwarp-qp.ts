@@ -335,7 +335,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
 
   protected _stateChanged(_from: QpState, to: QpState): void {
     if (to === QpState.ERR || to === QpState.RESET) {
-      this.tx.orq.length = 0;
+      this.tx.orq.clear();
       this.tx.reset();
     }
     if (to === QpState.RTS) this.tx.kick();
@@ -355,7 +355,8 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     this.tx.completeCopied();
     // Outstanding reads first (they were posted before anything still in the SQ), and the receive
     // a Send was being placed into before the ones still queued (siw_sq_flush, siw_rq_flush).
-    const orq = this.tx.orq.splice(0);
+    const orq = this.tx.orq.toArray();
+    this.tx.orq.clear();
     for (const w of orq) this.completeSend(w, WcStatus.WR_FLUSH_ERR, true);
     this.rx.flushRecv();
     // Sends handed to TCP zero-copy complete when the socket is done with their memory (its write
@@ -424,7 +425,11 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
       return g;
     }
     let k = 0;
-    for (const s of w.sgList) {
+    // An indexed loop: `for...of` runs the iterator protocol (an iterator object and a call per
+    // element) in baseline code, which a short run executes throughout.
+    const sgl = w.sgList;
+    for (let i = 0; i < sgl.length; i++) {
+      const s = sgl[i] as Sge;
       if (s.length === 0) continue;
       const r = localSgeTarget(this.context, this.pd, s, 0, s.length, false);
       if (typeof r === 'number') {

@@ -339,7 +339,7 @@ export class QpRx implements FpduSink, LlpReader {
   private fastReadResp(h: FpduHeader, dec: FpduDecoder, b: Buffer, at: number, n: number): boolean {
     const qp = this.qp;
     const tx = qp.tx;
-    const w = tx.orq[0];
+    const w = tx.orq.peek();
     const len = h.payloadLen;
     if (w === undefined || !h.last || len === 0) return false;
     const s = w.sgList[0] as Sge;
@@ -422,7 +422,7 @@ export class QpRx implements FpduSink, LlpReader {
       this.kind = Place.DISCARD;
       return;
     }
-    const w = tx.orq[0];
+    const w = tx.orq.peek();
     if (!w) throw new TerminateError(TermLayer.DDP, DdpEtype.CATASTROPHIC, DDP_ECODE_CATASTROPHIC, 'Read Response without an outstanding Read', h.raw);
     const s = w.sgList[0] as Sge;
     if (h.stag !== s.lkey) throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.INVALID_STAG, 'Read Response STag mismatch', h.raw);

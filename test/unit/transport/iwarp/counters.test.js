@@ -55,3 +55,20 @@ test('a TERMINATE from the peer is counted as received', async () => {
   assert.equal(delta(before).iwTerminatesSent, 0);
   await teardown(s);
 });
+
+test('IwarpCounters: a count carries past 2^32 exactly (octet counts of long runs)', async () => {
+  const { IwarpCounters, IC } = await import('../../../../dist/transport/iwarp/counters.js');
+  const c = new IwarpCounters();
+  c.add(IC.mpaOutOctets, 2 ** 32 - 3);
+  c.add(IC.mpaOutOctets, 2);
+  assert.equal(c.value(IC.mpaOutOctets), 2 ** 32 - 1);
+  c.add(IC.mpaOutOctets, 5);
+  assert.equal(c.value(IC.mpaOutOctets), 2 ** 32 + 4);
+  for (let i = 0; i < 3; i++) c.add(IC.mpaOutOctets, 2 ** 31);
+  assert.equal(c.value(IC.mpaOutOctets), 2 ** 32 + 4 + 3 * 2 ** 31);
+  c.add(IC.mpaOutOctets, 2 ** 40);
+  assert.equal(c.snapshot().mpaOutOctets, 2 ** 40 + 2 ** 32 + 4 + 3 * 2 ** 31);
+  c.add(IC.iwOutRdmaSends);
+  assert.equal(c.snapshot().iwOutRdmaSends, 1);
+  assert.equal(c.snapshot().mpaInOctets, 0);
+});

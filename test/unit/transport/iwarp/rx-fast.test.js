@@ -216,7 +216,7 @@ function observe(r) {
     rqDepth: r.qp.rqDepth,
     expectSendMsn: r.qp.rx.expectSendMsn,
     expectReadMsn: r.qp.rx.nextReadMsn,
-    irq: r.qp.tx.irq.map((e) => [e.sinkStag, e.sinkTo, e.size, e.off]),
+    irq: r.qp.tx.irq.toArray().map((e) => [e.sinkStag, e.sinkTo, e.size, e.off]),
     orq: r.qp.tx.orq.length,
     sendWcs: r.qp.sendCq === r.qp.recvCq ? [] : r.qp.sendCq.poll(64).map((w) => [w.wrId, w.status, w.opcode]),
   };
