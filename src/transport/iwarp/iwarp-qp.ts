@@ -398,6 +398,17 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     this.tx.completeCopied();
     this.completeSend(w, status);
   }
+  /**
+   * An RDMA Read's response is all placed: complete it (after the copied WQEs of a kick in
+   * progress, as {@link sqDone}) and keep the WQE for a later post. Its SGE list is the private
+   * copy the TX path made when the request went out: nothing of the caller's is reachable from it.
+   */
+  readDone(w: SqWqe): void {
+    if (this.destroyed) return;
+    this.tx.completeCopied();
+    this.completeSend(w, WcStatus.SUCCESS);
+    this._recycleSqWqe(w);
+  }
   /** As {@link sqDone}, for a WQE the TX path holds no reference to any more (reused by a later post). */
   sqDoneRecycle(w: SqWqe, status: WcStatus): void {
     if (this.destroyed) return;

@@ -72,6 +72,8 @@ export interface RxQp {
   rxRecvDone(w: RqWqe, len: number, flags: number, inv: number, solicited: boolean): void;
   rxRecvFailed(w: RqWqe, status: WcStatus): void;
   sqDone(w: SqWqe, status?: WcStatus): void;
+  /** The Read `w`, off the ORQ, completed by its response; the WQE may be reused. */
+  readDone(w: SqWqe): void;
   peerTerminated(header: Buffer, attached: Buffer): void;
   /** A TERMINATE was sent or received on the connection. */
   readonly terminated: boolean;
@@ -351,8 +353,8 @@ export class QpRx implements FpduSink, LlpReader {
     this.inSend = false;
     dec.tookWhole(n);
     tx.orq.shift();
-    qp.sqDone(w);
-    if (tracing('rx')) traceEvent('rx', qp.tag, 'recv', { opcode: 'READ_RESP', bytes: w.length });
+    if (tracing('rx')) traceEvent('rx', qp.tag, 'recv', { opcode: 'READ_RESP', bytes: len });
+    qp.readDone(w);
     tx.kick();
     return true;
   }
@@ -687,8 +689,8 @@ export class QpRx implements FpduSink, LlpReader {
     if (h.last) {
       this.readPlaced = 0;
       const w = qp.tx.orq.shift() as SqWqe;
-      qp.sqDone(w);
       if (tracing('rx')) traceEvent('rx', qp.tag, 'recv', { opcode: 'READ_RESP', bytes: w.length });
+      qp.readDone(w);
       qp.tx.kick();
     }
   }
