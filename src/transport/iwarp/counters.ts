@@ -46,36 +46,38 @@ export const IC: Readonly<Record<IwarpCounterName, number>> = Object.freeze(
   Object.fromEntries(IWARP_COUNTER_NAMES.map((n, i) => [n, i])) as Record<IwarpCounterName, number>,
 );
 
-const TWO_32 = 0x1_0000_0000;
+/** Each counter's low word holds its value's low 30 bits; the high word, the value over 2^30. */
+const LOW_BITS = 30;
+const LOW_MASK = 2 ** LOW_BITS - 1;
 
 /**
- * The counters of one device. Each is two 32-bit words: a word below 2^31 loaded from a
- * Uint32Array is a small integer, where a load from a Float64Array is a new heap number in
- * baseline code (which a short run executes throughout), and so is the sum — two allocations per
- * count, some twenty per rping iteration. Octet counts pass 2^32 in long runs: the carry goes to
- * the high word.
+ * The counters of one device. Each is two 32-bit words, the low one kept below 2^30: a word
+ * loaded from a Uint32Array is then a small integer, and so is its sum with a count below 2^30,
+ * where a load from a Float64Array is a new heap number in baseline code (which a short run
+ * executes throughout), and so is the sum — two allocations per count, some twenty per rping
+ * iteration. The carry into the high word is arithmetic, not a branch, and no sum ever leaves the
+ * small integers: optimised code compiled early in a run never meets a case it has not seen (an
+ * octet count passing 2^31, after 2 GiB, would otherwise throw the data path's code away).
  */
 export class IwarpCounters {
-  /** Low 32 bits of each counter, indexed by {@link IC}. */
+  /** Low 30 bits of each counter, indexed by {@link IC}. */
   private readonly lo = new Uint32Array(IWARP_COUNTER_NAMES.length);
-  /** The bits above them. */
+  /** Each counter's value over 2^30. */
   private readonly hi = new Uint32Array(IWARP_COUNTER_NAMES.length);
 
-  /** Add `n` (default 1; a non-negative integer below 2^53) to counter `i` (an index from {@link IC}). */
+  /**
+   * Add `n` (default 1) to counter `i` (an index from {@link IC}). `n` is a non-negative integer
+   * below 2^31 (the bytes of one read or write at most).
+   */
   add(i: number, n = 1): void {
     const s = (this.lo[i] as number) + n;
-    if (s < TWO_32) {
-      this.lo[i] = s;
-      return;
-    }
-    const carry = Math.floor(s / TWO_32);
-    this.lo[i] = s - carry * TWO_32;
-    this.hi[i] = (this.hi[i] as number) + carry;
+    this.lo[i] = s & LOW_MASK;
+    this.hi[i] = (this.hi[i] as number) + (s >>> LOW_BITS);
   }
 
   /** Counter `i`'s value. */
   value(i: number): number {
-    return (this.hi[i] as number) * TWO_32 + (this.lo[i] as number);
+    return (this.hi[i] as number) * 2 ** LOW_BITS + (this.lo[i] as number);
   }
 
   /** Every counter by name (a copy). */
