@@ -31,7 +31,7 @@ import type { Wc } from './types.js';
 import type { CompChannel } from './comp-channel.js';
 import type { Context } from './context.js';
 import type { QpLike } from './provider.js';
-import { objectArray } from '../util/arrays.js';
+import { FreeList } from '../util/arrays.js';
 
 /** Arming state (siw_notify_flags without the MISSED_EVENTS bit). */
 const enum Arm {
@@ -81,7 +81,7 @@ export class Cq {
   /** The number of CQEs ({@link cqe}); a subclass whose device sizes the CQ sets it. */
   protected _cqe: number;
   /** `Wc` objects whose contents {@link pollInto} copied out: reused by {@link _wc}. */
-  private readonly _free = objectArray<Wc>();
+  private readonly _free = new FreeList<Wc>(WC_POOL);
   private _arm: Arm = Arm.NONE;
   private _destroyed = false;
   private _overflowed = false;
@@ -206,7 +206,7 @@ export class Cq {
       const to = out[n];
       if (typeof to === 'object' && to !== null && to !== wc) {
         copyWc(wc, to);
-        if (this._free.length < WC_POOL) this._free.push(wc);
+        this._free.give(wc);
       } else out[n] = wc;
       n++;
     }
@@ -218,7 +218,7 @@ export class Cq {
    * and can reuse, or a new one. Every field must be written.
    */
   _wc(): Wc {
-    return this._free.pop() ?? newWc();
+    return this._free.take() ?? newWc();
   }
 
   /**

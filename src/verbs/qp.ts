@@ -42,7 +42,7 @@ import {
   type Wc,
   type WrId,
 } from './types.js';
-import { objectArray } from '../util/arrays.js';
+import { FreeList } from '../util/arrays.js';
 import { StateCell } from '../util/state.js';
 import { recvWqe } from './recv-wqe.js';
 import { DEFAULT_WR_CAPS, checkRecvWr, checkSendWr, wrRules, type WrRules } from './wr-check.js';
@@ -154,8 +154,8 @@ export abstract class Qp {
   protected readonly rq: Ring<RqWqe>;
   protected destroyed = false;
   /** Completed WQEs handed back by the transport, reused by the next posts (no allocation per WR). */
-  private readonly sqFree = objectArray<SqWqe>();
-  private readonly rqFree = objectArray<RqWqe>();
+  private readonly sqFree = new FreeList<SqWqe>(WQE_POOL);
+  private readonly rqFree = new FreeList<RqWqe>(WQE_POOL);
   /** Trace prefix, `QP[n]`. */
   readonly tag: string;
   /**
@@ -539,7 +539,7 @@ export abstract class Qp {
     const rd = wr.rdma;
     const imm = wr.immData;
     const d = ud ? (wr.ud as UdDest) : null;
-    const w = this.sqFree.pop() ?? newSqWqe();
+    const w = this.sqFree.take() ?? newSqWqe();
     w.wrId = wr.wrId;
     w.opcode = wr.opcode;
     w.sgList = sgList;
@@ -568,13 +568,13 @@ export abstract class Qp {
    * caller's objects are not reachable from any more (a completion copies what it reports).
    */
   protected _recycleSqWqe(w: SqWqe): void {
-    if (this.sqFree.length < WQE_POOL) this.sqFree.push(w);
+    this.sqFree.give(w);
   }
 
   /** Transport side: as {@link _recycleSqWqe}, for a receive WQE whose completion is generated. */
   protected _recycleRqWqe(w: RqWqe): void {
     if (this.srq !== null) this.srq._recycle(w);
-    else if (this.rqFree.length < WQE_POOL) this.rqFree.push(w);
+    else this.rqFree.give(w);
   }
 
   /**

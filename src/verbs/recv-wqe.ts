@@ -5,11 +5,12 @@
  */
 import type { RqWqe } from './qp.js';
 import type { RecvWr, Sge } from './types.js';
+import type { FreeList } from '../util/arrays.js';
 
-export function recvWqe(wr: RecvWr, length: number, free: RqWqe[]): RqWqe {
+export function recvWqe(wr: RecvWr, length: number, free: FreeList<RqWqe>): RqWqe {
   const src = wr.sgList;
   const n = src.length;
-  const f = free.pop();
+  const f = free.take();
   if (f !== undefined && f.sgList.length === n) {
     for (let j = 0; j < n; j++) {
       const s = src[j] as Sge;

@@ -23,7 +23,7 @@
  */
 import { PostError, err } from '../errors.js';
 import { trace, tracing } from '../trace.js';
-import { objectArray } from '../util/arrays.js';
+import { FreeList } from '../util/arrays.js';
 import { Ring } from '../util/ring.js';
 import type { Context } from './context.js';
 import type { Pd } from './pd.js';
@@ -111,7 +111,7 @@ export class Srq {
   private limit: number;
   private armed: boolean;
   private readonly q: Ring<RqWqe>;
-  private readonly free = objectArray<RqWqe>();
+  private readonly free = new FreeList<RqWqe>(32);
   private readonly rules: WrRules;
   private readonly users = new Set<QpLike>();
   private _destroyed = false;
@@ -290,7 +290,7 @@ export class Srq {
 
   /** @internal A QP completed a WQE it took and keeps no reference to it: a later post may reuse it. */
   _recycle(w: RqWqe): void {
-    if (this.free.length < 32) this.free.push(w);
+    this.free.give(w);
   }
 
   private makeRules(): WrRules {

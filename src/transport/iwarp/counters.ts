@@ -47,25 +47,49 @@ export const IWARP_COUNTER_NAMES = [
 /** One counter name. */
 export type IwarpCounterName = (typeof IWARP_COUNTER_NAMES)[number];
 
-/** Counter indexes by name, for the data path (`c.v[IC.mpaOutFpdus]++`). */
+/** Counter indexes by name, for the data path (`c.add(IC.mpaOutFpdus)`). */
 export const IC: Readonly<Record<IwarpCounterName, number>> = Object.freeze(
   Object.fromEntries(IWARP_COUNTER_NAMES.map((n, i) => [n, i])) as Record<IwarpCounterName, number>,
 );
 
-/** The counters of one device. */
-export class IwarpCounters {
-  /** Values, indexed by {@link IC}. */
-  readonly v = new Float64Array(IWARP_COUNTER_NAMES.length);
+/** Each counter's low word holds its value's low 30 bits; the high word, the value over 2^30. */
+const LOW_BITS = 30;
+const LOW_MASK = 2 ** LOW_BITS - 1;
 
-  /** Add `n` (default 1) to counter `i` (an index from {@link IC}). */
+/**
+ * The counters of one device. Each is two 32-bit words, the low one kept below 2^30: a word
+ * loaded from a Uint32Array is then a small integer, and so is its sum with a count below 2^30,
+ * where a load from a Float64Array is a new heap number in baseline code (which a short run
+ * executes throughout), and so is the sum — two allocations per count, some twenty per rping
+ * iteration. The carry into the high word is arithmetic, not a branch, and no sum ever leaves the
+ * small integers: optimised code compiled early in a run never meets a case it has not seen (an
+ * octet count passing 2^31, after 2 GiB, would otherwise throw the data path's code away).
+ */
+export class IwarpCounters {
+  /** Low 30 bits of each counter, indexed by {@link IC}. */
+  private readonly lo = new Uint32Array(IWARP_COUNTER_NAMES.length);
+  /** Each counter's value over 2^30. */
+  private readonly hi = new Uint32Array(IWARP_COUNTER_NAMES.length);
+
+  /**
+   * Add `n` (default 1) to counter `i` (an index from {@link IC}). `n` is a non-negative integer
+   * below 2^31 (the bytes of one read or write at most).
+   */
   add(i: number, n = 1): void {
-    this.v[i] = (this.v[i] ?? 0) + n;
+    const s = (this.lo[i] as number) + n;
+    this.lo[i] = s & LOW_MASK;
+    this.hi[i] = (this.hi[i] as number) + (s >>> LOW_BITS);
+  }
+
+  /** Counter `i`'s value. */
+  value(i: number): number {
+    return (this.hi[i] as number) * 2 ** LOW_BITS + (this.lo[i] as number);
   }
 
   /** Every counter by name (a copy). */
   snapshot(): Record<IwarpCounterName, number> {
     const out = {} as Record<IwarpCounterName, number>;
-    for (let i = 0; i < IWARP_COUNTER_NAMES.length; i++) out[IWARP_COUNTER_NAMES[i] as IwarpCounterName] = this.v[i] ?? 0;
+    for (let i = 0; i < IWARP_COUNTER_NAMES.length; i++) out[IWARP_COUNTER_NAMES[i] as IwarpCounterName] = this.value(i);
     return out;
   }
 }

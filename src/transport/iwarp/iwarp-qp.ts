@@ -338,7 +338,7 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
 
   protected _stateChanged(_from: QpState, to: QpState): void {
     if (to === QpState.ERR || to === QpState.RESET) {
-      this.tx.orq.length = 0;
+      this.tx.orq.clear();
       this.tx.reset();
     }
     if (to === QpState.RTS) this.tx.kick();
@@ -358,7 +358,8 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     this.tx.completeCopied();
     // Outstanding reads first (they were posted before anything still in the SQ), and the receive
     // a Send was being placed into before the ones still queued (siw_sq_flush, siw_rq_flush).
-    const orq = this.tx.orq.splice(0);
+    const orq = this.tx.orq.toArray();
+    this.tx.orq.clear();
     for (const w of orq) this.completeSend(w, WcStatus.WR_FLUSH_ERR, true);
     this.rx.flushRecv();
     // Sends handed to TCP zero-copy complete when the socket is done with their memory (its write
@@ -400,6 +401,17 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
     this.tx.completeCopied();
     this.completeSend(w, status);
   }
+  /**
+   * An RDMA Read's response is all placed: complete it (after the copied WQEs of a kick in
+   * progress, as {@link sqDone}) and keep the WQE for a later post. Its SGE list is the private
+   * copy the TX path made when the request went out: nothing of the caller's is reachable from it.
+   */
+  readDone(w: SqWqe): void {
+    if (this.destroyed) return;
+    this.tx.completeCopied();
+    this.completeSend(w, WcStatus.SUCCESS);
+    this._recycleSqWqe(w);
+  }
   /** As {@link sqDone}, for a WQE the TX path holds no reference to any more (reused by a later post). */
   sqDoneRecycle(w: SqWqe, status: WcStatus): void {
     if (this.destroyed) return;
@@ -427,7 +439,11 @@ export class IwarpQp extends Qp implements TxQp, RxQp {
       return g;
     }
     let k = 0;
-    for (const s of w.sgList) {
+    // An indexed loop: `for...of` runs the iterator protocol (an iterator object and a call per
+    // element) in baseline code, which a short run executes throughout.
+    const sgl = w.sgList;
+    for (let i = 0; i < sgl.length; i++) {
+      const s = sgl[i] as Sge;
       if (s.length === 0) continue;
       const r = localSgeTarget(this.context, this.pd, s, 0, s.length, false);
       if (typeof r === 'number') {

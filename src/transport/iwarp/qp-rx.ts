@@ -72,6 +72,8 @@ export interface RxQp {
   rxRecvDone(w: RqWqe, len: number, flags: number, inv: number, solicited: boolean): void;
   rxRecvFailed(w: RqWqe, status: WcStatus): void;
   sqDone(w: SqWqe, status?: WcStatus): void;
+  /** The Read `w`, off the ORQ, completed by its response; the WQE may be reused. */
+  readDone(w: SqWqe): void;
   peerTerminated(header: Buffer, attached: Buffer): void;
   /** A TERMINATE was sent or received on the connection. */
   readonly terminated: boolean;
@@ -296,11 +298,65 @@ export class QpRx implements FpduSink, LlpReader {
         qp.counters.add(IC.iwInRdmaSends);
         qp.rxRecvDone(w, len, 0, 0, op === RdmapOpcode.SEND_SE);
         if (tracing('rx')) traceEvent('rx', qp.tag, 'recv', { opcode: 'SEND', bytes: len, msn: h.msn });
+      } else if (op === RdmapOpcode.READ_REQ) {
+        if (!this.fastReadReq(h)) break;
+        dec.tookWhole(n);
+      } else if (op === RdmapOpcode.READ_RESP) {
+        if (len >= this.directMin || !this.fastReadResp(h, dec, b, at, n)) break;
       } else break;
       qp.counters.add(IC.mpaInFpdus);
       p += n;
     }
     return p;
+  }
+
+  /**
+   * {@link fast} for a Read Request (a whole FPDU, queue and CRC checked by {@link wholeFpdu}):
+   * what {@link hdrReadReq} + {@link endReadReq} do for a request they accept — the IRQ entry,
+   * the MSN, the TX kick after this receive processing. False, with nothing changed, for one
+   * they would refuse or a zero-length one (an RTR), which the general path then takes.
+   */
+  private fastReadReq(h: FpduHeader): boolean {
+    const qp = this.qp;
+    const irq = qp.tx.irq;
+    if (h.msn !== this.expectReadMsn || h.readSize === 0 || irq.length >= qp.ird) return false;
+    const r = qp.remoteTarget(h.srcStag, h.srcTo, h.readSize, Access.REMOTE_READ);
+    if (typeof r === 'number') return false;
+    this.expectReadMsn = (this.expectReadMsn + 1) >>> 0;
+    irq.push({ sinkStag: h.sinkStag, sinkTo: h.sinkTo, size: h.readSize, srcStag: h.srcStag, srcTo: h.srcTo, buf: r.buf, off: r.off });
+    this.bulk = false;
+    this.inSend = false;
+    qp.counters.add(IC.iwInRdmaReads);
+    qp.tx.kickSoon();
+    return true;
+  }
+
+  /**
+   * {@link fast} for the one and last segment of the response to the Read at the head of the ORQ
+   * (payload `b[at, at + payloadLen)`, the FPDU `n` bytes): what {@link hdrReadResp} +
+   * {@link onPayload} + {@link endReadResp} do with it — placed into the Read's sink, the Read
+   * completed, the TX path kicked. False, with nothing changed, for any other (an RTR's, one of
+   * several segments, one that does not match the request), which the general path then takes.
+   */
+  private fastReadResp(h: FpduHeader, dec: FpduDecoder, b: Buffer, at: number, n: number): boolean {
+    const qp = this.qp;
+    const tx = qp.tx;
+    const w = tx.orq.peek();
+    const len = h.payloadLen;
+    if (w === undefined || !h.last || len === 0) return false;
+    const s = w.sgList[0] as Sge;
+    if (h.stag !== s.lkey || h.to !== s.addr || len !== s.length) return false;
+    const r = qp.localTarget(s, 0, len);
+    if (typeof r === 'number') return false;
+    copyBytes(b, at, r.buf, r.off, len);
+    this.bulk = false;
+    this.inSend = false;
+    dec.tookWhole(n);
+    tx.orq.shift();
+    if (tracing('rx')) traceEvent('rx', qp.tag, 'recv', { opcode: 'READ_RESP', bytes: len });
+    qp.readDone(w);
+    tx.kick();
+    return true;
   }
 
   onHeader(h: FpduHeader): void {
@@ -368,7 +424,7 @@ export class QpRx implements FpduSink, LlpReader {
       this.kind = Place.DISCARD;
       return;
     }
-    const w = tx.orq[0];
+    const w = tx.orq.peek();
     if (!w) throw new TerminateError(TermLayer.DDP, DdpEtype.CATASTROPHIC, DDP_ECODE_CATASTROPHIC, 'Read Response without an outstanding Read', h.raw);
     const s = w.sgList[0] as Sge;
     if (h.stag !== s.lkey) throw new TerminateError(TermLayer.DDP, DdpEtype.TAGGED, DdpTaggedEcode.INVALID_STAG, 'Read Response STag mismatch', h.raw);
@@ -633,8 +689,8 @@ export class QpRx implements FpduSink, LlpReader {
     if (h.last) {
       this.readPlaced = 0;
       const w = qp.tx.orq.shift() as SqWqe;
-      qp.sqDone(w);
       if (tracing('rx')) traceEvent('rx', qp.tag, 'recv', { opcode: 'READ_RESP', bytes: w.length });
+      qp.readDone(w);
       qp.tx.kick();
     }
   }

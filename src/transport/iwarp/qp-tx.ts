@@ -29,6 +29,7 @@ import { hex } from './mem.js';
 import { microtask } from '../../util/microtask.js';
 import { traceEvent, tracing } from '../../trace.js';
 import { objectArray } from '../../util/arrays.js';
+import { Ring } from '../../util/ring.js';
 import { IC, type IwarpCounters } from './counters.js';
 
 /**
@@ -123,10 +124,14 @@ export class QpTx {
   private oneMax = ((1448 & ~7) - SEND_HDR_LEN - 4) & ~3;
   /** Hold all FPDUs until released (responder before the initiator's first FPDU). */
   held = false;
-  /** Outstanding outbound Read Requests, oldest first (siw's ORQ). */
-  readonly orq = objectArray<SqWqe>();
+  /**
+   * Outstanding outbound Read Requests, oldest first (siw's ORQ). Rings, not arrays: an array
+   * that a `shift` empties has its store trimmed, and the next `push` allocates a new one (once
+   * per Read on each side).
+   */
+  readonly orq = new Ring<SqWqe>(Infinity, 4);
   /** Inbound Read Requests to answer, oldest first (siw's IRQ). */
-  readonly irq = objectArray<IrqEntry>();
+  readonly irq = new Ring<IrqEntry>(Infinity, 4);
   /**
    * WQEs handed to TCP and not completed yet, oldest first: zero-copy ones wait for their write
    * callback, copied ones behind them wait their turn (send completions stay in posting order).
@@ -214,6 +219,9 @@ export class QpTx {
   kick(): void {
     const llp = this.llp;
     if (!llp || this.held || this.kicking || this.waitingDrain || llp.isClosed) return;
+    // Nothing to send, build or complete (a Read's response came in with the send queue empty):
+    // the batch below would do nothing.
+    if (this.irq.length === 0 && this.slabPos === this.stageStart && this.nCopied === 0 && this.qp.sqHead() === undefined) return;
     this.kicking = true;
     this.nWrites = 0;
     this.endsWithWrite = false;
@@ -771,7 +779,7 @@ export class QpTx {
 
   /** Drop per-connection state (QP to ERR or destroyed). */
   reset(): void {
-    this.irq.length = 0;
+    this.irq.clear();
     this.dropStage();
     this.held = false;
   }

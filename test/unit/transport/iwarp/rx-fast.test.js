@@ -1,14 +1,16 @@
-// The receive fast path (QpRx.fast: whole small Writes and Sends decoded and placed in one step)
-// against the general FPDU decoder. The same byte stream, cut the same way, is fed to the receive
+// The receive fast path (QpRx.fast: whole small Writes, Sends, Read Requests and single-segment
+// Read Responses decoded and placed in one step) against the general FPDU decoder. The same byte stream, cut the same way, is fed to the receive
 // path of two fresh QPs, one with the fast path on and one with it off; what they do must be the
 // same: the bytes in the registered memory (and the guard bytes around it), the receive
 // completions, the TERMINATE sent, the decoder's counters and state, the QP's state. Streams are
-// random FPDU sequences (valid and invalid Writes, Sends, Read Requests), then mutated (a byte
-// changed, the stream cut short) and split at random points.
+// random FPDU sequences (valid and invalid Writes, Sends, Read Requests, and Read Responses to
+// the Reads the receiving QP has outstanding), then mutated (a byte changed, the stream cut short)
+// and split at random points.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { Access, iwarp } from '../../../../dist/index.js';
+import { Access, WrOpcode, iwarp } from '../../../../dist/index.js';
 import { resetIwarpConfig } from '../../../../dist/transport/iwarp/config.js';
+import { random } from '../../../../dist/util/random.js';
 import { encodeFpdu, RdmapOpcode, wholeFpdu, FpduDecoder, createFpduHeader } from '../../../../dist/wire/index.js';
 import { rcPair } from '../../../lib/cm-rc-pair.js';
 import { prng } from '../../../lib/prng.js';
@@ -30,8 +32,20 @@ async function receiver(fast, crc) {
   const backing = Buffer.alloc(3 * PAGE, 0xee);
   const region = backing.subarray(PAGE, 2 * PAGE);
   region.fill(0);
-  const mr = id.pd.regMr(region, Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ, 0x1000_0000);
-  const gone = id.pd.regMr(Buffer.alloc(256), Access.LOCAL_WRITE, 0x2000_0000);
+  // The two QPs of a case get MRs with the same STags (drawn from a fixed sequence instead of the
+  // CSPRNG), so that their streams are the same bytes: a mutated length can make a payload take in
+  // the STags and CRCs of the FPDUs after it, which must then be the same on both.
+  const draw = random.next;
+  const keys = prng(0x5eed);
+  random.next = () => Math.floor(keys() * 2 ** 32) >>> 0;
+  let mr;
+  let gone;
+  try {
+    mr = id.pd.regMr(region, Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ, 0x1000_0000);
+    gone = id.pd.regMr(Buffer.alloc(256), Access.LOCAL_WRITE, 0x2000_0000);
+  } finally {
+    random.next = draw;
+  }
   const terms = [];
   const sendTerminate = qp.tx.sendTerminate.bind(qp.tx);
   qp.tx.sendTerminate = (t) => {
@@ -45,7 +59,18 @@ async function receiver(fast, crc) {
     fastBytes += q - p;
     return q;
   };
-  return { pair, id, qp, mr, gone, backing, terms, reader: qp.llp.reader, dec: qp.rx.decoder, fastBytes: () => fastBytes };
+  /** Deregister the MRs (their STags are free for the other QP of the case), close the pair. */
+  const close = async () => {
+    for (const m of [mr, gone]) {
+      try {
+        m.dereg();
+      } catch {
+        // deregistered by the case already
+      }
+    }
+    await pair.close();
+  };
+  return { pair, id, qp, mr, gone, backing, terms, reader: qp.llp.reader, dec: qp.rx.decoder, fastBytes: () => fastBytes, close };
 }
 
 /**
@@ -85,9 +110,39 @@ function postRecvs(r, rnd) {
   }
 }
 
-function randomStream(rnd, mr, crc) {
+/** RDMA READs outstanding on the receiving QP (its ORQ), into its MR at 3072: 0 to 2 of them. */
+function outstandingReads(r, rnd) {
+  const reads = [];
+  const n = Math.floor(rnd() * 3);
+  for (let i = 0; i < n; i++) {
+    const len = 1 + Math.floor(rnd() * 120);
+    const off = 3072 + 256 * i;
+    const w = { wrId: 900 + i, opcode: WrOpcode.RDMA_READ, sgList: [{ addr: r.mr.addr + off, length: len, lkey: r.mr.lkey }], flags: 0, signaled: true, length: len, inline: null, remoteAddr: 0, rkey: 0, invalidateRkey: 0, compareAdd: 0n, swap: 0n, immData: 0, ah: null, remoteQpn: 0, remoteQkey: 0, bind: null, sent: 0, detached: true };
+    r.qp.tx.orq.push(w);
+    reads.push({ off, len });
+  }
+  return reads;
+}
+
+/** The Read Response(s) to `read` (usually one matching segment; sometimes two, or a wrong one). */
+function readResponse(rnd, mr, read, payload, crc) {
+  const k = rnd();
+  const resp = (off, len, more = {}) => encodeFpdu({ opcode: RdmapOpcode.READ_RESP, last: true, stag: mr.lkey, to: mr.addr + off, ...more }, payload(len), { crc });
+  if (k < 0.75) return [resp(read.off, read.len)];
+  if (k < 0.85 && read.len > 1) {
+    const h = Math.floor(read.len / 2);
+    return [resp(read.off, h, { last: false }), resp(read.off + h, read.len - h)];
+  }
+  if (k < 0.9) return [resp(read.off, read.len, { stag: (mr.lkey ^ 0x100) >>> 0 })];
+  if (k < 0.95) return [resp(read.off + 4, read.len)];
+  return [resp(read.off, read.len + (rnd() < 0.5 ? 1 : -1))];
+}
+
+function randomStream(rnd, mr, crc, reads = []) {
   const parts = [];
   let msn = 1;
+  let readMsn = 1;
+  let nextRead = 0;
   const n = 1 + Math.floor(rnd() * 6);
   for (let i = 0; i < n; i++) {
     const k = rnd();
@@ -110,8 +165,13 @@ function randomStream(rnd, mr, crc) {
       if (rnd() < 0.03) f.qn = 1;
       parts.push(encodeFpdu(f, payload(len), { crc }));
       if (f.last) msn++;
-    } else if (k < 0.95) {
-      parts.push(encodeFpdu({ opcode: RdmapOpcode.READ_REQ, msn: 1, sinkStag: 7, sinkTo: 0, readSize: 16, srcStag: mr.rkey, srcTo: mr.addr }, undefined, { crc }));
+    } else if (k < 0.93) {
+      const readSize = rnd() < 0.1 ? 0 : rnd() < 0.1 ? PAGE : 1 + Math.floor(rnd() * 200);
+      const srcStag = rnd() < 0.9 ? mr.rkey : (mr.rkey ^ 0x200) >>> 0;
+      parts.push(encodeFpdu({ opcode: RdmapOpcode.READ_REQ, msn: rnd() < 0.9 ? readMsn : readMsn + 1, sinkStag: 7, sinkTo: 0x1000, readSize, srcStag, srcTo: mr.addr + Math.floor(rnd() * 64) }, undefined, { crc }));
+      readMsn++;
+    } else if (k < 0.97 && nextRead < reads.length) {
+      parts.push(...readResponse(rnd, mr, reads[nextRead++], payload, crc));
     } else {
       parts.push(encodeFpdu({ opcode: RdmapOpcode.WRITE, stag: mr.rkey, to: mr.addr, last: true }, Buffer.alloc(4), { crc }));
     }
@@ -155,20 +215,28 @@ function observe(r) {
     qpState: r.qp.state,
     rqDepth: r.qp.rqDepth,
     expectSendMsn: r.qp.rx.expectSendMsn,
-    irq: r.qp.tx.irq.length,
+    expectReadMsn: r.qp.rx.nextReadMsn,
+    irq: r.qp.tx.irq.toArray().map((e) => [e.sinkStag, e.sinkTo, e.size, e.off]),
+    orq: r.qp.tx.orq.length,
+    sendWcs: r.qp.sendCq === r.qp.recvCq ? [] : r.qp.sendCq.poll(64).map((w) => [w.wrId, w.status, w.opcode]),
   };
 }
 
 async function runCase(seed, crc) {
   const out = [];
   let used = 0;
+  let stream = null;
   for (const fast of [true, false]) {
     const rnd = prng(seed);
     const r = await receiver(fast, crc);
     try {
       postRecvs(r, rnd);
       r.gone.dereg();
-      const s = randomStream(rnd, r.mr, crc);
+      const reads = outstandingReads(r, rnd);
+      const s = randomStream(rnd, r.mr, crc, reads);
+      // Both QPs receive the same bytes (see receiver: the same STags).
+      if (fast) stream = s;
+      else assert.ok(s.equals(stream), `seed ${seed}: the two streams differ`);
       const cuts = splits(rnd, s.length);
       // Each piece arrives as the LLP hands it over: a view into a bigger shared buffer.
       const shared = Buffer.alloc(s.length + 64, 0xcc);
@@ -180,7 +248,7 @@ async function runCase(seed, crc) {
       out.push(observe(r));
       if (fast) used = r.fastBytes();
     } finally {
-      await r.pair.close();
+      await r.close();
     }
   }
   assert.deepEqual(out[0], out[1], `seed ${seed} crc ${crc}`);
@@ -205,7 +273,7 @@ test('receive fast path: random and mutated streams, random splits — the same 
 });
 
 // Each case: a stream the fast path must leave to the decoder, with what the decoder then does.
-async function oneCase(build, { posts = [[64]], crc = false } = {}) {
+async function oneCase(build, { posts = [[64]], crc = false, reads = 0 } = {}) {
   const res = [];
   for (const fast of [true, false]) {
     const r = await receiver(fast, crc);
@@ -214,11 +282,13 @@ async function oneCase(build, { posts = [[64]], crc = false } = {}) {
         let at = 1024 + 256 * i;
         r.qp.postRecv({ wrId: i, sgList: shape.map((len) => ({ addr: r.mr.addr + ((at += len) - len), length: len, lkey: r.mr.lkey })) });
       }
+      // `reads` RDMA READs of 64 bytes outstanding (the ORQ): 1.0 → 0, 1.1 → 1 … (rnd() of a constant).
+      if (reads > 0) outstandingReads(r, () => (reads + 0.5) / 3);
       const s = build(r.mr);
       r.reader.bytes(s, 0, s.length);
       res.push({ o: observe(r), used: r.fastBytes() });
     } finally {
-      await r.pair.close();
+      await r.close();
     }
   }
   assert.deepEqual(res[0].o, res[1].o);
@@ -293,6 +363,29 @@ test('receive fast path: each fallback case ends as the decoder alone ends it', 
   o = await oneCase(() => send(60), { posts: [[16, 0, 48]] });
   assert.equal(o.used, 84);
   assert.deepEqual(o.wcs.map((x) => [x[1], x[2]]), [[0, 60]]);
+});
+
+test('receive fast path: rping\'s Read Request and its Read Response are taken whole', async () => {
+  // One Read outstanding on the receiving QP: 1 + floor(0.5 * 120) = 61 bytes at 3072.
+  const req = (mr) => encodeFpdu({ opcode: RdmapOpcode.READ_REQ, msn: 1, sinkStag: 7, sinkTo: 0x1000, readSize: 64, srcStag: mr.rkey, srcTo: mr.addr }, undefined, { crc: false });
+  const resp = (mr, more = {}) => encodeFpdu({ opcode: RdmapOpcode.READ_RESP, last: true, stag: mr.lkey, to: mr.addr + 3072, ...more }, Buffer.alloc(61, 0x61), { crc: false });
+  let o = await oneCase((mr) => Buffer.concat([req(mr), resp(mr)]), { reads: 1 });
+  assert.equal(o.used, req({ rkey: 0, addr: 0 }).length + 84); // the response: 16 + 61 + 3 pad + 4
+  assert.equal(o.terms.length, 0);
+  assert.equal(o.expectReadMsn, 2);
+  assert.equal(o.orq, 0);
+  assert.equal(o.memoryChanged, 61);
+  // A response that does not match the Read (another STag) is the decoder's TERMINATE.
+  o = await oneCase((mr) => resp(mr, { stag: (mr.lkey ^ 0x100) >>> 0 }), { reads: 1 });
+  assert.equal(o.used, 0);
+  assert.deepEqual(o.terms.map((t) => [t.layer, t.etype, t.ecode]), [[1, 1, 0]]);
+  // A Read Request with the wrong MSN, or beyond the source MR: left to the decoder.
+  o = await oneCase((mr) => encodeFpdu({ opcode: RdmapOpcode.READ_REQ, msn: 2, sinkStag: 7, sinkTo: 0, readSize: 64, srcStag: mr.rkey, srcTo: mr.addr }));
+  assert.equal(o.used, 0);
+  assert.deepEqual(o.terms.map((t) => [t.layer, t.etype, t.ecode]), [[1, 2, 3]]);
+  o = await oneCase((mr) => encodeFpdu({ opcode: RdmapOpcode.READ_REQ, msn: 1, sinkStag: 7, sinkTo: 0, readSize: PAGE, srcStag: mr.rkey, srcTo: mr.addr + 8 }));
+  assert.equal(o.used, 0);
+  assert.equal(o.terms.length, 1);
 });
 
 test('receive fast path: after an FPDU the decoder took, the rest of the same read is taken whole', async () => {
