@@ -252,7 +252,7 @@ export class Context {
 
   /**
    * `ibv_create_cq()`.
-   * @param cqe minimum number of entries, 1..maxCqe (rounded up to a power of two).
+   * @param cqe minimum number of entries, 1..maxCqe (rounded as the device rounds its queue: siw up to a power of two, rxe to one less than the power of two above).
    * @param channel completion channel for notifications (same context); `null`/`undefined`: none.
    * @param compVector 0..numCompVectors-1 (no effect in this implementation).
    * @param cqContext opaque user value (`cq_context`).

@@ -2,8 +2,8 @@
  * Completion queue (`ibv_create_cq`, `ibv_poll_cq`, `ibv_req_notify_cq`, `ibv_ack_cq_events`,
  * `ibv_destroy_cq`), after siw_cq.c / siw_qp.c's `siw_sqe_complete()`.
  *
- * - Size: the requested `cqe` (1..maxCqe) is rounded up to a power of two, as siw does; `cqe`
- *   reports the actual size.
+ * - Size: the requested `cqe` (1..maxCqe) is rounded as the device rounds its queue (siw: up to
+ *   a power of two; rxe: to one less than the power of two above it); `cqe` reports the actual size.
  * - `poll()` returns the `Wc` objects the transport pushed (not copies), oldest first;
  *   `pollInto(out)` copies each completion into the `Wc` object already at its place in `out`
  *   (as the native provider does) and stores the CQ's own object only where `out` has none. The
@@ -30,7 +30,7 @@ import { AsyncEventType } from './types.js';
 import type { Wc } from './types.js';
 import type { CompChannel } from './comp-channel.js';
 import type { Context } from './context.js';
-import type { QpLike } from './provider.js';
+import { getProvider, type QpLike } from './provider.js';
 import { FreeList } from '../util/arrays.js';
 
 /** Arming state (siw_notify_flags without the MISSED_EVENTS bit). */
@@ -54,6 +54,12 @@ const NO_RING = new Ring<Wc>(1, 1);
 /** A parked {@link Cq.waitForCompletions} call (it re-checks the CQ when woken). */
 type CqWaiter = () => void;
 
+/** The CQEs the device gives a CQ asked for `cqe` (its provider's rounding; siw's by default). */
+function cqSlots(context: Context, cqe: number): number {
+  const round = getProvider(context.device.info.provider)?.cqSlots;
+  return round ? round(cqe) : nextPow2(cqe);
+}
+
 /** `struct ibv_cq`. Create with `Context.createCq()`. */
 export class Cq {
   /** The owning device context. */
@@ -64,7 +70,7 @@ export class Cq {
   readonly compVector: number;
   /** `cq_context`: the opaque user value given at creation. */
   readonly cqContext: unknown;
-  /** Actual number of CQEs (the request rounded up to a power of two; changed by {@link Cq.resize}). */
+  /** Actual number of CQEs (the request rounded as the device rounds it; changed by {@link Cq.resize}). */
   get cqe(): number {
     return this._cqe;
   }
@@ -101,7 +107,7 @@ export class Cq {
     this.handle = handle;
     // Replaced by resize: mutable from the first CQ on (see util/arrays.ts).
     this._cqe = 0;
-    this._cqe = nextPow2(cqe);
+    this._cqe = cqSlots(context, cqe);
     this._ring = NO_RING;
     this._ring = new Ring<Wc>(this._cqe, 64);
     // Set at teardown: mutable from the first CQ on (see util/arrays.ts).
@@ -162,11 +168,11 @@ export class Cq {
   }
 
   /**
-   * @internal The provider's resize: room for `cqe` completions (rounded up to a power of two),
+   * @internal The provider's resize: room for `cqe` completions (rounded as at creation),
    * the queued ones moved over in order. The provider has checked `cqe`.
    */
   _setSize(cqe: number): void {
-    const size = nextPow2(cqe);
+    const size = cqSlots(this.context, cqe);
     const ring = new Ring<Wc>(size, 64);
     for (let w = this._ring.shift(); w !== undefined; w = this._ring.shift()) ring.push(w);
     this._ring = ring;

@@ -241,6 +241,12 @@ export interface VerbsProvider {
    */
   resizeCq?(cq: Cq, cqe: number): void;
   /**
+   * The CQEs a CQ asked for `cqe` gets, at creation and at resize (the device's queue rounding:
+   * rxe's `rxe_queue_init` gives `roundup_pow_of_two(cqe + 1) - 1`). Absent: siw's
+   * `roundup_pow_of_two(cqe)`.
+   */
+  cqSlots?(cqe: number): number;
+  /**
    * The device's counters by name (what `rdma statistic show link DEV/PORT` lists: the kernel's
    * hw counters of the port, the soft devices' own — docs/counters.md). A device lists only
    * counters it counts. Absent: the device has none (`Context.queryCounters` answers EOPNOTSUPP).

@@ -55,3 +55,18 @@ forEachDevice([Cap.RC], (d) => {
     pd.dealloc();
   });
 });
+
+forEachDevice([Cap.RC], (d) => {
+  test('a CQ asked for n entries holds every completion of a QP asked for n WRs: the device rounds both queues alike (siw: to a power of two; rxe: one less than the power of two above)', () => {
+    const ctx = d.device.open();
+    const pd = ctx.allocPd();
+    for (let n = 1; n <= 33; n++) {
+      const cq = ctx.createCq(n);
+      const qp = pd.createQp({ qpType: 2, sendCq: cq, recvCq: cq, cap: { maxSendWr: n, maxRecvWr: n } });
+      assert.ok(cq.cqe >= qp.cap.maxSendWr && cq.cqe >= qp.cap.maxRecvWr, `n ${n}: cqe ${cq.cqe}, QP ${qp.cap.maxSendWr} send / ${qp.cap.maxRecvWr} recv WRs`);
+      qp.destroy();
+      cq.destroy();
+    }
+    pd.dealloc();
+  });
+});

@@ -33,6 +33,7 @@ import { PortAgent } from './udp.js';
 import { rxeAllocMw, rxeBindMw } from './mw.js';
 import { C, COUNTER_NAMES, type CounterName } from './counters.js';
 import { BTH_DEF_PKEY } from '../../wire/roce/index.js';
+import { nextPow2 } from '../../util/ring.js';
 
 /** Provider name, as rdma-core's `rxe` provider. */
 export const RXE_PROVIDER = 'rxe';
@@ -258,6 +259,8 @@ const provider: VerbsProvider = {
   attachMcast,
   detachMcast,
   resizeCq,
+  // rxe_cq_from_init / rxe_cq_resize_queue: rxe_queue_init keeps one slot free.
+  cqSlots: (cqe) => nextPow2(cqe + 1) - 1,
   settle: (timeoutMs) => PortAgent.get().settle(timeoutMs),
   counters: (info) => roceCounters(info.name),
 };
