@@ -13,6 +13,7 @@ import { getProvider } from '../../dist/verbs/provider.js';
 import { forEachDevice, Cap } from '../lib/devices.js';
 import { nextEvent, syncAccept, syncPair } from '../lib/cm.js';
 import { aborted } from '../lib/fake-provider.js';
+import { until } from '../lib/wait.js';
 
 /**
  * Private data as the peer sent it. The IB CM carries fixed-size fields, so RoCE reports the
@@ -192,8 +193,8 @@ forEachDevice([Cap.RC, Cap.CM_TCP], (d) => {
     const b = createEventChannel();
     const id = createId(a, null, PortSpace.TCP);
     await id.resolveAddr(null, { address: '127.0.0.1', port: 1 });
-    await new Promise((r) => setTimeout(r, 20));
-    assert.equal(a.pending, 1);
+    // The event is queued on `a` (nobody reads it) before the id moves.
+    await until(() => a.pending === 1, 5000, 'ADDR_RESOLVED queued on the first channel');
     await id.migrate(b);
     assert.equal(a.pending, 0);
     const ev = await nextEvent(b);
