@@ -1,6 +1,6 @@
 /**
- * The per-process endpoint of the counter and resource listing: once this process opens a soft
- * device, it listens on the abstract Unix socket `@rdmacm-stat/<pid>` and answers each
+ * The per-process endpoint of the counter and resource listing: once this process opens a device
+ * (a soft one or a kernel device through the native backend), it listens on the abstract Unix socket `@rdmacm-stat/<pid>` and answers each
  * connection of its own user (or root) with its devices' counters and its resources, as one JSON
  * line (protocol.ts), then closes it. A reader of another user gets `EPERM` and nothing else.
  *
@@ -10,8 +10,6 @@
  */
 import net from 'node:net';
 import { _setContextOpenHook, _openContexts } from '../verbs/device.js';
-import type { Context } from '../verbs/context.js';
-import { getProvider } from '../verbs/provider.js';
 import { listResources, processOwner } from './resources.js';
 import { mayRead, peerCred, MY_UID } from './creds.js';
 import { MAX_REQUEST, STAT_VERSION, decodeRequest, statSocketName, type DeviceReport, type StatReport } from './protocol.js';
@@ -70,10 +68,9 @@ function serve(sock: net.Socket): void {
   });
 }
 
-/** Start answering, once, when a context of a soft device is first opened. */
-function contextOpened(ctx: Context): void {
+/** Start answering, once, when a context of any device is first opened. */
+function contextOpened(): void {
   if (server !== null) return;
-  if (getProvider(ctx.device.provider)?.native === true) return;
   if (!enabled() || process.platform !== 'linux') return;
   const s = net.createServer(serve);
   server = s;

@@ -6,11 +6,11 @@
 // reported once while the device keeps working. Skips loudly without tshark.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { REPO_ROOT, startCli, runCli, describeRun, waitRoceListening } from '../lib/tools.js';
+import { startCli, runCli, describeRun, waitRoceListening } from '../lib/tools.js';
+import { cli, ROCE_PORT, NO_TSHARK, tshark, fields, decodesCleanly, captured } from '../lib/capture.js';
 import { freePort } from '../lib/ports.js';
 import { sleep } from '../lib/wait.js';
 import { loopbackGidIndex } from '../lib/pingpong.js';
@@ -18,65 +18,7 @@ import { getDeviceList, startCapture } from '../../dist/index.js';
 import { rcPair } from '../lib/cm-rc-pair.js';
 import { withRsPair, sendAll, recvAll, fixed } from '../lib/rs-pair.js';
 
-const cli = (name) => join(REPO_ROOT, 'dist', 'cli', `${name}.js`);
-const ROCE_PORT = String(40000 + Math.floor(Math.random() * 20000));
-
-const TSHARK = spawnSync('tshark', ['--version'], { encoding: 'utf8' });
-const NO_TSHARK = TSHARK.status === 0 ? false : 'tshark is not installed (apt-get install tshark): capture files are not decoded';
-if (NO_TSHARK) {
-  process.stderr.write(`\n${'#'.repeat(78)}\n# SKIPPED: ${NO_TSHARK}\n${'#'.repeat(78)}\n\n`);
-}
 const devices = new Set(getDeviceList().map((d) => d.name));
-
-/**
- * Run tshark on `file` (RoCE decoded on our private UDP port); stdout, failing on an error exit.
- * Wireshark's RPC-over-RDMA dissector takes any small Send payload (an rsocket's messages) for its
- * own and fails on it: it is off here, as docs/capture.md tells users.
- */
-function tshark(file, args) {
-  const r = spawnSync('tshark', ['-r', file, '--disable-protocol', 'rpcordma', '-d', `udp.port==${ROCE_PORT},infiniband`, ...args], { encoding: 'utf8', maxBuffer: 64 << 20 });
-  assert.equal(r.status, 0, `tshark ${args.join(' ')}: ${r.stderr}`);
-  return r.stdout;
-}
-
-/** Per frame: the fields asked for, tab-separated. */
-function fields(file, names) {
-  return tshark(file, ['-T', 'fields', ...names.flatMap((n) => ['-e', n])])
-    .split('\n')
-    .filter((l) => l !== '')
-    .map((l) => l.split('\t'));
-}
-
-/** The checks every capture file passes: it decodes, nothing malformed, no expert error. */
-function decodesCleanly(file) {
-  const v = tshark(file, ['-V']);
-  const bad = v.split(/\n(?=Frame \d+:)/).filter((x) => /Malformed Packet/.test(x));
-  assert.equal(bad.length, 0, `${file}: malformed packets:\n${bad.slice(0, 2).join("\n").slice(0, 6000)}`);
-  const expert = tshark(file, ['-q', '-z', 'expert,error']);
-  assert.doesNotMatch(expert, /Errors \(\d+\)/, `${file}: expert errors\n${expert}`);
-  return v;
-}
-
-/** Run server and client of `tool` with RDMA_PCAP into a fresh folder; the files and the runs. */
-async function captured(tool, serverArgs, clientArgs, { env = {}, roce = false, port } = {}) {
-  const dir = mkdtempSync(join(tmpdir(), 'rdmacm-pcap-'));
-  const e = { RDMACM_ROCE_PORT: ROCE_PORT, RDMA_PCAP: join(dir, `${tool}-%p.pcapng`), ...env };
-  const srv = startCli(cli(tool), serverArgs, { env: e, timeoutMs: 60_000 });
-  try {
-    if (roce && port !== undefined) await waitRoceListening(ROCE_PORT, port, srv.done);
-    else await sleep(1500);
-    const c = await runCli(cli(tool), clientArgs, { env: e, timeoutMs: 60_000 });
-    const s = await srv.done;
-    const both = `${describeRun('client', c)}\n${describeRun('server', s)}`;
-    assert.equal(c.code, 0, both);
-    assert.equal(s.code, 0, both);
-    const files = readdirSync(dir).map((f) => join(dir, f));
-    assert.equal(files.length, 2, `one file per process: ${files.join(' ')}`);
-    return { files, dir, both };
-  } finally {
-    srv.kill('SIGKILL');
-  }
-}
 
 const roceOpts = { skip: NO_TSHARK || (devices.has('rxe_lo') ? false : 'no rxe_lo device'), timeout: 120_000 };
 const siwOpts = { skip: NO_TSHARK || (devices.has('siw_lo') ? false : 'no siw_lo device'), timeout: 120_000 };

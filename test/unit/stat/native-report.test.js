@@ -11,7 +11,20 @@ process.env.RDMACM_NATIVE_PATH = fileURLToPath(new URL('../../fixtures/native/fa
 delete process.env.RDMACM_NATIVE;
 delete process.env.RDMACM_BACKEND;
 const { getDeviceList, native, QpType } = await import('../../../dist/index.js');
-const { statReport } = await import('../../../dist/stat/service.js');
+const { statReport, statServiceListening } = await import('../../../dist/stat/service.js');
+
+test('a process that opened only a native device answers rdmacm-stat too', async () => {
+  const nat = getDeviceList().find((d) => d.provider === native.PROVIDER);
+  assert.equal(statServiceListening(), false, 'nothing opened yet');
+  const nctx = nat.open();
+  try {
+    await new Promise((r) => setImmediate(r));
+    assert.equal(statServiceListening(), true);
+    assert.deepEqual(statReport().devices.map((d) => d.name), [nat.name]);
+  } finally {
+    nctx.close();
+  }
+});
 
 test('a process with a soft and a native device: both in its report, the native QP as the kernel lists it', () => {
   const devs = getDeviceList();
