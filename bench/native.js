@@ -172,19 +172,8 @@ function addonLoop(b, p, iters) {
  * pollInto into reused Wc objects (cLoopStream's calls).
  */
 function streamLoop(p, iters) {
-  const { qpA, qpB, cqA, cqB, mr } = p;
-  const sa = [{ addr: mr.addr, length: SIZE, lkey: mr.lkey }];
-  const sb = [{ addr: mr.addr + 4096, length: SIZE, lkey: mr.lkey }];
-  const recvs = Array.from({ length: BATCH }, (_, i) => ({ wrId: 100 + i, sgList: sb }));
-  const sends = Array.from({ length: BATCH }, (_, i) => ({ wrId: 200 + i, opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: sa }));
-  const wcs = [];
-  const drain = (cq) => {
-    for (let want = BATCH; want > 0; ) {
-      const n = cq.pollInto(wcs, want);
-      for (let i = 0; i < n; i++) if (wcs[i].status !== 0) throw new Error(`completion status ${wcs[i].status}`);
-      want -= n;
-    }
-  };
+  const { recvs, sends, drain } = streamWork(p);
+  const { qpA, qpB, cqA, cqB } = p;
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < iters; i++) {
     qpB.postRecv(recvs);
@@ -197,19 +186,11 @@ function streamLoop(p, iters) {
 
 /** The stream with both lists prepared once (qp.prepareRecv / prepareSend, posted by qp.postPrepared). */
 function preparedStreamLoop(p, iters) {
-  const { qpA, qpB, cqA, cqB, mr } = p;
-  const sa = [{ addr: mr.addr, length: SIZE, lkey: mr.lkey }];
-  const sb = [{ addr: mr.addr + 4096, length: SIZE, lkey: mr.lkey }];
-  const recvs = qpB.prepareRecv(Array.from({ length: BATCH }, (_, i) => ({ wrId: 100 + i, sgList: sb })));
-  const sends = qpA.prepareSend(Array.from({ length: BATCH }, (_, i) => ({ wrId: 200 + i, opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: sa })));
-  const wcs = [];
-  const drain = (cq) => {
-    for (let want = BATCH; want > 0; ) {
-      const n = cq.pollInto(wcs, want);
-      for (let i = 0; i < n; i++) if (wcs[i].status !== 0) throw new Error(`completion status ${wcs[i].status}`);
-      want -= n;
-    }
-  };
+  const work = streamWork(p);
+  const { qpA, qpB, cqA, cqB } = p;
+  const recvs = qpB.prepareRecv(work.recvs);
+  const sends = qpA.prepareSend(work.sends);
+  const drain = work.drain;
   const t0 = process.hrtime.bigint();
   for (let i = 0; i < iters; i++) {
     qpB.postPrepared(recvs);
@@ -218,6 +199,24 @@ function preparedStreamLoop(p, iters) {
     drain(cqA);
   }
   return Number(process.hrtime.bigint() - t0);
+}
+
+/** The stream's lists (B's BATCH receives, A's BATCH signaled SENDs) and the drain of BATCH completions from a CQ. */
+function streamWork(p) {
+  const { mr } = p;
+  const sa = [{ addr: mr.addr, length: SIZE, lkey: mr.lkey }];
+  const sb = [{ addr: mr.addr + 4096, length: SIZE, lkey: mr.lkey }];
+  const recvs = Array.from({ length: BATCH }, (_, i) => ({ wrId: 100 + i, sgList: sb }));
+  const sends = Array.from({ length: BATCH }, (_, i) => ({ wrId: 200 + i, opcode: WrOpcode.SEND, sendFlags: SendFlags.SIGNALED, sgList: sa }));
+  const wcs = [];
+  const drain = (cq) => {
+    for (let want = BATCH; want > 0; ) {
+      const n = cq.pollInto(wcs, want);
+      for (let i = 0; i < n; i++) if (wcs[i].status !== 0) throw new Error(`completion status ${wcs[i].status}`);
+      want -= n;
+    }
+  };
+  return { recvs, sends, drain };
 }
 
 function cStreamLoop(b, p, iters) {

@@ -71,7 +71,8 @@ static napi_value set_mtu_discover(napi_env env, napi_callback_info info)
 	return ret;
 }
 
-static napi_value set_no_check(napi_env env, napi_callback_info info)
+/* setsockopt(fd, level, name, 1) for the fd in the call's first argument: 0, or a negative errno. */
+static napi_value set_flag(napi_env env, napi_callback_info info, int level, int name)
 {
 	size_t argc = 1;
 	napi_value argv[1], ret;
@@ -81,26 +82,20 @@ static napi_value set_no_check(napi_env env, napi_callback_info info)
 	    napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
 		rc = -EINVAL;
 	} else {
-		rc = setsockopt(fd, SOL_SOCKET, SO_NO_CHECK, &one, sizeof(one)) ? -errno : 0;
+		rc = setsockopt(fd, level, name, &one, sizeof(one)) ? -errno : 0;
 	}
 	napi_create_int32(env, rc, &ret);
 	return ret;
 }
 
+static napi_value set_no_check(napi_env env, napi_callback_info info)
+{
+	return set_flag(env, info, SOL_SOCKET, SO_NO_CHECK);
+}
+
 static napi_value set_no_check6_rx(napi_env env, napi_callback_info info)
 {
-	size_t argc = 1;
-	napi_value argv[1], ret;
-	int32_t fd = -1, rc, one = 1;
-
-	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 1 ||
-	    napi_get_value_int32(env, argv[0], &fd) != napi_ok || fd < 0) {
-		rc = -EINVAL;
-	} else {
-		rc = setsockopt(fd, IPPROTO_UDP, UDP_NO_CHECK6_RX, &one, sizeof(one)) ? -errno : 0;
-	}
-	napi_create_int32(env, rc, &ret);
-	return ret;
+	return set_flag(env, info, IPPROTO_UDP, UDP_NO_CHECK6_RX);
 }
 
 static napi_value unsent_bytes(napi_env env, napi_callback_info info)
