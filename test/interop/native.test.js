@@ -42,6 +42,14 @@ function requireAddon(t) {
 // Our tools: $H/node on the package shared at /mnt/src. `pair` runs a server in the background,
 // waits until its rdma_cm id listens (rdma res: siw's and rxe's listeners alike), runs the client,
 // then gives the server 20 s to end. Each side: NAME-srv / NAME-cli .out .err .rc.
+//
+// siw's initiator fails a connection whose responder's first FPDU is already in its socket when
+// its CM work reads the MPA reply (siw_recv_mpa_rr: with no private data it reads one word more
+// and calls any byte "extra data", -EPROTO; iw_cm reports CONNECT_ERROR with status -EINVAL).
+// Kernel against kernel hits it as well: ucmatose's server sends as soon as it is established,
+// and under emulation the client's CM work can run after that. \`pairOnce\` turns on siw's debug
+// line for that one function and runs a pair again, once, only when the pair failed and the
+// kernel printed that line meanwhile; the first run is kept as NAME-race-srv / NAME-race-cli.
 const PRELUDE = `
 OUR="$H/node /mnt/src/dist/cli"
 IP=$REFVM_IP
@@ -52,6 +60,16 @@ pair() { local n=$1 port=$2 srv=$3 cli=$4 g=0
   if waitcm $port; then gtool $n-cli 120 $cli; else glog "$n: no listener on $port"; putrc $n-cli 250; fi
   while kill -0 $sp 2>/dev/null && [ $g -lt 100 ]; do sleep 0.2; g=$((g+1)); done
   kill $sp 2>/dev/null; gwait $n-srv $sp; }
+mount -t debugfs none /sys/kernel/debug 2>/dev/null
+echo 'func siw_recv_mpa_rr +p' > /sys/kernel/debug/dynamic_debug/control 2>/dev/null || glog "siw's debug lines are off"
+mparaces() { dmesg | grep -c "peer sent extra data"; }
+pairOnce() { local n=$1 before; before=$(mparaces)
+  pair "$@"
+  if [ "$(cat $H/$n-cli.rc)$(cat $H/$n-srv.rc)" != 00 ] && [ "$(mparaces)" != "$before" ]; then
+    glog "$n: siw's MPA reply race (dmesg: peer sent extra data); once more"
+    for w in cli srv; do for e in out err rc; do mv $H/$n-$w.$e $H/$n-race-$w.$e 2>/dev/null; done; done
+    pair "$@"
+  fi; }
 `;
 
 const RPING_SIZES = { siw: [26, 64, 4096], rxe: [64, 4096] };
@@ -97,7 +115,7 @@ mark ready
 gtool devices 60 $OUR/rdmacm-devices.js -j
 gtool misuse 60 $H/node /mnt/src/test/interop/lib/native-misuse.mjs /mnt/src
 gtool atomics 90 $H/node /mnt/src/test/interop/lib/native-atomics.mjs /mnt/src ${dev}0 $IP 7790
-${sc.map((s) => `pair ${s.name} ${s.port} "${s.srv}" "${s.cli}"`).join('\n')}
+${sc.map((s) => `pairOnce ${s.name} ${s.port} "${s.srv}" "${s.cli}"`).join('\n')}
 # A process that ends with resources open (killed mid-run): the kernel keeps nothing of it.
 gstart leak-srv 120 rping -s -a $IP -p 7799 -C 0; lp=$GPID
 waitcm 7799 || glog "leak: no listener"
@@ -218,7 +236,11 @@ for (const dev of DEVICES) {
     });
 
     for (const s of scenarios(dev)) {
-      await t.test(s.title, () => checkScenario(s, result(`${s.name}-srv`), result(`${s.name}-cli`)));
+      await t.test(s.title, (tt) => {
+        const race = result(`${s.name}-race-cli`);
+        if (race.rc !== null) tt.diagnostic(`run twice: the first run met siw's MPA reply race (dmesg "peer sent extra data"); its client exited ${race.rc}: ${tailOf(race.out, 3)}`);
+        checkScenario(s, result(`${s.name}-srv`), result(`${s.name}-cli`));
+      });
     }
 
     await t.test('a process killed with resources open leaves nothing in the kernel', () => {
