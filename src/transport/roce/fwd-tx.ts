@@ -14,6 +14,7 @@
  */
 import net from 'node:net';
 import { trace, tracing } from '../../trace.js';
+import { Ring } from '../../util/ring.js';
 import { StateCell } from '../../util/state.js';
 import { TokenBucket } from '../../util/token-bucket.js';
 import { encodeFwdHeader } from './fwd-frame.js';
@@ -60,10 +61,23 @@ class FwdConn {
   readonly state: StateCell<FwdConnState>;
   /** The datagrams written while {@link FwdConnState.CONNECTING} (copies), with where they were going. */
   pending: [Buffer, RxMeta][] = [];
-  /** Packets of packetBuffer() framed in place and written since the last uncork. */
-  sent: Buffer[] = [];
-  /** Packets written that the socket still holds, handed back at its `drain`. */
-  draining: Buffer[] | null = null;
+  /**
+   * Packets of packetBuffer() framed in place whose frames the socket has not yet handed to the
+   * kernel, oldest first: each such frame is written with {@link written} as its callback, and
+   * the socket calls back in the order of the writes (once each, with an error too when it is
+   * destroyed with the frame unsent), so the callback hands back the oldest.
+   */
+  readonly inflight = new Ring<Buffer>(Infinity);
+  /**
+   * The socket is done with the oldest packet of {@link inflight}: its slab may be carved again
+   * (packet-buffer.ts). A frame leaves its slab as soon as the kernel has it, not when the whole
+   * backlog of the connection has drained: a long burst to a slower reader reuses the slabs of
+   * what is already written instead of taking fresh memory for every packet.
+   */
+  readonly written = (): void => {
+    const p = this.inflight.shift();
+    if (p !== undefined) releasePacket(p);
+  };
 
   constructor(
     readonly sock: net.Socket,
@@ -92,11 +106,7 @@ export class FwdTx {
     // A new list first: a connection corked while these are uncorked gets its own microtask.
     const list = this.corked;
     this.corked = [];
-    for (let i = 0; i < list.length; i++) {
-      const c = list[i] as FwdConn;
-      c.sock.uncork();
-      if (c.sent.length > 0) this.handBack(c);
-    }
+    for (let i = 0; i < list.length; i++) (list[i] as FwdConn).sock.uncork();
   };
 
   /**
@@ -255,33 +265,11 @@ export class FwdTx {
       sock.cork();
       if (this.corked.push(c) === 1) queueMicrotask(this.uncorkAll);
     }
-    sock.write(frame);
-    if (inPlace) c.sent.push(msg);
+    if (inPlace) {
+      c.inflight.push(msg);
+      sock.write(frame, c.written);
+    } else sock.write(frame);
     if (!connecting) sink.fwdCount('fwd_sent');
-  }
-
-  /**
-   * After a burst's writev: the packets framed in place whose frames the kernel has are handed
-   * back to their slabs (packet-buffer.ts) — at once when the socket took everything, at its
-   * `drain` when it keeps some. Without a drain to wait for, they are left to the garbage
-   * collector.
-   */
-  private handBack(c: FwdConn): void {
-    const sent = c.sent;
-    c.sent = [];
-    const sock = c.sock;
-    if (sock.writableLength === 0) {
-      for (let i = 0; i < sent.length; i++) releasePacket(sent[i] as Buffer);
-    } else if (c.draining !== null) {
-      for (let i = 0; i < sent.length; i++) c.draining.push(sent[i] as Buffer);
-    } else if (sock.writableNeedDrain) {
-      c.draining = sent;
-      sock.once('drain', () => {
-        const d = c.draining ?? [];
-        c.draining = null;
-        for (let i = 0; i < d.length; i++) releasePacket(d[i] as Buffer);
-      });
-    }
   }
 
   /** Open the forwarding connection to `name` (see {@link forward}). */
