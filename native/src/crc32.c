@@ -48,8 +48,10 @@
  * share the 16-byte steps, the tail and the reduction. Chosen once when the addon loads from CPUID
  * and XGETBV (the OS must have enabled the YMM state, and for AVX-512 the opmask and ZMM states,
  * in XCR0), not from the compiler's runtime, so it holds with any GCC or clang that builds it.
+ * The Intel models the kernel lists as slowing down under 512-bit registers run the ymm path.
  * RDMACM_NETOPT_CRC=pclmul or =vpclmul256 caps the choice at that path (to run a narrower one on
- * a wider CPU); any other value is ignored. Inputs under 16 bytes go through a byte table.
+ * a wider CPU), =vpclmul512 takes the zmm path wherever it runs; any other value is ignored.
+ * Inputs under 16 bytes go through a byte table.
  *
  * Exported only on x86-64 CPUs with PCLMULQDQ, SSSE3 and SSE4.1; elsewhere the callers keep
  * zlib.crc32.
@@ -89,7 +91,6 @@ typedef uint32_t (*crc_fold_fn)(uint32_t c, const uint8_t *p, size_t len);
 
 /* GCC from 9, clang from 8 know the targets below; older compilers build the byte loop only. */
 #if defined(__x86_64__) && (defined(__clang__) ? __clang_major__ >= 8 : __GNUC__ >= 9)
-#define CRC_X86 1
 #include <cpuid.h>
 #include <immintrin.h>
 
@@ -97,7 +98,10 @@ typedef uint32_t (*crc_fold_fn)(uint32_t c, const uint8_t *p, size_t len);
 #define TGT_AVX2 __attribute__((target("pclmul,ssse3,sse4.1,avx2,vpclmulqdq")))
 #define TGT_AVX512 __attribute__((target("pclmul,ssse3,sse4.1,avx2,avx512f,vpclmulqdq")))
 
-/* rev32(x^n mod P) << 1: the multiplier of a qword carried n - 32 bits forward (see the head). */
+/*
+ * A lane carried D bits forward: K_D_FIRST = rev32(x^(D+32) mod P) << 1 multiplies its first 8
+ * bytes, K_D_LAST = rev32(x^(D-32) mod P) << 1 its last 8 (see the head).
+ */
 #define K_2048_FIRST 0x11542778aLL
 #define K_2048_LAST 0x1322d1430LL
 #define K_1024_FIRST 0x1e88ef372LL
@@ -283,7 +287,35 @@ TGT_AVX512 static uint32_t crc_vpclmul512(uint32_t c, const uint8_t *p, size_t l
 	return crc_finish(x, p, len);
 }
 
-/* The widest path this CPU and its OS allow, at most `cap` (0 vpclmul512, 1 vpclmul256, 2 pclmul). */
+/*
+ * Intel models whose cores slow down while 512-bit registers are in use (the kernel's
+ * zmm_exclusion_list, arch/x86/kernel/cpu/intel.c: Skylake-X, Ice Lake, Tiger Lake); family 6.
+ */
+static const unsigned zmm_slow_models[] = { 0x55, 0x6a, 0x6c, 0x7d, 0x7e, 0x9d, 0x8c, 0x8d };
+
+/* Whether this is an Intel CPU that prefers 256-bit registers to 512-bit ones. */
+static int prefer_ymm(void)
+{
+	unsigned a, b, c, d;
+
+	__cpuid(0, a, b, c, d);
+	/* "GenuineIntel" in EBX, EDX, ECX */
+	if (b != 0x756e6547 || d != 0x49656e69 || c != 0x6c65746e)
+		return 0;
+	__cpuid(1, a, b, c, d);
+	if (((a >> 8) & 0xf) != 6)
+		return 0;
+	const unsigned model = ((a >> 4) & 0xf) | (((a >> 16) & 0xf) << 4);
+	for (size_t i = 0; i < sizeof(zmm_slow_models) / sizeof(zmm_slow_models[0]); i++)
+		if (model == zmm_slow_models[i])
+			return 1;
+	return 0;
+}
+
+/*
+ * The widest path this CPU and its OS allow, at most `cap`: 0 the widest (a CPU that prefers
+ * 256-bit registers runs vpclmul256), 1 vpclmul256, 2 pclmul, -1 vpclmul512 wherever it runs.
+ */
 static crc_fold_fn choose(int cap, const char **name)
 {
 	unsigned a, b, c, d, xcr0_lo, xcr0_hi;
@@ -301,7 +333,8 @@ static crc_fold_fn choose(int cap, const char **name)
 	__asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
 	__cpuid_count(7, 0, a, b, c, d);
 	const int vpclmul = (c & bit_VPCLMULQDQ) && (b & bit_AVX2) && (xcr0_lo & 0x06) == 0x06;
-	if (vpclmul && cap == 0 && (b & bit_AVX512F) && (xcr0_lo & 0xe6) == 0xe6) {
+	const int zmm = (b & bit_AVX512F) && (xcr0_lo & 0xe6) == 0xe6;
+	if (vpclmul && zmm && (cap < 0 || (cap == 0 && !prefer_ymm()))) {
 		*name = "vpclmul512";
 		return crc_vpclmul512;
 	}
@@ -358,6 +391,8 @@ int crc32_init(napi_env env, napi_value exports)
 		cap = 2;
 	else if (cap_env != NULL && strcmp(cap_env, "vpclmul256") == 0)
 		cap = 1;
+	else if (cap_env != NULL && strcmp(cap_env, "vpclmul512") == 0)
+		cap = -1;
 	crc_fold = choose(cap, &impl);
 	if (crc_fold == NULL)
 		return 0;

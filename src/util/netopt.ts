@@ -57,8 +57,9 @@ export interface Netopt {
   crc32?: (data: Uint8Array, start: number, end: number, prev: number) => number;
   /**
    * The path `crc32` runs, chosen when the addon loads from what the CPU and OS allow: 512-bit
-   * VPCLMULQDQ lanes (AVX-512F), 256-bit ones (AVX2), or 128-bit PCLMULQDQ. The environment
-   * variable `RDMACM_NETOPT_CRC=vpclmul256` or `=pclmul` caps it (read at load).
+   * VPCLMULQDQ lanes (AVX-512F; not on the Intel models that slow down under them), 256-bit ones
+   * (AVX2), or 128-bit PCLMULQDQ. `RDMACM_NETOPT_CRC=pclmul`, `=vpclmul256` or `=vpclmul512`
+   * (read at load) asks for that path where the CPU has it.
    */
   crc32Impl?: 'vpclmul512' | 'vpclmul256' | 'pclmul';
 }
