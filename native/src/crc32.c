@@ -35,11 +35,13 @@
  * not see) and a block of the lane's other 16 - t bytes followed by the tail (the last 16 input
  * bytes, blended with PBLENDVB); the first is folded onto the second with D = 128.
  *
- * Reduction to 32 bits (Barrett). With the lane X = A*x^64 + B: X*x^64 = A*x^128 + B*x^64 is
- * A*(x^96 mod P)*x^32 (a product, constant rev(x^96 mod P)<<1) plus B moved down 8 bytes; this
- * 96-bit value T = C*x^96 + E (C its first 32 bits) is T*x^32 of the CRC's input again, and C*x^96
- * is C*(x^64 mod P)*x^32 (C placed in a qword's high half), leaving a 64-bit value U = F*x^32 + G
- * with register = U mod P. F*x^32 mod P = (q*P) mod x^32 with q = floor(F*mu / x^32) and
+ * Reduction to 32 bits (Barrett). The register wanted is X*x^32 mod P for the last lane
+ * X = A*x^64 + B. X*x^64 = A*x^128 + B*x^64 is A*(x^96 mod P)*x^32 (one product, constant
+ * rev32(x^96 mod P) << 1) plus B moved down 8 bytes: a value T whose 32 lowest powers are zero,
+ * T = T'*x^32 with T' = X*x^32 mod P. T's first 32 bits C stand for C*x^96, which is
+ * C*(x^64 mod P)*x^32 (C moved into a qword's high half for the product); with the rest of T it
+ * leaves a 64-bit U = F*x^32 + G equal to X*x^32 mod P, and the register is U mod P =
+ * G + (F*x^32 mod P) = G + ((q*P) mod x^32) with q = floor(F*mu / x^32) and
  * mu = floor(x^64 / P) = 0x104D101DF, exact for polynomials of degree < 64; mu and P enter
  * reversed over 33 bits (0x1F7011641, 0x1DB710641).
  *
