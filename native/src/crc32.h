@@ -3,7 +3,7 @@
 #define RDMACM_CRC32_H
 #include <node_api.h>
 
-/* Adds crc32() to `exports` where the CPU has PCLMULQDQ: 0, or -1 when N-API failed. */
+/* Adds crc32() and crc32Impl to `exports` where the CPU has PCLMULQDQ: 0, or -1 when N-API failed. */
 int crc32_init(napi_env env, napi_value exports);
 
 #endif

@@ -31,8 +31,8 @@
  * The soft RoCE device's batched UDP sockets (recvmmsg/sendmmsg on Node's loop): udpio.c, built in
  * with RDMACM_UDPIO defined.
  *
- * crc32(data, start, end, prev): the CRC-32 of the RoCEv2 ICRC with PCLMULQDQ (crc32.c), where the
- * CPU has it.
+ * crc32(data, start, end, prev): the CRC-32 of the RoCEv2 ICRC by carry-less multiplication
+ * (crc32.c), where the CPU has PCLMULQDQ; crc32Impl names the path it chose for this CPU.
  */
 #define _GNU_SOURCE /* struct ucred */
 #include <errno.h>

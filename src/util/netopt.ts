@@ -50,10 +50,18 @@ export interface Netopt {
   udpIfIndex?: (name: string) => number;
   udpConst?: Record<string, number>;
   /**
-   * The CRC-32 of `data[start, end)` continuing from `prev`, as zlib's (native/src/crc32.c, with
-   * PCLMULQDQ; absent on CPUs without it). Throws a RangeError on bad arguments.
+   * The CRC-32 of `data[start, end)` continuing from `prev`, as zlib's (native/src/crc32.c, by
+   * carry-less multiplication; absent on CPUs without PCLMULQDQ). Throws a RangeError on bad
+   * arguments.
    */
   crc32?: (data: Uint8Array, start: number, end: number, prev: number) => number;
+  /**
+   * The path `crc32` runs, chosen when the addon loads from what the CPU and OS allow: 512-bit
+   * VPCLMULQDQ lanes (AVX-512F; not on the Intel models that slow down under them), 256-bit ones
+   * (AVX2), or 128-bit PCLMULQDQ. `RDMACM_NETOPT_CRC=pclmul`, `=vpclmul256` or `=vpclmul512`
+   * (read at load) asks for that path where the CPU has it.
+   */
+  crc32Impl?: 'vpclmul512' | 'vpclmul256' | 'pclmul';
 }
 
 /** An open endpoint of the addon's batched UDP sockets (opaque). */

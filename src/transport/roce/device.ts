@@ -134,7 +134,8 @@ export function roceDevices(): RoceDevice[] {
 let crcChosen = false;
 /**
  * The ICRC of every packet sent and received: the netopt addon's carry-less multiplication
- * CRC-32 where it is built for a CPU that has PCLMULQDQ (chosen when the first device opens).
+ * CRC-32 where it is built for a CPU that has PCLMULQDQ (chosen when the first device opens; the
+ * addon's `crc32Impl` names the width of its lanes).
  */
 function chooseCrc(): void {
   if (crcChosen) return;
