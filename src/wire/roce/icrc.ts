@@ -145,7 +145,7 @@ export const crc32Native: ((data: Uint8Array, prev?: number) => number) | undefi
 export type Crc32RangeFn = (data: Uint8Array, start: number, end: number, prev: number) => number;
 
 /** Inputs shorter than this use the TypeScript tables even with a {@link useCrc32Backend} backend. */
-export const CRC32_FAST_MIN = 128;
+export const CRC32_FAST_MIN = 64;
 
 let fast: Crc32RangeFn | undefined;
 
