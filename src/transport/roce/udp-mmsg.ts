@@ -25,6 +25,7 @@ import { formatIpv4 } from '../../util/ip.js';
 import { GSI_QPN, bthQpn } from '../../wire/roce/bth.js';
 import { netopt, type Netopt, type UdpHandle } from '../../util/netopt.js';
 import { formatIpv6 } from './gid.js';
+import { releasePacket } from './packet-buffer.js';
 import { allowZeroChecksum6Fd as zeroChecksum6Fd, setPmtuProbeFd as pmtuProbeFd } from './sockopt.js';
 import type { EndpointOptions, UdpEndpoint } from './udp-endpoint.js';
 
@@ -251,7 +252,11 @@ export class MmsgEndpoint implements UdpEndpoint {
     if (h === null || addon === null || addon === undefined) return;
     if (this.held.length === 0) return;
     const left = addon.udpFlush(h);
-    this.held.length = 0;
+    // The kernel has the datagrams sent, and the addon copies of the rest: the packets built in
+    // slabs go back to them (packet-buffer.ts) instead of taking fresh memory for the next ones.
+    const held = this.held;
+    for (let i = 0; i < held.length; i++) releasePacket(held[i] as Buffer);
+    held.length = 0;
     if (left > 0 && tracing('roce')) trace('roce', `roce:${this.o.port}`, `${this.o.bindIp}: ${left} datagrams wait for the socket`);
   }
 
