@@ -18,10 +18,9 @@
 // Env: IBV_EXAMPLES_ONLY (a regular expression over scenario names).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { assertSameFields, MACHINE_FIELDS, withSoftRoceCaps } from '../lib/devinfo.js';
-import { withGuest, requireRefvm, banner, REPO_ROOT, REFVM_HOME, run, log, settle, saveRun as save, hangOf, vmSlot } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, REPO_ROOT, REFVM_HOME, run, log, settle, saveRun as save, hangOf, vmSlot } from './lib/refvm.js';
 
 const HOST_IP = '10.77.0.1';
 const GUEST_IP = '10.77.0.2';
@@ -121,18 +120,10 @@ mark native-done
 true
 `;
 
-function requireBuilt(t) {
-  const missing = [NETOPT, ADDON, cli('ibv_srq_pingpong')].filter((f) => !existsSync(f));
-  if (!missing.length) return true;
-  const msg = `not built: ${missing.join(', ')} (npm run build; npm run build:native)`;
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+const built = (t) => requireBuilt(t, [NETOPT, ADDON, cli('ibv_srq_pingpong')], 'npm run build; npm run build:native');
 
 test('interop: libibverbs examples, ours (host rxe_rvbr0; guest native) <-> rdma-core 44\'s (guest rxe0, siw0)', { timeout: 2_500_000 }, async (t) => {
-  if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
   const env = { RDMACM_ROCE_PORT: '', RDMACM_BACKEND: 'soft' };

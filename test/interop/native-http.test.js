@@ -13,9 +13,8 @@
 // Env: REFVM_VM (the VM slot, default 0).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, guestIp, HOST_IP, REPO_ROOT, vmSlot } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, guestIp, HOST_IP, REPO_ROOT, vmSlot } from './lib/refvm.js';
 
 const ADDON = join(REPO_ROOT, 'native', 'build', 'rdmacm.node');
 const PEER = join(REPO_ROOT, 'test', 'interop', 'lib', 'http-peer.mjs');
@@ -23,15 +22,7 @@ const VM = vmSlot(0);
 const PORT = 7820;
 const HOST_ENV = { RDMACM_BACKEND: 'soft', RDMACM_DEVICE: 'rxe_rvbr0', RDMACM_ROCE_PORT: '', PEER_DEADLINE_SEC: '280' };
 
-function requireAddon(t) {
-  const missing = [ADDON, join(REPO_ROOT, 'dist', 'http', 'index.js')].filter((f) => !existsSync(f));
-  if (!missing.length) return true;
-  const msg = `not built: ${missing.join(', ')} (npm run build; npm run build:native needs libibverbs-dev and librdmacm-dev)`;
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+const built = (t) => requireBuilt(t, [ADDON, join(REPO_ROOT, 'dist', 'http', 'index.js')], 'npm run build; npm run build:native needs libibverbs-dev and librdmacm-dev');
 
 // The server starts first and runs until the host says both clients are done (http-stop).
 const PEER_CMD = `env RDMACM_BACKEND=native PEER_DEADLINE_SEC=900 $H/node /mnt/src/test/interop/lib/http-peer.mjs /mnt/src`;
@@ -52,7 +43,7 @@ const desc = (who, r) => `${who}: exit ${r.rc ?? r.code}\n  stderr: ${tailOf(r.e
 const lastJson = (s) => JSON.parse((s || '').trim().split('\n').filter((l) => l.startsWith('{')).at(-1) ?? 'null');
 
 test("native backend on the kernel's rxe0: node:http served over rsockets, clients in the guest (native) and on the host (soft RoCE)", { timeout: 1_800_000 }, async (t) => {
-  if (!(await requireRefvm(t)) || !requireAddon(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   let host = null;
   let hostUndici = null;
   const res = await withGuest({ name: 'native-http', rdma: 'rxe', vm: VM, job, timeoutSec: 1500, src: REPO_ROOT, node: true }, async (ctx) => {

@@ -14,22 +14,14 @@
 // Env: REFVM_VM (the VM slot, default 0), NATIVE_STAT_DEVICES (default "siw,rxe").
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, REPO_ROOT, vmSlot } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, REPO_ROOT, vmSlot } from './lib/refvm.js';
 
 const ADDON = join(REPO_ROOT, 'native', 'build', 'rdmacm.node');
 const DEVICES = (process.env.NATIVE_STAT_DEVICES || 'siw,rxe').split(',');
 const VM = vmSlot(0);
 
-function requireAddon(t) {
-  if (existsSync(ADDON)) return true;
-  const msg = `not built: ${ADDON} (npm run build:native needs libibverbs-dev and librdmacm-dev)`;
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+const built = (t) => requireBuilt(t, [ADDON], 'npm run build:native needs libibverbs-dev and librdmacm-dev');
 
 const jobFor = (dev) => `
 mark ready
@@ -42,7 +34,7 @@ const tailOf = (s, n = 12) => (s || '').trimEnd().split('\n').slice(-n).join('\n
 
 for (const dev of DEVICES) {
   test(`native backend on ${dev}0: queryCounters() and listResources() against rdma statistic / rdma resource`, { timeout: 1_200_000 }, async (t) => {
-    if (!(await requireRefvm(t)) || !requireAddon(t)) return;
+    if (!(await requireRefvm(t)) || !built(t)) return;
     const res = await withGuest({ name: `native-stat-${dev}`, rdma: dev, vm: VM, job: jobFor(dev), timeoutSec: 900, src: REPO_ROOT, node: true }, async (ctx) => {
       await ctx.waitFile('finished', 850_000);
     });

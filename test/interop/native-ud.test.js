@@ -27,9 +27,8 @@
 // Env: REFVM_VM (the VM slot, default 0).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, REPO_ROOT, vmSlot } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, REPO_ROOT, vmSlot } from './lib/refvm.js';
 
 const ADDON = join(REPO_ROOT, 'native', 'build', 'rdmacm.node');
 const VM = vmSlot(0);
@@ -65,15 +64,7 @@ const MC = [
   { name: 'M8', group: '239.79.0.8', sender: 'kernel', receivers: ['ours'], conns: 1, sendOnly: true },
 ];
 
-function requireAddon(t) {
-  const missing = [ADDON, join(REPO_ROOT, 'dist', 'cli', 'mckey.js')].filter((f) => !existsSync(f));
-  if (!missing.length) return true;
-  const msg = `not built: ${missing.join(', ')} (npm run build; npm run build:native needs libibverbs-dev and librdmacm-dev)`;
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+const built = (t) => requireBuilt(t, [ADDON, join(REPO_ROOT, 'dist', 'cli', 'mckey.js')], 'npm run build; npm run build:native needs libibverbs-dev and librdmacm-dev');
 
 // ------------------------------------------------------------------ the guest job
 // tool WHO TOOL: the command line of rdma-core's tool or of ours on the native backend.
@@ -126,7 +117,7 @@ const tailOf = (s, n = 12) => (s || '').trimEnd().split('\n').slice(-n).join('\n
 const desc = (who, r) => `${who}: exit ${r.rc}${r.rc === 124 ? ' (TIMED OUT)' : ''}\n  stderr: ${tailOf(r.err)}\n  stdout: ${tailOf(r.out)}${r.hang ? `\n  still running near its deadline:\n${tailOf(r.hang, 30)}` : ''}`;
 
 test('native backend on the kernel\'s rxe0: our udaddy and mckey <-> rdma-core\'s, both directions', { timeout: 1_800_000 }, async (t) => {
-  if (!(await requireRefvm(t)) || !requireAddon(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   const res = await withGuest({ name: 'native-ud', rdma: 'rxe', vm: VM, job, timeoutSec: 1500, src: REPO_ROOT, node: true }, async (ctx) => {
     await ctx.waitFile('finished', 1_400_000);
   });

@@ -17,9 +17,8 @@
 // round, default 1000; nine rounds).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, REPO_ROOT } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, REPO_ROOT } from './lib/refvm.js';
 import { rpingStdout, assertRpingStdout, unexpectedStderr } from './lib/rping-pattern.js';
 import { sizeStr, cntStr } from '../../dist/cli/common.js';
 import { AtomicCap, WcOpcode, WcStatus } from '../../dist/verbs/index.js';
@@ -28,15 +27,7 @@ const ADDON = join(REPO_ROOT, 'native', 'build', 'rdmacm.node');
 const DEVICES = (process.env.NATIVE_INTEROP_DEVICES || 'siw,rxe').split(',');
 const BENCH_ITERS = Number(process.env.NATIVE_BENCH_ITERS || 1000);
 
-function requireAddon(t) {
-  const missing = [ADDON, join(REPO_ROOT, 'dist', 'cli', 'rping.js')].filter((f) => !existsSync(f));
-  if (!missing.length) return true;
-  const msg = `not built: ${missing.join(', ')} (npm run build; npm run build:native needs libibverbs-dev and librdmacm-dev)`;
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+const built = (t) => requireBuilt(t, [ADDON, join(REPO_ROOT, 'dist', 'cli', 'rping.js')], 'npm run build; npm run build:native needs libibverbs-dev and librdmacm-dev');
 
 // ------------------------------------------------------------------ the guest job
 // Our tools: $H/node on the package shared at /mnt/src. `pair` runs a server in the background,
@@ -181,7 +172,7 @@ function checkScenario(s, srv, cli) {
 
 for (const dev of DEVICES) {
   test(`native backend on the kernel's ${dev}: our tools <-> rdma-core's, both directions`, async (t) => {
-    if (!(await requireRefvm(t)) || !requireAddon(t)) return;
+    if (!(await requireRefvm(t)) || !built(t)) return;
     const kernelDev = `${dev}0`;
     const res = await withGuest({ name: `native-${dev}`, rdma: dev, job: jobFor(dev), timeoutSec: 1500, src: REPO_ROOT, node: true }, async (ctx) => {
       await ctx.waitFile('finished', 1_400_000);

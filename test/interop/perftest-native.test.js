@@ -20,9 +20,8 @@
 // Needs, besides the VM: native/build/rdmacm.node (npm run build:native) and dist/.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, REPO_ROOT, vmSlot } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, banner, REPO_ROOT, vmSlot } from './lib/refvm.js';
 import { bwRowRe, latRowRe, infWithoutReason } from './lib/perftest-rows.js';
 
 const ADDON = join(REPO_ROOT, 'native', 'build', 'rdmacm.node');
@@ -65,15 +64,7 @@ function scenarios(boot) {
   return list;
 }
 
-function requireAddon(t) {
-  const missing = [ADDON, join(REPO_ROOT, 'dist', 'cli', 'ib_write_bw.js')].filter((f) => !existsSync(f));
-  if (!missing.length) return true;
-  const msg = `not built: ${missing.join(', ')} (npm run build; npm run build:native needs libibverbs-dev and librdmacm-dev)`;
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+const built = (t) => requireBuilt(t, [ADDON, join(REPO_ROOT, 'dist', 'cli', 'ib_write_bw.js')], 'npm run build; npm run build:native needs libibverbs-dev and librdmacm-dev');
 
 // ------------------------------------------------------------------ the guest job
 // `pair NAME PORT SRV CLI`: the server in the background until it listens (a TCP listener for
@@ -113,7 +104,7 @@ for (const boot of BOOTS.filter((b) => onlyBoots.length === 0 || onlyBoots.inclu
   const list = scenarios(boot).filter((s) => picked.length === 0 || picked.includes(s.n));
   if (list.length === 0) continue;
   test(`native backend on the kernel's ${boot.dev}${boot.cm ? ' (-R)' : ''}: our ${[...new Set(boot.tools.map((k) => TOOLS[k].tool))].join(' / ')} <-> Debian's perftest, both directions`, { timeout: 2_400_000 }, async (t) => {
-    if (!(await requireRefvm(t)) || !requireAddon(t)) return;
+    if (!(await requireRefvm(t)) || !built(t)) return;
     const res = await withGuest({ name: `perftest-native-${boot.rdma}`, rdma: boot.rdma, vm: VM, job: jobOf(boot, list), timeoutSec: 2200, src: REPO_ROOT, node: true }, async (ctx) => {
       await ctx.waitFile('finished', 2_150_000);
     });

@@ -26,9 +26,8 @@
 // mean nothing: correctness only.
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf, vmSlot } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf, vmSlot } from './lib/refvm.js';
 import { bwRowRe, latRowRe, infWithoutReason } from './lib/perftest-rows.js';
 
 const VM = vmSlot(0);
@@ -111,14 +110,7 @@ function rowOf(s) {
 /** read_lat's and atomic_lat's servers only wait for their client and print no row. */
 const serverRows = (s) => s.tool !== 'ib_read_lat' && s.tool !== 'ib_atomic_lat';
 
-function requireBuilt(t) {
-  if (existsSync(join(REPO_ROOT, 'dist', 'cli', 'ib_write_bw.js'))) return true;
-  const msg = 'not built: dist/ (npm run build)';
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+const built = (t) => requireBuilt(t, [join(REPO_ROOT, 'dist', 'cli', 'ib_write_bw.js')], 'npm run build');
 
 const jobOf = (boot) => `
 ib_write_bw --version > $H/perftest-version 2>&1
@@ -140,7 +132,7 @@ const picked = (process.env.PERFTEST_INTEROP_SCENARIOS ?? '').split(',').filter(
 for (const b of BOOTS) b.scenarios = b.scenarios.filter((s) => picked.length === 0 || picked.includes(s.n));
 for (const boot of BOOTS.filter((b) => (only.length === 0 || only.includes(b.rdma)) && b.scenarios.length > 0)) {
 test(`interop: perftest on ${boot.rdma}${boot.rdma === 'siw' ? ' (-R)' : ''}, our ib_* tools (host, ${boot.hdev}) <-> the kernel's (guest, ${boot.kdev})`, { timeout: 900_000 }, async (t) => {
-  if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
   // The real RoCE port: the kernel sends everything to 4791.

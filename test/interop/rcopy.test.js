@@ -13,11 +13,11 @@
 //      REFVM_VM (the guest slot / tap, default 1), RCOPY_TIMEOUT_SEC (one copy, default 600).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, writeFileSync, readFileSync, rmSync, chmodSync } from 'node:fs';
+import { mkdtempSync, writeFileSync, readFileSync, rmSync, chmodSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes, createHash } from 'node:crypto';
-import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, hangOf, vmSlot } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, REPO_ROOT, HOST_IP, hangOf, vmSlot } from './lib/refvm.js';
 
 const RCOPY = join(REPO_ROOT, 'dist', 'cli', 'rcopy.js');
 const BYTES = Number(process.env.RCOPY_INTEROP_BYTES || 8 * 1024 * 1024 + 4097);
@@ -34,14 +34,7 @@ const tailOf = (s, n = 12) => (s || '').trimEnd().split('\n').slice(-n).join('\n
 const hostDesc = (what, r) => `host ${what}: exit ${r.code}${r.timedOut ? ' TIMED OUT' : ''} in ${r.ms} ms\n  stderr: ${tailOf(r.stderr)}\n  stdout: ${tailOf(r.stdout)}`;
 const guestDesc = (what, g) => `guest ${what}: exit ${g.rc}${g.rc === 124 ? ' (TIMED OUT)' : ''}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out)}${hangOf(g)}`;
 
-function requireBuilt(t) {
-  if (existsSync(RCOPY)) return true;
-  const msg = `our tool is not built: ${RCOPY} is missing (npm run build)`;
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+const built = (t) => requireBuilt(t, [RCOPY], 'npm run build');
 
 /** A client's stdout for a copy that worked. */
 function assertCopied(stdout, who, both) {
@@ -80,7 +73,7 @@ true
 
 for (const rdma of DEVICES) {
   test(`interop rcopy on ${rdma}: kernel server <- our client, our server <- kernel client, ${BYTES} bytes byte for byte`, { timeout: (TIMEOUT_SEC * 4 + 600) * 1000 }, async (t) => {
-    if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
+    if (!(await requireRefvm(t)) || !built(t)) return;
     const env = ENV[rdma];
     const hostDir = mkdtempSync(join(tmpdir(), 'rcopy-interop-'));
     chmodSync(hostDir, 0o755);

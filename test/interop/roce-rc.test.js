@@ -23,9 +23,8 @@
 // expression: run only the scenarios whose name matches, e.g. `^rping`).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, netnsRun, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf } from './lib/refvm.js';
 import { rpingStdout, assertRpingStdout, unexpectedStderr } from './lib/rping-pattern.js';
 import { netemSparingDreq } from '../lib/tools.js';
 
@@ -420,18 +419,10 @@ async function serverUp(p, port, ms = 60_000) {
 
 const counters = (ctx, n) => `guest rxe0 hw counters after ${n} (non-zero, cumulative):\n  ${(ctx.read(`counters-${n}`) || '(none)').trim().split('\n').filter((l) => !/ 0$/.test(l)).join('\n  ')}`;
 
-function requireBuilt(t) {
-  const missing = [cli('rping'), NETOPT].filter((f) => !existsSync(f));
-  if (!missing.length) return true;
-  const msg = `not built: ${missing.join(', ')} (npm ci / npm run build / node native/build.mjs)`;
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+const built = (t) => requireBuilt(t, [cli('rping'), NETOPT], 'npm ci / npm run build / node native/build.mjs');
 
 test('interop: RC tools, ours (host, soft RoCE) <-> kernel (guest, rxe)', { timeout: 900_000 }, async (t) => {
-  if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
   // The IPv6 scenarios' address on our side (removed at the end).

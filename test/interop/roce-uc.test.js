@@ -8,9 +8,8 @@
 // link is the clean tap bridge (a lost message would stall both sides until their deadlines).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf } from './lib/refvm.js';
 
 const PINGPONG = join(REPO_ROOT, 'test', 'lib', 'uc-pingpong.js');
 const NETOPT = join(REPO_ROOT, 'native', 'build', 'netopt.node');
@@ -35,14 +34,7 @@ const outputRe = (size, iters) =>
       `${size * iters * 2} bytes in \\d+\\.\\d\\d seconds = [\\d.]+ Mbit/sec\\n${iters} iters in \\d+\\.\\d\\d seconds = [\\d.]+ usec/iter\\n$`,
   );
 
-function requireBuilt(t) {
-  if (existsSync(NETOPT) && existsSync(join(REPO_ROOT, 'dist', 'index.js'))) return true;
-  const msg = `not built: dist/ or ${NETOPT} (npm run build / node native/build.mjs)`;
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+const built = (t) => requireBuilt(t, [NETOPT, join(REPO_ROOT, 'dist', 'index.js')], 'npm run build / node native/build.mjs');
 
 // The guest's GID index of its IPv4 address (sysfs), then each scenario in order.
 const job = `
@@ -62,7 +54,7 @@ true
 `;
 
 test('interop: UC, our ibv_uc_pingpong (host, soft RoCE) <-> the kernel\'s (guest, rxe)', { timeout: 600_000 }, async (t) => {
-  if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
   // The real RoCE port: the kernel sends everything to 4791.

@@ -21,9 +21,8 @@
 // Env: ROCE_UD_TIMEOUT_SEC (deadline of one host-side run, default 90), REFVM_VM (VM slot, default 0).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf, vmSlot } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, netnsRun, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, settle, saveRun as save, hangOf, vmSlot } from './lib/refvm.js';
 
 const UDADDY = join(REPO_ROOT, 'dist', 'cli', 'udaddy.js');
 const MCKEY = join(REPO_ROOT, 'dist', 'cli', 'mckey.js');
@@ -60,16 +59,8 @@ const tailOf = (s, n = 12) => (s || '').trimEnd().split('\n').slice(-n).join('\n
 const hostDesc = (what, r) => `host ${what}: exit ${r.code}${r.timedOut ? ' TIMED OUT' : ''} in ${r.ms} ms\n  stderr: ${tailOf(r.stderr)}\n  stdout: ${tailOf(r.stdout)}`;
 const guestDesc = (what, g) => `guest ${what}: exit ${g.rc}${g.rc === 124 ? ' (TIMED OUT)' : ''}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out)}${hangOf(g)}`;
 
-function requireBuilt(t) {
-  const missing = [UDADDY, MCKEY, NETOPT].filter((f) => !existsSync(f));
-  if (!missing.length) return true;
-  // Without netopt.node our IPv4 datagrams leave with varying IDs and rxe drops them (bad ICRC).
-  const msg = `not built: ${missing.join(', ')} (npm ci / npm run build / node native/build.mjs)`;
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+// Without netopt.node our IPv4 datagrams leave with varying IDs and rxe drops them (bad ICRC).
+const built = (t) => requireBuilt(t, [UDADDY, MCKEY, NETOPT], 'npm ci / npm run build / node native/build.mjs');
 
 // ------------------------------------------------------------------ the guest's sequence
 // counters NAME: rxe0's hw counters as `name value` lines (drops show up as non-zero *_err etc.)
@@ -164,7 +155,7 @@ async function udServerUp(p, ms = 60_000) {
 const counters = (ctx, n) => `guest rxe0 hw counters after ${n} (non-zero):\n  ${(ctx.read(`counters-${n}`) || '(none)').trim().split('\n').filter((l) => !/ 0$/.test(l)).join('\n  ')}`;
 
 test('interop: udaddy and mckey, ours (host, soft RoCE) <-> kernel (guest, rxe)', { timeout: 600_000 }, async (t) => {
-  if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   // The namespace first: the host's processes and the capture of the bridge run in it.
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);

@@ -18,9 +18,8 @@
 // this harness without our tool (see test/interop/NOTES.md).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, hangOf } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, netnsRun, REPO_ROOT, HOST_IP, hangOf } from './lib/refvm.js';
 import { rpingStdout, assertRpingStdout, unexpectedStderr, RPING_DEFAULT_PORT } from './lib/rping-pattern.js';
 
 const HOST_CMD = process.env.RPING_HOST_CMD
@@ -65,14 +64,8 @@ function saveHost(ctx, name, r) {
 }
 
 /** Skip loudly when our rping is not built (the default command) — never pass silently. */
-function requireHostCmd(t) {
-  if (process.env.RPING_HOST_CMD || existsSync(HOST_CMD[1])) return true;
-  const msg = `our rping is not built: ${HOST_CMD[1]} is missing (npm run build; or set RPING_HOST_CMD)`;
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+/** Our rping is built (or RPING_HOST_CMD names another): the test may go on. */
+const built = (t) => Boolean(process.env.RPING_HOST_CMD) || requireBuilt(t, [HOST_CMD[1]], 'npm run build; or set RPING_HOST_CMD');
 
 // ------------------------------------------------------------------ A: kernel server, our client
 const A_BASE = 7200;
@@ -94,7 +87,7 @@ true
 `;
 
 test('interop A: kernel rping -s (guest, siw) <- our rping -c (host)', async (t) => {
-  if (!(await requireRefvm(t)) || !requireHostCmd(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   const res = await withGuest({ name: 'rping-kernel-server', rdma: 'siw', job: jobA, timeoutSec: 1050 }, async (ctx) => {
     for (const [i, s] of RUN) {
       const port = portOf(s, A_BASE, i);
@@ -154,7 +147,7 @@ async function serverReady(srv, port) {
 }
 
 test('interop B: our rping -s (host) <- kernel rping -c (guest, siw)', async (t) => {
-  if (!(await requireRefvm(t)) || !requireHostCmd(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   const res = await withGuest({ name: 'rping-kernel-client', rdma: 'siw', job: jobB, timeoutSec: 1050 }, async (ctx) => {
     for (const [i, s] of RUN) {
       const port = portOf(s, B_BASE, i);

@@ -17,9 +17,8 @@
 //      REFVM_VM (which guest slot/tap to boot, 0 or 1; default 0).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, hangOf, vmSlot } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, netnsRun, REPO_ROOT, HOST_IP, hangOf, vmSlot } from './lib/refvm.js';
 import { sizeStr, cntStr } from '../../dist/cli/common.js';
 
 const TOOLS = {
@@ -90,17 +89,7 @@ const tailOf = (s, n = 12) => (s || '').trimEnd().split('\n').slice(-n).join('\n
 const hostDesc = (cmd, r) => `host: ${cmd} -> exit ${r.code}${r.signal ? ` (${r.signal})` : ''}${r.timedOut ? ' TIMED OUT' : ''} in ${r.ms} ms\n  stderr: ${tailOf(r.stderr)}\n  stdout: ${tailOf(r.stdout, 4)}`;
 const guestDesc = (g, what) => `guest ${what}: exit ${g.rc}${g.rc === 124 ? ' (TIMED OUT)' : ''}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out, 4)}${hangOf(g)}`;
 
-function requireBuilt(t) {
-  for (const p of Object.values(TOOLS)) {
-    if (existsSync(p)) continue;
-    const msg = `our tool is not built: ${p} is missing (npm run build)`;
-    banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-    if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-    t.skip(msg);
-    return false;
-  }
-  return true;
-}
+const built = (t) => requireBuilt(t, Object.values(TOOLS), 'npm run build');
 
 const TOOL_LIST = ['rstream', 'riostream'];
 const portOf = (base, ti, i) => base + ti * 20 + i;
@@ -125,7 +114,7 @@ gwait ${n} $sp`;
 `;
 
 test('interop A: kernel rstream/riostream servers (guest, siw) <- our clients (host)', async (t) => {
-  if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   // The bridge's TCP (first 160 bytes of each packet), for diagnosis: the job folder's tcp.pcap.
   let stopCapture = null;
   const res = await withGuest({ name: 'rstream-kernel-server', rdma: 'siw', vm: VM, job: jobA, timeoutSec: 1500 }, async (ctx) => {
@@ -186,7 +175,7 @@ async function listening(srv, port) {
 }
 
 test('interop B: our rstream/riostream servers (host) <- kernel clients (guest, siw)', async (t) => {
-  if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   // The bridge's TCP (first 160 bytes of each packet), for diagnosis: the job folder's tcp.pcap.
   let stopCapture = null;
   const res = await withGuest({ name: 'rstream-kernel-client', rdma: 'siw', vm: VM, job: jobB, timeoutSec: 1500 }, async (ctx) => {

@@ -11,9 +11,8 @@
 // Env: UCMATOSE_TIMEOUT_SEC (deadline of one host-side run, default 120).
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, netnsRun, REPO_ROOT, HOST_IP, hangOf } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, netnsRun, REPO_ROOT, HOST_IP, hangOf } from './lib/refvm.js';
 
 const UCMATOSE = join(REPO_ROOT, 'dist', 'cli', 'ucmatose.js');
 const RDMA_SERVER = join(REPO_ROOT, 'dist', 'cli', 'rdma_server.js');
@@ -43,15 +42,7 @@ const tailOf = (s, n = 12) => (s || '').trimEnd().split('\n').slice(-n).join('\n
 const hostDesc = (what, r) => `host ${what}: exit ${r.code}${r.timedOut ? ' TIMED OUT' : ''} in ${r.ms} ms\n  stderr: ${tailOf(r.stderr)}\n  stdout: ${tailOf(r.stdout)}`;
 const guestDesc = (what, g) => `guest ${what}: exit ${g.rc}\n  stderr: ${tailOf(g.err)}\n  stdout: ${tailOf(g.out)}${hangOf(g)}`;
 
-function requireBuilt(t) {
-  const missing = [UCMATOSE, RDMA_SERVER, RDMA_CLIENT].filter((f) => !existsSync(f));
-  if (!missing.length) return true;
-  const msg = `not built: ${missing.join(', ')} (npm run build)`;
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+const built = (t) => requireBuilt(t, [UCMATOSE, RDMA_SERVER, RDMA_CLIENT], 'npm run build');
 
 // ------------------------------------------------------------------ A: kernel servers, our clients
 const jobA = `
@@ -74,7 +65,7 @@ gwait rsrv $sp
 `;
 
 test('interop A: kernel ucmatose / rdma_server (guest, siw) <- our ucmatose / rdma_client (host)', async (t) => {
-  if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   const res = await withGuest({ name: 'ucmatose-kernel-server', rdma: 'siw', job: jobA, timeoutSec: 1200 }, async (ctx) => {
     for (const [i, s] of UCM.entries()) {
       await t.test(`A${i}: ${s.title}`, async () => {
@@ -160,7 +151,7 @@ async function finish(srv) {
 }
 
 test('interop B: our ucmatose / rdma_server (host) <- kernel ucmatose / rdma_client (guest, siw); ADDR_ERROR side by side', async (t) => {
-  if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   const res = await withGuest({ name: 'ucmatose-kernel-client', rdma: 'siw', job: jobB, timeoutSec: 1200 }, async (ctx) => {
     for (const [i, s] of UCM.entries()) {
       await t.test(`B${i}: ${s.title}`, async () => {

@@ -18,7 +18,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { withGuest, requireRefvm, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, saveRun as save, settle, vmSlot } from './lib/refvm.js';
+import { withGuest, requireRefvm, requireBuilt, banner, REPO_ROOT, HOST_IP, REFVM_HOME, run, log, saveRun as save, settle, vmSlot } from './lib/refvm.js';
 import { udpDatagrams } from '../lib/pcap.js';
 import { decodeDsUdpHeader, DsUdpOp } from '../../dist/rsocket/dgram/protocol.js';
 
@@ -27,14 +27,7 @@ const HEADER = 'name      bytes   xfers   total       time     Gb/sec    usec/xf
 const VM = vmSlot(1);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
-function requireBuilt(t) {
-  if (existsSync(UDPONG)) return true;
-  const msg = `not built: ${UDPONG} (npm run build)`;
-  banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
-  if (process.env.REFVM_REQUIRE === '1') throw new Error(msg);
-  t.skip(msg);
-  return false;
-}
+const built = (t) => requireBuilt(t, [UDPONG], 'npm run build');
 
 const ADDON = join(REPO_ROOT, 'native', 'build', 'rdmacm.node');
 const HAVE_ADDON = existsSync(ADDON);
@@ -60,7 +53,7 @@ true
 `;
 
 test('interop: udpong on rxe — rdma-core 44 cannot make its datagram QP on RoCE (kernel vs kernel, ours vs kernel both ways)', { timeout: 600_000 }, async (t) => {
-  if (!(await requireRefvm(t)) || !requireBuilt(t)) return;
+  if (!(await requireRefvm(t)) || !built(t)) return;
   const up = await run(join(REFVM_HOME, 'refvm-netns.sh'), ['up'], { timeoutMs: 30_000 });
   assert.equal(up.code, 0, `refvm-netns.sh up: ${up.stderr}`);
   const env = { RDMACM_ROCE_PORT: '', RDMACM_BACKEND: 'soft' };

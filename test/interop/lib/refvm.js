@@ -268,8 +268,21 @@ export async function refvmAvailable() {
  */
 export async function requireRefvm(t) {
   const a = await refvmAvailable();
-  if (a.ok) return true;
-  const msg = `reference VM unavailable: ${a.reason}`;
+  return a.ok || skipLoudly(t, `reference VM unavailable: ${a.reason}`);
+}
+
+/**
+ * In a test: skip it loudly when any of `files` (our tools, the addons it runs) is not built;
+ * `how` says how to build them. Returns true when the test may go on. REFVM_REQUIRE=1 turns the
+ * skip into a failure.
+ */
+export function requireBuilt(t, files, how) {
+  const missing = files.filter((f) => !existsSync(f));
+  return missing.length === 0 || skipLoudly(t, `not built: ${missing.join(', ')} (${how})`);
+}
+
+/** Skip test `t` with a banner on stderr saying why (`msg`); a failure under REFVM_REQUIRE=1. Returns false. */
+function skipLoudly(t, msg) {
   banner(`INTEROP TEST SKIPPED: ${t.name}\n${msg}\nThis is NOT a pass: nothing was checked against the kernel.`);
   if (process.env.REFVM_REQUIRE === '1') throw new Error(`${msg} (REFVM_REQUIRE=1)`);
   t.skip(msg);
