@@ -193,8 +193,16 @@ uint32_t key_slot_put(struct obj *o);
 void key_slot_drop(uint32_t slot);
 struct obj *key_slot_get(uint32_t slot, uint32_t type);
 bool bind_wr_from(const uint32_t *w, struct ibv_send_wr *wr);
-/* receive WRs n of the scratch as an ibv_recv_wr chain (verbs.c); false names a bad SGE range */
-bool recv_wrs_from(const uint32_t *base, uint32_t n, struct ibv_recv_wr *wrs, struct ibv_sge *sges, uint32_t *bad);
+/*
+ * The (object, count) arguments of a posting call (verbs.c): the object of `type` and its count in
+ * *n (1 .. WR_MAX), or NULL for anything else.
+ */
+void *post_args(napi_env env, napi_callback_info info, uint32_t type, uint32_t *n);
+/*
+ * ibv_post_recv to `qp` (or ibv_post_srq_recv to `srq` when qp is NULL) of the n receive WRs of
+ * the scratch `base` (verbs.c): 0 or the errno, the first WR not posted in WR_STATUS_WORD.
+ */
+int post_recv_scratch(uint32_t *base, uint32_t n, struct ibv_qp *qp, struct ibv_srq *srq);
 
 /* registration */
 void verbs_register(napi_env env, napi_value exports);

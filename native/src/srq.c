@@ -97,29 +97,12 @@ static napi_value destroy_srq(napi_env env, napi_callback_info info)
 /* postSrqRecv(srq, n) -> 0 | -errno, as postRecv; the first WR not posted in WR_STATUS_WORD. */
 static napi_value post_srq_recv(napi_env env, napi_callback_info info)
 {
-	size_t argc = 2;
-	napi_value argv[2];
 	uint32_t n;
-	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2)
+	struct srq_obj *o = post_args(env, info, T_SRQ, &n);
+	if (!o || !o->st || !o->st->wr)
 		return neg_errno(env, EINVAL);
-	struct srq_obj *o = get_obj(env, argv[0], T_SRQ);
-	if (!o || !o->st || !o->st->wr || napi_get_value_uint32(env, argv[1], &n) != napi_ok || n < 1 || n > WR_MAX)
-		return neg_errno(env, EINVAL);
-	struct ibv_recv_wr wrs[WR_MAX];
-	struct ibv_sge sges[SGE_MAX];
-	uint32_t *base = o->st->wr;
-	uint32_t at;
-	if (!recv_wrs_from(base, n, wrs, sges, &at)) {
-		base[WR_STATUS_WORD] = at;
-		return neg_errno(env, EINVAL);
-	}
-	struct ibv_recv_wr *bad = NULL;
-	int r = ibv_post_srq_recv(o->h.ptr, wrs, &bad);
-	if (r) {
-		base[WR_STATUS_WORD] = bad ? (uint32_t)(bad - wrs) : 0;
-		return neg_errno(env, r);
-	}
-	return int32(env, 0);
+	int r = post_recv_scratch(o->st->wr, n, NULL, o->h.ptr);
+	return r ? neg_errno(env, r) : int32(env, 0);
 }
 
 void srq_register(napi_env env, napi_value exports)

@@ -1307,23 +1307,31 @@ static int post_send_words(struct qp_obj *o, uint32_t n)
 	return r;
 }
 
-/* postSend(qp, n) -> 0 | -errno: post_send_words. */
-static napi_value post_send(napi_env env, napi_callback_info info)
+void *post_args(napi_env env, napi_callback_info info, uint32_t type, uint32_t *n)
 {
 	size_t argc = 2;
 	napi_value argv[2];
-	uint32_t n;
 	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2)
-		return neg_errno(env, EINVAL);
-	struct qp_obj *o = get_obj(env, argv[0], T_QP);
-	if (!o || !o->st || !o->st->wr || napi_get_value_uint32(env, argv[1], &n) != napi_ok || n < 1 || n > WR_MAX)
+		return NULL;
+	void *o = get_obj(env, argv[0], type);
+	if (!o || napi_get_value_uint32(env, argv[1], n) != napi_ok || *n < 1 || *n > WR_MAX)
+		return NULL;
+	return o;
+}
+
+/* postSend(qp, n) -> 0 | -errno: post_send_words. */
+static napi_value post_send(napi_env env, napi_callback_info info)
+{
+	uint32_t n;
+	struct qp_obj *o = post_args(env, info, T_QP, &n);
+	if (!o || !o->st || !o->st->wr)
 		return neg_errno(env, EINVAL);
 	int r = post_send_words(o, n);
 	return r ? neg_errno(env, r) : int32(env, 0);
 }
 
 /* The n receive WRs of the scratch (words: id, num_sge, first SGE) as a chain in `wrs`. */
-bool recv_wrs_from(const uint32_t *base, uint32_t n, struct ibv_recv_wr *wrs, struct ibv_sge *sges, uint32_t *bad)
+static bool recv_wrs_from(const uint32_t *base, uint32_t n, struct ibv_recv_wr *wrs, struct ibv_sge *sges, uint32_t *bad)
 {
 	for (uint32_t i = 0; i < n; i++) {
 		const uint32_t *w = base + i * WR_WORDS;
@@ -1340,34 +1348,34 @@ bool recv_wrs_from(const uint32_t *base, uint32_t n, struct ibv_recv_wr *wrs, st
 	return true;
 }
 
-/* ibv_post_recv of the n receive WRs of the scratch (words: id, num_sge, first SGE), as post_send_words. */
-static int post_recv_words(struct qp_obj *o, uint32_t n)
+int post_recv_scratch(uint32_t *base, uint32_t n, struct ibv_qp *qp, struct ibv_srq *srq)
 {
 	struct ibv_recv_wr wrs[WR_MAX];
 	struct ibv_sge sges[SGE_MAX];
-	uint32_t *base = o->st->wr;
 	uint32_t at;
 	if (!recv_wrs_from(base, n, wrs, sges, &at)) {
 		base[WR_STATUS_WORD] = at;
 		return EINVAL;
 	}
 	struct ibv_recv_wr *bad = NULL;
-	int r = ibv_post_recv(o->h.ptr, wrs, &bad);
+	int r = qp ? ibv_post_recv(qp, wrs, &bad) : ibv_post_srq_recv(srq, wrs, &bad);
 	if (r)
 		base[WR_STATUS_WORD] = bad ? (uint32_t)(bad - wrs) : 0;
 	return r;
 }
 
+/* ibv_post_recv of the n receive WRs of the QP's scratch, as post_send_words. */
+static int post_recv_words(struct qp_obj *o, uint32_t n)
+{
+	return post_recv_scratch(o->st->wr, n, o->h.ptr, NULL);
+}
+
 /* postRecv(qp, n) -> 0 | -errno: post_recv_words. */
 static napi_value post_recv(napi_env env, napi_callback_info info)
 {
-	size_t argc = 2;
-	napi_value argv[2];
 	uint32_t n;
-	if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2)
-		return neg_errno(env, EINVAL);
-	struct qp_obj *o = get_obj(env, argv[0], T_QP);
-	if (!o || !o->st || !o->st->wr || napi_get_value_uint32(env, argv[1], &n) != napi_ok || n < 1 || n > WR_MAX)
+	struct qp_obj *o = post_args(env, info, T_QP, &n);
+	if (!o || !o->st || !o->st->wr)
 		return neg_errno(env, EINVAL);
 	int r = post_recv_words(o, n);
 	return r ? neg_errno(env, r) : int32(env, 0);
@@ -1396,14 +1404,22 @@ static struct obj *slot_obj(napi_env env, uint32_t type, struct addon_state **st
 	return o;
 }
 
-static napi_value post_send_slot(napi_env env, napi_callback_info info)
+/* The QP of the slot call and its WR count (1 .. WR_MAX) in *n, or NULL. */
+static struct qp_obj *slot_qp(napi_env env, uint32_t *n)
 {
 	struct addon_state *st;
 	struct qp_obj *o = (struct qp_obj *)slot_obj(env, T_QP, &st);
 	if (!o)
-		return neg_errno(env, EINVAL);
-	uint32_t n = st->wr[WR_COUNT_WORD];
-	if (n < 1 || n > WR_MAX)
+		return NULL;
+	*n = st->wr[WR_COUNT_WORD];
+	return *n < 1 || *n > WR_MAX ? NULL : o;
+}
+
+static napi_value post_send_slot(napi_env env, napi_callback_info info)
+{
+	uint32_t n;
+	struct qp_obj *o = slot_qp(env, &n);
+	if (!o)
 		return neg_errno(env, EINVAL);
 	int r = post_send_words(o, n);
 	return r ? neg_errno(env, r) : int32(env, 0);
@@ -1411,12 +1427,9 @@ static napi_value post_send_slot(napi_env env, napi_callback_info info)
 
 static napi_value post_recv_slot(napi_env env, napi_callback_info info)
 {
-	struct addon_state *st;
-	struct qp_obj *o = (struct qp_obj *)slot_obj(env, T_QP, &st);
+	uint32_t n;
+	struct qp_obj *o = slot_qp(env, &n);
 	if (!o)
-		return neg_errno(env, EINVAL);
-	uint32_t n = st->wr[WR_COUNT_WORD];
-	if (n < 1 || n > WR_MAX)
 		return neg_errno(env, EINVAL);
 	int r = post_recv_words(o, n);
 	return r ? neg_errno(env, r) : int32(env, 0);
