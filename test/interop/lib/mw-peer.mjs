@@ -13,6 +13,7 @@
 // Runs on whatever backend the environment selects (RDMACM_BACKEND, RDMACM_DEVICE). Env:
 // READY_FILE (the target creates it once it listens), PEER_DEADLINE_SEC (default 150).
 import { writeFileSync } from 'node:fs';
+import { pollUntil } from './guest-cq.mjs';
 
 const [root, role, address, portStr] = process.argv.slice(2);
 const lib = await import(`${root}/dist/index.js`);
@@ -21,21 +22,12 @@ const { createId, PortSpace, WrOpcode, SendFlags, Access, MwType, WcStatus, WcFl
 const port = Number(portStr);
 const SLOT = 256;
 const WIN = 256;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const deadline = Date.now() + Number(process.env.PEER_DEADLINE_SEC || 150) * 1000;
 const incRkey = (k) => ((k & ~0xff) | ((k + 1) & 0xff)) >>> 0;
 const cap = { maxSendWr: 16, maxRecvWr: 8, maxSendSge: 1, maxRecvSge: 1 };
 const conn = { responderResources: 1, initiatorDepth: 1, rnrRetryCount: 7, retryCount: 7 };
 
-async function drain(cq, n, until = deadline) {
-  const out = [];
-  while (out.length < n && Date.now() < until) {
-    const got = cq.poll(Math.min(8, n - out.length));
-    if (got.length) out.push(...got.map((w) => ({ ...w })));
-    else await sleep(2);
-  }
-  return out;
-}
+const drain = (cq, n, until = deadline) => pollUntil(cq, n, until);
 
 /** Messages: SENDs of JSON text into receive slots of `rbuf`. */
 function messenger(id) {

@@ -9,29 +9,13 @@
 //    while every object is alive.
 // Prints one JSON line.
 import { spawnSync } from 'node:child_process';
+import { codeOf, pollUntil } from './guest-cq.mjs';
 
 const [root, device, address] = process.argv.slice(2);
 const lib = await import(`${root}/dist/index.js`);
 const { getDeviceList, QpType, QpState, WrOpcode, SendFlags, Access, listResources, kernelResources } = lib;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const codeOf = (f) => {
-  try {
-    return { code: 'ok', v: f() };
-  } catch (e) {
-    return { code: e.code ?? String(e) };
-  }
-};
-async function drain(cq, n, ms = 20_000) {
-  const out = [];
-  const until = Date.now() + ms;
-  while (out.length < n && Date.now() < until) {
-    const got = cq.poll(Math.min(8, n - out.length));
-    if (got.length) out.push(...got.map((w) => ({ wrId: Number(w.wrId), status: w.status })));
-    else await sleep(2);
-  }
-  return out;
-}
+const drain = async (cq, n, ms = 20_000) => (await pollUntil(cq, n, Date.now() + ms)).map((w) => ({ wrId: Number(w.wrId), status: w.status }));
 /** iproute2's rdma tool with JSON output: the parsed answer, its exit status and stderr. */
 function rdma(...args) {
   const r = spawnSync('rdma', ['-j', ...args], { encoding: 'utf8', timeout: 30_000 });

@@ -8,29 +8,13 @@
 //    other, and an RDMA READ, which UC does not carry (the post's error code, or the status it
 //    completes with when the provider takes the post).
 // Prints one JSON line.
+import { codeOf, pollUntil } from './guest-cq.mjs';
+
 const [root, device, address] = process.argv.slice(2);
 const lib = await import(`${root}/dist/index.js`);
 const { getDeviceList, QpType, QpState, WrOpcode, SendFlags, Access, MwType, WcStatus, DEVICE_MEM_WINDOW, DEVICE_MEM_WINDOW_TYPE_2A, DEVICE_MEM_WINDOW_TYPE_2B } = lib;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const codeOf = (f) => {
-  try {
-    const v = f();
-    return { code: 'ok', v };
-  } catch (e) {
-    return { code: e.code ?? String(e) };
-  }
-};
-async function drain(cq, n, ms = 20_000) {
-  const out = [];
-  const until = Date.now() + ms;
-  while (out.length < n && Date.now() < until) {
-    const got = cq.poll(Math.min(8, n - out.length));
-    if (got.length) out.push(...got.map((w) => ({ ...w })));
-    else await sleep(2);
-  }
-  return out;
-}
+const drain = (cq, n, ms = 20_000) => pollUntil(cq, n, Date.now() + ms);
 
 const ctx = getDeviceList().find((d) => d.name === device).open();
 const a = ctx.queryDevice();

@@ -15,6 +15,7 @@
 // Runs on whatever backend the environment selects (RDMACM_BACKEND, RDMACM_DEVICE). Env:
 // READY_FILE (the server creates it once it listens), PEER_DEADLINE_SEC (default 150).
 import { writeFileSync } from 'node:fs';
+import { pollUntil, sleep } from './guest-cq.mjs';
 
 const [root, role, address, portStr, connsStr, msgsStr, limitStr] = process.argv.slice(2);
 const lib = await import(`${root}/dist/index.js`);
@@ -25,7 +26,6 @@ const conns = Number(connsStr);
 const msgs = Number(msgsStr);
 const limit = Number(limitStr ?? 4);
 const SLOT = 64;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const deadline = Date.now() + Number(process.env.PEER_DEADLINE_SEC || 150) * 1000;
 const codeOf = (f) => {
   try {
@@ -45,15 +45,7 @@ const valueOf = (f) => {
 };
 
 /** Poll `cq` until `n` completions arrived (or the deadline). */
-async function drain(cq, n) {
-  const out = [];
-  while (out.length < n && Date.now() < deadline) {
-    const got = cq.poll(Math.min(16, n - out.length));
-    if (got.length) out.push(...got);
-    else await sleep(2);
-  }
-  return out;
-}
+const drain = (cq, n) => pollUntil(cq, n, deadline);
 
 /** The next async event of `ctx` of one of `types`, or null after `ms`. */
 async function asyncEvent(ctx, types, ms) {

@@ -7,24 +7,16 @@
 // prints one JSON line; exit 0 when its checks pass, else 1.
 // Env: READY_FILE (the server creates it once it listens), PEER_DEADLINE_SEC (default 150).
 import { writeFileSync } from 'node:fs';
+import { pollUntil, sleep } from './guest-cq.mjs';
 
 const [root, role, address, portStr] = process.argv.slice(2);
 const lib = await import(`${root}/dist/index.js`);
 const { createId, PortSpace, QpType, WrOpcode, SendFlags, Access, WcStatus } = lib;
 const port = Number(portStr);
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const deadline = Date.now() + Number(process.env.PEER_DEADLINE_SEC || 150) * 1000;
 const cap = { maxSendWr: 4, maxRecvWr: 4, maxSendSge: 1, maxRecvSge: 1 };
 
-async function drain(cq, n) {
-  const out = [];
-  while (out.length < n && Date.now() < deadline) {
-    const got = cq.poll(Math.min(4, n - out.length));
-    if (got.length) out.push(...got.map((w) => ({ ...w })));
-    else await sleep(2);
-  }
-  return out;
-}
+const drain = (cq, n) => pollUntil(cq, n, deadline);
 
 if (role === 'server') {
   const listen = createId(null, null, PortSpace.IB, { qpType: QpType.UC });
