@@ -14,7 +14,6 @@ import { netdevs, type DeviceInfo } from '../../verbs/device.js';
 import type { AhAttr } from '../../verbs/ah.js';
 import { rxePortMtu, ibMtuToBytes, iboePathMtu, useCrc32Backend } from '../../wire/roce/index.js';
 import { netopt } from '../../util/netopt.js';
-import { pinPacket } from './packet-buffer.js';
 import { RoceCounters, C } from './counters.js';
 import { buildGidTable, mergeGidTable, gidEqual, gidKey, ipFromGid, isMulticastGid, isV4MappedGid, type GidEntry } from './gid.js';
 import { PortAgent } from './udp.js';
@@ -456,11 +455,8 @@ export class RoceDevice implements RxSink {
   deliverLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {
     this.counters.inc(C.sent_pkts);
     if (captureOn) this.captureOut(buf, buf.length, src, dst, family, undefined, CaptureNote.LOCAL);
-    if (impairing()) {
-      // Its slab is not reused: a duplicate or a delayed copy may still be sent after the first.
-      pinPacket(buf);
-      impairedSend(buf, (b) => this.queueLocal(b ?? buf, src, dst, family), this.counters);
-    } else this.queueLocal(buf, src, dst, family);
+    if (impairing()) impairedSend(buf, (b) => this.queueLocal(b ?? buf, src, dst, family), this.counters);
+    else this.queueLocal(buf, src, dst, family);
   }
 
   private queueLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {

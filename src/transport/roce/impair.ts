@@ -35,6 +35,7 @@ import { err } from '../../errors.js';
 import { DelayLine, checkFaults, faultPrng, faultsFromEnv, parseFaultSpec, type FaultKeys } from '../../util/fault-spec.js';
 import { CmAttrId, GSI_QPN, IB_OPCODES, ICRC_LEN, IbOpcode, bthOpcode, bthQpn, gsiCmAttrId } from '../../wire/roce/index.js';
 import { C, type RoceCounters } from './counters.js';
+import { pinPacket } from './packet-buffer.js';
 
 /** What happens to the datagrams the device sends. */
 export interface RoceImpairment {
@@ -177,11 +178,13 @@ export function corruptCopy(pkt: Uint8Array, r: number): Buffer {
  * impairment: `send` is called zero, one or two times, now or later, with no argument to send
  * `pkt` itself or with a corrupted copy to send instead. `ctr`: the sending device's counters
  * (the `inject_*` ones count). Returns false when nothing is configured (the caller sends as
- * usual).
+ * usual). A packet from packetBuffer() is pinned: a duplicate or a delayed copy may still be sent
+ * after the first, so its slab is not carved again (packet-buffer.ts).
  */
 export function impairedSend(pkt: Uint8Array, send: (replacement?: Buffer) => void, ctr?: RoceCounters): boolean {
   const a = active;
   if (a === null) return false;
+  pinPacket(pkt);
   const { cfg, rand } = a;
   const n = ++counts.sent;
   if (cfg.spareDreq && isCmDreq(pkt)) {

@@ -7,8 +7,8 @@
  * {@link releasePacket} (the forwarding path does once the kernel has the frame, the batched UDP
  * socket once its batch is flushed) is carved again instead of a new one being allocated: an RC
  * WRITE of 1 MiB is 256 packets, and fresh memory for each (first-touch page faults, the garbage
- * collector's pressure from external memory) costs more than building them. A packet nobody hands back keeps its slab to the garbage collector, as
- * any buffer.
+ * collector's pressure from external memory) costs more than building them. A packet nobody
+ * hands back keeps its slab to the garbage collector, as any buffer.
  */
 import { FWD_FRAME_HEAD } from './fwd-frame.js';
 

@@ -22,7 +22,6 @@ import { trace, tracing } from '../../trace.js';
 import { impairedSend, impairing } from './impair.js';
 import type { RoceCounters } from './counters.js';
 import { openEndpoint, type UdpEndpoint } from './udp-endpoint.js';
-import { pinPacket } from './packet-buffer.js';
 import { ipKey } from './ip-addr.js';
 import type { RxMeta, RxSink } from './datagram.js';
 
@@ -208,11 +207,8 @@ export class UdpSockets {
       if (b.mcastTtl !== ttl && b.sock.setMulticastTtl(ttl)) b.mcastTtl = ttl;
     } else if (b.ttl !== ttl && b.sock.setTtl(ttl)) b.ttl = ttl;
     const sock = b.sock;
-    if (impairing()) {
-      // Its slab is not reused: a duplicate or a delayed copy may still be sent after the first.
-      pinPacket(buf);
-      impairedSend(buf.subarray(0, len), (b) => (b ? sock.send(b, b.length, dst, this.port) : sock.send(buf, len, dst, this.port)), ctr);
-    } else sock.send(buf, len, dst, this.port);
+    if (impairing()) impairedSend(buf.subarray(0, len), (b) => (b ? sock.send(b, b.length, dst, this.port) : sock.send(buf, len, dst, this.port)), ctr);
+    else sock.send(buf, len, dst, this.port);
     return true;
   }
 
