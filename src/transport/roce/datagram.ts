@@ -15,6 +15,12 @@ export interface RxMeta {
   srcPort: number;
   /** Handed over by another process of this host. */
   forwarded: boolean;
+  /**
+   * The packet's ICRC was not computed (fwd-frame.ts `FwdFlag.ICRC_OFFLOAD`): set only on the
+   * host path (a packet of this process's engines for a QP of this host, or a forwarding frame
+   * carrying the flag), never for a datagram read from UDP. The receive path skips the check.
+   */
+  icrcOffload: boolean;
 }
 
 /** What a device offers the port agent: its receive path and its counters. */

@@ -12,7 +12,7 @@ import { codeOf, type ErrnoCode } from '../../errno.js';
 import { trace, tracing } from '../../trace.js';
 import { netdevs, type DeviceInfo } from '../../verbs/device.js';
 import type { AhAttr } from '../../verbs/ah.js';
-import { rxePortMtu, ibMtuToBytes, iboePathMtu, useCrc32Backend } from '../../wire/roce/index.js';
+import { ICRC_LEN, icrcCompute, rxePortMtu, ibMtuToBytes, iboePathMtu, useCrc32Backend, writeIcrcValue } from '../../wire/roce/index.js';
 import { netopt } from '../../util/netopt.js';
 import { RoceCounters, C } from './counters.js';
 import { buildGidTable, mergeGidTable, gidEqual, gidKey, ipFromGid, isMulticastGid, isV4MappedGid, type GidEntry } from './gid.js';
@@ -452,15 +452,25 @@ export class RoceDevice implements RxSink {
    * process's QPN block it is drained in a microtask, which only writes it to that process's
    * socket (a request and the answer it prompts leave in one turn, as through a UDP socket).
    */
-  deliverLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {
+  deliverLocal(buf: Buffer, src: string, dst: string, family: 4 | 6, icrcOffload = false): void {
     this.counters.inc(C.sent_pkts);
     if (captureOn) this.captureOut(buf, buf.length, src, dst, family, undefined, CaptureNote.LOCAL);
-    if (impairing()) impairedSend(buf, (b) => this.queueLocal(b ?? buf, src, dst, family), this.counters);
-    else this.queueLocal(buf, src, dst, family);
+    if (impairing()) impairedSend(buf, (b) => this.queueLocal(b ?? buf, src, dst, family, icrcOffload), this.counters);
+    else this.queueLocal(buf, src, dst, family, icrcOffload);
   }
 
-  private queueLocal(buf: Buffer, src: string, dst: string, family: 4 | 6): void {
-    localQueue.push({ dev: this, buf, meta: { family, src, dst, srcPort: this.agent.port, forwarded: false } });
+  /**
+   * Whether a QP's packet for this host may leave its ICRC uncomputed (fwd-frame.ts
+   * `FwdFlag.ICRC_OFFLOAD`): not while a packet capture runs in this process (it records the
+   * packet as the wire would carry it) or a link impairment (a corrupted copy must fail the
+   * receiver's check).
+   */
+  icrcOffload(): boolean {
+    return !captureOn && !impairing();
+  }
+
+  private queueLocal(buf: Buffer, src: string, dst: string, family: 4 | 6, icrcOffload: boolean): void {
+    localQueue.push({ dev: this, buf, meta: { family, src, dst, srcPort: this.agent.port, forwarded: false, icrcOffload } });
     if (!localScheduled) {
       localScheduled = true;
       if (this.agent.leavesProcess(buf)) queueMicrotask(drainLocal);
@@ -497,6 +507,12 @@ export class RoceDevice implements RxSink {
 
   /** {@link RxSink}: a datagram for this host, received here, for a running packet capture. */
   captureIn(buf: Buffer, meta: RxMeta, note?: string): void {
+    // A packet whose sender left the ICRC to the host path is recorded with it, as on the wire.
+    if (meta.icrcOffload && buf.length >= ICRC_LEN) {
+      buf = Buffer.from(buf);
+      const net = { family: meta.family, src: ipBytes(meta.src, meta.family), dst: ipBytes(meta.dst, meta.family), sport: meta.srcPort, dport: this.agent.port };
+      writeIcrcValue(buf, buf.length - ICRC_LEN, icrcCompute(net, buf, 0, buf.length - ICRC_LEN));
+    }
     captureDatagram({ device: this.name, mac: this._info.mac, family: meta.family, src: meta.src, dst: meta.dst, sport: meta.srcPort, dport: this.agent.port }, buf, 0, buf.length, 'in', note);
   }
 

@@ -4,14 +4,16 @@
  * no sockets.
  *
  * ```
- * u32 length (of what follows) | u8 family (4 or 6) | u8 0 | u16 UDP source port |
+ * u32 length (of what follows) | u8 family (4 or 6) | u8 flags | u16 UDP source port |
  * 16 bytes source address | 16 bytes destination address | the UDP payload
  * ```
  *
- * Addresses are in network order; an IPv4 address fills the first four bytes of its 16. These
- * frames never leave the host (they are not part of RoCEv2), but they are read from sockets any
- * local process can connect to, so the splitter treats them as untrusted input: a length outside
- * {@link FWD_HDR} .. {@link FWD_MAX} or a family other than 4 or 6 is malformed.
+ * Addresses are in network order; an IPv4 address fills the first four bytes of its 16. The one
+ * flag, {@link FwdFlag.ICRC_OFFLOAD}, marks a packet whose ICRC its sender did not compute (see
+ * there). These frames never leave the host (they are not part of RoCEv2), but they are read from
+ * sockets any local process can connect to, so the splitter and the decoders treat them as
+ * untrusted input: a length outside {@link FWD_HDR} .. {@link FWD_MAX}, a family other than 4 or
+ * 6, or a flag bit not defined here is malformed.
  */
 
 /** Bytes of a frame's header after its length word. */
@@ -26,17 +28,32 @@ export const FWD_MAX = 70_000;
 /** Offsets inside a frame, after its length word. */
 export const FwdOff = {
   FAMILY: 0,
-  ZERO: 1,
+  FLAGS: 1,
   SRC_PORT: 2,
   SRC: 4,
   DST: 20,
 } as const;
 
+/** The bits of a frame's flags byte. */
+export const FwdFlag = {
+  /**
+   * The packet's ICRC field was not computed: a packet of the sending process's own RC or UD
+   * engines for a QP of this host, sent with neither a packet capture nor a link impairment
+   * running there. Nothing can corrupt it between two processes of one host (a Unix stream
+   * socket), so the receiver skips the check, as a NIC that computes and checks the ICRC in
+   * hardware spares its driver both. Any other datagram (one read from UDP, a MAD) has its ICRC.
+   */
+  ICRC_OFFLOAD: 0x01,
+} as const;
+/** Every flag bit {@link FwdFlag} defines; a frame with any other bit set is malformed. */
+const FWD_FLAGS_KNOWN = FwdFlag.ICRC_OFFLOAD;
+
 /**
  * Write a frame's length word and header at `off` of `out` for a datagram of `payloadLen` bytes
- * that follows it (at `off + FWD_FRAME_HEAD`). `addrs`: 32 bytes, source then destination.
+ * that follows it (at `off + FWD_FRAME_HEAD`). `addrs`: 32 bytes, source then destination;
+ * `flags`: {@link FwdFlag} bits.
  */
-export function encodeFwdHeader(out: Uint8Array, off: number, family: 4 | 6, srcPort: number, addrs: Uint8Array, payloadLen: number): void {
+export function encodeFwdHeader(out: Uint8Array, off: number, family: 4 | 6, srcPort: number, addrs: Uint8Array, payloadLen: number, flags = 0): void {
   const n = FWD_HDR + payloadLen;
   out[off] = n >>> 24;
   out[off + 1] = (n >>> 16) & 0xff;
@@ -44,7 +61,7 @@ export function encodeFwdHeader(out: Uint8Array, off: number, family: 4 | 6, src
   out[off + 3] = n & 0xff;
   const h = off + FWD_LEN_BYTES;
   out[h + FwdOff.FAMILY] = family;
-  out[h + FwdOff.ZERO] = 0;
+  out[h + FwdOff.FLAGS] = flags & FWD_FLAGS_KNOWN;
   out[h + FwdOff.SRC_PORT] = (srcPort >>> 8) & 0xff;
   out[h + FwdOff.SRC_PORT + 1] = srcPort & 0xff;
   out.set(addrs.subarray(0, 32), h + FwdOff.SRC);
@@ -54,6 +71,12 @@ export function encodeFwdHeader(out: Uint8Array, off: number, family: 4 | 6, src
 export function fwdFamily(f: Uint8Array): 0 | 4 | 6 {
   const v = f[FwdOff.FAMILY];
   return v === 4 || v === 6 ? v : 0;
+}
+
+/** The {@link FwdFlag} bits of a frame (after its length word), or -1 when it sets an unknown one. */
+export function fwdFlags(f: Uint8Array): number {
+  const v = f[FwdOff.FLAGS] ?? 0;
+  return (v & ~FWD_FLAGS_KNOWN) === 0 ? v : -1;
 }
 
 /** The UDP source port of a frame (after its length word). */

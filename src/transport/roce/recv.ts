@@ -172,8 +172,10 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
     }
     if (!(qp._accepts !== undefined ? qp._accepts(p, meta) : qpAccepts(dev, qp as RoceUdQp, p))) return;
   }
-  // ICRC over the IP/UDP headers the socket reported (IPv4: identification recovered). One
-  // object for every packet: the responders read it while they run and keep nothing.
+  // ICRC over the IP/UDP headers the socket reported (IPv4: identification recovered); not for
+  // a packet of the host path whose sender left it uncomputed (fwd-frame.ts
+  // `FwdFlag.ICRC_OFFLOAD`). One object for every packet: the responders read it while they run
+  // and keep nothing.
   const net = rxNet;
   net.family = meta.family;
   net.src = addr(meta.src, meta.family);
@@ -181,16 +183,13 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
   net.sport = meta.srcPort;
   net.dport = dev.agent.port;
   net.ipId = 0;
-  if (meta.family === 4) {
-    const id = icrcSolveIpv4Id(net, buf, 0, buf.length);
+  if (!meta.icrcOffload) {
+    const id = meta.family === 4 ? icrcSolveIpv4Id(net, buf, 0, buf.length) : icrcVerify(net, buf, 0, buf.length) ? 0 : -1;
     if (id < 0) {
       c.inc(C.rcvd_icrc_err_drop);
       return;
     }
     net.ipId = id;
-  } else if (!icrcVerify(net, buf, 0, buf.length)) {
-    c.inc(C.rcvd_icrc_err_drop);
-    return;
   }
   if (group !== undefined) {
     deliverMcast(dev, group, p, net);

@@ -38,6 +38,7 @@ import {
   writeDeth,
   writeImmDt,
   finishRocePacket,
+  padRocePacket,
   rocePacketLength,
   immDt,
   dethSrcQp,
@@ -196,7 +197,12 @@ export class RoceUdQp extends Qp {
       this.requesterError(w, WcStatus.LOC_PROT_ERR, 'bad SGE');
       return false;
     }
-    finishRocePacket(buf, 0, p + w.length, av.net);
+    // A packet for this device's own address leaves its ICRC to the host path when nothing here
+    // needs it (fwd-frame.ts `FwdFlag.ICRC_OFFLOAD`).
+    const local = !av.multicast && w.remoteQpn !== IB_MULTICAST_QPN && dev.ownsIp(av.dst, av.family);
+    const offload = local && dev.icrcOffload();
+    if (offload) padRocePacket(buf, 0, p + w.length);
+    else finishRocePacket(buf, 0, p + w.length, av.net);
     this.psn = (this.psn + 1) & 0xffffff;
     dev.counters.inc(C.rdma_sends);
     if (!dev.portUp) {
@@ -206,12 +212,12 @@ export class RoceUdQp extends Qp {
       this.requesterError(w, WcStatus.LOC_QP_OP_ERR, 'port down');
       return false;
     }
-    if (!av.multicast && w.remoteQpn !== IB_MULTICAST_QPN && dev.ownsIp(av.dst, av.family)) {
+    if (local) {
       // rxe_loopback: a packet for this device's own address skips the network; it goes to the
       // process owning the destination QP (this one, or another over its Unix socket), not to
       // whichever process the kernel would pick.
       dev.counters.inc(C.sent_pkts);
-      const meta: RxMeta = { family: av.family, src: av.sgid.ip, dst: av.dst, srcPort: dev.agent.port, forwarded: false };
+      const meta: RxMeta = { family: av.family, src: av.sgid.ip, dst: av.dst, srcPort: dev.agent.port, forwarded: false, icrcOffload: offload };
       if (impairing()) impairedSend(buf, (b) => toLoopback(dev, b ?? buf, meta), dev.counters);
       else toLoopback(dev, buf, meta);
     } else if (!dev.transmit(buf, len, av, this.mcastLoop)) {

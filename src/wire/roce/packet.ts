@@ -443,6 +443,18 @@ export function finishRocePacket(buf: Uint8Array, start: number, payloadEnd: num
   return body + ICRC_LEN;
 }
 
+/**
+ * Complete a packet as {@link finishRocePacket} does but leave its ICRC uncomputed (four zero
+ * bytes): for a path that checks no ICRC (a NIC's offload; the soft device's host path,
+ * fwd-frame.ts `FwdFlag.ICRC_OFFLOAD`). Returns the packet end.
+ */
+export function padRocePacket(buf: Uint8Array, start: number, payloadEnd: number): number {
+  const pad = (buf[start + 1]! & BthMask.PAD) >>> 4;
+  const end = payloadEnd + pad + ICRC_LEN;
+  buf.fill(0, payloadEnd, end);
+  return end;
+}
+
 /** Build a whole UDP payload (allocates). `net` describes the IP/UDP headers the ICRC covers. */
 export function encodeRocePacket(spec: RocePacketSpec, net: RoceIpUdpHeaders): Uint8Array {
   const payload = spec.payload ?? new Uint8Array(0);

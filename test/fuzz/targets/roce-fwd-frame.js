@@ -7,14 +7,14 @@
 // verdict (malformed or not), every frame handed on is within the length bounds and carries its
 // own length's bytes, nothing throws, and after a malformed length nothing more is handed on.
 import assert from 'node:assert/strict';
-import { FwdFrameSplitter, FWD_HDR, FWD_MAX, encodeFwdHeader } from '../../../dist/transport/roce/fwd-frame.js';
+import { FwdFrameSplitter, FWD_HDR, FWD_MAX, encodeFwdHeader, fwdFamily, fwdFlags, fwdSrcPort } from '../../../dist/transport/roce/fwd-frame.js';
 import { hexHead, mutate, splits } from '../lib/mutate.js';
 
 /** A random frame: header then payload, its length word first. */
 function genFrame(rng) {
   const payload = rng.bytes(rng.chance(0.1) ? rng.int(9000) : rng.int(300));
   const f = Buffer.alloc(4 + FWD_HDR + payload.length);
-  encodeFwdHeader(f, 0, rng.pick([4, 6]), rng.int(65536), Buffer.from(rng.bytes(32)), payload.length);
+  encodeFwdHeader(f, 0, rng.pick([4, 6]), rng.int(65536), Buffer.from(rng.bytes(32)), payload.length, rng.int(2));
   Buffer.from(payload).copy(f, 4 + FWD_HDR);
   return f;
 }
@@ -24,6 +24,10 @@ function run(stream, pieces) {
   const frames = [];
   const s = new FwdFrameSplitter((f) => {
     assert.ok(f.length >= FWD_HDR && f.length <= FWD_MAX, `frame of ${f.length} bytes handed on`);
+    // The header's decoders, as the receiver runs them on every frame: a verdict, never a throw.
+    assert.ok([0, 4, 6].includes(fwdFamily(f)));
+    assert.ok([-1, 0, 1].includes(fwdFlags(f)));
+    assert.ok(fwdSrcPort(f) >= 0 && fwdSrcPort(f) < 65536);
     frames.push(Buffer.from(f));
   });
   let ok = true;

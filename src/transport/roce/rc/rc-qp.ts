@@ -27,6 +27,7 @@ import {
   IbTransport,
   OpMask,
   finishRocePacket,
+  padRocePacket,
   ibMtuToBytes,
   opcodeFitsQp,
   type RoceIpUdpHeaders,
@@ -162,16 +163,17 @@ export class RoceRcQp extends Qp implements RcCore {
       this.dev.counters.inc(C.send_err);
       return;
     }
-    const len = finishRocePacket(buf, 0, payloadEnd, net);
+    const dev = this.dev;
+    // To this host: straight to the QP's owner, in order with the CM's MADs, its ICRC left to
+    // the host path when nothing here needs it (fwd-frame.ts `FwdFlag.ICRC_OFFLOAD`).
+    const local = this.link === null && dev.ownsIp(av.dst, av.family);
+    const offload = local && dev.icrcOffload();
+    const len = offload ? padRocePacket(buf, 0, payloadEnd) : finishRocePacket(buf, 0, payloadEnd, net);
     const pkt = len === buf.length ? buf : buf.subarray(0, len);
     if (this.link !== null) {
-      this.dev.counters.inc(C.sent_pkts);
+      dev.counters.inc(C.sent_pkts);
       this.link(pkt);
-      return;
-    }
-    const dev = this.dev;
-    // To this host: straight to the QP's owner, in order with the CM's MADs.
-    if (dev.ownsIp(av.dst, av.family)) dev.deliverLocal(pkt, av.sgid.ip, av.dst, av.family);
+    } else if (local) dev.deliverLocal(pkt, av.sgid.ip, av.dst, av.family, offload);
     else dev.transmit(pkt, len, av);
   }
 

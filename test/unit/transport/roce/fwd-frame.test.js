@@ -2,9 +2,26 @@
 // IPv6, the splitter over a stream cut everywhere, and its refusals.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FwdFrameSplitter, FWD_HDR, FWD_MAX, FWD_FRAME_HEAD, encodeFwdHeader, fwdFamily, fwdSrcPort } from '../../../../dist/transport/roce/fwd-frame.js';
+import { FwdFlag, FwdFrameSplitter, FWD_HDR, FWD_MAX, FWD_FRAME_HEAD, encodeFwdHeader, fwdFamily, fwdFlags, fwdSrcPort } from '../../../../dist/transport/roce/fwd-frame.js';
 
-test('the header: length, family, zero, source port, both addresses (the layout of docs/design/roce-device.md)', () => {
+test('the flags byte: the ICRC offload bit written and read; any other bit is malformed (-1) and never written', () => {
+  const f = Buffer.alloc(FWD_FRAME_HEAD);
+  const addrs = Buffer.alloc(32);
+  encodeFwdHeader(f, 0, 4, 1, addrs, 0, FwdFlag.ICRC_OFFLOAD);
+  assert.equal(FwdFlag.ICRC_OFFLOAD, 1);
+  assert.equal(f[5], 1);
+  assert.equal(fwdFlags(f.subarray(4)), FwdFlag.ICRC_OFFLOAD);
+  encodeFwdHeader(f, 0, 4, 1, addrs, 0);
+  assert.equal(fwdFlags(f.subarray(4)), 0, 'no flags by default');
+  encodeFwdHeader(f, 0, 4, 1, addrs, 0, 0xff);
+  assert.equal(f[5], 1, 'undefined bits are not written');
+  for (let v = 2; v < 256; v++) {
+    f[5] = v;
+    assert.equal(fwdFlags(f.subarray(4)), -1, `flags 0x${v.toString(16)}`);
+  }
+});
+
+test('the header: length, family, flags, source port, both addresses (the layout of docs/design/roce-device.md)', () => {
   const addrs = Buffer.alloc(32);
   Buffer.from([10, 1, 2, 3]).copy(addrs, 0);
   Buffer.from([127, 0, 0, 1]).copy(addrs, 16);
