@@ -96,3 +96,41 @@ export async function rawSender() {
   };
 }
 
+
+const fwdFrameLib = await import('../../dist/transport/roce/fwd-frame.js');
+const qpnBlocksLib = await import('../../dist/transport/roce/qpn-blocks.js');
+const unixNamesLib = await import('../../dist/transport/roce/unix-names.js');
+const netMod = await import('node:net');
+
+/** The IP/UDP headers of a packet from 127.0.0.1 to 127.0.0.1 on this process's RoCE port (its ICRC's). */
+export const LO_HEADERS = { family: 4, src: Uint8Array.of(127, 0, 0, 1), dst: Uint8Array.of(127, 0, 0, 1), sport: PORT, dport: PORT, ipId: 0 };
+
+/**
+ * A forwarding frame (src/transport/roce/fwd-frame.ts) of packet `pkt` from 127.0.0.1 to
+ * 127.0.0.1 on this process's RoCE port, its flags byte written raw (`flags`).
+ */
+export function fwdFrame(pkt, flags = 0) {
+  const f = Buffer.alloc(fwdFrameLib.FWD_FRAME_HEAD + pkt.length);
+  const addrs = Buffer.alloc(32);
+  addrs.set(LO_HEADERS.src, 0);
+  addrs.set(LO_HEADERS.dst, 16);
+  fwdFrameLib.encodeFwdHeader(f, 0, 4, PORT, addrs, pkt.length);
+  f[5] = flags;
+  Buffer.from(pkt).copy(f, fwdFrameLib.FWD_FRAME_HEAD);
+  return f;
+}
+
+/**
+ * Hand `frames` to this process's QPN block of `qpn` over its Unix socket, as another process of
+ * this user would; resolves once the connection has ended (either side closing it).
+ */
+export async function handOver(qpn, frames) {
+  const c = netMod.connect(unixNamesLib.blockSocketName(PORT, process.getuid(), qpnBlocksLib.blockOfQpn(qpn)));
+  await new Promise((res, rej) => {
+    c.once('connect', res);
+    c.once('error', rej);
+  });
+  for (const f of frames) c.write(f);
+  c.end();
+  await new Promise((r) => c.once('close', r));
+}

@@ -110,6 +110,12 @@ export class RoceCounters {
     if (IS_RX_DROP[i] === 1) this.rxDropped++;
   }
 
+  /** Add `n` to counter `i` (an index from {@link C}). */
+  add(i: number, n: number): void {
+    this.v[i] = (this.v[i] ?? 0) + n;
+    if (IS_RX_DROP[i] === 1) this.rxDropped += n;
+  }
+
   /** A P_Key violation: the drop counter and the port's `bad_pkey_cntr`. */
   badPkey(): void {
     this.inc(C.rcvd_bad_pkey_drop);

@@ -21,6 +21,11 @@ export interface RxMeta {
    * carrying the flag), never for a datagram read from UDP. The receive path skips the check.
    */
   icrcOffload: boolean;
+  /**
+   * A train's segment count (train.ts), 0 for one packet: set only on the host path, as
+   * {@link icrcOffload}.
+   */
+  train: number;
 }
 
 /** What a device offers the port agent: its receive path and its counters. */

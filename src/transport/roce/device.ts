@@ -12,7 +12,7 @@ import { codeOf, type ErrnoCode } from '../../errno.js';
 import { trace, tracing } from '../../trace.js';
 import { netdevs, type DeviceInfo } from '../../verbs/device.js';
 import type { AhAttr } from '../../verbs/ah.js';
-import { ICRC_LEN, icrcCompute, rxePortMtu, ibMtuToBytes, iboePathMtu, useCrc32Backend, writeIcrcValue } from '../../wire/roce/index.js';
+import { ICRC_LEN, icrcCompute, parseRocePacket, RocePacket, rxePortMtu, ibMtuToBytes, iboePathMtu, useCrc32Backend, writeIcrcValue } from '../../wire/roce/index.js';
 import { netopt } from '../../util/netopt.js';
 import { RoceCounters, C } from './counters.js';
 import { buildGidTable, mergeGidTable, gidEqual, gidKey, ipFromGid, isMulticastGid, isV4MappedGid, type GidEntry } from './gid.js';
@@ -24,8 +24,9 @@ import { impairedSend, impairing } from './impair.js';
 import { captureOn } from '../../verbs/capture.js';
 import { CaptureNote, captureDatagram } from './capture.js';
 import { routeHopLimit } from './route-ttl.js';
+import { expandTrain, trainSegmentLength } from './train.js';
 import type { RoceUdQp } from './ud-qp.js';
-import type { RocePacket, RoceIpUdpHeaders } from '../../wire/roce/index.js';
+import type { RoceIpUdpHeaders } from '../../wire/roce/index.js';
 import type { RxNet } from './recv.js';
 
 /** What an address handle resolves to (kept in `ah._provider`). */
@@ -61,6 +62,11 @@ export interface RoceQp {
   _respond(p: RocePacket, net: RxNet): void;
   /** Connected QPs: the QP-level checks (opcode class, state, addresses); false drops (counted). */
   _accepts?(p: RocePacket, meta: RxMeta): boolean;
+  /**
+   * Connected QPs: a train (train.ts) whose first packet `p` passed every check: its
+   * `meta.train` segments of `seg` bytes, each checked and delivered as a packet of its own.
+   */
+  _respondTrain?(p: RocePacket, meta: RxMeta, seg: number): void;
 }
 
 /** The bytes of an address (ip-addr.ts), as the connection manager builds its headers with. */
@@ -452,11 +458,17 @@ export class RoceDevice implements RxSink {
    * process's QPN block it is drained in a microtask, which only writes it to that process's
    * socket (a request and the answer it prompts leave in one turn, as through a UDP socket).
    */
-  deliverLocal(buf: Buffer, src: string, dst: string, family: 4 | 6, icrcOffload = false): void {
+  deliverLocal(buf: Buffer, src: string, dst: string, family: 4 | 6, icrcOffload = false, train = 0): void {
+    if (train > 0) {
+      // A train (train.ts) is sent only when neither a capture nor an impairment runs here.
+      this.counters.add(C.sent_pkts, train);
+      this.queueLocal(buf, src, dst, family, true, train);
+      return;
+    }
     this.counters.inc(C.sent_pkts);
     if (captureOn) this.captureOut(buf, buf.length, src, dst, family, undefined, CaptureNote.LOCAL);
-    if (impairing()) impairedSend(buf, (b) => this.queueLocal(b ?? buf, src, dst, family, icrcOffload), this.counters);
-    else this.queueLocal(buf, src, dst, family, icrcOffload);
+    if (impairing()) impairedSend(buf, (b) => this.queueLocal(b ?? buf, src, dst, family, icrcOffload, 0), this.counters);
+    else this.queueLocal(buf, src, dst, family, icrcOffload, 0);
   }
 
   /**
@@ -469,8 +481,8 @@ export class RoceDevice implements RxSink {
     return !captureOn && !impairing();
   }
 
-  private queueLocal(buf: Buffer, src: string, dst: string, family: 4 | 6, icrcOffload: boolean): void {
-    localQueue.push({ dev: this, buf, meta: { family, src, dst, srcPort: this.agent.port, forwarded: false, icrcOffload } });
+  private queueLocal(buf: Buffer, src: string, dst: string, family: 4 | 6, icrcOffload: boolean, train: number): void {
+    localQueue.push({ dev: this, buf, meta: { family, src, dst, srcPort: this.agent.port, forwarded: false, icrcOffload, train } });
     if (!localScheduled) {
       localScheduled = true;
       if (this.agent.leavesProcess(buf)) queueMicrotask(drainLocal);
@@ -507,12 +519,23 @@ export class RoceDevice implements RxSink {
 
   /** {@link RxSink}: a datagram for this host, received here, for a running packet capture. */
   captureIn(buf: Buffer, meta: RxMeta, note?: string): void {
-    // A packet whose sender left the ICRC to the host path is recorded with it, as on the wire.
     if (meta.icrcOffload && buf.length >= ICRC_LEN) {
-      buf = Buffer.from(buf);
+      // A packet whose sender left the ICRC to the host path is recorded with it, as on the wire;
+      // a train as the packets it stands for (a malformed one as it came).
       const net = { family: meta.family, src: ipBytes(meta.src, meta.family), dst: ipBytes(meta.dst, meta.family), sport: meta.srcPort, dport: this.agent.port };
-      writeIcrcValue(buf, buf.length - ICRC_LEN, icrcCompute(net, buf, 0, buf.length - ICRC_LEN));
+      const p = new RocePacket();
+      const seg = meta.train > 0 && parseRocePacket(buf, 0, buf.length, p, { pkey: null }) === null ? trainSegmentLength(p, meta.train) : -1;
+      const pkts = seg > 0 ? expandTrain(p, meta.train, seg) : meta.train > 0 ? [] : [Buffer.from(buf)];
+      for (const b of pkts) {
+        writeIcrcValue(b, b.length - ICRC_LEN, icrcCompute(net, b, 0, b.length - ICRC_LEN));
+        this.captureInOne(b, meta, note);
+      }
+      if (pkts.length > 0) return;
     }
+    this.captureInOne(buf, meta, note);
+  }
+
+  private captureInOne(buf: Buffer, meta: RxMeta, note?: string): void {
     captureDatagram({ device: this.name, mac: this._info.mac, family: meta.family, src: meta.src, dst: meta.dst, sport: meta.srcPort, dport: this.agent.port }, buf, 0, buf.length, 'in', note);
   }
 

@@ -8,9 +8,10 @@
  * 16 bytes source address | 16 bytes destination address | the UDP payload
  * ```
  *
- * Addresses are in network order; an IPv4 address fills the first four bytes of its 16. The one
- * flag, {@link FwdFlag.ICRC_OFFLOAD}, marks a packet whose ICRC its sender did not compute (see
- * there). These frames never leave the host (they are not part of RoCEv2), but they are read from
+ * Addresses are in network order; an IPv4 address fills the first four bytes of its 16. The flags
+ * byte: bit 0, {@link FwdFlag.ICRC_OFFLOAD}, marks a packet whose ICRC its sender did not compute;
+ * bits 4-7 count the segments of a train (0: one packet; 2 .. 15: a train, train.ts, which always
+ * has its ICRC offloaded); bits 1-3 are zero. These frames never leave the host (they are not part of RoCEv2), but they are read from
  * sockets any local process can connect to, so the splitter and the decoders treat them as
  * untrusted input: a length outside {@link FWD_HDR} .. {@link FWD_MAX}, a family other than 4 or
  * 6, or a flag bit not defined here is malformed.
@@ -45,13 +46,25 @@ export const FwdFlag = {
    */
   ICRC_OFFLOAD: 0x01,
 } as const;
-/** Every flag bit {@link FwdFlag} defines; a frame with any other bit set is malformed. */
-const FWD_FLAGS_KNOWN = FwdFlag.ICRC_OFFLOAD;
+/** Bits 4-7 of the flags byte: a train's segment count (train.ts); 0 for one packet. */
+const FWD_TRAIN_SHIFT = 4;
+/** The bits of the flags byte that must be zero. */
+const FWD_FLAGS_RESERVED = 0x0e;
+
+/** The flags byte of a frame: `icrcOffload`, and `train` segments (0: one packet). */
+export function fwdFlagsByte(icrcOffload: boolean, train: number): number {
+  return (icrcOffload ? FwdFlag.ICRC_OFFLOAD : 0) | ((train & 0x0f) << FWD_TRAIN_SHIFT);
+}
+
+/** The segment count of a train from a valid flags byte ({@link fwdFlags}); 0 for one packet. */
+export function fwdTrain(flags: number): number {
+  return flags >>> FWD_TRAIN_SHIFT;
+}
 
 /**
  * Write a frame's length word and header at `off` of `out` for a datagram of `payloadLen` bytes
  * that follows it (at `off + FWD_FRAME_HEAD`). `addrs`: 32 bytes, source then destination;
- * `flags`: {@link FwdFlag} bits.
+ * `flags`: the flags byte ({@link fwdFlagsByte}; reserved bits are not written).
  */
 export function encodeFwdHeader(out: Uint8Array, off: number, family: 4 | 6, srcPort: number, addrs: Uint8Array, payloadLen: number, flags = 0): void {
   const n = FWD_HDR + payloadLen;
@@ -61,7 +74,7 @@ export function encodeFwdHeader(out: Uint8Array, off: number, family: 4 | 6, src
   out[off + 3] = n & 0xff;
   const h = off + FWD_LEN_BYTES;
   out[h + FwdOff.FAMILY] = family;
-  out[h + FwdOff.FLAGS] = flags & FWD_FLAGS_KNOWN;
+  out[h + FwdOff.FLAGS] = flags & ~FWD_FLAGS_RESERVED & 0xff;
   out[h + FwdOff.SRC_PORT] = (srcPort >>> 8) & 0xff;
   out[h + FwdOff.SRC_PORT + 1] = srcPort & 0xff;
   out.set(addrs.subarray(0, 32), h + FwdOff.SRC);
@@ -73,10 +86,15 @@ export function fwdFamily(f: Uint8Array): 0 | 4 | 6 {
   return v === 4 || v === 6 ? v : 0;
 }
 
-/** The {@link FwdFlag} bits of a frame (after its length word), or -1 when it sets an unknown one. */
+/**
+ * The flags byte of a frame (after its length word), or -1 when it is malformed: a reserved bit
+ * set, a segment count of 1, or a train without {@link FwdFlag.ICRC_OFFLOAD}.
+ */
 export function fwdFlags(f: Uint8Array): number {
   const v = f[FwdOff.FLAGS] ?? 0;
-  return (v & ~FWD_FLAGS_KNOWN) === 0 ? v : -1;
+  const train = v >>> FWD_TRAIN_SHIFT;
+  if ((v & FWD_FLAGS_RESERVED) !== 0 || train === 1 || (train !== 0 && (v & FwdFlag.ICRC_OFFLOAD) === 0)) return -1;
+  return v;
 }
 
 /** The UDP source port of a frame (after its length word). */

@@ -13,7 +13,7 @@ import net from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { formatIpv4 } from '../../util/ip.js';
 import { bthQpn, GSI_QPN } from '../../wire/roce/index.js';
-import { FWD_HDR, FwdFlag, FwdFrameSplitter, FwdOff, fwdFamily, fwdFlags, fwdSrcPort } from './fwd-frame.js';
+import { FWD_HDR, FwdFlag, FwdFrameSplitter, FwdOff, fwdFamily, fwdFlags, fwdSrcPort, fwdTrain } from './fwd-frame.js';
 import { ipKey, ipSlotText, writeIpSlot } from './ip-addr.js';
 import { peerUid, trustedUid } from './unix-names.js';
 import type { RxSink } from './datagram.js';
@@ -109,7 +109,7 @@ export class FwdRx {
     // rather than holding the whole chunk.
     let pkt = f.subarray(FWD_HDR);
     if (!own && pkt.length >= BTH_QPN_END && bthQpn(pkt, 0) === GSI_QPN) pkt = Buffer.from(pkt);
-    sink.rxDatagram(pkt, { family, src, dst, srcPort: fwdSrcPort(f), forwarded: true, icrcOffload: (flags & FwdFlag.ICRC_OFFLOAD) !== 0 });
+    sink.rxDatagram(pkt, { family, src, dst, srcPort: fwdSrcPort(f), forwarded: true, icrcOffload: (flags & FwdFlag.ICRC_OFFLOAD) !== 0, train: fwdTrain(flags) });
     return true;
   }
 

@@ -17,7 +17,7 @@ import { trace, tracing } from '../../trace.js';
 import { Ring } from '../../util/ring.js';
 import { StateCell } from '../../util/state.js';
 import { TokenBucket } from '../../util/token-bucket.js';
-import { encodeFwdHeader, FwdFlag } from './fwd-frame.js';
+import { encodeFwdHeader, fwdFlagsByte } from './fwd-frame.js';
 import { writeIpSlot } from './ip-addr.js';
 import { PACKET_HEADROOM, releasePacket, withHeadroom } from './packet-buffer.js';
 import { LAST_BLOCK, type QpnBlocks } from './qpn-blocks.js';
@@ -253,7 +253,7 @@ export class FwdTx {
       frame = Buffer.allocUnsafe(PACKET_HEADROOM + msg.length);
       msg.copy(frame, PACKET_HEADROOM);
     }
-    encodeFwdHeader(frame, 0, meta.family, meta.srcPort, this.frameAddrs(meta.src, meta.dst, meta.family), msg.length, meta.icrcOffload ? FwdFlag.ICRC_OFFLOAD : 0);
+    encodeFwdHeader(frame, 0, meta.family, meta.srcPort, this.frameAddrs(meta.src, meta.dst, meta.family), msg.length, fwdFlagsByte(meta.icrcOffload, meta.train));
     // Kept until the connection is made and its holder checked (a copy: the sender may reuse its
     // buffer before then), and counted as sent then.
     const connecting = c.state.is(FwdConnState.CONNECTING);

@@ -28,6 +28,7 @@ import type { RoceDevice, RoceQp } from './device.js';
 import { ipBytes } from './ip-addr.js';
 import type { RxMeta } from './datagram.js';
 import type { RoceUdQp } from './ud-qp.js';
+import { trainSegmentLength } from './train.js';
 
 /** What the responder needs about the network headers of a delivered packet. */
 export interface RxNet extends RoceIpUdpHeaders {
@@ -191,6 +192,10 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
     }
     net.ipId = id;
   }
+  if (meta.train > 0) {
+    receiveTrain(dev, qp, p, meta);
+    return;
+  }
   if (group !== undefined) {
     deliverMcast(dev, group, p, net);
     return;
@@ -201,6 +206,24 @@ export function rxeReceive(dev: RoceDevice, buf: Buffer, meta: RxMeta): void {
   if (qp !== undefined) qp._respond(p, net);
   else dev.gsi?.(buf, meta, dev);
   if (c.drops() === dropped) c.inc(C.rcvd_pkts);
+}
+
+/**
+ * A train (train.ts) from the host path, its first packet parsed into `p` and its QP's checks
+ * passed: every segment to the QP as a packet of its own, each counted. One that is not a
+ * well-formed train, or for a QP that takes none (UD, QP1, multicast), is dropped and counted
+ * as a bad length.
+ */
+function receiveTrain(dev: RoceDevice, qp: RoceQp | undefined, p: RocePacket, meta: RxMeta): void {
+  const c = dev.counters;
+  const seg = qp?._respondTrain !== undefined ? trainSegmentLength(p, meta.train) : -1;
+  if (seg < 0) {
+    c.inc(C.rcvd_bad_length_drop);
+    return;
+  }
+  const dropped = c.drops();
+  qp!._respondTrain!(p, meta, seg);
+  c.add(C.rcvd_pkts, Math.max(0, meta.train - (c.drops() - dropped)));
 }
 
 /** Whether an address text is multicast (IPv4 224-239.x.x.x, IPv6 ff00::/8), from its first characters. */

@@ -217,7 +217,7 @@ export class RoceUdQp extends Qp {
       // process owning the destination QP (this one, or another over its Unix socket), not to
       // whichever process the kernel would pick.
       dev.counters.inc(C.sent_pkts);
-      const meta: RxMeta = { family: av.family, src: av.sgid.ip, dst: av.dst, srcPort: dev.agent.port, forwarded: false, icrcOffload: offload };
+      const meta: RxMeta = { family: av.family, src: av.sgid.ip, dst: av.dst, srcPort: dev.agent.port, forwarded: false, icrcOffload: offload, train: 0 };
       if (impairing()) impairedSend(buf, (b) => toLoopback(dev, b ?? buf, meta), dev.counters);
       else toLoopback(dev, buf, meta);
     } else if (!dev.transmit(buf, len, av, this.mcastLoop)) {

@@ -153,7 +153,7 @@ export class UdpSockets {
       bufSize: roceSockBufSize(),
       onDatagram: (msg, src, srcPort) => {
         const to = this.sinksByIp.get(key);
-        if (to) this.onUnicast(to, msg, { family, src: ipKey(src), dst: key, srcPort, forwarded: false, icrcOffload: false });
+        if (to) this.onUnicast(to, msg, { family, src: ipKey(src), dst: key, srcPort, forwarded: false, icrcOffload: false, train: 0 });
       },
       onError: (e) => {
         if (tracing('roce')) trace('roce', `roce:${this.port}`, `socket ${bindIp}: ${e.message}`);
@@ -241,7 +241,7 @@ export class UdpSockets {
         bindIp: key,
         port: this.port,
         bufSize: roceSockBufSize(),
-        onDatagram: (msg, src, srcPort) => sink0?.rxDatagram(msg, { family, src, dst: key, srcPort, forwarded: false, icrcOffload: false }),
+        onDatagram: (msg, src, srcPort) => sink0?.rxDatagram(msg, { family, src, dst: key, srcPort, forwarded: false, icrcOffload: false, train: 0 }),
         onError: (e) => {
           if (tracing('roce')) trace('roce', `roce:${this.port}`, `group ${key}: ${e.message}`);
         },

@@ -103,6 +103,13 @@ export interface RcCore {
   /** Hand a packet (`buf[0, payloadEnd)`, BTH first, space for pad and ICRC after) to the wire. */
   transmit(buf: Buffer, payloadEnd: number): void;
   /**
+   * The most segments a train (train.ts) to the connected QP may carry now: 0 when the QP's
+   * packets do not take the host path with their ICRC offloaded, or the `tx` trace runs.
+   */
+  trainMax(): number;
+  /** Hand a train of `count` segments (`buf[0, payloadEnd)`, space for the ICRC after) to the host path. */
+  transmitTrain(buf: Buffer, payloadEnd: number, count: number): void;
+  /**
    * A fatal error of the QP (IBTA class A/C/J): move it to ERR, which flushes what is left, after
    * raising the affiliated asynchronous event `event` when given (QP_REQ_ERR, QP_ACCESS_ERR,
    * QP_FATAL).

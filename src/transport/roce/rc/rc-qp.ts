@@ -42,6 +42,7 @@ import { ackTimeoutMs, gatherSges, type RcCore } from './common.js';
 import { RcCompleter } from './comp.js';
 import { RcRequester, type RcWqe } from './req.js';
 import { RcResponder } from './resp.js';
+import { TRAIN_MAX, trainMiddleOpcode, trainStep } from '../train.js';
 
 /** A link that replaces the device's sockets (tests): gets every packet this QP sends. */
 export type RcLink = (pkt: Buffer) => void;
@@ -154,15 +155,9 @@ export class RoceRcQp extends Qp implements RcCore {
 
   /** Finish (pad, ICRC) and send a packet; dropped unless the QP may send (RTR and later). */
   transmit(buf: Buffer, payloadEnd: number): void {
-    const s = this.st.state;
     const net = this.net;
     const av = this.av;
-    if (net === null || av === null || this.destroyed || s === QpState.RESET || s === QpState.INIT || s === QpState.ERR) return;
-    // A port that is down sends nothing: the requester's retry timer sees the loss.
-    if (!this.dev.portUp) {
-      this.dev.counters.inc(C.send_err);
-      return;
-    }
+    if (net === null || av === null || !this.maySend()) return;
     const dev = this.dev;
     // To this host: straight to the QP's owner, in order with the CM's MADs, its ICRC left to
     // the host path when nothing here needs it (fwd-frame.ts `FwdFlag.ICRC_OFFLOAD`).
@@ -175,6 +170,35 @@ export class RoceRcQp extends Qp implements RcCore {
       this.link(pkt);
     } else if (local) dev.deliverLocal(pkt, av.sgid.ip, av.dst, av.family, offload);
     else dev.transmit(pkt, len, av);
+  }
+
+  /** RcCore. */
+  trainMax(): number {
+    const av = this.av;
+    if (this.link !== null || av === null || tracing('tx') || !this.dev.icrcOffload() || !this.dev.ownsIp(av.dst, av.family)) return 0;
+    return TRAIN_MAX;
+  }
+
+  /** RcCore: a train (train.ts) to the connected QP on this host; dropped unless the QP may send. */
+  transmitTrain(buf: Buffer, payloadEnd: number, count: number): void {
+    const av = this.av;
+    if (av === null || !this.maySend()) return;
+    const len = padRocePacket(buf, 0, payloadEnd);
+    this.dev.deliverLocal(len === buf.length ? buf : buf.subarray(0, len), av.sgid.ip, av.dst, av.family, true, count);
+  }
+
+  /**
+   * Whether the QP may send a packet now (RTR and later, not destroyed). A port that is down sends
+   * nothing (counted): the requester's retry timer sees the loss.
+   */
+  private maySend(): boolean {
+    const s = this.st.state;
+    if (this.destroyed || s === QpState.RESET || s === QpState.INIT || s === QpState.ERR) return false;
+    if (!this.dev.portUp) {
+      this.dev.counters.inc(C.send_err);
+      return false;
+    }
+    return true;
   }
 
   // -- receive path -------------------------------------------------------------------------------
@@ -227,6 +251,22 @@ export class RoceRcQp extends Qp implements RcCore {
   _respond(p: RocePacket, _net: RxNet): void {
     if (p.mask & OpMask.REQ) this.resp.onRequest(p);
     else this.comp.onResponse(p);
+  }
+
+  /**
+   * @internal A train (train.ts) whose first packet `p` passed every check: each segment to the
+   * responder in PSN order, the later ones checked as packets of their own first (the QP may
+   * have left RTS on the way).
+   */
+  _respondTrain(p: RocePacket, meta: RxMeta, seg: number): void {
+    const mid = trainMiddleOpcode(p.opcode);
+    const payload0 = p.payloadOff;
+    p.payloadLen = seg;
+    this.resp.onRequest(p);
+    for (let i = 1; i < meta.train; i++) {
+      trainStep(p, i, mid, seg, payload0);
+      if (this._accepts(p, meta)) this.resp.onRequest(p);
+    }
   }
 
   // -- verbs hooks ---------------------------------------------------------------------------

@@ -41,6 +41,7 @@ import {
 import { C } from '../counters.js';
 import { MAX_INFLIGHT_PKTS, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, gatherSges, hdrAt, rcPacket, sgesValid, type RcCore } from './common.js';
 import type { RcTimer } from './clock.js';
+import { TRAIN_MIN } from '../train.js';
 import type { RcCompleter } from './comp.js';
 
 /** What a WQE does on the wire. */
@@ -335,6 +336,10 @@ export class RcRequester {
       core.counters.inc(C.rdma_sends);
     }
     const k = psnDiff(this.psn, e.firstPsn);
+    if (e.kind === WqeKind.SEND || e.kind === WqeKind.WRITE) {
+      const n = this.trainLength(e, k);
+      if (n >= TRAIN_MIN) return this.sendTrain(e, k, n);
+    }
     const mtu = core.mtu;
     const dest = core.destQpn;
     const psn = this.psn;
@@ -394,6 +399,47 @@ export class RcRequester {
     }
     this.burst++;
     if (psnDiff(nextPsn, e.lastPsn) > 0) this.sent(e);
+    return true;
+  }
+
+  /**
+   * How many packets of `e` from its `k`-th on may leave as one train (train.ts): none the last
+   * of `e` or one that asks for an ACK, all inside the window (RC) or the burst (UC), at most
+   * what the connected QP's path takes (0 off the host path).
+   */
+  private trainLength(e: RcWqe, k: number): number {
+    const n = e.npkts - 1 - k;
+    if (n < TRAIN_MIN || e.w.inline !== null) return 0;
+    const room = this.core.uc ? MAX_INFLIGHT_PKTS - this.burst : MAX_UNACKED_PSNS - psnDiff(this.psn, this.comp.psn);
+    return Math.min(n, MAX_PKT_PER_ACK - 1 - this.noAck, room, this.core.trainMax());
+  }
+
+  /**
+   * Send packets `k` .. `k + n - 1` of `e` as one train: the headers of the first (its RETH for a
+   * WRITE's FIRST), then every segment's payload, copied from the SGEs at once; the PSN, the count
+   * towards the next AckReq and the UC burst move on by `n`. False on an SGE error.
+   */
+  private sendTrain(e: RcWqe, k: number, n: number): boolean {
+    const core = this.core;
+    const w = e.w;
+    const mtu = core.mtu;
+    const rcOp = dataOpcode(w.opcode, k === 0, false);
+    const op = core.uc ? ucOpcode(rcOp) : rcOp;
+    const len = n * mtu;
+    const buf = rcPacket(op, len, core.destQpn, this.psn, false, false);
+    if (k === 0 && e.kind === WqeKind.WRITE) writeReth(buf, hdrAt(op, Hdr.RETH), w.remoteAddr, w.rkey, w.length);
+    const at = hdrAt(op, Hdr.PAYLOAD);
+    if (!gatherSges(core.context, core.pd, w.sgList as Sge[], k * mtu, buf, at, len)) {
+      this.fail(e, WcStatus.LOC_PROT_ERR, `${e.kind}: SGE names no valid local memory`);
+      return false;
+    }
+    const next = psnAdd(this.psn, n);
+    this.psn = next;
+    this.noAck += n;
+    if (psnDiff(next, this.sentEnd) > 0) this.sentEnd = next;
+    core.transmitTrain(buf, at + len, n);
+    if (core.uc) this.burst += n;
+    else this.comp.armTimer();
     return true;
   }
 

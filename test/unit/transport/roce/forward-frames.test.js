@@ -72,7 +72,8 @@ test('a datagram for another process QPN block leaves in a frame with its addres
   try {
     const qpn = (block << 10) | 5;
     const cases = [
-      { meta: { family: 4, src: '127.0.0.1', dst: '127.0.0.1', srcPort: PORT, forwarded: false, icrcOffload: true }, src: v4(127, 0, 0, 1), dst: v4(127, 0, 0, 1) },
+      { meta: { family: 4, src: '127.0.0.1', dst: '127.0.0.1', srcPort: PORT, forwarded: false, icrcOffload: true, train: 0 }, src: v4(127, 0, 0, 1), dst: v4(127, 0, 0, 1) },
+      { meta: { family: 4, src: '127.0.0.1', dst: '127.0.0.1', srcPort: PORT, forwarded: false, icrcOffload: true, train: 15 }, src: v4(127, 0, 0, 1), dst: v4(127, 0, 0, 1) },
       { meta: { family: 4, src: '10.1.2.3', dst: '127.0.0.1', srcPort: 4791, forwarded: false }, src: v4(10, 1, 2, 3), dst: v4(127, 0, 0, 1) },
       { meta: { family: 4, src: '127.0.0.1', dst: '127.0.0.1', srcPort: 1234, forwarded: false }, src: v4(127, 0, 0, 1), dst: v4(127, 0, 0, 1) },
       { meta: { family: 6, src: '::1', dst: 'fe80::200:ff:fe00:0', srcPort: 4791, forwarded: false }, src: v6([0, 0, 0, 0, 0, 0, 0, 1]), dst: v6([0xfe80, 0, 0, 0, 0x200, 0xff, 0xfe00, 0]) },
@@ -83,7 +84,7 @@ test('a datagram for another process QPN block leaves in a frame with its addres
     cases.forEach((k, i) => {
       const msg = datagram(qpn, 28 + 333 * i, i);
       agent.route(sink, msg, k.meta);
-      want.push(frameOf(msg, k.meta.family, k.meta.srcPort, k.src, k.dst, k.meta.icrcOffload ? 1 : 0));
+      want.push(frameOf(msg, k.meta.family, k.meta.srcPort, k.src, k.dst, (k.meta.icrcOffload ? 1 : 0) | ((k.meta.train ?? 0) << 4)));
     });
     const all = Buffer.concat(want);
     const end = Date.now() + 5000;
@@ -110,10 +111,12 @@ test('frames arriving cut at random places are delivered whole, once each, in or
       const msg = datagram(dest, len, i);
       const srcIp = [10, 0, i % 5, 1 + (i % 3)];
       const sport = 1000 + i;
-      // Every third one's sender left its ICRC to the host path (flag 0x01).
+      // Every third one's sender left its ICRC to the host path (flag 0x01), every fifth of
+      // those as a train of 2 .. 15 segments (the flags' high nibble).
       const icrcOffload = i % 3 === 1;
-      sent.push({ msg, src: srcIp.join('.'), sport, icrcOffload });
-      frames.push(frameOf(msg, 4, sport, v4(...srcIp), v4(127, 0, 0, 1), icrcOffload ? 1 : 0));
+      const train = icrcOffload && i % 5 === 1 ? 2 + (i % 14) : 0;
+      sent.push({ msg, src: srcIp.join('.'), sport, icrcOffload, train });
+      frames.push(frameOf(msg, 4, sport, v4(...srcIp), v4(127, 0, 0, 1), (icrcOffload ? 1 : 0) | (train << 4)));
     }
     const stream = Buffer.concat(frames);
     const c = net.connect(agent.blockName(block));
@@ -134,7 +137,7 @@ test('frames arriving cut at random places are delivered whole, once each, in or
     sent.forEach((s, i) => {
       const g = sink.got[i];
       assert.ok(g.bytes.equals(s.msg), `datagram ${i} byte for byte`);
-      assert.deepEqual(g.meta, { family: 4, src: s.src, dst: '127.0.0.1', srcPort: s.sport, forwarded: true, icrcOffload: s.icrcOffload }, `datagram ${i} meta`);
+      assert.deepEqual(g.meta, { family: 4, src: s.src, dst: '127.0.0.1', srcPort: s.sport, forwarded: true, icrcOffload: s.icrcOffload, train: s.train }, `datagram ${i} meta`);
     });
     c.destroy();
   } finally {

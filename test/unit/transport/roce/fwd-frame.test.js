@@ -2,23 +2,34 @@
 // IPv6, the splitter over a stream cut everywhere, and its refusals.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { FwdFlag, FwdFrameSplitter, FWD_HDR, FWD_MAX, FWD_FRAME_HEAD, encodeFwdHeader, fwdFamily, fwdFlags, fwdSrcPort } from '../../../../dist/transport/roce/fwd-frame.js';
+import { FwdFlag, FwdFrameSplitter, FWD_HDR, FWD_MAX, FWD_FRAME_HEAD, encodeFwdHeader, fwdFamily, fwdFlags, fwdFlagsByte, fwdSrcPort, fwdTrain } from '../../../../dist/transport/roce/fwd-frame.js';
 
-test('the flags byte: the ICRC offload bit written and read; any other bit is malformed (-1) and never written', () => {
+test('the flags byte: ICRC offload (bit 0) and a train\'s segment count (bits 4-7); a reserved bit, a count of 1 or a train without the offload is malformed (-1)', () => {
   const f = Buffer.alloc(FWD_FRAME_HEAD);
   const addrs = Buffer.alloc(32);
-  encodeFwdHeader(f, 0, 4, 1, addrs, 0, FwdFlag.ICRC_OFFLOAD);
   assert.equal(FwdFlag.ICRC_OFFLOAD, 1);
-  assert.equal(f[5], 1);
+  encodeFwdHeader(f, 0, 4, 1, addrs, 0, fwdFlagsByte(true, 0));
+  assert.equal(f[5], 0x01);
   assert.equal(fwdFlags(f.subarray(4)), FwdFlag.ICRC_OFFLOAD);
+  encodeFwdHeader(f, 0, 4, 1, addrs, 0, fwdFlagsByte(true, 15));
+  assert.equal(f[5], 0xf1);
+  assert.equal(fwdTrain(fwdFlags(f.subarray(4))), 15);
   encodeFwdHeader(f, 0, 4, 1, addrs, 0);
   assert.equal(fwdFlags(f.subarray(4)), 0, 'no flags by default');
   encodeFwdHeader(f, 0, 4, 1, addrs, 0, 0xff);
-  assert.equal(f[5], 1, 'undefined bits are not written');
-  for (let v = 2; v < 256; v++) {
+  assert.equal(f[5], 0xf1, 'reserved bits are not written');
+  let valid = 0;
+  for (let v = 0; v < 256; v++) {
     f[5] = v;
-    assert.equal(fwdFlags(f.subarray(4)), -1, `flags 0x${v.toString(16)}`);
+    const n = v >> 4;
+    const ok = (v & 0x0e) === 0 && (n === 0 || (n >= 2 && (v & 1) === 1));
+    assert.equal(fwdFlags(f.subarray(4)), ok ? v : -1, `flags 0x${v.toString(16)}`);
+    if (ok) {
+      valid++;
+      assert.equal(fwdTrain(v), n);
+    }
   }
+  assert.equal(valid, 2 + 14, 'one packet with or without the offload, and trains of 2 .. 15');
 });
 
 test('the header: length, family, flags, source port, both addresses (the layout of docs/design/roce-device.md)', () => {

@@ -4,52 +4,24 @@
 // checked as a datagram from UDP is (a zero ICRC is an error, counted). A packet capture records
 // an offloaded packet with its ICRC computed, as the wire would carry it. (What the frame's flags
 // byte may hold: forward-frames.test.js, fwd-frame.test.js.)
-import { PORT, wire, loDevice, udQp, pollN, Access, WcStatus, lib } from '../../../lib/roce.js';
+import { wire, loDevice, udQp, pollN, Access, WcStatus, lib, LO_HEADERS, fwdFrame, handOver } from '../../../lib/roce.js';
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import net from 'node:net';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { encodeFwdHeader, FwdFlag, FWD_FRAME_HEAD } from '../../../../dist/transport/roce/fwd-frame.js';
-import { blockOfQpn } from '../../../../dist/transport/roce/qpn-blocks.js';
-import { blockSocketName } from '../../../../dist/transport/roce/unix-names.js';
+import { FwdFlag } from '../../../../dist/transport/roce/fwd-frame.js';
 import { NO_TSHARK, fields } from '../../../lib/capture.js';
 
 const QKEY = 0x11111111;
-const LO = Uint8Array.of(127, 0, 0, 1);
-const HEADERS = { family: 4, src: LO, dst: LO, sport: PORT, dport: PORT, ipId: 0 };
 
 /** A UD SEND of `text` to `qpn` with a valid ICRC, or its four ICRC bytes zeroed (`zeroIcrc`). */
 function packet(qpn, text, zeroIcrc) {
-  const pkt = Buffer.from(wire.encodeRocePacket({ opcode: wire.IbOpcode.UD_SEND_ONLY, destQp: qpn, psn: 0, deth: { qkey: QKEY, srcQp: 0x77 }, payload: Buffer.from(text) }, HEADERS));
+  const pkt = Buffer.from(wire.encodeRocePacket({ opcode: wire.IbOpcode.UD_SEND_ONLY, destQp: qpn, psn: 0, deth: { qkey: QKEY, srcQp: 0x77 }, payload: Buffer.from(text) }, LO_HEADERS));
   if (zeroIcrc) pkt.fill(0, pkt.length - 4);
   return pkt;
 }
-
-/** A forwarding frame of `pkt` from and to 127.0.0.1 with flags byte `flags`. */
-function frame(pkt, flags) {
-  const f = Buffer.alloc(FWD_FRAME_HEAD + pkt.length);
-  const addrs = Buffer.alloc(32);
-  Buffer.from(LO).copy(addrs, 0);
-  Buffer.from(LO).copy(addrs, 16);
-  encodeFwdHeader(f, 0, 4, PORT, addrs, pkt.length);
-  f[5] = flags; // the flags byte, written raw (an undefined bit included)
-  pkt.copy(f, FWD_FRAME_HEAD);
-  return f;
-}
-
-/** Hand `frames` to this process's QPN block of `qpn`, as another process of this user would; resolves when the connection has ended either way. */
-async function handOver(qpn, frames) {
-  const c = net.connect(blockSocketName(PORT, process.getuid(), blockOfQpn(qpn)));
-  await new Promise((res, rej) => {
-    c.once('connect', res);
-    c.once('error', rej);
-  });
-  for (const f of frames) c.write(f);
-  c.end();
-  await new Promise((r) => c.once('close', r));
-}
+const frame = fwdFrame;
 
 /** A UD QP on rxe_lo with `n` receive slots of 256 bytes. */
 function receiver(n = 8) {
@@ -105,7 +77,7 @@ test('a capture records an offloaded packet with its ICRC computed, as the wire 
     assert.equal(grams.length, 1, 'the forwarded packet was captured once');
     const p = grams[0];
     assert.equal(p.toString('latin1', 20, 20 + 19), 'offloaded, captured');
-    assert.equal(wire.readIcrcValue(p, p.length - 4), wire.icrcCompute(HEADERS, p, 0, p.length - 4), 'the ICRC the wire would carry');
+    assert.equal(wire.readIcrcValue(p, p.length - 4), wire.icrcCompute(LO_HEADERS, p, 0, p.length - 4), 'the ICRC the wire would carry');
   } finally {
     r.close();
     rmSync(dir, { recursive: true, force: true });
