@@ -8,10 +8,16 @@
 // opcodes, which it drops). The QPs' packets go to captures instead of the sockets and their
 // timers run on a virtual clock.
 //
+// A fifth of the RC requests come as trains (src/transport/roce/train.ts) from the host path
+// instead: a SEND or WRITE FIRST or MIDDLE (now and then a LAST or ONLY) whose payload is 2 ..
+// 15 segments (mostly of the path MTU), AckReq and SE mostly clear, ICRC left uncomputed, whole or
+// mutated, flagged as a train of that many segments.
+//
 // Requests also name a memory window (type 1, on the middle quarter of a region registered with no
 // remote right of its own) by its rkey, at addresses in and around it.
 //
-// Invariants: nothing throws; every datagram is counted once (`rcvd_pkts` or one `rcvd_*_drop`);
+// Invariants: nothing throws; every datagram is counted once (`rcvd_pkts` or one `rcvd_*_drop`),
+// a train once if it is dropped whole and once per segment if its segments reach the QP;
 // no byte outside the region registered for remote access changes, nor a byte of a region
 // registered without it, nor a byte of the windowed region outside the window; everything the QP
 // sends decodes; the UC QP sends nothing back; every work request completes at most once; a QP
@@ -23,6 +29,7 @@ import { roceDevice } from '../../../dist/transport/roce/device.js';
 import { rxeReceive } from '../../../dist/transport/roce/recv.js';
 import { IbOpcode, AethSyndrome, encodeRocePacket, decodeRocePacket } from '../../../dist/wire/roce/index.js';
 import { mutate, hexHead } from '../lib/mutate.js';
+import { TRAIN_MAX, TRAIN_MIN } from '../../../dist/transport/roce/train.js';
 
 const PORT = Number(process.env.RDMACM_ROCE_PORT ?? 4791);
 const PEER = '127.0.0.2';
@@ -51,6 +58,8 @@ const REQUESTS = [
 ];
 /** Every UC request opcode (0x20-0x2B). */
 const UC_REQUESTS = Array.from({ length: 12 }, (_, i) => 0x20 + i);
+/** The opcodes a train starts with (train.ts). */
+const TRAIN_STARTS = [O.RC_SEND_FIRST, O.RC_SEND_MIDDLE, O.RC_RDMA_WRITE_FIRST, O.RC_RDMA_WRITE_MIDDLE];
 const RESPONSES = [O.RC_ACKNOWLEDGE, O.RC_ATOMIC_ACKNOWLEDGE, O.RC_RDMA_READ_RESPONSE_FIRST, O.RC_RDMA_READ_RESPONSE_MIDDLE, O.RC_RDMA_READ_RESPONSE_LAST, O.RC_RDMA_READ_RESPONSE_ONLY];
 const SYNDROMES = [AethSyndrome.ACK_UNLIMITED, 0x00, AethSyndrome.RNR_NAK | 1, AethSyndrome.NAK_PSN_SEQ_ERROR, AethSyndrome.NAK_INVALID_REQUEST, AethSyndrome.NAK_REMOTE_ACCESS_ERROR, AethSyndrome.NAK_REMOTE_OP_ERROR, 0x64, 0x40];
 
@@ -256,24 +265,41 @@ export function rcRxTarget(onSrq) {
       if (opcode === O.RC_RDMA_READ_RESPONSE_MIDDLE) delete spec.aeth;
     }
     const sport = 49152 + rng.int(16384);
+    // A train of the host path: the segments' payload after the first packet's headers.
+    const train = !toUc && isReq && rng.chance(0.2) ? TRAIN_MIN + rng.int(TRAIN_MAX - TRAIN_MIN + 1) : 0;
+    if (train > 0) {
+      // Mostly an opcode that may start a train, now and then a payload-carrying one that may not.
+      spec.opcode = rng.chance(0.85) ? rng.pick(TRAIN_STARTS) : rng.pick([O.RC_SEND_LAST, O.RC_SEND_ONLY, O.RC_RDMA_WRITE_LAST]);
+      for (const k of ['immDt', 'ieth', 'atmeth', 'reth']) delete spec[k];
+      if (spec.opcode === O.RC_RDMA_WRITE_FIRST) spec.reth = { va: va(), rkey: rkey(), len: rng.chance(0.5) ? (train + 1) * MTU : len() };
+      spec.payload = Buffer.alloc(train * (rng.chance(0.85) ? MTU : rng.pick([100, 2 * MTU, MTU + 4])), 0x44);
+      spec.ackReq = rng.chance(0.1);
+      spec.se = rng.chance(0.05);
+    }
     let valid;
     try {
       valid = Buffer.from(encodeRocePacket(spec, { family: 4, src: Uint8Array.of(127, 0, 0, 2), dst: Uint8Array.of(127, 0, 0, 1), sport, dport: PORT, ipId: rng.int(65536) }));
     } catch (e) {
       throw new Error(`encoder refused a spec the target built: ${e.message}`);
     }
+    if (train > 0) valid.fill(0, valid.length - 4);
     const whole = rng.chance(0.5);
     const { bytes, ops } = whole ? { bytes: valid, ops: ['none'] } : mutate(rng, valid, { fields: [{ off: 0, size: 1 }, { off: 4, size: 4 }, { off: 8, size: 4 }, { off: 12, size: 4 }, { off: 16, size: 4 }] });
-    t.note(`${toUc ? 'UC' : 'RC'} QP: op 0x${opcode.toString(16)} psn 0x${psn.toString(16)} (epsn 0x${epsn.toString(16)}) ${ops.join(' ')}: ${hexHead(bytes)}`);
+    t.note(`${toUc ? 'UC' : 'RC'} QP${train > 0 ? ` train of ${train}` : ''}: op 0x${spec.opcode.toString(16)} psn 0x${psn.toString(16)} (epsn 0x${epsn.toString(16)}) ${ops.join(' ')}: ${hexHead(bytes)}`);
     u.out.length = 0;
     const guardsBefore = ctx.closed.every((x) => x === 0x77);
     assert.ok(guardsBefore);
     const before = ctx.rd.counters.snapshot();
     const windowBefore = Buffer.from(ctx.winBuf.subarray(256, 512));
-    rxeReceive(rd, Buffer.from(bytes), { family: 4, src: PEER, dst: '127.0.0.1', srcPort: sport, forwarded: false });
+    const meta = { family: 4, src: PEER, dst: '127.0.0.1', srcPort: sport, forwarded: train > 0, icrcOffload: train > 0, train };
+    rxeReceive(rd, Buffer.from(bytes), meta);
     clock.advance(rng.chance(0.1) ? 2000 : 0);
     const after = ctx.rd.counters.snapshot();
-    assert.equal(counted(after) - counted(before), 1, 'one counter per datagram');
+    const n = counted(after) - counted(before);
+    if (train > 0) {
+      assert.ok(n === 1 || n === train, `a train of ${train} counted ${n} times`);
+      t.count(n === train ? 'train taken' : 'train dropped');
+    } else assert.equal(n, 1, 'one counter per datagram');
     assert.ok(ctx.whole.subarray(0, 256).every((x) => x === GUARD) && ctx.whole.subarray(256 + 4096).every((x) => x === GUARD), 'a byte outside the remote region changed');
     assert.ok(ctx.closed.every((x) => x === 0x77), 'a region without remote access changed');
     assert.ok(ctx.winBuf.subarray(0, 256).every((x) => x === 0x55) && ctx.winBuf.subarray(512).every((x) => x === 0x55), 'a byte outside the memory window changed');
@@ -293,7 +319,7 @@ export function rcRxTarget(onSrq) {
   },
   check(counts, cases) {
     if (cases < 1000) return;
-    for (const k of ['request taken', 'response taken', 'dropped', 'NAK sent', 'reconnected', 'UC request taken', 'UC message received']) {
+    for (const k of ['request taken', 'response taken', 'dropped', 'NAK sent', 'reconnected', 'UC request taken', 'UC message received', 'train taken', 'train dropped']) {
       assert.ok(counts[k] > 0, `no case ended in ${k}: ${JSON.stringify(counts)}`);
     }
   },
