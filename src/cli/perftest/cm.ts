@@ -7,7 +7,7 @@
  * connect only through the CM. The client retries its connection up to ten times, 100 ms apart
  * (the server may not listen yet).
  */
-import { PortSpace, createId, type CmId, type ConnParam, type Context } from '../api.js';
+import { CmEventType, PortSpace, createId, type CmId, type ConnParam, type Context } from '../api.js';
 import { errOut } from '../c-compat.js';
 import { Verb, type PerfParams } from './params.js';
 import { createResources, type Resources } from './resources.js';
@@ -59,6 +59,37 @@ function withTimeout<T>(pr: Promise<T>, ms: number, what: string): Promise<T> {
 export async function cmDisconnect(p: PerfParams, link: CmLink): Promise<void> {
   if (p.conn === 'UD') return;
   await Promise.all(link.ids.map((id) => withTimeout(id.disconnect(), DISCONNECT_TIMEOUT_MS, 'rdma_disconnect').catch(() => {})));
+}
+
+/**
+ * The server's end of a run: wait, at most `ms` in all, for the client to disconnect each test
+ * connection itself, reading the DISCONNECTED from each synchronous id's own event channel (as a
+ * librdmacm user reads `id->channel` of a synchronous id). perftest's client disconnects them
+ * (`destroy_ctx` → `rdma_cm_disconnect_nodes`) only after its last side-channel SEND has
+ * completed and the server's answer has arrived, so once every DISCONNECTED is in, nothing of the
+ * client's is still in flight on the side channel and the server can tear everything down. On
+ * iWARP the DISCONNECTED of a server-initiated close proves nothing of the kind: the client's
+ * kernel answers the TCP close by itself. Returns whether every connection was closed by the
+ * client within the bound; the server then disconnects ({@link cmDisconnect}) either way, which
+ * for a closed connection only answers it (RoCE: the DREP the client's DISCONNECTED waits for).
+ */
+export async function cmAwaitPeerDisconnect(p: PerfParams, link: CmLink, ms: number): Promise<boolean> {
+  if (p.conn === 'UD') return true;
+  const signal = AbortSignal.timeout(ms);
+  const one = async (id: CmId): Promise<boolean> => {
+    try {
+      for (;;) {
+        const ev = await id.channel.getEvent(signal);
+        const type = ev.event;
+        ev.ack();
+        if (type === CmEventType.DISCONNECTED) return true;
+      }
+    } catch {
+      return false; // the bound passed
+    }
+  };
+  const closed = await Promise.all(link.ids.map(one));
+  return closed.every(Boolean);
 }
 
 /** `rdma_cm_allocate_nodes`: UD QPs on RDMA_PS_UDP ids (SIDR), the others on RDMA_PS_TCP. */
