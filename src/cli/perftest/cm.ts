@@ -7,10 +7,10 @@
  * connect only through the CM. The client retries its connection up to ten times, 100 ms apart
  * (the server may not listen yet).
  */
-import { CmEventType, PortSpace, createId, type CmId, type ConnParam, type Context } from '../api.js';
+import { CmEventType, PortSpace, createId, type CmId, type ConnParam, type Context, type Pd, type Qp } from '../api.js';
 import { errOut } from '../c-compat.js';
 import { Verb, type PerfParams } from './params.js';
-import { createResources, type Resources } from './resources.js';
+import { addQp, createResources, releaseResources, type QpInit, type Resources } from './resources.js';
 import { udClientEstablished, udServerAccepted, udServerPrepare } from './cm-ud.js';
 
 /** `DEF_RETRY_COUNT`: the CM's retry and RNR retry counts. */
@@ -98,6 +98,7 @@ const portSpace = (p: PerfParams): PortSpace => (p.conn === 'UD' ? PortSpace.UDP
 /** One attempt of `_rdma_cm_client_connection`. */
 async function clientAttempt(p: PerfParams, maxSize: number, cycle: number): Promise<CmLink> {
   const ids: CmId[] = [];
+  let r: Resources | null = null;
   try {
     for (let i = 0; i < p.numQps; i++) {
       const id = createId(null, null, portSpace(p));
@@ -105,13 +106,31 @@ async function clientAttempt(p: PerfParams, maxSize: number, cycle: number): Pro
       await id.resolveAddr(null, { address: p.servername as string, port: p.port }, RESOLVE_TIMEOUT_MS);
       await id.resolveRoute(RESOLVE_TIMEOUT_MS);
     }
-    const r = createResources(p, ids[0]!.verbs as Context, maxSize, cycle, (pd, init, i) => ids[i]!.createQp(pd, init));
+    r = createResources(p, ids[0]!.verbs as Context, maxSize, cycle, (pd, init, i) => ids[i]!.createQp(pd, init));
     if (r === null) throw new Error('resources');
-    await Promise.all(ids.map((id) => id.connect(connParam(p, r))));
-    if (p.conn === 'UD') await udClientEstablished(p, r, ids);
+    if (p.conn === 'UD') {
+      await Promise.all(ids.map((id) => id.connect(connParam(p, r!))));
+      await udClientEstablished(p, r, ids);
+    } else {
+      // One connection after the other, as perftest's client makes them: it connects each id
+      // from its ROUTE_RESOLVED in turn, and over siw rdma_connect returns only once the TCP
+      // connection is up (a refused one fails the call), so a server that does not listen yet
+      // refuses the first connection and sees no other. Started together, the first could be
+      // refused and the second accepted, then dropped with the failed attempt.
+      for (const id of ids) await id.connect(connParam(p, r));
+    }
     return { ids, r };
   } catch (e) {
-    for (const id of ids) await id.destroy().catch(() => {});
+    // rdma_cm_destroy_cma: the attempt's ids go, with their QPs, and what was made for them.
+    for (const id of ids) {
+      try {
+        if (id.qp) id.destroyQp();
+      } catch {
+        // the id goes regardless
+      }
+      await id.destroy().catch(() => {});
+    }
+    if (r) releaseResources(r);
     throw e;
   }
 }
@@ -157,25 +176,45 @@ export async function cmListen(p: PerfParams): Promise<CmId | null> {
 
 /** `rdma_cm_server_connection` on `listenId` ({@link cmListen}): take `-q` requests, accept them; null after the message. */
 export async function cmServer(p: PerfParams, listenId: CmId, maxSize: number, cycle: number): Promise<CmLink | null> {
-  try {
-    const ids: CmId[] = [];
-    for (let i = 0; i < p.numQps; i++) ids.push(await withTimeout(listenId.getRequest(), REQUEST_TIMEOUT_MS, 'rdma_get_request'));
-    const r = createResources(p, ids[0]!.verbs as Context, maxSize, cycle, (pd, init, i) => ids[i]!.createQp(pd, init));
-    if (r === null) {
-      for (const id of ids) {
-        try {
-          id.reject();
-        } catch {
-          // the client sees the connection fail either way
-        }
-      }
-      return null;
+  const ids: CmId[] = [];
+  const maker = (pd: Pd, init: QpInit, i: number): Qp => ids[i]!.createQp(pd, init);
+  const refuse = (id: CmId): void => {
+    try {
+      id.reject();
+    } catch {
+      // the client sees the connection fail either way
     }
-    if (p.conn === 'UD') udServerPrepare(p, r);
-    await Promise.all(ids.map((id) => id.accept(connParam(p, r))));
-    if (p.conn === 'UD') await udServerAccepted(p, r, ids);
+  };
+  try {
+    let r: Resources | null = null;
+    if (p.conn === 'UD') {
+      // SIDR: every request is answered once all are in (cm-ud.ts).
+      for (let i = 0; i < p.numQps; i++) ids.push(await withTimeout(listenId.getRequest(), REQUEST_TIMEOUT_MS, 'rdma_get_request'));
+      r = createResources(p, ids[0]!.verbs as Context, maxSize, cycle, maker);
+      if (r === null) {
+        ids.forEach(refuse);
+        return null;
+      }
+      udServerPrepare(p, r);
+      await Promise.all(ids.map((id) => id.accept(connParam(p, r!))));
+      await udServerAccepted(p, r, ids);
+      return { ids, r };
+    }
+    // rdma_cm_connection_request_handler: each request gets its QP (the first one the context's
+    // resources too) and is accepted as it comes, which a client that connects one QP after the
+    // other (cmClient) needs.
+    for (let i = 0; i < p.numQps; i++) {
+      const id = await withTimeout(listenId.getRequest(), REQUEST_TIMEOUT_MS, 'rdma_get_request');
+      ids.push(id);
+      r = r === null ? createResources(p, id.verbs as Context, maxSize, cycle, maker, 1) : addQp(p, r, maker) ? r : null;
+      if (r === null) {
+        refuse(id);
+        return null;
+      }
+      await id.accept(connParam(p, r));
+    }
     if (p.conn === 'RC') {
-      for (const qp of r.qps) {
+      for (const qp of r!.qps) {
         try {
           qp.modify({ minRnrTimer: MIN_RNR_TIMER });
         } catch {
@@ -183,7 +222,7 @@ export async function cmServer(p: PerfParams, listenId: CmId, maxSize: number, c
         }
       }
     }
-    return { ids, r };
+    return { ids, r: r! };
   } catch (e) {
     errOut(`RDMA CM event error:\n${(e as Error).message}\n`);
     return null;
