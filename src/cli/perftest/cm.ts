@@ -113,10 +113,12 @@ async function clientAttempt(p: PerfParams, maxSize: number, cycle: number): Pro
       await udClientEstablished(p, r, ids);
     } else {
       // One connection after the other, as perftest's client makes them: it connects each id
-      // from its ROUTE_RESOLVED in turn, and over siw rdma_connect returns only once the TCP
-      // connection is up (a refused one fails the call), so a server that does not listen yet
-      // refuses the first connection and sees no other. Started together, the first could be
-      // refused and the second accepted, then dropped with the failed attempt.
+      // from its ROUTE_RESOLVED in turn, and over siw (siw_connect's TCP connect is blocking up
+      // to Linux 6.1) rdma_connect returns only once the TCP connection is up, a refused one
+      // failing the call, so a server that does not listen yet refuses the first connection and
+      // sees no other. Here the next connection starts once the one before is ESTABLISHED.
+      // Started together, the first could be refused and the second accepted, then dropped with
+      // the failed attempt.
       for (const id of ids) await id.connect(connParam(p, r));
     }
     return { ids, r };
