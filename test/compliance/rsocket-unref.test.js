@@ -353,8 +353,8 @@ forEachDevice([Cap.UD, Cap.AH], () => {
 // ends (RDMACM_ROCE_IMPAIR: the transports with an impairment read it at start). 512 KiB, four
 // times the send buffer, with this seed loses about 30 of the child's datagrams, one of them at
 // the end of a burst: that one comes back only when the ACK timeout (about 2.1 s at rdma_cm's
-// timeout) resends it, so the child must outlive that wait, once. Four MiB waited it out four or
-// five times.
+// timeout) resends it, so the child must outlive that wait, once (4 MiB, with the same seed,
+// waited it out several times: 7 to 11 s).
 forEachDevice([Cap.CM_TCP, Cap.IMPAIR], () => {
   writeThenExitSuite('rsocket', { env: { RDMACM_ROCE_IMPAIR: 'loss=0.05,seed=11' }, size: 512 << 10, lossy: true });
 }, 'rsocket unref on a lossy link');

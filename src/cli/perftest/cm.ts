@@ -113,8 +113,8 @@ async function clientAttempt(p: PerfParams, maxSize: number, cycle: number): Pro
       await udClientEstablished(p, r, ids);
     } else {
       // One connection after the other, as perftest's client makes them: it connects each id
-      // from its ROUTE_RESOLVED in turn, and over siw (siw_connect's TCP connect is blocking up
-      // to Linux 6.1) rdma_connect returns only once the TCP connection is up, a refused one
+      // from its ROUTE_RESOLVED in turn, and over siw (whose siw_connect makes the TCP connection
+      // in blocking mode, as in Linux 6.1) rdma_connect returns only once the TCP connection is up, a refused one
       // failing the call, so a server that does not listen yet refuses the first connection and
       // sees no other. Here the next connection starts once the one before is ESTABLISHED.
       // Started together, the first could be refused and the second accepted, then dropped with
