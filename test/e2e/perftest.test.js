@@ -233,6 +233,19 @@ for (const d of cmDevices) {
         assert.equal(r.srv.stdout.split('\n').filter((x) => row.test(x)).length, tool === 'ib_read_lat' ? 0 : 1, r.both);
       });
     }
+    // -q 2: two rdma_cm connections on the one port, the client making the second once the first
+    // is up and the server accepting each as it comes (cm.ts cmClient, cmServer).
+    test('ib_write_bw -R -q 2 -n 200: two connections, exit 0/0, the row counts both QPs', async () => {
+      const r = await pair('ib_write_bw', [...dev, '-q', '2', '-n', '200'], { env, roceCm: d.transportType === TransportType.IB });
+      assert.equal(r.cli.code, 0, r.both);
+      assert.equal(r.srv.code, 0, r.both);
+      assert.ok(r.cli.stdout.includes(' Number of qps   : 2\t\tTransport type : '), r.both);
+      for (const side of [r.cli, r.srv]) {
+        const rows = side.stdout.split('\n').filter((x) => BW_ROW.test(x));
+        assert.equal(rows.length, 1, r.both);
+        assert.equal(BW_ROW.exec(rows[0])[2], '400', r.both);
+      }
+    });
     // send_bw.c over iWARP: the receiver writes its count into the sender's credit word every
     // rx_depth/3 messages and the sender stays within rx_depth of it. 64 SENDs in flight against
     // 8 receives would otherwise find none posted, which ends an iWARP connection.

@@ -8,7 +8,7 @@
  * the close, which is the last key exchange alone. The server's listening id is destroyed once the
  * control connection is accepted, so the test's own rdma_cm connection can listen on the port.
  */
-import { Access, PortSpace, WcStatus, WrOpcode, SendFlags, createId, type CmId, type CompChannel, type Context, type Cq, type Mr, type Qp } from '../api.js';
+import { Access, CmEventType, PortSpace, WcStatus, WrOpcode, SendFlags, createId, type CmId, type CompChannel, type Context, type Cq, type Mr, type Qp } from '../api.js';
 import { ExchangeError, type PerfDest } from './exchange.js';
 
 /** `sizeof(struct pingpong_dest)` on LP64: five ints, padding, a u64, the GID, two ints. */
@@ -194,27 +194,53 @@ export class CmChannel {
   }
 
   /**
-   * The client's close: first wait, at most `ms`, for the server to end the channel (the posted
-   * receive then completes, flushed), so that the server's last SEND has completed on its side
-   * before the connection drops — siw completes a SEND still going out when its connection drops
-   * with IBV_WC_LOC_QP_OP_ERR, which perftest reports as "Bad wc status 2" and exits 1. The server
-   * never waits for the client here, so the two cannot wait for each other.
+   * The client's close: first wait, at most `ms`, for the server to end the channel — the posted
+   * receive completes, flushed (iWARP: the server's FIN errors the QP), or the id reports the
+   * server's DISCONNECTED (read from the synchronous id's own event channel; RoCE: the server's
+   * DREQ, which leaves the QP as it is) — so that the server's last SEND has completed on its
+   * side before the connection drops: siw completes a SEND still going out when its connection
+   * drops with IBV_WC_LOC_QP_OP_ERR, which perftest reports as "Bad wc status 2" and exits 1.
+   * The server never waits for the client's side-channel close, so the two cannot wait for each
+   * other.
    */
   async closeAfterPeer(ms: number): Promise<void> {
-    const end = Date.now() + ms;
-    while (Date.now() < end && this.cq.poll(1).length === 0) {
-      this.cq.reqNotify();
-      if (this.cq.poll(1).length > 0) break;
-      const ac = new AbortController();
-      const t = setTimeout(() => ac.abort(), Math.max(1, Math.min(50, end - Date.now())));
-      try {
-        (await this.ch.getCqEvent(ac.signal)).ackEvents(1);
-      } catch {
-        // a slice without an event: look again
-      } finally {
-        clearTimeout(t);
+    const stop = new AbortController();
+    const bound = setTimeout(() => stop.abort(), ms);
+    const flushed = async (): Promise<void> => {
+      while (!stop.signal.aborted) {
+        if (this.cq.poll(1).length > 0) break;
+        this.cq.reqNotify();
+        if (this.cq.poll(1).length > 0) break;
+        const slice = new AbortController();
+        const t = setTimeout(() => slice.abort(), 50);
+        const end = (): void => slice.abort();
+        stop.signal.addEventListener('abort', end, { once: true });
+        try {
+          (await this.ch.getCqEvent(slice.signal)).ackEvents(1);
+        } catch {
+          // a slice without an event: look again
+        } finally {
+          clearTimeout(t);
+          stop.signal.removeEventListener('abort', end);
+        }
       }
-    }
+      stop.abort();
+    };
+    const disconnected = async (): Promise<void> => {
+      try {
+        for (;;) {
+          const ev = await this.id.channel.getEvent(stop.signal);
+          const type = ev.event;
+          ev.ack();
+          if (type === CmEventType.DISCONNECTED) break;
+        }
+      } catch {
+        return; // the bound passed, or the receive was flushed first
+      }
+      stop.abort();
+    };
+    await Promise.all([flushed(), disconnected()]);
+    clearTimeout(bound);
     this.close();
   }
 }

@@ -7,10 +7,10 @@
  * connect only through the CM. The client retries its connection up to ten times, 100 ms apart
  * (the server may not listen yet).
  */
-import { PortSpace, createId, type CmId, type ConnParam, type Context } from '../api.js';
+import { CmEventType, PortSpace, createId, type CmId, type ConnParam, type Context, type Pd, type Qp } from '../api.js';
 import { errOut } from '../c-compat.js';
 import { Verb, type PerfParams } from './params.js';
-import { createResources, type Resources } from './resources.js';
+import { addQp, createResources, releaseResources, type QpInit, type Resources } from './resources.js';
 import { udClientEstablished, udServerAccepted, udServerPrepare } from './cm-ud.js';
 
 /** `DEF_RETRY_COUNT`: the CM's retry and RNR retry counts. */
@@ -61,12 +61,44 @@ export async function cmDisconnect(p: PerfParams, link: CmLink): Promise<void> {
   await Promise.all(link.ids.map((id) => withTimeout(id.disconnect(), DISCONNECT_TIMEOUT_MS, 'rdma_disconnect').catch(() => {})));
 }
 
+/**
+ * The server's end of a run: wait, at most `ms` in all, for the client to disconnect each test
+ * connection itself, reading the DISCONNECTED from each synchronous id's own event channel (as a
+ * librdmacm user reads `id->channel` of a synchronous id). perftest's client disconnects them
+ * (`destroy_ctx` → `rdma_cm_disconnect_nodes`) only after its last side-channel SEND has
+ * completed and the server's answer has arrived, so once every DISCONNECTED is in, nothing of the
+ * client's is still in flight on the side channel and the server can tear everything down. On
+ * iWARP the DISCONNECTED of a server-initiated close proves nothing of the kind: the client's
+ * kernel answers the TCP close by itself. Returns whether every connection was closed by the
+ * client within the bound; the server then disconnects ({@link cmDisconnect}) either way, which
+ * for a closed connection only answers it (RoCE: the DREP the client's DISCONNECTED waits for).
+ */
+export async function cmAwaitPeerDisconnect(p: PerfParams, link: CmLink, ms: number): Promise<boolean> {
+  if (p.conn === 'UD') return true;
+  const signal = AbortSignal.timeout(ms);
+  const one = async (id: CmId): Promise<boolean> => {
+    try {
+      for (;;) {
+        const ev = await id.channel.getEvent(signal);
+        const type = ev.event;
+        ev.ack();
+        if (type === CmEventType.DISCONNECTED) return true;
+      }
+    } catch {
+      return false; // the bound passed
+    }
+  };
+  const closed = await Promise.all(link.ids.map(one));
+  return closed.every(Boolean);
+}
+
 /** `rdma_cm_allocate_nodes`: UD QPs on RDMA_PS_UDP ids (SIDR), the others on RDMA_PS_TCP. */
 const portSpace = (p: PerfParams): PortSpace => (p.conn === 'UD' ? PortSpace.UDP : PortSpace.TCP);
 
 /** One attempt of `_rdma_cm_client_connection`. */
 async function clientAttempt(p: PerfParams, maxSize: number, cycle: number): Promise<CmLink> {
   const ids: CmId[] = [];
+  let r: Resources | null = null;
   try {
     for (let i = 0; i < p.numQps; i++) {
       const id = createId(null, null, portSpace(p));
@@ -74,13 +106,33 @@ async function clientAttempt(p: PerfParams, maxSize: number, cycle: number): Pro
       await id.resolveAddr(null, { address: p.servername as string, port: p.port }, RESOLVE_TIMEOUT_MS);
       await id.resolveRoute(RESOLVE_TIMEOUT_MS);
     }
-    const r = createResources(p, ids[0]!.verbs as Context, maxSize, cycle, (pd, init, i) => ids[i]!.createQp(pd, init));
+    r = createResources(p, ids[0]!.verbs as Context, maxSize, cycle, (pd, init, i) => ids[i]!.createQp(pd, init));
     if (r === null) throw new Error('resources');
-    await Promise.all(ids.map((id) => id.connect(connParam(p, r))));
-    if (p.conn === 'UD') await udClientEstablished(p, r, ids);
+    if (p.conn === 'UD') {
+      await Promise.all(ids.map((id) => id.connect(connParam(p, r!))));
+      await udClientEstablished(p, r, ids);
+    } else {
+      // One connection after the other, as perftest's client makes them: it connects each id
+      // from its ROUTE_RESOLVED in turn, and over siw (whose siw_connect makes the TCP connection
+      // in blocking mode, as in Linux 6.1) rdma_connect returns only once the TCP connection is up, a refused one
+      // failing the call, so a server that does not listen yet refuses the first connection and
+      // sees no other. Here the next connection starts once the one before is ESTABLISHED.
+      // Started together, the first could be refused and the second accepted, then dropped with
+      // the failed attempt.
+      for (const id of ids) await id.connect(connParam(p, r));
+    }
     return { ids, r };
   } catch (e) {
-    for (const id of ids) await id.destroy().catch(() => {});
+    // rdma_cm_destroy_cma: the attempt's ids go, with their QPs, and what was made for them.
+    for (const id of ids) {
+      try {
+        if (id.qp) id.destroyQp();
+      } catch {
+        // the id goes regardless
+      }
+      await id.destroy().catch(() => {});
+    }
+    if (r) releaseResources(r);
     throw e;
   }
 }
@@ -126,25 +178,45 @@ export async function cmListen(p: PerfParams): Promise<CmId | null> {
 
 /** `rdma_cm_server_connection` on `listenId` ({@link cmListen}): take `-q` requests, accept them; null after the message. */
 export async function cmServer(p: PerfParams, listenId: CmId, maxSize: number, cycle: number): Promise<CmLink | null> {
-  try {
-    const ids: CmId[] = [];
-    for (let i = 0; i < p.numQps; i++) ids.push(await withTimeout(listenId.getRequest(), REQUEST_TIMEOUT_MS, 'rdma_get_request'));
-    const r = createResources(p, ids[0]!.verbs as Context, maxSize, cycle, (pd, init, i) => ids[i]!.createQp(pd, init));
-    if (r === null) {
-      for (const id of ids) {
-        try {
-          id.reject();
-        } catch {
-          // the client sees the connection fail either way
-        }
-      }
-      return null;
+  const ids: CmId[] = [];
+  const maker = (pd: Pd, init: QpInit, i: number): Qp => ids[i]!.createQp(pd, init);
+  const refuse = (id: CmId): void => {
+    try {
+      id.reject();
+    } catch {
+      // the client sees the connection fail either way
     }
-    if (p.conn === 'UD') udServerPrepare(p, r);
-    await Promise.all(ids.map((id) => id.accept(connParam(p, r))));
-    if (p.conn === 'UD') await udServerAccepted(p, r, ids);
+  };
+  try {
+    let r: Resources | null = null;
+    if (p.conn === 'UD') {
+      // SIDR: every request is answered once all are in (cm-ud.ts).
+      for (let i = 0; i < p.numQps; i++) ids.push(await withTimeout(listenId.getRequest(), REQUEST_TIMEOUT_MS, 'rdma_get_request'));
+      r = createResources(p, ids[0]!.verbs as Context, maxSize, cycle, maker);
+      if (r === null) {
+        ids.forEach(refuse);
+        return null;
+      }
+      udServerPrepare(p, r);
+      await Promise.all(ids.map((id) => id.accept(connParam(p, r!))));
+      await udServerAccepted(p, r, ids);
+      return { ids, r };
+    }
+    // rdma_cm_connection_request_handler: each request gets its QP (the first one the context's
+    // resources too) and is accepted as it comes, which a client that connects one QP after the
+    // other (cmClient) needs.
+    for (let i = 0; i < p.numQps; i++) {
+      const id = await withTimeout(listenId.getRequest(), REQUEST_TIMEOUT_MS, 'rdma_get_request');
+      ids.push(id);
+      r = r === null ? createResources(p, id.verbs as Context, maxSize, cycle, maker, 1) : addQp(p, r, maker) ? r : null;
+      if (r === null) {
+        refuse(id);
+        return null;
+      }
+      await id.accept(connParam(p, r));
+    }
     if (p.conn === 'RC') {
-      for (const qp of r.qps) {
+      for (const qp of r!.qps) {
         try {
           qp.modify({ minRnrTimer: MIN_RNR_TIMER });
         } catch {
@@ -152,7 +224,7 @@ export async function cmServer(p: PerfParams, listenId: CmId, maxSize: number, c
         }
       }
     }
-    return { ids, r };
+    return { ids, r: r! };
   } catch (e) {
     errOut(`RDMA CM event error:\n${(e as Error).message}\n`);
     return null;

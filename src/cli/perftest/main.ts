@@ -35,13 +35,15 @@ import {
   type Device,
   type Resources,
 } from './resources.js';
-import { cmClient, cmDisconnect, cmListen, cmServer, type CmLink } from './cm.js';
+import { cmAwaitPeerDisconnect, cmClient, cmDisconnect, cmListen, cmServer, type CmLink } from './cm.js';
 import { Credits } from './credit.js';
 import { CmChannel, PINGPONG_DEST_SIZE, decodeDestBinary, encodeDestBinary } from './cm-channel.js';
 import { LoopError, runLatDuration, postRecvs, runIterBw, runIterBwServer, runIterLat, runIterLatSend, runIterLatWrite } from './loops.js';
 
 /** How long a client's rdma_cm side channel waits for the server to end it (see CmChannel.closeAfterPeer). */
 const CLOSE_WAIT_MS = 5000;
+/** How long a server with -R waits for its client to disconnect the test's connections first (cm.ts cmAwaitPeerDisconnect). */
+const PEER_CLOSE_WAIT_MS = 5000;
 /** How long one side-channel read waits for the peer once connected. */
 const SIDE_TIMEOUT_MS = 60_000;
 /** Peers older than this are refused (`check_version_compatibility`). */
@@ -333,10 +335,19 @@ export async function perftestMain(prog: string, verb: Verb, tst: Test, argv: st
     else await lat(run, list);
     // As perftest's mains end with -R: destroy_ctx of the test (rdma_cm_disconnect_nodes: each
     // connection disconnected and its DISCONNECTED awaited; UD ids have none), then of the side
-    // channel. The peer's DISCONNECTED comes once it has ended its own last hand shake, so the
-    // side channel never drops under its last SEND (siw completes a SEND still going out when its
-    // connection drops with IBV_WC_LOC_QP_OP_ERR: perftest's "Bad wc status 2").
-    if (link) await cmDisconnect(p, link);
+    // channel. Both perftest ends do that right after their closing hand shake, and the server's
+    // own last SEND has completed by then (CmChannel.write waits for it); the client's last SEND
+    // has completed only once the client goes on. So the server first waits, bounded, for the
+    // client to disconnect the test connections (cmAwaitPeerDisconnect), which it does only after
+    // that SEND's completion: over siw a side channel dropped under a SEND still being completed
+    // fails it with IBV_WC_LOC_QP_OP_ERR, perftest's "Bad wc status 2". The client never waits for
+    // the server's test disconnect (it starts its own), and waits for the server's side-channel
+    // close only (closeAfterPeer), which the server makes without waiting for the client's: the
+    // two never wait for each other.
+    if (link) {
+      if (!ch.isClient) await cmAwaitPeerDisconnect(p, link, PEER_CLOSE_WAIT_MS);
+      await cmDisconnect(p, link);
+    }
     if (ch instanceof CmChannel) {
       if (ch.isClient) await ch.closeAfterPeer(CLOSE_WAIT_MS);
       else ch.close();

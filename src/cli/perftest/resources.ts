@@ -174,6 +174,8 @@ export interface Resources {
   sendCh: CompChannel;
   recvCh: CompChannel;
   qps: Qp[];
+  /** What each QP is created with. */
+  qpInit: QpInit;
   /** Bytes of one half of a QP's buffer. */
   half: number;
   inlineSize: number;
@@ -200,18 +202,24 @@ export interface QpInit {
  */
 export type QpMaker = ((pd: Pd, init: QpInit, i: number) => Qp) | null;
 
+/** The access rights of the test's buffer and QPs. */
+function accessOf(p: PerfParams): number {
+  return Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | (p.verb === Verb.ATOMIC ? Access.REMOTE_ATOMIC : 0);
+}
+
 /**
  * `ctx_init` and `ctx_modify_qp_to_init` on device context `ctx` (with `-R`, the one the CM id
- * is bound to). `maxSize`: the largest message of the run.
+ * is bound to). `maxSize`: the largest message of the run. `qpsNow` of the `-q` QPs are made
+ * here, the others later by {@link addQp} (a `-R` server makes each QP as its connection request
+ * comes, as perftest's `rdma_cm_connection_request_handler` does).
  */
-export function createResources(p: PerfParams, ctx: Context, maxSize: number, cycle: number, cm: QpMaker = null): Resources | null {
+export function createResources(p: PerfParams, ctx: Context, maxSize: number, cycle: number, cm: QpMaker = null, qpsNow = p.numQps): Resources | null {
   const half = buffSize(maxSize + (p.conn === 'UD' ? UD_ADDITION : 0), cycle);
   const buf = Buffer.alloc(half * 2 * p.numQps);
   const pd = ctx.allocPd();
-  const access = Access.LOCAL_WRITE | Access.REMOTE_WRITE | Access.REMOTE_READ | (p.verb === Verb.ATOMIC ? Access.REMOTE_ATOMIC : 0);
   let mr: Mr;
   try {
-    mr = pd.regMr(buf, access);
+    mr = pd.regMr(buf, accessOf(p));
   } catch {
     errOut(" Couldn't allocate MR\n");
     return null;
@@ -223,38 +231,52 @@ export function createResources(p: PerfParams, ctx: Context, maxSize: number, cy
   const inlineSize = maxInline(p);
   // check_link: READ and ATOMIC use `-o` up to the device's limit (ctx_set_out_reads), the others 1.
   const outReads = p.verb === Verb.READ || p.verb === Verb.ATOMIC ? setOutReads(p, ctx.queryDevice().maxQpRdAtom) : 1;
-  const qps: Qp[] = [];
-  const init: QpInit = {
+  const qpInit: QpInit = {
     qpType: QP_TYPES[p.conn],
     sendCq,
     recvCq,
     cap: { maxSendWr: p.txDepth, maxRecvWr: p.verb === Verb.SEND ? p.rxDepth : 1, maxSendSge: 1, maxRecvSge: 1, maxInlineData: inlineSize },
   };
-  for (let i = 0; i < p.numQps; i++) {
-    let qp: Qp;
-    try {
-      qp = cm ? cm(pd, init, i) : pd.createQp(init);
-    } catch (e) {
-      errOut(`Couldn't create QP - ${(e as Error).message}\n`);
-      errOut(' Unable to create QP.\n');
-      errOut(" Couldn't create IB resources\n");
-      return null;
-    }
-    if (cm) {
-      qps.push(qp);
-      continue;
-    }
+  const r: Resources = { pd, buf, mr, sendCq, recvCq, sendCh, recvCh, qps: [], qpInit, half, inlineSize, outReads, ahs: [], udPeers: [] };
+  for (let i = 0; i < qpsNow; i++) if (!addQp(p, r, cm)) return null;
+  return r;
+}
+
+/** The next QP of `r` (`create_qp_main`, then `ctx_modify_qp_to_init` unless its CM id made it); false after perftest's messages. */
+export function addQp(p: PerfParams, r: Resources, cm: QpMaker): boolean {
+  const i = r.qps.length;
+  let qp: Qp;
+  try {
+    qp = cm ? cm(r.pd, r.qpInit, i) : r.pd.createQp(r.qpInit);
+  } catch (e) {
+    errOut(`Couldn't create QP - ${(e as Error).message}\n`);
+    errOut(' Unable to create QP.\n');
+    errOut(" Couldn't create IB resources\n");
+    return false;
+  }
+  if (!cm) {
     try {
       if (p.conn === 'UD') qp.modify({ qpState: QpState.INIT, pkeyIndex: 0, portNum: p.ibPort, qkey: DEF_QKEY });
-      else qp.modify({ qpState: QpState.INIT, pkeyIndex: 0, portNum: p.ibPort, qpAccessFlags: access });
+      else qp.modify({ qpState: QpState.INIT, pkeyIndex: 0, portNum: p.ibPort, qpAccessFlags: accessOf(p) });
     } catch {
       errOut(' Failed to modify QP to INIT\n');
       errOut(" Couldn't create IB resources\n");
-      return null;
+      return false;
     }
-    qps.push(qp);
   }
-  return { pd, buf, mr, sendCq, recvCq, sendCh, recvCh, qps, half, inlineSize, outReads, ahs: [], udPeers: [] };
+  r.qps.push(qp);
+  return true;
+}
+
+/**
+ * `destroy_ctx`'s part for a failed `-R` connection attempt: the QPs must be gone already (their
+ * CM ids' rdma_destroy_qp); the CQs, their channels, the MR and the PD go here.
+ */
+export function releaseResources(r: Resources): void {
+  for (const cq of new Set([r.sendCq, r.recvCq])) cq.destroy();
+  for (const ch of new Set([r.sendCh, r.recvCh])) ch.destroy();
+  r.mr.dereg();
+  r.pd.dealloc();
 }
 
 /** `set_up_connection`: this side's keys for QP `i`. The peer writes into this QP's receive half. */
