@@ -109,28 +109,31 @@ export function fwdLengthOk(n: number): boolean {
 
 /**
  * Cuts a stream of frames, delivered in chunks of any size, into frames: each is handed on
- * (without its length word) as a view of the chunk it arrived in when it lies inside one
- * (`own` false: valid only during the call), or as a buffer of its own when it was split across
- * chunks (`own` true). After a malformed length it hands on nothing more and {@link push}
- * returns false: the connection is to be closed.
+ * (without its length word) as a view valid only during the call — of the chunk it arrived in when
+ * it lies inside one, else of the splitter's own buffer, where a frame split across chunks is put
+ * together (one buffer per splitter, made on the first split frame and kept: a stream of large
+ * frames does not allocate one per frame). After a malformed length it hands on nothing more and
+ * {@link push} returns false: the connection is to be closed.
  */
 export class FwdFrameSplitter {
-  /** A frame begun in an earlier chunk (length word first), or null. */
+  /** Where a frame split across chunks is put together (length word first), once one was. */
   private part: Buffer | null = null;
-  /** Its bytes so far. */
+  /** Bytes of the frame being put together so far (0: none). */
   private partLen = 0;
+  /** Its whole size, length word included, once the length word is complete (else 0). */
+  private partSize = 0;
   /** A malformed frame was seen. */
   private broken = false;
 
-  constructor(private readonly onFrame: (frame: Buffer, own: boolean) => void) {}
+  constructor(private readonly onFrame: (frame: Buffer) => void) {}
 
   /** Feed one chunk. False once the stream is malformed. */
   push(chunk: Buffer): boolean {
     if (this.broken) return false;
     let off = 0;
     // First finish the frame an earlier chunk began: its length word, then its bytes.
-    if (this.part !== null) {
-      let part: Buffer = this.part;
+    if (this.partLen > 0) {
+      const part = this.part as Buffer;
       if (this.partLen < FWD_LEN_BYTES) {
         const k = Math.min(FWD_LEN_BYTES - this.partLen, chunk.length);
         chunk.copy(part, this.partLen, 0, k);
@@ -139,40 +142,36 @@ export class FwdFrameSplitter {
         if (this.partLen < FWD_LEN_BYTES) return true;
         const n = part.readUInt32BE(0);
         if (!fwdLengthOk(n)) return this.fail();
-        const full = Buffer.allocUnsafe(FWD_LEN_BYTES + n);
-        part.copy(full, 0, 0, FWD_LEN_BYTES);
-        part = full;
-        this.part = full;
+        this.partSize = FWD_LEN_BYTES + n;
       }
-      const k = Math.min(part.length - this.partLen, chunk.length - off);
+      const k = Math.min(this.partSize - this.partLen, chunk.length - off);
       chunk.copy(part, this.partLen, off, off + k);
       this.partLen += k;
       off += k;
-      if (this.partLen < part.length) return true;
-      this.part = null;
+      if (this.partLen < this.partSize) return true;
+      const size = this.partSize;
       this.partLen = 0;
-      this.onFrame(part.subarray(FWD_LEN_BYTES), true);
+      this.partSize = 0;
+      this.onFrame(part.subarray(FWD_LEN_BYTES, size));
       if (this.broken) return false;
     }
     while (chunk.length - off >= FWD_LEN_BYTES) {
       const n = chunk.readUInt32BE(off);
       if (!fwdLengthOk(n)) return this.fail();
       if (chunk.length - off - FWD_LEN_BYTES < n) break;
-      this.onFrame(chunk.subarray(off + FWD_LEN_BYTES, off + FWD_LEN_BYTES + n), false);
+      this.onFrame(chunk.subarray(off + FWD_LEN_BYTES, off + FWD_LEN_BYTES + n));
       if (this.broken) return false;
       off += FWD_LEN_BYTES + n;
     }
     const rest = chunk.length - off;
     if (rest > 0) {
-      let size = FWD_LEN_BYTES;
       if (rest >= FWD_LEN_BYTES) {
         const n = chunk.readUInt32BE(off);
         if (!fwdLengthOk(n)) return this.fail();
-        size = FWD_LEN_BYTES + n;
+        this.partSize = FWD_LEN_BYTES + n;
       }
-      const part = Buffer.allocUnsafe(size);
+      const part = (this.part ??= Buffer.allocUnsafe(FWD_LEN_BYTES + FWD_MAX));
       chunk.copy(part, 0, off);
-      this.part = part;
       this.partLen = rest;
     }
     return true;
@@ -182,6 +181,7 @@ export class FwdFrameSplitter {
   fail(): false {
     this.broken = true;
     this.part = null;
+    this.partLen = 0;
     return false;
   }
 }

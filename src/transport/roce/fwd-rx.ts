@@ -63,15 +63,15 @@ export class FwdRx {
    * re-wrapped on its handle so that every read lands in one buffer ({@link FWD_READ_SIZE},
    * `onread`) instead of a new buffer per read. Frames are delivered from the read they arrived in
    * (the receive path keeps nothing of a data packet; a MAD is copied); only a frame split across
-   * reads is put together in a buffer of its own (fwd-frame.ts). A malformed frame closes the
+   * reads is put together, in the splitter's own buffer (fwd-frame.ts). A malformed frame closes the
    * connection. Who is at the other end decides what it may hand over ({@link trustedUid}).
    */
   accept(c0: net.Socket): void {
     const uid = peerUid(c0);
     const trusted = uid !== null && trustedUid(uid);
     let c = c0;
-    const splitter = new FwdFrameSplitter((f, own) => {
-      if (!this.deliver(f, own, trusted)) splitter.fail();
+    const splitter = new FwdFrameSplitter((f) => {
+      if (!this.deliver(f, trusted)) splitter.fail();
     });
     const onChunk = (chunk: Buffer): void => {
       if (!splitter.push(chunk)) c.destroy();
@@ -87,11 +87,11 @@ export class FwdRx {
   }
 
   /**
-   * One forwarded frame (after its length word); `own`: `f` is a buffer of its own; `trusted`:
+   * One forwarded frame (after its length word; a view valid during the call); `trusted`:
    * from a process that may name any source address. False for a frame that is malformed (the
    * connection is closed).
    */
-  private deliver(f: Buffer, own: boolean, trusted: boolean): boolean {
+  private deliver(f: Buffer, trusted: boolean): boolean {
     const family = fwdFamily(f);
     const flags = fwdFlags(f);
     if (family === 0 || flags < 0) return false;
@@ -104,11 +104,10 @@ export class FwdRx {
       return true;
     }
     const src = this.frameAddrText(f, FwdOff.SRC, family);
-    // The receive path reads a data packet while it runs and keeps nothing, so it gets a view of
-    // the chunk; a MAD (QPN 1) may be kept by the connection manager, so it gets its own copy
-    // rather than holding the whole chunk.
+    // The receive path reads a data packet while it runs and keeps nothing, so it gets the view;
+    // a MAD (QPN 1) may be kept by the connection manager, so it gets a copy of its own.
     let pkt = f.subarray(FWD_HDR);
-    if (!own && pkt.length >= BTH_QPN_END && bthQpn(pkt, 0) === GSI_QPN) pkt = Buffer.from(pkt);
+    if (pkt.length >= BTH_QPN_END && bthQpn(pkt, 0) === GSI_QPN) pkt = Buffer.from(pkt);
     sink.rxDatagram(pkt, { family, src, dst, srcPort: fwdSrcPort(f), forwarded: true, icrcOffload: (flags & FwdFlag.ICRC_OFFLOAD) !== 0, train: fwdTrain(flags) });
     return true;
   }
