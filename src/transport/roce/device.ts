@@ -17,6 +17,7 @@ import { netopt } from '../../util/netopt.js';
 import { RoceCounters, C } from './counters.js';
 import { buildGidTable, mergeGidTable, gidEqual, gidKey, ipFromGid, isMulticastGid, isV4MappedGid, type GidEntry } from './gid.js';
 import { PortAgent } from './udp.js';
+import { setLocalDrainProbe } from './fwd-tx.js';
 import type { FwdEvent, RxMeta, RxSink } from './datagram.js';
 import { ipBytes } from './ip-addr.js';
 import { rxeReceive } from './recv.js';
@@ -90,6 +91,9 @@ const devices = new Map<string, RoceDevice>();
 let localQueue: { dev: RoceDevice; buf: Buffer; meta: RxMeta }[] = [];
 let localSpare: { dev: RoceDevice; buf: Buffer; meta: RxMeta }[] = [];
 let localScheduled = false;
+/** The scheduled drain is a microtask (the queue's first datagram leaves the process). */
+let localMicrotask = false;
+setLocalDrainProbe(() => localScheduled && localMicrotask);
 function drainLocal(): void {
   localScheduled = false;
   // Swap in the spare array: what routing queues meanwhile waits for the next turn.
@@ -485,7 +489,8 @@ export class RoceDevice implements RxSink {
     localQueue.push({ dev: this, buf, meta: { family, src, dst, srcPort: this.agent.port, forwarded: false, icrcOffload, train } });
     if (!localScheduled) {
       localScheduled = true;
-      if (this.agent.leavesProcess(buf)) queueMicrotask(drainLocal);
+      localMicrotask = this.agent.leavesProcess(buf);
+      if (localMicrotask) queueMicrotask(drainLocal);
       else setImmediate(drainLocal);
     }
   }

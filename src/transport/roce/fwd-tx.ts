@@ -24,6 +24,17 @@ import { LAST_BLOCK, type QpnBlocks } from './qpn-blocks.js';
 import { PROCESS_UID, ROOT_UID, blockSocketName, peerUid, uidOfBlockName, type DirectoryView, type RoceDirectory } from './unix-names.js';
 import type { RxMeta, RxSink } from './datagram.js';
 
+/**
+ * Whether the devices' local queue (device.ts `deliverLocal`) will drain in a microtask already
+ * queued; set by the device module when it loads.
+ */
+let localDrainPending: () => boolean = () => false;
+
+/** Tell the forwarding how to see that the local queue is about to drain ({@link localDrainPending}). */
+export function setLocalDrainProbe(probe: () => boolean): void {
+  localDrainPending = probe;
+}
+
 /** How long a Unix name or QPN block that had no holder is not tried again (ms). */
 const DEAD_NAME_MS = 1000;
 /** Names remembered as failed before the memory starts over. */
@@ -102,7 +113,18 @@ export class FwdTx {
   private readonly fwdAddrs = new Map<string, Map<string, Buffer>>();
   /** Connections corked since the last {@link uncorkAll} (one writev per burst). */
   private corked: FwdConn[] = [];
+  /** The current burst's uncork already waited once for the local queue. */
+  private waited = false;
   private readonly uncorkAll = (): void => {
+    // The local queue drains in a microtask queued after this one (an application answering, in
+    // this same turn, the message whose ACK is corked here): wait for it once, so the ACK and the
+    // answer leave in one writev.
+    if (!this.waited && localDrainPending()) {
+      this.waited = true;
+      queueMicrotask(this.uncorkAll);
+      return;
+    }
+    this.waited = false;
     // A new list first: a connection corked while these are uncorked gets its own microtask.
     const list = this.corked;
     this.corked = [];
