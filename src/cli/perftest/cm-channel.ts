@@ -8,8 +8,9 @@
  * the close, which is the last key exchange alone. The server's listening id is destroyed once the
  * control connection is accepted, so the test's own rdma_cm connection can listen on the port.
  */
-import { Access, CmEventType, PortSpace, WcStatus, WrOpcode, SendFlags, createId, type CmId, type CompChannel, type Context, type Cq, type Mr, type Qp } from '../api.js';
+import { Access, PortSpace, WcStatus, WrOpcode, SendFlags, createId, type CmId, type CompChannel, type Context, type Cq, type Mr, type Qp } from '../api.js';
 import { ExchangeError, type PerfDest } from './exchange.js';
+import { peerDisconnected } from './cm.js';
 
 /** `sizeof(struct pingpong_dest)` on LP64: five ints, padding, a u64, the GID, two ints. */
 export const PINGPONG_DEST_SIZE = 56;
@@ -226,18 +227,9 @@ export class CmChannel {
       }
       stop.abort();
     };
+    // Ends with the bound, or once the receive was flushed first.
     const disconnected = async (): Promise<void> => {
-      try {
-        for (;;) {
-          const ev = await this.id.channel.getEvent(stop.signal);
-          const type = ev.event;
-          ev.ack();
-          if (type === CmEventType.DISCONNECTED) break;
-        }
-      } catch {
-        return; // the bound passed, or the receive was flushed first
-      }
-      stop.abort();
+      if (await peerDisconnected(this.id, stop.signal)) stop.abort();
     };
     await Promise.all([flushed(), disconnected()]);
     clearTimeout(bound);

@@ -76,20 +76,25 @@ export async function cmDisconnect(p: PerfParams, link: CmLink): Promise<void> {
 export async function cmAwaitPeerDisconnect(p: PerfParams, link: CmLink, ms: number): Promise<boolean> {
   if (p.conn === 'UD') return true;
   const signal = AbortSignal.timeout(ms);
-  const one = async (id: CmId): Promise<boolean> => {
-    try {
-      for (;;) {
-        const ev = await id.channel.getEvent(signal);
-        const type = ev.event;
-        ev.ack();
-        if (type === CmEventType.DISCONNECTED) return true;
-      }
-    } catch {
-      return false; // the bound passed
-    }
-  };
-  const closed = await Promise.all(link.ids.map(one));
+  const closed = await Promise.all(link.ids.map((id) => peerDisconnected(id, signal)));
   return closed.every(Boolean);
+}
+
+/**
+ * Wait for synchronous id `id`'s DISCONNECTED, read (and acknowledged, with every event before
+ * it) from the id's own event channel; false once `signal` aborts first.
+ */
+export async function peerDisconnected(id: CmId, signal: AbortSignal): Promise<boolean> {
+  try {
+    for (;;) {
+      const ev = await id.channel.getEvent(signal);
+      const type = ev.event;
+      ev.ack();
+      if (type === CmEventType.DISCONNECTED) return true;
+    }
+  } catch {
+    return false; // the signal aborted
+  }
 }
 
 /** `rdma_cm_allocate_nodes`: UD QPs on RDMA_PS_UDP ids (SIDR), the others on RDMA_PS_TCP. */
